@@ -1,0 +1,68 @@
+# beamprobe -- top-level build.  `make` builds everything; `make test` is the
+# one command that runs every test suite on a fresh clone; `make deps`
+# installs the Debian packages a fresh Debian 12 machine lacks.
+
+ERLC ?= erlc
+ERLC_FLAGS := +warnings_as_errors +debug_info +warn_missing_spec -I include
+ERL_SRC := $(wildcard src/*.erl)
+BEAMS := $(patsubst src/%.erl,ebin/%.beam,$(ERL_SRC))
+TEST_SRC := $(wildcard test/*.erl)
+TEST_BEAMS := $(patsubst test/%.erl,_build/test/%.beam,$(TEST_SRC))
+
+# Debian packages needed to build, test, benchmark and demo.
+DEB_PKGS := erlang-base erlang-dev erlang-runtime-tools erlang-eunit \
+	erlang-common-test erlang-dialyzer erlang-tools erlang-syntax-tools \
+	erlang-parsetools rebar3 babeltrace2 gcc make libc6-dev
+DEB_CMDS := erl erlc babeltrace2 gcc ct_run
+
+all: c erl
+
+c:
+	$(MAKE) -C c_src all
+
+erl: $(BEAMS) ebin/beamprobe.app
+
+ebin/%.beam: src/%.erl $(wildcard include/*.hrl)
+	@mkdir -p ebin
+	$(ERLC) $(ERLC_FLAGS) -o ebin $<
+
+ebin/beamprobe.app: src/beamprobe.app.src
+	@mkdir -p ebin
+	cp $< $@
+
+_build/test/%.beam: test/%.erl $(BEAMS)
+	@mkdir -p _build/test
+	$(ERLC) +warnings_as_errors +debug_info -I include -pa ebin -o _build/test $<
+
+# Installs what is missing (as root), otherwise says what to run.
+deps:
+	@missing=""; for p in $(DEB_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then echo "deps: all Debian packages present"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	  echo "deps: installing$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	else echo "deps: missing$$missing"; echo "run: sudo apt-get install -y$$missing"; exit 1; fi
+
+# Fails early, naming the missing command, instead of failing mid-build.
+check-deps:
+	@for c in $(DEB_CMDS); do command -v $$c >/dev/null || { \
+	  echo "missing command: $$c (run 'make deps' as root)"; exit 1; }; done
+
+test: deps all $(TEST_BEAMS)
+	$(MAKE) -C test/c run
+	bash test/run_erlang_tests.sh
+
+bench: all
+	bash bench/run.sh
+
+dialyzer: erl
+	bash scripts/dialyzer.sh
+
+clean:
+	$(MAKE) -C c_src clean
+	$(MAKE) -C test/c clean
+	rm -rf ebin/*.beam ebin/*.app _build
+
+.PHONY: all c erl deps check-deps test bench dialyzer clean

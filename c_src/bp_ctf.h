@@ -1,0 +1,76 @@
+/* bp_ctf.h -- writing CTF 1.8 trace directories: the metadata file and
+ * one packetised stream file per producing thread (layout: bp_format.h).
+ *
+ * Used by the collector thread (one writer per stream, no locking) and by
+ * tests that need synthetic traces.  Files are created mode 0600.
+ */
+#ifndef BP_CTF_H
+#define BP_CTF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bp_format.h"
+
+struct bp_ctf_stream {
+	int fd;                /* -1 when closed */
+	uint8_t uuid[16];
+	uint32_t thread_id;
+	uint64_t seq;          /* next packet_seq_num */
+	uint8_t *buf;          /* packet being built; owned */
+	size_t cap;            /* buf size */
+	size_t len;            /* bytes used in buf (header included) */
+	uint64_t ts_begin, ts_end;
+	uint32_t nevents;      /* events in the open packet */
+	uint64_t bytes;        /* bytes written to the file */
+	uint64_t events;       /* events written to the file */
+	uint64_t last_ts;      /* timestamp of the last event added */
+	int err;               /* first errno met, 0 if none */
+};
+
+/*
+ * Writes DIR/metadata.  offset_ns = CLOCK_REALTIME - CLOCK_MONOTONIC (ns).
+ * Returns 0 or an errno value.  Any thread.
+ */
+int bp_ctf_write_metadata(const char *dir, const uint8_t uuid[16],
+			  int64_t offset_ns, const struct bp_env_entry *env,
+			  size_t nenv);
+
+/*
+ * Creates DIR/thread-<thread_id> (exclusive, 0600) with packets of at most
+ * packet_cap bytes (<= BP_PACKET_MAX).  Returns 0 or an errno value; on
+ * error the stream is left closed (fd == -1) and nothing is allocated.
+ */
+int bp_ctf_stream_open(struct bp_ctf_stream *s, const char *dir,
+		       uint32_t thread_id, const uint8_t uuid[16],
+		       size_t packet_cap);
+
+/*
+ * Appends one encoded event (id, timestamp, pid, fields: see bp_format.h)
+ * of len bytes.  Writes the open packet first when the event does not fit;
+ * `discarded` is the stream's running loss count to put in that packet.
+ * Returns 0, EMSGSIZE if the event can never fit a packet, or an errno
+ * value from write().
+ */
+int bp_ctf_stream_add(struct bp_ctf_stream *s, const uint8_t *ev,
+		      uint32_t len, uint64_t discarded);
+
+/* Writes the open packet, if it holds events or `force` is set (an empty
+ * packet records a new `discarded` value).  Returns 0 or an errno value. */
+int bp_ctf_stream_flush(struct bp_ctf_stream *s, uint64_t discarded,
+			int force);
+
+/* Flushes and closes; frees the packet buffer.  Returns 0 or an errno. */
+int bp_ctf_stream_close(struct bp_ctf_stream *s, uint64_t discarded);
+
+/* Event encoding helpers, for writers that build events in a buffer. */
+static inline size_t bp_ev_header(uint8_t *p, uint16_t id, uint64_t ts,
+				  uint64_t pid)
+{
+	bp_put_u16(p + BP_EV_OFF_ID, id);
+	bp_put_u64(p + BP_EV_OFF_TS, ts);
+	bp_put_u64(p + BP_EV_OFF_PID, pid);
+	return BP_EVENT_HEADER_SIZE;
+}
+
+#endif /* BP_CTF_H */

@@ -1,0 +1,607 @@
+/* bp_nif.c -- NIF library beamprobe_nif: load/upgrade, the session
+ * resource, and the control calls made by beamprobe_session.erl.
+ *
+ * The same module is the erl_tracer module: its tracer callbacks are in
+ * bp_tracer.c.  Control calls run on the session process's scheduler (or
+ * a dirty I/O scheduler for the ones that wait on disk); they never block
+ * a normal scheduler for long and never call exit()/abort().
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bp_atoms.h"
+#include "bp_nif.h"
+#include "bp_session.h"
+#include "bp_term.h"
+
+struct bp_atoms bp_atom;
+ErlNifResourceType *bp_session_rt;
+
+#define DEFAULT_PACKET (64 * 1024)
+#define MIN_BUFFER (16 * 1024)
+#define MAX_BUFFER (1ull << 32)
+
+static ERL_NIF_TERM error2(ErlNifEnv *env, const char *what, const char *why)
+{
+	return enif_make_tuple2(
+		env, bp_atom.error,
+		enif_make_tuple2(env, enif_make_atom(env, what),
+				 enif_make_atom(env, why)));
+}
+
+static ERL_NIF_TERM errno_term(ErlNifEnv *env, const char *what, int err)
+{
+	char name[64];
+	const char *s;
+
+	switch (err) {
+	case EACCES: s = "eacces"; break;
+	case ENOENT: s = "enoent"; break;
+	case ENOSPC: s = "enospc"; break;
+	case EEXIST: s = "eexist"; break;
+	case ENOTDIR: s = "enotdir"; break;
+	case EROFS: s = "erofs"; break;
+	case ENOMEM: s = "enomem"; break;
+	case ENAMETOOLONG: s = "enametoolong"; break;
+	default:
+		snprintf(name, sizeof name, "errno_%d", err);
+		s = name;
+	}
+	return error2(env, what, s);
+}
+
+/* ---- the session resource ------------------------------------------ */
+
+static void session_join(struct bp_session *s)
+{
+	if (!s->thread_started)
+		return;
+	enif_mutex_lock(s->mtx);
+	s->cmd_stop = 1;
+	enif_mutex_unlock(s->mtx);
+	enif_thread_join(s->tid, NULL);
+	s->thread_started = 0;
+}
+
+static void session_dtor(ErlNifEnv *env, void *obj)
+{
+	struct bp_session *s = obj;
+
+	(void)env;
+	session_join(s);
+	if (s->streams) {
+		for (uint32_t i = 0; i < s->max_slots; i++)
+			bp_ctf_stream_close(&s->streams[i], 0);
+		enif_free(s->streams);
+	}
+	if (s->region)
+		munmap(s->region, s->region_size);
+	if (s->cond)
+		enif_cond_destroy(s->cond);
+	if (s->mtx)
+		enif_mutex_destroy(s->mtx);
+}
+
+/* ---- start ----------------------------------------------------------- */
+
+static int get_u64_opt(ErlNifEnv *env, ERL_NIF_TERM map, ERL_NIF_TERM key,
+		       ErlNifUInt64 def, ErlNifUInt64 *out)
+{
+	ERL_NIF_TERM v;
+
+	if (!enif_get_map_value(env, map, key, &v)) {
+		*out = def;
+		return 1;
+	}
+	return enif_get_uint64(env, v, out);
+}
+
+static int get_bool_opt(ErlNifEnv *env, ERL_NIF_TERM map, ERL_NIF_TERM key,
+			int def, int *out)
+{
+	ERL_NIF_TERM v;
+
+	if (!enif_get_map_value(env, map, key, &v)) {
+		*out = def;
+		return 1;
+	}
+	if (v == bp_atom.true_ || v == bp_atom.false_) {
+		*out = v == bp_atom.true_;
+		return 1;
+	}
+	return 0;
+}
+
+static int get_capture(ErlNifEnv *env, ERL_NIF_TERM cfg, struct bp_capture *c)
+{
+	ERL_NIF_TERM m;
+	ErlNifUInt64 d, l, b, n;
+
+	c->depth = BP_CAPTURE_DEFAULT_DEPTH;
+	c->list = BP_CAPTURE_DEFAULT_LIST;
+	c->binary = BP_CAPTURE_DEFAULT_BINARY;
+	c->bytes = BP_CAPTURE_DEFAULT_BYTES;
+	if (!enif_get_map_value(env, cfg, bp_atom.capture, &m))
+		return 1;
+	if (!enif_is_map(env, m) ||
+	    !get_u64_opt(env, m, bp_atom.depth, c->depth, &d) ||
+	    !get_u64_opt(env, m, bp_atom.list, c->list, &l) ||
+	    !get_u64_opt(env, m, bp_atom.binary, c->binary, &b) ||
+	    !get_u64_opt(env, m, bp_atom.bytes, c->bytes, &n))
+		return 0;
+	if (d < 1 || d > 64 || l < 1 || l > 4096 || b > 65536 || n < 16 ||
+	    n > 65536)
+		return 0;
+	c->depth = (unsigned)d;
+	c->list = (unsigned)l;
+	c->binary = (unsigned)b;
+	c->bytes = (unsigned)n;
+	return 1;
+}
+
+/* Reads the env list [{Key :: binary(), Value :: binary()}]. */
+static int write_metadata(ErlNifEnv *env, struct bp_session *s,
+			  ERL_NIF_TERM list, int64_t offset_ns)
+{
+	struct bp_env_entry entries[32];
+	char keys[32][64], vals[32][256];
+	size_t n = 0;
+	ERL_NIF_TERM head;
+
+	while (n < 32 && enif_get_list_cell(env, list, &head, &list)) {
+		const ERL_NIF_TERM *kv;
+		ErlNifBinary k, v;
+		int arity;
+		if (!enif_get_tuple(env, head, &arity, &kv) || arity != 2 ||
+		    !enif_inspect_binary(env, kv[0], &k) ||
+		    !enif_inspect_binary(env, kv[1], &v) || k.size == 0 ||
+		    k.size >= sizeof keys[0])
+			return EINVAL;
+		for (size_t i = 0; i < k.size; i++)
+			if (!(k.data[i] == '_' ||
+			      (k.data[i] >= 'a' && k.data[i] <= 'z') ||
+			      (k.data[i] >= '0' && k.data[i] <= '9')))
+				return EINVAL;
+		memcpy(keys[n], k.data, k.size);
+		keys[n][k.size] = '\0';
+		size_t vl = v.size < sizeof vals[0] - 1 ? v.size
+							: sizeof vals[0] - 1;
+		memcpy(vals[n], v.data, vl);
+		vals[n][vl] = '\0';
+		entries[n].key = keys[n];
+		entries[n].value = vals[n];
+		n++;
+	}
+	return bp_ctf_write_metadata(s->dir, s->uuid, offset_ns, entries, n);
+}
+
+static void make_uuid(uint8_t u[16])
+{
+	FILE *f = fopen("/dev/urandom", "rb");
+	size_t got = f ? fread(u, 1, 16, f) : 0;
+	struct timespec ts;
+
+	if (f)
+		fclose(f);
+	if (got != 16) { /* weak fallback; uniqueness only matters per dir */
+		clock_gettime(CLOCK_REALTIME, &ts);
+		for (int i = 0; i < 16; i++)
+			u[i] = (uint8_t)((ts.tv_nsec >> (i % 4 * 8)) ^
+					 (ts.tv_sec >> (i % 8)) ^ (i * 37));
+	}
+	u[6] = (uint8_t)((u[6] & 0x0f) | 0x40); /* version 4 */
+	u[8] = (uint8_t)((u[8] & 0x3f) | 0x80);
+}
+
+static int64_t realtime_offset_ns(void)
+{
+	struct timespec rt;
+
+	clock_gettime(CLOCK_REALTIME, &rt);
+	uint64_t mono = bp_now();
+	return (int64_t)rt.tv_sec * 1000000000 + rt.tv_nsec - (int64_t)mono;
+}
+
+/* start(Config :: map()) -> {ok, Session} | {error, {What, Why}}
+ * Config keys (validated by beamprobe_config.erl): dir, buffer, max_slots,
+ * overflow, args, capture, return, exceptions, event_limit, byte_limit,
+ * notify, env, packet_size.  Creates DIR/metadata; stream files appear as
+ * threads produce events. */
+static ERL_NIF_TERM nif_start(ErlNifEnv *env, int argc,
+			      const ERL_NIF_TERM argv[])
+{
+	ERL_NIF_TERM cfg = argv[0], v, res;
+	struct bp_session *s;
+	ErlNifBinary dir;
+	ErlNifUInt64 buffer, slots, evl, byl, pkt;
+	int ret, exc, err;
+
+	(void)argc;
+	if (!enif_is_map(env, cfg))
+		return enif_make_badarg(env);
+	if (!enif_get_map_value(env, cfg, bp_atom.dir, &v) ||
+	    !enif_inspect_iolist_as_binary(env, v, &dir) || dir.size == 0 ||
+	    dir.size >= sizeof s->dir || memchr(dir.data, 0, dir.size))
+		return error2(env, "bad_config", "dir");
+	if (!get_u64_opt(env, cfg, bp_atom.buffer, 8u << 20, &buffer) ||
+	    buffer < MIN_BUFFER || buffer > MAX_BUFFER)
+		return error2(env, "bad_config", "buffer");
+	if (!get_u64_opt(env, cfg, bp_atom.max_slots, 64, &slots) ||
+	    slots < 1 || slots > BP_MAX_SLOTS)
+		return error2(env, "bad_config", "max_slots");
+	if (!get_u64_opt(env, cfg, bp_atom.event_limit, 0, &evl) ||
+	    !get_u64_opt(env, cfg, bp_atom.byte_limit, 0, &byl))
+		return error2(env, "bad_config", "limits");
+	if (!get_u64_opt(env, cfg, bp_atom.packet_size, DEFAULT_PACKET, &pkt) ||
+	    pkt < 4096 || pkt > BP_PACKET_MAX)
+		return error2(env, "bad_config", "packet_size");
+	if (!get_bool_opt(env, cfg, bp_atom.return_, 1, &ret) ||
+	    !get_bool_opt(env, cfg, bp_atom.exceptions, 1, &exc))
+		return error2(env, "bad_config", "return");
+
+	s = enif_alloc_resource(bp_session_rt, sizeof *s);
+	if (!s)
+		return error2(env, "start", "enomem");
+	memset(s, 0, sizeof *s);
+	res = enif_make_resource(env, s);
+	enif_release_resource(s); /* the term owns it now */
+
+	memcpy(s->dir, dir.data, dir.size);
+	s->dir[dir.size] = '\0';
+	s->buffer = buffer & ~(uint64_t)4095;
+	s->max_slots = (uint32_t)slots;
+	s->event_limit = evl;
+	s->byte_limit = byl;
+	s->packet_size = (size_t)pkt;
+	s->flags = (ret ? BP_F_RETURN : 0) | (exc ? BP_F_EXCEPTIONS : 0);
+	s->overflow = BP_OVF_DROP_NEWEST;
+	if (enif_get_map_value(env, cfg, bp_atom.overflow, &v)) {
+		if (v == bp_atom.drop_oldest)
+			s->overflow = BP_OVF_DROP_OLDEST;
+		else if (v == bp_atom.stop)
+			s->overflow = BP_OVF_STOP;
+		else if (v != bp_atom.drop_newest)
+			return error2(env, "bad_config", "overflow");
+	}
+	s->args_mode = BP_ARGS_FULL;
+	if (enif_get_map_value(env, cfg, bp_atom.args, &v)) {
+		if (v == bp_atom.none)
+			s->args_mode = BP_ARGS_NONE;
+		else if (v == bp_atom.arity)
+			s->args_mode = BP_ARGS_ARITY;
+		else if (v != bp_atom.full)
+			return error2(env, "bad_config", "args");
+	}
+	if (!get_capture(env, cfg, &s->capture))
+		return error2(env, "bad_config", "capture");
+	if (enif_get_map_value(env, cfg, bp_atom.notify, &v)) {
+		if (!enif_get_local_pid(env, v, &s->notify))
+			return error2(env, "bad_config", "notify");
+		s->has_notify = 1;
+	}
+	atomic_init(&s->state, BP_S_RUNNING);
+	atomic_init(&s->stop_reason, BP_SR_NONE);
+
+	s->slot_stride = ((sizeof(struct bp_slot) + 63) & ~(size_t)63) + 4096;
+	s->slot_stride = (s->slot_stride & ~(size_t)4095) + s->buffer;
+	s->region_size = s->slot_stride * s->max_slots;
+	s->region = mmap(NULL, s->region_size, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (s->region == MAP_FAILED) {
+		s->region = NULL;
+		return error2(env, "start", "enomem");
+	}
+	s->streams = enif_alloc(sizeof *s->streams * s->max_slots);
+	if (!s->streams)
+		return error2(env, "start", "enomem");
+	memset(s->streams, 0, sizeof *s->streams * s->max_slots);
+	for (uint32_t i = 0; i < s->max_slots; i++)
+		s->streams[i].fd = -1;
+	s->mtx = enif_mutex_create("beamprobe_session");
+	s->cond = enif_cond_create("beamprobe_session");
+	if (!s->mtx || !s->cond)
+		return error2(env, "start", "enomem");
+
+	make_uuid(s->uuid);
+	if (!enif_get_map_value(env, cfg, bp_atom.env, &v))
+		v = enif_make_list(env, 0);
+	err = write_metadata(env, s, v, realtime_offset_ns());
+	if (err == EINVAL)
+		return error2(env, "bad_config", "env");
+	if (err)
+		return errno_term(env, "file", err);
+
+	if (enif_thread_create("beamprobe_collector", &s->tid,
+			       bp_collector_main, s, NULL) != 0)
+		return error2(env, "start", "thread");
+	s->thread_started = 1;
+	return enif_make_tuple2(env, bp_atom.ok, res);
+}
+
+/* ---- stop / info / dump -------------------------------------------- */
+
+static struct bp_session *arg_session(ErlNifEnv *env, ERL_NIF_TERM t)
+{
+	void *p;
+
+	return enif_get_resource(env, t, bp_session_rt, &p) ? p : NULL;
+}
+
+static ERL_NIF_TERM stats_map(ErlNifEnv *env, struct bp_session *s)
+{
+	uint64_t d[BP_DROP_COUNT], total = 0;
+	ERL_NIF_TERM dropped = enif_make_new_map(env), m, st;
+	static const char *const reasons[] = {"none", "events", "bytes",
+					      "overflow", "io_error",
+					      "owner_dead"};
+	int sr = atomic_load(&s->stop_reason);
+
+	bp_session_drops(s, d);
+	for (int c = 0; c < BP_DROP_COUNT; c++) {
+		total += d[c];
+		enif_make_map_put(env, dropped,
+				  enif_make_atom(env, bp_drop_cause_names[c]),
+				  enif_make_uint64(env, d[c]), &dropped);
+	}
+	enif_make_map_put(env, dropped, bp_atom.total,
+			  enif_make_uint64(env, total), &dropped);
+	switch (atomic_load(&s->state)) {
+	case BP_S_RUNNING: st = bp_atom.running; break;
+	case BP_S_PAUSED: st = bp_atom.paused; break;
+	case BP_S_STOPPING: st = bp_atom.stopping; break;
+	default: st = bp_atom.stopped; break;
+	}
+	uint32_t threads = 0;
+	for (uint32_t i = 0; i < s->max_slots; i++)
+		threads += atomic_load(&s->slots[i]) != NULL;
+	ERL_NIF_TERM keys[] = {bp_atom.events,	 bp_atom.aux_events,
+			       bp_atom.bytes,	 bp_atom.dropped,
+			       bp_atom.state,	 bp_atom.stop_reason,
+			       bp_atom.io_error, bp_atom.threads,
+			       bp_atom.memory};
+	int ioe = atomic_load(&s->io_error);
+	ERL_NIF_TERM vals[] = {
+		enif_make_uint64(env, atomic_load(&s->events)),
+		enif_make_uint64(env, atomic_load(&s->aux_events)),
+		enif_make_uint64(env, atomic_load(&s->bytes)),
+		dropped,
+		st,
+		enif_make_atom(env, reasons[sr < 6 && sr >= 0 ? sr : 0]),
+		ioe ? errno_term(env, "file", ioe) : bp_atom.none,
+		enif_make_uint(env, threads),
+		enif_make_uint64(env, (uint64_t)threads * s->slot_stride),
+	};
+	if (!enif_make_map_from_arrays(env, keys, vals, 9, &m))
+		return enif_make_badarg(env);
+	return m;
+}
+
+/* stop(Session) -> {ok, Stats}: final drain, files closed.  Dirty I/O. */
+static ERL_NIF_TERM nif_stop(ErlNifEnv *env, int argc,
+			     const ERL_NIF_TERM argv[])
+{
+	struct bp_session *s = arg_session(env, argv[0]);
+
+	(void)argc;
+	if (!s)
+		return enif_make_badarg(env);
+	session_join(s); /* runs bp_collector_finish in the thread */
+	atomic_store(&s->state, BP_S_STOPPED);
+	return enif_make_tuple2(env, bp_atom.ok, stats_map(env, s));
+}
+
+/* info(Session) -> Stats. */
+static ERL_NIF_TERM nif_info(ErlNifEnv *env, int argc,
+			     const ERL_NIF_TERM argv[])
+{
+	struct bp_session *s = arg_session(env, argv[0]);
+
+	(void)argc;
+	return s ? stats_map(env, s) : enif_make_badarg(env);
+}
+
+/* dump(Session) -> ok | {error, not_flight_recorder | stopped}.  Writes
+ * the flight-recorder window now.  Dirty I/O. */
+static ERL_NIF_TERM nif_dump(ErlNifEnv *env, int argc,
+			     const ERL_NIF_TERM argv[])
+{
+	struct bp_session *s = arg_session(env, argv[0]);
+	uint64_t target;
+
+	(void)argc;
+	if (!s)
+		return enif_make_badarg(env);
+	if (s->overflow != BP_OVF_DROP_OLDEST)
+		return enif_make_tuple2(env, bp_atom.error,
+					bp_atom.not_flight_recorder);
+	enif_mutex_lock(s->mtx);
+	if (!s->thread_started || s->finished || s->cmd_stop) {
+		enif_mutex_unlock(s->mtx);
+		return enif_make_tuple2(env, bp_atom.error, bp_atom.stopped);
+	}
+	target = s->dumps_done + 1;
+	s->cmd_dump = 1;
+	while (s->dumps_done < target && !s->finished)
+		enif_cond_wait(s->cond, s->mtx);
+	enif_mutex_unlock(s->mtx);
+	return bp_atom.ok;
+}
+
+/* annotate(Session, [{PidOrPort, Name :: binary(), InitialCall ::
+ * binary()}]) -> {ok, Written}: process events with names, from the
+ * session process.  Not counted as events nor against limits. */
+static ERL_NIF_TERM nif_annotate(ErlNifEnv *env, int argc,
+				 const ERL_NIF_TERM argv[])
+{
+	struct bp_session *s = arg_session(env, argv[0]);
+	ERL_NIF_TERM list = argv[1], head;
+	struct bp_slot *sl;
+	unsigned written = 0;
+
+	(void)argc;
+	if (!s || !enif_is_list(env, list))
+		return enif_make_badarg(env);
+	if (!(sl = bp_session_slot(s)))
+		return enif_make_tuple2(env, bp_atom.ok, enif_make_uint(env, 0));
+	atomic_store_explicit(&sl->busy, 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load(&s->state) == BP_S_RUNNING) {
+		while (enif_get_list_cell(env, list, &head, &list)) {
+			const ERL_NIF_TERM *e;
+			ErlNifBinary name, ic;
+			int n, len;
+			uint8_t *start, *p;
+			if (!enif_get_tuple(env, head, &n, &e) || n != 3 ||
+			    !enif_inspect_binary(env, e[1], &name) ||
+			    !enif_inspect_binary(env, e[2], &ic) ||
+			    name.size > 1024 || ic.size > 1024 ||
+			    !(enif_is_pid(env, e[0]) || enif_is_port(env, e[0])))
+				continue;
+			start = bp_ring_reserve(&sl->ring,
+						(uint32_t)(BP_EVENT_HEADER_SIZE +
+							   64 + name.size +
+							   ic.size + 3));
+			if (!start)
+				break;
+			p = start + bp_ev_header(start, BP_EV_PROCESS, bp_now(),
+						 (uint64_t)e[0]);
+			len = enif_snprintf((char *)p, 64, "%T", e[0]);
+			if (len < 0 || len >= 64)
+				len = 0;
+			p[len] = '\0';
+			p += len + 1;
+			memcpy(p, name.data, name.size);
+			p += name.size;
+			*p++ = '\0';
+			memcpy(p, ic.data, ic.size);
+			p += ic.size;
+			*p++ = '\0';
+			bp_ring_commit(&sl->ring, (uint32_t)(p - start));
+			written++;
+		}
+	}
+	atomic_store_explicit(&sl->busy, 0, memory_order_release);
+	return enif_make_tuple2(env, bp_atom.ok, enif_make_uint(env, written));
+}
+
+/* ---- renderer access, for tests ------------------------------------- */
+
+static int capture_from(ErlNifEnv *env, ERL_NIF_TERM m, struct bp_capture *c)
+{
+	ERL_NIF_TERM cfg = enif_make_new_map(env);
+
+	if (!enif_is_map(env, m))
+		return 0;
+	enif_make_map_put(env, cfg, bp_atom.capture, m, &cfg);
+	return get_capture(env, cfg, c);
+}
+
+static ERL_NIF_TERM text_result(ErlNifEnv *env, const char *buf, size_t n)
+{
+	ERL_NIF_TERM bin;
+	unsigned char *p = enif_make_new_binary(env, n, &bin);
+
+	memcpy(p, buf, n);
+	return bin;
+}
+
+/* render(Term, Capture) -> binary(). */
+static ERL_NIF_TERM nif_render(ErlNifEnv *env, int argc,
+			       const ERL_NIF_TERM argv[])
+{
+	static __thread char buf[65 * 1024];
+	struct bp_capture c;
+
+	(void)argc;
+	if (!capture_from(env, argv[1], &c))
+		return enif_make_badarg(env);
+	return text_result(env, buf,
+			   bp_term_render(env, argv[0], &c, buf, sizeof buf));
+}
+
+/* render_args(Args, Capture) -> binary(). */
+static ERL_NIF_TERM nif_render_args(ErlNifEnv *env, int argc,
+				    const ERL_NIF_TERM argv[])
+{
+	static __thread char buf[65 * 1024];
+	struct bp_capture c;
+
+	(void)argc;
+	if (!capture_from(env, argv[1], &c) || !enif_is_list(env, argv[0]))
+		return enif_make_badarg(env);
+	return text_result(env, buf,
+			   bp_term_render_args(env, argv[0], &c, buf,
+					       sizeof buf));
+}
+
+/* render_mfa(M, F, Arity) -> binary(). */
+static ERL_NIF_TERM nif_render_mfa(ErlNifEnv *env, int argc,
+				   const ERL_NIF_TERM argv[])
+{
+	char buf[2048];
+	unsigned arity;
+
+	(void)argc;
+	if (!enif_get_uint(env, argv[2], &arity))
+		return enif_make_badarg(env);
+	return text_result(env, buf,
+			   bp_term_render_mfa(env, argv[0], argv[1], arity, buf,
+					      sizeof buf));
+}
+
+/* thread_slot() -> integer(): the caller's thread slot (for tests). */
+static ERL_NIF_TERM nif_thread_slot(ErlNifEnv *env, int argc,
+				    const ERL_NIF_TERM argv[])
+{
+	(void)argc;
+	(void)argv;
+	return enif_make_int(env, bp_thread_slot());
+}
+
+/* ---- load ------------------------------------------------------------ */
+
+static int open_types(ErlNifEnv *env)
+{
+	bp_session_rt = enif_open_resource_type(
+		env, NULL, "bp_session", session_dtor,
+		ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER, NULL);
+	return bp_session_rt ? 0 : -1;
+}
+
+static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
+{
+	(void)priv;
+	(void)info;
+#define BP__MAKE_ATOM(name, text) bp_atom.name = enif_make_atom(env, text);
+	BP_ATOMS(BP__MAKE_ATOM)
+#undef BP__MAKE_ATOM
+	return open_types(env);
+}
+
+static int upgrade(ErlNifEnv *env, void **priv, void **old_priv,
+		   ERL_NIF_TERM info)
+{
+	(void)old_priv;
+	return load(env, priv, info);
+}
+
+static ErlNifFunc nif_funcs[] = {
+#define BP__FUNC(name, arity, fn) {#name, arity, fn, 0},
+	BP_TRACER_NIFS(BP__FUNC)
+#undef BP__FUNC
+	{"start", 1, nif_start, ERL_NIF_DIRTY_JOB_IO_BOUND},
+	{"stop", 1, nif_stop, ERL_NIF_DIRTY_JOB_IO_BOUND},
+	{"info", 1, nif_info, 0},
+	{"dump", 1, nif_dump, ERL_NIF_DIRTY_JOB_IO_BOUND},
+	{"annotate", 2, nif_annotate, 0},
+	{"render", 2, nif_render, 0},
+	{"render_args", 2, nif_render_args, 0},
+	{"render_mfa", 3, nif_render_mfa, 0},
+	{"thread_slot", 0, nif_thread_slot, 0},
+};
+
+ERL_NIF_INIT(beamprobe_nif, nif_funcs, load, NULL, upgrade, NULL)

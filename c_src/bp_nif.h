@@ -1,0 +1,34 @@
+/* bp_nif.h -- what the NIF entry points share: the session resource type
+ * and the tracer callbacks (bp_tracer.c) for the NIF function table. */
+#ifndef BP_NIF_H
+#define BP_NIF_H
+
+#include <erl_nif.h>
+
+/* Resource type of struct bp_session; set in load(). */
+extern ErlNifResourceType *bp_session_rt;
+
+#define BP_TRACER_NIFS(N)                                                  \
+	N(enabled, 3, bp_tracer_enabled)                                   \
+	N(enabled_call, 3, bp_tracer_enabled)                              \
+	N(enabled_send, 3, bp_tracer_enabled)                              \
+	N(enabled_receive, 3, bp_tracer_enabled)                           \
+	N(enabled_procs, 3, bp_tracer_enabled)                             \
+	N(enabled_ports, 3, bp_tracer_enabled)                             \
+	N(enabled_running_procs, 3, bp_tracer_enabled)                     \
+	N(enabled_garbage_collection, 3, bp_tracer_enabled)                \
+	N(trace, 5, bp_tracer_trace)                                       \
+	N(trace_call, 5, bp_tracer_trace_call)                             \
+	N(trace_send, 5, bp_tracer_trace_send)                             \
+	N(trace_receive, 5, bp_tracer_trace_receive)                       \
+	N(trace_procs, 5, bp_tracer_trace_procs)                           \
+	N(trace_ports, 5, bp_tracer_trace_ports)                           \
+	N(trace_running_procs, 5, bp_tracer_trace_running_procs)           \
+	N(trace_garbage_collection, 5, bp_tracer_trace_gc)
+
+#define BP__DECL(name, arity, fn)                                          \
+	ERL_NIF_TERM fn(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+BP_TRACER_NIFS(BP__DECL)
+#undef BP__DECL
+
+#endif /* BP_NIF_H */

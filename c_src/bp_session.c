@@ -1,0 +1,87 @@
+/* bp_session.c -- session slots, loss totals and the stop protocol
+ * (see bp_session.h for the contract and the threads involved). */
+#include "bp_session.h"
+
+#include <sched.h>
+#include <time.h>
+
+static _Atomic int next_slot;
+static __thread int tls_slot = -1;
+
+int bp_thread_slot(void)
+{
+	if (__builtin_expect(tls_slot >= 0, 1))
+		return tls_slot;
+	int n = atomic_fetch_add_explicit(&next_slot, 1, memory_order_relaxed);
+	if (n >= BP_MAX_SLOTS)
+		return -1; /* tls_slot stays -1: checked again, stays full */
+	tls_slot = n;
+	return n;
+}
+
+struct bp_slot *bp__session_slot_create(struct bp_session *s, int idx)
+{
+	/* Only the thread owning slot idx ever creates it: no race. */
+	struct bp_slot *sl =
+		(struct bp_slot *)(s->region + (size_t)idx * s->slot_stride);
+	uint8_t *data = (uint8_t *)sl + ((sizeof *sl + 63) & ~(size_t)63);
+
+	bp_ring_init(&sl->ring, data, s->buffer,
+		     s->overflow == BP_OVF_DROP_OLDEST);
+	atomic_init(&sl->busy, 0);
+	for (int i = 0; i < BP_DROP_COUNT; i++)
+		atomic_init(&sl->drops[i], 0);
+	sl->index = (uint32_t)idx;
+	/* The mapping is zero-filled: pid_seen starts empty (0 is no pid). */
+	atomic_store_explicit(&s->slots[idx], sl, memory_order_release);
+	return sl;
+}
+
+void bp_session_request_stop(struct bp_session *s, enum bp_stop_reason r)
+{
+	int none = BP_SR_NONE;
+	int running = BP_S_RUNNING;
+
+	atomic_compare_exchange_strong(&s->stop_reason, &none, (int)r);
+	atomic_compare_exchange_strong(&s->state, &running, BP_S_STOPPING);
+}
+
+uint64_t bp_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void bp_session_drops(struct bp_session *s, uint64_t out[BP_DROP_COUNT])
+{
+	for (int c = 0; c < BP_DROP_COUNT; c++)
+		out[c] = 0;
+	for (uint32_t i = 0; i < s->max_slots; i++) {
+		struct bp_slot *sl =
+			atomic_load_explicit(&s->slots[i], memory_order_acquire);
+		if (!sl)
+			continue;
+		for (int c = 0; c < BP_DROP_COUNT; c++)
+			out[c] += atomic_load_explicit(&sl->drops[c],
+						       memory_order_relaxed);
+		out[BP_DROP_OVERWRITTEN] += atomic_load_explicit(
+			&sl->ring.evicted, memory_order_relaxed);
+	}
+	out[BP_DROP_NO_BUFFER] +=
+		atomic_load_explicit(&s->noslot_drops, memory_order_relaxed);
+}
+
+void bp_session_quiesce(struct bp_session *s)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	for (uint32_t i = 0; i < s->max_slots; i++) {
+		struct bp_slot *sl =
+			atomic_load_explicit(&s->slots[i], memory_order_acquire);
+		if (!sl)
+			continue;
+		while (atomic_load_explicit(&sl->busy, memory_order_acquire))
+			sched_yield();
+	}
+}

@@ -1,0 +1,217 @@
+/* bp_session.h -- a tracing session: its per-thread rings, its state and
+ * loss counters, and its collector thread.
+ *
+ * Threads and contexts:
+ *   producers   tracer callbacks (bp_tracer.c) on any scheduler thread,
+ *               normal or dirty; each OS thread gets a process-wide slot
+ *               number on first use and writes only to its own slot's
+ *               ring in each session.
+ *   collector   one thread per session (bp_collector.c) draining the rings
+ *               into CTF stream files.
+ *   control     NIF calls from the session's Erlang process (bp_nif.c).
+ *
+ * Memory: one anonymous mapping per session holding max_slots slots of
+ * (struct bp_slot + buffer bytes).  Pages are touched only by threads that
+ * produce, so resident memory is bounded by buffer x producing threads;
+ * nothing is allocated on the producer path.
+ *
+ * Stop/dump protocol (exact accounting without a lock on the hot path):
+ * a producer stores slot->busy = 1, issues a full fence, then reads state;
+ * it writes only if state is RUNNING and clears busy when done.  The
+ * collector stores state, issues a full fence, then waits until every
+ * slot's busy is 0.  After that no producer can write until state is
+ * RUNNING again, and every later event is counted as dropped.
+ */
+#ifndef BP_SESSION_H
+#define BP_SESSION_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <erl_nif.h>
+
+#include "bp_ctf.h"
+#include "bp_format.h"
+#include "bp_ring.h"
+#include "bp_term.h"
+
+#define BP_MAX_SLOTS 256
+#define BP_PID_CACHE 1024 /* per-slot "process event already written" set */
+
+enum bp_state {
+	BP_S_RUNNING = 0,
+	BP_S_PAUSED,   /* collector is dumping a flight-recorder window */
+	BP_S_STOPPING, /* a limit or an overflow asked the session to end */
+	BP_S_STOPPED,  /* final: producers drop everything */
+};
+
+enum bp_overflow { BP_OVF_DROP_NEWEST, BP_OVF_DROP_OLDEST, BP_OVF_STOP };
+enum bp_args_mode { BP_ARGS_NONE, BP_ARGS_ARITY, BP_ARGS_FULL };
+
+/* Why a session asked to be stopped (sent to the session process). */
+enum bp_stop_reason {
+	BP_SR_NONE = 0,
+	BP_SR_EVENTS,   /* limits.events reached */
+	BP_SR_BYTES,    /* limits.bytes reached */
+	BP_SR_OVERFLOW, /* overflow => stop and an event was lost */
+	BP_SR_IO_ERROR, /* writing the trace failed */
+	BP_SR_OWNER_DEAD, /* the session process died without stopping */
+};
+
+#define BP_F_RETURN 1u     /* record return_from */
+#define BP_F_EXCEPTIONS 2u /* record exception_from */
+
+/* One producing thread's part of a session. */
+struct bp_slot {
+	struct bp_ring ring;
+	_Alignas(64) _Atomic uint32_t busy; /* see protocol above */
+	_Atomic uint64_t drops[BP_DROP_COUNT]; /* written by the producer */
+	uint32_t index;                       /* slot number */
+	uint64_t pid_seen[BP_PID_CACHE];      /* producer only */
+};
+
+struct bp_session {
+	/* Read by producers on every event. */
+	_Atomic int state;
+	uint8_t overflow;  /* enum bp_overflow */
+	uint8_t args_mode; /* enum bp_args_mode */
+	uint32_t flags;    /* BP_F_* */
+	struct bp_capture capture;
+	uint64_t event_limit; /* 0 = none */
+	uint32_t max_slots;
+	uint64_t buffer;      /* ring bytes per slot */
+	size_t slot_stride;   /* bytes per slot in the mapping */
+	uint8_t *region;      /* the mapping; owned */
+	size_t region_size;
+	struct bp_slot *_Atomic slots[BP_MAX_SLOTS];
+
+	_Alignas(64) _Atomic uint64_t event_count; /* only with event_limit */
+	_Alignas(64) _Atomic uint64_t noslot_drops;
+	_Atomic int stop_reason; /* enum bp_stop_reason, first one wins */
+
+	/* Collector. */
+	uint64_t byte_limit; /* 0 = none */
+	char dir[4096];
+	uint8_t uuid[16];
+	size_t packet_size;
+	struct bp_ctf_stream *streams; /* max_slots entries; collector-owned */
+	_Atomic uint64_t events;       /* user events written */
+	_Atomic uint64_t bytes;        /* bytes written */
+	_Atomic uint64_t aux_events;   /* process/drops events written */
+	_Atomic int io_error;          /* first errno from writing */
+	ErlNifPid notify;              /* session process */
+	int has_notify;
+	int notified;
+
+	ErlNifTid tid;
+	int thread_started;
+	ErlNifMutex *mtx;  /* control <-> collector commands */
+	ErlNifCond *cond;
+	int cmd_dump;      /* a dump is requested (under mtx) */
+	uint64_t dumps_done; /* under mtx */
+	int cmd_stop;      /* stop requested (under mtx) */
+	int finished;      /* collector ended (under mtx) */
+};
+
+/* Process-wide slot number of the calling thread, or -1 if all
+ * BP_MAX_SLOTS are taken.  Any thread; lock-free. */
+int bp_thread_slot(void);
+
+/* The calling thread's slot in s, created on first use (no allocation:
+ * carved from s->region).  NULL if the thread has no slot in s (counted as
+ * a no_buffer drop by the caller).  Producer context. */
+struct bp_slot *bp__session_slot_create(struct bp_session *s, int idx);
+
+static inline struct bp_slot *bp_session_slot(struct bp_session *s)
+{
+	int idx = bp_thread_slot();
+	struct bp_slot *sl;
+
+	if (idx < 0 || (uint32_t)idx >= s->max_slots)
+		return NULL;
+	sl = atomic_load_explicit(&s->slots[idx], memory_order_acquire);
+	return sl ? sl : bp__session_slot_create(s, idx);
+}
+
+static inline void bp_slot_drop(struct bp_slot *sl, enum bp_drop_cause c)
+{
+	/* Single writer: a relaxed load + store is exact. */
+	uint64_t v = atomic_load_explicit(&sl->drops[c], memory_order_relaxed);
+	atomic_store_explicit(&sl->drops[c], v + 1, memory_order_relaxed);
+}
+
+/* Asks the session to end for reason r (first reason wins).  Any thread. */
+void bp_session_request_stop(struct bp_session *s, enum bp_stop_reason r);
+
+/*
+ * Enters the session to write one event: returns the slot to write to, or
+ * NULL when the event must not be written (the loss is already counted).
+ * On success the caller must call bp_session_leave().  Producer context.
+ */
+static inline struct bp_slot *bp_session_enter(struct bp_session *s)
+{
+	struct bp_slot *sl = bp_session_slot(s);
+	int st;
+
+	if (!sl) {
+		atomic_fetch_add_explicit(&s->noslot_drops, 1,
+					  memory_order_relaxed);
+		return NULL;
+	}
+	atomic_store_explicit(&sl->busy, 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_seq_cst);
+	st = atomic_load_explicit(&s->state, memory_order_relaxed);
+	if (st != BP_S_RUNNING) {
+		bp_slot_drop(sl, st == BP_S_PAUSED ? BP_DROP_DUMPING
+						    : BP_DROP_STOPPED);
+		atomic_store_explicit(&sl->busy, 0, memory_order_release);
+		return NULL;
+	}
+	if (s->event_limit &&
+	    atomic_fetch_add_explicit(&s->event_count, 1,
+				      memory_order_relaxed) >= s->event_limit) {
+		bp_slot_drop(sl, BP_DROP_LIMIT);
+		atomic_store_explicit(&sl->busy, 0, memory_order_release);
+		bp_session_request_stop(s, BP_SR_EVENTS);
+		return NULL;
+	}
+	return sl;
+}
+
+static inline void bp_session_leave(struct bp_slot *sl)
+{
+	atomic_store_explicit(&sl->busy, 0, memory_order_release);
+}
+
+/* Reserves room for an event in sl's ring; on failure counts the loss
+ * (and ends the session under overflow => stop).  Producer context. */
+static inline uint8_t *bp_session_reserve(struct bp_session *s,
+					  struct bp_slot *sl, uint32_t max_len)
+{
+	uint8_t *p = bp_ring_reserve(&sl->ring, max_len);
+
+	if (!p) {
+		bp_slot_drop(sl, max_len > sl->ring.cap / 2 ? BP_DROP_TOO_BIG
+							    : BP_DROP_RING_FULL);
+		if (s->overflow == BP_OVF_STOP)
+			bp_session_request_stop(s, BP_SR_OVERFLOW);
+	}
+	return p;
+}
+
+/* Monotonic clock in ns (the trace clock). */
+uint64_t bp_now(void);
+
+/* Sums drops of every cause over all slots (+ evictions, no_buffer). */
+void bp_session_drops(struct bp_session *s, uint64_t out[BP_DROP_COUNT]);
+
+/* Waits until no producer is inside s (see protocol).  Collector/control. */
+void bp_session_quiesce(struct bp_session *s);
+
+/* Collector thread entry point (bp_collector.c). */
+void *bp_collector_main(void *arg);
+
+/* Runs the final drain synchronously (used when the thread could not be
+ * started).  Collector/control context. */
+void bp_collector_finish(struct bp_session *s);
+
+#endif /* BP_SESSION_H */

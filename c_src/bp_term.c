@@ -1,0 +1,865 @@
+/* bp_term.c -- bounded rendering of Erlang terms as Erlang-syntax text.
+ *
+ * The tracer calls this on its hot path, inside the traced process, to turn
+ * call arguments, return values and messages into text.  It never
+ * allocates, never takes a lock, never builds or copies a term, and its
+ * work is bounded by the capture limits (struct bp_capture), not by the
+ * size of the term: lists are walked at most max(list, binary) cells,
+ * binaries are looked at for at most `binary` bytes, recursion is at most
+ * `depth` levels and every element visited writes at least one byte, so
+ * the `bytes` limit bounds the total.
+ *
+ * The text is what io_lib:format("~0p", [T]) prints in OTP 25, encoded in
+ * UTF-8, except:
+ *   - cut forms: a container deeper than `depth` prints as [...], {...},
+ *     #{...} or <<...>>; surplus elements as [1,2|...], {1,2,...},
+ *     #{a => 1,...}; surplus bytes as <<"abc"...>> or <<1,2,...>>; a
+ *     string (printable list) longer than max(list, binary) characters as
+ *     "abc"...; text beyond `bytes` is replaced by a final "...".
+ *   - printability of a list or binary longer than the limits is decided
+ *     from the part looked at (like ~P does for binaries).
+ *   - the printable range is latin-1, as for ~p (not ~tp): [8364] stays a
+ *     list and a UTF-8 binary such as <<"é"/utf8>> prints as <<"Ã©">>,
+ *     exactly as ~0p does.
+ *   - atoms that are not latin-1 print via %T, i.e. quoted raw UTF-8
+ *     ('€') as ~tp would, where ~p prints '\x{20AC}'.
+ *   - integers that do not fit 64 bits are read from their ERTS bignum
+ *     representation (the NIF API has no bounded way: %T converts the whole
+ *     number with a temporary allocation).  Up to BIG_DEC_WORDS words
+ *     (1024 bits) they print in decimal; larger ones print as hexadecimal
+ *     Erlang syntax, 16#1F...  (or -16#...), cut by `bytes`.
+ *   - bitstrings with a non-byte size are rendered from enif_snprintf
+ *     "%.*T", whose precision bounds its work; at most BITS_MAX bytes.
+ *   - floats: shortest round-trip digits found by a binary search over
+ *     "%.*e" + strtod, laid out with the rules of OTP's float_to_list(F,
+ *     [short]); could be one digit longer than Ryu for some exact powers of
+ *     two (none found by testing).
+ *   - maps print in enif_map_iterator order, which for maps of more than
+ *     32 keys may differ from the order ~p uses.
+ *   - pids, ports, refs and funs print via %T (same text as ~p in OTP 25).
+ *   - term types unknown to this file print as "...".
+ * Known cost outside the bound: enif_inspect_binary copies a binary that
+ * starts at a non-byte bit offset (made only by matching at odd bit
+ * positions); ERTS gives no way around it.
+ */
+#include "bp_term.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NOINLINE __attribute__((noinline))
+
+#define BIG_DEC_WORDS 16 /* bignums up to this many words print in decimal */
+#define BITS_MAX 200	 /* bytes shown of a non-byte-sized bitstring */
+#define TMP_TEXT 1100	 /* %T text of an atom (255 chars) or fun */
+
+/* ERTS term layout (erl_term.h, unchanged from R13 to OTP 27). */
+#define ERTS_PRIMARY_MASK 0x3
+#define ERTS_PRIMARY_BOXED 0x2
+#define ERTS_HEADER_TAG_MASK 0x3f
+#define ERTS_HEADER_POS_BIG 0x08
+#define ERTS_HEADER_NEG_BIG 0x0c
+#define ERTS_HEADER_ARITY_SHIFT 6
+
+struct ctx {
+	ErlNifEnv *env;
+	char *buf;
+	size_t pos;  /* text bytes written */
+	size_t lim;  /* text bytes allowed */
+	size_t safe; /* end of the last whole token with room for "..." */
+	int full;    /* text was cut: write nothing more */
+	unsigned list, binary, text;
+};
+
+/* Character classes of latin-1 code points, as io_lib sees them. */
+enum {
+	C_PRINT = 1, /* printable (io_lib:printable_latin1_list/1) */
+	C_PLAIN = 2, /* written as itself inside quotes */
+	C_NAME = 4,  /* may appear in an unquoted atom */
+	C_LOWER = 8, /* may start an unquoted atom */
+};
+
+#define PP (C_PRINT | C_PLAIN)
+#define PN (C_PRINT | C_PLAIN | C_NAME)
+#define PL (C_PRINT | C_PLAIN | C_NAME | C_LOWER)
+
+static const unsigned char cls[256] = {
+	[8 ... 13] = C_PRINT,	[27] = C_PRINT,	   [' ' ... '/'] = PP,
+	['0' ... '9'] = PN,	[':' ... '?'] = PP, ['@' ... 'Z'] = PN,
+	['[' ... '^'] = PP,	['_'] = PN,	   ['`'] = PP,
+	['a' ... 'z'] = PL,	['{' ... '~'] = PP, [160 ... 191] = PP,
+	[192 ... 214] = PN,	[215] = PP,	   [216 ... 222] = PN,
+	[223 ... 246] = PL,	[247] = PP,	   [248 ... 255] = PL,
+};
+
+static const char *const reserved[] = {
+	"after", "and",	 "andalso", "band", "begin",   "bnot", "bor",
+	"bsl",	 "bsr",	 "bxor",    "case", "catch",   "cond", "div",
+	"end",	 "fun",	 "if",	    "let",  "not",     "of",   "or",
+	"orelse", "rem", "try",	    "when", "receive", "xor",
+};
+
+static void ctx_init(struct ctx *x, ErlNifEnv *env,
+		     const struct bp_capture *c, char *buf, size_t cap)
+{
+	size_t bytes = c && c->bytes ? c->bytes : BP_CAPTURE_DEFAULT_BYTES;
+
+	x->env = env;
+	x->buf = buf;
+	x->pos = 0;
+	x->safe = 0;
+	x->full = 0;
+	x->lim = cap - 1 < bytes ? cap - 1 : bytes;
+	x->list = c && c->list ? c->list : BP_CAPTURE_DEFAULT_LIST;
+	x->binary = c && c->binary ? c->binary : BP_CAPTURE_DEFAULT_BINARY;
+	x->text = x->list > x->binary ? x->list : x->binary;
+}
+
+static size_t ctx_end(struct ctx *x)
+{
+	x->buf[x->pos] = '\0';
+	return x->pos;
+}
+
+/* Ends the text with "..." after the last whole token that leaves room. */
+static void cut(struct ctx *x)
+{
+	size_t n = x->lim < 3 ? x->lim : 3;
+
+	x->full = 1;
+	x->pos = x->lim < 3 ? 0 : x->safe;
+	memcpy(x->buf + x->pos, "...", n);
+	x->pos += n;
+}
+
+/* Appends a token (whole UTF-8 characters), or cuts if it does not fit. */
+static inline void put(struct ctx *x, const char *s, size_t n)
+{
+	if (x->full)
+		return;
+	if (n > x->lim - x->pos) {
+		cut(x);
+		return;
+	}
+	memcpy(x->buf + x->pos, s, n);
+	x->pos += n;
+	if (x->lim - x->pos >= 3)
+		x->safe = x->pos;
+}
+
+#define PUTS(x, lit) put((x), (lit), sizeof(lit) - 1)
+
+static inline void put_ch(struct ctx *x, char c)
+{
+	put(x, &c, 1);
+}
+
+static void put_u64(struct ctx *x, uint64_t u, int neg)
+{
+	char b[21];
+	size_t i = sizeof b;
+
+	do {
+		b[--i] = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	if (neg)
+		b[--i] = '-';
+	put(x, b + i, sizeof b - i);
+}
+
+/* Latin-1 code point c, escaped as in an Erlang string quoted with q. */
+static void put_esc(struct ctx *x, unsigned c, char q)
+{
+	char b[4];
+
+	if (c == (unsigned char)q || c == '\\') {
+		b[0] = '\\';
+		b[1] = (char)c;
+		put(x, b, 2);
+	} else if (c < 128 && (cls[c] & C_PLAIN)) {
+		put_ch(x, (char)c);
+	} else if (c >= 160) {
+		b[0] = (char)(0xc0 | c >> 6);
+		b[1] = (char)(0x80 | (c & 0x3f));
+		put(x, b, 2);
+	} else {
+		const char *e = NULL;
+
+		switch (c) {
+		case '\n': e = "\\n"; break;
+		case '\r': e = "\\r"; break;
+		case '\t': e = "\\t"; break;
+		case '\v': e = "\\v"; break;
+		case '\b': e = "\\b"; break;
+		case '\f': e = "\\f"; break;
+		case 27: e = "\\e"; break;
+		case 127: e = "\\d"; break;
+		}
+		if (e) {
+			put(x, e, 2);
+			return;
+		}
+		b[0] = '\\';
+		b[1] = (char)('0' + (c >> 6));
+		b[2] = (char)('0' + ((c >> 3) & 7));
+		b[3] = (char)('0' + (c & 7));
+		put(x, b, 4);
+	}
+}
+
+static int is_reserved(const unsigned char *s, size_t n)
+{
+	if (n < 2 || n > 7)
+		return 0;
+	for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
+		if (strlen(reserved[i]) == n && !memcmp(reserved[i], s, n))
+			return 1;
+	return 0;
+}
+
+/* An atom given as latin-1 text, quoted as io_lib:quote_atom/2 decides. */
+static void put_latin1_atom(struct ctx *x, const unsigned char *s, size_t n)
+{
+	int quote = n == 0 || !(cls[s[0]] & C_LOWER);
+	int ascii = 1;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!(cls[s[i]] & C_NAME))
+			quote = 1;
+		if (s[i] >= 128)
+			ascii = 0;
+	}
+	if (!quote && is_reserved(s, n))
+		quote = 1;
+	if (!quote && ascii) {
+		put(x, (const char *)s, n);
+		return;
+	}
+	if (quote)
+		put_ch(x, '\'');
+	for (size_t i = 0; i < n; i++)
+		put_esc(x, s[i], '\'');
+	if (quote)
+		put_ch(x, '\'');
+}
+
+/* Appends enif_snprintf("%.*T") of t; only for terms whose %T is small or
+ * bounded by prec (prec < 0: no precision). */
+static NOINLINE void put_T(struct ctx *x, ERL_NIF_TERM t, int prec)
+{
+	char tmp[TMP_TEXT];
+	int n;
+
+	if (prec < 0)
+		n = enif_snprintf(tmp, sizeof tmp, "%T", t);
+	else
+		n = enif_snprintf(tmp, sizeof tmp, "%.*T", prec, t);
+	if (n < 0)
+		n = 0;
+	if ((size_t)n < sizeof tmp) {
+		put(x, tmp, (size_t)n);
+		return;
+	}
+	n = sizeof tmp - 1; /* truncated: drop a split UTF-8 character */
+	while (n > 0 && ((unsigned char)tmp[n] & 0xc0) == 0x80)
+		n--;
+	put(x, tmp, (size_t)n);
+	PUTS(x, "...");
+}
+
+static NOINLINE void put_atom(struct ctx *x, ERL_NIF_TERM t)
+{
+	char s[256];
+	int n = enif_get_atom(x->env, t, s, sizeof s, ERL_NIF_LATIN1);
+
+	if (n > 0)
+		put_latin1_atom(x, (const unsigned char *)s, (size_t)n - 1);
+	else
+		put_T(x, t, -1); /* not latin-1: %T quotes and prints UTF-8 */
+}
+
+/* An integer beyond 64 bits, read from its bignum words. */
+static NOINLINE void put_big(struct ctx *x, ERL_NIF_TERM t)
+{
+	const ERL_NIF_UINT *p;
+	ERL_NIF_UINT hdr, n;
+	enum { LIMBS = BIG_DEC_WORDS * sizeof(ERL_NIF_UINT) / 4 };
+	uint32_t l[LIMBS];
+	char d[LIMBS * 10 + 9];
+	size_t nl = 0, dp = sizeof d;
+
+	if ((t & ERTS_PRIMARY_MASK) != ERTS_PRIMARY_BOXED)
+		goto bad;
+	p = (const ERL_NIF_UINT *)(uintptr_t)(t & ~(ERL_NIF_TERM)ERTS_PRIMARY_MASK);
+	hdr = p[0];
+	n = hdr >> ERTS_HEADER_ARITY_SHIFT;
+	if (((hdr & ERTS_HEADER_TAG_MASK) != ERTS_HEADER_POS_BIG &&
+	     (hdr & ERTS_HEADER_TAG_MASK) != ERTS_HEADER_NEG_BIG) ||
+	    n == 0 || p[n] == 0)
+		goto bad;
+	if ((hdr & ERTS_HEADER_TAG_MASK) == ERTS_HEADER_NEG_BIG)
+		put_ch(x, '-');
+
+	if (n > BIG_DEC_WORDS) { /* hexadecimal, most significant first */
+		PUTS(x, "16#");
+		for (ERL_NIF_UINT i = n; i >= 1 && !x->full; i--) {
+			char h[sizeof(ERL_NIF_UINT) * 2];
+			uint64_t w = p[i];
+			size_t k = sizeof h, s = 0;
+
+			while (k-- > 0) {
+				h[k] = "0123456789ABCDEF"[w & 15];
+				w >>= 4;
+			}
+			while (i == n && h[s] == '0')
+				s++;
+			put(x, h + s, sizeof h - s);
+		}
+		return;
+	}
+	for (ERL_NIF_UINT i = 1; i <= n; i++) {
+		uint64_t w = p[i];
+
+		for (size_t k = 0; k < sizeof(ERL_NIF_UINT) / 4; k++) {
+			l[nl++] = (uint32_t)w;
+			w >>= 32;
+		}
+	}
+	while (nl && !l[nl - 1])
+		nl--;
+	while (nl) { /* divide by 10^9, collecting 9 digits at a time */
+		uint64_t r = 0;
+
+		for (size_t i = nl; i-- > 0;) {
+			uint64_t cur = r << 32 | l[i];
+
+			l[i] = (uint32_t)(cur / 1000000000u);
+			r = cur % 1000000000u;
+		}
+		while (nl && !l[nl - 1])
+			nl--;
+		for (int k = 0; k < 9; k++, r /= 10)
+			d[--dp] = (char)('0' + r % 10);
+	}
+	while (dp < sizeof d - 1 && d[dp] == '0')
+		dp++;
+	put(x, d + dp, sizeof d - dp);
+	return;
+bad:
+	PUTS(x, "...");
+}
+
+static void put_int(struct ctx *x, ERL_NIF_TERM t)
+{
+	ErlNifSInt64 i;
+	ErlNifUInt64 u;
+
+	if (enif_get_int64(x->env, t, &i))
+		put_u64(x, i < 0 ? 0 - (uint64_t)i : (uint64_t)i, i < 0);
+	else if (enif_get_uint64(x->env, t, &u))
+		put_u64(x, u, 0);
+	else
+		put_big(x, t);
+}
+
+/* 1 if m * 10^e reads back as a. */
+static int reads_as(double a, uint64_t m, int e)
+{
+	char tmp[40];
+
+	snprintf(tmp, sizeof tmp, "%" PRIu64 "e%d", m, e);
+	return strtod(tmp, NULL) == a;
+}
+
+/* 1 if some n-digit decimal reads back as a; it is then *m * 10^*e, the
+ * one nearest to a.  Only the two n-digit neighbours of a can be: the
+ * rounded one "%.*e" gives and the one on the other side of a. */
+static int fits(double a, int n, uint64_t *m, int *e)
+{
+	char tmp[40];
+	const char *s;
+	uint64_t r = 0;
+
+	snprintf(tmp, sizeof tmp, "%.*e", n - 1, a);
+	for (s = tmp; *s && *s != 'e'; s++)
+		if (*s >= '0' && *s <= '9')
+			r = r * 10 + (uint64_t)(*s - '0');
+	*e = (*s == 'e' ? atoi(s + 1) : 0) - (n - 1);
+	*m = r;
+	if (reads_as(a, r, *e))
+		return 1;
+	snprintf(tmp, sizeof tmp, "%" PRIu64 "e%d", r, *e);
+	*m = strtod(tmp, NULL) < a ? r + 1 : r - 1;
+	return *m && reads_as(a, *m, *e);
+}
+
+/* Shortest decimal m * 10^e (m without trailing zeros) that reads back as
+ * a > 0, nearest to a among those: what Ryu (float_to_list) finds. */
+static void shortest(double a, uint64_t *m, int *e)
+{
+	int lo = 1, hi = 17;
+
+	if (a < 9007199254740992.0 && a == (double)(uint64_t)a) {
+		*m = (uint64_t)a; /* integers below 2^53 are exact */
+		*e = 0;
+	} else {
+		while (lo < hi) { /* an n-digit fit implies an n+1-digit one */
+			int mid = (lo + hi) / 2;
+
+			if (fits(a, mid, m, e))
+				hi = mid;
+			else
+				lo = mid + 1;
+		}
+		fits(a, lo, m, e);
+	}
+	while (*m % 10 == 0) {
+		*m /= 10;
+		(*e)++;
+	}
+}
+
+/* A float as float_to_list(F, [short]) writes it (OTP 25). */
+static NOINLINE void put_float(struct ctx *x, double v)
+{
+	char d[20], b[48];
+	int e, n = 0, sci, lower, upper, fixed, neg = signbit(v) != 0;
+	uint64_t m, r;
+	size_t i = 0;
+
+	if (v == 0) {
+		if (neg)
+			PUTS(x, "-0.0");
+		else
+			PUTS(x, "0.0");
+		return;
+	}
+	shortest(neg ? -v : v, &m, &e);
+	for (r = m; r; r /= 10)
+		n++;
+	r = m;
+	for (int k = n; k-- > 0; r /= 10)
+		d[k] = (char)('0' + r % 10);
+	sci = e + n - 1;
+	if (n == 1) {
+		lower = -4;
+		upper = 2;
+	} else {
+		lower = -(n + 2);
+		upper = sci >= 10 ? 2 : 1;
+	}
+	fixed = lower <= e && e <= upper &&
+		!((m >= 1ull << 53 && e == 0) ||
+		  (m > (1ull << 52) / 5 && e == 1) ||
+		  (m > (1ull << 51) / 25 && e == 2));
+	if (neg)
+		b[i++] = '-';
+	if (fixed && e >= 0) { /* 1729.0, 17290.0 */
+		memcpy(b + i, d, (size_t)n);
+		i += (size_t)n;
+		for (int k = 0; k < e; k++)
+			b[i++] = '0';
+		b[i++] = '.';
+		b[i++] = '0';
+	} else if (fixed && n + e > 0) { /* 17.29 */
+		memcpy(b + i, d, (size_t)(n + e));
+		i += (size_t)(n + e);
+		b[i++] = '.';
+		memcpy(b + i, d + n + e, (size_t)-e);
+		i += (size_t)-e;
+	} else if (fixed) { /* 0.001729 */
+		b[i++] = '0';
+		b[i++] = '.';
+		for (int k = 0; k < -(n + e); k++)
+			b[i++] = '0';
+		memcpy(b + i, d, (size_t)n);
+		i += (size_t)n;
+	} else { /* 1.729e-10, 1.0e100 */
+		b[i++] = d[0];
+		b[i++] = '.';
+		if (n == 1)
+			b[i++] = '0';
+		memcpy(b + i, d + 1, (size_t)n - 1);
+		i += (size_t)n - 1;
+		i += (size_t)snprintf(b + i, sizeof b - i, "e%d", sci);
+	}
+	put(x, b, i);
+}
+
+/* Non-byte-sized bitstring: reparses bounded %.*T text "<<1,2,5:3>>". */
+static NOINLINE void put_bits(struct ctx *x, ERL_NIF_TERM t)
+{
+	char tmp[BITS_MAX * 4 + 32];
+	unsigned max = x->binary < BITS_MAX ? x->binary : BITS_MAX, shown = 0;
+	int more = 0, n;
+	const char *s = tmp;
+
+	n = enif_snprintf(tmp, sizeof tmp, "%.*T", (int)max + 2, t);
+	if (n < 2 || (size_t)n >= sizeof tmp || memcmp(tmp, "<<", 2)) {
+		PUTS(x, "<<...>>");
+		return;
+	}
+	PUTS(x, "<<");
+	for (s += 2; *s >= '0' && *s <= '9';) {
+		const char *v = s;
+
+		while (*s >= '0' && *s <= '9')
+			s++;
+		if (*s == ':') { /* the last, partial byte: "5:3" */
+			for (s++; *s >= '0' && *s <= '9'; s++)
+				;
+			if (shown)
+				put_ch(x, ',');
+			put(x, v, (size_t)(s - v));
+			break;
+		}
+		if (shown == max) {
+			more = 1;
+			break;
+		}
+		if (shown++)
+			put_ch(x, ',');
+		put(x, v, (size_t)(s - v));
+		if (*s != ',') {
+			more = *s != '>';
+			break;
+		}
+		s++;
+	}
+	if (more)
+		PUTS(x, shown ? ",...>>" : "...>>");
+	else
+		PUTS(x, ">>");
+}
+
+static void put_binary(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
+{
+	ErlNifBinary b;
+	size_t n, i;
+	int text = 1;
+
+	if (!enif_inspect_binary(x->env, t, &b)) {
+		if (depth)
+			put_bits(x, t);
+		else
+			PUTS(x, "<<...>>");
+		return;
+	}
+	if (b.size == 0) {
+		PUTS(x, "<<>>");
+		return;
+	}
+	if (!depth) {
+		PUTS(x, "<<...>>");
+		return;
+	}
+	n = b.size < x->binary ? b.size : x->binary;
+	for (i = 0; i < n && text; i++)
+		text = cls[b.data[i]] & C_PRINT;
+	if (text) {
+		PUTS(x, "<<\"");
+		for (i = 0; i < n && !x->full; i++)
+			put_esc(x, b.data[i], '"');
+		put_ch(x, '"');
+		if (b.size > n)
+			PUTS(x, "...");
+	} else {
+		PUTS(x, "<<");
+		for (i = 0; i < n && !x->full; i++) {
+			if (i)
+				put_ch(x, ',');
+			put_u64(x, b.data[i], 0);
+		}
+		if (b.size > n)
+			PUTS(x, ",...");
+	}
+	PUTS(x, ">>");
+}
+
+static void term(struct ctx *x, ERL_NIF_TERM t, unsigned depth);
+
+/* 1: t is a string: latin-1 printable characters, proper up to `text`. */
+static int is_string(struct ctx *x, ERL_NIF_TERM t)
+{
+	ERL_NIF_TERM hd;
+	unsigned i;
+	int c;
+
+	for (i = 0; enif_get_list_cell(x->env, t, &hd, &t); i++) {
+		if (i == x->text)
+			return 1;
+		if (!enif_get_int(x->env, hd, &c) || c < 0 || c > 255 ||
+		    !(cls[c] & C_PRINT))
+			return 0;
+	}
+	return enif_is_empty_list(x->env, t);
+}
+
+static void put_list(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
+{
+	ERL_NIF_TERM hd;
+	unsigned i;
+	int c;
+
+	if (enif_is_empty_list(x->env, t)) {
+		PUTS(x, "[]");
+		return;
+	}
+	if (!depth) {
+		PUTS(x, "[...]");
+		return;
+	}
+	if (is_string(x, t)) {
+		put_ch(x, '"');
+		for (i = 0; enif_get_list_cell(x->env, t, &hd, &t); i++) {
+			if (i == x->text || x->full) {
+				PUTS(x, "\"...");
+				return;
+			}
+			enif_get_int(x->env, hd, &c);
+			put_esc(x, (unsigned)c, '"');
+		}
+		put_ch(x, '"');
+		return;
+	}
+	put_ch(x, '[');
+	for (i = 0; enif_get_list_cell(x->env, t, &hd, &t); i++) {
+		if (i == x->list || x->full) {
+			PUTS(x, "|...]");
+			return;
+		}
+		if (i)
+			put_ch(x, ',');
+		term(x, hd, depth - 1);
+	}
+	if (!enif_is_empty_list(x->env, t)) {
+		put_ch(x, '|');
+		term(x, t, depth - 1);
+	}
+	put_ch(x, ']');
+}
+
+static void put_tuple(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
+{
+	const ERL_NIF_TERM *e;
+	int n;
+
+	if (!enif_get_tuple(x->env, t, &n, &e) || n == 0) {
+		PUTS(x, "{}");
+		return;
+	}
+	if (!depth) {
+		PUTS(x, "{...}");
+		return;
+	}
+	put_ch(x, '{');
+	for (unsigned i = 0; i < (unsigned)n; i++) {
+		if (i == x->list || x->full) {
+			PUTS(x, ",...}");
+			return;
+		}
+		if (i)
+			put_ch(x, ',');
+		term(x, e[i], depth - 1);
+	}
+	put_ch(x, '}');
+}
+
+static void put_map(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
+{
+	ErlNifMapIterator it;
+	ERL_NIF_TERM k, v;
+	size_t size = 0;
+	unsigned i;
+
+	if (!enif_get_map_size(x->env, t, &size) || size == 0) {
+		PUTS(x, "#{}");
+		return;
+	}
+	if (!depth) {
+		PUTS(x, "#{...}");
+		return;
+	}
+	if (!enif_map_iterator_create(x->env, t, &it,
+				      ERL_NIF_MAP_ITERATOR_FIRST)) {
+		PUTS(x, "#{...}");
+		return;
+	}
+	PUTS(x, "#{");
+	for (i = 0; enif_map_iterator_get_pair(x->env, &it, &k, &v); i++) {
+		if (i == x->list || x->full) {
+			PUTS(x, ",...");
+			break;
+		}
+		if (i)
+			put_ch(x, ',');
+		term(x, k, depth - 1);
+		PUTS(x, " => ");
+		term(x, v, depth - 1);
+		enif_map_iterator_next(x->env, &it);
+	}
+	enif_map_iterator_destroy(x->env, &it);
+	put_ch(x, '}');
+}
+
+static void term(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
+{
+	double f;
+
+	if (x->full)
+		return;
+	switch (enif_term_type(x->env, t)) {
+	case ERL_NIF_TERM_TYPE_ATOM:
+		put_atom(x, t);
+		break;
+	case ERL_NIF_TERM_TYPE_INTEGER:
+		put_int(x, t);
+		break;
+	case ERL_NIF_TERM_TYPE_FLOAT:
+		if (enif_get_double(x->env, t, &f))
+			put_float(x, f);
+		else
+			PUTS(x, "...");
+		break;
+	case ERL_NIF_TERM_TYPE_LIST:
+		put_list(x, t, depth);
+		break;
+	case ERL_NIF_TERM_TYPE_TUPLE:
+		put_tuple(x, t, depth);
+		break;
+	case ERL_NIF_TERM_TYPE_MAP:
+		put_map(x, t, depth);
+		break;
+	case ERL_NIF_TERM_TYPE_BITSTRING:
+		put_binary(x, t, depth);
+		break;
+	case ERL_NIF_TERM_TYPE_PID:
+	case ERL_NIF_TERM_TYPE_PORT:
+	case ERL_NIF_TERM_TYPE_REFERENCE:
+	case ERL_NIF_TERM_TYPE_FUN:
+		put_T(x, t, -1);
+		break;
+	default:
+		PUTS(x, "...");
+		break;
+	}
+}
+
+static unsigned depth_of(const struct bp_capture *c)
+{
+	return c && c->depth ? c->depth : BP_CAPTURE_DEFAULT_DEPTH;
+}
+
+/*
+ * Renders t as Erlang text cut by the limits in c (see bp_term.h and the
+ * deviations from ~0p above).  Writes at most min(cap, bytes + 1) bytes,
+ * NUL included; returns the text length.  Returns 0 if cap is 0.
+ */
+size_t bp_term_render(ErlNifEnv *env, ERL_NIF_TERM t,
+		      const struct bp_capture *c, char *buf, size_t cap)
+{
+	struct ctx x;
+
+	if (!cap)
+		return 0;
+	ctx_init(&x, env, c, buf, cap);
+	term(&x, t, depth_of(c));
+	return ctx_end(&x);
+}
+
+/*
+ * Renders the argument list args as "(A1, A2, ...)": at most `list`
+ * arguments, each with the full `depth`; the whole text is cut at
+ * `bytes`.  An improper tail prints as " | T"; a non-list is rendered as
+ * by bp_term_render, without parentheses.  Same buffer contract as
+ * bp_term_render.
+ */
+size_t bp_term_render_args(ErlNifEnv *env, ERL_NIF_TERM args,
+			   const struct bp_capture *c, char *buf, size_t cap)
+{
+	struct ctx x;
+	ERL_NIF_TERM hd;
+	unsigned i, depth = depth_of(c);
+	int more = 0;
+
+	if (!cap)
+		return 0;
+	ctx_init(&x, env, c, buf, cap);
+	if (!enif_is_list(env, args)) {
+		term(&x, args, depth);
+		return ctx_end(&x);
+	}
+	put_ch(&x, '(');
+	for (i = 0; enif_get_list_cell(env, args, &hd, &args); i++) {
+		if (i == x.list) {
+			more = 1;
+			break;
+		}
+		if (i)
+			PUTS(&x, ", ");
+		term(&x, hd, depth);
+		if (x.full)
+			return ctx_end(&x);
+	}
+	if (more) {
+		PUTS(&x, ", ...");
+	} else if (!enif_is_empty_list(env, args)) {
+		PUTS(&x, " | ");
+		term(&x, args, depth);
+	}
+	put_ch(&x, ')');
+	return ctx_end(&x);
+}
+
+/*
+ * Renders atom t, quoted where Erlang needs it.  Returns the length, or 0
+ * (buf[0] = NUL when cap > 0) if t is not an atom or does not fit in cap.
+ */
+size_t bp_term_render_atom(ErlNifEnv *env, ERL_NIF_TERM t, char *buf,
+			   size_t cap)
+{
+	struct ctx x;
+
+	if (!cap)
+		return 0;
+	ctx_init(&x, env, NULL, buf, cap);
+	x.lim = cap - 1;
+	if (enif_is_atom(env, t))
+		put_atom(&x, t);
+	if (x.full || !x.pos) {
+		buf[0] = '\0';
+		return 0;
+	}
+	return ctx_end(&x);
+}
+
+/*
+ * Renders "M:F/Arity", atoms quoted as needed (a non-atom M or F is
+ * rendered with the default limits).  Returns the length, or 0 (buf[0] =
+ * NUL when cap > 0) if it does not fit in cap.
+ */
+size_t bp_term_render_mfa(ErlNifEnv *env, ERL_NIF_TERM m, ERL_NIF_TERM f,
+			  unsigned arity, char *buf, size_t cap)
+{
+	struct ctx x;
+
+	if (!cap)
+		return 0;
+	ctx_init(&x, env, NULL, buf, cap);
+	x.lim = cap - 1;
+	term(&x, m, BP_CAPTURE_DEFAULT_DEPTH);
+	put_ch(&x, ':');
+	term(&x, f, BP_CAPTURE_DEFAULT_DEPTH);
+	put_ch(&x, '/');
+	put_u64(&x, arity, 0);
+	if (x.full) {
+		buf[0] = '\0';
+		return 0;
+	}
+	return ctx_end(&x);
+}

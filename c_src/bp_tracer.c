@@ -1,0 +1,494 @@
+/* bp_tracer.c -- the erl_tracer callbacks: the hot path.
+ *
+ * Every function here runs in the context of the traced process (or port),
+ * on whichever scheduler thread it is on, normal or dirty, concurrently
+ * with every other scheduler.  Rules: no lock, no malloc, no enif_send, no
+ * enif_make_* (but the atoms made in load()), no copy of the trace term;
+ * everything bounded by the session's capture limits.
+ *
+ * Each callback: find the session (the tracer state is its resource),
+ * enter it (bp_session_enter: slot lookup, loss counting, stop protocol),
+ * reserve a record in the thread's ring, encode the event in place (layout:
+ * bp_format.h), commit, leave.  A process (or port) seen for the first time
+ * by this thread in this session gets a "process" event first, so readers
+ * can print <0.123.0> for the 64-bit key carried by every event.
+ *
+ * Meta tracing is never used with this module: it exports trace_call/5,
+ * and OTP 25 calls trace_call/5 with three arguments for meta tracing
+ * (../shared/notes/tracer-facts.md, section 0.6).
+ */
+#include <string.h>
+
+#include "bp_atoms.h"
+#include "bp_nif.h"
+#include "bp_session.h"
+#include "bp_term.h"
+
+#define MFA_MAX 1040 /* two quoted 255-char latin-1 atoms in UTF-8 + /arity */
+#define PID_TEXT_MAX 64
+
+static inline struct bp_session *get_session(ErlNifEnv *env, ERL_NIF_TERM t)
+{
+	void *p;
+
+	return enif_get_resource(env, t, bp_session_rt, &p) ? p : NULL;
+}
+
+/* Opaque 64-bit key of a pid or port (0 for anything else). */
+static inline uint64_t entity_key(ERL_NIF_TERM t)
+{
+	return (uint64_t)t;
+}
+
+static inline uint64_t local_pid_key(ErlNifEnv *env, ERL_NIF_TERM t)
+{
+	ErlNifPid pid;
+
+	return enif_get_local_pid(env, t, &pid) ? (uint64_t)t : 0;
+}
+
+/* Text limit for one rendered term, NUL included. */
+static inline uint32_t text_max(const struct bp_session *s)
+{
+	return s->capture.bytes + 1;
+}
+
+static inline uint8_t *put_cstr(uint8_t *p, const char *str)
+{
+	size_t n = strlen(str) + 1;
+
+	memcpy(p, str, n);
+	return p + n;
+}
+
+static inline uint8_t *put_term(ErlNifEnv *env, const struct bp_session *s,
+				uint8_t *p, ERL_NIF_TERM t)
+{
+	return p + bp_term_render(env, t, &s->capture, (char *)p,
+				  text_max(s)) + 1;
+}
+
+static inline uint8_t *put_atom(ErlNifEnv *env, uint8_t *p, ERL_NIF_TERM t)
+{
+	size_t n = bp_term_render_atom(env, t, (char *)p, MFA_MAX / 2);
+
+	if (!n)
+		p[n++] = '?';
+	p[n] = '\0';
+	return p + n + 1;
+}
+
+/* Absent values are written as the atom undefined, never as "": babeltrace2
+ * 2.0.4 prints a stale value for an empty string field (docs/format.md). */
+static inline uint8_t *put_undefined(uint8_t *p)
+{
+	memcpy(p, "undefined", 10);
+	return p + 10;
+}
+
+static inline uint8_t *put_pid_key(uint8_t *p, uint64_t key)
+{
+	bp_put_u64(p, key);
+	return p + 8;
+}
+
+/* Writes "m:f/arity" from {M, F, Arity | Args}; "?" if it is not one. */
+static uint8_t *put_mfa(ErlNifEnv *env, uint8_t *p, ERL_NIF_TERM mfa,
+			const ERL_NIF_TERM **elems_out)
+{
+	const ERL_NIF_TERM *e;
+	int n;
+	unsigned arity = 0;
+	size_t len = 0;
+
+	if (enif_get_tuple(env, mfa, &n, &e) && n == 3) {
+		if (!enif_get_uint(env, e[2], &arity))
+			enif_get_list_length(env, e[2], &arity);
+		len = bp_term_render_mfa(env, e[0], e[1], arity, (char *)p,
+					 MFA_MAX);
+		if (elems_out)
+			*elems_out = e;
+	}
+	if (!len)
+		p[len++] = '?';
+	p[len] = '\0';
+	return p + len + 1;
+}
+
+/* Ends an event: commits its bytes.  p is one past the last byte. */
+static inline void finish(struct bp_slot *sl, uint8_t *start, uint8_t *p)
+{
+	bp_ring_commit(&sl->ring, (uint32_t)(p - start));
+}
+
+static inline uint8_t *begin(struct bp_slot *sl, uint8_t *start, int id,
+			     uint64_t key)
+{
+	(void)sl;
+	return start + bp_ev_header(start, (uint16_t)id, bp_now(), key);
+}
+
+/*
+ * Writes a "process" event for key the first time this slot sees it.
+ * Inside enter/leave.  A process event that does not fit is retried at the
+ * entity's next event (it is not a user event, so not counted as a loss).
+ */
+static void note_entity(ErlNifEnv *env, struct bp_session *s,
+			struct bp_slot *sl, ERL_NIF_TERM who, uint64_t key)
+{
+	uint64_t *seen = &sl->pid_seen[(key >> 4) % BP_PID_CACHE];
+	uint8_t *start, *p;
+	int n;
+
+	if (*seen == key || key == 0)
+		return;
+	start = bp_ring_reserve(&sl->ring, BP_EVENT_HEADER_SIZE +
+						   PID_TEXT_MAX + 2);
+	if (!start)
+		return;
+	(void)s;
+	p = begin(sl, start, BP_EV_PROCESS, key);
+	n = enif_snprintf((char *)p, PID_TEXT_MAX, "%T", who);
+	if (n <= 0 || n >= PID_TEXT_MAX)
+		p[(n = 1) - 1] = '?';
+	p[n] = '\0';
+	p += n + 1;
+	p = put_undefined(p); /* name: unknown here, see beamprobe_session */
+	p = put_undefined(p); /* initial call */
+	finish(sl, start, p);
+	*seen = key;
+}
+
+/* Common prologue: session, slot, entity; NULL if not to be written. */
+static inline struct bp_slot *open_event(ErlNifEnv *env,
+					 struct bp_session *s,
+					 ERL_NIF_TERM tracee, uint64_t *key)
+{
+	struct bp_slot *sl = bp_session_enter(s);
+
+	if (!sl)
+		return NULL;
+	*key = entity_key(tracee);
+	note_entity(env, s, sl, tracee, *key);
+	return sl;
+}
+
+static ERL_NIF_TERM opt(ErlNifEnv *env, ERL_NIF_TERM opts, ERL_NIF_TERM k,
+			int *found)
+{
+	ERL_NIF_TERM v = bp_atom.undefined;
+
+	*found = enif_is_map(env, opts) && enif_get_map_value(env, opts, k, &v);
+	return v;
+}
+
+/* enabled/3 and every enabled_*: trace while the session lives. */
+ERL_NIF_TERM bp_tracer_enabled(ErlNifEnv *env, int argc,
+			       const ERL_NIF_TERM argv[])
+{
+	struct bp_session *s = get_session(env, argv[1]);
+
+	(void)argc;
+	if (!s || atomic_load_explicit(&s->state, memory_order_relaxed) ==
+			  BP_S_STOPPED)
+		return argv[0] == bp_atom.trace_status ? bp_atom.remove
+						       : bp_atom.discard;
+	return bp_atom.trace;
+}
+
+/* trace_call/5: call, return_from, exception_from, return_to. */
+ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
+				  const ERL_NIF_TERM argv[])
+{
+	struct bp_session *s = get_session(env, argv[1]);
+	ERL_NIF_TERM tag = argv[0];
+	const ERL_NIF_TERM *e = NULL;
+	struct bp_slot *sl;
+	uint8_t *start, *p;
+	uint64_t key;
+	int found;
+
+	(void)argc;
+	if (!s)
+		return bp_atom.ok;
+	if ((tag == bp_atom.return_from && !(s->flags & BP_F_RETURN)) ||
+	    (tag == bp_atom.exception_from && !(s->flags & BP_F_EXCEPTIONS)))
+		return bp_atom.ok; /* implied by exception_trace, not asked */
+	if (!(sl = open_event(env, s, argv[2], &key)))
+		return bp_atom.ok;
+	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE +
+							MFA_MAX +
+							3 * text_max(s))))
+		goto out;
+	if (tag == bp_atom.call) {
+		ERL_NIF_TERM info;
+		p = begin(sl, start, BP_EV_CALL, key);
+		p = put_mfa(env, p, argv[3], &e);
+		if (s->args_mode == BP_ARGS_FULL && e && enif_is_list(env, e[2]))
+			p += bp_term_render_args(env, e[2], &s->capture,
+						 (char *)p, text_max(s)) + 1;
+		else
+			p = put_undefined(p);
+		info = opt(env, argv[4], bp_atom.match_spec_result, &found);
+		p = found ? put_term(env, s, p, info) : put_cstr(p, "true");
+	} else if (tag == bp_atom.return_from) {
+		p = begin(sl, start, BP_EV_RETURN_FROM, key);
+		p = put_mfa(env, p, argv[3], NULL);
+		p = put_term(env, s, p, opt(env, argv[4], bp_atom.extra, &found));
+	} else if (tag == bp_atom.exception_from) {
+		ERL_NIF_TERM x = opt(env, argv[4], bp_atom.extra, &found);
+		const ERL_NIF_TERM *cv;
+		int n;
+		p = begin(sl, start, BP_EV_EXCEPTION_FROM, key);
+		p = put_mfa(env, p, argv[3], NULL);
+		if (enif_get_tuple(env, x, &n, &cv) && n == 2) {
+			p = put_atom(env, p, cv[0]);
+			p = put_term(env, s, p, cv[1]);
+		} else {
+			p = put_cstr(p, "error");
+			p = put_term(env, s, p, x);
+		}
+	} else if (tag == bp_atom.return_to) {
+		p = begin(sl, start, BP_EV_RETURN_TO, key);
+		p = put_mfa(env, p, argv[3], NULL);
+	} else {
+		goto out; /* reservation dropped: nothing published */
+	}
+	finish(sl, start, p);
+out:
+	bp_session_leave(sl);
+	return bp_atom.ok;
+}
+
+static ERL_NIF_TERM trace_message(ErlNifEnv *env, const ERL_NIF_TERM argv[],
+				  int is_send)
+{
+	struct bp_session *s = get_session(env, argv[1]);
+	struct bp_slot *sl;
+	uint8_t *start, *p;
+	uint64_t key;
+	int found;
+
+	if (!s || !(sl = open_event(env, s, argv[2], &key)))
+		return bp_atom.ok;
+	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE + 8 +
+							2 * text_max(s))))
+		goto out;
+	if (is_send) {
+		ERL_NIF_TERM to = opt(env, argv[4], bp_atom.extra, &found);
+		p = begin(sl, start,
+			  argv[0] == bp_atom.send ? BP_EV_SEND : BP_EV_SEND_DEAD,
+			  key);
+		p = put_pid_key(p, local_pid_key(env, to));
+		p = put_term(env, s, p, to);
+	} else {
+		p = begin(sl, start, BP_EV_RECEIVE, key);
+	}
+	p = put_term(env, s, p, argv[3]);
+	finish(sl, start, p);
+out:
+	bp_session_leave(sl);
+	return bp_atom.ok;
+}
+
+/* trace_send/5: send, send_to_non_existing_process. */
+ERL_NIF_TERM bp_tracer_trace_send(ErlNifEnv *env, int argc,
+				  const ERL_NIF_TERM argv[])
+{
+	(void)argc;
+	return trace_message(env, argv, 1);
+}
+
+/* trace_receive/5: 'receive'. */
+ERL_NIF_TERM bp_tracer_trace_receive(ErlNifEnv *env, int argc,
+				     const ERL_NIF_TERM argv[])
+{
+	(void)argc;
+	return trace_message(env, argv, 0);
+}
+
+/* Writes "m:f(args)" from {M, F, Args}, else the term. */
+static uint8_t *put_mfargs(ErlNifEnv *env, const struct bp_session *s,
+			   uint8_t *p, ERL_NIF_TERM t)
+{
+	const ERL_NIF_TERM *e;
+	int n;
+
+	if (enif_get_tuple(env, t, &n, &e) && n == 3 &&
+	    enif_is_atom(env, e[0]) && enif_is_atom(env, e[1]) &&
+	    enif_is_list(env, e[2])) {
+		uint8_t *q = put_atom(env, p, e[0]);
+		q[-1] = ':';
+		q = put_atom(env, q, e[1]);
+		q--;
+		return q + bp_term_render_args(env, e[2], &s->capture,
+					       (char *)q, text_max(s)) + 1;
+	}
+	return put_term(env, s, p, t);
+}
+
+/* trace_procs/5 (and trace_ports/5 for the tags they share). */
+static ERL_NIF_TERM trace_procs_ports(ErlNifEnv *env,
+				      const ERL_NIF_TERM argv[])
+{
+	struct bp_session *s = get_session(env, argv[1]);
+	ERL_NIF_TERM tag = argv[0], term = argv[3];
+	struct bp_slot *sl;
+	uint8_t *start, *p;
+	uint64_t key;
+	int found, id;
+
+	if (!s || !(sl = open_event(env, s, argv[2], &key)))
+		return bp_atom.ok;
+	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE + 8 +
+							2 * MFA_MAX +
+							2 * text_max(s))))
+		goto out;
+	if (tag == bp_atom.spawn || tag == bp_atom.spawned) {
+		p = begin(sl, start,
+			  tag == bp_atom.spawn ? BP_EV_SPAWN : BP_EV_SPAWNED,
+			  key);
+		p = put_pid_key(p, local_pid_key(env, term));
+		p = put_term(env, s, p, term);
+		p = put_mfargs(env, s, p,
+			       opt(env, argv[4], bp_atom.extra, &found));
+	} else if (tag == bp_atom.exit) {
+		p = begin(sl, start, BP_EV_EXIT, key);
+		p = put_term(env, s, p, term);
+	} else if (tag == bp_atom.link || tag == bp_atom.unlink ||
+		   tag == bp_atom.getting_linked ||
+		   tag == bp_atom.getting_unlinked) {
+		id = tag == bp_atom.link	     ? BP_EV_LINK
+		     : tag == bp_atom.unlink	     ? BP_EV_UNLINK
+		     : tag == bp_atom.getting_linked ? BP_EV_GETTING_LINKED
+						     : BP_EV_GETTING_UNLINKED;
+		p = begin(sl, start, id, key);
+		p = put_pid_key(p, entity_key(term));
+		p = put_term(env, s, p, term);
+	} else if (tag == bp_atom.register_ || tag == bp_atom.unregister) {
+		p = begin(sl, start,
+			  tag == bp_atom.register_ ? BP_EV_REGISTER
+						   : BP_EV_UNREGISTER,
+			  key);
+		p = put_term(env, s, p, term);
+	} else if (tag == bp_atom.open) {
+		p = begin(sl, start, BP_EV_PORT_OPEN, key);
+		p = put_pid_key(p, local_pid_key(env, term));
+		p = put_term(env, s, p, term);
+		p = put_term(env, s, p, opt(env, argv[4], bp_atom.extra, &found));
+	} else if (tag == bp_atom.closed) {
+		p = begin(sl, start, BP_EV_PORT_CLOSED, key);
+		p = put_term(env, s, p, term);
+	} else {
+		goto out;
+	}
+	finish(sl, start, p);
+out:
+	bp_session_leave(sl);
+	return bp_atom.ok;
+}
+
+ERL_NIF_TERM bp_tracer_trace_procs(ErlNifEnv *env, int argc,
+				   const ERL_NIF_TERM argv[])
+{
+	(void)argc;
+	return trace_procs_ports(env, argv);
+}
+
+ERL_NIF_TERM bp_tracer_trace_ports(ErlNifEnv *env, int argc,
+				   const ERL_NIF_TERM argv[])
+{
+	(void)argc;
+	return trace_procs_ports(env, argv);
+}
+
+/* trace_running_procs/5: in, out, in_exiting, out_exiting, out_exited. */
+ERL_NIF_TERM bp_tracer_trace_running_procs(ErlNifEnv *env, int argc,
+					   const ERL_NIF_TERM argv[])
+{
+	struct bp_session *s = get_session(env, argv[1]);
+	ERL_NIF_TERM tag = argv[0];
+	struct bp_slot *sl;
+	uint8_t *start, *p;
+	uint64_t key;
+	int in, exiting;
+
+	(void)argc;
+	in = tag == bp_atom.in || tag == bp_atom.in_exiting;
+	exiting = tag == bp_atom.in_exiting || tag == bp_atom.out_exiting ? 1
+		  : tag == bp_atom.out_exited				  ? 2
+									  : 0;
+	if (!s || !(sl = open_event(env, s, argv[2], &key)))
+		return bp_atom.ok;
+	if (!(start = bp_session_reserve(s, sl,
+					 BP_EVENT_HEADER_SIZE + MFA_MAX + 1)))
+		goto out;
+	p = begin(sl, start, in ? BP_EV_SCHED_IN : BP_EV_SCHED_OUT, key);
+	if (enif_is_tuple(env, argv[3]))
+		p = put_mfa(env, p, argv[3], NULL);
+	else
+		p = put_undefined(p);
+	*p++ = (uint8_t)exiting;
+	finish(sl, start, p);
+out:
+	bp_session_leave(sl);
+	return bp_atom.ok;
+}
+
+/* trace_garbage_collection/5: gc_{minor,major}_{start,end}. */
+ERL_NIF_TERM bp_tracer_trace_gc(ErlNifEnv *env, int argc,
+				const ERL_NIF_TERM argv[])
+{
+	struct bp_session *s = get_session(env, argv[1]);
+	ERL_NIF_TERM tag = argv[0], list = argv[3], head;
+	const ERL_NIF_TERM keys[6] = {bp_atom.heap_size,
+				      bp_atom.heap_block_size,
+				      bp_atom.old_heap_size,
+				      bp_atom.old_heap_block_size,
+				      bp_atom.mbuf_size, bp_atom.stack_size};
+	ErlNifUInt64 vals[6] = {0, 0, 0, 0, 0, 0};
+	struct bp_slot *sl;
+	uint8_t *start, *p;
+	uint64_t key;
+	int id, guard = 0;
+
+	(void)argc;
+	id = tag == bp_atom.gc_minor_start   ? BP_EV_GC_MINOR_START
+	     : tag == bp_atom.gc_minor_end   ? BP_EV_GC_MINOR_END
+	     : tag == bp_atom.gc_major_start ? BP_EV_GC_MAJOR_START
+	     : tag == bp_atom.gc_major_end   ? BP_EV_GC_MAJOR_END
+					     : -1;
+	if (!s || id < 0)
+		return bp_atom.ok;
+	while (guard++ < 32 && enif_get_list_cell(env, list, &head, &list)) {
+		const ERL_NIF_TERM *kv;
+		int n;
+		if (!enif_get_tuple(env, head, &n, &kv) || n != 2)
+			continue;
+		for (int i = 0; i < 6; i++)
+			if (kv[0] == keys[i])
+				enif_get_uint64(env, kv[1], &vals[i]);
+	}
+	if (!(sl = open_event(env, s, argv[2], &key)))
+		return bp_atom.ok;
+	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE + 48)))
+		goto out;
+	p = begin(sl, start, id, key);
+	for (int i = 0; i < 6; i++, p += 8)
+		bp_put_u64(p, vals[i]);
+	finish(sl, start, p);
+out:
+	bp_session_leave(sl);
+	return bp_atom.ok;
+}
+
+/* trace/5: anything without a specific callback (e.g. seq_trace): not
+ * recorded. */
+ERL_NIF_TERM bp_tracer_trace(ErlNifEnv *env, int argc,
+			     const ERL_NIF_TERM argv[])
+{
+	(void)env;
+	(void)argc;
+	(void)argv;
+	return bp_atom.ok;
+}

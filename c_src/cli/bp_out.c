@@ -1,0 +1,317 @@
+/* bp_out.c -- buffered writer and formatters (see bp_out.h). */
+#include "bp_out.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#define OUT_CAP (1u << 20)
+
+int bp_out_open(struct bp_out *o, const char *path)
+{
+	memset(o, 0, sizeof *o);
+	o->fd = 1;
+	o->path = "standard output";
+	if (path && strcmp(path, "-") != 0) {
+		o->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+			     0644);
+		if (o->fd < 0)
+			return errno;
+		o->own_fd = 1;
+		o->path = path;
+	}
+	o->buf = malloc(OUT_CAP);
+	if (!o->buf) {
+		if (o->own_fd)
+			close(o->fd);
+		return ENOMEM;
+	}
+	o->cap = OUT_CAP;
+	return 0;
+}
+
+void bp_out_init_mem(struct bp_out *o)
+{
+	memset(o, 0, sizeof *o);
+	o->fd = -1;
+	o->path = "memory";
+}
+
+int bp_out_flush(struct bp_out *o)
+{
+	size_t done = 0;
+
+	if (o->fd < 0)
+		return o->err;
+	while (done < o->len) {
+		ssize_t n = write(o->fd, o->buf + done, o->len - done);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (!o->err)
+				o->err = errno;
+			break;
+		}
+		done += (size_t)n;
+	}
+	o->len = 0; /* on error the bytes are dropped: err reports it */
+	return o->err;
+}
+
+int bp_out_close(struct bp_out *o)
+{
+	int err = bp_out_flush(o);
+
+	if (o->own_fd && close(o->fd) != 0 && !err)
+		err = errno;
+	free(o->buf);
+	o->buf = NULL;
+	o->cap = o->len = 0;
+	return err;
+}
+
+char *bp__out_make_room(struct bp_out *o, size_t n)
+{
+	if (o->fd >= 0) {
+		bp_out_flush(o);
+		if (o->cap - o->len >= n)
+			return o->buf + o->len;
+	}
+	/* memory buffer, or one item larger than a file buffer: grow */
+	size_t cap = o->cap ? o->cap : 4096;
+	while (cap - o->len < n)
+		cap *= 2;
+	char *nb = realloc(o->buf, cap);
+	if (!nb) {
+		if (!o->err)
+			o->err = ENOMEM;
+		return NULL;
+	}
+	o->buf = nb;
+	o->cap = cap;
+	return o->buf + o->len;
+}
+
+void bp_out_spaces(struct bp_out *o, size_t n)
+{
+	char *d = bp_out_reserve(o, n);
+	if (d) {
+		memset(d, ' ', n);
+		o->len += n;
+	}
+}
+
+/* Writes v's digits ending at end; returns the first digit's position. */
+static char *digits(char *end, uint64_t v)
+{
+	static const char pairs[] = "00010203040506070809"
+				    "10111213141516171819"
+				    "20212223242526272829"
+				    "30313233343536373839"
+				    "40414243444546474849"
+				    "50515253545556575859"
+				    "60616263646566676869"
+				    "70717273747576777879"
+				    "80818283848586878889"
+				    "90919293949596979899";
+	char *p = end;
+	while (v >= 100) {
+		unsigned i = (unsigned)(v % 100) * 2;
+		v /= 100;
+		*--p = pairs[i + 1];
+		*--p = pairs[i];
+	}
+	if (v >= 10) {
+		*--p = pairs[v * 2 + 1];
+		*--p = pairs[v * 2];
+	} else {
+		*--p = (char)('0' + v);
+	}
+	return p;
+}
+
+void bp_out_u64(struct bp_out *o, uint64_t v)
+{
+	char tmp[24], *p = digits(tmp + sizeof tmp, v);
+	bp_out_mem(o, p, (size_t)(tmp + sizeof tmp - p));
+}
+
+void bp_out_i64(struct bp_out *o, int64_t v)
+{
+	if (v < 0) {
+		bp_out_char(o, '-');
+		bp_out_u64(o, (uint64_t)0 - (uint64_t)v);
+	} else {
+		bp_out_u64(o, (uint64_t)v);
+	}
+}
+
+void bp_out_u64_w(struct bp_out *o, uint64_t v, int width)
+{
+	char tmp[24], *p = digits(tmp + sizeof tmp, v);
+	int n = (int)(tmp + sizeof tmp - p);
+	if (width > n)
+		bp_out_spaces(o, (size_t)(width - n));
+	bp_out_mem(o, p, (size_t)n);
+}
+
+void bp_out_pad(struct bp_out *o, const char *s, int width, int right)
+{
+	int n = (int)strlen(s);
+	if (right && width > n)
+		bp_out_spaces(o, (size_t)(width - n));
+	bp_out_mem(o, s, (size_t)n);
+	if (!right && width > n)
+		bp_out_spaces(o, (size_t)(width - n));
+}
+
+static const char hexd[] = "0123456789abcdef";
+
+void bp_out_text(struct bp_out *o, const char *s, size_t n)
+{
+	size_t i = 0, start = 0;
+
+	for (; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c >= 0x20 && c != 0x7f)
+			continue;
+		bp_out_mem(o, s + start, i - start);
+		char esc[4] = {'\\', 'x', hexd[c >> 4], hexd[c & 15]};
+		bp_out_mem(o, esc, 4);
+		start = i + 1;
+	}
+	bp_out_mem(o, s + start, n - start);
+}
+
+void bp_out_json_str(struct bp_out *o, const char *s, size_t n)
+{
+	size_t i = 0, start = 0;
+
+	bp_out_char(o, '"');
+	for (; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c >= 0x20 && c != '"' && c != '\\' && c != 0x7f)
+			continue;
+		bp_out_mem(o, s + start, i - start);
+		start = i + 1;
+		if (c == '"' || c == '\\') {
+			char esc[2] = {'\\', (char)c};
+			bp_out_mem(o, esc, 2);
+		} else {
+			char esc[6] = {'\\', 'u', '0', '0', hexd[c >> 4],
+				       hexd[c & 15]};
+			bp_out_mem(o, esc, 6);
+		}
+	}
+	bp_out_mem(o, s + start, n - start);
+	bp_out_char(o, '"');
+}
+
+/* v / div with `decimals` digits of the remainder: "12.345". */
+static void fixed(struct bp_out *o, uint64_t v, uint64_t div, int decimals)
+{
+	char tmp[24];
+	uint64_t frac = v % div;
+
+	bp_out_u64(o, v / div);
+	bp_out_char(o, '.');
+	for (int i = decimals - 1; i >= 0; i--) {
+		tmp[i] = (char)('0' + frac % 10);
+		frac /= 10;
+	}
+	bp_out_mem(o, tmp, (size_t)decimals);
+}
+
+void bp_out_us3(struct bp_out *o, uint64_t ns)
+{
+	fixed(o, ns, 1000, 3);
+}
+
+void bp_out_dur(struct bp_out *o, uint64_t ns)
+{
+	if (ns < 1000) {
+		bp_out_u64(o, ns);
+		bp_out_mem(o, "ns", 2);
+	} else if (ns < 1000000) {
+		fixed(o, ns, 1000, 3);
+		bp_out_mem(o, "us", 2);
+	} else if (ns < 1000000000) {
+		fixed(o, ns / 1000, 1000, 3);
+		bp_out_mem(o, "ms", 2);
+	} else {
+		fixed(o, ns / 1000, 1000000, 6);
+		bp_out_char(o, 's');
+	}
+}
+
+void bp_clock_fmt_init(struct bp_clock_fmt *c)
+{
+	c->sec = INT64_MIN;
+	memset(c->hms, '0', sizeof c->hms);
+}
+
+/* Floor division of ns into seconds and a non-negative remainder. */
+static void split_ns(int64_t ns, int64_t *sec, int64_t *rem)
+{
+	*sec = ns / 1000000000;
+	*rem = ns % 1000000000;
+	if (*rem < 0) {
+		*rem += 1000000000;
+		*sec -= 1;
+	}
+}
+
+void bp_out_clock(struct bp_out *o, struct bp_clock_fmt *c, int64_t wall_ns)
+{
+	int64_t sec, rem;
+	char *d;
+
+	split_ns(wall_ns, &sec, &rem);
+	if (sec != c->sec) {
+		time_t t = (time_t)sec;
+		struct tm tm;
+		char tmp[16];
+		if (localtime_r(&t, &tm)) {
+			snprintf(tmp, sizeof tmp, "%02d:%02d:%02d",
+				 tm.tm_hour % 100, tm.tm_min % 100,
+				 tm.tm_sec % 100);
+			memcpy(c->hms, tmp, 8);
+		}
+		c->sec = sec;
+	}
+	d = bp_out_reserve(o, 15);
+	if (!d)
+		return;
+	memcpy(d, c->hms, 8);
+	d[8] = '.';
+	uint64_t us = (uint64_t)rem / 1000;
+	for (int i = 14; i >= 9; i--) {
+		d[i] = (char)('0' + us % 10);
+		us /= 10;
+	}
+	o->len += 15;
+}
+
+void bp_out_datetime(struct bp_out *o, int64_t wall_ns)
+{
+	int64_t sec, rem;
+	struct tm tm;
+	time_t t;
+	char tmp[64];
+
+	split_ns(wall_ns, &sec, &rem);
+	t = (time_t)sec;
+	if (!localtime_r(&t, &tm)) {
+		bp_out_i64(o, wall_ns);
+		return;
+	}
+	strftime(tmp, sizeof tmp, "%Y-%m-%d %H:%M:%S", &tm);
+	bp_out_str(o, tmp);
+	snprintf(tmp, sizeof tmp, ".%09lld", (long long)rem);
+	bp_out_str(o, tmp);
+	strftime(tmp, sizeof tmp, " %z", &tm);
+	bp_out_str(o, tmp);
+}

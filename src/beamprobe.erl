@@ -1,0 +1,140 @@
+%%% @doc beamprobe: production-safe, high-throughput tracing for the BEAM.
+%%%
+%%% A session traces function calls and process events of some processes
+%%% with a tracer written in C: each event is written by the traced process
+%%% itself into a per-thread lock-free ring (no message, no lock, no
+%%% allocation), and a collector thread writes the rings out as a CTF 1.8
+%%% trace directory that `beamprobe print', babeltrace2 and Trace Compass
+%%% read.
+%%%
+%%% ```
+%%% 1> {ok, S} = beamprobe:start(#{calls => [{lists, seq, 2}],
+%%%                                 output => {file, "/tmp/seq"}}).
+%%% {ok,<0.93.0>}
+%%% 2> lists:seq(1, 3).
+%%% [1,2,3]
+%%% 3> beamprobe:stop(S).
+%%% {ok,#{bytes => 1020,dropped => #{total => 0,...},events => 2,
+%%%       output => "/tmp/seq",seconds => 3.2,...}}
+%%% '''
+%%%
+%%% ```
+%%% traced processes ── tracer callbacks (C) ── per-thread rings
+%%%                                               │
+%%%             collector thread ── DIR/metadata, DIR/thread-NNN (CTF 1.8)
+%%% this API ── session process (limits, timers, owner monitor) ── NIF
+%%% '''
+%%%
+%%% Safe by default: a session ends after 60 seconds or 1 GiB written
+%%% unless told otherwise (`limits'), never takes over a process another
+%%% tracer traces (`force'), refuses to trace every module (`force'), and
+%%% ends when the process that started it dies.  Memory is bounded by
+%%% `buffer' bytes per scheduler thread that produces events; when a
+%%% buffer is full, events are dropped and counted (`overflow').
+-module(beamprobe).
+
+-export([start/1, stop/1, info/1, list/0, dump/1, format_error/1]).
+
+-export_type([spec/0, session/0, summary/0]).
+
+-opaque session() :: pid().
+%% A running (or just stopped) session.
+
+-type spec() ::
+        #{procs => all | new | existing | [pid() | atom()],  % all
+          calls => [{module() | '_', atom() | '_', arity() | '_'}], % []
+          return => boolean(),           % true: return_from events
+          exceptions => boolean(),       % true: exception_from events
+          return_to => boolean(),        % false: return_to events
+          events => [call | send | 'receive' | procs | running | gc
+                     | ports],           % []
+          output => {file, file:filename()}, % ./beamprobe-NODE-TIME
+          args => none | arity | full,   % full (bounded capture)
+          capture => #{depth => pos_integer(),      % 4
+                       list => pos_integer(),       % 16
+                       binary => non_neg_integer(), % 64 bytes
+                       bytes => pos_integer()},     % 512 bytes per term
+          buffer => pos_integer(),       % 8 MiB per producing thread
+          overflow => drop_newest | drop_oldest | stop, % drop_newest
+          limits => #{events => pos_integer() | infinity,  % infinity
+                      bytes => pos_integer() | infinity,   % 1 GiB
+                      seconds => number() | infinity},     % 60
+          force => boolean()}.           % false
+%% What to trace and how; every key is optional (defaults on the right).
+
+-type summary() ::
+        #{events := non_neg_integer(),
+          dropped := #{total := non_neg_integer(), atom() => non_neg_integer()},
+          bytes := non_neg_integer(),
+          seconds := number(),
+          output := file:filename(),
+          stop_reason := atom(),
+          atom() => term()}.
+%% What a session recorded: `events' written, `dropped' by cause
+%% (ring_full, overwritten, limit, stopped, ...), bytes written.
+
+%% @doc Starts a tracing session owned by the calling process.
+%%
+%% Returns `{error, Reason}' (see {@link format_error/1}) for any bad input:
+%% an unknown option or value, a dead pid or unknown registered name, a
+%% module that does not exist, a pattern that matches nothing, an
+%% unwritable or non-empty output directory, or processes already traced
+%% by another tracer (`{already_traced, Pids}', unless `force => true').
+%% Nothing stays installed after an error.
+-spec start(spec()) -> {ok, session()} | {error, term()}.
+start(Spec) ->
+    case application:ensure_all_started(beamprobe) of
+        {ok, _} ->
+            case beamprobe_config:validate(Spec) of
+                {ok, Config} -> start_session(Config);
+                {error, _} = E -> E
+            end;
+        {error, _} = E -> E
+    end.
+
+start_session(Config) ->
+    case beamprobe_sup:start_session(self(), Config) of
+        {ok, Pid} ->
+            try gen_server:call(Pid, install, infinity)
+            catch exit:{Reason, _} -> {error, {session_failed, Reason}}
+            end;
+        {error, _} = E -> E
+    end.
+
+%% @doc Stops a session: removes its trace flags and patterns, writes what
+%% is buffered and returns the summary.
+-spec stop(session()) -> {ok, summary()} | {error, not_found}.
+stop(Session) ->
+    call(Session, stop).
+
+%% @doc Counters and configuration of a running session.
+-spec info(session()) -> {ok, map()} | {error, not_found}.
+info(Session) ->
+    call(Session, info).
+
+%% @doc The running sessions.
+-spec list() -> [session()].
+list() ->
+    case whereis(beamprobe_sup) of
+        undefined -> [];
+        _ -> beamprobe_sup:sessions()
+    end.
+
+%% @doc Writes a flight recorder's window (`overflow => drop_oldest') to
+%% the trace now; recording goes on.
+-spec dump(session()) -> ok | {error, not_flight_recorder | stopped | not_found}.
+dump(Session) ->
+    call(Session, dump).
+
+%% @doc A readable sentence for an error returned by this module.
+-spec format_error(term()) -> string().
+format_error(Reason) ->
+    beamprobe_config:format_error(Reason).
+
+call(Session, Req) when is_pid(Session) ->
+    try gen_server:call(Session, Req, 60000)
+    catch exit:{noproc, _} -> {error, not_found};
+          exit:{normal, _} -> {error, not_found}
+    end;
+call(_, _) ->
+    {error, not_found}.

@@ -1,0 +1,273 @@
+%%% @doc Validation of a session spec: turns the map given to
+%%% {@link beamprobe:start/1} into a complete, checked configuration, or
+%%% returns `{error, Reason}' naming the first thing wrong.
+%%%
+%%% Checking has no side effect on tracing: it may load a module named in
+%%% `calls' (to know whether it exists) but installs nothing.
+-module(beamprobe_config).
+
+-export([validate/1, defaults/0, format_error/1]).
+
+-include_lib("kernel/include/file.hrl").
+
+-export_type([config/0]).
+
+-type config() :: #{procs := all | new | existing | [pid()],
+                    calls := [{module(), atom(), arity() | '_'}],
+                    return := boolean(),
+                    exceptions := boolean(),
+                    return_to := boolean(),
+                    events := [event()],
+                    dir := file:filename(),
+                    args := none | arity | full,
+                    capture := #{depth := pos_integer(),
+                                 list := pos_integer(),
+                                 binary := non_neg_integer(),
+                                 bytes := pos_integer()},
+                    buffer := pos_integer(),
+                    overflow := drop_newest | drop_oldest | stop,
+                    limits := #{events := pos_integer() | infinity,
+                                bytes := pos_integer() | infinity,
+                                seconds := number() | infinity},
+                    force := boolean()}.
+-type event() :: call | send | 'receive' | procs | running | gc | ports.
+
+-define(KEYS, [procs, calls, return, exceptions, return_to, events, output,
+               args, capture, buffer, overflow, limits, force]).
+-define(EVENTS, [call, send, 'receive', procs, running, gc, ports]).
+-define(MIN_BUFFER, 16384).
+-define(MAX_BUFFER, 1 bsl 32).
+
+%% @doc The defaults used for every key a spec leaves out.
+-spec defaults() -> map().
+defaults() ->
+    #{procs => all,
+      calls => [],
+      return => true,
+      exceptions => true,
+      return_to => false,
+      events => [],
+      args => full,
+      capture => #{depth => 4, list => 16, binary => 64, bytes => 512},
+      buffer => 8 * 1024 * 1024,
+      overflow => drop_newest,
+      limits => #{events => infinity, bytes => 1024 * 1024 * 1024,
+                  seconds => 60},
+      force => false}.
+
+%% @doc Checks a spec; returns the full configuration or the first error.
+-spec validate(term()) -> {ok, config()} | {error, term()}.
+validate(Spec) when is_map(Spec) ->
+    case [K || K <- maps:keys(Spec), not lists:member(K, ?KEYS)] of
+        [K | _] -> {error, {unknown_option, K}};
+        [] -> check(maps:merge(defaults(), Spec))
+    end;
+validate(Spec) ->
+    {error, {bad_spec, Spec, "a map is expected"}}.
+
+check(S) ->
+    Steps = [fun force/1, fun procs/1, fun calls/1, fun bools/1,
+             fun events/1, fun args/1, fun capture/1, fun buffer/1,
+             fun overflow/1, fun limits/1, fun output/1, fun nothing/1],
+    run(Steps, S).
+
+run([], S) -> {ok, maps:remove(output, S)};
+run([F | Fs], S) ->
+    case F(S) of
+        {ok, S1} -> run(Fs, S1);
+        {error, _} = E -> E
+    end.
+
+force(#{force := F} = S) when is_boolean(F) -> {ok, S};
+force(#{force := F}) -> bad(force, F).
+
+procs(#{procs := P} = S) when P =:= all; P =:= new; P =:= existing ->
+    {ok, S};
+procs(#{procs := L} = S) when is_list(L), L =/= [] ->
+    case resolve_procs(L, []) of
+        {ok, Pids} -> {ok, S#{procs := lists:usort(Pids)}};
+        {error, _} = E -> E
+    end;
+procs(#{procs := P}) -> bad(procs, P).
+
+resolve_procs([], Acc) -> {ok, Acc};
+resolve_procs([P | T], Acc) when is_pid(P), node(P) =:= node() ->
+    case is_process_alive(P) of
+        true -> resolve_procs(T, [P | Acc]);
+        false -> {error, {dead_process, P}}
+    end;
+resolve_procs([P | _], _) when is_pid(P) -> {error, {remote_process, P}};
+resolve_procs([N | T], Acc) when is_atom(N) ->
+    case whereis(N) of
+        undefined -> {error, {no_such_process, N}};
+        Pid when is_pid(Pid) -> resolve_procs(T, [Pid | Acc]);
+        Port -> {error, {not_a_process, N, Port}}
+    end;
+resolve_procs([P | _], _) -> bad(procs, P).
+
+calls(#{calls := L} = S) when is_list(L) ->
+    case check_mfas(L, maps:get(force, S)) of
+        ok -> {ok, S#{calls := lists:usort(L)}};
+        {error, _} = E -> E
+    end;
+calls(#{calls := C}) -> bad(calls, C).
+
+check_mfas([], _) -> ok;
+check_mfas([{'_', _, _} = MFA | _], false) ->
+    {error, {force_required, MFA}};
+check_mfas([{M, F, A} = MFA | T], Force)
+  when is_atom(M), is_atom(F),
+       (A =:= '_' orelse (is_integer(A) andalso A >= 0 andalso A =< 255)) ->
+    case M =:= '_' orelse code:ensure_loaded(M) of
+        true -> check_mfas(T, Force);
+        {module, M} when F =:= '_' -> check_mfas(T, Force);
+        {module, M} ->
+            Exported = [{N, Ar} || {N, Ar} <- M:module_info(functions),
+                                   N =:= F, A =:= '_' orelse Ar =:= A],
+            case Exported of
+                [] -> {error, {no_such_function, MFA}};
+                _ -> check_mfas(T, Force)
+            end;
+        {error, _} -> {error, {no_such_module, M}}
+    end;
+check_mfas([X | _], _) -> bad(calls, X).
+
+bools(S) ->
+    case [K || K <- [return, exceptions, return_to],
+               not is_boolean(maps:get(K, S))] of
+        [] -> {ok, S};
+        [K | _] -> bad(K, maps:get(K, S))
+    end.
+
+events(#{events := L} = S) when is_list(L) ->
+    case [E || E <- L, not lists:member(E, ?EVENTS)] of
+        [] -> {ok, S#{events := lists:usort(L)}};
+        [E | _] -> bad(events, E)
+    end;
+events(#{events := E}) -> bad(events, E).
+
+args(#{args := A} = S) when A =:= none; A =:= arity; A =:= full -> {ok, S};
+args(#{args := A}) -> bad(args, A).
+
+capture(#{capture := C} = S) when is_map(C) ->
+    D = maps:get(capture, defaults()),
+    Lims = #{depth => {1, 64}, list => {1, 4096}, binary => {0, 65536},
+             bytes => {16, 65536}},
+    case [K || K <- maps:keys(C), not maps:is_key(K, D)] of
+        [K | _] -> {error, {unknown_option, {capture, K}}};
+        [] ->
+            M = maps:merge(D, C),
+            Bad = [{K, V} || {K, V} <- maps:to_list(M),
+                             {Lo, Hi} <- [maps:get(K, Lims)],
+                             not (is_integer(V) andalso V >= Lo
+                                  andalso V =< Hi)],
+            case Bad of
+                [] -> {ok, S#{capture := M}};
+                [{K, V} | _] -> bad({capture, K}, V)
+            end
+    end;
+capture(#{capture := C}) -> bad(capture, C).
+
+buffer(#{buffer := B} = S)
+  when is_integer(B), B >= ?MIN_BUFFER, B =< ?MAX_BUFFER ->
+    {ok, S};
+buffer(#{buffer := B}) -> bad(buffer, B).
+
+overflow(#{overflow := O} = S)
+  when O =:= drop_newest; O =:= drop_oldest; O =:= stop ->
+    {ok, S};
+overflow(#{overflow := O}) -> bad(overflow, O).
+
+limits(#{limits := L} = S) when is_map(L) ->
+    D = maps:get(limits, defaults()),
+    case [K || K <- maps:keys(L), not maps:is_key(K, D)] of
+        [K | _] -> {error, {unknown_option, {limits, K}}};
+        [] ->
+            M = maps:merge(D, L),
+            Bad = [{K, V} || {K, V} <- maps:to_list(M),
+                             not (V =:= infinity orelse
+                                  (K =:= seconds andalso is_number(V)
+                                   andalso V > 0) orelse
+                                  (is_integer(V) andalso V > 0))],
+            case Bad of
+                [] -> {ok, S#{limits := M}};
+                [{K, V} | _] -> bad({limits, K}, V)
+            end
+    end;
+limits(#{limits := L}) -> bad(limits, L).
+
+output(#{output := {file, Dir}} = S) ->
+    case io_lib:char_list(Dir) orelse is_binary(Dir) of
+        true -> check_dir(unicode:characters_to_list(Dir), S);
+        false -> bad(output, {file, Dir})
+    end;
+output(#{output := O}) -> bad(output, O);
+output(S) -> check_dir(default_dir(), S).
+
+check_dir(Dir, S) ->
+    Abs = filename:absname(Dir),
+    case file:read_file_info(Abs) of
+        {ok, _} ->
+            case file:list_dir(Abs) of
+                {ok, []} -> {ok, S#{dir => Abs}};
+                {ok, _} -> {error, {output_exists, Abs}};
+                {error, R} -> {error, {unwritable, Abs, R}}
+            end;
+        {error, enoent} ->
+            parent_writable(filename:dirname(Abs), Abs, S);
+        {error, R} -> {error, {unwritable, Abs, R}}
+    end.
+
+parent_writable(Parent, Abs, S) ->
+    case file:read_file_info(Parent) of
+        {ok, #file_info{type = directory, access = A}}
+          when A =:= read_write; A =:= write ->
+            {ok, S#{dir => Abs}};
+        {ok, #file_info{type = directory}} ->
+            {error, {unwritable, Abs, eacces}};
+        {ok, _} -> {error, {unwritable, Abs, enotdir}};
+        {error, R} -> {error, {unwritable, Abs, R}}
+    end.
+
+%% Calls, events or both: a session that traces nothing is a mistake.
+nothing(#{calls := [], events := []}) ->
+    {error, {nothing_to_trace, "give calls => [{M, F, A}] or events"}};
+nothing(S) -> {ok, S}.
+
+default_dir() ->
+    {{Y, Mo, D}, {H, Mi, Se}} = calendar:local_time(),
+    Node = lists:map(fun ($@) -> $-; (C) -> C end, atom_to_list(node())),
+    lists:flatten(io_lib:format("beamprobe-~s-~4..0w~2..0w~2..0w-~2..0w~2..0w~2..0w",
+                                [Node, Y, Mo, D, H, Mi, Se])).
+
+bad(Key, Value) -> {error, {bad_option, Key, Value}}.
+
+%% @doc A sentence describing an error returned by {@link validate/1} or
+%% {@link beamprobe:start/1}.
+-spec format_error(term()) -> string().
+format_error({unknown_option, K}) ->
+    f("unknown option ~p", [K]);
+format_error({bad_option, K, V}) ->
+    f("bad value for option ~p: ~p", [K, V]);
+format_error({dead_process, P}) -> f("process ~p is not alive", [P]);
+format_error({remote_process, P}) ->
+    f("process ~p is on another node", [P]);
+format_error({no_such_process, N}) ->
+    f("no process is registered as ~p", [N]);
+format_error({no_such_module, M}) -> f("module ~p cannot be loaded", [M]);
+format_error({no_such_function, {M, F, A}}) ->
+    f("~p:~p/~p does not exist", [M, F, A]);
+format_error({no_match, MFA}) -> f("pattern ~p matches no function", [MFA]);
+format_error({force_required, X}) ->
+    f("~p would trace every module; add force => true if you mean it", [X]);
+format_error({output_exists, D}) ->
+    f("output directory ~s exists and is not empty", [D]);
+format_error({unwritable, D, R}) ->
+    f("cannot write to ~s: ~s", [D, file:format_error(R)]);
+format_error({already_traced, Pids}) ->
+    f("~p process(es) are traced by another tracer (~p...); add force => "
+      "true to take them over", [length(Pids), hd(Pids)]);
+format_error({nothing_to_trace, Hint}) -> f("nothing to trace: ~s", [Hint]);
+format_error(Other) -> f("~p", [Other]).
+
+f(Fmt, Args) -> lists:flatten(io_lib:format(Fmt, Args)).

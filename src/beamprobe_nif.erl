@@ -1,0 +1,134 @@
+%%% @doc The beamprobe NIF: the `erl_tracer' module and the session control
+%%% calls.  Internal: use the {@link beamprobe} API.
+%%%
+%%% The tracer callbacks (`enabled/3', `trace_call/5', ...) are NIFs written
+%%% in C (`c_src/bp_tracer.c'); the VM calls them in the context of the
+%%% traced process.  This module must never be used for meta tracing (see
+%%% `docs/design.md').
+-module(beamprobe_nif).
+
+%% Implements the erl_tracer behaviour (its callbacks are NIFs).
+
+-export([enabled/3, enabled_call/3, enabled_send/3, enabled_receive/3,
+         enabled_procs/3, enabled_ports/3, enabled_running_procs/3,
+         enabled_garbage_collection/3,
+         trace/5, trace_call/5, trace_send/5, trace_receive/5,
+         trace_procs/5, trace_ports/5, trace_running_procs/5,
+         trace_garbage_collection/5]).
+-export([start/1, stop/1, info/1, dump/1, annotate/2,
+         render/2, render_args/2, render_mfa/3, thread_slot/0]).
+
+-on_load(load/0).
+
+-type session() :: reference().
+-type tag() :: atom().
+-export_type([session/0]).
+
+-define(NOT_LOADED, erlang:nif_error({not_loaded, ?MODULE})).
+
+load() ->
+    Dir = case code:priv_dir(beamprobe) of
+              {error, bad_name} ->
+                  filename:join(filename:dirname(filename:dirname(
+                                  code:which(?MODULE))), "priv");
+              D -> D
+          end,
+    Lib = case os:getenv("BEAMPROBE_NIF") of
+              false -> filename:join(Dir, "beamprobe_nif");
+              Path -> Path
+          end,
+    erlang:load_nif(Lib, 0).
+
+%% --- erl_tracer callbacks (NIFs) ---------------------------------------
+
+%% @doc Tracer callback: `trace' while the session runs, `remove' after.
+-spec enabled(tag(), session(), pid() | port() | undefined) ->
+          trace | discard | remove.
+enabled(_, _, _) -> ?NOT_LOADED.
+%% @doc Tracer callback, as {@link enabled/3}.
+-spec enabled_call(tag(), session(), pid()) -> trace | discard | remove.
+enabled_call(_, _, _) -> ?NOT_LOADED.
+%% @doc Tracer callback, as {@link enabled/3}.
+-spec enabled_send(tag(), session(), pid()) -> trace | discard | remove.
+enabled_send(_, _, _) -> ?NOT_LOADED.
+%% @doc Tracer callback, as {@link enabled/3}.
+-spec enabled_receive(tag(), session(), pid()) -> trace | discard | remove.
+enabled_receive(_, _, _) -> ?NOT_LOADED.
+%% @doc Tracer callback, as {@link enabled/3}.
+-spec enabled_procs(tag(), session(), pid()) -> trace | discard | remove.
+enabled_procs(_, _, _) -> ?NOT_LOADED.
+%% @doc Tracer callback, as {@link enabled/3}.
+-spec enabled_ports(tag(), session(), port()) -> trace | discard | remove.
+enabled_ports(_, _, _) -> ?NOT_LOADED.
+%% @doc Tracer callback, as {@link enabled/3}.
+-spec enabled_running_procs(tag(), session(), pid()) ->
+          trace | discard | remove.
+enabled_running_procs(_, _, _) -> ?NOT_LOADED.
+%% @doc Tracer callback, as {@link enabled/3}.
+-spec enabled_garbage_collection(tag(), session(), pid()) ->
+          trace | discard | remove.
+enabled_garbage_collection(_, _, _) -> ?NOT_LOADED.
+
+%% @doc Tracer callback for events without a specific one: ignored.
+-spec trace(tag(), session(), term(), term(), map()) -> ok.
+trace(_, _, _, _, _) -> ?NOT_LOADED.
+%% @doc Tracer callback: call, return_from, exception_from, return_to.
+-spec trace_call(tag(), session(), pid(), term(), map()) -> ok.
+trace_call(_, _, _, _, _) -> ?NOT_LOADED.
+%% @doc Tracer callback: send, send_to_non_existing_process.
+-spec trace_send(tag(), session(), pid(), term(), map()) -> ok.
+trace_send(_, _, _, _, _) -> ?NOT_LOADED.
+%% @doc Tracer callback: 'receive'.
+-spec trace_receive(tag(), session(), pid(), term(), map()) -> ok.
+trace_receive(_, _, _, _, _) -> ?NOT_LOADED.
+%% @doc Tracer callback: spawn, exit, link, register, ...
+-spec trace_procs(tag(), session(), pid(), term(), map()) -> ok.
+trace_procs(_, _, _, _, _) -> ?NOT_LOADED.
+%% @doc Tracer callback: port open, closed, ...
+-spec trace_ports(tag(), session(), port(), term(), map()) -> ok.
+trace_ports(_, _, _, _, _) -> ?NOT_LOADED.
+%% @doc Tracer callback: scheduling in and out.
+-spec trace_running_procs(tag(), session(), pid(), term(), map()) -> ok.
+trace_running_procs(_, _, _, _, _) -> ?NOT_LOADED.
+%% @doc Tracer callback: garbage collection start and end.
+-spec trace_garbage_collection(tag(), session(), pid(), term(), map()) -> ok.
+trace_garbage_collection(_, _, _, _, _) -> ?NOT_LOADED.
+
+%% --- control -------------------------------------------------------------
+
+%% @doc Creates a session: writes the metadata, starts the collector thread.
+-spec start(map()) -> {ok, session()} | {error, {atom(), atom()}}.
+start(_Config) -> ?NOT_LOADED.
+
+%% @doc Stops a session: final drain, files closed.  Returns its counters.
+-spec stop(session()) -> {ok, map()}.
+stop(_Session) -> ?NOT_LOADED.
+
+%% @doc A session's counters.
+-spec info(session()) -> map().
+info(_Session) -> ?NOT_LOADED.
+
+%% @doc Writes the flight-recorder window now.
+-spec dump(session()) -> ok | {error, not_flight_recorder | stopped}.
+dump(_Session) -> ?NOT_LOADED.
+
+%% @doc Writes `process' events naming processes and ports.
+-spec annotate(session(), [{pid() | port(), binary(), binary()}]) ->
+          {ok, non_neg_integer()}.
+annotate(_Session, _List) -> ?NOT_LOADED.
+
+%% @doc Renders a term the way the tracer does (for tests).
+-spec render(term(), map()) -> binary().
+render(_Term, _Capture) -> ?NOT_LOADED.
+
+%% @doc Renders an argument list the way the tracer does (for tests).
+-spec render_args(list(), map()) -> binary().
+render_args(_Args, _Capture) -> ?NOT_LOADED.
+
+%% @doc Renders `M:F/A' the way the tracer does (for tests).
+-spec render_mfa(atom(), atom(), non_neg_integer()) -> binary().
+render_mfa(_M, _F, _A) -> ?NOT_LOADED.
+
+%% @doc The calling scheduler thread's slot number (for tests).
+-spec thread_slot() -> integer().
+thread_slot() -> ?NOT_LOADED.

@@ -1,0 +1,371 @@
+%%% @doc One tracing session: installs the trace flags and patterns with the
+%%% C tracer as their tracer, enforces the time limit, watches its owner,
+%%% and on stop removes everything it installed and finalises the trace.
+%%%
+%%% ```
+%%% owner ──monitor──> session process ──NIF calls──> session resource
+%%%                         │                        (rings + collector)
+%%%                         └─ erlang:trace/3, erlang:trace_pattern/3
+%%% '''
+%%%
+%%% Internal: use {@link beamprobe}.  A session is started by
+%%% {@link beamprobe_sup} and then asked to `install'; if installing fails,
+%%% everything done so far is undone and the process ends.
+-module(beamprobe_session).
+-behaviour(gen_server).
+
+-export([start_link/2]).
+-export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
+
+-define(ANNOTATE_MAX, 100000).
+-define(ANNOTATE_CHUNK, 500).
+
+-record(st, {owner :: pid(),
+             monitor :: reference(),
+             config :: beamprobe_config:config(),
+             res :: undefined | beamprobe_nif:session(),
+             created_dir = false :: boolean(),
+             patterns = [] :: [{module(), atom(), arity() | '_'}],
+             traced = none :: none | all | new | existing | [pid()],
+             started :: integer(),
+             timer :: undefined | reference(),
+             summary :: undefined | map()}).
+
+%% @doc Starts a session process for `Owner'; it traces nothing until asked
+%% to `install'.
+-spec start_link(pid(), beamprobe_config:config()) -> {ok, pid()}.
+start_link(Owner, Config) ->
+    gen_server:start_link(?MODULE, {Owner, Config}, []).
+
+%% @private
+-spec init({pid(), beamprobe_config:config()}) -> {ok, #st{}}.
+init({Owner, Config}) ->
+    process_flag(trap_exit, true),
+    {ok, #st{owner = Owner, monitor = monitor(process, Owner),
+             config = Config,
+             started = erlang:monotonic_time(millisecond)}}.
+
+%% @private
+-spec handle_call(term(), gen_server:from(), #st{}) ->
+          {reply, term(), #st{}} | {stop, normal, term(), #st{}}.
+handle_call(install, _From, St) ->
+    case install(St) of
+        {ok, St1} -> {reply, {ok, self()}, St1};
+        {error, Reason, St1} ->
+            {stop, normal, {error, Reason}, abort(St1)}
+    end;
+handle_call(stop, _From, St) ->
+    St1 = finish(St, requested),
+    {stop, normal, {ok, St1#st.summary}, St1};
+handle_call(info, _From, #st{summary = undefined, res = Res} = St) ->
+    {reply, {ok, info_map(St, beamprobe_nif:info(Res))}, St};
+handle_call(info, _From, #st{summary = Sum} = St) ->
+    {reply, {ok, Sum}, St};
+handle_call(dump, _From, #st{summary = undefined, res = Res} = St) ->
+    _ = annotate_live(St),
+    {reply, beamprobe_nif:dump(Res), St};
+handle_call(dump, _From, St) ->
+    {reply, {error, stopped}, St};
+handle_call(_Other, _From, St) ->
+    {reply, {error, unknown_request}, St}.
+
+%% @private
+-spec handle_cast(term(), #st{}) -> {noreply, #st{}}.
+handle_cast(_Msg, St) ->
+    {noreply, St}.
+
+%% @private
+-spec handle_info(term(), #st{}) -> {noreply, #st{}} | {stop, normal, #st{}}.
+handle_info({'DOWN', Ref, process, _, _}, #st{monitor = Ref} = St) ->
+    {stop, normal, finish(St, owner_down)};
+handle_info({limit, seconds}, St) ->
+    {noreply, finish(St, seconds)};
+handle_info({beamprobe_stop, Why}, St) ->
+    {noreply, finish(St, Why)};
+handle_info({'EXIT', _, _}, St) ->
+    {noreply, St};
+handle_info(_Other, St) ->
+    {noreply, St}.
+
+%% @private
+-spec terminate(term(), #st{}) -> ok.
+terminate(_Reason, St) ->
+    _ = finish(St, terminated),
+    ok.
+
+%%% ------------------------------------------------------------------------
+%%% Installing
+%%% ------------------------------------------------------------------------
+
+install(#st{config = C} = St) ->
+    Steps = [fun check_tracers/1, fun make_dir/1, fun start_nif/1,
+             fun set_patterns/1, fun set_flags/1, fun annotate_start/1,
+             fun start_timer/1],
+    run(Steps, St, C).
+
+run([], St, _C) -> {ok, St};
+run([F | Fs], St, C) ->
+    case F(St) of
+        {ok, St1} -> run(Fs, St1, C);
+        {error, Reason, St1} -> {error, Reason, St1}
+    end.
+
+%% A process traced by another tracer is not taken over unless forced.
+check_tracers(#st{config = #{procs := Procs, force := Force}} = St) ->
+    Targets = case Procs of
+                  new -> [];
+                  L when is_list(L) -> L;
+                  _ -> processes() -- [self()]
+              end,
+    Taken = [P || P <- Targets, other_tracer(P)],
+    NewTaken = (Procs =:= new orelse Procs =:= all)
+        andalso erlang:trace_info(new, tracer) =/= {tracer, []},
+    case {Taken, NewTaken, Force} of
+        {[], false, _} -> {ok, St};
+        {_, _, true} ->
+            [catch erlang:trace(P, false, [all]) || P <- Taken],
+            NewTaken andalso erlang:trace(new, false, [all]),
+            {ok, St};
+        {[], true, false} -> {error, {already_traced, [new]}, St};
+        {_, _, false} -> {error, {already_traced, Taken}, St}
+    end.
+
+other_tracer(P) ->
+    case erlang:trace_info(P, tracer) of
+        {tracer, []} -> false;
+        {tracer, _} -> true;
+        undefined -> false
+    end.
+
+make_dir(#st{config = #{dir := Dir}} = St) ->
+    case file:make_dir(Dir) of
+        ok ->
+            _ = file:change_mode(Dir, 8#700),
+            {ok, St#st{created_dir = true}};
+        {error, eexist} -> {ok, St};
+        {error, R} -> {error, {unwritable, Dir, R}, St}
+    end.
+
+start_nif(#st{config = C} = St) ->
+    #{limits := #{events := Ev, bytes := By}} = C,
+    Nif = #{dir => unicode:characters_to_binary(maps:get(dir, C)),
+            buffer => maps:get(buffer, C),
+            max_slots => max_slots(),
+            overflow => maps:get(overflow, C),
+            args => maps:get(args, C),
+            capture => maps:get(capture, C),
+            return => maps:get(return, C),
+            exceptions => maps:get(exceptions, C),
+            event_limit => limit(Ev),
+            byte_limit => limit(By),
+            notify => self(),
+            env => trace_env(C)},
+    case beamprobe_nif:start(Nif) of
+        {ok, Res} -> {ok, St#st{res = Res}};
+        {error, R} -> {error, R, St}
+    end.
+
+limit(infinity) -> 0;
+limit(N) -> N.
+
+%% Every scheduler thread that can run a tracer callback gets a slot.
+max_slots() ->
+    N = erlang:system_info(schedulers) +
+        erlang:system_info(dirty_cpu_schedulers) +
+        erlang:system_info(dirty_io_schedulers) + 8,
+    min(N, 256).
+
+trace_env(C) ->
+    {ok, Host} = inet:gethostname(),
+    Calls = [io_lib:format("~p:~p/~p", [M, F, A])
+             || {M, F, A} <- maps:get(calls, C)],
+    [{<<"node">>, atom_to_binary(node())},
+     {<<"hostname">>, list_to_binary(Host)},
+     {<<"otp_release">>, list_to_binary(otp_version())},
+     {<<"erts_version">>, list_to_binary(erlang:system_info(version))},
+     {<<"beamprobe_version">>, app_vsn()},
+     {<<"start_time">>,
+      list_to_binary(calendar:system_time_to_rfc3339(
+                       erlang:system_time(microsecond),
+                       [{unit, microsecond}]))},
+     {<<"os_pid">>, list_to_binary(os:getpid())},
+     {<<"calls">>, iolist_to_binary(lists:join(", ", Calls))},
+     {<<"args">>, atom_to_binary(maps:get(args, C))},
+     {<<"overflow">>, atom_to_binary(maps:get(overflow, C))}].
+
+otp_version() ->
+    File = filename:join([code:root_dir(), "releases",
+                          erlang:system_info(otp_release), "OTP_VERSION"]),
+    case file:read_file(File) of
+        {ok, B} -> string:trim(binary_to_list(B));
+        {error, _} -> erlang:system_info(otp_release)
+    end.
+
+app_vsn() ->
+    case application:get_key(beamprobe, vsn) of
+        {ok, V} -> list_to_binary(V);
+        undefined -> <<"0.1.0">>
+    end.
+
+set_patterns(#st{config = #{calls := Calls} = C} = St) ->
+    MS = [{'_', [], actions(C)}],
+    set_patterns(Calls, MS, St).
+
+set_patterns([], _MS, St) -> {ok, St};
+set_patterns([MFA | T], MS, #st{patterns = Done} = St) ->
+    case erlang:trace_pattern(MFA, MS, [local]) of
+        0 -> {error, {no_match, MFA}, St};
+        N when is_integer(N) -> set_patterns(T, MS, St#st{patterns = [MFA | Done]})
+    end.
+
+actions(#{exceptions := true}) -> [{exception_trace}];
+actions(#{return := true}) -> [{return_trace}];
+actions(_) -> [].
+
+flags(#{calls := Calls, args := Args, return_to := RetTo, events := Ev}) ->
+    Map = [{send, send}, {'receive', 'receive'}, {procs, procs},
+           {running, running}, {gc, garbage_collection}, {ports, ports}],
+    [call || Calls =/= []] ++
+        [arity || Calls =/= [], Args =/= full] ++
+        [return_to || Calls =/= [], RetTo] ++
+        [Flag || {E, Flag} <- Map, lists:member(E, Ev)].
+
+set_flags(#st{config = #{procs := Procs} = C, res = Res} = St) ->
+    Flags = flags(C) ++ [{tracer, beamprobe_nif, Res}],
+    Me = self(),
+    try
+        case Procs of
+            L when is_list(L) ->
+                [erlang:trace(P, true, Flags) || P <- L],
+                {ok, St#st{traced = L}};
+            Spec ->
+                _ = erlang:trace(Spec, true, Flags),
+                %% Never trace the session itself.
+                Spec =/= new andalso erlang:trace(Me, false, [all]),
+                {ok, St#st{traced = Spec}}
+        end
+    catch
+        error:badarg ->
+            {error, {trace_failed, Procs, Flags -- [{tracer, beamprobe_nif, Res}]},
+             St#st{traced = Procs}}
+    end.
+
+annotate_start(#st{config = #{procs := Procs}} = St) ->
+    Targets = case Procs of
+                  L when is_list(L) -> L;
+                  new -> [];
+                  _ -> processes() ++ erlang:ports()
+              end,
+    _ = annotate(St, Targets),
+    {ok, St}.
+
+annotate_live(#st{traced = T} = St) when is_list(T) -> annotate(St, T);
+annotate_live(St) -> annotate(St, processes() ++ erlang:ports()).
+
+%% Names and initial calls of processes, as `process' events.
+annotate(#st{res = Res}, Targets) ->
+    Items = lists:filtermap(fun describe/1,
+                            lists:sublist(Targets, ?ANNOTATE_MAX)),
+    annotate_chunks(Res, Items).
+
+annotate_chunks(_Res, []) -> ok;
+annotate_chunks(Res, Items) ->
+    {Chunk, Rest} = lists:split(min(?ANNOTATE_CHUNK, length(Items)), Items),
+    _ = beamprobe_nif:annotate(Res, Chunk),
+    annotate_chunks(Res, Rest).
+
+describe(P) when is_pid(P) ->
+    case erlang:process_info(P, [registered_name, initial_call]) of
+        undefined -> false;
+        Info ->
+            Name = case proplists:get_value(registered_name, Info) of
+                       [] -> <<"undefined">>;
+                       N -> atom_to_binary(N)
+                   end,
+            IC = case proplists:get_value(initial_call, Info) of
+                     {M, F, A} -> iolist_to_binary(
+                                    io_lib:format("~p:~p/~p", [M, F, A]));
+                     _ -> <<"undefined">>
+                 end,
+            {true, {P, Name, IC}}
+    end;
+describe(P) when is_port(P) ->
+    case erlang:port_info(P, name) of
+        {name, N} -> {true, {P, <<"undefined">>, unicode:characters_to_binary(N)}};
+        undefined -> false
+    end.
+
+start_timer(#st{config = #{limits := #{seconds := infinity}}} = St) ->
+    {ok, St};
+start_timer(#st{config = #{limits := #{seconds := S}}} = St) ->
+    Ref = erlang:send_after(round(S * 1000), self(), {limit, seconds}),
+    {ok, St#st{timer = Ref}}.
+
+%%% ------------------------------------------------------------------------
+%%% Stopping
+%%% ------------------------------------------------------------------------
+
+%% Stops tracing once; later calls return the same state.
+finish(#st{summary = Sum} = St, _Why) when Sum =/= undefined -> St;
+finish(#st{res = undefined} = St, _Why) -> St;
+finish(#st{res = Res, config = C, started = T0} = St, Why) ->
+    _ = annotate_live(St),
+    St1 = uninstall(St),
+    {ok, Stats} = beamprobe_nif:stop(Res),
+    Secs = (erlang:monotonic_time(millisecond) - T0) / 1000,
+    Sum = #{events => maps:get(events, Stats),
+            dropped => maps:get(dropped, Stats),
+            bytes => maps:get(bytes, Stats),
+            seconds => Secs,
+            output => maps:get(dir, C),
+            stop_reason => stop_reason(Why, Stats),
+            threads => maps:get(threads, Stats),
+            io_error => maps:get(io_error, Stats)},
+    St1#st{summary = Sum}.
+
+stop_reason(Why, #{stop_reason := none}) -> Why;
+stop_reason(_, #{stop_reason := R}) -> R.
+
+%% Undoes a failed install: flags, patterns, the NIF session and the
+%% directory it created.
+abort(#st{res = Res, created_dir = Created, config = #{dir := Dir}} = St) ->
+    St1 = uninstall(St),
+    Res =/= undefined andalso beamprobe_nif:stop(Res),
+    case Created of
+        true ->
+            {ok, Files} = file:list_dir(Dir),
+            [file:delete(filename:join(Dir, F)) || F <- Files],
+            _ = file:del_dir(Dir);
+        false -> ok
+    end,
+    St1#st{res = undefined}.
+
+%% Removes every trace flag and pattern this session set.  Idempotent.
+uninstall(#st{res = Res, traced = Traced, patterns = Pats} = St) ->
+    Tracer = {tracer, {beamprobe_nif, Res}},
+    case Traced of
+        none -> ok;
+        L when is_list(L) -> untrace(L, Tracer);
+        _ ->
+            case erlang:trace_info(new, tracer) of
+                Tracer -> erlang:trace(new, false, [all]);
+                _ -> ok
+            end,
+            untrace(processes() ++ erlang:ports(), Tracer)
+    end,
+    [erlang:trace_pattern(MFA, false, [local]) || MFA <- Pats],
+    case St#st.timer of
+        undefined -> ok;
+        T -> erlang:cancel_timer(T)
+    end,
+    St#st{traced = none, patterns = [], timer = undefined}.
+
+untrace(Targets, Tracer) ->
+    [catch erlang:trace(P, false, [all])
+     || P <- Targets, erlang:trace_info(P, tracer) =:= Tracer],
+    ok.
+
+info_map(#st{config = C, started = T0}, Stats) ->
+    Stats#{seconds => (erlang:monotonic_time(millisecond) - T0) / 1000,
+           output => maps:get(dir, C),
+           config => C}.
