@@ -6,8 +6,6 @@ ERLC ?= erlc
 ERLC_FLAGS := +warnings_as_errors +debug_info +warn_missing_spec -I include
 ERL_SRC := $(wildcard src/*.erl)
 BEAMS := $(patsubst src/%.erl,ebin/%.beam,$(ERL_SRC))
-TEST_SRC := $(wildcard test/*.erl)
-TEST_BEAMS := $(patsubst test/%.erl,_build/test/%.beam,$(TEST_SRC))
 
 # Debian packages needed to build, test, benchmark and demo.
 DEB_PKGS := erlang-base erlang-dev erlang-runtime-tools erlang-eunit \
@@ -30,10 +28,6 @@ ebin/beamprobe.app: src/beamprobe.app.src
 	@mkdir -p ebin
 	cp $< $@
 
-_build/test/%.beam: test/%.erl $(BEAMS)
-	@mkdir -p _build/test
-	$(ERLC) +warnings_as_errors +debug_info -I include -pa ebin -o _build/test $<
-
 # Installs what is missing (as root), otherwise says what to run.
 deps:
 	@missing=""; for p in $(DEB_PKGS); do \
@@ -50,9 +44,12 @@ check-deps:
 	@for c in $(DEB_CMDS); do command -v $$c >/dev/null || { \
 	  echo "missing command: $$c (run 'make deps' as root)"; exit 1; }; done
 
-test: deps all $(TEST_BEAMS)
+# Every suite: C unit tests (ASan+UBSan), Erlang EUnit + Common Test,
+# the CLI tests; each prints "N passed, M failed".
+test: deps all
 	$(MAKE) -C test/c run
 	bash test/run_erlang_tests.sh
+	@if [ -f test/cli/run.sh ]; then bash test/cli/run.sh; fi
 
 bench: all
 	bash bench/run.sh

@@ -42,7 +42,7 @@
 	A(io_error, "io_error") A(aux_events, "aux_events")                \
 	A(threads, "threads") A(memory, "memory") A(badarg, "badarg")      \
 	A(not_flight_recorder, "not_flight_recorder")                      \
-	A(enomem, "enomem") A(uuid, "uuid")
+	A(enomem, "enomem") A(uuid, "uuid") A(ms_result, "ms_result")
 
 struct bp_atoms {
 #define BP__ATOM_FIELD(name, text) ERL_NIF_TERM name;

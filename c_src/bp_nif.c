@@ -208,8 +208,8 @@ static int64_t realtime_offset_ns(void)
 
 /* start(Config :: map()) -> {ok, Session} | {error, {What, Why}}
  * Config keys (validated by beamprobe_config.erl): dir, buffer, max_slots,
- * overflow, args, capture, return, exceptions, event_limit, byte_limit,
- * notify, env, packet_size.  Creates DIR/metadata; stream files appear as
+ * overflow, args, capture, return, exceptions, ms_result, event_limit,
+ * byte_limit, notify, env, packet_size.  Creates DIR/metadata; stream files appear as
  * threads produce events. */
 static ERL_NIF_TERM nif_start(ErlNifEnv *env, int argc,
 			      const ERL_NIF_TERM argv[])
@@ -218,7 +218,7 @@ static ERL_NIF_TERM nif_start(ErlNifEnv *env, int argc,
 	struct bp_session *s;
 	ErlNifBinary dir;
 	ErlNifUInt64 buffer, slots, evl, byl, pkt;
-	int ret, exc, err;
+	int ret, exc, msr, err;
 
 	(void)argc;
 	if (!enif_is_map(env, cfg))
@@ -240,7 +240,8 @@ static ERL_NIF_TERM nif_start(ErlNifEnv *env, int argc,
 	    pkt < 4096 || pkt > BP_PACKET_MAX)
 		return error2(env, "bad_config", "packet_size");
 	if (!get_bool_opt(env, cfg, bp_atom.return_, 1, &ret) ||
-	    !get_bool_opt(env, cfg, bp_atom.exceptions, 1, &exc))
+	    !get_bool_opt(env, cfg, bp_atom.exceptions, 1, &exc) ||
+	    !get_bool_opt(env, cfg, bp_atom.ms_result, 0, &msr))
 		return error2(env, "bad_config", "return");
 
 	s = enif_alloc_resource(bp_session_rt, sizeof *s);
@@ -257,7 +258,8 @@ static ERL_NIF_TERM nif_start(ErlNifEnv *env, int argc,
 	s->event_limit = evl;
 	s->byte_limit = byl;
 	s->packet_size = (size_t)pkt;
-	s->flags = (ret ? BP_F_RETURN : 0) | (exc ? BP_F_EXCEPTIONS : 0);
+	s->flags = (ret ? BP_F_RETURN : 0) | (exc ? BP_F_EXCEPTIONS : 0) |
+		   (msr ? BP_F_MS_RESULT : 0);
 	s->overflow = BP_OVF_DROP_NEWEST;
 	if (enif_get_map_value(env, cfg, bp_atom.overflow, &v)) {
 		if (v == bp_atom.drop_oldest)

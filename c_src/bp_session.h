@@ -36,6 +36,17 @@
 
 #define BP_MAX_SLOTS 256
 #define BP_PID_CACHE 1024 /* per-slot "process event already written" set */
+#define BP_MFA_CACHE 256  /* per-slot cache of rendered "m:f/a" texts */
+#define BP_MFA_TEXT 104   /* longest text kept in the MFA cache */
+
+/* A rendered "m:f/a", keyed by the atoms' term words (atoms are never
+ * freed, so the words are stable for the VM's lifetime). */
+struct bp_mfa_entry {
+	uint64_t m, f;
+	uint32_t arity;
+	uint32_t len; /* 0: empty entry */
+	char text[BP_MFA_TEXT];
+};
 
 enum bp_state {
 	BP_S_RUNNING = 0,
@@ -59,6 +70,7 @@ enum bp_stop_reason {
 
 #define BP_F_RETURN 1u     /* record return_from */
 #define BP_F_EXCEPTIONS 2u /* record exception_from */
+#define BP_F_MS_RESULT 4u  /* match specs may return a value (call info) */
 
 /* One producing thread's part of a session. */
 struct bp_slot {
@@ -67,6 +79,7 @@ struct bp_slot {
 	_Atomic uint64_t drops[BP_DROP_COUNT]; /* written by the producer */
 	uint32_t index;                       /* slot number */
 	uint64_t pid_seen[BP_PID_CACHE];      /* producer only */
+	struct bp_mfa_entry mfa[BP_MFA_CACHE]; /* producer only */
 };
 
 struct bp_session {

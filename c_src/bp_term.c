@@ -376,52 +376,57 @@ static int reads_as(double a, uint64_t m, int e)
 	return strtod(tmp, NULL) == a;
 }
 
-/* 1 if some n-digit decimal reads back as a; it is then *m * 10^*e, the
- * one nearest to a.  Only the two n-digit neighbours of a can be: the
- * rounded one "%.*e" gives and the one on the other side of a. */
-static int fits(double a, int n, uint64_t *m, int *e)
+/* a > 0 rounded to 17 significant digits, which always read back as a:
+ * the digits and the exponent of the first one. */
+struct d17 {
+	char d[17];
+	int x10;
+};
+
+static int d17_of(double a, int n, struct d17 *r)
 {
 	char tmp[40];
 	const char *s;
-	uint64_t r = 0;
+	int i = 0;
 
 	snprintf(tmp, sizeof tmp, "%.*e", n - 1, a);
 	for (s = tmp; *s && *s != 'e'; s++)
-		if (*s >= '0' && *s <= '9')
-			r = r * 10 + (uint64_t)(*s - '0');
-	*e = (*s == 'e' ? atoi(s + 1) : 0) - (n - 1);
-	*m = r;
-	if (reads_as(a, r, *e))
-		return 1;
-	snprintf(tmp, sizeof tmp, "%" PRIu64 "e%d", r, *e);
-	*m = strtod(tmp, NULL) < a ? r + 1 : r - 1;
-	return *m && reads_as(a, *m, *e);
+		if (*s >= '0' && *s <= '9' && i < 17)
+			r->d[i++] = *s;
+	r->x10 = *s == 'e' ? atoi(s + 1) : 0;
+	return i;
 }
 
-/* Shortest decimal m * 10^e (m without trailing zeros) that reads back as
- * a > 0, nearest to a among those: what Ryu (float_to_list) finds. */
-static void shortest(double a, uint64_t *m, int *e)
+/* 1 if some n-digit decimal reads back as a; it is then *m * 10^*e, the
+ * one nearest to a.  Only the two n-digit neighbours of a can be: the
+ * rounded one, which p (a to 17 digits) gives unless it ends in a tie,
+ * and the one on the other side of a. */
+static int fits(double a, const struct d17 *p, int n, uint64_t *m, int *e)
 {
-	int lo = 1, hi = 17;
+	struct d17 q;
+	uint64_t r = 0;
+	int i, half = 0, up;
 
-	if (a < 9007199254740992.0 && a == (double)(uint64_t)a) {
-		*m = (uint64_t)a; /* integers below 2^53 are exact */
-		*e = 0;
-	} else {
-		while (lo < hi) { /* an n-digit fit implies an n+1-digit one */
-			int mid = (lo + hi) / 2;
-
-			if (fits(a, mid, m, e))
-				hi = mid;
-			else
-				lo = mid + 1;
+	if (n < 17) {
+		half = p->d[n] - '5';
+		for (i = n + 1; !half && i < 17; i++)
+			half = p->d[i] != '0';
+		if (!half) { /* a tie in p: round a itself */
+			d17_of(a, n, &q);
+			p = &q;
 		}
-		fits(a, lo, m, e);
 	}
-	while (*m % 10 == 0) {
-		*m /= 10;
-		(*e)++;
-	}
+	for (i = 0; i < n; i++)
+		r = r * 10 + (uint64_t)(p->d[i] - '0');
+	*e = p->x10 - (n - 1);
+	up = half > 0;
+	*m = r + (uint64_t)up;
+	if (n == 17 || reads_as(a, *m, *e))
+		return 1;
+	*m = up ? r : r + 1;
+	if (!half) /* p is rounded exactly: which side of a is it on? */
+		*m = reads_as(a, r, *e) ? r : strtod_side(a, r, *e);
+	return *m && reads_as(a, *m, *e);
 }
 
 /* A float as float_to_list(F, [short]) writes it (OTP 25). */

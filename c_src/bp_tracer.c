@@ -92,26 +92,45 @@ static inline uint8_t *put_pid_key(uint8_t *p, uint64_t key)
 	return p + 8;
 }
 
-/* Writes "m:f/arity" from {M, F, Arity | Args}; "?" if it is not one. */
-static uint8_t *put_mfa(ErlNifEnv *env, uint8_t *p, ERL_NIF_TERM mfa,
-			const ERL_NIF_TERM **elems_out)
+/* Writes "m:f/arity" from {M, F, Arity | Args} ("?" if it is not one),
+ * through the slot's cache of rendered texts. */
+static uint8_t *put_mfa(ErlNifEnv *env, struct bp_slot *sl, uint8_t *p,
+			ERL_NIF_TERM mfa, const ERL_NIF_TERM **elems_out)
 {
 	const ERL_NIF_TERM *e;
-	int n;
+	struct bp_mfa_entry *c;
 	unsigned arity = 0;
 	size_t len = 0;
+	uint64_t h;
+	int n;
 
-	if (enif_get_tuple(env, mfa, &n, &e) && n == 3) {
-		if (!enif_get_uint(env, e[2], &arity))
-			enif_get_list_length(env, e[2], &arity);
-		len = bp_term_render_mfa(env, e[0], e[1], arity, (char *)p,
-					 MFA_MAX);
-		if (elems_out)
-			*elems_out = e;
+	if (!enif_get_tuple(env, mfa, &n, &e) || n != 3) {
+		memcpy(p, "?", 2);
+		return p + 2;
 	}
+	if (elems_out)
+		*elems_out = e;
+	if (!enif_get_uint(env, e[2], &arity))
+		enif_get_list_length(env, e[2], &arity);
+	h = ((uint64_t)e[0] * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)e[1] >> 3) ^
+	    arity;
+	c = &sl->mfa[(h ^ (h >> 29)) % BP_MFA_CACHE];
+	if (c->len && c->m == (uint64_t)e[0] && c->f == (uint64_t)e[1] &&
+	    c->arity == arity) {
+		memcpy(p, c->text, c->len + 1);
+		return p + c->len + 1;
+	}
+	len = bp_term_render_mfa(env, e[0], e[1], arity, (char *)p, MFA_MAX);
 	if (!len)
 		p[len++] = '?';
 	p[len] = '\0';
+	if (len < BP_MFA_TEXT) {
+		c->m = (uint64_t)e[0];
+		c->f = (uint64_t)e[1];
+		c->arity = arity;
+		memcpy(c->text, p, len + 1);
+		c->len = (uint32_t)len;
+	}
 	return p + len + 1;
 }
 
@@ -223,24 +242,27 @@ ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 	if (tag == bp_atom.call) {
 		ERL_NIF_TERM info;
 		p = begin(sl, start, BP_EV_CALL, key);
-		p = put_mfa(env, p, argv[3], &e);
+		p = put_mfa(env, sl, p, argv[3], &e);
 		if (s->args_mode == BP_ARGS_FULL && e && enif_is_list(env, e[2]))
 			p += bp_term_render_args(env, e[2], &s->capture,
 						 (char *)p, text_max(s)) + 1;
 		else
 			p = put_undefined(p);
-		info = opt(env, argv[4], bp_atom.match_spec_result, &found);
+		found = 0;
+		if (s->flags & BP_F_MS_RESULT)
+			info = opt(env, argv[4], bp_atom.match_spec_result,
+				   &found);
 		p = found ? put_term(env, s, p, info) : put_cstr(p, "true");
 	} else if (tag == bp_atom.return_from) {
 		p = begin(sl, start, BP_EV_RETURN_FROM, key);
-		p = put_mfa(env, p, argv[3], NULL);
+		p = put_mfa(env, sl, p, argv[3], NULL);
 		p = put_term(env, s, p, opt(env, argv[4], bp_atom.extra, &found));
 	} else if (tag == bp_atom.exception_from) {
 		ERL_NIF_TERM x = opt(env, argv[4], bp_atom.extra, &found);
 		const ERL_NIF_TERM *cv;
 		int n;
 		p = begin(sl, start, BP_EV_EXCEPTION_FROM, key);
-		p = put_mfa(env, p, argv[3], NULL);
+		p = put_mfa(env, sl, p, argv[3], NULL);
 		if (enif_get_tuple(env, x, &n, &cv) && n == 2) {
 			p = put_atom(env, p, cv[0]);
 			p = put_term(env, s, p, cv[1]);
@@ -250,7 +272,7 @@ ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 		}
 	} else if (tag == bp_atom.return_to) {
 		p = begin(sl, start, BP_EV_RETURN_TO, key);
-		p = put_mfa(env, p, argv[3], NULL);
+		p = put_mfa(env, sl, p, argv[3], NULL);
 	} else {
 		goto out; /* reservation dropped: nothing published */
 	}
@@ -425,7 +447,7 @@ ERL_NIF_TERM bp_tracer_trace_running_procs(ErlNifEnv *env, int argc,
 		goto out;
 	p = begin(sl, start, in ? BP_EV_SCHED_IN : BP_EV_SCHED_OUT, key);
 	if (enif_is_tuple(env, argv[3]))
-		p = put_mfa(env, p, argv[3], NULL);
+		p = put_mfa(env, sl, p, argv[3], NULL);
 	else
 		p = put_undefined(p);
 	*p++ = (uint8_t)exiting;

@@ -28,10 +28,13 @@
 
 #define TAP_BULK_DIAG 20
 
+/* Not every test uses every helper. */
+#define TAP_FN static __attribute__((unused))
+
 static int tap_count, tap_passed, tap_failed, tap_skipped;
 static unsigned long tap_bulk_checks, tap_bulk_failed, tap_bulk_shown;
 
-__attribute__((format(printf, 4, 0))) static int
+__attribute__((format(printf, 4, 0))) TAP_FN int
 tap_vline(int pass, const char *file, int line, const char *fmt, va_list ap)
 {
 	tap_count++;
@@ -48,7 +51,7 @@ tap_vline(int pass, const char *file, int line, const char *fmt, va_list ap)
 	return pass;
 }
 
-__attribute__((format(printf, 4, 5))) static int
+__attribute__((format(printf, 4, 5))) TAP_FN int
 tap_ok(int pass, const char *file, int line, const char *fmt, ...)
 {
 	va_list ap;
@@ -59,7 +62,7 @@ tap_ok(int pass, const char *file, int line, const char *fmt, ...)
 	return pass;
 }
 
-__attribute__((format(printf, 1, 2))) static void tap_diag(const char *fmt,
+__attribute__((format(printf, 1, 2))) TAP_FN void tap_diag(const char *fmt,
 							   ...)
 {
 	va_list ap;
@@ -82,7 +85,7 @@ __attribute__((format(printf, 1, 2))) static void tap_diag(const char *fmt,
 	tap_is_u((uint64_t)(got), (uint64_t)(want), #got, #want, __FILE__, \
 		 __LINE__, __VA_ARGS__)
 
-__attribute__((format(printf, 7, 8))) static int
+__attribute__((format(printf, 7, 8))) TAP_FN int
 tap_is_u(uint64_t got, uint64_t want, const char *ge, const char *we,
 	 const char *file, int line, const char *fmt, ...)
 {
@@ -106,7 +109,7 @@ tap_is_u(uint64_t got, uint64_t want, const char *ge, const char *we,
 	tap_is_i((int64_t)(got), (int64_t)(want), #got, #want, __FILE__,   \
 		 __LINE__, __VA_ARGS__)
 
-__attribute__((format(printf, 7, 8))) static int
+__attribute__((format(printf, 7, 8))) TAP_FN int
 tap_is_i(int64_t got, int64_t want, const char *ge, const char *we,
 	 const char *file, int line, const char *fmt, ...)
 {
@@ -131,7 +134,7 @@ tap_is_i(int64_t got, int64_t want, const char *ge, const char *we,
 	tap_str(1, (hay), (needle), #hay, #needle, __FILE__, __LINE__,     \
 		__VA_ARGS__)
 
-__attribute__((format(printf, 8, 9))) static int
+__attribute__((format(printf, 8, 9))) TAP_FN int
 tap_str(int sub, const char *got, const char *want, const char *ge,
 	const char *we, const char *file, int line, const char *fmt, ...)
 {
@@ -154,7 +157,7 @@ tap_str(int sub, const char *got, const char *want, const char *ge,
 }
 
 /* Reports a skipped check: "ok N # SKIP reason".  Not counted as passed. */
-__attribute__((format(printf, 1, 2))) static void tap_skip(const char *fmt,
+__attribute__((format(printf, 1, 2))) TAP_FN void tap_skip(const char *fmt,
 							   ...)
 {
 	va_list ap;
@@ -170,7 +173,7 @@ __attribute__((format(printf, 1, 2))) static void tap_skip(const char *fmt,
 }
 
 /* Bulk checks: silent on success. */
-static void tap_bulk_fail(const char *file, int line, const char *what)
+TAP_FN void tap_bulk_fail(const char *file, int line, const char *what)
 {
 	tap_bulk_failed++;
 	if (tap_bulk_shown++ < TAP_BULK_DIAG)
@@ -200,7 +203,7 @@ static void tap_bulk_fail(const char *file, int line, const char *what)
 /* Reports every bulk check since the previous ok_bulk() as one TAP line. */
 #define ok_bulk(...) tap_ok_bulk(__FILE__, __LINE__, __VA_ARGS__)
 
-__attribute__((format(printf, 3, 4))) static int
+__attribute__((format(printf, 3, 4))) TAP_FN int
 tap_ok_bulk(const char *file, int line, const char *fmt, ...)
 {
 	va_list ap;
@@ -219,7 +222,7 @@ tap_ok_bulk(const char *file, int line, const char *fmt, ...)
 }
 
 /* Prints the plan and the summary; returns the process exit status. */
-static int tap_done(void)
+TAP_FN int tap_done(void)
 {
 	if (tap_bulk_checks || tap_bulk_failed)
 		ok_bulk("trailing bulk checks");

@@ -1,0 +1,243 @@
+%%% @doc `make bench': the cost of a traced call under each tracer, the
+%%% highest call-event rate beamprobe sustains with zero drops, and the
+%%% node's memory under a firehose.  Every figure is measured in this run;
+%%% costs are reported as ratios to the do-nothing NIF tracer measured in
+%%% the same run (machines here are noisy).  See docs/performance.md.
+-module(beamprobe_bench).
+-export([main/0, main/1]).
+
+-define(CALLS, 1000000).
+-define(ROUNDS, 5).
+
+%% @doc Runs every benchmark with default settings.
+-spec main() -> no_return().
+main() -> main([]).
+
+%% @doc Runs the benchmarks named in Args (all when empty): cost, rate,
+%% firehose.
+-spec main([atom() | string()]) -> no_return().
+main(Args0) ->
+    Args = [if is_list(A) -> list_to_atom(A); true -> A end || A <- Args0],
+    {ok, _} = application:ensure_all_started(beamprobe),
+    Tmp = tmp_dir(),
+    All = Args =:= [],
+    io:format("beamprobe benchmark, OTP ~s, ~p schedulers, ~p calls per run~n",
+              [erlang:system_info(otp_release),
+               erlang:system_info(schedulers), ?CALLS]),
+    All orelse lists:member(cost, Args) andalso cost(Tmp),
+    All orelse lists:member(rate, Args) andalso rate(Tmp),
+    All orelse lists:member(firehose, Args) andalso firehose(Tmp),
+    os:cmd("rm -rf " ++ Tmp),
+    halt(0).
+
+tmp_dir() ->
+    D = filename:join(os:getenv("TMPDIR", "/tmp"),
+                      "beamprobe-bench-" ++ os:getpid()),
+    ok = filelib:ensure_dir(filename:join(D, "x")),
+    D.
+
+%%% ------------------------------------------------------------------------
+%%% Cost per traced call
+%%% ------------------------------------------------------------------------
+
+configs() ->
+    [{untraced, "untraced"},
+     {floor, "do-nothing NIF tracer (VM floor)"},
+     {bp_arity, "beamprobe args => arity"},
+     {bp_full, "beamprobe args => full, small arg"},
+     {process, "erlang:trace to a discarding process"},
+     {dbg_file, "dbg, trace_port(file, ...)"}].
+
+cost(Tmp) ->
+    io:format("~n== ns per traced call (median of ~p runs) ==~n", [?ROUNDS]),
+    Rounds = [[{C, run_cost(C, Tmp)} || {C, _} <- configs()]
+              || _ <- lists:seq(1, ?ROUNDS)],
+    Med = [{C, median([proplists:get_value(C, R) || R <- Rounds])}
+           || {C, _} <- configs()],
+    Floor = proplists:get_value(floor, Med),
+    [io:format("~-40s ~8.1f ns  ~5.2f x floor~n",
+               [Label, proplists:get_value(C, Med),
+                proplists:get_value(C, Med) / Floor])
+     || {C, Label} <- configs()],
+    io:format("targets: arity <= 1.25 x floor, full <= 1.6 x floor~n"),
+    ok.
+
+run_cost(Config, Tmp) ->
+    Dir = filename:join(Tmp, atom_to_list(Config)),
+    os:cmd("rm -rf " ++ Dir),
+    Undo = setup(Config, Dir),
+    erlang:garbage_collect(),
+    T0 = erlang:monotonic_time(nanosecond),
+    ok = bench_target:loop(?CALLS, 42),
+    T1 = erlang:monotonic_time(nanosecond),
+    Undo(),
+    os:cmd("rm -rf " ++ Dir),
+    (T1 - T0) / ?CALLS.
+
+setup(untraced, _) ->
+    fun() -> ok end;
+setup(floor, _) ->
+    1 = erlang:trace_pattern({bench_target, f, 1}, true, [local]),
+    1 = erlang:trace(self(), true, [call, arity, {tracer, floor_tracer, []}]),
+    fun() -> untrace() end;
+setup(Bp, Dir) when Bp =:= bp_arity; Bp =:= bp_full ->
+    Args = case Bp of bp_arity -> arity; bp_full -> full end,
+    {ok, S} = beamprobe:start(#{procs => [self()],
+                                calls => [{bench_target, f, 1}],
+                                args => Args, return => false,
+                                exceptions => false,
+                                output => {file, Dir}}),
+    fun() -> {ok, _} = beamprobe:stop(S) end;
+setup(process, _) ->
+    Sink = spawn(fun Loop() -> receive _ -> Loop() end end),
+    1 = erlang:trace_pattern({bench_target, f, 1}, true, [local]),
+    1 = erlang:trace(self(), true, [call, {tracer, Sink}]),
+    fun() -> untrace(), exit(Sink, kill) end;
+setup(dbg_file, Dir) ->
+    ok = filelib:ensure_dir(filename:join(Dir, "x")),
+    {ok, _} = dbg:tracer(port, dbg:trace_port(file, filename:join(Dir, "dbg"))),
+    {ok, _} = dbg:p(self(), [c]),
+    {ok, _} = dbg:tpl(bench_target, f, 1, []),
+    fun() -> dbg:stop_clear() end.
+
+untrace() ->
+    erlang:trace(self(), false, [all]),
+    erlang:trace_pattern({bench_target, f, 1}, false, [local]).
+
+median(L) -> lists:nth((length(L) + 1) div 2, lists:sort(L)).
+
+%%% ------------------------------------------------------------------------
+%%% Highest rate with zero drops
+%%% ------------------------------------------------------------------------
+
+rate(Tmp) ->
+    io:format("~n== highest call-event rate with zero drops "
+              "(~p workers, args => arity) ==~n",
+              [erlang:system_info(schedulers)]),
+    {Rate, Dropped} = rate_run(Tmp, infinity),
+    io:format("unthrottled: ~.2f M events/s, ~p dropped~n",
+              [Rate / 1.0e6, Dropped]),
+    Best = case Dropped of
+               0 -> Rate;
+               _ -> search(Tmp, Rate * 0.9, 6)
+           end,
+    io:format("sustained with zero drops: ~.2f M events/s (target >= 2)~n",
+              [Best / 1.0e6]),
+    ok.
+
+search(_Tmp, Rate, 0) -> Rate;
+search(Tmp, Target, N) ->
+    case rate_run(Tmp, Target) of
+        {Got, 0} ->
+            io:format("  at ~.2f M/s target: ~.2f M/s, 0 dropped~n",
+                      [Target / 1.0e6, Got / 1.0e6]),
+            Got;
+        {Got, D} ->
+            io:format("  at ~.2f M/s target: ~.2f M/s, ~p dropped~n",
+                      [Target / 1.0e6, Got / 1.0e6, D]),
+            search(Tmp, Target * 0.85, N - 1)
+    end.
+
+rate_run(Tmp, Target) ->
+    Dir = filename:join(Tmp, "rate"),
+    os:cmd("rm -rf " ++ Dir),
+    NW = erlang:system_info(schedulers),
+    Parent = self(),
+    Workers = [spawn(fun() -> receive go -> ok end,
+                              Parent ! {done, self(), work(Target, NW)}
+                     end) || _ <- lists:seq(1, NW)],
+    {ok, S} = beamprobe:start(#{procs => Workers,
+                                calls => [{bench_target, f, 1}],
+                                args => arity, return => false,
+                                exceptions => false,
+                                output => {file, Dir}}),
+    T0 = erlang:monotonic_time(microsecond),
+    [W ! go || W <- Workers],
+    [receive {done, W, _} -> ok end || W <- Workers],
+    T1 = erlang:monotonic_time(microsecond),
+    {ok, #{events := Ev, dropped := #{total := D}}} = beamprobe:stop(S),
+    os:cmd("rm -rf " ++ Dir),
+    {(Ev + D) / ((T1 - T0) / 1.0e6), D}.
+
+-define(RATE_MS, 2000).
+
+work(infinity, _NW) ->
+    bench_target:spin(erlang:monotonic_time(millisecond) + ?RATE_MS);
+work(Target, NW) ->
+    PerTick = max(1, round(Target / NW / 1000)),  % calls per ms
+    T0 = erlang:monotonic_time(millisecond),
+    paced(T0, T0 + ?RATE_MS, PerTick, 0).
+
+paced(T, End, _PerTick, N) when T >= End -> N;
+paced(T, End, PerTick, N) ->
+    bench_target:loop(PerTick, 42),
+    Now = erlang:monotonic_time(millisecond),
+    Next = T + 1,
+    Now < Next andalso timer:sleep(0),
+    wait_until(Next),
+    paced(Next, End, PerTick, N + PerTick).
+
+wait_until(T) ->
+    case erlang:monotonic_time(millisecond) < T of
+        true -> erlang:yield(), wait_until(T);
+        false -> ok
+    end.
+
+%%% ------------------------------------------------------------------------
+%%% Firehose: memory stays bounded by the buffers
+%%% ------------------------------------------------------------------------
+
+firehose(Tmp) ->
+    Secs = list_to_integer(os:getenv("BEAMPROBE_FIREHOSE_SECS", "10")),
+    io:format("~n== firehose: every local call of every process, ~p s, "
+              "default buffers ==~n", [Secs]),
+    Dir = filename:join(Tmp, "firehose"),
+    Workers = [spawn(fun churn/0) || _ <- lists:seq(1, 4)],
+    timer:sleep(200),
+    Rss0 = rss(), Mem0 = erlang:memory(total),
+    {ok, S} = beamprobe:start(#{procs => all,
+                                calls => [{'_', '_', '_'}],
+                                force => true, return => true,
+                                output => {file, Dir},
+                                limits => #{seconds => infinity,
+                                            bytes => infinity}}),
+    timer:sleep(Secs * 1000),
+    {ok, Info} = beamprobe:info(S),
+    Rss1 = rss(), Mem1 = erlang:memory(total),
+    {ok, Sum} = beamprobe:stop(S),
+    [exit(W, kill) || W <- Workers],
+    Rss2 = rss(),
+    #{events := Ev, dropped := #{total := D}} = Sum,
+    Threads = maps:get(threads, Info),
+    Buffers = Threads * maps:get(buffer, maps:get(config, Info)),
+    io:format("events ~p, dropped ~p, ~.1f MB written~n",
+              [Ev, D, maps:get(bytes, Sum) / 1.0e6]),
+    io:format("RSS before ~.1f MB, after ~p s ~.1f MB (growth ~.1f MB), "
+              "after stop ~.1f MB~n",
+              [Rss0 / 1.0e6, Secs, Rss1 / 1.0e6, (Rss1 - Rss0) / 1.0e6,
+               Rss2 / 1.0e6]),
+    io:format("erlang:memory(total) before ~.1f MB, after ~.1f MB~n",
+              [Mem0 / 1.0e6, Mem1 / 1.0e6]),
+    io:format("buffers: ~p producing threads x 8 MiB = ~.1f MB; "
+              "growth within buffers: ~s~n",
+              [Threads, Buffers / 1.0e6,
+               yes_no(Rss1 - Rss0 =< Buffers + 4 * 1024 * 1024)]),
+    os:cmd("rm -rf " ++ Dir),
+    ok.
+
+yes_no(true) -> "yes";
+yes_no(false) -> "NO".
+
+churn() ->
+    L = lists:seq(1, 200),
+    _ = lists:sum(lists:map(fun(X) -> X * 2 end, L)),
+    _ = maps:from_list([{X, X} || X <- lists:sublist(L, 20)]),
+    _ = lists:sort(lists:reverse(L)),
+    churn().
+
+rss() ->
+    {ok, B} = file:read_file("/proc/" ++ os:getpid() ++ "/status"),
+    [Line] = [L || L <- binary:split(B, <<"\n">>, [global]),
+                   binary:match(L, <<"VmRSS:">>) =/= nomatch],
+    [_, Kb | _] = string:lexemes(binary_to_list(Line), " \t"),
+    list_to_integer(Kb) * 1024.

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# bench/run.sh -- `make bench`: builds the benchmark helpers and runs them.
+# Usage: bash bench/run.sh [cost|rate|firehose|reader ...]  (default: all)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=_build/bench
+mkdir -p "$B"
+ERL_INCLUDE=$(erl -noshell -eval 'io:put_chars(filename:join([code:root_dir(), "usr", "include"])), halt().')
+gcc -O2 -fPIC -shared -Wall -Wextra -Werror -I"$ERL_INCLUDE" -o "$B/floor_tracer.so" bench/floor_tracer.c
+erlc +warnings_as_errors -o "$B" bench/*.erl
+args=("$@")
+erl_args=()
+run_reader=0
+for a in "${args[@]}"; do
+  if [ "$a" = reader ]; then run_reader=1; else erl_args+=("$a"); fi
+done
+if [ ${#args[@]} -eq 0 ] || [ ${#erl_args[@]} -gt 0 ]; then
+  erl -noshell -pa ebin -pa "$B" -run beamprobe_bench main "${erl_args[@]}"
+fi
+if [ ${#args[@]} -eq 0 ] || [ $run_reader = 1 ]; then
+  if [ -f bench/reader.sh ]; then bash bench/reader.sh; fi
+fi

@@ -1,0 +1,237 @@
+/* bp_model.c -- process table and call-stack reconstruction (the rules
+ * are stated once, in bp_model.h). */
+#include "bp_model.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void bp_model_init(struct bp_model *m, bp_frame_end_fn on_end, void *ctx)
+{
+	memset(m, 0, sizeof *m);
+	bp_map_init(&m->by_key);
+	bp_strtab_init(&m->funcs);
+	m->on_end = on_end;
+	m->ctx = ctx;
+}
+
+void bp_model_free(struct bp_model *m)
+{
+	for (uint32_t i = 0; i < m->nprocs; i++) {
+		struct bp_proc *p = m->procs[i];
+		free(p->text);
+		free(p->name);
+		free(p->initial_call);
+		free(p->stack);
+		free(p);
+	}
+	free(m->procs);
+	bp_map_free(&m->by_key);
+	bp_strtab_free(&m->funcs);
+	memset(m, 0, sizeof *m);
+}
+
+struct bp_proc *bp_model_find(const struct bp_model *m, uint64_t key)
+{
+	uint32_t i = bp_map_get(&m->by_key, key);
+	return i == BP_MAP_NONE ? NULL : m->procs[i];
+}
+
+struct bp_proc *bp_model_proc(struct bp_model *m, uint64_t key)
+{
+	uint32_t i = bp_map_get(&m->by_key, key);
+	struct bp_proc *p;
+
+	if (i != BP_MAP_NONE)
+		return m->procs[i];
+	if (m->nprocs == m->capprocs) {
+		uint32_t cap = m->capprocs ? m->capprocs * 2 : 64;
+		struct bp_proc **v = realloc(m->procs, cap * sizeof *v);
+		if (!v)
+			goto oom;
+		m->procs = v;
+		m->capprocs = cap;
+	}
+	p = calloc(1, sizeof *p);
+	if (!p)
+		goto oom;
+	if (bp_map_put(&m->by_key, key, m->nprocs) != 0) {
+		free(p);
+		goto oom;
+	}
+	p->key = key;
+	p->index = m->nprocs;
+	snprintf(p->keytext, sizeof p->keytext, "<pid:%" PRIx64 ">", key);
+	m->procs[m->nprocs++] = p;
+	return p;
+oom:
+	m->oom = 1;
+	return NULL;
+}
+
+uint32_t bp_model_func(struct bp_model *m, const char *s, size_t len)
+{
+	uint32_t id = bp_strtab_intern(&m->funcs, s, len);
+	if (id == BP_MAP_NONE)
+		m->oom = 1;
+	return id;
+}
+
+/* Replaces *dst by a copy of s when s is not empty. */
+static void merge_text(struct bp_model *m, char **dst, const char *s,
+		       size_t n)
+{
+	if (n == 0 || (*dst && strlen(*dst) == n && !memcmp(*dst, s, n)))
+		return;
+	char *c = malloc(n + 1);
+	if (!c) {
+		m->oom = 1;
+		return;
+	}
+	memcpy(c, s, n);
+	c[n] = '\0';
+	free(*dst);
+	*dst = c;
+}
+
+static void push(struct bp_model *m, struct bp_proc *p, uint32_t func,
+		 uint64_t ts)
+{
+	if (p->lost_depth || p->depth == BP_MODEL_MAX_DEPTH) {
+		p->lost_depth++;
+		m->overflow++;
+		return;
+	}
+	if (p->depth == p->cap) {
+		uint32_t cap = p->cap ? p->cap * 2 : 16;
+		struct bp_frame *v = realloc(p->stack, cap * sizeof *v);
+		if (!v) {
+			m->oom = 1;
+			p->lost_depth++;
+			return;
+		}
+		p->stack = v;
+		p->cap = cap;
+	}
+	p->stack[p->depth++] = (struct bp_frame){func, 0, ts, 0};
+}
+
+/* Pops frames until depth == keep; the last one popped ends as `how`,
+ * the others unwound. */
+static void pop_to(struct bp_model *m, struct bp_proc *p, uint32_t keep,
+		   uint64_t ts, enum bp_end_how how)
+{
+	while (p->depth > keep) {
+		struct bp_frame *f = &p->stack[p->depth - 1];
+		struct bp_frame *parent =
+			p->depth > 1 ? &p->stack[p->depth - 2] : NULL;
+		struct bp_frame_end fe;
+		fe.proc = p;
+		fe.frame = f;
+		fe.parent = parent;
+		fe.level = p->depth - 1;
+		fe.end = ts;
+		fe.incl = ts > f->start ? ts - f->start : 0;
+		fe.own = fe.incl > f->child ? fe.incl - f->child : 0;
+		fe.how = p->depth - 1 == keep ? how : BP_END_UNWOUND;
+		if (parent)
+			parent->child += fe.incl;
+		if (m->on_end)
+			m->on_end(m->ctx, &fe);
+		p->depth--;
+	}
+}
+
+/* Index of the topmost frame of func, or -1. */
+static int64_t find_frame(const struct bp_proc *p, uint32_t func)
+{
+	for (int64_t i = (int64_t)p->depth - 1; i >= 0; i--)
+		if (p->stack[i].func == func)
+			return i;
+	return -1;
+}
+
+static void do_return(struct bp_model *m, struct bp_proc *p, uint32_t func,
+		      uint64_t ts, enum bp_end_how how)
+{
+	if (p->lost_depth) { /* belongs to a call that was not stored */
+		p->lost_depth--;
+		return;
+	}
+	int64_t k = find_frame(p, func);
+	if (k < 0) {
+		m->unmatched++;
+		return;
+	}
+	pop_to(m, p, (uint32_t)k, ts, how);
+}
+
+static void do_return_to(struct bp_model *m, struct bp_proc *p,
+			 uint32_t func, uint64_t ts)
+{
+	int64_t k = find_frame(p, func);
+
+	if (k >= 0) {
+		p->lost_depth = 0;
+		pop_to(m, p, (uint32_t)k + 1, ts, BP_END_UNWOUND);
+	} else if (!p->just_returned) {
+		if (p->lost_depth)
+			p->lost_depth--;
+		else if (p->depth)
+			pop_to(m, p, p->depth - 1, ts, BP_END_RETURN);
+	}
+}
+
+struct bp_proc *bp_model_apply(struct bp_model *m, const struct bp_event *e)
+{
+	struct bp_proc *p;
+	uint32_t func;
+
+	if (e->pid == 0 && e->id != BP_EV_PROCESS)
+		return NULL;
+	p = bp_model_proc(m, e->pid);
+	if (!p)
+		return NULL;
+	switch (e->id) {
+	case BP_EV_PROCESS:
+		merge_text(m, &p->text, e->str[0], e->len[0]);
+		merge_text(m, &p->name, e->str[1], e->len[1]);
+		merge_text(m, &p->initial_call, e->str[2], e->len[2]);
+		break;
+	case BP_EV_REGISTER:
+		merge_text(m, &p->name, e->str[0], e->len[0]);
+		break;
+	case BP_EV_CALL:
+		func = bp_model_func(m, e->str[0], e->len[0]);
+		if (func != BP_MAP_NONE)
+			push(m, p, func, e->ts);
+		p->just_returned = 0;
+		break;
+	case BP_EV_RETURN_FROM:
+	case BP_EV_EXCEPTION_FROM:
+		func = bp_model_func(m, e->str[0], e->len[0]);
+		if (func != BP_MAP_NONE)
+			do_return(m, p, func, e->ts,
+				  e->id == BP_EV_RETURN_FROM
+					  ? BP_END_RETURN
+					  : BP_END_EXCEPTION);
+		p->just_returned = 1;
+		break;
+	case BP_EV_RETURN_TO:
+		func = bp_model_func(m, e->str[0], e->len[0]);
+		if (func != BP_MAP_NONE)
+			do_return_to(m, p, func, e->ts);
+		p->just_returned = 0;
+		break;
+	default:
+		break;
+	}
+	return p;
+}
+
+void bp_model_unwind(struct bp_model *m, struct bp_proc *p, uint64_t ts)
+{
+	pop_to(m, p, 0, ts, BP_END_UNWOUND);
+	p->lost_depth = 0;
+}

@@ -1,0 +1,127 @@
+/* bp_model.h -- what the commands know about a trace while replaying it:
+ * the processes (merged from "process" events) and each process's call
+ * stack, rebuilt from call / return_from / exception_from / return_to.
+ *
+ * Call-stack rules (the same for print's indentation, stats and every
+ * export, so their numbers agree):
+ *   call F            pushes a frame for F;
+ *   return_from F,    pop frames down to the topmost frame of F: that one
+ *   exception_from F  ends as returned/raised, the ones above it (callees
+ *                     whose return was not traced, tail calls) end unwound;
+ *                     no frame of F: counted as unmatched, nothing popped;
+ *   return_to F       pops the frames above the topmost frame of F; if F is
+ *                     not on the stack and the process's previous call
+ *                     event was not a return, the top frame ends (it is
+ *                     the traced function that just returned to F);
+ *   frames still open when the trace ends are reported as open.
+ * Inclusive time = end - start; exclusive (own) time = inclusive minus the
+ * inclusive time of completed callees.  Stacks are capped at
+ * BP_MODEL_MAX_DEPTH frames; deeper calls are counted, not stored, and the
+ * returns that follow are matched against them first.
+ */
+#ifndef BP_MODEL_H
+#define BP_MODEL_H
+
+#include <stdint.h>
+
+#include "bp_hash.h"
+#include "bp_reader.h"
+
+#define BP_MODEL_MAX_DEPTH 4096
+
+struct bp_frame {
+	uint32_t func;      /* id in bp_model.funcs */
+	uint32_t user;      /* for the command (e.g. a stack-tree node) */
+	uint64_t start;     /* ts of the call */
+	uint64_t child;     /* inclusive ns of completed callees */
+};
+
+struct bp_proc {
+	uint64_t key;
+	uint32_t index;         /* dense, in order of first appearance */
+	char *text;             /* "<0.123.0>" (owned), NULL until known */
+	char *name;             /* registered name (owned) or NULL */
+	char *initial_call;     /* owned or NULL */
+	char keytext[24];       /* fallback label built from the key */
+	struct bp_frame *stack; /* owned */
+	uint32_t depth, cap;
+	uint32_t lost_depth;    /* calls beyond BP_MODEL_MAX_DEPTH */
+	uint8_t just_returned;  /* last call-trace event was a return */
+	uint8_t in_gc, scheduled;
+	uint64_t events, sent, received;
+	uint64_t gc_count, gc_ns, gc_start;
+	uint64_t sched_ns, sched_start;
+	uint32_t user;          /* for the command (e.g. a track id) */
+};
+
+enum bp_end_how { BP_END_RETURN, BP_END_EXCEPTION, BP_END_UNWOUND };
+
+/* Passed to the frame-end callback for each popped frame. */
+struct bp_frame_end {
+	struct bp_proc *proc;
+	const struct bp_frame *frame;
+	const struct bp_frame *parent;  /* the frame below, or NULL */
+	uint32_t level;                 /* index of frame in the stack */
+	uint64_t end, incl, own;
+	enum bp_end_how how;
+};
+
+typedef void (*bp_frame_end_fn)(void *ctx, const struct bp_frame_end *fe);
+
+struct bp_model {
+	struct bp_map by_key;       /* pid key -> index in procs */
+	struct bp_proc **procs;     /* owned */
+	uint32_t nprocs, capprocs;
+	struct bp_strtab funcs;     /* function names ("m:f/2") */
+	bp_frame_end_fn on_end;     /* may be NULL */
+	void *ctx;
+	uint64_t unmatched;         /* returns without a matching call */
+	uint64_t overflow;          /* calls not stored (stack full) */
+	int oom;                    /* memory ran out: results incomplete */
+};
+
+/* Initialises m; on_end (may be NULL) is called for every frame popped. */
+void bp_model_init(struct bp_model *m, bp_frame_end_fn on_end, void *ctx);
+void bp_model_free(struct bp_model *m);
+
+/* The process for key, created on first use.  NULL only without memory
+ * (m->oom set). */
+struct bp_proc *bp_model_proc(struct bp_model *m, uint64_t key);
+
+/* Existing process for key or NULL. */
+struct bp_proc *bp_model_find(const struct bp_model *m, uint64_t key);
+
+/* Id of function name s (len bytes); BP_MAP_NONE without memory. */
+uint32_t bp_model_func(struct bp_model *m, const char *s, size_t len);
+
+static inline const char *bp_model_func_name(const struct bp_model *m,
+					     uint32_t id)
+{
+	return m->funcs.strs[id].s;
+}
+
+/*
+ * Applies e to the model: merges "process" events, and runs the
+ * call-stack rules above for call-trace events (frame-end callbacks fire
+ * from inside).  Returns the event's process (NULL for pid 0 or without
+ * memory).  Does not touch the per-process counters (commands do).
+ */
+struct bp_proc *bp_model_apply(struct bp_model *m, const struct bp_event *e);
+
+/* Pops every frame of p as unwound at ts (exports close open slices at
+ * the end of the trace with this). */
+void bp_model_unwind(struct bp_model *m, struct bp_proc *p, uint64_t ts);
+
+/* Text of p: "<0.123.0>", or a label built from the key if unknown. */
+static inline const char *bp_proc_text(const struct bp_proc *p)
+{
+	return p->text ? p->text : p->keytext;
+}
+
+/* Registered name if any, else the text. */
+static inline const char *bp_proc_label(const struct bp_proc *p)
+{
+	return p->name ? p->name : bp_proc_text(p);
+}
+
+#endif /* BP_MODEL_H */

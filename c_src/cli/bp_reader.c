@@ -1,0 +1,381 @@
+/* bp_reader.c -- opens a beamprobe trace directory (or an in-memory
+ * trace) and merges its streams in time order with a binary min-heap
+ * keyed by each stream's next event.  Streams are decoded by bp_stream.c,
+ * the metadata by bp_meta.c (see bp_reader.h for the layering).
+ */
+#include "bp_reader.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define METADATA_MAX (16u << 20)
+
+static const char *const event_names[BP_EV_COUNT] = {
+#define BP__NAME(name, id, str, fields) [id] = str,
+	BP_EVENTS(BP__NAME)
+#undef BP__NAME
+};
+
+const char *bp_event_name(uint16_t id)
+{
+	return id < BP_EV_COUNT ? event_names[id] : "unknown";
+}
+
+uint16_t bp_event_id_of(const char *name, size_t len)
+{
+	for (uint16_t i = 0; i < BP_EV_COUNT; i++)
+		if (strlen(event_names[i]) == len &&
+		    memcmp(event_names[i], name, len) == 0)
+			return i;
+	return BP_EV_UNKNOWN;
+}
+
+/* Heap order: earlier timestamp first, then lower stream index. */
+static inline int before(const struct bp_reader *r, uint32_t a, uint32_t b)
+{
+	uint64_t ta = r->streams[a]->ev.ts, tb = r->streams[b]->ev.ts;
+	return ta < tb || (ta == tb && a < b);
+}
+
+static void sift_down(struct bp_reader *r, uint32_t i)
+{
+	uint32_t *h = r->heap, n = r->nheap, x = h[i];
+
+	for (;;) {
+		uint32_t c = 2 * i + 1;
+		if (c >= n)
+			break;
+		if (c + 1 < n && before(r, h[c + 1], h[c]))
+			c++;
+		if (!before(r, h[c], x))
+			break;
+		h[i] = h[c];
+		i = c;
+	}
+	h[i] = x;
+}
+
+static void heap_push(struct bp_reader *r, uint32_t s)
+{
+	uint32_t i = r->nheap++;
+
+	while (i > 0) {
+		uint32_t parent = (i - 1) / 2;
+		if (!before(r, s, r->heap[parent]))
+			break;
+		r->heap[i] = r->heap[parent];
+		i = parent;
+	}
+	r->heap[i] = s;
+}
+
+/* Loads the first event of stream i and puts it on the heap. */
+static void prime(struct bp_reader *r, uint32_t i)
+{
+	struct bp_stream *s = r->streams[i];
+
+	if (bp_stream_next(s)) {
+		heap_push(r, i);
+		if (s->ev.ts < r->start_ts)
+			r->start_ts = s->ev.ts;
+	}
+}
+
+static int add_stream(struct bp_reader *r, struct bp_stream *s)
+{
+	if (r->nstreams == r->capstreams) {
+		uint32_t cap = r->capstreams ? r->capstreams * 2 : 16;
+		struct bp_stream **v =
+			realloc(r->streams, cap * sizeof *v);
+		uint32_t *h = realloc(r->heap, cap * sizeof *h);
+		if (v)
+			r->streams = v;
+		if (h)
+			r->heap = h;
+		if (!v || !h)
+			return -1;
+		r->capstreams = cap;
+	}
+	s->follow = r->follow;
+	r->streams[r->nstreams++] = s;
+	return 0;
+}
+
+static void reader_init(struct bp_reader *r, unsigned flags)
+{
+	memset(r, 0, sizeof *r);
+	bp_meta_builtin(&r->meta);
+	r->follow = !!(flags & BP_READER_FOLLOW);
+	r->diag.quiet = !!(flags & BP_READER_QUIET);
+	r->current = -1;
+	r->start_ts = UINT64_MAX;
+}
+
+static void load_metadata(struct bp_reader *r, const char *text, size_t len,
+			  const char *path)
+{
+	char err[256];
+	size_t erroff = 0;
+
+	if (bp_meta_parse(&r->meta, text, len, err, sizeof err, &erroff) != 0)
+		bp_diag_report(&r->diag, path, (int64_t)erroff,
+			       "%s; decoding with the built-in format %d.%d "
+			       "and without wall-clock offset", err,
+			       BP_FORMAT_MAJOR, BP_FORMAT_MINOR);
+}
+
+static void read_metadata(struct bp_reader *r)
+{
+	char path[4096];
+	struct stat st;
+	int fd;
+
+	snprintf(path, sizeof path, "%s/metadata", r->dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		r->meta_missing = 1;
+		bp_diag_report(&r->diag, path, -1,
+			       "%s; decoding with the built-in format %d.%d "
+			       "and without wall-clock offset",
+			       strerror(errno), BP_FORMAT_MAJOR,
+			       BP_FORMAT_MINOR);
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	r->metadata_size = (uint64_t)st.st_size;
+	size_t len = st.st_size > METADATA_MAX ? METADATA_MAX
+					       : (size_t)st.st_size;
+	char *text = malloc(len + 1);
+	size_t got = 0;
+	while (text && got < len) {
+		ssize_t n = read(fd, text + got, len - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fd);
+	if (!text) {
+		bp_diag_report(&r->diag, path, -1, "out of memory");
+		return;
+	}
+	load_metadata(r, text, got, path);
+	free(text);
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Is name a data stream file name not yet open? */
+static int known_stream(const struct bp_reader *r, const char *path)
+{
+	for (uint32_t i = 0; i < r->nstreams; i++)
+		if (strcmp(r->streams[i]->path, path) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * Opens the data stream files of r->dir not open yet, in name order.
+ * Returns the number added, or -1 if the directory cannot be read.
+ */
+static int scan_dir(struct bp_reader *r)
+{
+	DIR *d = opendir(r->dir);
+	struct dirent *de;
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	int added = 0;
+
+	if (!d)
+		return -1;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.' || strcmp(de->d_name, "metadata") == 0)
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 32;
+			char **v = realloc(names, cap * sizeof *v);
+			if (!v)
+				break;
+			names = v;
+		}
+		if (!(names[n] = strdup(de->d_name)))
+			break;
+		n++;
+	}
+	closedir(d);
+	qsort(names, n, sizeof *names, cmp_names);
+	for (size_t i = 0; i < n; i++) {
+		char path[4096];
+		struct stat st;
+		if ((size_t)snprintf(path, sizeof path, "%s/%s", r->dir,
+				     names[i]) >= sizeof path ||
+		    stat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
+		    known_stream(r, path))
+			continue;
+		struct bp_stream *s = malloc(sizeof *s);
+		int err = s ? bp_stream_open_file(s, path, &r->meta, &r->diag)
+			    : ENOMEM;
+		if (err) {
+			bp_diag_report(&r->diag, path, -1, "%s",
+				       strerror(err));
+			free(s);
+			continue;
+		}
+		if (add_stream(r, s) != 0) {
+			bp_stream_close(s);
+			free(s);
+			continue;
+		}
+		prime(r, r->nstreams - 1);
+		added++;
+	}
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	return added;
+}
+
+int bp_reader_open(struct bp_reader *r, const char *dir, unsigned flags)
+{
+	struct stat st;
+
+	reader_init(r, flags);
+	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		bp_diag_report(&r->diag, dir, -1, "%s",
+			       stat(dir, &st) != 0 ? strerror(errno)
+						   : "not a directory");
+		return -1;
+	}
+	r->dir = strdup(dir);
+	if (!r->dir)
+		return -1;
+	read_metadata(r);
+	if (scan_dir(r) < 0) {
+		bp_diag_report(&r->diag, dir, -1, "%s", strerror(errno));
+		bp_reader_close(r);
+		return -1;
+	}
+	return 0;
+}
+
+int bp_reader_open_mem(struct bp_reader *r, const char *metadata,
+		       size_t mlen, const uint8_t *const *bufs,
+		       const size_t *lens, uint32_t n, unsigned flags)
+{
+	reader_init(r, flags & ~BP_READER_FOLLOW);
+	r->dir = strdup("memory");
+	if (!r->dir)
+		return -1;
+	if (metadata) {
+		r->metadata_size = mlen;
+		load_metadata(r, metadata, mlen, "memory/metadata");
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		char name[32];
+		struct bp_stream *s = malloc(sizeof *s);
+		snprintf(name, sizeof name, "memory/stream-%u", i);
+		if (!s || bp_stream_open_mem(s, name, bufs[i], lens[i],
+					     &r->meta, &r->diag) != 0) {
+			free(s);
+			bp_reader_close(r);
+			return -1;
+		}
+		if (add_stream(r, s) != 0) {
+			bp_stream_close(s);
+			free(s);
+			bp_reader_close(r);
+			return -1;
+		}
+		prime(r, i);
+	}
+	return 0;
+}
+
+const struct bp_event *bp_reader_next(struct bp_reader *r)
+{
+	/* Advance the stream whose event was handed out last time. */
+	if (r->current >= 0) {
+		uint32_t c = (uint32_t)r->current;
+		r->current = -1;
+		if (bp_stream_next(r->streams[c])) {
+			r->heap[0] = c;
+			sift_down(r, 0);
+		} else {
+			r->heap[0] = r->heap[--r->nheap];
+			if (r->nheap)
+				sift_down(r, 0);
+		}
+	}
+	if (!r->nheap)
+		return NULL;
+	r->current = (int)r->heap[0];
+	struct bp_event *e = &r->streams[r->current]->ev;
+	e->stream = (uint32_t)r->current;
+	return e;
+}
+
+int bp_reader_refresh(struct bp_reader *r)
+{
+	int n = 0;
+
+	if (!r->follow)
+		return 0;
+	/* Streams not on the heap (and not the current one) are waiting. */
+	for (uint32_t i = 0; i < r->nstreams; i++) {
+		struct bp_stream *s = r->streams[i];
+		if ((int)i == r->current || s->state != BP_STREAM_WAIT)
+			continue;
+		if (bp_stream_refresh(s)) {
+			prime(r, i);
+			n++;
+		}
+	}
+	int added = scan_dir(r);
+	if (added > 0)
+		n += added;
+	return n;
+}
+
+int bp_reader_losses(const struct bp_reader *r, uint64_t *by_cause,
+		     uint64_t *discarded)
+{
+	int any = 0;
+
+	memset(by_cause, 0, BP_DROP_COUNT * sizeof *by_cause);
+	*discarded = 0;
+	for (uint32_t i = 0; i < r->nstreams; i++) {
+		const struct bp_stream *s = r->streams[i];
+		*discarded += s->discarded;
+		any |= s->has_drops;
+		for (int c = 0; c < BP_DROP_COUNT; c++)
+			by_cause[c] += s->drops[c];
+	}
+	return any;
+}
+
+void bp_reader_close(struct bp_reader *r)
+{
+	for (uint32_t i = 0; i < r->nstreams; i++) {
+		bp_stream_close(r->streams[i]);
+		free(r->streams[i]);
+	}
+	free(r->streams);
+	free(r->heap);
+	free(r->dir);
+	bp_meta_free(&r->meta);
+	r->streams = NULL;
+	r->heap = NULL;
+	r->dir = NULL;
+	r->nstreams = r->nheap = 0;
+}

@@ -1,0 +1,240 @@
+/* bp_reader.h -- the one decoder of beamprobe traces that every CLI
+ * command reads through.
+ *
+ * Three layers, one file each:
+ *   bp_meta.c    parses the TSDL metadata: env block, clock offset, trace
+ *                UUID and the event classes with their field types (so
+ *                classes added by a later minor version are skipped, not
+ *                fatal);
+ *   bp_stream.c  decodes one stream (a file, or a memory buffer for the
+ *                fuzzer) packet by packet with bounds checks on every read;
+ *   bp_reader.c  opens a trace directory and merges its streams in time
+ *                order with a binary heap; --follow support.
+ *
+ * Memory is independent of trace length: each stream holds one read
+ * buffer of at most one packet plus a read-ahead.  Damage (truncation, bad
+ * magic, impossible sizes, unterminated strings, unknown event ids) is
+ * reported once with file and byte offset through struct bp_diag and
+ * reading goes on where it safely can: at the next packet when the packet
+ * boundaries are intact, else the rest of that stream is skipped.
+ */
+#ifndef BP_READER_H
+#define BP_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../bp_format.h"
+
+#define BP_EV_UNKNOWN 0xffff  /* class in the metadata but not in this build */
+#define BP_EV_MAX_STR 4       /* string fields delivered per event */
+#define BP_EV_MAX_NUM 8       /* integer fields delivered per event */
+#define BP_META_MAX_CLASSES 256
+#define BP_META_MAX_FIELDS 32
+#define BP_META_MAX_ENV 64
+
+/*
+ * One decoded event.  Fields are delivered in wire order, strings and
+ * integers separately: e.g. for "send" (to, to_text, message) num[0] is
+ * `to`, str[0] `to_text`, str[1] `message`.  String pointers point into
+ * the stream's buffer: valid until the next call that advances the reader.
+ */
+struct bp_event {
+	uint16_t id;          /* enum bp_event_id, or BP_EV_UNKNOWN */
+	uint16_t cls;         /* class id in the metadata */
+	uint32_t stream;      /* index of the stream in the reader */
+	uint64_t ts;          /* ns, monotonic clock */
+	uint64_t pid;         /* opaque process key */
+	uint64_t off;         /* byte offset of the event in its file */
+	const char *str[BP_EV_MAX_STR]; /* NUL-terminated */
+	uint32_t len[BP_EV_MAX_STR];    /* strlen of str[i] */
+	uint64_t num[BP_EV_MAX_NUM];
+};
+
+/* Where damage reports go.  Each report is one line on stderr:
+ * "beamprobe: FILE: offset N: WHAT" (quiet: counted only). */
+struct bp_diag {
+	unsigned problems;    /* reports so far */
+	int quiet;
+};
+
+/* Reports damage in file at byte offset off (off < 0: no offset). */
+__attribute__((format(printf, 4, 5))) void
+bp_diag_report(struct bp_diag *d, const char *file, int64_t off,
+	       const char *fmt, ...);
+
+/* Wire types of fields, as declared in the metadata. */
+enum bp_wire_type { BP_W_U8, BP_W_U16, BP_W_U32, BP_W_U64, BP_W_STR };
+
+/* An event class as declared in the metadata. */
+struct bp_class {
+	char name[48];
+	uint16_t id;          /* enum bp_event_id it maps to, or BP_EV_UNKNOWN */
+	uint8_t defined;      /* declared (or built in) */
+	uint8_t bad;          /* has a field type this reader cannot size */
+	uint8_t nfields;
+	uint8_t types[BP_META_MAX_FIELDS]; /* enum bp_wire_type */
+};
+
+struct bp_meta {
+	int parsed;           /* 1: from the metadata file; 0: built-in
+			       * defaults (missing or unreadable metadata) */
+	int has_uuid;
+	uint8_t uuid[16];
+	int64_t offset_ns;    /* wall = offset_ns + timestamp */
+	int major, minor;     /* beamprobe_format_major/minor, -1 if absent */
+	unsigned nenv;
+	char *env_key[BP_META_MAX_ENV];   /* owned */
+	char *env_val[BP_META_MAX_ENV];   /* owned, unquoted */
+	struct bp_class classes[BP_META_MAX_CLASSES];
+};
+
+/* Fills m with the built-in event classes and no env (offset 0). */
+void bp_meta_builtin(struct bp_meta *m);
+
+/*
+ * Parses TSDL text (len bytes, need not be NUL-terminated) into m.
+ * Returns 0, or -1 with a description in err (errlen bytes) and the byte
+ * offset of the problem in *erroff; m is then left with the built-in
+ * classes.  Never reads outside text[0..len).
+ */
+int bp_meta_parse(struct bp_meta *m, const char *text, size_t len,
+		  char *err, size_t errlen, size_t *erroff);
+
+/* Frees the env strings. */
+void bp_meta_free(struct bp_meta *m);
+
+/* Value of env key, or NULL. */
+const char *bp_meta_env(const struct bp_meta *m, const char *key);
+
+enum bp_stream_state {
+	BP_STREAM_OK,     /* an event is in ev, or may follow */
+	BP_STREAM_WAIT,   /* follow mode: at the end of the data so far */
+	BP_STREAM_END,    /* read to the end */
+	BP_STREAM_DEAD    /* stopped by damage; the rest is skipped */
+};
+
+struct bp_stream {
+	char *path;             /* owned; names the stream in reports */
+	int fd;                 /* -1 for memory streams */
+	const uint8_t *mem;     /* memory stream data; weak */
+	uint64_t size;          /* bytes available in the source */
+	uint8_t *buf;           /* owned read buffer */
+	size_t cap, len;        /* buffer size, bytes in it */
+	uint64_t buf_off;       /* file offset of buf[0] */
+	size_t pos;             /* next event in buf */
+	size_t content_end;     /* end of the current packet's events */
+	size_t packet_end;      /* end of the current packet (incl. padding) */
+	int in_packet;
+	int follow;             /* wait at a partial packet instead of failing */
+	enum bp_stream_state state;
+	uint64_t next_seq;      /* expected packet_seq_num */
+	uint64_t last_ts;
+	const struct bp_meta *meta;   /* weak */
+	struct bp_diag *diag;         /* weak */
+	struct bp_event ev;     /* the current event */
+	/* Totals, for info/stats. */
+	uint64_t packets, events;
+	uint64_t discarded;     /* last events_discarded seen */
+	uint64_t drops[BP_DROP_COUNT]; /* from "drops" events */
+	int has_drops;
+	uint64_t first_ts, end_ts;     /* first/last event timestamps */
+	int has_ts;
+	uint64_t damaged_bytes; /* bytes skipped because of damage */
+};
+
+/*
+ * Opens path as a stream decoded with meta; reports go to diag.  Returns
+ * 0 or an errno value (nothing to close then).
+ */
+int bp_stream_open_file(struct bp_stream *s, const char *path,
+			const struct bp_meta *meta, struct bp_diag *diag);
+
+/* A stream over len bytes at data (not copied: keep it alive).  Returns 0
+ * or ENOMEM. */
+int bp_stream_open_mem(struct bp_stream *s, const char *name,
+		       const uint8_t *data, size_t len,
+		       const struct bp_meta *meta, struct bp_diag *diag);
+
+/*
+ * Decodes the next event into s->ev.  Returns 1 if there is one, 0 when
+ * the stream is at its end, dead, or (follow mode) waiting for data:
+ * see s->state.  Damage is reported through s->diag.
+ */
+int bp_stream_next(struct bp_stream *s);
+
+/* Follow mode: re-reads the file size; a waiting stream with new data
+ * becomes OK again.  Returns 1 if it has new data. */
+int bp_stream_refresh(struct bp_stream *s);
+
+void bp_stream_close(struct bp_stream *s);
+
+struct bp_reader {
+	char *dir;                  /* owned */
+	struct bp_meta meta;
+	uint64_t metadata_size;     /* bytes, 0 if missing */
+	int meta_missing;           /* no metadata file */
+	struct bp_stream **streams; /* owned; sorted by file name */
+	uint32_t nstreams, capstreams;
+	uint32_t *heap;             /* stream indices keyed by (ev.ts, index) */
+	uint32_t nheap;
+	int follow;
+	int current;                /* stream whose event was returned, -1 */
+	struct bp_diag diag;
+	uint64_t start_ts;          /* earliest first event, UINT64_MAX if none */
+};
+
+#define BP_READER_FOLLOW 1u  /* wait at the end of data instead of ending */
+#define BP_READER_QUIET 2u   /* count damage, print nothing */
+
+/*
+ * Opens the trace directory dir: metadata and every data stream file
+ * (regular files not named "metadata" nor starting with '.').  Damage in
+ * the metadata is reported and the built-in classes are used instead.
+ * Returns 0 (possibly with damage reported: see r->diag.problems), or -1
+ * when dir cannot be read at all (reported; r is then closed).
+ */
+int bp_reader_open(struct bp_reader *r, const char *dir, unsigned flags);
+
+/*
+ * Opens an in-memory trace: metadata text (NULL: built-in classes) and n
+ * stream buffers (not copied).  For the fuzz target and unit tests.
+ * Returns 0 or -1 (out of memory).
+ */
+int bp_reader_open_mem(struct bp_reader *r, const char *metadata,
+		       size_t mlen, const uint8_t *const *bufs,
+		       const size_t *lens, uint32_t n, unsigned flags);
+
+/* The next event in time order (ties: lower stream index first), or NULL
+ * at the end (follow mode: nothing available now; see bp_reader_refresh).
+ * The event stays valid until the next call. */
+const struct bp_event *bp_reader_next(struct bp_reader *r);
+
+/* Follow mode: picks up new stream files and data appended to known
+ * ones.  Returns the number of streams that have new data. */
+int bp_reader_refresh(struct bp_reader *r);
+
+/* Wall-clock time (ns since the epoch) of a timestamp. */
+static inline int64_t bp_reader_wall(const struct bp_reader *r, uint64_t ts)
+{
+	return r->meta.offset_ns + (int64_t)ts;
+}
+
+/*
+ * Events lost so far, summed over the streams: by cause from the "drops"
+ * events (by_cause[BP_DROP_COUNT]), and the running events_discarded
+ * totals of the last packets read (*discarded).  Returns 1 if at least
+ * one stream had a drops event.
+ */
+int bp_reader_losses(const struct bp_reader *r, uint64_t *by_cause,
+		     uint64_t *discarded);
+
+/* Name of event id (an enum bp_event_id or BP_EV_UNKNOWN). */
+const char *bp_event_name(uint16_t id);
+
+/* Id of an event class name, or BP_EV_UNKNOWN. */
+uint16_t bp_event_id_of(const char *name, size_t len);
+
+void bp_reader_close(struct bp_reader *r);
+
+#endif /* BP_READER_H */

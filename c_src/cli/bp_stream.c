@@ -1,0 +1,423 @@
+/* bp_stream.c -- decodes one data stream (a file, or a memory buffer)
+ * packet by packet.  Every read is bounds-checked against the packet's
+ * content and the bytes actually present; damage is reported with the
+ * file and byte offset and decoding resumes at the next packet when its
+ * boundary is trustworthy, otherwise the rest of the stream is skipped.
+ * The file is read in large chunks into one buffer that holds at most a
+ * packet plus read-ahead, so memory does not depend on the file's size.
+ */
+#include "bp_reader.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define READ_CHUNK (512u * 1024) /* minimum read size */
+
+void bp_diag_report(struct bp_diag *d, const char *file, int64_t off,
+		    const char *fmt, ...)
+{
+	va_list ap;
+
+	d->problems++;
+	if (d->quiet)
+		return;
+	if (off >= 0)
+		fprintf(stderr, "beamprobe: %s: offset %" PRId64 ": ", file,
+			off);
+	else
+		fprintf(stderr, "beamprobe: %s: ", file);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static int stream_init(struct bp_stream *s, const char *path,
+		       const struct bp_meta *meta, struct bp_diag *diag)
+{
+	memset(s, 0, sizeof *s);
+	s->fd = -1;
+	s->path = strdup(path);
+	if (!s->path)
+		return ENOMEM;
+	s->meta = meta;
+	s->diag = diag;
+	s->state = BP_STREAM_OK;
+	return 0;
+}
+
+int bp_stream_open_file(struct bp_stream *s, const char *path,
+			const struct bp_meta *meta, struct bp_diag *diag)
+{
+	struct stat st;
+	int err = stream_init(s, path, meta, diag);
+
+	if (err)
+		return err;
+	s->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (s->fd < 0 || fstat(s->fd, &st) != 0) {
+		err = errno;
+		bp_stream_close(s);
+		return err;
+	}
+	s->size = (uint64_t)st.st_size;
+#ifdef POSIX_FADV_SEQUENTIAL
+	posix_fadvise(s->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+	return 0;
+}
+
+int bp_stream_open_mem(struct bp_stream *s, const char *name,
+		       const uint8_t *data, size_t len,
+		       const struct bp_meta *meta, struct bp_diag *diag)
+{
+	int err = stream_init(s, name, meta, diag);
+
+	if (err)
+		return err;
+	s->mem = data;
+	s->size = len;
+	return 0;
+}
+
+void bp_stream_close(struct bp_stream *s)
+{
+	if (s->fd >= 0)
+		close(s->fd);
+	s->fd = -1;
+	free(s->buf);
+	free(s->path);
+	s->buf = NULL;
+	s->path = NULL;
+}
+
+/* File offset of buffer position p. */
+static inline uint64_t at(const struct bp_stream *s, size_t p)
+{
+	return s->buf_off + p;
+}
+
+/*
+ * Makes sure buf[pos .. pos+need) is loaded, reading ahead.  Returns the
+ * number of bytes available from pos (may be less than need at the end of
+ * the data), or -1 on a read error (reported).
+ */
+static int64_t fill(struct bp_stream *s, size_t need)
+{
+	size_t avail = s->len - s->pos;
+
+	if (avail >= need)
+		return (int64_t)avail;
+	/* Drop consumed bytes, then grow to fit need plus a chunk. */
+	if (s->pos) {
+		memmove(s->buf, s->buf + s->pos, avail);
+		s->buf_off += s->pos;
+		if (s->in_packet) {
+			s->content_end -= s->pos;
+			s->packet_end -= s->pos;
+		}
+		s->len = avail;
+		s->pos = 0;
+	}
+	size_t want = need + READ_CHUNK;
+	if (s->cap < want) {
+		uint8_t *nb = realloc(s->buf, want);
+		if (!nb) {
+			bp_diag_report(s->diag, s->path, (int64_t)at(s, s->pos),
+				       "out of memory");
+			return -1;
+		}
+		s->buf = nb;
+		s->cap = want;
+	}
+	uint64_t file_pos = s->buf_off + s->len;
+	while (s->len < need && file_pos < s->size) {
+		size_t room = s->cap - s->len;
+		uint64_t left = s->size - file_pos;
+		size_t n = left < room ? (size_t)left : room;
+		if (s->mem) {
+			memcpy(s->buf + s->len, s->mem + file_pos, n);
+		} else {
+			ssize_t r = pread(s->fd, s->buf + s->len, n,
+					  (off_t)file_pos);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0) {
+				bp_diag_report(s->diag, s->path,
+					       (int64_t)file_pos, "read: %s",
+					       strerror(errno));
+				return -1;
+			}
+			if (r == 0) { /* file shrank */
+				s->size = file_pos;
+				break;
+			}
+			n = (size_t)r;
+		}
+		s->len += n;
+		file_pos += n;
+	}
+	return (int64_t)(s->len - s->pos);
+}
+
+/* Stops the stream because of damage at file offset off. */
+static int die(struct bp_stream *s, uint64_t off)
+{
+	if (s->size > off)
+		s->damaged_bytes += s->size - off;
+	s->state = BP_STREAM_DEAD;
+	s->in_packet = 0;
+	return 0;
+}
+
+/* Reads and checks the header of the packet at pos.  Returns 1 when a
+ * packet is open, 0 when the stream ended, died or must wait. */
+static int open_packet(struct bp_stream *s)
+{
+	const struct bp_meta *m = s->meta;
+	int64_t avail = fill(s, BP_PACKET_HEADER_SIZE);
+	uint64_t off = at(s, s->pos);
+	const uint8_t *p;
+
+	if (avail < 0)
+		return die(s, off);
+	if (avail == 0) {
+		s->state = s->follow ? BP_STREAM_WAIT : BP_STREAM_END;
+		return 0;
+	}
+	if (avail < BP_PACKET_HEADER_SIZE) {
+		if (s->follow) {
+			s->state = BP_STREAM_WAIT;
+			return 0;
+		}
+		bp_diag_report(s->diag, s->path, (int64_t)off,
+			       "truncated packet header (%" PRId64 " of %d "
+			       "bytes); rest of this stream skipped",
+			       avail, BP_PACKET_HEADER_SIZE);
+		return die(s, off);
+	}
+	p = s->buf + s->pos;
+	uint32_t magic = bp_get_u32(p + BP_PKT_OFF_MAGIC);
+	uint64_t content = bp_get_u64(p + BP_PKT_OFF_CONTENT_SIZE);
+	uint64_t psize = bp_get_u64(p + BP_PKT_OFF_PACKET_SIZE);
+	uint64_t seq = bp_get_u64(p + BP_PKT_OFF_SEQ_NUM);
+	if (magic != BP_CTF_MAGIC) {
+		bp_diag_report(s->diag, s->path, (int64_t)off,
+			       "bad packet magic 0x%08" PRIx32 " (expected "
+			       "0x%08x); rest of this stream skipped",
+			       magic, BP_CTF_MAGIC);
+		return die(s, off);
+	}
+	if (m->has_uuid && memcmp(p + BP_PKT_OFF_UUID, m->uuid, 16) != 0) {
+		bp_diag_report(s->diag, s->path, (int64_t)off,
+			       "packet uuid differs from the metadata's (a "
+			       "file of another trace?); rest of this stream "
+			       "skipped");
+		return die(s, off);
+	}
+	if (bp_get_u32(p + BP_PKT_OFF_STREAM_ID) != 0) {
+		bp_diag_report(s->diag, s->path, (int64_t)off,
+			       "unknown stream_id %" PRIu32 "; rest of this "
+			       "stream skipped",
+			       bp_get_u32(p + BP_PKT_OFF_STREAM_ID));
+		return die(s, off);
+	}
+	if (psize % 8 || content % 8 || psize / 8 > BP_PACKET_MAX ||
+	    psize / 8 < BP_PACKET_HEADER_SIZE || content > psize ||
+	    content / 8 < BP_PACKET_HEADER_SIZE) {
+		bp_diag_report(s->diag, s->path, (int64_t)off,
+			       "impossible packet_size %" PRIu64
+			       " / content_size %" PRIu64 " bits; rest of "
+			       "this stream skipped", psize, content);
+		return die(s, off);
+	}
+	avail = fill(s, (size_t)(psize / 8));
+	if (avail < 0)
+		return die(s, off);
+	p = s->buf + s->pos; /* fill() may have moved the buffer */
+	if ((uint64_t)avail < psize / 8) {
+		if (s->follow) {
+			s->state = BP_STREAM_WAIT;
+			return 0;
+		}
+		bp_diag_report(s->diag, s->path, (int64_t)off,
+			       "packet_size %" PRIu64 " exceeds file size (%"
+			       PRId64 " bytes left): truncated packet, "
+			       "%" PRIu64 " bytes lost; its complete events "
+			       "are kept, rest of this stream skipped",
+			       psize / 8, avail, psize / 8 - (uint64_t)avail);
+		s->damaged_bytes += psize / 8 - (uint64_t)avail;
+		s->state = BP_STREAM_DEAD; /* after this packet's events */
+	}
+	if (seq != s->next_seq) {
+		bp_diag_report(s->diag, s->path, (int64_t)off,
+			       "packet_seq_num %" PRIu64 " where %" PRIu64
+			       " was expected: packets missing", seq,
+			       s->next_seq);
+	}
+	s->next_seq = seq + 1;
+	s->discarded = bp_get_u64(p + BP_PKT_OFF_DISCARDED);
+	s->packets++;
+	s->in_packet = 1;
+	s->packet_end = s->pos + (size_t)(psize / 8);
+	s->content_end = s->pos + (size_t)(content / 8);
+	if (s->packet_end > s->len) { /* truncated: decode what is there */
+		s->packet_end = s->len;
+		if (s->content_end > s->len)
+			s->content_end = s->len;
+	}
+	s->pos += BP_PACKET_HEADER_SIZE;
+	return 1;
+}
+
+/* Skips the rest of the current packet after damage at pos. */
+static void skip_packet(struct bp_stream *s, const char *what)
+{
+	uint64_t off = at(s, s->pos);
+	size_t lost = s->content_end - s->pos;
+
+	/* In a packet already reported as truncated, the cut event is the
+	 * damage reported then. */
+	if (s->state != BP_STREAM_DEAD) {
+		bp_diag_report(s->diag, s->path, (int64_t)off,
+			       "%s; rest of packet skipped (%zu bytes)", what,
+			       lost);
+		s->damaged_bytes += lost;
+	}
+	s->pos = s->packet_end;
+	s->in_packet = 0;
+}
+
+/* Decodes the event at pos (inside the open packet).  Returns 1 on
+ * success, 0 on damage (the packet has been skipped). */
+static int decode(struct bp_stream *s)
+{
+	const uint8_t *base = s->buf, *p = base + s->pos,
+		      *end = base + s->content_end;
+	struct bp_event *e = &s->ev;
+	char what[128];
+
+	if (end - p < BP_EVENT_HEADER_SIZE) {
+		skip_packet(s, "truncated event header");
+		return 0;
+	}
+	uint16_t cls = bp_get_u16(p + BP_EV_OFF_ID);
+	const struct bp_class *c =
+		cls < BP_META_MAX_CLASSES ? &s->meta->classes[cls] : NULL;
+	if (!c || !c->defined || c->bad) {
+		snprintf(what, sizeof what, "event id %u %s", cls,
+			 c && c->bad ? "has undecodable fields"
+				     : "not in the metadata");
+		skip_packet(s, what);
+		return 0;
+	}
+	e->cls = cls;
+	e->id = c->id;
+	e->ts = bp_get_u64(p + BP_EV_OFF_TS);
+	e->pid = bp_get_u64(p + BP_EV_OFF_PID);
+	e->off = at(s, s->pos);
+	p += BP_EVENT_HEADER_SIZE;
+	unsigned ns = 0, nn = 0;
+	for (unsigned f = 0; f < c->nfields; f++) {
+		uint64_t v;
+		size_t w;
+		switch (c->types[f]) {
+		case BP_W_STR: {
+			const uint8_t *z = memchr(p, 0, (size_t)(end - p));
+			if (!z) {
+				snprintf(what, sizeof what,
+					 "unterminated string in \"%s\" event "
+					 "at offset %" PRIu64, c->name, e->off);
+				skip_packet(s, what);
+				return 0;
+			}
+			if (ns < BP_EV_MAX_STR) {
+				e->str[ns] = (const char *)p;
+				e->len[ns++] = (uint32_t)(z - p);
+			}
+			p = z + 1;
+			continue;
+		}
+		case BP_W_U8: w = 1; break;
+		case BP_W_U16: w = 2; break;
+		case BP_W_U32: w = 4; break;
+		default: w = 8; break;
+		}
+		if ((size_t)(end - p) < w) {
+			snprintf(what, sizeof what,
+				 "truncated \"%s\" event at offset %" PRIu64,
+				 c->name, e->off);
+			skip_packet(s, what);
+			return 0;
+		}
+		v = w == 1 ? p[0]
+		    : w == 2 ? bp_get_u16(p)
+		    : w == 4 ? bp_get_u32(p)
+			     : bp_get_u64(p);
+		if (nn < BP_EV_MAX_NUM)
+			e->num[nn++] = v;
+		p += w;
+	}
+	for (; ns < BP_EV_MAX_STR; ns++) { /* absent: empty */
+		e->str[ns] = "";
+		e->len[ns] = 0;
+	}
+	for (; nn < BP_EV_MAX_NUM; nn++)
+		e->num[nn] = 0;
+	s->pos = (size_t)(p - base);
+	if (e->ts < s->last_ts) /* writers keep streams monotonic */
+		e->ts = s->last_ts;
+	s->last_ts = e->ts;
+	return 1;
+}
+
+int bp_stream_next(struct bp_stream *s)
+{
+	for (;;) {
+		if (s->in_packet) {
+			if (s->pos < s->content_end) {
+				if (!decode(s))
+					continue;
+				struct bp_event *e = &s->ev;
+				s->events++;
+				if (!s->has_ts) {
+					s->first_ts = e->ts;
+					s->has_ts = 1;
+				}
+				s->end_ts = e->ts;
+				if (e->id == BP_EV_DROPS) {
+					for (int i = 0; i < BP_DROP_COUNT; i++)
+						s->drops[i] += e->num[i];
+					s->has_drops = 1;
+				}
+				return 1;
+			}
+			s->pos = s->packet_end;
+			s->in_packet = 0;
+		}
+		if (s->state != BP_STREAM_OK)
+			return 0;
+		if (!open_packet(s))
+			return 0;
+	}
+}
+
+int bp_stream_refresh(struct bp_stream *s)
+{
+	struct stat st;
+
+	if (s->state != BP_STREAM_WAIT || s->fd < 0)
+		return 0;
+	if (fstat(s->fd, &st) != 0 || (uint64_t)st.st_size <= s->size)
+		return 0;
+	s->size = (uint64_t)st.st_size;
+	s->state = BP_STREAM_OK;
+	return 1;
+}

@@ -1,0 +1,185 @@
+/* main.c -- bin/beamprobe: dispatches to one subcommand per file and
+ * holds the help texts and the shared error helpers (bp_cli.h).
+ */
+#include "bp_cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+	const char *help;
+};
+
+static const struct command commands[] = {
+	{"print", bp_cmd_print, "replay the events in time order, one per line",
+	 "Usage: beamprobe print [OPTIONS] DIR\n"
+	 "\n"
+	 "Replays the events of the trace in DIR in time order across all\n"
+	 "stream files, one line each, in Erlang syntax; calls are indented\n"
+	 "by the process's call depth.  Times are local wall-clock time.\n"
+	 "\n"
+	 "Filters (all must match; --pid, --proc, --mfa and --event take\n"
+	 "comma-separated lists and may be repeated):\n"
+	 "  --pid PID          process or port text, e.g. '<0.123.0>'\n"
+	 "  --proc NAME        registered name\n"
+	 "  --mfa PATTERN      function, '*' matches any text: 'lists:*',\n"
+	 "                     '*:seq/2', 'lists:seq' (any arity); only events\n"
+	 "                     that name a function match\n"
+	 "  --event KINDS      event kinds (call, return_from, send, ...) or\n"
+	 "                     groups: calls, messages, procs, sched, gc, ports\n"
+	 "  --since TIME       from TIME: HH:MM:SS[.frac] local time, or +SECS\n"
+	 "                     after the first event (e.g. +1.5)\n"
+	 "  --until TIME       up to TIME (same forms)\n"
+	 "  --grep TEXT        lines containing TEXT\n"
+	 "Other options:\n"
+	 "  -f, --follow       keep reading a trace still being written\n"
+	 "                     (new packets and stream files); stop with ^C\n"
+	 "  -h, --help         this help\n"},
+	{"stats", bp_cmd_stats, "per-function, per-process and message statistics",
+	 "Usage: beamprobe stats [OPTIONS] DIR\n"
+	 "\n"
+	 "Per function: calls, inclusive time (total, mean, max), exclusive\n"
+	 "(own) time, latency percentiles p50/p99 and calls still open at the\n"
+	 "end.  Per process: events, messages sent and received, garbage\n"
+	 "collections and their time, time scheduled in.  The top message\n"
+	 "flows (sender -> receiver) and the events lost, by cause.\n"
+	 "\n"
+	 "  --sort KEY         calls, total (default), own, mean, max or p99\n"
+	 "  --top N            show the first N functions, processes and\n"
+	 "                     flows (default 20; 0 = all)\n"
+	 "  --json             machine-readable JSON\n"
+	 "  -h, --help         this help\n"},
+	{"export", bp_cmd_export, "convert for Perfetto, speedscope, flame graphs, kcachegrind",
+	 "Usage: beamprobe export --format FORMAT [-o FILE] DIR\n"
+	 "\n"
+	 "  -F, --format FORMAT  one of:\n"
+	 "      perfetto    Chrome trace-event JSON for ui.perfetto.dev: one\n"
+	 "                  track per process, calls as nested slices, GC as\n"
+	 "                  slices, messages as flow arrows, scheduling on a\n"
+	 "                  separate 'scheduling' track group\n"
+	 "      speedscope  speedscope evented profiles, one per process\n"
+	 "      folded      flame-graph stacks 'proc;m:f/1;m:g/2 NS' weighted\n"
+	 "                  by exclusive time in nanoseconds\n"
+	 "      callgrind   callgrind profile for kcachegrind and\n"
+	 "                  callgrind_annotate (event: ns)\n"
+	 "  -o, --output FILE    output file (default: standard output)\n"
+	 "  -h, --help           this help\n"},
+	{"info", bp_cmd_info, "node, time span, event counts, losses, files",
+	 "Usage: beamprobe info DIR\n"
+	 "\n"
+	 "Shows the node, OTP release and host of the trace, its wall-clock\n"
+	 "time span, the events by kind, the events lost by cause and the\n"
+	 "files with their sizes.\n"
+	 "\n"
+	 "  -h, --help         this help\n"},
+};
+
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+void bp_cli_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("beamprobe: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+int bp_cli_usage(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "beamprobe%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry 'beamprobe %s%s--help'.\n", cmd ? cmd : "",
+		cmd ? " " : "");
+	return BP_EXIT_USAGE;
+}
+
+int bp_cli_finish(const struct bp_reader *r, int out_err,
+		  const char *out_path, int rc)
+{
+	if (out_err) {
+		bp_cli_error("%s: %s", out_path, strerror(out_err));
+		rc = BP_EXIT_DAMAGED;
+	}
+	if (r->diag.problems) {
+		bp_cli_error("%s: %u problem%s in the trace; the output covers "
+			     "the part that could be read",
+			     r->dir ? r->dir : "trace", r->diag.problems,
+			     r->diag.problems == 1 ? "" : "s");
+		rc = BP_EXIT_DAMAGED;
+	}
+	return rc;
+}
+
+long long bp_cli_count(const char *s)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || end == s || *end || v < 0)
+		return -1;
+	return v;
+}
+
+int bp_cli_help(const char *cmd)
+{
+	if (cmd) {
+		for (size_t i = 0; i < NCOMMANDS; i++) {
+			if (strcmp(commands[i].name, cmd) == 0) {
+				fputs(commands[i].help, stdout);
+				return BP_EXIT_OK;
+			}
+		}
+		return bp_cli_usage(NULL, "unknown command '%s'", cmd);
+	}
+	printf("Usage: beamprobe COMMAND [OPTIONS] DIR\n"
+	       "\n"
+	       "Reads traces written by the beamprobe Erlang tracer (CTF 1.8\n"
+	       "directories).\n\nCommands:\n");
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		printf("  %-8s %s\n", commands[i].name, commands[i].summary);
+	printf("  help CMD  the help of CMD\n"
+	       "\n"
+	       "Options: -h, --help; -V, --version.\n"
+	       "Exit status: 0 ok, 1 usage error, 2 unreadable or damaged "
+	       "trace.\n"
+	       "See beamprobe(1).\n");
+	return BP_EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+	const char *cmd = argc > 1 ? argv[1] : NULL;
+
+	if (!cmd) {
+		bp_cli_help(NULL);
+		return BP_EXIT_USAGE;
+	}
+	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help"))
+		return bp_cli_help(NULL);
+	if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version")) {
+		printf("beamprobe %s (trace format %d.%d)\n", BP_VERSION,
+		       BP_FORMAT_MAJOR, BP_FORMAT_MINOR);
+		return BP_EXIT_OK;
+	}
+	if (!strcmp(cmd, "help"))
+		return bp_cli_help(argc > 2 ? argv[2] : NULL);
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		if (strcmp(commands[i].name, cmd) == 0)
+			return commands[i].run(argc - 1, argv + 1);
+	return bp_cli_usage(NULL, "unknown command '%s'", cmd);
+}

@@ -1,0 +1,278 @@
+%%% @doc Helpers for the beamprobe Common Test suite: running babeltrace2
+%%% on a trace and parsing its text output, waiting, and checking that no
+%%% trace state is left on the node.
+%%%
+%%% babeltrace2 prints one line per event:
+%%%
+%%% ```
+%%% [20:11:06.428454767] (+0.000015323) vm call: { thread_id = 0 },
+%%%     { pid = 309237645459 }, { mfa = "lists:seq/2", args = "(1, 10)",
+%%%     info = "true" }
+%%% '''
+%%% (on one line).  parse/1 turns the output into `#{name, thread, key,
+%%% fields}' maps, where `key' is the 64-bit process key and `fields' maps
+%%% each field name (binary) to a binary (strings, unescaped) or an integer.
+-module(beamprobe_test_lib).
+
+-export([babeltrace/1, babeltrace_ok/1, parse/1, events/2, events/3,
+         field/2, pid_key/2, count/2, has_event/3]).
+-export([wait_until/2, wait_ended/2, elapsed_ms/1]).
+-export([pattern_removed/1, assert_no_trace_state/2, no_pattern/1,
+         traced_by_others/0, dir_absent_or_empty/1]).
+
+-include_lib("stdlib/include/assert.hrl").
+
+-type event() :: #{name := binary(), thread := integer(), key := integer(),
+                   fields := #{binary() => binary() | integer()}}.
+-export_type([event/0]).
+
+%%% ------------------------------------------------------------------------
+%%% babeltrace2
+%%% ------------------------------------------------------------------------
+
+%% @doc Runs `babeltrace2 Dir'; returns {ExitStatus, Stdout, Stderr}.
+-spec babeltrace(file:filename()) -> {integer(), binary(), binary()}.
+babeltrace(Dir) ->
+    Bt = case os:find_executable("babeltrace2") of
+             false -> erlang:error(babeltrace2_not_found);
+             B -> B
+         end,
+    Err = filename:join(filename:dirname(filename:absname(Dir)),
+                        "bt-stderr-" ++ integer_to_list(
+                                          erlang:unique_integer([positive]))),
+    Sh = os:find_executable("sh"),
+    Port = open_port({spawn_executable, Sh},
+                     [{args, ["-c", "exec \"$0\" \"$1\" 2>\"$2\"",
+                              Bt, Dir, Err]},
+                      exit_status, binary, stream, use_stdio]),
+    {Status, Out} = collect(Port, []),
+    {ok, ErrText} = file:read_file(Err),
+    ok = file:delete(Err),
+    {Status, Out, ErrText}.
+
+collect(Port, Acc) ->
+    receive
+        {Port, {data, D}} -> collect(Port, [D | Acc]);
+        {Port, {exit_status, S}} ->
+            {S, iolist_to_binary(lists:reverse(Acc))}
+    after 120000 ->
+            erlang:error(babeltrace_timeout)
+    end.
+
+%% @doc Runs babeltrace2 on Dir, asserts exit status 0, returns stdout.
+-spec babeltrace_ok(file:filename()) -> binary().
+babeltrace_ok(Dir) ->
+    {Status, Out, Err} = babeltrace(Dir),
+    case Status of
+        0 -> Out;
+        _ ->
+            ct:pal("babeltrace2 ~s exited with ~p:~n~s", [Dir, Status, Err]),
+            ?assertEqual({babeltrace2_exit, 0}, {babeltrace2_exit, Status}),
+            Out
+    end.
+
+%%% ------------------------------------------------------------------------
+%%% Parsing babeltrace2's text output
+%%% ------------------------------------------------------------------------
+
+%% @doc Every event line of babeltrace2's output, in order.
+-spec parse(binary()) -> [event()].
+parse(Out) ->
+    Lines = binary:split(Out, <<"\n">>, [global, trim_all]),
+    [E || L <- Lines, {ok, E} <- [parse_line(L)]].
+
+parse_line(L) ->
+    Re = "^\\[[^]]*\\] \\([^)]*\\) vm ([a-z_]+): \\{ thread_id = ([0-9]+) \\},"
+         " \\{ pid = ([0-9]+) \\}, \\{ (.*) \\}$",
+    case re:run(L, Re, [{capture, all_but_first, binary}]) of
+        {match, [Name, Thread, Key, Fields]} ->
+            {ok, #{name => Name, thread => binary_to_integer(Thread),
+                   key => binary_to_integer(Key),
+                   fields => parse_fields(Fields, #{})}};
+        nomatch -> nomatch
+    end.
+
+parse_fields(<<>>, Acc) -> Acc;
+parse_fields(<<", ", Rest/binary>>, Acc) -> parse_fields(Rest, Acc);
+parse_fields(Bin, Acc) ->
+    [Key, Rest] = binary:split(Bin, <<" = ">>),
+    case Rest of
+        <<$", Str/binary>> ->
+            {Val, Rest1} = string_value(Str, <<>>),
+            parse_fields(Rest1, Acc#{Key => Val});
+        _ ->
+            {Digits, Rest1} = digits(Rest, <<>>),
+            parse_fields(Rest1, Acc#{Key => binary_to_integer(Digits)})
+    end.
+
+string_value(<<$\\, $n, R/binary>>, Acc) -> string_value(R, <<Acc/binary, $\n>>);
+string_value(<<$\\, $t, R/binary>>, Acc) -> string_value(R, <<Acc/binary, $\t>>);
+string_value(<<$\\, C, R/binary>>, Acc) -> string_value(R, <<Acc/binary, C>>);
+string_value(<<$", R/binary>>, Acc) -> {Acc, R};
+string_value(<<C, R/binary>>, Acc) -> string_value(R, <<Acc/binary, C>>).
+
+digits(<<C, R/binary>>, Acc) when C >= $0, C =< $9; C =:= $- ->
+    digits(R, <<Acc/binary, C>>);
+digits(R, Acc) -> {Acc, R}.
+
+%% @doc The events named Name (e.g. "call").
+-spec events([event()], string() | binary()) -> [event()].
+events(Evs, Name) ->
+    N = iolist_to_binary(Name),
+    [E || #{name := EN} = E <- Evs, EN =:= N].
+
+%% @doc The events named Name of process (or port) P, found through the
+%% `process' event that gives P's text.
+-spec events([event()], string() | binary(), pid() | port()) -> [event()].
+events(Evs, Name, P) ->
+    Key = pid_key(Evs, P),
+    [E || #{key := K} = E <- events(Evs, Name), K =:= Key].
+
+%% @doc A field of an event (binary for strings, integer for numbers).
+-spec field(event(), string() | binary()) -> binary() | integer().
+field(#{fields := F} = E, Name) ->
+    N = iolist_to_binary(Name),
+    case maps:find(N, F) of
+        {ok, V} -> V;
+        error -> erlang:error({no_field, N, E})
+    end.
+
+%% @doc The 64-bit key of P from its `process' event (fails if none).
+-spec pid_key([event()], pid() | port()) -> integer().
+pid_key(Evs, P) ->
+    Text = list_to_binary(case P of
+                              _ when is_pid(P) -> pid_to_list(P);
+                              _ when is_port(P) -> erlang:port_to_list(P)
+                          end),
+    case lists:usort([K || #{name := <<"process">>, key := K} = E <- Evs,
+                           field(E, "pid") =:= Text]) of
+        [K] -> K;
+        [] -> erlang:error({no_process_event, Text});
+        Ks -> erlang:error({several_keys, Text, Ks})
+    end.
+
+%% @doc The number of events named Name.
+-spec count([event()], string() | binary()) -> non_neg_integer().
+count(Evs, Name) -> length(events(Evs, Name)).
+
+%% @doc True if an event named Name has every field of Fields
+%% ([{Field, Value}], values as strings, binaries or integers).
+-spec has_event([event()], string() | binary(),
+                [{string(), string() | binary() | integer()}]) -> boolean().
+has_event(Evs, Name, Fields) ->
+    Want = [{iolist_to_binary(K), norm(V)} || {K, V} <- Fields],
+    lists:any(fun(#{fields := F}) ->
+                      lists:all(fun({K, V}) -> maps:get(K, F, undefined) =:= V
+                                end, Want)
+              end, events(Evs, Name)).
+
+norm(V) when is_integer(V) -> V;
+norm(V) -> iolist_to_binary(V).
+
+%%% ------------------------------------------------------------------------
+%%% Waiting
+%%% ------------------------------------------------------------------------
+
+%% @doc Polls F every 5 ms until it returns true; returns the elapsed ms,
+%% or fails after Timeout ms.
+-spec wait_until(fun(() -> boolean()), non_neg_integer()) -> integer().
+wait_until(F, Timeout) ->
+    T0 = erlang:monotonic_time(millisecond),
+    wait_until(F, T0, T0 + Timeout).
+
+wait_until(F, T0, Deadline) ->
+    case F() of
+        true -> erlang:monotonic_time(millisecond) - T0;
+        false ->
+            case erlang:monotonic_time(millisecond) > Deadline of
+                true -> erlang:error({timeout, F});
+                false ->
+                    timer:sleep(5),
+                    wait_until(F, T0, Deadline)
+            end
+    end.
+
+%% @doc Waits until session S has ended by itself (info/1 returns the
+%% final summary, which has no `config'); returns elapsed ms.
+-spec wait_ended(pid(), non_neg_integer()) -> integer().
+wait_ended(S, Timeout) ->
+    wait_until(fun() ->
+                       case beamprobe:info(S) of
+                           {ok, M} -> not maps:is_key(config, M);
+                           {error, not_found} -> true
+                       end
+               end, Timeout).
+
+%% @doc Milliseconds since T0 (erlang:monotonic_time(millisecond)).
+-spec elapsed_ms(integer()) -> integer().
+elapsed_ms(T0) -> erlang:monotonic_time(millisecond) - T0.
+
+%%% ------------------------------------------------------------------------
+%%% Trace state of the node
+%%% ------------------------------------------------------------------------
+
+%% @doc True if no trace pattern is set on MFA.
+-spec no_pattern({module(), atom(), arity()}) -> boolean().
+no_pattern(MFA) ->
+    case erlang:trace_info(MFA, all) of
+        {all, false} -> true;
+        {all, L} when is_list(L) ->
+            proplists:get_value(traced, L) =:= false andalso
+                proplists:get_value(match_spec, L, false) =:= false
+                andalso proplists:get_value(meta, L, false) =:= false;
+        _ -> false
+    end.
+
+%% @doc Asserts no pattern is set on any of MFAs ({M,'_','_'} is expanded
+%% to every function of M).
+-spec pattern_removed([{atom(), atom(), arity() | '_'}]) -> ok.
+pattern_removed(MFAs) ->
+    All = lists:append([expand(MFA) || MFA <- MFAs]),
+    Left = [{MFA, erlang:trace_info(MFA, all)} || MFA <- All,
+                                                 not no_pattern(MFA)],
+    ?assertEqual([], Left),
+    ok.
+
+expand({M, F, A}) when is_atom(M), M =/= '_' ->
+    case code:is_loaded(M) of
+        false -> [];
+        _ ->
+            [{M, Fn, Ar} || {Fn, Ar} <- M:module_info(functions),
+                            F =:= '_' orelse F =:= Fn,
+                            A =:= '_' orelse A =:= Ar]
+    end;
+expand(_) -> [].
+
+%% @doc Asserts: no trace flags on Pids (those alive), none for new
+%% processes/ports, no pattern on MFAs.
+-spec assert_no_trace_state([pid()], [{atom(), atom(), arity() | '_'}]) -> ok.
+assert_no_trace_state(Pids, MFAs) ->
+    Flags = [{P, F} || P <- Pids, {flags, F} <- [erlang:trace_info(P, flags)],
+                       F =/= []],
+    ?assertEqual([], Flags),
+    Tracers = [{P, T} || P <- Pids, {tracer, T} <- [erlang:trace_info(P, tracer)],
+                         T =/= []],
+    ?assertEqual([], Tracers),
+    ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
+    ?assertEqual({flags, []}, erlang:trace_info(new_processes, flags)),
+    ?assertEqual({flags, []}, erlang:trace_info(new_ports, flags)),
+    pattern_removed(MFAs).
+
+%% @doc Processes and ports traced by some tracer now.
+-spec traced_by_others() -> [pid() | port()].
+traced_by_others() ->
+    [P || P <- processes() ++ erlang:ports(),
+          case erlang:trace_info(P, tracer) of
+              {tracer, []} -> false;
+              undefined -> false;
+              _ -> true
+          end].
+
+%% @doc True if Dir does not exist or is an empty directory.
+-spec dir_absent_or_empty(file:filename()) -> boolean().
+dir_absent_or_empty(Dir) ->
+    case file:list_dir(Dir) of
+        {error, enoent} -> true;
+        {ok, []} -> true;
+        _ -> false
+    end.
