@@ -367,23 +367,23 @@ static void put_int(struct ctx *x, ERL_NIF_TERM t)
 		put_big(x, t);
 }
 
-/* 1 if m * 10^e reads back as a. */
-static int reads_as(double a, uint64_t m, int e)
+/* The double nearest to m * 10^e. */
+static double dval(uint64_t m, int e)
 {
 	char tmp[40];
 
 	snprintf(tmp, sizeof tmp, "%" PRIu64 "e%d", m, e);
-	return strtod(tmp, NULL) == a;
+	return strtod(tmp, NULL);
 }
 
-/* a > 0 rounded to 17 significant digits, which always read back as a:
- * the digits and the exponent of the first one. */
-struct d17 {
+/* a > 0 rounded to n <= 17 significant digits: the digits and the
+ * exponent of the first one.  17 digits always read back as a. */
+struct dec {
 	char d[17];
 	int x10;
 };
 
-static int d17_of(double a, int n, struct d17 *r)
+static void round_to(double a, int n, struct dec *r)
 {
 	char tmp[40];
 	const char *s;
@@ -394,39 +394,97 @@ static int d17_of(double a, int n, struct d17 *r)
 		if (*s >= '0' && *s <= '9' && i < 17)
 			r->d[i++] = *s;
 	r->x10 = *s == 'e' ? atoi(s + 1) : 0;
-	return i;
 }
 
 /* 1 if some n-digit decimal reads back as a; it is then *m * 10^*e, the
  * one nearest to a.  Only the two n-digit neighbours of a can be: the
- * rounded one, which p (a to 17 digits) gives unless it ends in a tie,
+ * rounded one, taken from p (a to 17 digits) unless p's tail is a tie,
  * and the one on the other side of a. */
-static int fits(double a, const struct d17 *p, int n, uint64_t *m, int *e)
+static int fits(double a, const struct dec *p, int n, uint64_t *m, int *e)
 {
-	struct d17 q;
+	struct dec q;
 	uint64_t r = 0;
-	int i, half = 0, up;
+	int i, half = 0;
+	double v;
 
 	if (n < 17) {
 		half = p->d[n] - '5';
 		for (i = n + 1; !half && i < 17; i++)
 			half = p->d[i] != '0';
-		if (!half) { /* a tie in p: round a itself */
-			d17_of(a, n, &q);
+		if (!half) { /* a tie in p, maybe not in a */
+			round_to(a, n, &q);
 			p = &q;
 		}
 	}
 	for (i = 0; i < n; i++)
 		r = r * 10 + (uint64_t)(p->d[i] - '0');
 	*e = p->x10 - (n - 1);
-	up = half > 0;
-	*m = r + (uint64_t)up;
-	if (n == 17 || reads_as(a, *m, *e))
+	*m = r + (half > 0);
+	if (n == 17)
 		return 1;
-	*m = up ? r : r + 1;
-	if (!half) /* p is rounded exactly: which side of a is it on? */
-		*m = reads_as(a, r, *e) ? r : strtod_side(a, r, *e);
-	return *m && reads_as(a, *m, *e);
+	v = dval(*m, *e);
+	if (v == a)
+		return 1;
+	*m = v < a ? *m + 1 : *m - 1;
+	return *m && dval(*m, *e) == a;
+}
+
+static int ndigits(uint64_t m)
+{
+	int n = 1;
+
+	while (m >= 10) {
+		m /= 10;
+		n++;
+	}
+	return n;
+}
+
+/* Shortest decimal m * 10^e (m without trailing zeros) that reads back as
+ * a > 0, nearest to a among those: what Ryu (float_to_list) finds.  An
+ * n-digit fit implies an n+1-digit one, so the search may bisect; it
+ * starts at 15 digits, which most floats either need all of or, written
+ * by people, need few of. */
+static void shortest(double a, uint64_t *m, int *e)
+{
+	struct dec p;
+	uint64_t m1;
+	int e1, lo = 1, hi;
+
+	if (a < 9007199254740992.0 && a == (double)(uint64_t)a) {
+		*m = (uint64_t)a; /* integers below 2^53 are exact */
+		*e = 0;
+		goto strip;
+	}
+	round_to(a, 17, &p);
+	if (!fits(a, &p, 15, m, e)) {
+		if (!fits(a, &p, 16, m, e))
+			fits(a, &p, 17, m, e);
+		goto strip;
+	}
+	while (*m % 10 == 0) {
+		*m /= 10;
+		(*e)++;
+	}
+	hi = ndigits(*m);
+	if (hi > 1 && fits(a, &p, hi - 1, &m1, &e1)) {
+		for (hi--; lo < hi;) {
+			int mid = (lo + hi) / 2;
+
+			if (fits(a, &p, mid, &m1, &e1))
+				hi = mid;
+			else
+				lo = mid + 1;
+		}
+		fits(a, &p, lo, m, e);
+	} else if (hi < 15) {
+		fits(a, &p, hi, m, e); /* the nearest hi-digit fit */
+	}
+strip:
+	while (*m % 10 == 0) {
+		*m /= 10;
+		(*e)++;
+	}
 }
 
 /* A float as float_to_list(F, [short]) writes it (OTP 25). */

@@ -333,8 +333,8 @@ static int write_trace(const char *dir)
 			}
 			encode(e);
 			/* Stream 0 loses 2 events every 25; stream 1 has
-			 * losses only after event 60. */
-			disc = k == 0 ? i / 25 * 2 : (i < 60 ? 0 : 3);
+			 * losses only after event 60 (and 90: see below). */
+			disc = k == 0 ? i / 25 * 2 : i < 60 ? 0 : i <= 90 ? 3 : 6;
 			err = bp_ctf_stream_add(s, e->enc, e->len, disc);
 			check_u(err, 0);
 			note_packets(s, &ex[k], seq0, ev0, disc, &written[k], 1);
@@ -585,7 +585,14 @@ static void check_lines(const char *out)
 		snprintf(needle, sizeof needle, "{ pid = %" PRIu64 " }", e->pid);
 		line_has(line, len, needle);
 		for (unsigned f = 0; c->types[f]; f++) {
-			if (c->types[f] == 's')
+			/* babeltrace2 2.0.4 shows an empty string as the
+			 * value of an earlier event's string (fixed upstream
+			 * in review.lttng.org/c/babeltrace/+/4528); the file
+			 * itself is checked by parse_stream(). */
+			if (c->types[f] == 's' && !e->s[f][0])
+				snprintf(needle, sizeof needle, "%s = \"",
+					 c->fields[f]);
+			else if (c->types[f] == 's')
 				snprintf(needle, sizeof needle, "%s = \"%s\"",
 					 c->fields[f], e->s[f]);
 			else
@@ -597,6 +604,50 @@ static void check_lines(const char *out)
 	}
 	ok_bulk("babeltrace2: %u lines in timestamp order, each with the "
 		"event name, pid and every field value", n);
+}
+
+/* "name = value" for the first u64 field above 2^32 that was written. */
+static const char *big_u64_needle(void)
+{
+	static char needle[96];
+
+	for (unsigned i = 0; i < PER_STREAM; i++) {
+		const struct tev *e = &ex[0].ev[i];
+		const struct cls *c = &classes[e->id];
+		for (unsigned f = 0; c->types[f]; f++) {
+			if (c->types[f] == 'q' && e->u[f] > UINT32_MAX) {
+				snprintf(needle, sizeof needle,
+					 "%s = %" PRIu64, c->fields[f], e->u[f]);
+				return needle;
+			}
+		}
+	}
+	return "(no big u64 written)";
+}
+
+/* The losses babeltrace2 reports on stderr add up, per stream, to the
+ * rise of events_discarded from the first packet to the last. */
+static void check_discarded(const char *err)
+{
+	uint64_t sum[NSTREAMS] = {0};
+	const char *p = err;
+
+	while ((p = strstr(p, "Tracer discarded "))) {
+		uint64_t n = strtoull(p + 17, NULL, 10);
+		const char *nl = strchr(p, '\n'), *w = strstr(p, "/thread-");
+		if (w && (!nl || w < nl)) {
+			unsigned tid = (unsigned)strtoul(w + 8, NULL, 10);
+			for (int k = 0; k < NSTREAMS; k++)
+				if (tid == thread_ids[k])
+					sum[k] += n;
+		}
+		p += 17;
+	}
+	for (int k = 0; k < NSTREAMS; k++)
+		is_u(sum[k], ex[k].final_discarded - ex[k].pkt[0].discarded,
+		     "babeltrace2 reports thread-%03u's losses: the rise of "
+		     "events_discarded",
+		     thread_ids[k]);
 }
 
 static void test_babeltrace(const char *tmp, const char *dir)
@@ -624,9 +675,10 @@ static void test_babeltrace(const char *tmp, const char *dir)
 	ok_bulk("babeltrace2 output names all %zu event classes", NCLASSES);
 	has_str(out, "mfa = \"lists:seq/2\"", "babeltrace2 shows a string field");
 	has_str(out, "exiting = 1", "babeltrace2 shows a u8 field");
-	has_str(out, "= 18446744073709551612", "babeltrace2 shows a full u64");
+	has_str(out, big_u64_needle(), "babeltrace2 shows a full u64");
 	check_lines(out);
 	has_str(err, "discarded", "babeltrace2 warns about discarded events");
+	check_discarded(err);
 	free(out);
 	free(err);
 

@@ -380,6 +380,7 @@ struct producer {
 	pthread_t th;
 	uint32_t id, max_payload;
 	uint64_t limit;    /* records to attempt, 0: until `stop` */
+	uint32_t work;     /* up to this many PRNG steps between records */
 	int lossless;      /* retry a NULL reserve instead of dropping */
 	_Atomic int *stop; /* set by the main thread when limit == 0 */
 	uint64_t attempted, drops, retries; /* results */
@@ -411,6 +412,10 @@ static void *producer_main(void *arg)
 			      : (seq % 256 == 0 &&
 				 atomic_load_explicit(stop, memory_order_relaxed)))
 			break;
+		if (pr->work) { /* the tracer's own work between events */
+			for (uint64_t w = rnd(&s) % pr->work; w; w--)
+				rnd(&s);
+		}
 		uint32_t plen = (uint32_t)(rnd(&s) % (pr->max_payload + 1));
 		uint32_t len = REC_HDR + plen;
 		/* Sometimes reserve more than is committed. */
@@ -513,8 +518,8 @@ static void *consumer_main(void *arg)
 
 /* Runs one stress variant; returns nothing, reports TAP lines. */
 static void stress_run(const char *name, uint64_t cap, uint32_t max_payload,
-		       double seconds, uint64_t limit, int lossless,
-		       int exactly_once)
+		       uint32_t work, double seconds, uint64_t limit,
+		       int lossless, int exactly_once)
 {
 	static struct stress st; /* static: _Alignas(64) members */
 	pthread_t cons;
@@ -529,6 +534,7 @@ static void stress_run(const char *name, uint64_t cap, uint32_t max_payload,
 		pr->id = i;
 		pr->max_payload = max_payload;
 		pr->limit = limit;
+		pr->work = work;
 		pr->lossless = lossless;
 		pr->stop = &st.stop;
 		if (exactly_once) {
@@ -706,10 +712,13 @@ int main(void)
 	test_flight_recorder(65536, 60000, 44);
 	test_flight_recorder_no_evict();
 
-	stress_run("drop 4 KiB", 4096, 200, 2.0, 0, 0, 0);
-	stress_run("drop 64 KiB", 65536, 1000, 2.0, 0, 0, 0);
+	/* Back to back: the rings are full most of the time. */
+	stress_run("drop 4 KiB", 4096, 200, 0, 2.0, 0, 0, 0);
+	/* With some work between records: fills now and then. */
+	stress_run("drop 64 KiB", 65536, 1000, 400, 2.0, 0, 0, 0);
 	/* 50000 records of <= 20+100+24 bytes (+8 header) fit in 8 MiB. */
-	stress_run("no-drop 8 MiB", 8u << 20, 100, 0, 50000, 0, 1);
-	stress_run("lossless retry 4 KiB", 4096, 200, 0, 200000, 1, 1);
+	stress_run("no-drop 8 MiB", 8u << 20, 100, 0, 0, 50000, 0, 1);
+	/* Producers wait for room: wraps all the time, nothing lost. */
+	stress_run("lossless retry 4 KiB", 4096, 200, 0, 0, 100000, 1, 1);
 	return tap_done();
 }
