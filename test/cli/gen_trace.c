@@ -1,0 +1,344 @@
+/* gen_trace.c -- writes deterministic synthetic beamprobe traces for the
+ * CLI tests and benchmarks, through the real writer (c_src/bp_ctf.c).
+ *
+ *   gen_trace basic DIR      the golden trace: 3 processes and a port on
+ *                            2 streams, nested calls with known durations,
+ *                            an exception, return_to, messages, GC,
+ *                            scheduling, links, drops; small packets
+ *   gen_trace big DIR N      about N events (benchmarks): 4 streams,
+ *                            200 processes, 64 functions
+ *
+ * Known values of "basic" (all times in microseconds), checked by
+ * test/cli/run.sh:
+ *   my_server:handle_call/3  1 call, inclusive 100, own 75 (the largest)
+ *   lists:seq/2              1 call, 20 / 20
+ *   lists:reverse/1          1 call, 5 / 5
+ *   worker:step/1            2 calls (20 ended by return_to, 30), 50 / 50
+ *   worker:loop/1            1 call, still open at the end
+ *   my_server:handle_info/2  1 call, exception, 20 / 15
+ *   ets:lookup/2             1 call, exception, 5 / 5
+ *   client:handle/1          1 call, 20 / 20
+ *   total own time 190; 9 call events; lost: ring_full 2, too_big 1,
+ *   overwritten 1.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../../c_src/bp_ctf.h"
+
+#define T0 1000000000ull               /* first timestamp, ns */
+#define WALL0 1704196800ll             /* 2024-01-02 12:00:00 UTC */
+#define US(x) (T0 + (uint64_t)(x) * 1000u)
+
+struct ev {
+	uint8_t b[4096];
+	size_t n;
+};
+
+static struct ev *begin(struct ev *e, int id, uint64_t ts, uint64_t pid)
+{
+	e->n = bp_ev_header(e->b, (uint16_t)id, ts, pid);
+	return e;
+}
+
+static struct ev *s_(struct ev *e, const char *s)
+{
+	size_t n = strlen(s) + 1;
+	if (e->n + n > sizeof e->b) {
+		fprintf(stderr, "gen_trace: event too big\n");
+		exit(1);
+	}
+	memcpy(e->b + e->n, s, n);
+	e->n += n;
+	return e;
+}
+
+static struct ev *u64_(struct ev *e, uint64_t v)
+{
+	bp_put_u64(e->b + e->n, v);
+	e->n += 8;
+	return e;
+}
+
+static struct ev *u8_(struct ev *e, uint8_t v)
+{
+	e->b[e->n++] = v;
+	return e;
+}
+
+static void add(struct bp_ctf_stream *st, struct ev *e, uint64_t discarded)
+{
+	int err = bp_ctf_stream_add(st, e->b, (uint32_t)e->n, discarded);
+	if (err) {
+		fprintf(stderr, "gen_trace: add: %s\n", strerror(err));
+		exit(1);
+	}
+}
+
+static void check(int err, const char *what)
+{
+	if (err) {
+		fprintf(stderr, "gen_trace: %s: %s\n", what, strerror(err));
+		exit(1);
+	}
+}
+
+static void metadata(const char *dir, const uint8_t uuid[16])
+{
+	static const struct bp_env_entry env[] = {
+		{"node", "demo@testhost"},
+		{"otp_release", "25"},
+		{"hostname", "testhost"},
+		{"start_time", "2024-01-02T12:00:00Z"},
+	};
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+		check(errno, dir);
+	check(bp_ctf_write_metadata(dir, uuid, WALL0 * 1000000000ll - (int64_t)T0,
+				    env, sizeof env / sizeof env[0]),
+	      "metadata");
+}
+
+#define P1 0x10u   /* <0.100.0> my_server */
+#define P2 0x20u   /* <0.101.0> client (name known only at the end) */
+#define P3 0x30u   /* <0.102.0> worker */
+#define PORT 0x40u /* #Port<0.5> */
+
+static void process(struct bp_ctf_stream *st, uint64_t ts, uint64_t key,
+		    const char *text, const char *name, const char *ic)
+{
+	struct ev e;
+	add(st, s_(s_(s_(begin(&e, BP_EV_PROCESS, ts, key), text), name), ic),
+	    0);
+}
+
+static void call(struct bp_ctf_stream *st, uint64_t ts, uint64_t pid,
+		 const char *mfa, const char *args, const char *info)
+{
+	struct ev e;
+	add(st, s_(s_(s_(begin(&e, BP_EV_CALL, ts, pid), mfa), args), info),
+	    0);
+}
+
+static void ret(struct bp_ctf_stream *st, uint64_t ts, uint64_t pid,
+		const char *mfa, const char *result)
+{
+	struct ev e;
+	add(st, s_(s_(begin(&e, BP_EV_RETURN_FROM, ts, pid), mfa), result), 0);
+}
+
+static void exc(struct bp_ctf_stream *st, uint64_t ts, uint64_t pid,
+		const char *mfa, const char *cls, const char *reason)
+{
+	struct ev e;
+	add(st, s_(s_(s_(begin(&e, BP_EV_EXCEPTION_FROM, ts, pid), mfa), cls),
+		   reason),
+	    0);
+}
+
+static void send(struct bp_ctf_stream *st, int id, uint64_t ts, uint64_t pid,
+		 uint64_t to, const char *to_text, const char *msg)
+{
+	struct ev e;
+	add(st, s_(s_(u64_(begin(&e, id, ts, pid), to), to_text), msg), 0);
+}
+
+static void one_str(struct bp_ctf_stream *st, int id, uint64_t ts,
+		    uint64_t pid, const char *s)
+{
+	struct ev e;
+	add(st, s_(begin(&e, id, ts, pid), s), 0);
+}
+
+static void other(struct bp_ctf_stream *st, int id, uint64_t ts,
+		  uint64_t pid, uint64_t o, const char *text)
+{
+	struct ev e;
+	add(st, s_(u64_(begin(&e, id, ts, pid), o), text), 0);
+}
+
+/* spawn, spawned and port_open: other, other_text, then one string. */
+static void spawn(struct bp_ctf_stream *st, int id, uint64_t ts,
+		  uint64_t pid, uint64_t o, const char *text, const char *s)
+{
+	struct ev e;
+	add(st, s_(s_(u64_(begin(&e, id, ts, pid), o), text), s), 0);
+}
+
+static void sched(struct bp_ctf_stream *st, int id, uint64_t ts,
+		  uint64_t pid, const char *mfa, int exiting)
+{
+	struct ev e;
+	add(st, u8_(s_(begin(&e, id, ts, pid), mfa), (uint8_t)exiting), 0);
+}
+
+static void gc(struct bp_ctf_stream *st, int id, uint64_t ts, uint64_t pid,
+	       uint64_t heap)
+{
+	struct ev e;
+	begin(&e, id, ts, pid);
+	u64_(u64_(u64_(&e, heap), 233), 0);
+	u64_(u64_(u64_(&e, 0), 0), 10);
+	add(st, &e, 0);
+}
+
+static void drops(struct bp_ctf_stream *st, uint64_t ts,
+		  const uint64_t d[BP_DROP_COUNT], uint64_t discarded)
+{
+	struct ev e;
+	begin(&e, BP_EV_DROPS, ts, 0);
+	for (int i = 0; i < BP_DROP_COUNT; i++)
+		u64_(&e, d[i]);
+	add(st, &e, discarded);
+}
+
+static void gen_basic(const char *dir)
+{
+	static const uint8_t uuid[16] = {0xbe, 0xa4, 0x9b, 0x0b, 1, 2, 3, 4,
+					 5, 6, 7, 8, 9, 10, 11, 12};
+	struct bp_ctf_stream a, b;
+
+	metadata(dir, uuid);
+	check(bp_ctf_stream_open(&a, dir, 0, uuid, 256), "thread-000");
+	check(bp_ctf_stream_open(&b, dir, 1, uuid, 256), "thread-001");
+
+	/* Stream 0: my_server, then the worker. */
+	process(&a, US(0), P1, "<0.100.0>", "my_server", "my_server:init/1");
+	sched(&a, BP_EV_SCHED_IN, US(0), P1, "gen_server:loop/7", 0);
+	call(&a, US(1), P1, "my_server:handle_call/3",
+	     "(ping, {<0.101.0>,[alias|#Ref<0.1.2.3>]}, #{n => 1})", "");
+	call(&a, US(11), P1, "lists:seq/2", "(1, 10)", "");
+	ret(&a, US(31), P1, "lists:seq/2", "[1,2,3,4,5,6,7,8,9,10]");
+	call(&a, US(41), P1, "lists:reverse/1", "([1,2,3])", "caller_info");
+	ret(&a, US(46), P1, "lists:reverse/1", "[3,2,1]");
+	send(&a, BP_EV_SEND, US(51), P1, P2, "<0.101.0>", "{reply,pong}");
+	gc(&a, BP_EV_GC_MINOR_START, US(61), P1, 100);
+	gc(&a, BP_EV_GC_MINOR_END, US(71), P1, 50);
+	ret(&a, US(101), P1, "my_server:handle_call/3",
+	    "{reply,pong,#{n => 2}}");
+	sched(&a, BP_EV_SCHED_OUT, US(110), P1, "gen_server:loop/7", 0);
+	process(&a, US(150), P3, "<0.102.0>", "", "worker:start/1");
+	spawn(&a, BP_EV_SPAWNED, US(150), P3, P2, "<0.101.0>",
+	      "worker:start(1)");
+	call(&a, US(160), P3, "worker:loop/1", "(1)", "");
+	call(&a, US(170), P3, "worker:step/1", "(1)", "");
+	one_str(&a, BP_EV_RETURN_TO, US(190), P3, "worker:loop/1");
+	call(&a, US(200), P3, "worker:step/1", "(2)", "");
+	ret(&a, US(230), P3, "worker:step/1", "ok");
+	one_str(&a, BP_EV_RECEIVE, US(240), P1, "hello");
+	call(&a, US(250), P1, "my_server:handle_info/2", "(hello, #{n => 2})",
+	     "");
+	call(&a, US(260), P1, "ets:lookup/2", "(tab, key)", "");
+	exc(&a, US(265), P1, "ets:lookup/2", "error", "badarg");
+	exc(&a, US(270), P1, "my_server:handle_info/2", "error", "badarg");
+	one_str(&a, BP_EV_EXIT, US(280), P1,
+		"{badarg,[{ets,lookup,[tab,key],[]}]}");
+	{
+		uint64_t d[BP_DROP_COUNT] = {0};
+		d[BP_DROP_RING_FULL] = 2;
+		d[BP_DROP_TOO_BIG] = 1;
+		drops(&a, US(300), d, 3);
+	}
+	check(bp_ctf_stream_close(&a, 3), "close thread-000");
+
+	/* Stream 1: the client, the port, and my_server after migrating. */
+	process(&b, US(5), P2, "<0.101.0>", "", "");
+	sched(&b, BP_EV_SCHED_IN, US(5), P2, "client:run/0", 0);
+	other(&b, BP_EV_LINK, US(6), P2, P1, "<0.100.0>");
+	one_str(&b, BP_EV_RECEIVE, US(56), P2, "{reply,pong}");
+	call(&b, US(61), P2, "client:handle/1", "({reply,pong})", "");
+	ret(&b, US(81), P2, "client:handle/1", "ok");
+	send(&b, BP_EV_SEND, US(90), P2, P1, "<0.100.0>", "hello");
+	send(&b, BP_EV_SEND_DEAD, US(95), P2, 0x99, "<0.999.0>", "ping");
+	spawn(&b, BP_EV_SPAWN, US(130), P2, P3, "<0.102.0>", "worker:start(1)");
+	process(&b, US(140), PORT, "#Port<0.5>", "", "");
+	spawn(&b, BP_EV_PORT_OPEN, US(140), PORT, P2, "<0.101.0>", "cat");
+	other(&b, BP_EV_GETTING_LINKED, US(145), PORT, P2, "<0.101.0>");
+	one_str(&b, BP_EV_REGISTER, US(180), P2, "client");
+	gc(&b, BP_EV_GC_MAJOR_START, US(185), P2, 400);
+	gc(&b, BP_EV_GC_MAJOR_END, US(195), P2, 120);
+	one_str(&b, BP_EV_PORT_CLOSED, US(210), PORT, "normal");
+	other(&b, BP_EV_UNLINK, US(220), P2, P1, "<0.100.0>");
+	process(&b, US(235), P1, "<0.100.0>", "", "");
+	sched(&b, BP_EV_SCHED_IN, US(235), P1, "gen_server:loop/7", 0);
+	sched(&b, BP_EV_SCHED_OUT, US(290), P2, "client:run/0", 0);
+	process(&b, US(295), P2, "<0.101.0>", "client", "client:run/0");
+	{
+		uint64_t d[BP_DROP_COUNT] = {0};
+		d[BP_DROP_OVERWRITTEN] = 1;
+		drops(&b, US(300), d, 1);
+	}
+	check(bp_ctf_stream_close(&b, 1), "close thread-001");
+}
+
+/* About n events: round-robin over processes doing nested calls and
+ * messages; each process writes to stream key % NSTREAMS. */
+static void gen_big(const char *dir, uint64_t n)
+{
+	enum { NSTREAMS = 4, NPROCS = 200, NFUNCS = 64 };
+	static const uint8_t uuid[16] = {0xb1, 0x6, 0, 0, 1, 2, 3, 4,
+					 5, 6, 7, 8, 9, 10, 11, 12};
+	static struct bp_ctf_stream st[NSTREAMS];
+	char funcs[NFUNCS][32], texts[NPROCS][16], msg[64];
+	uint64_t ts = T0, done = 0, it = 0;
+
+	metadata(dir, uuid);
+	for (int i = 0; i < NSTREAMS; i++)
+		check(bp_ctf_stream_open(&st[i], dir, (uint32_t)i, uuid,
+					 64 * 1024),
+		      "stream");
+	for (int f = 0; f < NFUNCS; f++)
+		snprintf(funcs[f], sizeof funcs[f], "mod_%d:fun_%d/2", f / 8,
+			 f);
+	for (int p = 0; p < NPROCS; p++) {
+		snprintf(texts[p], sizeof texts[p], "<0.%d.0>", 100 + p);
+		process(&st[p % NSTREAMS], ts, 0x100 + (uint64_t)p, texts[p],
+			p % 10 == 0 ? "named_proc" : "", "proc_lib:init_p/5");
+	}
+	while (done < n) {
+		int p = (int)(it % NPROCS), q = (int)((it * 7 + 3) % NPROCS);
+		uint64_t key = 0x100 + (uint64_t)p, qkey = 0x100 + (uint64_t)q;
+		struct bp_ctf_stream *s = &st[p % NSTREAMS],
+				     *qs = &st[q % NSTREAMS];
+		const char *f1 = funcs[it % NFUNCS],
+			   *f2 = funcs[(it * 5 + 1) % NFUNCS];
+		it++;
+		call(s, ts += 100, key, f1, "(1, {foo, bar})", "");
+		call(s, ts += 100, key, f2, "([1,2,3], 42)", "");
+		ret(s, ts += 250, key, f2, "{ok,[3,2,1]}");
+		snprintf(msg, sizeof msg, "{request,%llu}",
+			 (unsigned long long)it);
+		send(s, BP_EV_SEND, ts += 50, key, qkey, texts[q], msg);
+		one_str(qs, BP_EV_RECEIVE, ts += 50, qkey, msg);
+		ret(s, ts += 100, key, f1, "ok");
+		done += 6;
+		if (it % 16 == 0) {
+			gc(s, BP_EV_GC_MINOR_START, ts += 10, key, 1000);
+			gc(s, BP_EV_GC_MINOR_END, ts += 500, key, 400);
+			sched(s, BP_EV_SCHED_OUT, ts += 10, key, f1, 0);
+			sched(s, BP_EV_SCHED_IN, ts += 10, key, f1, 0);
+			done += 4;
+		}
+	}
+	for (int i = 0; i < NSTREAMS; i++) {
+		uint64_t d[BP_DROP_COUNT] = {0};
+		drops(&st[i], ts, d, 0);
+		check(bp_ctf_stream_close(&st[i], 0), "close");
+	}
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && strcmp(argv[1], "basic") == 0) {
+		gen_basic(argv[2]);
+		return 0;
+	}
+	if (argc == 4 && strcmp(argv[1], "big") == 0) {
+		gen_big(argv[2], strtoull(argv[3], NULL, 10));
+		return 0;
+	}
+	fprintf(stderr, "usage: gen_trace basic DIR | gen_trace big DIR N\n");
+	return 1;
+}
