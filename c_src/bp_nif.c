@@ -449,8 +449,7 @@ static ERL_NIF_TERM nif_annotate(ErlNifEnv *env, int argc,
 		return enif_make_badarg(env);
 	if (!(sl = bp_session_slot(s)))
 		return enif_make_tuple2(env, bp_atom.ok, enif_make_uint(env, 0));
-	atomic_store_explicit(&sl->busy, 1, memory_order_relaxed);
-	atomic_thread_fence(memory_order_seq_cst);
+	atomic_exchange_explicit(&sl->busy, 1, memory_order_seq_cst);
 	if (atomic_load(&s->state) == BP_S_RUNNING) {
 		while (enif_get_list_cell(env, list, &head, &list)) {
 			const ERL_NIF_TERM *e;
@@ -492,6 +491,8 @@ static ERL_NIF_TERM nif_annotate(ErlNifEnv *env, int argc,
 
 /* ---- renderer access, for tests ------------------------------------- */
 
+#define RENDER_BUF (65 * 1024)
+
 static int capture_from(ErlNifEnv *env, ERL_NIF_TERM m, struct bp_capture *c)
 {
 	ERL_NIF_TERM cfg = enif_make_new_map(env);
@@ -515,29 +516,38 @@ static ERL_NIF_TERM text_result(ErlNifEnv *env, const char *buf, size_t n)
 static ERL_NIF_TERM nif_render(ErlNifEnv *env, int argc,
 			       const ERL_NIF_TERM argv[])
 {
-	static __thread char buf[65 * 1024];
 	struct bp_capture c;
+	char *buf;
+	ERL_NIF_TERM r;
 
 	(void)argc;
 	if (!capture_from(env, argv[1], &c))
 		return enif_make_badarg(env);
-	return text_result(env, buf,
-			   bp_term_render(env, argv[0], &c, buf, sizeof buf));
+	if (!(buf = enif_alloc(RENDER_BUF)))
+		return enif_raise_exception(env, bp_atom.enomem);
+	r = text_result(env, buf,
+			bp_term_render(env, argv[0], &c, buf, RENDER_BUF));
+	enif_free(buf);
+	return r;
 }
 
 /* render_args(Args, Capture) -> binary(). */
 static ERL_NIF_TERM nif_render_args(ErlNifEnv *env, int argc,
 				    const ERL_NIF_TERM argv[])
 {
-	static __thread char buf[65 * 1024];
 	struct bp_capture c;
+	char *buf;
+	ERL_NIF_TERM r;
 
 	(void)argc;
 	if (!capture_from(env, argv[1], &c) || !enif_is_list(env, argv[0]))
 		return enif_make_badarg(env);
-	return text_result(env, buf,
-			   bp_term_render_args(env, argv[0], &c, buf,
-					       sizeof buf));
+	if (!(buf = enif_alloc(RENDER_BUF)))
+		return enif_raise_exception(env, bp_atom.enomem);
+	r = text_result(env, buf,
+			bp_term_render_args(env, argv[0], &c, buf, RENDER_BUF));
+	enif_free(buf);
+	return r;
 }
 
 /* render_mfa(M, F, Arity) -> binary(). */

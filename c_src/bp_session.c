@@ -6,7 +6,8 @@
 #include <time.h>
 
 static _Atomic int next_slot;
-static __thread int tls_slot = -1;
+/* initial-exec: a plain %fs-relative load, no __tls_get_addr call. */
+static __thread int tls_slot __attribute__((tls_model("initial-exec"))) = -1;
 
 int bp_thread_slot(void)
 {
@@ -75,13 +76,14 @@ void bp_session_drops(struct bp_session *s, uint64_t out[BP_DROP_COUNT])
 
 void bp_session_quiesce(struct bp_session *s)
 {
-	atomic_thread_fence(memory_order_seq_cst);
+	/* The caller stored the new state with seq_cst; busy is read with
+	 * seq_cst below, completing the Dekker pair of bp_session_enter. */
 	for (uint32_t i = 0; i < s->max_slots; i++) {
 		struct bp_slot *sl =
 			atomic_load_explicit(&s->slots[i], memory_order_acquire);
 		if (!sl)
 			continue;
-		while (atomic_load_explicit(&sl->busy, memory_order_acquire))
+		while (atomic_load_explicit(&sl->busy, memory_order_seq_cst))
 			sched_yield();
 	}
 }

@@ -16,7 +16,7 @@
  * nothing is allocated on the producer path.
  *
  * Stop/dump protocol (exact accounting without a lock on the hot path):
- * a producer stores slot->busy = 1, issues a full fence, then reads state;
+ * a producer sets slot->busy = 1 and then reads state (both seq_cst);
  * it writes only if state is RUNNING and clears busy when done.  The
  * collector stores state, issues a full fence, then waits until every
  * slot's busy is 0.  After that no producer can write until state is
@@ -170,9 +170,10 @@ static inline struct bp_slot *bp_session_enter(struct bp_session *s)
 					  memory_order_relaxed);
 		return NULL;
 	}
-	atomic_store_explicit(&sl->busy, 1, memory_order_relaxed);
-	atomic_thread_fence(memory_order_seq_cst);
-	st = atomic_load_explicit(&s->state, memory_order_relaxed);
+	/* seq_cst exchange + seq_cst load: the Dekker half of the protocol
+	 * (on x86 one locked xchg, no mfence). */
+	atomic_exchange_explicit(&sl->busy, 1, memory_order_seq_cst);
+	st = atomic_load_explicit(&s->state, memory_order_seq_cst);
 	if (st != BP_S_RUNNING) {
 		bp_slot_drop(sl, st == BP_S_PAUSED ? BP_DROP_DUMPING
 						    : BP_DROP_STOPPED);

@@ -151,7 +151,7 @@ static inline void put(struct ctx *x, const char *s, size_t n)
 		x->safe = x->pos;
 }
 
-#define PUTS(x, lit) put((x), (lit), sizeof(lit) - 1)
+#define PUTS(x, lit) put((x), "" lit, sizeof(lit) - 1) /* literals only */
 
 static inline void put_ch(struct ctx *x, char c)
 {
@@ -594,10 +594,11 @@ static NOINLINE void put_bits(struct ctx *x, ERL_NIF_TERM t)
 		}
 		s++;
 	}
+	if (more && shown)
+		put_ch(x, ',');
 	if (more)
-		PUTS(x, shown ? ",...>>" : "...>>");
-	else
-		PUTS(x, ">>");
+		PUTS(x, "...");
+	PUTS(x, ">>");
 }
 
 static void put_binary(struct ctx *x, ERL_NIF_TERM t, unsigned depth)

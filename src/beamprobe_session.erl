@@ -208,7 +208,11 @@ app_vsn() ->
     end.
 
 set_patterns(#st{config = #{calls := Calls} = C} = St) ->
-    MS = [{'_', [], actions(C)}],
+    %% `true' when no action is needed: no match-spec program runs per call.
+    MS = case actions(C) of
+             [] -> true;
+             Actions -> [{'_', [], Actions}]
+         end,
     set_patterns(Calls, MS, St).
 
 set_patterns([], _MS, St) -> {ok, St};

@@ -188,6 +188,7 @@ struct bp_proc *bp_model_apply(struct bp_model *m, const struct bp_event *e)
 	struct bp_proc *p;
 	uint32_t func;
 
+	m->last_func = BP_MAP_NONE;
 	if (e->pid == 0 && e->id != BP_EV_PROCESS)
 		return NULL;
 	p = bp_model_proc(m, e->pid);
@@ -203,14 +204,14 @@ struct bp_proc *bp_model_apply(struct bp_model *m, const struct bp_event *e)
 		merge_text(m, &p->name, e->str[0], e->len[0]);
 		break;
 	case BP_EV_CALL:
-		func = bp_model_func(m, e->str[0], e->len[0]);
+		func = m->last_func = bp_model_func(m, e->str[0], e->len[0]);
 		if (func != BP_MAP_NONE)
 			push(m, p, func, e->ts);
 		p->just_returned = 0;
 		break;
 	case BP_EV_RETURN_FROM:
 	case BP_EV_EXCEPTION_FROM:
-		func = bp_model_func(m, e->str[0], e->len[0]);
+		func = m->last_func = bp_model_func(m, e->str[0], e->len[0]);
 		if (func != BP_MAP_NONE)
 			do_return(m, p, func, e->ts,
 				  e->id == BP_EV_RETURN_FROM
@@ -219,7 +220,7 @@ struct bp_proc *bp_model_apply(struct bp_model *m, const struct bp_event *e)
 		p->just_returned = 1;
 		break;
 	case BP_EV_RETURN_TO:
-		func = bp_model_func(m, e->str[0], e->len[0]);
+		func = m->last_func = bp_model_func(m, e->str[0], e->len[0]);
 		if (func != BP_MAP_NONE)
 			do_return_to(m, p, func, e->ts);
 		p->just_returned = 0;
@@ -234,4 +235,45 @@ void bp_model_unwind(struct bp_model *m, struct bp_proc *p, uint64_t ts)
 {
 	pop_to(m, p, 0, ts, BP_END_UNWOUND);
 	p->lost_depth = 0;
+}
+
+void bp_model_count(struct bp_proc *p, const struct bp_event *e)
+{
+	switch (e->id) {
+	case BP_EV_PROCESS:
+		return; /* metadata, not activity */
+	case BP_EV_SEND:
+	case BP_EV_SEND_DEAD:
+		p->sent++;
+		break;
+	case BP_EV_RECEIVE:
+		p->received++;
+		break;
+	case BP_EV_GC_MINOR_START:
+	case BP_EV_GC_MAJOR_START:
+		p->in_gc = 1;
+		p->gc_start = e->ts;
+		break;
+	case BP_EV_GC_MINOR_END:
+	case BP_EV_GC_MAJOR_END:
+		if (p->in_gc) {
+			p->gc_count++;
+			p->gc_ns += e->ts - p->gc_start;
+			p->in_gc = 0;
+		}
+		break;
+	case BP_EV_SCHED_IN:
+		p->scheduled = 1;
+		p->sched_start = e->ts;
+		break;
+	case BP_EV_SCHED_OUT:
+		if (p->scheduled) {
+			p->sched_ns += e->ts - p->sched_start;
+			p->scheduled = 0;
+		}
+		break;
+	default:
+		break;
+	}
+	p->events++;
 }

@@ -75,6 +75,8 @@ struct bp_model {
 	struct bp_strtab funcs;     /* function names ("m:f/2") */
 	bp_frame_end_fn on_end;     /* may be NULL */
 	void *ctx;
+	uint32_t last_func;         /* function of the last call-trace
+				     * event applied, BP_MAP_NONE if none */
 	uint64_t unmatched;         /* returns without a matching call */
 	uint64_t overflow;          /* calls not stored (stack full) */
 	int oom;                    /* memory ran out: results incomplete */
@@ -107,6 +109,14 @@ static inline const char *bp_model_func_name(const struct bp_model *m,
  * memory).  Does not touch the per-process counters (commands do).
  */
 struct bp_proc *bp_model_apply(struct bp_model *m, const struct bp_event *e);
+
+/*
+ * Updates p's counters for e: events, messages sent/received, GC count and
+ * time (start -> end pairing) and time scheduled in (sched_in ->
+ * sched_out pairing).  Call after reading p->gc_start / p->sched_start if
+ * the interval itself is needed.
+ */
+void bp_model_count(struct bp_proc *p, const struct bp_event *e);
 
 /* Pops every frame of p as unwound at ts (exports close open slices at
  * the end of the trace with this). */

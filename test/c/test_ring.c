@@ -488,8 +488,11 @@ static void consume(struct consumer_view *v, uint32_t ring_id,
 	v->consumed++;
 }
 
-static void drain(struct stress *st)
+/* One pass over every ring; returns the number of records read. */
+static uint64_t drain(struct stress *st)
 {
+	uint64_t total = 0;
+
 	for (uint32_t i = 0; i < NPROD; i++) {
 		struct bp_ring_reader rd;
 		const uint8_t *p;
@@ -502,8 +505,10 @@ static void drain(struct stress *st)
 				bp_ring_read_end(&rd);
 		}
 		bp_ring_read_end(&rd);
+		total += n;
 	}
 	st->passes++;
+	return total;
 }
 
 static void *consumer_main(void *arg)
@@ -511,7 +516,8 @@ static void *consumer_main(void *arg)
 	struct stress *st = arg;
 
 	while (!atomic_load_explicit(&st->producers_done, memory_order_acquire))
-		drain(st);
+		if (!drain(st))
+			sched_yield(); /* idle: let producers have the CPU */
 	drain(st); /* everything published before the producers ended */
 	return NULL;
 }
@@ -716,9 +722,9 @@ int main(void)
 	stress_run("drop 4 KiB", 4096, 200, 0, 2.0, 0, 0, 0);
 	/* With some work between records: fills now and then. */
 	stress_run("drop 64 KiB", 65536, 1000, 400, 2.0, 0, 0, 0);
-	/* 50000 records of <= 20+100+24 bytes (+8 header) fit in 8 MiB. */
-	stress_run("no-drop 8 MiB", 8u << 20, 100, 0, 0, 50000, 0, 1);
+	/* 200000 records of <= 20+48+24 bytes (+8 header) fit in 32 MiB. */
+	stress_run("no-drop 32 MiB", 32u << 20, 48, 0, 0, 200000, 0, 1);
 	/* Producers wait for room: wraps all the time, nothing lost. */
-	stress_run("lossless retry 4 KiB", 4096, 200, 0, 0, 100000, 1, 1);
+	stress_run("lossless retry 4 KiB", 4096, 200, 0, 0, 500000, 1, 1);
 	return tap_done();
 }

@@ -1,0 +1,288 @@
+/* bp_filter.c -- print's event filters (see bp_filter.h). */
+#include "bp_filter.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define BIT(id) (1ull << (id))
+
+void bp_filter_init(struct bp_filter *f)
+{
+	memset(f, 0, sizeof *f);
+	bp_strtab_init(&f->mfa_seen);
+	f->until = UINT64_MAX;
+}
+
+static void list_free(struct bp_strlist *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+	l->v = NULL;
+	l->n = 0;
+}
+
+void bp_filter_free(struct bp_filter *f)
+{
+	list_free(&f->pids);
+	list_free(&f->procs);
+	list_free(&f->mfas);
+	bp_strtab_free(&f->mfa_seen);
+	free(f->mfa_verdict);
+}
+
+int bp_strlist_add(struct bp_strlist *l, const char *arg)
+{
+	const char *p = arg;
+
+	for (;;) {
+		const char *comma = strchr(p, ',');
+		size_t n = comma ? (size_t)(comma - p) : strlen(p);
+		if (n == 0)
+			return -1;
+		char **v = realloc(l->v, (l->n + 1) * sizeof *v);
+		if (!v)
+			return -1;
+		l->v = v;
+		if (!(l->v[l->n] = strndup(p, n)))
+			return -1;
+		l->n++;
+		if (!comma)
+			return 0;
+		p = comma + 1;
+	}
+}
+
+static const struct {
+	const char *name;
+	uint64_t bits;
+} groups[] = {
+	{"calls", BIT(BP_EV_CALL) | BIT(BP_EV_RETURN_FROM) |
+			  BIT(BP_EV_EXCEPTION_FROM) | BIT(BP_EV_RETURN_TO)},
+	{"messages", BIT(BP_EV_SEND) | BIT(BP_EV_SEND_DEAD) |
+			     BIT(BP_EV_RECEIVE)},
+	{"procs", BIT(BP_EV_SPAWN) | BIT(BP_EV_SPAWNED) | BIT(BP_EV_EXIT) |
+			  BIT(BP_EV_LINK) | BIT(BP_EV_UNLINK) |
+			  BIT(BP_EV_GETTING_LINKED) |
+			  BIT(BP_EV_GETTING_UNLINKED) | BIT(BP_EV_REGISTER) |
+			  BIT(BP_EV_UNREGISTER)},
+	{"sched", BIT(BP_EV_SCHED_IN) | BIT(BP_EV_SCHED_OUT)},
+	{"gc", BIT(BP_EV_GC_MINOR_START) | BIT(BP_EV_GC_MINOR_END) |
+		       BIT(BP_EV_GC_MAJOR_START) | BIT(BP_EV_GC_MAJOR_END)},
+	{"ports", BIT(BP_EV_PORT_OPEN) | BIT(BP_EV_PORT_CLOSED)},
+	{"return", BIT(BP_EV_RETURN_FROM)},
+	{"exception", BIT(BP_EV_EXCEPTION_FROM)},
+};
+
+int bp_filter_add_kinds(struct bp_filter *f, const char *arg, char *bad,
+			size_t badlen)
+{
+	const char *p = arg;
+
+	for (;;) {
+		const char *comma = strchr(p, ',');
+		size_t n = comma ? (size_t)(comma - p) : strlen(p);
+		uint16_t id = bp_event_id_of(p, n);
+		uint64_t bits = 0;
+		if (id != BP_EV_UNKNOWN)
+			bits = BIT(id);
+		for (size_t g = 0; !bits && g < sizeof groups / sizeof *groups;
+		     g++)
+			if (strlen(groups[g].name) == n &&
+			    !memcmp(groups[g].name, p, n))
+				bits = groups[g].bits;
+		if (!bits && n == 7 && !memcmp(p, "unknown", 7)) {
+			f->unknown_kind = 1;
+			bits = 0;
+		} else if (!bits) {
+			snprintf(bad, badlen, "%.*s", (int)n, p);
+			return -1;
+		}
+		f->kinds |= bits;
+		if (!comma)
+			return 0;
+		p = comma + 1;
+	}
+}
+
+/* Parses digits[.frac] into ns; returns the end or NULL. */
+static const char *parse_secs(const char *s, int64_t max_int, int64_t *ns)
+{
+	int64_t v = 0, frac = 0, scale = 100000000;
+	const char *p = s;
+
+	if (*p < '0' || *p > '9')
+		return NULL;
+	while (*p >= '0' && *p <= '9') {
+		v = v * 10 + (*p++ - '0');
+		if (v > max_int)
+			return NULL;
+	}
+	if (*p == '.') {
+		p++;
+		if (*p < '0' || *p > '9')
+			return NULL;
+		for (; *p >= '0' && *p <= '9'; p++) {
+			frac += (*p - '0') * scale;
+			scale /= 10;
+		}
+	}
+	*ns = v * 1000000000 + frac;
+	return p;
+}
+
+int bp_time_spec_parse(const char *s, struct bp_time_spec *t)
+{
+	int64_t h, m, sec;
+	const char *p;
+
+	if (s[0] == '+') {
+		p = parse_secs(s + 1, 1000000000, &t->ns);
+		t->kind = BP_TIME_REL;
+		return p && !*p ? 0 : -1;
+	}
+	/* HH:MM:SS[.frac] */
+	if (!(p = parse_secs(s, 23, &h)) || *p != ':' || h % 1000000000)
+		return -1;
+	if (!(p = parse_secs(p + 1, 59, &m)) || *p != ':' || m % 1000000000)
+		return -1;
+	if (!(p = parse_secs(p + 1, 60, &sec)) || *p)
+		return -1;
+	t->kind = BP_TIME_WALL;
+	t->ns = h * 3600 + m * 60 + sec;
+	return 0;
+}
+
+static uint64_t resolve(const struct bp_time_spec *t,
+			const struct bp_reader *r, uint64_t dflt)
+{
+	uint64_t start = r->start_ts == UINT64_MAX ? 0 : r->start_ts;
+
+	if (t->kind == BP_TIME_NONE)
+		return dflt;
+	if (t->kind == BP_TIME_REL)
+		return start + (uint64_t)t->ns;
+	/* Wall time of day: on the local day of the first event; a time
+	 * more than 12 h before the start means the next day. */
+	int64_t wall0 = bp_reader_wall(r, start);
+	time_t sec = (time_t)(wall0 / 1000000000);
+	struct tm tm;
+	if (!localtime_r(&sec, &tm))
+		return dflt;
+	tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+	tm.tm_isdst = -1;
+	int64_t midnight = (int64_t)mktime(&tm) * 1000000000;
+	int64_t target = midnight + t->ns;
+	if (target < wall0 - 12 * 3600 * 1000000000ll)
+		target += 24 * 3600 * 1000000000ll;
+	int64_t ts = target - r->meta.offset_ns;
+	return ts < 0 ? 0 : (uint64_t)ts;
+}
+
+void bp_filter_resolve(struct bp_filter *f, const struct bp_reader *r)
+{
+	f->since = resolve(&f->since_spec, r, 0);
+	f->until = resolve(&f->until_spec, r, UINT64_MAX);
+}
+
+int bp_glob(const char *pat, const char *s, size_t n)
+{
+	const char *star = NULL;
+	size_t i = 0, mark = 0;
+
+	while (i < n) {
+		if (*pat == '*') {
+			star = ++pat;
+			mark = i;
+		} else if (*pat && *pat == s[i]) {
+			pat++;
+			i++;
+		} else if (star) {
+			pat = star;
+			i = ++mark;
+		} else {
+			return 0;
+		}
+	}
+	while (*pat == '*')
+		pat++;
+	return *pat == '\0';
+}
+
+/* Whether function text s matches a --mfa pattern; a pattern without
+ * '/' matches any arity. */
+static int mfa_match(const struct bp_strlist *l, const char *s, size_t n)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		const char *pat = l->v[i];
+		size_t k = n;
+		if (!strchr(pat, '/')) {
+			const char *slash = memchr(s, '/', n);
+			if (slash)
+				k = (size_t)(slash - s);
+		}
+		if (bp_glob(pat, s, k))
+			return 1;
+	}
+	return 0;
+}
+
+static int cached_mfa_match(struct bp_filter *f, const char *s, size_t n)
+{
+	uint32_t id = bp_strtab_intern(&f->mfa_seen, s, n);
+
+	if (id == BP_MAP_NONE)
+		return mfa_match(&f->mfas, s, n);
+	if (id >= f->mfa_cap) {
+		size_t cap = f->mfa_cap ? f->mfa_cap * 2 : 256;
+		while (cap <= id)
+			cap *= 2;
+		uint8_t *v = realloc(f->mfa_verdict, cap);
+		if (!v)
+			return mfa_match(&f->mfas, s, n);
+		memset(v + f->mfa_cap, 0, cap - f->mfa_cap);
+		f->mfa_verdict = v;
+		f->mfa_cap = cap;
+	}
+	if (!f->mfa_verdict[id])
+		f->mfa_verdict[id] = mfa_match(&f->mfas, s, n) ? 2 : 1;
+	return f->mfa_verdict[id] == 2;
+}
+
+static int in_list(const struct bp_strlist *l, const char *s)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (s && strcmp(l->v[i], s) == 0)
+			return 1;
+	return 0;
+}
+
+int bp_filter_match(struct bp_filter *f, const struct bp_event *e,
+		    const struct bp_proc *p)
+{
+	if (e->id == BP_EV_UNKNOWN) {
+		if (f->kinds && !f->unknown_kind)
+			return 0;
+	} else if (f->kinds ? !(f->kinds & BIT(e->id))
+			    : e->id == BP_EV_PROCESS) {
+		return 0;
+	}
+	if (f->pids.n && (!p || !in_list(&f->pids, bp_proc_text(p))))
+		return 0;
+	if (f->procs.n && (!p || !in_list(&f->procs, p->name)))
+		return 0;
+	if (f->mfas.n) {
+		switch (e->id) {
+		case BP_EV_CALL:
+		case BP_EV_RETURN_FROM:
+		case BP_EV_EXCEPTION_FROM:
+		case BP_EV_RETURN_TO:
+			return cached_mfa_match(f, e->str[0], e->len[0]);
+		default:
+			return 0;
+		}
+	}
+	return 1;
+}

@@ -1,0 +1,397 @@
+/* cmd_print.c -- `beamprobe print DIR`: replays the events in time order,
+ * one line each in Erlang syntax, indented by the process's call depth:
+ *
+ *   12:00:01.123456 <0.123.0> my_server call lists:seq(1, 10)
+ *   12:00:01.123470 <0.123.0> my_server returned from lists:seq/2 -> [1,2]
+ *
+ * A first pass over the "process" events learns the registered names
+ * (the tracer may only know them at the end), so every line can show
+ * them and --proc can select on them.  --follow tails a live trace.
+ */
+#define _GNU_SOURCE /* memmem */
+#include "bp_cli.h"
+#include "bp_filter.h"
+#include "bp_model.h"
+#include "bp_out.h"
+
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#define FOLLOW_POLL_NS 200000000L
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
+struct printer {
+	struct bp_reader r;
+	struct bp_model m;
+	struct bp_filter f;
+	struct bp_out out;
+	struct bp_out line;   /* --grep: the line is built here first */
+	struct bp_clock_fmt clk;
+};
+
+/* Learns the process texts and names from every stream's "process"
+ * events (a quiet pass: the main pass reports damage). */
+static void learn_processes(const char *dir, struct bp_model *m)
+{
+	struct bp_reader r;
+
+	if (bp_reader_open(&r, dir, BP_READER_QUIET) != 0)
+		return;
+	for (uint32_t i = 0; i < r.nstreams; i++) {
+		struct bp_stream *s = r.streams[i];
+		if (s->has_ts && s->ev.id == BP_EV_PROCESS)
+			bp_model_apply(m, &s->ev); /* primed event */
+		while (bp_stream_next(s))
+			if (s->ev.id == BP_EV_PROCESS)
+				bp_model_apply(m, &s->ev);
+	}
+	bp_reader_close(&r);
+}
+
+static inline void txt(struct bp_out *o, const struct bp_event *e, int i)
+{
+	bp_out_text(o, e->str[i], e->len[i]);
+}
+
+/* "m:f/2" + "(1, 2)" -> "m:f(1, 2)"; without args, "m:f/2". */
+static void call_text(struct bp_out *o, const struct bp_event *e)
+{
+	const char *mfa = e->str[0];
+	uint32_t n = e->len[0];
+
+	if (e->len[1]) {
+		const char *slash = memchr(mfa, '/', n);
+		while (slash) { /* the last '/' */
+			const char *next = memchr(slash + 1, '/',
+						  n - (uint32_t)(slash + 1 - mfa));
+			if (!next)
+				break;
+			slash = next;
+		}
+		if (slash)
+			n = (uint32_t)(slash - mfa);
+		bp_out_text(o, mfa, n);
+		txt(o, e, 1);
+	} else {
+		txt(o, e, 0);
+	}
+	if (e->len[2]) {
+		bp_out_mem(o, " % ", 3);
+		txt(o, e, 2);
+	}
+}
+
+static void gc_text(struct bp_out *o, const struct bp_event *e)
+{
+	static const char *const names[] = {
+		" heap_size=", " heap_block_size=", " old_heap_size=",
+		" old_heap_block_size=", " mbuf_size=", " stack_size="};
+	bp_out_str(o, bp_event_name(e->id));
+	for (int i = 0; i < 6; i++) {
+		bp_out_str(o, names[i]);
+		bp_out_u64(o, e->num[i]);
+	}
+}
+
+/* The part of the line after the process and indentation. */
+static void describe(struct bp_out *o, const struct bp_event *e,
+		     const struct bp_reader *r)
+{
+	switch (e->id) {
+	case BP_EV_PROCESS:
+		bp_out_str(o, "process ");
+		txt(o, e, 0);
+		if (e->len[1]) {
+			bp_out_str(o, " name ");
+			txt(o, e, 1);
+		}
+		if (e->len[2]) {
+			bp_out_str(o, " initial_call ");
+			txt(o, e, 2);
+		}
+		break;
+	case BP_EV_CALL:
+		bp_out_str(o, "call ");
+		call_text(o, e);
+		break;
+	case BP_EV_RETURN_FROM:
+		bp_out_str(o, "returned from ");
+		txt(o, e, 0);
+		bp_out_mem(o, " -> ", 4);
+		txt(o, e, 1);
+		break;
+	case BP_EV_EXCEPTION_FROM:
+		bp_out_str(o, "exception from ");
+		txt(o, e, 0);
+		bp_out_mem(o, ": ", 2);
+		txt(o, e, 1);
+		bp_out_char(o, ':');
+		txt(o, e, 2);
+		break;
+	case BP_EV_RETURN_TO:
+		bp_out_str(o, "returned to ");
+		txt(o, e, 0);
+		break;
+	case BP_EV_SEND:
+	case BP_EV_SEND_DEAD:
+		bp_out_str(o, "sent ");
+		txt(o, e, 1);
+		bp_out_str(o, " to ");
+		txt(o, e, 0);
+		if (e->id == BP_EV_SEND_DEAD)
+			bp_out_str(o, " (no such process)");
+		break;
+	case BP_EV_RECEIVE:
+		bp_out_str(o, "received ");
+		txt(o, e, 0);
+		break;
+	case BP_EV_SPAWN:
+	case BP_EV_SPAWNED:
+		bp_out_str(o, e->id == BP_EV_SPAWN ? "spawned " : "spawned by ");
+		txt(o, e, 0);
+		bp_out_str(o, " as ");
+		txt(o, e, 1);
+		break;
+	case BP_EV_EXIT:
+		bp_out_str(o, "exit ");
+		txt(o, e, 0);
+		break;
+	case BP_EV_LINK:
+	case BP_EV_UNLINK:
+	case BP_EV_GETTING_LINKED:
+	case BP_EV_GETTING_UNLINKED:
+		bp_out_str(o, bp_event_name(e->id));
+		bp_out_char(o, ' ');
+		txt(o, e, 0);
+		break;
+	case BP_EV_REGISTER:
+	case BP_EV_UNREGISTER:
+		bp_out_str(o, bp_event_name(e->id));
+		bp_out_char(o, ' ');
+		txt(o, e, 0);
+		break;
+	case BP_EV_SCHED_IN:
+	case BP_EV_SCHED_OUT:
+		bp_out_str(o, e->id == BP_EV_SCHED_IN ? "scheduled in"
+						       : "scheduled out");
+		if (e->num[0])
+			bp_out_str(o, " (exiting)");
+		bp_out_char(o, ' ');
+		txt(o, e, 0);
+		break;
+	case BP_EV_GC_MINOR_START:
+	case BP_EV_GC_MINOR_END:
+	case BP_EV_GC_MAJOR_START:
+	case BP_EV_GC_MAJOR_END:
+		gc_text(o, e);
+		break;
+	case BP_EV_PORT_OPEN:
+		bp_out_str(o, "port_open ");
+		txt(o, e, 1);
+		bp_out_str(o, " by ");
+		txt(o, e, 0);
+		break;
+	case BP_EV_PORT_CLOSED:
+		bp_out_str(o, "port_closed ");
+		txt(o, e, 0);
+		break;
+	case BP_EV_DROPS: {
+		int any = 0;
+		bp_out_str(o, "lost events:");
+		for (int c = 0; c < BP_DROP_COUNT; c++) {
+			if (!e->num[c])
+				continue;
+			bp_out_char(o, ' ');
+			bp_out_str(o, bp_drop_cause_names[c]);
+			bp_out_char(o, '=');
+			bp_out_u64(o, e->num[c]);
+			any = 1;
+		}
+		if (!any)
+			bp_out_str(o, " none");
+		break;
+	}
+	default: /* a class added by a later format minor version */
+		bp_out_str(o, r->meta.classes[e->cls].name);
+		break;
+	}
+}
+
+static void format_line(struct printer *pr, struct bp_out *o,
+			const struct bp_event *e, const struct bp_proc *p,
+			uint32_t depth)
+{
+	bp_out_clock(o, &pr->clk, bp_reader_wall(&pr->r, e->ts));
+	bp_out_char(o, ' ');
+	if (p) {
+		bp_out_str(o, bp_proc_text(p));
+		if (p->name) {
+			bp_out_char(o, ' ');
+			bp_out_str(o, p->name);
+		}
+	} else {
+		bp_out_char(o, '-'); /* node-wide events (drops) */
+	}
+	bp_out_char(o, ' ');
+	if (depth)
+		bp_out_spaces(o, 2 * (size_t)(depth < 256 ? depth : 256));
+	describe(o, e, &pr->r);
+	bp_out_char(o, '\n');
+}
+
+/* Handles one event.  Returns 0 to go on, 1 past --until. */
+static int print_event(struct printer *pr, const struct bp_event *e)
+{
+	struct bp_proc *p = e->pid ? bp_model_proc(&pr->m, e->pid) : NULL;
+	uint32_t before = p ? p->depth + p->lost_depth : 0;
+
+	bp_model_apply(&pr->m, e);
+	if (e->ts < pr->f.since)
+		return 0;
+	if (e->ts > pr->f.until)
+		return !pr->r.follow;
+	if (!bp_filter_match(&pr->f, e, p))
+		return 0;
+	uint32_t depth = p ? (e->id == BP_EV_CALL ? before
+						  : p->depth + p->lost_depth)
+			   : 0;
+	if (!pr->f.grep) {
+		format_line(pr, &pr->out, e, p, depth);
+		return 0;
+	}
+	pr->line.len = 0;
+	format_line(pr, &pr->line, e, p, depth);
+	if (pr->line.len && memmem(pr->line.buf, pr->line.len, pr->f.grep,
+				   strlen(pr->f.grep)))
+		bp_out_mem(&pr->out, pr->line.buf, pr->line.len);
+	return 0;
+}
+
+static void run(struct printer *pr)
+{
+	const struct bp_event *e;
+
+	for (;;) {
+		while (!interrupted && (e = bp_reader_next(&pr->r)))
+			if (print_event(pr, e))
+				return;
+		if (!pr->r.follow || interrupted)
+			return;
+		bp_out_flush(&pr->out);
+		struct timespec ts = {0, FOLLOW_POLL_NS};
+		nanosleep(&ts, NULL);
+		if (!interrupted)
+			bp_reader_refresh(&pr->r);
+	}
+}
+
+int bp_cmd_print(int argc, char **argv)
+{
+	enum { O_PID = 256, O_PROC, O_MFA, O_EVENT, O_SINCE, O_UNTIL, O_GREP };
+	static const struct option opts[] = {
+		{"pid", required_argument, 0, O_PID},
+		{"proc", required_argument, 0, O_PROC},
+		{"mfa", required_argument, 0, O_MFA},
+		{"event", required_argument, 0, O_EVENT},
+		{"since", required_argument, 0, O_SINCE},
+		{"until", required_argument, 0, O_UNTIL},
+		{"grep", required_argument, 0, O_GREP},
+		{"follow", no_argument, 0, 'f'},
+		{"help", no_argument, 0, 'h'},
+		{0, 0, 0, 0}};
+	static struct printer pr;
+	int c, follow = 0, rc = BP_EXIT_USAGE, err;
+	char bad[64];
+
+	memset(&pr, 0, sizeof pr);
+	bp_filter_init(&pr.f);
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "fh", opts, NULL)) != -1) {
+		switch (c) {
+		case O_PID:
+		case O_PROC:
+		case O_MFA:
+			if (bp_strlist_add(c == O_PID    ? &pr.f.pids
+					   : c == O_PROC ? &pr.f.procs
+							 : &pr.f.mfas,
+					   optarg)) {
+				bp_cli_usage("print", "bad list '%s'", optarg);
+				goto out;
+			}
+			break;
+		case O_EVENT:
+			if (bp_filter_add_kinds(&pr.f, optarg, bad, sizeof bad)) {
+				bp_cli_usage("print", "unknown event kind '%s'",
+					     bad);
+				goto out;
+			}
+			break;
+		case O_SINCE:
+		case O_UNTIL:
+			if (bp_time_spec_parse(optarg, c == O_SINCE
+							       ? &pr.f.since_spec
+							       : &pr.f.until_spec)) {
+				bp_cli_usage("print", "bad time '%s' (expected "
+					     "HH:MM:SS[.frac] or +SECONDS)",
+					     optarg);
+				goto out;
+			}
+			break;
+		case O_GREP:
+			pr.f.grep = optarg;
+			break;
+		case 'f':
+			follow = 1;
+			break;
+		case 'h':
+			rc = bp_cli_help("print");
+			goto out;
+		default:
+			bp_cli_usage("print", "bad option");
+			goto out;
+		}
+	}
+	if (optind != argc - 1) {
+		bp_cli_usage("print", "expected one trace directory");
+		goto out;
+	}
+	bp_model_init(&pr.m, NULL, NULL);
+	learn_processes(argv[optind], &pr.m);
+	if (bp_reader_open(&pr.r, argv[optind],
+			   follow ? BP_READER_FOLLOW : 0) != 0) {
+		rc = BP_EXIT_DAMAGED;
+		bp_model_free(&pr.m);
+		goto out;
+	}
+	bp_filter_resolve(&pr.f, &pr.r);
+	bp_clock_fmt_init(&pr.clk);
+	bp_out_init_mem(&pr.line);
+	if ((err = bp_out_open(&pr.out, NULL)) == 0) {
+		if (follow) {
+			struct sigaction sa;
+			memset(&sa, 0, sizeof sa);
+			sa.sa_handler = on_sigint;
+			sigaction(SIGINT, &sa, NULL);
+			sigaction(SIGTERM, &sa, NULL);
+		}
+		run(&pr);
+		err = bp_out_close(&pr.out);
+	}
+	bp_out_close(&pr.line);
+	rc = bp_cli_finish(&pr.r, err, "standard output", BP_EXIT_OK);
+	bp_reader_close(&pr.r);
+	bp_model_free(&pr.m);
+out:
+	bp_filter_free(&pr.f);
+	return rc;
+}

@@ -1,0 +1,587 @@
+/* cmd_stats.c -- `beamprobe stats DIR`: per-function call statistics
+ * (from the call stacks of bp_model), per-process activity, the top
+ * message flows and the events lost, as a table or --json.
+ *
+ * Memory is bounded by the number of distinct functions (one histogram of
+ * 3.9 KiB each), processes and sender/receiver pairs, not by trace length.
+ */
+#include "bp_cli.h"
+#include "bp_hist.h"
+#include "bp_model.h"
+#include "bp_out.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct fstat {
+	uint64_t calls, returns, exceptions, unwound, open;
+	uint64_t total, own, max;
+	struct bp_hist *hist;   /* owned; NULL until a call completes */
+};
+
+struct flow {
+	uint64_t from, to, count;
+	uint32_t to_text;       /* id in stats.texts */
+};
+
+enum sort_key { S_CALLS, S_TOTAL, S_OWN, S_MEAN, S_MAX, S_P99 };
+
+struct stats {
+	struct bp_reader r;
+	struct bp_model m;
+	struct fstat *fs;       /* by function id; owned */
+	uint32_t nfs;
+	struct bp_map flow_idx; /* hash(from, to) -> index in flows */
+	struct flow *flows;     /* owned */
+	uint32_t nflows, capflows;
+	struct bp_strtab texts; /* receivers' texts from send events */
+	uint64_t events, first, last;
+	int oom;
+	enum sort_key sort;
+};
+
+static struct fstat *fstat_of(struct stats *st, uint32_t func)
+{
+	if (func >= st->nfs) {
+		uint32_t n = st->nfs ? st->nfs : 64;
+		while (n <= func)
+			n *= 2;
+		struct fstat *v = realloc(st->fs, n * sizeof *v);
+		if (!v) {
+			st->oom = 1;
+			return NULL;
+		}
+		memset(v + st->nfs, 0, (n - st->nfs) * sizeof *v);
+		st->fs = v;
+		st->nfs = n;
+	}
+	return &st->fs[func];
+}
+
+static void on_frame_end(void *ctx, const struct bp_frame_end *fe)
+{
+	struct stats *st = ctx;
+	struct fstat *f = fstat_of(st, fe->frame->func);
+
+	if (!f)
+		return;
+	if (fe->how == BP_END_RETURN)
+		f->returns++;
+	else if (fe->how == BP_END_EXCEPTION)
+		f->exceptions++;
+	else
+		f->unwound++;
+	f->total += fe->incl;
+	f->own += fe->own;
+	if (fe->incl > f->max)
+		f->max = fe->incl;
+	if (!f->hist) {
+		f->hist = malloc(sizeof *f->hist);
+		if (!f->hist) {
+			st->oom = 1;
+			return;
+		}
+		bp_hist_init(f->hist);
+	}
+	bp_hist_add(f->hist, fe->incl);
+}
+
+static void count_flow(struct stats *st, const struct bp_event *e)
+{
+	uint64_t key = bp_hash_u64(e->pid) ^ (bp_hash_u64(e->num[0]) * 31);
+	uint32_t i = bp_map_get(&st->flow_idx, key);
+
+	while (i != BP_MAP_NONE && (st->flows[i].from != e->pid ||
+				    st->flows[i].to != e->num[0]))
+		i = bp_map_get(&st->flow_idx, ++key); /* rare collision */
+	if (i == BP_MAP_NONE) {
+		if (st->nflows == st->capflows) {
+			uint32_t cap = st->capflows ? st->capflows * 2 : 64;
+			struct flow *v = realloc(st->flows, cap * sizeof *v);
+			if (!v) {
+				st->oom = 1;
+				return;
+			}
+			st->flows = v;
+			st->capflows = cap;
+		}
+		i = st->nflows;
+		if (bp_map_put(&st->flow_idx, key, i) != 0) {
+			st->oom = 1;
+			return;
+		}
+		st->flows[st->nflows++] = (struct flow){
+			e->pid, e->num[0], 0,
+			bp_strtab_intern(&st->texts, e->str[0], e->len[0])};
+	}
+	st->flows[i].count++;
+}
+
+static void consume(struct stats *st)
+{
+	const struct bp_event *e;
+
+	while ((e = bp_reader_next(&st->r))) {
+		struct bp_proc *p = bp_model_apply(&st->m, e);
+		if (e->id == BP_EV_PROCESS || e->id == BP_EV_DROPS)
+			continue;
+		if (!st->events++)
+			st->first = e->ts;
+		st->last = e->ts;
+		if (!p)
+			continue;
+		bp_model_count(p, e);
+		if (e->id == BP_EV_CALL && st->m.last_func != BP_MAP_NONE) {
+			struct fstat *f = fstat_of(st, st->m.last_func);
+			if (f)
+				f->calls++;
+		} else if (e->id == BP_EV_SEND || e->id == BP_EV_SEND_DEAD) {
+			count_flow(st, e);
+		}
+	}
+	/* Frames still open at the end. */
+	for (uint32_t i = 0; i < st->m.nprocs; i++) {
+		const struct bp_proc *p = st->m.procs[i];
+		for (uint32_t d = 0; d < p->depth; d++) {
+			struct fstat *f = fstat_of(st, p->stack[d].func);
+			if (f)
+				f->open++;
+		}
+	}
+}
+
+static uint64_t completed(const struct fstat *f)
+{
+	return f->returns + f->exceptions + f->unwound;
+}
+
+static uint64_t mean(const struct fstat *f)
+{
+	uint64_t n = completed(f);
+	return n ? f->total / n : 0;
+}
+
+static uint64_t quantile(const struct fstat *f, double q)
+{
+	return f->hist ? bp_hist_quantile(f->hist, q) : 0;
+}
+
+static struct stats *sort_ctx;
+
+static uint64_t sort_value(const struct fstat *f)
+{
+	switch (sort_ctx->sort) {
+	case S_CALLS: return f->calls;
+	case S_OWN: return f->own;
+	case S_MEAN: return mean(f);
+	case S_MAX: return f->max;
+	case S_P99: return quantile(f, 0.99);
+	case S_TOTAL: break;
+	}
+	return f->total;
+}
+
+static int cmp_funcs(const void *a, const void *b)
+{
+	const struct fstat *fa = &sort_ctx->fs[*(const uint32_t *)a],
+			   *fb = &sort_ctx->fs[*(const uint32_t *)b];
+	uint64_t va = sort_value(fa), vb = sort_value(fb);
+	if (va != vb)
+		return va < vb ? 1 : -1;
+	if (fa->calls != fb->calls)
+		return fa->calls < fb->calls ? 1 : -1;
+	return strcmp(bp_model_func_name(&sort_ctx->m, *(const uint32_t *)a),
+		      bp_model_func_name(&sort_ctx->m, *(const uint32_t *)b));
+}
+
+static int cmp_procs(const void *a, const void *b)
+{
+	const struct bp_proc *pa = *(struct bp_proc *const *)a,
+			     *pb = *(struct bp_proc *const *)b;
+	if (pa->events != pb->events)
+		return pa->events < pb->events ? 1 : -1;
+	return pa->index < pb->index ? -1 : 1;
+}
+
+static int cmp_flows(const void *a, const void *b)
+{
+	const struct flow *fa = a, *fb = b;
+	if (fa->count != fb->count)
+		return fa->count < fb->count ? 1 : -1;
+	if (fa->from != fb->from)
+		return fa->from < fb->from ? -1 : 1;
+	return fa->to < fb->to ? -1 : fa->to > fb->to;
+}
+
+/* Label of the receiver of flow f: its process if known, else its text. */
+static void flow_end(struct stats *st, struct bp_out *o, uint64_t key,
+		     uint32_t text, int json)
+{
+	const struct bp_proc *p = bp_model_find(&st->m, key);
+	const char *s = p ? bp_proc_text(p)
+		      : text != BP_MAP_NONE ? st->texts.strs[text].s : "?";
+	if (json) {
+		bp_out_json_str(o, s, strlen(s));
+		return;
+	}
+	bp_out_text(o, s, strlen(s));
+	if (p && p->name) {
+		bp_out_char(o, ' ');
+		bp_out_text(o, p->name, strlen(p->name));
+	}
+}
+
+/* Text table cell: a duration right-aligned in 11 columns. */
+static void dur_cell(struct bp_out *o, uint64_t ns)
+{
+	struct bp_out tmp;
+	bp_out_init_mem(&tmp);
+	bp_out_dur(&tmp, ns);
+	bp_out_char(&tmp, '\0');
+	bp_out_pad(o, tmp.buf ? tmp.buf : "?", 11, 1);
+	bp_out_close(&tmp);
+}
+
+static void json_key(struct bp_out *o, const char *k, uint64_t v, int comma)
+{
+	if (comma)
+		bp_out_char(o, ',');
+	bp_out_char(o, '"');
+	bp_out_str(o, k);
+	bp_out_mem(o, "\":", 2);
+	bp_out_u64(o, v);
+}
+
+static void report_functions(struct stats *st, struct bp_out *o, int json,
+			     uint64_t top)
+{
+	uint32_t n = st->m.funcs.n, *idx = malloc((n + 1) * sizeof *idx);
+	uint64_t calls = 0, own = 0, total = 0, open = 0;
+
+	if (!idx) {
+		st->oom = 1;
+		return;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		idx[i] = i;
+		struct fstat *f = fstat_of(st, i);
+		if (!f) {
+			free(idx);
+			return;
+		}
+		calls += f->calls;
+		own += f->own;
+		total += f->total;
+		open += f->open;
+	}
+	qsort(idx, n, sizeof *idx, cmp_funcs);
+	if (json) {
+		json_key(o, "total_calls", calls, 1);
+		json_key(o, "total_own_ns", own, 1);
+		json_key(o, "open_calls", open, 1);
+		bp_out_str(o, ",\"functions\":[");
+	} else {
+		bp_out_str(o, "Functions: ");
+		bp_out_u64(o, n);
+		bp_out_str(o, ", ");
+		bp_out_u64(o, calls);
+		bp_out_str(o, " calls, own time ");
+		bp_out_dur(o, own);
+		if (open) {
+			bp_out_str(o, ", ");
+			bp_out_u64(o, open);
+			bp_out_str(o, " still open at the end");
+		}
+		bp_out_str(o, "; sorted by ");
+		bp_out_str(o, (const char *[]){"calls", "total", "own", "mean",
+					       "max", "p99"}[st->sort]);
+		bp_out_str(o, "\n     calls      total        own       mean"
+			      "        max        p50        p99   open  "
+			      "function\n");
+	}
+	for (uint32_t k = 0; k < n && k < top; k++) {
+		const struct fstat *f = &st->fs[idx[k]];
+		const char *name = bp_model_func_name(&st->m, idx[k]);
+		if (json) {
+			bp_out_str(o, k ? ",{\"function\":" : "{\"function\":");
+			bp_out_json_str(o, name, strlen(name));
+			json_key(o, "calls", f->calls, 1);
+			json_key(o, "returns", f->returns, 1);
+			json_key(o, "exceptions", f->exceptions, 1);
+			json_key(o, "unwound", f->unwound, 1);
+			json_key(o, "open", f->open, 1);
+			json_key(o, "total_ns", f->total, 1);
+			json_key(o, "own_ns", f->own, 1);
+			json_key(o, "mean_ns", mean(f), 1);
+			json_key(o, "max_ns", f->max, 1);
+			json_key(o, "p50_ns", quantile(f, 0.5), 1);
+			json_key(o, "p99_ns", quantile(f, 0.99), 1);
+			bp_out_char(o, '}');
+			continue;
+		}
+		bp_out_u64_w(o, f->calls, 10);
+		dur_cell(o, f->total);
+		dur_cell(o, f->own);
+		dur_cell(o, mean(f));
+		dur_cell(o, f->max);
+		dur_cell(o, quantile(f, 0.5));
+		dur_cell(o, quantile(f, 0.99));
+		bp_out_u64_w(o, f->open, 7);
+		bp_out_mem(o, "  ", 2);
+		bp_out_text(o, name, strlen(name));
+		bp_out_char(o, '\n');
+	}
+	if (json)
+		bp_out_char(o, ']');
+	else if (n > top)
+		bp_out_str(o, "  ...\n");
+	free(idx);
+	(void)total;
+}
+
+static void report_processes(struct stats *st, struct bp_out *o, int json,
+			     uint64_t top)
+{
+	uint32_t n = st->m.nprocs;
+	struct bp_proc **v = malloc((n + 1) * sizeof *v);
+
+	if (!v) {
+		st->oom = 1;
+		return;
+	}
+	memcpy(v, st->m.procs, n * sizeof *v);
+	qsort(v, n, sizeof *v, cmp_procs);
+	if (json) {
+		bp_out_str(o, ",\"processes\":[");
+	} else {
+		bp_out_str(o, "\nProcesses: ");
+		bp_out_u64(o, n);
+		bp_out_str(o, "\n    events    sent    recv     gc    gc time"
+			      "  sched time  process\n");
+	}
+	for (uint32_t k = 0; k < n && k < top; k++) {
+		const struct bp_proc *p = v[k];
+		const char *text = bp_proc_text(p);
+		if (json) {
+			bp_out_str(o, k ? ",{\"pid\":" : "{\"pid\":");
+			bp_out_json_str(o, text, strlen(text));
+			bp_out_str(o, ",\"name\":");
+			if (p->name)
+				bp_out_json_str(o, p->name, strlen(p->name));
+			else
+				bp_out_str(o, "null");
+			json_key(o, "events", p->events, 1);
+			json_key(o, "sent", p->sent, 1);
+			json_key(o, "received", p->received, 1);
+			json_key(o, "gc_count", p->gc_count, 1);
+			json_key(o, "gc_ns", p->gc_ns, 1);
+			json_key(o, "sched_ns", p->sched_ns, 1);
+			bp_out_char(o, '}');
+			continue;
+		}
+		bp_out_u64_w(o, p->events, 10);
+		bp_out_u64_w(o, p->sent, 8);
+		bp_out_u64_w(o, p->received, 8);
+		bp_out_u64_w(o, p->gc_count, 7);
+		dur_cell(o, p->gc_ns);
+		bp_out_char(o, ' ');
+		dur_cell(o, p->sched_ns);
+		bp_out_mem(o, "  ", 2);
+		bp_out_text(o, text, strlen(text));
+		if (p->name) {
+			bp_out_char(o, ' ');
+			bp_out_text(o, p->name, strlen(p->name));
+		}
+		bp_out_char(o, '\n');
+	}
+	if (json)
+		bp_out_char(o, ']');
+	else if (n > top)
+		bp_out_str(o, "  ...\n");
+	free(v);
+}
+
+static void report_flows(struct stats *st, struct bp_out *o, int json,
+			 uint64_t top)
+{
+	qsort(st->flows, st->nflows, sizeof *st->flows, cmp_flows);
+	if (json)
+		bp_out_str(o, ",\"flows\":[");
+	else if (st->nflows)
+		bp_out_str(o, "\nMessage flows\n     count  sender -> "
+			      "receiver\n");
+	for (uint32_t k = 0; k < st->nflows && k < top; k++) {
+		const struct flow *f = &st->flows[k];
+		if (json) {
+			bp_out_str(o, k ? ",{\"from\":" : "{\"from\":");
+			flow_end(st, o, f->from, BP_MAP_NONE, 1);
+			bp_out_str(o, ",\"to\":");
+			flow_end(st, o, f->to, f->to_text, 1);
+			json_key(o, "count", f->count, 1);
+			bp_out_char(o, '}');
+			continue;
+		}
+		bp_out_u64_w(o, f->count, 10);
+		bp_out_mem(o, "  ", 2);
+		flow_end(st, o, f->from, BP_MAP_NONE, 0);
+		bp_out_str(o, " -> ");
+		flow_end(st, o, f->to, f->to_text, 0);
+		bp_out_char(o, '\n');
+	}
+	if (json)
+		bp_out_char(o, ']');
+	else if (st->nflows > top)
+		bp_out_str(o, "  ...\n");
+}
+
+static void report_losses(struct stats *st, struct bp_out *o, int json)
+{
+	uint64_t by_cause[BP_DROP_COUNT], discarded, sum = 0;
+
+	bp_reader_losses(&st->r, by_cause, &discarded);
+	for (int c = 0; c < BP_DROP_COUNT; c++)
+		sum += by_cause[c];
+	if (json) {
+		bp_out_str(o, ",\"lost\":{");
+		json_key(o, "total", sum > discarded ? sum : discarded, 0);
+		json_key(o, "events_discarded", discarded, 1);
+		bp_out_str(o, ",\"by_cause\":{");
+		for (int c = 0; c < BP_DROP_COUNT; c++)
+			json_key(o, bp_drop_cause_names[c], by_cause[c], c);
+		bp_out_str(o, "}}");
+		json_key(o, "unmatched_returns", st->m.unmatched, 1);
+		bp_out_str(o, ",\"damaged\":");
+		bp_out_str(o, st->r.diag.problems ? "true" : "false");
+		return;
+	}
+	bp_out_str(o, "\nLost events: ");
+	bp_out_u64(o, sum > discarded ? sum : discarded);
+	for (int c = 0; c < BP_DROP_COUNT; c++) {
+		if (!by_cause[c])
+			continue;
+		bp_out_str(o, c == 0 || !sum ? "  " : "  ");
+		bp_out_str(o, bp_drop_cause_names[c]);
+		bp_out_char(o, '=');
+		bp_out_u64(o, by_cause[c]);
+	}
+	if (discarded > sum) {
+		bp_out_str(o, "  unattributed=");
+		bp_out_u64(o, discarded - sum);
+	}
+	bp_out_char(o, '\n');
+	if (st->m.unmatched) {
+		bp_out_str(o, "Returns without a traced call: ");
+		bp_out_u64(o, st->m.unmatched);
+		bp_out_char(o, '\n');
+	}
+}
+
+static void report(struct stats *st, struct bp_out *o, int json,
+		   uint64_t top)
+{
+	const char *node = bp_meta_env(&st->r.meta, "node");
+
+	if (json) {
+		bp_out_str(o, "{\"trace\":");
+		bp_out_json_str(o, st->r.dir, strlen(st->r.dir));
+		bp_out_str(o, ",\"node\":");
+		if (node)
+			bp_out_json_str(o, node, strlen(node));
+		else
+			bp_out_str(o, "null");
+		json_key(o, "events", st->events, 1);
+		json_key(o, "duration_ns", st->last - st->first, 1);
+	} else {
+		bp_out_str(o, "Trace ");
+		bp_out_text(o, st->r.dir, strlen(st->r.dir));
+		if (node) {
+			bp_out_str(o, " (node ");
+			bp_out_text(o, node, strlen(node));
+			bp_out_char(o, ')');
+		}
+		bp_out_str(o, ": ");
+		bp_out_u64(o, st->events);
+		bp_out_str(o, " events over ");
+		bp_out_dur(o, st->last - st->first);
+		bp_out_str(o, "\n\n");
+	}
+	report_functions(st, o, json, top);
+	report_processes(st, o, json, top);
+	report_flows(st, o, json, top);
+	report_losses(st, o, json);
+	if (json)
+		bp_out_str(o, "}\n");
+}
+
+int bp_cmd_stats(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"sort", required_argument, 0, 's'},
+		{"top", required_argument, 0, 'n'},
+		{"json", no_argument, 0, 'j'},
+		{"help", no_argument, 0, 'h'},
+		{0, 0, 0, 0}};
+	static const char *const sorts[] = {"calls", "total", "own",
+					    "mean",  "max",   "p99"};
+	static struct stats st;
+	long long top = 20;
+	int c, json = 0, err, rc;
+
+	memset(&st, 0, sizeof st);
+	st.sort = S_TOTAL;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 's': {
+			size_t k = 0;
+			while (k < 6 && strcmp(sorts[k], optarg))
+				k++;
+			if (k == 6)
+				return bp_cli_usage("stats", "bad --sort '%s' "
+						    "(calls, total, own, mean, "
+						    "max or p99)", optarg);
+			st.sort = (enum sort_key)k;
+			break;
+		}
+		case 'n':
+			if ((top = bp_cli_count(optarg)) < 0)
+				return bp_cli_usage("stats", "bad --top '%s'",
+						    optarg);
+			break;
+		case 'j':
+			json = 1;
+			break;
+		case 'h':
+			return bp_cli_help("stats");
+		default:
+			return bp_cli_usage("stats", "bad option");
+		}
+	}
+	if (optind != argc - 1)
+		return bp_cli_usage("stats", "expected one trace directory");
+	if (bp_reader_open(&st.r, argv[optind], 0) != 0)
+		return BP_EXIT_DAMAGED;
+	bp_model_init(&st.m, on_frame_end, &st);
+	bp_strtab_init(&st.texts);
+	consume(&st);
+	struct bp_out o;
+	if ((err = bp_out_open(&o, NULL)) == 0) {
+		sort_ctx = &st;
+		report(&st, &o, json, top ? (uint64_t)top : UINT64_MAX);
+		err = bp_out_close(&o);
+	}
+	if (st.oom || st.m.oom)
+		bp_cli_error("out of memory: statistics are incomplete");
+	rc = bp_cli_finish(&st.r, err, "standard output",
+			   st.oom || st.m.oom ? BP_EXIT_DAMAGED : BP_EXIT_OK);
+	for (uint32_t i = 0; i < st.nfs; i++)
+		free(st.fs[i].hist);
+	free(st.fs);
+	free(st.flows);
+	bp_map_free(&st.flow_idx);
+	bp_strtab_free(&st.texts);
+	bp_model_free(&st.m);
+	bp_reader_close(&st.r);
+	return rc;
+}

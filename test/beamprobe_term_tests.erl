@@ -1,0 +1,245 @@
+%% beamprobe_term_tests -- EUnit tests of the term renderer (c_src/bp_term.c)
+%% through beamprobe_nif:render/2, render_args/2 and render_mfa/3.
+%%
+%% Where the renderer is meant to print what io_lib:format("~0p", [T])
+%% prints, the expected text is computed from ~0p (as UTF-8); the cut
+%% forms and the documented deviations are hard-coded.
+-module(beamprobe_term_tests).
+
+-include_lib("eunit/include/eunit.hrl").
+
+%% ---- helpers -------------------------------------------------------------
+
+r(T) -> beamprobe_nif:render(T, #{}).
+r(T, Cap) -> beamprobe_nif:render(T, Cap).
+
+%% What ~0p prints, as UTF-8.
+p(T) -> unicode:characters_to_binary(io_lib:format("~0p", [T])).
+
+%% Renders with limits large enough not to cut T.
+full(T) -> r(T, #{list => 4096, binary => 65536, bytes => 65536}).
+
+same_as_p(T) -> ?assertEqual(p(T), full(T)).
+
+%% The text parses back as T (it is valid Erlang syntax).
+reads_back(T, Text) ->
+    {ok, Toks, _} = erl_scan:string(unicode:characters_to_list(Text) ++ "."),
+    ?assertEqual({ok, T}, erl_parse:parse_term(Toks)).
+
+valid_utf8(Bin) -> ?assertEqual(Bin, unicode:characters_to_binary(Bin)).
+
+%% Microseconds taken by N calls of F.
+time_n(F, N) ->
+    {Us, ok} = timer:tc(fun() -> loop(F, N) end),
+    Us.
+
+loop(_, 0) -> ok;
+loop(F, N) -> F(), loop(F, N - 1).
+
+%% ---- scalars -------------------------------------------------------------
+
+small_integers_test() ->
+    [same_as_p(I) || I <- [0, 1, 42, -1, -42, 576460752303423487,
+                           -576460752303423488, 576460752303423488,
+                           9223372036854775807, -9223372036854775808,
+                           18446744073709551615]].
+
+big_integers_test() ->
+    [same_as_p(I) || I <- [1 bsl 64, -(1 bsl 64), -9223372036854775809,
+                           18446744073709551616, 1 bsl 200, -(1 bsl 200) + 7,
+                           (1 bsl 1024) - 1, -((1 bsl 1024) - 1)]].
+
+random_integers_test() ->
+    rand:seed(exsss, {7, 8, 9}),
+    Is = [(rand:uniform(1 bsl B) - (1 bsl (B - 1))) * (1 - 2 * (B rem 2))
+          || B <- lists:seq(1, 1024, 7)],
+    ?assertEqual([p(I) || I <- Is], [full(I) || I <- Is]).
+
+%% Beyond 1024 bits integers print in hexadecimal, still valid Erlang.
+huge_integers_test() ->
+    Big = 1 bsl 1100,
+    Hex = full(Big),
+    ?assertEqual(<<"16#1", (binary:copy(<<"0">>, 275))/binary>>, Hex),
+    reads_back(Big, Hex),
+    Neg = -(1 bsl 1100) - 255,
+    reads_back(Neg, full(Neg)),
+    Cut = r(1 bsl 100000),
+    ?assert(byte_size(Cut) =< 512 andalso byte_size(Cut) > 490),
+    ?assertMatch(<<"16#1000", _/binary>>, Cut),
+    ?assertEqual(<<"...">>, binary:part(Cut, byte_size(Cut), -3)).
+
+floats_test() ->
+    [same_as_p(F) || F <- [0.0, -0.0, 1.0, -1.0, 0.1, -3.5, 1.0e-10, 1.0e100,
+                           123456789.0, 1.0e15, 1.0e16, 100.0, 1000.0, 0.0001,
+                           0.001, 1.0e21, 1.0e22, 5.0e-324, 2.2250738585072014e-308,
+                           1.7976931348623157e308, 0.30000000000000004,
+                           9007199254740992.0, 9007199254740994.0, 3.14,
+                           7.120236347223045e-307, -6.668870662204096e48]],
+    ?assertEqual(<<"1.0">>, r(1.0)),
+    ?assertEqual(<<"1.0e-10">>, r(1.0e-10)).
+
+random_floats_test() ->
+    rand:seed(exsss, {1, 2, 3}),
+    Fs = [F || _ <- lists:seq(1, 20000),
+               <<F/float>> <- [<<(rand:uniform(1 bsl 64) - 1):64>>]]
+        ++ [rand:uniform(100000) / 100 || _ <- lists:seq(1, 2000)]
+        ++ [math:pow(2, E) || E <- lists:seq(-1074, 1023, 3)],
+    ?assertEqual([p(F) || F <- Fs], [r(F) || F <- Fs]).
+
+atoms_test() ->
+    [same_as_p(A) || A <- [a, foo_bar, 'A', 'Foo', '_', '_a', 'a b', '',
+                           'receive', 'end', 'and', 'orelse', 'xor', 'fun',
+                           'Elixir.Foo', 'a.b', 'bar?', 'a\'b', 'a\\b',
+                           'a\nb', 'a\x{1}b', 'a@b', a1, aB, maybe, else,
+                           'é', 'aé', 'Ä', 'a×b', 'ß', 'a\x{85}', 'a\x{7f}']].
+
+%% Atoms outside latin-1: quoted raw UTF-8 (~p would write '\x{20AC}').
+unicode_atom_test() ->
+    ?assertEqual(<<"'€'"/utf8>>, r(list_to_atom([8364]))),
+    ?assertEqual(<<"'a€b'"/utf8>>, r(list_to_atom([$a, 8364, $b]))).
+
+%% ---- containers ----------------------------------------------------------
+
+tuples_test() ->
+    [same_as_p(T) || T <- [{}, {a}, {a, 1}, {a, {b, "c"}, [d]}, {{}, {{}}}]],
+    ?assertEqual(<<"{a,1}">>, r({a, 1})).
+
+lists_test() ->
+    [same_as_p(L) || L <- [[], [1], [1, 2, 3], [a | b], [1, 2 | 3], [[]],
+                           [[1], [2, [3]]], [0], [-1], [256], [1000, 1001],
+                           [$a | $b], [<<"a">>], "a" ++ [0], [$a, 7]]],
+    ?assertEqual(<<"[a|b]">>, r([a | b])).
+
+strings_test() ->
+    [same_as_p(S) || S <- ["abc", "a\nb\"c\\d", "\t\r\v\f\b\e", "it's",
+                           "héllo", [255], "a\x{a0}b", [$a, 127], [$a, 159],
+                           [8364], "x€", {"a", 'A'}]],
+    ?assertEqual(<<"\"héllo\""/utf8>>, r("héllo")).
+
+binaries_test() ->
+    [same_as_p(B) || B <- [<<>>, <<"text">>, <<1, 2, 3>>, <<"a\n">>,
+                           <<"\t\r\v\f\b\e">>, <<"\"'\\">>, <<200>>, <<0>>,
+                           <<"a", 0>>, <<"é">>, <<"é"/utf8>>, <<127>>,
+                           <<"abc", 7>>, binary:part(<<"xyzw">>, 1, 2)]],
+    ?assertEqual(<<"<<\"text\">>">>, r(<<"text">>)),
+    ?assertEqual(<<"<<1,2,3>>">>, r(<<1, 2, 3>>)).
+
+bitstrings_test() ->
+    <<_:3, Odd/bitstring>> = <<1, 2, 3, 4>>,
+    [same_as_p(B) || B <- [<<1, 2:3>>, <<2:3>>, <<1:1>>, <<"abc", 1:1>>, Odd,
+                           <<255, 255, 127:7>>]],
+    Long = <<(binary:copy(<<1, 2>>, 1000))/binary, 3:2>>,
+    ?assertEqual(<<"<<1,2,1,2,1,...>>">>, r(Long, #{binary => 5})),
+    ?assertEqual(<<"<<1,2,3,4,5,3:2>>">>, r(<<1, 2, 3, 4, 5, 3:2>>, #{binary => 5})).
+
+maps_test() ->
+    [same_as_p(M) || M <- [#{}, #{a => 1}, #{a => 1, b => 2},
+                           #{1 => x, a => 1, "s" => y, {t} => [z]},
+                           #{#{a => 1} => [1]}, #{a => #{b => #{c => []}}},
+                           maps:from_list([{I, I} || I <- lists:seq(1, 32)])]],
+    ?assertEqual(<<"#{a => 1,b => 2}">>, r(#{a => 1, b => 2})).
+
+hashmap_test() ->
+    Big = maps:from_list([{I, {v, I}} || I <- lists:seq(1, 100)]),
+    %% Uncut: OTP 25 iterates large maps in the order ~p prints them.
+    same_as_p(Big),
+    reads_back(Big, full(Big)),
+    Cut = r(Big),
+    valid_utf8(Cut),
+    ?assertMatch({match, _},
+                 re:run(Cut, "^#\\{([0-9]+ => \\{v,[0-9]+\\},){16}\\.\\.\\.\\}$")),
+    ?assertEqual(<<"{#{...}}">>, r({Big}, #{depth => 1})).
+
+pids_ports_refs_funs_test() ->
+    Port = hd(erlang:ports()),
+    Ref = make_ref(),
+    Local = fun() -> ok end,
+    [same_as_p(T) || T <- [self(), Port, Ref, Local, fun lists:map/2,
+                           {self(), [Port], #{Ref => Local}}]],
+    ?assertMatch(<<"<0.", _/binary>>, r(self())),
+    ?assertMatch(<<"#Port<0.", _/binary>>, r(Port)),
+    ?assertMatch(<<"#Ref<", _/binary>>, r(Ref)),
+    ?assertMatch(<<"#Fun<beamprobe_term_tests.", _/binary>>, r(Local)),
+    ?assertEqual(<<"fun lists:map/2">>, r(fun lists:map/2)).
+
+%% ---- limits --------------------------------------------------------------
+
+depth_test() ->
+    ?assertEqual(<<"{a,{b,{...}}}">>, r({a, {b, {c, {d}}}}, #{depth => 2})),
+    ?assertEqual(<<"[a,[b,[...]]]">>, r([a, [b, [c]]], #{depth => 2})),
+    ?assertEqual(<<"#{a => #{...}}">>, r(#{a => #{b => 1}}, #{depth => 1})),
+    ?assertEqual(<<"{<<...>>,[...],{},[],1}">>,
+                 r({<<"x">>, "abc", {}, [], 1}, #{depth => 1})),
+    Deep = lists:foldl(fun(_, Acc) -> {Acc} end, x, lists:seq(1, 100000)),
+    ?assertEqual(<<"{{{{{...}}}}}">>, r(Deep)).
+
+list_limit_test() ->
+    ?assertEqual(<<"[1,2,3|...]">>, r(lists:seq(1, 100), #{list => 3})),
+    ?assertEqual(<<"[1,2,3|4]">>, r([1, 2, 3 | 4], #{list => 3})),
+    ?assertEqual(<<"[1,2,3]">>, r([1, 2, 3], #{list => 3})),
+    ?assertEqual(<<"{1,2,3,...}">>, r(list_to_tuple(lists:seq(1, 9)), #{list => 3})),
+    ?assertEqual(<<"#{1 => 1,2 => 2,...}">>,
+                 r(maps:from_list([{I, I} || I <- lists:seq(1, 5)]), #{list => 2})),
+    %% Strings are cut at max(list, binary) characters.
+    ?assertEqual(<<"\"aaaaa\"...">>, r(lists:duplicate(99, $a), #{list => 3, binary => 5})),
+    ?assertEqual(<<"[97,98,99|...]">>, r("abc" ++ [0], #{list => 3, binary => 5})).
+
+binary_limit_test() ->
+    ?assertEqual(<<"<<\"ababa\"...>>">>, r(binary:copy(<<"ab">>, 50), #{binary => 5})),
+    ?assertEqual(<<"<<1,2,1,2,1,...>>">>, r(binary:copy(<<1, 2>>, 50), #{binary => 5})),
+    ?assertEqual(<<"<<\"abcde\">>">>, r(<<"abcde">>, #{binary => 5})).
+
+huge_binary_test() ->
+    Bin = binary:copy(<<"a">>, 100000000),
+    Text = r(Bin),
+    ?assertEqual(<<"<<\"", (binary:copy(<<"a">>, 64))/binary, "\"...>>">>, Text),
+    Us = time_n(fun() -> r(Bin) end, 1000),
+    ?assert(Us < 50000),
+    Bits = <<Bin/binary, 1:1>>,
+    ?assertEqual(<<"<<97,97,97,...>>">>, r(Bits, #{binary => 3})),
+    ?assert(time_n(fun() -> r(Bits) end, 1000) < 50000).
+
+million_list_test() ->
+    L = lists:seq(1, 1000000),
+    ?assertEqual(<<"[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16|...]">>, r(L)),
+    ?assert(time_n(fun() -> r(L) end, 1000) < 50000),
+    S = lists:duplicate(1000000, $x),
+    ?assertEqual(<<"\"", (binary:copy(<<"x">>, 64))/binary, "\"...">>, r(S)),
+    ?assert(time_n(fun() -> r(S) end, 1000) < 50000).
+
+bytes_limit_test() ->
+    T = lists:seq(1, 1000),
+    ?assertEqual(<<"[1,2,3,4,5,6,7,8,...">>, r(T, #{list => 1000, bytes => 20})),
+    Terms = [T, lists:duplicate(100, $é), list_to_binary(lists:duplicate(100, $é)),
+             {list_to_atom(lists:duplicate(100, $é)), 1.5, <<"\n\n\n\n\n\n\n\n">>}],
+    [begin
+         X = r(Term, #{list => 1000, binary => 1000, bytes => N}),
+         ?assert(byte_size(X) =< N),
+         ?assertEqual(<<"...">>, binary:part(X, byte_size(X), -3)),
+         valid_utf8(X)
+     end || N <- lists:seq(16, 40), Term <- Terms],
+    %% The default limit is 512 bytes.
+    Long = r(list_to_tuple(lists:seq(1000, 2000)), #{list => 4096}),
+    ?assert(byte_size(Long) =< 512 andalso byte_size(Long) >= 505).
+
+%% ---- args and mfa --------------------------------------------------------
+
+args_test() ->
+    A = fun(L, C) -> beamprobe_nif:render_args(L, C) end,
+    ?assertEqual(<<"(1, foo, <<\"x\">>)">>, A([1, foo, <<"x">>], #{})),
+    ?assertEqual(<<"()">>, A([], #{})),
+    ?assertEqual(<<"({a,1})">>, A([{a, 1}], #{})),
+    ?assertEqual(<<"(1, 2, ...)">>, A([1, 2, 3, 4], #{list => 2})),
+    ?assertEqual(<<"([1,2|...], x)">>, A([[1, 2, 3], x], #{list => 2})),
+    ?assertEqual(<<"({{...}})">>, A([{{a}}], #{depth => 1})),
+    Cut = A(lists:seq(1, 100), #{list => 100, bytes => 20}),
+    ?assertEqual(<<"(1, 2, 3, 4, 5, 6...">>, Cut).
+
+mfa_test() ->
+    M = fun beamprobe_nif:render_mfa/3,
+    ?assertEqual(<<"lists:seq/2">>, M(lists, seq, 2)),
+    ?assertEqual(<<"'Elixir.Foo':'bar?'/1">>, M('Elixir.Foo', 'bar?', 1)),
+    ?assertEqual(<<"m:'receive'/0">>, M(m, 'receive', 0)),
+    ?assertEqual(<<"'Mod':f_1/255">>, M('Mod', f_1, 255)),
+    ?assertEqual(<<"'a b':'it\\'s'/3">>, M('a b', 'it\'s', 3)),
+    ?assertEqual(<<"é:'€'/1"/utf8>>, M('é', list_to_atom([8364]), 1)).
