@@ -4,13 +4,16 @@
  * call arguments, return values and messages into text.  It never
  * allocates, never takes a lock, never builds or copies a term, and its
  * work is bounded by the capture limits (struct bp_capture), not by the
- * size of the term: lists are walked at most max(list, binary) cells,
- * binaries are looked at for at most `binary` bytes, recursion is at most
- * `depth` levels and every element visited writes at least one byte, so
- * the `bytes` limit bounds the total.
+ * size of the term: a list is walked at most max(list, binary) cells, a
+ * binary read at most `binary` bytes, recursion is at most `depth` levels
+ * and every term visited writes at least one byte, so at most about
+ * `bytes` terms are visited: O(bytes * max(list, binary)) in all, O(bytes)
+ * in practice.  (The only allocation is ERTS's own, in
+ * enif_map_iterator_create for maps of more than 32 keys.)
  *
  * The text is what io_lib:format("~0p", [T]) prints in OTP 25, encoded in
- * UTF-8, except:
+ * UTF-8 (checked on random terms, floats, integers, atoms, strings, maps
+ * of up to 1000 keys), except:
  *   - cut forms: a container deeper than `depth` prints as [...], {...},
  *     #{...} or <<...>>; surplus elements as [1,2|...], {1,2,...},
  *     #{a => 1,...}; surplus bytes as <<"abc"...>> or <<1,2,...>>; a
@@ -18,25 +21,24 @@
  *     "abc"...; text beyond `bytes` is replaced by a final "...".
  *   - printability of a list or binary longer than the limits is decided
  *     from the part looked at (like ~P does for binaries).
- *   - the printable range is latin-1, as for ~p (not ~tp): [8364] stays a
- *     list and a UTF-8 binary such as <<"é"/utf8>> prints as <<"Ã©">>,
- *     exactly as ~0p does.
  *   - atoms that are not latin-1 print via %T, i.e. quoted raw UTF-8
  *     ('€') as ~tp would, where ~p prints '\x{20AC}'.
- *   - integers that do not fit 64 bits are read from their ERTS bignum
- *     representation (the NIF API has no bounded way: %T converts the whole
- *     number with a temporary allocation).  Up to BIG_DEC_WORDS words
- *     (1024 bits) they print in decimal; larger ones print as hexadecimal
- *     Erlang syntax, 16#1F...  (or -16#...), cut by `bytes`.
- *   - bitstrings with a non-byte size are rendered from enif_snprintf
- *     "%.*T", whose precision bounds its work; at most BITS_MAX bytes.
- *   - floats: shortest round-trip digits found by a binary search over
- *     "%.*e" + strtod, laid out with the rules of OTP's float_to_list(F,
- *     [short]); could be one digit longer than Ryu for some exact powers of
- *     two (none found by testing).
- *   - maps print in enif_map_iterator order, which for maps of more than
- *     32 keys may differ from the order ~p uses.
- *   - pids, ports, refs and funs print via %T (same text as ~p in OTP 25).
+ *   - integers of more than BIG_DEC_WORDS words (1024 bits) print in
+ *     hexadecimal Erlang syntax, 16#1F... (or -16#...), cut by `bytes`.
+ * As with ~p (not ~tp) the printable range is latin-1: [8364] stays a list
+ * and a UTF-8 binary such as <<"é"/utf8>> prints as <<"Ã©">>.
+ *
+ * How the unbounded cases are avoided:
+ *   - bignums: %T converts the whole number with a temporary allocation,
+ *     and the NIF API has no other way in, so the digits are read from the
+ *     ERTS bignum layout (erl_term.h, stable since R13) and converted here.
+ *   - bitstrings with a non-byte size (enif_inspect_binary fails on them):
+ *     enif_snprintf("%.*T"), whose precision stops its byte loop, reparsed;
+ *     at most BITS_MAX bytes.
+ *   - floats: the shortest round-trip digits (what Ryu finds for
+ *     float_to_list(F, [short])) from a bisection over "%.*e" + strtod.
+ *   - pids, ports, refs and funs: %T, whose text for them is small and the
+ *     same as ~p's.  Maps: enif_map_iterator order, which is ~p's in OTP 25.
  *   - term types unknown to this file print as "...".
  * Known cost outside the bound: enif_inspect_binary copies a binary that
  * starts at a non-byte bit offset (made only by matching at odd bit
@@ -57,7 +59,7 @@
 #define BITS_MAX 200	 /* bytes shown of a non-byte-sized bitstring */
 #define TMP_TEXT 1100	 /* %T text of an atom (255 chars) or fun */
 
-/* ERTS term layout (erl_term.h, unchanged from R13 to OTP 27). */
+/* ERTS term layout (erl_term.h; long stable, checked on OTP 25). */
 #define ERTS_PRIMARY_MASK 0x3
 #define ERTS_PRIMARY_BOXED 0x2
 #define ERTS_HEADER_TAG_MASK 0x3f
@@ -248,17 +250,13 @@ static void put_latin1_atom(struct ctx *x, const unsigned char *s, size_t n)
 		put_ch(x, '\'');
 }
 
-/* Appends enif_snprintf("%.*T") of t; only for terms whose %T is small or
- * bounded by prec (prec < 0: no precision). */
-static NOINLINE void put_T(struct ctx *x, ERL_NIF_TERM t, int prec)
+/* Appends enif_snprintf("%T") of t: only for terms whose %T is small and
+ * cheap (atoms, pids, ports, refs, funs: not their environment). */
+static NOINLINE void put_T(struct ctx *x, ERL_NIF_TERM t)
 {
 	char tmp[TMP_TEXT];
-	int n;
+	int n = enif_snprintf(tmp, sizeof tmp, "%T", t);
 
-	if (prec < 0)
-		n = enif_snprintf(tmp, sizeof tmp, "%T", t);
-	else
-		n = enif_snprintf(tmp, sizeof tmp, "%.*T", prec, t);
 	if (n < 0)
 		n = 0;
 	if ((size_t)n < sizeof tmp) {
@@ -280,7 +278,7 @@ static NOINLINE void put_atom(struct ctx *x, ERL_NIF_TERM t)
 	if (n > 0)
 		put_latin1_atom(x, (const unsigned char *)s, (size_t)n - 1);
 	else
-		put_T(x, t, -1); /* not latin-1: %T quotes and prints UTF-8 */
+		put_T(x, t); /* not latin-1: %T quotes and prints UTF-8 */
 }
 
 /* An integer beyond 64 bits, read from its bignum words. */
@@ -376,8 +374,8 @@ static double dval(uint64_t m, int e)
 	return strtod(tmp, NULL);
 }
 
-/* a > 0 rounded to n <= 17 significant digits: the digits and the
- * exponent of the first one.  17 digits always read back as a. */
+/* a > 0 rounded to n <= 17 significant digits ("%.*e"): the digits and
+ * the exponent of the first one.  17 digits always read back as a. */
 struct dec {
 	char d[17];
 	int x10;
@@ -429,15 +427,12 @@ static int fits(double a, const struct dec *p, int n, uint64_t *m, int *e)
 	return *m && dval(*m, *e) == a;
 }
 
-static int ndigits(uint64_t m)
+static void strip(uint64_t *m, int *e)
 {
-	int n = 1;
-
-	while (m >= 10) {
-		m /= 10;
-		n++;
+	while (*m % 10 == 0) {
+		*m /= 10;
+		(*e)++;
 	}
-	return n;
 }
 
 /* Shortest decimal m * 10^e (m without trailing zeros) that reads back as
@@ -449,109 +444,68 @@ static void shortest(double a, uint64_t *m, int *e)
 {
 	struct dec p;
 	uint64_t m1;
-	int e1, lo = 1, hi;
+	int e1, lo = 1, hi = 0;
 
 	if (a < 9007199254740992.0 && a == (double)(uint64_t)a) {
 		*m = (uint64_t)a; /* integers below 2^53 are exact */
 		*e = 0;
-		goto strip;
-	}
-	round_to(a, 17, &p);
-	if (!fits(a, &p, 15, m, e)) {
+	} else if (round_to(a, 17, &p), !fits(a, &p, 15, m, e)) {
 		if (!fits(a, &p, 16, m, e))
 			fits(a, &p, 17, m, e);
-		goto strip;
-	}
-	while (*m % 10 == 0) {
-		*m /= 10;
-		(*e)++;
-	}
-	hi = ndigits(*m);
-	if (hi > 1 && fits(a, &p, hi - 1, &m1, &e1)) {
-		for (hi--; lo < hi;) {
-			int mid = (lo + hi) / 2;
+	} else {
+		strip(m, e);
+		for (m1 = *m; m1; m1 /= 10)
+			hi++;
+		if (hi > 1 && fits(a, &p, hi - 1, &m1, &e1)) {
+			for (hi--; lo < hi;) {
+				int mid = (lo + hi) / 2;
 
-			if (fits(a, &p, mid, &m1, &e1))
-				hi = mid;
-			else
-				lo = mid + 1;
+				if (fits(a, &p, mid, &m1, &e1))
+					hi = mid;
+				else
+					lo = mid + 1;
+			}
+			fits(a, &p, lo, m, e);
+		} else if (hi < 15) {
+			fits(a, &p, hi, m, e); /* the nearest hi-digit fit */
 		}
-		fits(a, &p, lo, m, e);
-	} else if (hi < 15) {
-		fits(a, &p, hi, m, e); /* the nearest hi-digit fit */
 	}
-strip:
-	while (*m % 10 == 0) {
-		*m /= 10;
-		(*e)++;
-	}
+	strip(m, e);
 }
 
-/* A float as float_to_list(F, [short]) writes it (OTP 25). */
+/* A float as float_to_list(F, [short]) writes it (OTP 25, to_chars.h):
+ * fixed notation within a window of exponents, else scientific. */
 static NOINLINE void put_float(struct ctx *x, double v)
 {
-	char d[20], b[48];
-	int e, n = 0, sci, lower, upper, fixed, neg = signbit(v) != 0;
-	uint64_t m, r;
-	size_t i = 0;
+	char d[24], b[48];
+	int e, n, sci, lower, upper, fixed, neg = signbit(v) != 0;
+	uint64_t m;
+	const char *sign = neg ? "-" : "";
 
 	if (v == 0) {
-		if (neg)
-			PUTS(x, "-0.0");
-		else
-			PUTS(x, "0.0");
+		put(x, neg ? "-0.0" : "0.0", neg ? 4 : 3);
 		return;
 	}
 	shortest(neg ? -v : v, &m, &e);
-	for (r = m; r; r /= 10)
-		n++;
-	r = m;
-	for (int k = n; k-- > 0; r /= 10)
-		d[k] = (char)('0' + r % 10);
+	n = snprintf(d, sizeof d, "%" PRIu64, m);
 	sci = e + n - 1;
-	if (n == 1) {
-		lower = -4;
-		upper = 2;
-	} else {
-		lower = -(n + 2);
-		upper = sci >= 10 ? 2 : 1;
-	}
+	lower = n == 1 ? -4 : -(n + 2);
+	upper = n == 1 || sci >= 10 ? 2 : 1;
 	fixed = lower <= e && e <= upper &&
 		!((m >= 1ull << 53 && e == 0) ||
 		  (m > (1ull << 52) / 5 && e == 1) ||
 		  (m > (1ull << 51) / 25 && e == 2));
-	if (neg)
-		b[i++] = '-';
-	if (fixed && e >= 0) { /* 1729.0, 17290.0 */
-		memcpy(b + i, d, (size_t)n);
-		i += (size_t)n;
-		for (int k = 0; k < e; k++)
-			b[i++] = '0';
-		b[i++] = '.';
-		b[i++] = '0';
-	} else if (fixed && n + e > 0) { /* 17.29 */
-		memcpy(b + i, d, (size_t)(n + e));
-		i += (size_t)(n + e);
-		b[i++] = '.';
-		memcpy(b + i, d + n + e, (size_t)-e);
-		i += (size_t)-e;
-	} else if (fixed) { /* 0.001729 */
-		b[i++] = '0';
-		b[i++] = '.';
-		for (int k = 0; k < -(n + e); k++)
-			b[i++] = '0';
-		memcpy(b + i, d, (size_t)n);
-		i += (size_t)n;
-	} else { /* 1.729e-10, 1.0e100 */
-		b[i++] = d[0];
-		b[i++] = '.';
-		if (n == 1)
-			b[i++] = '0';
-		memcpy(b + i, d + 1, (size_t)n - 1);
-		i += (size_t)n - 1;
-		i += (size_t)snprintf(b + i, sizeof b - i, "e%d", sci);
-	}
-	put(x, b, i);
+	if (fixed && e >= 0) /* 1729.0, 17290.0 */
+		n = snprintf(b, sizeof b, "%s%s%.*s.0", sign, d, e, "00");
+	else if (fixed && n + e > 0) /* 17.29 */
+		n = snprintf(b, sizeof b, "%s%.*s.%s", sign, n + e, d, d + n + e);
+	else if (fixed) /* 0.001729 */
+		n = snprintf(b, sizeof b, "%s0.%.*s%s", sign, -(n + e), "000",
+			     d);
+	else /* 1.729e-10, 1.0e100 */
+		n = snprintf(b, sizeof b, "%s%c.%se%d", sign, d[0],
+			     n == 1 ? "0" : d + 1, sci);
+	put(x, b, (size_t)n);
 }
 
 /* Non-byte-sized bitstring: reparses bounded %.*T text "<<1,2,5:3>>". */
@@ -806,7 +760,7 @@ static void term(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
 	case ERL_NIF_TERM_TYPE_PORT:
 	case ERL_NIF_TERM_TYPE_REFERENCE:
 	case ERL_NIF_TERM_TYPE_FUN:
-		put_T(x, t, -1);
+		put_T(x, t);
 		break;
 	default:
 		PUTS(x, "...");
