@@ -481,7 +481,7 @@ static ERL_NIF_TERM nif_annotate(ErlNifEnv *env, int argc,
 			memcpy(p, ic.data, ic.size);
 			p += ic.size;
 			*p++ = '\0';
-			bp_ring_commit(&sl->ring, (uint32_t)(p - start));
+			bp_ring_commit_aux(&sl->ring, (uint32_t)(p - start));
 			written++;
 		}
 	}

@@ -38,7 +38,7 @@ void bp__ring_evict(struct bp_ring *r, uint64_t need)
 			tail = head; /* cannot happen; recover by emptying */
 			break;
 		}
-		if (len != BP_RING_PAD)
+		if (len != BP_RING_PAD && !(len & BP_RING_AUX))
 			n++;
 		tail += total;
 	}
@@ -61,6 +61,8 @@ const uint8_t *bp_ring_read_next(struct bp_ring_reader *rd, uint32_t *len)
 
 	while (rd->pos < rd->head) {
 		uint32_t l, total = rec_total(r, rd->pos, &l);
+		if (l != BP_RING_PAD)
+			l &= ~BP_RING_AUX;
 		if (total < BP_RING_HDR || total % 8 || total > r->cap ||
 		    (l != BP_RING_PAD && (uint64_t)l + BP_RING_HDR > total)) {
 			rd->pos = rd->head;

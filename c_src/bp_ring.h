@@ -8,7 +8,10 @@
  * starting on an 8-byte boundary with an 8-byte header:
  *
  *     u32 total     record size in bytes, header included, multiple of 8
- *     u32 len       payload bytes, or BP_RING_PAD for filler
+ *     u32 len       payload bytes | BP_RING_AUX, or BP_RING_PAD for filler
+ *
+ * BP_RING_AUX marks auxiliary records (not counted when evicted: only user
+ * events are counted as lost).
  *
  * A record never wraps: when the space left before the end of the data is
  * too small, the producer writes a PAD record covering it and starts at 0.
@@ -34,6 +37,7 @@
 #include <string.h>
 
 #define BP_RING_PAD 0xFFFFFFFFu
+#define BP_RING_AUX 0x80000000u
 #define BP_RING_HDR 8u
 
 struct bp_ring {
@@ -102,18 +106,30 @@ static inline uint8_t *bp_ring_reserve(struct bp_ring *r, uint32_t max_len)
 }
 
 /* Publishes the reserved record with its actual payload length (<= the
- * reserved max_len).  Producer thread only. */
-static inline void bp_ring_commit(struct bp_ring *r, uint32_t len)
+ * reserved max_len) and flags (0 or BP_RING_AUX).  Producer thread only. */
+static inline void bp_ring_commit_flags(struct bp_ring *r, uint32_t len,
+					uint32_t flags)
 {
 	uint64_t total = bp_ring_align(BP_RING_HDR + (uint64_t)len);
 	uint64_t start = (r->reserved_at + r->reserved_pad) % r->cap;
 	uint8_t *p = r->data + start;
-	uint32_t t32 = (uint32_t)total;
+	uint32_t t32 = (uint32_t)total, l32 = len | flags;
 
 	memcpy(p, &t32, 4);
-	memcpy(p + 4, &len, 4);
+	memcpy(p + 4, &l32, 4);
 	atomic_store_explicit(&r->head, r->reserved_at + r->reserved_pad + total,
 			      memory_order_release);
+}
+
+static inline void bp_ring_commit(struct bp_ring *r, uint32_t len)
+{
+	bp_ring_commit_flags(r, len, 0);
+}
+
+/* Same, for an auxiliary record (see BP_RING_AUX). */
+static inline void bp_ring_commit_aux(struct bp_ring *r, uint32_t len)
+{
+	bp_ring_commit_flags(r, len, BP_RING_AUX);
 }
 
 /* Bytes published and not yet consumed.  Any thread (approximate). */

@@ -97,8 +97,13 @@ struct bp_session {
 	size_t region_size;
 	struct bp_slot *_Atomic slots[BP_MAX_SLOTS];
 
-	_Alignas(64) _Atomic uint64_t event_count; /* only with event_limit */
-	_Alignas(64) _Atomic uint64_t noslot_drops;
+	/* Written by many threads: kept off the read-mostly lines above.
+	 * (Padding, not _Alignas: resources are only 8-byte aligned.) */
+	char pad0[64];
+	_Atomic uint64_t event_count; /* only with event_limit */
+	char pad1[64];
+	_Atomic uint64_t noslot_drops;
+	char pad2[64];
 	_Atomic int stop_reason; /* enum bp_stop_reason, first one wins */
 
 	/* Collector. */

@@ -174,7 +174,7 @@ static void note_entity(ErlNifEnv *env, struct bp_session *s,
 	p += n + 1;
 	p = put_undefined(p); /* name: unknown here, see beamprobe_session */
 	p = put_undefined(p); /* initial call */
-	finish(sl, start, p);
+	bp_ring_commit_aux(&sl->ring, (uint32_t)(p - start));
 	*seen = key;
 }
 

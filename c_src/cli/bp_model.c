@@ -40,11 +40,14 @@ struct bp_proc *bp_model_find(const struct bp_model *m, uint64_t key)
 
 struct bp_proc *bp_model_proc(struct bp_model *m, uint64_t key)
 {
-	uint32_t i = bp_map_get(&m->by_key, key);
 	struct bp_proc *p;
+	uint32_t i;
 
+	if (m->last && m->last->key == key)
+		return m->last;
+	i = bp_map_get(&m->by_key, key);
 	if (i != BP_MAP_NONE)
-		return m->procs[i];
+		return m->last = m->procs[i];
 	if (m->nprocs == m->capprocs) {
 		uint32_t cap = m->capprocs ? m->capprocs * 2 : 64;
 		struct bp_proc **v = realloc(m->procs, cap * sizeof *v);
@@ -64,7 +67,7 @@ struct bp_proc *bp_model_proc(struct bp_model *m, uint64_t key)
 	p->index = m->nprocs;
 	snprintf(p->keytext, sizeof p->keytext, "<pid:%" PRIx64 ">", key);
 	m->procs[m->nprocs++] = p;
-	return p;
+	return m->last = p;
 oom:
 	m->oom = 1;
 	return NULL;
@@ -183,6 +186,20 @@ static void do_return_to(struct bp_model *m, struct bp_proc *p,
 	}
 }
 
+/* Function id of e's mfa; usually the top frame's, so try that before
+ * hashing. */
+static uint32_t top_or_intern(struct bp_model *m, const struct bp_proc *p,
+			      const struct bp_event *e)
+{
+	if (p->depth) {
+		uint32_t f = p->stack[p->depth - 1].func;
+		const struct bp_str *s = bp_strtab_get(&m->funcs, f);
+		if (s->len == e->len[0] && !memcmp(s->s, e->str[0], s->len))
+			return f;
+	}
+	return bp_model_func(m, e->str[0], e->len[0]);
+}
+
 struct bp_proc *bp_model_apply(struct bp_model *m, const struct bp_event *e)
 {
 	struct bp_proc *p;
@@ -211,7 +228,7 @@ struct bp_proc *bp_model_apply(struct bp_model *m, const struct bp_event *e)
 		break;
 	case BP_EV_RETURN_FROM:
 	case BP_EV_EXCEPTION_FROM:
-		func = m->last_func = bp_model_func(m, e->str[0], e->len[0]);
+		func = m->last_func = top_or_intern(m, p, e);
 		if (func != BP_MAP_NONE)
 			do_return(m, p, func, e->ts,
 				  e->id == BP_EV_RETURN_FROM

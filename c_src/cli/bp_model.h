@@ -71,6 +71,7 @@ typedef void (*bp_frame_end_fn)(void *ctx, const struct bp_frame_end *fe);
 struct bp_model {
 	struct bp_map by_key;       /* pid key -> index in procs */
 	struct bp_proc **procs;     /* owned */
+	struct bp_proc *last;       /* lookup cache: the last process used */
 	uint32_t nprocs, capprocs;
 	struct bp_strtab funcs;     /* function names ("m:f/2") */
 	bp_frame_end_fn on_end;     /* may be NULL */

@@ -189,6 +189,10 @@ static int open_packet(struct bp_stream *s)
 	if (avail < 0)
 		return die(s, off);
 	if (avail == 0) {
+		if (off == 0 && !s->follow) /* created, never written */
+			bp_diag_report(s->diag, s->path, 0,
+				       "empty stream file: no packet (the "
+				       "tracer stopped before writing it?)");
 		s->state = s->follow ? BP_STREAM_WAIT : BP_STREAM_END;
 		return 0;
 	}

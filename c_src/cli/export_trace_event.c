@@ -99,9 +99,11 @@ static void on_end(void *ctx, const struct bp_frame_end *fe)
 	bp_out_char(t->o, '}');
 }
 
-static void slice(struct te *t, const struct bp_proc *p, int pid,
-		  uint64_t from, uint64_t to, const char *nm, const char *cat)
+static void slice(struct te *t, struct bp_proc *p, int pid, uint64_t from,
+		  uint64_t to, const char *nm, const char *cat)
 {
+	if (pid == 2)
+		p->user = 1; /* has a scheduling track */
 	head(t, "X", p, pid, from);
 	bp_out_str(t->o, ",\"dur\":");
 	bp_out_us3(t->o, to - from);
@@ -249,7 +251,7 @@ static void event(struct te *t, const struct bp_event *e)
 	case BP_EV_SEND_DEAD:
 		head(t, "X", p, 1, e->ts);
 		bp_out_str(t->o, ",\"dur\":0");
-		name(t, e->id == BP_EV_SEND ? "send" : "send (no process)", 
+		name(t, e->id == BP_EV_SEND ? "send" : "send (no process)",
 		     e->id == BP_EV_SEND ? 4 : 17, "message");
 		args(t, "to", e->str[0], e->len[0], "message", e->str[1],
 		     e->len[1]);
@@ -285,6 +287,8 @@ static void thread_names(struct te *t, int pid)
 	for (uint32_t i = 0; i < t->m.nprocs; i++) {
 		const struct bp_proc *p = t->m.procs[i];
 		struct bp_out *o = t->o;
+		if (pid == 2 && !p->user)
+			continue;
 		bp_out_str(o, pid == 1 ? ",\n{\"ph\":\"M\",\"pid\":1,\"tid\":"
 				       : ",\n{\"ph\":\"M\",\"pid\":2,\"tid\":");
 		bp_out_u64(o, p->index + 1);
