@@ -115,6 +115,12 @@ calls(#{calls := C}) -> bad(calls, C).
 check_mfas([], _) -> ok;
 check_mfas([{'_', _, _} = MFA | _], false) ->
     {error, {force_required, MFA}};
+check_mfas([{M, F, A} = MFA | _], _)
+  when (F =:= '_' andalso A =/= '_') orelse
+       (M =:= '_' andalso {F, A} =/= {'_', '_'}) ->
+    %% erlang:trace_pattern/3 takes '_' only as {M,F,'_'}, {M,'_','_'}
+    %% or {'_','_','_'}.
+    {error, {bad_option, calls, MFA}};
 check_mfas([{M, F, A} = MFA | T], Force)
   when is_atom(M), is_atom(F),
        (A =:= '_' orelse (is_integer(A) andalso A >= 0 andalso A =< 255)) ->

@@ -100,14 +100,18 @@ terminate(_Reason, St) ->
 install(#st{config = C} = St) ->
     Steps = [fun check_tracers/1, fun make_dir/1, fun start_nif/1,
              fun set_patterns/1, fun set_flags/1, fun annotate_start/1,
-             fun start_timer/1],
+             fun start_timer/1, fun register_janitor/1],
     run(Steps, St, C).
 
 run([], St, _C) -> {ok, St};
 run([F | Fs], St, C) ->
-    case F(St) of
+    try F(St) of
         {ok, St1} -> run(Fs, St1, C);
         {error, Reason, St1} -> {error, Reason, St1}
+    catch
+        Class:Reason:Stack ->
+            %% Never leave anything half-installed: St holds what was done.
+            {error, {install_failed, {Class, Reason, hd(Stack ++ [none])}}, St}
     end.
 
 %% A process traced by another tracer is not taken over unless forced.
@@ -217,9 +221,12 @@ set_patterns(#st{config = #{calls := Calls} = C} = St) ->
 
 set_patterns([], _MS, St) -> {ok, St};
 set_patterns([MFA | T], MS, #st{patterns = Done} = St) ->
-    case erlang:trace_pattern(MFA, MS, [local]) of
+    try erlang:trace_pattern(MFA, MS, [local]) of
         0 -> {error, {no_match, MFA}, St};
-        N when is_integer(N) -> set_patterns(T, MS, St#st{patterns = [MFA | Done]})
+        N when is_integer(N) ->
+            set_patterns(T, MS, St#st{patterns = [MFA | Done]})
+    catch
+        error:badarg -> {error, {bad_pattern, MFA}, St}
     end.
 
 actions(#{exceptions := true}) -> [{exception_trace}];
@@ -304,6 +311,10 @@ start_timer(#st{config = #{limits := #{seconds := infinity}}} = St) ->
 start_timer(#st{config = #{limits := #{seconds := S}}} = St) ->
     Ref = erlang:send_after(round(S * 1000), self(), {limit, seconds}),
     {ok, St#st{timer = Ref}}.
+
+register_janitor(#st{res = Res, patterns = Pats} = St) ->
+    ok = beamprobe_janitor:register_session(self(), Res, Pats),
+    {ok, St}.
 
 %%% ------------------------------------------------------------------------
 %%% Stopping

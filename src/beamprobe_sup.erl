@@ -1,6 +1,10 @@
-%%% @doc Supervisor of the session processes ({@link beamprobe_session}),
-%%% one per running session, never restarted: a session that dies has
-%%% already removed its tracing (or its collector finalises the trace).
+%%% @doc Top supervisor of the beamprobe application:
+%%% ```
+%%% beamprobe_sup (one_for_one)
+%%%  ├─ beamprobe_janitor        cleans up after a session process that dies
+%%%  └─ beamprobe_session_sup    (simple_one_for_one) one beamprobe_session
+%%%                              per running session, never restarted
+%%% '''
 -module(beamprobe_sup).
 -behaviour(supervisor).
 -export([start_link/0, start_session/2, sessions/0, init/1]).
@@ -8,21 +12,35 @@
 %% @doc Starts the supervisor, registered as `beamprobe_sup'.
 -spec start_link() -> {ok, pid()} | {error, term()}.
 start_link() ->
-    supervisor:start_link({local, ?MODULE}, ?MODULE, []).
+    supervisor:start_link({local, ?MODULE}, ?MODULE, top).
 
 %% @doc Starts a session process owned by `Owner'.
 -spec start_session(pid(), map()) -> {ok, pid()} | {error, term()}.
 start_session(Owner, Config) ->
-    supervisor:start_child(?MODULE, [Owner, Config]).
+    supervisor:start_child(beamprobe_session_sup, [Owner, Config]).
 
 %% @doc The running session processes.
 -spec sessions() -> [pid()].
 sessions() ->
-    [P || {_, P, _, _} <- supervisor:which_children(?MODULE), is_pid(P)].
+    [P || {_, P, _, _} <- supervisor:which_children(beamprobe_session_sup),
+          is_pid(P)].
 
 %% @private
--spec init([]) -> {ok, {supervisor:sup_flags(), [supervisor:child_spec()]}}.
-init([]) ->
+-spec init(top | sessions) ->
+          {ok, {supervisor:sup_flags(), [supervisor:child_spec()]}}.
+init(top) ->
+    Flags = #{strategy => one_for_one, intensity => 10, period => 10},
+    Janitor = #{id => beamprobe_janitor,
+                start => {beamprobe_janitor, start_link, []},
+                restart => permanent, shutdown => 5000, type => worker,
+                modules => [beamprobe_janitor]},
+    Sessions = #{id => beamprobe_session_sup,
+                 start => {supervisor, start_link,
+                           [{local, beamprobe_session_sup}, ?MODULE, sessions]},
+                 restart => permanent, shutdown => infinity,
+                 type => supervisor, modules => [?MODULE]},
+    {ok, {Flags, [Janitor, Sessions]}};
+init(sessions) ->
     Flags = #{strategy => simple_one_for_one, intensity => 10, period => 1},
     Child = #{id => beamprobe_session,
               start => {beamprobe_session, start_link, []},

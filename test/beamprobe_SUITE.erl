@@ -257,7 +257,9 @@ events_procs(Config) ->
         after 5000 -> ct:fail(no_procs_done)
         end,
     wait_dead(P),
+    ?assertMatch({flags, [_ | _]}, erlang:trace_info(new, flags)),
     _ = stop(S),
+    ?L:assert_no_trace_state([self()], []),
     Evs = trace(Dir),
     PT = pid_to_list(P),
     CT = pid_to_list(C),
@@ -332,6 +334,9 @@ events_ports(Config) ->
     Port = open_port({spawn, "cat"}, []),
     true = port_close(Port),
     _ = stop(S),
+    ?L:assert_no_trace_state([self()], []),
+    [?assertEqual({tracer, []}, erlang:trace_info(P, tracer))
+     || P <- erlang:ports(), erlang:trace_info(P, tracer) =/= undefined],
     Evs = trace(Dir),
     Open = one(Evs, "port_open", Port),
     assert_field(Open, "other_text", pid_to_list(self())),
@@ -529,19 +534,36 @@ owner_death(Config) ->
     ?assertEqual(100, ?L:count(Evs, "call")),
     ?W:stop_worker(W).
 
-%% procs => all: after stop no process or port has our tracer, no flags
-%% for new ones, no pattern.
+%% procs => all (and existing): after stop no process or port has our
+%% tracer, no flags for new ones, no pattern.
 stop_restores_all(Config) ->
-    Dir = dir(Config, "restore_all"),
+    [restore_all(Config, Procs) || Procs <- [all, existing]],
+    ok.
+
+restore_all(Config, Procs) ->
+    Dir = dir(Config, atom_to_list(Procs)),
     Others = ?L:traced_by_others(),
     MFAs = [{?W, '_', '_'}],
-    S = start(#{procs => all, calls => MFAs, return_to => true,
+    Old = ?W:start_worker(),                     % an existing process
+    S = start(#{procs => Procs, calls => MFAs, return_to => true,
                 events => [send, 'receive', procs, running, gc, ports],
                 output => {file, Dir}}),
     W = ?W:start_worker(),                       % a new process
-    ?assertMatch({tracer, {beamprobe_nif, _}}, erlang:trace_info(W, tracer)),
+    ?assertMatch({tracer, {beamprobe_nif, _}}, erlang:trace_info(Old, tracer)),
     ?assertMatch({tracer, {beamprobe_nif, _}}, erlang:trace_info(self(), tracer)),
+    case Procs of
+        all ->
+            ?assertMatch({tracer, {beamprobe_nif, _}},
+                         erlang:trace_info(W, tracer)),
+            ?assertMatch({flags, [_ | _]}, erlang:trace_info(new, flags));
+        existing ->
+            ?assertEqual({tracer, []}, erlang:trace_info(W, tracer)),
+            ?assertEqual({flags, []}, erlang:trace_info(new, flags))
+    end,
+    %% The session process itself is never traced.
+    ?assertEqual({flags, []}, erlang:trace_info(S, flags)),
     ok = ?W:run(W, fun() -> ?W:loop_add(10) end),
+    ok = ?W:run(Old, fun() -> ?W:loop_add(10) end),
     Sum = stop(S),
     ?assert(maps:get(events, Sum) > 0),
     Left = [{P, erlang:trace_info(P, tracer), erlang:trace_info(P, flags)}
@@ -549,9 +571,26 @@ stop_restores_all(Config) ->
                not lists:member(erlang:trace_info(P, tracer),
                                 [{tracer, []}, undefined])],
     ?assertEqual([], Left),
-    ?L:assert_no_trace_state([self(), W], MFAs),
-    _ = trace(Dir),
-    ?W:stop_worker(W).
+    ?L:assert_no_trace_state([self(), W, Old], MFAs),
+    Evs = trace(Dir),
+    AddCalls = fun(P) ->
+                       length([E || E <- ?L:events(Evs, "call", P),
+                                    ?L:field(E, "mfa") =:=
+                                        <<"beamprobe_workload:add/2">>])
+               end,
+    ?assertEqual(10, AddCalls(Old)),
+    case Procs of
+        all -> ?assertEqual(10, AddCalls(W));
+        existing ->
+            WText = list_to_binary(pid_to_list(W)),
+            WKeys = [K || #{name := <<"process">>, key := K} = E <- Evs,
+                          ?L:field(E, "pid") =:= WText],
+            ?assertEqual([], [E || #{key := K, name := N} = E <- Evs,
+                                   lists:member(K, WKeys),
+                                   N =/= <<"process">>])
+    end,
+    ?W:stop_worker(W),
+    ?W:stop_worker(Old).
 
 %% An explicit pid list: only those are traced, and not after stop.
 stop_restores_pids(Config) ->
@@ -1014,6 +1053,28 @@ capture_bounded(Config) ->
          ?assertNotEqual(nomatch, binary:match(A, <<"...">>)),
          ?assertMatch(<<"([1,2,3,", _/binary>>, A)
      end || E <- ListCalls],
+    %% Messages are cut the same way.
+    Dir3 = dir(Config, "capture_messages"),
+    S3 = start(#{procs => [W], events => [send, 'receive'],
+                 output => {file, Dir3}}),
+    ok = ?W:run(W, fun() ->
+                           self() ! {big, get(bin)},
+                           self() ! {long, get(list)},
+                           receive {big, _} -> ok end,
+                           receive {long, _} -> ok end
+                   end),
+    _ = stop(S3),
+    Evs3 = trace(Dir3),
+    Msgs = [?L:field(E, "message")
+            || E <- ?L:events(Evs3, "send", W) ++
+                   ?L:events(Evs3, "receive", W),
+               binary:match(?L:field(E, "message"),
+                            [<<"{big,">>, <<"{long,">>]) =/= nomatch],
+    ?assertEqual(4, length(Msgs)),
+    [begin
+         ?assert(byte_size(M) < Bytes + 16),
+         ?assertNotEqual(nomatch, binary:match(M, <<"...">>))
+     end || M <- Msgs],
     %% A smaller capture.bytes is honoured too.
     Dir2 = dir(Config, "capture_small"),
     S2 = start(#{procs => [W], calls => [{?W, sink, 1}], return => false,

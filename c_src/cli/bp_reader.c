@@ -260,6 +260,8 @@ int bp_reader_open(struct bp_reader *r, const char *dir, unsigned flags)
 	r->dir = strdup(dir);
 	if (!r->dir)
 		return -1;
+	for (size_t n = strlen(r->dir); n > 1 && r->dir[n - 1] == '/'; n--)
+		r->dir[n - 1] = '\0'; /* "t/" names its files "t/thread-000" */
 	read_metadata(r);
 	if (scan_dir(r) < 0) {
 		bp_diag_report(&r->diag, dir, -1, "%s", strerror(errno));

@@ -405,7 +405,8 @@ static void report_processes(struct stats *st, struct bp_out *o, int json,
 static void report_flows(struct stats *st, struct bp_out *o, int json,
 			 uint64_t top)
 {
-	qsort(st->flows, st->nflows, sizeof *st->flows, cmp_flows);
+	if (st->nflows)
+		qsort(st->flows, st->nflows, sizeof *st->flows, cmp_flows);
 	if (json)
 		bp_out_str(o, ",\"flows\":[");
 	else if (st->nflows)

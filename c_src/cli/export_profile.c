@@ -244,7 +244,8 @@ int bp_export_callgrind(struct bp_reader *r, struct bp_out *o)
 		pf.oom = 1;
 	for (uint32_t f = 0; f < pf.nself; f++)
 		total += pf.self[f];
-	qsort(pf.edges, pf.n, sizeof *pf.edges, cmp_edges);
+	if (pf.n)
+		qsort(pf.edges, pf.n, sizeof *pf.edges, cmp_edges);
 	bp_out_str(o, "# callgrind format\nversion: 1\ncreator: beamprobe "
 		      BP_VERSION "\ncmd: ");
 	bp_out_str(o, r->dir);

@@ -97,6 +97,21 @@ static void test_event_table(void)
 		}
 	}
 	ok_bulk("bp_event_descs: names, field names and types as documented");
+	/* The layout constants, against the table in bp_format.h. */
+	check_u(BP_PACKET_HEADER_SIZE, 76);
+	check_u(BP_EVENT_HEADER_SIZE, 18);
+	check_u(BP_PKT_OFF_UUID, 4);
+	check_u(BP_PKT_OFF_STREAM_ID, 20);
+	check_u(BP_PKT_OFF_TS_BEGIN, 24);
+	check_u(BP_PKT_OFF_TS_END, 32);
+	check_u(BP_PKT_OFF_CONTENT_SIZE, 40);
+	check_u(BP_PKT_OFF_PACKET_SIZE, 48);
+	check_u(BP_PKT_OFF_DISCARDED, 56);
+	check_u(BP_PKT_OFF_SEQ_NUM, 64);
+	check_u(BP_PKT_OFF_THREAD_ID, 72);
+	check_u(BP_EV_OFF_TS, 2);
+	check_u(BP_EV_OFF_PID, 10);
+	ok_bulk("packet and event offsets as in the table of bp_format.h");
 	is_str(bp_drop_cause_names[BP_DROP_RING_FULL], "ring_full",
 	       "drop cause names");
 	is_str(bp_drop_cause_names[BP_DROP_DUMPING], "dumping",
@@ -266,6 +281,9 @@ static const uint8_t uuid[16] = {0xde, 0xad, 0xbe, 0xef, 0x01, 0x23, 0x45,
 				 0x67, 0x89, 0xab, 0xcd, 0xef, 0x10, 0x32,
 				 0x54, 0x76};
 static const int64_t offset_ns = 1700000000123456789LL;
+/* The env block, with a value that needs escaping. */
+static const struct bp_env_entry env[] = {
+	{"node", "bp@host"}, {"otp_release", "25"}, {"quoted", "a\"b\\c\nd"}};
 
 /* What the writer was asked to do, per stream: events and packets. */
 struct expect {
@@ -299,9 +317,6 @@ static void note_packets(struct bp_ctf_stream *s, struct expect *x,
 
 static int write_trace(const char *dir)
 {
-	static const struct bp_env_entry env[] = {
-		{"node", "bp@host"}, {"otp_release", "25"},
-		{"quoted", "a\"b\\c\nd"}};
 	struct bp_ctf_stream st[NSTREAMS];
 	unsigned written[NSTREAMS] = {0, 0};
 	int err;
@@ -412,6 +427,7 @@ static void parse_stream(const char *dir, int k)
 	ok(f != NULL && flen > 0, "stream file %s exists", path + strlen(dir));
 	if (!f)
 		return;
+	/* Offsets are the literal ones of the table in bp_format.h. */
 	while (off < flen) {
 		const uint8_t *p = f + off;
 		if (flen - off < BP_PACKET_HEADER_SIZE) {
@@ -777,9 +793,6 @@ static void test_metadata(const char *dir)
 		"offset_ns = -1 gives offset_s = -1, offset = 999999999");
 
 	/* The metadata file is what bp_format_metadata makes, with env. */
-	static const struct bp_env_entry env[] = {
-		{"node", "bp@host"}, {"otp_release", "25"},
-		{"quoted", "a\"b\\c\nd"}};
 	size_t flen;
 	char *file;
 	n = bp_format_metadata(big, 65536, uuid, offset_ns, env, 3);
@@ -828,13 +841,22 @@ static void test_errors(const char *tmp)
 	     "event shorter than its header: EMSGSIZE");
 	is_i(bp_ctf_stream_add(&s, ev, 65, 0), EMSGSIZE,
 	     "event larger than a packet's room: EMSGSIZE");
+	is_i(bp_ctf_stream_add(&s, ev, 30, 0), 0, "event of 30 bytes");
+	bp_ev_header(ev, BP_EV_RETURN_TO, 6, 6);
+	is_i(bp_ctf_stream_add(&s, ev, 34, 0), 0,
+	     "event of 34 bytes: the packet is exactly full");
+	is_u(s.seq, 0, "an exactly full packet is not written yet");
+	is_u(s.len, BP_PACKET_HEADER_SIZE + 64, "packet holds both events");
+	is_i(bp_ctf_stream_flush(&s, 0, 0), 0, "flush");
+	is_u(s.bytes, BP_PACKET_HEADER_SIZE + 64, "packet of exactly cap bytes");
 	is_i(bp_ctf_stream_add(&s, ev, 64, 0), 0, "event filling a packet");
-	is_u(s.seq, 0, "not written yet");
+	is_u(s.seq, 1, "not written yet");
 	is_i(bp_ctf_stream_add(&s, ev, 18, 0), 0, "next event");
-	is_u(s.seq, 1, "the full packet was written first");
-	is_u(s.bytes, BP_PACKET_HEADER_SIZE + 64, "bytes written");
+	is_u(s.seq, 2, "the full packet was written first");
+	is_u(s.bytes, 2 * (BP_PACKET_HEADER_SIZE + 64), "bytes written");
 	is_i(bp_ctf_stream_close(&s, 0), 0, "close");
-	is_u(s.bytes, 2 * BP_PACKET_HEADER_SIZE + 64 + 18, "close flushed");
+	is_u(s.bytes, 3 * BP_PACKET_HEADER_SIZE + 2 * 64 + 18, "close flushed");
+	is_u(s.events, 4, "events written");
 	is_i(bp_ctf_stream_flush(&s, 0, 1), EBADF, "flush after close: EBADF");
 
 	is_i(bp_ctf_stream_open(&s, dir, 2, uuid, 4u * BP_PACKET_MAX), 0,

@@ -13,7 +13,8 @@
  *     Variants: small rings that fill often, a ring too big to fill (no
  *     drop, every record exactly once), and lossless retry on small rings.
  *  4. Flight recorder (drop oldest, no consumer): what is read back is the
- *     newest contiguous suffix and read + evicted == written.
+ *     newest contiguous suffix and read + evicted == written (auxiliary
+ *     records, BP_RING_AUX, are not counted as evicted).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -84,6 +85,7 @@ static uint64_t ring_evicted(struct bp_ring *r)
 struct mrec {
 	uint64_t start, rec, end, seq;
 	uint32_t len;
+	int aux; /* committed with bp_ring_commit_aux: not counted evicted */
 };
 
 struct model {
@@ -124,13 +126,13 @@ static void mevict(struct model *m, uint64_t bytes)
 			continue;
 		}
 		m->tail = f->end;
-		m->evicted++;
+		m->evicted += !f->aux;
 		mpop(m);
 	}
 }
 
 struct oracle_stats {
-	unsigned long ops, writes, null_full, null_big, pads, abandoned;
+	unsigned long ops, writes, null_full, null_big, pads, abandoned, aux;
 	unsigned long reads, partial_reads;
 };
 
@@ -196,10 +198,17 @@ static void oracle_write(struct bp_ring *r, struct model *m, uint64_t *s,
 					 : max_len;
 	for (uint32_t i = 0; i < len; i++)
 		p[i] = pat(*seq, i);
-	bp_ring_commit(r, len);
+	int aux = rnd(s) % 8 == 0;
+	if (aux) {
+		bp_ring_commit_aux(r, len);
+		st->aux++;
+	} else {
+		bp_ring_commit(r, len);
+	}
 	check(m->qlen < m->qcap);
-	m->q[(m->qfirst + m->qlen++) % m->qcap] = (struct mrec){
-		m->head, rec, rec + bp_ring_align(BP_RING_HDR + len), *seq, len};
+	m->q[(m->qfirst + m->qlen++) % m->qcap] =
+		(struct mrec){m->head, rec, rec + bp_ring_align(BP_RING_HDR + len),
+			      *seq, len, aux};
 	m->head = rec + bp_ring_align(BP_RING_HDR + len);
 	(*seq)++;
 	st->writes++;
@@ -225,7 +234,7 @@ static void oracle_read(struct bp_ring *r, struct model *m, size_t k,
 		if (!p)
 			break;
 		struct mrec *f = mfront(m);
-		check_u(len, f->len);
+		check_u(len, f->len); /* BP_RING_AUX not passed on */
 		check_u((uint64_t)(p - r->data), f->rec % m->cap + BP_RING_HDR);
 		check_u(first_diff(p, len < f->len ? len : f->len, f->seq),
 			len < f->len ? len : f->len);
@@ -272,10 +281,10 @@ static void oracle_run(uint64_t cap, int drop_oldest, unsigned long ops,
 	oracle_read(&r, &m, SIZE_MAX, &st);
 	check_u(m.qlen, 0);
 	check_u(bp_ring_used(&r), 0);
-	ok_bulk("oracle cap=%" PRIu64 " %s: %lu ops, %lu records, %lu full, "
-		"%lu too big, %lu pads, %lu evicted, %lu abandoned",
+	ok_bulk("oracle cap=%" PRIu64 " %s: %lu ops, %lu records (%lu aux), "
+		"%lu full, %lu too big, %lu pads, %lu evicted, %lu abandoned",
 		cap, drop_oldest ? "drop-oldest" : "drop-newest", st.ops,
-		st.writes, st.null_full, st.null_big, st.pads,
+		st.writes, st.aux, st.null_full, st.null_big, st.pads,
 		(unsigned long)m.evicted, st.abandoned);
 	/* The random walk must have reached the interesting cases. */
 	ok(st.pads > 0 && st.null_big > 0 && st.partial_reads > 0 &&
@@ -611,12 +620,18 @@ static void stress_run(const char *name, uint64_t cap, uint32_t max_payload,
 
 /* ---- 4. flight recorder --------------------------------------------------- */
 
-static void test_flight_recorder(uint64_t cap, uint64_t n, uint64_t seed)
+/* Every fifth record is auxiliary (bp_ring_commit_aux) when aux is set:
+ * evicting one is not a loss, so read + evicted counts user records. */
+#define IS_AUX(aux, seq) ((aux) && (seq) % 5 == 4)
+
+static void test_flight_recorder(uint64_t cap, uint64_t n, int aux,
+				 uint64_t seed)
 {
 	struct bp_ring r;
 	uint8_t *data = malloc(cap);
 	uint32_t *lens = malloc(n * sizeof *lens);
 	uint64_t s = seed, written = 0, read = 0, first = 0;
+	uint64_t user_written = 0, user_read = 0;
 	struct bp_ring_reader rd;
 	const uint8_t *p;
 	uint32_t len;
@@ -633,8 +648,14 @@ static void test_flight_recorder(uint64_t cap, uint64_t n, uint64_t seed)
 			memcpy(q, &written, 8);
 			for (uint32_t i = 0; i + 8 < l; i++)
 				q[8 + i] = pat(written, i);
-			lens[written++] = l;
-			bp_ring_commit(&r, l);
+			lens[written] = l;
+			if (IS_AUX(aux, written)) {
+				bp_ring_commit_aux(&r, l);
+			} else {
+				bp_ring_commit(&r, l);
+				user_written++;
+			}
+			written++;
 		}
 		/* ...then dump: the newest records, a contiguous suffix. */
 		uint64_t got = 0;
@@ -650,20 +671,30 @@ static void test_flight_recorder(uint64_t cap, uint64_t n, uint64_t seed)
 				check_u(len, lens[seq]);
 				check_u(first_diff(p + 8, len - 8, seq) + 8, len);
 			}
+			user_read += !IS_AUX(aux, seq);
 			got++;
 		}
 		bp_ring_read_end(&rd);
 		read += got;
 		check(got > 0);
 		check_u(first + got, written); /* ends with the newest */
-		check_u(read + ring_evicted(&r), written);
+		check_u(user_read + ring_evicted(&r), user_written);
 		check_u(bp_ring_used(&r), 0);
 	}
-	ok_bulk("flight recorder cap=%" PRIu64 ": %" PRIu64 " written, %" PRIu64
+	ok_bulk("flight recorder cap=%" PRIu64 "%s: %" PRIu64 " written, %" PRIu64
 		" read (newest, contiguous), %" PRIu64 " evicted",
-		cap, written, read, ring_evicted(&r));
-	is_u(read + ring_evicted(&r), written,
-	     "flight recorder cap=%" PRIu64 ": read + evicted == written", cap);
+		cap, aux ? " with aux records" : "", written, read,
+		ring_evicted(&r));
+	if (aux)
+		is_u(user_read + ring_evicted(&r), user_written,
+		     "flight recorder cap=%" PRIu64 ": user records read + "
+		     "evicted == user records written (%" PRIu64 ")",
+		     cap, user_written);
+	else
+		is_u(read + ring_evicted(&r), written,
+		     "flight recorder cap=%" PRIu64 ": read + evicted == "
+		     "written (%" PRIu64 ")",
+		     cap, written);
 	free(lens);
 	free(data);
 }
@@ -713,9 +744,11 @@ int main(void)
 			test_too_big(caps[i], mode);
 		}
 	}
-	test_flight_recorder(4096, 30000, 42);
-	test_flight_recorder(256, 3000, 43);
-	test_flight_recorder(65536, 60000, 44);
+	test_flight_recorder(4096, 30000, 0, 42);
+	test_flight_recorder(256, 3000, 0, 43);
+	test_flight_recorder(65536, 60000, 0, 44);
+	test_flight_recorder(4096, 30000, 1, 45);
+	test_flight_recorder(256, 3000, 1, 46);
 	test_flight_recorder_no_evict();
 
 	/* Back to back: the rings are full most of the time. */

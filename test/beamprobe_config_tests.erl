@@ -1,0 +1,379 @@
+%%% @doc EUnit tests of beamprobe_config:validate/1: valid specs give the
+%%% full configuration (defaults filled in, lists sorted, output turned into
+%%% an absolute `dir'), invalid ones the exact error term.  Validation
+%%% installs nothing and creates nothing.
+%%%
+%%% Run: erl -noshell -pa ebin -pa _build/test
+%%%          -eval 'eunit:test(beamprobe_config_tests, [verbose]), halt().'
+-module(beamprobe_config_tests).
+
+-include_lib("eunit/include/eunit.hrl").
+-include_lib("kernel/include/file.hrl").
+
+-define(ADD, {lists, seq, 2}).
+
+%%% ------------------------------------------------------------------------
+%%% Fixture: a private temporary directory
+%%% ------------------------------------------------------------------------
+
+setup() ->
+    Base = filename:join(tmp_root(), "beamprobe_config_tests-" ++
+                             os:getpid() ++ "-" ++
+                             integer_to_list(erlang:unique_integer([positive]))),
+    ok = file:make_dir(Base),
+    Base.
+
+cleanup(Base) ->
+    ok = del_tree(Base).
+
+tmp_root() ->
+    case os:getenv("TMPDIR") of
+        false -> "/tmp";
+        "" -> "/tmp";
+        T -> T
+    end.
+
+del_tree(Path) ->
+    case file:read_link_info(Path) of
+        {ok, #file_info{type = directory}} ->
+            {ok, Fs} = file:list_dir(Path),
+            [ok = del_tree(filename:join(Path, F)) || F <- Fs],
+            file:del_dir(Path);
+        {ok, _} -> file:delete(Path);
+        {error, enoent} -> ok
+    end.
+
+validate_test_() ->
+    {setup, fun setup/0, fun cleanup/1,
+     fun(Base) -> valid(Base) ++ invalid(Base) ++ outputs(Base) end}.
+
+out(Base, Name) -> {file, filename:join(Base, Name)}.
+
+v(Spec) -> beamprobe_config:validate(Spec).
+
+%%% ------------------------------------------------------------------------
+%%% Valid specs
+%%% ------------------------------------------------------------------------
+
+valid(Base) ->
+    Out = out(Base, "t"),
+    Dir = filename:join(Base, "t"),
+    [{"defaults are filled in and output becomes dir",
+      fun() ->
+              {ok, C} = v(#{calls => [?ADD], output => Out}),
+              D = beamprobe_config:defaults(),
+              ?assertEqual(maps:merge(D, #{calls => [?ADD], dir => Dir}), C),
+              ?assertNot(maps:is_key(output, C)),
+              ?assertEqual(all, maps:get(procs, C)),
+              ?assertEqual(true, maps:get(return, C)),
+              ?assertEqual(true, maps:get(exceptions, C)),
+              ?assertEqual(false, maps:get(return_to, C)),
+              ?assertEqual(full, maps:get(args, C)),
+              ?assertEqual(8 * 1024 * 1024, maps:get(buffer, C)),
+              ?assertEqual(drop_newest, maps:get(overflow, C)),
+              ?assertEqual(#{depth => 4, list => 16, binary => 64,
+                             bytes => 512}, maps:get(capture, C)),
+              ?assertEqual(#{events => infinity, bytes => 1024 * 1024 * 1024,
+                             seconds => 60}, maps:get(limits, C)),
+              ?assertEqual(false, maps:get(force, C)),
+              ?assertNot(filelib:is_dir(Dir))
+      end},
+     {"calls and events are sorted and deduplicated",
+      fun() ->
+              {ok, C} = v(#{calls => [{lists, seq, 2}, {lists, reverse, 1},
+                                      {lists, seq, 2}],
+                            events => [send, gc, send, 'receive'],
+                            output => Out}),
+              ?assertEqual([{lists, reverse, 1}, {lists, seq, 2}],
+                           maps:get(calls, C)),
+              ?assertEqual(lists:usort([send, gc, 'receive']),
+                           maps:get(events, C))
+      end},
+     {"procs: names resolve to pids, sorted and deduplicated",
+      fun() ->
+              Me = self(),
+              Code = whereis(code_server),
+              {ok, C} = v(#{procs => [code_server, Me, Me], events => [send],
+                            output => Out}),
+              ?assertEqual(lists:usort([Code, Me]), maps:get(procs, C))
+      end},
+     {"procs: all, new and existing",
+      fun() ->
+              [?assertMatch({ok, #{procs := P}},
+                            v(#{procs => P, events => [procs], output => Out}))
+               || P <- [all, new, existing]]
+      end},
+     {"every event kind and all of them",
+      fun() ->
+              All = [call, send, 'receive', procs, running, gc, ports],
+              [?assertMatch({ok, #{events := [E]}},
+                            v(#{events => [E], output => Out})) || E <- All],
+              ?assertMatch({ok, #{events := _}},
+                           v(#{events => All, output => Out}))
+      end},
+     {"wildcards: {M, '_', '_'}, {M, F, '_'}; {'_', '_', '_'} with force",
+      fun() ->
+              ?assertMatch({ok, _}, v(#{calls => [{lists, '_', '_'}],
+                                        output => Out})),
+              ?assertMatch({ok, _}, v(#{calls => [{lists, seq, '_'}],
+                                        output => Out})),
+              ?assertMatch({ok, #{force := true, calls := [{'_', '_', '_'}]}},
+                           v(#{calls => [{'_', '_', '_'}], force => true,
+                               output => Out}))
+      end},
+     {"a module that is not loaded yet is loaded to check it",
+      fun() ->
+              ?assertMatch({ok, _}, v(#{calls => [{calendar, '_', '_'}],
+                                        output => Out})),
+              ?assertMatch({file, _}, code:is_loaded(calendar))
+      end},
+     {"options at their bounds",
+      fun() ->
+              ?assertMatch({ok, #{buffer := 16384}},
+                           v(#{calls => [?ADD], buffer => 16384,
+                               output => Out})),
+              ?assertMatch({ok, #{buffer := 4294967296}},
+                           v(#{calls => [?ADD], buffer => 1 bsl 32,
+                               output => Out})),
+              ?assertMatch({ok, #{capture := #{depth := 64, list := 4096,
+                                               binary := 0, bytes := 16}}},
+                           v(#{calls => [?ADD],
+                               capture => #{depth => 64, list => 4096,
+                                            binary => 0, bytes => 16},
+                               output => Out})),
+              ?assertMatch({ok, #{capture := #{depth := 1, list := 1,
+                                               binary := 65536,
+                                               bytes := 65536}}},
+                           v(#{calls => [?ADD],
+                               capture => #{depth => 1, list => 1,
+                                            binary => 65536, bytes => 65536},
+                               output => Out}))
+      end},
+     {"a partial capture map keeps the other defaults",
+      fun() ->
+              ?assertMatch({ok, #{capture := #{depth := 2, list := 16,
+                                               binary := 64, bytes := 512}}},
+                           v(#{calls => [?ADD], capture => #{depth => 2},
+                               output => Out}))
+      end},
+     {"limits: partial map, infinity, float seconds",
+      fun() ->
+              ?assertMatch({ok, #{limits := #{events := 100,
+                                              bytes := 1073741824,
+                                              seconds := 60}}},
+                           v(#{calls => [?ADD], limits => #{events => 100},
+                               output => Out})),
+              ?assertMatch({ok, #{limits := #{events := infinity,
+                                              bytes := infinity,
+                                              seconds := infinity}}},
+                           v(#{calls => [?ADD],
+                               limits => #{events => infinity,
+                                           bytes => infinity,
+                                           seconds => infinity},
+                               output => Out})),
+              ?assertMatch({ok, #{limits := #{seconds := 0.5}}},
+                           v(#{calls => [?ADD], limits => #{seconds => 0.5},
+                               output => Out}))
+      end},
+     {"every overflow mode and args mode",
+      fun() ->
+              [?assertMatch({ok, #{overflow := O}},
+                            v(#{calls => [?ADD], overflow => O,
+                                output => Out}))
+               || O <- [drop_newest, drop_oldest, stop]],
+              [?assertMatch({ok, #{args := A}},
+                            v(#{calls => [?ADD], args => A, output => Out}))
+               || A <- [none, arity, full]]
+      end},
+     {"validation sets no trace pattern and no flag",
+      fun() ->
+              {ok, _} = v(#{calls => [{lists, reverse, 1}], procs => [self()],
+                            output => Out}),
+              ?assertEqual({all, false},
+                           erlang:trace_info({lists, reverse, 1}, all)),
+              ?assertEqual({flags, []}, erlang:trace_info(self(), flags))
+      end}].
+
+%%% ------------------------------------------------------------------------
+%%% Invalid specs: the exact error terms
+%%% ------------------------------------------------------------------------
+
+invalid(Base) ->
+    Out = out(Base, "bad"),
+    Dead = spawn(fun() -> ok end),
+    Ref = monitor(process, Dead),
+    receive {'DOWN', Ref, process, Dead, _} -> ok end,
+    Cases =
+        [{[calls], {bad_spec, [calls], "a map is expected"}},
+         {#{colour => red}, {unknown_option, colour}},
+         {#{calls => [?ADD], output => Out, colour => red},
+          {unknown_option, colour}},
+         {#{procs => everyone, calls => [?ADD]},
+          {bad_option, procs, everyone}},
+         {#{procs => [], calls => [?ADD]}, {bad_option, procs, []}},
+         {#{procs => [self(), 42], calls => [?ADD]}, {bad_option, procs, 42}},
+         {#{procs => self(), calls => [?ADD]},
+          {bad_option, procs, self()}},
+         {#{procs => [self(), Dead], calls => [?ADD]}, {dead_process, Dead}},
+         {#{procs => [no_such_registered_name_x], calls => [?ADD]},
+          {no_such_process, no_such_registered_name_x}},
+         {#{calls => {lists, seq, 2}}, {bad_option, calls, {lists, seq, 2}}},
+         {#{calls => [lists]}, {bad_option, calls, lists}},
+         {#{calls => [{lists, seq, 256}]}, {bad_option, calls, {lists, seq, 256}}},
+         {#{calls => [{lists, seq, x}]}, {bad_option, calls, {lists, seq, x}}},
+         {#{calls => [{no_such_module_x, f, 1}]},
+          {no_such_module, no_such_module_x}},
+         {#{calls => [{lists, no_such_function_x, 1}]},
+          {no_such_function, {lists, no_such_function_x, 1}}},
+         {#{calls => [{lists, seq, 9}]}, {no_such_function, {lists, seq, 9}}},
+         {#{calls => [{lists, no_such_function_x, '_'}]},
+          {no_such_function, {lists, no_such_function_x, '_'}}},
+         {#{calls => [{'_', '_', '_'}]}, {force_required, {'_', '_', '_'}}},
+         {#{calls => [?ADD, {'_', '_', '_'}], force => false},
+          {force_required, {'_', '_', '_'}}},
+         {#{calls => [?ADD], force => maybe}, {bad_option, force, maybe}},
+         {#{calls => [?ADD], return => 1}, {bad_option, return, 1}},
+         {#{calls => [?ADD], exceptions => no}, {bad_option, exceptions, no}},
+         {#{calls => [?ADD], return_to => []}, {bad_option, return_to, []}},
+         {#{events => call}, {bad_option, events, call}},
+         {#{events => [send, exit]}, {bad_option, events, exit}},
+         {#{calls => [?ADD], args => all}, {bad_option, args, all}},
+         {#{calls => [?ADD], capture => [{depth, 1}]},
+          {bad_option, capture, [{depth, 1}]}},
+         {#{calls => [?ADD], capture => #{width => 1}},
+          {unknown_option, {capture, width}}},
+         {#{calls => [?ADD], capture => #{depth => 65}},
+          {bad_option, {capture, depth}, 65}},
+         {#{calls => [?ADD], capture => #{list => 0}},
+          {bad_option, {capture, list}, 0}},
+         {#{calls => [?ADD], capture => #{binary => 65537}},
+          {bad_option, {capture, binary}, 65537}},
+         {#{calls => [?ADD], capture => #{bytes => 16.0}},
+          {bad_option, {capture, bytes}, 16.0}},
+         {#{calls => [?ADD], buffer => 16383}, {bad_option, buffer, 16383}},
+         {#{calls => [?ADD], buffer => (1 bsl 32) + 1},
+          {bad_option, buffer, (1 bsl 32) + 1}},
+         {#{calls => [?ADD], buffer => "8M"}, {bad_option, buffer, "8M"}},
+         {#{calls => [?ADD], overflow => block}, {bad_option, overflow, block}},
+         {#{calls => [?ADD], limits => 10}, {bad_option, limits, 10}},
+         {#{calls => [?ADD], limits => #{time => 1}},
+          {unknown_option, {limits, time}}},
+         {#{calls => [?ADD], limits => #{events => 0}},
+          {bad_option, {limits, events}, 0}},
+         {#{calls => [?ADD], limits => #{bytes => 1.0e6}},
+          {bad_option, {limits, bytes}, 1.0e6}},
+         {#{calls => [?ADD], limits => #{seconds => -1}},
+          {bad_option, {limits, seconds}, -1}},
+         {#{calls => [?ADD], limits => #{seconds => forever}},
+          {bad_option, {limits, seconds}, forever}},
+         {#{calls => [?ADD], output => "dir"}, {bad_option, output, "dir"}},
+         {#{calls => [?ADD], output => {file, 'dir'}},
+          {bad_option, output, {file, 'dir'}}},
+         {#{calls => [?ADD], output => {dir, "x"}},
+          {bad_option, output, {dir, "x"}}}],
+    [{lists:flatten(io_lib:format("invalid: ~0p", [Exp])),
+      fun() ->
+              Spec = case is_map(Spec0) andalso
+                         not maps:is_key(output, Spec0) of
+                         true -> Spec0#{output => Out};
+                         false -> Spec0
+                     end,
+              ?assertEqual({error, Exp}, v(Spec)),
+              Text = beamprobe_config:format_error(Exp),
+              ?assert(io_lib:char_list(Text)),
+              ?assertNotEqual("", Text)
+      end} || {Spec0, Exp} <- Cases] ++
+    [{"nothing to trace",
+      fun() ->
+              ?assertMatch({error, {nothing_to_trace, _}},
+                           v(#{output => Out})),
+              ?assertMatch({error, {nothing_to_trace, _}},
+                           v(#{calls => [], events => [], output => Out}))
+      end},
+     {"the first error in checking order is reported",
+      fun() ->
+              %% force is checked before procs, procs before calls.
+              ?assertEqual({error, {bad_option, force, x}},
+                           v(#{force => x, procs => x, calls => x})),
+              ?assertEqual({error, {bad_option, procs, x}},
+                           v(#{procs => x, calls => x}))
+      end}].
+
+%%% ------------------------------------------------------------------------
+%%% Output directories
+%%% ------------------------------------------------------------------------
+
+outputs(Base) ->
+    [{"a new directory under a writable parent",
+      fun() ->
+              D = filename:join(Base, "new"),
+              ?assertMatch({ok, #{dir := D}},
+                           v(#{calls => [?ADD], output => {file, D}})),
+              ?assertNot(filelib:is_dir(D))
+      end},
+     {"a binary path is accepted and made a string",
+      fun() ->
+              D = filename:join(Base, "bin"),
+              ?assertMatch({ok, #{dir := D}},
+                           v(#{calls => [?ADD],
+                               output => {file, list_to_binary(D)}}))
+      end},
+     {"a relative path is made absolute",
+      fun() ->
+              {ok, Cwd} = file:get_cwd(),
+              ?assertMatch({ok, #{dir := _}},
+                           v(#{calls => [?ADD],
+                               output => {file, "beamprobe_rel_x"}})),
+              {ok, #{dir := D}} = v(#{calls => [?ADD],
+                                       output => {file, "beamprobe_rel_x"}}),
+              ?assertEqual(filename:join(Cwd, "beamprobe_rel_x"), D)
+      end},
+     {"no output: a directory named after the node and time in the cwd",
+      fun() ->
+              {ok, Cwd} = file:get_cwd(),
+              {ok, #{dir := D}} = v(#{calls => [?ADD]}),
+              ?assertEqual(Cwd, filename:dirname(D)),
+              ?assertMatch({match, _},
+                           re:run(filename:basename(D),
+                                  "^beamprobe-.+-[0-9]{8}-[0-9]{6}$")),
+              ?assertNot(lists:member($@, filename:basename(D)))
+      end},
+     {"an existing empty directory is accepted",
+      fun() ->
+              D = filename:join(Base, "empty"),
+              ok = file:make_dir(D),
+              ?assertMatch({ok, #{dir := D}},
+                           v(#{calls => [?ADD], output => {file, D}}))
+      end},
+     {"a non-empty directory is refused",
+      fun() ->
+              D = filename:join(Base, "full"),
+              ok = file:make_dir(D),
+              ok = file:write_file(filename:join(D, "f"), <<>>),
+              ?assertEqual({error, {output_exists, D}},
+                           v(#{calls => [?ADD], output => {file, D}}))
+      end},
+     {"a path under a regular file is refused",
+      fun() ->
+              F = filename:join(Base, "regular"),
+              ok = file:write_file(F, <<"x">>),
+              D = filename:join(F, "sub"),
+              ?assertEqual({error, {unwritable, D, enotdir}},
+                           v(#{calls => [?ADD], output => {file, D}})),
+              ?assertEqual({error, {unwritable, F, enotdir}},
+                           v(#{calls => [?ADD], output => {file, F}}))
+      end},
+     {"a missing parent is refused",
+      fun() ->
+              D = filename:join([Base, "missing", "sub"]),
+              ?assertEqual({error, {unwritable, D, enoent}},
+                           v(#{calls => [?ADD], output => {file, D}}))
+      end},
+     {"format_error of every output error is a sentence",
+      fun() ->
+              [?assertNotEqual("", beamprobe_config:format_error(E))
+               || E <- [{output_exists, "/x"}, {unwritable, "/x", eacces},
+                        {unwritable, "/x", enotdir}, {no_match, ?ADD},
+                        {already_traced, [self()]}, {remote_process, self()},
+                        {something_else, 1}]]
+      end}].

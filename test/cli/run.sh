@@ -1,0 +1,310 @@
+#!/bin/bash
+# test/cli/run.sh -- tests of the trace reader bin/beamprobe.
+#
+# Run from the repo root: `bash test/cli/run.sh` (builds what it needs
+# with `make -C c_src/cli`).  `--bless` rewrites the expected outputs in
+# test/traces/expected/ from the current binary instead of comparing.
+# Every check runs the ASan+UBSan binary.  Prints TAP-ish lines, ends
+# with "N passed, M failed" and exits non-zero on failure; a check whose
+# tool is missing is reported as SKIP with the reason, never as passed.
+set -u
+export TZ=UTC LC_ALL=C
+export ASAN_OPTIONS=abort_on_error=0:detect_leaks=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+cd "$(dirname "$0")/../.." || exit 1
+BLESS=0
+[ "${1:-}" = "--bless" ] && BLESS=1
+T=test/traces
+EXP=$T/expected
+pass=0 fail=0 skip=0 n=0
+ok() { n=$((n + 1)); pass=$((pass + 1)); echo "ok $n - $1"; }
+not_ok() { n=$((n + 1)); fail=$((fail + 1)); echo "not ok $n - $1"; [ -n "${2:-}" ] && sed 's/^/#   /' <<<"$2" | head -20; }
+skip() { n=$((n + 1)); skip=$((skip + 1)); echo "ok $n - SKIP $1"; }
+check() { if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1" "expected: $3
+got:      $2"; fi; }
+have() { command -v "$1" >/dev/null 2>&1; }
+
+WORK=$(mktemp -d /tmp/bp-cli-test.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+
+if make -s -C c_src/cli all asan gen >"$WORK/build.log" 2>&1; then
+	ok "build (bin/beamprobe, asan binary, generator)"
+else
+	not_ok "build" "$(tail -20 "$WORK/build.log")"
+	echo "$pass passed, $fail failed"
+	exit 1
+fi
+BP=_build/cli/beamprobe-asan
+GEN=_build/cli/gen_trace
+
+# Runs the reader; stdout to $WORK/out, stderr to $WORK/err, rc in $rc.
+run() { "$BP" "$@" >"$WORK/out" 2>"$WORK/err"; rc=$?; }
+sanitizer_clean() { ! grep -qE 'AddressSanitizer|LeakSanitizer|runtime error:' "$WORK/err"; }
+
+# Compares $WORK/out with an expected file (or writes it with --bless).
+golden() {
+	local name=$1 file=$2
+	if [ $BLESS = 1 ]; then
+		cp "$WORK/out" "$file"
+		ok "$name (blessed)"
+	elif [ ! -f "$file" ]; then
+		not_ok "$name" "missing $file (run with --bless)"
+	elif diff -u "$file" "$WORK/out" >"$WORK/diff"; then
+		ok "$name"
+	else
+		not_ok "$name" "$(head -20 "$WORK/diff")"
+	fi
+}
+
+json_get() { # json_get FILE PYTHON-EXPR-ON-d
+	python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"
+}
+
+echo "# command line"
+run --version; check "--version exits 0" "$rc" 0
+grep -q '^beamprobe [0-9]' "$WORK/out" && ok "--version prints the version" || not_ok "--version prints the version"
+run --help; check "--help exits 0" "$rc" 0
+for c in print stats export info; do
+	run "$c" --help
+	if [ "$rc" = 0 ] && grep -q "^Usage: beamprobe $c" "$WORK/out"; then ok "$c --help"; else not_ok "$c --help"; fi
+	run help "$c"; check "help $c exits 0" "$rc" 0
+done
+run frobnicate; check "unknown command: exit 1" "$rc" 1
+run print --bogus $T/good/basic; check "unknown option: exit 1" "$rc" 1
+run print; check "missing directory: exit 1" "$rc" 1
+run stats --sort nope $T/good/basic; check "bad --sort: exit 1" "$rc" 1
+run export --format nope $T/good/basic; check "bad --format: exit 1" "$rc" 1
+run print --since 25:00:00 $T/good/basic; check "bad --since: exit 1" "$rc" 1
+run print "$WORK/does-not-exist"; check "missing trace: exit 2" "$rc" 2
+grep -q "does-not-exist" "$WORK/err" && ok "missing trace: named in the error" || not_ok "missing trace: named in the error"
+
+echo "# golden trace: good/basic"
+G=$T/good/basic
+for cmd in print stats info; do
+	run "$cmd" $G
+	check "$cmd basic: exit 0" "$rc" 0
+	golden "$cmd basic: output equals $EXP/basic.$cmd" "$EXP/basic.$cmd"
+	sanitizer_clean && ok "$cmd basic: sanitizer clean" || not_ok "$cmd basic: sanitizer clean" "$(head -20 "$WORK/err")"
+done
+
+# The generator is deterministic: it still writes the committed trace.
+"$GEN" basic "$WORK/regen" && chmod 644 "$WORK"/regen/*
+if diff -r "$WORK/regen" $G >/dev/null; then ok "gen_trace reproduces good/basic byte for byte"
+else not_ok "gen_trace reproduces good/basic (writer changed? see make_traces.sh)"; fi
+
+if have python3; then
+	run stats --json $G; cp "$WORK/out" "$WORK/stats.json"
+	if json_get "$WORK/stats.json" "'ok'" >/dev/null 2>&1; then ok "stats --json is valid JSON"; else not_ok "stats --json is valid JSON"; fi
+	f() { json_get "$WORK/stats.json" "[x for x in d['functions'] if x['function']=='$1'][0]['$2']" 2>/dev/null; }
+	# Known values from test/cli/gen_trace.c (ns).
+	check "handle_call/3 inclusive = 100us" "$(f my_server:handle_call/3 total_ns)" 100000
+	check "handle_call/3 own = 75us" "$(f my_server:handle_call/3 own_ns)" 75000
+	check "lists:seq/2 inclusive = 20us" "$(f lists:seq/2 total_ns)" 20000
+	check "lists:reverse/1 own = 5us" "$(f lists:reverse/1 own_ns)" 5000
+	check "worker:step/1: 2 calls" "$(f worker:step/1 calls)" 2
+	check "worker:step/1 inclusive = 50us (return_to ends a frame)" "$(f worker:step/1 total_ns)" 50000
+	check "worker:step/1 max = 30us" "$(f worker:step/1 max_ns)" 30000
+	check "worker:loop/1 still open" "$(f worker:loop/1 open)" 1
+	check "handle_info/2 own = 15us (exception ends frames)" "$(f my_server:handle_info/2 own_ns)" 15000
+	check "ets:lookup/2 ended by an exception" "$(f ets:lookup/2 exceptions)" 1
+	check "total own time = 190us" "$(json_get "$WORK/stats.json" "d['total_own_ns']")" 190000
+	check "lost ring_full = 2" "$(json_get "$WORK/stats.json" "d['lost']['by_cause']['ring_full']")" 2
+	check "lost total = 4" "$(json_get "$WORK/stats.json" "d['lost']['total']")" 4
+	check "my_server: GC time 10us" "$(json_get "$WORK/stats.json" "[p for p in d['processes'] if p['name']=='my_server'][0]['gc_ns']")" 10000
+	check "client: scheduled 285us" "$(json_get "$WORK/stats.json" "[p for p in d['processes'] if p['name']=='client'][0]['sched_ns']")" 285000
+	check "3 message flows" "$(json_get "$WORK/stats.json" "len(d['flows'])")" 3
+else
+	skip "stats --json checks: python3 not found"
+fi
+
+if have babeltrace2 && have python3; then
+	for tr in $G; do
+		bt=$(babeltrace2 "$tr" 2>/dev/null | grep -c ' call:')
+		check "stats calls = babeltrace2 call events ($bt) on $(basename "$tr")" \
+			"$(json_get "$WORK/stats.json" "d['total_calls']")" "$bt"
+	done
+else
+	skip "babeltrace2 cross-check: babeltrace2 or python3 not found"
+fi
+
+echo "# print filters"
+run print $G; cp "$WORK/out" "$WORK/all"
+filt() { # filt NAME EXPECTED-COMMAND -- ARGS...
+	local name=$1 expect=$2; shift 3
+	run print "$@" $G
+	check "print $name" "$(cat "$WORK/out")" "$(eval "$expect")"
+}
+filt "--proc my_server" "grep '^[^ ]* <0.100.0> my_server ' $WORK/all" -- --proc my_server
+filt "--pid '<0.102.0>'" "grep '^[^ ]* <0.102.0> ' $WORK/all" -- --pid '<0.102.0>'
+filt "--mfa 'lists:*'" "grep -E ' (call|returned from) lists:' $WORK/all" -- --mfa 'lists:*'
+filt "--mfa '*:step'" "grep -E '(call|from|to) worker:step' $WORK/all" -- --mfa '*:step'
+filt "--event exception_from" "grep ' exception from ' $WORK/all" -- --event exception_from
+filt "--event messages" "grep -E ' (sent|received) ' $WORK/all" -- --event messages
+filt "--grep badarg" "grep badarg $WORK/all" -- --grep badarg
+filt "--since 12:00:00.000200 --until +0.00025" \
+	"awk '\$1 >= \"12:00:00.000200\" && \$1 <= \"12:00:00.000250\"' $WORK/all" \
+	-- --since 12:00:00.000200 --until +0.00025
+
+echo "# exports"
+for fmt in perfetto speedscope folded callgrind; do
+	run export --format $fmt -o "$WORK/basic.$fmt" $G
+	check "export $fmt: exit 0" "$rc" 0
+	sanitizer_clean || not_ok "export $fmt: sanitizer clean" "$(head "$WORK/err")"
+done
+if have python3; then
+	for fmt in perfetto speedscope; do
+		if python3 -m json.tool "$WORK/basic.$fmt" >/dev/null 2>"$WORK/jerr"; then ok "$fmt output parses as JSON (python3)"
+		else not_ok "$fmt output parses as JSON" "$(cat "$WORK/jerr")"; fi
+	done
+	pf() { json_get "$WORK/basic.perfetto" "$1"; }
+	check "perfetto: one B slice per call event" "$(pf "sum(1 for e in d['traceEvents'] if e['ph']=='B')")" 9
+	check "perfetto: every B closed by an E" "$(pf "sum(1 for e in d['traceEvents'] if e['ph']=='E')")" 9
+	check "perfetto: 2 flow starts (matched sends)" "$(pf "sum(1 for e in d['traceEvents'] if e['ph']=='s')")" 2
+	check "perfetto: 2 flow ends bound to enclosing slices" "$(pf "sum(1 for e in d['traceEvents'] if e['ph']=='f' and e['bp']=='e')")" 2
+	check "perfetto: 2 GC slices" "$(pf "sum(1 for e in d['traceEvents'] if e['ph']=='X' and e['cat']=='gc')")" 2
+	check "perfetto: 3 scheduling slices" "$(pf "sum(1 for e in d['traceEvents'] if e['ph']=='X' and e['cat']=='sched')")" 3
+	check "perfetto: my_server track named" "$(pf "[e['args']['name'] for e in d['traceEvents'] if e['ph']=='M' and e['name']=='thread_name' and e['pid']==1 and e['tid']==1][0]")" "<0.100.0> my_server"
+	ss() { json_get "$WORK/basic.speedscope" "$1"; }
+	check "speedscope: 3 profiles (processes with calls)" "$(ss "len(d['profiles'])")" 3
+	check "speedscope: 9 opens" "$(ss "sum(1 for p in d['profiles'] for e in p['events'] if e['type']=='O')")" 9
+	check "speedscope: balanced" "$(ss "all(sum(1 if e['type']=='O' else -1 for e in p['events'])==0 for p in d['profiles'])")" True
+	check "speedscope: times non-decreasing" "$(ss "all(all(a['at']<=b['at'] for a,b in zip(p['events'],p['events'][1:])) for p in d['profiles'])")" True
+	check "folded weights sum = stats total_own_ns" \
+		"$(awk '{s += $NF} END {print s}' "$WORK/basic.folded")" \
+		"$(json_get "$WORK/stats.json" "d['total_own_ns']")"
+else
+	skip "JSON checks of exports: python3 not found"
+fi
+if have node; then
+	if node -e 'JSON.parse(require("fs").readFileSync(process.argv[1]))' "$WORK/basic.perfetto"; then ok "perfetto output parses as JSON (node)"; else not_ok "perfetto output parses as JSON (node)"; fi
+else
+	skip "node JSON check: node not found"
+fi
+grep -q '^my_server;my_server:handle_call/3;lists:seq/2 20000$' "$WORK/basic.folded" && ok "folded: nested stack line" || not_ok "folded: nested stack line" "$(cat "$WORK/basic.folded")"
+if have callgrind_annotate; then
+	callgrind_annotate "$WORK/basic.callgrind" >"$WORK/ca" 2>&1
+	top=$(grep -A2 'file:function' "$WORK/ca" | sed -n 3p)
+	case "$top" in
+	*"my_server:handle_call/3"*) ok "callgrind_annotate reads the profile; most expensive is handle_call/3";;
+	*) not_ok "callgrind_annotate: most expensive function" "$(cat "$WORK/ca")";;
+	esac
+	grep -q '190,000 (100.0%)  PROGRAM TOTALS' "$WORK/ca" && ok "callgrind total = 190us" || not_ok "callgrind total" "$(head -20 "$WORK/ca")"
+else
+	skip "callgrind_annotate: not found (package valgrind)"
+fi
+
+echo "# damaged traces"
+for d in $T/damaged/*/; do
+	d=${d%/}
+	name=$(basename "$d")
+	run print "$d"
+	check "$name: print exits 2" "$rc" 2
+	if grep -qE "beamprobe: $T/damaged/$name/[a-z0-9-]+: (offset [0-9]+: )?" "$WORK/err"; then ok "$name: error names file and offset"
+	else not_ok "$name: error names file and offset" "$(cat "$WORK/err")"; fi
+	sanitizer_clean && ok "$name: no sanitizer report" || not_ok "$name: no sanitizer report" "$(head -30 "$WORK/err")"
+	golden "$name: events before the damage printed" "$EXP/$name.print"
+	cp "$WORK/err" "$WORK/err.print"; cp "$WORK/out" "$WORK/out.print"
+	if [ $BLESS = 1 ]; then cp "$WORK/err" "$EXP/$name.err"; fi
+	diff -q "$EXP/$name.err" "$WORK/err" >/dev/null 2>&1 && ok "$name: error message as expected" || not_ok "$name: error message" "$(diff "$EXP/$name.err" "$WORK/err")"
+	run stats "$d"
+	check "$name: stats exits 2" "$rc" 2
+	sanitizer_clean && ok "$name: stats sanitizer clean" || not_ok "$name: stats sanitizer clean" "$(head -30 "$WORK/err")"
+	for fmt in perfetto speedscope folded callgrind; do
+		run export -F $fmt -o "$WORK/x" "$d"
+		if [ "$rc" = 2 ] && sanitizer_clean; then ok "$name: export $fmt exits 2, sanitizer clean"
+		else not_ok "$name: export $fmt exits 2, sanitizer clean" "$(head "$WORK/err")"; fi
+	done
+	run info "$d"
+	check "$name: info exits 2" "$rc" 2
+	golden "$name: info output" "$EXP/$name.info"
+done
+# Truncated: the events of the complete packets and of the cut packet's
+# complete events are there.
+check "truncated_last_packet: all events but the cut ones" \
+	"$(grep -c . "$EXP/truncated_last_packet.print")" "$(($(grep -c . "$EXP/basic.print") - 1))"
+
+echo "# random corruption (seeded): never crash, exit 0 or 2"
+if have python3; then
+	bad=0
+	for seed in $(seq 1 60); do
+		rm -rf "$WORK/fz"; cp -r $G "$WORK/fz"
+		python3 - "$WORK/fz" "$seed" <<'PY'
+import os, random, sys
+d, seed = sys.argv[1], int(sys.argv[2])
+r = random.Random(seed)
+files = sorted(os.listdir(d))
+f = os.path.join(d, files[r.randrange(len(files))])
+data = bytearray(open(f, 'rb').read())
+for _ in range(r.randint(1, 8)):
+    if not data:
+        break
+    i = r.randrange(len(data))
+    op = r.randrange(3)
+    if op == 0:
+        data[i] = r.randrange(256)
+    elif op == 1:
+        del data[i:i + r.randint(1, 64)]
+    else:
+        data[i:i] = bytes(r.randrange(256) for _ in range(r.randint(1, 16)))
+if r.randrange(4) == 0:
+    data = data[:r.randrange(len(data) + 1)]
+open(f, 'wb').write(bytes(data))
+PY
+		for cmd in "print" "stats" "info" "export -F perfetto -o $WORK/fz.out" "export -F speedscope -o $WORK/fz.out"; do
+			run $cmd "$WORK/fz"
+			if { [ "$rc" != 0 ] && [ "$rc" != 2 ]; } || ! sanitizer_clean; then
+				bad=$((bad + 1)); echo "# seed $seed, $cmd: rc $rc"; head -5 "$WORK/err" | sed 's/^/#   /'
+			fi
+		done
+	done
+	check "300 runs on corrupted copies: exit 0/2, sanitizer clean" "$bad" 0
+else
+	skip "random corruption: python3 not found"
+fi
+
+echo "# larger trace"
+"$GEN" big "$WORK/big" 200000
+run stats --json "$WORK/big"; cp "$WORK/out" "$WORK/big.json"
+check "big: stats exit 0" "$rc" 0
+if have babeltrace2 && have python3; then
+	check "big: stats calls = babeltrace2 call events" \
+		"$(json_get "$WORK/big.json" "d['total_calls']")" \
+		"$(babeltrace2 "$WORK/big" 2>/dev/null | grep -c ' call:')"
+else
+	skip "big: babeltrace2 cross-check (babeltrace2 or python3 missing)"
+fi
+run export -F folded -o "$WORK/big.folded" "$WORK/big"
+if have python3; then
+	check "big: folded sum = total own" "$(awk '{s += $NF} END {printf "%d", s}' "$WORK/big.folded")" \
+		"$(json_get "$WORK/big.json" "d['total_own_ns']")"
+fi
+run print "$WORK/big"
+check "big: print exits 0, one line per non-process event" "$rc $(wc -l <"$WORK/out")" "0 $(("$(json_get "$WORK/big.json" "d['events']")" + 4))"
+
+echo "# --follow"
+mkdir "$WORK/live"
+cp $G/metadata $G/thread-000 "$WORK/live/"
+"$BP" print --follow "$WORK/live" >"$WORK/follow.out" 2>"$WORK/follow.err" &
+fpid=$!
+sleep 1
+cp $G/thread-001 "$WORK/live/thread-001.tmp" && mv "$WORK/live/thread-001.tmp" "$WORK/live/thread-001"
+sleep 1.5
+kill -INT $fpid
+wait $fpid; frc=$?
+check "--follow: exits 0 on SIGINT" "$frc" 0
+check "--follow: picked up the stream file added later" "$(grep -c '<0.101.0>' "$WORK/follow.out")" "$(grep -c '<0.101.0>' "$EXP/basic.print")"
+
+echo "# fuzz target"
+if have clang && make -s -C c_src/cli fuzz >"$WORK/fuzz.log" 2>&1; then
+	mkdir -p "$WORK/corpus"
+	i=0; for f in $G/thread-* $T/damaged/*/thread-*; do cp "$f" "$WORK/corpus/s$i"; i=$((i + 1)); done
+	cp $G/metadata "$WORK/corpus/meta"
+	if _build/cli/fuzz_reader -runs=20000 -max_len=8192 "$WORK/corpus" >"$WORK/fuzz.out" 2>&1; then ok "fuzz_reader: 20000 runs without a crash"
+	else not_ok "fuzz_reader" "$(tail -30 "$WORK/fuzz.out")"; fi
+else
+	skip "fuzz target: clang with libFuzzer not available"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
