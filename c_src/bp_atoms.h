@@ -42,7 +42,11 @@
 	A(io_error, "io_error") A(aux_events, "aux_events")                \
 	A(threads, "threads") A(memory, "memory") A(badarg, "badarg")      \
 	A(not_flight_recorder, "not_flight_recorder")                      \
-	A(enomem, "enomem") A(uuid, "uuid") A(ms_result, "ms_result")
+	A(enomem, "enomem") A(uuid, "uuid") A(ms_result, "ms_result")   \
+	A(handlers, "handlers") A(pid, "pid") A(kinds, "kinds")            \
+	A(pids, "pids") A(batch, "batch") A(credits, "credits")            \
+	A(file, "file") A(file_kinds, "file_kinds") A(rate, "rate")        \
+	A(rate_stop, "rate_stop") A(delivered, "delivered")
 
 struct bp_atoms {
 #define BP__ATOM_FIELD(name, text) ERL_NIF_TERM name;

@@ -6,6 +6,7 @@
  * process-bound calls are not available; enif_send with a NULL env is).
  */
 #include "bp_session.h"
+#include "bp_sink_handler.h"
 
 #include <errno.h>
 #include <string.h>
@@ -47,27 +48,44 @@ static struct bp_ctf_stream *stream_for(struct bp_session *s, uint32_t idx)
 	return st->fd >= 0 ? st : NULL;
 }
 
-static void add_event(struct bp_session *s, struct bp_ctf_stream *st,
-		      const uint8_t *ev, uint32_t len, uint64_t discarded)
+static void write_event(struct bp_session *s, struct bp_ctf_stream *st,
+			const uint8_t *ev, uint32_t len, uint64_t discarded)
 {
 	uint64_t before = st->bytes;
 	int err = bp_ctf_stream_add(st, ev, len, discarded);
-	uint16_t id;
 
 	if (err) {
 		if (err != EMSGSIZE)
 			note_io_error(s, err);
 		return;
 	}
-	id = bp_get_u16(ev + BP_EV_OFF_ID);
-	if (id == BP_EV_PROCESS || id == BP_EV_DROPS)
-		atomic_fetch_add_explicit(&s->aux_events, 1,
-					  memory_order_relaxed);
-	else
-		atomic_fetch_add_explicit(&s->events, 1, memory_order_relaxed);
 	if (st->bytes != before)
 		atomic_fetch_add_explicit(&s->bytes, st->bytes - before,
 					  memory_order_relaxed);
+}
+
+/* Counts one event and hands it to every sink that wants it. */
+static void add_event(struct bp_session *s, struct bp_ctf_stream *st,
+		      const uint8_t *ev, uint32_t len, uint64_t discarded)
+{
+	uint16_t id = bp_get_u16(ev + BP_EV_OFF_ID);
+	int aux = id == BP_EV_PROCESS || id == BP_EV_DROPS;
+
+	atomic_fetch_add_explicit(aux ? &s->aux_events : &s->events, 1,
+				  memory_order_relaxed);
+	if (st && (aux || (id < 64 && (s->file_kinds & (1ull << id)))))
+		write_event(s, st, ev, len, discarded);
+	for (uint32_t i = 0; i < s->nhandlers; i++)
+		bp_handler_add(s, &s->handlers[i], ev, len);
+}
+
+static void flush_handlers(struct bp_session *s, int final)
+{
+	for (uint32_t i = 0; i < s->nhandlers; i++) {
+		struct bp_handler_sink *h = &s->handlers[i];
+		if (final || atomic_load(&h->credits) > 0)
+			bp_handler_flush(s, h);
+	}
 }
 
 static void flush_stream(struct bp_session *s, struct bp_slot *sl,
@@ -98,8 +116,8 @@ static uint64_t drain_slot(struct bp_session *s, struct bp_slot *sl)
 
 	bp_ring_read_begin(&sl->ring, &rd);
 	while ((p = bp_ring_read_next(&rd, &len))) {
-		if (!st && !(st = stream_for(s, sl->index)))
-			continue; /* cannot write: records are consumed */
+		if (s->has_file && !st)
+			st = stream_for(s, sl->index); /* NULL: cannot write */
 		add_event(s, st, p, len, discarded);
 		if (++n % RELEASE_EVERY == 0)
 			bp_ring_read_end(&rd);
@@ -160,12 +178,14 @@ static void write_drops(struct bp_session *s)
 		if (!any && s->streams[i].fd < 0)
 			continue; /* nothing to say, no file to say it in */
 		noslot = 0;
-		if (!(st = stream_for(s, i)))
+		if (!s->has_file || !(st = stream_for(s, i)))
 			continue;
 		off = bp_ev_header(ev, BP_EV_DROPS, bp_now(), 0);
 		for (int c = 0; c < BP_DROP_COUNT; c++, off += 8)
 			bp_put_u64(ev + off, d[c]);
-		add_event(s, st, ev, (uint32_t)off, slot_discarded(sl));
+		atomic_fetch_add_explicit(&s->aux_events, 1,
+					  memory_order_relaxed);
+		write_event(s, st, ev, (uint32_t)off, slot_discarded(sl));
 	}
 }
 
@@ -182,6 +202,7 @@ static void notify_stop(struct bp_session *s)
 	case BP_SR_BYTES: why = "bytes"; break;
 	case BP_SR_OVERFLOW: why = "overflow"; break;
 	case BP_SR_IO_ERROR: why = "io_error"; break;
+	case BP_SR_RATE: why = "rate"; break;
 	default: why = "unknown"; break;
 	}
 	env = enif_alloc_env();
@@ -235,6 +256,7 @@ void bp_collector_finish(struct bp_session *s)
 	atomic_store(&s->state, BP_S_STOPPED);
 	bp_session_quiesce(s);
 	drain_all(s);
+	flush_handlers(s, 1);
 	write_drops(s);
 	for (uint32_t i = 0; i < s->max_slots; i++) {
 		struct bp_slot *sl =
@@ -279,6 +301,7 @@ void *bp_collector_main(void *arg)
 		}
 		if (!drop_oldest)
 			moved = drain_all(s);
+		flush_handlers(s, 0);
 		now = bp_now();
 		if (now - last_flush >= FLUSH_NS) {
 			flush_all(s, 0);

@@ -131,6 +131,8 @@ int bp_ctf_stream_add(struct bp_ctf_stream *s, const uint8_t *ev,
 {
 	uint64_t ts;
 
+	if (s->fd < 0 || !s->buf)
+		return EBADF;
 	if (len < BP_EVENT_HEADER_SIZE ||
 	    (size_t)len > s->cap - BP_PACKET_HEADER_SIZE)
 		return EMSGSIZE;

@@ -16,6 +16,7 @@
 #include "bp_atoms.h"
 #include "bp_nif.h"
 #include "bp_session.h"
+#include "bp_sink_handler.h"
 #include "bp_term.h"
 
 struct bp_atoms bp_atom;
@@ -77,6 +78,11 @@ static void session_dtor(ErlNifEnv *env, void *obj)
 		for (uint32_t i = 0; i < s->max_slots; i++)
 			bp_ctf_stream_close(&s->streams[i], 0);
 		enif_free(s->streams);
+	}
+	if (s->handlers) {
+		for (uint32_t i = 0; i < s->nhandlers; i++)
+			bp_handler_free(&s->handlers[i]);
+		enif_free(s->handlers);
 	}
 	if (s->region)
 		munmap(s->region, s->region_size);
@@ -179,6 +185,56 @@ static int write_metadata(ErlNifEnv *env, struct bp_session *s,
 	return bp_ctf_write_metadata(s->dir, s->uuid, offset_ns, entries, n);
 }
 
+/* handlers => [#{pid, kinds, pids, batch, credits, overflow}] */
+static int get_handlers(ErlNifEnv *env, ERL_NIF_TERM cfg, struct bp_session *s)
+{
+	ERL_NIF_TERM list, head, v;
+	unsigned n;
+
+	if (!enif_get_map_value(env, cfg, bp_atom.handlers, &list))
+		return 1;
+	if (!enif_get_list_length(env, list, &n) || n > 16)
+		return 0;
+	if (n == 0)
+		return 1;
+	s->handlers = enif_alloc(sizeof *s->handlers * n);
+	if (!s->handlers)
+		return 0;
+	memset(s->handlers, 0, sizeof *s->handlers * n);
+	for (unsigned i = 0; enif_get_list_cell(env, list, &head, &list); i++) {
+		struct bp_handler_sink *h = &s->handlers[i];
+		ErlNifUInt64 kinds, batch, credits;
+		ERL_NIF_TERM pl, ph;
+		if (bp_handler_init(h) != 0)
+			return 0;
+		s->nhandlers = i + 1;
+		h->index = i;
+		if (!enif_is_map(env, head) ||
+		    !enif_get_map_value(env, head, bp_atom.pid, &v) ||
+		    !enif_get_local_pid(env, v, &h->pid) ||
+		    !get_u64_opt(env, head, bp_atom.kinds, ~0ull, &kinds) ||
+		    !get_u64_opt(env, head, bp_atom.batch, 1000, &batch) ||
+		    !get_u64_opt(env, head, bp_atom.credits, 4, &credits) ||
+		    batch < 1 || batch > 100000 || credits < 1 || credits > 64)
+			return 0;
+		h->kinds = kinds;
+		h->batch_max = (uint32_t)batch;
+		h->credits_max = (uint32_t)credits;
+		atomic_init(&h->credits, (int32_t)credits);
+		if (enif_get_map_value(env, head, bp_atom.overflow, &v))
+			h->overflow_stop = v == bp_atom.stop;
+		if (enif_get_map_value(env, head, bp_atom.pids, &pl)) {
+			while (enif_get_list_cell(env, pl, &ph, &pl)) {
+				if (h->npids >= BP_HANDLER_MAX_PIDS ||
+				    !(enif_is_pid(env, ph) || enif_is_port(env, ph)))
+					return 0;
+				h->pids[h->npids++] = (uint64_t)ph;
+			}
+		}
+	}
+	return 1;
+}
+
 static void make_uuid(uint8_t u[16])
 {
 	FILE *f = fopen("/dev/urandom", "rb");
@@ -218,15 +274,23 @@ static ERL_NIF_TERM nif_start(ErlNifEnv *env, int argc,
 	struct bp_session *s;
 	ErlNifBinary dir;
 	ErlNifUInt64 buffer, slots, evl, byl, pkt;
-	int ret, exc, msr, err;
+	int ret, exc, msr, err, file, rstop;
+	ErlNifUInt64 fkinds;
 
 	(void)argc;
 	if (!enif_is_map(env, cfg))
 		return enif_make_badarg(env);
-	if (!enif_get_map_value(env, cfg, bp_atom.dir, &v) ||
-	    !enif_inspect_iolist_as_binary(env, v, &dir) || dir.size == 0 ||
-	    dir.size >= sizeof s->dir || memchr(dir.data, 0, dir.size))
+	if (!get_bool_opt(env, cfg, bp_atom.file, 1, &file))
+		return error2(env, "bad_config", "file");
+	if (!file) {
+		dir.data = (unsigned char *)"";
+		dir.size = 0;
+	} else if (!enif_get_map_value(env, cfg, bp_atom.dir, &v) ||
+		   !enif_inspect_iolist_as_binary(env, v, &dir) ||
+		   dir.size == 0 || dir.size >= sizeof s->dir ||
+		   memchr(dir.data, 0, dir.size)) {
 		return error2(env, "bad_config", "dir");
+	}
 	if (!get_u64_opt(env, cfg, bp_atom.buffer, 8u << 20, &buffer) ||
 	    buffer < MIN_BUFFER || buffer > MAX_BUFFER)
 		return error2(env, "bad_config", "buffer");
@@ -244,6 +308,11 @@ static ERL_NIF_TERM nif_start(ErlNifEnv *env, int argc,
 	    !get_bool_opt(env, cfg, bp_atom.ms_result, 0, &msr))
 		return error2(env, "bad_config", "return");
 
+	if (!get_u64_opt(env, cfg, bp_atom.file_kinds, ~0ull, &fkinds))
+		return error2(env, "bad_config", "file_kinds");
+	if (!get_bool_opt(env, cfg, bp_atom.rate_stop, 0, &rstop))
+		return error2(env, "bad_config", "rate_stop");
+
 	s = enif_alloc_resource(bp_session_rt, sizeof *s);
 	if (!s)
 		return error2(env, "start", "enomem");
@@ -253,6 +322,23 @@ static ERL_NIF_TERM nif_start(ErlNifEnv *env, int argc,
 
 	memcpy(s->dir, dir.data, dir.size);
 	s->dir[dir.size] = '\0';
+	s->has_file = file;
+	s->file_kinds = fkinds;
+	s->rate_stop = rstop;
+	if (enif_get_map_value(env, cfg, bp_atom.rate, &v)) {
+		const ERL_NIF_TERM *rt;
+		int ra;
+		ErlNifUInt64 rn, rms;
+		if (!enif_get_tuple(env, v, &ra, &rt) || ra != 2 ||
+		    !enif_get_uint64(env, rt[0], &rn) ||
+		    !enif_get_uint64(env, rt[1], &rms) || rn < 1 || rms < 1)
+			return error2(env, "bad_config", "rate");
+		s->rate_n = rn;
+		s->rate_window = rms * 1000000ull;
+		atomic_init(&s->rate_start, bp_now());
+	}
+	if (!get_handlers(env, cfg, s))
+		return error2(env, "bad_config", "handlers");
 	s->buffer = buffer & ~(uint64_t)4095;
 	s->max_slots = (uint32_t)slots;
 	s->event_limit = evl;
@@ -311,7 +397,7 @@ static ERL_NIF_TERM nif_start(ErlNifEnv *env, int argc,
 	make_uuid(s->uuid);
 	if (!enif_get_map_value(env, cfg, bp_atom.env, &v))
 		v = enif_make_list(env, 0);
-	err = write_metadata(env, s, v, realtime_offset_ns());
+	err = file ? write_metadata(env, s, v, realtime_offset_ns()) : 0;
 	if (err == EINVAL)
 		return error2(env, "bad_config", "env");
 	if (err)
@@ -339,7 +425,7 @@ static ERL_NIF_TERM stats_map(ErlNifEnv *env, struct bp_session *s)
 	ERL_NIF_TERM dropped = enif_make_new_map(env), m, st;
 	static const char *const reasons[] = {"none", "events", "bytes",
 					      "overflow", "io_error",
-					      "owner_dead"};
+					      "owner_dead", "rate"};
 	int sr = atomic_load(&s->stop_reason);
 
 	bp_session_drops(s, d);
@@ -372,13 +458,24 @@ static ERL_NIF_TERM stats_map(ErlNifEnv *env, struct bp_session *s)
 		enif_make_uint64(env, atomic_load(&s->bytes)),
 		dropped,
 		st,
-		enif_make_atom(env, reasons[sr < 6 && sr >= 0 ? sr : 0]),
+		enif_make_atom(env, reasons[sr < 7 && sr >= 0 ? sr : 0]),
 		ioe ? errno_term(env, "file", ioe) : bp_atom.none,
 		enif_make_uint(env, threads),
 		enif_make_uint64(env, (uint64_t)threads * s->slot_stride),
 	};
 	if (!enif_make_map_from_arrays(env, keys, vals, 9, &m))
 		return enif_make_badarg(env);
+	ERL_NIF_TERM sinks = enif_make_list(env, 0);
+	for (uint32_t i = s->nhandlers; i-- > 0;) {
+		struct bp_handler_sink *h = &s->handlers[i];
+		ERL_NIF_TERM hk[2] = {bp_atom.delivered, bp_atom.dropped};
+		ERL_NIF_TERM hv[2] = {enif_make_uint64(env, atomic_load(&h->delivered)),
+				      enif_make_uint64(env, atomic_load(&h->dropped))};
+		ERL_NIF_TERM hm;
+		if (enif_make_map_from_arrays(env, hk, hv, 2, &hm))
+			sinks = enif_make_list_cell(env, hm, sinks);
+	}
+	enif_make_map_put(env, m, bp_atom.handlers, sinks, &m);
 	return m;
 }
 
@@ -489,6 +586,20 @@ static ERL_NIF_TERM nif_annotate(ErlNifEnv *env, int argc,
 	return enif_make_tuple2(env, bp_atom.ok, enif_make_uint(env, written));
 }
 
+/* ack(Session, SinkIndex) -> ok: the handler consumed one batch. */
+static ERL_NIF_TERM nif_ack(ErlNifEnv *env, int argc,
+			    const ERL_NIF_TERM argv[])
+{
+	struct bp_session *s = arg_session(env, argv[0]);
+	unsigned i;
+
+	(void)argc;
+	if (!s || !enif_get_uint(env, argv[1], &i) || i >= s->nhandlers)
+		return enif_make_badarg(env);
+	bp_handler_ack(&s->handlers[i]);
+	return bp_atom.ok;
+}
+
 /* ---- renderer access, for tests ------------------------------------- */
 
 #define RENDER_BUF (65 * 1024)
@@ -591,6 +702,7 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
 #define BP__MAKE_ATOM(name, text) bp_atom.name = enif_make_atom(env, text);
 	BP_ATOMS(BP__MAKE_ATOM)
 #undef BP__MAKE_ATOM
+	bp_handler_load(env);
 	return open_types(env);
 }
 
@@ -610,6 +722,7 @@ static ErlNifFunc nif_funcs[] = {
 	{"info", 1, nif_info, 0},
 	{"dump", 1, nif_dump, ERL_NIF_DIRTY_JOB_IO_BOUND},
 	{"annotate", 2, nif_annotate, 0},
+	{"ack", 2, nif_ack, 0},
 	{"render", 2, nif_render, 0},
 	{"render_args", 2, nif_render_args, 0},
 	{"render_mfa", 3, nif_render_mfa, 0},

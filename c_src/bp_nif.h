@@ -18,7 +18,6 @@ extern ErlNifResourceType *bp_session_rt;
 	N(enabled_running_procs, 3, bp_tracer_enabled)                     \
 	N(enabled_garbage_collection, 3, bp_tracer_enabled)                \
 	N(trace, 5, bp_tracer_trace)                                       \
-	N(trace_call, 5, bp_tracer_trace_call)                             \
 	N(trace_send, 5, bp_tracer_trace_send)                             \
 	N(trace_receive, 5, bp_tracer_trace_receive)                       \
 	N(trace_procs, 5, bp_tracer_trace_procs)                           \
@@ -30,5 +29,11 @@ extern ErlNifResourceType *bp_session_rt;
 	ERL_NIF_TERM fn(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 BP_TRACER_NIFS(BP__DECL)
 #undef BP__DECL
+
+/* Call events (call, return_from, exception_from, return_to), reached
+ * through trace/5: trace_call/5 is deliberately not exported, see
+ * bp_tracer.c. */
+ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
+				  const ERL_NIF_TERM argv[]);
 
 #endif /* BP_NIF_H */

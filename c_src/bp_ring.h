@@ -71,7 +71,8 @@ void bp__ring_evict(struct bp_ring *r, uint64_t need);
 /*
  * Reserves room for a payload of up to `max_len` bytes.  Returns where to
  * write the payload, or NULL when it does not fit (drop-newest mode: the
- * ring is full; either mode: max_len exceeds half the ring).  Nothing is
+ * ring is full; either mode: the record -- 8-byte header + max_len, rounded
+ * up to 8 -- exceeds half the ring).  Nothing is
  * visible to the consumer until bp_ring_commit().  Producer thread only.
  */
 static inline uint8_t *bp_ring_reserve(struct bp_ring *r, uint32_t max_len)

@@ -87,3 +87,19 @@ void bp_session_quiesce(struct bp_session *s)
 			sched_yield();
 	}
 }
+
+int bp__session_rate_ok(struct bp_session *s)
+{
+	uint64_t now = bp_now();
+	uint64_t start = atomic_load_explicit(&s->rate_start,
+					      memory_order_relaxed);
+
+	if (now - start >= s->rate_window) {
+		/* One thread opens the new window; the others count in it. */
+		if (atomic_compare_exchange_strong(&s->rate_start, &start, now))
+			atomic_store_explicit(&s->rate_count, 0,
+					      memory_order_relaxed);
+	}
+	return atomic_fetch_add_explicit(&s->rate_count, 1,
+					 memory_order_relaxed) < s->rate_n;
+}

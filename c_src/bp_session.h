@@ -34,6 +34,8 @@
 #include "bp_ring.h"
 #include "bp_term.h"
 
+struct bp_handler_sink;
+
 #define BP_MAX_SLOTS 256
 #define BP_PID_CACHE 1024 /* per-slot "process event already written" set */
 #define BP_MFA_CACHE 256  /* per-slot cache of rendered "m:f/a" texts */
@@ -66,6 +68,7 @@ enum bp_stop_reason {
 	BP_SR_OVERFLOW, /* overflow => stop and an event was lost */
 	BP_SR_IO_ERROR, /* writing the trace failed */
 	BP_SR_OWNER_DEAD, /* the session process died without stopping */
+	BP_SR_RATE,       /* on_rate => stop and the rate was exceeded */
 };
 
 #define BP_F_RETURN 1u     /* record return_from */
@@ -105,6 +108,21 @@ struct bp_session {
 	_Atomic uint64_t noslot_drops;
 	char pad2[64];
 	_Atomic int stop_reason; /* enum bp_stop_reason, first one wins */
+
+	/* Rate limit at the source: at most rate_n events per window. */
+	uint64_t rate_n;       /* 0 = none */
+	uint64_t rate_window;  /* ns */
+	int rate_stop;         /* the first rate drop ends the session */
+	char pad3[64];
+	_Atomic uint64_t rate_start; /* window start (ns) */
+	_Atomic uint64_t rate_count; /* events in the window */
+	char pad4[64];
+
+	/* Sinks. */
+	int has_file;                     /* CTF files in dir */
+	uint64_t file_kinds;              /* event kinds written to files */
+	struct bp_handler_sink *handlers; /* nhandlers; owned */
+	uint32_t nhandlers;
 
 	/* Collector. */
 	uint64_t byte_limit; /* 0 = none */
@@ -160,6 +178,10 @@ static inline void bp_slot_drop(struct bp_slot *sl, enum bp_drop_cause c)
 /* Asks the session to end for reason r (first reason wins).  Any thread. */
 void bp_session_request_stop(struct bp_session *s, enum bp_stop_reason r);
 
+/* Takes one event from the rate window; 0 if the window is full.
+ * Producer context (lock-free). */
+int bp__session_rate_ok(struct bp_session *s);
+
 /*
  * Enters the session to write one event: returns the slot to write to, or
  * NULL when the event must not be written (the loss is already counted).
@@ -183,6 +205,13 @@ static inline struct bp_slot *bp_session_enter(struct bp_session *s)
 		bp_slot_drop(sl, st == BP_S_PAUSED ? BP_DROP_DUMPING
 						    : BP_DROP_STOPPED);
 		atomic_store_explicit(&sl->busy, 0, memory_order_release);
+		return NULL;
+	}
+	if (s->rate_n && !bp__session_rate_ok(s)) {
+		bp_slot_drop(sl, BP_DROP_RATE);
+		atomic_store_explicit(&sl->busy, 0, memory_order_release);
+		if (s->rate_stop)
+			bp_session_request_stop(s, BP_SR_RATE);
 		return NULL;
 	}
 	if (s->event_limit &&
@@ -209,8 +238,10 @@ static inline uint8_t *bp_session_reserve(struct bp_session *s,
 	uint8_t *p = bp_ring_reserve(&sl->ring, max_len);
 
 	if (!p) {
-		bp_slot_drop(sl, max_len > sl->ring.cap / 2 ? BP_DROP_TOO_BIG
-							    : BP_DROP_RING_FULL);
+		bp_slot_drop(sl, bp_ring_align(BP_RING_HDR + (uint64_t)max_len) >
+					 sl->ring.cap / 2
+				     ? BP_DROP_TOO_BIG
+				     : BP_DROP_RING_FULL);
 		if (s->overflow == BP_OVF_STOP)
 			bp_session_request_stop(s, BP_SR_OVERFLOW);
 	}

@@ -13,9 +13,11 @@
  * by this thread in this session gets a "process" event first, so readers
  * can print <0.123.0> for the 64-bit key carried by every event.
  *
- * Meta tracing is never used with this module: it exports trace_call/5,
- * and OTP 25 calls trace_call/5 with three arguments for meta tracing
- * (../shared/notes/tracer-facts.md, section 0.6).
+ * trace_call/5 is deliberately NOT exported: OTP 25 calls a tracer's
+ * trace_call/5 with three arguments for meta-trace events and the VM
+ * crashes (../shared/notes/tracer-facts.md, section 0.6).  Call events
+ * reach trace/5 instead, which dispatches on the tag, so this module is
+ * safe both as a process tracer and as a meta tracer.
  */
 #include <string.h>
 
@@ -215,7 +217,7 @@ ERL_NIF_TERM bp_tracer_enabled(ErlNifEnv *env, int argc,
 	return bp_atom.trace;
 }
 
-/* trace_call/5: call, return_from, exception_from, return_to. */
+/* Call events: call, return_from, exception_from, return_to. */
 ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 				  const ERL_NIF_TERM argv[])
 {
@@ -504,13 +506,16 @@ out:
 	return bp_atom.ok;
 }
 
-/* trace/5: anything without a specific callback (e.g. seq_trace): not
+/* trace/5: call events (no trace_call/5, see the top of this file);
+ * anything else without a specific callback (e.g. seq_trace) is not
  * recorded. */
 ERL_NIF_TERM bp_tracer_trace(ErlNifEnv *env, int argc,
 			     const ERL_NIF_TERM argv[])
 {
-	(void)env;
-	(void)argc;
-	(void)argv;
+	ERL_NIF_TERM tag = argv[0];
+
+	if (tag == bp_atom.call || tag == bp_atom.return_from ||
+	    tag == bp_atom.exception_from || tag == bp_atom.return_to)
+		return bp_tracer_trace_call(env, argc, argv);
 	return bp_atom.ok;
 }

@@ -1,10 +1,10 @@
 %%% @doc The beamprobe NIF: the `erl_tracer' module and the session control
 %%% calls.  Internal: use the {@link beamprobe} API.
 %%%
-%%% The tracer callbacks (`enabled/3', `trace_call/5', ...) are NIFs written
+%%% The tracer callbacks (`enabled/3', `trace/5', ...) are NIFs written
 %%% in C (`c_src/bp_tracer.c'); the VM calls them in the context of the
-%%% traced process.  This module must never be used for meta tracing (see
-%%% `docs/design.md').
+%%% traced process.  It does not export `trace_call/5', which makes it safe
+%%% as a meta tracer too (see `docs/design.md').
 -module(beamprobe_nif).
 
 %% Implements the erl_tracer behaviour (its callbacks are NIFs).
@@ -12,10 +12,10 @@
 -export([enabled/3, enabled_call/3, enabled_send/3, enabled_receive/3,
          enabled_procs/3, enabled_ports/3, enabled_running_procs/3,
          enabled_garbage_collection/3,
-         trace/5, trace_call/5, trace_send/5, trace_receive/5,
+         trace/5, trace_send/5, trace_receive/5,
          trace_procs/5, trace_ports/5, trace_running_procs/5,
          trace_garbage_collection/5]).
--export([start/1, stop/1, info/1, dump/1, annotate/2,
+-export([start/1, stop/1, info/1, dump/1, annotate/2, ack/2,
          render/2, render_args/2, render_mfa/3, thread_slot/0]).
 
 -on_load(load/0).
@@ -69,12 +69,11 @@ enabled_running_procs(_, _, _) -> ?NOT_LOADED.
           trace | discard | remove.
 enabled_garbage_collection(_, _, _) -> ?NOT_LOADED.
 
-%% @doc Tracer callback for events without a specific one: ignored.
+%% @doc Tracer callback: call, return_from, exception_from, return_to
+%% (`trace_call/5' is deliberately not exported, so that this module is
+%% safe as a meta tracer too), and anything without a specific callback.
 -spec trace(tag(), session(), term(), term(), map()) -> ok.
 trace(_, _, _, _, _) -> ?NOT_LOADED.
-%% @doc Tracer callback: call, return_from, exception_from, return_to.
--spec trace_call(tag(), session(), pid(), term(), map()) -> ok.
-trace_call(_, _, _, _, _) -> ?NOT_LOADED.
 %% @doc Tracer callback: send, send_to_non_existing_process.
 -spec trace_send(tag(), session(), pid(), term(), map()) -> ok.
 trace_send(_, _, _, _, _) -> ?NOT_LOADED.
@@ -116,6 +115,10 @@ dump(_Session) -> ?NOT_LOADED.
 -spec annotate(session(), [{pid() | port(), binary(), binary()}]) ->
           {ok, non_neg_integer()}.
 annotate(_Session, _List) -> ?NOT_LOADED.
+
+%% @doc A handler consumed batch number `Index''s worth: one credit back.
+-spec ack(session(), non_neg_integer()) -> ok.
+ack(_Session, _Index) -> ?NOT_LOADED.
 
 %% @doc Renders a term the way the tracer does (for tests).
 -spec render(term(), map()) -> binary().

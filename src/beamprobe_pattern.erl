@@ -768,6 +768,8 @@ guard({call, A, {remote, _, {atom, _, M}, {atom, _, F}}, Args}, _Vars, _Mode) ->
                           "function", [M, F, length(Args)]));
 guard({call, A, {atom, _, F}, Args}, Vars, Mode) ->
     guard_call(A, F, Args, Vars, Mode);
+guard({match, A, _, _}, _Vars, _Mode) ->
+    ?ERR(A, "illegal guard expression: '=' matches, use '==' or '=:=' to compare");
 guard({record, A, _, _}, _Vars, _Mode) ->
     ?ERR(A, "records are not supported");
 guard({record_field, A, _, _, _}, _Vars, _Mode) ->

@@ -170,10 +170,26 @@ void bp_out_pad(struct bp_out *o, const char *s, int width, int right)
 
 static const char hexd[] = "0123456789abcdef";
 
+/* Whether any of the 8 bytes of w is < 0x20 or == 0x7f (SWAR). */
+static inline int has_ctl(uint64_t w)
+{
+	const uint64_t ones = 0x0101010101010101ull, high = ones * 0x80;
+	uint64_t lt20 = (w - ones * 0x20) & ~w & high;
+	uint64_t x = w ^ (ones * 0x7f);
+	uint64_t eq7f = (x - ones) & ~x & high;
+	return (lt20 | eq7f) != 0;
+}
+
 void bp_out_text(struct bp_out *o, const char *s, size_t n)
 {
 	size_t i = 0, start = 0;
 
+	for (; i + 8 <= n; i += 8) { /* fast path: plain text */
+		uint64_t w;
+		memcpy(&w, s + i, 8);
+		if (has_ctl(w))
+			break;
+	}
 	for (; i < n; i++) {
 		unsigned char c = (unsigned char)s[i];
 		if (c >= 0x20 && c != 0x7f)

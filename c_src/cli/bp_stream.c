@@ -20,6 +20,29 @@
 
 #define READ_CHUNK (512u * 1024) /* minimum read size */
 
+/* Little-endian loads: one unaligned load on LE hosts (the format is LE). */
+static inline uint64_t ld64(const uint8_t *p)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return v;
+#else
+	return bp_get_u64(p);
+#endif
+}
+
+static inline uint16_t ld16(const uint8_t *p)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	uint16_t v;
+	memcpy(&v, p, 2);
+	return v;
+#else
+	return bp_get_u16(p);
+#endif
+}
+
 void bp_diag_report(struct bp_diag *d, const char *file, int64_t off,
 		    const char *fmt, ...)
 {
@@ -312,7 +335,7 @@ static int decode(struct bp_stream *s)
 		skip_packet(s, "truncated event header");
 		return 0;
 	}
-	uint16_t cls = bp_get_u16(p + BP_EV_OFF_ID);
+	uint16_t cls = ld16(p + BP_EV_OFF_ID);
 	const struct bp_class *c =
 		cls < BP_META_MAX_CLASSES ? &s->meta->classes[cls] : NULL;
 	if (!c || !c->defined || c->bad) {
@@ -324,8 +347,8 @@ static int decode(struct bp_stream *s)
 	}
 	e->cls = cls;
 	e->id = c->id;
-	e->ts = bp_get_u64(p + BP_EV_OFF_TS);
-	e->pid = bp_get_u64(p + BP_EV_OFF_PID);
+	e->ts = ld64(p + BP_EV_OFF_TS);
+	e->pid = ld64(p + BP_EV_OFF_PID);
 	e->off = at(s, s->pos);
 	p += BP_EVENT_HEADER_SIZE;
 	unsigned ns = 0, nn = 0;
@@ -364,7 +387,7 @@ static int decode(struct bp_stream *s)
 		v = w == 1 ? p[0]
 		    : w == 2 ? bp_get_u16(p)
 		    : w == 4 ? bp_get_u32(p)
-			     : bp_get_u64(p);
+			     : ld64(p);
 		if (nn < BP_EV_MAX_NUM)
 			e->num[nn++] = v;
 		p += w;

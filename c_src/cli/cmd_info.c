@@ -2,6 +2,7 @@
  * span, events by kind, events lost by cause, files and their sizes.
  */
 #include "bp_cli.h"
+#include "bp_hash.h"
 #include "bp_out.h"
 
 #include <getopt.h>
@@ -50,6 +51,7 @@ int bp_cmd_info(int argc, char **argv)
 					     {0, 0, 0, 0}};
 	uint64_t by_kind[BP_EV_COUNT + 1] = {0}, total = 0, last = 0;
 	struct bp_reader r;
+	struct bp_map procs; /* distinct process keys */
 	struct bp_out o;
 	const struct bp_event *e;
 	int c, err;
@@ -64,14 +66,18 @@ int bp_cmd_info(int argc, char **argv)
 		return bp_cli_usage("info", "expected one trace directory");
 	if (bp_reader_open(&r, argv[optind], 0) != 0)
 		return BP_EXIT_DAMAGED;
+	bp_map_init(&procs);
 	while ((e = bp_reader_next(&r))) {
 		by_kind[e->id < BP_EV_COUNT ? e->id : BP_EV_COUNT]++;
+		if (e->id == BP_EV_PROCESS)
+			bp_map_put(&procs, e->pid, 1);
 		if (e->id != BP_EV_PROCESS && e->id != BP_EV_DROPS) {
 			total++;
 			last = e->ts;
 		}
 	}
 	if ((err = bp_out_open(&o, NULL)) != 0) {
+		bp_map_free(&procs);
 		bp_reader_close(&r);
 		return bp_cli_finish(&r, err, "standard output", 0);
 	}
@@ -128,8 +134,9 @@ int bp_cmd_info(int argc, char **argv)
 			count_line(&o, bp_event_name((uint16_t)id),
 				   by_kind[id]);
 	bp_out_str(&o, "processes:    ");
-	bp_out_u64(&o, by_kind[BP_EV_PROCESS]);
-	bp_out_str(&o, " process events\n");
+	bp_out_u64(&o, procs.n);
+	bp_out_str(&o, " (processes and ports described)\n");
+	bp_map_free(&procs);
 	print_losses(&o, &r);
 	bp_out_str(&o, "files:\n");
 	bp_out_str(&o, "  ");

@@ -1,0 +1,214 @@
+/* bp_sink_handler.c -- the Erlang handler sink: the collector thread turns
+ * events into maps and sends them, in batches, to a handler process
+ * (src/beamprobe_handler.erl), with credit-based flow control.
+ *
+ * A sink starts with `credits` batches it may send; each batch sent takes
+ * one, each beamprobe_nif:ack/2 from the handler gives one back.  With no
+ * credit left, a full batch is dropped and its events counted (the handler
+ * learns how many in its next batch, as a #{event => dropped} map), so the
+ * handler's mailbox never holds more than `credits` batches and the node's
+ * memory stays bounded however slow the handler is.
+ *
+ * Collector thread only, except bp_handler_ack (any thread).
+ */
+#include <string.h>
+
+#include "bp_atoms.h"
+#include "bp_sink_handler.h"
+
+/* Atoms for event names and field names, made once in load(). */
+static ERL_NIF_TERM ev_atoms[BP_EV_COUNT];
+static ERL_NIF_TERM field_atoms[BP_EV_COUNT][16];
+static ERL_NIF_TERM a_event, a_ts, a_pid, a_count, a_dropped,
+	a_beamprobe_events;
+
+void bp_handler_load(ErlNifEnv *env)
+{
+	for (unsigned id = 0; id < BP_EV_COUNT; id++) {
+		const struct bp_event_desc *d = &bp_event_descs[id];
+		if (!d->name)
+			continue;
+		ev_atoms[id] = enif_make_atom(env, d->name);
+		for (unsigned f = 0; f < d->nfields && f < 16; f++)
+			field_atoms[id][f] = enif_make_atom(env, d->fields[f].name);
+	}
+	a_event = enif_make_atom(env, "event");
+	a_ts = enif_make_atom(env, "ts");
+	a_pid = enif_make_atom(env, "pid");
+	a_count = enif_make_atom(env, "count");
+	a_dropped = enif_make_atom(env, "dropped");
+	a_beamprobe_events = enif_make_atom(env, "beamprobe_events");
+}
+
+/* A pid or port key is the VM's immediate term word for it (bp_tracer.c),
+ * valid in any environment; 0 means none. */
+static ERL_NIF_TERM key_term(uint64_t key)
+{
+	return key ? (ERL_NIF_TERM)key : bp_atom.undefined;
+}
+
+static ERL_NIF_TERM bin_term(ErlNifEnv *env, const char *s, size_t n)
+{
+	ERL_NIF_TERM t;
+	unsigned char *p = enif_make_new_binary(env, n, &t);
+
+	memcpy(p, s, n);
+	return t;
+}
+
+/* Decodes one event (written by bp_tracer.c, so well-formed; still
+ * bounds-checked) into a map.  Returns 0 on a malformed event. */
+static int event_map(ErlNifEnv *env, const uint8_t *ev, uint32_t len,
+		     ERL_NIF_TERM *out)
+{
+	uint16_t id = bp_get_u16(ev + BP_EV_OFF_ID);
+	const struct bp_event_desc *d;
+	ERL_NIF_TERM keys[19], vals[19];
+	unsigned n = 0;
+	uint32_t off = BP_EVENT_HEADER_SIZE;
+
+	if (id >= BP_EV_COUNT || !(d = &bp_event_descs[id])->name ||
+	    d->nfields > 16)
+		return 0;
+	keys[n] = a_event;
+	vals[n++] = ev_atoms[id];
+	keys[n] = a_ts;
+	vals[n++] = enif_make_uint64(env, bp_get_u64(ev + BP_EV_OFF_TS));
+	keys[n] = a_pid;
+	vals[n++] = key_term(bp_get_u64(ev + BP_EV_OFF_PID));
+	for (unsigned f = 0; f < d->nfields; f++) {
+		const struct bp_field_desc *fd = &d->fields[f];
+		ERL_NIF_TERM v;
+		if (fd->type == BP_T_STR) {
+			const uint8_t *z = memchr(ev + off, 0, len - off);
+			if (!z)
+				return 0;
+			v = bin_term(env, (const char *)ev + off,
+				     (size_t)(z - (ev + off)));
+			off = (uint32_t)(z - ev) + 1;
+		} else {
+			uint32_t w = fd->type == BP_T_U8 ? 1 : fd->type == BP_T_U32 ? 4 : 8;
+			uint64_t x;
+			if (off + w > len)
+				return 0;
+			x = w == 1 ? ev[off] : w == 4 ? bp_get_u32(ev + off)
+						      : bp_get_u64(ev + off);
+			off += w;
+			/* u64 fields named "to"/"other" are pid keys. */
+			v = (w == 8 && (fd->name[0] == 't' || fd->name[0] == 'o') &&
+			     (!strcmp(fd->name, "to") || !strcmp(fd->name, "other")))
+				    ? key_term(x)
+				    : enif_make_uint64(env, x);
+		}
+		keys[n] = field_atoms[id][f];
+		vals[n++] = v;
+	}
+	return enif_make_map_from_arrays(env, keys, vals, n, out);
+}
+
+static int wanted(const struct bp_handler_sink *h, const uint8_t *ev)
+{
+	uint16_t id = bp_get_u16(ev + BP_EV_OFF_ID);
+	uint64_t key;
+
+	if (id == BP_EV_PROCESS || id == BP_EV_DROPS)
+		return 0; /* handlers get pids as terms: no need */
+	if (id >= 64 || !(h->kinds & (1ull << id)))
+		return 0;
+	if (!h->npids)
+		return 1;
+	key = bp_get_u64(ev + BP_EV_OFF_PID);
+	for (uint32_t i = 0; i < h->npids; i++)
+		if (h->pids[i] == key)
+			return 1;
+	return 0;
+}
+
+static void reset_batch(struct bp_handler_sink *h)
+{
+	enif_clear_env(h->env);
+	h->list = enif_make_list(h->env, 0);
+	h->n = 0;
+}
+
+/* Sends the open batch if a credit allows; else drops it (counted). */
+static void send_batch(struct bp_session *s, struct bp_handler_sink *h)
+{
+	ERL_NIF_TERM msg, list = h->list;
+
+	if (h->n == 0 || h->dead)
+		return;
+	if (atomic_load(&h->credits) <= 0) {
+		h->pending_drops += h->n;
+		atomic_fetch_add(&h->dropped, h->n);
+		if (h->overflow_stop)
+			bp_session_request_stop(s, BP_SR_OVERFLOW);
+		reset_batch(h);
+		return;
+	}
+	if (h->pending_drops) {
+		ERL_NIF_TERM k[2] = {a_event, a_count}, v[2], m;
+		v[0] = a_dropped;
+		v[1] = enif_make_uint64(h->env, h->pending_drops);
+		if (enif_make_map_from_arrays(h->env, k, v, 2, &m))
+			list = enif_make_list_cell(h->env, m, list);
+		h->pending_drops = 0;
+	}
+	enif_make_reverse_list(h->env, list, &list);
+	msg = enif_make_tuple3(h->env, a_beamprobe_events,
+			       enif_make_uint(h->env, h->index), list);
+	atomic_fetch_sub(&h->credits, 1);
+	if (enif_send(NULL, &h->pid, h->env, msg)) {
+		atomic_fetch_add(&h->delivered, h->n);
+		h->env = enif_alloc_env(); /* a successful send invalidates it */
+		if (!h->env) {
+			h->dead = 1;
+			return;
+		}
+	} else {
+		h->dead = 1; /* the handler process is gone */
+		atomic_fetch_add(&h->dropped, h->n);
+	}
+	reset_batch(h);
+}
+
+void bp_handler_add(struct bp_session *s, struct bp_handler_sink *h,
+		    const uint8_t *ev, uint32_t len)
+{
+	ERL_NIF_TERM m;
+
+	if (h->dead || !wanted(h, ev))
+		return;
+	if (!event_map(h->env, ev, len, &m))
+		return;
+	h->list = enif_make_list_cell(h->env, m, h->list);
+	if (++h->n >= h->batch_max)
+		send_batch(s, h);
+}
+
+void bp_handler_flush(struct bp_session *s, struct bp_handler_sink *h)
+{
+	send_batch(s, h);
+}
+
+int bp_handler_init(struct bp_handler_sink *h)
+{
+	h->env = enif_alloc_env();
+	if (!h->env)
+		return -1;
+	h->list = enif_make_list(h->env, 0);
+	return 0;
+}
+
+void bp_handler_free(struct bp_handler_sink *h)
+{
+	if (h->env)
+		enif_free_env(h->env);
+	h->env = NULL;
+}
+
+void bp_handler_ack(struct bp_handler_sink *h)
+{
+	if (atomic_load(&h->credits) < (int32_t)h->credits_max)
+		atomic_fetch_add(&h->credits, 1);
+}

@@ -1,0 +1,534 @@
+%% beamprobe_pattern_tests -- EUnit tests of the pattern language
+%% (src/beamprobe_pattern.erl): what each form compiles to, the errors
+%% (column and message) of malformed patterns, that the real VM accepts
+%% every compiled match spec, and that compiled specs filter real trace
+%% events.
+-module(beamprobe_pattern_tests).
+
+-include_lib("eunit/include/eunit.hrl").
+
+%% Targets for installing compiled specs and for the live traces.
+-export([dummy/0, dummy/1, dummy/2, dummy/3, dummy/4, dummy/5, dummy/6,
+         dummy/7, dummy/8, target/1]).
+
+dummy() -> ok.
+dummy(_) -> ok.
+dummy(_, _) -> ok.
+dummy(_, _, _) -> ok.
+dummy(_, _, _, _) -> ok.
+dummy(_, _, _, _, _) -> ok.
+dummy(_, _, _, _, _, _) -> ok.
+dummy(_, _, _, _, _, _, _) -> ok.
+dummy(_, _, _, _, _, _, _, _) -> ok.
+
+target(X) -> {ok, X}.
+
+%% ---- helpers -------------------------------------------------------------
+
+c(MFA, MS) -> c(MFA, MS, []).
+c(MFA, MS, Actions) ->
+    #{kind => call, mfa => MFA, match_spec => MS, actions => Actions}.
+
+msg(Kind, MS) -> #{kind => Kind, match_spec => MS}.
+
+-define(ANY, [{'_', [], []}]).
+-define(RET, {exception_trace}).
+-define(STACK, {message, {process_dump}}).
+-define(CALLER, {message, {caller}}).
+
+%% {Pattern, Opts, Expected}
+valid_cases() ->
+    F = #{force => true},
+    N = #{},
+    [%% redbug's MFA forms
+     {"m", N, c({m, '_', '_'}, ?ANY)},
+     {"m:f", N, c({m, f, '_'}, ?ANY)},
+     {"m:f/2", N, c({m, f, 2}, ?ANY)},
+     {"m:f/0", N, c({m, f, 0}, ?ANY)},
+     {"m:f/_", N, c({m, f, '_'}, ?ANY)},
+     {"m:f()", N, c({m, f, 0}, [{[], [], []}])},
+     {"m:f(A, b, _)", N, c({m, f, 3}, [{['$1', b, '_'], [], []}])},
+     {"m:f(A, A)", N, c({m, f, 2}, [{['$1', '$1'], [], []}])},
+     {"m:f(A, B, A)", N, c({m, f, 3}, [{['$1', '$2', '$1'], [], []}])},
+     {"m:f(_, _)", N, c({m, f, 2}, [{['_', '_'], [], []}])},
+     {"m:f(_X, _X)", N, c({m, f, 2}, [{['$1', '$1'], [], []}])},
+     {"m:f('_', atom, X)", N, c({m, f, 3}, [{['_', atom, '$1'], [], []}])},
+     {"m:_", N, c({m, '_', '_'}, ?ANY)},
+     {"m:'_'", N, c({m, '_', '_'}, ?ANY)},
+     {"m:_(X, X)", N, c({m, '_', '_'}, [{['$1', '$1'], [], []}])},
+     {"m:_/2", N, c({m, '_', '_'}, [{['_', '_'], [], []}])},
+     {"'Elixir.Foo':bar/1", N, c({'Elixir.Foo', bar, 1}, ?ANY)},
+     {"'my mod':'my fun'(1)", N, c({'my mod', 'my fun', 1}, [{[1], [], []}])},
+     {"m:f.", N, c({m, f, '_'}, ?ANY)},
+     {"  m : f / 2  ", N, c({m, f, 2}, ?ANY)},
+     {<<"m:f/2">>, N, c({m, f, 2}, ?ANY)},
+     %% literal arguments
+     {"m:f(\"string\")", N, c({m, f, 1}, [{["string"], [], []}])},
+     {"m:f(<<\"bin\">>, <<1, 2:16>>)", N,
+      c({m, f, 2}, [{[<<"bin">>, <<1, 0, 2>>], [], []}])},
+     {"m:f([a|_], [])", N, c({m, f, 2}, [{[[a | '_'], []], [], []}])},
+     {"m:f([1, X | T])", N, c({m, f, 1}, [{[[1, '$1' | '$2']], [], []}])},
+     {"m:f({a, B, _}, {})", N, c({m, f, 2}, [{[{a, '$1', '_'}, {}], [], []}])},
+     {"m:f(#{k := V}) when V > 1", N,
+      c({m, f, 1}, [{[#{k => '$1'}], [{'>', '$1', 1}], []}])},
+     {"m:f(#{k => 1, \"s\" := {_, S}}, #{})", N,
+      c({m, f, 2}, [{[#{k => 1, "s" => {'_', '$1'}}, #{}], [], []}])},
+     {"m:f(-1, -2.5, +3)", N, c({m, f, 3}, [{[-1, -2.5, 3], [], []}])},
+     {"m:f($a, 1.0e3, 16#ff)", N, c({m, f, 3}, [{[97, 1000.0, 255], [], []}])},
+     {"m:f(\"ab\" ++ T)", N, c({m, f, 1}, [{[[$a, $b | '$1']], [], []}])},
+     {"m:f('Quoted', 'with space')", N,
+      c({m, f, 2}, [{['Quoted', 'with space'], [], []}])},
+     {"m:f(\"é\")", N, c({m, f, 1}, [{[[233]], [], []}])},
+     %% guards
+     {"lists:seq(A, B) when A > B -> return", N,
+      c({lists, seq, 2}, [{['$1', '$2'], [{'>', '$1', '$2'}], [?RET]}], [return])},
+     {"m:f(A, B) when A > B, is_list(B)", N,
+      c({m, f, 2}, [{['$1', '$2'], [{'>', '$1', '$2'}, {is_list, '$2'}], []}])},
+     {"m:f(X) when X > 10; X < 0", N,
+      c({m, f, 1}, [{['$1'], [{'>', '$1', 10}], []},
+                    {['$1'], [{'<', '$1', 0}], []}])},
+     {"m:f(X) when is_integer(X) andalso X >= 0 orelse X =:= undefined", N,
+      c({m, f, 1}, [{['$1'], [{'orelse',
+                               {'andalso', {is_integer, '$1'}, {'>=', '$1', 0}},
+                               {'=:=', '$1', undefined}}], []}])},
+     {"m:f(X) when not is_atom(X), X =/= []", N,
+      c({m, f, 1}, [{['$1'], [{'not', {is_atom, '$1'}}, {'=/=', '$1', []}], []}])},
+     {"m:f(X) when X == {a, 1}", N,
+      c({m, f, 1}, [{['$1'], [{'==', '$1', {{a, 1}}}], []}])},
+     {"m:f(X) when X == [a, {b}]", N,
+      c({m, f, 1}, [{['$1'], [{'==', '$1', [a, {{b}}]}], []}])},
+     {"m:f(X) when X == '_'; X == '$1'", N,
+      c({m, f, 1}, [{['$1'], [{'==', '$1', {const, '_'}}], []},
+                    {['$1'], [{'==', '$1', {const, '$1'}}], []}])},
+     {"m:f(X) when element(1, X) =:= ok, map_size(X) > 0", N,
+      c({m, f, 1}, [{['$1'], [{'=:=', {element, 1, '$1'}, ok},
+                              {'>', {map_size, '$1'}, 0}], []}])},
+     {"m:f(X) when is_boolean(X)", N,
+      c({m, f, 1}, [{['$1'], [{'orelse', {'=:=', '$1', true},
+                               {'=:=', '$1', false}}], []}])},
+     {"m:f(X) when -X > 1", N,
+      c({m, f, 1}, [{['$1'], [{'>', {'-', '$1'}, 1}], []}])},
+     {"m:f(X) when X + 1 * 2 > 3 - X div 2", N,
+      c({m, f, 1}, [{['$1'], [{'>', {'+', '$1', {'*', 1, 2}},
+                               {'-', 3, {'div', '$1', 2}}}], []}])},
+     {"m:f(X) when node() == X; self() == X", N,
+      c({m, f, 1}, [{['$1'], [{'==', {node}, '$1'}], []},
+                    {['$1'], [{'==', {self}, '$1'}], []}])},
+     {"m:f(X) when erlang:is_list(X)", N,
+      c({m, f, 1}, [{['$1'], [{is_list, '$1'}], []}])},
+     {"m:f(X, Y) when (X band 3 =:= 1) xor Y", N,
+      c({m, f, 2}, [{['$1', '$2'], [{'xor', {'=:=', {'band', '$1', 3}, 1}, '$2'}],
+                     []}])},
+     {"m:f(R) when is_record(R, state, 3)", N,
+      c({m, f, 1}, [{['$1'], [{is_record, '$1', state, 3}], []}])},
+     {"m:f(A, B)\n  when A > B -> return", N,
+      c({m, f, 2}, [{['$1', '$2'], [{'>', '$1', '$2'}], [?RET]}], [return])},
+     {"ets:lookup(T, hostname) when is_integer(T) -> stack", N,
+      c({ets, lookup, 2}, [{['$1', hostname], [{is_integer, '$1'}], [?STACK]}],
+        [stack])},
+     %% actions
+     {"m:f -> return", N, c({m, f, '_'}, [{'_', [], [?RET]}], [return])},
+     {"m:f(X) -> return;stack", N,
+      c({m, f, 1}, [{['$1'], [], [?RET, ?STACK]}], [return, stack])},
+     {"m:f/1 -> caller", N, c({m, f, 1}, [{'_', [], [?CALLER]}], [caller])},
+     {"m:f -> stack", N, c({m, f, '_'}, [{'_', [], [?STACK]}], [stack])},
+     {"m:f -> caller;stack", N,
+      c({m, f, '_'}, [{'_', [], [{message, {{{caller}, {process_dump}}}}]}],
+        [caller, stack])},
+     {"m:f->return,stack,caller", N,
+      c({m, f, '_'}, [{'_', [], [?RET, {message, {{{caller}, {process_dump}}}}]}],
+        [return, stack, caller])},
+     {"m:f -> return;return", N, c({m, f, '_'}, [{'_', [], [?RET]}], [return])},
+     {"erlang:demonitor->return", N,
+      c({erlang, demonitor, '_'}, [{'_', [], [?RET]}], [return])},
+     {"m:f(X) when X > 1; X < -1 -> return", N,
+      c({m, f, 1}, [{['$1'], [{'>', '$1', 1}], [?RET]},
+                    {['$1'], [{'<', '$1', -1}], [?RET]}], [return])},
+     %% message patterns
+     {"send", N, msg(send, [{['_', '_'], [], []}])},
+     {"'receive'", N, msg('receive', [{['_', '_', '_'], [], []}])},
+     {"receive", N, msg('receive', [{['_', '_', '_'], [], []}])},
+     {"send({ping, _})", N, msg(send, [{['_', {ping, '_'}], [], []}])},
+     {"send(To, Msg) when is_pid(To), is_tuple(Msg)", N,
+      msg(send, [{['$1', '$2'], [{is_pid, '$1'}, {is_tuple, '$2'}], []}])},
+     {"'receive'(X) when is_atom(X)", N,
+      msg('receive', [{['_', '_', '$1'], [{is_atom, '$1'}], []}])},
+     {"'receive'(Node, From, {reply, _})", N,
+      msg('receive', [{['$1', '$2', {reply, '_'}], [], []}])},
+     {"send:_", N, c({send, '_', '_'}, ?ANY)},
+     %% Elixir syntax
+     {"Mod.fun(a, b) when a > 1 :: return", N,
+      c({'Elixir.Mod', 'fun', 2}, [{['$1', '$2'], [{'>', '$1', 1}], [?RET]}],
+        [return])},
+     {"Mod.fun/2", N, c({'Elixir.Mod', 'fun', 2}, ?ANY)},
+     {"Mod.fun", N, c({'Elixir.Mod', 'fun', '_'}, ?ANY)},
+     {"Mod", N, c({'Elixir.Mod', '_', '_'}, ?ANY)},
+     {":ets.lookup/2", N, c({ets, lookup, 2}, ?ANY)},
+     {":ets", N, c({ets, '_', '_'}, ?ANY)},
+     {"Foo.Bar.baz(x)", N, c({'Elixir.Foo.Bar', baz, 1}, [{['$1'], [], []}])},
+     {"Elixir.Foo.bar/1", N, c({'Elixir.Foo', bar, 1}, ?ANY)},
+     {":\"Elixir.Foo\".bar/1", N, c({'Elixir.Foo', bar, 1}, ?ANY)},
+     {"Foo.bar(:ok, \"x\", 'x', _, _y, _y, nil, Baz)", N,
+      c({'Elixir.Foo', bar, 8},
+        [{[ok, <<"x">>, "x", '_', '_', '_', nil, 'Elixir.Baz'], [], []}])},
+     {"Foo.bar(x, x)", N, c({'Elixir.Foo', bar, 2}, [{['$1', '$1'], [], []}])},
+     {"Foo.bar(\"é\")", N, c({'Elixir.Foo', bar, 1}, [{[<<"é"/utf8>>], [], []}])},
+     {"Foo.bar(%{k: v, \"s\" => _}, %{})", N,
+      c({'Elixir.Foo', bar, 2}, [{[#{k => '$1', <<"s">> => '_'}, #{}], [], []}])},
+     {"Foo.bar([h | t], {:ok, x}) when is_list(t) && x !== nil :: caller", N,
+      c({'Elixir.Foo', bar, 2},
+        [{[['$1' | '$2'], {ok, '$3'}],
+          [{'andalso', {is_list, '$2'}, {'=/=', '$3', nil}}], [?CALLER]}],
+        [caller])},
+     {"Foo.bar(a) when a != 1 and not is_nil(a) or a === 2 :: return;stack", N,
+      c({'Elixir.Foo', bar, 1},
+        [{['$1'],
+          [{'orelse', {'andalso', {'/=', '$1', 1}, {'not', {'==', '$1', nil}}},
+            {'=:=', '$1', 2}}],
+          [?RET, ?STACK]}], [return, stack])},
+     {"Foo.valid?(x) when elem(x, 0) == :a", N,
+      c({'Elixir.Foo', 'valid?', 1},
+        [{['$1'], [{'==', {element, 1, '$1'}, a}], []}])},
+     {"Foo.run!(x) when !is_atom(x) || x <= 5", N,
+      c({'Elixir.Foo', 'run!', 1},
+        [{['$1'], [{'orelse', {'not', {is_atom, '$1'}}, {'=<', '$1', 5}}], []}])},
+     {"Foo.bar(m) when is_map_key(m, :k)", N,
+      c({'Elixir.Foo', bar, 1}, [{['$1'], [{is_map_key, k, '$1'}], []}])},
+     {"Foo.bar(x) when div(x, 2) == 1 or rem(x, 3) == 0", N,
+      c({'Elixir.Foo', bar, 1},
+        [{['$1'], [{'orelse', {'==', {'div', '$1', 2}, 1},
+                    {'==', {'rem', '$1', 3}, 0}}], []}])},
+     {"Foo.bar(-1, 1_000, :\"a b\", true)", N,
+      c({'Elixir.Foo', bar, 4}, [{[-1, 1000, 'a b', true], [], []}])},
+     {"Foo.bar(x) when x > 1; x < -1 :: return", N,
+      c({'Elixir.Foo', bar, 1}, [{['$1'], [{'>', '$1', 1}], [?RET]},
+                                 {['$1'], [{'<', '$1', -1}], [?RET]}], [return])},
+     {":send({:ping, _})", N, msg(send, [{['_', {ping, '_'}], [], []}])},
+     {":receive", N, msg('receive', [{['_', '_', '_'], [], []}])},
+     {":send", N, msg(send, [{['_', '_'], [], []}])},
+     %% refused without force, accepted with it
+     {"io:format/2", F, c({io, format, 2}, ?ANY)},
+     {"_", F, c({'_', '_', '_'}, ?ANY)},
+     {"_:_", F, c({'_', '_', '_'}, ?ANY)},
+     {"beamprobe_pattern_tests:target(X) when is_atom(X)", F,
+      c({beamprobe_pattern_tests, target, 1}, [{['$1'], [{is_atom, '$1'}], []}])},
+     {"erlang:display/1 -> return", F,
+      c({erlang, display, 1}, [{'_', [], [?RET]}], [return])}].
+
+%% {Pattern, Column, MessageSubstring}
+error_cases() ->
+    [{"", 1, "empty pattern"},
+     {"   ", 1, "empty pattern"},
+     {".", 1, "empty pattern"},
+     {"m:", 3, "expected a function name after ':'"},
+     {"m x", 3, "expected ':' or '.' after the module name"},
+     {"m(X)", 2, "expected ':' or '.' after the module name"},
+     {"1:f", 1, "expected a module name"},
+     {"m:F", 3, "expected a function name after ':'"},
+     {"m:f/x", 5, "arity must be an integer 0..255"},
+     {"m:f/256", 5, "arity must be an integer 0..255"},
+     {"m:f/-1", 5, "arity must be an integer 0..255"},
+     {"m:f/", 5, "arity must be an integer 0..255"},
+     {"m:f/2 x", 7, "unexpected 'x' after the arity"},
+     {"m:f(A) x", 8, "unexpected 'x' after the argument list"},
+     {"m:f x", 5, "expected '/', '(', 'when' or '->' after the function name"},
+     {"m:f(A", 4, "unbalanced parenthesis"},
+     {"m:f(A))", 7, "unbalanced parenthesis"},
+     {"m:f((A)", 4, "unbalanced parenthesis"},
+     {"m:f([A)", 7, "unbalanced bracket"},
+     {"m:f({A)", 7, "unbalanced brace"},
+     {"m:f(A, B) when A > B) -> return", 21, "unbalanced parenthesis"},
+     {"m:f(A,)", 7, "syntax error before: ')'"},
+     {"m:f(A) when", 12, "expected a guard after 'when'"},
+     {"m:f(A) when -> return", 13, "expected a guard after 'when'"},
+     {"m:f(X) when X >", 16, "incomplete guard"},
+     {"m:f(X) when X > -> return", 17, "syntax error before: '->'"},
+     {"m:f -> retrun", 8, "unknown action 'retrun' (expected return, stack or caller)"},
+     {"m:f -> return;staak", 15, "unknown action 'staak'"},
+     {"m:f ->", 7, "expected an action after '->'"},
+     {"m:f(X) -> return;", 18, "expected an action after ';'"},
+     {"m:f -> return stack", 15, "expected ';' between actions"},
+     {"m:f -> 42", 8, "expected an action"},
+     {"m:f -> return -> stack", 15, "expected ';' between actions"},
+     {"m:f(#r{a=1})", 5, "records are not supported"},
+     {"m:f(X) when X#r.a == 1", 14, "records are not supported"},
+     {"m:f(A) when B > 1", 13, "variable 'B' is unbound"},
+     {"m:f(A) when lists:member(A, [1])", 13, "illegal guard expression"},
+     {"m:f(A) when foo(A)", 13, "illegal guard expression"},
+     {"m:f(A) when A ! 1", 15, "illegal guard expression"},
+     {"m:f(A) when A ++ [1] == []", 15, "illegal guard expression"},
+     {"m:f(A) when A = 1", 13, "illegal guard expression: '=' matches"},
+     {"m:f(A) when tuple_size(A) == 2", 13, "tuple_size/1 is not supported by match specs"},
+     {"m:f(A) when _ == 1", 13, "'_' cannot be used in a guard"},
+     {"m:f(A) when <<A>> == <<1>>", 13, "binaries in guards must be constant"},
+     {"m:f(\"abc", 5, "unterminated string"},
+     {"m:f(<<X:8>>)", 5, "binary patterns must be constant"},
+     {"m:f('$1')", 5, "cannot be matched in a match spec head"},
+     {"m:f(#{K := 1})", 7, "map keys must be constants"},
+     {"m:f(X = {a, _})", 5, "pattern aliases"},
+     {"m:f(g(X))", 5, "illegal pattern"},
+     {"m:f(X ++ \"a\")", 7, "left side of '++'"},
+     {"m:f. x", 4, "unexpected '.'"},
+     {"m:f % comment", 5, "unexpected '%'"},
+     {"m:f(A, B)\n  when C > B", 18, "variable 'C' is unbound"},
+     {"send -> return", 6, "actions are not allowed in send/'receive' patterns"},
+     {"send(a, b, c)", 5, "a send pattern takes (Msg) or (Receiver, Msg)"},
+     {"'receive'(a, b)", 10, "a 'receive' pattern takes"},
+     {"send(X) when Y > 1", 14, "variable 'Y' is unbound"},
+     {"when X", 1, "missing function pattern before 'when'"},
+     {"-> return", 1, "missing function pattern before '->'"},
+     %% Elixir
+     {"Foo.bar(%S{})", 9, "structs are not supported"},
+     {"Foo.bar(x) when x in [1]", 19, "'in' operator is not supported"},
+     {"Foo.bar(a <> b)", 11, "'<>' operator is not supported"},
+     {"Foo.bar(x) when x |> f", 19, "'|>' is not supported"},
+     {"Foo.bar(x) :: retrun", 15, "unknown action 'retrun'"},
+     {"Foo.bar(\"a#{x}\")", 9, "string interpolation is not supported"},
+     {"Foo.bar([a: 1])", 10, "keyword lists are not supported"},
+     {"Foo.bar(&f/1)", 9, "captures (&) are not supported"},
+     {"Foo.bar(y) when x > 1", 17, "variable 'x' is unbound"},
+     {"Foo.bar(x) # comment", 12, "unexpected '#'"},
+     {"Foo.bar(x", 8, "unbalanced parenthesis"},
+     {"Foo.bar/x", 9, "arity must be an integer 0..255"},
+     {"Foo bar", 5, "expected ':' or '.' after the module name"},
+     {"Foo.bar(x) when tuple_size(x) == 2", 17, "not supported by match specs"},
+     %% safety
+     {"io:format/2", 1, "would trace the tracer itself / flood the node; use force => true"},
+     {"io", 1, "would trace the tracer itself"},
+     {"io_lib:format", 1, "would trace the tracer itself"},
+     {"io_lib_format:fwrite/2", 1, "would trace the tracer itself"},
+     {"io_lib_pretty", 1, "would trace the tracer itself"},
+     {"beamprobe", 1, "would trace the tracer itself"},
+     {"beamprobe_session:init/1", 1, "would trace the tracer itself"},
+     {"beamprobe_pattern:parse(X) -> return", 1, "use force => true"},
+     {"erlang:display/1", 1, "would trace the tracer itself"},
+     {"erlang:display", 1, "would trace the tracer itself"},
+     {"erlang", 1, "would trace the tracer itself"},
+     {"group:server/3", 1, "would trace the tracer itself"},
+     {"user_drv", 1, "would trace the tracer itself"},
+     {"prim_file:read_file/1", 1, "would trace the tracer itself"},
+     {"_", 1, "would trace the tracer itself / flood the node"},
+     {"_:_", 1, "would trace the tracer itself / flood the node"},
+     {"'_':'_'/2", 1, "would trace the tracer itself / flood the node"},
+     {":io.format/2", 1, "would trace the tracer itself"},
+     {"_:f/1", 1, "the module '_' needs the function '_' too"}].
+
+%% ---- valid forms ---------------------------------------------------------
+
+valid_test_() ->
+    [{label(P), ?_assertEqual({ok, Want}, beamprobe_pattern:parse(P, Opts))}
+     || {P, Opts, Want} <- valid_cases()].
+
+%% Options default to #{}: parse/1 is parse/2 without force.
+parse1_test_() ->
+    [{label(P), ?_assertEqual({ok, Want}, beamprobe_pattern:parse(P))}
+     || {P, Opts, Want} <- valid_cases(), Opts =:= #{}].
+
+%% The forced cases are refused without force.
+force_needed_test_() ->
+    [{label(P), ?_assertMatch({error, {1, "" ++ _}}, beamprobe_pattern:parse(P))}
+     || {P, #{force := true}, _} <- valid_cases()].
+
+%% ---- errors --------------------------------------------------------------
+
+error_test_() ->
+    [{label(P),
+      fun() ->
+              Result = beamprobe_pattern:parse(P),
+              ?assertMatch({error, {_, _}}, Result),
+              {error, {Col, Msg}} = Result,
+              ?assertEqual({P, Col0}, {P, Col}),
+              ?assert(io_lib:char_list(Msg)),
+              case string:find(Msg, Sub) of
+                  nomatch -> ?assertEqual(Sub, Msg);
+                  _ -> ok
+              end
+      end}
+     || {P, Col0, Sub} <- error_cases()].
+
+%% Forcing does not silence errors other than the safety check.
+force_keeps_syntax_errors_test() ->
+    ?assertMatch({error, {6, "arity" ++ _}},
+                 beamprobe_pattern:parse("io:f/x", #{force => true})),
+    ?assertMatch({error, {1, "the module '_' needs" ++ _}},
+                 beamprobe_pattern:parse("_:f/1", #{force => true})).
+
+bad_input_test() ->
+    ?assertEqual({error, {1, "a pattern must be a string or a binary"}},
+                 beamprobe_pattern:parse([foo])),
+    ?assertEqual({error, {1, "a pattern must be a string or a binary"}},
+                 beamprobe_pattern:parse(<<255, 0>>)),
+    ?assertError(badarg, beamprobe_pattern:parse("m", #{force => yes})).
+
+format_error_test() ->
+    {error, E} = beamprobe_pattern:parse("m:f/x"),
+    ?assertEqual("column 5: arity must be an integer 0..255",
+                 beamprobe_pattern:format_error(E)),
+    ?assertEqual("column 3: \x{e9}",
+                 beamprobe_pattern:format_error({3, [16#e9]})).
+
+%% Enough cases (the brief asks for at least 60).
+case_count_test() ->
+    ?assert(length(valid_cases()) + length(error_cases()) >= 60).
+
+%% ---- the real VM accepts every compiled spec -----------------------------
+
+vm_accepts_test_() ->
+    [{label(P), fun() -> vm_accepts(Want) end}
+     || {P, _Opts, Want} <- valid_cases()].
+
+vm_accepts(#{kind := call, match_spec := MS}) ->
+    Arity = case MS of
+                [{'_', _, _} | _] -> '_';
+                [{Head, _, _} | _] -> length(Head)
+            end,
+    Args = case Arity of '_' -> [x]; _ -> lists:duplicate(Arity, x) end,
+    ?assertMatch({ok, _, _, _}, erlang:match_spec_test(Args, MS, trace)),
+    MFA = {?MODULE, dummy, Arity},
+    try
+        ?assert(erlang:trace_pattern(MFA, MS, [local]) >= 1)
+    after
+        erlang:trace_pattern(MFA, false, [local])
+    end;
+vm_accepts(#{kind := Kind, match_spec := MS}) ->
+    Args = case Kind of
+               send -> [self(), x];
+               'receive' -> [node(), self(), x]
+           end,
+    ?assertMatch({ok, _, _, _}, erlang:match_spec_test(Args, MS, trace)),
+    try
+        ?assert(is_integer(erlang:trace_pattern(Kind, MS, [])))
+    after
+        erlang:trace_pattern(Kind, true, [])
+    end.
+
+%% ---- compiled specs filter real trace events -----------------------------
+
+%% return = exception_trace: a return_from for a normal return and an
+%% exception_from when the call raises; the guard filters the rest.
+live_guard_and_return_test() ->
+    {ok, #{mfa := MFA, match_spec := MS}} =
+        beamprobe_pattern:parse("lists:seq(A, B) when A > B -> return"),
+    Events = with_call_trace(
+               MFA, MS,
+               fun() ->
+                       [1, 2, 3] = lists:seq(1, 3),
+                       [] = lists:seq(3, 2),
+                       {'EXIT', _} = (catch lists:seq(5, 1)),
+                       ok
+               end),
+    ?assertMatch([{call, {lists, seq, [3, 2]}},
+                  {return_from, {lists, seq, 2}, []},
+                  {call, {lists, seq, [5, 1]}},
+                  {exception_from, {lists, seq, 2}, {error, _}}],
+                 Events).
+
+%% caller;stack: one message carrying {CallerMFA, ProcessDump}; the guard
+%% keeps only atom arguments.
+live_caller_and_stack_test() ->
+    {ok, #{mfa := MFA, match_spec := MS}} =
+        beamprobe_pattern:parse("beamprobe_pattern_tests:target(X) when is_atom(X)"
+                                " -> caller;stack", #{force => true}),
+    ?assertEqual({?MODULE, target, 1}, MFA),
+    Events = with_call_trace(MFA, MS, fun() -> call_targets([1, a, "s", b]) end),
+    ?assertMatch([{call, {?MODULE, target, [a]},
+                   {{?MODULE, call_targets, 1}, Dump1}},
+                  {call, {?MODULE, target, [b]},
+                   {{?MODULE, call_targets, 1}, Dump2}}]
+                   when is_binary(Dump1) andalso is_binary(Dump2),
+                 Events).
+
+%% An Elixir-syntax pattern on an Erlang module, with a head match and
+%% repeated variables.
+live_elixir_head_match_test() ->
+    {ok, #{mfa := MFA, match_spec := MS}} =
+        beamprobe_pattern:parse(":lists.seq(x, x) :: return"),
+    ?assertEqual({lists, seq, 2}, MFA),
+    Events = with_call_trace(
+               MFA, MS,
+               fun() -> [1, 2] = lists:seq(1, 2), [7] = lists:seq(7, 7), ok end),
+    ?assertEqual([{call, {lists, seq, [7, 7]}},
+                  {return_from, {lists, seq, 2}, [7]}], Events).
+
+%% send({ping, _}) reports only the matching sends.
+live_send_test() ->
+    {ok, #{kind := send, match_spec := MS}} =
+        beamprobe_pattern:parse("send({ping, _})"),
+    Sink = spawn(fun() -> receive stop -> ok end end),
+    Events = with_trace(
+               [send],
+               fun() -> erlang:trace_pattern(send, MS, []) end,
+               fun() -> erlang:trace_pattern(send, true, []) end,
+               fun() -> Sink ! {ping, 1}, Sink ! {pong, 2}, Sink ! {ping, 3}, ok end),
+    Sink ! stop,
+    ?assertEqual([{send, {ping, 1}, Sink}, {send, {ping, 3}, Sink}], Events).
+
+%% 'receive'(X) when is_atom(X) reports only atoms received.
+live_receive_test() ->
+    {ok, #{kind := 'receive', match_spec := MS}} =
+        beamprobe_pattern:parse("'receive'(X) when is_atom(X)"),
+    Self = self(),
+    Events = with_trace(
+               ['receive'],
+               fun() -> erlang:trace_pattern('receive', MS, []) end,
+               fun() -> erlang:trace_pattern('receive', true, []) end,
+               fun() ->
+                       Self ! {send_me, self(), [{x}, hello, 42, world]},
+                       [receive M -> M end || _ <- [1, 2, 3, 4]],
+                       ok
+               end,
+               fun(P) ->
+                       receive {send_me, P, Ms} -> [P ! M || M <- Ms] end
+               end),
+    %% 'go' is an atom too: it starts the traced process.
+    ?assertEqual([{'receive', go}, {'receive', hello}, {'receive', world}], Events).
+
+call_targets([]) ->
+    ok;
+call_targets([X | Xs]) ->
+    {ok, X} = ?MODULE:target(X),
+    call_targets(Xs).
+
+with_call_trace(MFA, MS, Fun) ->
+    with_trace([call],
+               fun() -> erlang:trace_pattern(MFA, MS, [local]) end,
+               fun() -> erlang:trace_pattern(MFA, false, [local]) end,
+               Fun).
+
+with_trace(Flags, Setup, Cleanup, Fun) ->
+    with_trace(Flags, Setup, Cleanup, Fun, fun(_) -> ok end).
+
+%% Runs Fun in a new process traced with Flags (tracer: this process),
+%% with Setup/Cleanup around it; Helper(P) runs here while P works.
+%% Returns the trace events of P, without the {trace, P} prefix.
+with_trace(Flags, Setup, Cleanup, Fun, Helper) ->
+    Self = self(),
+    P = spawn(fun() ->
+                      receive go -> ok end,
+                      Result = Fun(),
+                      Self ! {done, self(), Result}
+              end),
+    Setup(),
+    try
+        1 = erlang:trace(P, true, [{tracer, Self} | Flags]),
+        P ! go,
+        Helper(P),
+        receive {done, P, ok} -> ok after 5000 -> error(timeout) end,
+        Ref = erlang:trace_delivered(P),
+        receive {trace_delivered, P, Ref} -> ok after 5000 -> error(timeout) end,
+        collect(P)
+    after
+        catch erlang:trace(P, false, [all]),
+        Cleanup()
+    end.
+
+collect(P) ->
+    receive
+        T when element(1, T) =:= trace, element(2, T) =:= P ->
+            [list_to_tuple(tl(tl(tuple_to_list(T)))) | collect(P)]
+    after 0 ->
+            []
+    end.
+
+label(P) when is_binary(P) -> label(binary_to_list(P));
+label(P) -> lists:flatten(io_lib:format("~tp", [P])).
