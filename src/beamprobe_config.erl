@@ -18,7 +18,6 @@
                     exceptions := boolean(),
                     return_to := boolean(),
                     events := [event()],
-                    dir := file:filename(),
                     args := none | arity | full,
                     capture := #{depth := pos_integer(),
                                  list := pos_integer(),
@@ -28,12 +27,25 @@
                     overflow := drop_newest | drop_oldest | stop,
                     limits := #{events := pos_integer() | infinity,
                                 bytes := pos_integer() | infinity,
-                                seconds := number() | infinity},
+                                seconds := number() | infinity,
+                                rate := {pos_integer(), pos_integer()}
+                                      | infinity},
+                    on_rate := drop | stop,
+                    meta := boolean(),
+                    sinks := [sink()],
+                    dir := file:filename() | undefined,
                     force := boolean()}.
+-type sink() :: #{type := file | handler,
+                  module => module(), arg => term(),
+                  kinds := non_neg_integer(), procs := all | [pid()],
+                  batch := pos_integer(), credits := pos_integer(),
+                  overflow := drop | stop}.
+-export_type([sink/0]).
 -type event() :: call | send | 'receive' | procs | running | gc | ports.
 
 -define(KEYS, [procs, calls, return, exceptions, return_to, events, output,
-               args, capture, buffer, overflow, limits, force]).
+               args, capture, buffer, overflow, limits, force, on_rate,
+               meta]).
 -define(EVENTS, [call, send, 'receive', procs, running, gc, ports]).
 -define(MIN_BUFFER, 16384).
 -define(MAX_BUFFER, 1 bsl 32).
@@ -52,7 +64,9 @@ defaults() ->
       buffer => 8 * 1024 * 1024,
       overflow => drop_newest,
       limits => #{events => infinity, bytes => 1024 * 1024 * 1024,
-                  seconds => 60},
+                  seconds => 60, rate => infinity},
+      on_rate => drop,
+      meta => false,
       force => false}.
 
 %% @doc Checks a spec; returns the full configuration or the first error.
@@ -68,7 +82,8 @@ validate(Spec) ->
 check(S) ->
     Steps = [fun force/1, fun procs/1, fun calls/1, fun bools/1,
              fun events/1, fun args/1, fun capture/1, fun buffer/1,
-             fun overflow/1, fun limits/1, fun output/1, fun nothing/1],
+             fun overflow/1, fun limits/1, fun on_rate/1, fun output/1,
+             fun meta/1, fun nothing/1],
     run(Steps, S).
 
 run([], S) -> {ok, maps:remove(output, S)};
@@ -106,9 +121,16 @@ resolve_procs([N | T], Acc) when is_atom(N) ->
 resolve_procs([P | _], _) -> bad(procs, P).
 
 calls(#{calls := L} = S) when is_list(L) ->
-    case check_mfas(L, maps:get(force, S)) of
-        ok -> {ok, S#{calls := lists:usort(L)}};
-        {error, _} = E -> E
+    MFAs = [case C of {{_, _, _} = MFA, _MS} -> MFA; _ -> C end || C <- L],
+    BadMS = [C || {{_, _, _}, MS} = C <- L,
+                  not (MS =:= true orelse is_list(MS))],
+    case BadMS of
+        [C | _] -> bad(calls, C);
+        [] ->
+            case check_mfas(MFAs, maps:get(force, S)) of
+                ok -> {ok, S#{calls := lists:usort(L)}};
+                {error, _} = E -> E
+            end
     end;
 calls(#{calls := C}) -> bad(calls, C).
 
@@ -139,7 +161,7 @@ check_mfas([{M, F, A} = MFA | T], Force)
 check_mfas([X | _], _) -> bad(calls, X).
 
 bools(S) ->
-    case [K || K <- [return, exceptions, return_to],
+    case [K || K <- [return, exceptions, return_to, meta],
                not is_boolean(maps:get(K, S))] of
         [] -> {ok, S};
         [K | _] -> bad(K, maps:get(K, S))
@@ -194,7 +216,9 @@ limits(#{limits := L} = S) when is_map(L) ->
                              not (V =:= infinity orelse
                                   (K =:= seconds andalso is_number(V)
                                    andalso V > 0) orelse
-                                  (is_integer(V) andalso V > 0))],
+                                  (K =:= rate andalso rate_ok(V)) orelse
+                                  (K =/= rate andalso is_integer(V)
+                                   andalso V > 0))],
             case Bad of
                 [] -> {ok, S#{limits := M}};
                 [{K, V} | _] -> bad({limits, K}, V)
@@ -202,38 +226,151 @@ limits(#{limits := L} = S) when is_map(L) ->
     end;
 limits(#{limits := L}) -> bad(limits, L).
 
-output(#{output := {file, Dir}} = S) ->
-    case io_lib:char_list(Dir) orelse is_binary(Dir) of
-        true -> check_dir(unicode:characters_to_list(Dir), S);
-        false -> bad(output, {file, Dir})
-    end;
-output(#{output := O}) -> bad(output, O);
-output(S) -> check_dir(default_dir(), S).
+rate_ok({N, Ms}) -> is_integer(N) andalso N > 0 andalso is_integer(Ms)
+                        andalso Ms > 0;
+rate_ok(_) -> false.
 
-check_dir(Dir, S) ->
+on_rate(#{on_rate := R} = S) when R =:= drop; R =:= stop -> {ok, S};
+on_rate(#{on_rate := R}) -> bad(on_rate, R).
+
+%% output => Sink | [Sink]; at most one file sink.
+output(#{output := O} = S) when is_list(O), O =/= [] ->
+    case io_lib:char_list(O) of
+        true -> bad(output, O);
+        false -> sinks(O, S, [])
+    end;
+output(#{output := O} = S) when is_tuple(O) -> sinks([O], S, []);
+output(#{output := O}) -> bad(output, O);
+output(S) -> sinks([{file, default_dir()}], S, []).
+
+sinks([], S, Acc) ->
+    Sinks = lists:reverse(Acc),
+    case [D || #{type := file, dir := D} <- Sinks] of
+        [] -> {ok, S#{sinks => Sinks, dir => undefined}};
+        [Dir] -> {ok, S#{sinks => Sinks, dir => Dir}};
+        _ -> {error, {bad_option, output, "at most one file sink"}}
+    end;
+sinks([{file, Dir} = O | T], S, Acc) ->
+    case io_lib:char_list(Dir) orelse is_binary(Dir) of
+        true -> sinks([{file, Dir, #{}} | T], S, Acc);
+        false -> bad(output, O)
+    end;
+sinks([{file, Dir, Opts} = O | T], S, Acc) when is_map(Opts) ->
+    case (io_lib:char_list(Dir) orelse is_binary(Dir)) andalso
+        sink_opts(Opts, [events]) of
+        false -> bad(output, O);
+        {error, _} = E -> E;
+        {ok, Common} ->
+            case check_dir(unicode:characters_to_list(Dir)) of
+                {ok, Abs} ->
+                    sinks(T, S, [Common#{type => file, dir => Abs} | Acc]);
+                {error, _} = E -> E
+            end
+    end;
+sinks([{handler, Mod, Arg} | T], S, Acc) ->
+    sinks([{handler, Mod, Arg, #{}} | T], S, Acc);
+sinks([{handler, Mod, Arg, Opts} | T], S, Acc)
+  when is_atom(Mod), is_map(Opts) ->
+    case code:ensure_loaded(Mod) of
+        {module, Mod} ->
+            case erlang:function_exported(Mod, handle_events, 2) andalso
+                sink_opts(Opts, [events, procs, batch, credits, overflow]) of
+                false -> {error, {not_a_handler, Mod}};
+                {error, _} = E -> E;
+                {ok, Common} ->
+                    sinks(T, S, [Common#{type => handler, module => Mod,
+                                         arg => Arg} | Acc])
+            end;
+        {error, _} -> {error, {no_such_module, Mod}}
+    end;
+sinks([O | _], _S, _Acc) -> bad(output, O).
+
+%% Options common to sinks: which events, which processes, batching.
+sink_opts(Opts, Allowed) ->
+    D = #{events => all, procs => all, batch => 1000, credits => 4,
+          overflow => drop},
+    case [K || K <- maps:keys(Opts), not lists:member(K, Allowed)] of
+        [K | _] -> {error, {unknown_option, {output, K}}};
+        [] ->
+            M = maps:merge(D, Opts),
+            #{events := Ev, procs := Ps, batch := B, credits := C,
+              overflow := Ov} = M,
+            Kinds = kinds(Ev),
+            Procs = case Ps of
+                        all -> {ok, all};
+                        L when is_list(L) -> resolve_procs(L, []);
+                        _ -> bad({output, procs}, Ps)
+                    end,
+            if
+                Kinds =:= error -> bad({output, events}, Ev);
+                not (is_integer(B) andalso B >= 1 andalso B =< 100000) ->
+                    bad({output, batch}, B);
+                not (is_integer(C) andalso C >= 1 andalso C =< 64) ->
+                    bad({output, credits}, C);
+                Ov =/= drop, Ov =/= stop -> bad({output, overflow}, Ov);
+                true ->
+                    case Procs of
+                        {ok, P} -> {ok, #{kinds => Kinds, procs => P,
+                                          batch => B, credits => C,
+                                          overflow => Ov}};
+                        {error, _} = E -> E
+                    end
+            end
+    end.
+
+%% Event categories to a bit mask over event ids (c_src/bp_format.h).
+kinds(all) -> 16#FFFFFFFFFFFFFFFF;
+kinds(L) when is_list(L) ->
+    Ids = [kind_ids(K) || K <- L],
+    case lists:member(error, Ids) of
+        true -> error;
+        false -> lists:foldl(fun(I, A) -> A bor (1 bsl I) end, 0,
+                             lists:append(Ids))
+    end;
+kinds(_) -> error.
+
+kind_ids(call) -> [1, 2, 3, 4];
+kind_ids(send) -> [5, 6];
+kind_ids('receive') -> [7];
+kind_ids(procs) -> lists:seq(8, 16);
+kind_ids(running) -> [17, 18];
+kind_ids(gc) -> [19, 20, 21, 22];
+kind_ids(ports) -> [23, 24];
+kind_ids(_) -> error.
+
+check_dir(Dir) ->
     Abs = filename:absname(Dir),
     case file:read_file_info(Abs) of
         {ok, _} ->
             case file:list_dir(Abs) of
-                {ok, []} -> {ok, S#{dir => Abs}};
+                {ok, []} -> {ok, Abs};
                 {ok, _} -> {error, {output_exists, Abs}};
                 {error, R} -> {error, {unwritable, Abs, R}}
             end;
         {error, enoent} ->
-            parent_writable(filename:dirname(Abs), Abs, S);
+            parent_writable(filename:dirname(Abs), Abs);
         {error, R} -> {error, {unwritable, Abs, R}}
     end.
 
-parent_writable(Parent, Abs, S) ->
+parent_writable(Parent, Abs) ->
     case file:read_file_info(Parent) of
         {ok, #file_info{type = directory, access = A}}
           when A =:= read_write; A =:= write ->
-            {ok, S#{dir => Abs}};
+            {ok, Abs};
         {ok, #file_info{type = directory}} ->
             {error, {unwritable, Abs, eacces}};
         {ok, _} -> {error, {unwritable, Abs, enotdir}};
         {error, R} -> {error, {unwritable, Abs, R}}
     end.
+
+%% Meta tracing (per-pattern tracer, every process): calls only.
+meta(#{meta := false} = S) -> {ok, S};
+meta(#{meta := true, procs := all, events := [], return_to := false} = S) ->
+    {ok, S};
+meta(#{meta := true}) ->
+    {error, {bad_option, meta,
+             "meta => true traces calls of every process: it needs "
+             "procs => all, no events and no return_to"}}.
 
 %% Calls, events or both: a session that traces nothing is a mistake.
 nothing(#{calls := [], events := []}) ->
@@ -274,6 +411,12 @@ format_error({already_traced, Pids}) ->
     f("~p process(es) are traced by another tracer (~p...); add force => "
       "true to take them over", [length(Pids), hd(Pids)]);
 format_error({nothing_to_trace, Hint}) -> f("nothing to trace: ~s", [Hint]);
+format_error({not_a_handler, M}) ->
+    f("module ~p does not export handle_events/2 (beamprobe_handler)", [M]);
+format_error({conflict, S, What}) ->
+    f("session ~p already traces ~p", [S, What]);
+format_error({bad_pattern, MFA}) ->
+    f("~p is not a pattern erlang:trace_pattern/3 accepts", [MFA]);
 format_error(Other) -> f("~p", [Other]).
 
 f(Fmt, Args) -> lists:flatten(io_lib:format(Fmt, Args)).

@@ -1,13 +1,18 @@
-%%% @doc Cleans up after a session process that dies without stopping (for
-%%% instance killed with `exit(S, kill)'): removes its trace patterns and
-%%% any trace flag still pointing at its tracer, and finalises its trace.
+%%% @doc The registry of running sessions: what each one traces (to refuse
+%%% a colliding session with `{conflict, Session, What}'), and the cleaner
+%%% after a session process that dies without stopping (for instance killed
+%%% with `exit(S, kill)'): it removes its trace patterns and any trace flag
+%%% still pointing at its tracer, and finalises its trace.
 %%%
 %%% Sessions register what they installed after installing; a session that
 %%% ends normally has already undone it and the janitor only forgets it.
 -module(beamprobe_janitor).
 -behaviour(gen_server).
 
--export([start_link/0, register_session/3]).
+-export([start_link/0, register_session/5, conflict/2, patterns_in_use/1]).
+
+-type mfa_pat() :: {atom(), atom(), arity() | '_'}.
+-type claim() :: {none | all | new | existing | [pid()], [mfa_pat()]}.
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 
 %% @doc Starts the janitor, registered locally.
@@ -16,23 +21,66 @@ start_link() ->
     gen_server:start_link({local, ?MODULE}, ?MODULE, [], []).
 
 %% @doc Called by a session process once it has installed its tracing.
--spec register_session(pid(), beamprobe_nif:session(),
-                       [{atom(), atom(), arity() | '_'}]) -> ok.
-register_session(Session, Res, Patterns) ->
-    gen_server:call(?MODULE, {register, Session, Res, Patterns}).
+-spec register_session(pid(), beamprobe_nif:session(), [mfa_pat()],
+                       boolean(), claim()) -> ok.
+register_session(Session, Res, Patterns, Meta, Claim) ->
+    gen_server:call(?MODULE, {register, Session, Res, Patterns, Meta, Claim}).
+
+%% @doc The first running session (other than `Self') whose processes or
+%% functions overlap `Claim', with what overlaps; or `none'.
+-spec conflict(pid(), claim()) -> none | {pid(), term()}.
+conflict(Self, Claim) ->
+    gen_server:call(?MODULE, {conflict, Self, Claim}).
+
+%% @doc Trace patterns set by running sessions other than `Self'.
+-spec patterns_in_use(pid()) -> [mfa_pat()].
+patterns_in_use(Self) ->
+    gen_server:call(?MODULE, {in_use, Self}).
 
 %% @private
--spec init([]) -> {ok, #{reference() => {beamprobe_nif:session(), list()}}}.
+-spec init([]) -> {ok, map()}.
 init([]) ->
     {ok, #{}}.
 
 %% @private
--spec handle_call(term(), gen_server:from(), map()) -> {reply, ok, map()}.
-handle_call({register, Session, Res, Patterns}, _From, St) ->
+-spec handle_call(term(), gen_server:from(), map()) -> {reply, term(), map()}.
+handle_call({register, Session, Res, Patterns, Meta, Claim}, _From, St) ->
     Ref = monitor(process, Session),
-    {reply, ok, St#{Ref => {Res, Patterns}}};
+    {reply, ok, St#{Ref => #{pid => Session, res => Res, patterns => Patterns,
+                             meta => Meta, claim => Claim}}};
+handle_call({conflict, Self, {Procs, MFAs}}, _From, St) ->
+    Found = [{Pid, What}
+             || #{pid := Pid, claim := {P2, M2}, meta := Meta2} <- maps:values(St),
+                Pid =/= Self,
+                What <- [procs_overlap(Procs, P2)] ++
+                        [{calls, A} || A <- MFAs, B <- M2,
+                                       mfa_overlap(A, B),
+                                       Meta2 orelse A =/= B],
+                What =/= false],
+    {reply, case Found of [] -> none; [F | _] -> F end, St};
+handle_call({in_use, Self}, _From, St) ->
+    {reply, lists:append([Ps || #{pid := P, patterns := Ps} <- maps:values(St),
+                                P =/= Self]), St};
 handle_call(_, _From, St) ->
     {reply, ok, St}.
+
+procs_overlap(none, _) -> false;
+procs_overlap(_, none) -> false;
+procs_overlap(A, B) when is_list(A), is_list(B) ->
+    case [P || P <- A, lists:member(P, B)] of
+        [] -> false;
+        Common -> {procs, Common}
+    end;
+procs_overlap(A, B) when is_atom(A) -> {procs, A, B};
+procs_overlap(A, B) -> {procs, A, B}.
+
+%% Two patterns overlap when they can name the same function.
+mfa_overlap({M1, F1, A1}, {M2, F2, A2}) ->
+    same(M1, M2) andalso same(F1, F2) andalso same(A1, A2).
+
+same('_', _) -> true;
+same(_, '_') -> true;
+same(X, Y) -> X =:= Y.
 
 %% @private
 -spec handle_cast(term(), map()) -> {noreply, map()}.
@@ -45,8 +93,8 @@ handle_info({'DOWN', Ref, process, _, normal}, St) ->
     {noreply, maps:remove(Ref, St)};
 handle_info({'DOWN', Ref, process, _, _Abnormal}, St) ->
     case maps:take(Ref, St) of
-        {{Res, Patterns}, St1} ->
-            clean(Res, Patterns, St1),
+        {#{res := Res, patterns := Patterns, meta := Meta}, St1} ->
+            clean(Res, Patterns, Meta, St1),
             {noreply, St1};
         error ->
             {noreply, St}
@@ -54,7 +102,7 @@ handle_info({'DOWN', Ref, process, _, _Abnormal}, St) ->
 handle_info(_, St) ->
     {noreply, St}.
 
-clean(Res, Patterns, Others) ->
+clean(Res, Patterns, Meta, Others) ->
     Tracer = {tracer, {beamprobe_nif, Res}},
     case erlang:trace_info(new, tracer) of
         Tracer -> erlang:trace(new, false, [all]);
@@ -63,8 +111,9 @@ clean(Res, Patterns, Others) ->
     [catch erlang:trace(P, false, [all])
      || P <- processes() ++ erlang:ports(),
         erlang:trace_info(P, tracer) =:= Tracer],
-    InUse = lists:append([Ps || {_, Ps} <- maps:values(Others)]),
-    [erlang:trace_pattern(MFA, false, [local])
+    InUse = lists:append([Ps || #{patterns := Ps} <- maps:values(Others)]),
+    Flag = case Meta of true -> [meta]; false -> [local] end,
+    [erlang:trace_pattern(MFA, false, Flag)
      || MFA <- Patterns, not lists:member(MFA, InUse)],
     _ = beamprobe_nif:stop(Res),
     ok.

@@ -26,6 +26,7 @@
              res :: undefined | beamprobe_nif:session(),
              created_dir = false :: boolean(),
              patterns = [] :: [{module(), atom(), arity() | '_'}],
+             handlers = [] :: [pid()],
              traced = none :: none | all | new | existing | [pid()],
              started :: integer(),
              timer :: undefined | reference(),
@@ -98,9 +99,10 @@ terminate(_Reason, St) ->
 %%% ------------------------------------------------------------------------
 
 install(#st{config = C} = St) ->
-    Steps = [fun check_tracers/1, fun make_dir/1, fun start_nif/1,
-             fun set_patterns/1, fun set_flags/1, fun annotate_start/1,
-             fun start_timer/1, fun register_janitor/1],
+    Steps = [fun check_conflicts/1, fun check_tracers/1, fun make_dir/1,
+             fun start_handlers/1, fun start_nif/1, fun set_patterns/1,
+             fun set_flags/1, fun annotate_start/1, fun start_timer/1,
+             fun register_janitor/1],
     run(Steps, St, C).
 
 run([], St, _C) -> {ok, St};
@@ -114,7 +116,28 @@ run([F | Fs], St, C) ->
             {error, {install_failed, {Class, Reason, hd(Stack ++ [none])}}, St}
     end.
 
+%% Another beamprobe session on the same processes or functions?
+check_conflicts(#st{config = C} = St) ->
+    case beamprobe_janitor:conflict(self(), claim(C)) of
+        none -> {ok, St};
+        {Session, What} -> {error, {conflict, Session, What}, St}
+    end.
+
+%% What a session takes: the processes it sets flags on (none for a pure
+%% meta session) and the functions it sets patterns on.
+claim(#{procs := Procs, meta := Meta, events := Ev, calls := Calls}) ->
+    P = case Meta andalso Ev =:= [] of
+            true -> none;
+            false -> Procs
+        end,
+    {P, [mfa(C) || C <- Calls]}.
+
+mfa({{_, _, _} = MFA, _MS}) -> MFA;
+mfa({_, _, _} = MFA) -> MFA.
+
 %% A process traced by another tracer is not taken over unless forced.
+check_tracers(#st{config = #{meta := true, events := []}} = St) ->
+    {ok, St};
 check_tracers(#st{config = #{procs := Procs, force := Force}} = St) ->
     Targets = case Procs of
                   new -> [];
@@ -141,6 +164,8 @@ other_tracer(P) ->
         undefined -> false
     end.
 
+make_dir(#st{config = #{dir := undefined}} = St) ->
+    {ok, St};
 make_dir(#st{config = #{dir := Dir}} = St) ->
     case file:make_dir(Dir) of
         ok ->
@@ -150,10 +175,37 @@ make_dir(#st{config = #{dir := Dir}} = St) ->
         {error, R} -> {error, {unwritable, Dir, R}, St}
     end.
 
-start_nif(#st{config = C} = St) ->
-    #{limits := #{events := Ev, bytes := By}} = C,
-    Nif = #{dir => unicode:characters_to_binary(maps:get(dir, C)),
-            buffer => maps:get(buffer, C),
+%% Handler sinks run in their own processes, started before tracing.
+start_handlers(#st{config = #{sinks := Sinks}} = St) ->
+    start_handlers([S || #{type := handler} = S <- Sinks], St).
+
+start_handlers([], St) -> {ok, St};
+start_handlers([#{module := M, arg := A} | T], #st{handlers = Hs} = St) ->
+    case beamprobe_handler:start_link(M, A) of
+        {ok, Pid} -> start_handlers(T, St#st{handlers = Hs ++ [Pid]});
+        {error, R} -> {error, R, St}
+    end.
+
+start_nif(#st{config = C, handlers = Hs} = St) ->
+    #{limits := #{events := Ev, bytes := By, rate := Rate}, dir := Dir,
+      sinks := Sinks} = C,
+    HSinks = [S || #{type := handler} = S <- Sinks],
+    FileKinds = case [K || #{type := file, kinds := K} <- Sinks] of
+                    [K] -> K;
+                    [] -> 0
+                end,
+    Handlers = [#{pid => Pid, kinds => K, batch => B, credits => Cr,
+                  overflow => Ov,
+                  pids => case P of all -> []; _ -> P end}
+                || {Pid, #{kinds := K, batch := B, credits := Cr,
+                           overflow := Ov, procs := P}}
+                       <- lists:zip(Hs, HSinks)],
+    Nif0 = #{file => Dir =/= undefined,
+             file_kinds => FileKinds,
+             handlers => Handlers,
+             rate_stop => maps:get(on_rate, C) =:= stop,
+             ms_result => ms_result(C),
+             buffer => maps:get(buffer, C),
             max_slots => max_slots(),
             overflow => maps:get(overflow, C),
             args => maps:get(args, C),
@@ -164,10 +216,34 @@ start_nif(#st{config = C} = St) ->
             byte_limit => limit(By),
             notify => self(),
             env => trace_env(C)},
+    Nif1 = case Dir of
+               undefined -> Nif0;
+               _ -> Nif0#{dir => unicode:characters_to_binary(Dir)}
+           end,
+    Nif = case Rate of
+              infinity -> Nif1;
+              {N, Ms} -> Nif1#{rate => {N, Ms}}
+          end,
     case beamprobe_nif:start(Nif) of
-        {ok, Res} -> {ok, St#st{res = Res}};
+        {ok, Res} ->
+            [beamprobe_handler:attach(H, Res, I)
+             || {I, H} <- lists:zip(lists:seq(0, length(Hs) - 1), Hs)],
+            {ok, St#st{res = Res}};
         {error, R} -> {error, R, St}
     end.
+
+%% Does some match spec return a value (message action) to record?
+ms_result(#{calls := Calls}) ->
+    lists:any(fun({_, MS}) when is_list(MS) ->
+                      lists:any(fun({_, _, Body}) -> has_message(Body);
+                                   (_) -> false
+                                end, MS);
+                 (_) -> false
+              end, Calls).
+
+has_message(Body) when is_list(Body) ->
+    lists:any(fun({message, _}) -> true; (_) -> false end, Body);
+has_message(_) -> false.
 
 limit(infinity) -> 0;
 limit(N) -> N.
@@ -211,20 +287,28 @@ app_vsn() ->
         undefined -> <<"0.1.0">>
     end.
 
-set_patterns(#st{config = #{calls := Calls} = C} = St) ->
+set_patterns(#st{config = #{calls := Calls} = C, res = Res} = St) ->
     %% `true' when no action is needed: no match-spec program runs per call.
-    MS = case actions(C) of
-             [] -> true;
-             Actions -> [{'_', [], Actions}]
-         end,
-    set_patterns(Calls, MS, St).
+    Default = case actions(C) of
+                  [] -> true;
+                  Actions -> [{'_', [], Actions}]
+              end,
+    Flags = case maps:get(meta, C) of
+                true -> [{meta, beamprobe_nif, Res}];
+                false -> [local]
+            end,
+    set_patterns(Calls, Default, Flags, St).
 
-set_patterns([], _MS, St) -> {ok, St};
-set_patterns([MFA | T], MS, #st{patterns = Done} = St) ->
-    try erlang:trace_pattern(MFA, MS, [local]) of
+set_patterns([], _Default, _Flags, St) -> {ok, St};
+set_patterns([Call | T], Default, Flags, #st{patterns = Done} = St) ->
+    {MFA, MS} = case Call of
+                    {{_, _, _} = M, S} -> {M, S};
+                    M -> {M, Default}
+                end,
+    try erlang:trace_pattern(MFA, MS, Flags) of
         0 -> {error, {no_match, MFA}, St};
         N when is_integer(N) ->
-            set_patterns(T, MS, St#st{patterns = [MFA | Done]})
+            set_patterns(T, Default, Flags, St#st{patterns = [MFA | Done]})
     catch
         error:badarg -> {error, {bad_pattern, MFA}, St}
     end.
@@ -241,9 +325,15 @@ flags(#{calls := Calls, args := Args, return_to := RetTo, events := Ev}) ->
         [return_to || Calls =/= [], RetTo] ++
         [Flag || {E, Flag} <- Map, lists:member(E, Ev)].
 
-set_flags(#st{config = #{procs := Procs} = C, res = Res} = St) ->
+set_flags(#st{config = #{meta := true, events := []}} = St) ->
+    {ok, St};
+set_flags(#st{config = #{procs := Procs} = C0, res = Res,
+              handlers = Hs} = St) ->
+    C = case C0 of
+            #{meta := true} -> C0#{calls := []};  % calls are meta-traced
+            _ -> C0
+        end,
     Flags = flags(C) ++ [{tracer, beamprobe_nif, Res}],
-    Me = self(),
     try
         case Procs of
             L when is_list(L) ->
@@ -251,8 +341,9 @@ set_flags(#st{config = #{procs := Procs} = C, res = Res} = St) ->
                 {ok, St#st{traced = L}};
             Spec ->
                 _ = erlang:trace(Spec, true, Flags),
-                %% Never trace the session itself.
-                Spec =/= new andalso erlang:trace(Me, false, [all]),
+                %% Never trace the session itself nor its handlers.
+                [erlang:trace(P, false, [all])
+                 || Spec =/= new, P <- [self() | Hs]],
                 {ok, St#st{traced = Spec}}
         end
     catch
@@ -312,8 +403,9 @@ start_timer(#st{config = #{limits := #{seconds := S}}} = St) ->
     Ref = erlang:send_after(round(S * 1000), self(), {limit, seconds}),
     {ok, St#st{timer = Ref}}.
 
-register_janitor(#st{res = Res, patterns = Pats} = St) ->
-    ok = beamprobe_janitor:register_session(self(), Res, Pats),
+register_janitor(#st{res = Res, patterns = Pats, config = C} = St) ->
+    ok = beamprobe_janitor:register_session(self(), Res, Pats,
+                                            maps:get(meta, C), claim(C)),
     {ok, St}.
 
 %%% ------------------------------------------------------------------------
@@ -332,10 +424,12 @@ finish(#st{res = Res, config = C, started = T0} = St, Why) ->
             dropped => maps:get(dropped, Stats),
             bytes => maps:get(bytes, Stats),
             seconds => Secs,
-            output => maps:get(dir, C),
+            output => output(C),
             stop_reason => stop_reason(Why, Stats),
             threads => maps:get(threads, Stats),
-            io_error => maps:get(io_error, Stats)},
+            io_error => maps:get(io_error, Stats),
+            handlers => maps:get(handlers, Stats)},
+    [beamprobe_handler:stop(H, Why) || H <- St1#st.handlers],
     St1#st{summary = Sum}.
 
 stop_reason(Why, #{stop_reason := none}) -> Why;
@@ -346,6 +440,7 @@ stop_reason(_, #{stop_reason := R}) -> R.
 abort(#st{res = Res, created_dir = Created, config = #{dir := Dir}} = St) ->
     St1 = uninstall(St),
     Res =/= undefined andalso beamprobe_nif:stop(Res),
+    [begin unlink(H), exit(H, kill) end || H <- St#st.handlers],
     case Created of
         true ->
             {ok, Files} = file:list_dir(Dir),
@@ -368,7 +463,13 @@ uninstall(#st{res = Res, traced = Traced, patterns = Pats} = St) ->
             end,
             untrace(processes() ++ erlang:ports(), Tracer)
     end,
-    [erlang:trace_pattern(MFA, false, [local]) || MFA <- Pats],
+    Flag = case St#st.config of
+               #{meta := true} -> [meta];
+               _ -> [local]
+           end,
+    Shared = beamprobe_janitor:patterns_in_use(self()),
+    [erlang:trace_pattern(MFA, false, Flag)
+     || MFA <- Pats, not lists:member(MFA, Shared)],
     case St#st.timer of
         undefined -> ok;
         T -> erlang:cancel_timer(T)
@@ -382,5 +483,9 @@ untrace(Targets, Tracer) ->
 
 info_map(#st{config = C, started = T0}, Stats) ->
     Stats#{seconds => (erlang:monotonic_time(millisecond) - T0) / 1000,
-           output => maps:get(dir, C),
+           output => output(C),
            config => C}.
+
+output(#{dir := undefined, sinks := Sinks}) ->
+    [{handler, M} || #{type := handler, module := M} <- Sinks];
+output(#{dir := Dir}) -> Dir.

@@ -62,7 +62,9 @@ valid(Base) ->
       fun() ->
               {ok, C} = v(#{calls => [?ADD], output => Out}),
               D = beamprobe_config:defaults(),
-              ?assertEqual(maps:merge(D, #{calls => [?ADD], dir => Dir}), C),
+              ?assertEqual(maps:merge(D, #{calls => [?ADD], dir => Dir}),
+                           maps:remove(sinks, C)),
+              ?assertMatch([#{type := file, dir := Dir}], maps:get(sinks, C)),
               ?assertNot(maps:is_key(output, C)),
               ?assertEqual(all, maps:get(procs, C)),
               ?assertEqual(true, maps:get(return, C)),
@@ -74,7 +76,7 @@ valid(Base) ->
               ?assertEqual(#{depth => 4, list => 16, binary => 64,
                              bytes => 512}, maps:get(capture, C)),
               ?assertEqual(#{events => infinity, bytes => 1024 * 1024 * 1024,
-                             seconds => 60}, maps:get(limits, C)),
+                             seconds => 60, rate => infinity}, maps:get(limits, C)),
               ?assertEqual(false, maps:get(force, C)),
               ?assertNot(filelib:is_dir(Dir))
       end},

@@ -371,6 +371,39 @@ format_error_test() ->
 case_count_test() ->
     ?assert(length(valid_cases()) + length(error_cases()) >= 60).
 
+%% Random fragment soup never makes parse/2 raise: every result is a
+%% spec the VM accepts or an error with a column inside the pattern.
+robustness_test() ->
+    rand:seed(exsss, {17, 42, 4711}),
+    Frags = {"m", ":", "f", "(", ")", "[", "]", "{", "}", "<<", ">>", "#{",
+             "%{", "%", "#", "X", "x", "_", "_x", "Foo", ".", ",", ";", "|",
+             "->", "::", "when", " ", "\"s\"", "'q'", "1", "-", "/", "==",
+             "!", "=", "&&", "||", "<>", ":=", "=>", "and", "not", "div",
+             "is_atom", "elem", "return", "stack", "caller", "send",
+             "receive", "'receive'", "$", "?", "\n", "1.5", "in", "fun",
+             "<=", "===", "!=", "'$1'", "#r", "++"},
+    lists:foreach(
+      fun(_) ->
+              S = lists:append([element(rand:uniform(tuple_size(Frags)), Frags)
+                                || _ <- lists:seq(1, rand:uniform(12))]),
+              case beamprobe_pattern:parse(S, #{force => true}) of
+                  {ok, P} ->
+                      ?assertMatch({S, {ok, _, _, _}},
+                                   {S, erlang:match_spec_test(
+                                         ms_args(P), maps:get(match_spec, P),
+                                         trace)});
+                  {error, {Col, Msg}} ->
+                      ?assert(is_integer(Col) andalso Col >= 1
+                              andalso Col =< length(S) + 1),
+                      ?assert(io_lib:char_list(Msg))
+              end
+      end, lists:seq(1, 20000)).
+
+ms_args(#{kind := send}) -> [self(), x];
+ms_args(#{kind := 'receive'}) -> [node(), self(), x];
+ms_args(#{match_spec := [{'_', _, _} | _]}) -> [x];
+ms_args(#{match_spec := [{Head, _, _} | _]}) -> [x || _ <- Head].
+
 %% ---- the real VM accepts every compiled spec -----------------------------
 
 vm_accepts_test_() ->

@@ -1,0 +1,122 @@
+%%% @doc The `beamprobe_handler' behaviour: an Erlang module that receives
+%%% a session's events, decoded as maps, in batches.
+%%%
+%%% ```
+%%% {ok, S} = beamprobe:start(#{calls => [{lists, seq, 2}],
+%%%                             output => {handler, my_handler, Arg}}).
+%%% '''
+%%%
+%%% ```
+%%% -module(my_handler).
+%%% -behaviour(beamprobe_handler).
+%%% -export([init/1, handle_events/2, terminate/2]).
+%%% init(Arg) -> {ok, 0}.
+%%% handle_events(Events, N) -> {ok, N + length(Events)}.
+%%% terminate(_Reason, N) -> io:format("~p events~n", [N]).
+%%% '''
+%%%
+%%% Each event is a map with `event' (`call', `return_from', `send', ...,
+%%% or `dropped' with `count' when batches were dropped because the handler
+%%% was too slow), `ts' (monotonic ns), `pid' (the process), and the
+%%% event's fields from docs/format.md (`mfa', `args', `result',
+%%% `message', ... as binaries holding Erlang-syntax text; `to'/`other' as
+%%% pids).
+%%%
+%%% Flow control: the session's collector thread sends a batch only while
+%%% it holds a credit (default 4); the handler process gives one back after
+%%% each `handle_events/2'.  A handler that falls behind loses whole batches
+%%% (counted, and reported to it as a `dropped' event), never memory: its
+%%% mailbox holds at most `credits' batches of at most `batch' events.
+%%%
+%%% The handler runs in its own process, started by the session before
+%%% tracing starts and never traced by it.
+-module(beamprobe_handler).
+
+-export([start_link/2, attach/3, stop/2]).
+-export([init_it/3]).
+
+-export_type([event/0]).
+
+-type event() :: #{event := atom(), ts => non_neg_integer(),
+                   pid => pid() | port() | undefined, atom() => term()}.
+
+-callback init(Arg :: term()) -> {ok, State :: term()} | {error, term()}.
+-callback handle_events([event()], State :: term()) ->
+    {ok, NewState :: term()} | {stop, NewState :: term()}.
+-callback terminate(Reason :: term(), State :: term()) -> term().
+
+%% @doc Starts a handler process running `Mod', linked to the caller; it
+%% has run `Mod:init(Arg)' when this returns.
+-spec start_link(module(), term()) -> {ok, pid()} | {error, term()}.
+start_link(Mod, Arg) ->
+    proc_lib:start_link(?MODULE, init_it, [self(), Mod, Arg]).
+
+%% @doc Tells the handler which session and sink number it serves (so it
+%% can give credits back).
+-spec attach(pid(), beamprobe_nif:session(), non_neg_integer()) -> ok.
+attach(Handler, Res, Index) ->
+    Handler ! {beamprobe_attach, Res, Index},
+    ok.
+
+%% @doc Asks the handler to handle what it has received, run
+%% `Mod:terminate(Reason, State)' and end.
+-spec stop(pid(), term()) -> ok.
+stop(Handler, Reason) ->
+    Handler ! {beamprobe_detach, Reason},
+    ok.
+
+%% @private
+-spec init_it(pid(), module(), term()) -> no_return().
+init_it(Parent, Mod, Arg) ->
+    process_flag(message_queue_data, off_heap),
+    try Mod:init(Arg) of
+        {ok, St} ->
+            proc_lib:init_ack(Parent, {ok, self()}),
+            wait_attach(Mod, St);
+        {error, R} ->
+            proc_lib:init_ack(Parent, {error, {handler_init, Mod, R}}),
+            exit(normal);
+        Other ->
+            proc_lib:init_ack(Parent, {error, {handler_init, Mod, Other}}),
+            exit(normal)
+    catch
+        C:R ->
+            proc_lib:init_ack(Parent, {error, {handler_init, Mod, {C, R}}}),
+            exit(normal)
+    end.
+
+wait_attach(Mod, St) ->
+    receive
+        {beamprobe_attach, Res, Index} -> loop(Mod, St, Res, Index);
+        {beamprobe_detach, Reason} -> done(Mod, Reason, St)
+    end.
+
+loop(Mod, St, Res, Index) ->
+    receive
+        {beamprobe_events, Index, Events} ->
+            St1 = handle(Mod, Events, St, Res, Index),
+            loop(Mod, St1, Res, Index);
+        {beamprobe_detach, Reason} ->
+            St1 = drain(Mod, St, Res, Index),
+            done(Mod, Reason, St1)
+    end.
+
+handle(Mod, Events, St, Res, Index) ->
+    Result = Mod:handle_events(Events, St),
+    ok = beamprobe_nif:ack(Res, Index),
+    case Result of
+        {ok, St1} -> St1;
+        {stop, St1} -> done(Mod, stop, St1)
+    end.
+
+%% Batches already in the mailbox when the session ends.
+drain(Mod, St, Res, Index) ->
+    receive
+        {beamprobe_events, Index, Events} ->
+            drain(Mod, handle(Mod, Events, St, Res, Index), Res, Index)
+    after 0 -> St
+    end.
+
+done(Mod, Reason, St) ->
+    _ = Mod:terminate(Reason, St),
+    exit(normal).
