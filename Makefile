@@ -10,13 +10,17 @@ BEAMS := $(patsubst src/%.erl,ebin/%.beam,$(ERL_SRC))
 # Debian packages needed to build, test, benchmark and demo.
 DEB_PKGS := erlang-base erlang-dev erlang-runtime-tools erlang-eunit \
 	erlang-common-test erlang-dialyzer erlang-tools erlang-syntax-tools \
-	erlang-parsetools rebar3 babeltrace2 gcc make libc6-dev
+	erlang-parsetools rebar3 babeltrace2 gcc make libc6-dev valgrind \
+	python3
 DEB_CMDS := erl erlc babeltrace2 gcc ct_run
 
-all: c erl
+all: c erl cli
 
 c:
 	$(MAKE) -C c_src all
+
+cli:
+	$(MAKE) -C c_src/cli all
 
 erl: $(BEAMS) ebin/beamprobe.app
 
@@ -49,7 +53,7 @@ check-deps:
 test: deps all
 	$(MAKE) -C test/c run
 	bash test/run_erlang_tests.sh
-	@if [ -f test/cli/run.sh ]; then bash test/cli/run.sh; fi
+	TZ=UTC bash test/cli/run.sh
 
 bench: all
 	bash bench/run.sh
@@ -60,6 +64,7 @@ dialyzer: erl
 clean:
 	$(MAKE) -C c_src clean
 	$(MAKE) -C test/c clean
+	$(MAKE) -C c_src/cli clean
 	rm -rf ebin/*.beam ebin/*.app _build
 
-.PHONY: all c erl deps check-deps test bench dialyzer clean
+.PHONY: all c erl cli deps check-deps test bench dialyzer clean

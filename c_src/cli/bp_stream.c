@@ -324,6 +324,41 @@ static void skip_packet(struct bp_stream *s, const char *what)
 
 /* Decodes the event at pos (inside the open packet).  Returns 1 on
  * success, 0 on damage (the packet has been skipped). */
+static int is_text(const struct bp_event *e, int i, const char *t)
+{
+	size_t n = strlen(t);
+
+	return e->len[i] == n && !memcmp(e->str[i], t, n);
+}
+
+/* The tracer never writes an empty string (babeltrace2 2.0.4 would show a
+ * stale value): it writes `undefined' for an absent name, initial call,
+ * argument list or function, and `true' for a call without match-spec
+ * result (docs/format.md).  Readers see those as empty. */
+static void absent_to_empty(struct bp_event *e)
+{
+	switch (e->id) {
+	case BP_EV_PROCESS:
+		for (int i = 1; i <= 2; i++)
+			if (is_text(e, i, "undefined"))
+				e->len[i] = 0;
+		break;
+	case BP_EV_CALL:
+		if (is_text(e, 1, "undefined"))
+			e->len[1] = 0;
+		if (is_text(e, 2, "true"))
+			e->len[2] = 0;
+		break;
+	case BP_EV_SCHED_IN:
+	case BP_EV_SCHED_OUT:
+		if (is_text(e, 0, "undefined"))
+			e->len[0] = 0;
+		break;
+	default:
+		break;
+	}
+}
+
 static int decode(struct bp_stream *s)
 {
 	const uint8_t *base = s->buf, *p = base + s->pos,
@@ -398,6 +433,7 @@ static int decode(struct bp_stream *s)
 	}
 	for (; nn < BP_EV_MAX_NUM; nn++)
 		e->num[nn] = 0;
+	absent_to_empty(e);
 	s->pos = (size_t)(p - base);
 	if (e->ts < s->last_ts) /* writers keep streams monotonic */
 		e->ts = s->last_ts;

@@ -350,7 +350,13 @@ static void report_processes(struct stats *st, struct bp_out *o, int json,
 		st->oom = 1;
 		return;
 	}
-	memcpy(v, st->m.procs, n * sizeof *v);
+	/* Only processes with events: a trace also names every process the
+	 * node had (process events), most of which did nothing traced. */
+	uint32_t kept = 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (st->m.procs[i]->events)
+			v[kept++] = st->m.procs[i];
+	n = kept;
 	qsort(v, n, sizeof *v, cmp_procs);
 	if (json) {
 		bp_out_str(o, ",\"processes\":[");
