@@ -54,6 +54,7 @@ test: deps all
 	$(MAKE) -C test/c run
 	bash test/run_erlang_tests.sh
 	TZ=UTC bash test/cli/run.sh
+	bash scripts/dialyzer.sh
 
 bench: all
 	bash bench/run.sh

@@ -13,7 +13,7 @@
 -export_type([config/0]).
 
 -type config() :: #{procs := all | new | existing | [pid()],
-                    calls := [{module(), atom(), arity() | '_'}],
+                    calls := [mfa_pat() | {mfa_pat(), true | list()}],
                     return := boolean(),
                     exceptions := boolean(),
                     return_to := boolean(),
@@ -41,6 +41,7 @@
                   batch := pos_integer(), credits := pos_integer(),
                   overflow := drop | stop}.
 -export_type([sink/0]).
+-type mfa_pat() :: {module() | '_', atom() | '_', arity() | '_'}.
 -type event() :: call | send | 'receive' | procs | running | gc | ports.
 
 -define(KEYS, [procs, calls, return, exceptions, return_to, events, output,

@@ -117,6 +117,7 @@ drain(Mod, St, Res, Index) ->
     after 0 -> St
     end.
 
+-spec done(module(), term(), term()) -> no_return().
 done(Mod, Reason, St) ->
     _ = Mod:terminate(Reason, St),
     exit(normal).

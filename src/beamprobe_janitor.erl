@@ -104,16 +104,21 @@ handle_info(_, St) ->
 
 clean(Res, Patterns, Meta, Others) ->
     Tracer = {tracer, {beamprobe_nif, Res}},
-    case erlang:trace_info(new, tracer) of
+    _ = case trace_info(new, tracer) of
         Tracer -> erlang:trace(new, false, [all]);
         _ -> ok
     end,
-    [catch erlang:trace(P, false, [all])
+    _ = [catch erlang:trace(P, false, [all])
      || P <- processes() ++ erlang:ports(),
-        erlang:trace_info(P, tracer) =:= Tracer],
+        trace_info(P, tracer) =:= Tracer],
     InUse = lists:append([Ps || #{patterns := Ps} <- maps:values(Others)]),
     Flag = case Meta of true -> [meta]; false -> [local] end,
     [erlang:trace_pattern(MFA, false, Flag)
      || MFA <- Patterns, not lists:member(MFA, InUse)],
     _ = beamprobe_nif:stop(Res),
     ok.
+
+%% erlang:trace_info/2 through apply: its OTP 25 spec leaves out tracers
+%% of the form {Module, State}, which dialyzer then calls impossible.
+trace_info(What, Item) ->
+    erlang:apply(erlang, trace_info, [What, Item]).

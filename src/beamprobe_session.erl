@@ -146,11 +146,11 @@ check_tracers(#st{config = #{procs := Procs, force := Force}} = St) ->
               end,
     Taken = [P || P <- Targets, other_tracer(P)],
     NewTaken = (Procs =:= new orelse Procs =:= all)
-        andalso erlang:trace_info(new, tracer) =/= {tracer, []},
+        andalso trace_info(new, tracer) =/= {tracer, []},
     case {Taken, NewTaken, Force} of
         {[], false, _} -> {ok, St};
         {_, _, true} ->
-            [catch erlang:trace(P, false, [all]) || P <- Taken],
+            _ = [catch erlang:trace(P, false, [all]) || P <- Taken],
             NewTaken andalso erlang:trace(new, false, [all]),
             {ok, St};
         {[], true, false} -> {error, {already_traced, [new]}, St};
@@ -158,7 +158,7 @@ check_tracers(#st{config = #{procs := Procs, force := Force}} = St) ->
     end.
 
 other_tracer(P) ->
-    case erlang:trace_info(P, tracer) of
+    case trace_info(P, tracer) of
         {tracer, []} -> false;
         {tracer, _} -> true;
         undefined -> false
@@ -441,10 +441,10 @@ abort(#st{res = Res, created_dir = Created, config = #{dir := Dir}} = St) ->
     St1 = uninstall(St),
     Res =/= undefined andalso beamprobe_nif:stop(Res),
     [begin unlink(H), exit(H, kill) end || H <- St#st.handlers],
-    case Created of
+    _ = case Created of
         true ->
             {ok, Files} = file:list_dir(Dir),
-            [file:delete(filename:join(Dir, F)) || F <- Files],
+            _ = [file:delete(filename:join(Dir, F)) || F <- Files],
             _ = file:del_dir(Dir);
         false -> ok
     end,
@@ -457,7 +457,7 @@ uninstall(#st{res = Res, traced = Traced, patterns = Pats} = St) ->
         none -> ok;
         L when is_list(L) -> untrace(L, Tracer);
         _ ->
-            case erlang:trace_info(new, tracer) of
+            _ = case trace_info(new, tracer) of
                 Tracer -> erlang:trace(new, false, [all]);
                 _ -> ok
             end,
@@ -470,16 +470,21 @@ uninstall(#st{res = Res, traced = Traced, patterns = Pats} = St) ->
     Shared = beamprobe_janitor:patterns_in_use(self()),
     [erlang:trace_pattern(MFA, false, Flag)
      || MFA <- Pats, not lists:member(MFA, Shared)],
-    case St#st.timer of
+    _ = case St#st.timer of
         undefined -> ok;
         T -> erlang:cancel_timer(T)
     end,
     St#st{traced = none, patterns = [], timer = undefined}.
 
 untrace(Targets, Tracer) ->
-    [catch erlang:trace(P, false, [all])
-     || P <- Targets, erlang:trace_info(P, tracer) =:= Tracer],
+    _ = [catch erlang:trace(P, false, [all])
+     || P <- Targets, trace_info(P, tracer) =:= Tracer],
     ok.
+
+%% erlang:trace_info/2 through apply: its OTP 25 spec leaves out tracers
+%% of the form {Module, State}, which dialyzer then calls impossible.
+trace_info(PidPortFuncEvent, Item) ->
+    erlang:apply(erlang, trace_info, [PidPortFuncEvent, Item]).
 
 info_map(#st{config = C, started = T0}, Stats) ->
     Stats#{seconds => (erlang:monotonic_time(millisecond) - T0) / 1000,
