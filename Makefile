@@ -3,7 +3,7 @@
 # installs the Debian packages a fresh Debian 12 machine lacks.
 
 ERLC ?= erlc
-ERLC_FLAGS := +warnings_as_errors +debug_info +warn_missing_spec -I include
+ERLC_FLAGS := +warnings_as_errors +debug_info +warn_missing_spec -I include -pa ebin
 ERL_SRC := $(wildcard src/*.erl)
 BEAMS := $(patsubst src/%.erl,ebin/%.beam,$(ERL_SRC))
 
@@ -27,6 +27,9 @@ erl: $(BEAMS) ebin/beamprobe.app
 ebin/%.beam: src/%.erl $(wildcard include/*.hrl)
 	@mkdir -p ebin
 	$(ERLC) $(ERLC_FLAGS) -o ebin $<
+
+# Behaviour modules first.
+ebin/beamprobe_printer.beam: ebin/beamprobe_handler.beam
 
 ebin/beamprobe.app: src/beamprobe.app.src
 	@mkdir -p ebin

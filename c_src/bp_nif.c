@@ -676,6 +676,15 @@ static ERL_NIF_TERM nif_render_mfa(ErlNifEnv *env, int argc,
 					      sizeof buf));
 }
 
+/* clock() -> integer(): the trace clock now (CLOCK_MONOTONIC ns). */
+static ERL_NIF_TERM nif_clock(ErlNifEnv *env, int argc,
+			      const ERL_NIF_TERM argv[])
+{
+	(void)argc;
+	(void)argv;
+	return enif_make_uint64(env, bp_now());
+}
+
 /* thread_slot() -> integer(): the caller's thread slot (for tests). */
 static ERL_NIF_TERM nif_thread_slot(ErlNifEnv *env, int argc,
 				    const ERL_NIF_TERM argv[])
@@ -727,6 +736,7 @@ static ErlNifFunc nif_funcs[] = {
 	{"render_args", 2, nif_render_args, 0},
 	{"render_mfa", 3, nif_render_mfa, 0},
 	{"thread_slot", 0, nif_thread_slot, 0},
+	{"clock", 0, nif_clock, 0},
 };
 
 ERL_NIF_INIT(beamprobe_nif, nif_funcs, load, NULL, upgrade, NULL)

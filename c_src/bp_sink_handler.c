@@ -146,6 +146,17 @@ static void send_batch(struct bp_session *s, struct bp_handler_sink *h)
 		reset_batch(h);
 		return;
 	}
+	/* Events lost at the source since the last batch (full rings, rate
+	 * limits), reported to the handler like its own dropped batches. */
+	uint64_t d[BP_DROP_COUNT], src = 0;
+	bp_session_drops(s, d);
+	for (int c = 0; c < BP_DROP_COUNT; c++)
+		if (c != BP_DROP_LIMIT && c != BP_DROP_STOPPED)
+			src += d[c];
+	if (src > h->src_seen) {
+		h->pending_drops += src - h->src_seen;
+		h->src_seen = src;
+	}
 	if (h->pending_drops) {
 		ERL_NIF_TERM k[2] = {a_event, a_count}, v[2], m;
 		v[0] = a_dropped;

@@ -26,6 +26,7 @@ struct bp_handler_sink {
 	ERL_NIF_TERM list;
 	uint32_t n;
 	uint64_t pending_drops; /* to report in the next batch */
+	uint64_t src_seen;      /* source drops already reported */
 	int dead;
 };
 

@@ -34,6 +34,7 @@
 -module(beamprobe).
 
 -export([start/1, stop/1, info/1, list/0, dump/1, format_error/1]).
+-export([calls/2, calls/3, messages/2, messages/3, clear/0]).
 
 -export_type([spec/0, session/0, summary/0]).
 
@@ -125,6 +126,62 @@ list() ->
 -spec dump(session()) -> ok | {error, not_flight_recorder | stopped | not_found}.
 dump(Session) ->
     call(Session, dump).
+
+%% @doc Traces calls matching `Pattern' (or a list of patterns) in every
+%% process and prints them in this shell, one line each; returns how many
+%% functions the patterns matched.  Same as `calls(Pattern, Limit, #{})'.
+%%
+%% ```
+%% 1> beamprobe:calls("lists:seq(A, B) when A > B -> return", 10).
+%% 1
+%% 12:00:01.123456 <0.90.0> call lists:seq(5, 1)
+%% 12:00:01.123470 <0.90.0> returned from lists:seq/2 -> []
+%% '''
+%% `Limit' is `N' (stop after N events) or `{N, Ms}' (at most N events per
+%% Ms window: the surplus is dropped where it happens, before any message
+%% exists, and reported as `dropped N events' lines).  The session also
+%% ends after 15 seconds.  Patterns: see beamprobe_pattern (redbug's
+%% syntax, and Elixir's: `"Mod.fun(a) when a > 1 :: return"').
+-spec calls(string() | binary() | [string() | binary()],
+            pos_integer() | {pos_integer(), pos_integer()}) ->
+          non_neg_integer() | {error, term()}.
+calls(Pattern, Limit) ->
+    beamprobe_shell:calls(Pattern, Limit, #{}).
+
+%% @doc {@link calls/2} with options: `procs' (`all', the default, or a
+%% list of pids and names), `time' (ms, default 15000), `return' (add
+%% return values and exceptions to every pattern), `args' (capture depth,
+%% default 4), `timestamp' (`time', `ns' or `none'), `io_server' (where to
+%% print; default the caller's group leader, so a remote shell works),
+%% `on_rate' (`drop', the default, or `stop'), `output' (more sinks, e.g.
+%% `[{file, Dir}]'), `force' (allow patterns refused as dangerous).
+-spec calls(string() | binary() | [string() | binary()],
+            pos_integer() | {pos_integer(), pos_integer()}, map()) ->
+          non_neg_integer() | {error, term()}.
+calls(Pattern, Limit, Opts) ->
+    beamprobe_shell:calls(Pattern, Limit, Opts).
+
+%% @doc Traces messages sent or received matching `Pattern' (`"send"',
+%% `"'receive'"', `"send({ping, _})"', ...) and prints them; see
+%% {@link calls/2}.  Returns the number of patterns installed.
+-spec messages(string() | binary() | [string() | binary()],
+               pos_integer() | {pos_integer(), pos_integer()}) ->
+          non_neg_integer() | {error, term()}.
+messages(Pattern, Limit) ->
+    beamprobe_shell:messages(Pattern, Limit, #{}).
+
+%% @doc {@link messages/2} with the options of {@link calls/3}.
+-spec messages(string() | binary() | [string() | binary()],
+               pos_integer() | {pos_integer(), pos_integer()}, map()) ->
+          non_neg_integer() | {error, term()}.
+messages(Pattern, Limit, Opts) ->
+    beamprobe_shell:messages(Pattern, Limit, Opts).
+
+%% @doc Stops every session started by {@link calls/2}, {@link calls/3},
+%% {@link messages/2} or {@link messages/3}.
+-spec clear() -> ok.
+clear() ->
+    beamprobe_shell:clear().
 
 %% @doc A readable sentence for an error returned by this module.
 -spec format_error(term()) -> string().

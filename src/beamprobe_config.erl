@@ -32,6 +32,8 @@
                                       | infinity},
                     on_rate := drop | stop,
                     meta := boolean(),
+                    messages := [{send | 'receive', true | list()}],
+                    tag := term(),
                     sinks := [sink()],
                     dir := file:filename() | undefined,
                     force := boolean()}.
@@ -46,7 +48,7 @@
 
 -define(KEYS, [procs, calls, return, exceptions, return_to, events, output,
                args, capture, buffer, overflow, limits, force, on_rate,
-               meta]).
+               meta, messages, tag]).
 -define(EVENTS, [call, send, 'receive', procs, running, gc, ports]).
 -define(MIN_BUFFER, 16384).
 -define(MAX_BUFFER, 1 bsl 32).
@@ -68,6 +70,8 @@ defaults() ->
                   seconds => 60, rate => infinity},
       on_rate => drop,
       meta => false,
+      messages => [],
+      tag => undefined,
       force => false}.
 
 %% @doc Checks a spec; returns the full configuration or the first error.
@@ -84,7 +88,7 @@ check(S) ->
     Steps = [fun force/1, fun procs/1, fun calls/1, fun bools/1,
              fun events/1, fun args/1, fun capture/1, fun buffer/1,
              fun overflow/1, fun limits/1, fun on_rate/1, fun output/1,
-             fun meta/1, fun nothing/1],
+             fun meta/1, fun messages/1, fun nothing/1],
     run(Steps, S).
 
 run([], S) -> {ok, maps:remove(output, S)};
@@ -372,6 +376,26 @@ meta(#{meta := true}) ->
     {error, {bad_option, meta,
              "meta => true traces calls of every process: it needs "
              "procs => all, no events and no return_to"}}.
+
+%% Message trace patterns (erlang:trace_pattern(send | 'receive', MS, [])):
+%% they need the matching event flag.
+messages(#{messages := L, events := Ev} = S) when is_list(L) ->
+    Bad = [X || X <- L, not is_message_pattern(X)],
+    Missing = [K || {K, _} <- L, not lists:member(K, Ev)],
+    case {Bad, Missing} of
+        {[], []} -> {ok, S};
+        {[X | _], _} -> bad(messages, X);
+        {[], [K | _]} ->
+            {error, {bad_option, messages,
+                     lists:flatten(io_lib:format(
+                                     "a ~p pattern needs events => [~p]",
+                                     [K, K]))}}
+    end;
+messages(#{messages := M}) -> bad(messages, M).
+
+is_message_pattern({K, MS}) when K =:= send; K =:= 'receive' ->
+    MS =:= true orelse is_list(MS);
+is_message_pattern(_) -> false.
 
 %% Calls, events or both: a session that traces nothing is a mistake.
 nothing(#{calls := [], events := []}) ->

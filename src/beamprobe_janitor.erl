@@ -9,7 +9,8 @@
 -module(beamprobe_janitor).
 -behaviour(gen_server).
 
--export([start_link/0, register_session/5, conflict/2, patterns_in_use/1]).
+-export([start_link/0, register_session/5, unregister_session/1,
+         conflict/2, patterns_in_use/1]).
 
 -type mfa_pat() :: {atom(), atom(), arity() | '_'}.
 -type claim() :: {none | all | new | existing | [pid()], [mfa_pat()]}.
@@ -25,6 +26,11 @@ start_link() ->
                        boolean(), claim()) -> ok.
 register_session(Session, Res, Patterns, Meta, Claim) ->
     gen_server:call(?MODULE, {register, Session, Res, Patterns, Meta, Claim}).
+
+%% @doc Called by a session process once it has removed its tracing.
+-spec unregister_session(pid()) -> ok.
+unregister_session(Session) ->
+    gen_server:call(?MODULE, {unregister, Session}).
 
 %% @doc The first running session (other than `Self') whose processes or
 %% functions overlap `Claim', with what overlaps; or `none'.
@@ -48,6 +54,12 @@ handle_call({register, Session, Res, Patterns, Meta, Claim}, _From, St) ->
     Ref = monitor(process, Session),
     {reply, ok, St#{Ref => #{pid => Session, res => Res, patterns => Patterns,
                              meta => Meta, claim => Claim}}};
+handle_call({unregister, Session}, _From, St) ->
+    St1 = maps:filter(fun(Ref, #{pid := P}) when P =:= Session ->
+                              demonitor(Ref, [flush]), false;
+                         (_, _) -> true
+                      end, St),
+    {reply, ok, St1};
 handle_call({conflict, Self, {Procs, MFAs}}, _From, St) ->
     Found = [{Pid, What}
              || #{pid := Pid, claim := {P2, M2}, meta := Meta2} <- maps:values(St),
@@ -74,9 +86,11 @@ procs_overlap(A, B) when is_list(A), is_list(B) ->
 procs_overlap(A, B) when is_atom(A) -> {procs, A, B};
 procs_overlap(A, B) -> {procs, A, B}.
 
-%% Two patterns overlap when they can name the same function.
+%% Two patterns overlap when they can name the same function (or are the
+%% same message pattern kind).
 mfa_overlap({M1, F1, A1}, {M2, F2, A2}) ->
-    same(M1, M2) andalso same(F1, F2) andalso same(A1, A2).
+    same(M1, M2) andalso same(F1, F2) andalso same(A1, A2);
+mfa_overlap(A, B) -> A =:= B.
 
 same('_', _) -> true;
 same(_, '_') -> true;

@@ -16,7 +16,7 @@
          trace_procs/5, trace_ports/5, trace_running_procs/5,
          trace_garbage_collection/5]).
 -export([start/1, stop/1, info/1, dump/1, annotate/2, ack/2,
-         render/2, render_args/2, render_mfa/3, thread_slot/0]).
+         render/2, render_args/2, render_mfa/3, thread_slot/0, clock/0]).
 
 -on_load(load/0).
 
@@ -135,3 +135,7 @@ render_mfa(_M, _F, _A) -> ?NOT_LOADED.
 %% @doc The calling scheduler thread's slot number (for tests).
 -spec thread_slot() -> integer().
 thread_slot() -> ?NOT_LOADED.
+
+%% @doc The trace clock now: `CLOCK_MONOTONIC' in ns (event `ts' values).
+-spec clock() -> non_neg_integer().
+clock() -> ?NOT_LOADED.

@@ -27,6 +27,8 @@
              created_dir = false :: boolean(),
              patterns = [] :: [{module(), atom(), arity() | '_'}],
              handlers = [] :: [pid()],
+             matched = 0 :: non_neg_integer(),
+             msg_patterns = [] :: [send | 'receive'],
              traced = none :: none | all | new | existing | [pid()],
              started :: integer(),
              timer :: undefined | reference(),
@@ -80,13 +82,18 @@ handle_cast(_Msg, St) ->
 handle_info({'DOWN', Ref, process, _, _}, #st{monitor = Ref} = St) ->
     {stop, normal, finish(St, owner_down)};
 handle_info({limit, seconds}, St) ->
-    {noreply, finish(St, seconds)};
+    ended(finish(St, seconds));
 handle_info({beamprobe_stop, Why}, St) ->
-    {noreply, finish(St, Why)};
+    ended(finish(St, Why));
 handle_info({'EXIT', _, _}, St) ->
     {noreply, St};
 handle_info(_Other, St) ->
     {noreply, St}.
+
+%% A session that ended by itself keeps its summary for stop/1, unless it
+%% was started from the shell API (nobody will ask).
+ended(#st{config = #{tag := beamprobe_shell}} = St) -> {stop, normal, St};
+ended(St) -> {noreply, St}.
 
 %% @private
 -spec terminate(term(), #st{}) -> ok.
@@ -125,12 +132,13 @@ check_conflicts(#st{config = C} = St) ->
 
 %% What a session takes: the processes it sets flags on (none for a pure
 %% meta session) and the functions it sets patterns on.
-claim(#{procs := Procs, meta := Meta, events := Ev, calls := Calls}) ->
+claim(#{procs := Procs, meta := Meta, events := Ev, calls := Calls,
+        messages := Msgs}) ->
     P = case Meta andalso Ev =:= [] of
             true -> none;
             false -> Procs
         end,
-    {P, [mfa(C) || C <- Calls]}.
+    {P, [mfa(C) || C <- Calls] ++ [{message, K} || {K, _} <- Msgs]}.
 
 mfa({{_, _, _} = MFA, _MS}) -> MFA;
 mfa({_, _, _} = MFA) -> MFA.
@@ -299,7 +307,20 @@ set_patterns(#st{config = #{calls := Calls} = C, res = Res} = St) ->
             end,
     set_patterns(Calls, Default, Flags, St).
 
-set_patterns([], _Default, _Flags, St) -> {ok, St};
+set_patterns([], _Default, _Flags,
+             #st{config = #{messages := Msgs}} = St) ->
+    %% Message patterns last: they apply to the session's send/receive
+    %% events (global in the VM, like call patterns).
+    lists:foldl(fun({Kind, MS}, {ok, S}) ->
+                        try erlang:trace_pattern(Kind, MS, []) of
+                            _ -> {ok, S#st{msg_patterns =
+                                               [Kind | S#st.msg_patterns],
+                                           matched = S#st.matched + 1}}
+                        catch error:badarg ->
+                                {error, {bad_pattern, {Kind, MS}}, S}
+                        end;
+                   (_, Err) -> Err
+                end, {ok, St}, Msgs);
 set_patterns([Call | T], Default, Flags, #st{patterns = Done} = St) ->
     {MFA, MS} = case Call of
                     {{_, _, _} = M, S} -> {M, S};
@@ -308,7 +329,9 @@ set_patterns([Call | T], Default, Flags, #st{patterns = Done} = St) ->
     try erlang:trace_pattern(MFA, MS, Flags) of
         0 -> {error, {no_match, MFA}, St};
         N when is_integer(N) ->
-            set_patterns(T, Default, Flags, St#st{patterns = [MFA | Done]})
+            set_patterns(T, Default, Flags,
+                         St#st{patterns = [MFA | Done],
+                               matched = St#st.matched + N})
     catch
         error:badarg -> {error, {bad_pattern, MFA}, St}
     end.
@@ -428,8 +451,11 @@ finish(#st{res = Res, config = C, started = T0} = St, Why) ->
             stop_reason => stop_reason(Why, Stats),
             threads => maps:get(threads, Stats),
             io_error => maps:get(io_error, Stats),
-            handlers => maps:get(handlers, Stats)},
-    [beamprobe_handler:stop(H, Why) || H <- St1#st.handlers],
+            handlers => maps:get(handlers, Stats),
+            matched => St#st.matched,
+            tag => maps:get(tag, C)},
+    _ = [beamprobe_handler:stop(H, Why) || H <- St1#st.handlers],
+    ok = beamprobe_janitor:unregister_session(self()),
     St1#st{summary = Sum}.
 
 stop_reason(Why, #{stop_reason := none}) -> Why;
@@ -467,6 +493,7 @@ uninstall(#st{res = Res, traced = Traced, patterns = Pats} = St) ->
                #{meta := true} -> [meta];
                _ -> [local]
            end,
+    _ = [erlang:trace_pattern(K, true, []) || K <- St#st.msg_patterns],
     Shared = beamprobe_janitor:patterns_in_use(self()),
     [erlang:trace_pattern(MFA, false, Flag)
      || MFA <- Pats, not lists:member(MFA, Shared)],
@@ -474,7 +501,8 @@ uninstall(#st{res = Res, traced = Traced, patterns = Pats} = St) ->
         undefined -> ok;
         T -> erlang:cancel_timer(T)
     end,
-    St#st{traced = none, patterns = [], timer = undefined}.
+    St#st{traced = none, patterns = [], msg_patterns = [],
+          timer = undefined}.
 
 untrace(Targets, Tracer) ->
     _ = [catch erlang:trace(P, false, [all])
@@ -486,9 +514,11 @@ untrace(Targets, Tracer) ->
 trace_info(PidPortFuncEvent, Item) ->
     erlang:apply(erlang, trace_info, [PidPortFuncEvent, Item]).
 
-info_map(#st{config = C, started = T0}, Stats) ->
+info_map(#st{config = C, started = T0, matched = M}, Stats) ->
     Stats#{seconds => (erlang:monotonic_time(millisecond) - T0) / 1000,
            output => output(C),
+           matched => M,
+           tag => maps:get(tag, C),
            config => C}.
 
 output(#{dir := undefined, sinks := Sinks}) ->

@@ -1,0 +1,142 @@
+%%% @doc Safe tracing from a production shell: the implementation of
+%%% {@link beamprobe:calls/3}, {@link beamprobe:messages/3} and
+%%% {@link beamprobe:clear/0}.
+%%%
+%%% A shell session is an ordinary beamprobe session with a pattern
+%%% language (beamprobe_pattern), limits that are always on (a count or a
+%%% rate, and 15 seconds), and a printer handler (beamprobe_printer) that
+%%% writes to the caller's group leader.  Call patterns are meta-traced when
+%%% all processes are traced: no process gets a trace flag, so a session
+%%% never collides with dbg or another session on other functions.
+-module(beamprobe_shell).
+
+-export([calls/3, messages/3, clear/0]).
+
+-define(TAG, beamprobe_shell).
+-define(DEFAULT_MS, 15000).
+-define(OPTS, [procs, time, return, args, timestamp, io_server, on_rate,
+               output, force, buffer]).
+
+-type limit() :: pos_integer() | {pos_integer(), pos_integer()}.
+
+%% @doc See {@link beamprobe:calls/3}.
+-spec calls(string() | binary() | [string() | binary()], limit(), map()) ->
+          non_neg_integer() | {error, term()}.
+calls(Patterns, Limit, Opts) ->
+    with_patterns(Patterns, Opts, call, fun(Parsed) ->
+        Calls = [{MFA, with_return(MS, Opts)}
+                 || #{mfa := MFA, match_spec := MS} <- Parsed],
+        start(#{calls => Calls, events => []}, Limit, Opts)
+    end).
+
+%% @doc See {@link beamprobe:messages/3}.
+-spec messages(string() | binary() | [string() | binary()], limit(), map()) ->
+          non_neg_integer() | {error, term()}.
+messages(Patterns, Limit, Opts) ->
+    with_patterns(Patterns, Opts, message, fun(Parsed) ->
+        Msgs = [{K, MS} || #{kind := K, match_spec := MS} <- Parsed],
+        Events = lists:usort([K || {K, _} <- Msgs]),
+        start(#{messages => Msgs, events => Events}, Limit, Opts)
+    end).
+
+%% @doc See {@link beamprobe:clear/0}.
+-spec clear() -> ok.
+clear() ->
+    _ = [beamprobe:stop(S) || S <- beamprobe:list(), is_shell(S)],
+    ok.
+
+is_shell(S) ->
+    case beamprobe:info(S) of
+        {ok, #{tag := ?TAG}} -> true;
+        _ -> false
+    end.
+
+%%% ------------------------------------------------------------------------
+
+with_patterns(Patterns, Opts, Want, Fun) when is_map(Opts) ->
+    case [K || K <- maps:keys(Opts), not lists:member(K, ?OPTS)] of
+        [K | _] -> {error, {unknown_option, K}};
+        [] ->
+            List = case Patterns of
+                       [C | _] when is_integer(C) -> [Patterns];
+                       B when is_binary(B) -> [B];
+                       L when is_list(L), L =/= [] -> L;
+                       _ -> bad
+                   end,
+            Force = maps:get(force, Opts, false),
+            case List of
+                bad -> {error, {bad_pattern, Patterns}};
+                _ -> parse_all(List, Force, Want, Fun, [])
+            end
+    end;
+with_patterns(_, Opts, _, _) ->
+    {error, {bad_option, opts, Opts}}.
+
+parse_all([], _Force, _Want, Fun, Acc) -> Fun(lists:reverse(Acc));
+parse_all([P | T], Force, Want, Fun, Acc) ->
+    case beamprobe_pattern:parse(P, #{force => Force}) of
+        {ok, #{kind := call} = Parsed} when Want =:= call ->
+            parse_all(T, Force, Want, Fun, [Parsed | Acc]);
+        {ok, #{kind := K} = Parsed} when Want =:= message, K =/= call ->
+            parse_all(T, Force, Want, Fun, [Parsed | Acc]);
+        {ok, _} when Want =:= call ->
+            {error, {bad_pattern, P, "a message pattern: use messages/2,3"}};
+        {ok, _} ->
+            {error, {bad_pattern, P, "a call pattern: use calls/2,3"}};
+        {error, {Col, Msg}} ->
+            {error, {bad_pattern, P, Col, Msg}}
+    end.
+
+%% `return => true' adds exception_trace (return values and exceptions).
+with_return(MS, #{return := true}) ->
+    [{H, G, lists:usort([{exception_trace} | B])} || {H, G, B} <- MS];
+with_return(MS, _) -> MS.
+
+start(Base, Limit, Opts) ->
+    case limits(Limit, Opts) of
+        {error, _} = E -> E;
+        Limits ->
+            Io = maps:get(io_server, Opts, group_leader()),
+            Procs = maps:get(procs, Opts, all),
+            Printer = {handler, beamprobe_printer,
+                       #{io => Io,
+                         timestamp => maps:get(timestamp, Opts, time)},
+                       #{batch => 200, credits => 4}},
+            Output = [Printer | maps:get(output, Opts, [])],
+            Capture = case maps:get(args, Opts, 4) of
+                          D when is_integer(D) -> #{depth => D};
+                          _ -> #{}
+                      end,
+            Spec = Base#{procs => Procs,
+                         meta => Procs =:= all andalso
+                                 maps:get(events, Base) =:= [],
+                         %% The patterns carry their own actions; record
+                         %% whatever they produce.
+                         return => true, exceptions => true,
+                         output => Output,
+                         capture => Capture,
+                         limits => Limits,
+                         on_rate => maps:get(on_rate, Opts, drop),
+                         force => maps:get(force, Opts, false),
+                         buffer => maps:get(buffer, Opts, 1024 * 1024),
+                         tag => ?TAG},
+            case beamprobe:start(Spec) of
+                {ok, S} ->
+                    {ok, #{matched := N}} = beamprobe:info(S),
+                    N;
+                {error, _} = E -> E
+            end
+    end.
+
+limits(N, Opts) when is_integer(N), N > 0 ->
+    #{events => N, seconds => secs(Opts)};
+limits({N, Ms}, Opts) when is_integer(N), N > 0, is_integer(Ms), Ms > 0 ->
+    #{rate => {N, Ms}, seconds => secs(Opts)};
+limits(L, _) ->
+    {error, {bad_limit, L, "a count N or a rate {N, Milliseconds}"}}.
+
+secs(Opts) ->
+    case maps:get(time, Opts, ?DEFAULT_MS) of
+        infinity -> infinity;
+        Ms -> Ms / 1000
+    end.
