@@ -11,7 +11,7 @@ BEAMS := $(patsubst src/%.erl,ebin/%.beam,$(ERL_SRC))
 DEB_PKGS := erlang-base erlang-dev erlang-runtime-tools erlang-eunit \
 	erlang-common-test erlang-dialyzer erlang-tools erlang-syntax-tools \
 	erlang-parsetools rebar3 babeltrace2 gcc make libc6-dev valgrind \
-	python3
+	python3 clang
 DEB_CMDS := erl erlc babeltrace2 gcc ct_run
 
 all: c erl cli
@@ -59,6 +59,15 @@ test: deps all
 	TZ=UTC bash test/cli/run.sh
 	bash scripts/dialyzer.sh
 
+# The README's first command: traces a demo workload, summarises it and
+# exports it for Perfetto.
+demo: deps all
+	bash demo/run.sh
+
+# Fuzzes the trace decoder for FUZZ_SECONDS (default 60).
+fuzz: deps
+	bash test/fuzz/run.sh
+
 bench: all
 	bash bench/run.sh
 
@@ -71,4 +80,4 @@ clean:
 	$(MAKE) -C c_src/cli clean
 	rm -rf ebin/*.beam ebin/*.app _build
 
-.PHONY: all c erl cli deps check-deps test bench dialyzer clean
+.PHONY: demo fuzz all c erl cli deps check-deps test bench dialyzer clean
