@@ -15,7 +15,7 @@ for a in "${args[@]}"; do
   if [ "$a" = reader ]; then run_reader=1; else erl_args+=("$a"); fi
 done
 if [ ${#args[@]} -eq 0 ] || [ ${#erl_args[@]} -gt 0 ]; then
-  erl -noshell -pa ebin -pa "$B" -run beamprobe_bench main "${erl_args[@]}"
+  erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell -pa ebin -pa "$B" -run beamprobe_bench main "${erl_args[@]}"
 fi
 if [ ${#args[@]} -eq 0 ] || [ $run_reader = 1 ]; then
   if [ -f bench/reader.sh ]; then bash bench/reader.sh; fi

@@ -11,6 +11,8 @@ void bp_ring_init(struct bp_ring *r, uint8_t *data, uint64_t cap,
 	r->cached_tail = 0;
 	r->reserved_at = 0;
 	r->reserved_pad = 0;
+	r->head_off = 0;
+	r->reserved_off = 0;
 	r->drop_oldest = (uint8_t)(drop_oldest != 0);
 	r->cap = cap & ~(uint64_t)7u;
 	r->data = data;

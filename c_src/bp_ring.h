@@ -46,6 +46,8 @@ struct bp_ring {
 	uint64_t cached_tail;    /* producer's last view of tail */
 	uint64_t reserved_at;    /* head position of the open reservation */
 	uint64_t reserved_pad;   /* filler bytes before the reservation */
+	uint64_t head_off;       /* head % cap, kept without a division */
+	uint64_t reserved_off;   /* data offset of the open reservation */
 	_Atomic uint64_t evicted; /* records evicted in drop-oldest mode */
 	uint8_t drop_oldest;     /* overflow mode */
 	/* Consumer's cache line. */
@@ -79,7 +81,7 @@ static inline uint8_t *bp_ring_reserve(struct bp_ring *r, uint32_t max_len)
 {
 	uint64_t need = bp_ring_align(BP_RING_HDR + (uint64_t)max_len);
 	uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
-	uint64_t pos = head % r->cap;
+	uint64_t pos = r->head_off;
 	uint64_t contig = r->cap - pos;
 	uint64_t pad = contig < need ? contig : 0;
 
@@ -103,6 +105,7 @@ static inline uint8_t *bp_ring_reserve(struct bp_ring *r, uint32_t max_len)
 	}
 	r->reserved_at = head;
 	r->reserved_pad = pad;
+	r->reserved_off = pos;
 	return r->data + pos + BP_RING_HDR;
 }
 
@@ -112,12 +115,14 @@ static inline void bp_ring_commit_flags(struct bp_ring *r, uint32_t len,
 					uint32_t flags)
 {
 	uint64_t total = bp_ring_align(BP_RING_HDR + (uint64_t)len);
-	uint64_t start = (r->reserved_at + r->reserved_pad) % r->cap;
-	uint8_t *p = r->data + start;
+	uint8_t *p = r->data + r->reserved_off;
 	uint32_t t32 = (uint32_t)total, l32 = len | flags;
 
 	memcpy(p, &t32, 4);
 	memcpy(p + 4, &l32, 4);
+	r->head_off = r->reserved_off + total;
+	if (r->head_off == r->cap)
+		r->head_off = 0;
 	atomic_store_explicit(&r->head, r->reserved_at + r->reserved_pad + total,
 			      memory_order_release);
 }

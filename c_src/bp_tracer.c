@@ -203,7 +203,21 @@ static ERL_NIF_TERM opt(ErlNifEnv *env, ERL_NIF_TERM opts, ERL_NIF_TERM k,
 	return v;
 }
 
-/* enabled/3 and every enabled_*: trace while the session lives. */
+/* The per-kind enabled_* callbacks: always trace.  Whether the session
+ * still records is decided once, in the trace callback (which counts a
+ * loss); after the session stops, enabled/3 answers `remove' to the VM's
+ * trace_status check and the tracer goes away. */
+ERL_NIF_TERM bp_tracer_enabled_kind(ErlNifEnv *env, int argc,
+				    const ERL_NIF_TERM argv[])
+{
+	(void)env;
+	(void)argc;
+	(void)argv;
+	return bp_atom.trace;
+}
+
+/* enabled/3 (trace_status and anything without enabled_*): trace while
+ * the session lives, remove the tracer after. */
 ERL_NIF_TERM bp_tracer_enabled(ErlNifEnv *env, int argc,
 			       const ERL_NIF_TERM argv[])
 {
