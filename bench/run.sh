@@ -7,7 +7,7 @@ B=_build/bench
 mkdir -p "$B"
 ERL_INCLUDE=$(erl -noshell -eval 'io:put_chars(filename:join([code:root_dir(), "usr", "include"])), halt().')
 gcc -O2 -fPIC -shared -Wall -Wextra -Werror -I"$ERL_INCLUDE" -o "$B/floor_tracer.so" bench/floor_tracer.c
-erlc +warnings_as_errors -o "$B" bench/*.erl
+erlc +warnings_as_errors -pa ebin -o "$B" bench/*.erl
 args=("$@")
 erl_args=()
 run_reader=0
