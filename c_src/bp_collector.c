@@ -84,7 +84,7 @@ static void flush_handlers(struct bp_session *s, int final)
 	for (uint32_t i = 0; i < s->nhandlers; i++) {
 		struct bp_handler_sink *h = &s->handlers[i];
 		if (final || atomic_load(&h->credits) > 0)
-			bp_handler_flush(s, h);
+			bp_handler_flush(s, h, final);
 	}
 }
 

@@ -214,13 +214,19 @@ static inline struct bp_slot *bp_session_enter(struct bp_session *s)
 			bp_session_request_stop(s, BP_SR_RATE);
 		return NULL;
 	}
-	if (s->event_limit &&
-	    atomic_fetch_add_explicit(&s->event_count, 1,
-				      memory_order_relaxed) >= s->event_limit) {
-		bp_slot_drop(sl, BP_DROP_LIMIT);
-		atomic_store_explicit(&sl->busy, 0, memory_order_release);
-		bp_session_request_stop(s, BP_SR_EVENTS);
-		return NULL;
+	if (s->event_limit) {
+		uint64_t n = atomic_fetch_add_explicit(&s->event_count, 1,
+						       memory_order_relaxed);
+		if (n >= s->event_limit) {
+			bp_slot_drop(sl, BP_DROP_LIMIT);
+			atomic_store_explicit(&sl->busy, 0,
+					      memory_order_release);
+			return NULL;
+		}
+		/* The last event allowed: record it, and end the session now
+		 * rather than at the next event (which may never come). */
+		if (n + 1 == s->event_limit)
+			bp_session_request_stop(s, BP_SR_EVENTS);
 	}
 	return sl;
 }

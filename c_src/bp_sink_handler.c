@@ -132,23 +132,12 @@ static void reset_batch(struct bp_handler_sink *h)
 }
 
 /* Sends the open batch if a credit allows; else drops it (counted). */
-static void send_batch(struct bp_session *s, struct bp_handler_sink *h)
+/* Adds the events lost at the source since the last look (full rings, rate
+ * limits; not the limit/stop ones) to what the handler will be told. */
+static void note_source_drops(struct bp_session *s, struct bp_handler_sink *h)
 {
-	ERL_NIF_TERM msg, list = h->list;
-
-	if (h->n == 0 || h->dead)
-		return;
-	if (atomic_load(&h->credits) <= 0) {
-		h->pending_drops += h->n;
-		atomic_fetch_add(&h->dropped, h->n);
-		if (h->overflow_stop)
-			bp_session_request_stop(s, BP_SR_OVERFLOW);
-		reset_batch(h);
-		return;
-	}
-	/* Events lost at the source since the last batch (full rings, rate
-	 * limits), reported to the handler like its own dropped batches. */
 	uint64_t d[BP_DROP_COUNT], src = 0;
+
 	bp_session_drops(s, d);
 	for (int c = 0; c < BP_DROP_COUNT; c++)
 		if (c != BP_DROP_LIMIT && c != BP_DROP_STOPPED)
@@ -157,6 +146,33 @@ static void send_batch(struct bp_session *s, struct bp_handler_sink *h)
 		h->pending_drops += src - h->src_seen;
 		h->src_seen = src;
 	}
+}
+
+static void send_batch(struct bp_session *s, struct bp_handler_sink *h,
+		       int final)
+{
+	ERL_NIF_TERM msg, list = h->list;
+
+	if (h->dead)
+		return;
+	note_source_drops(s, h);
+	if (h->n == 0 && !h->pending_drops)
+		return;
+	/* Drops alone are reported at most once a second (and at the end):
+	 * an overloaded session must not flood the handler with them. */
+	if (h->n == 0 && !final && bp_now() - h->last_report < 1000000000ull)
+		return;
+	if (h->n && atomic_load(&h->credits) <= 0) {
+		h->pending_drops += h->n;
+		atomic_fetch_add(&h->dropped, h->n);
+		if (h->overflow_stop)
+			bp_session_request_stop(s, BP_SR_OVERFLOW);
+		reset_batch(h);
+		return;
+	}
+	if (atomic_load(&h->credits) <= 0)
+		return; /* only drops to report: they wait for a credit */
+	h->last_report = bp_now();
 	if (h->pending_drops) {
 		ERL_NIF_TERM k[2] = {a_event, a_count}, v[2], m;
 		v[0] = a_dropped;
@@ -194,12 +210,13 @@ void bp_handler_add(struct bp_session *s, struct bp_handler_sink *h,
 		return;
 	h->list = enif_make_list_cell(h->env, m, h->list);
 	if (++h->n >= h->batch_max)
-		send_batch(s, h);
+		send_batch(s, h, 0);
 }
 
-void bp_handler_flush(struct bp_session *s, struct bp_handler_sink *h)
+void bp_handler_flush(struct bp_session *s, struct bp_handler_sink *h,
+		      int final)
 {
-	send_batch(s, h);
+	send_batch(s, h, final);
 }
 
 int bp_handler_init(struct bp_handler_sink *h)

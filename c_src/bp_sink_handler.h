@@ -27,6 +27,7 @@ struct bp_handler_sink {
 	uint32_t n;
 	uint64_t pending_drops; /* to report in the next batch */
 	uint64_t src_seen;      /* source drops already reported */
+	uint64_t last_report;   /* when the last batch was sent (ns) */
 	int dead;
 };
 
@@ -39,8 +40,10 @@ void bp_handler_free(struct bp_handler_sink *h);
  * Collector thread. */
 void bp_handler_add(struct bp_session *s, struct bp_handler_sink *h,
 		    const uint8_t *ev, uint32_t len);
-/* Sends the open batch if there is one.  Collector thread. */
-void bp_handler_flush(struct bp_session *s, struct bp_handler_sink *h);
+/* Sends the open batch, or pending loss reports (at most once a second
+ * unless `final').  Collector thread. */
+void bp_handler_flush(struct bp_session *s, struct bp_handler_sink *h,
+		      int final);
 /* One batch consumed: one credit back.  Any thread. */
 void bp_handler_ack(struct bp_handler_sink *h);
 
