@@ -19,6 +19,7 @@
  * reach trace/5 instead, which dispatches on the tag, so this module is
  * safe both as a process tracer and as a meta tracer.
  */
+#define _GNU_SOURCE /* memmem */
 #include <string.h>
 
 #include "bp_atoms.h"
@@ -194,6 +195,9 @@ static inline struct bp_slot *open_event(ErlNifEnv *env,
 	return sl;
 }
 
+static uint8_t *put_ms_result(ErlNifEnv *env, const struct bp_session *s,
+			      uint8_t *p, ERL_NIF_TERM info);
+
 static ERL_NIF_TERM opt(ErlNifEnv *env, ERL_NIF_TERM opts, ERL_NIF_TERM k,
 			int *found)
 {
@@ -201,6 +205,83 @@ static ERL_NIF_TERM opt(ErlNifEnv *env, ERL_NIF_TERM opts, ERL_NIF_TERM k,
 
 	*found = enif_is_map(env, opts) && enif_get_map_value(env, opts, k, &v);
 	return v;
+}
+
+/*
+ * A `stack' action's process dump, as "stack: m:f/1 <- m:g/3 <- ..." from
+ * its "Program counter" and "Return addr" lines (at most 64 KiB scanned).
+ * Returns 0 if bin is not a process dump.
+ */
+static size_t render_stack(const ErlNifBinary *bin, char *out, size_t cap)
+{
+	static const char head[] = "stack:";
+	const char *d = (const char *)bin->data;
+	size_t n = bin->size < 65536 ? bin->size : 65536, len, i = 0;
+	int frames = 0;
+
+	if (n < 6 || memcmp(d, "=proc:", 6) != 0 || cap < sizeof head + 8)
+		return 0;
+	memcpy(out, head, sizeof head - 1);
+	len = sizeof head - 1;
+	while (i < n) {
+		const char *line = d + i, *nl = memchr(line, '\n', n - i);
+		size_t ll = nl ? (size_t)(nl - line) : n - i;
+		i += ll + 1;
+		if (!((ll > 15 && !memcmp(line, "Program counter", 15)) ||
+		      memmem(line, ll, "Return addr", 11)))
+			continue;
+		const char *open = memchr(line, '(', ll);
+		const char *plus =
+			open ? memmem(open, ll - (size_t)(open - line), " + ", 3)
+			     : NULL;
+		if (!open || !plus || plus - open < 2)
+			continue;
+		size_t fl = (size_t)(plus - open - 1);
+		if (len + fl + 8 >= cap) {
+			memcpy(out + len, " ...", 4);
+			len += 4;
+			break;
+		}
+		if (frames++) {
+			memcpy(out + len, " <-", 3);
+			len += 3;
+		}
+		out[len++] = ' ';
+		memcpy(out + len, open + 1, fl);
+		len += fl;
+	}
+	out[len] = '\0';
+	return len;
+}
+
+/* A match-spec result: the caller {M,F,A}, a process dump (stack) or
+ * both as {Caller, Dump}; anything else rendered as a term. */
+static uint8_t *put_ms_result(ErlNifEnv *env, const struct bp_session *s,
+			      uint8_t *p, ERL_NIF_TERM info)
+{
+	const ERL_NIF_TERM *e;
+	ErlNifBinary bin;
+	size_t n;
+	int arity;
+	char *out = (char *)p;
+
+	if (enif_get_tuple(env, info, &arity, &e) && arity == 2 &&
+	    enif_is_binary(env, e[1]) && enif_inspect_binary(env, e[1], &bin)) {
+		n = bp_term_render(env, e[0], &s->capture, out, text_max(s));
+		if (n + 16 < text_max(s)) {
+			size_t k;
+			out[n] = ' ';
+			k = render_stack(&bin, out + n + 1, text_max(s) - n - 1);
+			if (k)
+				n += 1 + k;
+			out[n] = '\0';
+		}
+		return p + n + 1;
+	}
+	if (enif_is_binary(env, info) && enif_inspect_binary(env, info, &bin) &&
+	    (n = render_stack(&bin, out, text_max(s))))
+		return p + n + 1;
+	return put_term(env, s, p, info);
 }
 
 /* The per-kind enabled_* callbacks: always trace.  Whether the session
@@ -268,7 +349,11 @@ ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 		if (s->flags & BP_F_MS_RESULT)
 			info = opt(env, argv[4], bp_atom.match_spec_result,
 				   &found);
-		p = found ? put_term(env, s, p, info) : put_cstr(p, "true");
+		if (found) {
+			p = put_ms_result(env, s, p, info);
+		} else {
+			p = put_cstr(p, "true");
+		}
 	} else if (tag == bp_atom.return_from) {
 		p = begin(sl, start, BP_EV_RETURN_FROM, key);
 		p = put_mfa(env, sl, p, argv[3], NULL);

@@ -89,12 +89,15 @@ name(_, St) -> {"", St}.
 indent(Ev, P, #st{depth = D} = St) ->
     Cur = maps:get(P, D, 0),
     case Ev of
-        call -> {lists:duplicate(Cur, "  "), St#st{depth = D#{P => Cur + 1}}};
+        call -> {pad(Cur), St#st{depth = D#{P => Cur + 1}}};
         _ when Ev =:= return_from; Ev =:= exception_from ->
             New = max(Cur - 1, 0),
-            {lists:duplicate(New, "  "), St#st{depth = D#{P => New}}};
-        _ -> {lists:duplicate(Cur, "  "), St}
+            {pad(New), St#st{depth = D#{P => New}}};
+        _ -> {pad(Cur), St}
     end.
+
+%% Capped at 256 levels, as in `beamprobe print'.
+pad(Depth) -> lists:duplicate(min(Depth, 256), "  ").
 
 describe(#{event := call, mfa := MFA, args := Args, info := Info}) ->
     [call_text(MFA, Args), info(Info)];

@@ -362,18 +362,28 @@ set_flags(#st{config = #{procs := Procs} = C0, res = Res,
             L when is_list(L) ->
                 [erlang:trace(P, true, Flags) || P <- L],
                 {ok, St#st{traced = L}};
-            Spec ->
+            Spec0 ->
+                %% Ports only when port events are wanted: ports send
+                %% messages too, and message patterns do not filter them.
+                Spec = case lists:member(ports, maps:get(events, C)) of
+                           true -> Spec0;
+                           false -> processes_only(Spec0)
+                       end,
                 _ = erlang:trace(Spec, true, Flags),
                 %% Never trace the session itself nor its handlers.
                 [erlang:trace(P, false, [all])
                  || Spec =/= new, P <- [self() | Hs]],
-                {ok, St#st{traced = Spec}}
+                {ok, St#st{traced = Spec0}}
         end
     catch
         error:badarg ->
             {error, {trace_failed, Procs, Flags -- [{tracer, beamprobe_nif, Res}]},
              St#st{traced = Procs}}
     end.
+
+processes_only(all) -> processes;
+processes_only(existing) -> existing_processes;
+processes_only(new) -> new_processes.
 
 annotate_start(#st{config = #{procs := Procs}} = St) ->
     Targets = case Procs of

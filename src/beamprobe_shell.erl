@@ -65,6 +65,8 @@ with_patterns(Patterns, Opts, Want, Fun) when is_map(Opts) ->
                    end,
             Force = maps:get(force, Opts, false),
             case List of
+                _ when not is_boolean(Force) ->
+                    {error, {bad_option, force, Force}};
                 bad -> {error, {bad_pattern, Patterns}};
                 _ -> parse_all(List, Force, Want, Fun, [])
             end

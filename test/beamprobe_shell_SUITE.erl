@@ -26,6 +26,7 @@
          rate_limit_windows/1, rate_limit_stop/1,
          time_limit/1,
          patterns_guards_actions/1, patterns_elixir/1,
+         patterns_caller_stack/1,
          messages_pattern/1, messages_pattern_ports/1, procs_option/1,
          printer_indent_bounded/1,
          handler_flow_control/1, handler_flow_control_credits_2/1,
@@ -54,6 +55,7 @@ groups() ->
                    rate_limit_burst, rate_limit_dropped_reported,
                    rate_limit_windows, rate_limit_stop, time_limit]},
      {patterns, [], [patterns_guards_actions, patterns_elixir,
+                     patterns_caller_stack,
                      messages_pattern, messages_pattern_ports, procs_option,
                      printer_indent_bounded]},
      {handlers, [], [handler_flow_control, handler_flow_control_credits_2,
@@ -587,6 +589,29 @@ patterns_elixir(_Config) ->
                   <<"call 'Elixir.Bpsh.Target':f(3)">>,
                   <<"returned from 'Elixir.Bpsh.Target':f/1 -> 6">>],
                  [what(L) || L <- event_lines(Cap2)]),
+    wait_no_session().
+
+%% `caller' and `stack' actions: the line says who called the function
+%% (bpsh_target:loop/3 calls f/1).  A stack is only useful if it shows the
+%% stack's frames, not just the head of the process dump.
+patterns_caller_stack(_Config) ->
+    Cap = cap(),
+    1 = ok_calls("bpsh_target:f(X) -> caller", 1, #{io_server => Cap}),
+    ok = ?T:loop(f, 1, 2),
+    wait_text(Cap, "% beamprobe: session ended (events)\n", 2000),
+    ?assertEqual([<<"call bpsh_target:f(1) % {bpsh_target,loop,3}">>],
+                 [what(L) || L <- event_lines(Cap)]),
+    wait_no_session(),
+    Cap2 = cap(),
+    1 = ok_calls("bpsh_target:f(X) -> stack", 1, #{io_server => Cap2}),
+    ok = ?T:loop(f, 1, 2),
+    wait_text(Cap2, "% beamprobe: session ended (events)\n", 2000),
+    ct:log("~s", [cap_text(Cap2)]),
+    [Line] = event_lines(Cap2),
+    ?assertMatch({match, _}, re:run(what(Line), "^call bpsh_target:f\\(1\\) % ")),
+    ?assertEqual({stack_shows_caller, true},
+                 {stack_shows_caller,
+                  binary:match(Line, <<"bpsh_target:loop/3">>) =/= nomatch}),
     wait_no_session().
 
 %% send({ping, _}): only the matching messages are printed.
