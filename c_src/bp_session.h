@@ -202,8 +202,13 @@ static inline struct bp_slot *bp_session_enter(struct bp_session *s)
 	atomic_exchange_explicit(&sl->busy, 1, memory_order_seq_cst);
 	st = atomic_load_explicit(&s->state, memory_order_seq_cst);
 	if (st != BP_S_RUNNING) {
+		/* Events after the event limit are the limit's losses. */
 		bp_slot_drop(sl, st == BP_S_PAUSED ? BP_DROP_DUMPING
-						    : BP_DROP_STOPPED);
+				 : atomic_load_explicit(&s->stop_reason,
+							memory_order_relaxed) ==
+						 BP_SR_EVENTS
+					 ? BP_DROP_LIMIT
+					 : BP_DROP_STOPPED);
 		atomic_store_explicit(&sl->busy, 0, memory_order_release);
 		return NULL;
 	}
