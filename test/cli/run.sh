@@ -288,7 +288,7 @@ cp $G/metadata $G/thread-000 "$WORK/live/"
 "$BP" print --follow "$WORK/live" >"$WORK/follow.out" 2>"$WORK/follow.err" &
 fpid=$!
 sleep 1
-cp $G/thread-001 "$WORK/live/thread-001.tmp" && mv "$WORK/live/thread-001.tmp" "$WORK/live/thread-001"
+cp $G/thread-001 "$WORK/live/.thread-001.tmp" && mv "$WORK/live/.thread-001.tmp" "$WORK/live/thread-001"
 sleep 1.5
 kill -INT $fpid
 wait $fpid; frc=$?
