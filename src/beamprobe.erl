@@ -43,13 +43,14 @@
 
 -type spec() ::
         #{procs => all | new | existing | [pid() | atom()],  % all
-          calls => [{module() | '_', atom() | '_', arity() | '_'}], % []
+          calls => [mfa_pattern() | {mfa_pattern(), true | list()}], % []
+          messages => [{send | 'receive', true | list()}], % []
           return => boolean(),           % true: return_from events
           exceptions => boolean(),       % true: exception_from events
           return_to => boolean(),        % false: return_to events
           events => [call | send | 'receive' | procs | running | gc
                      | ports],           % []
-          output => {file, file:filename()}, % ./beamprobe-NODE-TIME
+          output => sink() | [sink()],   % {file, "./beamprobe-NODE-TIME"}
           args => none | arity | full,   % full (bounded capture)
           capture => #{depth => pos_integer(),      % 4
                        list => pos_integer(),       % 16
@@ -59,9 +60,21 @@
           overflow => drop_newest | drop_oldest | stop, % drop_newest
           limits => #{events => pos_integer() | infinity,  % infinity
                       bytes => pos_integer() | infinity,   % 1 GiB
-                      seconds => number() | infinity},     % 60
+                      seconds => number() | infinity,      % 60
+                      rate => {pos_integer(), pos_integer()} | infinity},
+          on_rate => drop | stop,        % drop: rate surplus dropped
+          meta => boolean(),             % false: meta-trace the calls
+          tag => term(),                 % undefined: a label for list/info
           force => boolean()}.           % false
 %% What to trace and how; every key is optional (defaults on the right).
+
+-type mfa_pattern() :: {module() | '_', atom() | '_', arity() | '_'}.
+-type sink() :: {file, file:filename()}
+              | {file, file:filename(), #{events => all | [atom()]}}
+              | {handler, module(), term()}
+              | {handler, module(), term(), map()}.
+%% Where events go: CTF files, or an Erlang handler (beamprobe_handler)
+%% with options `events', `procs', `batch', `credits', `overflow'.
 
 -type summary() ::
         #{events := non_neg_integer(),

@@ -312,7 +312,7 @@ set_patterns([], _Default, _Flags,
     %% Message patterns last: they apply to the session's send/receive
     %% events (global in the VM, like call patterns).
     lists:foldl(fun({Kind, MS}, {ok, S}) ->
-                        try erlang:trace_pattern(Kind, MS, []) of
+                        try message_pattern(Kind, MS) of
                             _ -> {ok, S#st{msg_patterns =
                                                [Kind | S#st.msg_patterns],
                                            matched = S#st.matched + 1}}
@@ -503,7 +503,7 @@ uninstall(#st{res = Res, traced = Traced, patterns = Pats} = St) ->
                #{meta := true} -> [meta];
                _ -> [local]
            end,
-    _ = [erlang:trace_pattern(K, true, []) || K <- St#st.msg_patterns],
+    _ = [message_pattern(K, true) || K <- St#st.msg_patterns],
     Shared = beamprobe_janitor:patterns_in_use(self()),
     [erlang:trace_pattern(MFA, false, Flag)
      || MFA <- Pats, not lists:member(MFA, Shared)],
@@ -518,6 +518,11 @@ untrace(Targets, Tracer) ->
     _ = [catch erlang:trace(P, false, [all])
      || P <- Targets, trace_info(P, tracer) =:= Tracer],
     ok.
+
+%% erlang:trace_pattern(send | 'receive', ...) through apply: its OTP 25
+%% spec leaves out message patterns, which dialyzer then calls impossible.
+message_pattern(Kind, MS) ->
+    erlang:apply(erlang, trace_pattern, [Kind, MS, []]).
 
 %% erlang:trace_info/2 through apply: its OTP 25 spec leaves out tracers
 %% of the form {Module, State}, which dialyzer then calls impossible.
