@@ -302,6 +302,7 @@ void *bp_collector_main(void *arg)
 		if (!drop_oldest)
 			moved = drain_all(s);
 		flush_handlers(s, 0);
+		bp_clock_maintain();
 		now = bp_now();
 		if (now - last_flush >= FLUSH_NS) {
 			flush_all(s, 0);

@@ -712,6 +712,7 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
 	BP_ATOMS(BP__MAKE_ATOM)
 #undef BP__MAKE_ATOM
 	bp_handler_load(env);
+	bp_clock_init();
 	return open_types(env);
 }
 

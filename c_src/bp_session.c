@@ -47,14 +47,6 @@ void bp_session_request_stop(struct bp_session *s, enum bp_stop_reason r)
 	atomic_compare_exchange_strong(&s->state, &running, BP_S_STOPPING);
 }
 
-uint64_t bp_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 void bp_session_drops(struct bp_session *s, uint64_t out[BP_DROP_COUNT])
 {
 	for (int c = 0; c < BP_DROP_COUNT; c++)

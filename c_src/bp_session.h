@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include <erl_nif.h>
 
+#include "bp_clock.h"
 #include "bp_ctf.h"
 #include "bp_format.h"
 #include "bp_ring.h"
@@ -259,8 +260,6 @@ static inline uint8_t *bp_session_reserve(struct bp_session *s,
 	return p;
 }
 
-/* Monotonic clock in ns (the trace clock). */
-uint64_t bp_now(void);
 
 /* Sums drops of every cause over all slots (+ evictions, no_buffer). */
 void bp_session_drops(struct bp_session *s, uint64_t out[BP_DROP_COUNT]);

@@ -1,0 +1,80 @@
+/* bp_clock.h -- the trace clock: CLOCK_MONOTONIC nanoseconds, read cheaply.
+ *
+ * On x86-64 with a TSC the kernel trusts (clocksource "tsc": invariant and
+ * synchronised across cores), events are stamped from the TSC scaled to
+ * nanoseconds by a mapping calibrated against CLOCK_MONOTONIC: ~7 ns per
+ * read instead of ~25 ns for clock_gettime.  The mapping is re-anchored to
+ * CLOCK_MONOTONIC about once a second by the collector threads, so it never
+ * drifts from the clock the metadata's offset is computed for.  Elsewhere
+ * the clock is clock_gettime(CLOCK_MONOTONIC).
+ *
+ * Readers are lock-free (a sequence counter); any thread.
+ */
+#ifndef BP_CLOCK_H
+#define BP_CLOCK_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+
+struct bp_clock {
+	_Atomic uint32_t seq;  /* odd while the mapping is being written */
+	int use_tsc;
+	_Atomic uint64_t c0;   /* TSC at the anchor */
+	_Atomic uint64_t t0;   /* CLOCK_MONOTONIC ns at the anchor */
+	_Atomic uint64_t mult; /* ns per TSC tick, 32.32 fixed point */
+};
+
+extern struct bp_clock bp_clock;
+
+static inline uint64_t bp_clock_mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+#if defined(__x86_64__)
+static inline uint64_t bp_clock_ticks(void)
+{
+	return __builtin_ia32_rdtsc();
+}
+#else
+static inline uint64_t bp_clock_ticks(void)
+{
+	return 0;
+}
+#endif
+
+/* The trace clock now, in ns.  Any thread, lock-free. */
+static inline uint64_t bp_now(void)
+{
+	uint32_t s1, s2;
+	uint64_t c0, t0, mult, c;
+
+	if (!bp_clock.use_tsc)
+		return bp_clock_mono();
+	do {
+		s1 = atomic_load_explicit(&bp_clock.seq, memory_order_acquire);
+		c0 = atomic_load_explicit(&bp_clock.c0, memory_order_relaxed);
+		t0 = atomic_load_explicit(&bp_clock.t0, memory_order_relaxed);
+		mult = atomic_load_explicit(&bp_clock.mult,
+					    memory_order_relaxed);
+		atomic_thread_fence(memory_order_acquire);
+		s2 = atomic_load_explicit(&bp_clock.seq, memory_order_relaxed);
+	} while (s1 != s2 || (s1 & 1));
+	c = bp_clock_ticks();
+	if (c < c0)
+		return t0;
+	return t0 + (uint64_t)(((unsigned __int128)(c - c0) * mult) >> 32);
+}
+
+/* Decides TSC or clock_gettime and calibrates (~20 ms).  From load(). */
+void bp_clock_init(void);
+
+/* Re-anchors the mapping to CLOCK_MONOTONIC if the last re-anchoring is
+ * older than a second.  Collector threads; cheap when nothing to do. */
+void bp_clock_maintain(void);
+
+#endif /* BP_CLOCK_H */
