@@ -11,8 +11,12 @@ BEAMS := $(patsubst src/%.erl,ebin/%.beam,$(ERL_SRC))
 DEB_PKGS := erlang-base erlang-dev erlang-runtime-tools erlang-eunit \
 	erlang-common-test erlang-dialyzer erlang-tools erlang-syntax-tools \
 	erlang-parsetools rebar3 babeltrace2 gcc make libc6-dev valgrind \
-	python3 clang bc time
+	python3 clang bc time chromium
 DEB_CMDS := erl erlc babeltrace2 gcc ct_run
+
+# speedscope, for test/browser/run.sh: the npm package, installed locally.
+SPEEDSCOPE_VERSION := 1.25.0
+SPEEDSCOPE_INDEX := _build/npm/node_modules/speedscope/dist/release/index.html
 
 all: c erl cli
 
@@ -45,6 +49,10 @@ deps:
 	  echo "deps: installing$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	else echo "deps: missing$$missing"; echo "run: sudo apt-get install -y$$missing"; exit 1; fi
+	@command -v npm >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; \
+	  else echo "deps: missing npm"; echo "run: sudo apt-get install -y nodejs npm"; exit 1; fi; }
+	@test -f $(SPEEDSCOPE_INDEX) || npm install --prefix _build/npm --no-audit --no-fund --no-save speedscope@$(SPEEDSCOPE_VERSION) >/dev/null 2>&1 || echo "deps: could not install the speedscope npm package (the browser test will skip)"
 
 # Fails early, naming the missing command, instead of failing mid-build.
 check-deps:
@@ -57,6 +65,7 @@ test: deps all
 	$(MAKE) -C test/c run
 	bash test/run_erlang_tests.sh
 	TZ=UTC bash test/cli/run.sh
+	bash test/browser/run.sh
 	bash scripts/dialyzer.sh
 
 # The README's first command: traces a demo workload, summarises it and

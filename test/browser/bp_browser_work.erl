@@ -15,8 +15,8 @@ run(N) ->
 %% @doc Builds and reverses a list at each of D levels of recursion.
 -spec nest(non_neg_integer()) -> non_neg_integer().
 nest(0) ->
-    length(lists:reverse(lists:seq(1, 500)));
+    length(lists:reverse(lists:seq(1, 2000)));
 nest(D) ->
-    A = length(lists:reverse(lists:seq(1, D * 400))),
+    A = length(lists:reverse(lists:seq(1, D * 3000))),
     B = nest(D - 1),                       % not a tail call: stays on the stack
     A + B + length(lists:seq(1, D)).
