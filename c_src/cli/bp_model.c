@@ -38,16 +38,22 @@ struct bp_proc *bp_model_find(const struct bp_model *m, uint64_t key)
 	return i == BP_MAP_NONE ? NULL : m->procs[i];
 }
 
+/* Slot of key in m->cache (multiplicative hash: the top bits). */
+static inline struct bp_proc **cache_slot(struct bp_model *m, uint64_t key)
+{
+	return &m->cache[(key * 0x9e3779b97f4a7c15ull) >> 58];
+}
+
 struct bp_proc *bp_model_proc(struct bp_model *m, uint64_t key)
 {
-	struct bp_proc *p;
+	struct bp_proc **slot = cache_slot(m, key), *p = *slot;
 	uint32_t i;
 
-	if (m->last && m->last->key == key)
-		return m->last;
+	if (p && p->key == key)
+		return p;
 	i = bp_map_get(&m->by_key, key);
 	if (i != BP_MAP_NONE)
-		return m->last = m->procs[i];
+		return *slot = m->procs[i];
 	if (m->nprocs == m->capprocs) {
 		uint32_t cap = m->capprocs ? m->capprocs * 2 : 64;
 		struct bp_proc **v = realloc(m->procs, cap * sizeof *v);
@@ -67,7 +73,7 @@ struct bp_proc *bp_model_proc(struct bp_model *m, uint64_t key)
 	p->index = m->nprocs;
 	snprintf(p->keytext, sizeof p->keytext, "<pid:%" PRIx64 ">", key);
 	m->procs[m->nprocs++] = p;
-	return m->last = p;
+	return *slot = p;
 oom:
 	m->oom = 1;
 	return NULL;
@@ -81,9 +87,9 @@ uint32_t bp_model_func(struct bp_model *m, const char *s, size_t len)
 	return id;
 }
 
-/* Replaces *dst by a copy of s when s is not empty. */
-static void merge_text(struct bp_model *m, char **dst, const char *s,
-		       size_t n)
+/* Replaces *dst (a text of p) by a copy of s when s is not empty. */
+static void merge_text(struct bp_model *m, struct bp_proc *p, char **dst,
+		       const char *s, size_t n)
 {
 	if (n == 0 || (*dst && strlen(*dst) == n && !memcmp(*dst, s, n)))
 		return;
@@ -96,6 +102,7 @@ static void merge_text(struct bp_model *m, char **dst, const char *s,
 	c[n] = '\0';
 	free(*dst);
 	*dst = c;
+	p->gen++;
 }
 
 static void push(struct bp_model *m, struct bp_proc *p, uint32_t func,
@@ -213,12 +220,12 @@ struct bp_proc *bp_model_apply(struct bp_model *m, const struct bp_event *e)
 		return NULL;
 	switch (e->id) {
 	case BP_EV_PROCESS:
-		merge_text(m, &p->text, e->str[0], e->len[0]);
-		merge_text(m, &p->name, e->str[1], e->len[1]);
-		merge_text(m, &p->initial_call, e->str[2], e->len[2]);
+		merge_text(m, p, &p->text, e->str[0], e->len[0]);
+		merge_text(m, p, &p->name, e->str[1], e->len[1]);
+		merge_text(m, p, &p->initial_call, e->str[2], e->len[2]);
 		break;
 	case BP_EV_REGISTER:
-		merge_text(m, &p->name, e->str[0], e->len[0]);
+		merge_text(m, p, &p->name, e->str[0], e->len[0]);
 		break;
 	case BP_EV_CALL:
 		func = m->last_func = bp_model_func(m, e->str[0], e->len[0]);

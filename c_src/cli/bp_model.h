@@ -43,6 +43,8 @@ struct bp_proc {
 	char *name;             /* registered name (owned) or NULL */
 	char *initial_call;     /* owned or NULL */
 	char keytext[24];       /* fallback label built from the key */
+	uint32_t gen;           /* bumped when text, name or initial_call
+				 * change (for caches of labels) */
 	struct bp_frame *stack; /* owned */
 	uint32_t depth, cap;
 	uint32_t lost_depth;    /* calls beyond BP_MODEL_MAX_DEPTH */
@@ -68,10 +70,12 @@ struct bp_frame_end {
 
 typedef void (*bp_frame_end_fn)(void *ctx, const struct bp_frame_end *fe);
 
+#define BP_MODEL_CACHE 64  /* direct-mapped lookup cache entries (2^6) */
+
 struct bp_model {
 	struct bp_map by_key;       /* pid key -> index in procs */
 	struct bp_proc **procs;     /* owned */
-	struct bp_proc *last;       /* lookup cache: the last process used */
+	struct bp_proc *cache[BP_MODEL_CACHE]; /* recently used, by key bits */
 	uint32_t nprocs, capprocs;
 	struct bp_strtab funcs;     /* function names ("m:f/2") */
 	bp_frame_end_fn on_end;     /* may be NULL */

@@ -104,19 +104,21 @@ void bp_out_spaces(struct bp_out *o, size_t n)
 	}
 }
 
+/* "00" to "99". */
+static const char pairs[] = "00010203040506070809"
+			    "10111213141516171819"
+			    "20212223242526272829"
+			    "30313233343536373839"
+			    "40414243444546474849"
+			    "50515253545556575859"
+			    "60616263646566676869"
+			    "70717273747576777879"
+			    "80818283848586878889"
+			    "90919293949596979899";
+
 /* Writes v's digits ending at end; returns the first digit's position. */
 static char *digits(char *end, uint64_t v)
 {
-	static const char pairs[] = "00010203040506070809"
-				    "10111213141516171819"
-				    "20212223242526272829"
-				    "30313233343536373839"
-				    "40414243444546474849"
-				    "50515253545556575859"
-				    "60616263646566676869"
-				    "70717273747576777879"
-				    "80818283848586878889"
-				    "90919293949596979899";
 	char *p = end;
 	while (v >= 100) {
 		unsigned i = (unsigned)(v % 100) * 2;
@@ -266,7 +268,8 @@ void bp_out_dur(struct bp_out *o, uint64_t ns)
 void bp_clock_fmt_init(struct bp_clock_fmt *c)
 {
 	c->sec = INT64_MIN;
-	memset(c->hms, '0', sizeof c->hms);
+	c->us = -1;
+	memcpy(c->text, "00:00:00.000000", 16);
 }
 
 /* Floor division of ns into seconds and a non-negative remainder. */
@@ -283,7 +286,6 @@ static void split_ns(int64_t ns, int64_t *sec, int64_t *rem)
 void bp_out_clock(struct bp_out *o, struct bp_clock_fmt *c, int64_t wall_ns)
 {
 	int64_t sec, rem;
-	char *d;
 
 	split_ns(wall_ns, &sec, &rem);
 	if (sec != c->sec) {
@@ -294,21 +296,19 @@ void bp_out_clock(struct bp_out *o, struct bp_clock_fmt *c, int64_t wall_ns)
 			snprintf(tmp, sizeof tmp, "%02d:%02d:%02d",
 				 tm.tm_hour % 100, tm.tm_min % 100,
 				 tm.tm_sec % 100);
-			memcpy(c->hms, tmp, 8);
+			memcpy(c->text, tmp, 8);
 		}
 		c->sec = sec;
+		c->us = -1;
 	}
-	d = bp_out_reserve(o, 15);
-	if (!d)
-		return;
-	memcpy(d, c->hms, 8);
-	d[8] = '.';
-	uint64_t us = (uint64_t)rem / 1000;
-	for (int i = 14; i >= 9; i--) {
-		d[i] = (char)('0' + us % 10);
-		us /= 10;
+	if (rem / 1000 != c->us) { /* "uuuuuu", two digits at a time */
+		uint32_t us = (uint32_t)(rem / 1000);
+		c->us = us;
+		memcpy(c->text + 9, pairs + 2 * (us / 10000), 2);
+		memcpy(c->text + 11, pairs + 2 * (us / 100 % 100), 2);
+		memcpy(c->text + 13, pairs + 2 * (us % 100), 2);
 	}
-	o->len += 15;
+	bp_out_mem(o, c->text, 15);
 }
 
 void bp_out_datetime(struct bp_out *o, int64_t wall_ns)

@@ -105,10 +105,12 @@ void bp_out_us3(struct bp_out *o, uint64_t ns);
 /* A duration for humans: "850ns", "12.345us", "1.234ms", "2.500000s". */
 void bp_out_dur(struct bp_out *o, uint64_t ns);
 
-/* Caches the local-time split of the last second formatted. */
+/* Caches the last time formatted: the local-time split of its second
+ * and its microsecond's text. */
 struct bp_clock_fmt {
 	int64_t sec;     /* last second formatted, INT64_MIN if none */
-	char hms[8];     /* "HH:MM:SS" for sec */
+	int64_t us;      /* last microsecond formatted (in sec), -1 if none */
+	char text[16];   /* "HH:MM:SS.uuuuuu" for sec and us */
 };
 
 void bp_clock_fmt_init(struct bp_clock_fmt *c);

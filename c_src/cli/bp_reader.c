@@ -80,6 +80,8 @@ static void prime(struct bp_reader *r, uint32_t i)
 {
 	struct bp_stream *s = r->streams[i];
 
+	if (r->unprimed)
+		return;
 	if (bp_stream_next(s)) {
 		heap_push(r, i);
 		if (s->ev.ts < r->start_ts)
@@ -103,6 +105,7 @@ static int add_stream(struct bp_reader *r, struct bp_stream *s)
 		r->capstreams = cap;
 	}
 	s->follow = r->follow;
+	s->only = r->only;
 	r->streams[r->nstreams++] = s;
 	return 0;
 }
@@ -113,6 +116,9 @@ static void reader_init(struct bp_reader *r, unsigned flags)
 	bp_meta_builtin(&r->meta);
 	r->follow = !!(flags & BP_READER_FOLLOW);
 	r->diag.quiet = !!(flags & BP_READER_QUIET);
+	if (flags & BP_READER_PROCESS_ONLY)
+		r->only = 1ull << BP_EV_PROCESS;
+	r->unprimed = !!(flags & BP_READER_UNPRIMED);
 	r->current = -1;
 	r->start_ts = UINT64_MAX;
 }
@@ -304,23 +310,43 @@ int bp_reader_open_mem(struct bp_reader *r, const char *metadata,
 	return 0;
 }
 
+/* Sets r->limit_* to the smaller child of the root (none: a key after
+ * every event). */
+static void set_limit(struct bp_reader *r)
+{
+	uint32_t best = UINT32_MAX;
+
+	for (uint32_t i = 1; i <= 2 && i < r->nheap; i++)
+		if (best == UINT32_MAX || before(r, r->heap[i], best))
+			best = r->heap[i];
+	r->limit_ts = best == UINT32_MAX ? UINT64_MAX : r->streams[best]->ev.ts;
+	r->limit_idx = best;
+}
+
 const struct bp_event *bp_reader_next(struct bp_reader *r)
 {
 	/* Advance the stream whose event was handed out last time. */
 	if (r->current >= 0) {
 		uint32_t c = (uint32_t)r->current;
-		r->current = -1;
-		if (bp_stream_next(r->streams[c])) {
-			r->heap[0] = c;
-			sift_down(r, 0);
+		struct bp_stream *s = r->streams[c];
+		if (bp_stream_next(s)) {
+			/* Fast path: still before every other stream. */
+			if (s->ev.ts < r->limit_ts ||
+			    (s->ev.ts == r->limit_ts && c < r->limit_idx)) {
+				s->ev.stream = c;
+				return &s->ev;
+			}
+			sift_down(r, 0); /* heap[0] is c */
 		} else {
 			r->heap[0] = r->heap[--r->nheap];
 			if (r->nheap)
 				sift_down(r, 0);
 		}
+		r->current = -1;
 	}
 	if (!r->nheap)
 		return NULL;
+	set_limit(r);
 	r->current = (int)r->heap[0];
 	struct bp_event *e = &r->streams[r->current]->ev;
 	e->stream = (uint32_t)r->current;
@@ -347,6 +373,46 @@ int bp_reader_refresh(struct bp_reader *r)
 	if (added > 0)
 		n += added;
 	return n;
+}
+
+/* Whether the packet of s at off holds a "process" event (s delivers
+ * only those); next: where the following packet starts. */
+static int packet_has_process(struct bp_stream *s, uint64_t off,
+			      uint64_t next)
+{
+	bp_stream_seek(s, off);
+	return bp_stream_next(s) && s->ev.off < next;
+}
+
+/* Offset from which stream s holds the process events of its end. */
+static uint64_t tail_start(struct bp_stream *s)
+{
+	static uint64_t offs[BP_TAIL_PACKETS];
+	uint64_t n, i;
+
+	bp_stream_last_packets(s, offs, BP_TAIL_PACKETS, &n);
+	if (n == 0)
+		return 0;
+	for (i = n - 1; i > 0; i--) { /* packet i is in; is i - 1? */
+		if (n - i >= BP_TAIL_PACKETS)
+			return 0; /* further back than the ring: all */
+		if (!packet_has_process(s, offs[(i - 1) % BP_TAIL_PACKETS],
+					offs[i % BP_TAIL_PACKETS]))
+			return offs[i % BP_TAIL_PACKETS];
+	}
+	return 0;
+}
+
+void bp_reader_tail_processes(struct bp_reader *r,
+			      void (*fn)(void *ctx, const struct bp_event *e),
+			      void *ctx)
+{
+	for (uint32_t i = 0; i < r->nstreams; i++) {
+		struct bp_stream *s = r->streams[i];
+		bp_stream_seek(s, tail_start(s));
+		while (bp_stream_next(s))
+			fn(ctx, &s->ev);
+	}
 }
 
 int bp_reader_losses(const struct bp_reader *r, uint64_t *by_cause,

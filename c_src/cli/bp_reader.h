@@ -48,6 +48,8 @@ struct bp_event {
 	uint64_t off;         /* byte offset of the event in its file */
 	const char *str[BP_EV_MAX_STR]; /* NUL-terminated */
 	uint32_t len[BP_EV_MAX_STR];    /* strlen of str[i] */
+	uint8_t ctl;          /* bit i: str[i] holds a control character
+			       * (< 0x20 or 0x7f), so needs escaping */
 	uint64_t num[BP_EV_MAX_NUM];
 };
 
@@ -114,6 +116,10 @@ enum bp_stream_state {
 	BP_STREAM_DEAD    /* stopped by damage; the rest is skipped */
 };
 
+/* Readable bytes after the data in a stream's buffer (word-at-a-time
+ * string scans). */
+#define BP_STREAM_PAD 8
+
 struct bp_stream {
 	char *path;             /* owned; names the stream in reports */
 	int fd;                 /* -1 for memory streams */
@@ -127,6 +133,10 @@ struct bp_stream {
 	size_t packet_end;      /* end of the current packet (incl. padding) */
 	int in_packet;
 	int follow;             /* wait at a partial packet instead of failing */
+	uint64_t only;          /* 0: deliver every event; else a bit per
+				 * enum bp_event_id: deliver only those, check
+				 * and skip the others (the totals below then
+				 * count delivered events only) */
 	enum bp_stream_state state;
 	uint64_t next_seq;      /* expected packet_seq_num */
 	uint64_t last_ts;
@@ -169,6 +179,19 @@ int bp_stream_refresh(struct bp_stream *s);
 
 void bp_stream_close(struct bp_stream *s);
 
+/* Positions s at the packet starting at file offset off (any sequence
+ * number is accepted for it). */
+void bp_stream_seek(struct bp_stream *s, uint64_t off);
+
+/*
+ * Walks the packet headers of s from the start, reading nothing else,
+ * up to the end or the first damaged header.  Stores the offset of
+ * packet i at offs[i % max], so the last max packets are kept, and their
+ * number in *count.  Returns the offset where the walk stopped.
+ */
+uint64_t bp_stream_last_packets(struct bp_stream *s, uint64_t *offs,
+				uint32_t max, uint64_t *count);
+
 struct bp_reader {
 	char *dir;                  /* owned */
 	struct bp_meta meta;
@@ -178,6 +201,11 @@ struct bp_reader {
 	uint32_t nstreams, capstreams;
 	uint32_t *heap;             /* stream indices keyed by (ev.ts, index) */
 	uint32_t nheap;
+	uint64_t limit_ts;          /* key of the top's runner-up (the smaller */
+	uint32_t limit_idx;         /* child of the root): the top stream stays
+				     * on top while it sorts before it */
+	uint64_t only;              /* bp_stream.only of every stream */
+	int unprimed;               /* BP_READER_UNPRIMED */
 	int follow;
 	int current;                /* stream whose event was returned, -1 */
 	struct bp_diag diag;
@@ -186,6 +214,11 @@ struct bp_reader {
 
 #define BP_READER_FOLLOW 1u  /* wait at the end of data instead of ending */
 #define BP_READER_QUIET 2u   /* count damage, print nothing */
+#define BP_READER_PROCESS_ONLY 4u /* deliver only "process" events (the
+				   * others are checked and skipped, which is
+				   * much cheaper than decoding them) */
+#define BP_READER_UNPRIMED 8u /* decode nothing at open (callers that
+			       * position the streams themselves) */
 
 /*
  * Opens the trace directory dir: metadata and every data stream file
@@ -228,6 +261,22 @@ static inline int64_t bp_reader_wall(const struct bp_reader *r, uint64_t ts)
  */
 int bp_reader_losses(const struct bp_reader *r, uint64_t *by_cause,
 		     uint64_t *discarded);
+
+/*
+ * For a first pass over the process names: calls fn for the "process"
+ * events at the end of each stream of r (streams in name order, events
+ * in file order), i.e. in the packets after the last packet without any
+ * "process" event (the last packet always counts).  That is where the
+ * tracer's end-of-session annotations are; those of the start, and
+ * "register" events, are met in time by the main pass.  A stream whose
+ * process events run back further than BP_TAIL_PACKETS packets is read
+ * whole.  r must be opened with BP_READER_PROCESS_ONLY |
+ * BP_READER_UNPRIMED; its streams are left at their end.
+ */
+#define BP_TAIL_PACKETS 1024
+void bp_reader_tail_processes(struct bp_reader *r,
+			      void (*fn)(void *ctx, const struct bp_event *e),
+			      void *ctx);
 
 /* Name of event id (an enum bp_event_id or BP_EV_UNKNOWN). */
 const char *bp_event_name(uint16_t id);

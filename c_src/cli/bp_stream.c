@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define READ_CHUNK (512u * 1024) /* minimum read size */
+#define READ_CHUNK (128u * 1024) /* minimum read size */
 
 /* Little-endian loads: one unaligned load on LE hosts (the format is LE). */
 static inline uint64_t ld64(const uint8_t *p)
@@ -151,12 +151,14 @@ static int64_t fill(struct bp_stream *s, size_t need)
 	}
 	size_t want = need + READ_CHUNK;
 	if (s->cap < want) {
-		uint8_t *nb = realloc(s->buf, want);
+		uint8_t *nb = realloc(s->buf, want + BP_STREAM_PAD);
 		if (!nb) {
 			bp_diag_report(s->diag, s->path, (int64_t)at(s, s->pos),
 				       "out of memory");
 			return -1;
 		}
+		/* Defined bytes past the data, for find_nul's word reads. */
+		memset(nb + s->len, 0, want + BP_STREAM_PAD - s->len);
 		s->buf = nb;
 		s->cap = want;
 	}
@@ -283,7 +285,7 @@ static int open_packet(struct bp_stream *s)
 		s->damaged_bytes += psize / 8 - (uint64_t)avail;
 		s->state = BP_STREAM_DEAD; /* after this packet's events */
 	}
-	if (seq != s->next_seq) {
+	if (seq != s->next_seq && s->next_seq != UINT64_MAX) {
 		bp_diag_report(s->diag, s->path, (int64_t)off,
 			       "packet_seq_num %" PRIu64 " where %" PRIu64
 			       " was expected: packets missing", seq,
@@ -322,8 +324,6 @@ static void skip_packet(struct bp_stream *s, const char *what)
 	s->in_packet = 0;
 }
 
-/* Decodes the event at pos (inside the open packet).  Returns 1 on
- * success, 0 on damage (the packet has been skipped). */
 static int is_text(const struct bp_event *e, int i, const char *t)
 {
 	size_t n = strlen(t);
@@ -359,11 +359,117 @@ static void absent_to_empty(struct bp_event *e)
 	}
 }
 
+/*
+ * The NUL ending the string at p, or NULL if there is none before end.
+ * Sets *ctl when the string holds a control character (< 0x20, 0x7f).
+ * On little-endian hosts it tests 8 bytes at a time, reading up to 7
+ * bytes past end: the buffer has BP_STREAM_PAD bytes after its data.
+ */
+static inline const uint8_t *find_nul(const uint8_t *p, const uint8_t *end,
+				      int *ctl)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	const uint64_t ones = 0x0101010101010101ull, high = ones * 0x80;
+
+	for (; p < end; p += 8) {
+		uint64_t w, x, m;
+		memcpy(&w, p, 8);
+		x = w ^ (ones * 0x7f);
+		/* High bit of each byte < 0x20 or == 0x7f; exact for the
+		 * lowest such byte (borrows only spoil the bytes above). */
+		m = ((w - ones * 0x20) & ~w & high) | ((x - ones) & ~x & high);
+		if (!m)
+			continue;
+		const uint8_t *q = p + (__builtin_ctzll(m) >> 3);
+		if (q >= end)
+			return NULL;
+		if (*q == 0)
+			return q;
+		*ctl = 1; /* rare: finish byte by byte */
+		return memchr(q, 0, (size_t)(end - q));
+	}
+	return NULL;
+#else
+	const uint8_t *z = memchr(p, 0, (size_t)(end - p));
+	for (const uint8_t *q = p; z && q < z; q++)
+		if (*q < 0x20 || *q == 0x7f)
+			*ctl = 1;
+	return z;
+#endif
+}
+
+/* Bytes of a fixed-size wire type; 0 for strings. */
+static const uint8_t wire_size[] = {
+	[BP_W_U8] = 1, [BP_W_U16] = 2, [BP_W_U32] = 4, [BP_W_U64] = 8,
+	[BP_W_STR] = 0};
+
+/*
+ * Walks the fields of an event of class c from p (end: end of the packet
+ * content), storing them into e, or only checking them when e is NULL.
+ * Returns the end of the event, or NULL on damage (the packet has been
+ * skipped).
+ */
+static inline __attribute__((always_inline)) const uint8_t *
+fields(struct bp_stream *s, const struct bp_class *c, const uint8_t *p,
+       const uint8_t *end, struct bp_event *e, uint64_t off)
+{
+	unsigned ns = 0, nn = 0;
+	char what[128];
+
+	for (unsigned f = 0; f < c->nfields; f++) {
+		unsigned t = c->types[f];
+		if (t == BP_W_STR) {
+			int ctl = 0;
+			const uint8_t *z = find_nul(p, end, &ctl);
+			if (!z) {
+				snprintf(what, sizeof what,
+					 "unterminated string in \"%s\" event "
+					 "at offset %" PRIu64, c->name, off);
+				skip_packet(s, what);
+				return NULL;
+			}
+			if (e && ns < BP_EV_MAX_STR) {
+				e->str[ns] = (const char *)p;
+				e->len[ns] = (uint32_t)(z - p);
+				e->ctl |= (uint8_t)(ctl << ns);
+				ns++;
+			}
+			p = z + 1;
+			continue;
+		}
+		size_t w = wire_size[t];
+		if ((size_t)(end - p) < w) {
+			snprintf(what, sizeof what,
+				 "truncated \"%s\" event at offset %" PRIu64,
+				 c->name, off);
+			skip_packet(s, what);
+			return NULL;
+		}
+		if (e && nn < BP_EV_MAX_NUM)
+			e->num[nn++] = w == 8   ? ld64(p)
+				       : w == 1 ? p[0]
+				       : w == 2 ? ld16(p)
+						: bp_get_u32(p);
+		p += w;
+	}
+	return p;
+}
+
+/* Whether events of class c are delivered (see bp_stream.only). */
+static inline int wanted(const struct bp_stream *s, const struct bp_class *c)
+{
+	return !s->only || (c->id < 64 && (s->only >> c->id & 1));
+}
+
+/* Decodes the event at pos (inside the open packet).  Returns 1 for an
+ * event in s->ev, 0 on damage (the packet has been skipped) or for an
+ * event skipped because of s->only. */
 static int decode(struct bp_stream *s)
 {
 	const uint8_t *base = s->buf, *p = base + s->pos,
 		      *end = base + s->content_end;
 	struct bp_event *e = &s->ev;
+	uint64_t off = at(s, s->pos);
 	char what[128];
 
 	if (end - p < BP_EVENT_HEADER_SIZE) {
@@ -380,59 +486,26 @@ static int decode(struct bp_stream *s)
 		skip_packet(s, what);
 		return 0;
 	}
+	if (!wanted(s, c)) {
+		p = fields(s, c, p + BP_EVENT_HEADER_SIZE, end, NULL, off);
+		if (p)
+			s->pos = (size_t)(p - base);
+		return 0;
+	}
 	e->cls = cls;
 	e->id = c->id;
 	e->ts = ld64(p + BP_EV_OFF_TS);
 	e->pid = ld64(p + BP_EV_OFF_PID);
-	e->off = at(s, s->pos);
-	p += BP_EVENT_HEADER_SIZE;
-	unsigned ns = 0, nn = 0;
-	for (unsigned f = 0; f < c->nfields; f++) {
-		uint64_t v;
-		size_t w;
-		switch (c->types[f]) {
-		case BP_W_STR: {
-			const uint8_t *z = memchr(p, 0, (size_t)(end - p));
-			if (!z) {
-				snprintf(what, sizeof what,
-					 "unterminated string in \"%s\" event "
-					 "at offset %" PRIu64, c->name, e->off);
-				skip_packet(s, what);
-				return 0;
-			}
-			if (ns < BP_EV_MAX_STR) {
-				e->str[ns] = (const char *)p;
-				e->len[ns++] = (uint32_t)(z - p);
-			}
-			p = z + 1;
-			continue;
-		}
-		case BP_W_U8: w = 1; break;
-		case BP_W_U16: w = 2; break;
-		case BP_W_U32: w = 4; break;
-		default: w = 8; break;
-		}
-		if ((size_t)(end - p) < w) {
-			snprintf(what, sizeof what,
-				 "truncated \"%s\" event at offset %" PRIu64,
-				 c->name, e->off);
-			skip_packet(s, what);
-			return 0;
-		}
-		v = w == 1 ? p[0]
-		    : w == 2 ? bp_get_u16(p)
-		    : w == 4 ? bp_get_u32(p)
-			     : ld64(p);
-		if (nn < BP_EV_MAX_NUM)
-			e->num[nn++] = v;
-		p += w;
+	e->off = off;
+	e->ctl = 0;
+	for (int i = 0; i < BP_EV_MAX_STR; i++) { /* absent: empty */
+		e->str[i] = "";
+		e->len[i] = 0;
 	}
-	for (; ns < BP_EV_MAX_STR; ns++) { /* absent: empty */
-		e->str[ns] = "";
-		e->len[ns] = 0;
-	}
-	for (; nn < BP_EV_MAX_NUM; nn++)
-		e->num[nn] = 0;
+	memset(e->num, 0, sizeof e->num);
+	p = fields(s, c, p + BP_EVENT_HEADER_SIZE, end, e, off);
+	if (!p)
+		return 0;
 	absent_to_empty(e);
 	s->pos = (size_t)(p - base);
 	if (e->ts < s->last_ts) /* writers keep streams monotonic */
@@ -483,4 +556,54 @@ int bp_stream_refresh(struct bp_stream *s)
 	s->size = (uint64_t)st.st_size;
 	s->state = BP_STREAM_OK;
 	return 1;
+}
+
+void bp_stream_seek(struct bp_stream *s, uint64_t off)
+{
+	s->buf_off = off;
+	s->len = s->pos = 0;
+	s->in_packet = 0;
+	s->state = BP_STREAM_OK;
+	s->next_seq = UINT64_MAX; /* any */
+	s->last_ts = 0;
+}
+
+/* Reads n bytes at file offset off; returns 0, or -1 if not all there. */
+static int read_at(const struct bp_stream *s, uint64_t off, uint8_t *buf,
+		   size_t n)
+{
+	if (off > s->size || s->size - off < n)
+		return -1;
+	if (s->mem) {
+		memcpy(buf, s->mem + off, n);
+		return 0;
+	}
+	size_t got = 0;
+	while (got < n) {
+		ssize_t r = pread(s->fd, buf + got, n - got, (off_t)(off + got));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		got += (size_t)r;
+	}
+	return 0;
+}
+
+uint64_t bp_stream_last_packets(struct bp_stream *s, uint64_t *offs,
+				uint32_t max, uint64_t *count)
+{
+	uint8_t h[BP_PACKET_HEADER_SIZE];
+	uint64_t off = 0, n = 0;
+
+	while (read_at(s, off, h, sizeof h) == 0) {
+		uint64_t psize = bp_get_u64(h + BP_PKT_OFF_PACKET_SIZE) / 8;
+		if (bp_get_u32(h + BP_PKT_OFF_MAGIC) != BP_CTF_MAGIC ||
+		    psize < BP_PACKET_HEADER_SIZE || psize > BP_PACKET_MAX)
+			break; /* damaged: the packets before it are known */
+		offs[n++ % max] = off;
+		off += psize;
+	}
+	*count = n;
+	return off;
 }

@@ -17,6 +17,7 @@
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -30,6 +31,13 @@ static void on_sigint(int sig)
 	interrupted = 1;
 }
 
+/* A process's part of a line, " <0.123.0> name ", built once. */
+struct label {
+	char *s;              /* owned; NULL until built */
+	uint32_t len;
+	uint32_t gen;         /* bp_proc.gen it was built for */
+};
+
 struct printer {
 	struct bp_reader r;
 	struct bp_model m;
@@ -37,30 +45,39 @@ struct printer {
 	struct bp_out out;
 	struct bp_out line;   /* --grep: the line is built here first */
 	struct bp_clock_fmt clk;
+	struct label *labels; /* owned; by bp_proc.index */
+	uint32_t nlabels;
 };
 
-/* Learns the process texts and names from every stream's "process"
- * events (a quiet pass: the main pass reports damage). */
+static void learn_one(void *ctx, const struct bp_event *e)
+{
+	bp_model_apply(ctx, e);
+}
+
+/* Learns the process texts and names known at the end of the trace (a
+ * quiet pass over the end of each stream: the main pass decodes the rest
+ * and reports damage), so that lines before a process's name appears can
+ * show it. */
 static void learn_processes(const char *dir, struct bp_model *m)
 {
 	struct bp_reader r;
 
-	if (bp_reader_open(&r, dir, BP_READER_QUIET) != 0)
+	if (bp_reader_open(&r, dir,
+			   BP_READER_QUIET | BP_READER_PROCESS_ONLY |
+				   BP_READER_UNPRIMED) != 0)
 		return;
-	for (uint32_t i = 0; i < r.nstreams; i++) {
-		struct bp_stream *s = r.streams[i];
-		if (s->has_ts && s->ev.id == BP_EV_PROCESS)
-			bp_model_apply(m, &s->ev); /* primed event */
-		while (bp_stream_next(s))
-			if (s->ev.id == BP_EV_PROCESS)
-				bp_model_apply(m, &s->ev);
-	}
+	bp_reader_tail_processes(&r, learn_one, m);
 	bp_reader_close(&r);
 }
 
+/* String field i of e, escaped only if the decoder saw a control
+ * character in it. */
 static inline void txt(struct bp_out *o, const struct bp_event *e, int i)
 {
-	bp_out_text(o, e->str[i], e->len[i]);
+	if (e->ctl & (1u << i))
+		bp_out_text(o, e->str[i], e->len[i]);
+	else
+		bp_out_mem(o, e->str[i], e->len[i]);
 }
 
 /* "m:f/2" + "(1, 2)" -> "m:f(1, 2)"; without args, "m:f/2". */
@@ -80,7 +97,10 @@ static void call_text(struct bp_out *o, const struct bp_event *e)
 		}
 		if (slash)
 			n = (uint32_t)(slash - mfa);
-		bp_out_text(o, mfa, n);
+		if (e->ctl & 1)
+			bp_out_text(o, mfa, n);
+		else
+			bp_out_mem(o, mfa, n);
 		txt(o, e, 1);
 	} else {
 		txt(o, e, 0);
@@ -227,22 +247,69 @@ static void describe(struct bp_out *o, const struct bp_event *e,
 	}
 }
 
+/* Writes p's label: " <0.123.0> name " (cached until p changes). */
+static void label(struct printer *pr, struct bp_out *o,
+		  const struct bp_proc *p)
+{
+	struct label *l = NULL;
+
+	if (p->index >= pr->nlabels) {
+		uint32_t n = pr->nlabels ? pr->nlabels : 256;
+		while (n <= p->index)
+			n *= 2;
+		struct label *v = realloc(pr->labels, n * sizeof *v);
+		if (v) {
+			memset(v + pr->nlabels, 0,
+			       (n - pr->nlabels) * sizeof *v);
+			pr->labels = v;
+			pr->nlabels = n;
+		}
+	}
+	if (p->index < pr->nlabels)
+		l = &pr->labels[p->index];
+	if (l && (!l->s || l->gen != p->gen)) {
+		const char *t = bp_proc_text(p);
+		size_t tn = strlen(t), nn = p->name ? strlen(p->name) : 0;
+		char *c = malloc(tn + nn + 3);
+		if (c) {
+			char *d = c;
+			*d++ = ' ';
+			memcpy(d, t, tn);
+			d += tn;
+			if (p->name) {
+				*d++ = ' ';
+				memcpy(d, p->name, nn);
+				d += nn;
+			}
+			*d++ = ' ';
+			free(l->s);
+			l->s = c;
+			l->len = (uint32_t)(d - c);
+			l->gen = p->gen;
+		}
+	}
+	if (l && l->s && l->gen == p->gen) {
+		bp_out_mem(o, l->s, l->len);
+		return;
+	}
+	bp_out_char(o, ' '); /* out of memory: unbuffered */
+	bp_out_str(o, bp_proc_text(p));
+	if (p->name) {
+		bp_out_char(o, ' ');
+		bp_out_str(o, p->name);
+	}
+	bp_out_char(o, ' ');
+}
+
 static void format_line(struct printer *pr, struct bp_out *o,
 			const struct bp_event *e, const struct bp_proc *p,
 			uint32_t depth)
 {
 	bp_out_clock(o, &pr->clk, bp_reader_wall(&pr->r, e->ts));
-	bp_out_char(o, ' ');
-	if (p) {
-		bp_out_str(o, bp_proc_text(p));
-		if (p->name) {
-			bp_out_char(o, ' ');
-			bp_out_str(o, p->name);
-		}
-	} else {
-		bp_out_char(o, '-'); /* node-wide events (drops) */
-	}
-	bp_out_char(o, ' ');
+	if (p)
+		label(pr, o, p);
+	else
+		bp_out_mem(o, " - ", 3); /* node-wide events (drops) */
 	if (depth)
 		bp_out_spaces(o, 2 * (size_t)(depth < 256 ? depth : 256));
 	describe(o, e, &pr->r);
@@ -391,6 +458,9 @@ int bp_cmd_print(int argc, char **argv)
 	rc = bp_cli_finish(&pr.r, err, "standard output", BP_EXIT_OK);
 	bp_reader_close(&pr.r);
 	bp_model_free(&pr.m);
+	for (uint32_t i = 0; i < pr.nlabels; i++)
+		free(pr.labels[i].s);
+	free(pr.labels);
 out:
 	bp_filter_free(&pr.f);
 	return rc;
