@@ -12,6 +12,7 @@ void bp_model_init(struct bp_model *m, bp_frame_end_fn on_end, void *ctx)
 	memset(m, 0, sizeof *m);
 	bp_map_init(&m->by_key);
 	bp_strtab_init(&m->funcs);
+	memset(m->func_cache, 0xff, sizeof m->func_cache);
 	m->on_end = on_end;
 	m->ctx = ctx;
 }
@@ -41,7 +42,8 @@ struct bp_proc *bp_model_find(const struct bp_model *m, uint64_t key)
 /* Slot of key in m->cache (multiplicative hash: the top bits). */
 static inline struct bp_proc **cache_slot(struct bp_model *m, uint64_t key)
 {
-	return &m->cache[(key * 0x9e3779b97f4a7c15ull) >> 58];
+	return &m->cache[(key * 0x9e3779b97f4a7c15ull) >>
+			 (64 - BP_MODEL_CACHE_BITS)];
 }
 
 struct bp_proc *bp_model_proc(struct bp_model *m, uint64_t key)
@@ -79,11 +81,66 @@ oom:
 	return NULL;
 }
 
+static inline uint64_t load64(const char *p)
+{
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return v;
+}
+
+static inline uint32_t load32(const char *p)
+{
+	uint32_t v;
+	memcpy(&v, p, 4);
+	return v;
+}
+
+/* Whether a[0..n) == b[0..n); short names without a call to memcmp. */
+static inline int same_bytes(const char *a, const char *b, size_t n)
+{
+	if (n >= 8 && n <= 16)
+		return !((load64(a) ^ load64(b)) |
+			 (load64(a + n - 8) ^ load64(b + n - 8)));
+	return !memcmp(a, b, n);
+}
+
+/* Slot of name s (n bytes) in m->func_cache: a hash of its first, middle
+ * and last bytes and its length, cheap rather than thorough (hits are
+ * checked against the name). */
+static inline uint32_t *func_slot(struct bp_model *m, const char *s,
+				  size_t n)
+{
+	uint64_t h = n;
+
+	if (n >= 8) {
+		h ^= load64(s) ^ (load64(s + n - 8) * 0x9e3779b97f4a7c15ull);
+		if (n > 16)
+			h ^= load64(s + n / 2 - 4) * 0xc2b2ae3d27d4eb4full;
+	} else if (n >= 4) {
+		h ^= load32(s) ^ ((uint64_t)load32(s + n - 4) << 32);
+	} else if (n) {
+		h ^= (uint64_t)(uint8_t)s[0] << 8 ^
+		     (uint64_t)(uint8_t)s[n / 2] << 16 ^
+		     (uint64_t)(uint8_t)s[n - 1] << 24;
+	}
+	h *= 0xff51afd7ed558ccdull;
+	return &m->func_cache[h >> (64 - BP_MODEL_FUNC_CACHE_BITS)];
+}
+
 uint32_t bp_model_func(struct bp_model *m, const char *s, size_t len)
 {
-	uint32_t id = bp_strtab_intern(&m->funcs, s, len);
+	uint32_t *slot = func_slot(m, s, len), id = *slot;
+
+	if (id != BP_MAP_NONE) {
+		const struct bp_str *f = bp_strtab_get(&m->funcs, id);
+		if (f->len == len && same_bytes(f->s, s, len))
+			return id;
+	}
+	id = bp_strtab_intern(&m->funcs, s, len);
 	if (id == BP_MAP_NONE)
 		m->oom = 1;
+	else
+		*slot = id;
 	return id;
 }
 
@@ -201,7 +258,7 @@ static uint32_t top_or_intern(struct bp_model *m, const struct bp_proc *p,
 	if (p->depth) {
 		uint32_t f = p->stack[p->depth - 1].func;
 		const struct bp_str *s = bp_strtab_get(&m->funcs, f);
-		if (s->len == e->len[0] && !memcmp(s->s, e->str[0], s->len))
+		if (s->len == e->len[0] && same_bytes(s->s, e->str[0], s->len))
 			return f;
 	}
 	return bp_model_func(m, e->str[0], e->len[0]);
@@ -209,15 +266,22 @@ static uint32_t top_or_intern(struct bp_model *m, const struct bp_proc *p,
 
 struct bp_proc *bp_model_apply(struct bp_model *m, const struct bp_event *e)
 {
-	struct bp_proc *p;
+	return bp_model_apply_to(m, NULL, e);
+}
+
+struct bp_proc *bp_model_apply_to(struct bp_model *m, struct bp_proc *p,
+				  const struct bp_event *e)
+{
 	uint32_t func;
 
 	m->last_func = BP_MAP_NONE;
-	if (e->pid == 0 && e->id != BP_EV_PROCESS)
-		return NULL;
-	p = bp_model_proc(m, e->pid);
-	if (!p)
-		return NULL;
+	if (!p) {
+		if (e->pid == 0 && e->id != BP_EV_PROCESS)
+			return NULL;
+		p = bp_model_proc(m, e->pid);
+		if (!p)
+			return NULL;
+	}
 	switch (e->id) {
 	case BP_EV_PROCESS:
 		merge_text(m, p, &p->text, e->str[0], e->len[0]);

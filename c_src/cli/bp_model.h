@@ -70,7 +70,10 @@ struct bp_frame_end {
 
 typedef void (*bp_frame_end_fn)(void *ctx, const struct bp_frame_end *fe);
 
-#define BP_MODEL_CACHE 64  /* direct-mapped lookup cache entries (2^6) */
+#define BP_MODEL_CACHE_BITS 8 /* direct-mapped process cache: 2^8 entries */
+#define BP_MODEL_CACHE (1u << BP_MODEL_CACHE_BITS)
+#define BP_MODEL_FUNC_CACHE_BITS 8 /* the same for function names */
+#define BP_MODEL_FUNC_CACHE (1u << BP_MODEL_FUNC_CACHE_BITS)
 
 struct bp_model {
 	struct bp_map by_key;       /* pid key -> index in procs */
@@ -78,6 +81,9 @@ struct bp_model {
 	struct bp_proc *cache[BP_MODEL_CACHE]; /* recently used, by key bits */
 	uint32_t nprocs, capprocs;
 	struct bp_strtab funcs;     /* function names ("m:f/2") */
+	uint32_t func_cache[BP_MODEL_FUNC_CACHE]; /* ids of recent names,
+				     * by a quick hash of their bytes (ends
+				     * and length); BP_MAP_NONE: empty */
 	bp_frame_end_fn on_end;     /* may be NULL */
 	void *ctx;
 	uint32_t last_func;         /* function of the last call-trace
@@ -114,6 +120,11 @@ static inline const char *bp_model_func_name(const struct bp_model *m,
  * memory).  Does not touch the per-process counters (commands do).
  */
 struct bp_proc *bp_model_apply(struct bp_model *m, const struct bp_event *e);
+
+/* The same for a caller that has looked up e's process already: p is
+ * bp_model_proc(m, e->pid), or NULL to look it up here when needed. */
+struct bp_proc *bp_model_apply_to(struct bp_model *m, struct bp_proc *p,
+				  const struct bp_event *e);
 
 /*
  * Updates p's counters for e: events, messages sent/received, GC count and

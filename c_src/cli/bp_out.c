@@ -269,6 +269,7 @@ void bp_clock_fmt_init(struct bp_clock_fmt *c)
 {
 	c->sec = INT64_MIN;
 	c->us = -1;
+	c->us_ns = INT64_MIN;
 	memcpy(c->text, "00:00:00.000000", 16);
 }
 
@@ -287,6 +288,11 @@ void bp_out_clock(struct bp_out *o, struct bp_clock_fmt *c, int64_t wall_ns)
 {
 	int64_t sec, rem;
 
+	/* Same microsecond as last time (events are close): no arithmetic. */
+	if (c->us >= 0 && (uint64_t)wall_ns - (uint64_t)c->us_ns < 1000) {
+		bp_out_mem(o, c->text, 15);
+		return;
+	}
 	split_ns(wall_ns, &sec, &rem);
 	if (sec != c->sec) {
 		time_t t = (time_t)sec;
@@ -304,6 +310,7 @@ void bp_out_clock(struct bp_out *o, struct bp_clock_fmt *c, int64_t wall_ns)
 	if (rem / 1000 != c->us) { /* "uuuuuu", two digits at a time */
 		uint32_t us = (uint32_t)(rem / 1000);
 		c->us = us;
+		c->us_ns = (int64_t)((uint64_t)wall_ns - (uint64_t)(rem % 1000));
 		memcpy(c->text + 9, pairs + 2 * (us / 10000), 2);
 		memcpy(c->text + 11, pairs + 2 * (us / 100 % 100), 2);
 		memcpy(c->text + 13, pairs + 2 * (us % 100), 2);

@@ -55,11 +55,36 @@ static inline char *bp_out_reserve(struct bp_out *o, size_t n)
 	return bp__out_make_room(o, n);
 }
 
+/* Copies n bytes, inline for the short texts of a line (n <= 16): two
+ * overlapping loads and stores instead of a call to memcpy. */
+static inline void bp__out_copy(char *d, const char *s, size_t n)
+{
+	if (n >= 8 && n <= 16) {
+		uint64_t a, b;
+		memcpy(&a, s, 8);
+		memcpy(&b, s + n - 8, 8);
+		memcpy(d, &a, 8);
+		memcpy(d + n - 8, &b, 8);
+	} else if (n >= 4 && n < 8) {
+		uint32_t a, b;
+		memcpy(&a, s, 4);
+		memcpy(&b, s + n - 4, 4);
+		memcpy(d, &a, 4);
+		memcpy(d + n - 4, &b, 4);
+	} else if (n > 0 && n < 4) {
+		d[0] = s[0];
+		d[n / 2] = s[n / 2];
+		d[n - 1] = s[n - 1];
+	} else if (n) {
+		memcpy(d, s, n);
+	}
+}
+
 static inline void bp_out_mem(struct bp_out *o, const void *p, size_t n)
 {
 	char *d = bp_out_reserve(o, n);
 	if (d) {
-		memcpy(d, p, n);
+		bp__out_copy(d, p, n);
 		o->len += n;
 	}
 }
@@ -110,6 +135,7 @@ void bp_out_dur(struct bp_out *o, uint64_t ns);
 struct bp_clock_fmt {
 	int64_t sec;     /* last second formatted, INT64_MIN if none */
 	int64_t us;      /* last microsecond formatted (in sec), -1 if none */
+	int64_t us_ns;   /* wall ns where that microsecond starts */
 	char text[16];   /* "HH:MM:SS.uuuuuu" for sec and us */
 };
 

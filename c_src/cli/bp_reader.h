@@ -12,7 +12,8 @@
  *                order with a binary heap; --follow support.
  *
  * Memory is independent of trace length: each stream holds one read
- * buffer of at most one packet plus a read-ahead.  Damage (truncation, bad
+ * buffer (or one mapped window of its file) of at most one packet plus a
+ * read-ahead.  Damage (truncation, bad
  * magic, impossible sizes, unterminated strings, unknown event ids) is
  * reported once with file and byte offset through struct bp_diag and
  * reading goes on where it safely can: at the next packet when the packet
@@ -116,19 +117,25 @@ enum bp_stream_state {
 	BP_STREAM_DEAD    /* stopped by damage; the rest is skipped */
 };
 
-/* Readable bytes after the data in a stream's buffer (word-at-a-time
- * string scans). */
-#define BP_STREAM_PAD 8
+/* Readable bytes after the data in a stream's buffer or window (string
+ * scans read 16 bytes at a time). */
+#define BP_STREAM_PAD 16
 
 struct bp_stream {
 	char *path;             /* owned; names the stream in reports */
 	int fd;                 /* -1 for memory streams */
 	const uint8_t *mem;     /* memory stream data; weak */
 	uint64_t size;          /* bytes available in the source */
-	uint8_t *buf;           /* owned read buffer */
-	size_t cap, len;        /* buffer size, bytes in it */
-	uint64_t buf_off;       /* file offset of buf[0] */
-	size_t pos;             /* next event in buf */
+	const uint8_t *data;    /* the bytes decoded: buf, or map's window */
+	uint8_t *buf;           /* owned read buffer (memory streams, follow
+				 * mode, or when mmap fails) */
+	size_t cap, len;        /* buffer size, bytes in data */
+	uint8_t *map;           /* owned mapping: a window of the file plus a
+				 * zero guard page, or NULL */
+	size_t map_len;         /* bytes of the whole mapping */
+	int no_map;             /* mmap failed once: read() from now on */
+	uint64_t buf_off;       /* file offset of data[0] */
+	size_t pos;             /* next event in data */
 	size_t content_end;     /* end of the current packet's events */
 	size_t packet_end;      /* end of the current packet (incl. padding) */
 	int in_packet;

@@ -3,8 +3,10 @@
  * content and the bytes actually present; damage is reported with the
  * file and byte offset and decoding resumes at the next packet when its
  * boundary is trustworthy, otherwise the rest of the stream is skipped.
- * The file is read in large chunks into one buffer that holds at most a
- * packet plus read-ahead, so memory does not depend on the file's size.
+ * A file is mapped a window at a time (MAP_WINDOW bytes, or a packet if
+ * larger); in follow mode, where it grows, or where mmap fails, it is read
+ * in large chunks into one buffer that holds at most a packet plus
+ * read-ahead.  Either way memory does not depend on the file's size.
  */
 #include "bp_reader.h"
 
@@ -15,10 +17,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #define READ_CHUNK (128u * 1024) /* minimum read size */
+#define MAP_WINDOW (2u << 20)    /* minimum mapped window */
 
 /* Little-endian loads: one unaligned load on LE hosts (the format is LE). */
 static inline uint64_t ld64(const uint8_t *p)
@@ -110,14 +118,27 @@ int bp_stream_open_mem(struct bp_stream *s, const char *name,
 	return 0;
 }
 
+/* Drops the mapped window, if any (data then holds nothing). */
+static void unmap(struct bp_stream *s)
+{
+	if (s->map) {
+		munmap(s->map, s->map_len);
+		s->map = NULL;
+		s->map_len = 0;
+		s->data = s->buf;
+	}
+}
+
 void bp_stream_close(struct bp_stream *s)
 {
+	unmap(s);
 	if (s->fd >= 0)
 		close(s->fd);
 	s->fd = -1;
 	free(s->buf);
 	free(s->path);
 	s->buf = NULL;
+	s->data = NULL;
 	s->path = NULL;
 }
 
@@ -127,8 +148,64 @@ static inline uint64_t at(const struct bp_stream *s, size_t p)
 	return s->buf_off + p;
 }
 
+/* Moves data[0] to file offset off (data[pos] stays the same byte). */
+static void rebase(struct bp_stream *s, uint64_t off)
+{
+	size_t shift = (size_t)(off - s->buf_off);
+
+	s->buf_off = off;
+	s->pos -= shift;
+	if (s->in_packet) {
+		s->content_end -= shift;
+		s->packet_end -= shift;
+	}
+}
+
 /*
- * Makes sure buf[pos .. pos+need) is loaded, reading ahead.  Returns the
+ * Maps a window of the file holding data[pos .. pos+need) and read-ahead,
+ * from the page holding data[pos]; a zero page follows it, for the string
+ * scans' reads past the data.  Returns 0, or -1 if mmap failed (then the
+ * stream has no window).
+ */
+static int map_window(struct bp_stream *s, size_t need)
+{
+	static size_t page;
+	uint64_t off = s->buf_off + s->pos;
+
+	if (!page) {
+		long ps = sysconf(_SC_PAGESIZE);
+		page = ps > 0 ? (size_t)ps : 4096;
+	}
+	unmap(s);
+	uint64_t start = off & ~(uint64_t)(page - 1);
+	if (start >= s->size) { /* nothing left to map */
+		rebase(s, off);
+		s->len = s->pos;
+		return 0;
+	}
+	size_t want = (size_t)(off - start) + need +
+		      (need < MAP_WINDOW ? MAP_WINDOW : need);
+	size_t n = s->size - start < want ? (size_t)(s->size - start) : want;
+	size_t total = ((n + page - 1) & ~(page - 1)) + page;
+	void *base = mmap(NULL, total, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS,
+			  -1, 0);
+	if (base == MAP_FAILED)
+		return -1;
+	if (mmap(base, n, PROT_READ, MAP_PRIVATE | MAP_FIXED | MAP_POPULATE,
+		 s->fd, (off_t)start) == MAP_FAILED) {
+		munmap(base, total);
+		return -1;
+	}
+	s->map = base;
+	s->map_len = total;
+	s->data = base;
+	rebase(s, start);
+	s->len = n;
+	return 0;
+}
+
+/*
+ * Makes sure data[pos .. pos+need) is loaded, reading ahead.  Returns the
  * number of bytes available from pos (may be less than need at the end of
  * the data), or -1 on a read error (reported).
  */
@@ -138,6 +215,14 @@ static int64_t fill(struct bp_stream *s, size_t need)
 
 	if (avail >= need)
 		return (int64_t)avail;
+	/* A finished file is mapped (a growing one would need remapping). */
+	if (s->fd >= 0 && !s->follow && !s->no_map) {
+		if (map_window(s, need) == 0)
+			return (int64_t)(s->len - s->pos);
+		s->no_map = 1; /* e.g. not a regular file: read() it */
+		rebase(s, s->buf_off + s->pos); /* the buffer, empty */
+		s->len = 0;
+	}
 	/* Drop consumed bytes, then grow to fit need plus a chunk. */
 	if (s->pos) {
 		memmove(s->buf, s->buf + s->pos, avail);
@@ -157,11 +242,12 @@ static int64_t fill(struct bp_stream *s, size_t need)
 				       "out of memory");
 			return -1;
 		}
-		/* Defined bytes past the data, for find_nul's word reads. */
+		/* Defined bytes past the data, for find_nul's wide reads. */
 		memset(nb + s->len, 0, want + BP_STREAM_PAD - s->len);
 		s->buf = nb;
 		s->cap = want;
 	}
+	s->data = s->buf;
 	uint64_t file_pos = s->buf_off + s->len;
 	while (s->len < need && file_pos < s->size) {
 		size_t room = s->cap - s->len;
@@ -232,7 +318,7 @@ static int open_packet(struct bp_stream *s)
 			       avail, BP_PACKET_HEADER_SIZE);
 		return die(s, off);
 	}
-	p = s->buf + s->pos;
+	p = s->data + s->pos;
 	uint32_t magic = bp_get_u32(p + BP_PKT_OFF_MAGIC);
 	uint64_t content = bp_get_u64(p + BP_PKT_OFF_CONTENT_SIZE);
 	uint64_t psize = bp_get_u64(p + BP_PKT_OFF_PACKET_SIZE);
@@ -270,7 +356,7 @@ static int open_packet(struct bp_stream *s)
 	avail = fill(s, (size_t)(psize / 8));
 	if (avail < 0)
 		return die(s, off);
-	p = s->buf + s->pos; /* fill() may have moved the buffer */
+	p = s->data + s->pos; /* fill() may have moved the data */
 	if ((uint64_t)avail < psize / 8) {
 		if (s->follow) {
 			s->state = BP_STREAM_WAIT;
@@ -362,13 +448,35 @@ static void absent_to_empty(struct bp_event *e)
 /*
  * The NUL ending the string at p, or NULL if there is none before end.
  * Sets *ctl when the string holds a control character (< 0x20, 0x7f).
- * On little-endian hosts it tests 8 bytes at a time, reading up to 7
- * bytes past end: the buffer has BP_STREAM_PAD bytes after its data.
+ * Tests 16 bytes at a time with SSE2 (8 with plain words on other
+ * little-endian hosts), reading up to 15 bytes past end: the data has
+ * BP_STREAM_PAD readable bytes after it.
  */
 static inline const uint8_t *find_nul(const uint8_t *p, const uint8_t *end,
 				      int *ctl)
 {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#if defined(__SSE2__)
+	const __m128i below = _mm_set1_epi8(0x1f), del = _mm_set1_epi8(0x7f);
+
+	for (; p < end; p += 16) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+		/* 0xff in each byte <= 0x1f (unsigned) or == 0x7f. */
+		__m128i m = _mm_or_si128(
+			_mm_cmpeq_epi8(_mm_min_epu8(v, below), v),
+			_mm_cmpeq_epi8(v, del));
+		unsigned bits = (unsigned)_mm_movemask_epi8(m);
+		if (!bits)
+			continue;
+		const uint8_t *q = p + __builtin_ctz(bits);
+		if (q >= end)
+			return NULL;
+		if (*q == 0)
+			return q;
+		*ctl = 1; /* rare: finish byte by byte */
+		return memchr(q, 0, (size_t)(end - q));
+	}
+	return NULL;
+#elif defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 	const uint64_t ones = 0x0101010101010101ull, high = ones * 0x80;
 
 	for (; p < end; p += 8) {
@@ -466,7 +574,7 @@ static inline int wanted(const struct bp_stream *s, const struct bp_class *c)
  * event skipped because of s->only. */
 static int decode(struct bp_stream *s)
 {
-	const uint8_t *base = s->buf, *p = base + s->pos,
+	const uint8_t *base = s->data, *p = base + s->pos,
 		      *end = base + s->content_end;
 	struct bp_event *e = &s->ev;
 	uint64_t off = at(s, s->pos);
@@ -560,6 +668,7 @@ int bp_stream_refresh(struct bp_stream *s)
 
 void bp_stream_seek(struct bp_stream *s, uint64_t off)
 {
+	unmap(s);
 	s->buf_off = off;
 	s->len = s->pos = 0;
 	s->in_packet = 0;

@@ -8,7 +8,7 @@
  * (the tracer may only know them at the end), so every line can show
  * them and --proc can select on them.  --follow tails a live trace.
  */
-#define _GNU_SOURCE /* memmem */
+#define _GNU_SOURCE /* memmem, memrchr */
 #include "bp_cli.h"
 #include "bp_filter.h"
 #include "bp_model.h"
@@ -87,14 +87,7 @@ static void call_text(struct bp_out *o, const struct bp_event *e)
 	uint32_t n = e->len[0];
 
 	if (e->len[1]) {
-		const char *slash = memchr(mfa, '/', n);
-		while (slash) { /* the last '/' */
-			const char *next = memchr(slash + 1, '/',
-						  n - (uint32_t)(slash + 1 - mfa));
-			if (!next)
-				break;
-			slash = next;
-		}
+		const char *slash = memrchr(mfa, '/', n);
 		if (slash)
 			n = (uint32_t)(slash - mfa);
 		if (e->ctl & 1)
@@ -322,7 +315,7 @@ static int print_event(struct printer *pr, const struct bp_event *e)
 	struct bp_proc *p = e->pid ? bp_model_proc(&pr->m, e->pid) : NULL;
 	uint32_t before = p ? p->depth + p->lost_depth : 0;
 
-	bp_model_apply(&pr->m, e);
+	bp_model_apply_to(&pr->m, p, e);
 	if (e->ts < pr->f.since)
 		return 0;
 	if (e->ts > pr->f.until)

@@ -126,7 +126,7 @@ static void replay(struct prof *pf, struct bp_reader *r)
 	while ((e = bp_reader_next(r))) {
 		struct bp_proc *p = e->pid ? bp_model_proc(&pf->m, e->pid) : NULL;
 		uint32_t depth = p ? p->depth : 0;
-		bp_model_apply(&pf->m, e);
+		bp_model_apply_to(&pf->m, p, e);
 		if (pf->callgrind || e->id != BP_EV_CALL || !p ||
 		    p->depth <= depth)
 			continue;

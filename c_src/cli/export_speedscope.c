@@ -32,6 +32,7 @@ struct track {
 	uint64_t *blocks;     /* offsets in the spill file; owned */
 	uint32_t nblocks, capblocks;
 	uint64_t records;
+	uint64_t last_at;     /* `at` of the latest record: the endValue */
 };
 
 struct ss {
@@ -98,6 +99,7 @@ static void record(struct ss *s, const struct bp_proc *p, uint64_t ts,
 		return;
 	t->buf[t->n++] = (struct rec){ts - s->start, func, (uint32_t)open};
 	t->records++;
+	t->last_at = ts - s->start;
 }
 
 static void on_end(void *ctx, const struct bp_frame_end *fe)
@@ -116,9 +118,10 @@ static void write_rec(struct bp_out *o, const struct rec *r, int first)
 	bp_out_char(o, '}');
 }
 
+/* One evented profile; it ends at its last event (not the trace's). */
 static void write_profile(struct ss *s, struct bp_out *o,
 			  const struct bp_proc *p, const struct track *t,
-			  uint64_t end, int first)
+			  int first)
 {
 	struct rec block[BLOCK];
 	int first_rec = 1;
@@ -138,7 +141,7 @@ static void write_profile(struct ss *s, struct bp_out *o,
 	}
 	bp_out_str(o, ",\"unit\":\"nanoseconds\",\"startValue\":0,"
 		      "\"endValue\":");
-	bp_out_u64(o, end);
+	bp_out_u64(o, t->last_at);
 	bp_out_str(o, ",\"events\":[");
 	for (uint32_t b = 0; b < t->nblocks && !s->failed; b++) {
 		if (fseeko(s->spill, (off_t)t->blocks[b], SEEK_SET) != 0 ||
@@ -172,7 +175,7 @@ int bp_export_speedscope(struct bp_reader *r, struct bp_out *o)
 	while ((e = bp_reader_next(r)) && !s.failed) {
 		struct bp_proc *p = e->pid ? bp_model_proc(&s.m, e->pid) : NULL;
 		uint32_t depth = p ? p->depth : 0;
-		bp_model_apply(&s.m, e);
+		bp_model_apply_to(&s.m, p, e);
 		if (e->id == BP_EV_CALL && p && p->depth > depth)
 			record(&s, p, e->ts, p->stack[p->depth - 1].func, 1);
 		if (e->id != BP_EV_DROPS)
@@ -203,7 +206,7 @@ int bp_export_speedscope(struct bp_reader *r, struct bp_out *o)
 						: NULL;
 		if (!t || !t->records)
 			continue;
-		write_profile(&s, o, p, t, last - s.start, first);
+		write_profile(&s, o, p, t, first);
 		first = 0;
 	}
 	bp_out_str(o, "\n]}\n");

@@ -223,7 +223,7 @@ static void event(struct te *t, const struct bp_event *e)
 		      "gc");
 	if (e->id == BP_EV_SCHED_OUT && p->scheduled)
 		slice(t, p, 2, p->sched_start, e->ts, "running", "sched");
-	bp_model_apply(&t->m, e); /* E events of popped frames */
+	bp_model_apply_to(&t->m, p, e); /* E events of popped frames */
 	bp_model_count(p, e);
 	switch (e->id) {
 	case BP_EV_PROCESS:

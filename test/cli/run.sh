@@ -170,6 +170,7 @@ if have python3; then
 	check "speedscope: 9 opens" "$(ss "sum(1 for p in d['profiles'] for e in p['events'] if e['type']=='O')")" 9
 	check "speedscope: balanced" "$(ss "all(sum(1 if e['type']=='O' else -1 for e in p['events'])==0 for p in d['profiles'])")" True
 	check "speedscope: times non-decreasing" "$(ss "all(all(a['at']<=b['at'] for a,b in zip(p['events'],p['events'][1:])) for p in d['profiles'])")" True
+	check "speedscope: endValue = the profile's last event" "$(ss "all(p['endValue']==p['events'][-1]['at'] for p in d['profiles'])")" True
 	check "folded weights sum = stats total_own_ns" \
 		"$(awk '{s += $NF} END {print s}' "$WORK/basic.folded")" \
 		"$(json_get "$WORK/stats.json" "d['total_own_ns']")"
