@@ -209,7 +209,8 @@ static ERL_NIF_TERM opt(ErlNifEnv *env, ERL_NIF_TERM opts, ERL_NIF_TERM k,
 
 /*
  * A `stack' action's process dump, as "stack: m:f/1 <- m:g/3 <- ..." from
- * its "Program counter" and "Return addr" lines (at most 64 KiB scanned).
+ * its "Return addr" lines, innermost caller first (at most 64 KiB
+ * scanned).
  * Returns 0 if bin is not a process dump.
  */
 static size_t render_stack(const ErlNifBinary *bin, char *out, size_t cap)
@@ -227,8 +228,10 @@ static size_t render_stack(const ErlNifBinary *bin, char *out, size_t cap)
 		const char *line = d + i, *nl = memchr(line, '\n', n - i);
 		size_t ll = nl ? (size_t)(nl - line) : n - i;
 		i += ll + 1;
-		if (!((ll > 15 && !memcmp(line, "Program counter", 15)) ||
-		      memmem(line, ll, "Return addr", 11)))
+		/* Only return addresses: the dump's "Program counter" is
+		 * where the process was last descheduled, stale while a
+		 * match-spec action runs. */
+		if (!memmem(line, ll, "Return addr", 11))
 			continue;
 		const char *open = memchr(line, '(', ll);
 		const char *plus =

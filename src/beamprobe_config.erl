@@ -440,6 +440,14 @@ format_error({not_a_handler, M}) ->
     f("module ~p does not export handle_events/2 (beamprobe_handler)", [M]);
 format_error({conflict, S, What}) ->
     f("session ~p already traces ~p", [S, What]);
+format_error({bad_pattern, P, Col, Msg}) ->
+    f("bad pattern ~tp: column ~b: ~ts", [P, Col, Msg]);
+format_error({bad_pattern, P, Msg}) when is_list(Msg) ->
+    f("bad pattern ~tp: ~ts", [P, Msg]);
+format_error({bad_limit, L, Hint}) ->
+    f("bad limit ~tp: expected ~ts", [L, Hint]);
+format_error({bad_pattern, P}) when not is_tuple(P) ->
+    f("bad pattern ~tp: a pattern is a string, or a list of strings", [P]);
 format_error({bad_pattern, MFA}) ->
     f("~p is not a pattern erlang:trace_pattern/3 accepts", [MFA]);
 format_error(Other) -> f("~p", [Other]).

@@ -370,9 +370,14 @@ set_flags(#st{config = #{procs := Procs} = C0, res = Res,
                            false -> processes_only(Spec0)
                        end,
                 _ = erlang:trace(Spec, true, Flags),
-                %% Never trace the session itself nor its handlers.
-                [erlang:trace(P, false, [all])
-                 || Spec =/= new, P <- [self() | Hs]],
+                %% Never trace beamprobe itself: this session, its
+                %% handlers, the janitor and the supervisors.
+                Own = [self() | Hs] ++
+                    [P || N <- [beamprobe_janitor, beamprobe_sup,
+                                beamprobe_session_sup],
+                          P <- [whereis(N)], is_pid(P)],
+                _ = [erlang:trace(P, false, [all])
+                     || Spec =/= new, P <- Own],
                 {ok, St#st{traced = Spec0}}
         end
     catch

@@ -32,7 +32,7 @@
          handler_flow_control/1, handler_flow_control_credits_2/1,
          handler_every_event/1, several_sinks/1, sink_filter/1,
          concurrent_sessions/1, clear_restores/1, remote_shell/1,
-         bad_inputs/1]).
+         bad_inputs/1, format_errors/1]).
 %% Capture io server and peer-side helper (spawned by MFA).
 -export([cap_loop/1, remote_shell_proc/3]).
 
@@ -48,7 +48,7 @@ suite() -> [{timetrap, {seconds, 60}}].
 
 all() ->
     [{group, limits}, {group, patterns}, {group, handlers},
-     {group, sessions}, remote_shell, bad_inputs].
+     {group, sessions}, remote_shell, bad_inputs, format_errors].
 
 groups() ->
     [{limits, [], [count_limit, count_limit_exact, count_whole_module,
@@ -612,6 +612,12 @@ patterns_caller_stack(_Config) ->
     ?assertEqual({stack_shows_caller, true},
                  {stack_shows_caller,
                   binary:match(Line, <<"bpsh_target:loop/3">>) =/= nomatch}),
+    %% The innermost frame is the caller: f/1 is called from loop/3, and
+    %% nothing this process ran earlier (it last waited in a gen call)
+    %% may appear before it.
+    ?assertMatch({match, _},
+                 re:run(Line, " % stack: bpsh_target:loop/3 <- beamprobe_shell_"
+                        "SUITE:patterns_caller_stack/1 <- ")),
     wait_no_session().
 
 %% send({ping, _}): only the matching messages are printed.
@@ -1121,4 +1127,29 @@ bad_inputs(_Config) ->
                                        O#{force => yes})),
     ?assertEqual({error, {bad_option, force, yes}},
                  catch beamprobe:messages("send", 5, O#{force => yes})),
+    ?assertEqual([], beamprobe:list()).
+
+%% beamprobe:format_error/1 says every error of calls/3 and messages/3 in
+%% words (not just the term printed back).
+format_errors(_Config) ->
+    Cap = cap(),
+    O = #{io_server => Cap},
+    Errors = [beamprobe:calls("bpsh_target:f(", 5, O),
+              beamprobe:calls("io:format/2", 5, O),
+              beamprobe:calls("send", 5, O),
+              beamprobe:messages("bpsh_target:f/1", 5, O),
+              beamprobe:calls(foo, 5, O),
+              beamprobe:calls("bpsh_target:f/1", 0, O),
+              beamprobe:calls("bpsh_target:f/1", 5, O#{bogus => 1}),
+              beamprobe:calls("bpsh_target:nope/1", 5, O),
+              beamprobe:calls("bpsh_target:f/1", 5, [])],
+    Texts = [{R, beamprobe:format_error(R)} || {error, R} <- Errors],
+    ct:log("~p", [Texts]),
+    ?assertEqual(length(Errors), length(Texts)),
+    ?assertEqual([], [{R, T} || {R, T} <- Texts,
+                                T =:= lists:flatten(io_lib:format("~p", [R]))]),
+    %% A pattern error names the column and says what is wrong.
+    {{bad_pattern, _, Col, Msg}, Text} = hd(Texts),
+    ?assertNotEqual(nomatch, string:find(Text, integer_to_list(Col))),
+    ?assertNotEqual(nomatch, string:find(Text, Msg)),
     ?assertEqual([], beamprobe:list()).
