@@ -14,8 +14,18 @@ run_reader=0
 for a in "${args[@]}"; do
   if [ "$a" = reader ]; then run_reader=1; else erl_args+=("$a"); fi
 done
-if [ ${#args[@]} -eq 0 ] || [ ${#erl_args[@]} -gt 0 ]; then
-  erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell -pa ebin -pa "$B" -run beamprobe_bench main "${erl_args[@]}"
+bench() {
+  erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell -pa ebin -pa "$B" -run beamprobe_bench main "$@"
+}
+if [ ${#args[@]} -eq 0 ]; then
+  # The firehose in a node of its own (its memory figures want a fresh
+  # node), then let the 1-2 GB it wrote reach the disk before timing.
+  bench firehose
+  sync
+  sleep 2
+  bench cost rate handler
+elif [ ${#erl_args[@]} -gt 0 ]; then
+  bench "${erl_args[@]}"
 fi
 if [ ${#args[@]} -eq 0 ] || [ $run_reader = 1 ]; then
   if [ -f bench/reader.sh ]; then bash bench/reader.sh; fi
