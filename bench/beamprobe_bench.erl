@@ -239,7 +239,9 @@ firehose(Tmp) ->
                                 output => {file, Dir},
                                 limits => #{seconds => infinity,
                                             bytes => infinity}}),
-    timer:sleep(Secs * 1000),
+    timer:sleep(Secs * 500),
+    RssHalf = rss(),
+    timer:sleep(Secs * 500),
     {ok, Info} = beamprobe:info(S),
     Rss1 = rss(), Mem1 = erlang:memory(total),
     {ok, Sum} = beamprobe:stop(S),
@@ -256,6 +258,10 @@ firehose(Tmp) ->
                Rss2 / 1.0e6]),
     io:format("erlang:memory(total) before ~.1f MB, after ~.1f MB~n",
               [Mem0 / 1.0e6, Mem1 / 1.0e6]),
+    io:format("RSS at ~p s ~.1f MB, at ~p s ~.1f MB: growth in the second "
+              "half ~.1f MB (bounded: the rings are full-sized by then)~n",
+              [Secs div 2, RssHalf / 1.0e6, Secs, Rss1 / 1.0e6,
+               (Rss1 - RssHalf) / 1.0e6]),
     Own = (Rss1 - Rss0) - (Mem1 - Mem0),
     io:format("buffers: ~p producing threads x 8 MiB = ~.1f MB; RSS growth "
               "less the VM's own (erlang:memory) growth: ~.1f MB; within "
