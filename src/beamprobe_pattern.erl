@@ -3,8 +3,11 @@
 %%%
 %%% A pattern is scanned with `erl_scan' and its parts are parsed with
 %%% `erl_parse'; heads and guards are then compiled to a match
-%%% specification by this module. Errors say what is wrong and at which
-%%% column (1-based, counted in characters from the start of the pattern).
+%%% specification by {@link beamprobe_pattern_ms}, and Elixir-syntax
+%%% patterns are first translated to Erlang tokens by
+%%% {@link beamprobe_pattern_elixir}. Errors say what is wrong and at
+%%% which column (1-based, counted in characters from the start of the
+%%% pattern).
 %%%
 %%% == Call patterns (Erlang syntax, as in redbug) ==
 %%%
@@ -124,6 +127,9 @@
 -module(beamprobe_pattern).
 
 -export([parse/1, parse/2, format_error/1]).
+%% Internal: token helpers shared with beamprobe_pattern_ms and
+%% beamprobe_pattern_elixir.
+-export([anno/1, tok_text/1, plain/1]).
 
 -export_type([trace_pattern/0, call_pattern/0, message_pattern/0,
               match_spec/0, action/0, error_info/0]).
@@ -139,8 +145,9 @@
 -type trace_pattern() :: call_pattern() | message_pattern().
 -type error_info() :: {Column :: pos_integer(), Message :: string()}.
 
-%% Internal error: thrown, caught in parse/2. Loc is a token annotation,
-%% an erl_anno location {Line, Col}, or {abs, Column}.
+%% Internal error: thrown (here and by beamprobe_pattern_ms and
+%% beamprobe_pattern_elixir), caught in parse/2. Loc is a token
+%% annotation, an erl_anno location {Line, Col}, or {abs, Column}.
 -define(ERR(Loc, Msg), throw({?MODULE, Loc, Msg})).
 
 -define(PROTECTED, [io, io_lib, io_lib_format, io_lib_pretty, group,
@@ -148,29 +155,6 @@
 -define(ACTIONS, [return, stack, caller]).
 -define(OPENERS, ['(', '[', '{', '<<']).
 -define(CLOSERS, [')', ']', '}', '>>']).
-
-%% Binary operators allowed in match-spec guards.
--define(GUARD_BINOPS, ['andalso', 'orelse', 'and', 'or', 'xor',
-                       '==', '/=', '=:=', '=/=', '<', '>', '=<', '>=',
-                       '+', '-', '*', '/', 'div', 'rem',
-                       'band', 'bor', 'bxor', 'bsl', 'bsr']).
--define(GUARD_UNOPS, ['not', '-', '+', 'bnot']).
-
-%% Guard functions that match specs (OTP 25) implement.
--define(GUARD_BIFS, [{is_atom, 1}, {is_float, 1}, {is_integer, 1},
-                     {is_list, 1}, {is_number, 1}, {is_pid, 1},
-                     {is_port, 1}, {is_reference, 1}, {is_tuple, 1},
-                     {is_map, 1}, {is_map_key, 2}, {is_binary, 1},
-                     {is_function, 1}, {is_record, 3}, {abs, 1},
-                     {element, 2}, {hd, 1}, {tl, 1}, {length, 1},
-                     {map_get, 2}, {map_size, 1}, {node, 0}, {node, 1},
-                     {round, 1}, {size, 1}, {bit_size, 1}, {byte_size, 1},
-                     {trunc, 1}, {binary_part, 2}, {binary_part, 3},
-                     {float, 1}, {self, 0}]).
-%% Erlang guard functions that match specs do not implement.
--define(NON_MS_BIFS, [{tuple_size, 1}, {is_bitstring, 1}, {is_function, 2},
-                      {is_record, 2}, {min, 2}, {max, 2}, {ceil, 1},
-                      {floor, 1}]).
 
 %%% ---- API -----------------------------------------------------------------
 
@@ -239,9 +223,14 @@ compile(Str, Force) ->
     check_balance(Toks),
     {Before, Arrow} = split_top(fun is_arrow/1, Toks),
     {Head0, When0} = split_top(fun is_when/1, Before),
-    {Head, When} = case Mode of
-                       elixir -> {ex_tokens(Head0), ex_when(When0)};
-                       erlang -> {Head0, When0}
+    {Head, When} = case {Mode, When0} of
+                       {elixir, none} ->
+                           {beamprobe_pattern_elixir:translate(Head0), none};
+                       {elixir, {W, GToks}} ->
+                           {beamprobe_pattern_elixir:translate(Head0),
+                            {W, beamprobe_pattern_elixir:translate(GToks)}};
+                       {erlang, _} ->
+                           {Head0, When0}
                    end,
     P = build(Head, When, Arrow, Mode, End),
     check_safety(P, Force),
@@ -290,8 +279,6 @@ strip_dot(Toks) ->
     [?ERR(anno(T), "unexpected '.' (only the end of the pattern may have one)")
      || {dot, _} = T <- Toks1],
     Toks1.
-
-anno(T) -> element(2, T).
 
 is_arrow(T) -> lists:member(element(1, T), ['->', '::']).
 is_when(T) -> element(1, T) =:= 'when'.
@@ -391,12 +378,12 @@ build([{'receive', A} | R], When, Arrow, Mode, End) when R =:= [];
 build(HeadToks, When, Arrow, Mode, End) ->
     {M, F, What} = parse_mfa(HeadToks, End),
     {Head, Vars} = case What of
-                       {args, Args} -> compile_head(Args);
+                       {args, Args} -> beamprobe_pattern_ms:compile_head(Args);
                        {arity, N} when is_integer(N), (F =:= '_' orelse M =:= '_') ->
                            {lists:duplicate(N, '_'), #{}};
                        _ -> {'_', #{}}
                    end,
-    Alts = compile_guards(When, Vars, Mode, End, Arrow),
+    Alts = beamprobe_pattern_ms:compile_guards(When, Vars, Mode, End, Arrow),
     Actions = parse_actions(Arrow, End),
     Body = body(Actions),
     Arity = case What of
@@ -432,10 +419,10 @@ message(Kind, A, R, When, Arrow, Mode, End) ->
                 Args = parse_args(Kind, A, hd(R), Inner, Close),
                 case {Kind, length(Args)} of
                     {_, 1} ->
-                        {H, V} = compile_head(Args),
+                        {H, V} = beamprobe_pattern_ms:compile_head(Args),
                         {lists:duplicate(N - 1, '_') ++ H, V};
                     {_, N} ->
-                        compile_head(Args);
+                        beamprobe_pattern_ms:compile_head(Args);
                     {send, _} ->
                         ?ERR(anno(hd(R)), "a send pattern takes (Msg) or "
                                           "(Receiver, Msg)");
@@ -444,7 +431,7 @@ message(Kind, A, R, When, Arrow, Mode, End) ->
                                           "(Node, Sender, Msg)")
                 end
         end,
-    Alts = compile_guards(When, Vars, Mode, End, none),
+    Alts = beamprobe_pattern_ms:compile_guards(When, Vars, Mode, End, none),
     #{kind => Kind, match_spec => [{Head, Conds, []} || Conds <- Alts]}.
 
 %% Returns {Module, Function, none | {arity, N | '_'} | {args, [Expr]}}.
@@ -513,307 +500,6 @@ parse_args(_F, FA, Open, Inner, Close) ->
         {error, {Loc, erl_parse, Msg}} -> ?ERR(Loc, erl_parse:format_error(Msg))
     end.
 
-tok_text(T) ->
-    case erl_scan:text(T) of
-        undefined ->
-            case T of
-                {_, _, V} when is_atom(V) -> io_lib:format("'~ts'", [V]);
-                {string, _, V} -> io_lib:format("~tp", [V]);
-                {_, _, V} -> io_lib:format("'~tw'", [V]);
-                {C, _} -> io_lib:format("'~s'", [C])
-            end;
-        Text ->
-            "'" ++ Text ++ "'"
-    end.
-
-%% Tokens without their text, so that erl_parse quotes them in messages.
-plain(Toks) ->
-    [setelement(2, T, erl_anno:location(anno(T))) || T <- Toks].
-
-%%% ---- heads ---------------------------------------------------------------
-
-compile_head(Args) ->
-    {Terms, {Vars, _}} = lists:mapfoldl(fun pat/2, {#{}, 1}, Args),
-    {Terms, Vars}.
-
-pat({var, _, '_'}, S) ->
-    {'_', S};
-pat({var, _, V}, {Vars, N} = S) ->
-    case Vars of
-        #{V := MV} -> {MV, S};
-        _ ->
-            MV = list_to_atom("$" ++ integer_to_list(N)),
-            {MV, {Vars#{V => MV}, N + 1}}
-    end;
-pat({atom, _, '_'}, S) ->
-    {'_', S};
-pat({atom, A, X}, S) ->
-    ms_special(X) andalso
-        ?ERR(A, io_lib:format("the atom ~tw cannot be matched in a match "
-                              "spec head (it denotes a match variable)", [X])),
-    {X, S};
-pat({T, _, V}, S) when T =:= integer; T =:= float; T =:= char; T =:= string ->
-    {V, S};
-pat({nil, _}, S) ->
-    {[], S};
-pat({cons, _, H, T}, S0) ->
-    {PH, S1} = pat(H, S0),
-    {PT, S2} = pat(T, S1),
-    {[PH | PT], S2};
-pat({tuple, _, Es}, S0) ->
-    {Ps, S1} = lists:mapfoldl(fun pat/2, S0, Es),
-    {list_to_tuple(Ps), S1};
-pat({map, _, Assocs}, S0) ->
-    {KVs, S1} = lists:mapfoldl(
-                  fun({_, _, K, V}, Sx) ->
-                          Key = case const(K) of
-                                    {ok, KV} -> KV;
-                                    error -> ?ERR(anno(K), "map keys must be constants "
-                                                           "(match specs cannot bind "
-                                                           "map keys)")
-                                end,
-                          {PV, Sy} = pat(V, Sx),
-                          {{Key, PV}, Sy}
-                  end, S0, Assocs),
-    {maps:from_list(KVs), S1};
-pat({map, A, _, _}, _S) ->
-    ?ERR(A, "illegal pattern: map update");
-pat({bin, A, _} = B, S) ->
-    case const(B) of
-        {ok, Bin} -> {Bin, S};
-        error -> ?ERR(A, "binary patterns must be constant (match specs cannot "
-                         "bind parts of a binary)")
-    end;
-pat({op, A, '++', L, R}, S0) ->
-    case const(L) of
-        {ok, Prefix} when is_list(Prefix) ->
-            {PR, S1} = pat(R, S0),
-            {Prefix ++ PR, S1};
-        _ ->
-            ?ERR(A, "illegal pattern: the left side of '++' must be a "
-                    "constant string or list")
-    end;
-pat({op, A, _, _} = E, S) ->
-    pat_const(A, E, S);
-pat({op, A, _, _, _} = E, S) ->
-    pat_const(A, E, S);
-pat({record, A, _, _}, _S) ->
-    ?ERR(A, "records are not supported; write the tuple, e.g. {rec, _, _}");
-pat({record, A, _, _, _}, _S) ->
-    ?ERR(A, "records are not supported; write the tuple, e.g. {rec, _, _}");
-pat({record_index, A, _, _}, _S) ->
-    ?ERR(A, "records are not supported; write the tuple, e.g. {rec, _, _}");
-pat({record_field, A, _, _, _}, _S) ->
-    ?ERR(A, "records are not supported; write the tuple, e.g. {rec, _, _}");
-pat({match, A, _, _}, _S) ->
-    ?ERR(A, "pattern aliases ('=') are not supported in match specs");
-pat(E, _S) ->
-    ?ERR(anno(E), "illegal pattern in the argument list").
-
-pat_const(A, E, S) ->
-    case const(E) of
-        {ok, V} -> {V, S};
-        error -> ?ERR(A, "illegal pattern: only constant expressions "
-                         "(such as -1) are allowed")
-    end.
-
-%% Atoms a match spec would take for a variable.
-ms_special('$_') -> true;
-ms_special('$$') -> true;
-ms_special(A) when is_atom(A) ->
-    case atom_to_list(A) of
-        [$$ | Ds] when Ds =/= [] -> lists:all(fun(C) -> C >= $0 andalso C =< $9 end, Ds);
-        _ -> false
-    end.
-
-%% Evaluates a constant expression (no variables, no calls) without
-%% running any code but arithmetic and binary construction.
-const({T, _, V}) when T =:= integer; T =:= float; T =:= char; T =:= atom;
-                      T =:= string ->
-    {ok, V};
-const({nil, _}) ->
-    {ok, []};
-const({cons, _, H, T}) ->
-    const_all([H, T], fun([VH, VT]) -> [VH | VT] end);
-const({tuple, _, Es}) ->
-    const_all(Es, fun list_to_tuple/1);
-const({map, _, Assocs}) ->
-    KVs = lists:append([[K, V] || {_, _, K, V} <- Assocs]),
-    const_all(KVs, fun(Vs) -> maps:from_list(pairs(Vs)) end);
-const({op, _, Op, E}) ->
-    const_all([E], fun([V]) -> const_op(Op, [V]) end);
-const({op, _, Op, L, R}) ->
-    const_all([L, R], fun(Vs) -> const_op(Op, Vs) end);
-const({bin, A, Elems}) ->
-    try
-        Elems1 = [{bin_element, EA, abstract(V), abstract_size(Size), Type}
-                  || {bin_element, EA, V, Size, Type} <- Elems],
-        {value, B, _} = erl_eval:expr({bin, A, Elems1}, erl_eval:new_bindings()),
-        {ok, B}
-    catch
-        throw:not_const -> error;
-        error:_ -> error
-    end;
-const(_) ->
-    error.
-
-abstract(E) ->
-    case const(E) of
-        {ok, V} -> erl_parse:abstract(V);
-        error -> throw(not_const)
-    end.
-
-abstract_size(default) -> default;
-abstract_size(E) -> abstract(E).
-
-pairs([K, V | Rest]) -> [{K, V} | pairs(Rest)];
-pairs([]) -> [].
-
-const_all(Es, Build) ->
-    Vs = [const(E) || E <- Es],
-    case lists:all(fun(R) -> R =/= error end, Vs) of
-        true ->
-            try {ok, Build([V || {ok, V} <- Vs])}
-            catch error:_ -> error
-            end;
-        false ->
-            error
-    end.
-
-const_op(Op, Args) ->
-    Pure = ?GUARD_BINOPS ++ ['++', '--'],
-    case lists:member(Op, Pure) orelse
-        (lists:member(Op, ?GUARD_UNOPS) andalso length(Args) =:= 1) of
-        true when Op =:= 'andalso' -> [A, B] = Args, A andalso B;
-        true when Op =:= 'orelse' -> [A, B] = Args, A orelse B;
-        true -> apply(erlang, Op, Args);
-        false -> erlang:error(badarg)
-    end.
-
-%%% ---- guards --------------------------------------------------------------
-
-compile_guards(none, _Vars, _Mode, _End, _Arrow) ->
-    [[]];
-compile_guards({_W, []}, _Vars, _Mode, End, Arrow) ->
-    Loc = case Arrow of {ArTok, _} -> anno(ArTok); none -> End end,
-    ?ERR(Loc, "expected a guard after 'when'");
-compile_guards({W, GToks}, Vars, Mode, End, Arrow) ->
-    WA = anno(W),
-    EA = case Arrow of {ArTok, _} -> anno(ArTok); none -> End end,
-    Form = plain([{atom, WA, f}, {'(', WA}, {')', WA}, {'when', WA} | GToks]
-                 ++ [{'->', EA}, {atom, EA, ok}, {dot, EA}]),
-    case erl_parse:parse_form(Form) of
-        {ok, {function, _, f, 0, [{clause, _, [], Gs, _}]}} ->
-            [[guard(E, Vars, Mode) || E <- Seq] || Seq <- Gs];
-        {error, {Loc, erl_parse, _}} when Arrow =:= none, Loc =:= EA ->
-            ?ERR(Loc, "incomplete guard");
-        {error, {Loc, erl_parse, Msg}} ->
-            ?ERR(Loc, erl_parse:format_error(Msg))
-    end.
-
-guard({var, A, '_'}, _Vars, _Mode) ->
-    ?ERR(A, "'_' cannot be used in a guard");
-guard({var, A, V}, Vars, _Mode) ->
-    case Vars of
-        #{V := MV} -> MV;
-        _ -> ?ERR(A, io_lib:format("variable '~ts' is unbound (a guard can only use "
-                                   "variables of the argument list)", [V]))
-    end;
-guard({atom, _, X}, _Vars, _Mode) ->
-    case X =:= '_' orelse lists:prefix("$", atom_to_list(X)) of
-        true -> {const, X};
-        false -> X
-    end;
-guard({T, _, V}, _Vars, _Mode) when T =:= integer; T =:= float; T =:= char;
-                                    T =:= string ->
-    V;
-guard({nil, _}, _Vars, _Mode) ->
-    [];
-guard({cons, _, H, T}, Vars, Mode) ->
-    [guard(H, Vars, Mode) | guard(T, Vars, Mode)];
-guard({tuple, _, Es}, Vars, Mode) ->
-    {list_to_tuple([guard(E, Vars, Mode) || E <- Es])};
-guard({map, A, Assocs}, Vars, Mode) ->
-    maps:from_list(
-      [case Kind of
-           map_field_assoc ->
-               case const(K) of
-                   {ok, KV} -> {KV, guard(V, Vars, Mode)};
-                   error -> ?ERR(anno(K), "map keys must be constants")
-               end;
-           map_field_exact ->
-               ?ERR(A, "illegal guard expression: use '=>' to build a map")
-       end || {Kind, _, K, V} <- Assocs]);
-guard({bin, A, _} = B, _Vars, _Mode) ->
-    case const(B) of
-        {ok, Bin} -> Bin;
-        error -> ?ERR(A, "illegal guard expression: binaries in guards must be "
-                         "constant")
-    end;
-guard({op, _, '-', {T, _, N}}, _Vars, _Mode) when T =:= integer; T =:= float ->
-    -N;
-guard({op, A, Op, E}, Vars, Mode) ->
-    lists:member(Op, ?GUARD_UNOPS) orelse
-        ?ERR(A, io_lib:format("illegal guard expression: operator '~s'", [Op])),
-    {Op, guard(E, Vars, Mode)};
-guard({op, A, Op, L, R}, Vars, Mode) ->
-    lists:member(Op, ?GUARD_BINOPS) orelse
-        ?ERR(A, io_lib:format("illegal guard expression: operator '~s' is not "
-                              "allowed in guards", [Op])),
-    {Op, guard(L, Vars, Mode), guard(R, Vars, Mode)};
-guard({call, A, {remote, _, {atom, _, erlang}, {atom, _, F}}, Args}, Vars, Mode) ->
-    guard_call(A, F, Args, Vars, Mode);
-guard({call, A, {remote, _, {atom, _, M}, {atom, _, F}}, Args}, _Vars, _Mode) ->
-    ?ERR(A, io_lib:format("illegal guard expression: ~tw:~tw/~b is not a guard "
-                          "function", [M, F, length(Args)]));
-guard({call, A, {atom, _, F}, Args}, Vars, Mode) ->
-    guard_call(A, F, Args, Vars, Mode);
-guard({match, A, _, _}, _Vars, _Mode) ->
-    ?ERR(A, "illegal guard expression: '=' matches, use '==' or '=:=' to compare");
-guard({record, A, _, _}, _Vars, _Mode) ->
-    ?ERR(A, "records are not supported");
-guard({record_field, A, _, _, _}, _Vars, _Mode) ->
-    ?ERR(A, "records are not supported");
-guard({record_index, A, _, _}, _Vars, _Mode) ->
-    ?ERR(A, "records are not supported");
-guard(E, _Vars, _Mode) ->
-    ?ERR(anno(E), "illegal guard expression").
-
-guard_call(A, F, Args, Vars, Mode) ->
-    N = length(Args),
-    G = fun(E) -> guard(E, Vars, Mode) end,
-    case {Mode, F, N} of
-        {elixir, elem, 2} ->
-            [T, I] = Args,
-            Index = case guard(I, Vars, Mode) of
-                        Int when is_integer(Int) -> Int + 1;
-                        Expr -> {'+', Expr, 1}
-                    end,
-            {element, Index, G(T)};
-        {elixir, is_nil, 1} ->
-            {'==', G(hd(Args)), nil};
-        {elixir, is_map_key, 2} ->
-            [Map, Key] = Args,
-            {is_map_key, G(Key), G(Map)};
-        {elixir, Op, 2} when Op =:= 'div'; Op =:= 'rem' ->
-            list_to_tuple([Op | [G(E) || E <- Args]]);
-        {_, is_boolean, 1} ->
-            X = G(hd(Args)),
-            {'orelse', {'=:=', X, true}, {'=:=', X, false}};
-        _ ->
-            case {lists:member({F, N}, ?GUARD_BIFS),
-                  lists:member({F, N}, ?NON_MS_BIFS)} of
-                {true, _} ->
-                    list_to_tuple([F | [G(E) || E <- Args]]);
-                {_, true} ->
-                    ?ERR(A, io_lib:format("guard function ~tw/~b is not supported "
-                                          "by match specs", [F, N]));
-                _ ->
-                    ?ERR(A, io_lib:format("illegal guard expression: ~tw/~b is not "
-                                          "a guard function", [F, N]))
-            end
-    end.
-
 %%% ---- actions -------------------------------------------------------------
 
 parse_actions(none, _End) ->
@@ -879,7 +565,7 @@ describe({M, '_', _}) -> io_lib:format("a pattern on every function of ~tw", [M]
 describe({M, F, '_'}) -> io_lib:format("a pattern on ~tw:~tw", [M, F]);
 describe({M, F, A}) -> io_lib:format("a pattern on ~tw:~tw/~b", [M, F, A]).
 
-%%% ---- Elixir --------------------------------------------------------------
+%%% ---- character pre-scan --------------------------------------------------
 
 %% Character-level pass before erl_scan, outside quotes: a '%' would
 %% start an Erlang comment, so it is refused -- except, in Elixir, '%{' (a
@@ -914,187 +600,36 @@ prescan(M, [$\n | Rest], L, _C, Q, Acc) ->
 prescan(M, [Ch | Rest], L, C, Q, Acc) ->
     prescan(M, Rest, L, C + 1, Q, [Ch | Acc]).
 
-ex_when(none) -> none;
-ex_when({W, Toks}) -> {W, ex_tokens(Toks)}.
+%%% ---- token helpers -------------------------------------------------------
 
-%% Translates Elixir tokens (as scanned by erl_scan) to Erlang tokens.
-ex_tokens(Toks) ->
-    plain(ex(Toks, [], [])).
+%% @private
+%% @doc Internal (shared with beamprobe_pattern_ms and
+%% beamprobe_pattern_elixir): the annotation of a token or of an
+%% abstract-syntax node.
+-spec anno(tuple()) -> erl_anno:anno().
+anno(T) -> element(2, T).
 
-%% ex(Tokens, ReversedOutput, BracketStack)
-ex([], Acc, _St) ->
-    lists:reverse(Acc);
-%% ':' immediately followed by a name: an atom
-ex([{':', A}, T | R], Acc, St) when element(1, T) =/= '(' ->
-    case adjacent(A, 1, T) of
-        true -> ex(R, [{atom, A, ex_colon_atom(T)} | Acc], St);
-        false -> ex([T | R], [{':', A} | Acc], St)
-    end;
-%% aliases and ignored variables
-ex([{var, A, Name} | R], Acc, St) ->
-    case atom_to_list(Name) of
-        [$_ | _] ->
-            ex(R, [{var, A, '_'} | Acc], St);
-        First ->
-            {Segs, R1} = ex_alias(R, [First]),
-            ex(R1, [{atom, A, ex_alias_atom(Segs)} | Acc], St)
-    end;
-ex([{atom, A, N} = T | R], Acc, St) ->
+%% @private
+%% @doc Internal (shared with beamprobe_pattern_elixir): a token as it
+%% reads in an error message, quoted, e.g. `"'foo'"'.
+-spec tok_text(erl_scan:token()) -> io_lib:chars().
+tok_text(T) ->
     case erl_scan:text(T) of
-        [$' | _] ->
-            ex(R, [{string, A, atom_to_list(N)} | Acc], St);
+        undefined ->
+            case T of
+                {_, _, V} when is_atom(V) -> io_lib:format("'~ts'", [V]);
+                {string, _, V} -> io_lib:format("~tp", [V]);
+                {_, _, V} -> io_lib:format("'~tw'", [V]);
+                {C, _} -> io_lib:format("'~s'", [C])
+            end;
         Text ->
-            {Name, Len, R1} = ex_suffix(N, length(Text), A, R),
-            Prev = case Acc of [P | _] -> element(1, P); [] -> none end,
-            case R1 of
-                [{':', CA} | R2] when Prev =/= '.' ->
-                    case adjacent(A, Len, {':', CA}) of
-                        true ->
-                            case St of
-                                [map | _] -> ok;
-                                _ -> ?ERR(A, "keyword lists are not supported; "
-                                             "write a list of tuples")
-                            end,
-                            ex(R2, [{':=', CA}, {atom, A, Name} | Acc], St);
-                        false ->
-                            ex(R1, [ex_name(Name, A, Prev, R1) | Acc], St)
-                    end;
-                _ ->
-                    ex(R1, [ex_name(Name, A, Prev, R1) | Acc], St)
-            end
-    end;
-ex([{string, A, S} = T | R], Acc, St) ->
-    string:find(erl_scan:text(T), "#{") =:= nomatch orelse
-        ?ERR(A, "string interpolation is not supported"),
-    Bin = [{'>>', A}, {atom, A, utf8}, {'/', A}, {string, A, S}, {'<<', A}],
-    ex(R, Bin ++ Acc, St);
-ex([{'!', A}, {'=', _} = T | R], Acc, St) ->
-    case adjacent(A, 1, T) of
-        true -> ex(R, [{'/=', A} | Acc], St);
-        false -> ex([T | R], [{'not', A} | Acc], St)
-    end;
-ex([{'!', A}, {'==', _} = T | R], Acc, St) ->
-    case adjacent(A, 1, T) of
-        true -> ex(R, [{'=/=', A} | Acc], St);
-        false -> ex([T | R], [{'not', A} | Acc], St)
-    end;
-ex([{'!', A} | R], Acc, St) ->
-    ex(R, [{'not', A} | Acc], St);
-ex([{'==', A}, {'=', _} = T | R], Acc, St) ->
-    case adjacent(A, 2, T) of
-        true -> ex(R, [{'=:=', A} | Acc], St);
-        false -> ex([T | R], [{'==', A} | Acc], St)
-    end;
-ex([{'<=', A} | R], Acc, St) ->
-    ex(R, [{'=<', A} | Acc], St);
-ex([{'&', A}, {'&', _} = T | R], Acc, St) ->
-    case adjacent(A, 1, T) of
-        true -> ex(R, [{'andalso', A} | Acc], St);
-        false -> ?ERR(A, "captures (&) are not supported")
-    end;
-ex([{'&', A} | _], _Acc, _St) ->
-    ?ERR(A, "captures (&) are not supported");
-ex([{'||', A} | R], Acc, St) ->
-    ex(R, [{'orelse', A} | Acc], St);
-ex([{'<', A}, {'>', _} = T | R], Acc, St) ->
-    case adjacent(A, 1, T) of
-        true -> ?ERR(A, "the '<>' operator is not supported");
-        false -> ex([T | R], [{'<', A} | Acc], St)
-    end;
-ex([{'|', A}, {'>', _} = T | R], Acc, St) ->
-    case adjacent(A, 1, T) of
-        true -> ?ERR(A, "the pipe operator '|>' is not supported");
-        false -> ex([T | R], [{'|', A} | Acc], St)
-    end;
-ex([{'#', A}, {'{', B} | R], Acc, St) ->
-    ex(R, [{'{', B}, {'#', A} | Acc], [map | St]);
-ex([{C, _} = T | R], Acc, St) when C =:= '('; C =:= '['; C =:= '{'; C =:= '<<' ->
-    ex(R, [T | Acc], [other | St]);
-ex([{C, _} = T | R], Acc, St) when C =:= ')'; C =:= ']'; C =:= '}'; C =:= '>>' ->
-    ex(R, [T | Acc], case St of [_ | St1] -> St1; [] -> [] end);
-ex([{W, A} | R], Acc, St) when W =:= 'and'; W =:= 'or' ->
-    Op = case W of 'and' -> 'andalso'; 'or' -> 'orelse' end,
-    ex(R, [{Op, A} | Acc], St);
-ex([{W, A} = T | R], Acc, St) ->
-    case erl_scan:reserved_word(W) of
-        true ->
-            Prev = case Acc of [P | _] -> element(1, P); [] -> none end,
-            Next = case R of [N | _] -> element(1, N); [] -> none end,
-            Keep = ['when', 'not', 'andalso', 'orelse'],
-            Out = if
-                      Prev =:= '.'; Next =:= '(' -> {atom, A, W};
-                      W =:= 'div'; W =:= 'rem' -> T;
-                      true ->
-                          case lists:member(W, Keep) of
-                              true -> T;
-                              false -> {var, A, W}
-                          end
-                  end,
-            ex(R, [Out | Acc], St);
-        false ->
-            ex(R, [T | Acc], St)
-    end;
-ex([T | R], Acc, St) ->
-    ex(R, [T | Acc], St).
-
-%% An atom name: a function name (after '.' or before '('), true/false/nil,
-%% or else an Elixir variable.
-ex_name(in, A, Prev, _R) when Prev =/= '.' ->
-    ?ERR(A, "the 'in' operator is not supported; combine '==' tests with 'or'");
-ex_name(Name, A, Prev, R) ->
-    Next = case R of [N | _] -> element(1, N); [] -> none end,
-    case Prev =:= '.' orelse Next =:= '(' orelse
-        lists:member(Name, [true, false, nil]) of
-        true -> {atom, A, Name};
-        false -> {var, A, Name}
+            "'" ++ Text ++ "'"
     end.
 
-%% Joins a trailing '?' or '!' written right after a name (valid?, run!).
-ex_suffix(N, Len, A, [{Ch, _} = T | R] = R0) when Ch =:= '?'; Ch =:= '!' ->
-    BangOp = Ch =:= '!' andalso
-        case R of
-            [{Eq, _} = E | _] when Eq =:= '='; Eq =:= '==' -> adjacent(anno(T), 1, E);
-            _ -> false
-        end,
-    case adjacent(A, Len, T) andalso not BangOp of
-        true -> {list_to_atom(atom_to_list(N) ++ atom_to_list(Ch)), Len + 1, R};
-        false -> {N, Len, R0}
-    end;
-ex_suffix(N, Len, _A, R) ->
-    {N, Len, R}.
-
-ex_colon_atom({atom, _, N}) -> N;
-ex_colon_atom({var, _, N}) -> N;
-ex_colon_atom({string, A, S}) ->
-    try list_to_atom(S)
-    catch error:_ -> ?ERR(A, "atom too long")
-    end;
-ex_colon_atom({W, A}) ->
-    case erl_scan:reserved_word(W) of
-        true -> W;
-        false -> ?ERR(A, io_lib:format("unexpected '~s' after ':'", [W]))
-    end;
-ex_colon_atom(T) ->
-    ?ERR(anno(T), io_lib:format("expected an atom name after ':', found ~ts",
-                                [tok_text(T)])).
-
-ex_alias([{'.', _}, {var, _, N} | R] = R0, Segs) ->
-    case atom_to_list(N) of
-        [C | _] = S when C >= $A, C =< $Z -> ex_alias(R, [S | Segs]);
-        _ -> {lists:reverse(Segs), R0}
-    end;
-ex_alias(R, Segs) ->
-    {lists:reverse(Segs), R}.
-
-ex_alias_atom(["Elixir" | _] = Segs) ->
-    list_to_atom(lists:flatten(lists:join(".", Segs)));
-ex_alias_atom(Segs) ->
-    list_to_atom(lists:flatten(["Elixir." | lists:join(".", Segs)])).
-
-%% Whether token T starts right after the Len characters starting at A.
-adjacent(A, Len, T) ->
-    {L1, C1} = erl_anno:location(A),
-    case erl_anno:location(anno(T)) of
-        {L1, C2} -> C2 =:= C1 + Len;
-        _ -> false
-    end.
+%% @private
+%% @doc Internal (shared with beamprobe_pattern_ms and
+%% beamprobe_pattern_elixir): tokens without their text, so that
+%% erl_parse quotes them in messages.
+-spec plain([erl_scan:token()]) -> [erl_scan:token()].
+plain(Toks) ->
+    [setelement(2, T, erl_anno:location(anno(T))) || T <- Toks].

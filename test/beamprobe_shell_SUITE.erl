@@ -1,19 +1,13 @@
-%%% @doc Tests of the shell API (beamprobe:calls/2,3, messages/2,3,
-%%% clear/0), of Erlang handler sinks (flow control, several sinks, per-sink
-%%% filters) and of concurrent sessions, through what a user sees: the lines
-%%% printed into an io server.
+%%% @doc Tests of the shell API (beamprobe:calls/2,3, messages/2,3) through
+%%% what a user sees, the lines printed into an io server: count, rate and
+%%% time limits, the pattern language (guards, actions, Elixir modules,
+%%% caller and stack, message patterns, procs), printing, and bad inputs
+%%% with their error texts.  Handlers, sinks, concurrent sessions, clear/0
+%%% and the remote shell are in beamprobe_handler_SUITE; the shared helpers
+%%% (capture io server, traced module `bpsh_target') in beamprobe_shell_lib.
 %%%
-%%% Printed output goes to a capture process (cap_*/N below): a minimal io
-%%% server that accumulates every put_chars request, on this node (or, in
-%%% remote_shell, on this node while the session runs on a peer node, as
-%%% with `erl -remsh').
-%%%
-%%% The traced functions live in `bpsh_target' (and `Elixir.Bpsh.Target'),
-%%% compiled from source in init_per_suite: the pattern language refuses
-%%% beamprobe* modules (the tracer's own) without `force'.
-%%%
-%%% Run: make && ct_run -noshell -pa ebin -dir test -suite beamprobe_shell_SUITE
-%%%      -logdir _build/ct_logs
+%%% Run: make && ct_run -noshell -pa ebin -pa _build/test -dir test
+%%%      -suite beamprobe_shell_SUITE -logdir _build/ct_logs
 -module(beamprobe_shell_SUITE).
 
 -include_lib("common_test/include/ct.hrl").
@@ -29,16 +23,19 @@
          patterns_caller_stack/1,
          messages_pattern/1, messages_pattern_ports/1, procs_option/1,
          printer_indent_bounded/1,
-         handler_flow_control/1, handler_flow_control_credits_2/1,
-         handler_every_event/1, several_sinks/1, sink_filter/1,
-         concurrent_sessions/1, clear_restores/1, remote_shell/1,
          bad_inputs/1, format_errors/1]).
-%% Capture io server and peer-side helper (spawned by MFA).
--export([cap_loop/1, remote_shell_proc/3]).
 
 -define(L, beamprobe_test_lib).
 -define(T, bpsh_target).
 -define(H, beamprobe_test_handler).
+
+-import(beamprobe_shell_lib,
+        [cap/0, cap_text/1, lines/1, event_lines/1, dropped_lines/1,
+         wait_text/3, indent/1, what/1, ok_calls/3, the_session/0,
+         wait_no_session/0, worker/0, run/2, no_pattern/1,
+         beamprobe_tracer/1]).
+-import(beamprobe_test_lib,
+        [stop/1]).
 
 %%% ------------------------------------------------------------------------
 %%% Setup
@@ -47,8 +44,7 @@
 suite() -> [{timetrap, {seconds, 60}}].
 
 all() ->
-    [{group, limits}, {group, patterns}, {group, handlers},
-     {group, sessions}, remote_shell, bad_inputs, format_errors].
+    [{group, limits}, {group, patterns}, bad_inputs, format_errors].
 
 groups() ->
     [{limits, [], [count_limit, count_limit_exact, count_whole_module,
@@ -57,265 +53,19 @@ groups() ->
      {patterns, [], [patterns_guards_actions, patterns_elixir,
                      patterns_caller_stack,
                      messages_pattern, messages_pattern_ports, procs_option,
-                     printer_indent_bounded]},
-     {handlers, [], [handler_flow_control, handler_flow_control_credits_2,
-                     handler_every_event, several_sinks, sink_filter]},
-     {sessions, [], [concurrent_sessions, clear_restores]}].
-
-%% The traced module.  loop/3 calls F(I) for I = From..To through a remote
-%% call (so every call is a real call of the traced function).
-target_src() ->
-    "-module(bpsh_target).
-     -export([f/1, g/1, add/2, loop/3, loop_sleep/4, ping/3, spin/2]).
-     f(X) -> X * 2.
-     g(X) -> h(X) + 1.
-     h(X) -> X.
-     add(A, B) -> A + B.
-     loop(_F, I, To) when I > To -> ok;
-     loop(F, I, To) -> _ = bpsh_target:F(I), loop(F, I + 1, To).
-     loop_sleep(_F, I, To, _Ms) when I > To -> ok;
-     loop_sleep(F, I, To, Ms) ->
-         _ = bpsh_target:F(I), timer:sleep(Ms), loop_sleep(F, I + 1, To, Ms).
-     ping(_P, I, To) when I > To -> ok;
-     ping(P, I, To) ->
-         P ! {ping, I}, P ! {pong, I}, ping(P, I + 1, To).
-     spin(F, Until) ->
-         case erlang:monotonic_time(millisecond) < Until of
-             true -> loop(F, 1, 1000), spin(F, Until);
-             false -> ok
-         end.
-    ".
-
-elixir_src() ->
-    "-module('Elixir.Bpsh.Target').
-     -export([f/1]).
-     f(X) -> X * 2.
-    ".
+                     printer_indent_bounded]}].
 
 init_per_suite(Config) ->
-    case os:find_executable("babeltrace2") of
-        false -> ct:fail("babeltrace2 is not installed");
-        _ -> ok
-    end,
-    {ok, _} = application:ensure_all_started(beamprobe),
-    {module, beamprobe_nif} = code:ensure_loaded(beamprobe_nif),
-    {module, ?H} = code:ensure_loaded(?H),
-    _ = [load_src(Src) || Src <- [target_src(), elixir_src()]],
-    Config.
+    beamprobe_shell_lib:init_suite(Config).
 
 end_per_suite(_Config) ->
     ok.
 
-load_src(Src) ->
-    {Mod, Bin} = compile_src(Src),
-    {module, Mod} = code:load_binary(Mod, atom_to_list(Mod) ++ ".erl", Bin),
-    Mod.
-
-compile_src(Src) ->
-    {ok, Mod, Bin} = compile:forms(forms(Src), [return_errors]),
-    {Mod, Bin}.
-
-forms(Src) ->
-    {ok, Toks, _} = erl_scan:string(Src),
-    split_forms(Toks, []).
-
-split_forms([], []) -> [];
-split_forms([{dot, _} = D | T], Acc) ->
-    {ok, F} = erl_parse:parse_form(lists:reverse([D | Acc])),
-    [F | split_forms(T, [])];
-split_forms([Tok | T], Acc) -> split_forms(T, [Tok | Acc]).
-
 init_per_testcase(Case, Config) ->
-    ?assertEqual([], beamprobe:list()),
-    ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
-    CaseDir = filename:join(?config(priv_dir, Config), atom_to_list(Case)),
-    ok = file:make_dir(CaseDir),
-    [{case_dir, CaseDir} | Config].
+    beamprobe_shell_lib:init_case(Case, Config).
 
 end_per_testcase(_Case, _Config) ->
-    ok = beamprobe:clear(),
-    _ = [beamprobe:stop(S) || S <- beamprobe:list()],
-    %% Never let a failed case leave trace state for the next one.
-    erlang:trace_pattern({?T, '_', '_'}, false, [local]),
-    erlang:trace_pattern({?T, '_', '_'}, false, [meta]),
-    erlang:trace_pattern({lists, reverse, 1}, false, [meta]),
-    erlang:trace_pattern(send, true, []),
-    erlang:trace_pattern('receive', true, []),
-    erlang:trace(all, false, [all]),
-    ok.
-
-%%% ------------------------------------------------------------------------
-%%% Capture io server
-%%% ------------------------------------------------------------------------
-
-%% A process answering io requests; it accumulates the text of every
-%% put_chars request.  cap_text/1 returns it all as a binary.
-cap() ->
-    spawn(?MODULE, cap_loop, [[]]).
-
-cap_loop(Acc) ->
-    receive
-        {io_request, From, ReplyAs, Req} ->
-            {Reply, Acc1} = io_req(Req, Acc),
-            From ! {io_reply, ReplyAs, Reply},
-            cap_loop(Acc1);
-        {cap_text, From, Ref} ->
-            From ! {Ref, iolist_to_binary(lists:reverse(Acc))},
-            cap_loop(Acc);
-        cap_stop -> ok
-    end.
-
-io_req({put_chars, Enc, Chars}, Acc) ->
-    case unicode:characters_to_binary(Chars, Enc, unicode) of
-        B when is_binary(B) -> {ok, [B | Acc]};
-        _ -> {{error, put_chars}, Acc}
-    end;
-io_req({put_chars, Enc, M, F, A}, Acc) ->
-    try apply(M, F, A) of
-        Chars -> io_req({put_chars, Enc, Chars}, Acc)
-    catch _:_ -> {{error, F}, Acc}
-    end;
-io_req({put_chars, Chars}, Acc) -> io_req({put_chars, latin1, Chars}, Acc);
-io_req({put_chars, M, F, A}, Acc) -> io_req({put_chars, latin1, M, F, A}, Acc);
-io_req({requests, Reqs}, Acc) ->
-    lists:foldl(fun(R, {ok, A}) -> io_req(R, A);
-                   (_, Err) -> Err
-                end, {ok, Acc}, Reqs);
-io_req(getopts, Acc) -> {[{binary, false}, {encoding, unicode}], Acc};
-io_req({get_geometry, _}, Acc) -> {{error, enotsup}, Acc};
-io_req(_, Acc) -> {{error, request}, Acc}.
-
-cap_text(Cap) ->
-    Ref = make_ref(),
-    Cap ! {cap_text, self(), Ref},
-    receive {Ref, T} -> T
-    after 5000 -> ct:fail({capture_not_answering, Cap})
-    end.
-
-lines(Cap) ->
-    binary:split(cap_text(Cap), <<"\n">>, [global, trim_all]).
-
-%% Lines describing events (everything but "% beamprobe: ..." lines).
-event_lines(Cap) ->
-    [L || L <- lines(Cap), not is_meta(L)].
-
-is_meta(<<"% beamprobe:", _/binary>>) -> true;
-is_meta(_) -> false.
-
-%% Sum of the N of every "dropped N events" line.
-dropped_lines(Cap) ->
-    lists:sum([binary_to_integer(N)
-               || L <- lines(Cap),
-                  {match, [N]} <- [re:run(L, "^% beamprobe: dropped ([0-9]+) "
-                                          "events", [{capture, all_but_first,
-                                                      binary}])]]).
-
-%% Waits until the captured text contains Sub; returns elapsed ms.
-wait_text(Cap, Sub, Timeout) ->
-    try ?L:wait_until(fun() ->
-                              binary:match(cap_text(Cap),
-                                           iolist_to_binary(Sub)) =/= nomatch
-                      end, Timeout)
-    catch error:{timeout, _} ->
-            ct:fail({text_not_printed, iolist_to_binary(Sub),
-                     {within_ms, Timeout}, {printed, cap_text(Cap)}})
-    end.
-
-%% The number of spaces before the event's description.
-indent(Line) ->
-    {match, [Sp]} = re:run(Line, "^[0-9:.]+ <[0-9.]+> ( *)",
-                           [{capture, all_but_first, binary}]),
-    byte_size(Sp).
-
-%% The text of an event line after the time and process columns, without
-%% indentation: "call bpsh_target:f(1)".
-what(Line) ->
-    case re:run(Line, "^[0-9:.]+ (?:<[0-9.]+>|#Port<[0-9.]+>) +(.*)$",
-                [{capture, all_but_first, binary}]) of
-        {match, [W]} -> W;
-        nomatch -> ct:fail({unexpected_line, Line})
-    end.
-
-%%% ------------------------------------------------------------------------
-%%% Other helpers
-%%% ------------------------------------------------------------------------
-
-ok_calls(Pattern, Limit, Opts) ->
-    case beamprobe:calls(Pattern, Limit, Opts) of
-        N when is_integer(N) -> N;
-        Other -> ct:fail({calls_failed, Pattern, Limit, Other})
-    end.
-
-%% The only shell session running.
-the_session() ->
-    case [S || S <- beamprobe:list(), is_shell(S)] of
-        [S] -> S;
-        L -> ct:fail({expected_one_shell_session, L})
-    end.
-
-is_shell(S) ->
-    case beamprobe:info(S) of
-        {ok, #{tag := beamprobe_shell}} -> true;
-        _ -> false
-    end.
-
-%% The running shell session tracing MFA.
-session_of(MFA) ->
-    [S] = [S || S <- beamprobe:list(),
-                {ok, #{config := #{calls := Calls}}} <- [beamprobe:info(S)],
-                lists:keymember(MFA, 1, Calls)],
-    S.
-
-wait_no_session() ->
-    try ?L:wait_until(fun() -> beamprobe:list() =:= [] end, 3000)
-    catch error:{timeout, _} -> ct:fail({sessions_left, beamprobe:list()})
-    end.
-
-start(Spec) ->
-    case beamprobe:start(Spec) of
-        {ok, S} -> S;
-        Other -> ct:fail({start_failed, Spec, Other})
-    end.
-
-stop(S) ->
-    {ok, Sum} = beamprobe:stop(S),
-    ct:log("summary: ~p", [Sum]),
-    Sum.
-
-%% Handler messages.
-handler_pid() ->
-    receive {handler_init, H} -> H
-    after 5000 -> ct:fail(handler_not_started)
-    end.
-
-handler_done(H) ->
-    receive {handler_done, H, Reason, Totals} -> {Reason, Totals}
-    after 10000 -> ct:fail({handler_not_done, H})
-    end.
-
-%% Every {handler_events, H, Events} received so far, in order.
-handler_events(H) ->
-    receive {handler_events, H, Evs} -> Evs ++ handler_events(H)
-    after 0 -> []
-    end.
-
-%% A process that runs bpsh_target functions on request.
-worker() ->
-    beamprobe_workload:start_worker().
-
-run(W, F) -> beamprobe_workload:run(W, F).
-
-%% Trace state left on a function: meta or local pattern.
-no_pattern(MFA) ->
-    {meta, Meta} = erlang:trace_info(MFA, meta),
-    {traced, Traced} = erlang:trace_info(MFA, traced),
-    {Meta, Traced} =:= {false, false}.
-
-beamprobe_tracer(P) ->
-    case erlang:trace_info(P, tracer) of
-        {tracer, {beamprobe_nif, _}} -> true;
-        _ -> false
-    end.
+    beamprobe_shell_lib:clear_trace_state().
 
 %%% ------------------------------------------------------------------------
 %%% 1. Count limit
@@ -394,7 +144,7 @@ count_whole_module(_Config) ->
                  [what(L) || L <- event_lines(Cap)]),
     wait_no_session(),
     ?L:pattern_removed([{?T, '_', '_'}]),
-    ?assert(lists:all(fun no_pattern/1,
+    ?assert(lists:all(fun beamprobe_shell_lib:no_pattern/1,
                       [{?T, F, A} || {F, A} <- ?T:module_info(functions)])),
     %% A list of patterns: the sum of what each matches.
     Cap2 = cap(),
@@ -718,340 +468,6 @@ printer_indent_bounded(_Config) ->
     ?assert(lists:max(Indent) =< 2 * 256).
 
 %%% ------------------------------------------------------------------------
-%%% 5-7. Handlers
-%%% ------------------------------------------------------------------------
-
-handler_flow_control(Config) ->
-    flow_control(Config, #{}, 4).
-
-handler_flow_control_credits_2(Config) ->
-    flow_control(Config, #{credits => 2}, 2).
-
-%% A slow handler (50 ms per batch) under a firehose: its mailbox never
-%% holds more than `credits' batches, the excess is dropped and counted,
-%% the handler is told, and the node's memory stays bounded.
-flow_control(_Config, SinkOpts, Credits) ->
-    erlang:garbage_collect(),
-    Mem0 = erlang:memory(total),
-    Until = erlang:monotonic_time(millisecond) + 2000,
-    Loopers = [beamprobe_workload:start_looper(
-                 self(), fun() -> ?T:spin(f, Until) end)
-               || _ <- lists:seq(1, 4)],
-    S = start(#{procs => Loopers, calls => [{?T, f, 1}],
-                limits => #{seconds => 5},
-                output => [{handler, ?H, #{sleep => 50, parent => self(),
-                                           forward => counts},
-                            SinkOpts}]}),
-    H = handler_pid(),
-    beamprobe_workload:go(Loopers),
-    {MaxQ, Samples} = sample_queue(H, Until, 0, 0),
-    _ = beamprobe_workload:wait_done(Loopers, 10000),
-    Mem1 = erlang:memory(total),
-    Sum = stop(S),
-    {_Reason, Totals} = handler_done(H),
-    ct:log("max queue ~b (~b samples), memory +~b KB~nhandler: ~p",
-           [MaxQ, Samples, (Mem1 - Mem0) div 1024, Totals]),
-    ?assert(Samples > 20),
-    ?assert(MaxQ =< Credits),
-    #{handlers := [#{delivered := Delivered, dropped := Dropped}],
-      events := Events} = Sum,
-    ?assert(Dropped > 0),
-    ?assert(Delivered > 0),
-    ?assertEqual(Events, Delivered + Dropped),
-    %% What the handler was given is what the session counts as delivered.
-    ?assertMatch(#{events := Delivered, bad := 0}, Totals),
-    %% It was told it lost events.
-    ?assertMatch(#{dropped_events := DE, dropped := D} when DE > 0 andalso
-                                                            D > 0, Totals),
-    ?assert(Mem1 - Mem0 < 50 * 1024 * 1024),
-    ?L:assert_no_trace_state(Loopers -- [P || P <- Loopers,
-                                             not is_process_alive(P)],
-                             [{?T, f, 1}]).
-
-sample_queue(H, Until, Max, N) ->
-    case erlang:monotonic_time(millisecond) < Until of
-        false -> {Max, N};
-        true ->
-            Q = case erlang:process_info(H, message_queue_len) of
-                    {message_queue_len, L} -> L;
-                    undefined -> ct:fail(handler_died)
-                end,
-            timer:sleep(10),
-            sample_queue(H, Until, max(Q, Max), N + 1)
-    end.
-
-%% A handler that keeps up gets every event.
-handler_every_event(_Config) ->
-    W = worker(),
-    S = start(#{procs => [W], calls => [{?T, f, 1}], return => false,
-                exceptions => false,
-                output => {handler, ?H, #{parent => self()}}}),
-    H = handler_pid(),
-    %% 10,000 calls at a modest rate: 500 every 5 ms.
-    [ok = run(W, fun() -> ?T:loop(f, I, I + 499), timer:sleep(5) end)
-     || I <- lists:seq(1, 10000, 500)],
-    ?L:wait_until(fun() ->
-                          {ok, #{events := E}} = beamprobe:info(S),
-                          E =:= 10000
-                  end, 5000),
-    Sum = stop(S),
-    {requested, Totals} = handler_done(H),
-    Evs = handler_events(H),
-    ?assertMatch(#{events := 10000,
-                   dropped := #{total := 0},
-                   handlers := [#{delivered := 10000, dropped := 0}]}, Sum),
-    ?assertMatch(#{calls := 10000, events := 10000, dropped_events := 0,
-                   bad := 0}, Totals),
-    ?assertEqual(10000, length(Evs)),
-    ?assertEqual([{call, W, <<"bpsh_target:f/1">>}],
-                 lists:usort([{E, P, M} || #{event := E, pid := P, mfa := M}
-                                               <- Evs])),
-    %% In order, with their arguments.
-    ?assertEqual([iolist_to_binary(["(", integer_to_list(I), ")"])
-                  || I <- lists:seq(1, 10000)],
-                 [A || #{args := A} <- Evs]),
-    beamprobe_workload:stop_worker(W).
-
-%% A file and a handler in one session see the same events.
-several_sinks(Config) ->
-    Dir = filename:join(?config(case_dir, Config), "trace"),
-    W = worker(),
-    S = start(#{procs => [W], calls => [{?T, f, 1}], return => false,
-                output => [{file, Dir},
-                           {handler, ?H, #{parent => self()}}]}),
-    H = handler_pid(),
-    ok = run(W, fun() -> ?T:loop(f, 1, 1000) end),
-    Sum = stop(S),
-    {requested, #{calls := HCalls}} = handler_done(H),
-    Evs = ?L:parse(?L:babeltrace_ok(Dir)),
-    FileCalls = ?L:events(Evs, "call", W),
-    ?assertEqual(1000, HCalls),
-    ?assertEqual(HCalls, length(FileCalls)),
-    ?assertMatch(#{events := 1000, dropped := #{total := 0},
-                   handlers := [#{delivered := 1000, dropped := 0}]}, Sum),
-    ?assertEqual([iolist_to_binary(["(", integer_to_list(I), ")"])
-                  || I <- lists:seq(1, 1000)],
-                 [?L:field(E, "args") || E <- FileCalls]),
-    beamprobe_workload:stop_worker(W).
-
-%% events => [send] on the handler: it gets sends only; the file all.
-sink_filter(Config) ->
-    Dir = filename:join(?config(case_dir, Config), "trace"),
-    W = worker(),
-    Sink = spawn(fun() -> receive stop -> ok end end),
-    S = start(#{procs => [W], calls => [{?T, f, 1}], return => false,
-                events => [send],
-                output => [{file, Dir},
-                           {handler, ?H, #{parent => self()},
-                            #{events => [send]}}]}),
-    H = handler_pid(),
-    ok = run(W, fun() -> ?T:loop(f, 1, 50), ?T:ping(Sink, 1, 10) end),
-    Sum = stop(S),
-    {requested, Totals} = handler_done(H),
-    HEvs = handler_events(H),
-    Evs = ?L:parse(?L:babeltrace_ok(Dir)),
-    ct:log("summary ~p~nhandler ~p", [Sum, Totals]),
-    ?assertEqual([send], lists:usort([E || #{event := E} <- HEvs])),
-    ?assertEqual(50, length(?L:events(Evs, "call", W))),
-    FileSends = ?L:events(Evs, "send", W),
-    ?assertEqual(length(FileSends), length(HEvs)),
-    %% 20 messages to Sink (+ the worker's reply to this process).
-    ?assertEqual(20, length([E || #{event := send, to := To} = E <- HEvs,
-                                  To =:= Sink])),
-    ?assertMatch(#{calls := 0}, Totals),
-    Sink ! stop,
-    beamprobe_workload:stop_worker(W).
-
-%%% ------------------------------------------------------------------------
-%%% 8-9. Several sessions; clear/0
-%%% ------------------------------------------------------------------------
-
-concurrent_sessions(_Config) ->
-    CapF = cap(),
-    CapG = cap(),
-    1 = ok_calls("bpsh_target:f/1", 100, #{io_server => CapF, return => true}),
-    1 = ok_calls("bpsh_target:g/1 -> return", 100, #{io_server => CapG}),
-    SF = session_of({?T, f, 1}),
-    SG = session_of({?T, g, 1}),
-    ?assertNotEqual(SF, SG),
-    %% A session of explicit processes, alongside.
-    W1 = worker(),
-    W2 = worker(),
-    W3 = worker(),
-    SP = start(#{procs => [W1, W2], calls => [{?T, add, 2}],
-                 output => {handler, ?H, #{parent => self()}}}),
-    H = handler_pid(),
-    %% Colliding sessions are refused.
-    CapX = cap(),
-    ?assertEqual({error, {conflict, SF, {calls, {?T, f, 1}}}},
-                 beamprobe:calls("bpsh_target:f/1", 5, #{io_server => CapX})),
-    ?assertEqual({error, {conflict, SG, {calls, {?T, g, 1}}}},
-                 beamprobe:calls("bpsh_target:g(X) when X > 1", 5,
-                                 #{io_server => CapX})),
-    ?assertMatch({error, {conflict, _, {calls, {?T, '_', '_'}}}},
-                 beamprobe:calls("bpsh_target", 5, #{io_server => CapX})),
-    ?assertEqual({error, {conflict, SF, {calls, {?T, f, 1}}}},
-                 beamprobe:start(#{procs => [W3], calls => [{?T, f, 1}]})),
-    ?assertEqual({error, {conflict, SP, {procs, [W2]}}},
-                 beamprobe:start(#{procs => [W2, W3],
-                                   calls => [{?T, add, 2}],
-                                   output => {handler, ?H, #{}}})),
-    ?assertEqual(<<>>, cap_text(CapX)),
-    ?assertEqual(3, length(beamprobe:list())),
-    %% Every session sees its own events.
-    ok = run(W1, fun() -> 2 = ?T:f(1), 2 = ?T:g(1), 3 = ?T:add(1, 2), ok end),
-    ok = run(W3, fun() -> 7 = ?T:add(3, 4), ok end),  % W3: not traced by SP
-    W1T = pid_to_list(W1),
-    wait_text(CapF, "returned from bpsh_target:f/1 -> 2", 2000),
-    wait_text(CapG, "returned from bpsh_target:g/1 -> 2", 2000),
-    ?assertEqual([<<"call bpsh_target:f(1)">>,
-                  <<"returned from bpsh_target:f/1 -> 2">>],
-                 [what(L) || L <- event_lines(CapF)]),
-    ?assertEqual([<<"call bpsh_target:g(1)">>,
-                  <<"returned from bpsh_target:g/1 -> 2">>],
-                 [what(L) || L <- event_lines(CapG)]),
-    ?assert(lists:all(fun(L) -> binary:match(L, list_to_binary(W1T)) =/= nomatch
-                      end, event_lines(CapF) ++ event_lines(CapG))),
-    SumP = stop(SP),
-    {requested, _} = handler_done(H),
-    ?assertEqual([{call, W1, <<"(1, 2)">>}, {return_from, W1, <<"3">>}],
-                 [{E, P, maps:get(args, M, maps:get(result, M, none))}
-                  || #{event := E, pid := P} = M <- handler_events(H)]),
-    ?assertMatch(#{events := 2}, SumP),
-    %% The shell sessions still run; clear/0 ends them.
-    ?assertEqual(lists:sort([SF, SG]), lists:sort(beamprobe:list())),
-    ok = beamprobe:clear(),
-    wait_text(CapF, "% beamprobe: session ended (requested)\n", 2000),
-    wait_text(CapG, "% beamprobe: session ended (requested)\n", 2000),
-    ?assertEqual([], beamprobe:list()),
-    [beamprobe_workload:stop_worker(W) || W <- [W1, W2, W3]],
-    ok.
-
-%% clear/0 stops every shell session and leaves nothing behind.
-clear_restores(_Config) ->
-    SendBefore = erlang:trace_info(send, match_spec),
-    RecvBefore = erlang:trace_info('receive', match_spec),
-    ct:log("before: ~p ~p", [SendBefore, RecvBefore]),
-    MFAs = [{?T, f, 1}, {?T, g, 1}, {lists, reverse, 1}],
-    Caps = [cap() || _ <- lists:seq(1, 4)],
-    [C1, C2, C3, C4] = Caps,
-    1 = ok_calls("bpsh_target:f/1", 1000, #{io_server => C1}),
-    1 = ok_calls("bpsh_target:g(X) when X > 0 -> return;stack", 1000,
-                 #{io_server => C2}),
-    1 = ok_calls(":lists.reverse([:bp_never_given | _])", 1000,
-                 #{io_server => C3}),
-    1 = beamprobe:messages("send({ping, _})", 1000, #{io_server => C4}),
-    %% A session not started from the shell API (a meta-traced call
-    %% session: the messages session above claims every process): clear/0
-    %% leaves it alone.
-    W = worker(),
-    Other = start(#{calls => [{?T, add, 2}], meta => true,
-                    output => {handler, ?H, #{}}}),
-    ?assertEqual(5, length(beamprobe:list())),
-    ?assertMatch({meta, {beamprobe_nif, _}}, erlang:trace_info({?T, f, 1}, meta)),
-    ?assertNotEqual(SendBefore, erlang:trace_info(send, match_spec)),
-    ?assertNotEqual([], [P || P <- processes(), beamprobe_tracer(P)]),
-    2 = ?T:f(1), 2 = ?T:g(1),
-    ok = beamprobe:clear(),
-    [wait_text(C, "% beamprobe: session ended (requested)\n", 2000)
-     || C <- Caps],
-    ?assertEqual([Other], beamprobe:list()),
-    _ = stop(Other),
-    ?assertEqual([], beamprobe:list()),
-    [?assert(no_pattern(MFA)) || MFA <- MFAs],
-    [?assertEqual({all, false}, erlang:trace_info(MFA, all))
-     || MFA <- [{?T, f, 1}, {?T, g, 1}]],
-    ?assertEqual(SendBefore, erlang:trace_info(send, match_spec)),
-    ?assertEqual(RecvBefore, erlang:trace_info('receive', match_spec)),
-    ?assertEqual([], [P || P <- processes() ++ erlang:ports(),
-                           beamprobe_tracer(P)]),
-    ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
-    %% clear/0 with nothing running.
-    ok = beamprobe:clear(),
-    beamprobe_workload:stop_worker(W).
-
-%%% ------------------------------------------------------------------------
-%%% 10. Remote shell
-%%% ------------------------------------------------------------------------
-
-%% As with `erl -remsh': the evaluating process runs on the traced node
-%% (the peer) and its group leader is on this node.  The lines must reach
-%% this node's capture process.
-remote_shell(Config) ->
-    case ensure_distributed() of
-        {skip, _} = Skip -> Skip;
-        ok -> remote_shell_run(Config)
-    end.
-
-ensure_distributed() ->
-    case node() of
-        nonode@nohost ->
-            _ = os:cmd("epmd -daemon"),
-            Name = list_to_atom("bpsh_ct_" ++ os:getpid()),
-            case net_kernel:start([Name, shortnames]) of
-                {ok, _} -> ok;
-                {error, R} ->
-                    {skip, lists:flatten(io_lib:format(
-                                           "distribution cannot start: ~p",
-                                           [R]))}
-            end;
-        _ -> ok
-    end.
-
-remote_shell_run(_Config) ->
-    Ebin = filename:dirname(code:which(beamprobe)),
-    {ok, Peer, Node} =
-        case peer:start_link(#{name => peer:random_name(),
-                               args => ["-pa", Ebin]}) of
-            {ok, P, N} -> {ok, P, N};
-            Err -> ct:fail({peer_start_failed, Err})
-        end,
-    try
-        %% The peer gets this suite and the traced module.
-        {Mod, Bin, File} = code:get_object_code(?MODULE),
-        {module, Mod} = erpc:call(Node, code, load_binary, [Mod, File, Bin]),
-        [{module, M} = erpc:call(Node, code, load_binary,
-                                 [M, atom_to_list(M) ++ ".erl", B])
-         || {M, B} <- [compile_src(target_src())]],
-        Cap = cap(),
-        Shell = erlang:spawn(Node, ?MODULE, remote_shell_proc,
-                             [self(), Cap, "bpsh_target:f(X) when X > 1 -> return"]),
-        R = receive {Shell, started, Res} -> Res
-            after 10000 -> ct:fail(remote_calls_timeout)
-            end,
-        ?assertEqual(1, R),
-        %% The session runs on the peer, not here.
-        ?assertEqual([], beamprobe:list()),
-        ?assertMatch([_], erpc:call(Node, beamprobe, list, [])),
-        ok = erpc:call(Node, ?T, loop, [f, 1, 3]),
-        wait_text(Cap, "% beamprobe: session ended (events)\n", 5000),
-        ct:log("~s", [cap_text(Cap)]),
-        ?assertEqual([<<"call bpsh_target:f(2)">>,
-                      <<"returned from bpsh_target:f/1 -> 4">>,
-                      <<"call bpsh_target:f(3)">>],
-                     [what(L) || L <- event_lines(Cap)]),
-        %% clear/0 on the peer: run from the "shell".
-        Shell ! {clear, self()},
-        receive {Shell, cleared, ok} -> ok
-        after 5000 -> ct:fail(remote_clear_timeout)
-        end,
-        ?assertEqual([], erpc:call(Node, beamprobe, list, [])),
-        ?assertEqual({meta, false},
-                     erpc:call(Node, erlang, trace_info, [{?T, f, 1}, meta]))
-    after
-        peer:stop(Peer)
-    end.
-
-%% The "shell" on the peer node: its group leader is Cap, on the test node.
-remote_shell_proc(Tester, Cap, Pattern) ->
-    group_leader(Cap, self()),
-    Tester ! {self(), started, beamprobe:calls(Pattern, 3)},
-    receive
-        {clear, From} -> From ! {self(), cleared, beamprobe:clear()}
-    after 30000 -> ok
-    end.
-
-%%% ------------------------------------------------------------------------
 %%% 11. Bad inputs
 %%% ------------------------------------------------------------------------
 
@@ -1109,7 +525,7 @@ bad_inputs(_Config) ->
                  beamprobe:calls("bpsh_target:f/1", 5, O#{procs => [Dead]})),
     %% Nothing was installed, nothing printed.
     ?assertEqual([], beamprobe:list()),
-    ?assert(lists:all(fun no_pattern/1,
+    ?assert(lists:all(fun beamprobe_shell_lib:no_pattern/1,
                       [{?T, F, A} || {F, A} <- ?T:module_info(functions)])),
     ?assertEqual(SendBefore, erlang:trace_info(send, match_spec)),
     ?assertEqual({flags, []}, erlang:trace_info(new, flags)),

@@ -1,6 +1,7 @@
-%%% @doc Helpers for the beamprobe Common Test suite: running babeltrace2
-%%% on a trace and parsing its text output, waiting, and checking that no
-%%% trace state is left on the node.
+%%% @doc Helpers for the beamprobe Common Test suites: suite and case
+%%% set-up shared by them, starting and stopping sessions, running
+%%% babeltrace2 on a trace and parsing its text output, waiting, and
+%%% checking that no trace state is left on the node.
 %%%
 %%% babeltrace2 prints one line per event:
 %%%
@@ -19,12 +20,133 @@
 -export([wait_until/2, wait_ended/2, elapsed_ms/1]).
 -export([pattern_removed/1, assert_no_trace_state/2, no_pattern/1,
          traced_by_others/0, dir_absent_or_empty/1]).
+%% Set-up and the helpers the suites share (imported by them).
+-export([require_tracer/0, init_case/2, clear_trace_state/0]).
+-export([dir/2, start/1, stop/1, trace/1, one/3, assert_field/3,
+         dead_pid/0, wait_dead/1, total/1, dropped/2, remote_pid/0,
+         call_args_int/1]).
 
 -include_lib("stdlib/include/assert.hrl").
 
 -type event() :: #{name := binary(), thread := integer(), key := integer(),
                    fields := #{binary() => binary() | integer()}}.
 -export_type([event/0]).
+
+%%% ------------------------------------------------------------------------
+%%% Suite and case set-up
+%%% ------------------------------------------------------------------------
+
+%% @doc For init_per_suite/1: fails unless babeltrace2 is installed;
+%% starts beamprobe and loads its NIF.
+-spec require_tracer() -> ok.
+require_tracer() ->
+    case os:find_executable("babeltrace2") of
+        false -> ct:fail("babeltrace2 is not installed");
+        _ -> ok
+    end,
+    {ok, _} = application:ensure_all_started(beamprobe),
+    {module, beamprobe_nif} = code:ensure_loaded(beamprobe_nif),
+    ok.
+
+%% @doc For init_per_testcase/2: every case starts from a node with no
+%% session and no trace state, and writes under its own directory
+%% (`case_dir' in the returned Config).
+-spec init_case(atom(), list()) -> list().
+init_case(Case, Config) ->
+    ?assertEqual([], beamprobe:list()),
+    ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
+    CaseDir = filename:join(proplists:get_value(priv_dir, Config),
+                            atom_to_list(Case)),
+    ok = file:make_dir(CaseDir),
+    [{case_dir, CaseDir} | Config].
+
+%% @doc For end_per_testcase/2: stops every session and removes every
+%% call pattern and trace flag, so that a failed case (or a bug) leaves no
+%% trace state for the next.
+-spec clear_trace_state() -> ok.
+clear_trace_state() ->
+    _ = [beamprobe:stop(S) || S <- beamprobe:list()],
+    erlang:trace_pattern({'_', '_', '_'}, false, [local]),
+    erlang:trace(all, false, [all]),
+    ok.
+
+%%% ------------------------------------------------------------------------
+%%% Shared helpers of the suites
+%%% ------------------------------------------------------------------------
+
+%% @doc Name under the case's own directory.
+-spec dir(list(), string()) -> file:filename().
+dir(Config, Name) ->
+    filename:join(proplists:get_value(case_dir, Config), Name).
+
+%% @doc Starts a session; fails the case if it cannot.
+-spec start(map()) -> pid().
+start(Spec) ->
+    case beamprobe:start(Spec) of
+        {ok, S} -> S;
+        Other -> ct:fail({start_failed, Spec, Other})
+    end.
+
+%% @doc Stops a session; returns (and logs) its summary.
+-spec stop(pid()) -> map().
+stop(S) ->
+    {ok, Sum} = beamprobe:stop(S),
+    ct:log("summary: ~p", [Sum]),
+    Sum.
+
+%% @doc The events of the trace in Dir, read by babeltrace2.
+-spec trace(file:filename()) -> [event()].
+trace(Dir) ->
+    parse(babeltrace_ok(Dir)).
+
+%% @doc The only event named Name of P (fails if none or several).
+-spec one([event()], string() | binary(), pid() | port()) -> event().
+one(Evs, Name, P) ->
+    case events(Evs, Name, P) of
+        [E] -> E;
+        L -> ct:fail({expected_one, Name, P, length(L), L})
+    end.
+
+%% @doc Asserts field K of E is V (an integer, or text).
+-spec assert_field(event(), string(), integer() | iodata()) -> ok.
+assert_field(E, K, V) when is_integer(V) ->
+    ?assertEqual({K, V}, {K, field(E, K)});
+assert_field(E, K, V) ->
+    ?assertEqual({K, iolist_to_binary(V)}, {K, field(E, K)}).
+
+%% @doc A pid of a process that has ended.
+-spec dead_pid() -> pid().
+dead_pid() ->
+    P = spawn(fun() -> ok end),
+    Ref = monitor(process, P),
+    receive {'DOWN', Ref, process, P, _} -> P end.
+
+%% @doc Waits (at most 10 s) until P has ended.
+-spec wait_dead(pid()) -> ok.
+wait_dead(P) ->
+    Ref = monitor(process, P),
+    receive {'DOWN', Ref, process, P, _} -> ok
+    after 10000 -> ct:fail({still_alive, P})
+    end.
+
+%% @doc A summary's total of dropped events, and one of its counters.
+-spec total(map()) -> non_neg_integer().
+total(#{dropped := #{total := T}}) -> T.
+-spec dropped(map(), atom()) -> non_neg_integer().
+dropped(#{dropped := D}, K) -> maps:get(K, D).
+
+%% @doc A pid on another node (for remote_process).
+-spec remote_pid() -> pid().
+remote_pid() ->
+    Node = <<"other@nohost">>,
+    binary_to_term(<<131, 88, 119, (byte_size(Node)), Node/binary,
+                     0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1>>).
+
+%% @doc The call events' integer argument ("(123)" -> 123).
+-spec call_args_int(event()) -> integer().
+call_args_int(E) ->
+    <<"(", Rest/binary>> = field(E, "args"),
+    binary_to_integer(binary:part(Rest, 0, byte_size(Rest) - 1)).
 
 %%% ------------------------------------------------------------------------
 %%% babeltrace2
