@@ -143,10 +143,8 @@ static inline void finish(struct bp_slot *sl, uint8_t *start, uint8_t *p)
 	bp_ring_commit(&sl->ring, (uint32_t)(p - start));
 }
 
-static inline uint8_t *begin(struct bp_slot *sl, uint8_t *start, int id,
-			     uint64_t key)
+static inline uint8_t *begin(uint8_t *start, int id, uint64_t key)
 {
-	(void)sl;
 	return start + bp_ev_header(start, (uint16_t)id, bp_now(), key);
 }
 
@@ -155,8 +153,7 @@ static inline uint8_t *begin(struct bp_slot *sl, uint8_t *start, int id,
  * Inside enter/leave.  A process event that does not fit is retried at the
  * entity's next event (it is not a user event, so not counted as a loss).
  */
-static void note_entity(ErlNifEnv *env, struct bp_session *s,
-			struct bp_slot *sl, ERL_NIF_TERM who, uint64_t key)
+static void note_entity(struct bp_slot *sl, ERL_NIF_TERM who, uint64_t key)
 {
 	uint64_t *seen = &sl->pid_seen[(key >> 4) % BP_PID_CACHE];
 	uint8_t *start, *p;
@@ -168,8 +165,7 @@ static void note_entity(ErlNifEnv *env, struct bp_session *s,
 						   PID_TEXT_MAX + 2);
 	if (!start)
 		return;
-	(void)s;
-	p = begin(sl, start, BP_EV_PROCESS, key);
+	p = begin(start, BP_EV_PROCESS, key);
 	n = enif_snprintf((char *)p, PID_TEXT_MAX, "%T", who);
 	if (n <= 0 || n >= PID_TEXT_MAX)
 		p[(n = 1) - 1] = '?';
@@ -182,8 +178,7 @@ static void note_entity(ErlNifEnv *env, struct bp_session *s,
 }
 
 /* Common prologue: session, slot, entity; NULL if not to be written. */
-static inline struct bp_slot *open_event(ErlNifEnv *env,
-					 struct bp_session *s,
+static inline struct bp_slot *open_event(struct bp_session *s,
 					 ERL_NIF_TERM tracee, uint64_t *key)
 {
 	struct bp_slot *sl = bp_session_enter(s);
@@ -191,7 +186,7 @@ static inline struct bp_slot *open_event(ErlNifEnv *env,
 	if (!sl)
 		return NULL;
 	*key = entity_key(tracee);
-	note_entity(env, s, sl, tracee, *key);
+	note_entity(sl, tracee, *key);
 	return sl;
 }
 
@@ -333,7 +328,7 @@ ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 	if ((tag == bp_atom.return_from && !(s->flags & BP_F_RETURN)) ||
 	    (tag == bp_atom.exception_from && !(s->flags & BP_F_EXCEPTIONS)))
 		return bp_atom.ok; /* implied by exception_trace, not asked */
-	if (!(sl = open_event(env, s, argv[2], &key)))
+	if (!(sl = open_event(s, argv[2], &key)))
 		return bp_atom.ok;
 	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE +
 							MFA_MAX +
@@ -341,7 +336,7 @@ ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 		goto out;
 	if (tag == bp_atom.call) {
 		ERL_NIF_TERM info;
-		p = begin(sl, start, BP_EV_CALL, key);
+		p = begin(start, BP_EV_CALL, key);
 		p = put_mfa(env, sl, p, argv[3], &e);
 		if (s->args_mode == BP_ARGS_FULL && e && enif_is_list(env, e[2]))
 			p += bp_term_render_args(env, e[2], &s->capture,
@@ -358,14 +353,14 @@ ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 			p = put_cstr(p, "true");
 		}
 	} else if (tag == bp_atom.return_from) {
-		p = begin(sl, start, BP_EV_RETURN_FROM, key);
+		p = begin(start, BP_EV_RETURN_FROM, key);
 		p = put_mfa(env, sl, p, argv[3], NULL);
 		p = put_term(env, s, p, opt(env, argv[4], bp_atom.extra, &found));
 	} else if (tag == bp_atom.exception_from) {
 		ERL_NIF_TERM x = opt(env, argv[4], bp_atom.extra, &found);
 		const ERL_NIF_TERM *cv;
 		int n;
-		p = begin(sl, start, BP_EV_EXCEPTION_FROM, key);
+		p = begin(start, BP_EV_EXCEPTION_FROM, key);
 		p = put_mfa(env, sl, p, argv[3], NULL);
 		if (enif_get_tuple(env, x, &n, &cv) && n == 2) {
 			p = put_atom(env, p, cv[0]);
@@ -375,7 +370,7 @@ ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 			p = put_term(env, s, p, x);
 		}
 	} else if (tag == bp_atom.return_to) {
-		p = begin(sl, start, BP_EV_RETURN_TO, key);
+		p = begin(start, BP_EV_RETURN_TO, key);
 		p = put_mfa(env, sl, p, argv[3], NULL);
 	} else {
 		goto out; /* reservation dropped: nothing published */
@@ -395,20 +390,20 @@ static ERL_NIF_TERM trace_message(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 	uint64_t key;
 	int found;
 
-	if (!s || !(sl = open_event(env, s, argv[2], &key)))
+	if (!s || !(sl = open_event(s, argv[2], &key)))
 		return bp_atom.ok;
 	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE + 8 +
 							2 * text_max(s))))
 		goto out;
 	if (is_send) {
 		ERL_NIF_TERM to = opt(env, argv[4], bp_atom.extra, &found);
-		p = begin(sl, start,
+		p = begin(start,
 			  argv[0] == bp_atom.send ? BP_EV_SEND : BP_EV_SEND_DEAD,
 			  key);
 		p = put_pid_key(p, local_pid_key(env, to));
 		p = put_term(env, s, p, to);
 	} else {
-		p = begin(sl, start, BP_EV_RECEIVE, key);
+		p = begin(start, BP_EV_RECEIVE, key);
 	}
 	p = put_term(env, s, p, argv[3]);
 	finish(sl, start, p);
@@ -464,14 +459,14 @@ static ERL_NIF_TERM trace_procs_ports(ErlNifEnv *env,
 	uint64_t key;
 	int found, id;
 
-	if (!s || !(sl = open_event(env, s, argv[2], &key)))
+	if (!s || !(sl = open_event(s, argv[2], &key)))
 		return bp_atom.ok;
 	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE + 8 +
 							2 * MFA_MAX +
 							2 * text_max(s))))
 		goto out;
 	if (tag == bp_atom.spawn || tag == bp_atom.spawned) {
-		p = begin(sl, start,
+		p = begin(start,
 			  tag == bp_atom.spawn ? BP_EV_SPAWN : BP_EV_SPAWNED,
 			  key);
 		p = put_pid_key(p, local_pid_key(env, term));
@@ -479,7 +474,7 @@ static ERL_NIF_TERM trace_procs_ports(ErlNifEnv *env,
 		p = put_mfargs(env, s, p,
 			       opt(env, argv[4], bp_atom.extra, &found));
 	} else if (tag == bp_atom.exit) {
-		p = begin(sl, start, BP_EV_EXIT, key);
+		p = begin(start, BP_EV_EXIT, key);
 		p = put_term(env, s, p, term);
 	} else if (tag == bp_atom.link || tag == bp_atom.unlink ||
 		   tag == bp_atom.getting_linked ||
@@ -488,22 +483,22 @@ static ERL_NIF_TERM trace_procs_ports(ErlNifEnv *env,
 		     : tag == bp_atom.unlink	     ? BP_EV_UNLINK
 		     : tag == bp_atom.getting_linked ? BP_EV_GETTING_LINKED
 						     : BP_EV_GETTING_UNLINKED;
-		p = begin(sl, start, id, key);
+		p = begin(start, id, key);
 		p = put_pid_key(p, entity_key(term));
 		p = put_term(env, s, p, term);
 	} else if (tag == bp_atom.register_ || tag == bp_atom.unregister) {
-		p = begin(sl, start,
+		p = begin(start,
 			  tag == bp_atom.register_ ? BP_EV_REGISTER
 						   : BP_EV_UNREGISTER,
 			  key);
 		p = put_term(env, s, p, term);
 	} else if (tag == bp_atom.open) {
-		p = begin(sl, start, BP_EV_PORT_OPEN, key);
+		p = begin(start, BP_EV_PORT_OPEN, key);
 		p = put_pid_key(p, local_pid_key(env, term));
 		p = put_term(env, s, p, term);
 		p = put_term(env, s, p, opt(env, argv[4], bp_atom.extra, &found));
 	} else if (tag == bp_atom.closed) {
-		p = begin(sl, start, BP_EV_PORT_CLOSED, key);
+		p = begin(start, BP_EV_PORT_CLOSED, key);
 		p = put_term(env, s, p, term);
 	} else {
 		goto out;
@@ -544,12 +539,12 @@ ERL_NIF_TERM bp_tracer_trace_running_procs(ErlNifEnv *env, int argc,
 	exiting = tag == bp_atom.in_exiting || tag == bp_atom.out_exiting ? 1
 		  : tag == bp_atom.out_exited				  ? 2
 									  : 0;
-	if (!s || !(sl = open_event(env, s, argv[2], &key)))
+	if (!s || !(sl = open_event(s, argv[2], &key)))
 		return bp_atom.ok;
 	if (!(start = bp_session_reserve(s, sl,
 					 BP_EVENT_HEADER_SIZE + MFA_MAX + 1)))
 		goto out;
-	p = begin(sl, start, in ? BP_EV_SCHED_IN : BP_EV_SCHED_OUT, key);
+	p = begin(start, in ? BP_EV_SCHED_IN : BP_EV_SCHED_OUT, key);
 	if (enif_is_tuple(env, argv[3]))
 		p = put_mfa(env, sl, p, argv[3], NULL);
 	else
@@ -595,11 +590,11 @@ ERL_NIF_TERM bp_tracer_trace_gc(ErlNifEnv *env, int argc,
 			if (kv[0] == keys[i])
 				enif_get_uint64(env, kv[1], &vals[i]);
 	}
-	if (!(sl = open_event(env, s, argv[2], &key)))
+	if (!(sl = open_event(s, argv[2], &key)))
 		return bp_atom.ok;
 	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE + 48)))
 		goto out;
-	p = begin(sl, start, id, key);
+	p = begin(start, id, key);
 	for (int i = 0; i < 6; i++, p += 8)
 		bp_put_u64(p, vals[i]);
 	finish(sl, start, p);

@@ -1,8 +1,9 @@
 %%% @doc The registry of running sessions: what each one traces (to refuse
 %%% a colliding session with `{conflict, Session, What}'), and the cleaner
 %%% after a session process that dies without stopping (for instance killed
-%%% with `exit(S, kill)'): it removes its trace patterns and any trace flag
-%%% still pointing at its tracer, and finalises its trace.
+%%% with `exit(S, kill)'): it removes its call and message trace patterns
+%%% and any trace flag still pointing at its tracer, and finalises its
+%%% trace (beamprobe_session:remove_tracing/6, as a stopping session does).
 %%%
 %%% Sessions register what they installed after installing; a session that
 %%% ends normally has already undone it and the janitor only forgets it.
@@ -107,8 +108,9 @@ handle_info({'DOWN', Ref, process, _, normal}, St) ->
     {noreply, maps:remove(Ref, St)};
 handle_info({'DOWN', Ref, process, _, _Abnormal}, St) ->
     case maps:take(Ref, St) of
-        {#{res := Res, patterns := Patterns, meta := Meta}, St1} ->
-            clean(Res, Patterns, Meta, St1),
+        {#{res := Res, patterns := Patterns, meta := Meta,
+           claim := Claim}, St1} ->
+            clean(Res, Patterns, Meta, Claim, St1),
             {noreply, St1};
         error ->
             {noreply, St}
@@ -116,23 +118,10 @@ handle_info({'DOWN', Ref, process, _, _Abnormal}, St) ->
 handle_info(_, St) ->
     {noreply, St}.
 
-clean(Res, Patterns, Meta, Others) ->
-    Tracer = {tracer, {beamprobe_nif, Res}},
-    _ = case trace_info(new, tracer) of
-        Tracer -> erlang:trace(new, false, [all]);
-        _ -> ok
-    end,
-    _ = [catch erlang:trace(P, false, [all])
-     || P <- processes() ++ erlang:ports(),
-        trace_info(P, tracer) =:= Tracer],
+clean(Res, Patterns, Meta, {_Procs, Claimed}, Others) ->
     InUse = lists:append([Ps || #{patterns := Ps} <- maps:values(Others)]),
-    Flag = case Meta of true -> [meta]; false -> [local] end,
-    [erlang:trace_pattern(MFA, false, Flag)
-     || MFA <- Patterns, not lists:member(MFA, InUse)],
+    MsgPats = [K || {message, K} <- Claimed],
+    ok = beamprobe_session:remove_tracing(Res, all, Patterns, Meta, MsgPats,
+                                          InUse),
     _ = beamprobe_nif:stop(Res),
     ok.
-
-%% erlang:trace_info/2 through apply: its OTP 25 spec leaves out tracers
-%% of the form {Module, State}, which dialyzer then calls impossible.
-trace_info(What, Item) ->
-    erlang:apply(erlang, trace_info, [What, Item]).

@@ -14,7 +14,7 @@
 -module(beamprobe_session).
 -behaviour(gen_server).
 
--export([start_link/2]).
+-export([start_link/2, remove_tracing/6]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -define(ANNOTATE_MAX, 100000).
@@ -493,6 +493,29 @@ abort(#st{res = Res, created_dir = Created, config = #{dir := Dir}} = St) ->
 
 %% Removes every trace flag and pattern this session set.  Idempotent.
 uninstall(#st{res = Res, traced = Traced, patterns = Pats} = St) ->
+    Meta = maps:get(meta, St#st.config),
+    Shared = beamprobe_janitor:patterns_in_use(self()),
+    ok = remove_tracing(Res, Traced, Pats, Meta, St#st.msg_patterns, Shared),
+    _ = case St#st.timer of
+        undefined -> ok;
+        T -> erlang:cancel_timer(T)
+    end,
+    St#st{traced = none, patterns = [], msg_patterns = [],
+          timer = undefined}.
+
+%% @private
+%% Removes the tracing of the session whose resource is `Res': the trace
+%% flags of every process or port traced by it (`Traced': a pid list, or
+%% `all'/`existing'/`new' to scan the node, or `none'), its call patterns
+%% (`Meta': meta or local) except those in `Shared' (still used by other
+%% sessions), and its message patterns.  Used by the session when it stops
+%% and by beamprobe_janitor when a session process dies.
+-spec remove_tracing(beamprobe_nif:session() | undefined,
+                     none | all | new | existing | [pid()],
+                     [{atom(), atom(), arity() | '_'}], boolean(),
+                     [send | 'receive'], [{atom(), atom(), arity() | '_'}]) ->
+          ok.
+remove_tracing(Res, Traced, Pats, Meta, MsgPats, Shared) ->
     Tracer = {tracer, {beamprobe_nif, Res}},
     case Traced of
         none -> ok;
@@ -504,20 +527,14 @@ uninstall(#st{res = Res, traced = Traced, patterns = Pats} = St) ->
             end,
             untrace(processes() ++ erlang:ports(), Tracer)
     end,
-    Flag = case St#st.config of
-               #{meta := true} -> [meta];
-               _ -> [local]
+    Flag = case Meta of
+               true -> [meta];
+               false -> [local]
            end,
-    _ = [message_pattern(K, true) || K <- St#st.msg_patterns],
-    Shared = beamprobe_janitor:patterns_in_use(self()),
-    [erlang:trace_pattern(MFA, false, Flag)
-     || MFA <- Pats, not lists:member(MFA, Shared)],
-    _ = case St#st.timer of
-        undefined -> ok;
-        T -> erlang:cancel_timer(T)
-    end,
-    St#st{traced = none, patterns = [], msg_patterns = [],
-          timer = undefined}.
+    _ = [message_pattern(K, true) || K <- MsgPats],
+    _ = [erlang:trace_pattern(MFA, false, Flag)
+         || MFA <- Pats, not lists:member(MFA, Shared)],
+    ok.
 
 untrace(Targets, Tracer) ->
     _ = [catch erlang:trace(P, false, [all])

@@ -20,7 +20,7 @@
          init_per_testcase/2, end_per_testcase/2]).
 -export([loss_drop_newest/1, loss_drop_oldest/1, loss_overflow_stop/1,
          count_calls/1,
-         owner_death/1, stop_restores_all/1, stop_restores_pids/1,
+         owner_death/1, session_killed/1, stop_restores_all/1, stop_restores_pids/1,
          info_and_list/1, stop_twice/1,
          limit_events/1, limit_seconds/1, limit_bytes/1,
          capture_bounded/1,
@@ -47,7 +47,8 @@ all() ->
 groups() ->
     [{loss, [], [loss_drop_newest, loss_drop_oldest, loss_overflow_stop,
                  count_calls]},
-     {lifecycle, [], [owner_death, stop_restores_all, stop_restores_pids,
+     {lifecycle, [], [owner_death, session_killed, stop_restores_all,
+                      stop_restores_pids,
                       info_and_list, stop_twice]},
      {limits, [], [limit_events, limit_seconds, limit_bytes,
                    capture_bounded]},
@@ -232,6 +233,27 @@ owner_death(Config) ->
     ?assertEqual({flags, []}, erlang:trace_info(W, flags)),
     Evs = trace(Dir),
     ?assertEqual(100, ?L:count(Evs, "call")),
+    ?W:stop_worker(W).
+
+%% The session process itself killed: the janitor removes its flags, its
+%% call patterns and its message patterns, and the trace is finalised.
+session_killed(Config) ->
+    Dir = dir(Config, "killed"),
+    W = ?W:start_worker(),
+    MFAs = [{?W, add, 2}],
+    Before = erlang:trace_info(send, match_spec),
+    S = start(#{procs => [W], calls => MFAs, events => [send],
+                messages => [{send, [{['_', {ping, '_'}], [], []}]}],
+                output => {file, Dir}}),
+    ?assertNotEqual(Before, erlang:trace_info(send, match_spec)),
+    ok = ?W:run(W, fun() -> ?W:loop_add(10) end),
+    exit(S, kill),
+    _ = ?L:wait_until(fun() -> erlang:trace_info(send, match_spec) =:= Before
+                      end, 1000),
+    ?assertEqual(Before, erlang:trace_info(send, match_spec)),
+    ?L:assert_no_trace_state([W], MFAs),
+    ?assertEqual({flags, []}, erlang:trace_info(W, flags)),
+    ?assertEqual(10, ?L:count(trace(Dir), "call")),
     ?W:stop_worker(W).
 
 %% procs => all (and existing): after stop no process or port has our

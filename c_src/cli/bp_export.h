@@ -25,4 +25,9 @@ int bp_export_speedscope(struct bp_reader *r, struct bp_out *o);
 int bp_export_folded(struct bp_reader *r, struct bp_out *o);
 int bp_export_callgrind(struct bp_reader *r, struct bp_out *o);
 
+struct bp_proc;
+/* Writes a process's label -- "<0.80.0>" or "<0.80.0> name" -- as a JSON
+ * string (export_trace_event.c; used by the JSON exporters). */
+void bp_export_json_proc_label(struct bp_out *o, const struct bp_proc *p);
+
 #endif /* BP_EXPORT_H */

@@ -128,17 +128,7 @@ static void write_profile(struct ss *s, struct bp_out *o,
 
 	bp_out_str(o, first ? "\n{\"type\":\"evented\",\"name\":"
 			    : ",\n{\"type\":\"evented\",\"name\":");
-	if (p->name) {
-		struct bp_out tmp;
-		bp_out_init_mem(&tmp);
-		bp_out_str(&tmp, bp_proc_text(p));
-		bp_out_char(&tmp, ' ');
-		bp_out_str(&tmp, p->name);
-		bp_out_json_str(o, tmp.buf ? tmp.buf : "", tmp.len);
-		bp_out_close(&tmp);
-	} else {
-		bp_out_json_str(o, bp_proc_text(p), strlen(bp_proc_text(p)));
-	}
+	bp_export_json_proc_label(o, p);
 	bp_out_str(o, ",\"unit\":\"nanoseconds\",\"startValue\":0,"
 		      "\"endValue\":");
 	bp_out_u64(o, t->last_at);

@@ -282,6 +282,22 @@ static void event(struct te *t, const struct bp_event *e)
 	}
 }
 
+void bp_export_json_proc_label(struct bp_out *o, const struct bp_proc *p)
+{
+	struct bp_out tmp;
+
+	if (!p->name) {
+		bp_out_json_str(o, bp_proc_text(p), strlen(bp_proc_text(p)));
+		return;
+	}
+	bp_out_init_mem(&tmp);
+	bp_out_str(&tmp, bp_proc_text(p));
+	bp_out_char(&tmp, ' ');
+	bp_out_str(&tmp, p->name);
+	bp_out_json_str(o, tmp.buf ? tmp.buf : "", tmp.len);
+	bp_out_close(&tmp);
+}
+
 static void thread_names(struct te *t, int pid)
 {
 	for (uint32_t i = 0; i < t->m.nprocs; i++) {
@@ -293,18 +309,7 @@ static void thread_names(struct te *t, int pid)
 				       : ",\n{\"ph\":\"M\",\"pid\":2,\"tid\":");
 		bp_out_u64(o, p->index + 1);
 		bp_out_str(o, ",\"name\":\"thread_name\",\"args\":{\"name\":");
-		if (p->name) {
-			struct bp_out tmp;
-			bp_out_init_mem(&tmp);
-			bp_out_str(&tmp, bp_proc_text(p));
-			bp_out_char(&tmp, ' ');
-			bp_out_str(&tmp, p->name);
-			bp_out_json_str(o, tmp.buf ? tmp.buf : "", tmp.len);
-			bp_out_close(&tmp);
-		} else {
-			bp_out_json_str(o, bp_proc_text(p),
-					strlen(bp_proc_text(p)));
-		}
+		bp_export_json_proc_label(o, p);
 		bp_out_str(o, "}},\n{\"ph\":\"M\",\"pid\":");
 		bp_out_char(o, pid == 1 ? '1' : '2');
 		bp_out_str(o, ",\"tid\":");
