@@ -32,17 +32,22 @@
  *   - bignums: %T converts the whole number with a temporary allocation,
  *     and the NIF API has no other way in, so the digits are read from the
  *     ERTS bignum layout (erl_term.h, stable since R13) and converted here.
- *   - bitstrings with a non-byte size (enif_inspect_binary fails on them):
- *     enif_snprintf("%.*T"), whose precision stops its byte loop, reparsed;
- *     at most BITS_MAX bytes.
+ *   - binaries and bitstrings: read from the ERTS layout (ProcBin,
+ *     ErlHeapBin, ErlSubBin of erl_binary.h, OTP 25), at most `binary`
+ *     bytes, shifted here when the data starts at a non-byte bit offset.
+ *     enif_inspect_binary copies such a binary whole (O(size): 100 ms for
+ *     100 MB), fails on a bitstring whose size is not whole bytes, and
+ *     shrinks a binary being appended to (its owner's next append then
+ *     copies it).  A binary whose layout is not recognised prints <<...>>.
  *   - floats: the shortest round-trip digits (what Ryu finds for
  *     float_to_list(F, [short])) from a bisection over "%.*e" + strtod.
  *   - pids, ports, refs and funs: %T, whose text for them is small and the
  *     same as ~p's.  Maps: enif_map_iterator order, which is ~p's in OTP 25.
  *   - term types unknown to this file print as "...".
- * Known cost outside the bound: enif_inspect_binary copies a binary that
- * starts at a non-byte bit offset (made only by matching at odd bit
- * positions); ERTS gives no way around it.
+ * Every term type is thus O(limits): tested on a 100 MB unaligned
+ * sub-binary, a 100 MB bitstring, a 10^6-digit bignum, a fun closing over
+ * a 10^7-element list, a 10^6-key map and a 10^7-element improper list
+ * (test/beamprobe_term_tests.erl).
  */
 #include "bp_term.h"
 
@@ -56,7 +61,6 @@
 #define NOINLINE __attribute__((noinline))
 
 #define BIG_DEC_WORDS 16 /* bignums up to this many words print in decimal */
-#define BITS_MAX 200	 /* bytes shown of a non-byte-sized bitstring */
 #define TMP_TEXT 1100	 /* %T text of an atom (255 chars) or fun */
 
 /* ERTS term layout (erl_term.h; long stable, checked on OTP 25). */
@@ -66,6 +70,32 @@
 #define ERTS_HEADER_POS_BIG 0x08
 #define ERTS_HEADER_NEG_BIG 0x0c
 #define ERTS_HEADER_ARITY_SHIFT 6
+#define ERTS_HEADER_REFC_BIN 0x20
+#define ERTS_HEADER_HEAP_BIN 0x24
+#define ERTS_HEADER_SUB_BIN 0x28
+
+/* ProcBin, ErlHeapBin (header, size, data...) and ErlSubBin of OTP 25's
+ * erl_binary.h. */
+struct erts_proc_bin {
+	ERL_NIF_UINT thing_word, size;
+	const void *next, *val;
+	const unsigned char *bytes;
+	ERL_NIF_UINT flags;
+};
+
+struct erts_sub_bin {
+	ERL_NIF_UINT thing_word, size, offs;
+	unsigned char bitsize, bitoffs, is_writable;
+	ERL_NIF_TERM orig;
+};
+
+/* The words of boxed term t, NULL if t is not boxed. */
+static inline const ERL_NIF_UINT *boxed(ERL_NIF_TERM t)
+{
+	if ((t & ERTS_PRIMARY_MASK) != ERTS_PRIMARY_BOXED)
+		return NULL;
+	return (const ERL_NIF_UINT *)(uintptr_t)(t & ~(ERL_NIF_TERM)ERTS_PRIMARY_MASK);
+}
 
 struct ctx {
 	ErlNifEnv *env;
@@ -284,16 +314,15 @@ static NOINLINE void put_atom(struct ctx *x, ERL_NIF_TERM t)
 /* An integer beyond 64 bits, read from its bignum words. */
 static NOINLINE void put_big(struct ctx *x, ERL_NIF_TERM t)
 {
-	const ERL_NIF_UINT *p;
+	const ERL_NIF_UINT *p = boxed(t);
 	ERL_NIF_UINT hdr, n;
 	enum { LIMBS = BIG_DEC_WORDS * sizeof(ERL_NIF_UINT) / 4 };
 	uint32_t l[LIMBS];
 	char d[LIMBS * 10 + 9];
 	size_t nl = 0, dp = sizeof d;
 
-	if ((t & ERTS_PRIMARY_MASK) != ERTS_PRIMARY_BOXED)
+	if (!p)
 		goto bad;
-	p = (const ERL_NIF_UINT *)(uintptr_t)(t & ~(ERL_NIF_TERM)ERTS_PRIMARY_MASK);
 	hdr = p[0];
 	n = hdr >> ERTS_HEADER_ARITY_SHIFT;
 	if (((hdr & ERTS_HEADER_TAG_MASK) != ERTS_HEADER_POS_BIG &&
@@ -508,67 +537,89 @@ static NOINLINE void put_float(struct ctx *x, double v)
 	put(x, b, (size_t)n);
 }
 
-/* Non-byte-sized bitstring: reparses bounded %.*T text "<<1,2,5:3>>". */
-static NOINLINE void put_bits(struct ctx *x, ERL_NIF_TERM t)
-{
-	char tmp[BITS_MAX * 4 + 32];
-	unsigned max = x->binary < BITS_MAX ? x->binary : BITS_MAX, shown = 0;
-	int more = 0, n;
-	const char *s = tmp;
+/* A bitstring as ERTS lays it out: its bytes start at bit `bitoffs` of
+ * p[0]; `size` whole bytes then `bitsize` (0-7) more bits. */
+struct bview {
+	const unsigned char *p;
+	size_t size;
+	unsigned bitoffs, bitsize;
+};
 
-	n = enif_snprintf(tmp, sizeof tmp, "%.*T", (int)max + 2, t);
-	if (n < 2 || (size_t)n >= sizeof tmp || memcmp(tmp, "<<", 2)) {
+/* Reads the bitstring t from the ERTS layout, without the copy that
+ * enif_inspect_binary makes of a binary at a non-byte bit offset and
+ * without enif_inspect_binary's side effect on a writable binary (it
+ * shrinks it, so the owner's next append copies it whole).  0 if the
+ * layout is not one this file knows (then nothing is read). */
+static int bin_view(ERL_NIF_TERM t, struct bview *v)
+{
+	const ERL_NIF_UINT *h = boxed(t), *o;
+	ERL_NIF_UINT tag, osize, offs = 0;
+
+	if (!h)
+		return 0;
+	tag = h[0] & ERTS_HEADER_TAG_MASK;
+	v->size = h[1];
+	v->bitoffs = v->bitsize = 0;
+	o = h;
+	if (tag == ERTS_HEADER_SUB_BIN) {
+		const struct erts_sub_bin *sb = (const void *)h;
+
+		offs = sb->offs;
+		v->bitoffs = sb->bitoffs;
+		v->bitsize = sb->bitsize;
+		if (v->bitoffs > 7 || v->bitsize > 7 || !(o = boxed(sb->orig)))
+			return 0;
+		tag = o[0] & ERTS_HEADER_TAG_MASK;
+	}
+	osize = o[1];
+	if (tag == ERTS_HEADER_REFC_BIN)
+		v->p = ((const struct erts_proc_bin *)o)->bytes;
+	else if (tag == ERTS_HEADER_HEAP_BIN)
+		v->p = (const unsigned char *)(o + 2);
+	else
+		return 0;
+	/* the bits shown must lie inside the original binary */
+	if (!v->p || offs > osize || v->size > osize - offs ||
+	    (v->bitoffs + v->bitsize + 7) / 8 > osize - offs - v->size)
+		return 0;
+	v->p += offs;
+	return 1;
+}
+
+/* Byte i < v->size of the bitstring. */
+static inline unsigned bv_byte(const struct bview *v, size_t i)
+{
+	const unsigned char *p = v->p + i;
+
+	if (!v->bitoffs)
+		return p[0];
+	return (unsigned char)(p[0] << v->bitoffs | p[1] >> (8 - v->bitoffs));
+}
+
+/* The last v->bitsize (1-7) bits, as an integer. */
+static unsigned bv_tail(const struct bview *v)
+{
+	const unsigned char *p = v->p + v->size;
+	unsigned w = (unsigned)p[0] << 8, end = v->bitoffs + v->bitsize;
+
+	if (end > 8)
+		w |= p[1];
+	return (w >> (16 - end)) & ((1u << v->bitsize) - 1);
+}
+
+/* A binary or bitstring: <<"text">>, <<1,2,3>> or <<1,2,5:3>>, at most
+ * `binary` bytes read, whatever its size or alignment. */
+static void put_binary(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
+{
+	struct bview b;
+	size_t n, i;
+	int text;
+
+	if (!bin_view(t, &b)) {
 		PUTS(x, "<<...>>");
 		return;
 	}
-	PUTS(x, "<<");
-	for (s += 2; *s >= '0' && *s <= '9';) {
-		const char *v = s;
-
-		while (*s >= '0' && *s <= '9')
-			s++;
-		if (*s == ':') { /* the last, partial byte: "5:3" */
-			for (s++; *s >= '0' && *s <= '9'; s++)
-				;
-			if (shown)
-				put_ch(x, ',');
-			put(x, v, (size_t)(s - v));
-			break;
-		}
-		if (shown == max) {
-			more = 1;
-			break;
-		}
-		if (shown++)
-			put_ch(x, ',');
-		put(x, v, (size_t)(s - v));
-		if (*s != ',') {
-			more = *s != '>';
-			break;
-		}
-		s++;
-	}
-	if (more && shown)
-		put_ch(x, ',');
-	if (more)
-		PUTS(x, "...");
-	PUTS(x, ">>");
-}
-
-static void put_binary(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
-{
-	ErlNifBinary b;
-	size_t n, i;
-	int text = 1;
-
-	if (!enif_inspect_binary(x->env, t, &b)) {
-		if (depth)
-			put_bits(x, t);
-		else
-			PUTS(x, "<<...>>");
-		return;
-	}
-	if (b.size == 0) {
+	if (b.size == 0 && b.bitsize == 0) {
 		PUTS(x, "<<>>");
 		return;
 	}
@@ -577,24 +628,33 @@ static void put_binary(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
 		return;
 	}
 	n = b.size < x->binary ? b.size : x->binary;
+	text = b.bitsize == 0;
 	for (i = 0; i < n && text; i++)
-		text = cls[b.data[i]] & C_PRINT;
+		text = cls[bv_byte(&b, i)] & C_PRINT;
 	if (text) {
 		PUTS(x, "<<\"");
 		for (i = 0; i < n && !x->full; i++)
-			put_esc(x, b.data[i], '"');
+			put_esc(x, bv_byte(&b, i), '"');
 		put_ch(x, '"');
 		if (b.size > n)
 			PUTS(x, "...");
-	} else {
-		PUTS(x, "<<");
-		for (i = 0; i < n && !x->full; i++) {
-			if (i)
-				put_ch(x, ',');
-			put_u64(x, b.data[i], 0);
-		}
-		if (b.size > n)
-			PUTS(x, ",...");
+		PUTS(x, ">>");
+		return;
+	}
+	PUTS(x, "<<");
+	for (i = 0; i < n && !x->full; i++) {
+		if (i)
+			put_ch(x, ',');
+		put_u64(x, bv_byte(&b, i), 0);
+	}
+	if (b.size > n) {
+		PUTS(x, ",...");
+	} else if (b.bitsize) {
+		if (n)
+			put_ch(x, ',');
+		put_u64(x, bv_tail(&b), 0);
+		put_ch(x, ':');
+		put_u64(x, b.bitsize, 0);
 	}
 	PUTS(x, ">>");
 }

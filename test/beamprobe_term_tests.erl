@@ -243,3 +243,121 @@ mfa_test() ->
     ?assertEqual(<<"'Mod':f_1/255">>, M('Mod', f_1, 255)),
     ?assertEqual(<<"'a b':'it\\'s'/3">>, M('a b', 'it\'s', 3)),
     ?assertEqual(<<"é:'€'/1"/utf8>>, M('é', list_to_atom([8364]), 1)).
+
+%% ---- O(limit) capture of huge and odd terms (issue 7, item 3) -----------
+%%
+%% Time assertions here are correctness bounds, not speed measurements: an
+%% O(size) render of these terms takes 30-200 ms (the whole 100 MB binary
+%% copied, 10^6 digits converted, ...); an O(limit) render takes a few
+%% microseconds.  Each bound is both absolute (5 ms, far above noise on a
+%% loaded 2-core machine, far below the O(size) cost) and relative (no more
+%% than 200 times a small term's render), so only a render that walks the
+%% whole term fails.
+
+%% Microseconds per render of T, best of 5 (a descheduling adds to one).
+render_us(T) ->
+    lists:min([element(1, timer:tc(fun() -> r(T) end)) || _ <- lists:seq(1, 5)]).
+
+bounded(T) ->
+    Small = lists:max([1, render_us({a, 1, <<"x">>})]),
+    Us = render_us(T),
+    ?assert(Us < 5000),
+    ?assert(Us < 200 * Small + 1000),
+    Us.
+
+%% <<_:3, Odd:(100 bsl 20)/binary, _:5>>: a sub-binary at bit offset 3,
+%% which enif_inspect_binary would copy whole.
+unaligned(Size) ->
+    Whole = <<0:3, (binary:copy(<<"ab">>, Size div 2))/binary, 0:5>>,
+    <<_:3, Odd:Size/binary, _:5>> = Whole,
+    Odd.
+
+unaligned_huge_binary_test_() ->
+    {timeout, 120, fun() ->
+        Odd = unaligned(100 bsl 20),
+        ?assertEqual(<<"<<\"abab\"...>>">>, r(Odd, #{binary => 4})),
+        bounded(Odd)
+    end}.
+
+huge_bitstring_test_() ->
+    {timeout, 120, fun() ->
+        Bits = <<(binary:copy(<<1>>, 100 bsl 20))/binary, 5:3>>,
+        ?assertEqual(<<"<<1,1,...>>">>, r(Bits, #{binary => 2})),
+        bounded(Bits),
+        <<_:1, OddBits/bitstring>> = Bits,
+        ?assertEqual(<<"<<2,2,...>>">>, r(OddBits, #{binary => 2})),
+        bounded(OddBits)
+    end}.
+
+%% Every alignment, every tail length, heap and refc binaries, sub-binaries
+%% of both: the bytes read from the ERTS layout are the term's bytes.
+unaligned_bitstrings_test() ->
+    rand:seed(exsss, {3, 1, 4}),
+    Srcs = [rand:bytes(N) || N <- [1, 2, 3, 17, 63, 64, 65, 200]],
+    Terms = [B || Src <- Srcs, Off <- lists:seq(0, 7), Tail <- lists:seq(0, 7),
+                  Len <- [0, 1, byte_size(Src) * 8 - 9],
+                  Len >= 0, Off + Len + Tail =< byte_size(Src) * 8,
+                  <<_:Off, B:(Len + Tail)/bitstring, _/bitstring>> <- [Src]]
+        ++ [<<"printable">>, <<1:1, "abc">>, <<0:2, "hello", 0:6>>],
+    [begin
+         ?assertEqual(p(T), full(T)),
+         ?assertEqual(p(T), full(binary_to_term(term_to_binary(T))))
+     end || T <- Terms, is_binary(T) orelse bit_size(T) > 0],
+    %% a refc binary (> 64 bytes) cut at an odd bit offset, printable
+    Text = binary:copy(<<"xyz">>, 100),
+    <<_:5, T1:300/binary, _:3>> = <<0:5, Text/binary, 0:3>>,
+    ?assertEqual(p(T1), full(T1)).
+
+%% A binary being appended to (a writable refc binary) is read in place.
+writable_binary_test() ->
+    B = lists:foldl(fun(I, Acc) -> <<Acc/binary, I>> end, <<>>, lists:seq(1, 300)),
+    ?assertEqual(p(B), full(B)),
+    B2 = <<B/binary, 7>>,
+    ?assertEqual(p(B2), full(B2)).
+
+million_digit_bignum_test() ->
+    Big = (1 bsl 3321928) + 12345,  % 1,000,000 decimal digits
+    Text = r(Big),
+    ?assertMatch(<<"16#", _/binary>>, Text),
+    ?assert(byte_size(Text) =< 512),
+    bounded(Big),
+    bounded(-Big).
+
+fun_with_huge_environment_test_() ->
+    {timeout, 120, fun() ->
+        L = lists:seq(1, 10000000),
+        F = fun() -> length(L) end,
+        ?assertMatch(<<"#Fun<beamprobe_term_tests.", _/binary>>, r(F)),
+        bounded(F),
+        bounded({F, [F]})
+    end}.
+
+million_key_map_test_() ->
+    {timeout, 120, fun() ->
+        M = maps:from_list([{I, I} || I <- lists:seq(1, 1000000)]),
+        Text = r(M, #{list => 3}),
+        ?assertMatch({match, _}, re:run(Text, "^#\\{([0-9]+ => [0-9]+,){3}\\.\\.\\.\\}$")),
+        bounded(M)
+    end}.
+
+huge_improper_list_test_() ->
+    {timeout, 120, fun() ->
+        L = lists:foldl(fun(I, A) -> [I | A] end, tail, lists:seq(1, 10000000)),
+        ?assertEqual(<<"[10000000,9999999|...]">>, r(L, #{list => 2})),
+        bounded(L),
+        S = lists:foldl(fun(_, A) -> [$a | A] end, tail, lists:seq(1, 10000000)),
+        bounded(S),
+        bounded({L, S, [L | S]})
+    end}.
+
+long_atoms_refs_pids_test() ->
+    A = list_to_atom(lists:duplicate(255, 8364)),
+    ?assert(byte_size(r(A)) =< 512),
+    bounded(A),
+    bounded({make_ref(), self(), hd(erlang:ports()), A}),
+    %% an external pid, port and reference (made by binary_to_term)
+    Ext = [binary_to_term(<<131, 88, 100, 0, 7, "a@b.com", 0:32, 1:32, 2:32>>),
+           binary_to_term(<<131, 120, 100, 0, 7, "a@b.com", 0:64, 2:32>>),
+           binary_to_term(<<131, 90, 0, 3, 100, 0, 7, "a@b.com", 2:32, 1:32, 2:32, 3:32>>)],
+    [?assertEqual(p(E), full(E)) || E <- Ext],
+    bounded(Ext).
