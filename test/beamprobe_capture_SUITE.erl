@@ -1,0 +1,99 @@
+%%% @doc A traced call whose arguments are huge, odd terms must not hurt the
+%%% node (issue 7, item 3): capture costs O(capture limits), whatever the
+%%% term.  A node with one scheduler runs a process whose 10 ms timer must
+%%% keep firing on time while another process makes traced calls whose
+%%% three arguments are each a 100 MB sub-binary at bit offset 3
+%%% (`<<_:3, Odd:(100 bsl 20)/binary, _:5>>').  Before the renderer read
+%%% binaries in place, each such argument was copied whole in the traced
+%%% process (about 100 ms per argument on this machine), so every call event
+%%% held the only scheduler for about 300 ms and the timer fired that late.
+%%%
+%%% The lateness bound (100 ms) is a correctness bound far from noise: an
+%%% O(size) capture costs about 3x that per event, an O(limit) one a few
+%%% microseconds; only an unbounded copy of the term fails it.
+-module(beamprobe_capture_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, suite/0, init_per_suite/1, end_per_suite/1,
+         init_per_testcase/2, end_per_testcase/2]).
+-export([unaligned_argument_timer/1]).
+%% Run in the one-scheduler peer node.
+-export([peer_run/1, target/3]).
+
+-define(L, beamprobe_test_lib).
+-define(CALLS, 10).
+-define(MAX_LATE_MS, 100).
+
+suite() -> [{timetrap, {minutes, 3}}].
+
+all() -> [unaligned_argument_timer].
+
+init_per_suite(Config) ->
+    ok = ?L:require_tracer(),
+    Config.
+
+end_per_suite(_Config) -> ok.
+
+init_per_testcase(Case, Config) -> ?L:init_case(Case, Config).
+
+end_per_testcase(_Case, _Config) -> ?L:clear_trace_state().
+
+unaligned_argument_timer(Config) ->
+    Dir = ?L:dir(Config, "trace"),
+    Paths = lists:usort([filename:dirname(code:which(M))
+                         || M <- [beamprobe, beamprobe_nif, ?MODULE]]),
+    {ok, Peer, _} = peer:start_link(#{connection => standard_io,
+                                   args => ["+S", "1:1", "+SDio", "1"]
+                                       ++ lists:append([["-pa", P] || P <- Paths])}),
+    try
+        1 = peer:call(Peer, erlang, system_info, [schedulers_online]),
+        {MaxLate, Ticks, Sum} = peer:call(Peer, ?MODULE, peer_run, [Dir], 120000),
+        ct:log("max timer lateness ~p ms over ~p ticks; summary ~p",
+               [MaxLate, Ticks, Sum]),
+        ?assert(Ticks > 0),
+        ?assert(MaxLate < ?MAX_LATE_MS),
+        ?assertEqual(0, ?L:total(Sum)),
+        Evs = ?L:trace(Dir),
+        Calls = ?L:events(Evs, "call"),
+        ?assertEqual(?CALLS, length(Calls)),
+        [?assertMatch(<<"(<<\"abab", _/binary>>, ?L:field(E, "args")) || E <- Calls]
+    after
+        peer:stop(Peer)
+    end.
+
+%% In the peer: a ticker, then ?CALLS traced calls with three 100 MB
+%% unaligned arguments; returns the ticker's maximum lateness (ms), its tick
+%% count and the session summary.
+peer_run(Dir) ->
+    {ok, _} = application:ensure_all_started(beamprobe),
+    Whole = <<0:3, (binary:copy(<<"ab">>, 50 bsl 20))/binary, 0:5>>,
+    <<_:3, Odd:(100 bsl 20)/binary, _:5>> = Whole,
+    {ok, S} = beamprobe:start(#{calls => [{?MODULE, target, 3}],
+                                output => {file, Dir}}),
+    Self = self(),
+    Ticker = spawn_link(fun() -> tick(Self, 0, 0) end),
+    timer:sleep(50),
+    Caller = spawn_link(fun() ->
+        [begin ?MODULE:target(Odd, Odd, Odd), timer:sleep(20) end
+         || _ <- lists:seq(1, ?CALLS)],
+        Self ! calls_done
+    end),
+    receive calls_done -> ok after 100000 -> exit({timeout, Caller}) end,
+    Ticker ! {stop, self()},
+    {MaxLate, Ticks} = receive {ticker, M, T} -> {M, T} end,
+    {ok, Sum} = beamprobe:stop(S),
+    {MaxLate, Ticks, Sum}.
+
+target(A, B, C) -> byte_size(A) + byte_size(B) + byte_size(C).
+
+%% Sleeps 10 ms at a time; records how late each wake-up is.
+tick(Parent, Max, N) ->
+    T0 = erlang:monotonic_time(microsecond),
+    receive
+        {stop, From} -> From ! {ticker, Max div 1000, N}
+    after 10 ->
+        Late = erlang:monotonic_time(microsecond) - T0 - 10000,
+        tick(Parent, max(Max, Late), N + 1)
+    end.
