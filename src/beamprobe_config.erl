@@ -52,6 +52,14 @@
 -define(EVENTS, [call, send, 'receive', procs, running, gc, ports]).
 -define(MIN_BUFFER, 16384).
 -define(MAX_BUFFER, 1 bsl 32).
+-define(MAX_U64, 16#FFFFFFFFFFFFFFFF).
+%% erlang:send_after/3 takes at most 2^32 - 1 ms.
+-define(MAX_SECONDS, 4294967).
+%% The NIF keeps a rate window in ns in 64 bits.
+-define(MAX_RATE_MS, 1 bsl 32).
+%% The NIF's directory name buffer (c_src/bp_session.h), NUL included.
+-define(MAX_PATH, 4096).
+
 
 %% @doc The defaults used for every key a spec leaves out.
 -spec defaults() -> map().
@@ -104,31 +112,41 @@ force(#{force := F}) -> bad(force, F).
 procs(#{procs := P} = S) when P =:= all; P =:= new; P =:= existing ->
     {ok, S};
 procs(#{procs := L} = S) when is_list(L), L =/= [] ->
-    case resolve_procs(L, []) of
+    case resolve_procs(procs, L, L, []) of
         {ok, Pids} -> {ok, S#{procs := lists:usort(Pids)}};
         {error, _} = E -> E
     end;
 procs(#{procs := P}) -> bad(procs, P).
 
-resolve_procs([], Acc) -> {ok, Acc};
-resolve_procs([P | T], Acc) when is_pid(P), node(P) =:= node() ->
+%% Key names the option in errors; All is the whole list (reported when it
+%% is improper).
+resolve_procs(_Key, _All, [], Acc) -> {ok, Acc};
+resolve_procs(Key, All, [P | T], Acc) when is_pid(P), node(P) =:= node() ->
     case is_process_alive(P) of
-        true -> resolve_procs(T, [P | Acc]);
+        true -> resolve_procs(Key, All, T, [P | Acc]);
         false -> {error, {dead_process, P}}
     end;
-resolve_procs([P | _], _) when is_pid(P) -> {error, {remote_process, P}};
-resolve_procs([N | T], Acc) when is_atom(N) ->
+resolve_procs(_Key, _All, [P | _], _) when is_pid(P) ->
+    {error, {remote_process, P}};
+resolve_procs(Key, All, [N | T], Acc) when is_atom(N) ->
     case whereis(N) of
         undefined -> {error, {no_such_process, N}};
-        Pid when is_pid(Pid) -> resolve_procs(T, [Pid | Acc]);
+        Pid when is_pid(Pid) -> resolve_procs(Key, All, T, [Pid | Acc]);
         Port -> {error, {not_a_process, N, Port}}
     end;
-resolve_procs([P | _], _) -> bad(procs, P).
+resolve_procs(Key, _All, [P | _], _) -> bad(Key, P);
+resolve_procs(Key, All, _Tail, _) -> bad(Key, All).
 
-calls(#{calls := L} = S) when is_list(L) ->
+calls(#{calls := L} = S) ->
+    case proper(L) of
+        true -> calls(L, S);
+        false -> bad(calls, L)
+    end.
+
+calls(L, S) ->
     MFAs = [case C of {{_, _, _} = MFA, _MS} -> MFA; _ -> C end || C <- L],
     BadMS = [C || {{_, _, _}, MS} = C <- L,
-                  not (MS =:= true orelse is_list(MS))],
+                  not (MS =:= true orelse proper(MS))],
     case BadMS of
         [C | _] -> bad(calls, C);
         [] ->
@@ -136,8 +154,7 @@ calls(#{calls := L} = S) when is_list(L) ->
                 ok -> {ok, S#{calls := lists:usort(L)}};
                 {error, _} = E -> E
             end
-    end;
-calls(#{calls := C}) -> bad(calls, C).
+    end.
 
 check_mfas([], _) -> ok;
 check_mfas([{'_', _, _} = MFA | _], false) ->
@@ -172,12 +189,12 @@ bools(S) ->
         [K | _] -> bad(K, maps:get(K, S))
     end.
 
-events(#{events := L} = S) when is_list(L) ->
-    case [E || E <- L, not lists:member(E, ?EVENTS)] of
+events(#{events := L} = S) ->
+    case proper(L) andalso [E || E <- L, not lists:member(E, ?EVENTS)] of
+        false -> bad(events, L);
         [] -> {ok, S#{events := lists:usort(L)}};
         [E | _] -> bad(events, E)
-    end;
-events(#{events := E}) -> bad(events, E).
+    end.
 
 args(#{args := A} = S) when A =:= none; A =:= arity; A =:= full -> {ok, S};
 args(#{args := A}) -> bad(args, A).
@@ -220,10 +237,12 @@ limits(#{limits := L} = S) when is_map(L) ->
             Bad = [{K, V} || {K, V} <- maps:to_list(M),
                              not (V =:= infinity orelse
                                   (K =:= seconds andalso is_number(V)
-                                   andalso V > 0) orelse
+                                   andalso V > 0 andalso
+                                   V =< ?MAX_SECONDS) orelse
                                   (K =:= rate andalso rate_ok(V)) orelse
-                                  (K =/= rate andalso is_integer(V)
-                                   andalso V > 0))],
+                                  (K =/= rate andalso K =/= seconds andalso
+                                   is_integer(V) andalso V > 0 andalso
+                                   V =< ?MAX_U64))],
             case Bad of
                 [] -> {ok, S#{limits := M}};
                 [{K, V} | _] -> bad({limits, K}, V)
@@ -231,8 +250,9 @@ limits(#{limits := L} = S) when is_map(L) ->
     end;
 limits(#{limits := L}) -> bad(limits, L).
 
-rate_ok({N, Ms}) -> is_integer(N) andalso N > 0 andalso is_integer(Ms)
-                        andalso Ms > 0;
+rate_ok({N, Ms}) -> is_integer(N) andalso N > 0 andalso N =< ?MAX_U64
+                        andalso is_integer(Ms) andalso Ms > 0
+                        andalso Ms =< ?MAX_RATE_MS;
 rate_ok(_) -> false.
 
 on_rate(#{on_rate := R} = S) when R =:= drop; R =:= stop -> {ok, S};
@@ -240,7 +260,7 @@ on_rate(#{on_rate := R}) -> bad(on_rate, R).
 
 %% output => Sink | [Sink]; at most one file sink.
 output(#{output := O} = S) when is_list(O), O =/= [] ->
-    case io_lib:char_list(O) of
+    case io_lib:char_list(O) orelse not proper(O) of
         true -> bad(output, O);
         false -> sinks(O, S, [])
     end;
@@ -256,21 +276,14 @@ sinks([], S, Acc) ->
         _ -> {error, {bad_option, output, "at most one file sink"}}
     end;
 sinks([{file, Dir} = O | T], S, Acc) ->
-    case io_lib:char_list(Dir) orelse is_binary(Dir) of
-        true -> sinks([{file, Dir, #{}} | T], S, Acc);
-        false -> bad(output, O)
+    case file_name(Dir) of
+        {ok, _} -> sinks([{file, Dir, #{}} | T], S, Acc);
+        error -> bad(output, O)
     end;
 sinks([{file, Dir, Opts} = O | T], S, Acc) when is_map(Opts) ->
-    case (io_lib:char_list(Dir) orelse is_binary(Dir)) andalso
-        sink_opts(Opts, [events]) of
-        false -> bad(output, O);
-        {error, _} = E -> E;
-        {ok, Common} ->
-            case check_dir(unicode:characters_to_list(Dir)) of
-                {ok, Abs} ->
-                    sinks(T, S, [Common#{type => file, dir => Abs} | Acc]);
-                {error, _} = E -> E
-            end
+    case file_name(Dir) of
+        error -> bad(output, O);
+        {ok, Name} -> file_sink(Name, Opts, O, T, S, Acc)
     end;
 sinks([{handler, Mod, Arg} | T], S, Acc) ->
     sinks([{handler, Mod, Arg, #{}} | T], S, Acc);
@@ -290,6 +303,41 @@ sinks([{handler, Mod, Arg, Opts} | T], S, Acc)
     end;
 sinks([O | _], _S, _Acc) -> bad(output, O).
 
+%% A file sink whose name is valid (see file_name/1).
+file_sink(Name, Opts, O, T, S, Acc) ->
+    case sink_opts(Opts, [events]) of
+        {error, _} = E -> E;
+        {ok, Common} ->
+            case check_dir(Name) of
+                {ok, Abs} ->
+                    case byte_size(unicode:characters_to_binary(Abs)) of
+                        N when N >= ?MAX_PATH -> bad(output, O);
+                        _ -> sinks(T, S, [Common#{type => file, dir => Abs}
+                                          | Acc])
+                    end;
+                {error, _} = E -> E
+            end
+    end.
+
+%% A directory name as characters: a flat string of Unicode code points
+%% or a UTF-8 binary, not empty, without NUL (the C side ends it there),
+%% and only ASCII when the VM encodes file names in latin-1 (erl +fnl, or
+%% a C locale: the NIF opens the UTF-8 bytes, the VM would create latin-1
+%% ones).
+file_name(B) when is_binary(B) ->
+    case unicode:characters_to_list(B) of
+        L when is_list(L) -> file_name(L);
+        _ -> error
+    end;
+file_name(L) when is_list(L), L =/= [] ->
+    Latin1 = file:native_name_encoding() =:= latin1,
+    case io_lib:char_list(L) andalso not lists:member(0, L) andalso
+        not (Latin1 andalso lists:any(fun(C) -> C > 127 end, L)) of
+        true -> {ok, L};
+        false -> error
+    end;
+file_name(_) -> error.
+
 %% Options common to sinks: which events, which processes, batching.
 sink_opts(Opts, Allowed) ->
     D = #{events => all, procs => all, batch => 1000, credits => 4,
@@ -303,7 +351,8 @@ sink_opts(Opts, Allowed) ->
             Kinds = kinds(Ev),
             Procs = case Ps of
                         all -> {ok, all};
-                        L when is_list(L) -> resolve_procs(L, []);
+                        L when is_list(L) ->
+                            resolve_procs({output, procs}, L, L, []);
                         _ -> bad({output, procs}, Ps)
                     end,
             if
@@ -326,13 +375,17 @@ sink_opts(Opts, Allowed) ->
 %% Event categories to a bit mask over event ids (c_src/bp_format.h).
 kinds(all) -> 16#FFFFFFFFFFFFFFFF;
 kinds(L) when is_list(L) ->
+    kinds_list(proper(L), L);
+kinds(_) -> error.
+
+kinds_list(false, _) -> error;
+kinds_list(true, L) ->
     Ids = [kind_ids(K) || K <- L],
     case lists:member(error, Ids) of
         true -> error;
         false -> lists:foldl(fun(I, A) -> A bor (1 bsl I) end, 0,
                              lists:append(Ids))
-    end;
-kinds(_) -> error.
+    end.
 
 kind_ids(call) -> [1, 2, 3, 4];
 kind_ids(send) -> [5, 6];
@@ -379,7 +432,13 @@ meta(#{meta := true}) ->
 
 %% Message trace patterns (erlang:trace_pattern(send | 'receive', MS, [])):
 %% they need the matching event flag.
-messages(#{messages := L, events := Ev} = S) when is_list(L) ->
+messages(#{messages := L} = S) ->
+    case proper(L) of
+        true -> messages(L, S);
+        false -> bad(messages, L)
+    end.
+
+messages(L, #{events := Ev} = S) ->
     Bad = [X || X <- L, not is_message_pattern(X)],
     Missing = [K || {K, _} <- L, not lists:member(K, Ev)],
     case {Bad, Missing} of
@@ -390,11 +449,10 @@ messages(#{messages := L, events := Ev} = S) when is_list(L) ->
                      lists:flatten(io_lib:format(
                                      "a ~p pattern needs events => [~p]",
                                      [K, K]))}}
-    end;
-messages(#{messages := M}) -> bad(messages, M).
+    end.
 
 is_message_pattern({K, MS}) when K =:= send; K =:= 'receive' ->
-    MS =:= true orelse is_list(MS);
+    MS =:= true orelse proper(MS);
 is_message_pattern(_) -> false.
 
 %% Calls, events or both: a session that traces nothing is a mistake.
@@ -410,13 +468,20 @@ default_dir() ->
 
 bad(Key, Value) -> {error, {bad_option, Key, Value}}.
 
+%% true for a proper list (an improper one would crash the list functions).
+proper(L) when is_list(L) ->
+    try length(L) >= 0
+    catch error:badarg -> false
+    end;
+proper(_) -> false.
+
 %% @doc A sentence describing an error returned by {@link validate/1} or
 %% {@link beamprobe:start/1}.
 -spec format_error(term()) -> string().
 format_error({unknown_option, K}) ->
     f("unknown option ~p", [K]);
 format_error({bad_option, K, V}) ->
-    f("bad value for option ~p: ~p", [K, V]);
+    f("bad value for option ~tP: ~tP", [K, 10, V, 20]);
 format_error({dead_process, P}) -> f("process ~p is not alive", [P]);
 format_error({remote_process, P}) ->
     f("process ~p is on another node", [P]);
