@@ -59,6 +59,8 @@
 -define(MAX_RATE_MS, 1 bsl 32).
 %% The NIF's directory name buffer (c_src/bp_session.h), NUL included.
 -define(MAX_PATH, 4096).
+%% Depth of a caller's value printed by format_error/1.
+-define(SHOW, 20).
 
 
 %% @doc The defaults used for every key a spec leaves out.
@@ -285,7 +287,7 @@ sinks([{file, Dir, Opts} = O | T], S, Acc) when is_map(Opts) ->
         error -> bad(output, O);
         {ok, Name} -> file_sink(Name, Opts, O, T, S, Acc)
     end;
-sinks([{handler, Mod, Arg} | T], S, Acc) ->
+sinks([{handler, Mod, Arg} | T], S, Acc) when is_atom(Mod) ->
     sinks([{handler, Mod, Arg, #{}} | T], S, Acc);
 sinks([{handler, Mod, Arg, Opts} | T], S, Acc)
   when is_atom(Mod), is_map(Opts) ->
@@ -478,43 +480,66 @@ proper(_) -> false.
 %% @doc A sentence describing an error returned by {@link validate/1} or
 %% {@link beamprobe:start/1}.
 -spec format_error(term()) -> string().
+%% Values given by the caller are printed with ~P (at most ?SHOW levels and
+%% elements): a bad value may be a huge or deep term.
 format_error({unknown_option, K}) ->
-    f("unknown option ~p", [K]);
+    f("unknown option ~tP", [K, ?SHOW]);
 format_error({bad_option, K, V}) ->
-    f("bad value for option ~tP: ~tP", [K, 10, V, 20]);
+    f("bad value for option ~tP: ~tP", [K, ?SHOW, V, ?SHOW]);
 format_error({dead_process, P}) -> f("process ~p is not alive", [P]);
 format_error({remote_process, P}) ->
     f("process ~p is on another node", [P]);
 format_error({no_such_process, N}) ->
-    f("no process is registered as ~p", [N]);
-format_error({no_such_module, M}) -> f("module ~p cannot be loaded", [M]);
+    f("no process is registered as ~tp", [N]);
+format_error({not_a_process, N, Port}) ->
+    f("~tp is registered to ~p, not a process", [N, Port]);
+format_error({no_such_module, M}) -> f("module ~tp cannot be loaded", [M]);
 format_error({no_such_function, {M, F, A}}) ->
-    f("~p:~p/~p does not exist", [M, F, A]);
-format_error({no_match, MFA}) -> f("pattern ~p matches no function", [MFA]);
+    f("~tp:~tp/~p does not exist", [M, F, A]);
+format_error({no_match, MFA}) ->
+    f("pattern ~tP matches no function", [MFA, ?SHOW]);
 format_error({force_required, X}) ->
-    f("~p would trace every module; add force => true if you mean it", [X]);
+    f("~tP would trace every module; add force => true if you mean it",
+      [X, ?SHOW]);
 format_error({output_exists, D}) ->
-    f("output directory ~s exists and is not empty", [D]);
+    f("output directory ~ts exists and is not empty", [short(D)]);
 format_error({unwritable, D, R}) ->
-    f("cannot write to ~s: ~s", [D, file:format_error(R)]);
+    f("cannot write to ~ts: ~ts", [short(D), file:format_error(R)]);
 format_error({already_traced, Pids}) ->
     f("~p process(es) are traced by another tracer (~p...); add force => "
       "true to take them over", [length(Pids), hd(Pids)]);
-format_error({nothing_to_trace, Hint}) -> f("nothing to trace: ~s", [Hint]);
+format_error({nothing_to_trace, Hint}) -> f("nothing to trace: ~ts", [Hint]);
 format_error({not_a_handler, M}) ->
-    f("module ~p does not export handle_events/2 (beamprobe_handler)", [M]);
+    f("module ~tp does not export handle_events/2 (beamprobe_handler)", [M]);
 format_error({conflict, S, What}) ->
-    f("session ~p already traces ~p", [S, What]);
+    f("session ~p already traces ~tP", [S, What, ?SHOW]);
 format_error({bad_pattern, P, Col, Msg}) ->
-    f("bad pattern ~tp: column ~b: ~ts", [P, Col, Msg]);
+    f("bad pattern ~tP: column ~b: ~ts", [P, ?SHOW, Col, Msg]);
 format_error({bad_pattern, P, Msg}) when is_list(Msg) ->
-    f("bad pattern ~tp: ~ts", [P, Msg]);
+    f("bad pattern ~tP: ~ts", [P, ?SHOW, Msg]);
 format_error({bad_limit, L, Hint}) ->
-    f("bad limit ~tp: expected ~ts", [L, Hint]);
+    f("bad limit ~tP: expected ~ts", [L, ?SHOW, Hint]);
 format_error({bad_pattern, P}) when not is_tuple(P) ->
-    f("bad pattern ~tp: a pattern is a string, or a list of strings", [P]);
+    f("bad pattern ~tP: a pattern is a string, or a list of strings",
+      [P, ?SHOW]);
 format_error({bad_pattern, MFA}) ->
-    f("~p is not a pattern erlang:trace_pattern/3 accepts", [MFA]);
-format_error(Other) -> f("~p", [Other]).
+    f("~tP is not a pattern erlang:trace_pattern/3 accepts", [MFA, ?SHOW]);
+format_error({handler_init, M, {bad_option, _, _} = R}) ->
+    f("handler ~tp: ~ts", [M, format_error(R)]);
+format_error({handler_init, M, {unknown_option, _} = R}) ->
+    f("handler ~tp: ~ts", [M, format_error(R)]);
+format_error({handler_init, M, R}) ->
+    f("handler ~tp failed to start: ~tP", [M, R, ?SHOW]);
+format_error({bad_spec, S, Hint}) when is_list(Hint) ->
+    f("bad spec ~tP: ~ts", [S, ?SHOW, Hint]);
+format_error(Other) -> f("~tP", [Other, ?SHOW]).
+
+%% A file name cut to 200 characters.
+short(D) ->
+    case unicode:characters_to_list(D) of
+        L when is_list(L), length(L) > 200 -> lists:sublist(L, 200) ++ "...";
+        L when is_list(L) -> L;
+        _ -> f("~tP", [D, ?SHOW])
+    end.
 
 f(Fmt, Args) -> lists:flatten(io_lib:format(Fmt, Args)).

@@ -25,11 +25,23 @@
 
 %% @doc `Opts': `io' (the io server), `timestamp' (`time' = local
 %% HH:MM:SS.micro, the default; `ns' = trace clock; `none').
--spec init(opts()) -> {ok, #st{}}.
+%% Any other argument is `{error, {bad_option, Key, Value}}' (Key `opts'
+%% for something that is not such a map).
+-spec init(opts() | term()) -> {ok, #st{}} | {error, term()}.
+init(#{io := Io} = Opts) ->
+    Ts = maps:get(timestamp, Opts, time),
+    case [K || K <- maps:keys(Opts), K =/= io, K =/= timestamp] of
+        [K | _] -> {error, {unknown_option, K}};
+        _ when not (is_pid(Io) orelse is_atom(Io)) ->
+            {error, {bad_option, io, Io}};
+        _ when Ts =/= time, Ts =/= ns, Ts =/= none ->
+            {error, {bad_option, timestamp, Ts}};
+        [] ->
+            Offset = os:system_time(nanosecond) - beamprobe_nif:clock(),
+            {ok, #st{io = Io, ts = Ts, offset = Offset}}
+    end;
 init(Opts) ->
-    Offset = os:system_time(nanosecond) - beamprobe_nif:clock(),
-    {ok, #st{io = maps:get(io, Opts), ts = maps:get(timestamp, Opts, time),
-             offset = Offset}}.
+    {error, {bad_option, opts, Opts}}.
 
 %% @doc Prints a batch with one io request.
 -spec handle_events([beamprobe_handler:event()], #st{}) -> {ok, #st{}}.

@@ -16,6 +16,9 @@
 -define(DEFAULT_MS, 15000).
 -define(OPTS, [procs, time, return, args, timestamp, io_server, on_rate,
                output, force, buffer]).
+-define(TIMESTAMPS, [time, ns, none]).  % beamprobe_printer's
+-define(MAX_MS, 4294967295).            % erlang:send_after/3's limit
+-define(MAX_DEPTH, 64).                 % capture depth (beamprobe_config)
 
 -type limit() :: pos_integer() | {pos_integer(), pos_integer()}.
 
@@ -54,25 +57,65 @@ is_shell(S) ->
 %%% ------------------------------------------------------------------------
 
 with_patterns(Patterns, Opts, Want, Fun) when is_map(Opts) ->
-    case [K || K <- maps:keys(Opts), not lists:member(K, ?OPTS)] of
-        [K | _] -> {error, {unknown_option, K}};
-        [] ->
+    case check_opts(Opts) of
+        {error, _} = E -> E;
+        ok ->
             List = case Patterns of
                        [C | _] when is_integer(C) -> [Patterns];
                        B when is_binary(B) -> [B];
-                       L when is_list(L), L =/= [] -> L;
+                       L when is_list(L), L =/= [] ->
+                           case proper(L) of
+                               true -> L;
+                               false -> bad
+                           end;
                        _ -> bad
                    end,
-            Force = maps:get(force, Opts, false),
             case List of
-                _ when not is_boolean(Force) ->
-                    {error, {bad_option, force, Force}};
                 bad -> {error, {bad_pattern, Patterns}};
-                _ -> parse_all(List, Force, Want, Fun, [])
+                _ -> parse_all(List, maps:get(force, Opts, false), Want,
+                               Fun, [])
             end
     end;
 with_patterns(_, Opts, _, _) ->
     {error, {bad_option, opts, Opts}}.
+
+%% Every shell option, checked here so that a bad value is an error before
+%% anything starts (the printer and the limits use some of them as they
+%% are); the rest are checked again by beamprobe_config.  Unknown keys are
+%% refused.  The first bad key in ?OPTS order is reported.
+check_opts(Opts) ->
+    case [K || K <- maps:keys(Opts), not lists:member(K, ?OPTS)] of
+        [K | _] -> {error, {unknown_option, K}};
+        [] ->
+            Bad = [{K, V} || K <- ?OPTS, {ok, V} <- [maps:find(K, Opts)],
+                             not opt_ok(K, V)],
+            case Bad of
+                [] -> ok;
+                [{K, V} | _] -> {error, {bad_option, K, V}}
+            end
+    end.
+
+opt_ok(procs, P) ->
+    P =:= all orelse P =:= new orelse P =:= existing orelse
+        (P =/= [] andalso proper(P));
+opt_ok(time, T) ->
+    T =:= infinity orelse (is_integer(T) andalso T > 0 andalso T =< ?MAX_MS);
+opt_ok(return, R) -> is_boolean(R);
+opt_ok(args, D) -> is_integer(D) andalso D >= 1 andalso D =< ?MAX_DEPTH;
+opt_ok(timestamp, T) -> lists:member(T, ?TIMESTAMPS);
+opt_ok(io_server, Io) -> is_pid(Io) orelse (is_atom(Io) andalso Io =/= undefined);
+opt_ok(on_rate, R) -> R =:= drop orelse R =:= stop;
+opt_ok(output, O) ->
+    is_tuple(O) orelse
+        (O =/= [] andalso proper(O) andalso not io_lib:char_list(O));
+opt_ok(force, F) -> is_boolean(F);
+opt_ok(buffer, B) -> is_integer(B) andalso B > 0.
+
+proper(L) when is_list(L) ->
+    try length(L) >= 0
+    catch error:badarg -> false
+    end;
+proper(_) -> false.
 
 parse_all([], _Force, _Want, Fun, Acc) -> Fun(lists:reverse(Acc));
 parse_all([P | T], Force, Want, Fun, Acc) ->
@@ -104,7 +147,10 @@ start(Base, Limit, Opts) ->
                        #{io => Io,
                          timestamp => maps:get(timestamp, Opts, time)},
                        #{batch => 200, credits => 4}},
-            Output = [Printer | maps:get(output, Opts, [])],
+            Output = case maps:get(output, Opts, []) of
+                         T when is_tuple(T) -> [Printer, T];
+                         L -> [Printer | L]
+                     end,
             Capture = case maps:get(args, Opts, 4) of
                           D when is_integer(D) -> #{depth => D};
                           _ -> #{}
