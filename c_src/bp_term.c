@@ -40,7 +40,7 @@
  *     shrinks a binary being appended to (its owner's next append then
  *     copies it).  A binary whose layout is not recognised prints <<...>>.
  *   - floats: the shortest round-trip digits (what Ryu finds for
- *     float_to_list(F, [short])) from a bisection over "%.*e" + strtod.
+ *     float_to_list(F, [short])), computed in bp_float.c.
  *   - pids, ports, refs and funs: %T, whose text for them is small and the
  *     same as ~p's.  Maps: enif_map_iterator order, which is ~p's in OTP 25.
  *   - term types unknown to this file print as "...".
@@ -50,12 +50,9 @@
  * (test/beamprobe_term_tests.erl).
  */
 #include "bp_term.h"
+#include "bp_float.h"
 
-#include <inttypes.h>
-#include <math.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #define NOINLINE __attribute__((noinline))
@@ -394,147 +391,12 @@ static void put_int(struct ctx *x, ERL_NIF_TERM t)
 		put_big(x, t);
 }
 
-/* The double nearest to m * 10^e. */
-static double dval(uint64_t m, int e)
-{
-	char tmp[40];
-
-	snprintf(tmp, sizeof tmp, "%" PRIu64 "e%d", m, e);
-	return strtod(tmp, NULL);
-}
-
-/* a > 0 rounded to n <= 17 significant digits ("%.*e"): the digits and
- * the exponent of the first one.  17 digits always read back as a. */
-struct dec {
-	char d[17];
-	int x10;
-};
-
-static void round_to(double a, int n, struct dec *r)
-{
-	char tmp[40];
-	const char *s;
-	int i = 0;
-
-	snprintf(tmp, sizeof tmp, "%.*e", n - 1, a);
-	for (s = tmp; *s && *s != 'e'; s++)
-		if (*s >= '0' && *s <= '9' && i < 17)
-			r->d[i++] = *s;
-	r->x10 = *s == 'e' ? atoi(s + 1) : 0;
-}
-
-/* 1 if some n-digit decimal reads back as a; it is then *m * 10^*e, the
- * one nearest to a.  Only the two n-digit neighbours of a can be: the
- * rounded one, taken from p (a to 17 digits) unless p's tail is a tie,
- * and the one on the other side of a. */
-static int fits(double a, const struct dec *p, int n, uint64_t *m, int *e)
-{
-	struct dec q;
-	uint64_t r = 0;
-	int i, half = 0;
-	double v;
-
-	if (n < 17) {
-		half = p->d[n] - '5';
-		for (i = n + 1; !half && i < 17; i++)
-			half = p->d[i] != '0';
-		if (!half) { /* a tie in p, maybe not in a */
-			round_to(a, n, &q);
-			p = &q;
-		}
-	}
-	for (i = 0; i < n; i++)
-		r = r * 10 + (uint64_t)(p->d[i] - '0');
-	*e = p->x10 - (n - 1);
-	*m = r + (half > 0);
-	if (n == 17)
-		return 1;
-	v = dval(*m, *e);
-	if (v == a)
-		return 1;
-	*m = v < a ? *m + 1 : *m - 1;
-	return *m && dval(*m, *e) == a;
-}
-
-static void strip(uint64_t *m, int *e)
-{
-	while (*m % 10 == 0) {
-		*m /= 10;
-		(*e)++;
-	}
-}
-
-/* Shortest decimal m * 10^e (m without trailing zeros) that reads back as
- * a > 0, nearest to a among those: what Ryu (float_to_list) finds.  An
- * n-digit fit implies an n+1-digit one, so the search may bisect; it
- * starts at 15 digits, which most floats either need all of or, written
- * by people, need few of. */
-static void shortest(double a, uint64_t *m, int *e)
-{
-	struct dec p;
-	uint64_t m1;
-	int e1, lo = 1, hi = 0;
-
-	if (a < 9007199254740992.0 && a == (double)(uint64_t)a) {
-		*m = (uint64_t)a; /* integers below 2^53 are exact */
-		*e = 0;
-	} else if (round_to(a, 17, &p), !fits(a, &p, 15, m, e)) {
-		if (!fits(a, &p, 16, m, e))
-			fits(a, &p, 17, m, e);
-	} else {
-		strip(m, e);
-		for (m1 = *m; m1; m1 /= 10)
-			hi++;
-		if (hi > 1 && fits(a, &p, hi - 1, &m1, &e1)) {
-			for (hi--; lo < hi;) {
-				int mid = (lo + hi) / 2;
-
-				if (fits(a, &p, mid, &m1, &e1))
-					hi = mid;
-				else
-					lo = mid + 1;
-			}
-			fits(a, &p, lo, m, e);
-		} else if (hi < 15) {
-			fits(a, &p, hi, m, e); /* the nearest hi-digit fit */
-		}
-	}
-	strip(m, e);
-}
-
-/* A float as float_to_list(F, [short]) writes it (OTP 25, to_chars.h):
- * fixed notation within a window of exponents, else scientific. */
+/* A float in shortest round-trip form (bp_float.c). */
 static NOINLINE void put_float(struct ctx *x, double v)
 {
-	char d[24], b[48];
-	int e, n, sci, lower, upper, fixed, neg = signbit(v) != 0;
-	uint64_t m;
-	const char *sign = neg ? "-" : "";
+	char b[BP_FLOAT_TEXT];
 
-	if (v == 0) {
-		put(x, neg ? "-0.0" : "0.0", neg ? 4 : 3);
-		return;
-	}
-	shortest(neg ? -v : v, &m, &e);
-	n = snprintf(d, sizeof d, "%" PRIu64, m);
-	sci = e + n - 1;
-	lower = n == 1 ? -4 : -(n + 2);
-	upper = n == 1 || sci >= 10 ? 2 : 1;
-	fixed = lower <= e && e <= upper &&
-		!((m >= 1ull << 53 && e == 0) ||
-		  (m > (1ull << 52) / 5 && e == 1) ||
-		  (m > (1ull << 51) / 25 && e == 2));
-	if (fixed && e >= 0) /* 1729.0, 17290.0 */
-		n = snprintf(b, sizeof b, "%s%s%.*s.0", sign, d, e, "00");
-	else if (fixed && n + e > 0) /* 17.29 */
-		n = snprintf(b, sizeof b, "%s%.*s.%s", sign, n + e, d, d + n + e);
-	else if (fixed) /* 0.001729 */
-		n = snprintf(b, sizeof b, "%s0.%.*s%s", sign, -(n + e), "000",
-			     d);
-	else /* 1.729e-10, 1.0e100 */
-		n = snprintf(b, sizeof b, "%s%c.%se%d", sign, d[0],
-			     n == 1 ? "0" : d + 1, sci);
-	put(x, b, (size_t)n);
+	put(x, b, bp_float_text(v, b));
 }
 
 /* A bitstring as ERTS lays it out: its bytes start at bit `bitoffs` of
