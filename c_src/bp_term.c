@@ -38,7 +38,9 @@
  *     enif_inspect_binary copies such a binary whole (O(size): 100 ms for
  *     100 MB), fails on a bitstring whose size is not whole bytes, and
  *     shrinks a binary being appended to (its owner's next append then
- *     copies it).  A binary whose layout is not recognised prints <<...>>.
+ *     copies it).  A binary whose layout is not recognised prints <<...>>;
+ *     on a VM other than OTP 24 or 25 every binary does, and integers
+ *     beyond 64 bits print as "..." (layout_check).
  *   - floats: the shortest round-trip digits (what Ryu finds for
  *     float_to_list(F, [short])), computed in bp_float.c.
  *   - pids, ports, refs and funs: %T, whose text for them is small and the
@@ -52,6 +54,7 @@
 #include "bp_term.h"
 #include "bp_float.h"
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -72,7 +75,7 @@
 #define ERTS_HEADER_SUB_BIN 0x28
 
 /* ProcBin, ErlHeapBin (header, size, data...) and ErlSubBin of OTP 25's
- * erl_binary.h. */
+ * erl_binary.h (the same in OTP 24). */
 struct erts_proc_bin {
 	ERL_NIF_UINT thing_word, size;
 	const void *next, *val;
@@ -86,10 +89,30 @@ struct erts_sub_bin {
 	ERL_NIF_TERM orig;
 };
 
-/* The words of boxed term t, NULL if t is not boxed. */
+/* 1 if the running VM lays terms out as above: OTP 24 or 25 (OTP 26
+ * changed binaries).  Asked once; elsewhere bignums print as ... and
+ * binaries as <<...>> rather than read memory laid out otherwise. */
+static NOINLINE int layout_check(void)
+{
+	static atomic_int known = -1;
+	int v = atomic_load_explicit(&known, memory_order_relaxed);
+	ErlNifSysInfo si;
+
+	if (v >= 0)
+		return v;
+	memset(&si, 0, sizeof si);
+	enif_system_info(&si, sizeof si);
+	v = si.otp_release && (!strcmp(si.otp_release, "24") ||
+			       !strcmp(si.otp_release, "25"));
+	atomic_store_explicit(&known, v, memory_order_relaxed);
+	return v;
+}
+
+/* The words of boxed term t; NULL if t is not boxed or the layout is not
+ * the one this file knows. */
 static inline const ERL_NIF_UINT *boxed(ERL_NIF_TERM t)
 {
-	if ((t & ERTS_PRIMARY_MASK) != ERTS_PRIMARY_BOXED)
+	if ((t & ERTS_PRIMARY_MASK) != ERTS_PRIMARY_BOXED || !layout_check())
 		return NULL;
 	return (const ERL_NIF_UINT *)(uintptr_t)(t & ~(ERL_NIF_TERM)ERTS_PRIMARY_MASK);
 }
