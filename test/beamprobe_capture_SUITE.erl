@@ -8,9 +8,10 @@
 %%% process (about 100 ms per argument on this machine), so every call event
 %%% held the only scheduler for about 300 ms and the timer fired that late.
 %%%
-%%% The lateness bound (100 ms) is a correctness bound far from noise: an
-%%% O(size) capture costs about 3x that per event, an O(limit) one a few
-%%% microseconds; only an unbounded copy of the term fails it.
+%%% The lateness bound (150 ms) is a correctness bound far from noise: an
+%%% O(size) capture costs about 300 ms per event here (the timer was 579 ms
+%%% late), an O(limit) one a few microseconds (1 ms late, the timer's own
+%%% jitter); only an unbounded copy of the term fails it.
 -module(beamprobe_capture_SUITE).
 
 -include_lib("common_test/include/ct.hrl").
@@ -24,7 +25,7 @@
 
 -define(L, beamprobe_test_lib).
 -define(CALLS, 10).
--define(MAX_LATE_MS, 100).
+-define(MAX_LATE_MS, 150).
 
 suite() -> [{timetrap, {minutes, 3}}].
 

@@ -308,9 +308,16 @@ unaligned_bitstrings_test() ->
     <<_:5, T1:300/binary, _:3>> = <<0:5, Text/binary, 0:3>>,
     ?assertEqual(p(T1), full(T1)).
 
-%% A binary being appended to (a writable refc binary) is read in place.
+%% A binary being appended to (a writable refc binary) is read in place,
+%% and left writable: enif_inspect_binary would shrink it to its size (its
+%% owner's next append would then copy it whole), which shows as a smaller
+%% binary:referenced_byte_size/1.
 writable_binary_test() ->
     B = lists:foldl(fun(I, Acc) -> <<Acc/binary, I>> end, <<>>, lists:seq(1, 300)),
+    Capacity = binary:referenced_byte_size(B),
+    ?assert(Capacity > byte_size(B)),
+    _ = r(B),
+    ?assertEqual(Capacity, binary:referenced_byte_size(B)),
     ?assertEqual(p(B), full(B)),
     B2 = <<B/binary, 7>>,
     ?assertEqual(p(B2), full(B2)).
