@@ -350,7 +350,10 @@ sink_opts(Opts, Allowed) ->
             M = maps:merge(D, Opts),
             #{events := Ev, procs := Ps, batch := B, credits := C,
               overflow := Ov} = M,
-            Kinds = kinds(Ev),
+            Kinds = case is_list(Ev) andalso not proper(Ev) of
+                        true -> error;
+                        false -> kinds(Ev)
+                    end,
             Procs = case Ps of
                         all -> {ok, all};
                         L when is_list(L) ->
@@ -377,17 +380,13 @@ sink_opts(Opts, Allowed) ->
 %% Event categories to a bit mask over event ids (c_src/bp_format.h).
 kinds(all) -> 16#FFFFFFFFFFFFFFFF;
 kinds(L) when is_list(L) ->
-    kinds_list(proper(L), L);
-kinds(_) -> error.
-
-kinds_list(false, _) -> error;
-kinds_list(true, L) ->
     Ids = [kind_ids(K) || K <- L],
     case lists:member(error, Ids) of
         true -> error;
         false -> lists:foldl(fun(I, A) -> A bor (1 bsl I) end, 0,
                              lists:append(Ids))
-    end.
+    end;
+kinds(_) -> error.
 
 kind_ids(call) -> [1, 2, 3, 4];
 kind_ids(send) -> [5, 6];
