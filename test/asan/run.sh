@@ -47,7 +47,7 @@ passed=0; failed=0
 for s in $SUITES; do
   [ -f "test/$s.erl" ] || { echo "no suite $s"; failed=$((failed + 1)); continue; }
   log=$out/asan-$s.log
-  LD_PRELOAD="$libasan${libubsan:+ $libubsan}" ct_run -noshell -pa "$PWD/ebin" -pa "$PWD/$out" -dir test \
+  LD_PRELOAD="$libasan${libubsan:+ $libubsan}" ct_run -noshell -sname "asan_$$_$s" -pa "$PWD/ebin" -pa "$PWD/$out" -dir test \
     -suite "$s" -logdir _build/ct_logs -cover_stop false 2>&1 | tee "$log"
   line=$(grep -E 'TEST COMPLETE' "$log" | tail -1)
   p=$(echo "$line" | grep -Eo '[0-9]+ ok' | grep -Eo '[0-9]+'); passed=$((passed + ${p:-0}))
