@@ -62,13 +62,15 @@ validate_fuzz() ->
 
 pattern_fuzz() ->
     Seed = seed(),
-    P = fun beamprobe_pattern:parse/1,
+    %% parse/1, and parse/2 with force => true (which accepts more).
+    P = fun({Force, In}) -> beamprobe_pattern:parse(In, #{force => Force}) end,
     %% Warm-up on other inputs: loads the scanner, parser, error paths.
     _ = rand:seed(exsss, Seed + 1),
-    W = run_all(P, [gen_pattern() || _ <- lists:seq(1, ?N_PATTERNS div 4)],
+    W = run_all(P, [{chance(0.3), gen_pattern()}
+                    || _ <- lists:seq(1, ?N_PATTERNS div 4)],
                 fun ok_pattern/1, fun(_) -> infinity end),
     _ = rand:seed(exsss, Seed),
-    Inputs = [gen_pattern() || _ <- lists:seq(1, ?N_PATTERNS)],
+    Inputs = [{chance(0.3), gen_pattern()} || _ <- lists:seq(1, ?N_PATTERNS)],
     %% First pass: per-input atom bound.
     R1 = run_all(P, Inputs, fun ok_pattern/1, fun atom_bound/1),
     A0 = erlang:system_info(atom_count),
@@ -139,6 +141,7 @@ ok_pattern(_) -> false.
 
 %% Atoms an input may create: for a pattern, its names (one atom for each
 %% name or quoted text, a few for an Elixir alias); none for a spec.
+atom_bound({_Force, In}) -> atom_bound(In);
 atom_bound(In) when is_list(In); is_binary(In) ->
     case catch unicode:characters_to_list(In) of
         S when is_list(S) ->
