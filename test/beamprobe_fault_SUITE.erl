@@ -17,6 +17,8 @@
 %%%   stop_unrelated_pid  stop/1 and info/1 given a pid that is no session
 %%%   handler_crash       a handler that crashes on its first batch
 %%%   handler_block       a handler that blocks forever
+%%   handler_remote_link a handler sink given the link event of a remote
+%%                       pid (on a peer node: if it crashes, only the peer)
 %%%   sigkill_peer        a traced peer node killed with SIGKILL; its trace
 %%%                       read by bin/beamprobe and babeltrace2
 %%%
@@ -33,9 +35,10 @@
 -export([tiny_tmpfs/1, dir_removed/1, read_only/1, nif_reload_x15/1,
          concurrent_start_stop/1, procs_all_race/1, owner_death/1,
          stop_unrelated_pid/1, handler_crash/1, handler_block/1,
-         sigkill_peer/1]).
+         handler_remote_link/1, sigkill_peer/1]).
 %% The handler (beamprobe_handler behaviour) and helpers run elsewhere.
--export([init/1, handle_events/2, terminate/2, peer_tracer/2]).
+-export([init/1, handle_events/2, terminate/2, peer_tracer/2,
+         peer_remote_link/2]).
 
 -define(W, beamprobe_workload).
 -define(L, beamprobe_test_lib).
@@ -48,7 +51,7 @@ suite() -> [{timetrap, {seconds, 120}}].
 all() ->
     [tiny_tmpfs, dir_removed, read_only, nif_reload_x15,
      concurrent_start_stop, procs_all_race, owner_death, stop_unrelated_pid,
-     handler_crash, handler_block, sigkill_peer].
+     handler_crash, handler_block, handler_remote_link, sigkill_peer].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -347,7 +350,7 @@ handler_block(_Config) ->
     ?W:stop_worker(W).
 
 %% @doc Handler callbacks: `crash' raises on the first batch, `block'
-%% never returns from it.
+%% never returns from it, `forward' sends each batch to the parent.
 -spec init(map()) -> {ok, map()}.
 init(#{parent := P} = Arg) ->
     P ! {handler_init, self()},
@@ -357,10 +360,76 @@ init(#{parent := P} = Arg) ->
 handle_events(_Events, #{mode := crash}) ->
     erlang:error(handler_crash_on_purpose);
 handle_events(_Events, #{mode := block}) ->
-    receive never -> ok end.
+    receive never -> ok end;
+handle_events(Events, #{mode := forward, parent := P} = St) ->
+    P ! {handler_events, self(), Events},
+    {ok, St}.
 
 -spec terminate(term(), map()) -> ok.
 terminate(_Reason, _State) ->
+    ok.
+
+%% A process on a peer node, traced with `events => [procs]' into a
+%% handler sink, links to a pid of this node (a remote pid for it), drops
+%% its copy and collects its heap.  The handler gets the link event with
+%% `other' as that pid (or undefined), never a term made from a stale
+%% word; the peer survives and the session stops with its summary.
+handler_remote_link(_Config) ->
+    Paths = lists:append([["-pa", filename:dirname(code:which(M))]
+                          || M <- [beamprobe, ?W, ?MODULE]]),
+    {ok, Peer, Node} =
+        case peer:start(#{name => peer:random_name(?MODULE), args => Paths}) of
+            {ok, P, N} -> {ok, P, N};
+            Err -> ct:fail({peer_start_failed, Err})
+        end,
+    Local = spawn(fun() -> receive stop -> ok end end),
+    try
+        T = erlang:spawn(Node, ?MODULE, peer_remote_link, [self(), Local]),
+        Ref = monitor(process, T),
+        Stopped = receive
+                      {T, stopped, R} -> R;
+                      {'DOWN', Ref, process, T, Why} -> {peer_process_down, Why}
+                  after 20000 -> peer_timeout
+                  end,
+        Evs = lists:append(handler_batches()),
+        Links = [E || #{event := link} = E <- Evs],
+        ct:log("stopped: ~p~nlink events: ~p", [Stopped, Links]),
+        ?assertEqual(Node, erpc:call(Node, erlang, node, [], 5000)),
+        ?assertMatch({ok, #{}}, Stopped),
+        ?assertMatch([_], Links),
+        [#{other := Other}] = Links,
+        ?assert(Other =:= Local orelse Other =:= undefined)
+    after
+        Local ! stop,
+        catch peer:stop(Peer)
+    end.
+
+handler_batches() ->
+    receive {handler_events, _, Evs} -> [Evs | handler_batches()]
+    after 500 -> []
+    end.
+
+%% @doc On a peer: traces itself into a forwarding handler, links to and
+%% unlinks from Remote, stops, reports the stop result.
+-spec peer_remote_link(pid(), pid()) -> ok.
+peer_remote_link(Parent, Remote) ->
+    {ok, S} = beamprobe:start(#{procs => [self()], events => [procs],
+                                output => {handler, ?MODULE,
+                                           #{mode => forward,
+                                             parent => Parent}}}),
+    self() ! {remote, Remote},
+    link_and_forget(),
+    %% The remote pid's copy on this heap is now garbage: collect it and
+    %% reuse the memory before the collector decodes the event.
+    [begin _ = lists:seq(1, 20000), erlang:garbage_collect() end
+     || _ <- lists:seq(1, 20)],
+    timer:sleep(200),
+    R = beamprobe:stop(S),
+    Parent ! {self(), stopped, R},
+    ok.
+
+link_and_forget() ->
+    receive {remote, R} -> true = link(R) end,
     ok.
 
 %%% ------------------------------------------------------------------------
