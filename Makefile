@@ -59,14 +59,32 @@ check-deps:
 	@for c in $(DEB_CMDS); do command -v $$c >/dev/null || { \
 	  echo "missing command: $$c (run 'make deps' as root)"; exit 1; }; done
 
-# Every suite: C unit tests (ASan+UBSan), Erlang EUnit + Common Test,
-# the CLI tests; each prints "N passed, M failed".
+# Every suite: C unit tests (ASan+UBSan, the ring under TSan), Erlang
+# EUnit + Common Test, the NIF under ASan+UBSan, a short fuzz run of the
+# reader, the CLI tests; each prints "N passed, M failed".  Every step runs
+# even if an earlier one failed; the target fails if any did.
+TEST_STEPS := "$(MAKE) -C test/c run" \
+	"bash test/run_erlang_tests.sh" \
+	"$(MAKE) test-asan" \
+	"FUZZ_SECONDS=20 bash test/fuzz/run.sh" \
+	"TZ=UTC bash test/cli/run.sh" \
+	"bash test/browser/run.sh" \
+	"bash scripts/dialyzer.sh"
 test: deps all
-	$(MAKE) -C test/c run
-	bash test/run_erlang_tests.sh
-	TZ=UTC bash test/cli/run.sh
-	bash test/browser/run.sh
-	bash scripts/dialyzer.sh
+	@failed=""; for step in $(TEST_STEPS); do \
+	  echo "=== make test: $$step"; \
+	  sh -c "$$step" || failed="$$failed\n  $$step"; \
+	done; \
+	if [ -n "$$failed" ]; then printf "make test: FAILED steps:$$failed\n"; exit 1; fi; \
+	echo "make test: every step passed"
+
+# The NIF built with ASan + UBSan (_build/c/asan/beamprobe_nif.so) and the
+# core Common Test suites run in a VM that loads it (test/asan/run.sh).
+asan-nif:
+	$(MAKE) -C c_src asan
+
+test-asan: all asan-nif
+	bash test/asan/run.sh
 
 # The README's first command: traces a demo workload, summarises it and
 # exports it for Perfetto.
@@ -89,4 +107,4 @@ clean:
 	$(MAKE) -C c_src/cli clean
 	rm -rf ebin/*.beam ebin/*.app _build
 
-.PHONY: demo fuzz all c erl cli deps check-deps test bench dialyzer clean
+.PHONY: demo fuzz all c erl cli deps check-deps test test-asan asan-nif bench dialyzer clean

@@ -1,15 +1,31 @@
 #!/usr/bin/env bash
-# test/fuzz/run.sh -- `make fuzz`: runs the libFuzzer target of the trace
-# decoder (test/fuzz/fuzz_reader.c) for a bounded time, seeded with the
-# golden traces in test/traces/.  FUZZ_SECONDS (default 60) bounds it.
-set -euo pipefail
+# test/fuzz/run.sh -- runs the libFuzzer target of the trace decoder
+# (test/fuzz/fuzz_reader.c) for a bounded time, seeded with the golden
+# traces in test/traces/.  FUZZ_SECONDS bounds it: 60 for `make fuzz`, 20
+# in `make test`.  A crash, a sanitizer report, a leak or a timeout (one
+# input taking more than 10 s) fails the run; the input is kept under
+# _build/fuzz/ (crash-*, timeout-*, leak-*) and its name printed.
+# Prints "fuzz: N passed, M failed".
+set -uo pipefail
 cd "$(dirname "$0")/../.."
-command -v clang >/dev/null || { echo "SKIP: clang (libFuzzer) not installed"; exit 0; }
-make -s -C c_src/cli fuzz
+command -v clang >/dev/null || { echo "SKIP: clang (libFuzzer) not installed"; echo "fuzz: 0 passed, 0 failed"; exit 0; }
+make -s -C c_src/cli fuzz || { echo "fuzz: 0 passed, 1 failed (build)"; exit 1; }
 corpus=_build/fuzz/corpus
-mkdir -p "$corpus"
+mkdir -p "$corpus" _build/fuzz/artifacts
 find test/traces -type f ! -name '*.print' ! -name '*.stats' ! -name '*.info' \
   -size -64k -exec cp {} "$corpus/" \; 2>/dev/null || true
 secs=${FUZZ_SECONDS:-60}
-echo "fuzzing the decoder for $secs s (corpus: $corpus)"
-_build/cli/fuzz_reader -max_total_time="$secs" -max_len=65536 "$corpus"
+seed=${FUZZ_SEED:-$(( $(date +%s) % 100000 + 1 ))}
+echo "fuzzing the decoder for $secs s, seed $seed (FUZZ_SEED=$seed to repeat; corpus: $corpus)"
+log=_build/fuzz/fuzz.log
+_build/cli/fuzz_reader -max_total_time="$secs" -max_len=65536 -timeout=10 \
+  -rss_limit_mb=2048 -seed="$seed" -print_final_stats=1 \
+  -artifact_prefix=_build/fuzz/artifacts/ "$corpus" >"$log" 2>&1
+rc=$?
+tail -n 25 "$log"
+if [ "$rc" -ne 0 ] || grep -qE 'ERROR: (AddressSanitizer|libFuzzer|LeakSanitizer)|runtime error:' "$log"; then
+  echo "fuzz: the decoder failed (exit $rc); input: $(ls -t _build/fuzz/artifacts/ 2>/dev/null | head -1)"
+  echo "fuzz: 0 passed, 1 failed"
+  exit 1
+fi
+echo "fuzz: 1 passed, 0 failed"

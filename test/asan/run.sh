@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# test/asan/run.sh -- the NIF itself under AddressSanitizer + UBSan.
+#
+# Builds _build/c/asan/beamprobe_nif.so (`make -C c_src asan`: -fsanitize=
+# address,undefined -fno-sanitize-recover=undefined) and runs Common Test
+# suites in a VM that loads it: beam.smp is started with libasan preloaded
+# (LD_PRELOAD; the VM itself is not instrumented, its malloc is ASan's) and
+# BEAMPROBE_NIF pointing at the sanitized library (src/beamprobe_nif.erl
+# honours it).  Every sanitizer report is written under _build/asan/log/
+# (log_path); any report fails the run, even if the suites passed.
+#
+#   bash test/asan/run.sh [SUITE ...]   default: ASAN_SUITES below
+#
+# Prints "asan: N passed, M failed" (the suites' cases, plus one failure per
+# sanitizer report file).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+SUITES=${*:-${ASAN_SUITES:-beamprobe_SUITE beamprobe_events_SUITE beamprobe_diff_SUITE}}
+out=_build/test
+logdir=$PWD/_build/asan/log
+mkdir -p "$out" "$logdir" _build/ct_logs
+rm -f "$logdir"/*
+
+libasan=$(gcc -print-file-name=libasan.so)
+libubsan=$(gcc -print-file-name=libubsan.so)
+if [ ! -f "$libasan" ] || [ "$libasan" = libasan.so ]; then
+  echo "SKIP: libasan.so not found (gcc -print-file-name=libasan.so)"
+  echo "asan: 0 passed, 0 failed"; exit 0
+fi
+make -s -C c_src asan || { echo "asan: 0 passed, 1 failed (build)"; exit 1; }
+nif=$PWD/_build/c/asan/beamprobe_nif
+
+for f in test/*.erl; do
+  erlc +warnings_as_errors +debug_info -I include -pa ebin -o "$out" "$f" || { echo "compile failed: $f"; exit 1; }
+done
+
+# detect_leaks=0: the VM is not built for LeakSanitizer (it keeps memory to
+# the end by design).  abort_on_error=0 + halt_on_error=1: a report ends the
+# node (the suite then fails) and is written to the log.  UBSan cannot
+# recover (-fno-sanitize-recover), so a report also ends the node.
+export ASAN_OPTIONS="detect_leaks=0:abort_on_error=0:halt_on_error=1:log_path=$logdir/asan:detect_odr_violation=0:allocator_may_return_null=1:handle_segv=0:handle_sigbus=0:handle_abort=0:detect_stack_use_after_return=0"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$logdir/ubsan"
+export BEAMPROBE_NIF=$nif
+export BEAMPROBE_ASAN=1
+
+passed=0; failed=0
+for s in $SUITES; do
+  [ -f "test/$s.erl" ] || { echo "no suite $s"; failed=$((failed + 1)); continue; }
+  log=$out/asan-$s.log
+  LD_PRELOAD="$libasan${libubsan:+ $libubsan}" ct_run -noshell -sname "asan_$$_$s" -pa "$PWD/ebin" -pa "$PWD/$out" -dir test \
+    -suite "$s" -logdir _build/ct_logs -cover_stop false 2>&1 | tee "$log"
+  line=$(grep -E 'TEST COMPLETE' "$log" | tail -1)
+  p=$(echo "$line" | grep -Eo '[0-9]+ ok' | grep -Eo '[0-9]+'); passed=$((passed + ${p:-0}))
+  f=$(echo "$line" | grep -Eo '[0-9]+ failed' | grep -Eo '[0-9]+'); failed=$((failed + ${f:-0}))
+  [ -z "$line" ] && { echo "asan: suite $s did not complete"; failed=$((failed + 1)); }
+done
+
+# The sanitized NIF must actually have been loaded: its build has the ASan
+# runtime symbols; check the node loaded it from $nif (the suites' node logs
+# nothing about it, so ask a fresh node).
+loaded=$(LD_PRELOAD="$libasan${libubsan:+ $libubsan}" erl -noshell -pa ebin -eval '
+  {module, _} = code:ensure_loaded(beamprobe_nif),
+  {ok, M} = file:read_file("/proc/self/maps"),
+  io:put_chars(case binary:match(M, <<"asan/beamprobe_nif.so">>) of nomatch -> "no"; _ -> "yes" end),
+  halt().' 2>&1)
+if [ "$loaded" != yes ]; then
+  echo "asan: the sanitized NIF was not loaded ($loaded)"; failed=$((failed + 1))
+fi
+
+reports=$(ls "$logdir" 2>/dev/null | wc -l)
+if [ "$reports" -gt 0 ]; then
+  for r in "$logdir"/*; do echo "=== sanitizer report $r"; head -60 "$r"; done
+  failed=$((failed + reports))
+fi
+echo "asan: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
