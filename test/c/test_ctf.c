@@ -91,6 +91,9 @@ static const int64_t offset_ns = 1700000000123456789LL;
 static const struct bp_env_entry env[] = {
 	{"node", "bp@host"}, {"otp_release", "25"}, {"quoted", "a\"b\\c\nd"}};
 
+/* Events in whole packets in the file, user and process/drops ones. */
+#define TOTAL(s) ((s)->events + (s)->aux_events)
+
 /* What the writer was asked to do, per stream: events and packets. */
 struct expect {
 	struct tev ev[PER_STREAM];
@@ -111,7 +114,15 @@ static void note_packets(struct bp_ctf_stream *s, struct expect *x,
 			 unsigned *next_ev, int full)
 {
 	for (uint64_t q = seq0; q < s->seq && x->npkt < MAXPKT; q++) {
-		unsigned n = (unsigned)(s->events - events0);
+		unsigned n = (unsigned)(TOTAL(s) - events0);
+		if (q == 0) { /* every stream starts with an empty packet */
+			x->pkt[x->npkt].discarded = 0;
+			x->pkt[x->npkt].first = *next_ev;
+			x->pkt[x->npkt].nev = 0;
+			x->pkt[x->npkt].full = 0;
+			x->npkt++;
+			continue;
+		}
 		x->pkt[x->npkt].discarded = discarded;
 		x->pkt[x->npkt].first = *next_ev;
 		x->pkt[x->npkt].nev = q + 1 == s->seq ? n : 0;
@@ -141,7 +152,7 @@ static int write_trace(const char *dir)
 		for (int k = 0; k < NSTREAMS; k++) {
 			struct tev *e = &ex[k].ev[i];
 			struct bp_ctf_stream *s = &st[k];
-			uint64_t seq0 = s->seq, ev0 = s->events, disc;
+			uint64_t seq0 = s->seq, ev0 = TOTAL(s), disc;
 
 			make_event(e, (i * 5 + (unsigned)k * 3) % NCLASSES, k, i);
 			/* Stream 0 at 10i, stream 1 at 10i + 5: all distinct
@@ -164,7 +175,7 @@ static int write_trace(const char *dir)
 				/* Explicit flush, then an empty packet that
 				 * only records a new loss count. */
 				seq0 = s->seq;
-				ev0 = s->events;
+				ev0 = TOTAL(s);
 				check_u(bp_ctf_stream_flush(s, 4, 0), 0);
 				note_packets(s, &ex[k], seq0, ev0, 4,
 					     &written[k], 0);
@@ -172,19 +183,19 @@ static int write_trace(const char *dir)
 				check_u(bp_ctf_stream_flush(s, 4, 0), 0);
 				check_u(s->seq, seq0); /* nothing to write */
 				check_u(bp_ctf_stream_flush(s, 6, 1), 0);
-				note_packets(s, &ex[k], seq0, s->events, 6,
+				note_packets(s, &ex[k], seq0, TOTAL(s), 6,
 					     &written[k], 0);
 			}
 		}
 	}
 	for (int k = 0; k < NSTREAMS; k++) {
-		uint64_t seq0 = st[k].seq, ev0 = st[k].events;
+		uint64_t seq0 = st[k].seq, ev0 = TOTAL(&st[k]);
 		uint64_t disc = k == 0 ? 12 : 7;
 
 		ex[k].final_discarded = disc;
 		check_u(bp_ctf_stream_flush(&st[k], disc, 0), 0);
 		note_packets(&st[k], &ex[k], seq0, ev0, disc, &written[k], 0);
-		check_u(st[k].events, PER_STREAM);
+		check_u(TOTAL(&st[k]), PER_STREAM);
 		check_u(written[k], PER_STREAM);
 		check_u(bp_ctf_stream_close(&st[k], disc), 0);
 		check_u(st[k].fd, -1);
@@ -286,7 +297,9 @@ static void parse_stream(const char *dir, int k)
 		/* A packet written by add: the next event did not fit. */
 		if (pk < x->npkt && x->pkt[pk].full && evi < PER_STREAM)
 			check(end + x->ev[evi].len > PACKET_CAP);
-		if (nev == 0) /* empty packet: last timestamp repeated */
+		if (nev == 0 && pk == 0) /* the first: the next one's start */
+			check_u(b, rd_le(p + end + 24, 8));
+		else if (nev == 0) /* empty packet: last timestamp repeated */
 			check_u(b, prev_end);
 		prev_end = e;
 		off += end;
@@ -654,14 +667,15 @@ static void test_errors(const char *tmp)
 	is_u(s.seq, 0, "an exactly full packet is not written yet");
 	is_u(s.len, BP_PACKET_HEADER_SIZE + 64, "packet holds both events");
 	is_i(bp_ctf_stream_flush(&s, 0, 0), 0, "flush");
-	is_u(s.bytes, BP_PACKET_HEADER_SIZE + 64, "packet of exactly cap bytes");
+	is_u(s.bytes, 2 * BP_PACKET_HEADER_SIZE + 64,
+	     "an empty first packet, then a packet of exactly cap bytes");
 	is_i(bp_ctf_stream_add(&s, ev, 64, 0), 0, "event filling a packet");
-	is_u(s.seq, 1, "not written yet");
+	is_u(s.seq, 2, "not written yet");
 	is_i(bp_ctf_stream_add(&s, ev, 18, 0), 0, "next event");
-	is_u(s.seq, 2, "the full packet was written first");
-	is_u(s.bytes, 2 * (BP_PACKET_HEADER_SIZE + 64), "bytes written");
+	is_u(s.seq, 3, "the full packet was written first");
+	is_u(s.bytes, 3 * BP_PACKET_HEADER_SIZE + 2 * 64, "bytes written");
 	is_i(bp_ctf_stream_close(&s, 0), 0, "close");
-	is_u(s.bytes, 3 * BP_PACKET_HEADER_SIZE + 2 * 64 + 18, "close flushed");
+	is_u(s.bytes, 4 * BP_PACKET_HEADER_SIZE + 2 * 64 + 18, "close flushed");
 	is_u(s.events, 4, "events written");
 	is_i(bp_ctf_stream_flush(&s, 0, 1), EBADF, "flush after close: EBADF");
 
