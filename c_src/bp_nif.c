@@ -383,11 +383,14 @@ static ERL_NIF_TERM nif_make_dir(ErlNifEnv *env, int argc,
 		return enif_make_tuple2(env, bp_atom.error,
 					errno_atom(env, errno));
 	fd = bp_ctf_open_dir(path);
-	if (fd < 0)
+	if (fd < 0) {
+		struct stat lsb;
+		/* O_DIRECTORY | O_NOFOLLOW on a symlink: ELOOP or ENOTDIR. */
+		int link = lstat(path, &lsb) == 0 && S_ISLNK(lsb.st_mode);
 		return enif_make_tuple2(env, bp_atom.error,
-					-fd == ELOOP
-						? enif_make_atom(env, "symlink")
-						: errno_atom(env, -fd));
+					link ? enif_make_atom(env, "symlink")
+					     : errno_atom(env, -fd));
+	}
 	why = dir_unsafe(fd);
 	if (!why && !dir_empty(fd))
 		why = "not_empty";
