@@ -58,8 +58,12 @@ static uint64_t slot_discarded(struct bp_slot *sl)
 static void account(struct bp_session *s, uint32_t idx)
 {
 	struct bp_ctf_stream *st = &s->streams[idx];
-	struct bp_slot *sl = slot_at(s, idx);
+	struct bp_slot *sl;
 
+	if (st->bytes == st->seen_bytes && st->events == st->seen_events &&
+	    st->aux_events == st->seen_aux && st->lost == st->seen_lost)
+		return; /* the common case: no packet written since */
+	sl = slot_at(s, idx);
 	atomic_fetch_add_explicit(&s->bytes, st->bytes - st->seen_bytes,
 				  memory_order_relaxed);
 	st->seen_bytes = st->bytes;

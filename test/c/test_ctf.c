@@ -23,6 +23,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -688,6 +690,107 @@ static void test_errors(const char *tmp)
 	is_i(bp_ctf_stream_close(&s, 0), 0, "close");
 }
 
+/* ---- 4. faults: planted links, a write that fails part-way ------------------ */
+
+static void read_small(const char *path, char *buf, size_t cap)
+{
+	FILE *f = fopen(path, "rb");
+	size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+
+	buf[n] = '\0';
+	if (f)
+		fclose(f);
+}
+
+static void test_faults(const char *tmp)
+{
+	char dir[256], victim[300], path[300], link[300], got[64];
+	struct bp_ctf_stream s;
+	struct rlimit old, lim;
+	struct stat sb;
+	uint8_t ev[100], hdr[BP_PACKET_HEADER_SIZE];
+	FILE *f;
+	int dfd, rfd, err = 0;
+
+	snprintf(dir, sizeof dir, "%s/faults", tmp);
+	snprintf(victim, sizeof victim, "%s/victim", tmp);
+	mkdir(dir, 0700);
+	f = fopen(victim, "wb");
+	if (f) {
+		fputs("precious", f);
+		fclose(f);
+	}
+
+	/* Links planted in the directory are never followed. */
+	snprintf(path, sizeof path, "%s/metadata", dir);
+	ok(symlink(victim, path) == 0, "metadata -> victim planted");
+	is_i(bp_ctf_write_metadata(dir, uuid, 0, NULL, 0), EEXIST,
+	     "metadata over a planted symlink: EEXIST, not followed");
+	snprintf(path, sizeof path, "%s/thread-005", dir);
+	ok(symlink(victim, path) == 0, "thread-005 -> victim planted");
+	is_i(bp_ctf_stream_open(&s, dir, 5, uuid, 4096), EEXIST,
+	     "stream over a planted symlink: EEXIST, not followed");
+	read_small(victim, got, sizeof got);
+	is_str(got, "precious", "the link's target is untouched");
+	snprintf(link, sizeof link, "%s/dirlink", tmp);
+	ok(symlink(dir, link) == 0, "dirlink -> faults");
+	dfd = bp_ctf_open_dir(link);
+	ok(dfd < 0, "a symlinked directory is not opened (%d)", dfd);
+	if (dfd >= 0)
+		close(dfd);
+	is_i(bp_ctf_write_metadata(link, uuid, 0, NULL, 0), -bp_ctf_open_dir(link),
+	     "nor written into");
+
+	/* A packet write that fails part-way (file size limit: EFBIG after a
+	 * short write) is cut off again; its events are lost, not written. */
+	signal(SIGXFSZ, SIG_IGN);
+	dfd = bp_ctf_open_dir(dir);
+	if (!ok(dfd >= 0, "open the directory"))
+		return;
+	is_i(bp_ctf_stream_open_at(&s, dfd, 1, uuid, 1024), 0, "open thread-001");
+	memset(ev, 0, sizeof ev);
+	getrlimit(RLIMIT_FSIZE, &old);
+	lim = old;
+	lim.rlim_cur = 1500;
+	ok(setrlimit(RLIMIT_FSIZE, &lim) == 0, "file size limit 1500 bytes");
+	for (unsigned i = 0; i < 30; i++) {
+		bp_ev_header(ev, BP_EV_RETURN_TO, 100 + i, 7);
+		int e = bp_ctf_stream_add(&s, ev, sizeof ev, 3);
+		if (e && !err) {
+			err = e;
+			is_u(i, 18, "the 19th event meets the error (its packet "
+				    "is the second one to be written)");
+		}
+	}
+	setrlimit(RLIMIT_FSIZE, &old);
+	is_i(err, EFBIG, "the write error is returned");
+	is_i(s.err, EFBIG, "the stream keeps its error");
+	is_u(s.bytes, BP_PACKET_HEADER_SIZE + BP_PACKET_HEADER_SIZE + 900,
+	     "bytes: the empty first packet and one whole packet");
+	is_u(s.events, 9, "events in the file: the whole packet's");
+	is_u(s.lost, 9, "events lost: the packet that failed");
+	is_i(bp_ctf_stream_add(&s, ev, sizeof ev, 3), EFBIG,
+	     "a failed stream refuses events");
+	ok(fstat(s.fd, &sb) == 0 && (uint64_t)sb.st_size == s.bytes,
+	   "the file was cut back to its whole packets (%lld bytes)",
+	   (long long)sb.st_size);
+	snprintf(path, sizeof path, "%s/thread-001", dir);
+	rfd = open(path, O_RDONLY | O_CLOEXEC);
+	ok(pread(rfd, hdr, sizeof hdr, BP_PACKET_HEADER_SIZE) ==
+		   (ssize_t)sizeof hdr &&
+		   bp_get_u64(hdr + BP_PKT_OFF_PACKET_SIZE) == 976 * 8,
+	   "the second packet is whole");
+	ok(pread(rfd, hdr, sizeof hdr, 0) == (ssize_t)sizeof hdr &&
+		   bp_get_u64(hdr + BP_PKT_OFF_DISCARDED) == 0 &&
+		   bp_get_u64(hdr + BP_PKT_OFF_PACKET_SIZE) ==
+			   BP_PACKET_HEADER_SIZE * 8,
+	   "the first packet is empty, with events_discarded 0");
+	if (rfd >= 0)
+		close(rfd);
+	is_i(bp_ctf_stream_close(&s, 3), EFBIG, "close reports the error");
+	close(dfd);
+}
+
 /* ---- main ---------------------------------------------------------------------- */
 
 int main(void)
@@ -716,6 +819,7 @@ int main(void)
 	umask(old);
 	test_metadata(dir);
 	test_errors(tmp);
+	test_faults(tmp);
 
 	if (tap_failed) {
 		tap_diag("trace kept for inspection in %s", tmp);
