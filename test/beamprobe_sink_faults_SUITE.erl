@@ -524,40 +524,40 @@ umask_child([Dir]) ->
     Watch(Md),
     W = spawn_link(fun() -> receive go -> ?W:tick(1) end,
                             receive stop -> ok end end),
+    StreamWatcher = spawn_link(fun() -> Self ! {mode, stream,
+                                                first_stream_mode(Dir)}
+                               end),
     {ok, S} = beamprobe:start(#{procs => [W], calls => [{?W, tick, 1}],
                                 output => {file, Dir}}),
-    {ok, Files} = file:list_dir(Dir),
-    Streams = [F || "thread-" ++ _ = F <- Files],
-    Stream = case Streams of
-                 [] -> filename:join(Dir, "thread-" ++ slot_name());
-                 [F0 | _] -> filename:join(Dir, F0)
-             end,
-    Watch(Stream),
     W ! go,
     Get = fun(P) -> receive {mode, P, M} -> M after 10000 -> timeout end
           end,
     DM = Get(Dir),
     MM = Get(Md),
-    timer:sleep(300),
+    SM = Get(stream),
     {ok, _} = beamprobe:stop(S),
-    SM = case Get(Stream) of
-             timeout -> stream_mode_after(Dir);
-             M -> M
-         end,
+    unlink(StreamWatcher),
     Umask = umask_now(),
     io:format("MODES ~w~n", [#{dir => DM, metadata => MM, stream => SM,
                                umask => Umask}]),
     halt(0).
 
-slot_name() -> "000".
+%% Spins until a stream file exists in Dir; its permission bits then.
+first_stream_mode(Dir) ->
+    first_stream_mode(Dir, erlang:monotonic_time(millisecond)).
 
-stream_mode_after(Dir) ->
-    {ok, Files} = file:list_dir(Dir),
-    case [F || "thread-" ++ _ = F <- Files] of
-        [F | _] ->
-            {ok, I} = file:read_link_info(filename:join(Dir, F)),
-            element(8, I) band 8#777;
-        [] -> no_stream
+first_stream_mode(Dir, T0) ->
+    Found = case file:list_dir(Dir) of
+                {ok, Fs} -> [F || "thread-" ++ _ = F <- Fs];
+                _ -> []
+            end,
+    case Found of
+        [F | _] -> first_mode(filename:join(Dir, F));
+        [] ->
+            case erlang:monotonic_time(millisecond) - T0 > 8000 of
+                true -> timeout;
+                false -> first_stream_mode(Dir, T0)
+            end
     end.
 
 %% Spins until Path exists; its permission bits then.
