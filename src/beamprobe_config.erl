@@ -430,8 +430,14 @@ format_error({force_required, X}) ->
     f("~p would trace every module; add force => true if you mean it", [X]);
 format_error({output_exists, D}) ->
     f("output directory ~s exists and is not empty", [D]);
+format_error({unwritable, D, R}) when R =:= symlink; R =:= not_owner;
+                                     R =:= group_or_world_writable ->
+    f("cannot write to ~s: ~s", [D, unsafe_dir(R)]);
 format_error({unwritable, D, R}) ->
     f("cannot write to ~s: ~s", [D, file:format_error(R)]);
+format_error({too_many_sessions, Max}) ->
+    f("too many sessions: ~b run already (application env max_sessions)",
+      [Max]);
 format_error({already_traced, Pids}) ->
     f("~p process(es) are traced by another tracer (~p...); add force => "
       "true to take them over", [length(Pids), hd(Pids)]);
@@ -453,3 +459,8 @@ format_error({bad_pattern, MFA}) ->
 format_error(Other) -> f("~p", [Other]).
 
 f(Fmt, Args) -> lists:flatten(io_lib:format(Fmt, Args)).
+
+unsafe_dir(symlink) -> "it is a symbolic link (never followed)";
+unsafe_dir(not_owner) -> "the directory belongs to another user";
+unsafe_dir(group_or_world_writable) ->
+    "the directory is writable by group or others".

@@ -263,6 +263,9 @@ session_cap(Config) ->
     P4 = lists:last(Ps),
     ?assertEqual({error, {too_many_sessions, 3}},
                  beamprobe:start(Spec(P4, 4))),
+    ?assertMatch({match, _}, re:run(beamprobe:format_error(
+                                      {too_many_sessions, 3}),
+                                    "too many sessions.*max_sessions")),
     ?assert(?L:dir_absent_or_empty(dir(Config, "cap4"))),
     ?assertEqual({flags, []}, erlang:trace_info(P4, flags)),
     ?assertEqual(3, length(beamprobe:list())),
@@ -455,6 +458,9 @@ planted_symlinks(Config) ->
                                    calls => [{?W, tick, 1}],
                                    output => {file, D2}})),
     ?assertEqual({ok, []}, file:list_dir(Real)),
+    ?assertMatch({match, _}, re:run(beamprobe:format_error(
+                                      {unwritable, D2, symlink}),
+                                    "symbolic link")),
     %% thread-NNN -> victim, planted after the start.
     D3 = dir(Config, "planted3"),
     S = start(#{procs => new, calls => [{?W, tick, 1}], return => false,
