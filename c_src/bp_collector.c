@@ -9,11 +9,16 @@
 #include "bp_sink_handler.h"
 
 #include <errno.h>
+#include <linux/futex.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #define FLUSH_NS 100000000ull /* write a partial packet after 100 ms */
-#define IDLE_SLEEP_NS 2000000 /* poll period when idle */
+#define POLL_NS 2000000       /* poll period while traffic is recent */
+#define DEEP_AFTER_NS 100000000ull /* idle this long: sleep until woken */
 #define RELEASE_EVERY 256     /* records between freeing ring space */
 
 static void note_io_error(struct bp_session *s, int err)
@@ -24,13 +29,60 @@ static void note_io_error(struct bp_session *s, int err)
 		bp_session_request_stop(s, BP_SR_IO_ERROR);
 }
 
+static struct bp_slot *slot_at(struct bp_session *s, uint32_t i)
+{
+	return atomic_load_explicit(&s->slots[i], memory_order_acquire);
+}
+
+/* The collector is the only writer of a slot's io_error count and of
+ * late_too_big: a relaxed load + store is exact. */
+static void add_relaxed(_Atomic uint64_t *c, uint64_t n)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+			      memory_order_relaxed);
+}
+
 static uint64_t slot_discarded(struct bp_slot *sl)
 {
 	uint64_t n = atomic_load_explicit(&sl->ring.evicted,
+					  memory_order_relaxed) +
+		     atomic_load_explicit(&sl->late_too_big,
 					  memory_order_relaxed);
 	for (int c = 0; c < BP_DROP_COUNT; c++)
 		n += atomic_load_explicit(&sl->drops[c], memory_order_relaxed);
 	return n;
+}
+
+/* Moves what stream idx wrote (whole packets) or lost since the last look
+ * into the session's counters. */
+static void account(struct bp_session *s, uint32_t idx)
+{
+	struct bp_ctf_stream *st = &s->streams[idx];
+	struct bp_slot *sl;
+
+	if (st->bytes == st->seen_bytes && st->events == st->seen_events &&
+	    st->aux_events == st->seen_aux && st->lost == st->seen_lost)
+		return; /* the common case: no packet written since */
+	sl = slot_at(s, idx);
+	atomic_fetch_add_explicit(&s->bytes, st->bytes - st->seen_bytes,
+				  memory_order_relaxed);
+	st->seen_bytes = st->bytes;
+	if (st->events >= st->seen_events)
+		atomic_fetch_add_explicit(&s->events,
+					  st->events - st->seen_events,
+					  memory_order_relaxed);
+	else /* the file was removed: its events are lost after all */
+		atomic_fetch_sub_explicit(&s->events,
+					  st->seen_events - st->events,
+					  memory_order_relaxed);
+	st->seen_events = st->events;
+	atomic_fetch_add_explicit(&s->aux_events, st->aux_events - st->seen_aux,
+				  memory_order_relaxed);
+	st->seen_aux = st->aux_events;
+	if (sl)
+		add_relaxed(&sl->drops[BP_DROP_IO_ERROR],
+			    st->lost - st->seen_lost);
+	st->seen_lost = st->lost;
 }
 
 static struct bp_ctf_stream *stream_for(struct bp_session *s, uint32_t idx)
@@ -38,8 +90,12 @@ static struct bp_ctf_stream *stream_for(struct bp_session *s, uint32_t idx)
 	struct bp_ctf_stream *st = &s->streams[idx];
 
 	if (st->fd < 0 && !st->err) {
-		int err = bp_ctf_stream_open(st, s->dir, idx, s->uuid,
-					     s->packet_size);
+		int err = s->dirfd < 0 ? EBADF
+			  : s->dir_gone
+				  ? ENOENT
+				  : bp_ctf_stream_open_at(st, s->dirfd, idx,
+							  s->uuid,
+							  s->packet_size);
 		if (err) {
 			st->err = err;
 			note_io_error(s, err);
@@ -48,33 +104,42 @@ static struct bp_ctf_stream *stream_for(struct bp_session *s, uint32_t idx)
 	return st->fd >= 0 ? st : NULL;
 }
 
-static void write_event(struct bp_session *s, struct bp_ctf_stream *st,
-			const uint8_t *ev, uint32_t len, uint64_t discarded)
+/* Adds ev to st; an event that cannot be written is counted as lost. */
+static void write_event(struct bp_session *s, struct bp_slot *sl,
+			struct bp_ctf_stream *st, const uint8_t *ev,
+			uint32_t len, uint64_t discarded, int aux)
 {
-	uint64_t before = st->bytes;
 	int err = bp_ctf_stream_add(st, ev, len, discarded);
 
-	if (err) {
-		if (err != EMSGSIZE)
-			note_io_error(s, err);
-		return;
+	if (err == EMSGSIZE) {
+		if (!aux)
+			add_relaxed(&sl->late_too_big, 1);
+	} else if (err) {
+		note_io_error(s, err);
+		if (!aux)
+			add_relaxed(&sl->drops[BP_DROP_IO_ERROR], 1);
 	}
-	if (st->bytes != before)
-		atomic_fetch_add_explicit(&s->bytes, st->bytes - before,
-					  memory_order_relaxed);
+	account(s, sl->index);
 }
 
-/* Counts one event and hands it to every sink that wants it. */
-static void add_event(struct bp_session *s, struct bp_ctf_stream *st,
+/* Counts one event and hands it to every sink that wants it.  An event
+ * for the file counts as written only once its packet is in the file. */
+static void add_event(struct bp_session *s, struct bp_slot *sl,
 		      const uint8_t *ev, uint32_t len, uint64_t discarded)
 {
 	uint16_t id = bp_get_u16(ev + BP_EV_OFF_ID);
 	int aux = id == BP_EV_PROCESS || id == BP_EV_DROPS;
 
-	atomic_fetch_add_explicit(aux ? &s->aux_events : &s->events, 1,
-				  memory_order_relaxed);
-	if (st && (aux || (id < 64 && (s->file_kinds & (1ull << id)))))
-		write_event(s, st, ev, len, discarded);
+	if (s->has_file && (aux || (id < 64 && (s->file_kinds & (1ull << id))))) {
+		struct bp_ctf_stream *st = stream_for(s, sl->index);
+		if (st)
+			write_event(s, sl, st, ev, len, discarded, aux);
+		else if (!aux) /* the stream file cannot be created */
+			add_relaxed(&sl->drops[BP_DROP_IO_ERROR], 1);
+	} else {
+		atomic_fetch_add_explicit(aux ? &s->aux_events : &s->events, 1,
+					  memory_order_relaxed);
+	}
 	for (uint32_t i = 0; i < s->nhandlers; i++)
 		bp_handler_add(s, &s->handlers[i], ev, len);
 }
@@ -92,7 +157,6 @@ static void flush_stream(struct bp_session *s, struct bp_slot *sl,
 			 int force)
 {
 	struct bp_ctf_stream *st = &s->streams[sl->index];
-	uint64_t before = st->bytes;
 	int err;
 
 	if (st->fd < 0)
@@ -100,8 +164,33 @@ static void flush_stream(struct bp_session *s, struct bp_slot *sl,
 	err = bp_ctf_stream_flush(st, slot_discarded(sl), force);
 	if (err)
 		note_io_error(s, err);
-	atomic_fetch_add_explicit(&s->bytes, st->bytes - before,
-				  memory_order_relaxed);
+	account(s, sl->index);
+}
+
+/* Notices trace files removed under us (rm -rf of the directory): the
+ * events in them are lost, and so is everything after. */
+static void check_files(struct bp_session *s)
+{
+	struct stat sb;
+
+	if (s->dirfd >= 0 && !s->dir_gone && fstat(s->dirfd, &sb) == 0 &&
+	    sb.st_nlink == 0) {
+		s->dir_gone = 1;
+		note_io_error(s, ENOENT);
+	}
+	for (uint32_t i = 0; i < s->max_slots; i++) {
+		struct bp_ctf_stream *st = &s->streams[i];
+		if (st->fd < 0 || st->err)
+			continue;
+		if (!s->dir_gone &&
+		    (fstat(st->fd, &sb) != 0 || sb.st_nlink != 0))
+			continue;
+		st->lost += st->events;
+		st->events = 0;
+		bp_ctf_stream_fail(st, ENOENT);
+		note_io_error(s, ENOENT);
+		account(s, i);
+	}
 }
 
 /* Moves every published record of sl into its stream.  Returns the number
@@ -109,16 +198,13 @@ static void flush_stream(struct bp_session *s, struct bp_slot *sl,
 static uint64_t drain_slot(struct bp_session *s, struct bp_slot *sl)
 {
 	struct bp_ring_reader rd;
-	struct bp_ctf_stream *st = NULL;
 	const uint8_t *p;
 	uint32_t len;
 	uint64_t n = 0, discarded = slot_discarded(sl);
 
 	bp_ring_read_begin(&sl->ring, &rd);
 	while ((p = bp_ring_read_next(&rd, &len))) {
-		if (s->has_file && !st)
-			st = stream_for(s, sl->index); /* NULL: cannot write */
-		add_event(s, st, p, len, discarded);
+		add_event(s, sl, p, len, discarded);
 		if (++n % RELEASE_EVERY == 0)
 			bp_ring_read_end(&rd);
 	}
@@ -131,8 +217,7 @@ static uint64_t drain_all(struct bp_session *s)
 	uint64_t n = 0;
 
 	for (uint32_t i = 0; i < s->max_slots; i++) {
-		struct bp_slot *sl =
-			atomic_load_explicit(&s->slots[i], memory_order_acquire);
+		struct bp_slot *sl = slot_at(s, i);
 		if (sl)
 			n += drain_slot(s, sl);
 	}
@@ -142,8 +227,7 @@ static uint64_t drain_all(struct bp_session *s)
 static void flush_all(struct bp_session *s, int force)
 {
 	for (uint32_t i = 0; i < s->max_slots; i++) {
-		struct bp_slot *sl =
-			atomic_load_explicit(&s->slots[i], memory_order_acquire);
+		struct bp_slot *sl = slot_at(s, i);
 		if (sl)
 			flush_stream(s, sl, force);
 	}
@@ -158,8 +242,7 @@ static void write_drops(struct bp_session *s)
 	uint8_t ev[BP_EVENT_HEADER_SIZE + 8 * BP_DROP_COUNT];
 
 	for (uint32_t i = 0; i < s->max_slots; i++) {
-		struct bp_slot *sl =
-			atomic_load_explicit(&s->slots[i], memory_order_acquire);
+		struct bp_slot *sl = slot_at(s, i);
 		struct bp_ctf_stream *st;
 		uint64_t d[BP_DROP_COUNT], any = noslot;
 		size_t off;
@@ -173,8 +256,10 @@ static void write_drops(struct bp_session *s)
 		}
 		d[BP_DROP_OVERWRITTEN] += atomic_load_explicit(
 			&sl->ring.evicted, memory_order_relaxed);
+		d[BP_DROP_TOO_BIG] += atomic_load_explicit(
+			&sl->late_too_big, memory_order_relaxed);
 		d[BP_DROP_NO_BUFFER] += noslot;
-		any |= d[BP_DROP_OVERWRITTEN];
+		any |= d[BP_DROP_OVERWRITTEN] | d[BP_DROP_TOO_BIG];
 		if (!any && s->streams[i].fd < 0)
 			continue; /* nothing to say, no file to say it in */
 		noslot = 0;
@@ -183,9 +268,7 @@ static void write_drops(struct bp_session *s)
 		off = bp_ev_header(ev, BP_EV_DROPS, bp_now(), 0);
 		for (int c = 0; c < BP_DROP_COUNT; c++, off += 8)
 			bp_put_u64(ev + off, d[c]);
-		atomic_fetch_add_explicit(&s->aux_events, 1,
-					  memory_order_relaxed);
-		write_event(s, st, ev, (uint32_t)off, slot_discarded(sl));
+		write_event(s, sl, st, ev, (uint32_t)off, slot_discarded(sl), 1);
 	}
 }
 
@@ -258,11 +341,10 @@ void bp_collector_finish(struct bp_session *s)
 	drain_all(s);
 	flush_handlers(s, 1);
 	write_drops(s);
+	check_files(s);
 	for (uint32_t i = 0; i < s->max_slots; i++) {
-		struct bp_slot *sl =
-			atomic_load_explicit(&s->slots[i], memory_order_acquire);
+		struct bp_slot *sl = slot_at(s, i);
 		struct bp_ctf_stream *st = &s->streams[i];
-		uint64_t before = st->bytes;
 		int err;
 
 		if (!sl || st->fd < 0)
@@ -270,15 +352,56 @@ void bp_collector_finish(struct bp_session *s)
 		err = bp_ctf_stream_close(st, slot_discarded(sl));
 		if (err)
 			note_io_error(s, err);
-		atomic_fetch_add_explicit(&s->bytes, st->bytes - before,
-					  memory_order_relaxed);
+		account(s, i);
 	}
+}
+
+/* Is there anything for the collector to do right now? */
+static int has_work(struct bp_session *s)
+{
+	int cmd;
+
+	enif_mutex_lock(s->mtx);
+	cmd = s->cmd_stop || s->cmd_dump;
+	enif_mutex_unlock(s->mtx);
+	if (cmd || (atomic_load(&s->state) == BP_S_STOPPING && !s->notified))
+		return 1;
+	if (s->overflow == BP_OVF_DROP_OLDEST)
+		return 0; /* a flight recorder's rings are read at dumps only */
+	for (uint32_t i = 0; i < s->max_slots; i++) {
+		struct bp_slot *sl = slot_at(s, i);
+		if (sl && bp_ring_used(&sl->ring))
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * Sleeps up to ns with `sleeping' set, until a producer (its first event,
+ * bp_session_enter), a command or a stop request wakes us.  Returns 1 if
+ * woken.  A producer that read `sleeping' just before it was set is not
+ * seen: its event waits at most ns (<= FLUSH_NS), the same bound as a
+ * partial packet.
+ */
+static int idle_wait(struct bp_session *s, uint64_t ns)
+{
+	struct timespec ts = {(time_t)(ns / 1000000000ull),
+			      (long)(ns % 1000000000ull)};
+
+	atomic_store(&s->sleeping, 1);
+	if (has_work(s)) {
+		atomic_store(&s->sleeping, 0);
+		return 1;
+	}
+	syscall(SYS_futex, (uint32_t *)&s->sleeping, FUTEX_WAIT_PRIVATE, 1, &ts,
+		NULL, 0);
+	return atomic_exchange(&s->sleeping, 0) == 0;
 }
 
 void *bp_collector_main(void *arg)
 {
 	struct bp_session *s = arg;
-	uint64_t last_flush = bp_now();
+	uint64_t last_flush = bp_now(), last_busy = last_flush;
 	int drop_oldest = s->overflow == BP_OVF_DROP_OLDEST;
 
 	for (;;) {
@@ -306,6 +429,7 @@ void *bp_collector_main(void *arg)
 		now = bp_now();
 		if (now - last_flush >= FLUSH_NS) {
 			flush_all(s, 0);
+			check_files(s);
 			last_flush = now;
 			if (!session_process_alive(s)) {
 				/* Nobody will stop us: end the session here;
@@ -323,15 +447,25 @@ void *bp_collector_main(void *arg)
 			bp_session_request_stop(s, BP_SR_BYTES);
 		if (atomic_load(&s->state) == BP_S_STOPPING)
 			notify_stop(s);
-		if (!moved) {
-			struct timespec ts = {0, IDLE_SLEEP_NS};
+		if (moved || want_dump) {
+			last_busy = now;
+			continue;
+		}
+		if (now - last_busy < DEEP_AFTER_NS) {
+			/* Recent traffic: poll, without waking producers. */
+			struct timespec ts = {0, POLL_NS};
 			enif_mutex_lock(s->mtx);
-			if (!s->cmd_stop && !s->cmd_dump) {
-				enif_mutex_unlock(s->mtx);
+			stop = s->cmd_stop || s->cmd_dump;
+			enif_mutex_unlock(s->mtx);
+			if (!stop)
 				nanosleep(&ts, NULL);
-			} else {
-				enif_mutex_unlock(s->mtx);
-			}
+		} else {
+			/* Idle: sleep until the next flush is due, or woken. */
+			uint64_t due = last_flush + FLUSH_NS;
+			now = bp_now();
+			if (idle_wait(s, due > now + 1000000 ? due - now
+							     : 1000000))
+				last_busy = bp_now();
 		}
 	}
 	bp_collector_finish(s);

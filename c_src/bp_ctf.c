@@ -18,17 +18,33 @@ static int write_all(int fd, const uint8_t *buf, size_t len)
 				continue;
 			return errno;
 		}
+		if (n == 0)
+			return EIO;
 		buf += n;
 		len -= (size_t)n;
 	}
 	return 0;
 }
 
-int bp_ctf_write_metadata(const char *dir, const uint8_t uuid[16],
-			  int64_t offset_ns, const struct bp_env_entry *env,
-			  size_t nenv)
+int bp_ctf_open_dir(const char *dir)
 {
-	char path[4096];
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	return fd < 0 ? -errno : fd;
+}
+
+/* Creates name in dirfd: exclusive, never through a symlink, mode 0600. */
+static int create_file(int dirfd, const char *name)
+{
+	return openat(dirfd, name,
+		      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		      0600);
+}
+
+int bp_ctf_write_metadata_at(int dirfd, const uint8_t uuid[16],
+			     int64_t offset_ns, const struct bp_env_entry *env,
+			     size_t nenv)
+{
 	size_t cap = 64 * 1024;
 	char *text = malloc(cap);
 	int n, fd, err;
@@ -40,12 +56,7 @@ int bp_ctf_write_metadata(const char *dir, const uint8_t uuid[16],
 		free(text);
 		return ENOSPC;
 	}
-	if ((size_t)snprintf(path, sizeof path, "%s/metadata", dir) >=
-	    sizeof path) {
-		free(text);
-		return ENAMETOOLONG;
-	}
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	fd = create_file(dirfd, "metadata");
 	if (fd < 0) {
 		err = errno;
 		free(text);
@@ -58,11 +69,24 @@ int bp_ctf_write_metadata(const char *dir, const uint8_t uuid[16],
 	return err;
 }
 
-int bp_ctf_stream_open(struct bp_ctf_stream *s, const char *dir,
-		       uint32_t thread_id, const uint8_t uuid[16],
-		       size_t packet_cap)
+int bp_ctf_write_metadata(const char *dir, const uint8_t uuid[16],
+			  int64_t offset_ns, const struct bp_env_entry *env,
+			  size_t nenv)
 {
-	char path[4096];
+	int dfd = bp_ctf_open_dir(dir), err;
+
+	if (dfd < 0)
+		return -dfd;
+	err = bp_ctf_write_metadata_at(dfd, uuid, offset_ns, env, nenv);
+	close(dfd);
+	return err;
+}
+
+int bp_ctf_stream_open_at(struct bp_ctf_stream *s, int dirfd,
+			  uint32_t thread_id, const uint8_t uuid[16],
+			  size_t packet_cap)
+{
+	char name[32];
 
 	memset(s, 0, sizeof *s);
 	s->fd = -1;
@@ -70,13 +94,11 @@ int bp_ctf_stream_open(struct bp_ctf_stream *s, const char *dir,
 		packet_cap = BP_PACKET_MAX;
 	if (packet_cap < BP_PACKET_HEADER_SIZE + 64)
 		return EINVAL;
-	if ((size_t)snprintf(path, sizeof path, "%s/thread-%03u", dir,
-			     thread_id) >= sizeof path)
-		return ENAMETOOLONG;
+	snprintf(name, sizeof name, "thread-%03u", thread_id);
 	s->buf = malloc(packet_cap);
 	if (!s->buf)
 		return ENOMEM;
-	s->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	s->fd = create_file(dirfd, name);
 	if (s->fd < 0) {
 		int err = errno;
 		free(s->buf);
@@ -90,6 +112,62 @@ int bp_ctf_stream_open(struct bp_ctf_stream *s, const char *dir,
 	return 0;
 }
 
+int bp_ctf_stream_open(struct bp_ctf_stream *s, const char *dir,
+		       uint32_t thread_id, const uint8_t uuid[16],
+		       size_t packet_cap)
+{
+	int dfd = bp_ctf_open_dir(dir), err;
+
+	if (dfd < 0) {
+		memset(s, 0, sizeof *s);
+		s->fd = -1;
+		return -dfd;
+	}
+	err = bp_ctf_stream_open_at(s, dfd, thread_id, uuid, packet_cap);
+	close(dfd);
+	return err;
+}
+
+static void put_header(const struct bp_ctf_stream *s, uint8_t *p,
+		       uint64_t ts_begin, uint64_t ts_end, size_t len,
+		       uint64_t discarded, uint64_t seq)
+{
+	bp_put_u32(p + BP_PKT_OFF_MAGIC, BP_CTF_MAGIC);
+	memcpy(p + BP_PKT_OFF_UUID, s->uuid, 16);
+	bp_put_u32(p + BP_PKT_OFF_STREAM_ID, 0);
+	bp_put_u64(p + BP_PKT_OFF_TS_BEGIN, ts_begin);
+	bp_put_u64(p + BP_PKT_OFF_TS_END, ts_end);
+	bp_put_u64(p + BP_PKT_OFF_CONTENT_SIZE, (uint64_t)len * 8);
+	bp_put_u64(p + BP_PKT_OFF_PACKET_SIZE, (uint64_t)len * 8);
+	bp_put_u64(p + BP_PKT_OFF_DISCARDED, discarded);
+	bp_put_u64(p + BP_PKT_OFF_SEQ_NUM, seq);
+	bp_put_u32(p + BP_PKT_OFF_THREAD_ID, s->thread_id);
+}
+
+void bp_ctf_stream_fail(struct bp_ctf_stream *s, int err)
+{
+	if (s->err)
+		return;
+	s->err = err ? err : EIO;
+	s->lost += s->nevents - s->naux;
+	s->nevents = 0;
+	s->naux = 0;
+	s->len = BP_PACKET_HEADER_SIZE;
+}
+
+/* A write that failed part-way: cut the file back to its whole packets
+ * (readers reject a stream whose last packet is truncated), then fail. */
+static int write_failed(struct bp_ctf_stream *s, int err)
+{
+	int r;
+
+	do
+		r = ftruncate(s->fd, (off_t)s->bytes);
+	while (r != 0 && errno == EINTR);
+	bp_ctf_stream_fail(s, err);
+	return err;
+}
+
 int bp_ctf_stream_flush(struct bp_ctf_stream *s, uint64_t discarded,
 			int force)
 {
@@ -98,31 +176,32 @@ int bp_ctf_stream_flush(struct bp_ctf_stream *s, uint64_t discarded,
 
 	if (s->fd < 0)
 		return EBADF;
+	if (s->err)
+		return s->err;
 	if (s->nevents == 0 && !force)
 		return 0;
 	if (s->nevents == 0)
 		s->ts_begin = s->ts_end = s->last_ts;
-	bp_put_u32(p + BP_PKT_OFF_MAGIC, BP_CTF_MAGIC);
-	memcpy(p + BP_PKT_OFF_UUID, s->uuid, 16);
-	bp_put_u32(p + BP_PKT_OFF_STREAM_ID, 0);
-	bp_put_u64(p + BP_PKT_OFF_TS_BEGIN, s->ts_begin);
-	bp_put_u64(p + BP_PKT_OFF_TS_END, s->ts_end);
-	bp_put_u64(p + BP_PKT_OFF_CONTENT_SIZE, (uint64_t)s->len * 8);
-	bp_put_u64(p + BP_PKT_OFF_PACKET_SIZE, (uint64_t)s->len * 8);
-	bp_put_u64(p + BP_PKT_OFF_DISCARDED, discarded);
-	bp_put_u64(p + BP_PKT_OFF_SEQ_NUM, s->seq);
-	bp_put_u32(p + BP_PKT_OFF_THREAD_ID, s->thread_id);
-	err = write_all(s->fd, p, s->len);
-	if (err) {
-		if (!s->err)
-			s->err = err;
-		return err;
+	if (s->seq == 0) {
+		/* The stream's first packet: empty, nothing discarded yet. */
+		uint8_t first[BP_PACKET_HEADER_SIZE];
+		put_header(s, first, s->ts_begin, s->ts_begin, sizeof first, 0,
+			   0);
+		if ((err = write_all(s->fd, first, sizeof first)))
+			return write_failed(s, err);
+		s->bytes += sizeof first;
+		s->seq = 1;
 	}
+	put_header(s, p, s->ts_begin, s->ts_end, s->len, discarded, s->seq);
+	if ((err = write_all(s->fd, p, s->len)))
+		return write_failed(s, err);
 	s->bytes += s->len;
-	s->events += s->nevents;
+	s->events += s->nevents - s->naux;
+	s->aux_events += s->naux;
 	s->seq++;
 	s->len = BP_PACKET_HEADER_SIZE;
 	s->nevents = 0;
+	s->naux = 0;
 	return 0;
 }
 
@@ -130,9 +209,12 @@ int bp_ctf_stream_add(struct bp_ctf_stream *s, const uint8_t *ev,
 		      uint32_t len, uint64_t discarded)
 {
 	uint64_t ts;
+	uint16_t id;
 
 	if (s->fd < 0 || !s->buf)
 		return EBADF;
+	if (s->err)
+		return s->err;
 	if (len < BP_EVENT_HEADER_SIZE ||
 	    (size_t)len > s->cap - BP_PACKET_HEADER_SIZE)
 		return EMSGSIZE;
@@ -142,6 +224,7 @@ int bp_ctf_stream_add(struct bp_ctf_stream *s, const uint8_t *ev,
 			return err;
 	}
 	ts = bp_get_u64(ev + BP_EV_OFF_TS);
+	id = bp_get_u16(ev + BP_EV_OFF_ID);
 	memcpy(s->buf + s->len, ev, len);
 	if (ts < s->last_ts) /* keep the stream monotonic for readers */
 		bp_put_u64(s->buf + s->len + BP_EV_OFF_TS, s->last_ts);
@@ -152,6 +235,8 @@ int bp_ctf_stream_add(struct bp_ctf_stream *s, const uint8_t *ev,
 	s->ts_end = s->last_ts;
 	s->len += len;
 	s->nevents++;
+	if (id == BP_EV_PROCESS || id == BP_EV_DROPS)
+		s->naux++;
 	return 0;
 }
 

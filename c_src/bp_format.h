@@ -103,7 +103,8 @@ enum bp_field_type { BP_T_U8, BP_T_U32, BP_T_U64, BP_T_STR };
 #define BP_FIELDS_PORT_CLOSED(F) F(STR, reason)
 #define BP_FIELDS_DROPS(F)                                                \
 	F(U64, ring_full) F(U64, overwritten) F(U64, too_big) F(U64, limit) \
-	F(U64, rate) F(U64, stopped) F(U64, no_buffer) F(U64, dumping)
+	F(U64, rate) F(U64, stopped) F(U64, no_buffer) F(U64, dumping)     \
+	F(U64, io_error)
 
 #define BP_EVENTS(E)                                                      \
 	E(PROCESS, 0, "process", BP_FIELDS_PROCESS)                       \
@@ -144,7 +145,8 @@ enum bp_event_id {
 #define BP_DROP_CAUSES(X)                                                 \
 	X(RING_FULL, ring_full) X(OVERWRITTEN, overwritten)                \
 	X(TOO_BIG, too_big) X(LIMIT, limit) X(RATE, rate)                  \
-	X(STOPPED, stopped) X(NO_BUFFER, no_buffer) X(DUMPING, dumping)
+	X(STOPPED, stopped) X(NO_BUFFER, no_buffer) X(DUMPING, dumping)     \
+	X(IO_ERROR, io_error)
 
 enum bp_drop_cause {
 #define BP__DROP(up, low) BP_DROP_##up,

@@ -6,7 +6,9 @@
  * a dirty I/O scheduler for the ones that wait on disk); they never block
  * a normal scheduler for long and never call exit()/abort().
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -23,6 +25,11 @@ struct bp_atoms bp_atom;
 ErlNifResourceType *bp_session_rt;
 
 #define DEFAULT_PACKET (64 * 1024)
+#define DEFAULT_MAX_SESSIONS 64
+
+/* Sessions started and not yet stopped (or destroyed), node-wide: each
+ * has a collector thread and a mapping, so their number is capped. */
+static _Atomic int live_sessions;
 #define MIN_BUFFER (16 * 1024)
 #define MAX_BUFFER (1ull << 32)
 
@@ -34,7 +41,7 @@ static ERL_NIF_TERM error2(ErlNifEnv *env, const char *what, const char *why)
 				 enif_make_atom(env, why)));
 }
 
-static ERL_NIF_TERM errno_term(ErlNifEnv *env, const char *what, int err)
+static ERL_NIF_TERM errno_atom(ErlNifEnv *env, int err)
 {
 	char name[64];
 	const char *s;
@@ -48,14 +55,52 @@ static ERL_NIF_TERM errno_term(ErlNifEnv *env, const char *what, int err)
 	case EROFS: s = "erofs"; break;
 	case ENOMEM: s = "enomem"; break;
 	case ENAMETOOLONG: s = "enametoolong"; break;
+	case ELOOP: s = "eloop"; break;
+	case EIO: s = "eio"; break;
+	case EFBIG: s = "efbig"; break;
+	case EDQUOT: s = "edquot"; break;
 	default:
 		snprintf(name, sizeof name, "errno_%d", err);
 		s = name;
 	}
-	return error2(env, what, s);
+	return enif_make_atom(env, s);
+}
+
+static ERL_NIF_TERM errno_term(ErlNifEnv *env, const char *what, int err)
+{
+	return enif_make_tuple2(
+		env, bp_atom.error,
+		enif_make_tuple2(env, enif_make_atom(env, what),
+				 errno_atom(env, err)));
 }
 
 /* ---- the session resource ------------------------------------------ */
+
+/* Gives the session's place back (once). */
+static void session_release(struct bp_session *s)
+{
+	if (atomic_exchange(&s->counted, 0)) {
+		int n = atomic_load(&live_sessions);
+		/* Never below 0 (a session of a previous library instance). */
+		while (n > 0 &&
+		       !atomic_compare_exchange_weak(&live_sessions, &n, n - 1))
+			;
+	}
+}
+
+/* Takes one of max places; 0 if all are taken.  Atomic: concurrent
+ * starts never exceed max. */
+static int session_reserve(struct bp_session *s, int max)
+{
+	int n = atomic_load(&live_sessions);
+
+	do {
+		if (n >= max)
+			return 0;
+	} while (!atomic_compare_exchange_weak(&live_sessions, &n, n + 1));
+	atomic_store(&s->counted, 1);
+	return 1;
+}
 
 static void session_join(struct bp_session *s)
 {
@@ -64,6 +109,7 @@ static void session_join(struct bp_session *s)
 	enif_mutex_lock(s->mtx);
 	s->cmd_stop = 1;
 	enif_mutex_unlock(s->mtx);
+	bp__session_wake(s);
 	enif_thread_join(s->tid, NULL);
 	s->thread_started = 0;
 }
@@ -74,6 +120,9 @@ static void session_dtor(ErlNifEnv *env, void *obj)
 
 	(void)env;
 	session_join(s);
+	session_release(s);
+	if (s->dirfd >= 0)
+		close(s->dirfd);
 	if (s->streams) {
 		for (uint32_t i = 0; i < s->max_slots; i++)
 			bp_ctf_stream_close(&s->streams[i], 0);
@@ -182,7 +231,8 @@ static int write_metadata(ErlNifEnv *env, struct bp_session *s,
 		entries[n].value = vals[n];
 		n++;
 	}
-	return bp_ctf_write_metadata(s->dir, s->uuid, offset_ns, entries, n);
+	return bp_ctf_write_metadata_at(s->dirfd, s->uuid, offset_ns, entries,
+					n);
 }
 
 /* handlers => [#{pid, kinds, pids, batch, credits, overflow}] */
@@ -262,22 +312,121 @@ static int64_t realtime_offset_ns(void)
 	return (int64_t)rt.tv_sec * 1000000000 + rt.tv_nsec - (int64_t)mono;
 }
 
+/* The trace directory must be ours alone: a real directory (the fd was
+ * opened O_NOFOLLOW), owned by this user, not writable by group or others
+ * (who could plant files or links in it).  0 or an error atom's text. */
+static const char *dir_unsafe(int fd)
+{
+	struct stat sb;
+
+	if (fstat(fd, &sb) != 0)
+		return "fstat_failed";
+	if (!S_ISDIR(sb.st_mode))
+		return "not_a_directory";
+	if (sb.st_uid != geteuid())
+		return "not_owner";
+	if (sb.st_mode & (S_IWGRP | S_IWOTH))
+		return "group_or_world_writable";
+	return NULL;
+}
+
+static int dir_empty(int fd)
+{
+	int dup_fd = dup(fd);
+	DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+	struct dirent *e;
+	int empty = 1;
+
+	if (!d) {
+		if (dup_fd >= 0)
+			close(dup_fd);
+		return 0;
+	}
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+			empty = 0;
+			break;
+		}
+	closedir(d);
+	return empty;
+}
+
+static int get_path(ErlNifEnv *env, ERL_NIF_TERM t, char out[4096])
+{
+	ErlNifBinary b;
+
+	if (!enif_inspect_iolist_as_binary(env, t, &b) || b.size == 0 ||
+	    b.size >= 4096 || memchr(b.data, 0, b.size))
+		return 0;
+	memcpy(out, b.data, b.size);
+	out[b.size] = '\0';
+	return 1;
+}
+
+/* make_dir(Dir :: iodata()) -> created | existing | {error, Why}.
+ * Creates the trace directory with its final mode (mkdir 0700: no window
+ * whatever the umask), or accepts an existing one only if it is empty,
+ * not a symlink, ours and not group/world-writable.  Dirty I/O. */
+static ERL_NIF_TERM nif_make_dir(ErlNifEnv *env, int argc,
+				 const ERL_NIF_TERM argv[])
+{
+	char path[4096];
+	const char *why;
+	int fd;
+
+	(void)argc;
+	if (!get_path(env, argv[0], path))
+		return enif_make_badarg(env);
+	if (mkdir(path, 0700) == 0)
+		return enif_make_atom(env, "created");
+	if (errno != EEXIST)
+		return enif_make_tuple2(env, bp_atom.error,
+					errno_atom(env, errno));
+	fd = bp_ctf_open_dir(path);
+	if (fd < 0) {
+		struct stat lsb;
+		/* O_DIRECTORY | O_NOFOLLOW on a symlink: ELOOP or ENOTDIR. */
+		int link = lstat(path, &lsb) == 0 && S_ISLNK(lsb.st_mode);
+		return enif_make_tuple2(env, bp_atom.error,
+					link ? enif_make_atom(env, "symlink")
+					     : errno_atom(env, -fd));
+	}
+	why = dir_unsafe(fd);
+	if (!why && !dir_empty(fd))
+		why = "not_empty";
+	close(fd);
+	if (why)
+		return enif_make_tuple2(env, bp_atom.error,
+					enif_make_atom(env, why));
+	return enif_make_atom(env, "existing");
+}
+
 /* start(Config :: map()) -> {ok, Session} | {error, {What, Why}}
  * Config keys (validated by beamprobe_config.erl): dir, buffer, max_slots,
  * overflow, args, capture, return, exceptions, ms_result, event_limit,
  * byte_limit, notify, env, packet_size.  Creates DIR/metadata; stream files appear as
  * threads produce events. */
-static ERL_NIF_TERM nif_start(ErlNifEnv *env, int argc,
-			      const ERL_NIF_TERM argv[])
+/* The largest event a session can write, from its capture limits (see
+ * the reservations in bp_tracer.c: header, a pid key, two MFA texts of at
+ * most 1040 bytes, three rendered terms; a process event from annotate/2
+ * is at most 18 + 64 + 2 * 1025).  The packet must hold it. */
+static size_t max_event_size(const struct bp_capture *c)
 {
-	ERL_NIF_TERM cfg = argv[0], v, res;
+	return BP_EVENT_HEADER_SIZE + 8 + 2 * 1040 + 3 * ((size_t)c->bytes + 1) +
+	       64;
+}
+
+static ERL_NIF_TERM start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
+				  struct bp_session **sp, int *ok)
+{
+	ERL_NIF_TERM v, res;
 	struct bp_session *s;
 	ErlNifBinary dir;
-	ErlNifUInt64 buffer, slots, evl, byl, pkt;
+	ErlNifUInt64 buffer, slots, evl, byl, pkt, maxs;
 	int ret, exc, msr, err, file, rstop;
 	ErlNifUInt64 fkinds;
+	const char *unsafe;
 
-	(void)argc;
 	if (!enif_is_map(env, cfg))
 		return enif_make_badarg(env);
 	if (!get_bool_opt(env, cfg, bp_atom.file, 1, &file))
@@ -312,13 +461,25 @@ static ERL_NIF_TERM nif_start(ErlNifEnv *env, int argc,
 		return error2(env, "bad_config", "file_kinds");
 	if (!get_bool_opt(env, cfg, bp_atom.rate_stop, 0, &rstop))
 		return error2(env, "bad_config", "rate_stop");
+	if (!get_u64_opt(env, cfg, enif_make_atom(env, "max_sessions"),
+			 DEFAULT_MAX_SESSIONS, &maxs) ||
+	    maxs < 1 || maxs > 100000)
+		return error2(env, "bad_config", "max_sessions");
 
 	s = enif_alloc_resource(bp_session_rt, sizeof *s);
 	if (!s)
 		return error2(env, "start", "enomem");
 	memset(s, 0, sizeof *s);
+	s->dirfd = -1;
 	res = enif_make_resource(env, s);
 	enif_release_resource(s); /* the term owns it now */
+	*sp = s;
+	if (!session_reserve(s, (int)maxs))
+		return enif_make_tuple2(
+			env, bp_atom.error,
+			enif_make_tuple2(env, enif_make_atom(env,
+							     "too_many_sessions"),
+					 enif_make_uint64(env, maxs)));
 
 	memcpy(s->dir, dir.data, dir.size);
 	s->dir[dir.size] = '\0';
@@ -366,6 +527,13 @@ static ERL_NIF_TERM nif_start(ErlNifEnv *env, int argc,
 	}
 	if (!get_capture(env, cfg, &s->capture))
 		return error2(env, "bad_config", "capture");
+	/* Every event the capture limits allow fits a packet. */
+	if (s->packet_size < BP_PACKET_HEADER_SIZE + max_event_size(&s->capture))
+		s->packet_size = (BP_PACKET_HEADER_SIZE +
+				  max_event_size(&s->capture) + 4095) &
+				 ~(size_t)4095;
+	if (s->packet_size > BP_PACKET_MAX)
+		s->packet_size = BP_PACKET_MAX;
 	if (enif_get_map_value(env, cfg, bp_atom.notify, &v)) {
 		if (!enif_get_local_pid(env, v, &s->notify))
 			return error2(env, "bad_config", "notify");
@@ -395,6 +563,18 @@ static ERL_NIF_TERM nif_start(ErlNifEnv *env, int argc,
 		return error2(env, "start", "enomem");
 
 	make_uuid(s->uuid);
+	if (file) {
+		/* Everything is created relative to this fd: a symlink planted
+		 * in place of the directory or of a file is never followed. */
+		s->dirfd = bp_ctf_open_dir(s->dir);
+		if (s->dirfd < 0) {
+			err = -s->dirfd;
+			s->dirfd = -1;
+			return errno_term(env, "file", err);
+		}
+		if ((unsafe = dir_unsafe(s->dirfd)))
+			return error2(env, "file", unsafe);
+	}
 	if (!enif_get_map_value(env, cfg, bp_atom.env, &v))
 		v = enif_make_list(env, 0);
 	err = file ? write_metadata(env, s, v, realtime_offset_ns()) : 0;
@@ -407,7 +587,21 @@ static ERL_NIF_TERM nif_start(ErlNifEnv *env, int argc,
 			       bp_collector_main, s, NULL) != 0)
 		return error2(env, "start", "thread");
 	s->thread_started = 1;
+	*ok = 1;
 	return enif_make_tuple2(env, bp_atom.ok, res);
+}
+
+static ERL_NIF_TERM nif_start(ErlNifEnv *env, int argc,
+			      const ERL_NIF_TERM argv[])
+{
+	struct bp_session *s = NULL;
+	int ok = 0;
+	ERL_NIF_TERM r = start_session(env, argv[0], &s, &ok);
+
+	(void)argc;
+	if (!ok && s)
+		session_release(s); /* a failed start holds no place */
+	return r;
 }
 
 /* ---- stop / info / dump -------------------------------------------- */
@@ -490,6 +684,7 @@ static ERL_NIF_TERM nif_stop(ErlNifEnv *env, int argc,
 		return enif_make_badarg(env);
 	session_join(s); /* runs bp_collector_finish in the thread */
 	atomic_store(&s->state, BP_S_STOPPED);
+	session_release(s);
 	return enif_make_tuple2(env, bp_atom.ok, stats_map(env, s));
 }
 
@@ -524,6 +719,7 @@ static ERL_NIF_TERM nif_dump(ErlNifEnv *env, int argc,
 	}
 	target = s->dumps_done + 1;
 	s->cmd_dump = 1;
+	bp__session_wake(s);
 	while (s->dumps_done < target && !s->finished)
 		enif_cond_wait(s->cond, s->mtx);
 	enif_mutex_unlock(s->mtx);
@@ -598,6 +794,15 @@ static ERL_NIF_TERM nif_ack(ErlNifEnv *env, int argc,
 		return enif_make_badarg(env);
 	bp_handler_ack(&s->handlers[i]);
 	return bp_atom.ok;
+}
+
+/* live_sessions() -> integer(): sessions holding a place (for tests). */
+static ERL_NIF_TERM nif_live_sessions(ErlNifEnv *env, int argc,
+				      const ERL_NIF_TERM argv[])
+{
+	(void)argc;
+	(void)argv;
+	return enif_make_int(env, atomic_load(&live_sessions));
 }
 
 /* ---- renderer access, for tests ------------------------------------- */
@@ -733,6 +938,8 @@ static ErlNifFunc nif_funcs[] = {
 	{"dump", 1, nif_dump, ERL_NIF_DIRTY_JOB_IO_BOUND},
 	{"annotate", 2, nif_annotate, 0},
 	{"ack", 2, nif_ack, 0},
+	{"make_dir", 1, nif_make_dir, ERL_NIF_DIRTY_JOB_IO_BOUND},
+	{"live_sessions", 0, nif_live_sessions, 0},
 	{"render", 2, nif_render, 0},
 	{"render_args", 2, nif_render_args, 0},
 	{"render_mfa", 3, nif_render_mfa, 0},

@@ -2,8 +2,11 @@
  * (see bp_session.h for the contract and the threads involved). */
 #include "bp_session.h"
 
+#include <linux/futex.h>
 #include <sched.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 static _Atomic int next_slot;
 /* initial-exec: a plain %fs-relative load, no __tls_get_addr call. */
@@ -32,10 +35,18 @@ struct bp_slot *bp__session_slot_create(struct bp_session *s, int idx)
 	atomic_init(&sl->busy, 0);
 	for (int i = 0; i < BP_DROP_COUNT; i++)
 		atomic_init(&sl->drops[i], 0);
+	atomic_init(&sl->late_too_big, 0);
 	sl->index = (uint32_t)idx;
 	/* The mapping is zero-filled: pid_seen starts empty (0 is no pid). */
 	atomic_store_explicit(&s->slots[idx], sl, memory_order_release);
 	return sl;
+}
+
+void bp__session_wake(struct bp_session *s)
+{
+	if (atomic_exchange_explicit(&s->sleeping, 0, memory_order_seq_cst))
+		syscall(SYS_futex, (uint32_t *)&s->sleeping, FUTEX_WAKE_PRIVATE,
+			1, NULL, NULL, 0);
 }
 
 void bp_session_request_stop(struct bp_session *s, enum bp_stop_reason r)
@@ -44,7 +55,8 @@ void bp_session_request_stop(struct bp_session *s, enum bp_stop_reason r)
 	int running = BP_S_RUNNING;
 
 	atomic_compare_exchange_strong(&s->stop_reason, &none, (int)r);
-	atomic_compare_exchange_strong(&s->state, &running, BP_S_STOPPING);
+	if (atomic_compare_exchange_strong(&s->state, &running, BP_S_STOPPING))
+		bp__session_wake(s); /* so that it tells the session now */
 }
 
 void bp_session_drops(struct bp_session *s, uint64_t out[BP_DROP_COUNT])
@@ -61,6 +73,8 @@ void bp_session_drops(struct bp_session *s, uint64_t out[BP_DROP_COUNT])
 						       memory_order_relaxed);
 		out[BP_DROP_OVERWRITTEN] += atomic_load_explicit(
 			&sl->ring.evicted, memory_order_relaxed);
+		out[BP_DROP_TOO_BIG] += atomic_load_explicit(
+			&sl->late_too_big, memory_order_relaxed);
 	}
 	out[BP_DROP_NO_BUFFER] +=
 		atomic_load_explicit(&s->noslot_drops, memory_order_relaxed);

@@ -80,7 +80,9 @@ enum bp_stop_reason {
 struct bp_slot {
 	struct bp_ring ring;
 	_Alignas(64) _Atomic uint32_t busy; /* see protocol above */
-	_Atomic uint64_t drops[BP_DROP_COUNT]; /* written by the producer */
+	_Atomic uint64_t drops[BP_DROP_COUNT]; /* written by the producer,
+						* except io_error: collector */
+	_Atomic uint64_t late_too_big; /* collector: could not fit a packet */
 	uint32_t index;                       /* slot number */
 	uint64_t pid_seen[BP_PID_CACHE];      /* producer only */
 	struct bp_mfa_entry mfa[BP_MFA_CACHE]; /* producer only */
@@ -89,6 +91,11 @@ struct bp_slot {
 struct bp_session {
 	/* Read by producers on every event. */
 	_Atomic int state;
+	/* 1 while the collector sleeps with every ring empty (a futex word):
+	 * the first producer to see it wakes the collector.  Written by the
+	 * collector only when it goes to sleep (idle sessions, a few times a
+	 * second), so it stays in the producers' read-mostly line. */
+	_Atomic uint32_t sleeping;
 	uint8_t overflow;  /* enum bp_overflow */
 	uint8_t args_mode; /* enum bp_args_mode */
 	uint32_t flags;    /* BP_F_* */
@@ -128,10 +135,14 @@ struct bp_session {
 	/* Collector. */
 	uint64_t byte_limit; /* 0 = none */
 	char dir[4096];
+	int dirfd;           /* the trace directory (O_NOFOLLOW), or -1 */
+	int dir_gone;        /* collector: the directory was removed */
 	uint8_t uuid[16];
 	size_t packet_size;
 	struct bp_ctf_stream *streams; /* max_slots entries; collector-owned */
-	_Atomic uint64_t events;       /* user events written */
+	_Atomic uint64_t events;       /* user events in the files (whole
+					  packets) or delivered to sinks
+					  other than the file */
 	_Atomic uint64_t bytes;        /* bytes written */
 	_Atomic uint64_t aux_events;   /* process/drops events written */
 	_Atomic int io_error;          /* first errno from writing */
@@ -147,6 +158,7 @@ struct bp_session {
 	uint64_t dumps_done; /* under mtx */
 	int cmd_stop;      /* stop requested (under mtx) */
 	int finished;      /* collector ended (under mtx) */
+	_Atomic int counted; /* holds one of the node's session places */
 };
 
 /* Process-wide slot number of the calling thread, or -1 if all
@@ -175,6 +187,9 @@ static inline void bp_slot_drop(struct bp_slot *sl, enum bp_drop_cause c)
 	uint64_t v = atomic_load_explicit(&sl->drops[c], memory_order_relaxed);
 	atomic_store_explicit(&sl->drops[c], v + 1, memory_order_relaxed);
 }
+
+/* Wakes the collector if it sleeps (see `sleeping').  Any thread. */
+void bp__session_wake(struct bp_session *s);
 
 /* Asks the session to end for reason r (first reason wins).  Any thread. */
 void bp_session_request_stop(struct bp_session *s, enum bp_stop_reason r);
@@ -220,6 +235,11 @@ static inline struct bp_slot *bp_session_enter(struct bp_session *s)
 			bp_session_request_stop(s, BP_SR_RATE);
 		return NULL;
 	}
+	/* The idle -> busy transition: one relaxed load per event, a wake-up
+	 * (syscall) only when the collector sleeps. */
+	if (__builtin_expect(atomic_load_explicit(&s->sleeping,
+						  memory_order_relaxed), 0))
+		bp__session_wake(s);
 	if (s->event_limit) {
 		uint64_t n = atomic_fetch_add_explicit(&s->event_count, 1,
 						       memory_order_relaxed);

@@ -185,13 +185,11 @@ static void send_batch(struct bp_session *s, struct bp_handler_sink *h,
 	msg = enif_make_tuple3(h->env, a_beamprobe_events,
 			       enif_make_uint(h->env, h->index), list);
 	atomic_fetch_sub(&h->credits, 1);
+	/* A successful send invalidates the terms of h->env, not the env
+	 * itself: reset_batch clears it for the next batch (erl_nif(3),
+	 * enif_send).  A new env here would leak the old one per batch. */
 	if (enif_send(NULL, &h->pid, h->env, msg)) {
 		atomic_fetch_add(&h->delivered, h->n);
-		h->env = enif_alloc_env(); /* a successful send invalidates it */
-		if (!h->env) {
-			h->dead = 1;
-			return;
-		}
 	} else {
 		h->dead = 1; /* the handler process is gone */
 		atomic_fetch_add(&h->dropped, h->n);
@@ -204,8 +202,12 @@ void bp_handler_add(struct bp_session *s, struct bp_handler_sink *h,
 {
 	ERL_NIF_TERM m;
 
-	if (h->dead || !wanted(h, ev))
+	if (!wanted(h, ev))
 		return;
+	if (h->dead) { /* the handler is gone: its events are lost */
+		atomic_fetch_add(&h->dropped, 1);
+		return;
+	}
 	if (!event_map(h->env, ev, len, &m))
 		return;
 	h->list = enif_make_list_cell(h->env, m, h->list);

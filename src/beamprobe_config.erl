@@ -502,8 +502,14 @@ format_error({force_required, X}) ->
       [X, ?SHOW]);
 format_error({output_exists, D}) ->
     f("output directory ~ts exists and is not empty", [short(D)]);
+format_error({unwritable, D, R}) when R =:= symlink; R =:= not_owner;
+                                     R =:= group_or_world_writable ->
+    f("cannot write to ~ts: ~s", [short(D), unsafe_dir(R)]);
 format_error({unwritable, D, R}) ->
     f("cannot write to ~ts: ~ts", [short(D), file:format_error(R)]);
+format_error({too_many_sessions, Max}) ->
+    f("too many sessions: ~b run already (application env max_sessions)",
+      [Max]);
 format_error({already_traced, Pids}) ->
     f("~p process(es) are traced by another tracer (~p...); add force => "
       "true to take them over", [length(Pids), hd(Pids)]);
@@ -542,3 +548,8 @@ short(D) ->
     end.
 
 f(Fmt, Args) -> lists:flatten(io_lib:format(Fmt, Args)).
+
+unsafe_dir(symlink) -> "it is a symbolic link (never followed)";
+unsafe_dir(not_owner) -> "the directory belongs to another user";
+unsafe_dir(group_or_world_writable) ->
+    "the directory is writable by group or others".

@@ -29,10 +29,15 @@
 %%% mailbox holds at most `credits' batches of at most `batch' events.
 %%%
 %%% The handler runs in its own process, started by the session before
-%%% tracing starts and never traced by it.
+%%% tracing starts and never traced by it.  When the session ends, the
+%%% handler handles the batches already in its mailbox, runs `terminate/2'
+%%% and exits; a handler that has not ended within `handler_stop_timeout'
+%%% milliseconds (application env, default 5000), e.g. one blocked in
+%%% `handle_events/2', is killed, so that it cannot outlive its session
+%%% and pin its mailbox.
 -module(beamprobe_handler).
 
--export([start_link/2, attach/3, stop/2]).
+-export([start_link/2, attach/3, stop/2, stop/3]).
 -export([init_it/3]).
 
 -export_type([event/0]).
@@ -59,11 +64,33 @@ attach(Handler, Res, Index) ->
     ok.
 
 %% @doc Asks the handler to handle what it has received, run
-%% `Mod:terminate(Reason, State)' and end.
+%% `Mod:terminate(Reason, State)' and end; kills it if it has not ended
+%% within the application env `handler_stop_timeout' (ms, default 5000).
+%% Returns at once.
 -spec stop(pid(), term()) -> ok.
 stop(Handler, Reason) ->
+    Timeout = case application:get_env(beamprobe, handler_stop_timeout) of
+                  {ok, T} when is_integer(T), T >= 0 -> T;
+                  _ -> 5000
+              end,
+    stop(Handler, Reason, Timeout).
+
+%% @doc As {@link stop/2}, with the time limit in milliseconds.
+-spec stop(pid(), term(), non_neg_integer()) -> ok.
+stop(Handler, Reason, Timeout) ->
     Handler ! {beamprobe_detach, Reason},
+    _ = spawn(fun() -> reap(Handler, Timeout) end),
     ok.
+
+%% Waits for the handler to end; kills it after Timeout ms.
+reap(Handler, Timeout) ->
+    Ref = monitor(process, Handler),
+    receive
+        {'DOWN', Ref, process, _, _} -> ok
+    after Timeout ->
+            exit(Handler, kill),
+            receive {'DOWN', Ref, process, _, _} -> ok end
+    end.
 
 %% @private
 -spec init_it(pid(), module(), term()) -> no_return().

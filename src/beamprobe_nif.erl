@@ -16,7 +16,8 @@
          trace_procs/5, trace_ports/5, trace_running_procs/5,
          trace_garbage_collection/5]).
 -export([start/1, stop/1, info/1, dump/1, annotate/2, ack/2,
-         render/2, render_args/2, render_mfa/3, thread_slot/0, clock/0]).
+         render/2, render_args/2, render_mfa/3, thread_slot/0, clock/0,
+         make_dir/1, live_sessions/0]).
 
 -on_load(load/0).
 
@@ -139,3 +140,13 @@ thread_slot() -> ?NOT_LOADED.
 %% @doc The trace clock now: `CLOCK_MONOTONIC' in ns (event `ts' values).
 -spec clock() -> non_neg_integer().
 clock() -> ?NOT_LOADED.
+
+%% @doc Creates a trace directory with mode 0700 from the first instant
+%% (`created'), or accepts an existing one (`existing') only if it is
+%% empty, not a symlink, owned by this user and not group/world-writable.
+-spec make_dir(iodata()) -> created | existing | {error, atom()}.
+make_dir(_Dir) -> ?NOT_LOADED.
+
+%% @doc Sessions started and not yet stopped, node-wide (for tests).
+-spec live_sessions() -> non_neg_integer().
+live_sessions() -> ?NOT_LOADED.

@@ -175,11 +175,10 @@ other_tracer(P) ->
 make_dir(#st{config = #{dir := undefined}} = St) ->
     {ok, St};
 make_dir(#st{config = #{dir := Dir}} = St) ->
-    case file:make_dir(Dir) of
-        ok ->
-            _ = file:change_mode(Dir, 8#700),
-            {ok, St#st{created_dir = true}};
-        {error, eexist} -> {ok, St};
+    %% Created 0700 by the NIF (no mkdir -> chmod window under any umask).
+    case beamprobe_nif:make_dir(unicode:characters_to_binary(Dir)) of
+        created -> {ok, St#st{created_dir = true}};
+        existing -> {ok, St};
         {error, R} -> {error, {unwritable, Dir, R}, St}
     end.
 
@@ -223,6 +222,7 @@ start_nif(#st{config = C, handlers = Hs} = St) ->
             event_limit => limit(Ev),
             byte_limit => limit(By),
             notify => self(),
+            max_sessions => application:get_env(beamprobe, max_sessions, 64),
             env => trace_env(C)},
     Nif1 = case Dir of
                undefined -> Nif0;

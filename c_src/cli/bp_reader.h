@@ -29,7 +29,9 @@
 
 #define BP_EV_UNKNOWN 0xffff  /* class in the metadata but not in this build */
 #define BP_EV_MAX_STR 4       /* string fields delivered per event */
-#define BP_EV_MAX_NUM 8       /* integer fields delivered per event */
+#define BP_EV_MAX_NUM 9       /* integer fields delivered per event */
+_Static_assert(BP_EV_MAX_NUM >= BP_DROP_COUNT,
+	       "the drops event's counts must all be delivered");
 #define BP_META_MAX_CLASSES 256
 #define BP_META_MAX_FIELDS 32
 #define BP_META_MAX_ENV 64
@@ -257,7 +259,8 @@ int bp_reader_refresh(struct bp_reader *r);
 /* Wall-clock time (ns since the epoch) of a timestamp. */
 static inline int64_t bp_reader_wall(const struct bp_reader *r, uint64_t ts)
 {
-	return r->meta.offset_ns + (int64_t)ts;
+	/* Unsigned: a damaged timestamp wraps instead of overflowing. */
+	return (int64_t)((uint64_t)r->meta.offset_ns + ts);
 }
 
 /*

@@ -21,7 +21,7 @@
 struct cls {
 	const char *name;
 	const char *types;
-	const char *fields[8];
+	const char *fields[9];
 };
 
 #define GC_FIELDS                                                         \
@@ -55,15 +55,15 @@ static const struct cls classes[] = {
 	[22] = {"gc_major_end", "qqqqqq", GC_FIELDS},
 	[23] = {"port_open", "qss", {"other", "other_text", "name"}},
 	[24] = {"port_closed", "s", {"reason"}},
-	[25] = {"drops", "qqqqqqqq",
+	[25] = {"drops", "qqqqqqqqq",
 		{"ring_full", "overwritten", "too_big", "limit", "rate",
-		 "stopped", "no_buffer", "dumping"}},
+		 "stopped", "no_buffer", "dumping", "io_error"}},
 };
 #define NCLASSES (sizeof classes / sizeof classes[0])
 
 /* ---- building events ------------------------------------------------------- */
 
-#define MAXF 8
+#define MAXF 9
 #define STRMAX 48
 
 struct tev {

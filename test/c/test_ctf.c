@@ -23,6 +23,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -91,6 +93,9 @@ static const int64_t offset_ns = 1700000000123456789LL;
 static const struct bp_env_entry env[] = {
 	{"node", "bp@host"}, {"otp_release", "25"}, {"quoted", "a\"b\\c\nd"}};
 
+/* Events in whole packets in the file, user and process/drops ones. */
+#define TOTAL(s) ((s)->events + (s)->aux_events)
+
 /* What the writer was asked to do, per stream: events and packets. */
 struct expect {
 	struct tev ev[PER_STREAM];
@@ -111,7 +116,15 @@ static void note_packets(struct bp_ctf_stream *s, struct expect *x,
 			 unsigned *next_ev, int full)
 {
 	for (uint64_t q = seq0; q < s->seq && x->npkt < MAXPKT; q++) {
-		unsigned n = (unsigned)(s->events - events0);
+		unsigned n = (unsigned)(TOTAL(s) - events0);
+		if (q == 0) { /* every stream starts with an empty packet */
+			x->pkt[x->npkt].discarded = 0;
+			x->pkt[x->npkt].first = *next_ev;
+			x->pkt[x->npkt].nev = 0;
+			x->pkt[x->npkt].full = 0;
+			x->npkt++;
+			continue;
+		}
 		x->pkt[x->npkt].discarded = discarded;
 		x->pkt[x->npkt].first = *next_ev;
 		x->pkt[x->npkt].nev = q + 1 == s->seq ? n : 0;
@@ -141,7 +154,7 @@ static int write_trace(const char *dir)
 		for (int k = 0; k < NSTREAMS; k++) {
 			struct tev *e = &ex[k].ev[i];
 			struct bp_ctf_stream *s = &st[k];
-			uint64_t seq0 = s->seq, ev0 = s->events, disc;
+			uint64_t seq0 = s->seq, ev0 = TOTAL(s), disc;
 
 			make_event(e, (i * 5 + (unsigned)k * 3) % NCLASSES, k, i);
 			/* Stream 0 at 10i, stream 1 at 10i + 5: all distinct
@@ -164,7 +177,7 @@ static int write_trace(const char *dir)
 				/* Explicit flush, then an empty packet that
 				 * only records a new loss count. */
 				seq0 = s->seq;
-				ev0 = s->events;
+				ev0 = TOTAL(s);
 				check_u(bp_ctf_stream_flush(s, 4, 0), 0);
 				note_packets(s, &ex[k], seq0, ev0, 4,
 					     &written[k], 0);
@@ -172,19 +185,19 @@ static int write_trace(const char *dir)
 				check_u(bp_ctf_stream_flush(s, 4, 0), 0);
 				check_u(s->seq, seq0); /* nothing to write */
 				check_u(bp_ctf_stream_flush(s, 6, 1), 0);
-				note_packets(s, &ex[k], seq0, s->events, 6,
+				note_packets(s, &ex[k], seq0, TOTAL(s), 6,
 					     &written[k], 0);
 			}
 		}
 	}
 	for (int k = 0; k < NSTREAMS; k++) {
-		uint64_t seq0 = st[k].seq, ev0 = st[k].events;
+		uint64_t seq0 = st[k].seq, ev0 = TOTAL(&st[k]);
 		uint64_t disc = k == 0 ? 12 : 7;
 
 		ex[k].final_discarded = disc;
 		check_u(bp_ctf_stream_flush(&st[k], disc, 0), 0);
 		note_packets(&st[k], &ex[k], seq0, ev0, disc, &written[k], 0);
-		check_u(st[k].events, PER_STREAM);
+		check_u(TOTAL(&st[k]), PER_STREAM);
 		check_u(written[k], PER_STREAM);
 		check_u(bp_ctf_stream_close(&st[k], disc), 0);
 		check_u(st[k].fd, -1);
@@ -286,7 +299,9 @@ static void parse_stream(const char *dir, int k)
 		/* A packet written by add: the next event did not fit. */
 		if (pk < x->npkt && x->pkt[pk].full && evi < PER_STREAM)
 			check(end + x->ev[evi].len > PACKET_CAP);
-		if (nev == 0) /* empty packet: last timestamp repeated */
+		if (nev == 0 && pk == 0) /* the first: the next one's start */
+			check_u(b, rd_le(p + end + 24, 8));
+		else if (nev == 0) /* empty packet: last timestamp repeated */
 			check_u(b, prev_end);
 		prev_end = e;
 		off += end;
@@ -654,14 +669,15 @@ static void test_errors(const char *tmp)
 	is_u(s.seq, 0, "an exactly full packet is not written yet");
 	is_u(s.len, BP_PACKET_HEADER_SIZE + 64, "packet holds both events");
 	is_i(bp_ctf_stream_flush(&s, 0, 0), 0, "flush");
-	is_u(s.bytes, BP_PACKET_HEADER_SIZE + 64, "packet of exactly cap bytes");
+	is_u(s.bytes, 2 * BP_PACKET_HEADER_SIZE + 64,
+	     "an empty first packet, then a packet of exactly cap bytes");
 	is_i(bp_ctf_stream_add(&s, ev, 64, 0), 0, "event filling a packet");
-	is_u(s.seq, 1, "not written yet");
+	is_u(s.seq, 2, "not written yet");
 	is_i(bp_ctf_stream_add(&s, ev, 18, 0), 0, "next event");
-	is_u(s.seq, 2, "the full packet was written first");
-	is_u(s.bytes, 2 * (BP_PACKET_HEADER_SIZE + 64), "bytes written");
+	is_u(s.seq, 3, "the full packet was written first");
+	is_u(s.bytes, 3 * BP_PACKET_HEADER_SIZE + 2 * 64, "bytes written");
 	is_i(bp_ctf_stream_close(&s, 0), 0, "close");
-	is_u(s.bytes, 3 * BP_PACKET_HEADER_SIZE + 2 * 64 + 18, "close flushed");
+	is_u(s.bytes, 4 * BP_PACKET_HEADER_SIZE + 2 * 64 + 18, "close flushed");
 	is_u(s.events, 4, "events written");
 	is_i(bp_ctf_stream_flush(&s, 0, 1), EBADF, "flush after close: EBADF");
 
@@ -672,6 +688,107 @@ static void test_errors(const char *tmp)
 			       0),
 	     0, "largest event");
 	is_i(bp_ctf_stream_close(&s, 0), 0, "close");
+}
+
+/* ---- 4. faults: planted links, a write that fails part-way ------------------ */
+
+static void read_small(const char *path, char *buf, size_t cap)
+{
+	FILE *f = fopen(path, "rb");
+	size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+
+	buf[n] = '\0';
+	if (f)
+		fclose(f);
+}
+
+static void test_faults(const char *tmp)
+{
+	char dir[256], victim[300], path[300], link[300], got[64];
+	struct bp_ctf_stream s;
+	struct rlimit old, lim;
+	struct stat sb;
+	uint8_t ev[100], hdr[BP_PACKET_HEADER_SIZE];
+	FILE *f;
+	int dfd, rfd, err = 0;
+
+	snprintf(dir, sizeof dir, "%s/faults", tmp);
+	snprintf(victim, sizeof victim, "%s/victim", tmp);
+	mkdir(dir, 0700);
+	f = fopen(victim, "wb");
+	if (f) {
+		fputs("precious", f);
+		fclose(f);
+	}
+
+	/* Links planted in the directory are never followed. */
+	snprintf(path, sizeof path, "%s/metadata", dir);
+	ok(symlink(victim, path) == 0, "metadata -> victim planted");
+	is_i(bp_ctf_write_metadata(dir, uuid, 0, NULL, 0), EEXIST,
+	     "metadata over a planted symlink: EEXIST, not followed");
+	snprintf(path, sizeof path, "%s/thread-005", dir);
+	ok(symlink(victim, path) == 0, "thread-005 -> victim planted");
+	is_i(bp_ctf_stream_open(&s, dir, 5, uuid, 4096), EEXIST,
+	     "stream over a planted symlink: EEXIST, not followed");
+	read_small(victim, got, sizeof got);
+	is_str(got, "precious", "the link's target is untouched");
+	snprintf(link, sizeof link, "%s/dirlink", tmp);
+	ok(symlink(dir, link) == 0, "dirlink -> faults");
+	dfd = bp_ctf_open_dir(link);
+	ok(dfd < 0, "a symlinked directory is not opened (%d)", dfd);
+	if (dfd >= 0)
+		close(dfd);
+	is_i(bp_ctf_write_metadata(link, uuid, 0, NULL, 0), -bp_ctf_open_dir(link),
+	     "nor written into");
+
+	/* A packet write that fails part-way (file size limit: EFBIG after a
+	 * short write) is cut off again; its events are lost, not written. */
+	signal(SIGXFSZ, SIG_IGN);
+	dfd = bp_ctf_open_dir(dir);
+	if (!ok(dfd >= 0, "open the directory"))
+		return;
+	is_i(bp_ctf_stream_open_at(&s, dfd, 1, uuid, 1024), 0, "open thread-001");
+	memset(ev, 0, sizeof ev);
+	getrlimit(RLIMIT_FSIZE, &old);
+	lim = old;
+	lim.rlim_cur = 1500;
+	ok(setrlimit(RLIMIT_FSIZE, &lim) == 0, "file size limit 1500 bytes");
+	for (unsigned i = 0; i < 30; i++) {
+		bp_ev_header(ev, BP_EV_RETURN_TO, 100 + i, 7);
+		int e = bp_ctf_stream_add(&s, ev, sizeof ev, 3);
+		if (e && !err) {
+			err = e;
+			is_u(i, 18, "the 19th event meets the error (its packet "
+				    "is the second one to be written)");
+		}
+	}
+	setrlimit(RLIMIT_FSIZE, &old);
+	is_i(err, EFBIG, "the write error is returned");
+	is_i(s.err, EFBIG, "the stream keeps its error");
+	is_u(s.bytes, BP_PACKET_HEADER_SIZE + BP_PACKET_HEADER_SIZE + 900,
+	     "bytes: the empty first packet and one whole packet");
+	is_u(s.events, 9, "events in the file: the whole packet's");
+	is_u(s.lost, 9, "events lost: the packet that failed");
+	is_i(bp_ctf_stream_add(&s, ev, sizeof ev, 3), EFBIG,
+	     "a failed stream refuses events");
+	ok(fstat(s.fd, &sb) == 0 && (uint64_t)sb.st_size == s.bytes,
+	   "the file was cut back to its whole packets (%lld bytes)",
+	   (long long)sb.st_size);
+	snprintf(path, sizeof path, "%s/thread-001", dir);
+	rfd = open(path, O_RDONLY | O_CLOEXEC);
+	ok(pread(rfd, hdr, sizeof hdr, BP_PACKET_HEADER_SIZE) ==
+		   (ssize_t)sizeof hdr &&
+		   bp_get_u64(hdr + BP_PKT_OFF_PACKET_SIZE) == 976 * 8,
+	   "the second packet is whole");
+	ok(pread(rfd, hdr, sizeof hdr, 0) == (ssize_t)sizeof hdr &&
+		   bp_get_u64(hdr + BP_PKT_OFF_DISCARDED) == 0 &&
+		   bp_get_u64(hdr + BP_PKT_OFF_PACKET_SIZE) ==
+			   BP_PACKET_HEADER_SIZE * 8,
+	   "the first packet is empty, with events_discarded 0");
+	if (rfd >= 0)
+		close(rfd);
+	is_i(bp_ctf_stream_close(&s, 3), EFBIG, "close reports the error");
+	close(dfd);
 }
 
 /* ---- main ---------------------------------------------------------------------- */
@@ -702,6 +819,7 @@ int main(void)
 	umask(old);
 	test_metadata(dir);
 	test_errors(tmp);
+	test_faults(tmp);
 
 	if (tap_failed) {
 		tap_diag("trace kept for inspection in %s", tmp);

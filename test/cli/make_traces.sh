@@ -40,18 +40,19 @@ copy truncated_last_packet          # the last packet cut in the middle
 f=$T/damaged/truncated_last_packet/thread-000
 truncate -s $(( $(stat -c %s "$f") - 40 )) "$f"
 
+# (Packet 0 of every stream is the empty one that starts it.)
 copy bad_magic                      # third packet's magic overwritten
 f=$T/damaged/bad_magic/thread-000
-patch "$f" "$(packet_off "$f" 2)" deadbeef
+patch "$f" "$(packet_off "$f" 3)" deadbeef
 
 copy bad_packet_size                # second packet claims 999999 bytes
 f=$T/damaged/bad_packet_size/thread-001
-patch "$f" $(( $(packet_off "$f" 1) + 48 )) "$(printf '%016x' $((999999 * 8)) |
+patch "$f" $(( $(packet_off "$f" 2) + 48 )) "$(printf '%016x' $((999999 * 8)) |
 	sed 's/\(..\)/\1 /g' | awk '{for (i = NF; i > 0; i--) printf "%s", $i}')"
 
-copy bad_event_id                   # first event of packet 1: id 999
+copy bad_event_id                   # first event of packet 2: id 999
 f=$T/damaged/bad_event_id/thread-000
-patch "$f" $(( $(packet_off "$f" 1) + 76 )) e703
+patch "$f" $(( $(packet_off "$f" 2) + 76 )) e703
 
 copy garbage_metadata               # metadata replaced by junk
 head -c 600 /dev/zero | tr '\0' 'x' > "$T/damaged/garbage_metadata/metadata"
