@@ -14,7 +14,7 @@
 -module(beamprobe_session).
 -behaviour(gen_server).
 
--export([start_link/2, remove_tracing/6]).
+-export([start_link/2, remove_flags/2]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -define(ANNOTATE_MAX, 100000).
@@ -53,7 +53,7 @@ init({Owner, Config}) ->
           {reply, term(), #st{}} | {stop, normal, term(), #st{}}.
 handle_call(install, _From, St) ->
     case install(St) of
-        {ok, St1} -> {reply, {ok, self()}, St1};
+        {ok, St1} -> {reply, {ok, self(), St1#st.matched}, St1};
         {error, Reason, St1} ->
             {stop, normal, {error, Reason}, abort(St1)}
     end;
@@ -123,11 +123,13 @@ run([F | Fs], St, C) ->
             {error, {install_failed, {Class, Reason, hd(Stack ++ [none])}}, St}
     end.
 
-%% Another beamprobe session on the same processes or functions?
+%% Another beamprobe session on the same processes or functions?  The
+%% check and the claim are one step of the janitor: of two sessions started
+%% at once, one is refused.  Whatever happens next, uninstall/1 releases it.
 check_conflicts(#st{config = C} = St) ->
-    case beamprobe_janitor:conflict(self(), claim(C)) of
-        none -> {ok, St};
-        {Session, What} -> {error, {conflict, Session, What}, St}
+    case beamprobe_janitor:claim(self(), claim(C), maps:get(meta, C)) of
+        ok -> {ok, St};
+        {conflict, Session, What} -> {error, {conflict, Session, What}, St}
     end.
 
 %% What a session takes: the processes it sets flags on (none for a pure
@@ -399,8 +401,10 @@ annotate_start(#st{config = #{procs := Procs}} = St) ->
     _ = annotate(St, Targets),
     {ok, St}.
 
-annotate_live(#st{traced = T} = St) when is_list(T) -> annotate(St, T);
-annotate_live(St) -> annotate(St, processes() ++ erlang:ports()).
+annotate_live(St) -> annotate(St, live_targets(St)).
+
+live_targets(#st{traced = T}) when is_list(T) -> T;
+live_targets(_) -> processes() ++ erlang:ports().
 
 %% Names and initial calls of processes, as `process' events.
 annotate(#st{res = Res}, Targets) ->
@@ -454,8 +458,10 @@ register_janitor(#st{res = Res, patterns = Pats, config = C} = St) ->
 finish(#st{summary = Sum} = St, _Why) when Sum =/= undefined -> St;
 finish(#st{res = undefined} = St, _Why) -> St;
 finish(#st{res = Res, config = C, started = T0} = St, Why) ->
-    _ = annotate_live(St),
+    %% Flags off first (the node comes first), then the names.
+    Targets = live_targets(St),
     St1 = uninstall(St),
+    _ = annotate(St, Targets),
     {ok, Stats} = beamprobe_nif:stop(Res),
     Secs = (erlang:monotonic_time(millisecond) - T0) / 1000,
     Sum = #{events => maps:get(events, Stats),
@@ -470,7 +476,6 @@ finish(#st{res = Res, config = C, started = T0} = St, Why) ->
             matched => St#st.matched,
             tag => maps:get(tag, C)},
     _ = [beamprobe_handler:stop(H, Why) || H <- St1#st.handlers],
-    ok = beamprobe_janitor:unregister_session(self()),
     St1#st{summary = Sum}.
 
 stop_reason(Why, #{stop_reason := none}) -> Why;
@@ -491,11 +496,13 @@ abort(#st{res = Res, created_dir = Created, config = #{dir := Dir}} = St) ->
     end,
     St1#st{res = undefined}.
 
-%% Removes every trace flag and pattern this session set.  Idempotent.
+%% Removes every trace flag and pattern this session set, and releases its
+%% claim: the janitor removes the patterns no other session holds.
+%% Idempotent.
 uninstall(#st{res = Res, traced = Traced, patterns = Pats} = St) ->
     Meta = maps:get(meta, St#st.config),
-    Shared = beamprobe_janitor:patterns_in_use(self()),
-    ok = remove_tracing(Res, Traced, Pats, Meta, St#st.msg_patterns, Shared),
+    ok = remove_flags(Res, Traced),
+    ok = beamprobe_janitor:release(self(), Pats, Meta, St#st.msg_patterns),
     _ = case St#st.timer of
         undefined -> ok;
         T -> erlang:cancel_timer(T)
@@ -504,41 +511,38 @@ uninstall(#st{res = Res, traced = Traced, patterns = Pats} = St) ->
           timer = undefined}.
 
 %% @private
-%% Removes the tracing of the session whose resource is `Res': the trace
-%% flags of every process or port traced by it (`Traced': a pid list, or
-%% `all'/`existing'/`new' to scan the node, or `none'), its call patterns
-%% (`Meta': meta or local) except those in `Shared' (still used by other
-%% sessions), and its message patterns.  Used by the session when it stops
-%% and by beamprobe_janitor when a session process dies.
--spec remove_tracing(beamprobe_nif:session() | undefined,
-                     none | all | new | existing | [pid()],
-                     [{atom(), atom(), arity() | '_'}], boolean(),
-                     [send | 'receive'], [{atom(), atom(), arity() | '_'}]) ->
-          ok.
-remove_tracing(Res, Traced, Pats, Meta, MsgPats, Shared) ->
-    Tracer = {tracer, {beamprobe_nif, Res}},
+%% Removes the trace flags of every process or port traced by the session
+%% whose resource is `Res' (`Traced': a pid list, or `all'/`existing'/`new'
+%% for the node, or `none').  Used by the session when it stops and by
+%% beamprobe_janitor when a session process dies.
+-spec remove_flags(beamprobe_nif:session() | undefined,
+                   none | all | new | existing | [pid()]) -> ok.
+remove_flags(Res, Traced) ->
+    Tracer = {tracer, beamprobe_nif, Res},
     case Traced of
         none -> ok;
         L when is_list(L) -> untrace(L, Tracer);
-        _ ->
-            _ = case trace_info(new, tracer) of
-                Tracer -> erlang:trace(new, false, [all]);
-                _ -> ok
-            end,
-            untrace(processes() ++ erlang:ports(), Tracer)
+        _ -> untrace_node(Tracer)
+    end.
+
+%% Every process and port whose tracer is this session's, in one pass of
+%% the VM each (no trace_info per process: 200 k processes take ~0.1 s).
+%% erlang:trace(_, false, [all, {tracer, T}]) leaves a process alone when
+%% another tracer that is still enabled traces it (erl_bif_trace.c,
+%% start_trace/5): another tool's flags are never touched.  `new' first,
+%% so that no process spawned meanwhile gets the tracer; `existing_*', not
+%% `all', so that the default flags of another tool are kept.
+untrace_node({tracer, M, S} = Tracer) ->
+    _ = case trace_info(new, tracer) of
+        {tracer, {M, S}} -> catch erlang:trace(new, false, [all]);
+        _ -> ok
     end,
-    Flag = case Meta of
-               true -> [meta];
-               false -> [local]
-           end,
-    _ = [message_pattern(K, true) || K <- MsgPats],
-    _ = [erlang:trace_pattern(MFA, false, Flag)
-         || MFA <- Pats, not lists:member(MFA, Shared)],
+    _ = [catch erlang:trace(Which, false, [all, Tracer])
+         || Which <- [existing_processes, existing_ports]],
     ok.
 
 untrace(Targets, Tracer) ->
-    _ = [catch erlang:trace(P, false, [all])
-     || P <- Targets, trace_info(P, tracer) =:= Tracer],
+    _ = [catch erlang:trace(P, false, [all, Tracer]) || P <- Targets],
     ok.
 
 %% erlang:trace_pattern(send | 'receive', ...) through apply: its OTP 25
