@@ -15,10 +15,11 @@
 -export([all/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([default_keeps_tail_loop/1, return_grows_tail_loop/1,
-         owner_death_many_procs/1, stop_unrelated_pid/1]).
+         owner_death_many_procs/1, stop_unrelated_pid/1,
+         shell_return_only_when_asked/1]).
 %% The traced gen_server, and what the peer node runs.
 -export([init/1, handle_call/3, handle_cast/2]).
--export([peer_owner_death/1]).
+-export([peer_owner_death/1, tail_loop/2, null_io/0]).
 
 -define(L, beamprobe_test_lib).
 -define(CALLS, 100000).
@@ -26,7 +27,8 @@
 suite() -> [{timetrap, {seconds, 180}}].
 
 all() ->
-    [default_keeps_tail_loop, return_grows_tail_loop, stop_unrelated_pid,
+    [default_keeps_tail_loop, return_grows_tail_loop,
+     shell_return_only_when_asked, stop_unrelated_pid,
      owner_death_many_procs].
 
 init_per_suite(Config) ->
@@ -78,6 +80,45 @@ traced_server(Config, Name, Opts) ->
     Sum = ?L:stop(S),
     gen_server:stop(P),
     {Before, After, Sum}.
+
+%% The shell API return-traces only the patterns that ask (`-> return'):
+%% a loop whose tail call is traced without it keeps its stack; with it,
+%% the stack grows (the rate limit drops the events, not the tracing).
+shell_return_only_when_asked(_Config) ->
+    Io = spawn_link(?MODULE, null_io, []),
+    Pat = "beamprobe_safety_SUITE:tail_loop/2",
+    Opts = #{io_server => Io, force => true, time => 60000},
+    {B1, A1} = shell_loop(Pat, Opts),
+    {B2, A2} = shell_loop(Pat ++ " -> return", Opts),
+    ct:log("no return: ~p -> ~p; -> return: ~p -> ~p", [B1, A1, B2, A2]),
+    ?assert(A1 < B1 + 1000),
+    ?assert(A2 > B2 + ?CALLS).
+
+shell_loop(Pat, Opts) ->
+    Parent = self(),
+    P = spawn_link(fun() -> receive go -> tail_loop(?CALLS, Parent) end end),
+    {stack_size, Before} = process_info(P, stack_size),
+    1 = beamprobe:calls(Pat, {1, 60000}, Opts),
+    P ! go,
+    After = receive {looped, S} -> S after 60000 -> timeout end,
+    ok = beamprobe:clear(),
+    {Before, After}.
+
+%% @private A loop that tail-calls itself through the export.
+tail_loop(0, Parent) ->
+    {stack_size, S} = process_info(self(), stack_size),
+    Parent ! {looped, S};
+tail_loop(N, Parent) ->
+    ?MODULE:tail_loop(N - 1, Parent).
+
+%% @private An io server that accepts and discards everything.
+null_io() ->
+    receive
+        {io_request, From, ReplyAs, _} ->
+            From ! {io_reply, ReplyAs, ok},
+            null_io();
+        _ -> null_io()
+    end.
 
 init([]) -> {ok, 0}.
 handle_call(stop, _From, N) -> {stop, normal, {ok, #{}}, N};
