@@ -121,6 +121,21 @@ start(Spec) ->
 -spec start_matched(spec()) ->
           {ok, session(), non_neg_integer()} | {error, term()}.
 start_matched(Spec) ->
+    case nif_loaded() of
+        ok -> start_app(Spec);
+        {error, _} = E -> E
+    end.
+
+%% The C library first: without it nothing else can work, and the error
+%% says where it was looked for.
+nif_loaded() ->
+    try beamprobe_nif:loaded()
+    catch error:undef ->
+            {error, {nif_not_loaded, code:where_is_file("beamprobe_nif.beam"),
+                     module_not_found}}
+    end.
+
+start_app(Spec) ->
     case application:ensure_all_started(beamprobe) of
         {ok, _} ->
             case beamprobe_config:validate(Spec) of
@@ -185,7 +200,7 @@ dump(Session) ->
             pos_integer() | {pos_integer(), pos_integer()}) ->
           non_neg_integer() | {error, term()}.
 calls(Pattern, Limit) ->
-    beamprobe_shell:calls(Pattern, Limit, #{}).
+    calls(Pattern, Limit, #{}).
 
 %% @doc {@link calls/2} with options: `procs' (`all', the default, or a
 %% list of pids and names), `time' (ms, default 15000), `return' (add
@@ -201,7 +216,10 @@ calls(Pattern, Limit) ->
             pos_integer() | {pos_integer(), pos_integer()}, map()) ->
           non_neg_integer() | {error, term()}.
 calls(Pattern, Limit, Opts) ->
-    beamprobe_shell:calls(Pattern, Limit, Opts).
+    case nif_loaded() of
+        ok -> beamprobe_shell:calls(Pattern, Limit, Opts);
+        {error, _} = E -> E
+    end.
 
 %% @doc Traces messages sent or received matching `Pattern' (`"send"',
 %% `"'receive'"', `"send({ping, _})"', ...) and prints them; see
@@ -210,14 +228,17 @@ calls(Pattern, Limit, Opts) ->
                pos_integer() | {pos_integer(), pos_integer()}) ->
           non_neg_integer() | {error, term()}.
 messages(Pattern, Limit) ->
-    beamprobe_shell:messages(Pattern, Limit, #{}).
+    messages(Pattern, Limit, #{}).
 
 %% @doc {@link messages/2} with the options of {@link calls/3}.
 -spec messages(string() | binary() | [string() | binary()],
                pos_integer() | {pos_integer(), pos_integer()}, map()) ->
           non_neg_integer() | {error, term()}.
 messages(Pattern, Limit, Opts) ->
-    beamprobe_shell:messages(Pattern, Limit, Opts).
+    case nif_loaded() of
+        ok -> beamprobe_shell:messages(Pattern, Limit, Opts);
+        {error, _} = E -> E
+    end.
 
 %% @doc Stops every session started by {@link calls/2}, {@link calls/3},
 %% {@link messages/2} or {@link messages/3}.
@@ -227,6 +248,12 @@ clear() ->
 
 %% @doc A readable sentence for an error returned by this module.
 -spec format_error(term()) -> string().
+format_error({nif_not_loaded, Path, Why}) ->
+    lists:flatten(
+      io_lib:format("beamprobe's C library is not loaded: looked for ~ts "
+                    "(~tp); build it with make, put the application's priv/ "
+                    "next to its ebin/, or set BEAMPROBE_NIF to the library's "
+                    "path without .so", [Path, Why]));
 format_error(Reason) ->
     beamprobe_config:format_error(Reason).
 

@@ -61,12 +61,18 @@ handle_call(stop, _From, St) ->
     St1 = finish(St, requested),
     {stop, normal, {ok, St1#st.summary}, St1};
 handle_call(info, _From, #st{summary = undefined, res = Res} = St) ->
-    {reply, {ok, info_map(St, beamprobe_nif:info(Res))}, St};
+    case nif(fun() -> beamprobe_nif:info(Res) end) of
+        {nif_error, E} -> {reply, {error, {nif_error, E}}, St};
+        Stats -> {reply, {ok, info_map(St, Stats)}, St}
+    end;
 handle_call(info, _From, #st{summary = Sum} = St) ->
     {reply, {ok, Sum}, St};
 handle_call(dump, _From, #st{summary = undefined, res = Res} = St) ->
     _ = annotate_live(St),
-    {reply, beamprobe_nif:dump(Res), St};
+    case nif(fun() -> beamprobe_nif:dump(Res) end) of
+        {nif_error, E} -> {reply, {error, {nif_error, E}}, St};
+        R -> {reply, R, St}
+    end;
 handle_call(dump, _From, St) ->
     {reply, {error, stopped}, St};
 handle_call(_Other, _From, St) ->
@@ -415,7 +421,7 @@ annotate(#st{res = Res}, Targets) ->
 annotate_chunks(_Res, []) -> ok;
 annotate_chunks(Res, Items) ->
     {Chunk, Rest} = lists:split(min(?ANNOTATE_CHUNK, length(Items)), Items),
-    _ = beamprobe_nif:annotate(Res, Chunk),
+    _ = nif(fun() -> beamprobe_nif:annotate(Res, Chunk) end),
     annotate_chunks(Res, Rest).
 
 describe(P) when is_pid(P) ->
@@ -462,7 +468,10 @@ finish(#st{res = Res, config = C, started = T0} = St, Why) ->
     Targets = live_targets(St),
     St1 = uninstall(St),
     _ = annotate(St, Targets),
-    {ok, Stats} = beamprobe_nif:stop(Res),
+    Stats = case nif(fun() -> beamprobe_nif:stop(Res) end) of
+                {ok, S} -> S;
+                {nif_error, E} -> unknown_stats(E)
+            end,
     Secs = (erlang:monotonic_time(millisecond) - T0) / 1000,
     Sum = #{events => maps:get(events, Stats),
             dropped => maps:get(dropped, Stats),
@@ -476,7 +485,26 @@ finish(#st{res = Res, config = C, started = T0} = St, Why) ->
             matched => St#st.matched,
             tag => maps:get(tag, C)},
     _ = [beamprobe_handler:stop(H, Why) || H <- St1#st.handlers],
-    St1#st{summary = Sum}.
+    Sum1 = case Stats of
+               #{nif_error := NE} -> Sum#{nif_error => NE};
+               _ -> Sum
+           end,
+    St1#st{summary = Sum1}.
+
+%% A call into the NIF that cannot take the session process down: during a
+%% reload the module can be missing for a moment (code:delete + purge) or,
+%% in embedded mode, until someone loads it.
+nif(F) ->
+    try F()
+    catch Class:Reason -> {nif_error, {Class, Reason}}
+    end.
+
+%% What a summary says when the NIF could not be asked: nothing is known,
+%% and it says so (`nif_error', stop_reason `nif_error').
+unknown_stats(E) ->
+    #{events => 0, dropped => #{total => 0}, bytes => 0, threads => 0,
+      io_error => none, handlers => [], stop_reason => nif_error,
+      nif_error => E}.
 
 stop_reason(Why, #{stop_reason := none}) -> Why;
 stop_reason(_, #{stop_reason := R}) -> R.
@@ -485,7 +513,7 @@ stop_reason(_, #{stop_reason := R}) -> R.
 %% directory it created.
 abort(#st{res = Res, created_dir = Created, config = #{dir := Dir}} = St) ->
     St1 = uninstall(St),
-    Res =/= undefined andalso beamprobe_nif:stop(Res),
+    _ = Res =/= undefined andalso nif(fun() -> beamprobe_nif:stop(Res) end),
     [begin unlink(H), exit(H, kill) end || H <- St#st.handlers],
     _ = case Created of
         true ->
