@@ -158,12 +158,12 @@ start_session(Config) ->
 %% is buffered and returns the summary.  Anything that is not a running
 %% (or ended, not yet stopped) session of this node, an unrelated pid
 %% included, is `{error, not_found}' and is left alone.
--spec stop(session()) -> {ok, summary()} | {error, not_found}.
+-spec stop(session() | pid()) -> {ok, summary()} | {error, not_found}.
 stop(Session) ->
     call(Session, stop).
 
 %% @doc Counters and configuration of a running session.
--spec info(session()) -> {ok, map()} | {error, not_found}.
+-spec info(session() | pid()) -> {ok, map()} | {error, term()}.
 info(Session) ->
     call(Session, info).
 
@@ -177,7 +177,9 @@ list() ->
 
 %% @doc Writes a flight recorder's window (`overflow => drop_oldest') to
 %% the trace now; recording goes on.
--spec dump(session()) -> ok | {error, not_flight_recorder | stopped | not_found}.
+-spec dump(session() | pid()) ->
+          ok | {error, not_flight_recorder | stopped | not_found
+                | {nif_error, term()}}.
 dump(Session) ->
     call(Session, dump).
 

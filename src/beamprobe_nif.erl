@@ -61,17 +61,17 @@ lib_path() ->
 %% for and why it could not be loaded.
 -spec loaded() -> ok | {error, {nif_not_loaded, file:filename(), term()}}.
 loaded() ->
-    case is_loaded() of
+    case catch is_loaded() of
         true -> ok;
-        false ->
+        _ ->
             {Path, Why} = persistent_term:get(?LOAD_ERROR,
                                               {lib_path() ++ ".so", unknown}),
             {error, {nif_not_loaded, Path, Why}}
     end.
 
-%% @doc `true' from the C library; this stub answers when it is not loaded.
--spec is_loaded() -> boolean().
-is_loaded() -> false.
+%% @doc `true' from the C library; this stub raises when it is not loaded.
+-spec is_loaded() -> true.
+is_loaded() -> ?NOT_LOADED.
 
 %% --- erl_tracer callbacks (NIFs) ---------------------------------------
 
