@@ -190,16 +190,26 @@ handle_cast(_, St) ->
 -spec handle_info(term(), map()) -> {noreply, map()}.
 handle_info({'DOWN', Ref, process, _, _Why}, St) ->
     case maps:take(Ref, St) of
-        {#{res := Res, patterns := Patterns, meta := Meta,
-           claim := {_Procs, Claimed}}, St1} ->
-            %% Died with its tracing installed (a session that stops
-            %% releases first): undo it.
-            MsgPats = [K || {message, K} <- Claimed],
-            _ = safely(fun() -> beamprobe_session:remove_flags(Res, all) end),
-            remove_patterns(Patterns, Meta, MsgPats, St1),
-            _ = safely(fun() -> beamprobe_nif:stop(Res) end),
-            {noreply, St1};
-        {_ClaimOnly, St1} ->
+        {#{meta := Meta, claim := {_Procs, Claimed}} = E, St1} ->
+            %% Died without releasing (a session that stops or fails to
+            %% install releases first), maybe in the middle of installing:
+            %% undo whatever it may have set.  Its flags point at its
+            %% tracer, known once its NIF session exists; its patterns are
+            %% the ones it claimed (those no other session holds).
+            _ = case E of
+                    #{res := Res} ->
+                        safely(fun() ->
+                                       beamprobe_session:remove_flags(Res, all)
+                               end);
+                    #{} -> ok
+                end,
+            remove_patterns([MFA || {_, _, _} = MFA <- Claimed], Meta,
+                            [K || {message, K} <- Claimed], St1),
+            _ = case E of
+                    #{res := Res2} ->
+                        safely(fun() -> beamprobe_nif:stop(Res2) end);
+                    #{} -> ok
+                end,
             {noreply, St1};
         error ->
             {noreply, St}

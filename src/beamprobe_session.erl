@@ -242,6 +242,10 @@ start_nif(#st{config = C, handlers = Hs} = St) ->
           end,
     case beamprobe_nif:start(Nif) of
         {ok, Res} ->
+            %% From now on the janitor can clear this session's flags if
+            %% the process dies in the middle of installing.
+            ok = beamprobe_janitor:register_session(
+                   self(), Res, [], maps:get(meta, C), claim(C)),
             [beamprobe_handler:attach(H, Res, I)
              || {I, H} <- lists:zip(lists:seq(0, length(Hs) - 1), Hs)],
             {ok, St#st{res = Res}};

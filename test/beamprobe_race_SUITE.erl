@@ -12,7 +12,10 @@
 -export([all/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([concurrent_all_starts/1, simultaneous_stops/1,
-         shell_count_reached/1]).
+         shell_count_reached/1, killed_mid_install/1]).
+%% A beamprobe_handler whose init/1 blocks until told (to hold a session
+%% in the middle of its install).
+-export([init/1, handle_events/2, terminate/2]).
 %% Traced functions and helpers.
 -export([busy/1, shared/1, null_io/0]).
 
@@ -21,7 +24,8 @@
 suite() -> [{timetrap, {seconds, 180}}].
 
 all() ->
-    [concurrent_all_starts, simultaneous_stops, shell_count_reached].
+    [concurrent_all_starts, simultaneous_stops, shell_count_reached,
+     killed_mid_install].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -111,6 +115,36 @@ shell_count_reached(_Config) ->
     unlink(Looper),
     exit(Looper, kill),
     ?assertEqual(lists:duplicate(40, 1), Rs).
+
+%% A session killed in the middle of its install (its claim made, its
+%% handler starting) leaves no claim behind: the same session can start
+%% right after.
+killed_mid_install(Config) ->
+    Parent = self(),
+    W = spawn_link(fun() -> receive stop -> ok end end),
+    Spec = #{procs => [W], calls => [{?MODULE, shared, 1}],
+             output => {handler, ?MODULE, #{parent => Parent}}},
+    Starter = spawn(fun() -> Parent ! {started, beamprobe:start(Spec)} end),
+    H = receive {blocked_in_init, Pid} -> Pid after 10000 -> timeout end,
+    [S] = beamprobe:list(),
+    ?assertMatch({error, {conflict, S, _}},
+                 beamprobe:start(Spec#{output => {file,
+                                                  ?L:dir(Config, "a")}})),
+    exit(S, kill),
+    exit(H, kill),
+    exit(Starter, kill),
+    _ = ?L:wait_until(fun() -> beamprobe:list() =:= [] end, 5000),
+    _ = sys:get_state(beamprobe_janitor),
+    S2 = ?L:start(Spec#{output => {file, ?L:dir(Config, "b")}}),
+    ?assertMatch({ok, _}, beamprobe:stop(S2)),
+    ?assertEqual({all, false}, erlang:trace_info({?MODULE, shared, 1}, all)),
+    W ! stop.
+
+init(#{parent := Parent}) ->
+    Parent ! {blocked_in_init, self()},
+    receive never -> {ok, none} end.
+handle_events(_, St) -> {ok, St}.
+terminate(_, _) -> ok.
 
 %% An io server that accepts and discards everything.
 null_io() ->
