@@ -14,7 +14,7 @@
 -export([all/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([reload_15/1, upgrade_keeps_tracing/1, killed_after_reload/1,
-         no_nif/1]).
+         library_pinned/1, no_nif/1]).
 -export([tick/0]).
 
 -define(L, beamprobe_test_lib).
@@ -23,7 +23,8 @@
 suite() -> [{timetrap, {seconds, 180}}].
 
 all() ->
-    [reload_15, upgrade_keeps_tracing, killed_after_reload, no_nif].
+    [reload_15, upgrade_keeps_tracing, killed_after_reload, library_pinned,
+     no_nif].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -134,6 +135,25 @@ killed_after_reload(Config) ->
     ?assertEqual({all, false}, erlang:trace_info({?MODULE, tick, 0}, all)),
     unlink(P),
     exit(P, kill).
+
+%% The library stays mapped after its module is deleted and purged (erts
+%% dlclose()s it): a collector thread or a destructor still running its
+%% code never jumps into unmapped memory.
+library_pinned(_Config) ->
+    case file:read_file("/proc/self/maps") of
+        {error, _} -> {skip, "no /proc/self/maps on this system"};
+        {ok, _} ->
+            ?assert(mapped()),
+            true = code:delete(?NIF),
+            _ = code:purge(?NIF),
+            ?assertEqual(false, code:is_loaded(?NIF)),
+            ?assert(mapped()),
+            {module, ?NIF} = code:load_file(?NIF)
+    end.
+
+mapped() ->
+    {ok, B} = file:read_file("/proc/self/maps"),
+    binary:match(B, <<"beamprobe_nif.so">>) =/= nomatch.
 
 %% A node whose beamprobe has no priv/: start/1, calls/2 and messages/2
 %% return {error, {nif_not_loaded, Path, Why}} naming the library's path,
