@@ -78,7 +78,9 @@
 %% that never returns (a gen_server loop, a `loop/1') then grows the
 %% process's stack by a frame per iteration for as long as the process
 %% runs, even after the session stops.  Ask for them on functions that
-%% return, never on a loop function.
+%% return, never on a loop function: per pattern, with a match spec such
+%% as `{{M, F, A}, [{'_', [], [{exception_trace}]}]}' (its events are
+%% recorded whatever `return' and `exceptions' say).
 
 -type mfa_pattern() :: {module() | '_', atom() | '_', arity() | '_'}.
 -type sink() :: {file, file:filename()}

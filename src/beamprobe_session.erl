@@ -226,8 +226,12 @@ start_nif(#st{config = C, handlers = Hs} = St) ->
             overflow => maps:get(overflow, C),
             args => maps:get(args, C),
             capture => maps:get(capture, C),
-            return => maps:get(return, C),
-            exceptions => maps:get(exceptions, C),
+            %% A match spec that asks for return_trace/exception_trace
+            %% asks for its events, whatever the session-wide options say.
+            return => maps:get(return, C) orelse
+                ms_action(C, [return_trace, exception_trace]),
+            exceptions => maps:get(exceptions, C) orelse
+                ms_action(C, [exception_trace]),
             event_limit => limit(Ev),
             byte_limit => limit(By),
             notify => self(),
@@ -253,17 +257,24 @@ start_nif(#st{config = C, handlers = Hs} = St) ->
     end.
 
 %% Does some match spec return a value (message action) to record?
-ms_result(#{calls := Calls}) ->
+ms_result(C) ->
+    ms_any(C, fun({message, _}) -> true; (_) -> false end).
+
+%% Does some match spec have one of the actions `Names' (no arguments)?
+ms_action(C, Names) ->
+    ms_any(C, fun(A) when is_tuple(A), tuple_size(A) =:= 1 ->
+                      lists:member(element(1, A), Names);
+                 (_) -> false
+              end).
+
+ms_any(#{calls := Calls}, Pred) ->
     lists:any(fun({_, MS}) when is_list(MS) ->
-                      lists:any(fun({_, _, Body}) -> has_message(Body);
+                      lists:any(fun({_, _, Body}) when is_list(Body) ->
+                                        lists:any(Pred, Body);
                                    (_) -> false
                                 end, MS);
                  (_) -> false
               end, Calls).
-
-has_message(Body) when is_list(Body) ->
-    lists:any(fun({message, _}) -> true; (_) -> false end, Body);
-has_message(_) -> false.
 
 limit(infinity) -> 0;
 limit(N) -> N.
@@ -317,7 +328,15 @@ set_patterns(#st{config = #{calls := Calls} = C, res = Res} = St) ->
                 true -> [{meta, beamprobe_nif, Res}];
                 false -> [local]
             end,
-    set_patterns(Calls, Default, Flags, St).
+    set_patterns(general_first(Calls), Default, Flags, St).
+
+%% The last trace_pattern/3 on a function wins: set `{m, '_', '_'}' before
+%% `{{m, f, 1}, MatchSpec}', so that the specific pattern's match spec
+%% (say, the return tracing it asks for) is the one that stays.
+general_first(Calls) ->
+    Wild = fun(Call) -> length([x || '_' <- tuple_to_list(mfa(Call))]) end,
+    [C || {_, _, C} <- lists:sort([{-Wild(C), I, C}
+                                   || {I, C} <- lists:enumerate(Calls)])].
 
 set_patterns([], _Default, _Flags,
              #st{config = #{messages := Msgs}} = St) ->

@@ -132,16 +132,20 @@ start(Base, Limit, Opts) ->
 %% session that has already reached its limit and is ending is waited out
 %% (the user sees it as done), not reported.
 start_session(Spec, Tries) ->
-    try beamprobe:start_matched(Spec) of
+    try start_once(Spec, Tries)
+    catch
+        Class:Reason -> {error, {internal, Class, Reason}}
+    end.
+
+start_once(Spec, Tries) ->
+    case beamprobe:start_matched(Spec) of
         {ok, _S, N} -> N;
         {error, {conflict, S, _}} = E when Tries > 1 ->
             case ending_shell_session(S) of
-                true -> start_session(Spec, Tries - 1);
+                true -> start_once(Spec, Tries - 1);
                 false -> E
             end;
         {error, _} = E -> E
-    catch
-        Class:Reason -> {error, {internal, Class, Reason}}
     end.
 
 %% Is `S' a shell session that has ended (or is ending: its limit is
@@ -151,7 +155,7 @@ ending_shell_session(S) ->
     Ending = case beamprobe:info(S) of
                  {error, not_found} -> true;
                  {ok, #{tag := ?TAG, stop_reason := R}} -> R =/= none;
-                 {ok, _} -> false
+                 _ -> false
              end,
     _ = case Ending of
         true -> receive {'DOWN', Ref, process, S, _} -> ok

@@ -16,7 +16,7 @@
          init_per_testcase/2, end_per_testcase/2]).
 -export([default_keeps_tail_loop/1, return_grows_tail_loop/1,
          owner_death_many_procs/1, stop_unrelated_pid/1,
-         shell_return_only_when_asked/1]).
+         shell_return_only_when_asked/1, match_spec_asks_return/1]).
 %% The traced gen_server, and what the peer node runs.
 -export([init/1, handle_call/3, handle_cast/2]).
 -export([peer_owner_death/1, tail_loop/2, null_io/0]).
@@ -28,7 +28,8 @@ suite() -> [{timetrap, {seconds, 180}}].
 
 all() ->
     [default_keeps_tail_loop, return_grows_tail_loop,
-     shell_return_only_when_asked, stop_unrelated_pid,
+     shell_return_only_when_asked, match_spec_asks_return,
+     stop_unrelated_pid,
      owner_death_many_procs].
 
 init_per_suite(Config) ->
@@ -80,6 +81,29 @@ traced_server(Config, Name, Opts) ->
     Sum = ?L:stop(S),
     gen_server:stop(P),
     {Before, After, Sum}.
+
+%% With the default options, a call pattern whose own match spec asks for
+%% `exception_trace' gets its return_from events (asking per pattern is
+%% how to trace returns of functions that return), the others none; a
+%% wider pattern of the same session (`{M, '_', '_'}') does not undo it.
+match_spec_asks_return(Config) ->
+    Dir = ?L:dir(Config, "ms"),
+    {ok, P} = gen_server:start(?MODULE, [], []),
+    S = ?L:start(#{procs => [P],
+                   calls => [{gen_server, loop, '_'},
+                             {{?MODULE, handle_call, 3},
+                              [{'_', [], [{exception_trace}]}]},
+                             {?MODULE, '_', '_'}],
+                   output => {file, Dir}}),
+    [ok = gen_server:call(P, ping) || _ <- lists:seq(1, 10)],
+    _ = ?L:stop(S),
+    gen_server:stop(P),
+    Evs = ?L:trace(Dir),
+    Rets = ?L:events(Evs, "return_from", P),
+    ?assertEqual(10, length(Rets)),
+    ?assert(lists:all(fun(E) -> ?L:field(E, "mfa") =:=
+                                    <<"beamprobe_safety_SUITE:handle_call/3">>
+                      end, Rets)).
 
 %% The shell API return-traces only the patterns that ask (`-> return'):
 %% a loop whose tail call is traced without it keeps its stack; with it,
