@@ -60,11 +60,16 @@ register_session(Session, Res, Patterns, Meta, Claim) ->
 %% @doc Called by a session that stops (or failed to install): forgets its
 %% claim, then removes each of its call patterns (`Patterns', set with the
 %% `meta' or `local' flag as `Meta' says) and message patterns
-%% (`MsgPatterns') that no other session holds.  Idempotent.
+%% (`MsgPatterns') that no other session holds.  Idempotent.  Without a
+%% janitor (being restarted, or the application stopping: nothing else to
+%% share with) the caller removes its patterns itself.
 -spec release(pid(), [mfa_pat()], boolean(), [send | 'receive']) -> ok.
 release(Session, Patterns, Meta, MsgPatterns) ->
-    gen_server:call(?MODULE, {release, Session, Patterns, Meta, MsgPatterns},
-                    infinity).
+    try gen_server:call(?MODULE,
+                        {release, Session, Patterns, Meta, MsgPatterns},
+                        infinity)
+    catch exit:_ -> remove_patterns(Patterns, Meta, MsgPatterns, #{})
+    end.
 
 %% @doc Forgets a session (its tracing is already removed).  Idempotent.
 -spec unregister_session(pid()) -> ok.

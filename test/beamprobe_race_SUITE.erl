@@ -12,7 +12,8 @@
 -export([all/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([concurrent_all_starts/1, simultaneous_stops/1,
-         shell_count_reached/1, killed_mid_install/1]).
+         shell_count_reached/1, killed_mid_install/1,
+         janitor_restarted/1]).
 %% A beamprobe_handler whose init/1 blocks until told (to hold a session
 %% in the middle of its install).
 -export([init/1, handle_events/2, terminate/2]).
@@ -25,7 +26,7 @@ suite() -> [{timetrap, {seconds, 180}}].
 
 all() ->
     [concurrent_all_starts, simultaneous_stops, shell_count_reached,
-     killed_mid_install].
+     killed_mid_install, janitor_restarted].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -138,6 +139,22 @@ killed_mid_install(Config) ->
     S2 = ?L:start(Spec#{output => {file, ?L:dir(Config, "b")}}),
     ?assertMatch({ok, _}, beamprobe:stop(S2)),
     ?assertEqual({all, false}, erlang:trace_info({?MODULE, shared, 1}, all)),
+    W ! stop.
+
+%% The janitor killed (and restarted by its supervisor) while a session
+%% runs: the session still stops with its summary and removes its pattern.
+janitor_restarted(Config) ->
+    W = spawn_link(fun() -> receive stop -> ok end end),
+    S = ?L:start(#{procs => [W], calls => [{?MODULE, shared, 1}],
+                   output => {file, ?L:dir(Config, "j")}}),
+    J = whereis(beamprobe_janitor),
+    exit(J, kill),
+    _ = ?L:wait_until(fun() -> is_pid(whereis(beamprobe_janitor)) andalso
+                                   whereis(beamprobe_janitor) =/= J
+                      end, 5000),
+    ?assertMatch({ok, #{stop_reason := requested}}, beamprobe:stop(S)),
+    ?assertEqual({all, false}, erlang:trace_info({?MODULE, shared, 1}, all)),
+    ?assertEqual({flags, []}, erlang:trace_info(W, flags)),
     W ! stop.
 
 init(#{parent := Parent}) ->
