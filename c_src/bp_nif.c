@@ -745,16 +745,21 @@ static ErlNifMutex *rt_mtx; /* taken by load/upgrade and by the dtor */
 /* A new, zeroed session of the current type. */
 static struct bp_session *bp_session_alloc(void)
 {
-	uint32_t slot = atomic_load(&rt_current);
-	struct bp_session_res *r =
-		enif_alloc_resource(bp_session_rt, sizeof *r);
+	struct bp_session_res *r;
+	uint32_t slot;
 
-	if (!r)
-		return NULL;
-	memset(r, 0, sizeof *r);
-	r->rt_slot = slot;
-	atomic_fetch_add(&rt_live[slot], 1);
-	return &r->s;
+	/* The slot, its type and its count change together (a reload may
+	 * run on another thread). */
+	enif_mutex_lock(rt_mtx);
+	slot = atomic_load(&rt_current);
+	r = enif_alloc_resource(atomic_load(&rts[slot]), sizeof *r);
+	if (r) {
+		memset(r, 0, sizeof *r);
+		r->rt_slot = slot;
+		atomic_fetch_add(&rt_live[slot], 1);
+	}
+	enif_mutex_unlock(rt_mtx);
+	return r ? &r->s : NULL;
 }
 
 struct bp_session *bp_session_get_old(ErlNifEnv *env, ERL_NIF_TERM t)
