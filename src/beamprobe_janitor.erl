@@ -4,18 +4,18 @@
 %%% Every decision that depends on other sessions is made here, in one
 %%% process, one request at a time:
 %%%
-%%% - `claim/2': a session checks that nothing it will trace collides with
+%%% - `claim/3': a session checks that nothing it will trace collides with
 %%%   another session (`{conflict, Session, What}') and registers what it
 %%%   will trace, in one step: two sessions started at once can never both
 %%%   be accepted.  The claim is released when the session releases it,
 %%%   ends or dies, whatever happens during its install.
-%%% - `release/5': a stopping session gives back its call and message
+%%% - `release/4': a stopping session gives back its call and message
 %%%   patterns; a pattern is removed (here, in the same step) only when no
 %%%   other session holds it, so that the last of many sessions stopping at
 %%%   once removes it and none is left behind.
 %%% - a session process that dies without stopping (for instance killed
 %%%   with `exit(S, kill)') is cleaned after: the trace flags still pointing
-%%%   at its tracer, its patterns (as `release/5'), and its trace finalised.
+%%%   at its tracer, its patterns (as `release/4'), and its trace finalised.
 %%%
 %%% The janitor never crashes on a session's behalf: a failing clean-up
 %%% step is logged and the next one runs.
@@ -31,7 +31,9 @@
                   [mfa_pat() | {message, send | 'receive'}]}.
 -export_type([claim/0]).
 
-%% One entry per session, keyed by the monitor reference.
+%% One entry per session, keyed by the monitor reference: its claim, and
+%% once its NIF session exists, the resource (its tracer's state) and the
+%% patterns it has set (for info; the clean-up uses the claim).
 -type entry() :: #{pid := pid(), claim := claim(), meta := boolean(),
                    res => beamprobe_nif:session(),
                    patterns => [mfa_pat()]}.
