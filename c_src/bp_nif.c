@@ -6,6 +6,8 @@
  * a dirty I/O scheduler for the ones that wait on disk); they never block
  * a normal scheduler for long and never call exit()/abort().
  */
+#define _GNU_SOURCE /* dladdr */
+#include <dlfcn.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -114,11 +116,21 @@ static void session_join(struct bp_session *s)
 	s->thread_started = 0;
 }
 
+static void rt_object_gone(uint32_t slot);
+static struct bp_session *bp_session_alloc(void);
+
+/* The resource object: a session and the type slot it was created with. */
+struct bp_session_res {
+	struct bp_session s;
+	uint32_t rt_slot;
+};
+
 static void session_dtor(ErlNifEnv *env, void *obj)
 {
 	struct bp_session *s = obj;
 
 	(void)env;
+	rt_object_gone(((struct bp_session_res *)obj)->rt_slot);
 	session_join(s);
 	session_release(s);
 	if (s->dirfd >= 0)
@@ -466,7 +478,7 @@ static ERL_NIF_TERM start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
 	    maxs < 1 || maxs > 100000)
 		return error2(env, "bad_config", "max_sessions");
 
-	s = enif_alloc_resource(bp_session_rt, sizeof *s);
+	s = bp_session_alloc();
 	if (!s)
 		return error2(env, "start", "enomem");
 	memset(s, 0, sizeof *s);
@@ -608,9 +620,7 @@ static ERL_NIF_TERM nif_start(ErlNifEnv *env, int argc,
 
 static struct bp_session *arg_session(ErlNifEnv *env, ERL_NIF_TERM t)
 {
-	void *p;
-
-	return enif_get_resource(env, t, bp_session_rt, &p) ? p : NULL;
+	return bp_session_get(env, t);
 }
 
 static ERL_NIF_TERM stats_map(ErlNifEnv *env, struct bp_session *s)
@@ -890,6 +900,15 @@ static ERL_NIF_TERM nif_clock(ErlNifEnv *env, int argc,
 	return enif_make_uint64(env, bp_now());
 }
 
+/* is_loaded() -> true (the Erlang stub answers false). */
+static ERL_NIF_TERM nif_is_loaded(ErlNifEnv *env, int argc,
+				  const ERL_NIF_TERM argv[])
+{
+	(void)argc;
+	(void)argv;
+	return enif_make_atom(env, "true");
+}
+
 /* thread_slot() -> integer(): the caller's thread slot (for tests). */
 static ERL_NIF_TERM nif_thread_slot(ErlNifEnv *env, int argc,
 				    const ERL_NIF_TERM argv[])
@@ -899,20 +918,139 @@ static ERL_NIF_TERM nif_thread_slot(ErlNifEnv *env, int argc,
 	return enif_make_int(env, bp_thread_slot());
 }
 
-/* ---- load ------------------------------------------------------------ */
+/* ---- load, upgrade, unload, reloads -------------------------------------
+ *
+ * What OTP does (erl_nif.c, OTP 25) and what it means here:
+ * - code:load_file/1 while the module has NIF code: the new instance's
+ *   load_nif calls upgrade(); enif_open_resource_type(..TAKEOVER) hands
+ *   the existing "bp_session" type (same pointer) and its live objects to
+ *   the new instance.
+ * - purge of old code: erts "unloads" that instance: unload() is called,
+ *   its resource types are unlinked from erts's list, and the library is
+ *   dlclose()d once no object of its types is left.  A type that still has
+ *   objects (a running session) lives on, owned by no instance, with its
+ *   destructor; a later load (code:delete + purge + load) cannot take it
+ *   over and gets a new type: the old sessions' terms no longer match
+ *   bp_session_rt.  So every type that still has sessions is remembered
+ *   (rts[], with a count of live objects) and bp_session_get() looks there
+ *   after the current type.
+ * - the collector threads and the destructor run code of this library
+ *   after its instance is gone: load() pins the library in memory with
+ *   dlopen(self, RTLD_NODELETE), so no dlclose ever unmaps it, and its
+ *   static data (this table, the atoms, the clock) survives reloads from
+ *   the same file.
+ */
+
+#define BP_MAX_RT 64
+static ErlNifResourceType *_Atomic rts[BP_MAX_RT];
+static _Atomic uint32_t rt_live[BP_MAX_RT];
+static _Atomic uint32_t rt_current;
+static ErlNifMutex *rt_mtx; /* taken by load/upgrade and by the dtor */
+
+/* A new, zeroed session of the current type. */
+static struct bp_session *bp_session_alloc(void)
+{
+	struct bp_session_res *r;
+	uint32_t slot;
+
+	/* The slot, its type and its count change together (a reload may
+	 * run on another thread). */
+	enif_mutex_lock(rt_mtx);
+	slot = atomic_load(&rt_current);
+	r = enif_alloc_resource(atomic_load(&rts[slot]), sizeof *r);
+	if (r) {
+		memset(r, 0, sizeof *r);
+		r->rt_slot = slot;
+		atomic_fetch_add(&rt_live[slot], 1);
+	}
+	enif_mutex_unlock(rt_mtx);
+	return r ? &r->s : NULL;
+}
+
+struct bp_session *bp_session_get_old(ErlNifEnv *env, ERL_NIF_TERM t)
+{
+	void *p;
+
+	for (uint32_t i = 0; i < BP_MAX_RT; i++) {
+		ErlNifResourceType *rt = atomic_load(&rts[i]);
+		if (rt && rt != bp_session_rt &&
+		    enif_get_resource(env, t, rt, &p))
+			return p;
+	}
+	return NULL;
+}
+
+/* The last session of a type is gone: unless it is the current type,
+ * erts frees the type right after this destructor; forget it. */
+static void rt_object_gone(uint32_t slot)
+{
+	if (slot >= BP_MAX_RT)
+		return;
+	if (rt_mtx)
+		enif_mutex_lock(rt_mtx);
+	if (atomic_fetch_sub(&rt_live[slot], 1) == 1 &&
+	    slot != atomic_load(&rt_current))
+		atomic_store(&rts[slot], NULL);
+	if (rt_mtx)
+		enif_mutex_unlock(rt_mtx);
+}
+
+/* Makes `rt' the current type, in the slot it already has or a free one
+ * (a slot with no live session, not current: its type is gone or
+ * about to be, as erts frees an unowned type with no objects). */
+static int rt_register(ErlNifResourceType *rt)
+{
+	uint32_t cur = atomic_load(&rt_current), slot = BP_MAX_RT;
+
+	if (!rt_mtx && !(rt_mtx = enif_mutex_create("bp_session_types")))
+		return -1;
+	enif_mutex_lock(rt_mtx);
+	for (uint32_t i = 0; i < BP_MAX_RT; i++) {
+		ErlNifResourceType *t = atomic_load(&rts[i]);
+		if (t && i != cur && atomic_load(&rt_live[i]) == 0)
+			atomic_store(&rts[i], t = NULL); /* dropped by erts */
+		if (t == rt)
+			slot = i;
+	}
+	for (uint32_t i = 0; slot == BP_MAX_RT && i < BP_MAX_RT; i++)
+		if (!atomic_load(&rts[i]) && atomic_load(&rt_live[i]) == 0)
+			slot = i;
+	if (slot < BP_MAX_RT) {
+		atomic_store(&rts[slot], rt);
+		atomic_store(&rt_current, slot);
+		bp_session_rt = rt;
+	}
+	enif_mutex_unlock(rt_mtx);
+	return slot < BP_MAX_RT ? 0 : -1; /* 64 generations all alive */
+}
+
+/* Keeps this library mapped for the life of the process (see above). */
+static void pin_library(void)
+{
+	static int pinned;
+	Dl_info info;
+
+	if (pinned)
+		return;
+	if (dladdr((void *)&pin_library, &info) && info.dli_fname &&
+	    dlopen(info.dli_fname, RTLD_NOW | RTLD_NODELETE))
+		pinned = 1; /* the handle is deliberately never closed */
+}
 
 static int open_types(ErlNifEnv *env)
 {
-	bp_session_rt = enif_open_resource_type(
+	ErlNifResourceType *rt = enif_open_resource_type(
 		env, NULL, "bp_session", session_dtor,
 		ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER, NULL);
-	return bp_session_rt ? 0 : -1;
+
+	return rt ? rt_register(rt) : -1;
 }
 
 static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
 {
 	(void)priv;
 	(void)info;
+	pin_library();
 #define BP__MAKE_ATOM(name, text) bp_atom.name = enif_make_atom(env, text);
 	BP_ATOMS(BP__MAKE_ATOM)
 #undef BP__MAKE_ATOM
@@ -926,6 +1064,15 @@ static int upgrade(ErlNifEnv *env, void **priv, void **old_priv,
 {
 	(void)old_priv;
 	return load(env, priv, info);
+}
+
+/* The instance is purged.  Nothing to free: running sessions keep their
+ * resource type (erts keeps it while they live) and their threads keep
+ * running code that stays mapped (pin_library). */
+static void unload(ErlNifEnv *env, void *priv)
+{
+	(void)env;
+	(void)priv;
 }
 
 static ErlNifFunc nif_funcs[] = {
@@ -945,6 +1092,7 @@ static ErlNifFunc nif_funcs[] = {
 	{"render_mfa", 3, nif_render_mfa, 0},
 	{"thread_slot", 0, nif_thread_slot, 0},
 	{"clock", 0, nif_clock, 0},
+	{"is_loaded", 0, nif_is_loaded, 0},
 };
 
-ERL_NIF_INIT(beamprobe_nif, nif_funcs, load, NULL, upgrade, NULL)
+ERL_NIF_INIT(beamprobe_nif, nif_funcs, load, NULL, upgrade, unload)

@@ -5,8 +5,25 @@
 
 #include <erl_nif.h>
 
-/* Resource type of struct bp_session; set in load(). */
+/* Resource type of struct bp_session; set in load()/upgrade().  Sessions
+ * created by an earlier instance of the library whose type erts dropped
+ * (the module deleted and purged, then loaded again) have an older type:
+ * bp_session_get() finds those too (bp_nif.c, "Reloads"). */
 extern ErlNifResourceType *bp_session_rt;
+
+struct bp_session;
+struct bp_session *bp_session_get_old(ErlNifEnv *env, ERL_NIF_TERM t);
+
+/* The session of a resource term, or NULL. */
+static inline struct bp_session *bp_session_get(ErlNifEnv *env,
+						ERL_NIF_TERM t)
+{
+	void *p;
+
+	if (enif_get_resource(env, t, bp_session_rt, &p))
+		return p;
+	return bp_session_get_old(env, t);
+}
 
 #define BP_TRACER_NIFS(N)                                                  \
 	N(enabled, 3, bp_tracer_enabled)                                   \

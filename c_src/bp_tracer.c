@@ -32,9 +32,7 @@
 
 static inline struct bp_session *get_session(ErlNifEnv *env, ERL_NIF_TERM t)
 {
-	void *p;
-
-	return enif_get_resource(env, t, bp_session_rt, &p) ? p : NULL;
+	return bp_session_get(env, t);
 }
 
 /* Opaque 64-bit key of a pid or port (0 for anything else). */

@@ -12,9 +12,14 @@
 run([Dir, Seconds]) ->
     {ok, _} = start(),
     Workers = [spawn_link(?MODULE, work, [I, 0]) || I <- lists:seq(1, 4)],
+    %% Returns are traced only on functions that return: work/2 is a
+    %% loop, and return tracing would make it grow its stack forever.
+    Ret = [{'_', [], [{exception_trace}]}],
     {ok, S} = beamprobe:start(#{calls => [{?MODULE, '_', '_'},
-                                          {lists, sort, 1},
-                                          {ets, update_counter, 3}],
+                                          {{?MODULE, handle_call, 3}, Ret},
+                                          {{?MODULE, handle_cast, 2}, Ret},
+                                          {{lists, sort, 1}, Ret},
+                                          {{ets, update_counter, 3}, Ret}],
                                 events => [send, 'receive', procs, gc,
                                            running],
                                 procs => [whereis(?MODULE) | Workers],

@@ -8,7 +8,7 @@
 %%% read.
 %%%
 %%% ```
-%%% 1> {ok, S} = beamprobe:start(#{calls => [{lists, seq, 2}],
+%%% 1> {ok, S} = beamprobe:start(#{calls => [{lists, seq, 2}], return => true,
 %%%                                 output => {file, "/tmp/seq"}}).
 %%% {ok,<0.93.0>}
 %%% 2> lists:seq(1, 3).
@@ -25,7 +25,10 @@
 %%% this API ── session process (limits, timers, owner monitor) ── NIF
 %%% '''
 %%%
-%%% Safe by default: a session ends after 60 seconds or 1 GiB written
+%%% Safe by default: return values and exceptions are traced only when
+%% asked (`return', `exceptions': asking costs a stack frame per traced
+%% call until it returns, which a tail-recursive loop never does); a
+%% session ends after 60 seconds or 1 GiB written
 %%% unless told otherwise (`limits'), never takes over a process another
 %%% tracer traces (`force'), refuses to trace every module (`force'), and
 %%% ends when the process that started it dies.  Memory is bounded by
@@ -35,6 +38,7 @@
 
 -export([start/1, stop/1, info/1, list/0, dump/1, format_error/1]).
 -export([calls/2, calls/3, messages/2, messages/3, clear/0]).
+-export([start_matched/1]).
 
 -export_type([spec/0, session/0, summary/0]).
 
@@ -45,8 +49,8 @@
         #{procs => all | new | existing | [pid() | atom()],  % all
           calls => [mfa_pattern() | {mfa_pattern(), true | list()}], % []
           messages => [{send | 'receive', true | list()}], % []
-          return => boolean(),           % true: return_from events
-          exceptions => boolean(),       % true: exception_from events
+          return => boolean(),           % false: return_from events
+          exceptions => boolean(),       % false: exception_from events
           return_to => boolean(),        % false: return_to events
           events => [call | send | 'receive' | procs | running | gc
                      | ports],           % []
@@ -67,6 +71,16 @@
           tag => term(),                 % undefined: a label for list/info
           force => boolean()}.           % false
 %% What to trace and how; every key is optional (defaults on the right).
+%%
+%% `return' and `exceptions' are off unless asked: they install
+%% `return_trace'/`exception_trace', which keep a stack frame per traced
+%% call until it returns.  A traced function called as the tail of a loop
+%% that never returns (a gen_server loop, a `loop/1') then grows the
+%% process's stack by a frame per iteration for as long as the process
+%% runs, even after the session stops.  Ask for them on functions that
+%% return, never on a loop function: per pattern, with a match spec such
+%% as `{{M, F, A}, [{'_', [], [{exception_trace}]}]}' (its events are
+%% recorded whatever `return' and `exceptions' say).
 
 -type mfa_pattern() :: {module() | '_', atom() | '_', arity() | '_'}.
 -type sink() :: {file, file:filename()}
@@ -97,6 +111,33 @@
 %% Nothing stays installed after an error.
 -spec start(spec()) -> {ok, session()} | {error, term()}.
 start(Spec) ->
+    case start_matched(Spec) of
+        {ok, S, _Matched} -> {ok, S};
+        {error, _} = E -> E
+    end.
+
+%% @private
+%% start/1 that also returns how many functions the patterns matched, as
+%% the session counted them when it installed them (the shell API: its
+%% session may have ended before anyone could ask info/1).
+-spec start_matched(spec()) ->
+          {ok, session(), non_neg_integer()} | {error, term()}.
+start_matched(Spec) ->
+    case nif_loaded() of
+        ok -> start_app(Spec);
+        {error, _} = E -> E
+    end.
+
+%% The C library first: without it nothing else can work, and the error
+%% says where it was looked for.
+nif_loaded() ->
+    try beamprobe_nif:loaded()
+    catch error:undef ->
+            {error, {nif_not_loaded, code:where_is_file("beamprobe_nif.beam"),
+                     module_not_found}}
+    end.
+
+start_app(Spec) ->
     case application:ensure_all_started(beamprobe) of
         {ok, _} ->
             case beamprobe_config:validate(Spec) of
@@ -116,13 +157,15 @@ start_session(Config) ->
     end.
 
 %% @doc Stops a session: removes its trace flags and patterns, writes what
-%% is buffered and returns the summary.
--spec stop(session()) -> {ok, summary()} | {error, not_found}.
+%% is buffered and returns the summary.  Anything that is not a running
+%% (or ended, not yet stopped) session of this node, an unrelated pid
+%% included, is `{error, not_found}' and is left alone.
+-spec stop(session() | pid()) -> {ok, summary()} | {error, not_found}.
 stop(Session) ->
     call(Session, stop).
 
 %% @doc Counters and configuration of a running session.
--spec info(session()) -> {ok, map()} | {error, not_found}.
+-spec info(session() | pid()) -> {ok, map()} | {error, term()}.
 info(Session) ->
     call(Session, info).
 
@@ -136,7 +179,9 @@ list() ->
 
 %% @doc Writes a flight recorder's window (`overflow => drop_oldest') to
 %% the trace now; recording goes on.
--spec dump(session()) -> ok | {error, not_flight_recorder | stopped | not_found}.
+-spec dump(session() | pid()) ->
+          ok | {error, not_flight_recorder | stopped | not_found
+                | {nif_error, term()}}.
 dump(Session) ->
     call(Session, dump).
 
@@ -159,7 +204,7 @@ dump(Session) ->
             pos_integer() | {pos_integer(), pos_integer()}) ->
           non_neg_integer() | {error, term()}.
 calls(Pattern, Limit) ->
-    beamprobe_shell:calls(Pattern, Limit, #{}).
+    calls(Pattern, Limit, #{}).
 
 %% @doc {@link calls/2} with options: `procs' (`all', the default, or a
 %% list of pids and names), `time' (ms, default 15000), `return' (add
@@ -168,11 +213,17 @@ calls(Pattern, Limit) ->
 %% print; default the caller's group leader, so a remote shell works),
 %% `on_rate' (`drop', the default, or `stop'), `output' (more sinks, e.g.
 %% `[{file, Dir}]'), `force' (allow patterns refused as dangerous).
+%% Return values are traced only where asked (`-> return' in a pattern, or
+%% `return => true'): on a function a loop tail-calls, that makes the
+%% loop's stack grow while traced (see {@link spec()}).
 -spec calls(string() | binary() | [string() | binary()],
             pos_integer() | {pos_integer(), pos_integer()}, map()) ->
           non_neg_integer() | {error, term()}.
 calls(Pattern, Limit, Opts) ->
-    beamprobe_shell:calls(Pattern, Limit, Opts).
+    case nif_loaded() of
+        ok -> beamprobe_shell:calls(Pattern, Limit, Opts);
+        {error, _} = E -> E
+    end.
 
 %% @doc Traces messages sent or received matching `Pattern' (`"send"',
 %% `"'receive'"', `"send({ping, _})"', ...) and prints them; see
@@ -181,14 +232,17 @@ calls(Pattern, Limit, Opts) ->
                pos_integer() | {pos_integer(), pos_integer()}) ->
           non_neg_integer() | {error, term()}.
 messages(Pattern, Limit) ->
-    beamprobe_shell:messages(Pattern, Limit, #{}).
+    messages(Pattern, Limit, #{}).
 
 %% @doc {@link messages/2} with the options of {@link calls/3}.
 -spec messages(string() | binary() | [string() | binary()],
                pos_integer() | {pos_integer(), pos_integer()}, map()) ->
           non_neg_integer() | {error, term()}.
 messages(Pattern, Limit, Opts) ->
-    beamprobe_shell:messages(Pattern, Limit, Opts).
+    case nif_loaded() of
+        ok -> beamprobe_shell:messages(Pattern, Limit, Opts);
+        {error, _} = E -> E
+    end.
 
 %% @doc Stops every session started by {@link calls/2}, {@link calls/3},
 %% {@link messages/2} or {@link messages/3}.
@@ -198,13 +252,29 @@ clear() ->
 
 %% @doc A readable sentence for an error returned by this module.
 -spec format_error(term()) -> string().
+format_error({nif_not_loaded, Path, Why}) ->
+    lists:flatten(
+      io_lib:format("beamprobe's C library is not loaded: looked for ~ts "
+                    "(~tp); build it with make, put the application's priv/ "
+                    "next to its ebin/, or set BEAMPROBE_NIF to the library's "
+                    "path without .so", [Path, Why]));
 format_error(Reason) ->
     beamprobe_config:format_error(Reason).
 
+%% Only a beamprobe session is ever called: any other pid (an unrelated
+%% gen_server would stop on `stop') is `{error, not_found}'.
 call(Session, Req) when is_pid(Session) ->
-    try gen_server:call(Session, Req, 60000)
-    catch exit:{noproc, _} -> {error, not_found};
-          exit:{normal, _} -> {error, not_found}
+    case is_session(Session) of
+        true ->
+            try gen_server:call(Session, Req, 60000)
+            catch exit:{noproc, _} -> {error, not_found};
+                  exit:{normal, _} -> {error, not_found};
+                  exit:{shutdown, _} -> {error, not_found}
+            end;
+        false -> {error, not_found}
     end;
 call(_, _) ->
     {error, not_found}.
+
+is_session(Pid) ->
+    node(Pid) =:= node() andalso lists:member(Pid, list()).

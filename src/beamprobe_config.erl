@@ -68,8 +68,10 @@
 defaults() ->
     #{procs => all,
       calls => [],
-      return => true,
-      exceptions => true,
+      %% Off unless asked: return/exception tracing makes a traced
+      %% tail-recursive loop (every gen_server) grow its stack.
+      return => false,
+      exceptions => false,
       return_to => false,
       events => [],
       args => full,

@@ -1,81 +1,145 @@
-%%% @doc The registry of running sessions: what each one traces (to refuse
-%%% a colliding session with `{conflict, Session, What}'), and the cleaner
-%%% after a session process that dies without stopping (for instance killed
-%%% with `exit(S, kill)'): it removes its call and message trace patterns
-%%% and any trace flag still pointing at its tracer, and finalises its
-%%% trace (beamprobe_session:remove_tracing/6, as a stopping session does).
+%%% @doc The registry of running sessions and the owner of their shared
+%%% trace patterns.
 %%%
-%%% Sessions register what they installed after installing; a session that
-%%% ends normally has already undone it and the janitor only forgets it.
+%%% Every decision that depends on other sessions is made here, in one
+%%% process, one request at a time:
+%%%
+%%% - `claim/3': a session checks that nothing it will trace collides with
+%%%   another session (`{conflict, Session, What}') and registers what it
+%%%   will trace, in one step: two sessions started at once can never both
+%%%   be accepted.  The claim is released when the session releases it,
+%%%   ends or dies, whatever happens during its install.
+%%% - `release/4': a stopping session gives back its call and message
+%%%   patterns; a pattern is removed (here, in the same step) only when no
+%%%   other session holds it, so that the last of many sessions stopping at
+%%%   once removes it and none is left behind.
+%%% - a session process that dies without stopping (for instance killed
+%%%   with `exit(S, kill)') is cleaned after: the trace flags still pointing
+%%%   at its tracer, its patterns (as `release/4'), and its trace finalised.
+%%%
+%%% The janitor never crashes on a session's behalf: a failing clean-up
+%%% step is logged and the next one runs.
 -module(beamprobe_janitor).
 -behaviour(gen_server).
 
--export([start_link/0, register_session/5, unregister_session/1,
-         conflict/2, patterns_in_use/1]).
+-export([start_link/0, claim/3, register_session/5, release/4,
+         unregister_session/1]).
+-export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 
 -type mfa_pat() :: {atom(), atom(), arity() | '_'}.
--type claim() :: {none | all | new | existing | [pid()], [mfa_pat()]}.
--export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
+-type claim() :: {none | all | new | existing | [pid()],
+                  [mfa_pat() | {message, send | 'receive'}]}.
+-export_type([claim/0]).
+
+%% One entry per session, keyed by the monitor reference: its claim, and
+%% once its NIF session exists, the resource (its tracer's state) and the
+%% patterns it has set (for info; the clean-up uses the claim).
+-type entry() :: #{pid := pid(), claim := claim(), meta := boolean(),
+                   res => beamprobe_nif:session(),
+                   patterns => [mfa_pat()]}.
 
 %% @doc Starts the janitor, registered locally.
 -spec start_link() -> {ok, pid()}.
 start_link() ->
     gen_server:start_link({local, ?MODULE}, ?MODULE, [], []).
 
-%% @doc Called by a session process once it has installed its tracing.
+%% @doc Checks `Claim' (patterns meta-traced if `Meta') against every
+%% other session and, if nothing overlaps, registers it for `Session',
+%% atomically.  Returns the first overlapping session with what overlaps
+%% otherwise.
+-spec claim(pid(), claim(), boolean()) -> ok | {conflict, pid(), term()}.
+claim(Session, Claim, Meta) ->
+    gen_server:call(?MODULE, {claim, Session, Claim, Meta}, infinity).
+
+%% @doc Called by a session process once it has installed its tracing:
+%% what the janitor must undo if the session dies.
 -spec register_session(pid(), beamprobe_nif:session(), [mfa_pat()],
                        boolean(), claim()) -> ok.
 register_session(Session, Res, Patterns, Meta, Claim) ->
-    gen_server:call(?MODULE, {register, Session, Res, Patterns, Meta, Claim}).
+    gen_server:call(?MODULE, {register, Session, Res, Patterns, Meta, Claim},
+                    infinity).
 
-%% @doc Called by a session process once it has removed its tracing.
+%% @doc Called by a session that stops (or failed to install): forgets its
+%% claim, then removes each of its call patterns (`Patterns', set with the
+%% `meta' or `local' flag as `Meta' says) and message patterns
+%% (`MsgPatterns') that no other session holds.  Idempotent.  Without a
+%% janitor (being restarted, or the application stopping: nothing else to
+%% share with) the caller removes its patterns itself.
+-spec release(pid(), [mfa_pat()], boolean(), [send | 'receive']) -> ok.
+release(Session, Patterns, Meta, MsgPatterns) ->
+    try gen_server:call(?MODULE,
+                        {release, Session, Patterns, Meta, MsgPatterns},
+                        infinity)
+    catch exit:_ -> remove_patterns(Patterns, Meta, MsgPatterns, #{})
+    end.
+
+%% @doc Forgets a session (its tracing is already removed).  Idempotent.
 -spec unregister_session(pid()) -> ok.
 unregister_session(Session) ->
-    gen_server:call(?MODULE, {unregister, Session}).
-
-%% @doc The first running session (other than `Self') whose processes or
-%% functions overlap `Claim', with what overlaps; or `none'.
--spec conflict(pid(), claim()) -> none | {pid(), term()}.
-conflict(Self, Claim) ->
-    gen_server:call(?MODULE, {conflict, Self, Claim}).
-
-%% @doc Trace patterns set by running sessions other than `Self'.
--spec patterns_in_use(pid()) -> [mfa_pat()].
-patterns_in_use(Self) ->
-    gen_server:call(?MODULE, {in_use, Self}).
+    gen_server:call(?MODULE, {unregister, Session}, infinity).
 
 %% @private
--spec init([]) -> {ok, map()}.
+-spec init([]) -> {ok, #{reference() => entry()}}.
 init([]) ->
     {ok, #{}}.
 
 %% @private
 -spec handle_call(term(), gen_server:from(), map()) -> {reply, term(), map()}.
+handle_call({claim, Session, Claim, Meta}, _From, St) ->
+    case conflict(Session, Claim, Meta, St) of
+        none ->
+            St1 = forget(Session, St),
+            Ref = monitor(process, Session),
+            {reply, ok, St1#{Ref => #{pid => Session, claim => Claim,
+                                      meta => Meta}}};
+        {Pid, What} ->
+            {reply, {conflict, Pid, What}, St}
+    end;
 handle_call({register, Session, Res, Patterns, Meta, Claim}, _From, St) ->
-    Ref = monitor(process, Session),
-    {reply, ok, St#{Ref => #{pid => Session, res => Res, patterns => Patterns,
-                             meta => Meta, claim => Claim}}};
-handle_call({unregister, Session}, _From, St) ->
-    St1 = maps:filter(fun(Ref, #{pid := P}) when P =:= Session ->
-                              demonitor(Ref, [flush]), false;
-                         (_, _) -> true
-                      end, St),
+    Entry = #{pid => Session, res => Res, patterns => Patterns,
+              meta => Meta, claim => Claim},
+    St1 = case find(Session, St) of
+              {Ref, _} -> St#{Ref => Entry};
+              error -> St#{monitor(process, Session) => Entry}
+          end,
     {reply, ok, St1};
-handle_call({conflict, Self, {Procs, MFAs}}, _From, St) ->
+handle_call({release, Session, Patterns, Meta, MsgPats}, _From, St) ->
+    St1 = forget(Session, St),
+    remove_patterns(Patterns, Meta, MsgPats, St1),
+    {reply, ok, St1};
+handle_call({unregister, Session}, _From, St) ->
+    {reply, ok, forget(Session, St)};
+handle_call(_, _From, St) ->
+    {reply, {error, unknown_request}, St}.
+
+find(Session, St) ->
+    case [{Ref, E} || {Ref, #{pid := P} = E} <- maps:to_list(St),
+                      P =:= Session] of
+        [Found | _] -> Found;
+        [] -> error
+    end.
+
+forget(Session, St) ->
+    maps:filter(fun(Ref, #{pid := P}) when P =:= Session ->
+                        demonitor(Ref, [flush]), false;
+                   (_, _) -> true
+                end, St).
+
+%% The first session (other than `Self') whose processes or functions
+%% overlap `Claim', with what overlaps; or `none'.
+%% Identical call patterns may be shared by sessions that are not meta
+%% (each process has one tracer); any other overlap is a conflict.
+conflict(Self, {Procs, MFAs}, Meta, St) ->
     Found = [{Pid, What}
-             || #{pid := Pid, claim := {P2, M2}, meta := Meta2} <- maps:values(St),
+             || #{pid := Pid, claim := {P2, M2}, meta := Meta2}
+                    <- maps:values(St),
                 Pid =/= Self,
                 What <- [procs_overlap(Procs, P2)] ++
                         [{calls, A} || A <- MFAs, B <- M2,
                                        mfa_overlap(A, B),
-                                       Meta2 orelse A =/= B],
+                                       Meta orelse Meta2 orelse A =/= B],
                 What =/= false],
-    {reply, case Found of [] -> none; [F | _] -> F end, St};
-handle_call({in_use, Self}, _From, St) ->
-    {reply, lists:append([Ps || #{pid := P, patterns := Ps} <- maps:values(St),
-                                P =/= Self]), St};
-handle_call(_, _From, St) ->
-    {reply, ok, St}.
+    case Found of [] -> none; [F | _] -> F end.
 
 procs_overlap(none, _) -> false;
 procs_overlap(_, none) -> false;
@@ -84,7 +148,6 @@ procs_overlap(A, B) when is_list(A), is_list(B) ->
         [] -> false;
         Common -> {procs, Common}
     end;
-procs_overlap(A, B) when is_atom(A) -> {procs, A, B};
 procs_overlap(A, B) -> {procs, A, B}.
 
 %% Two patterns overlap when they can name the same function (or are the
@@ -97,6 +160,34 @@ same('_', _) -> true;
 same(_, '_') -> true;
 same(X, Y) -> X =:= Y.
 
+%% Removes the patterns no session in `St' (the others) holds.  A session
+%% holds what it claimed: a session being installed holds its patterns
+%% before it sets them, so a pattern is never removed under it.
+remove_patterns(Patterns, Meta, MsgPats, St) ->
+    Held = lists:append([Ms || #{claim := {_, Ms}} <- maps:values(St)]),
+    Flag = case Meta of
+               true -> [meta];
+               false -> [local]
+           end,
+    _ = [safely(fun() -> message_pattern(K, true) end)
+         || K <- lists:usort(MsgPats), not lists:member({message, K}, Held)],
+    _ = [safely(fun() -> erlang:trace_pattern(MFA, false, Flag) end)
+         || MFA <- lists:usort(Patterns), not lists:member(MFA, Held)],
+    ok.
+
+%% erlang:trace_pattern(send | 'receive', ...) through apply: its OTP 25
+%% spec leaves out message patterns, which dialyzer then calls impossible.
+message_pattern(Kind, MS) ->
+    erlang:apply(erlang, trace_pattern, [Kind, MS, []]).
+
+safely(F) ->
+    try F()
+    catch Class:Reason ->
+            logger:warning("beamprobe_janitor: clean-up step failed: ~p:~p",
+                           [Class, Reason]),
+            error
+    end.
+
 %% @private
 -spec handle_cast(term(), map()) -> {noreply, map()}.
 handle_cast(_, St) ->
@@ -104,24 +195,31 @@ handle_cast(_, St) ->
 
 %% @private
 -spec handle_info(term(), map()) -> {noreply, map()}.
-handle_info({'DOWN', Ref, process, _, normal}, St) ->
-    {noreply, maps:remove(Ref, St)};
-handle_info({'DOWN', Ref, process, _, _Abnormal}, St) ->
+handle_info({'DOWN', Ref, process, _, _Why}, St) ->
     case maps:take(Ref, St) of
-        {#{res := Res, patterns := Patterns, meta := Meta,
-           claim := Claim}, St1} ->
-            clean(Res, Patterns, Meta, Claim, St1),
+        {#{meta := Meta, claim := {_Procs, Claimed}} = E, St1} ->
+            %% Died without releasing (a session that stops or fails to
+            %% install releases first), maybe in the middle of installing:
+            %% undo whatever it may have set.  Its flags point at its
+            %% tracer, known once its NIF session exists; its patterns are
+            %% the ones it claimed (those no other session holds).
+            _ = case E of
+                    #{res := Res} ->
+                        safely(fun() ->
+                                       beamprobe_session:remove_flags(Res, all)
+                               end);
+                    #{} -> ok
+                end,
+            remove_patterns([MFA || {_, _, _} = MFA <- Claimed], Meta,
+                            [K || {message, K} <- Claimed], St1),
+            _ = case E of
+                    #{res := Res2} ->
+                        safely(fun() -> beamprobe_nif:stop(Res2) end);
+                    #{} -> ok
+                end,
             {noreply, St1};
         error ->
             {noreply, St}
     end;
 handle_info(_, St) ->
     {noreply, St}.
-
-clean(Res, Patterns, Meta, {_Procs, Claimed}, Others) ->
-    InUse = lists:append([Ps || #{patterns := Ps} <- maps:values(Others)]),
-    MsgPats = [K || {message, K} <- Claimed],
-    ok = beamprobe_session:remove_tracing(Res, all, Patterns, Meta, MsgPats,
-                                          InUse),
-    _ = beamprobe_nif:stop(Res),
-    ok.

@@ -18,6 +18,7 @@
 -export([start/1, stop/1, info/1, dump/1, annotate/2, ack/2,
          render/2, render_args/2, render_mfa/3, thread_slot/0, clock/0,
          make_dir/1, live_sessions/0]).
+-export([loaded/0, is_loaded/0]).
 
 -on_load(load/0).
 
@@ -27,18 +28,51 @@
 
 -define(NOT_LOADED, erlang:nif_error({not_loaded, ?MODULE})).
 
+-define(LOAD_ERROR, {?MODULE, load_error}).
+
+%% Loads the C library.  A library that cannot be loaded does not fail the
+%% module (whose load would then be retried, and fail, at every call): the
+%% module loads with its stubs, and the error, with the path looked at, is
+%% kept for loaded/0, which every API call checks first.
 load() ->
-    Dir = case code:priv_dir(beamprobe) of
-              {error, bad_name} ->
-                  filename:join(filename:dirname(filename:dirname(
-                                  code:which(?MODULE))), "priv");
-              D -> D
-          end,
-    Lib = case os:getenv("BEAMPROBE_NIF") of
-              false -> filename:join(Dir, "beamprobe_nif");
-              Path -> Path
-          end,
-    erlang:load_nif(Lib, 0).
+    Lib = lib_path(),
+    case erlang:load_nif(Lib, 0) of
+        ok ->
+            _ = persistent_term:erase(?LOAD_ERROR),
+            ok;
+        {error, Why} ->
+            persistent_term:put(?LOAD_ERROR, {Lib ++ ".so", Why}),
+            ok
+    end.
+
+lib_path() ->
+    case os:getenv("BEAMPROBE_NIF") of
+        false ->
+            Dir = case code:priv_dir(beamprobe) of
+                      {error, bad_name} ->
+                          filename:join(filename:dirname(filename:dirname(
+                                          code:which(?MODULE))), "priv");
+                      D -> D
+                  end,
+            filename:join(Dir, "beamprobe_nif");
+        Path -> Path
+    end.
+
+%% @doc `ok' when the C library is loaded; otherwise where it was looked
+%% for and why it could not be loaded.
+-spec loaded() -> ok | {error, {nif_not_loaded, file:filename(), term()}}.
+loaded() ->
+    case catch is_loaded() of
+        true -> ok;
+        _ ->
+            {Path, Why} = persistent_term:get(?LOAD_ERROR,
+                                              {lib_path() ++ ".so", unknown}),
+            {error, {nif_not_loaded, Path, Why}}
+    end.
+
+%% @doc `true' from the C library; this stub raises when it is not loaded.
+-spec is_loaded() -> true.
+is_loaded() -> ?NOT_LOADED.
 
 %% --- erl_tracer callbacks (NIFs) ---------------------------------------
 

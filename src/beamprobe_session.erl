@@ -14,7 +14,7 @@
 -module(beamprobe_session).
 -behaviour(gen_server).
 
--export([start_link/2, remove_tracing/6]).
+-export([start_link/2, remove_flags/2]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -define(ANNOTATE_MAX, 100000).
@@ -53,7 +53,7 @@ init({Owner, Config}) ->
           {reply, term(), #st{}} | {stop, normal, term(), #st{}}.
 handle_call(install, _From, St) ->
     case install(St) of
-        {ok, St1} -> {reply, {ok, self()}, St1};
+        {ok, St1} -> {reply, {ok, self(), St1#st.matched}, St1};
         {error, Reason, St1} ->
             {stop, normal, {error, Reason}, abort(St1)}
     end;
@@ -61,12 +61,18 @@ handle_call(stop, _From, St) ->
     St1 = finish(St, requested),
     {stop, normal, {ok, St1#st.summary}, St1};
 handle_call(info, _From, #st{summary = undefined, res = Res} = St) ->
-    {reply, {ok, info_map(St, beamprobe_nif:info(Res))}, St};
+    case nif(fun() -> beamprobe_nif:info(Res) end) of
+        {nif_error, E} -> {reply, {error, {nif_error, E}}, St};
+        Stats -> {reply, {ok, info_map(St, Stats)}, St}
+    end;
 handle_call(info, _From, #st{summary = Sum} = St) ->
     {reply, {ok, Sum}, St};
 handle_call(dump, _From, #st{summary = undefined, res = Res} = St) ->
     _ = annotate_live(St),
-    {reply, beamprobe_nif:dump(Res), St};
+    case nif(fun() -> beamprobe_nif:dump(Res) end) of
+        {nif_error, E} -> {reply, {error, {nif_error, E}}, St};
+        R -> {reply, R, St}
+    end;
 handle_call(dump, _From, St) ->
     {reply, {error, stopped}, St};
 handle_call(_Other, _From, St) ->
@@ -123,11 +129,13 @@ run([F | Fs], St, C) ->
             {error, {install_failed, {Class, Reason, hd(Stack ++ [none])}}, St}
     end.
 
-%% Another beamprobe session on the same processes or functions?
+%% Another beamprobe session on the same processes or functions?  The
+%% check and the claim are one step of the janitor: of two sessions started
+%% at once, one is refused.  Whatever happens next, uninstall/1 releases it.
 check_conflicts(#st{config = C} = St) ->
-    case beamprobe_janitor:conflict(self(), claim(C)) of
-        none -> {ok, St};
-        {Session, What} -> {error, {conflict, Session, What}, St}
+    case beamprobe_janitor:claim(self(), claim(C), maps:get(meta, C)) of
+        ok -> {ok, St};
+        {conflict, Session, What} -> {error, {conflict, Session, What}, St}
     end.
 
 %% What a session takes: the processes it sets flags on (none for a pure
@@ -217,8 +225,12 @@ start_nif(#st{config = C, handlers = Hs} = St) ->
             overflow => maps:get(overflow, C),
             args => maps:get(args, C),
             capture => maps:get(capture, C),
-            return => maps:get(return, C),
-            exceptions => maps:get(exceptions, C),
+            %% A match spec that asks for return_trace/exception_trace
+            %% asks for its events, whatever the session-wide options say.
+            return => maps:get(return, C) orelse
+                ms_action(C, [return_trace, exception_trace]),
+            exceptions => maps:get(exceptions, C) orelse
+                ms_action(C, [exception_trace]),
             event_limit => limit(Ev),
             byte_limit => limit(By),
             notify => self(),
@@ -234,6 +246,10 @@ start_nif(#st{config = C, handlers = Hs} = St) ->
           end,
     case beamprobe_nif:start(Nif) of
         {ok, Res} ->
+            %% From now on the janitor can clear this session's flags if
+            %% the process dies in the middle of installing.
+            ok = beamprobe_janitor:register_session(
+                   self(), Res, [], maps:get(meta, C), claim(C)),
             [beamprobe_handler:attach(H, Res, I)
              || {I, H} <- lists:zip(lists:seq(0, length(Hs) - 1), Hs)],
             {ok, St#st{res = Res}};
@@ -241,17 +257,24 @@ start_nif(#st{config = C, handlers = Hs} = St) ->
     end.
 
 %% Does some match spec return a value (message action) to record?
-ms_result(#{calls := Calls}) ->
+ms_result(C) ->
+    ms_any(C, fun({message, _}) -> true; (_) -> false end).
+
+%% Does some match spec have one of the actions `Names' (no arguments)?
+ms_action(C, Names) ->
+    ms_any(C, fun(A) when is_tuple(A), tuple_size(A) =:= 1 ->
+                      lists:member(element(1, A), Names);
+                 (_) -> false
+              end).
+
+ms_any(#{calls := Calls}, Pred) ->
     lists:any(fun({_, MS}) when is_list(MS) ->
-                      lists:any(fun({_, _, Body}) -> has_message(Body);
+                      lists:any(fun({_, _, Body}) when is_list(Body) ->
+                                        lists:any(Pred, Body);
                                    (_) -> false
                                 end, MS);
                  (_) -> false
               end, Calls).
-
-has_message(Body) when is_list(Body) ->
-    lists:any(fun({message, _}) -> true; (_) -> false end, Body);
-has_message(_) -> false.
 
 limit(infinity) -> 0;
 limit(N) -> N.
@@ -305,7 +328,15 @@ set_patterns(#st{config = #{calls := Calls} = C, res = Res} = St) ->
                 true -> [{meta, beamprobe_nif, Res}];
                 false -> [local]
             end,
-    set_patterns(Calls, Default, Flags, St).
+    set_patterns(general_first(Calls), Default, Flags, St).
+
+%% The last trace_pattern/3 on a function wins: set `{m, '_', '_'}' before
+%% `{{m, f, 1}, MatchSpec}', so that the specific pattern's match spec
+%% (say, the return tracing it asks for) is the one that stays.
+general_first(Calls) ->
+    Wild = fun(Call) -> length([x || '_' <- tuple_to_list(mfa(Call))]) end,
+    [C || {_, _, C} <- lists:sort([{-Wild(C), I, C}
+                                   || {I, C} <- lists:enumerate(Calls)])].
 
 set_patterns([], _Default, _Flags,
              #st{config = #{messages := Msgs}} = St) ->
@@ -399,8 +430,10 @@ annotate_start(#st{config = #{procs := Procs}} = St) ->
     _ = annotate(St, Targets),
     {ok, St}.
 
-annotate_live(#st{traced = T} = St) when is_list(T) -> annotate(St, T);
-annotate_live(St) -> annotate(St, processes() ++ erlang:ports()).
+annotate_live(St) -> annotate(St, live_targets(St)).
+
+live_targets(#st{traced = T}) when is_list(T) -> T;
+live_targets(_) -> processes() ++ erlang:ports().
 
 %% Names and initial calls of processes, as `process' events.
 annotate(#st{res = Res}, Targets) ->
@@ -411,7 +444,7 @@ annotate(#st{res = Res}, Targets) ->
 annotate_chunks(_Res, []) -> ok;
 annotate_chunks(Res, Items) ->
     {Chunk, Rest} = lists:split(min(?ANNOTATE_CHUNK, length(Items)), Items),
-    _ = beamprobe_nif:annotate(Res, Chunk),
+    _ = nif(fun() -> beamprobe_nif:annotate(Res, Chunk) end),
     annotate_chunks(Res, Rest).
 
 describe(P) when is_pid(P) ->
@@ -454,9 +487,14 @@ register_janitor(#st{res = Res, patterns = Pats, config = C} = St) ->
 finish(#st{summary = Sum} = St, _Why) when Sum =/= undefined -> St;
 finish(#st{res = undefined} = St, _Why) -> St;
 finish(#st{res = Res, config = C, started = T0} = St, Why) ->
-    _ = annotate_live(St),
+    %% Flags off first (the node comes first), then the names.
+    Targets = live_targets(St),
     St1 = uninstall(St),
-    {ok, Stats} = beamprobe_nif:stop(Res),
+    _ = annotate(St, Targets),
+    Stats = case nif(fun() -> beamprobe_nif:stop(Res) end) of
+                {ok, S} -> S;
+                {nif_error, E} -> unknown_stats(E)
+            end,
     Secs = (erlang:monotonic_time(millisecond) - T0) / 1000,
     Sum = #{events => maps:get(events, Stats),
             dropped => maps:get(dropped, Stats),
@@ -470,8 +508,26 @@ finish(#st{res = Res, config = C, started = T0} = St, Why) ->
             matched => St#st.matched,
             tag => maps:get(tag, C)},
     _ = [beamprobe_handler:stop(H, Why) || H <- St1#st.handlers],
-    ok = beamprobe_janitor:unregister_session(self()),
-    St1#st{summary = Sum}.
+    Sum1 = case Stats of
+               #{nif_error := NE} -> Sum#{nif_error => NE};
+               _ -> Sum
+           end,
+    St1#st{summary = Sum1}.
+
+%% A call into the NIF that cannot take the session process down: during a
+%% reload the module can be missing for a moment (code:delete + purge) or,
+%% in embedded mode, until someone loads it.
+nif(F) ->
+    try F()
+    catch Class:Reason -> {nif_error, {Class, Reason}}
+    end.
+
+%% What a summary says when the NIF could not be asked: nothing is known,
+%% and it says so (`nif_error', stop_reason `nif_error').
+unknown_stats(E) ->
+    #{events => 0, dropped => #{total => 0}, bytes => 0, threads => 0,
+      io_error => none, handlers => [], stop_reason => nif_error,
+      nif_error => E}.
 
 stop_reason(Why, #{stop_reason := none}) -> Why;
 stop_reason(_, #{stop_reason := R}) -> R.
@@ -480,7 +536,7 @@ stop_reason(_, #{stop_reason := R}) -> R.
 %% directory it created.
 abort(#st{res = Res, created_dir = Created, config = #{dir := Dir}} = St) ->
     St1 = uninstall(St),
-    Res =/= undefined andalso beamprobe_nif:stop(Res),
+    _ = Res =/= undefined andalso nif(fun() -> beamprobe_nif:stop(Res) end),
     [begin unlink(H), exit(H, kill) end || H <- St#st.handlers],
     _ = case Created of
         true ->
@@ -491,11 +547,13 @@ abort(#st{res = Res, created_dir = Created, config = #{dir := Dir}} = St) ->
     end,
     St1#st{res = undefined}.
 
-%% Removes every trace flag and pattern this session set.  Idempotent.
+%% Removes every trace flag and pattern this session set, and releases its
+%% claim: the janitor removes the patterns no other session holds.
+%% Idempotent.
 uninstall(#st{res = Res, traced = Traced, patterns = Pats} = St) ->
     Meta = maps:get(meta, St#st.config),
-    Shared = beamprobe_janitor:patterns_in_use(self()),
-    ok = remove_tracing(Res, Traced, Pats, Meta, St#st.msg_patterns, Shared),
+    ok = remove_flags(Res, Traced),
+    ok = beamprobe_janitor:release(self(), Pats, Meta, St#st.msg_patterns),
     _ = case St#st.timer of
         undefined -> ok;
         T -> erlang:cancel_timer(T)
@@ -504,41 +562,38 @@ uninstall(#st{res = Res, traced = Traced, patterns = Pats} = St) ->
           timer = undefined}.
 
 %% @private
-%% Removes the tracing of the session whose resource is `Res': the trace
-%% flags of every process or port traced by it (`Traced': a pid list, or
-%% `all'/`existing'/`new' to scan the node, or `none'), its call patterns
-%% (`Meta': meta or local) except those in `Shared' (still used by other
-%% sessions), and its message patterns.  Used by the session when it stops
-%% and by beamprobe_janitor when a session process dies.
--spec remove_tracing(beamprobe_nif:session() | undefined,
-                     none | all | new | existing | [pid()],
-                     [{atom(), atom(), arity() | '_'}], boolean(),
-                     [send | 'receive'], [{atom(), atom(), arity() | '_'}]) ->
-          ok.
-remove_tracing(Res, Traced, Pats, Meta, MsgPats, Shared) ->
-    Tracer = {tracer, {beamprobe_nif, Res}},
+%% Removes the trace flags of every process or port traced by the session
+%% whose resource is `Res' (`Traced': a pid list, or `all'/`existing'/`new'
+%% for the node, or `none').  Used by the session when it stops and by
+%% beamprobe_janitor when a session process dies.
+-spec remove_flags(beamprobe_nif:session() | undefined,
+                   none | all | new | existing | [pid()]) -> ok.
+remove_flags(Res, Traced) ->
+    Tracer = {tracer, beamprobe_nif, Res},
     case Traced of
         none -> ok;
         L when is_list(L) -> untrace(L, Tracer);
-        _ ->
-            _ = case trace_info(new, tracer) of
-                Tracer -> erlang:trace(new, false, [all]);
-                _ -> ok
-            end,
-            untrace(processes() ++ erlang:ports(), Tracer)
+        _ -> untrace_node(Tracer)
+    end.
+
+%% Every process and port whose tracer is this session's, in one pass of
+%% the VM each (no trace_info per process: 200 k processes take ~0.1 s).
+%% erlang:trace(_, false, [all, {tracer, T}]) leaves a process alone when
+%% another tracer that is still enabled traces it (erl_bif_trace.c,
+%% start_trace/5): another tool's flags are never touched.  `new' first,
+%% so that no process spawned meanwhile gets the tracer; `existing_*', not
+%% `all', so that the default flags of another tool are kept.
+untrace_node({tracer, M, S} = Tracer) ->
+    _ = case trace_info(new, tracer) of
+        {tracer, {M, S}} -> catch erlang:trace(new, false, [all]);
+        _ -> ok
     end,
-    Flag = case Meta of
-               true -> [meta];
-               false -> [local]
-           end,
-    _ = [message_pattern(K, true) || K <- MsgPats],
-    _ = [erlang:trace_pattern(MFA, false, Flag)
-         || MFA <- Pats, not lists:member(MFA, Shared)],
+    _ = [catch erlang:trace(Which, false, [all, Tracer])
+         || Which <- [existing_processes, existing_ports]],
     ok.
 
 untrace(Targets, Tracer) ->
-    _ = [catch erlang:trace(P, false, [all])
-     || P <- Targets, trace_info(P, tracer) =:= Tracer],
+    _ = [catch erlang:trace(P, false, [all, Tracer]) || P <- Targets],
     ok.
 
 %% erlang:trace_pattern(send | 'receive', ...) through apply: its OTP 25

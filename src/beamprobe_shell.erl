@@ -45,7 +45,7 @@ messages(Patterns, Limit, Opts) ->
 %% @doc See {@link beamprobe:clear/0}.
 -spec clear() -> ok.
 clear() ->
-    _ = [beamprobe:stop(S) || S <- beamprobe:list(), is_shell(S)],
+    _ = [catch beamprobe:stop(S) || S <- beamprobe:list(), is_shell(S)],
     ok.
 
 is_shell(S) ->
@@ -168,13 +168,49 @@ start(Base, Limit, Opts) ->
                          force => maps:get(force, Opts, false),
                          buffer => maps:get(buffer, Opts, 1024 * 1024),
                          tag => ?TAG},
-            case beamprobe:start(Spec) of
-                {ok, S} ->
-                    {ok, #{matched := N}} = beamprobe:info(S),
-                    N;
-                {error, _} = E -> E
-            end
+            start_session(Spec, 3)
     end.
+
+%% The shell API never raises: in a remote shell an exception kills the
+%% evaluator and with it the user's other sessions.  The number of
+%% matched functions comes with the start (the session may have reached
+%% its count and ended before any info/1), and a conflict with a shell
+%% session that has already reached its limit and is ending is waited out
+%% (the user sees it as done), not reported.
+start_session(Spec, Tries) ->
+    try start_once(Spec, Tries)
+    catch
+        Class:Reason -> {error, {internal, Class, Reason}}
+    end.
+
+start_once(Spec, Tries) ->
+    case beamprobe:start_matched(Spec) of
+        {ok, _S, N} -> N;
+        {error, {conflict, S, _}} = E when Tries > 1 ->
+            case ending_shell_session(S) of
+                true -> start_once(Spec, Tries - 1);
+                false -> E
+            end;
+        {error, _} = E -> E
+    end.
+
+%% Is `S' a shell session that has ended (or is ending: its limit is
+%% reached)?  If so, waits (at most 5 s) until it is gone.
+ending_shell_session(S) ->
+    Ref = monitor(process, S),
+    Ending = case beamprobe:info(S) of
+                 {error, not_found} -> true;
+                 {ok, #{tag := ?TAG, stop_reason := R}} -> R =/= none;
+                 _ -> false
+             end,
+    _ = case Ending of
+        true -> receive {'DOWN', Ref, process, S, _} -> ok
+                after 5000 -> ok
+                end;
+        false -> ok
+    end,
+    demonitor(Ref, [flush]),
+    Ending.
 
 limits(N, Opts) when is_integer(N), N > 0 ->
     #{events => N, seconds => secs(Opts)};

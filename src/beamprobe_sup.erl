@@ -22,8 +22,10 @@ start_session(Owner, Config) ->
 %% @doc The running session processes.
 -spec sessions() -> [pid()].
 sessions() ->
-    [P || {_, P, _, _} <- supervisor:which_children(beamprobe_session_sup),
-          is_pid(P)].
+    try supervisor:which_children(beamprobe_session_sup) of
+        Children -> [P || {_, P, _, _} <- Children, is_pid(P)]
+    catch exit:_ -> []   % the application is stopping or stopped
+    end.
 
 %% @private
 -spec init(top | sessions) ->

@@ -346,7 +346,7 @@ info_and_list(Config) ->
     [begin
          Dir = dir(Config, "list" ++ integer_to_list(I)),
          W = ?W:start_worker(),
-         S = start(#{procs => [W], calls => [{?W, add, 2}],
+         S = start(#{procs => [W], calls => [{?W, add, 2}], return => true,
                      output => {file, Dir}}),
          ?assert(is_pid(S)),
          ?assertEqual([S], beamprobe:list()),
@@ -409,7 +409,7 @@ limit_seconds(Config) ->
     Dir = dir(Config, "limit_seconds"),
     W = ?W:start_worker(),
     T0 = erlang:monotonic_time(millisecond),
-    S = start(#{procs => [W], calls => [{?W, add, 2}],
+    S = start(#{procs => [W], calls => [{?W, add, 2}], return => true,
                 limits => #{seconds => 0.5}, output => {file, Dir}}),
     ok = ?W:run(W, fun() -> ?W:loop_add(10) end),
     _ = ?L:wait_ended(S, 3000),

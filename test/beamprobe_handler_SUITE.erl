@@ -222,7 +222,7 @@ concurrent_sessions(_Config) ->
     W1 = worker(),
     W2 = worker(),
     W3 = worker(),
-    SP = start(#{procs => [W1, W2], calls => [{?T, add, 2}],
+    SP = start(#{procs => [W1, W2], calls => [{?T, add, 2}], return => true,
                  output => {handler, ?H, #{parent => self()}}}),
     H = handler_pid(),
     %% Colliding sessions are refused.

@@ -1,0 +1,173 @@
+%%% @doc Races between sessions (issue 7 item 6): concurrent starts that
+%%% collide, many sessions sharing a pattern stopped at once, and the shell
+%%% API on a function so busy that its session ends before it returns.
+%%%
+%%% Run: make && ct_run -noshell -pa ebin -pa _build/test -dir test
+%%%      -suite beamprobe_race_SUITE -logdir _build/ct_logs
+-module(beamprobe_race_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, suite/0, init_per_suite/1, end_per_suite/1,
+         init_per_testcase/2, end_per_testcase/2]).
+-export([concurrent_all_starts/1, simultaneous_stops/1,
+         shell_count_reached/1, killed_mid_install/1,
+         janitor_restarted/1]).
+%% A beamprobe_handler whose init/1 blocks until told (to hold a session
+%% in the middle of its install).
+-export([init/1, handle_events/2, terminate/2]).
+%% Traced functions and helpers.
+-export([busy/1, shared/1, null_io/0]).
+
+-define(L, beamprobe_test_lib).
+
+suite() -> [{timetrap, {seconds, 180}}].
+
+all() ->
+    [concurrent_all_starts, simultaneous_stops, shell_count_reached,
+     killed_mid_install, janitor_restarted].
+
+init_per_suite(Config) ->
+    ok = ?L:require_tracer(),
+    Config.
+
+end_per_suite(_Config) ->
+    ok.
+
+init_per_testcase(Case, Config) ->
+    ?L:init_case(Case, Config).
+
+end_per_testcase(_Case, _Config) ->
+    ok = beamprobe:clear(),
+    _ = [beamprobe:stop(S) || S <- beamprobe:list()],
+    erlang:trace_pattern({?MODULE, '_', '_'}, false, [local]),
+    erlang:trace_pattern({?MODULE, '_', '_'}, false, [meta]),
+    ok.
+
+busy(X) -> X + 1.
+shared(X) -> X.
+
+%%% ------------------------------------------------------------------------
+
+%% 20 `procs => all' sessions started at the same time: exactly one is
+%% accepted, every other one is `{error, {conflict, ...}}'.
+concurrent_all_starts(Config) ->
+    N = 20,
+    Parent = self(),
+    Owners = [spawn_link(
+                fun() ->
+                        Dir = ?L:dir(Config, "all" ++ integer_to_list(I)),
+                        receive go -> ok end,
+                        R = beamprobe:start(#{procs => all, events => [gc],
+                                              buffer => 16384,
+                                              output => {file, Dir}}),
+                        Parent ! {self(), R},
+                        receive stop -> ok end
+                end) || I <- lists:seq(1, N)],
+    [O ! go || O <- Owners],
+    Rs = [receive {O, R} -> R after 60000 -> timeout end || O <- Owners],
+    ct:log("~p", [Rs]),
+    Ok = [S || {ok, S} <- Rs],
+    Conflicts = [R || {error, {conflict, _, _}} = R <- Rs],
+    [_] = Ok,
+    ?assertEqual(N - 1, length(Conflicts)),
+    ?assertMatch({ok, _}, beamprobe:stop(hd(Ok))),
+    [O ! stop || O <- Owners],
+    ?assertEqual([], beamprobe:list()).
+
+%% 200 sessions holding the same call pattern (each on its own process),
+%% stopped by 200 processes at once: the pattern is gone afterwards.
+simultaneous_stops(Config) ->
+    N = 200,
+    MFA = {?MODULE, shared, 1},
+    Ws = [spawn_link(fun() -> receive stop -> ok end end)
+          || _ <- lists:seq(1, N)],
+    Ss = [?L:start(#{procs => [W], calls => [MFA], buffer => 16384,
+                     output => {file, ?L:dir(Config,
+                                             "s" ++ pid_to_list(W))}})
+          || W <- Ws],
+    ?assertMatch({all, [_ | _]}, erlang:trace_info(MFA, all)),
+    Parent = self(),
+    Stoppers = [spawn_link(fun() ->
+                                   receive go -> ok end,
+                                   Parent ! {self(), beamprobe:stop(S)}
+                           end) || S <- Ss],
+    [P ! go || P <- Stoppers],
+    Rs = [receive {P, R} -> R after 60000 -> timeout end || P <- Stoppers],
+    ?assertEqual(N, length([ok || {ok, #{}} <- Rs])),
+    ?assertEqual({all, false}, erlang:trace_info(MFA, all)),
+    [W ! stop || W <- Ws],
+    ?assertEqual([], beamprobe:list()).
+
+%% calls("m:f/1", 1) on a function another process calls in a tight loop:
+%% the count is reached (and the session ends) before calls/2 returns.
+%% Forty times in a row, it returns the number of matched functions,
+%% never an exception and never a conflict with its predecessor (`force'
+%% only because the module name starts with beamprobe).
+shell_count_reached(_Config) ->
+    Io = spawn_link(?MODULE, null_io, []),
+    Looper = spawn_link(fun Loop() -> _ = ?MODULE:busy(1), Loop() end),
+    Rs = [try beamprobe:calls("beamprobe_race_SUITE:busy/1", 1,
+                              #{io_server => Io, force => true})
+          catch C:R:St -> {raised, C, R, St}
+          end || _ <- lists:seq(1, 40)],
+    ct:log("~p", [Rs]),
+    unlink(Looper),
+    exit(Looper, kill),
+    ?assertEqual(lists:duplicate(40, 1), Rs).
+
+%% A session killed in the middle of its install (its claim made, its
+%% handler starting) leaves no claim behind: the same session can start
+%% right after.
+killed_mid_install(Config) ->
+    Parent = self(),
+    W = spawn_link(fun() -> receive stop -> ok end end),
+    Spec = #{procs => [W], calls => [{?MODULE, shared, 1}],
+             output => {handler, ?MODULE, #{parent => Parent}}},
+    Starter = spawn(fun() -> Parent ! {started, beamprobe:start(Spec)} end),
+    H = receive {blocked_in_init, Pid} -> Pid after 10000 -> timeout end,
+    [S] = beamprobe:list(),
+    ?assertMatch({error, {conflict, S, _}},
+                 beamprobe:start(Spec#{output => {file,
+                                                  ?L:dir(Config, "a")}})),
+    exit(S, kill),
+    exit(H, kill),
+    exit(Starter, kill),
+    _ = ?L:wait_until(fun() -> beamprobe:list() =:= [] end, 5000),
+    _ = sys:get_state(beamprobe_janitor),
+    S2 = ?L:start(Spec#{output => {file, ?L:dir(Config, "b")}}),
+    ?assertMatch({ok, _}, beamprobe:stop(S2)),
+    ?assertEqual({all, false}, erlang:trace_info({?MODULE, shared, 1}, all)),
+    W ! stop.
+
+%% The janitor killed (and restarted by its supervisor) while a session
+%% runs: the session still stops with its summary and removes its pattern.
+janitor_restarted(Config) ->
+    W = spawn_link(fun() -> receive stop -> ok end end),
+    S = ?L:start(#{procs => [W], calls => [{?MODULE, shared, 1}],
+                   output => {file, ?L:dir(Config, "j")}}),
+    J = whereis(beamprobe_janitor),
+    exit(J, kill),
+    _ = ?L:wait_until(fun() -> is_pid(whereis(beamprobe_janitor)) andalso
+                                   whereis(beamprobe_janitor) =/= J
+                      end, 5000),
+    ?assertMatch({ok, #{stop_reason := requested}}, beamprobe:stop(S)),
+    ?assertEqual({all, false}, erlang:trace_info({?MODULE, shared, 1}, all)),
+    ?assertEqual({flags, []}, erlang:trace_info(W, flags)),
+    W ! stop.
+
+init(#{parent := Parent}) ->
+    Parent ! {blocked_in_init, self()},
+    receive never -> {ok, none} end.
+handle_events(_, St) -> {ok, St}.
+terminate(_, _) -> ok.
+
+%% An io server that accepts and discards everything.
+null_io() ->
+    receive
+        {io_request, From, ReplyAs, _} ->
+            From ! {io_reply, ReplyAs, ok},
+            null_io();
+        _ -> null_io()
+    end.

@@ -1,0 +1,190 @@
+%%% @doc The NIF reloaded and purged under running sessions (issue 7 item
+%%% 7), as OTP's own tracer_SUITE does with its tracer module (`reload/1':
+%%% purge, load_file, purge, delete, purge, 15 times, a traced process
+%%% looping meanwhile); and a node without the NIF (item 18): every API
+%%% call says it is missing and where it was looked for.
+%%%
+%%% Run: make && ct_run -noshell -pa ebin -pa _build/test -dir test
+%%%      -suite beamprobe_reload_SUITE -logdir _build/ct_logs
+-module(beamprobe_reload_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, suite/0, init_per_suite/1, end_per_suite/1,
+         init_per_testcase/2, end_per_testcase/2]).
+-export([reload_15/1, upgrade_keeps_tracing/1, killed_after_reload/1,
+         library_pinned/1, no_nif/1]).
+-export([tick/0]).
+
+-define(L, beamprobe_test_lib).
+-define(NIF, beamprobe_nif).
+
+suite() -> [{timetrap, {seconds, 180}}].
+
+all() ->
+    [reload_15, upgrade_keeps_tracing, killed_after_reload, library_pinned,
+     no_nif].
+
+init_per_suite(Config) ->
+    ok = ?L:require_tracer(),
+    Config.
+
+end_per_suite(_Config) ->
+    ok.
+
+init_per_testcase(Case, Config) ->
+    ?L:init_case(Case, Config).
+
+end_per_testcase(_Case, _Config) ->
+    _ = [beamprobe:stop(S) || S <- beamprobe:list()],
+    {module, ?NIF} = code:ensure_loaded(?NIF),
+    erlang:trace_pattern({?MODULE, '_', '_'}, false, [local]),
+    ok.
+
+tick() -> ok.
+
+looper() ->
+    spawn_link(fun Loop() -> ?MODULE:tick(), Loop() end).
+
+session(Config, Name, P) ->
+    ?L:start(#{procs => [P], calls => [{?MODULE, tick, 0}],
+               buffer => 65536, output => {file, ?L:dir(Config, Name)}}).
+
+%% 15 rounds of tracer_SUITE's reload: in each, a new session on a tight
+%% loop, then purge, load_file, purge, delete, purge while it runs; a
+%% session started before the first round runs across all of them.  The
+%% VM survives, every session returns its summary, the janitor and the
+%% supervisor are the same processes, and start/1 still works after.
+reload_15(Config) ->
+    Janitor = whereis(beamprobe_janitor),
+    Sup = whereis(beamprobe_sup),
+    Long = session(Config, "long", looper()),
+    timer:sleep(20),
+    Rounds = [begin
+                  P = looper(),
+                  S = session(Config, "r" ++ integer_to_list(I), P),
+                  timer:sleep(10),
+                  _ = code:purge(?NIF),
+                  {module, ?NIF} = code:load_file(?NIF),
+                  _ = code:purge(?NIF),
+                  true = code:delete(?NIF),
+                  _ = code:purge(?NIF),
+                  timer:sleep(10),
+                  %% Loaded again by the call, as in any interactive node.
+                  R = beamprobe:stop(S),
+                  unlink(P),
+                  exit(P, kill),
+                  R
+              end || I <- lists:seq(1, 15)],
+    ct:log("~p", [Rounds]),
+    ?assertEqual(15, length([ok || {ok, #{events := E, stop_reason :=
+                                             requested}} <- Rounds,
+                                   E > 0])),
+    {ok, LongSum} = beamprobe:stop(Long),
+    ct:log("long: ~p", [LongSum]),
+    ?assertMatch(#{events := E, stop_reason := requested} when E > 0,
+                 LongSum),
+    ?assertNot(maps:is_key(nif_error, LongSum)),
+    ?assertEqual(Janitor, whereis(beamprobe_janitor)),
+    ?assertEqual(Sup, whereis(beamprobe_sup)),
+    %% start/1 works after, and its trace is readable.
+    P = looper(),
+    S = session(Config, "after", P),
+    timer:sleep(20),
+    {ok, #{events := N}} = beamprobe:stop(S),
+    ?assert(N > 0),
+    ?assert(?L:count(?L:trace(?L:dir(Config, "after")), "call") > 0),
+    ?assertEqual([], beamprobe:list()).
+
+%% A plain upgrade (load_file, purge of the old code) 15 times: a session
+%% started before keeps recording after each one, and stops with its
+%% summary and a readable trace.
+upgrade_keeps_tracing(Config) ->
+    P = looper(),
+    S = session(Config, "upgrade", P),
+    Counts = [begin
+                  {module, ?NIF} = code:load_file(?NIF),
+                  _ = code:purge(?NIF),
+                  timer:sleep(10),
+                  {ok, #{events := E}} = beamprobe:info(S),
+                  E
+              end || _ <- lists:seq(1, 15)],
+    ct:log("events after each upgrade: ~p", [Counts]),
+    ?assertEqual(Counts, lists:usort(Counts)),  % strictly growing
+    {ok, Sum} = beamprobe:stop(S),
+    ?assertMatch(#{stop_reason := requested}, Sum),
+    ?assert(?L:count(?L:trace(?L:dir(Config, "upgrade")), "call") > 0),
+    unlink(P),
+    exit(P, kill).
+
+%% A session process killed after the NIF was deleted, purged and loaded
+%% again: the janitor cleans up (flags and pattern gone) and survives.
+killed_after_reload(Config) ->
+    Janitor = whereis(beamprobe_janitor),
+    P = looper(),
+    S = session(Config, "killed", P),
+    true = code:delete(?NIF),
+    _ = code:purge(?NIF),
+    {module, ?NIF} = code:load_file(?NIF),
+    exit(S, kill),
+    _ = ?L:wait_until(fun() -> beamprobe:list() =:= [] end, 5000),
+    _ = sys:get_state(beamprobe_janitor),
+    ?assertEqual(Janitor, whereis(beamprobe_janitor)),
+    ?assertEqual({flags, []}, erlang:trace_info(P, flags)),
+    ?assertEqual({all, false}, erlang:trace_info({?MODULE, tick, 0}, all)),
+    unlink(P),
+    exit(P, kill).
+
+%% The library stays mapped after its module is deleted and purged (erts
+%% dlclose()s it): a collector thread or a destructor still running its
+%% code never jumps into unmapped memory.
+library_pinned(_Config) ->
+    case file:read_file("/proc/self/maps") of
+        {error, _} -> {skip, "no /proc/self/maps on this system"};
+        {ok, _} ->
+            ?assert(mapped()),
+            true = code:delete(?NIF),
+            _ = code:purge(?NIF),
+            ?assertEqual(false, code:is_loaded(?NIF)),
+            ?assert(mapped()),
+            {module, ?NIF} = code:load_file(?NIF)
+    end.
+
+mapped() ->
+    {ok, B} = file:read_file("/proc/self/maps"),
+    binary:match(B, <<"beamprobe_nif.so">>) =/= nomatch.
+
+%% A node whose beamprobe has no priv/: start/1, calls/2 and messages/2
+%% return {error, {nif_not_loaded, Path, Why}} naming the library's path,
+%% and format_error/1 says it in words.
+no_nif(Config) ->
+    Base = ?L:dir(Config, "nopriv"),
+    Ebin = filename:join(Base, "ebin"),
+    ok = filelib:ensure_dir(filename:join(Ebin, "x")),
+    Src = filename:dirname(code:which(beamprobe)),
+    {ok, Files} = file:list_dir(Src),
+    [{ok, _} = file:copy(filename:join(Src, F), filename:join(Ebin, F))
+     || F <- Files],
+    {ok, Peer, Node} = peer:start_link(
+                         #{name => peer:random_name(?FUNCTION_NAME),
+                           args => ["-pa", Ebin],
+                           env => [{"BEAMPROBE_NIF", false}]}),
+    try
+        Expected = filename:join([Base, "priv", "beamprobe_nif.so"]),
+        Start = erpc:call(Node, beamprobe, start,
+                          [#{calls => [{lists, seq, 2}]}]),
+        ct:log("~p", [Start]),
+        ?assertMatch({error, {nif_not_loaded, Expected, _}}, Start),
+        ?assertMatch({error, {nif_not_loaded, Expected, _}},
+                     erpc:call(Node, beamprobe, calls, ["lists:seq/2", 1])),
+        ?assertMatch({error, {nif_not_loaded, Expected, _}},
+                     erpc:call(Node, beamprobe, messages, ["send", 1])),
+        {error, Reason} = Start,
+        Text = erpc:call(Node, beamprobe, format_error, [Reason]),
+        ct:log("~ts", [Text]),
+        ?assertNotEqual(nomatch, string:find(Text, Expected)),
+        ?assertEqual([], erpc:call(Node, beamprobe, list, []))
+    after
+        peer:stop(Peer)
+    end.

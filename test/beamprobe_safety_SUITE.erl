@@ -1,0 +1,254 @@
+%%% @doc What a session costs the traced node: a tail-recursive server
+%%% loop traced with the default options keeps a bounded stack (return and
+%%% exception tracing are off unless asked, and asking is shown to cost
+%%% stack growth); the owner's death clears every flag quickly on a node
+%%% with 200 k processes without touching another tool's tracer.
+%%%
+%%% Run: make && ct_run -noshell -pa ebin -pa _build/test -dir test
+%%%      -suite beamprobe_safety_SUITE -logdir _build/ct_logs
+-module(beamprobe_safety_SUITE).
+-behaviour(gen_server).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, suite/0, init_per_suite/1, end_per_suite/1,
+         init_per_testcase/2, end_per_testcase/2]).
+-export([default_keeps_tail_loop/1, return_grows_tail_loop/1,
+         owner_death_many_procs/1, stop_unrelated_pid/1,
+         shell_return_only_when_asked/1, match_spec_asks_return/1]).
+%% The traced gen_server, and what the peer node runs.
+-export([init/1, handle_call/3, handle_cast/2]).
+-export([peer_owner_death/1, tail_loop/2, null_io/0]).
+
+-define(L, beamprobe_test_lib).
+-define(CALLS, 100000).
+
+suite() -> [{timetrap, {seconds, 180}}].
+
+all() ->
+    [default_keeps_tail_loop, return_grows_tail_loop,
+     shell_return_only_when_asked, match_spec_asks_return,
+     stop_unrelated_pid,
+     owner_death_many_procs].
+
+init_per_suite(Config) ->
+    ok = ?L:require_tracer(),
+    Config.
+
+end_per_suite(_Config) ->
+    ok.
+
+init_per_testcase(Case, Config) ->
+    ?L:init_case(Case, Config).
+
+end_per_testcase(_Case, _Config) ->
+    _ = [beamprobe:stop(S) || S <- beamprobe:list()],
+    erlang:trace_pattern({gen_server, '_', '_'}, false, [local]),
+    ok.
+
+%%% ------------------------------------------------------------------------
+%%% Issue 7 item 2: the defaults never break a tail loop
+%%% ------------------------------------------------------------------------
+
+%% A gen_server traced with the default options (its loop functions
+%% included) for 100 k calls keeps its stack as it was.
+default_keeps_tail_loop(Config) ->
+    {Before, After, Sum} = traced_server(Config, "default", #{}),
+    ct:log("stack ~p -> ~p words; ~p", [Before, After, Sum]),
+    ?assert(maps:get(events, Sum) + maps:get(total, maps:get(dropped, Sum))
+            >= ?CALLS),
+    ?assert(After < Before + 1000).
+
+%% The same with `return => true': each loop iteration keeps a frame, the
+%% cost the documentation names (so the test above is not vacuous).
+return_grows_tail_loop(Config) ->
+    {Before, After, Sum} = traced_server(Config, "return",
+                                         #{return => true}),
+    ct:log("stack ~p -> ~p words; ~p", [Before, After, Sum]),
+    ?assert(After > Before + ?CALLS).
+
+traced_server(Config, Name, Opts) ->
+    {ok, P} = gen_server:start(?MODULE, [], []),
+    {stack_size, Before} = process_info(P, stack_size),
+    Spec = maps:merge(#{procs => [P],
+                        calls => [{gen_server, loop, '_'},
+                                  {?MODULE, handle_call, 3}],
+                        output => {file, ?L:dir(Config, Name)}}, Opts),
+    S = ?L:start(Spec),
+    [ok = gen_server:call(P, ping) || _ <- lists:seq(1, ?CALLS)],
+    {stack_size, After} = process_info(P, stack_size),
+    Sum = ?L:stop(S),
+    gen_server:stop(P),
+    {Before, After, Sum}.
+
+%% With the default options, a call pattern whose own match spec asks for
+%% `exception_trace' gets its return_from events (asking per pattern is
+%% how to trace returns of functions that return), the others none; a
+%% wider pattern of the same session (`{M, '_', '_'}') does not undo it.
+match_spec_asks_return(Config) ->
+    Dir = ?L:dir(Config, "ms"),
+    {ok, P} = gen_server:start(?MODULE, [], []),
+    S = ?L:start(#{procs => [P],
+                   calls => [{gen_server, loop, '_'},
+                             {{?MODULE, handle_call, 3},
+                              [{'_', [], [{exception_trace}]}]},
+                             {?MODULE, '_', '_'}],
+                   output => {file, Dir}}),
+    [ok = gen_server:call(P, ping) || _ <- lists:seq(1, 10)],
+    _ = ?L:stop(S),
+    gen_server:stop(P),
+    Evs = ?L:trace(Dir),
+    Rets = ?L:events(Evs, "return_from", P),
+    ?assertEqual(10, length(Rets)),
+    ?assert(lists:all(fun(E) -> ?L:field(E, "mfa") =:=
+                                    <<"beamprobe_safety_SUITE:handle_call/3">>
+                      end, Rets)).
+
+%% The shell API return-traces only the patterns that ask (`-> return'):
+%% a loop whose tail call is traced without it keeps its stack; with it,
+%% the stack grows (the rate limit drops the events, not the tracing).
+shell_return_only_when_asked(_Config) ->
+    Io = spawn_link(?MODULE, null_io, []),
+    Pat = "beamprobe_safety_SUITE:tail_loop/2",
+    Opts = #{io_server => Io, force => true, time => 60000},
+    {B1, A1} = shell_loop(Pat, Opts),
+    {B2, A2} = shell_loop(Pat ++ " -> return", Opts),
+    ct:log("no return: ~p -> ~p; -> return: ~p -> ~p", [B1, A1, B2, A2]),
+    ?assert(A1 < B1 + 1000),
+    ?assert(A2 > B2 + ?CALLS).
+
+shell_loop(Pat, Opts) ->
+    Parent = self(),
+    P = spawn_link(fun() -> receive go -> tail_loop(?CALLS, Parent) end end),
+    {stack_size, Before} = process_info(P, stack_size),
+    1 = beamprobe:calls(Pat, {1, 60000}, Opts),
+    P ! go,
+    After = receive {looped, S} -> S after 60000 -> timeout end,
+    ok = beamprobe:clear(),
+    {Before, After}.
+
+%% @private A loop that tail-calls itself through the export.
+tail_loop(0, Parent) ->
+    {stack_size, S} = process_info(self(), stack_size),
+    Parent ! {looped, S};
+tail_loop(N, Parent) ->
+    ?MODULE:tail_loop(N - 1, Parent).
+
+%% @private An io server that accepts and discards everything.
+null_io() ->
+    receive
+        {io_request, From, ReplyAs, _} ->
+            From ! {io_reply, ReplyAs, ok},
+            null_io();
+        _ -> null_io()
+    end.
+
+init([]) -> {ok, 0}.
+handle_call(stop, _From, N) -> {stop, normal, {ok, #{}}, N};
+handle_call(ping, _From, N) -> {reply, ok, N + 1}.
+handle_cast(_, N) -> {noreply, N}.
+
+%%% ------------------------------------------------------------------------
+%%% Issue 7 item 8: stop/1, info/1, dump/1 only ever call a session
+%%% ------------------------------------------------------------------------
+
+%% A gen_server that would stop on `stop' (and answer like a session) is
+%% not a session: stop/1 leaves it running; so do info/1 and dump/1.
+stop_unrelated_pid(Config) ->
+    {ok, P} = gen_server:start(?MODULE, [], []),
+    ?assertEqual({error, not_found}, beamprobe:stop(P)),
+    ?assertEqual({error, not_found}, beamprobe:info(P)),
+    ?assertEqual({error, not_found}, beamprobe:dump(P)),
+    ?assert(is_process_alive(P)),
+    ?assertEqual({error, not_found}, beamprobe:stop(self())),
+    %% A real session still stops.
+    S = ?L:start(#{procs => [P], calls => [{?MODULE, handle_call, 3}],
+                   output => {file, ?L:dir(Config, "s")}}),
+    ok = gen_server:call(P, ping),
+    ?assertMatch(#{events := 1}, ?L:stop(S)),
+    ?assertEqual({error, not_found}, beamprobe:stop(S)),
+    gen_server:stop(P).
+
+%%% ------------------------------------------------------------------------
+%%% Issue 7 item 8: owner death on a node with many processes
+%%% ------------------------------------------------------------------------
+
+%% A peer node with 200 k processes: the owner of a `procs => existing' session (the node-wide removal)
+%% is killed; within 1 s no process has beamprobe's tracer any more, and
+%% a process traced by dbg (another tracer) keeps its tracer.
+owner_death_many_procs(_Config) ->
+    Ebin = filename:dirname(code:which(beamprobe)),
+    Test = filename:dirname(code:which(?MODULE)),
+    {ok, Peer, Node} = peer:start_link(
+                         #{name => peer:random_name(?FUNCTION_NAME),
+                           args => ["+P", "1048576", "-pa", Ebin,
+                                    "-pa", Test]}),
+    try
+        R = erpc:call(Node, ?MODULE, peer_owner_death, [200000], 120000),
+        ct:log("~p", [R]),
+        #{cleared_ms := Ms, other_tracer := Other, left := Left} = R,
+        ?assertEqual(0, Left),
+        ?assertMatch({tracer, T} when T =/= [], Other),
+        ?assert(Ms < 1000)
+    after
+        peer:stop(Peer)
+    end.
+
+%% @private Runs on the peer node.
+peer_owner_death(N) ->
+    {ok, _} = application:ensure_all_started(beamprobe),
+    Idle = [spawn(fun() -> receive stop -> ok end end)
+            || _ <- lists:seq(1, N)],
+    Parent = self(),
+    Owner = spawn(fun() ->
+                          Dir = "/tmp/bp-owner-death-" ++ os:getpid(),
+                          R = beamprobe:start(#{procs => existing,
+                                                events => [gc],
+                                                output => {file, Dir}}),
+                          Parent ! {started, R},
+                          receive never -> ok end
+                  end),
+    {ok, S} = receive {started, R} -> R after 60000 -> timeout end,
+    true = traced_by_beamprobe(hd(Idle)),
+    %% Another tool's tracer on a process spawned after (not the session's).
+    Other = spawn(fun() -> receive stop -> ok end end),
+    Dbg = spawn(fun Sink() -> receive _ -> Sink() end end),
+    1 = erlang:trace(Other, true, [send, {tracer, Dbg}]),
+    Ref = monitor(process, S),
+    T0 = erlang:monotonic_time(millisecond),
+    exit(Owner, kill),
+    Sample = [hd(Idle), lists:nth(N div 2, Idle), lists:last(Idle)],
+    wait_untraced(Sample, T0 + 60000),
+    Ms = erlang:monotonic_time(millisecond) - T0,
+    receive {'DOWN', Ref, process, S, _} -> ok after 60000 -> ok end,
+    wait_janitor(),
+    Left = length([P || P <- processes(), traced_by_beamprobe(P)]),
+    OtherT = erlang:trace_info(Other, tracer),
+    _ = [P ! stop || P <- [Other | Idle]],
+    #{cleared_ms => Ms, left => Left, other_tracer => OtherT}.
+
+%% The removal is one pass over the process table: when the first, a
+%% middle and the last process are clear, the pass is over (the full
+%% count after checks it).
+wait_untraced(Sample, Deadline) ->
+    case lists:any(fun traced_by_beamprobe/1, Sample) of
+        true ->
+            case erlang:monotonic_time(millisecond) > Deadline of
+                true -> ok;
+                false -> timer:sleep(5), wait_untraced(Sample, Deadline)
+            end;
+        false -> ok
+    end.
+
+traced_by_beamprobe(P) ->
+    case erlang:trace_info(P, tracer) of
+        {tracer, {beamprobe_nif, _}} -> true;
+        _ -> false
+    end.
+
+%% The janitor handles the session's 'DOWN' message after the session
+%% finished: a call to it returns after.
+wait_janitor() ->
+    _ = sys:get_state(beamprobe_janitor),
+    ok.
