@@ -40,7 +40,11 @@
  *
  * Compatibility: BP_FORMAT_MAJOR changes when an existing event class or
  * field changes meaning; BP_FORMAT_MINOR when event classes or trailing
- * fields are added.  Readers accept any minor of their major.
+ * fields are added.  Readers accept any minor of their major.  The field
+ * kinds below name the meaning format 1.0 documents; they changed no wire
+ * type and no meaning (writers that broke them were bugs: a link's
+ * `other' was a remote pid's term word, process names raw atom text, an
+ * unknown return_to `?'), so the version stays 1.0.
  */
 #ifndef BP_FORMAT_H
 #define BP_FORMAT_H
@@ -49,7 +53,7 @@
 #include <stdint.h>
 
 #define BP_FORMAT_MAJOR 1
-#define BP_FORMAT_MINOR 1
+#define BP_FORMAT_MINOR 0
 
 #define BP_CTF_MAGIC 0xC1FC1FC1u
 
@@ -261,9 +265,9 @@ extern const char *const bp_kind_docs[BP_K_COUNT];
 #define BP__FLDENUMS(name, id, str, fields, cat)                           	enum { BP__S0_##name = -1, fields(BP__FS, name) };                 	enum { BP__N0_##name = -1, fields(BP__FN, name) };                 	enum { fields(BP__FP, name) BP__NF_##name };                       	enum { fields(BP__FX, name) };
 BP_EVENTS(BP__FLDENUMS)
 #undef BP__FLDENUMS
-#define BP_FLD(ev, f) BP_FLD_##ev##_##f
-#define BP_FLDPOS(ev, f) BP__P_##ev##_##f
-#define BP_NFIELDS(ev) BP__NF_##ev
+#define BP_FLD(ev, f) ((int)BP_FLD_##ev##_##f)
+#define BP_FLDPOS(ev, f) ((int)BP__P_##ev##_##f)
+#define BP_NFIELDS(ev) ((int)BP__NF_##ev)
 
 /* Names of the drop causes, indexed by enum bp_drop_cause. */
 extern const char *const bp_drop_cause_names[BP_DROP_COUNT];
