@@ -97,6 +97,7 @@ test: deps all
 	$(MAKE) schema-check
 	$(MAKE) -C test/c run
 	bash test/run_erlang_tests.sh
+	bash test/schema_check.sh
 	TZ=UTC bash test/cli/run.sh
 	bash test/browser/run.sh
 	bash scripts/dialyzer.sh
