@@ -607,23 +607,25 @@ static ERL_NIF_TERM nif_dump(ErlNifEnv *env, int argc,
  * with every character escaped to 4 bytes, quoted). */
 #define ANNOTATE_TEXT_MAX 2100
 
-/* Writes an ATOM field (schema kind): the atom in Erlang syntax, as the
- * tracer writes `register' events, or undefined. */
-static uint8_t *annotate_atom(ErlNifEnv *env, uint8_t *p, ERL_NIF_TERM a)
+/* An ATOM field (schema kind) into p (ANNOTATE_TEXT_MAX bytes): the atom
+ * in Erlang syntax, as the tracer writes `register' events, or undefined.
+ * Returns the length with the NUL. */
+static size_t annotate_atom(ErlNifEnv *env, char *p, ERL_NIF_TERM a)
 {
-	size_t n = bp_term_render_atom(env, a, (char *)p, ANNOTATE_TEXT_MAX);
+	size_t n = bp_term_render_atom(env, a, p, ANNOTATE_TEXT_MAX);
 
 	if (!n) {
 		memcpy(p, "undefined", 10);
-		return p + 10;
+		return 10;
 	}
 	p[n] = '\0';
-	return p + n + 1;
+	return n + 1;
 }
 
-/* Writes an MFA field: m:f/a from {M, F, A}, a port's name as given (a
- * binary of at most 1024 bytes), else undefined. */
-static uint8_t *annotate_mfa(ErlNifEnv *env, uint8_t *p, ERL_NIF_TERM t)
+/* An MFA field into p (ANNOTATE_TEXT_MAX bytes): m:f/a from {M, F, A}, a
+ * port's name as given (a binary of at most 1024 bytes), else undefined.
+ * Returns the length with the NUL. */
+static size_t annotate_mfa(ErlNifEnv *env, char *p, ERL_NIF_TERM t)
 {
 	const ERL_NIF_TERM *e;
 	ErlNifBinary b;
@@ -634,7 +636,7 @@ static uint8_t *annotate_mfa(ErlNifEnv *env, uint8_t *p, ERL_NIF_TERM t)
 	if (enif_get_tuple(env, t, &ar, &e) && ar == 3 &&
 	    enif_is_atom(env, e[0]) && enif_is_atom(env, e[1]) &&
 	    enif_get_uint(env, e[2], &arity) && arity < 256)
-		n = bp_term_render_mfa(env, e[0], e[1], arity, (char *)p,
+		n = bp_term_render_mfa(env, e[0], e[1], arity, p,
 				       ANNOTATE_TEXT_MAX);
 	else if (enif_inspect_binary(env, t, &b) && b.size && b.size <= 1024 &&
 		 !memchr(b.data, 0, b.size)) {
@@ -643,10 +645,10 @@ static uint8_t *annotate_mfa(ErlNifEnv *env, uint8_t *p, ERL_NIF_TERM t)
 	}
 	if (!n) {
 		memcpy(p, "undefined", 10);
-		return p + 10;
+		return 10;
 	}
 	p[n] = '\0';
-	return p + n + 1;
+	return n + 1;
 }
 
 /* annotate(Session, [{PidOrPort, Name :: atom(), InitialCall :: mfa() |
@@ -671,17 +673,19 @@ static ERL_NIF_TERM nif_annotate(ErlNifEnv *env, int argc,
 	if (atomic_load(&s->state) == BP_S_RUNNING) {
 		while (enif_get_list_cell(env, list, &head, &list)) {
 			const ERL_NIF_TERM *e;
+			char name[ANNOTATE_TEXT_MAX], ic[ANNOTATE_TEXT_MAX];
+			size_t nl, il;
 			int n, len;
 			uint8_t *start, *p;
 			if (!enif_get_tuple(env, head, &n, &e) || n != 3 ||
 			    !enif_is_atom(env, e[1]) ||
 			    !(enif_is_pid(env, e[0]) || enif_is_port(env, e[0])))
 				continue;
+			nl = annotate_atom(env, name, e[1]);
+			il = annotate_mfa(env, ic, e[2]);
 			start = bp_ring_reserve(&sl->ring,
 						(uint32_t)(BP_EVENT_HEADER_SIZE +
-							   64 + 2 *
-							   ANNOTATE_TEXT_MAX +
-							   3));
+							   64 + nl + il));
 			if (!start)
 				break;
 			p = start + bp_ev_header(start, BP_EV_PROCESS, bp_now(),
@@ -691,8 +695,10 @@ static ERL_NIF_TERM nif_annotate(ErlNifEnv *env, int argc,
 				p[(len = 1) - 1] = '?';
 			p[len] = '\0';
 			p += len + 1;
-			p = annotate_atom(env, p, e[1]);
-			p = annotate_mfa(env, p, e[2]);
+			memcpy(p, name, nl);
+			p += nl;
+			memcpy(p, ic, il);
+			p += il;
 			bp_ring_commit_aux(&sl->ring, (uint32_t)(p - start));
 			written++;
 		}
