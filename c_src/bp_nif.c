@@ -194,7 +194,7 @@ static int write_metadata(ErlNifEnv *env, struct bp_session *s,
 	size_t n = 0, total = 0, tl = 0;
 	ERL_NIF_TERM head;
 	char *vals, *vp;
-	int err;
+	int err, dropped_keys = 0;
 
 	/* Values, each NUL-ended, and room for the "..." markers. */
 	vals = enif_alloc(ENV_TOTAL_MAX + ENV_MAX_KEYS * 4);
@@ -221,10 +221,7 @@ static int write_metadata(ErlNifEnv *env, struct bp_session *s,
 				return EINVAL;
 			}
 		if (n == ENV_MAX_KEYS) {
-			if (!strstr(trunc, "keys"))
-				tl += (size_t)snprintf(trunc + tl,
-						       sizeof trunc - tl,
-						       "%skeys", tl ? ", " : "");
+			dropped_keys = 1;
 			continue;
 		}
 		memcpy(keys[n], k.data, k.size);
@@ -241,6 +238,7 @@ static int write_metadata(ErlNifEnv *env, struct bp_session *s,
 			vl += 3;
 			tl += (size_t)snprintf(trunc + tl, sizeof trunc - tl,
 					       "%s%s", tl ? ", " : "", keys[n]);
+			/* <= ENV_MAX_KEYS keys of < 64 bytes: always fits */
 		}
 		vp[vl] = '\0';
 		entries[n].key = keys[n];
@@ -248,6 +246,9 @@ static int write_metadata(ErlNifEnv *env, struct bp_session *s,
 		vp += vl + 1;
 		n++;
 	}
+	if (dropped_keys)
+		tl += (size_t)snprintf(trunc + tl, sizeof trunc - tl, "%skeys",
+				       tl ? ", " : "");
 	if (tl) {
 		entries[n].key = "truncated";
 		entries[n].value = trunc;
