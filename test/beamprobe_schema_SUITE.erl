@@ -24,7 +24,7 @@
 
 -export([all/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
--export([pid_fields_are_local_keys/1, names_one_form/1,
+-export([pid_fields_are_local_keys/1, peer_node_link/1, names_one_form/1,
          return_to_undefined/1, metadata_40_patterns/1,
          metadata_cut_is_marked/1, header_matches_schema/1]).
 %% Traced functions.
@@ -45,7 +45,8 @@
 suite() -> [{timetrap, {seconds, 60}}].
 
 all() ->
-    [pid_fields_are_local_keys, names_one_form, return_to_undefined,
+    [pid_fields_are_local_keys, peer_node_link, names_one_form,
+     return_to_undefined,
      metadata_40_patterns, metadata_cut_is_marked, header_matches_schema].
 
 init_per_suite(Config) ->
@@ -115,6 +116,53 @@ pid_fields_are_local_keys(Config) ->
     ?assertEqual([], [V || V <- PidFields, not is_pid(V), not is_port(V),
                            V =/= undefined]),
     ?assert(erlang:is_process_alive(self())).
+
+%% The same with a real process on another node (a `peer' node), linked
+%% both ways: the VM must not crash, the handler gets `other => undefined'
+%% and the file `other = 0' for the remote party.
+peer_node_link(Config) ->
+    case is_alive() of
+        false -> {skip, "this node is not distributed: no peer node"};
+        true -> peer_node_link_(Config)
+    end.
+
+peer_node_link_(Config) ->
+    Dir = dir(Config, "peer"),
+    {ok, Peer, Node} = peer:start_link(#{name => peer:random_name()}),
+    try
+        Remote = erpc:call(Node, erlang, spawn,
+                           [timer, sleep, [infinity]]),
+        P = spawn(?MODULE, linker, [Remote, self()]),
+        S = start(#{procs => [P], events => [procs, send],
+                    output => [{file, Dir},
+                               {handler, ?H, #{parent => self()},
+                                #{events => [procs]}}]}),
+        H = receive {handler_init, H0} -> H0
+            after 5000 -> ct:fail(no_handler)
+            end,
+        P ! {go, self()},
+        receive {linked, P} -> ok after 5000 -> ct:fail(no_link) end,
+        _ = stop(S),
+        RemoteText = list_to_binary(pid_to_list(Remote)),
+        Evs = trace(Dir),
+        [?assertEqual({Name, 0},
+                      {Name, ?L:field(E, "other")})
+         || Name <- ["link", "unlink"], E <- ?L:events(Evs, Name, P),
+            ?L:field(E, "other_text") =:= RemoteText],
+        ?assertEqual(2, length([E || Name <- ["link", "unlink"],
+                                     E <- ?L:events(Evs, Name, P),
+                                     ?L:field(E, "other_text") =:=
+                                         RemoteText])),
+        {_, _} = beamprobe_shell_lib:handler_done(H),
+        HEvs = beamprobe_shell_lib:handler_events(H),
+        ?assertEqual([undefined, undefined],
+                     [O || #{event := Ev, other := O, other_text := T}
+                               <- HEvs,
+                           Ev =:= link orelse Ev =:= unlink,
+                           T =:= RemoteText])
+    after
+        peer:stop(Peer)
+    end.
 
 linker(Remote, Local) ->
     process_flag(trap_exit, true),
