@@ -59,12 +59,46 @@ check-deps:
 	@for c in $(DEB_CMDS); do command -v $$c >/dev/null || { \
 	  echo "missing command: $$c (run 'make deps' as root)"; exit 1; }; done
 
+# What is derived from the event schema of c_src/bp_format.h for what
+# cannot include it: include/beamprobe_events.hrl and the tables of
+# docs/format.md (between its schema:begin/end markers), both committed.
+# `make schema' regenerates them; `make schema-check' (in `make test')
+# fails if a committed copy is out of date.
+SCHEMA_BUILD := _build/schema
+SCHEMA_GEN := $(SCHEMA_BUILD)/bp_schema_gen
+
+$(SCHEMA_GEN): c_src/tools/bp_schema_gen.c c_src/bp_format.h c_src/bp_format.c
+	@mkdir -p $(SCHEMA_BUILD)
+	$(CC) -std=gnu11 -Wall -Wextra -Werror -O1 -o $@ c_src/tools/bp_schema_gen.c c_src/bp_format.c
+
+$(SCHEMA_BUILD)/beamprobe_events.hrl $(SCHEMA_BUILD)/format.md: $(SCHEMA_GEN) docs/format.md FORCE
+	$(SCHEMA_GEN) hrl > $(SCHEMA_BUILD)/beamprobe_events.hrl
+	$(SCHEMA_GEN) md > $(SCHEMA_BUILD)/format-tables.md
+	awk -v t=$(SCHEMA_BUILD)/format-tables.md \
+	  '/<!-- schema:begin/ { while ((getline l < t) > 0) print l; skip = 1; next } \
+	   /<!-- schema:end -->/ { skip = 0; next } !skip' docs/format.md > $(SCHEMA_BUILD)/format.md
+
+schema: $(SCHEMA_BUILD)/beamprobe_events.hrl $(SCHEMA_BUILD)/format.md
+	cp $(SCHEMA_BUILD)/beamprobe_events.hrl include/beamprobe_events.hrl
+	cp $(SCHEMA_BUILD)/format.md docs/format.md
+
+schema-check: $(SCHEMA_BUILD)/beamprobe_events.hrl $(SCHEMA_BUILD)/format.md
+	@f=0; \
+	for p in include/beamprobe_events.hrl:$(SCHEMA_BUILD)/beamprobe_events.hrl \
+	         docs/format.md:$(SCHEMA_BUILD)/format.md; do \
+	  c=$${p%%:*}; g=$${p#*:}; \
+	  if cmp -s $$c $$g; then echo "ok - $$c matches c_src/bp_format.h"; \
+	  else echo "not ok - $$c is out of date: run make schema"; diff -u $$c $$g | head -20; f=$$((f + 1)); fi; \
+	done; echo "schema: $$((2 - f)) passed, $$f failed"; [ $$f -eq 0 ]
+
 # Every suite: C unit tests (ASan+UBSan, the ring under TSan), Erlang
 # EUnit + Common Test, the NIF under ASan+UBSan, a short fuzz run of the
 # reader, the CLI tests; each prints "N passed, M failed".  Every step runs
 # even if an earlier one failed; the target fails if any did.
-TEST_STEPS := "$(MAKE) -C test/c run" \
+TEST_STEPS := "$(MAKE) schema-check" \
+	"$(MAKE) -C test/c run" \
 	"bash test/run_erlang_tests.sh" \
+	"bash test/schema_check.sh" \
 	"$(MAKE) test-asan" \
 	"FUZZ_SECONDS=20 bash test/fuzz/run.sh" \
 	"TZ=UTC bash test/cli/run.sh" \
@@ -107,4 +141,5 @@ clean:
 	$(MAKE) -C c_src/cli clean
 	rm -rf ebin/*.beam ebin/*.app _build
 
-.PHONY: demo fuzz all c erl cli deps check-deps test test-asan asan-nif bench dialyzer clean
+.PHONY: FORCE schema schema-check demo fuzz all c erl cli deps check-deps test test-asan asan-nif bench dialyzer clean
+FORCE:

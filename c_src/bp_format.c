@@ -11,20 +11,33 @@
 #include <stdio.h>
 #include <string.h>
 
-#define BP__FIELD(type, fname) {BP_T_##type, #fname},
-#define BP__FIELDS(name, id, str, fields)                                 \
-	static const struct bp_field_desc fields_##name[] = {fields(BP__FIELD)};
+#define BP__FIELD(x, kind, fname) {BP__KT_##kind, #fname, BP_K_##kind},
+#define BP__FIELDS(name, id, str, fields, cat)                            \
+	static const struct bp_field_desc fields_##name[] = {               \
+		fields(BP__FIELD, x)};
 BP_EVENTS(BP__FIELDS)
 #undef BP__FIELDS
 
 const struct bp_event_desc bp_event_descs[BP_EV_COUNT] = {
-#define BP__DESC(name, id, str, fields)                                   \
-	[id] = {str, sizeof(fields_##name) / sizeof(fields_##name[0]),     \
+#define BP__DESC(name, id, str, fields, cat)                              \
+	[id] = {str, #cat, sizeof(fields_##name) / sizeof(fields_##name[0]), \
 		fields_##name},
 	BP_EVENTS(BP__DESC)
 #undef BP__DESC
 };
 #undef BP__FIELD
+
+const char *const bp_kind_names[BP_K_COUNT] = {
+#define BP__KNAME(k, t, doc) #k,
+	BP_KINDS(BP__KNAME)
+#undef BP__KNAME
+};
+
+const char *const bp_kind_docs[BP_K_COUNT] = {
+#define BP__KDOC(k, t, doc) doc,
+	BP_KINDS(BP__KDOC)
+#undef BP__KDOC
+};
 
 const char *const bp_drop_cause_names[BP_DROP_COUNT] = {
 #define BP__NAME(up, low) #low,

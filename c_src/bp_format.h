@@ -40,7 +40,11 @@
  *
  * Compatibility: BP_FORMAT_MAJOR changes when an existing event class or
  * field changes meaning; BP_FORMAT_MINOR when event classes or trailing
- * fields are added.  Readers accept any minor of their major.
+ * fields are added.  Readers accept any minor of their major.  The field
+ * kinds below name the meaning format 1.0 documents; they changed no wire
+ * type and no meaning (writers that broke them were bugs: a link's
+ * `other' was a remote pid's term word, process names raw atom text, an
+ * unknown return_to `?'), so the version stays 1.0.
  */
 #ifndef BP_FORMAT_H
 #define BP_FORMAT_H
@@ -76,66 +80,132 @@
 /* Largest packet a writer produces and a reader accepts. */
 #define BP_PACKET_MAX (1u << 20)
 
-/* Field types. */
+/* Wire types of fields (what the CTF metadata declares). */
 enum bp_field_type { BP_T_U8, BP_T_U32, BP_T_U64, BP_T_STR };
 
 /*
- * The event classes.  E(NAME, id, "ctf name", FIELDS) where FIELDS is a
- * macro listing F(type, name) pairs in wire order.  Ids are stable: add new
- * classes at the end.
+ * Field kinds: what a field means.  Every field of every event class has
+ * one; the kind fixes the wire type (last column), how the tracer may write
+ * it (bp_tracer.c has one writer per kind), how the handler sink decodes it
+ * (a PID field becomes a pid/port term or `undefined', never a raw word)
+ * and what docs/format.md and include/beamprobe_events.hrl say about it.
+ * K(KIND, wire type, one-line description).
  */
-#define BP_FIELDS_PROCESS(F) F(STR, pid) F(STR, name) F(STR, initial_call)
-#define BP_FIELDS_CALL(F) F(STR, mfa) F(STR, args) F(STR, info)
-#define BP_FIELDS_RETURN_FROM(F) F(STR, mfa) F(STR, result)
-#define BP_FIELDS_EXCEPTION_FROM(F) F(STR, mfa) F(STR, class) F(STR, reason)
-#define BP_FIELDS_RETURN_TO(F) F(STR, mfa)
-#define BP_FIELDS_SEND(F) F(U64, to) F(STR, to_text) F(STR, message)
-#define BP_FIELDS_RECEIVE(F) F(STR, message)
-#define BP_FIELDS_SPAWN(F) F(U64, other) F(STR, other_text) F(STR, mfa)
-#define BP_FIELDS_EXIT(F) F(STR, reason)
-#define BP_FIELDS_LINK(F) F(U64, other) F(STR, other_text)
-#define BP_FIELDS_REGISTER(F) F(STR, name)
-#define BP_FIELDS_SCHED(F) F(STR, mfa) F(U8, exiting)
-#define BP_FIELDS_GC(F)                                                   \
-	F(U64, heap_size) F(U64, heap_block_size) F(U64, old_heap_size)   \
-	F(U64, old_heap_block_size) F(U64, mbuf_size) F(U64, stack_size)
-#define BP_FIELDS_PORT_OPEN(F) F(U64, other) F(STR, other_text) F(STR, name)
-#define BP_FIELDS_PORT_CLOSED(F) F(STR, reason)
-#define BP_FIELDS_DROPS(F)                                                \
-	F(U64, ring_full) F(U64, overwritten) F(U64, too_big) F(U64, limit) \
-	F(U64, rate) F(U64, stopped) F(U64, no_buffer) F(U64, dumping)     \
-	F(U64, io_error)
+#define BP_KINDS(K)                                                       \
+	K(PID, U64, "key of a local pid or port, 0 if none or not local")  \
+	K(U8, U8, "unsigned 8-bit integer")                                \
+	K(U32, U32, "unsigned 32-bit integer")                             \
+	K(U64, U64, "unsigned 64-bit integer")                             \
+	K(TERM, STR, "Erlang term in Erlang syntax, cut by the capture "   \
+		     "limits")                                             \
+	K(MFA, STR, "m:f/arity (atoms quoted as needed), undefined when "  \
+		    "unknown")                                             \
+	K(MFARGS, STR, "m:f(Arg, ...) of a spawn, else the term")          \
+	K(ARGS, STR, "(Arg, ...) with args => full, else undefined")       \
+	K(ATOM, STR, "atom in Erlang syntax: quoted when needed, control " \
+		     "characters escaped; undefined when none")            \
+	K(TEXT, STR, "plain text")
 
-#define BP_EVENTS(E)                                                      \
-	E(PROCESS, 0, "process", BP_FIELDS_PROCESS)                       \
-	E(CALL, 1, "call", BP_FIELDS_CALL)                                \
-	E(RETURN_FROM, 2, "return_from", BP_FIELDS_RETURN_FROM)           \
-	E(EXCEPTION_FROM, 3, "exception_from", BP_FIELDS_EXCEPTION_FROM)  \
-	E(RETURN_TO, 4, "return_to", BP_FIELDS_RETURN_TO)                 \
-	E(SEND, 5, "send", BP_FIELDS_SEND)                                \
-	E(SEND_DEAD, 6, "send_to_non_existing_process", BP_FIELDS_SEND)   \
-	E(RECEIVE, 7, "receive", BP_FIELDS_RECEIVE)                       \
-	E(SPAWN, 8, "spawn", BP_FIELDS_SPAWN)                             \
-	E(SPAWNED, 9, "spawned", BP_FIELDS_SPAWN)                         \
-	E(EXIT, 10, "exit", BP_FIELDS_EXIT)                               \
-	E(LINK, 11, "link", BP_FIELDS_LINK)                               \
-	E(UNLINK, 12, "unlink", BP_FIELDS_LINK)                           \
-	E(GETTING_LINKED, 13, "getting_linked", BP_FIELDS_LINK)           \
-	E(GETTING_UNLINKED, 14, "getting_unlinked", BP_FIELDS_LINK)       \
-	E(REGISTER, 15, "register", BP_FIELDS_REGISTER)                   \
-	E(UNREGISTER, 16, "unregister", BP_FIELDS_REGISTER)               \
-	E(SCHED_IN, 17, "sched_in", BP_FIELDS_SCHED)                      \
-	E(SCHED_OUT, 18, "sched_out", BP_FIELDS_SCHED)                    \
-	E(GC_MINOR_START, 19, "gc_minor_start", BP_FIELDS_GC)             \
-	E(GC_MINOR_END, 20, "gc_minor_end", BP_FIELDS_GC)                 \
-	E(GC_MAJOR_START, 21, "gc_major_start", BP_FIELDS_GC)             \
-	E(GC_MAJOR_END, 22, "gc_major_end", BP_FIELDS_GC)                 \
-	E(PORT_OPEN, 23, "port_open", BP_FIELDS_PORT_OPEN)                \
-	E(PORT_CLOSED, 24, "port_closed", BP_FIELDS_PORT_CLOSED)          \
-	E(DROPS, 25, "drops", BP_FIELDS_DROPS)
+enum bp_field_kind {
+#define BP__KIND(k, t, doc) BP_K_##k,
+	BP_KINDS(BP__KIND)
+#undef BP__KIND
+	BP_K_COUNT
+};
+
+/* Wire type of each kind, for the X-macros below. */
+#define BP__KT_PID BP_T_U64
+#define BP__KT_U8 BP_T_U8
+#define BP__KT_U32 BP_T_U32
+#define BP__KT_U64 BP_T_U64
+#define BP__KT_TERM BP_T_STR
+#define BP__KT_MFA BP_T_STR
+#define BP__KT_MFARGS BP_T_STR
+#define BP__KT_ARGS BP_T_STR
+#define BP__KT_ATOM BP_T_STR
+#define BP__KT_TEXT BP_T_STR
+/* 1 for kinds stored as strings (the CLI's e->str[]), 0 for integers. */
+#define BP__KS_PID 0
+#define BP__KS_U8 0
+#define BP__KS_U32 0
+#define BP__KS_U64 0
+#define BP__KS_TERM 1
+#define BP__KS_MFA 1
+#define BP__KS_MFARGS 1
+#define BP__KS_ARGS 1
+#define BP__KS_ATOM 1
+#define BP__KS_TEXT 1
+
+/*
+ * The event classes: the one schema.  E(NAME, id, "ctf name", FIELDS,
+ * category) where FIELDS is a macro listing F(X, KIND, name) in wire order
+ * (X is passed through, for per-event expansions) and category is the
+ * option name that selects the class (`events => [...]' in
+ * beamprobe_config; `internal' for classes no option selects).  Ids are
+ * stable: add new classes at the end, new fields at the end of a list.
+ */
+#define BP_FIELDS_PROCESS(F, X)                                            \
+	F(X, TEXT, pid) F(X, ATOM, name) F(X, MFA, initial_call)
+#define BP_FIELDS_CALL(F, X) F(X, MFA, mfa) F(X, ARGS, args) F(X, TERM, info)
+#define BP_FIELDS_RETURN_FROM(F, X) F(X, MFA, mfa) F(X, TERM, result)
+#define BP_FIELDS_EXCEPTION_FROM(F, X)                                     \
+	F(X, MFA, mfa) F(X, ATOM, class) F(X, TERM, reason)
+#define BP_FIELDS_RETURN_TO(F, X) F(X, MFA, mfa)
+#define BP_FIELDS_SEND(F, X)                                               \
+	F(X, PID, to) F(X, TERM, to_text) F(X, TERM, message)
+#define BP_FIELDS_RECEIVE(F, X) F(X, TERM, message)
+#define BP_FIELDS_SPAWN(F, X)                                              \
+	F(X, PID, other) F(X, TERM, other_text) F(X, MFARGS, mfa)
+#define BP_FIELDS_EXIT(F, X) F(X, TERM, reason)
+#define BP_FIELDS_LINK(F, X) F(X, PID, other) F(X, TERM, other_text)
+#define BP_FIELDS_REGISTER(F, X) F(X, ATOM, name)
+#define BP_FIELDS_SCHED(F, X) F(X, MFA, mfa) F(X, U8, exiting)
+#define BP_FIELDS_GC(F, X)                                                 \
+	F(X, U64, heap_size) F(X, U64, heap_block_size)                    \
+	F(X, U64, old_heap_size) F(X, U64, old_heap_block_size)            \
+	F(X, U64, mbuf_size) F(X, U64, stack_size)
+#define BP_FIELDS_PORT_OPEN(F, X)                                          \
+	F(X, PID, other) F(X, TERM, other_text) F(X, TERM, name)
+#define BP_FIELDS_PORT_CLOSED(F, X) F(X, TERM, reason)
+/* One u64 per loss cause, in the order of BP_DROP_CAUSES (a C unit test
+ * checks that they agree). */
+#define BP_FIELDS_DROPS(F, X)                                              \
+	F(X, U64, ring_full) F(X, U64, overwritten) F(X, U64, too_big)     \
+	F(X, U64, limit) F(X, U64, rate) F(X, U64, stopped)                \
+	F(X, U64, no_buffer) F(X, U64, dumping) F(X, U64, io_error)
+
+#define BP_EVENTS(E)                                                       \
+	E(PROCESS, 0, "process", BP_FIELDS_PROCESS, internal)              \
+	E(CALL, 1, "call", BP_FIELDS_CALL, call)                           \
+	E(RETURN_FROM, 2, "return_from", BP_FIELDS_RETURN_FROM, call)      \
+	E(EXCEPTION_FROM, 3, "exception_from", BP_FIELDS_EXCEPTION_FROM,   \
+	  call)                                                            \
+	E(RETURN_TO, 4, "return_to", BP_FIELDS_RETURN_TO, call)            \
+	E(SEND, 5, "send", BP_FIELDS_SEND, send)                           \
+	E(SEND_DEAD, 6, "send_to_non_existing_process", BP_FIELDS_SEND,    \
+	  send)                                                            \
+	E(RECEIVE, 7, "receive", BP_FIELDS_RECEIVE, receive)               \
+	E(SPAWN, 8, "spawn", BP_FIELDS_SPAWN, procs)                       \
+	E(SPAWNED, 9, "spawned", BP_FIELDS_SPAWN, procs)                   \
+	E(EXIT, 10, "exit", BP_FIELDS_EXIT, procs)                         \
+	E(LINK, 11, "link", BP_FIELDS_LINK, procs)                         \
+	E(UNLINK, 12, "unlink", BP_FIELDS_LINK, procs)                     \
+	E(GETTING_LINKED, 13, "getting_linked", BP_FIELDS_LINK, procs)     \
+	E(GETTING_UNLINKED, 14, "getting_unlinked", BP_FIELDS_LINK, procs) \
+	E(REGISTER, 15, "register", BP_FIELDS_REGISTER, procs)             \
+	E(UNREGISTER, 16, "unregister", BP_FIELDS_REGISTER, procs)         \
+	E(SCHED_IN, 17, "sched_in", BP_FIELDS_SCHED, running)              \
+	E(SCHED_OUT, 18, "sched_out", BP_FIELDS_SCHED, running)            \
+	E(GC_MINOR_START, 19, "gc_minor_start", BP_FIELDS_GC, gc)          \
+	E(GC_MINOR_END, 20, "gc_minor_end", BP_FIELDS_GC, gc)              \
+	E(GC_MAJOR_START, 21, "gc_major_start", BP_FIELDS_GC, gc)          \
+	E(GC_MAJOR_END, 22, "gc_major_end", BP_FIELDS_GC, gc)              \
+	E(PORT_OPEN, 23, "port_open", BP_FIELDS_PORT_OPEN, ports)          \
+	E(PORT_CLOSED, 24, "port_closed", BP_FIELDS_PORT_CLOSED, ports)    \
+	E(DROPS, 25, "drops", BP_FIELDS_DROPS, internal)
 
 enum bp_event_id {
-#define BP__ENUM(name, id, str, fields) BP_EV_##name = id,
+#define BP__ENUM(name, id, str, fields, cat) BP_EV_##name = id,
 	BP_EVENTS(BP__ENUM)
 #undef BP__ENUM
 	BP_EV_COUNT
@@ -157,19 +227,48 @@ enum bp_drop_cause {
 
 /* Description of one field, for generic encoders and decoders. */
 struct bp_field_desc {
-	enum bp_field_type type;
+	enum bp_field_type type; /* wire type, fixed by the kind */
 	const char *name;
+	enum bp_field_kind kind;
 };
 
 /* Description of one event class. */
 struct bp_event_desc {
 	const char *name;          /* CTF event name, e.g. "call" */
+	const char *category;      /* option selecting it, e.g. "procs" */
 	unsigned nfields;
 	const struct bp_field_desc *fields;
 };
 
 /* The event classes, indexed by id; NULL name for unused ids. */
 extern const struct bp_event_desc bp_event_descs[BP_EV_COUNT];
+
+/* Names of the kinds ("PID", ...) and their descriptions. */
+extern const char *const bp_kind_names[BP_K_COUNT];
+extern const char *const bp_kind_docs[BP_K_COUNT];
+
+/*
+ * Named field access: BP_FLD(SEND, message) is the index of field
+ * `message' of event class SEND among the class's string fields (for
+ * string kinds) or among its integer fields (for integer kinds) -- the
+ * index into a decoded event's str[]/num[] (c_src/cli/bp_reader.h).
+ * BP_FLDPOS(SEND, message) is its position in wire order.  Both are
+ * compile-time constants; a misspelt name does not compile.
+ *
+ * How: per event, an enum counting string fields where an integer field
+ * "steps back" (X, X__b = X - 1, so the next one gets X's value again),
+ * and the same for integer fields.
+ */
+#define BP__FS(ev, k, f)                                                   	BP__S_##ev##_##f, BP__S_##ev##_##f##__b = BP__S_##ev##_##f - 1 +    						 BP__KS_##k,
+#define BP__FN(ev, k, f)                                                   	BP__N_##ev##_##f, BP__N_##ev##_##f##__b = BP__N_##ev##_##f - 1 +    						 !BP__KS_##k,
+#define BP__FP(ev, k, f) BP__P_##ev##_##f,
+#define BP__FX(ev, k, f)                                                   	BP_FLD_##ev##_##f =                                                		BP__KS_##k ? (int)BP__S_##ev##_##f : (int)BP__N_##ev##_##f,
+#define BP__FLDENUMS(name, id, str, fields, cat)                           	enum { BP__S0_##name = -1, fields(BP__FS, name) };                 	enum { BP__N0_##name = -1, fields(BP__FN, name) };                 	enum { fields(BP__FP, name) BP__NF_##name };                       	enum { fields(BP__FX, name) };
+BP_EVENTS(BP__FLDENUMS)
+#undef BP__FLDENUMS
+#define BP_FLD(ev, f) ((int)BP_FLD_##ev##_##f)
+#define BP_FLDPOS(ev, f) ((int)BP__P_##ev##_##f)
+#define BP_NFIELDS(ev) ((int)BP__NF_##ev)
 
 /* Names of the drop causes, indexed by enum bp_drop_cause. */
 extern const char *const bp_drop_cause_names[BP_DROP_COUNT];

@@ -210,41 +210,115 @@ static int get_capture(ErlNifEnv *env, ERL_NIF_TERM cfg, struct bp_capture *c)
 	return 1;
 }
 
-/* Reads the env list [{Key :: binary(), Value :: binary()}]. */
+/* Limits of the metadata's env block (docs/format.md, "Metadata"): keys
+ * from the session, bytes of one value and of all values as written
+ * (escapes counted), so that the metadata text always fits the writer's
+ * buffer (bp_ctf.c) and every CLI reader (at most 64 env keys). */
+#define ENV_MAX_KEYS 48
+#define ENV_VALUE_MAX 8192
+#define ENV_TOTAL_MAX 24576
+
+/* Bytes of v[0..n) that fit in `room' written bytes (a '"' or '\\' takes
+ * two), cut at a UTF-8 character boundary. */
+static size_t env_fit(const uint8_t *v, size_t n, size_t room,
+		      size_t *used_out)
+{
+	size_t i = 0, used = 0;
+
+	while (i < n) {
+		size_t w = v[i] == '"' || v[i] == '\\' ? 2 : 1;
+		if (used + w > room)
+			break;
+		used += w;
+		i++;
+	}
+	while (i < n && i > 0 && (v[i] & 0xc0) == 0x80) {
+		i--; /* do not split a character */
+		used--;
+	}
+	*used_out = used;
+	return i;
+}
+
+/*
+ * Reads the env list [{Key :: binary(), Value :: binary()}] and writes the
+ * metadata.  Nothing is cut silently: a value longer than ENV_VALUE_MAX (or
+ * than what is left of ENV_TOTAL_MAX) ends with "...", keys beyond
+ * ENV_MAX_KEYS are left out, and the env key `truncated' lists the cut
+ * keys (and `keys' if keys were left out).
+ */
 static int write_metadata(ErlNifEnv *env, struct bp_session *s,
 			  ERL_NIF_TERM list, int64_t offset_ns)
 {
-	struct bp_env_entry entries[32];
-	char keys[32][64], vals[32][256];
-	size_t n = 0;
+	struct bp_env_entry entries[ENV_MAX_KEYS + 1];
+	char keys[ENV_MAX_KEYS][64], trunc[ENV_MAX_KEYS * 65 + 8];
+	size_t n = 0, total = 0, tl = 0;
 	ERL_NIF_TERM head;
+	char *vals, *vp;
+	int err, dropped_keys = 0;
 
-	while (n < 32 && enif_get_list_cell(env, list, &head, &list)) {
+	/* Values, each NUL-ended, and room for the "..." markers. */
+	vals = enif_alloc(ENV_TOTAL_MAX + ENV_MAX_KEYS * 4);
+	if (!vals)
+		return ENOMEM;
+	vp = vals;
+	trunc[0] = '\0';
+	while (enif_get_list_cell(env, list, &head, &list)) {
 		const ERL_NIF_TERM *kv;
 		ErlNifBinary k, v;
 		int arity;
 		if (!enif_get_tuple(env, head, &arity, &kv) || arity != 2 ||
 		    !enif_inspect_binary(env, kv[0], &k) ||
 		    !enif_inspect_binary(env, kv[1], &v) || k.size == 0 ||
-		    k.size >= sizeof keys[0])
+		    k.size >= sizeof keys[0]) {
+			enif_free(vals);
 			return EINVAL;
+		}
 		for (size_t i = 0; i < k.size; i++)
 			if (!(k.data[i] == '_' ||
 			      (k.data[i] >= 'a' && k.data[i] <= 'z') ||
-			      (k.data[i] >= '0' && k.data[i] <= '9')))
+			      (k.data[i] >= '0' && k.data[i] <= '9'))) {
+				enif_free(vals);
 				return EINVAL;
+			}
+		if (n == ENV_MAX_KEYS) {
+			dropped_keys = 1;
+			continue;
+		}
 		memcpy(keys[n], k.data, k.size);
 		keys[n][k.size] = '\0';
-		size_t vl = v.size < sizeof vals[0] - 1 ? v.size
-							: sizeof vals[0] - 1;
-		memcpy(vals[n], v.data, vl);
-		vals[n][vl] = '\0';
+		size_t room = ENV_TOTAL_MAX - total;
+		if (room > ENV_VALUE_MAX)
+			room = ENV_VALUE_MAX;
+		size_t used;
+		size_t vl = env_fit(v.data, v.size, room, &used);
+		memcpy(vp, v.data, vl);
+		total += used;
+		if (vl < v.size) {
+			memcpy(vp + vl, "...", 3);
+			vl += 3;
+			tl += (size_t)snprintf(trunc + tl, sizeof trunc - tl,
+					       "%s%s", tl ? ", " : "", keys[n]);
+			/* <= ENV_MAX_KEYS keys of < 64 bytes: always fits */
+		}
+		vp[vl] = '\0';
 		entries[n].key = keys[n];
-		entries[n].value = vals[n];
+		entries[n].value = vp;
+		vp += vl + 1;
 		n++;
 	}
-	return bp_ctf_write_metadata_at(s->dirfd, s->uuid, offset_ns, entries,
-					n);
+	if (dropped_keys)
+		tl += (size_t)snprintf(trunc + tl, sizeof trunc - tl, "%skeys",
+				       tl ? ", " : "");
+	if (tl) {
+		entries[n].key = "truncated";
+		entries[n].value = trunc;
+		n++;
+	}
+	err = bp_ctf_write_metadata_at(s->dirfd, s->uuid, offset_ns, entries,
+				       n);
+	enif_free(vals);
+	return err;
 }
 
 /* handlers => [#{pid, kinds, pids, batch, credits, overflow}] */
@@ -736,9 +810,59 @@ static ERL_NIF_TERM nif_dump(ErlNifEnv *env, int argc,
 	return bp_atom.ok;
 }
 
-/* annotate(Session, [{PidOrPort, Name :: binary(), InitialCall ::
- * binary()}]) -> {ok, Written}: process events with names, from the
- * session process.  Not counted as events nor against limits. */
+/* Room for an atom or m:f/a as bp_term renders them (255-character atoms
+ * with every character escaped to 4 bytes, quoted). */
+#define ANNOTATE_TEXT_MAX 2100
+
+/* An ATOM field (schema kind) into p (ANNOTATE_TEXT_MAX bytes): the atom
+ * in Erlang syntax, as the tracer writes `register' events, or undefined.
+ * Returns the length with the NUL. */
+static size_t annotate_atom(ErlNifEnv *env, char *p, ERL_NIF_TERM a)
+{
+	size_t n = bp_term_render_atom(env, a, p, ANNOTATE_TEXT_MAX);
+
+	if (!n) {
+		memcpy(p, "undefined", 10);
+		return 10;
+	}
+	p[n] = '\0';
+	return n + 1;
+}
+
+/* An MFA field into p (ANNOTATE_TEXT_MAX bytes): m:f/a from {M, F, A}, a
+ * port's name as given (a binary of at most 1024 bytes), else undefined.
+ * Returns the length with the NUL. */
+static size_t annotate_mfa(ErlNifEnv *env, char *p, ERL_NIF_TERM t)
+{
+	const ERL_NIF_TERM *e;
+	ErlNifBinary b;
+	unsigned arity;
+	size_t n = 0;
+	int ar;
+
+	if (enif_get_tuple(env, t, &ar, &e) && ar == 3 &&
+	    enif_is_atom(env, e[0]) && enif_is_atom(env, e[1]) &&
+	    enif_get_uint(env, e[2], &arity) && arity < 256)
+		n = bp_term_render_mfa(env, e[0], e[1], arity, p,
+				       ANNOTATE_TEXT_MAX);
+	else if (enif_inspect_binary(env, t, &b) && b.size && b.size <= 1024 &&
+		 !memchr(b.data, 0, b.size)) {
+		memcpy(p, b.data, b.size);
+		n = b.size;
+	}
+	if (!n) {
+		memcpy(p, "undefined", 10);
+		return 10;
+	}
+	p[n] = '\0';
+	return n + 1;
+}
+
+/* annotate(Session, [{PidOrPort, Name :: atom(), InitialCall :: mfa() |
+ * binary() | undefined}]) -> {ok, Written}: process events with names,
+ * from the session process; fields as the schema's kinds say (bp_format.h:
+ * name ATOM, initial_call MFA), rendered like the tracer's.  Not counted
+ * as events nor against limits. */
 static ERL_NIF_TERM nif_annotate(ErlNifEnv *env, int argc,
 				 const ERL_NIF_TERM argv[])
 {
@@ -756,34 +880,32 @@ static ERL_NIF_TERM nif_annotate(ErlNifEnv *env, int argc,
 	if (atomic_load(&s->state) == BP_S_RUNNING) {
 		while (enif_get_list_cell(env, list, &head, &list)) {
 			const ERL_NIF_TERM *e;
-			ErlNifBinary name, ic;
+			char name[ANNOTATE_TEXT_MAX], ic[ANNOTATE_TEXT_MAX];
+			size_t nl, il;
 			int n, len;
 			uint8_t *start, *p;
 			if (!enif_get_tuple(env, head, &n, &e) || n != 3 ||
-			    !enif_inspect_binary(env, e[1], &name) ||
-			    !enif_inspect_binary(env, e[2], &ic) ||
-			    name.size > 1024 || ic.size > 1024 ||
+			    !enif_is_atom(env, e[1]) ||
 			    !(enif_is_pid(env, e[0]) || enif_is_port(env, e[0])))
 				continue;
+			nl = annotate_atom(env, name, e[1]);
+			il = annotate_mfa(env, ic, e[2]);
 			start = bp_ring_reserve(&sl->ring,
 						(uint32_t)(BP_EVENT_HEADER_SIZE +
-							   64 + name.size +
-							   ic.size + 3));
+							   64 + nl + il));
 			if (!start)
 				break;
 			p = start + bp_ev_header(start, BP_EV_PROCESS, bp_now(),
 						 (uint64_t)e[0]);
 			len = enif_snprintf((char *)p, 64, "%T", e[0]);
-			if (len < 0 || len >= 64)
-				len = 0;
+			if (len <= 0 || len >= 64)
+				p[(len = 1) - 1] = '?';
 			p[len] = '\0';
 			p += len + 1;
-			memcpy(p, name.data, name.size);
-			p += name.size;
-			*p++ = '\0';
-			memcpy(p, ic.data, ic.size);
-			p += ic.size;
-			*p++ = '\0';
+			memcpy(p, name, nl);
+			p += nl;
+			memcpy(p, ic, il);
+			p += il;
 			bp_ring_commit_aux(&sl->ring, (uint32_t)(p - start));
 			written++;
 		}

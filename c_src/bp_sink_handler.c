@@ -40,8 +40,10 @@ void bp_handler_load(ErlNifEnv *env)
 	a_beamprobe_events = enif_make_atom(env, "beamprobe_events");
 }
 
-/* A pid or port key is the VM's immediate term word for it (bp_tracer.c),
- * valid in any environment; 0 means none. */
+/* A key (the event header's pid, or a field of kind PID) is the VM's
+ * immediate term word of a local pid or port (bp_tracer.c writes nothing
+ * else there), valid in any environment; 0 means none.  Only those two
+ * places are turned into terms: any other integer is an integer. */
 static ERL_NIF_TERM key_term(uint64_t key)
 {
 	return key ? (ERL_NIF_TERM)key : bp_atom.undefined;
@@ -94,11 +96,8 @@ static int event_map(ErlNifEnv *env, const uint8_t *ev, uint32_t len,
 			x = w == 1 ? ev[off] : w == 4 ? bp_get_u32(ev + off)
 						      : bp_get_u64(ev + off);
 			off += w;
-			/* u64 fields named "to"/"other" are pid keys. */
-			v = (w == 8 && (fd->name[0] == 't' || fd->name[0] == 'o') &&
-			     (!strcmp(fd->name, "to") || !strcmp(fd->name, "other")))
-				    ? key_term(x)
-				    : enif_make_uint64(env, x);
+			v = fd->kind == BP_K_PID ? key_term(x)
+						 : enif_make_uint64(env, x);
 		}
 		keys[n] = field_atoms[id][f];
 		vals[n++] = v;

@@ -35,17 +35,19 @@ static inline struct bp_session *get_session(ErlNifEnv *env, ERL_NIF_TERM t)
 	return bp_session_get(env, t);
 }
 
-/* Opaque 64-bit key of a pid or port (0 for anything else). */
-static inline uint64_t entity_key(ERL_NIF_TERM t)
-{
-	return (uint64_t)t;
-}
-
-static inline uint64_t local_pid_key(ErlNifEnv *env, ERL_NIF_TERM t)
+/* Key of a local pid or port: the VM's immediate term word for it (valid
+ * in any environment while the entity lives); 0 for anything else --
+ * remote pids and ports are boxed terms on some heap, whose words must
+ * never be stored (the handler sink turns keys back into terms). */
+static inline uint64_t local_key(ErlNifEnv *env, ERL_NIF_TERM t)
 {
 	ErlNifPid pid;
+	ErlNifPort port;
 
-	return enif_get_local_pid(env, t, &pid) ? (uint64_t)t : 0;
+	if (enif_get_local_pid(env, t, &pid) ||
+	    enif_get_local_port(env, t, &port))
+		return (uint64_t)t;
+	return 0;
 }
 
 /* Text limit for one rendered term, NUL included. */
@@ -54,61 +56,126 @@ static inline uint32_t text_max(const struct bp_session *s)
 	return s->capture.bytes + 1;
 }
 
-static inline uint8_t *put_cstr(uint8_t *p, const char *str)
+/*
+ * The typed writers: an event is written field by field through `struct
+ * wr', one writer per field kind of the schema (bp_format.h), so that a
+ * PID field can only be written from a term, as a local key or 0.  Built
+ * with -DBP_SCHEMA_CHECK (the test build of the NIF), every writer checks
+ * that the field at the current position has its kind, and wr_end that
+ * every field was written; in the release build `struct wr' is just the
+ * write pointer and the checks compile to nothing.
+ */
+struct wr {
+	uint8_t *p;
+#ifdef BP_SCHEMA_CHECK
+	uint16_t id;
+	unsigned f;
+#endif
+};
+
+#ifdef BP_SCHEMA_CHECK
+#include <assert.h>
+static void wr_want(struct wr *w, enum bp_field_kind k)
+{
+	const struct bp_event_desc *d = &bp_event_descs[w->id];
+
+	assert(w->f < d->nfields && d->fields[w->f].kind == k);
+	w->f++;
+}
+#else
+#define wr_want(w, k) ((void)0)
+#endif
+
+static inline void wr_cstr(struct wr *w, enum bp_field_kind k, const char *str)
 {
 	size_t n = strlen(str) + 1;
 
-	memcpy(p, str, n);
-	return p + n;
-}
-
-static inline uint8_t *put_term(ErlNifEnv *env, const struct bp_session *s,
-				uint8_t *p, ERL_NIF_TERM t)
-{
-	return p + bp_term_render(env, t, &s->capture, (char *)p,
-				  text_max(s)) + 1;
-}
-
-static inline uint8_t *put_atom(ErlNifEnv *env, uint8_t *p, ERL_NIF_TERM t)
-{
-	size_t n = bp_term_render_atom(env, t, (char *)p, MFA_MAX / 2);
-
-	if (!n)
-		p[n++] = '?';
-	p[n] = '\0';
-	return p + n + 1;
+	wr_want(w, k);
+	memcpy(w->p, str, n);
+	w->p += n;
 }
 
 /* Absent values are written as the atom undefined, never as "": babeltrace2
  * 2.0.4 prints a stale value for an empty string field (docs/format.md). */
-static inline uint8_t *put_undefined(uint8_t *p)
+static inline void wr_undefined(struct wr *w, enum bp_field_kind k)
 {
-	memcpy(p, "undefined", 10);
-	return p + 10;
+	wr_want(w, k);
+	memcpy(w->p, "undefined", 10);
+	w->p += 10;
 }
 
-static inline uint8_t *put_pid_key(uint8_t *p, uint64_t key)
+/* PID: the other party of a send, link, spawn or port open. */
+static inline void wr_pid(ErlNifEnv *env, struct wr *w, ERL_NIF_TERM t)
 {
-	bp_put_u64(p, key);
-	return p + 8;
+	wr_want(w, BP_K_PID);
+	bp_put_u64(w->p, local_key(env, t));
+	w->p += 8;
 }
 
-/* Writes "m:f/arity" from {M, F, Arity | Args} ("?" if it is not one),
- * through the slot's cache of rendered texts. */
-static uint8_t *put_mfa(ErlNifEnv *env, struct bp_slot *sl, uint8_t *p,
-			ERL_NIF_TERM mfa, const ERL_NIF_TERM **elems_out)
+static inline void wr_u8(struct wr *w, uint8_t v)
+{
+	wr_want(w, BP_K_U8);
+	*w->p++ = v;
+}
+
+static inline void wr_u64(struct wr *w, uint64_t v)
+{
+	wr_want(w, BP_K_U64);
+	bp_put_u64(w->p, v);
+	w->p += 8;
+}
+
+/* TERM: needs text_max(s) bytes. */
+static inline void wr_term(ErlNifEnv *env, const struct bp_session *s,
+			   struct wr *w, ERL_NIF_TERM t)
+{
+	wr_want(w, BP_K_TERM);
+	w->p += bp_term_render(env, t, &s->capture, (char *)w->p,
+			       text_max(s)) + 1;
+}
+
+/* ATOM (undefined if t is not one): needs MFA_MAX bytes, enough for any
+ * atom (255 characters, each escaped to at most 4 bytes, and quotes). */
+static inline void wr_atom(ErlNifEnv *env, struct wr *w, ERL_NIF_TERM t)
+{
+	size_t n = bp_term_render_atom(env, t, (char *)w->p, MFA_MAX);
+
+	if (!n) {
+		wr_undefined(w, BP_K_ATOM);
+		return;
+	}
+	wr_want(w, BP_K_ATOM);
+	w->p[n] = '\0';
+	w->p += n + 1;
+}
+
+/* ARGS: "(a, b)" from a list; needs text_max(s) bytes. */
+static inline void wr_args(ErlNifEnv *env, const struct bp_session *s,
+			   struct wr *w, ERL_NIF_TERM list)
+{
+	wr_want(w, BP_K_ARGS);
+	w->p += bp_term_render_args(env, list, &s->capture, (char *)w->p,
+				    text_max(s)) + 1;
+}
+
+/* MFA: "m:f/arity" from {M, F, Arity | Args} (undefined if it is not
+ * one), through the slot's cache of rendered texts.  Needs MFA_MAX. */
+static void wr_mfa(ErlNifEnv *env, struct bp_slot *sl, struct wr *w,
+		   ERL_NIF_TERM mfa, const ERL_NIF_TERM **elems_out)
 {
 	const ERL_NIF_TERM *e;
 	struct bp_mfa_entry *c;
 	unsigned arity = 0;
 	size_t len = 0;
 	uint64_t h;
+	uint8_t *p = w->p;
 	int n;
 
 	if (!enif_get_tuple(env, mfa, &n, &e) || n != 3) {
-		memcpy(p, "?", 2);
-		return p + 2;
+		wr_undefined(w, BP_K_MFA);
+		return;
 	}
+	wr_want(w, BP_K_MFA);
 	if (elems_out)
 		*elems_out = e;
 	if (!enif_get_uint(env, e[2], &arity))
@@ -119,11 +186,15 @@ static uint8_t *put_mfa(ErlNifEnv *env, struct bp_slot *sl, uint8_t *p,
 	if (c->len && c->m == (uint64_t)e[0] && c->f == (uint64_t)e[1] &&
 	    c->arity == arity) {
 		memcpy(p, c->text, c->len + 1);
-		return p + c->len + 1;
+		w->p = p + c->len + 1;
+		return;
 	}
 	len = bp_term_render_mfa(env, e[0], e[1], arity, (char *)p, MFA_MAX);
-	if (!len)
-		p[len++] = '?';
+	if (!len) { /* cannot happen for atoms; no half text */
+		memcpy(p, "undefined", 10);
+		w->p = p + 10;
+		return;
+	}
 	p[len] = '\0';
 	if (len < BP_MFA_TEXT) {
 		c->m = (uint64_t)e[0];
@@ -132,18 +203,36 @@ static uint8_t *put_mfa(ErlNifEnv *env, struct bp_slot *sl, uint8_t *p,
 		memcpy(c->text, p, len + 1);
 		c->len = (uint32_t)len;
 	}
-	return p + len + 1;
+	w->p = p + len + 1;
 }
 
-/* Ends an event: commits its bytes.  p is one past the last byte. */
-static inline void finish(struct bp_slot *sl, uint8_t *start, uint8_t *p)
+/* Starts event `id' about the entity with key `key' at start. */
+static inline struct wr wr_begin(uint8_t *start, int id, uint64_t key)
 {
-	bp_ring_commit(&sl->ring, (uint32_t)(p - start));
+	struct wr w;
+
+	w.p = start + bp_ev_header(start, (uint16_t)id, bp_now(), key);
+#ifdef BP_SCHEMA_CHECK
+	w.id = (uint16_t)id;
+	w.f = 0;
+#endif
+	return w;
 }
 
-static inline uint8_t *begin(uint8_t *start, int id, uint64_t key)
+/* Length of the finished event (every field written). */
+static inline uint32_t wr_len(const struct wr *w, const uint8_t *start)
 {
-	return start + bp_ev_header(start, (uint16_t)id, bp_now(), key);
+#ifdef BP_SCHEMA_CHECK
+	assert(w->f == bp_event_descs[w->id].nfields);
+#endif
+	return (uint32_t)(w->p - start);
+}
+
+/* Ends an event: commits its bytes. */
+static inline void finish(struct bp_slot *sl, uint8_t *start,
+			  const struct wr *w)
+{
+	bp_ring_commit(&sl->ring, wr_len(w, start));
 }
 
 /*
@@ -154,24 +243,26 @@ static inline uint8_t *begin(uint8_t *start, int id, uint64_t key)
 static void note_entity(struct bp_slot *sl, ERL_NIF_TERM who, uint64_t key)
 {
 	uint64_t *seen = &sl->pid_seen[(key >> 4) % BP_PID_CACHE];
-	uint8_t *start, *p;
+	uint8_t *start;
+	struct wr w;
 	int n;
 
 	if (*seen == key || key == 0)
 		return;
 	start = bp_ring_reserve(&sl->ring, BP_EVENT_HEADER_SIZE +
-						   PID_TEXT_MAX + 2);
+						   PID_TEXT_MAX + 20);
 	if (!start)
 		return;
-	p = begin(start, BP_EV_PROCESS, key);
-	n = enif_snprintf((char *)p, PID_TEXT_MAX, "%T", who);
+	w = wr_begin(start, BP_EV_PROCESS, key);
+	wr_want(&w, BP_K_TEXT);
+	n = enif_snprintf((char *)w.p, PID_TEXT_MAX, "%T", who);
 	if (n <= 0 || n >= PID_TEXT_MAX)
-		p[(n = 1) - 1] = '?';
-	p[n] = '\0';
-	p += n + 1;
-	p = put_undefined(p); /* name: unknown here, see beamprobe_session */
-	p = put_undefined(p); /* initial call */
-	bp_ring_commit_aux(&sl->ring, (uint32_t)(p - start));
+		w.p[(n = 1) - 1] = '?';
+	w.p[n] = '\0';
+	w.p += n + 1;
+	wr_undefined(&w, BP_K_ATOM); /* name: see beamprobe_session */
+	wr_undefined(&w, BP_K_MFA);  /* initial call */
+	bp_ring_commit_aux(&sl->ring, wr_len(&w, start));
 	*seen = key;
 }
 
@@ -183,13 +274,11 @@ static inline struct bp_slot *open_event(struct bp_session *s,
 
 	if (!sl)
 		return NULL;
-	*key = entity_key(tracee);
+	/* The tracee is always a local pid or port (an immediate word) */
+	*key = (uint64_t)tracee;
 	note_entity(sl, tracee, *key);
 	return sl;
 }
-
-static uint8_t *put_ms_result(ErlNifEnv *env, const struct bp_session *s,
-			      uint8_t *p, ERL_NIF_TERM info);
 
 static ERL_NIF_TERM opt(ErlNifEnv *env, ERL_NIF_TERM opts, ERL_NIF_TERM k,
 			int *found)
@@ -250,16 +339,16 @@ static size_t render_stack(const ErlNifBinary *bin, char *out, size_t cap)
 	return len;
 }
 
-/* A match-spec result: the caller {M,F,A}, a process dump (stack) or
- * both as {Caller, Dump}; anything else rendered as a term. */
-static uint8_t *put_ms_result(ErlNifEnv *env, const struct bp_session *s,
-			      uint8_t *p, ERL_NIF_TERM info)
+/* A match-spec result (TERM): the caller {M,F,A}, a process dump (stack)
+ * or both as {Caller, Dump}; anything else rendered as a term. */
+static void wr_ms_result(ErlNifEnv *env, const struct bp_session *s,
+			 struct wr *w, ERL_NIF_TERM info)
 {
 	const ERL_NIF_TERM *e;
 	ErlNifBinary bin;
 	size_t n;
 	int arity;
-	char *out = (char *)p;
+	char *out = (char *)w->p;
 
 	if (enif_get_tuple(env, info, &arity, &e) && arity == 2 &&
 	    enif_is_binary(env, e[1]) && enif_inspect_binary(env, e[1], &bin)) {
@@ -272,12 +361,17 @@ static uint8_t *put_ms_result(ErlNifEnv *env, const struct bp_session *s,
 				n += 1 + k;
 			out[n] = '\0';
 		}
-		return p + n + 1;
+		wr_want(w, BP_K_TERM);
+		w->p += n + 1;
+		return;
 	}
 	if (enif_is_binary(env, info) && enif_inspect_binary(env, info, &bin) &&
-	    (n = render_stack(&bin, out, text_max(s))))
-		return p + n + 1;
-	return put_term(env, s, p, info);
+	    (n = render_stack(&bin, out, text_max(s)))) {
+		wr_want(w, BP_K_TERM);
+		w->p += n + 1;
+		return;
+	}
+	wr_term(env, s, w, info);
 }
 
 /* The per-kind enabled_* callbacks: always trace.  Whether the session
@@ -316,7 +410,8 @@ ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 	ERL_NIF_TERM tag = argv[0];
 	const ERL_NIF_TERM *e = NULL;
 	struct bp_slot *sl;
-	uint8_t *start, *p;
+	uint8_t *start;
+	struct wr w;
 	uint64_t key;
 	int found;
 
@@ -334,46 +429,45 @@ ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 		goto out;
 	if (tag == bp_atom.call) {
 		ERL_NIF_TERM info;
-		p = begin(start, BP_EV_CALL, key);
-		p = put_mfa(env, sl, p, argv[3], &e);
+		w = wr_begin(start, BP_EV_CALL, key);
+		wr_mfa(env, sl, &w, argv[3], &e);
 		if (s->args_mode == BP_ARGS_FULL && e && enif_is_list(env, e[2]))
-			p += bp_term_render_args(env, e[2], &s->capture,
-						 (char *)p, text_max(s)) + 1;
+			wr_args(env, s, &w, e[2]);
 		else
-			p = put_undefined(p);
+			wr_undefined(&w, BP_K_ARGS);
 		found = 0;
 		if (s->flags & BP_F_MS_RESULT)
 			info = opt(env, argv[4], bp_atom.match_spec_result,
 				   &found);
 		if (found) {
-			p = put_ms_result(env, s, p, info);
+			wr_ms_result(env, s, &w, info);
 		} else {
-			p = put_cstr(p, "true");
+			wr_cstr(&w, BP_K_TERM, "true");
 		}
 	} else if (tag == bp_atom.return_from) {
-		p = begin(start, BP_EV_RETURN_FROM, key);
-		p = put_mfa(env, sl, p, argv[3], NULL);
-		p = put_term(env, s, p, opt(env, argv[4], bp_atom.extra, &found));
+		w = wr_begin(start, BP_EV_RETURN_FROM, key);
+		wr_mfa(env, sl, &w, argv[3], NULL);
+		wr_term(env, s, &w, opt(env, argv[4], bp_atom.extra, &found));
 	} else if (tag == bp_atom.exception_from) {
 		ERL_NIF_TERM x = opt(env, argv[4], bp_atom.extra, &found);
 		const ERL_NIF_TERM *cv;
 		int n;
-		p = begin(start, BP_EV_EXCEPTION_FROM, key);
-		p = put_mfa(env, sl, p, argv[3], NULL);
+		w = wr_begin(start, BP_EV_EXCEPTION_FROM, key);
+		wr_mfa(env, sl, &w, argv[3], NULL);
 		if (enif_get_tuple(env, x, &n, &cv) && n == 2) {
-			p = put_atom(env, p, cv[0]);
-			p = put_term(env, s, p, cv[1]);
+			wr_atom(env, &w, cv[0]);
+			wr_term(env, s, &w, cv[1]);
 		} else {
-			p = put_cstr(p, "error");
-			p = put_term(env, s, p, x);
+			wr_cstr(&w, BP_K_ATOM, "error");
+			wr_term(env, s, &w, x);
 		}
 	} else if (tag == bp_atom.return_to) {
-		p = begin(start, BP_EV_RETURN_TO, key);
-		p = put_mfa(env, sl, p, argv[3], NULL);
+		w = wr_begin(start, BP_EV_RETURN_TO, key);
+		wr_mfa(env, sl, &w, argv[3], NULL);
 	} else {
 		goto out; /* reservation dropped: nothing published */
 	}
-	finish(sl, start, p);
+	finish(sl, start, &w);
 out:
 	bp_session_leave(sl);
 	return bp_atom.ok;
@@ -384,7 +478,8 @@ static ERL_NIF_TERM trace_message(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 {
 	struct bp_session *s = get_session(env, argv[1]);
 	struct bp_slot *sl;
-	uint8_t *start, *p;
+	uint8_t *start;
+	struct wr w;
 	uint64_t key;
 	int found;
 
@@ -395,16 +490,17 @@ static ERL_NIF_TERM trace_message(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 		goto out;
 	if (is_send) {
 		ERL_NIF_TERM to = opt(env, argv[4], bp_atom.extra, &found);
-		p = begin(start,
-			  argv[0] == bp_atom.send ? BP_EV_SEND : BP_EV_SEND_DEAD,
-			  key);
-		p = put_pid_key(p, local_pid_key(env, to));
-		p = put_term(env, s, p, to);
+		w = wr_begin(start,
+			     argv[0] == bp_atom.send ? BP_EV_SEND
+						     : BP_EV_SEND_DEAD,
+			     key);
+		wr_pid(env, &w, to);
+		wr_term(env, s, &w, to);
 	} else {
-		p = begin(start, BP_EV_RECEIVE, key);
+		w = wr_begin(start, BP_EV_RECEIVE, key);
 	}
-	p = put_term(env, s, p, argv[3]);
-	finish(sl, start, p);
+	wr_term(env, s, &w, argv[3]);
+	finish(sl, start, &w);
 out:
 	bp_session_leave(sl);
 	return bp_atom.ok;
@@ -426,24 +522,30 @@ ERL_NIF_TERM bp_tracer_trace_receive(ErlNifEnv *env, int argc,
 	return trace_message(env, argv, 0);
 }
 
-/* Writes "m:f(args)" from {M, F, Args}, else the term. */
-static uint8_t *put_mfargs(ErlNifEnv *env, const struct bp_session *s,
-			   uint8_t *p, ERL_NIF_TERM t)
+/* MFARGS: "m:f(args)" from {M, F, Args}, else the term.  Needs
+ * 2 * MFA_MAX + text_max(s). */
+static void wr_mfargs(ErlNifEnv *env, const struct bp_session *s,
+		      struct wr *w, ERL_NIF_TERM t)
 {
 	const ERL_NIF_TERM *e;
+	size_t m, f;
 	int n;
+	char *q = (char *)w->p;
 
+	wr_want(w, BP_K_MFARGS);
 	if (enif_get_tuple(env, t, &n, &e) && n == 3 &&
-	    enif_is_atom(env, e[0]) && enif_is_atom(env, e[1]) &&
+	    (m = bp_term_render_atom(env, e[0], q, MFA_MAX)) &&
+	    (f = bp_term_render_atom(env, e[1], q + m + 1, MFA_MAX)) &&
 	    enif_is_list(env, e[2])) {
-		uint8_t *q = put_atom(env, p, e[0]);
-		q[-1] = ':';
-		q = put_atom(env, q, e[1]);
-		q--;
-		return q + bp_term_render_args(env, e[2], &s->capture,
-					       (char *)q, text_max(s)) + 1;
+		q[m] = ':';
+		q += m + 1 + f;
+		w->p = (uint8_t *)q + bp_term_render_args(env, e[2],
+							  &s->capture, q,
+							  text_max(s)) + 1;
+		return;
 	}
-	return put_term(env, s, p, t);
+	w->p += bp_term_render(env, t, &s->capture, (char *)w->p,
+			       text_max(s)) + 1;
 }
 
 /* trace_procs/5 (and trace_ports/5 for the tags they share). */
@@ -453,7 +555,8 @@ static ERL_NIF_TERM trace_procs_ports(ErlNifEnv *env,
 	struct bp_session *s = get_session(env, argv[1]);
 	ERL_NIF_TERM tag = argv[0], term = argv[3];
 	struct bp_slot *sl;
-	uint8_t *start, *p;
+	uint8_t *start;
+	struct wr w;
 	uint64_t key;
 	int found, id;
 
@@ -464,16 +567,15 @@ static ERL_NIF_TERM trace_procs_ports(ErlNifEnv *env,
 							2 * text_max(s))))
 		goto out;
 	if (tag == bp_atom.spawn || tag == bp_atom.spawned) {
-		p = begin(start,
-			  tag == bp_atom.spawn ? BP_EV_SPAWN : BP_EV_SPAWNED,
-			  key);
-		p = put_pid_key(p, local_pid_key(env, term));
-		p = put_term(env, s, p, term);
-		p = put_mfargs(env, s, p,
-			       opt(env, argv[4], bp_atom.extra, &found));
+		w = wr_begin(start,
+			     tag == bp_atom.spawn ? BP_EV_SPAWN : BP_EV_SPAWNED,
+			     key);
+		wr_pid(env, &w, term);
+		wr_term(env, s, &w, term);
+		wr_mfargs(env, s, &w, opt(env, argv[4], bp_atom.extra, &found));
 	} else if (tag == bp_atom.exit) {
-		p = begin(start, BP_EV_EXIT, key);
-		p = put_term(env, s, p, term);
+		w = wr_begin(start, BP_EV_EXIT, key);
+		wr_term(env, s, &w, term);
 	} else if (tag == bp_atom.link || tag == bp_atom.unlink ||
 		   tag == bp_atom.getting_linked ||
 		   tag == bp_atom.getting_unlinked) {
@@ -481,27 +583,27 @@ static ERL_NIF_TERM trace_procs_ports(ErlNifEnv *env,
 		     : tag == bp_atom.unlink	     ? BP_EV_UNLINK
 		     : tag == bp_atom.getting_linked ? BP_EV_GETTING_LINKED
 						     : BP_EV_GETTING_UNLINKED;
-		p = begin(start, id, key);
-		p = put_pid_key(p, entity_key(term));
-		p = put_term(env, s, p, term);
+		w = wr_begin(start, id, key);
+		wr_pid(env, &w, term);
+		wr_term(env, s, &w, term);
 	} else if (tag == bp_atom.register_ || tag == bp_atom.unregister) {
-		p = begin(start,
-			  tag == bp_atom.register_ ? BP_EV_REGISTER
-						   : BP_EV_UNREGISTER,
-			  key);
-		p = put_term(env, s, p, term);
+		w = wr_begin(start,
+			     tag == bp_atom.register_ ? BP_EV_REGISTER
+						      : BP_EV_UNREGISTER,
+			     key);
+		wr_atom(env, &w, term);
 	} else if (tag == bp_atom.open) {
-		p = begin(start, BP_EV_PORT_OPEN, key);
-		p = put_pid_key(p, local_pid_key(env, term));
-		p = put_term(env, s, p, term);
-		p = put_term(env, s, p, opt(env, argv[4], bp_atom.extra, &found));
+		w = wr_begin(start, BP_EV_PORT_OPEN, key);
+		wr_pid(env, &w, term);
+		wr_term(env, s, &w, term);
+		wr_term(env, s, &w, opt(env, argv[4], bp_atom.extra, &found));
 	} else if (tag == bp_atom.closed) {
-		p = begin(start, BP_EV_PORT_CLOSED, key);
-		p = put_term(env, s, p, term);
+		w = wr_begin(start, BP_EV_PORT_CLOSED, key);
+		wr_term(env, s, &w, term);
 	} else {
 		goto out;
 	}
-	finish(sl, start, p);
+	finish(sl, start, &w);
 out:
 	bp_session_leave(sl);
 	return bp_atom.ok;
@@ -528,7 +630,8 @@ ERL_NIF_TERM bp_tracer_trace_running_procs(ErlNifEnv *env, int argc,
 	struct bp_session *s = get_session(env, argv[1]);
 	ERL_NIF_TERM tag = argv[0];
 	struct bp_slot *sl;
-	uint8_t *start, *p;
+	uint8_t *start;
+	struct wr w;
 	uint64_t key;
 	int in, exiting;
 
@@ -542,13 +645,13 @@ ERL_NIF_TERM bp_tracer_trace_running_procs(ErlNifEnv *env, int argc,
 	if (!(start = bp_session_reserve(s, sl,
 					 BP_EVENT_HEADER_SIZE + MFA_MAX + 1)))
 		goto out;
-	p = begin(start, in ? BP_EV_SCHED_IN : BP_EV_SCHED_OUT, key);
+	w = wr_begin(start, in ? BP_EV_SCHED_IN : BP_EV_SCHED_OUT, key);
 	if (enif_is_tuple(env, argv[3]))
-		p = put_mfa(env, sl, p, argv[3], NULL);
+		wr_mfa(env, sl, &w, argv[3], NULL);
 	else
-		p = put_undefined(p);
-	*p++ = (uint8_t)exiting;
-	finish(sl, start, p);
+		wr_undefined(&w, BP_K_MFA);
+	wr_u8(&w, (uint8_t)exiting);
+	finish(sl, start, &w);
 out:
 	bp_session_leave(sl);
 	return bp_atom.ok;
@@ -567,7 +670,8 @@ ERL_NIF_TERM bp_tracer_trace_gc(ErlNifEnv *env, int argc,
 				      bp_atom.mbuf_size, bp_atom.stack_size};
 	ErlNifUInt64 vals[6] = {0, 0, 0, 0, 0, 0};
 	struct bp_slot *sl;
-	uint8_t *start, *p;
+	uint8_t *start;
+	struct wr w;
 	uint64_t key;
 	int id, guard = 0;
 
@@ -592,10 +696,10 @@ ERL_NIF_TERM bp_tracer_trace_gc(ErlNifEnv *env, int argc,
 		return bp_atom.ok;
 	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE + 48)))
 		goto out;
-	p = begin(start, id, key);
-	for (int i = 0; i < 6; i++, p += 8)
-		bp_put_u64(p, vals[i]);
-	finish(sl, start, p);
+	w = wr_begin(start, id, key);
+	for (int i = 0; i < 6; i++)
+		wr_u64(&w, vals[i]);
+	finish(sl, start, &w);
 out:
 	bp_session_leave(sl);
 	return bp_atom.ok;

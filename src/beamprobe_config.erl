@@ -9,6 +9,7 @@
 -export([validate/1, defaults/0, format_error/1]).
 
 -include_lib("kernel/include/file.hrl").
+-include("beamprobe_events.hrl").
 
 -export_type([config/0]).
 
@@ -379,7 +380,7 @@ sink_opts(Opts, Allowed) ->
             end
     end.
 
-%% Event categories to a bit mask over event ids (c_src/bp_format.h).
+%% Event categories to a bit mask over event ids.
 kinds(all) -> 16#FFFFFFFFFFFFFFFF;
 kinds(L) when is_list(L) ->
     Ids = [kind_ids(K) || K <- L],
@@ -390,14 +391,14 @@ kinds(L) when is_list(L) ->
     end;
 kinds(_) -> error.
 
-kind_ids(call) -> [1, 2, 3, 4];
-kind_ids(send) -> [5, 6];
-kind_ids('receive') -> [7];
-kind_ids(procs) -> lists:seq(8, 16);
-kind_ids(running) -> [17, 18];
-kind_ids(gc) -> [19, 20, 21, 22];
-kind_ids(ports) -> [23, 24];
-kind_ids(_) -> error.
+%% The ids of the event classes an `events' category selects, from the
+%% schema (include/beamprobe_events.hrl, generated from bp_format.h).
+kind_ids(internal) -> error;
+kind_ids(K) ->
+    case [Id || {_Name, Id, Cat, _Fields} <- ?BP_EVENTS, Cat =:= K] of
+        [] -> error;
+        Ids -> Ids
+    end.
 
 check_dir(Dir) ->
     Abs = filename:absname(Dir),

@@ -19,8 +19,10 @@
 %%% or `dropped' with `count' when batches were dropped because the handler
 %%% was too slow), `ts' (monotonic ns), `pid' (the process), and the
 %%% event's fields from docs/format.md (`mfa', `args', `result',
-%%% `message', ... as binaries holding Erlang-syntax text; `to'/`other' as
-%%% pids).
+%%% `message', ... as binaries holding Erlang-syntax text; fields of kind
+%%% `pid' (`to', `other') as a pid or port, or `undefined' when the other
+%%% party is not local: a registered name, an alias, a pid on another
+%%% node; include/beamprobe_events.hrl lists every field's kind).
 %%%
 %%% Flow control: the session's collector thread sends a batch only while
 %%% it holds a credit (default 4); the handler process gives one back after

@@ -146,8 +146,11 @@ info(_Session) -> ?NOT_LOADED.
 -spec dump(session()) -> ok | {error, not_flight_recorder | stopped}.
 dump(_Session) -> ?NOT_LOADED.
 
-%% @doc Writes `process' events naming processes and ports.
--spec annotate(session(), [{pid() | port(), binary(), binary()}]) ->
+%% @doc Writes `process' events naming processes and ports: the
+%% registered name (or `undefined') and the initial call (or a port's
+%% name), rendered by the NIF in Erlang syntax as the tracer renders them.
+-spec annotate(session(), [{pid() | port(), atom(),
+                            mfa() | binary() | undefined}]) ->
           {ok, non_neg_integer()}.
 annotate(_Session, _List) -> ?NOT_LOADED.
 

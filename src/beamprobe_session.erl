@@ -451,20 +451,18 @@ describe(P) when is_pid(P) ->
     case erlang:process_info(P, [registered_name, initial_call]) of
         undefined -> false;
         Info ->
+            %% Atoms and {M, F, A}: the NIF renders them as the tracer
+            %% does (one form for names, docs/format.md).
             Name = case proplists:get_value(registered_name, Info) of
-                       [] -> <<"undefined">>;
-                       N -> atom_to_binary(N)
+                       [] -> undefined;
+                       N -> N
                    end,
-            IC = case proplists:get_value(initial_call, Info) of
-                     {M, F, A} -> iolist_to_binary(
-                                    io_lib:format("~p:~p/~p", [M, F, A]));
-                     _ -> <<"undefined">>
-                 end,
+            IC = proplists:get_value(initial_call, Info, undefined),
             {true, {P, Name, IC}}
     end;
 describe(P) when is_port(P) ->
     case erlang:port_info(P, name) of
-        {name, N} -> {true, {P, <<"undefined">>, unicode:characters_to_binary(N)}};
+        {name, N} -> {true, {P, undefined, unicode:characters_to_binary(N)}};
         undefined -> false
     end.
 

@@ -279,7 +279,8 @@ int bp_filter_match(struct bp_filter *f, const struct bp_event *e,
 		case BP_EV_RETURN_FROM:
 		case BP_EV_EXCEPTION_FROM:
 		case BP_EV_RETURN_TO:
-			return cached_mfa_match(f, e->str[0], e->len[0]);
+			return cached_mfa_match(f, e->str[BP_FLD_MFA],
+						e->len[BP_FLD_MFA]);
 		default:
 			return 0;
 		}

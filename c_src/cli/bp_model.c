@@ -258,10 +258,11 @@ static uint32_t top_or_intern(struct bp_model *m, const struct bp_proc *p,
 	if (p->depth) {
 		uint32_t f = p->stack[p->depth - 1].func;
 		const struct bp_str *s = bp_strtab_get(&m->funcs, f);
-		if (s->len == e->len[0] && same_bytes(s->s, e->str[0], s->len))
+		if (s->len == e->len[BP_FLD_MFA] &&
+		    same_bytes(s->s, e->str[BP_FLD_MFA], s->len))
 			return f;
 	}
-	return bp_model_func(m, e->str[0], e->len[0]);
+	return bp_model_func(m, e->str[BP_FLD_MFA], e->len[BP_FLD_MFA]);
 }
 
 struct bp_proc *bp_model_apply(struct bp_model *m, const struct bp_event *e)
@@ -284,15 +285,21 @@ struct bp_proc *bp_model_apply_to(struct bp_model *m, struct bp_proc *p,
 	}
 	switch (e->id) {
 	case BP_EV_PROCESS:
-		merge_text(m, p, &p->text, e->str[0], e->len[0]);
-		merge_text(m, p, &p->name, e->str[1], e->len[1]);
-		merge_text(m, p, &p->initial_call, e->str[2], e->len[2]);
+		merge_text(m, p, &p->text, e->str[BP_FLD(PROCESS, pid)],
+			   e->len[BP_FLD(PROCESS, pid)]);
+		merge_text(m, p, &p->name, e->str[BP_FLD(PROCESS, name)],
+			   e->len[BP_FLD(PROCESS, name)]);
+		merge_text(m, p, &p->initial_call,
+			   e->str[BP_FLD(PROCESS, initial_call)],
+			   e->len[BP_FLD(PROCESS, initial_call)]);
 		break;
 	case BP_EV_REGISTER:
-		merge_text(m, p, &p->name, e->str[0], e->len[0]);
+		merge_text(m, p, &p->name, e->str[BP_FLD(REGISTER, name)],
+			   e->len[BP_FLD(REGISTER, name)]);
 		break;
 	case BP_EV_CALL:
-		func = m->last_func = bp_model_func(m, e->str[0], e->len[0]);
+		func = m->last_func = bp_model_func(
+			m, e->str[BP_FLD(CALL, mfa)], e->len[BP_FLD(CALL, mfa)]);
 		if (func != BP_MAP_NONE)
 			push(m, p, func, e->ts);
 		p->just_returned = 0;
@@ -308,7 +315,9 @@ struct bp_proc *bp_model_apply_to(struct bp_model *m, struct bp_proc *p,
 		p->just_returned = 1;
 		break;
 	case BP_EV_RETURN_TO:
-		func = m->last_func = bp_model_func(m, e->str[0], e->len[0]);
+		func = m->last_func =
+			bp_model_func(m, e->str[BP_FLD(RETURN_TO, mfa)],
+				      e->len[BP_FLD(RETURN_TO, mfa)]);
 		if (func != BP_MAP_NONE)
 			do_return_to(m, p, func, e->ts);
 		p->just_returned = 0;

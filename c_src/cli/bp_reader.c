@@ -17,7 +17,7 @@
 #define METADATA_MAX (16u << 20)
 
 static const char *const event_names[BP_EV_COUNT] = {
-#define BP__NAME(name, id, str, fields) [id] = str,
+#define BP__NAME(name, id, str, fields, cat) [id] = str,
 	BP_EVENTS(BP__NAME)
 #undef BP__NAME
 };

@@ -39,7 +39,9 @@ _Static_assert(BP_EV_MAX_NUM >= BP_DROP_COUNT,
 /*
  * One decoded event.  Fields are delivered in wire order, strings and
  * integers separately: e.g. for "send" (to, to_text, message) num[0] is
- * `to`, str[0] `to_text`, str[1] `message`.  String pointers point into
+ * `to`, str[0] `to_text`, str[1] `message`.  Read them by name, through
+ * the schema's constants: e->num[BP_FLD(SEND, to)],
+ * e->str[BP_FLD(SEND, message)] (bp_format.h).  String pointers point into
  * the stream's buffer: valid until the next call that advances the reader.
  */
 struct bp_event {
@@ -55,6 +57,24 @@ struct bp_event {
 			       * (< 0x20 or 0x7f), so needs escaping */
 	uint64_t num[BP_EV_MAX_NUM];
 };
+
+/* Every field of every built-in class fits str[]/num[]. */
+#define BP__FITS(ev, k, f)                                                 \
+	_Static_assert(BP__KS_##k ? BP__S_##ev##_##f < BP_EV_MAX_STR         \
+				  : BP__N_##ev##_##f < BP_EV_MAX_NUM,        \
+		       "field " #f " of " #ev " is not decoded");
+#define BP__FITS_EV(name, id, str, fields, cat) fields(BP__FITS, name)
+BP_EVENTS(BP__FITS_EV)
+#undef BP__FITS_EV
+#undef BP__FITS
+
+/* The function of call, return_from, exception_from and return_to, at
+ * one index in all four. */
+#define BP_FLD_MFA BP_FLD(CALL, mfa)
+_Static_assert(BP_FLD(RETURN_FROM, mfa) == BP_FLD_MFA &&
+		       BP_FLD(EXCEPTION_FROM, mfa) == BP_FLD_MFA &&
+		       BP_FLD(RETURN_TO, mfa) == BP_FLD_MFA,
+	       "mfa at one index");
 
 /* Where damage reports go.  Each report is one line on stderr:
  * "beamprobe: FILE: offset N: WHAT" (quiet: counted only). */

@@ -425,20 +425,21 @@ static void absent_to_empty(struct bp_event *e)
 {
 	switch (e->id) {
 	case BP_EV_PROCESS:
-		for (int i = 1; i <= 2; i++)
-			if (is_text(e, i, "undefined"))
-				e->len[i] = 0;
+		if (is_text(e, BP_FLD(PROCESS, name), "undefined"))
+			e->len[BP_FLD(PROCESS, name)] = 0;
+		if (is_text(e, BP_FLD(PROCESS, initial_call), "undefined"))
+			e->len[BP_FLD(PROCESS, initial_call)] = 0;
 		break;
 	case BP_EV_CALL:
-		if (is_text(e, 1, "undefined"))
-			e->len[1] = 0;
-		if (is_text(e, 2, "true"))
-			e->len[2] = 0;
+		if (is_text(e, BP_FLD(CALL, args), "undefined"))
+			e->len[BP_FLD(CALL, args)] = 0;
+		if (is_text(e, BP_FLD(CALL, info), "true"))
+			e->len[BP_FLD(CALL, info)] = 0;
 		break;
 	case BP_EV_SCHED_IN:
 	case BP_EV_SCHED_OUT:
-		if (is_text(e, 0, "undefined"))
-			e->len[0] = 0;
+		if (is_text(e, BP_FLD(SCHED_IN, mfa), "undefined"))
+			e->len[BP_FLD(SCHED_IN, mfa)] = 0;
 		break;
 	default:
 		break;
@@ -638,7 +639,8 @@ int bp_stream_next(struct bp_stream *s)
 				s->end_ts = e->ts;
 				if (e->id == BP_EV_DROPS) {
 					for (int i = 0; i < BP_DROP_COUNT; i++)
-						s->drops[i] += e->num[i];
+						s->drops[i] += e->num[BP_FLD(
+							DROPS, ring_full) + i];
 					s->has_drops = 1;
 				}
 				return 1;

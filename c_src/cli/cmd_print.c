@@ -83,24 +83,24 @@ static inline void txt(struct bp_out *o, const struct bp_event *e, int i)
 /* "m:f/2" + "(1, 2)" -> "m:f(1, 2)"; without args, "m:f/2". */
 static void call_text(struct bp_out *o, const struct bp_event *e)
 {
-	const char *mfa = e->str[0];
-	uint32_t n = e->len[0];
+	const char *mfa = e->str[BP_FLD(CALL, mfa)];
+	uint32_t n = e->len[BP_FLD(CALL, mfa)];
 
-	if (e->len[1]) {
+	if (e->len[BP_FLD(CALL, args)]) {
 		const char *slash = memrchr(mfa, '/', n);
 		if (slash)
 			n = (uint32_t)(slash - mfa);
-		if (e->ctl & 1)
+		if (e->ctl & (1u << BP_FLD(CALL, mfa)))
 			bp_out_text(o, mfa, n);
 		else
 			bp_out_mem(o, mfa, n);
-		txt(o, e, 1);
+		txt(o, e, BP_FLD(CALL, args));
 	} else {
-		txt(o, e, 0);
+		txt(o, e, BP_FLD(CALL, mfa));
 	}
-	if (e->len[2]) {
+	if (e->len[BP_FLD(CALL, info)]) {
 		bp_out_mem(o, " % ", 3);
-		txt(o, e, 2);
+		txt(o, e, BP_FLD(CALL, info));
 	}
 }
 
@@ -112,7 +112,7 @@ static void gc_text(struct bp_out *o, const struct bp_event *e)
 	bp_out_str(o, bp_event_name(e->id));
 	for (int i = 0; i < 6; i++) {
 		bp_out_str(o, names[i]);
-		bp_out_u64(o, e->num[i]);
+		bp_out_u64(o, e->num[BP_FLD(GC_MINOR_START, heap_size) + i]);
 	}
 }
 
@@ -123,14 +123,14 @@ static void describe(struct bp_out *o, const struct bp_event *e,
 	switch (e->id) {
 	case BP_EV_PROCESS:
 		bp_out_str(o, "process ");
-		txt(o, e, 0);
-		if (e->len[1]) {
+		txt(o, e, BP_FLD(PROCESS, pid));
+		if (e->len[BP_FLD(PROCESS, name)]) {
 			bp_out_str(o, " name ");
-			txt(o, e, 1);
+			txt(o, e, BP_FLD(PROCESS, name));
 		}
-		if (e->len[2]) {
+		if (e->len[BP_FLD(PROCESS, initial_call)]) {
 			bp_out_str(o, " initial_call ");
-			txt(o, e, 2);
+			txt(o, e, BP_FLD(PROCESS, initial_call));
 		}
 		break;
 	case BP_EV_CALL:
@@ -139,45 +139,45 @@ static void describe(struct bp_out *o, const struct bp_event *e,
 		break;
 	case BP_EV_RETURN_FROM:
 		bp_out_str(o, "returned from ");
-		txt(o, e, 0);
+		txt(o, e, BP_FLD(RETURN_FROM, mfa));
 		bp_out_mem(o, " -> ", 4);
-		txt(o, e, 1);
+		txt(o, e, BP_FLD(RETURN_FROM, result));
 		break;
 	case BP_EV_EXCEPTION_FROM:
 		bp_out_str(o, "exception from ");
-		txt(o, e, 0);
+		txt(o, e, BP_FLD(EXCEPTION_FROM, mfa));
 		bp_out_mem(o, ": ", 2);
-		txt(o, e, 1);
+		txt(o, e, BP_FLD(EXCEPTION_FROM, class));
 		bp_out_char(o, ':');
-		txt(o, e, 2);
+		txt(o, e, BP_FLD(EXCEPTION_FROM, reason));
 		break;
 	case BP_EV_RETURN_TO:
 		bp_out_str(o, "returned to ");
-		txt(o, e, 0);
+		txt(o, e, BP_FLD(RETURN_TO, mfa));
 		break;
 	case BP_EV_SEND:
 	case BP_EV_SEND_DEAD:
 		bp_out_str(o, "sent ");
-		txt(o, e, 1);
+		txt(o, e, BP_FLD(SEND, message));
 		bp_out_str(o, " to ");
-		txt(o, e, 0);
+		txt(o, e, BP_FLD(SEND, to_text));
 		if (e->id == BP_EV_SEND_DEAD)
 			bp_out_str(o, " (no such process)");
 		break;
 	case BP_EV_RECEIVE:
 		bp_out_str(o, "received ");
-		txt(o, e, 0);
+		txt(o, e, BP_FLD(RECEIVE, message));
 		break;
 	case BP_EV_SPAWN:
 	case BP_EV_SPAWNED:
 		bp_out_str(o, e->id == BP_EV_SPAWN ? "spawned " : "spawned by ");
-		txt(o, e, 0);
+		txt(o, e, BP_FLD(SPAWN, other_text));
 		bp_out_str(o, " as ");
-		txt(o, e, 1);
+		txt(o, e, BP_FLD(SPAWN, mfa));
 		break;
 	case BP_EV_EXIT:
 		bp_out_str(o, "exit ");
-		txt(o, e, 0);
+		txt(o, e, BP_FLD(EXIT, reason));
 		break;
 	case BP_EV_LINK:
 	case BP_EV_UNLINK:
@@ -185,22 +185,22 @@ static void describe(struct bp_out *o, const struct bp_event *e,
 	case BP_EV_GETTING_UNLINKED:
 		bp_out_str(o, bp_event_name(e->id));
 		bp_out_char(o, ' ');
-		txt(o, e, 0);
+		txt(o, e, BP_FLD(LINK, other_text));
 		break;
 	case BP_EV_REGISTER:
 	case BP_EV_UNREGISTER:
 		bp_out_str(o, bp_event_name(e->id));
 		bp_out_char(o, ' ');
-		txt(o, e, 0);
+		txt(o, e, BP_FLD(REGISTER, name));
 		break;
 	case BP_EV_SCHED_IN:
 	case BP_EV_SCHED_OUT:
 		bp_out_str(o, e->id == BP_EV_SCHED_IN ? "scheduled in"
 						       : "scheduled out");
-		if (e->num[0])
+		if (e->num[BP_FLD(SCHED_IN, exiting)])
 			bp_out_str(o, " (exiting)");
 		bp_out_char(o, ' ');
-		txt(o, e, 0);
+		txt(o, e, BP_FLD(SCHED_IN, mfa));
 		break;
 	case BP_EV_GC_MINOR_START:
 	case BP_EV_GC_MINOR_END:
@@ -210,24 +210,24 @@ static void describe(struct bp_out *o, const struct bp_event *e,
 		break;
 	case BP_EV_PORT_OPEN:
 		bp_out_str(o, "port_open ");
-		txt(o, e, 1);
+		txt(o, e, BP_FLD(PORT_OPEN, name));
 		bp_out_str(o, " by ");
-		txt(o, e, 0);
+		txt(o, e, BP_FLD(PORT_OPEN, other_text));
 		break;
 	case BP_EV_PORT_CLOSED:
 		bp_out_str(o, "port_closed ");
-		txt(o, e, 0);
+		txt(o, e, BP_FLD(PORT_CLOSED, reason));
 		break;
 	case BP_EV_DROPS: {
 		int any = 0;
 		bp_out_str(o, "lost events:");
 		for (int c = 0; c < BP_DROP_COUNT; c++) {
-			if (!e->num[c])
+			if (!e->num[BP_FLD(DROPS, ring_full) + c])
 				continue;
 			bp_out_char(o, ' ');
 			bp_out_str(o, bp_drop_cause_names[c]);
 			bp_out_char(o, '=');
-			bp_out_u64(o, e->num[c]);
+			bp_out_u64(o, e->num[BP_FLD(DROPS, ring_full) + c]);
 			any = 1;
 		}
 		if (!any)

@@ -89,11 +89,12 @@ static void on_frame_end(void *ctx, const struct bp_frame_end *fe)
 
 static void count_flow(struct stats *st, const struct bp_event *e)
 {
-	uint64_t key = bp_hash_u64(e->pid) ^ (bp_hash_u64(e->num[0]) * 31);
+	uint64_t to = e->num[BP_FLD(SEND, to)];
+	uint64_t key = bp_hash_u64(e->pid) ^ (bp_hash_u64(to) * 31);
 	uint32_t i = bp_map_get(&st->flow_idx, key);
 
 	while (i != BP_MAP_NONE && (st->flows[i].from != e->pid ||
-				    st->flows[i].to != e->num[0]))
+				    st->flows[i].to != to))
 		i = bp_map_get(&st->flow_idx, ++key); /* rare collision */
 	if (i == BP_MAP_NONE) {
 		if (st->nflows == st->capflows) {
@@ -112,8 +113,10 @@ static void count_flow(struct stats *st, const struct bp_event *e)
 			return;
 		}
 		st->flows[st->nflows++] = (struct flow){
-			e->pid, e->num[0], 0,
-			bp_strtab_intern(&st->texts, e->str[0], e->len[0])};
+			e->pid, to, 0,
+			bp_strtab_intern(&st->texts,
+					 e->str[BP_FLD(SEND, to_text)],
+					 e->len[BP_FLD(SEND, to_text)])};
 	}
 	st->flows[i].count++;
 }

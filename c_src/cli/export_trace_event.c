@@ -119,7 +119,9 @@ static uint64_t qkey(uint64_t receiver, const char *msg, size_t n)
 static void note_send(struct te *t, const struct bp_proc *p,
 		      const struct bp_event *e)
 {
-	uint64_t key = qkey(e->num[0], e->str[1], e->len[1]);
+	uint64_t key = qkey(e->num[BP_FLD(SEND, to)],
+			    e->str[BP_FLD(SEND, message)],
+			    e->len[BP_FLD(SEND, message)]);
 	uint32_t qi = bp_map_get(&t->qidx, key), pi;
 
 	if (t->live >= MAX_PENDING)
@@ -173,7 +175,8 @@ static void note_send(struct te *t, const struct bp_proc *p,
 static void match_receive(struct te *t, const struct bp_proc *p,
 			  const struct bp_event *e)
 {
-	uint64_t key = qkey(e->pid, e->str[0], e->len[0]);
+	uint64_t key = qkey(e->pid, e->str[BP_FLD(RECEIVE, message)],
+			    e->len[BP_FLD(RECEIVE, message)]);
 	uint32_t qi = bp_map_get(&t->qidx, key);
 
 	if (qi == BP_MAP_NONE)
@@ -240,10 +243,12 @@ static void event(struct te *t, const struct bp_event *e)
 	case BP_EV_CALL:
 		if (p->depth > depth) { /* pushed (not beyond the cap) */
 			head(t, "B", p, 1, e->ts);
-			name(t, e->str[0], e->len[0], "call");
-			if (e->len[1])
-				args(t, "args", e->str[1], e->len[1], NULL,
-				     NULL, 0);
+			name(t, e->str[BP_FLD(CALL, mfa)],
+			     e->len[BP_FLD(CALL, mfa)], "call");
+			if (e->len[BP_FLD(CALL, args)])
+				args(t, "args", e->str[BP_FLD(CALL, args)],
+				     e->len[BP_FLD(CALL, args)], NULL, NULL,
+				     0);
 			bp_out_char(t->o, '}');
 		}
 		break;
@@ -253,8 +258,10 @@ static void event(struct te *t, const struct bp_event *e)
 		bp_out_str(t->o, ",\"dur\":0");
 		name(t, e->id == BP_EV_SEND ? "send" : "send (no process)",
 		     e->id == BP_EV_SEND ? 4 : 17, "message");
-		args(t, "to", e->str[0], e->len[0], "message", e->str[1],
-		     e->len[1]);
+		args(t, "to", e->str[BP_FLD(SEND, to_text)],
+		     e->len[BP_FLD(SEND, to_text)], "message",
+		     e->str[BP_FLD(SEND, message)],
+		     e->len[BP_FLD(SEND, message)]);
 		bp_out_char(t->o, '}');
 		if (e->id == BP_EV_SEND)
 			note_send(t, p, e);
@@ -263,7 +270,8 @@ static void event(struct te *t, const struct bp_event *e)
 		head(t, "X", p, 1, e->ts);
 		bp_out_str(t->o, ",\"dur\":0");
 		name(t, "receive", 7, "message");
-		args(t, "message", e->str[0], e->len[0], NULL, NULL, 0);
+		args(t, "message", e->str[BP_FLD(RECEIVE, message)],
+		     e->len[BP_FLD(RECEIVE, message)], NULL, NULL, 0);
 		bp_out_char(t->o, '}');
 		match_receive(t, p, e);
 		break;
@@ -273,6 +281,7 @@ static void event(struct te *t, const struct bp_event *e)
 		head(t, "i", p, 1, e->ts);
 		bp_out_str(t->o, ",\"s\":\"t\"");
 		name(t, n, strlen(n), "proc");
+		/* Any class: its first two string fields, whatever they are */
 		if (e->len[0])
 			args(t, "detail", e->str[0], e->len[0],
 			     e->len[1] ? "more" : NULL, e->str[1], e->len[1]);

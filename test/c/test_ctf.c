@@ -56,6 +56,50 @@ static void test_event_table(void)
 		}
 	}
 	ok_bulk("bp_event_descs: names, field names and types as documented");
+	/* Named field access agrees with the wire order: the n-th string
+	 * (integer) field of a class is BP_FLD n of it. */
+	for (unsigned id = 0; id < NCLASSES && id < BP_EV_COUNT; id++) {
+		const struct cls *c = &classes[id];
+		unsigned ns = 0, nn = 0;
+		for (unsigned f = 0; c->types[f]; f++)
+			if (c->types[f] == 's')
+				ns++;
+			else
+				nn++;
+		check_u(ns + nn, bp_event_descs[id].nfields);
+	}
+	check_u(BP_FLD(SEND, to), 0);
+	check_u(BP_FLD(SEND, to_text), 0);
+	check_u(BP_FLD(SEND, message), 1);
+	check_u(BP_FLD(SEND_DEAD, message), 1);
+	check_u(BP_FLDPOS(SEND, message), 2);
+	check_u(BP_FLD(PROCESS, initial_call), 2);
+	check_u(BP_FLD(SCHED_IN, exiting), 0);
+	check_u(BP_FLD(SCHED_OUT, mfa), 0);
+	check_u(BP_FLD(GC_MAJOR_END, stack_size), 5);
+	check_u(BP_FLD(SPAWN, mfa), 1);
+	check_u(BP_FLD(EXCEPTION_FROM, reason), 2);
+	check_u(BP_NFIELDS(DROPS), BP_DROP_COUNT);
+	for (unsigned i = 0; i < BP_DROP_COUNT; i++)
+		check(strcmp(bp_event_descs[BP_EV_DROPS].fields[i].name,
+			     bp_drop_cause_names[i]) == 0);
+	/* Every pid-valued field is of kind PID (written only as a local
+	 * key), and every kind has the wire type its fields declare. */
+	for (unsigned id = 0; id < BP_EV_COUNT; id++) {
+		const struct bp_event_desc *d = &bp_event_descs[id];
+		for (unsigned f = 0; f < d->nfields; f++) {
+			const struct bp_field_desc *fd = &d->fields[f];
+			if (!strcmp(fd->name, "to") || !strcmp(fd->name, "other"))
+				check_u(fd->kind, BP_K_PID);
+			if (fd->kind == BP_K_PID || fd->kind == BP_K_U64)
+				check_u(fd->type, BP_T_U64);
+			else if (fd->kind == BP_K_U8)
+				check_u(fd->type, BP_T_U8);
+			else if (fd->kind != BP_K_U32)
+				check_u(fd->type, BP_T_STR);
+		}
+	}
+	ok_bulk("schema: BP_FLD indices, drops fields = causes, kinds");
 	/* The layout constants, against the table in bp_format.h. */
 	check_u(BP_PACKET_HEADER_SIZE, 76);
 	check_u(BP_EVENT_HEADER_SIZE, 18);
