@@ -53,7 +53,7 @@
 #include <stdint.h>
 
 #define BP_FORMAT_MAJOR 1
-#define BP_FORMAT_MINOR 0
+#define BP_FORMAT_MINOR 1
 
 #define BP_CTF_MAGIC 0xC1FC1FC1u
 

@@ -9,7 +9,7 @@
 -define(BEAMPROBE_EVENTS_HRL, true).
 
 -define(BP_FORMAT_MAJOR, 1).
--define(BP_FORMAT_MINOR, 0).
+-define(BP_FORMAT_MINOR, 1).
 
 -define(BP_EV_PROCESS, 0).
 -define(BP_EV_CALL, 1).

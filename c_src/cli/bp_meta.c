@@ -454,10 +454,15 @@ static int map_classes(struct lex *l, struct bp_meta *m)
 		if (id == BP_EV_UNKNOWN)
 			continue;
 		const struct bp_event_desc *d = &bp_event_descs[id];
-		if (c->bad || c->nfields < d->nfields)
+		/* An older minor of the format lacks the trailing fields a
+		 * later one added (e.g. the io_error count of "drops"). */
+		unsigned common = c->nfields < d->nfields ? c->nfields
+							  : d->nfields;
+		if (c->bad)
 			return fail(l, 0, "event class \"%s\" lacks fields of "
 				    "format %d.x", c->name, BP_FORMAT_MAJOR);
-		for (unsigned f = 0; f < d->nfields; f++)
+		c->missing = (uint8_t)(d->nfields - common);
+		for (unsigned f = 0; f < common; f++)
 			if (c->types[f] != builtin_wire(d->fields[f].type))
 				return fail(l, 0, "event class \"%s\" field %u "
 					    "has another type than in format "

@@ -98,6 +98,8 @@ struct bp_class {
 	uint8_t defined;      /* declared (or built in) */
 	uint8_t bad;          /* has a field type this reader cannot size */
 	uint8_t nfields;
+	uint8_t missing;      /* trailing built-in fields an older minor
+			       * lacks: delivered as 0 / "undefined" */
 	uint8_t types[BP_META_MAX_FIELDS]; /* enum bp_wire_type */
 };
 

@@ -512,6 +512,25 @@ static const uint8_t wire_size[] = {
 	[BP_W_U8] = 1, [BP_W_U16] = 2, [BP_W_U32] = 4, [BP_W_U64] = 8,
 	[BP_W_STR] = 0};
 
+/* Delivers the trailing fields that a trace of an older minor format
+ * lacks (see bp_meta.c map_classes): 0, or the text "undefined". */
+static void absent_fields(const struct bp_class *c, struct bp_event *e,
+			  unsigned ns, unsigned nn)
+{
+	const struct bp_event_desc *d = &bp_event_descs[c->id];
+
+	for (unsigned f = d->nfields - c->missing; f < d->nfields; f++) {
+		if (d->fields[f].type == BP_T_STR) {
+			if (ns < BP_EV_MAX_STR) {
+				e->str[ns] = "undefined";
+				e->len[ns++] = 9;
+			}
+		} else if (nn < BP_EV_MAX_NUM) {
+			e->num[nn++] = 0;
+		}
+	}
+}
+
 /*
  * Walks the fields of an event of class c from p (end: end of the packet
  * content), storing them into e, or only checking them when e is NULL.
@@ -561,6 +580,8 @@ fields(struct bp_stream *s, const struct bp_class *c, const uint8_t *p,
 						: bp_get_u32(p);
 		p += w;
 	}
+	if (__builtin_expect(e && c->missing, 0))
+		absent_fields(c, e, ns, nn);
 	return p;
 }
 
