@@ -13,3 +13,8 @@ find test/traces -type f ! -name '*.print' ! -name '*.stats' ! -name '*.info' \
 secs=${FUZZ_SECONDS:-60}
 echo "fuzzing the decoder for $secs s (corpus: $corpus)"
 _build/cli/fuzz_reader -max_total_time="$secs" -max_len=65536 "$corpus"
+mcorpus=_build/fuzz/meta-corpus
+mkdir -p "$mcorpus"
+cp test/traces/good/basic/metadata test/fuzz/meta-cases/* "$mcorpus/"
+echo "fuzzing the metadata parser for $secs s (corpus: $mcorpus)"
+_build/cli/fuzz_meta -max_total_time="$secs" -timeout=5 -max_len=16384 "$mcorpus"
