@@ -395,7 +395,7 @@ check "--follow: picked up the stream file added later" "$(grep -c '<0.101.0>' "
 echo "# fuzz target"
 if have clang && make -s -C c_src/cli fuzz >"$WORK/fuzz.log" 2>&1; then
 	mkdir -p "$WORK/corpus"
-	i=0; for f in $G/thread-* $T/damaged/*/thread-*; do cp "$f" "$WORK/corpus/s$i"; i=$((i + 1)); done
+	i=0; for f in $G/thread-* $T/damaged/*/thread-* test/fuzz/reader-cases/*; do cp "$f" "$WORK/corpus/s$i"; i=$((i + 1)); done
 	cp $G/metadata "$WORK/corpus/meta"
 	if _build/cli/fuzz_reader -runs=20000 -max_len=8192 "$WORK/corpus" >"$WORK/fuzz.out" 2>&1; then ok "fuzz_reader: 20000 runs without a crash"
 	else not_ok "fuzz_reader" "$(tail -30 "$WORK/fuzz.out")"; fi
