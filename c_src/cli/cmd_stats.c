@@ -3,7 +3,9 @@
  * message flows and the events lost, as a table or --json.
  *
  * Memory is bounded by the number of distinct functions (one histogram of
- * 3.9 KiB each), processes and sender/receiver pairs, not by trace length.
+ * 3.9 KiB each), processes (about 300 bytes each: a process's call stack
+ * is freed when it exits) and sender/receiver pairs, not by trace
+ * length; there is no cap (docs/beamprobe.1 says so).
  */
 #include "bp_cli.h"
 #include "bp_hist.h"
