@@ -80,7 +80,9 @@ static void call_text(struct bp_out *o, const struct bp_event *e)
 	} else {
 		txt(o, e, 0);
 	}
-	if (e->len[2]) {
+	/* The match specification's result: "true" (no action) is not
+	 * shown (nor by the shell printer, src/beamprobe_printer.erl). */
+	if (e->len[2] && !(e->len[2] == 4 && !memcmp(e->str[2], "true", 4))) {
 		bp_out_mem(o, " % ", 3);
 		txt(o, e, 2);
 	}

@@ -397,10 +397,10 @@ if have clang && make -s -C c_src/cli fuzz >"$WORK/fuzz.log" 2>&1; then
 	mkdir -p "$WORK/corpus"
 	i=0; for f in $G/thread-* $T/damaged/*/thread-* test/fuzz/reader-cases/*; do cp "$f" "$WORK/corpus/s$i"; i=$((i + 1)); done
 	cp $G/metadata "$WORK/corpus/meta"
-	if _build/cli/fuzz_reader -runs=20000 -max_len=8192 "$WORK/corpus" >"$WORK/fuzz.out" 2>&1; then ok "fuzz_reader: 20000 runs without a crash"
+	if _build/cli/fuzz_reader -runs=20000 -artifact_prefix="$WORK/" -max_len=8192 "$WORK/corpus" >"$WORK/fuzz.out" 2>&1; then ok "fuzz_reader: 20000 runs without a crash"
 	else not_ok "fuzz_reader" "$(tail -30 "$WORK/fuzz.out")"; fi
 	mkdir -p "$WORK/mcorpus"; cp $G/metadata test/fuzz/meta-cases/* "$WORK/mcorpus/"
-	if _build/cli/fuzz_meta -runs=20000 -timeout=5 -max_len=16384 "$WORK/mcorpus" >"$WORK/fuzzm.out" 2>&1; then ok "fuzz_meta: 20000 runs without a crash or a hang (regression cases in test/fuzz/meta-cases)"
+	if _build/cli/fuzz_meta -runs=20000 -timeout=60 -artifact_prefix="$WORK/" -max_len=16384 "$WORK/mcorpus" >"$WORK/fuzzm.out" 2>&1; then ok "fuzz_meta: 20000 runs without a crash or a hang (regression cases in test/fuzz/meta-cases)"
 	else not_ok "fuzz_meta" "$(tail -30 "$WORK/fuzzm.out")"; fi
 else
 	skip "fuzz target: clang with libFuzzer not available"

@@ -17,4 +17,4 @@ mcorpus=_build/fuzz/meta-corpus
 mkdir -p "$mcorpus"
 cp test/traces/good/basic/metadata test/fuzz/meta-cases/* "$mcorpus/"
 echo "fuzzing the metadata parser for $secs s (corpus: $mcorpus)"
-_build/cli/fuzz_meta -max_total_time="$secs" -timeout=5 -max_len=16384 "$mcorpus"
+_build/cli/fuzz_meta -max_total_time="$secs" -timeout=60 -max_len=16384 "$mcorpus"
