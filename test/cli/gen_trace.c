@@ -376,12 +376,13 @@ static void gen_flows(const char *dir)
 static void gen_names(const char *dir)
 {
 	struct bp_ctf_stream a;
-	const uint64_t P4 = 0x50;
+	const uint64_t P4 = 0x50, P5 = 0x60, P6 = 0x70;
 
 	metadata(dir, uuid7);
 	check(bp_ctf_stream_open(&a, dir, 0, uuid7, 4096), "thread-000");
 	process(&a, US(0), P1, "<0.100.0>", "srv", "");
 	process(&a, US(0), P2, "<0.101.0>", "", "");
+	process(&a, US(0), P5, "<0.104.0>", "'x y'", "");
 	call(&a, US(10), P1, "foo:a/0", "", "");
 	ret(&a, US(11), P1, "foo:a/0", "ok");
 	one_str(&a, BP_EV_UNREGISTER, US(20), P1, "srv");
@@ -398,7 +399,15 @@ static void gen_names(const char *dir)
 	one_str(&a, BP_EV_REGISTER, US(70), P4, "'a\\nb'");
 	call(&a, US(71), P4, "foo:f/0", "", "");
 	ret(&a, US(72), P4, "foo:f/0", "ok");
+	/* Named without register events: at the start in Erlang form, at
+	 * the end in raw text; and only at the end, raw, with a newline. */
+	call(&a, US(80), P5, "foo:g/0", "", "");
+	ret(&a, US(81), P5, "foo:g/0", "ok");
+	call(&a, US(85), P6, "foo:h/0", "", "");
+	ret(&a, US(86), P6, "foo:h/0", "ok");
 	/* End-of-session annotations, names in raw atom text. */
+	process(&a, US(100), P5, "<0.104.0>", "x y", "");
+	process(&a, US(100), P6, "<0.105.0>", "c\nd", "");
 	process(&a, US(100), P1, "<0.100.0>", "", "");
 	process(&a, US(100), P2, "<0.101.0>", "srv", "");
 	process(&a, US(100), P3, "<0.102.0>", "my name", "");
