@@ -185,6 +185,25 @@ void bp_filter_resolve(struct bp_filter *f, const struct bp_reader *r)
 {
 	f->since = resolve(&f->since_spec, r, 0);
 	f->until = resolve(&f->until_spec, r, UINT64_MAX);
+	if (f->until != UINT64_MAX) {
+		/* Inclusive at the printed precision: a line printed with
+		 * time T (microseconds) is in "--until T" although its event
+		 * may lie up to 999 ns after T. */
+		int64_t wall = bp_reader_wall(r, f->until);
+		int64_t end = wall - (wall % 1000 + 1000) % 1000 + 999;
+		f->until += (uint64_t)(end - wall);
+	}
+	/* --proc names in the form the model keeps them (either form
+	 * given: my_name, 'my name', my name). */
+	for (size_t i = 0; i < f->procs.n; i++) {
+		size_t n = strlen(f->procs.v[i]), cap = 4 * n + 3;
+		char *c = malloc(cap);
+		if (!c)
+			continue;
+		bp_name_norm(c, cap, f->procs.v[i], n);
+		free(f->procs.v[i]);
+		f->procs.v[i] = c;
+	}
 }
 
 int bp_glob(const char *pat, const char *s, size_t n)

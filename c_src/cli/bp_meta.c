@@ -249,8 +249,14 @@ static int parse_fields(struct lex *l, struct bp_class *c)
 		}
 		next(l);
 		if (is_punct(l, '{')) { /* e.g. string { encoding = UTF8; } */
-			while (!is_punct(l, '}') && l->kind != T_EOF)
+			/* T_BAD does not advance: stop there too (a damaged
+			 * string here used to loop forever). */
+			while (!is_punct(l, '}') && l->kind != T_EOF &&
+			       l->kind != T_BAD)
 				next(l);
+			if (!is_punct(l, '}'))
+				return fail(l, l->start, "unterminated type "
+					    "attributes");
 			next(l);
 		}
 		if (l->kind != T_IDENT)

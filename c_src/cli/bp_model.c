@@ -1,5 +1,6 @@
 /* bp_model.c -- process table and call-stack reconstruction (the rules
  * are stated once, in bp_model.h). */
+#define _GNU_SOURCE /* memmem */
 #include "bp_model.h"
 
 #include <inttypes.h>
@@ -12,6 +13,8 @@ void bp_model_init(struct bp_model *m, bp_frame_end_fn on_end, void *ctx)
 	memset(m, 0, sizeof *m);
 	bp_map_init(&m->by_key);
 	bp_strtab_init(&m->funcs);
+	bp_strtab_init(&m->names);
+	bp_strtab_init(&m->aliases);
 	memset(m->func_cache, 0xff, sizeof m->func_cache);
 	m->on_end = on_end;
 	m->ctx = ctx;
@@ -23,6 +26,7 @@ void bp_model_free(struct bp_model *m)
 		struct bp_proc *p = m->procs[i];
 		free(p->text);
 		free(p->name);
+		free(p->old_name);
 		free(p->initial_call);
 		free(p->stack);
 		free(p);
@@ -30,6 +34,11 @@ void bp_model_free(struct bp_model *m)
 	free(m->procs);
 	bp_map_free(&m->by_key);
 	bp_strtab_free(&m->funcs);
+	bp_strtab_free(&m->names);
+	bp_strtab_free(&m->aliases);
+	free(m->holder);
+	free(m->alias_owner);
+	free(m->streams);
 	memset(m, 0, sizeof *m);
 }
 
@@ -171,7 +180,7 @@ static void push(struct bp_model *m, struct bp_proc *p, uint32_t func,
 		return;
 	}
 	if (p->depth == p->cap) {
-		uint32_t cap = p->cap ? p->cap * 2 : 16;
+		uint32_t cap = p->cap ? p->cap * 2 : 4;
 		struct bp_frame *v = realloc(p->stack, cap * sizeof *v);
 		if (!v) {
 			m->oom = 1;
@@ -201,7 +210,9 @@ static void pop_to(struct bp_model *m, struct bp_proc *p, uint32_t keep,
 		fe.end = ts;
 		fe.incl = ts > f->start ? ts - f->start : 0;
 		fe.own = fe.incl > f->child ? fe.incl - f->child : 0;
-		fe.how = p->depth - 1 == keep ? how : BP_END_UNWOUND;
+		fe.how = p->depth - 1 == keep || how >= BP_END_LOST
+				 ? how
+				 : BP_END_UNWOUND;
 		if (parent)
 			parent->child += fe.incl;
 		if (m->on_end)
@@ -265,6 +276,182 @@ static uint32_t top_or_intern(struct bp_model *m, const struct bp_proc *p,
 	return bp_model_func(m, e->str[BP_FLD_MFA], e->len[BP_FLD_MFA]);
 }
 
+/* Grows a by-id array of pid keys to hold id. */
+static int grow_keys(struct bp_model *m, uint64_t **v, uint32_t n,
+		     uint32_t id)
+{
+	if (id < n)
+		return 0;
+	uint32_t cap = n ? n : 16;
+	while (cap <= id)
+		cap *= 2;
+	uint64_t *w = realloc(*v, cap * sizeof *w);
+	if (!w) {
+		m->oom = 1;
+		return -1;
+	}
+	memset(w + n, 0, (cap - n) * sizeof *w);
+	*v = w;
+	return 0;
+}
+
+/* Capacity of m->holder / m->alias_owner: the table size when grown. */
+static uint32_t keys_cap(uint32_t used)
+{
+	uint32_t cap = 16;
+	while (cap < used)
+		cap *= 2;
+	return used ? cap : 0;
+}
+
+static void drop_name(struct bp_model *m, struct bp_proc *p)
+{
+	if (!p->name)
+		return;
+	uint32_t id = bp_strtab_find(&m->names, p->name, strlen(p->name));
+	if (id != BP_MAP_NONE && m->holder[id] == p->key)
+		m->holder[id] = 0;
+	free(p->old_name);
+	p->old_name = p->name;
+	p->name = NULL;
+	p->gen++;
+}
+
+void bp_model_set_name(struct bp_model *m, struct bp_proc *p,
+		       const char *s, size_t n)
+{
+	char buf[1024];
+	size_t k;
+
+	if (!s) {
+		drop_name(m, p);
+		return;
+	}
+	k = bp_name_norm(buf, sizeof buf, s, n);
+
+	if (p->name && strlen(p->name) == k && !memcmp(p->name, buf, k))
+		return;
+	drop_name(m, p);
+	uint32_t before = m->names.n;
+	uint32_t id = bp_strtab_intern(&m->names, buf, k);
+	if (id == BP_MAP_NONE ||
+	    grow_keys(m, &m->holder, keys_cap(before), id) != 0) {
+		m->oom = 1;
+		return;
+	}
+	if (m->holder[id] && m->holder[id] != p->key) {
+		struct bp_proc *q = bp_model_find(m, m->holder[id]);
+		if (q) /* a name has one holder: the old one lost it */
+			drop_name(m, q);
+	}
+	m->holder[id] = p->key;
+	p->name = strdup(m->names.strs[id].s);
+	if (!p->name)
+		m->oom = 1;
+	p->gen++;
+}
+
+/* Learns the owner of an alias from message text: a '$gen_call' whose
+ * reply tag is [alias|Ref] sent by its owner (received == 0), or a reply
+ * {[alias|Ref], _} received by it (received == 1). */
+static void learn_alias(struct bp_model *m, uint64_t owner, const char *s,
+			size_t n, int received)
+{
+	static const char call[] = "{'$gen_call',{", tag[] = "[alias|#Ref<",
+			  reply[] = "{[alias|#Ref<";
+	const char *a = NULL, *end;
+
+	if (!owner)
+		return;
+	if (received) {
+		if (n > sizeof reply && !memcmp(s, reply, sizeof reply - 1))
+			a = s + 7;
+	} else if (n > sizeof call && !memcmp(s, call, sizeof call - 1))
+		a = memmem(s, n, tag, sizeof tag - 1),
+		a = a ? a + 7 : NULL;
+	if (!a || !(end = memchr(a, '>', (size_t)(s + n - a))))
+		return;
+	uint32_t before = m->aliases.n;
+	uint32_t id = bp_strtab_intern(&m->aliases, a, (size_t)(end + 1 - a));
+	if (id == BP_MAP_NONE ||
+	    grow_keys(m, &m->alias_owner, keys_cap(before), id) != 0) {
+		m->oom = 1;
+		return;
+	}
+	m->alias_owner[id] = owner;
+}
+
+uint64_t bp_model_alias_owner(const struct bp_model *m, const char *s,
+			      size_t n)
+{
+	uint32_t id = bp_strtab_find(&m->aliases, s, n);
+	return id == BP_MAP_NONE ? 0 : m->alias_owner[id];
+}
+
+uint64_t bp_model_receiver(struct bp_model *m, const struct bp_event *e)
+{
+	char buf[1024];
+
+	const char *to = e->str[BP_FLD(SEND, to_text)];
+	uint32_t n = e->len[BP_FLD(SEND, to_text)];
+
+	if (e->num[BP_FLD(SEND, to)])
+		return e->num[BP_FLD(SEND, to)];
+	if (n > 5 && !memcmp(to, "#Ref<", 5))
+		return bp_model_alias_owner(m, to, n);
+	size_t k = bp_name_norm(buf, sizeof buf, to, n);
+	uint32_t id = bp_strtab_find(&m->names, buf, k);
+	return id == BP_MAP_NONE ? 0 : m->holder[id];
+}
+
+/* A loss on e's stream (the rule in bp_model.h): the stacks of the
+ * processes last seen there are reset. */
+static void check_loss(struct bp_model *m, const struct bp_event *e)
+{
+	uint32_t s = e->stream;
+	int lost = 0;
+
+	if (s >= m->nstreams) {
+		uint32_t n = m->nstreams ? m->nstreams : 8;
+		while (n <= s)
+			n *= 2;
+		struct bp_model_stream *v = realloc(m->streams, n * sizeof *v);
+		if (!v) {
+			m->oom = 1;
+			return;
+		}
+		memset(v + m->nstreams, 0, (n - m->nstreams) * sizeof *v);
+		m->streams = v;
+		m->nstreams = n;
+	}
+	struct bp_model_stream *st = &m->streams[s];
+	if (st->pending && e->packet != st->pending) {
+		st->pending = 0;
+		lost = 1;
+	}
+	if (e->discarded > st->discarded) {
+		st->discarded = e->discarded;
+		st->pending = e->packet;
+	}
+	if (e->id == BP_EV_DROPS)
+		for (int c = 0; c < BP_DROP_COUNT; c++)
+			if (e->num[c]) {
+				lost = 1;
+				st->pending = 0;
+			}
+	if (!lost)
+		return;
+	for (uint32_t i = 0; i < m->nprocs; i++) {
+		struct bp_proc *p = m->procs[i];
+		if (p->stream != s || (!p->depth && !p->lost_depth))
+			continue;
+		m->resets++;
+		pop_to(m, p, 0, p->last_ts, BP_END_LOST);
+		p->lost_depth = 0;
+		p->just_returned = 0;
+	}
+}
+
 struct bp_proc *bp_model_apply(struct bp_model *m, const struct bp_event *e)
 {
 	return bp_model_apply_to(m, NULL, e);
@@ -276,6 +463,12 @@ struct bp_proc *bp_model_apply_to(struct bp_model *m, struct bp_proc *p,
 	uint32_t func;
 
 	m->last_func = BP_MAP_NONE;
+	if (e->id != BP_EV_PROCESS && e->id != BP_EV_DROPS) {
+		if (!m->nevents++)
+			m->first_ts = e->ts;
+		m->last_ts = e->ts;
+	}
+	check_loss(m, e);
 	if (!p) {
 		if (e->pid == 0 && e->id != BP_EV_PROCESS)
 			return NULL;
@@ -283,19 +476,48 @@ struct bp_proc *bp_model_apply_to(struct bp_model *m, struct bp_proc *p,
 		if (!p)
 			return NULL;
 	}
+	if (e->id != BP_EV_PROCESS) {
+		p->stream = e->stream;
+		p->last_ts = e->ts;
+		if ((e->id == BP_EV_SCHED_IN || e->id == BP_EV_SCHED_OUT) &&
+		    e->num[BP_FLD(SCHED_IN, exiting)])
+			p->exited = 1;
+	}
 	switch (e->id) {
 	case BP_EV_PROCESS:
 		merge_text(m, p, &p->text, e->str[BP_FLD(PROCESS, pid)],
 			   e->len[BP_FLD(PROCESS, pid)]);
-		merge_text(m, p, &p->name, e->str[BP_FLD(PROCESS, name)],
-			   e->len[BP_FLD(PROCESS, name)]);
+		if (e->len[BP_FLD(PROCESS, name)])
+			bp_model_set_name(m, p, e->str[BP_FLD(PROCESS, name)],
+					  e->len[BP_FLD(PROCESS, name)]);
 		merge_text(m, p, &p->initial_call,
 			   e->str[BP_FLD(PROCESS, initial_call)],
 			   e->len[BP_FLD(PROCESS, initial_call)]);
 		break;
 	case BP_EV_REGISTER:
-		merge_text(m, p, &p->name, e->str[BP_FLD(REGISTER, name)],
-			   e->len[BP_FLD(REGISTER, name)]);
+		bp_model_set_name(m, p, e->str[BP_FLD(REGISTER, name)],
+				  e->len[BP_FLD(REGISTER, name)]);
+		break;
+	case BP_EV_UNREGISTER:
+		drop_name(m, p);
+		break;
+	case BP_EV_EXIT:
+		p->exited = 1;
+		pop_to(m, p, 0, e->ts, BP_END_UNWOUND);
+		p->lost_depth = 0;
+		drop_name(m, p);
+		free(p->stack); /* a dead process needs no stack: what is
+				 * kept per process stays small (counters,
+				 * texts) */
+		p->stack = NULL;
+		p->cap = 0;
+		break;
+	case BP_EV_SEND:
+		learn_alias(m, e->pid, e->str[BP_FLD(SEND, message)], e->len[BP_FLD(SEND, message)], 0);
+		break;
+	case BP_EV_RECEIVE:
+		learn_alias(m, e->pid, e->str[BP_FLD(RECEIVE, message)],
+			    e->len[BP_FLD(RECEIVE, message)], 1);
 		break;
 	case BP_EV_CALL:
 		func = m->last_func = bp_model_func(
@@ -328,10 +550,17 @@ struct bp_proc *bp_model_apply_to(struct bp_model *m, struct bp_proc *p,
 	return p;
 }
 
-void bp_model_unwind(struct bp_model *m, struct bp_proc *p, uint64_t ts)
+void bp_model_unwind(struct bp_model *m, struct bp_proc *p, uint64_t ts,
+		     enum bp_end_how how)
 {
-	pop_to(m, p, 0, ts, BP_END_UNWOUND);
+	pop_to(m, p, 0, ts, how);
 	p->lost_depth = 0;
+}
+
+void bp_model_finish(struct bp_model *m)
+{
+	for (uint32_t i = 0; i < m->nprocs; i++)
+		bp_model_unwind(m, m->procs[i], m->last_ts, BP_END_OPEN);
 }
 
 void bp_model_count(struct bp_proc *p, const struct bp_event *e)
@@ -364,6 +593,7 @@ void bp_model_count(struct bp_proc *p, const struct bp_event *e)
 		p->sched_start = e->ts;
 		break;
 	case BP_EV_SCHED_OUT:
+	case BP_EV_EXIT:
 		if (p->scheduled) {
 			p->sched_ns += e->ts - p->sched_start;
 			p->scheduled = 0;

@@ -118,6 +118,8 @@ static void reader_init(struct bp_reader *r, unsigned flags)
 	r->diag.quiet = !!(flags & BP_READER_QUIET);
 	if (flags & BP_READER_PROCESS_ONLY)
 		r->only = 1ull << BP_EV_PROCESS;
+	if (flags & BP_READER_NAMES_ONLY)
+		r->only = 1ull << BP_EV_REGISTER | 1ull << BP_EV_UNREGISTER;
 	r->unprimed = !!(flags & BP_READER_UNPRIMED);
 	r->current = -1;
 	r->start_ts = UINT64_MAX;
@@ -143,7 +145,17 @@ static void read_metadata(struct bp_reader *r)
 	int fd;
 
 	snprintf(path, sizeof path, "%s/metadata", r->dir);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO named metadata must not hang the open. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd >= 0 && fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+		r->meta_missing = 1;
+		bp_diag_report(&r->diag, path, -1,
+			       "not a regular file; decoding with the built-in "
+			       "format %d.%d and without wall-clock offset",
+			       BP_FORMAT_MAJOR, BP_FORMAT_MINOR);
+		close(fd);
+		return;
+	}
 	if (fd < 0 || fstat(fd, &st) != 0) {
 		r->meta_missing = 1;
 		bp_diag_report(&r->diag, path, -1,
@@ -206,8 +218,9 @@ static int scan_dir(struct bp_reader *r)
 	if (!d)
 		return -1;
 	while ((de = readdir(d))) {
-		if (de->d_name[0] == '.' || strcmp(de->d_name, "metadata") == 0)
-			continue;
+		if (strncmp(de->d_name, "thread-", 7) != 0)
+			continue; /* only stream files: not metadata, not
+				   * whatever else the directory holds */
 		if (n == cap) {
 			cap = cap ? cap * 2 : 32;
 			char **v = realloc(names, cap * sizeof *v);
@@ -220,15 +233,25 @@ static int scan_dir(struct bp_reader *r)
 		n++;
 	}
 	closedir(d);
-	qsort(names, n, sizeof *names, cmp_names);
+	if (n)
+		qsort(names, n, sizeof *names, cmp_names);
 	for (size_t i = 0; i < n; i++) {
 		char path[4096];
 		struct stat st;
 		if ((size_t)snprintf(path, sizeof path, "%s/%s", r->dir,
 				     names[i]) >= sizeof path ||
-		    stat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
 		    known_stream(r, path))
 			continue;
+		if (stat(path, &st) != 0) {
+			bp_diag_report(&r->diag, path, -1, "%s",
+				       strerror(errno));
+			continue;
+		}
+		if (!S_ISREG(st.st_mode)) {
+			bp_diag_report(&r->diag, path, -1,
+				       "not a regular file, skipped");
+			continue;
+		}
 		struct bp_stream *s = malloc(sizeof *s);
 		int err = s ? bp_stream_open_file(s, path, &r->meta, &r->diag)
 			    : ENOMEM;
@@ -271,6 +294,13 @@ int bp_reader_open(struct bp_reader *r, const char *dir, unsigned flags)
 	read_metadata(r);
 	if (scan_dir(r) < 0) {
 		bp_diag_report(&r->diag, dir, -1, "%s", strerror(errno));
+		bp_reader_close(r);
+		return -1;
+	}
+	if (r->meta_missing && !r->nstreams && !r->follow) {
+		bp_diag_report(&r->diag, dir, -1,
+			       "not a beamprobe trace (no metadata file and "
+			       "no thread-* stream file)");
 		bp_reader_close(r);
 		return -1;
 	}

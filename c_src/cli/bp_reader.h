@@ -51,6 +51,10 @@ struct bp_event {
 	uint64_t ts;          /* ns, monotonic clock */
 	uint64_t pid;         /* opaque process key */
 	uint64_t off;         /* byte offset of the event in its file */
+	uint64_t discarded;   /* events_discarded of its packet: the
+			       * stream's running total of lost events up to
+			       * the end of that packet */
+	uint64_t packet;      /* number of that packet in its stream, from 1 */
 	const char *str[BP_EV_MAX_STR]; /* NUL-terminated */
 	uint32_t len[BP_EV_MAX_STR];    /* strlen of str[i] */
 	uint8_t ctl;          /* bit i: str[i] holds a control character
@@ -248,12 +252,15 @@ struct bp_reader {
 #define BP_READER_PROCESS_ONLY 4u /* deliver only "process" events (the
 				   * others are checked and skipped, which is
 				   * much cheaper than decoding them) */
+#define BP_READER_NAMES_ONLY 16u /* deliver only register/unregister */
 #define BP_READER_UNPRIMED 8u /* decode nothing at open (callers that
 			       * position the streams themselves) */
 
 /*
  * Opens the trace directory dir: metadata and every data stream file
- * (regular files not named "metadata" nor starting with '.').  Damage in
+ * (regular files named thread-*; a FIFO or other special file in their
+ * place is reported, and no open blocks on it).  A directory with
+ * neither metadata nor stream files is not a trace: -1.  Damage in
  * the metadata is reported and the built-in classes are used instead.
  * Returns 0 (possibly with damage reported: see r->diag.problems), or -1
  * when dir cannot be read at all (reported; r is then closed).

@@ -92,9 +92,13 @@ int bp_stream_open_file(struct bp_stream *s, const char *path,
 
 	if (err)
 		return err;
-	s->fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (s->fd < 0 || fstat(s->fd, &st) != 0) {
-		err = errno;
+	/* O_NONBLOCK: a FIFO or device in place of the file must not hang
+	 * the open; only regular files are read. */
+	s->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (s->fd < 0 || fstat(s->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		err = s->fd < 0 || errno != 0 ? errno : EINVAL;
+		if (s->fd >= 0 && !S_ISREG(st.st_mode))
+			err = EINVAL;
 		bp_stream_close(s);
 		return err;
 	}
@@ -627,6 +631,8 @@ static int decode(struct bp_stream *s)
 	e->ts = ld64(p + BP_EV_OFF_TS);
 	e->pid = ld64(p + BP_EV_OFF_PID);
 	e->off = off;
+	e->discarded = s->discarded;
+	e->packet = s->packets;
 	e->ctl = 0;
 	for (int i = 0; i < BP_EV_MAX_STR; i++) { /* absent: empty */
 		e->str[i] = "";

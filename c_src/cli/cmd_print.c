@@ -4,14 +4,17 @@
  *   12:00:01.123456 <0.123.0> my_server call lists:seq(1, 10)
  *   12:00:01.123470 <0.123.0> my_server returned from lists:seq/2 -> [1,2]
  *
- * A first pass over the "process" events learns the registered names
- * (the tracer may only know them at the end), so every line can show
- * them and --proc can select on them.  --follow tails a live trace.
+ * A first pass (bp_names_prepare) learns the names processes had when
+ * the trace began (the tracer may only know them at the end); then names
+ * follow register/unregister/exit events in time, so a line shows the
+ * name its process held at that moment and --proc selects on it.
+ * --follow tails a live trace.
  */
 #define _GNU_SOURCE /* memmem, memrchr */
 #include "bp_cli.h"
 #include "bp_filter.h"
 #include "bp_model.h"
+#include "bp_names.h"
 #include "bp_out.h"
 
 #include <getopt.h>
@@ -49,27 +52,6 @@ struct printer {
 	uint32_t nlabels;
 };
 
-static void learn_one(void *ctx, const struct bp_event *e)
-{
-	bp_model_apply(ctx, e);
-}
-
-/* Learns the process texts and names known at the end of the trace (a
- * quiet pass over the end of each stream: the main pass decodes the rest
- * and reports damage), so that lines before a process's name appears can
- * show it. */
-static void learn_processes(const char *dir, struct bp_model *m)
-{
-	struct bp_reader r;
-
-	if (bp_reader_open(&r, dir,
-			   BP_READER_QUIET | BP_READER_PROCESS_ONLY |
-				   BP_READER_UNPRIMED) != 0)
-		return;
-	bp_reader_tail_processes(&r, learn_one, m);
-	bp_reader_close(&r);
-}
-
 /* String field i of e, escaped only if the decoder saw a control
  * character in it. */
 static inline void txt(struct bp_out *o, const struct bp_event *e, int i)
@@ -98,7 +80,10 @@ static void call_text(struct bp_out *o, const struct bp_event *e)
 	} else {
 		txt(o, e, BP_FLD(CALL, mfa));
 	}
-	if (e->len[BP_FLD(CALL, info)]) {
+	/* The match specification's result: "true" (no action) is not
+	 * shown (nor by the shell printer, src/beamprobe_printer.erl). */
+	uint32_t il = e->len[BP_FLD(CALL, info)];
+	if (il && !(il == 4 && !memcmp(e->str[BP_FLD(CALL, info)], "true", 4))) {
 		bp_out_mem(o, " % ", 3);
 		txt(o, e, BP_FLD(CALL, info));
 	}
@@ -426,7 +411,7 @@ int bp_cmd_print(int argc, char **argv)
 		goto out;
 	}
 	bp_model_init(&pr.m, NULL, NULL);
-	learn_processes(argv[optind], &pr.m);
+	bp_names_prepare(&pr.m, argv[optind]);
 	if (bp_reader_open(&pr.r, argv[optind],
 			   follow ? BP_READER_FOLLOW : 0) != 0) {
 		rc = BP_EXIT_DAMAGED;

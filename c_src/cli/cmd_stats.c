@@ -3,7 +3,9 @@
  * message flows and the events lost, as a table or --json.
  *
  * Memory is bounded by the number of distinct functions (one histogram of
- * 3.9 KiB each), processes and sender/receiver pairs, not by trace length.
+ * 3.9 KiB each), processes (about 300 bytes each: a process's call stack
+ * is freed when it exits) and sender/receiver pairs, not by trace
+ * length; there is no cap (docs/beamprobe.1 says so).
  */
 #include "bp_cli.h"
 #include "bp_hist.h"
@@ -20,9 +22,15 @@ struct fstat {
 	struct bp_hist *hist;   /* owned; NULL until a call completes */
 };
 
+/* A flow is keyed by its sender and its receiver's identity: the
+ * receiver's pid key when the trace resolves it (a local pid, a
+ * registered name held at the time, an alias whose owner the trace
+ * shows), else the receiver's text (a port, a remote pid, an unknown
+ * alias or name). */
 struct flow {
-	uint64_t from, to, count;
-	uint32_t to_text;       /* id in stats.texts */
+	uint64_t from, to, count; /* to: pid key, or 0 */
+	uint32_t to_text;       /* id in stats.texts: the text of the first
+				 * send (the name or alias it went to) */
 };
 
 enum sort_key { S_CALLS, S_TOTAL, S_OWN, S_MEAN, S_MAX, S_P99 };
@@ -70,8 +78,10 @@ static void on_frame_end(void *ctx, const struct bp_frame_end *fe)
 		f->returns++;
 	else if (fe->how == BP_END_EXCEPTION)
 		f->exceptions++;
+	else if (fe->how == BP_END_OPEN)
+		f->open++;
 	else
-		f->unwound++;
+		f->unwound++; /* unwound, or reset after lost events */
 	f->total += fe->incl;
 	f->own += fe->own;
 	if (fe->incl > f->max)
@@ -87,14 +97,25 @@ static void on_frame_end(void *ctx, const struct bp_frame_end *fe)
 	bp_hist_add(f->hist, fe->incl);
 }
 
+/* The identity a flow is keyed by (see struct flow). */
+static uint64_t flow_ident(uint64_t to, uint32_t text)
+{
+	return to ? to : (1ull << 63 | text);
+}
+
 static void count_flow(struct stats *st, const struct bp_event *e)
 {
-	uint64_t to = e->num[BP_FLD(SEND, to)];
-	uint64_t key = bp_hash_u64(e->pid) ^ (bp_hash_u64(to) * 31);
+	uint64_t to = bp_model_receiver(&st->m, e);
+	uint32_t text = to ? BP_MAP_NONE
+			   : bp_strtab_intern(&st->texts, e->str[BP_FLD(SEND, to_text)],
+					      e->len[BP_FLD(SEND, to_text)]);
+	uint64_t ident = flow_ident(to, text);
+	uint64_t key = bp_hash_u64(e->pid) ^ (bp_hash_u64(ident) * 31);
 	uint32_t i = bp_map_get(&st->flow_idx, key);
 
-	while (i != BP_MAP_NONE && (st->flows[i].from != e->pid ||
-				    st->flows[i].to != to))
+	while (i != BP_MAP_NONE &&
+	       (st->flows[i].from != e->pid ||
+		flow_ident(st->flows[i].to, st->flows[i].to_text) != ident))
 		i = bp_map_get(&st->flow_idx, ++key); /* rare collision */
 	if (i == BP_MAP_NONE) {
 		if (st->nflows == st->capflows) {
@@ -112,13 +133,56 @@ static void count_flow(struct stats *st, const struct bp_event *e)
 			st->oom = 1;
 			return;
 		}
-		st->flows[st->nflows++] = (struct flow){
-			e->pid, to, 0,
-			bp_strtab_intern(&st->texts,
-					 e->str[BP_FLD(SEND, to_text)],
-					 e->len[BP_FLD(SEND, to_text)])};
+		if (text == BP_MAP_NONE)
+			text = bp_strtab_intern(&st->texts, e->str[BP_FLD(SEND, to_text)],
+						e->len[BP_FLD(SEND, to_text)]);
+		st->flows[st->nflows++] = (struct flow){e->pid, to, 0, text};
+		if (to) /* keyed by pid: the text is only for display */
+			st->flows[st->nflows - 1].to_text = text;
 	}
 	st->flows[i].count++;
+}
+
+static int cmp_flow_keys(const void *a, const void *b)
+{
+	const struct flow *fa = a, *fb = b;
+	uint64_t ia = flow_ident(fa->to, fa->to_text),
+		 ib = flow_ident(fb->to, fb->to_text);
+	if (fa->from != fb->from)
+		return fa->from < fb->from ? -1 : 1;
+	return ia < ib ? -1 : ia > ib;
+}
+
+/* Sends to an alias whose owner the trace showed only later (e.g. by
+ * receiving the reply) go to the owner; rows that then name the same
+ * sender and receiver are merged. */
+static void resolve_flows(struct stats *st)
+{
+	int changed = 0;
+
+	for (uint32_t i = 0; i < st->nflows; i++) {
+		struct flow *f = &st->flows[i];
+		const struct bp_str *t = bp_strtab_get(&st->texts, f->to_text);
+		if (f->to || f->to_text == BP_MAP_NONE)
+			continue;
+		uint64_t owner = bp_model_alias_owner(&st->m, t->s, t->len);
+		if (owner) {
+			f->to = owner;
+			changed = 1;
+		}
+	}
+	if (!changed)
+		return;
+	qsort(st->flows, st->nflows, sizeof *st->flows, cmp_flow_keys);
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < st->nflows; i++) {
+		if (k && st->flows[k - 1].from == st->flows[i].from &&
+		    st->flows[k - 1].to && st->flows[k - 1].to == st->flows[i].to)
+			st->flows[k - 1].count += st->flows[i].count;
+		else
+			st->flows[k++] = st->flows[i];
+	}
+	st->nflows = k;
 }
 
 static void consume(struct stats *st)
@@ -143,20 +207,23 @@ static void consume(struct stats *st)
 			count_flow(st, e);
 		}
 	}
-	/* Frames still open at the end. */
+	/* Frames still open at the end end there (counted as open). */
+	bp_model_finish(&st->m);
+	/* So do runs, or at the process's exit. */
 	for (uint32_t i = 0; i < st->m.nprocs; i++) {
-		const struct bp_proc *p = st->m.procs[i];
-		for (uint32_t d = 0; d < p->depth; d++) {
-			struct fstat *f = fstat_of(st, p->stack[d].func);
-			if (f)
-				f->open++;
+		struct bp_proc *p = st->m.procs[i];
+		if (p->scheduled) {
+			p->sched_ns += bp_model_run_end(&st->m, p) -
+				       p->sched_start;
+			p->scheduled = 0;
 		}
 	}
+	resolve_flows(st);
 }
 
 static uint64_t completed(const struct fstat *f)
 {
-	return f->returns + f->exceptions + f->unwound;
+	return f->returns + f->exceptions + f->unwound + f->open;
 }
 
 static uint64_t mean(const struct fstat *f)
@@ -221,17 +288,33 @@ static int cmp_flows(const void *a, const void *b)
 static void flow_end(struct stats *st, struct bp_out *o, uint64_t key,
 		     uint32_t text, int json)
 {
-	const struct bp_proc *p = bp_model_find(&st->m, key);
+	const struct bp_proc *p = key ? bp_model_find(&st->m, key) : NULL;
 	const char *s = p ? bp_proc_text(p)
 		      : text != BP_MAP_NONE ? st->texts.strs[text].s : "?";
+	const char *name = p ? bp_proc_last_name(p) : NULL;
+	/* The name or alias the messages went to, if not the pid itself. */
+	const char *via = p && text != BP_MAP_NONE &&
+					  strcmp(st->texts.strs[text].s, s) &&
+					  (!name || strcmp(st->texts.strs[text].s,
+							   name))
+				  ? st->texts.strs[text].s
+				  : NULL;
 	if (json) {
 		bp_out_json_str(o, s, strlen(s));
+		if (via) {
+			bp_out_str(o, ",\"via\":");
+			bp_out_json_str(o, via, strlen(via));
+		}
 		return;
 	}
 	bp_out_text(o, s, strlen(s));
-	if (p && p->name) {
+	if (name) {
 		bp_out_char(o, ' ');
-		bp_out_text(o, p->name, strlen(p->name));
+		bp_out_text(o, name, strlen(name));
+	}
+	if (via) {
+		bp_out_str(o, " via ");
+		bp_out_text(o, via, strlen(via));
 	}
 }
 
@@ -266,18 +349,22 @@ static void report_functions(struct stats *st, struct bp_out *o, int json,
 		st->oom = 1;
 		return;
 	}
+	uint32_t kept = 0;
 	for (uint32_t i = 0; i < n; i++) {
-		idx[i] = i;
 		struct fstat *f = fstat_of(st, i);
 		if (!f) {
 			free(idx);
 			return;
 		}
+		if (!f->calls) /* only named by a return_to or a return */
+			continue;
+		idx[kept++] = i;
 		calls += f->calls;
 		own += f->own;
 		total += f->total;
 		open += f->open;
 	}
+	n = kept;
 	qsort(idx, n, sizeof *idx, cmp_funcs);
 	if (json) {
 		json_key(o, "total_calls", calls, 1);
@@ -376,8 +463,9 @@ static void report_processes(struct stats *st, struct bp_out *o, int json,
 			bp_out_str(o, k ? ",{\"pid\":" : "{\"pid\":");
 			bp_out_json_str(o, text, strlen(text));
 			bp_out_str(o, ",\"name\":");
-			if (p->name)
-				bp_out_json_str(o, p->name, strlen(p->name));
+			if (bp_proc_last_name(p))
+				bp_out_json_str(o, bp_proc_last_name(p),
+						strlen(bp_proc_last_name(p)));
 			else
 				bp_out_str(o, "null");
 			json_key(o, "events", p->events, 1);
@@ -398,9 +486,10 @@ static void report_processes(struct stats *st, struct bp_out *o, int json,
 		dur_cell(o, p->sched_ns);
 		bp_out_mem(o, "  ", 2);
 		bp_out_text(o, text, strlen(text));
-		if (p->name) {
+		if (bp_proc_last_name(p)) {
 			bp_out_char(o, ' ');
-			bp_out_text(o, p->name, strlen(p->name));
+			bp_out_text(o, bp_proc_last_name(p),
+				    strlen(bp_proc_last_name(p)));
 		}
 		bp_out_char(o, '\n');
 	}
@@ -461,6 +550,7 @@ static void report_losses(struct stats *st, struct bp_out *o, int json)
 			json_key(o, bp_drop_cause_names[c], by_cause[c], c);
 		bp_out_str(o, "}}");
 		json_key(o, "unmatched_returns", st->m.unmatched, 1);
+		json_key(o, "stack_resets", st->m.resets, 1);
 		bp_out_str(o, ",\"damaged\":");
 		bp_out_str(o, st->r.diag.problems ? "true" : "false");
 		return;
@@ -480,6 +570,11 @@ static void report_losses(struct stats *st, struct bp_out *o, int json)
 		bp_out_u64(o, discarded - sum);
 	}
 	bp_out_char(o, '\n');
+	if (st->m.resets) {
+		bp_out_str(o, "Call stacks reset after lost events: ");
+		bp_out_u64(o, st->m.resets);
+		bp_out_char(o, '\n');
+	}
 	if (st->m.unmatched) {
 		bp_out_str(o, "Returns without a traced call: ");
 		bp_out_u64(o, st->m.unmatched);

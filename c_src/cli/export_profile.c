@@ -7,8 +7,14 @@
  *   callgrind  self cost per function and inclusive cost per call edge
  *              (caller -> callee), in the callgrind format read by
  *              kcachegrind and callgrind_annotate; one event, "ns".
- * Only completed frames count (as in `stats`), so the folded weights sum
- * to stats' total_own_ns.
+ * Frames count as in `stats` (calls still open at the end end there,
+ * bp_model.h), so the folded weights sum to stats' total_own_ns.
+ *
+ * Folded stacks stay linear in size whatever the recursion depth:
+ * direct recursion (f calling f) is one frame, written "m:f/1[rec]"
+ * when it recursed, and a stack deeper than FOLDED_MAX_DEPTH frames (mutual
+ * recursion) is cut there: deeper frames are charged to one frame
+ * "[deeper]" at that depth.
  */
 #include "bp_export.h"
 #include "bp_cli.h"
@@ -17,9 +23,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define FOLDED_MAX_DEPTH 256
+#define FUNC_DEEPER (BP_MAP_NONE - 1) /* the "[deeper]" frame */
+
 struct node {
 	uint32_t parent;      /* node id, or BP_MAP_NONE for a root */
 	uint32_t func;        /* function id; for a root: process index */
+	uint32_t depth;       /* 0 for a root */
+	uint32_t rec;         /* 1: direct recursion folded into it */
 	uint64_t own;
 };
 
@@ -76,7 +87,9 @@ static uint32_t lookup(struct prof *pf, uint32_t a, uint32_t b)
 	if (pf->callgrind)
 		pf->edges[i] = (struct edge){a, b, 0, 0};
 	else
-		pf->nodes[i] = (struct node){a, b, 0};
+		pf->nodes[i] = (struct node){
+			a, b, a == BP_MAP_NONE ? 0 : pf->nodes[a].depth + 1, 0,
+			0};
 	pf->n++;
 	return i;
 oom:
@@ -134,9 +147,23 @@ static void replay(struct prof *pf, struct bp_reader *r)
 		uint32_t parent = p->depth > 1 ? p->stack[p->depth - 2].user
 					       : lookup(pf, BP_MAP_NONE,
 							p->index);
-		f->user = parent == BP_MAP_NONE ? BP_MAP_NONE
-						: lookup(pf, parent, f->func);
+		if (parent == BP_MAP_NONE) {
+			f->user = BP_MAP_NONE;
+		} else if (pf->nodes[parent].func == FUNC_DEEPER ||
+			   (pf->nodes[parent].depth &&
+			    pf->nodes[parent].func == f->func)) {
+			f->user = parent; /* direct recursion, or too deep */
+			if (pf->nodes[parent].func == f->func)
+				pf->nodes[parent].rec = 1;
+		} else {
+			f->user = lookup(pf, parent,
+					 pf->nodes[parent].depth >=
+							 FOLDED_MAX_DEPTH
+						 ? FUNC_DEEPER
+						 : f->func);
+		}
 	}
+	bp_model_finish(&pf->m);
 }
 
 /* Folded-format frame text: ';' and ' ' would split it. */
@@ -169,11 +196,19 @@ int bp_export_folded(struct bp_reader *r, struct bp_out *o)
 			k = pf.nodes[k].parent;
 		}
 		/* path[n-1] is the process root. */
-		frame_text(o, bp_proc_label(pf.m.procs[pf.nodes[path[n - 1]].func]));
+		const struct bp_proc *p = pf.m.procs[pf.nodes[path[n - 1]].func];
+		frame_text(o, bp_proc_last_name(p) ? bp_proc_last_name(p)
+						   : bp_proc_text(p));
 		for (uint32_t j = n - 1; j-- > 0;) {
+			const struct node *nd = &pf.nodes[path[j]];
 			bp_out_char(o, ';');
-			frame_text(o, bp_model_func_name(&pf.m,
-							 pf.nodes[path[j]].func));
+			if (nd->func == FUNC_DEEPER) {
+				bp_out_str(o, "[deeper]");
+				continue;
+			}
+			frame_text(o, bp_model_func_name(&pf.m, nd->func));
+			if (nd->rec)
+				bp_out_str(o, "[rec]");
 		}
 		bp_out_char(o, ' ');
 		bp_out_u64(o, pf.nodes[i].own);

@@ -151,11 +151,9 @@ int bp_export_speedscope(struct bp_reader *r, struct bp_out *o)
 {
 	struct ss s;
 	const struct bp_event *e;
-	uint64_t last;
 
 	memset(&s, 0, sizeof s);
 	s.start = r->start_ts == UINT64_MAX ? 0 : r->start_ts;
-	last = s.start;
 	s.spill = tmpfile();
 	if (!s.spill) {
 		bp_cli_error("temporary file: %s", strerror(errno));
@@ -168,11 +166,8 @@ int bp_export_speedscope(struct bp_reader *r, struct bp_out *o)
 		bp_model_apply_to(&s.m, p, e);
 		if (e->id == BP_EV_CALL && p && p->depth > depth)
 			record(&s, p, e->ts, p->stack[p->depth - 1].func, 1);
-		if (e->id != BP_EV_DROPS)
-			last = e->ts;
 	}
-	for (uint32_t i = 0; i < s.m.nprocs; i++)
-		bp_model_unwind(&s.m, s.m.procs[i], last);
+	bp_model_finish(&s.m); /* open calls end at the trace's end */
 
 	bp_out_str(o, "{\"$schema\":\"https://www.speedscope.app/"
 		      "file-format-schema.json\",\"exporter\":\"beamprobe "

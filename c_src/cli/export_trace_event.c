@@ -12,7 +12,12 @@
  * the first event.
  *
  * A receive is matched to the oldest pending send to that receiver with
- * the same message text (FIFO); pending sends are bounded (MAX_PENDING),
+ * the same message text (FIFO), the receiver being a local pid, a name
+ * or an alias resolved by bp_model_receiver; failing that, to the oldest
+ * pending send of that text whose receiver was not known (a remote pid,
+ * an alias the trace did not show the owner of).  Calls still open at
+ * the end, or reset after lost events, end there (bp_model.h) with
+ * "open_at_end" / "events_lost" in their E event's args.  Pending sends are bounded (MAX_PENDING),
  * older unmatched ones are simply never drawn as arrows.
  */
 #include "bp_export.h"
@@ -96,6 +101,10 @@ static void on_end(void *ctx, const struct bp_frame_end *fe)
 	head(t, "E", fe->proc, 1, fe->end);
 	if (fe->how == BP_END_EXCEPTION)
 		bp_out_str(t->o, ",\"args\":{\"exception\":true}");
+	else if (fe->how == BP_END_LOST) /* stack reset: events lost */
+		bp_out_str(t->o, ",\"args\":{\"events_lost\":true}");
+	else if (fe->how == BP_END_OPEN)
+		bp_out_str(t->o, ",\"args\":{\"open_at_end\":true}");
 	bp_out_char(t->o, '}');
 }
 
@@ -116,11 +125,13 @@ static uint64_t qkey(uint64_t receiver, const char *msg, size_t n)
 	return bp_hash_u64(receiver) ^ bp_hash_bytes(msg, n);
 }
 
+/* A send waits in the queue of (receiver, message): the receiver's pid
+ * key when the trace resolves it (bp_model_receiver: local pids, names,
+ * aliases), else 0, a queue any receiver of that message may take from. */
 static void note_send(struct te *t, const struct bp_proc *p,
 		      const struct bp_event *e)
 {
-	uint64_t key = qkey(e->num[BP_FLD(SEND, to)],
-			    e->str[BP_FLD(SEND, message)],
+	uint64_t key = qkey(bp_model_receiver(&t->m, e), e->str[BP_FLD(SEND, message)],
 			    e->len[BP_FLD(SEND, message)]);
 	uint32_t qi = bp_map_get(&t->qidx, key), pi;
 
@@ -179,6 +190,11 @@ static void match_receive(struct te *t, const struct bp_proc *p,
 			    e->len[BP_FLD(RECEIVE, message)]);
 	uint32_t qi = bp_map_get(&t->qidx, key);
 
+	if (qi == BP_MAP_NONE) { /* a send whose receiver was not known */
+		key = qkey(0, e->str[BP_FLD(RECEIVE, message)],
+			   e->len[BP_FLD(RECEIVE, message)]);
+		qi = bp_map_get(&t->qidx, key);
+	}
 	if (qi == BP_MAP_NONE)
 		return;
 	struct queue *q = &t->qs[qi];
@@ -224,7 +240,7 @@ static void event(struct te *t, const struct bp_event *e)
 		slice(t, p, 1, p->gc_start, e->ts,
 		      e->id == BP_EV_GC_MINOR_END ? "gc_minor" : "gc_major",
 		      "gc");
-	if (e->id == BP_EV_SCHED_OUT && p->scheduled)
+	if (bp_model_ends_run(p, e))
 		slice(t, p, 2, p->sched_start, e->ts, "running", "sched");
 	bp_model_apply_to(&t->m, p, e); /* E events of popped frames */
 	bp_model_count(p, e);
@@ -295,14 +311,16 @@ void bp_export_json_proc_label(struct bp_out *o, const struct bp_proc *p)
 {
 	struct bp_out tmp;
 
-	if (!p->name) {
+	const char *nm = bp_proc_last_name(p);
+
+	if (!nm) {
 		bp_out_json_str(o, bp_proc_text(p), strlen(bp_proc_text(p)));
 		return;
 	}
 	bp_out_init_mem(&tmp);
 	bp_out_str(&tmp, bp_proc_text(p));
 	bp_out_char(&tmp, ' ');
-	bp_out_str(&tmp, p->name);
+	bp_out_str(&tmp, nm);
 	bp_out_json_str(o, tmp.buf ? tmp.buf : "", tmp.len);
 	bp_out_close(&tmp);
 }
@@ -354,12 +372,12 @@ int bp_export_perfetto(struct bp_reader *r, struct bp_out *o)
 		t.last = e->ts;
 	}
 	/* Close what is still open at the end of the trace. */
+	bp_model_finish(&t.m);
 	for (uint32_t i = 0; i < t.m.nprocs; i++) {
 		struct bp_proc *p = t.m.procs[i];
-		bp_model_unwind(&t.m, p, t.last);
 		if (p->scheduled)
-			slice(&t, p, 2, p->sched_start, t.last, "running",
-			      "sched");
+			slice(&t, p, 2, p->sched_start,
+			      bp_model_run_end(&t.m, p), "running", "sched");
 	}
 	thread_names(&t, 1);
 	thread_names(&t, 2);

@@ -7,6 +7,19 @@
  *                            scheduling, links, drops; small packets
  *   gen_trace big DIR N      about N events (benchmarks): 4 streams,
  *                            200 processes, 64 functions
+ *   gen_trace flows DIR      sends to a pid, registered names, aliases
+ *                            (a gen_server call and its reply), a port
+ *                            and a remote pid (issue 7, item 12)
+ *   gen_trace names DIR      register/unregister of one name by two
+ *                            processes, names in raw and Erlang form, a
+ *                            name with a newline (item 13)
+ *   gen_trace exitsched DIR  a process exits while scheduled in, 165 ms
+ *                            into a 2 s trace (item 14)
+ *   gen_trace drops DIR      calls open when events are lost, a call
+ *                            open at the end (item 15)
+ *   gen_trace deep DIR N     N-deep direct recursion and N-deep mutual
+ *                            recursion, every level with own time (17)
+ *   gen_trace many DIR N     N short-lived processes (item 20)
  *
  * Known values of "basic" (all times in microseconds), checked by
  * test/cli/run.sh:
@@ -329,8 +342,200 @@ static void gen_big(const char *dir, uint64_t n)
 	}
 }
 
+static const uint8_t uuid7[16] = {0x7e, 0x57, 7, 7, 1, 2, 3, 4,
+				  5, 6, 7, 8, 9, 10, 11, 12};
+
+static void gen_flows(const char *dir)
+{
+	struct bp_ctf_stream a;
+	const char *call = "{'$gen_call',{<0.101.0>,[alias|#Ref<0.5.6.7>]},req}";
+	const char *reply = "{[alias|#Ref<0.5.6.7>],ok}";
+
+	metadata(dir, uuid7);
+	check(bp_ctf_stream_open(&a, dir, 0, uuid7, 4096), "thread-000");
+	process(&a, US(0), P1, "<0.100.0>", "", "");
+	process(&a, US(0), P2, "<0.101.0>", "", "");
+	process(&a, US(0), P3, "<0.102.0>", "", "");
+	one_str(&a, BP_EV_REGISTER, US(1), P3, "n1");
+	send(&a, BP_EV_SEND, US(10), P1, 0, "n1", "a");
+	one_str(&a, BP_EV_RECEIVE, US(11), P3, "a");
+	send(&a, BP_EV_SEND, US(12), P1, 0, "n2", "b");
+	send(&a, BP_EV_SEND, US(13), P1, 0, "n3", "c");
+	send(&a, BP_EV_SEND, US(14), P1, 0, "#Ref<0.9.9.9>", "d");
+	send(&a, BP_EV_SEND, US(15), P1, 0, "#Port<0.7>", "e");
+	send(&a, BP_EV_SEND, US(16), P1, 0, "<9999.1.0>", "f");
+	send(&a, BP_EV_SEND, US(20), P2, 0, "n1", call);
+	one_str(&a, BP_EV_RECEIVE, US(21), P3, call);
+	send(&a, BP_EV_SEND, US(22), P3, 0, "#Ref<0.5.6.7>", reply);
+	one_str(&a, BP_EV_RECEIVE, US(23), P2, reply);
+	send(&a, BP_EV_SEND, US(24), P1, P2, "<0.101.0>", "g");
+	one_str(&a, BP_EV_RECEIVE, US(25), P2, "g");
+	check(bp_ctf_stream_close(&a, 0), "close");
+}
+
+static void gen_names(const char *dir)
+{
+	struct bp_ctf_stream a;
+	const uint64_t P4 = 0x50, P5 = 0x60, P6 = 0x70;
+
+	metadata(dir, uuid7);
+	check(bp_ctf_stream_open(&a, dir, 0, uuid7, 4096), "thread-000");
+	process(&a, US(0), P1, "<0.100.0>", "srv", "");
+	process(&a, US(0), P2, "<0.101.0>", "", "");
+	process(&a, US(0), P5, "<0.104.0>", "'x y'", "");
+	call(&a, US(10), P1, "foo:a/0", "", "");
+	ret(&a, US(11), P1, "foo:a/0", "ok");
+	one_str(&a, BP_EV_UNREGISTER, US(20), P1, "srv");
+	call(&a, US(30), P1, "foo:b/0", "", "");
+	ret(&a, US(31), P1, "foo:b/0", "ok");
+	call(&a, US(35), P2, "foo:c/0", "", "");
+	ret(&a, US(36), P2, "foo:c/0", "ok");
+	one_str(&a, BP_EV_REGISTER, US(40), P2, "srv");
+	call(&a, US(50), P2, "foo:d/0", "", "");
+	ret(&a, US(51), P2, "foo:d/0", "ok");
+	one_str(&a, BP_EV_REGISTER, US(60), P3, "'my name'");
+	call(&a, US(61), P3, "foo:e/0", "", "");
+	ret(&a, US(62), P3, "foo:e/0", "ok");
+	one_str(&a, BP_EV_REGISTER, US(70), P4, "'a\\nb'");
+	call(&a, US(71), P4, "foo:f/0", "", "");
+	ret(&a, US(72), P4, "foo:f/0", "ok");
+	/* Named without register events: at the start in Erlang form, at
+	 * the end in raw text; and only at the end, raw, with a newline. */
+	call(&a, US(80), P5, "foo:g/0", "", "");
+	ret(&a, US(81), P5, "foo:g/0", "ok");
+	call(&a, US(85), P6, "foo:h/0", "", "");
+	ret(&a, US(86), P6, "foo:h/0", "ok");
+	/* End-of-session annotations, names in raw atom text. */
+	process(&a, US(100), P5, "<0.104.0>", "x y", "");
+	process(&a, US(100), P6, "<0.105.0>", "c\nd", "");
+	process(&a, US(100), P1, "<0.100.0>", "", "");
+	process(&a, US(100), P2, "<0.101.0>", "srv", "");
+	process(&a, US(100), P3, "<0.102.0>", "my name", "");
+	process(&a, US(100), P4, "<0.103.0>", "a\nb", "");
+	check(bp_ctf_stream_close(&a, 0), "close");
+}
+
+#define MS(x) (T0 + (uint64_t)(x) * 1000000u)
+
+static void gen_exitsched(const char *dir)
+{
+	struct bp_ctf_stream a;
+
+	metadata(dir, uuid7);
+	check(bp_ctf_stream_open(&a, dir, 0, uuid7, 4096), "thread-000");
+	process(&a, MS(0), P1, "<0.100.0>", "", "");
+	process(&a, MS(0), P2, "<0.101.0>", "", "");
+	sched(&a, BP_EV_SCHED_IN, MS(0), P1, "w:run/0", 0);
+	call(&a, MS(1), P1, "w:run/0", "()", "");
+	one_str(&a, BP_EV_EXIT, MS(165), P1, "killed");
+	for (int i = 0; i < 10; i++) {
+		sched(&a, BP_EV_SCHED_IN, MS(200 * i), P2, "x:y/0", 0);
+		sched(&a, BP_EV_SCHED_OUT, MS(200 * i + 100), P2, "x:y/0", 0);
+	}
+	one_str(&a, BP_EV_RECEIVE, MS(1998), P2, "tick");
+	check(bp_ctf_stream_close(&a, 0), "close");
+}
+
+static void gen_drops(const char *dir)
+{
+	struct bp_ctf_stream a, b;
+	uint64_t d[BP_DROP_COUNT] = {0};
+
+	metadata(dir, uuid7);
+	check(bp_ctf_stream_open(&a, dir, 0, uuid7, 4096), "thread-000");
+	check(bp_ctf_stream_open(&b, dir, 1, uuid7, 4096), "thread-001");
+	process(&a, US(0), P1, "<0.100.0>", "", "");
+	process(&b, US(0), P2, "<0.101.0>", "", "");
+	call(&a, US(1), P1, "m:outer/0", "()", "");
+	call(&a, US(2), P1, "m:inner/0", "()", "");
+	d[BP_DROP_RING_FULL] = 5;
+	drops(&a, US(10), d, 0);
+	call(&a, US(20), P1, "m:after/0", "()", "");
+	ret(&a, US(30), P1, "m:after/0", "ok");
+	call(&b, US(5), P2, "m:open/0", "()", "");
+	call(&b, US(6), P2, "m:leaf/0", "()", "");
+	ret(&b, US(8), P2, "m:leaf/0", "ok");
+	/* return_to an unknown function, a return without a call: named,
+	 * never called (stats must not list them) */
+	one_str(&b, BP_EV_RETURN_TO, US(9), P2, "?");
+	ret(&b, US(9), P2, "m:ghost/0", "ok");
+	one_str(&b, BP_EV_RECEIVE, US(40) + 500, P2, "x"); /* sub-us */
+	check(bp_ctf_stream_close(&a, 5), "close");
+	check(bp_ctf_stream_close(&b, 0), "close");
+}
+
+static void gen_deep(const char *dir, int n)
+{
+	struct bp_ctf_stream a;
+	uint64_t ts = T0;
+
+	metadata(dir, uuid7);
+	check(bp_ctf_stream_open(&a, dir, 0, uuid7, 64 * 1024), "thread-000");
+	process(&a, ts, P1, "<0.100.0>", "", "");
+	process(&a, ts, P2, "<0.101.0>", "", "");
+	for (int i = 0; i < n; i++) { /* a return-traced tail loop */
+		call(&a, ts += 10, P1, "m:loop/1", "(1)", "");
+		call(&a, ts += 10, P1, "m:work/0", "()", "");
+		ret(&a, ts += 10, P1, "m:work/0", "ok");
+	}
+	for (int i = 0; i < n; i++)
+		ret(&a, ts += 10, P1, "m:loop/1", "ok");
+	for (int i = 0; i < n; i++) /* mutual recursion */
+		call(&a, ts += 10, P2, i % 2 ? "m:odd/1" : "m:even/1", "(1)",
+		     "");
+	for (int i = n; i-- > 0;)
+		ret(&a, ts += 10, P2, i % 2 ? "m:odd/1" : "m:even/1", "ok");
+	check(bp_ctf_stream_close(&a, 0), "close");
+}
+
+static void gen_many(const char *dir, uint64_t n)
+{
+	struct bp_ctf_stream a;
+	uint64_t ts = T0;
+	char text[32];
+
+	metadata(dir, uuid7);
+	check(bp_ctf_stream_open(&a, dir, 0, uuid7, 256 * 1024), "thread-000");
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t key = 0x1000 + i * 16;
+		snprintf(text, sizeof text, "<0.%llu.0>",
+			 (unsigned long long)(1000 + i));
+		process(&a, ts += 10, key, text, "", "proc_lib:init_p/5");
+		sched(&a, BP_EV_SCHED_IN, ts += 10, key, "m:f/0", 0);
+		call(&a, ts += 10, key, "m:f/0", "()", "");
+		ret(&a, ts += 10, key, "m:f/0", "ok");
+		one_str(&a, BP_EV_EXIT, ts += 10, key, "normal");
+		sched(&a, BP_EV_SCHED_OUT, ts += 10, key, "m:f/0", 2);
+	}
+	check(bp_ctf_stream_close(&a, 0), "close");
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 3 && strcmp(argv[1], "flows") == 0) {
+		gen_flows(argv[2]);
+		return 0;
+	}
+	if (argc == 3 && strcmp(argv[1], "names") == 0) {
+		gen_names(argv[2]);
+		return 0;
+	}
+	if (argc == 3 && strcmp(argv[1], "exitsched") == 0) {
+		gen_exitsched(argv[2]);
+		return 0;
+	}
+	if (argc == 3 && strcmp(argv[1], "drops") == 0) {
+		gen_drops(argv[2]);
+		return 0;
+	}
+	if (argc == 4 && strcmp(argv[1], "deep") == 0) {
+		gen_deep(argv[2], atoi(argv[3]));
+		return 0;
+	}
+	if (argc == 4 && strcmp(argv[1], "many") == 0) {
+		gen_many(argv[2], strtoull(argv[3], NULL, 10));
+		return 0;
+	}
 	if (argc == 3 && strcmp(argv[1], "basic") == 0) {
 		gen_basic(argv[2]);
 		return 0;
@@ -339,6 +544,7 @@ int main(int argc, char **argv)
 		gen_big(argv[2], strtoull(argv[3], NULL, 10));
 		return 0;
 	}
-	fprintf(stderr, "usage: gen_trace basic DIR | gen_trace big DIR N\n");
+	fprintf(stderr, "usage: gen_trace basic|flows|names|exitsched|drops "
+			"DIR | gen_trace big|deep|many DIR N\n");
 	return 1;
 }

@@ -105,13 +105,16 @@ if have python3; then
 	check "worker:step/1: 2 calls" "$(f worker:step/1 calls)" 2
 	check "worker:step/1 inclusive = 50us (return_to ends a frame)" "$(f worker:step/1 total_ns)" 50000
 	check "worker:step/1 max = 30us" "$(f worker:step/1 max_ns)" 30000
-	check "worker:loop/1 still open" "$(f worker:loop/1 open)" 1
+	check "worker:loop/1 reset by the loss on its stream (unwound, not open)" "$(f worker:loop/1 unwound) $(f worker:loop/1 open)" "1 0"
+	check "worker:loop/1 ends at the worker's last event before the loss (70us)" "$(f worker:loop/1 total_ns)" 70000
+	check "one call stack reset after lost events" "$(json_get "$WORK/stats.json" "d['stack_resets']")" 1
 	check "handle_info/2 own = 15us (exception ends frames)" "$(f my_server:handle_info/2 own_ns)" 15000
 	check "ets:lookup/2 ended by an exception" "$(f ets:lookup/2 exceptions)" 1
-	check "total own time = 190us" "$(json_get "$WORK/stats.json" "d['total_own_ns']")" 190000
+	check "total own time = 210us" "$(json_get "$WORK/stats.json" "d['total_own_ns']")" 210000
 	check "lost ring_full = 2" "$(json_get "$WORK/stats.json" "d['lost']['by_cause']['ring_full']")" 2
 	check "lost total = 4" "$(json_get "$WORK/stats.json" "d['lost']['total']")" 4
 	check "my_server: GC time 10us" "$(json_get "$WORK/stats.json" "[p for p in d['processes'] if p['name']=='my_server'][0]['gc_ns']")" 10000
+	check "my_server: scheduled 155us (its last run ends at its exit)" "$(json_get "$WORK/stats.json" "[p for p in d['processes'] if p['name']=='my_server'][0]['sched_ns']")" 155000
 	check "client: scheduled 285us" "$(json_get "$WORK/stats.json" "[p for p in d['processes'] if p['name']=='client'][0]['sched_ns']")" 285000
 	check "3 message flows" "$(json_get "$WORK/stats.json" "len(d['flows'])")" 3
 else
@@ -190,7 +193,7 @@ if have callgrind_annotate; then
 	*"my_server:handle_call/3"*) ok "callgrind_annotate reads the profile; most expensive is handle_call/3";;
 	*) not_ok "callgrind_annotate: most expensive function" "$(cat "$WORK/ca")";;
 	esac
-	grep -q '190,000 (100.0%)  PROGRAM TOTALS' "$WORK/ca" && ok "callgrind total = 190us" || not_ok "callgrind total" "$(head -20 "$WORK/ca")"
+	grep -q '210,000 (100.0%)  PROGRAM TOTALS' "$WORK/ca" && ok "callgrind total = 210us (= stats total own)" || not_ok "callgrind total" "$(head -20 "$WORK/ca")"
 else
 	skip "callgrind_annotate: not found (package valgrind)"
 fi
@@ -264,6 +267,100 @@ else
 	skip "random corruption: python3 not found"
 fi
 
+echo "# issue 7: what is shown is true (synthetic traces from gen_trace)"
+I7=$WORK/i7; mkdir -p "$I7"
+for m in flows names exitsched drops; do "$GEN" $m "$I7/$m"; done
+"$GEN" deep "$I7/deep" 1000
+if have python3; then
+	# 12: flows keyed by the receiver's identity, names and aliases resolved
+	run stats --json "$I7/flows"; cp "$WORK/out" "$I7/flows.json"
+	fl() { json_get "$I7/flows.json" "$1"; }
+	check "12 flows: one row per receiver (9 rows)" "$(fl "len(d['flows'])")" 9
+	check "12 flows: <0.100.0> sent to 7 receivers, 1 message each" "$(fl "sorted(f['count'] for f in d['flows'] if f['from']=='<0.100.0>')")" "[1, 1, 1, 1, 1, 1, 1]"
+	check "12 flows: n2, n3, alias, port and remote pid rows keep their text" "$(fl "sorted(f['to'] for f in d['flows'] if f['from']=='<0.100.0>' and not f['to'].startswith('<0.1'))")" "['#Port<0.7>', '#Ref<0.9.9.9>', '<9999.1.0>', 'n2', 'n3']"
+	check "12 flows: a send to registered n1 goes to its holder <0.102.0>" "$(fl "[f['to'] for f in d['flows'] if f['from']=='<0.101.0>']")" "['<0.102.0>']"
+	check "12 flows: the gen_server reply to an alias goes to the caller" "$(fl "[(f['to'], f.get('via')) for f in d['flows'] if f['from']=='<0.102.0>']")" "[('<0.101.0>', '#Ref<0.5.6.7>')]"
+	run export -F perfetto -o "$I7/flows.perfetto" "$I7/flows"
+	check "15 perfetto: arrows for sends to a pid, a name and an alias (4)" "$(json_get "$I7/flows.perfetto" "sum(1 for e in d['traceEvents'] if e['ph']=='s')")" 4
+	# 14: a process that exits while scheduled in
+	run stats --json "$I7/exitsched"; cp "$WORK/out" "$I7/es.json"
+	check "14 stats: the run of a process that exits ends at its exit (165 ms)" "$(json_get "$I7/es.json" "[p['sched_ns'] for p in d['processes'] if p['pid']=='<0.100.0>'][0]")" 165000000
+	run export -F perfetto -o "$I7/es.perfetto" "$I7/exitsched"
+	check "14 perfetto: the same run is 165 ms, not until the trace ends" "$(json_get "$I7/es.perfetto" "[e['dur'] for e in d['traceEvents'] if e['ph']=='X' and e['cat']=='sched' and e['tid']==1]")" "[165000.0]"
+	check "14 stats: open call ends at the exit (164 ms)" "$(json_get "$I7/es.json" "[f['total_ns'] for f in d['functions'] if f['function']=='w:run/0'][0]")" 164000000
+	# 15: one rule for calls open at the end; stacks reset after losses
+	run stats --json "$I7/drops"; cp "$WORK/out" "$I7/dr.json"
+	dr() { json_get "$I7/dr.json" "$1"; }
+	check "15 stats: m:open/0 open at the end, its time counted to the end (35us)" "$(dr "[(f['open'], f['total_ns']) for f in d['functions'] if f['function']=='m:open/0'][0]")" "(1, 35500)"
+	check "15 stats: the stack of <0.100.0> reset after the loss" "$(dr "d['stack_resets']")" 1
+	run export -F folded -o "$I7/dr.folded" "$I7/drops"
+	check "15 folded weights sum = stats total own" "$(awk '{s += $NF} END {print s}' "$I7/dr.folded")" "$(dr "d['total_own_ns']")"
+	run export -F callgrind -o "$I7/dr.cg" "$I7/drops"
+	check "15 callgrind total = stats total own" "$(sed -n 's/^totals: //p' "$I7/dr.cg")" "$(dr "d['total_own_ns']")"
+	run export -F perfetto -o "$I7/dr.perfetto" "$I7/drops"
+	check "15 perfetto: 2 frames ended by the loss, marked" "$(json_get "$I7/dr.perfetto" "sum(1 for e in d['traceEvents'] if e['ph']=='E' and e.get('args',{}).get('events_lost'))")" 2
+	check "15 perfetto: 1 frame open at the end, marked" "$(json_get "$I7/dr.perfetto" "sum(1 for e in d['traceEvents'] if e['ph']=='E' and e.get('args',{}).get('open_at_end'))")" 1
+	check "15 perfetto: the call after the loss is not nested in phantom frames" "$(json_get "$I7/dr.perfetto" "max(sum(1 if x['ph']=='B' else -1 for x in d['traceEvents'] if x['ph'] in 'BE' and x['tid']==1 and x['ts']<e['ts'] or (x is e)) for e in d['traceEvents'] if e['ph']=='B' and e['name']=='m:after/0')")" 1
+	run export -F speedscope -o "$I7/dr.ss" "$I7/drops"
+	check "15 speedscope: open calls closed at the trace end, like perfetto" "$(json_get "$I7/dr.ss" "[p['endValue'] for p in d['profiles'] if 'open' in str(p['name']) or p['name'].startswith('<0.101.0>')]")" "[40500]"
+	# 16: never-called functions are not listed
+	check "16 stats: only functions with calls ('?' and m:ghost/0 left out)" "$(dr "sorted(f['function'] for f in d['functions'])")" "['m:after/0', 'm:inner/0', 'm:leaf/0', 'm:open/0', 'm:outer/0']"
+	# 17: folded output linear in recursion depth
+	run export -F folded -o "$I7/deep.folded" "$I7/deep"
+	sz=$(wc -c <"$I7/deep.folded")
+	if [ "$sz" -lt 1000000 ]; then ok "17 folded: 1000-deep recursion gives $sz bytes (< 1 MB; was 13 MB)"; else not_ok "17 folded size $sz"; fi
+	check "17 folded: direct recursion is one frame, marked [rec]" "$(grep -c '^<0.100.0>;m:loop/1\[rec\];m:work/0 ' "$I7/deep.folded")" 1
+	check "17 folded: mutual recursion cut at 256 frames + [deeper]" "$(awk -F';' '{ if (NF > m) m = NF } END {print m}' "$I7/deep.folded")" 258
+	run stats --json "$I7/deep"; cp "$WORK/out" "$I7/deep.json"
+	check "17 folded weights sum = stats total own" "$(awk '{s += $NF} END {print s}' "$I7/deep.folded")" "$(json_get "$I7/deep.json" "d['total_own_ns']")"
+else
+	skip "issue 7 JSON checks: python3 not found"
+fi
+# 13: names follow register/unregister in time, one form, escaped
+run print "$I7/names"; cp "$WORK/out" "$I7/names.print"
+check "13 print: labelled srv before unregister" "$(grep -c '<0.100.0> srv call foo:a' "$I7/names.print")" 1
+check "13 print: no name after unregister" "$(grep 'call foo:b' "$I7/names.print" | grep -c srv)" 0
+check "13 print: the next holder has no name before it registers" "$(grep 'call foo:c' "$I7/names.print" | grep -c srv)" 0
+check "13 print: ... and has it after" "$(grep -c '<0.101.0> srv call foo:d' "$I7/names.print")" 1
+check "13 print: one form for a name written raw and quoted" "$(grep -c "<0.102.0> 'my name' " "$I7/names.print")" 3
+check "13 print: a newline in a name never splits a line" "$(wc -l <"$I7/names.print") $(grep -c "<0.103.0> 'a\\\\nb' " "$I7/names.print") $(grep -c "<0.105.0> 'c\\\\nd' " "$I7/names.print")" "20 3 2"
+check "13 print: a name written in both forms at start and end shows one form" "$(grep -c "<0.104.0> 'x y' " "$I7/names.print")" 2
+run print --proc 'my name' "$I7/names"; check "13 --proc matches the raw form" "$(wc -l <"$WORK/out")" 3
+run print --proc "'my name'" "$I7/names"; check "13 --proc matches the Erlang form" "$(wc -l <"$WORK/out")" 3
+run print --proc srv "$I7/names"; check "13 --proc srv: the lines of each holder while it held it" "$(wc -l <"$WORK/out")" 5
+# 16: --until is inclusive at the printed precision
+run print --until 12:00:00.000040 "$I7/drops"
+check "16 print --until T includes the line printed at T" "$(grep -c '12:00:00.000040 .* received x' "$WORK/out")" 1
+# 20: hostile files
+cp -r $G "$I7/metaloop"; cp test/fuzz/meta-cases/loop-string-attr "$I7/metaloop/metadata"
+timeout 20 "$BP" info "$I7/metaloop" >/dev/null 2>"$WORK/err"; rc=$?
+check "20 damaged metadata (fuzzer case): info ends, exit 2" "$rc" 2
+mkdir "$I7/fifo"; mkfifo "$I7/fifo/metadata"; cp $G/thread-000 "$I7/fifo/"
+timeout 20 "$BP" print "$I7/fifo" >/dev/null 2>"$WORK/err"; rc=$?
+check "20 FIFO named metadata: no hang, exit 2" "$rc" 2
+grep -q 'fifo/metadata: not a regular file' "$WORK/err" && ok "20 FIFO: error names the file" || not_ok "20 FIFO: error names the file" "$(cat "$WORK/err")"
+mkdir "$I7/fifo2"; cp $G/metadata "$I7/fifo2/"; mkfifo "$I7/fifo2/thread-000"
+timeout 20 "$BP" stats "$I7/fifo2" >/dev/null 2>"$WORK/err"; rc=$?
+check "20 FIFO named thread-000: no hang, exit 2" "$rc" 2
+mkdir "$I7/notrace"; cp $G/thread-000 "$I7/notrace/notes.txt"; echo hello >"$I7/notrace/README"
+run print "$I7/notrace"
+check "20 print on a directory that is not a trace: exit 2, nothing decoded" "$rc $(wc -c <"$WORK/out")" "2 0"
+grep -q 'notrace: not a beamprobe trace' "$WORK/err" && ok "20 not a trace: error names the directory" || not_ok "20 not a trace: error names the directory" "$(cat "$WORK/err")"
+cp -r $G "$I7/extra"; cp $G/thread-000 "$I7/extra/copy.bak"
+run print "$I7/extra"
+check "20 only thread-* files are streams (copy.bak ignored)" "$rc $(wc -l <"$WORK/out")" "0 $(wc -l <"$EXP/basic.print")"
+if [ -x /usr/bin/time ]; then
+	"$GEN" many "$I7/many1" 20000; "$GEN" many "$I7/many2" 200000
+	m1=$(/usr/bin/time -f %M bin/beamprobe stats "$I7/many1" 2>&1 >/dev/null | tail -1)
+	m2=$(/usr/bin/time -f %M bin/beamprobe stats "$I7/many2" 2>&1 >/dev/null | tail -1)
+	per=$(( (m2 - m1) * 1024 / 180000 ))
+	if [ "$per" -lt 450 ]; then ok "20 stats memory: $per bytes per process (max RSS ${m1} -> ${m2} KB for 20k -> 200k processes; was ~700)"
+	else not_ok "20 stats memory per process: $per bytes (max RSS $m1 -> $m2 KB)"; fi
+	rm -rf "$I7/many1" "$I7/many2"
+else
+	skip "20 stats memory: /usr/bin/time not found"
+fi
+
 echo "# larger trace"
 "$GEN" big "$WORK/big" 200000
 run stats --json "$WORK/big"; cp "$WORK/out" "$WORK/big.json"
@@ -299,10 +396,13 @@ check "--follow: picked up the stream file added later" "$(grep -c '<0.101.0>' "
 echo "# fuzz target"
 if have clang && make -s -C c_src/cli fuzz >"$WORK/fuzz.log" 2>&1; then
 	mkdir -p "$WORK/corpus"
-	i=0; for f in $G/thread-* $T/damaged/*/thread-*; do cp "$f" "$WORK/corpus/s$i"; i=$((i + 1)); done
+	i=0; for f in $G/thread-* $T/damaged/*/thread-* test/fuzz/reader-cases/*; do cp "$f" "$WORK/corpus/s$i"; i=$((i + 1)); done
 	cp $G/metadata "$WORK/corpus/meta"
-	if _build/cli/fuzz_reader -runs=20000 -max_len=8192 "$WORK/corpus" >"$WORK/fuzz.out" 2>&1; then ok "fuzz_reader: 20000 runs without a crash"
+	if _build/cli/fuzz_reader -runs=20000 -artifact_prefix="$WORK/" -max_len=8192 "$WORK/corpus" >"$WORK/fuzz.out" 2>&1; then ok "fuzz_reader: 20000 runs without a crash"
 	else not_ok "fuzz_reader" "$(tail -30 "$WORK/fuzz.out")"; fi
+	mkdir -p "$WORK/mcorpus"; cp $G/metadata test/fuzz/meta-cases/* "$WORK/mcorpus/"
+	if _build/cli/fuzz_meta -runs=20000 -timeout=60 -artifact_prefix="$WORK/" -max_len=16384 "$WORK/mcorpus" >"$WORK/fuzzm.out" 2>&1; then ok "fuzz_meta: 20000 runs without a crash or a hang (regression cases in test/fuzz/meta-cases)"
+	else not_ok "fuzz_meta" "$(tail -30 "$WORK/fuzzm.out")"; fi
 else
 	skip "fuzz target: clang with libFuzzer not available"
 fi

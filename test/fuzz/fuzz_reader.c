@@ -48,8 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (p)
 			bp_model_count(p, e);
 	}
-	for (uint32_t i = 0; i < m.nprocs; i++)
-		bp_model_unwind(&m, m.procs[i], 0);
+	bp_model_finish(&m);
 	bp_model_free(&m);
 	bp_reader_close(&r);
 	return 0;

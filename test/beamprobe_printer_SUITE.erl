@@ -1,0 +1,156 @@
+%%% @doc The shell printer (beamprobe_printer, a handler sink) and
+%%% `bin/beamprobe print' (the CLI reading the file sink) must print the
+%%% same lines for the same events (issue 7, "one line printer"): one
+%%% session writes both sinks at once; the lines are compared one by one,
+%%% without the time column (the printer's clock offset is its own).
+-module(beamprobe_printer_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, init_per_suite/1, end_per_suite/1]).
+-export([same_lines_as_cli/1]).
+%% Traced workload.
+-export([fact/1, count/2, boom/1, safe/1, outer/1, inner/1, worker/0]).
+
+all() -> [same_lines_as_cli].
+
+init_per_suite(Config) ->
+    {ok, _} = application:ensure_all_started(beamprobe),
+    Config.
+
+end_per_suite(_Config) ->
+    ok.
+
+fact(0) -> 1;
+fact(N) -> N * fact(N - 1).
+
+count(0, Acc) -> Acc;
+count(N, Acc) -> count(N - 1, Acc + 1).
+
+boom(X) -> erlang:error({boom, X}).
+
+safe(X) ->
+    try boom(X) catch error:_ -> caught end.
+
+outer(X) -> inner(X) + 1.
+
+inner(exit_now) -> exit(bye);
+inner(X) -> X * 2.
+
+worker() ->
+    receive
+        {run, From, F} ->
+            From ! {done, self(), (catch F())},
+            worker();
+        {crash, F} ->
+            F();
+        stop ->
+            ok
+    end.
+
+run(W, F) ->
+    W ! {run, self(), F},
+    receive {done, W, R} -> R after 10000 -> error(timeout) end.
+
+%% An io server that keeps what it is given.
+capture() -> spawn_link(fun() -> capture([]) end).
+
+capture(Acc) ->
+    receive
+        {io_request, From, Ref, {put_chars, _Enc, Chars}} ->
+            From ! {io_reply, Ref, ok},
+            capture([Acc, Chars]);
+        {io_request, From, Ref, {put_chars, _Enc, M, F, A}} ->
+            From ! {io_reply, Ref, ok},
+            capture([Acc, apply(M, F, A)]);
+        {io_request, From, Ref, _} ->
+            From ! {io_reply, Ref, {error, request}},
+            capture(Acc);
+        {get, From} ->
+            From ! {text, unicode:characters_to_binary(Acc)},
+            capture(Acc)
+    end.
+
+text(Cap) ->
+    Cap ! {get, self()},
+    receive {text, T} -> T end.
+
+wait_ended(Cap, Deadline) ->
+    T = text(Cap),
+    case binary:match(T, <<"% beamprobe: session ended">>) of
+        nomatch when Deadline > 0 ->
+            timer:sleep(50),
+            wait_ended(Cap, Deadline - 50);
+        _ ->
+            T
+    end.
+
+%% A line without its time column.
+untimed(L) ->
+    case binary:split(L, <<" ">>) of
+        [_Time, Rest] -> Rest;
+        _ -> L
+    end.
+
+event_lines(Text) ->
+    [untimed(L) || L <- binary:split(Text, <<"\n">>, [global]),
+                   L =/= <<>>, binary:first(L) =/= $%].
+
+same_lines_as_cli(Config) ->
+    Priv = ?config(priv_dir, Config),
+    Dir = filename:join(Priv, "both"),
+    Cli = filename:join([filename:dirname(code:which(beamprobe)), "..", "bin",
+                         "beamprobe"]),
+    W = spawn(fun worker/0),
+    Cap = capture(),
+    M = ?MODULE,
+    {ok, S} = beamprobe:start(
+                #{procs => [W],
+                  calls => [{M, fact, 1}, {M, count, 2}, {M, boom, 1},
+                            {M, safe, 1}, {M, outer, 1}, {M, inner, 1}],
+                  return => true, exceptions => true, return_to => true,
+                  events => [send, 'receive', procs],
+                  output => [{file, Dir},
+                             {handler, beamprobe_printer, #{io => Cap}}]}),
+    120 = run(W, fun() -> fact(5) end),
+    30 = run(W, fun() -> count(30, 0) end),
+    caught = run(W, fun() -> safe(1) end),
+    {'EXIT', {{boom, 2}, _}} = run(W, fun() -> boom(2) end),
+    7 = run(W, fun() -> outer(3) end),
+    %% Names follow register/unregister in both.
+    true = run(W, fun() -> register(bp_printer_w, self()) end),
+    7 = run(W, fun() -> outer(3) end),
+    true = run(W, fun() -> unregister(bp_printer_w) end),
+    7 = run(W, fun() -> outer(3) end),
+    %% The worker exits inside a traced call.
+    MRef = monitor(process, W),
+    W ! {crash, fun() -> outer(exit_now) end},
+    receive {'DOWN', MRef, process, W, _} -> ok after 5000 -> error(no_exit) end,
+    {ok, _Summary} = beamprobe:stop(S),
+    Printer = event_lines(wait_ended(Cap, 5000)),
+    Out = os:cmd("TZ=UTC '" ++ Cli ++ "' print '" ++ Dir ++ "' 2>&1"),
+    %% The file sink's own "drops" record (lost events: none) has no
+    %% counterpart in a handler sink, which reports losses as
+    %% "% beamprobe: dropped N events" lines.
+    File = [L || L <- event_lines(unicode:characters_to_binary(Out)),
+                 binary:match(L, <<"- lost events:">>) =:= nomatch],
+    ct:log("printer:~n~s~ncli:~n~s",
+           [lists:join("\n", Printer), lists:join("\n", File)]),
+    %% Enough of a workload to mean something: nested, recursive and
+    %% tail calls, exceptions, return_to, messages.
+    ?assert(length(File) > 60),
+    [?assert(lists:any(fun(L) -> binary:match(L, P) =/= nomatch end, File))
+     || P <- [<<"exception from">>, <<"returned to">>, <<"sent ">>,
+              <<"received ">>, <<"      call ">>, <<" bp_printer_w ">>,
+              <<"exit bye">>]],
+    Diff = [{N, A, B} || {N, A, B} <- lists:zip3(lists:seq(1, length(File)),
+                                                 pad(File, length(Printer)),
+                                                 pad(Printer, length(File))),
+                         A =/= B],
+    ?assertEqual([], lists:sublist(Diff, 5)),
+    ?assertEqual(length(File), length(Printer)),
+    ok.
+
+pad(L, N) when length(L) >= N -> L;
+pad(L, N) -> L ++ lists:duplicate(N - length(L), missing).
