@@ -127,12 +127,13 @@ nif_reload_x15(Config) ->
     W0 = ?W:start_worker(),
     %% One session runs across all 15 reloads (so the library instance it
     %% was started with is purged), and one starts and stops in each.
-    S0 = start(#{procs => [W0], calls => [{?W, tick, 1}],
+    S0 = start(#{procs => [W0], calls => [{?W, tick, 1}], return => true,
                  output => {file, dir(Config, "long")}}),
     Results =
         [begin
              Dir = dir(Config, "r" ++ integer_to_list(I)),
              {ok, S} = beamprobe:start(#{procs => [W], calls => [?ADD],
+                                         return => true,
                                          output => {file, Dir}}),
              3 = ?W:run(W, fun() -> ?W:add(1, 2) end),
              I = ?W:run(W0, fun() -> ?W:tick(I) end),
@@ -158,7 +159,8 @@ nif_reload_x15(Config) ->
     ?assertEqual([], beamprobe:list()),
     ?L:assert_no_trace_state([W, W0], [?ADD, {?W, tick, 1}]),
     Dir = dir(Config, "after"),
-    S2 = start(#{procs => [W], calls => [?ADD], output => {file, Dir}}),
+    S2 = start(#{procs => [W], calls => [?ADD], return => true,
+                 output => {file, Dir}}),
     3 = ?W:run(W, fun() -> ?W:add(1, 2) end),
     ?assertMatch(#{events := 2}, stop(S2)),
     ?W:stop_worker(W),
@@ -311,7 +313,7 @@ gen_loop() ->
 %% never handled are counted as lost (in the handler's account).
 handler_crash(_Config) ->
     W = ?W:start_worker(),
-    S = start(#{procs => [W], calls => [?ADD],
+    S = start(#{procs => [W], calls => [?ADD], return => true,
                 output => {handler, ?MODULE, #{mode => crash,
                                                parent => self()}}}),
     H = receive {handler_init, Pid} -> Pid after 5000 -> ct:fail(no_init) end,

@@ -80,6 +80,14 @@ concurrent_all_starts(Config) ->
 %% stopped by 200 processes at once: the pattern is gone afterwards.
 simultaneous_stops(Config) ->
     N = 200,
+    %% More sessions than the default cap (max_sessions, 64).
+    {ok, Cap} = application:get_env(beamprobe, max_sessions),
+    ok = application:set_env(beamprobe, max_sessions, N + 10),
+    try simultaneous_stops(Config, N)
+    after ok = application:set_env(beamprobe, max_sessions, Cap)
+    end.
+
+simultaneous_stops(Config, N) ->
     MFA = {?MODULE, shared, 1},
     Ws = [spawn_link(fun() -> receive stop -> ok end end)
           || _ <- lists:seq(1, N)],
