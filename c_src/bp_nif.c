@@ -5,26 +5,26 @@
  * bp_tracer.c.  Control calls run on the session process's scheduler (or
  * a dirty I/O scheduler for the ones that wait on disk); they never block
  * a normal scheduler for long and never call exit()/abort().
+ *
+ * Elsewhere: the output directory and its metadata in bp_output.c, the
+ * resource types across reloads in bp_restype.c, the renderer NIFs for
+ * tests in bp_nif_render.c.
  */
-#define _GNU_SOURCE /* dladdr */
-#include <dlfcn.h>
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "bp_atoms.h"
 #include "bp_nif.h"
+#include "bp_output.h"
+#include "bp_restype.h"
 #include "bp_session.h"
 #include "bp_sink_handler.h"
 #include "bp_term.h"
 
 struct bp_atoms bp_atom;
-ErlNifResourceType *bp_session_rt;
 
 #define DEFAULT_PACKET (64 * 1024)
 #define DEFAULT_MAX_SESSIONS 64
@@ -43,7 +43,7 @@ static ERL_NIF_TERM error2(ErlNifEnv *env, const char *what, const char *why)
 				 enif_make_atom(env, why)));
 }
 
-static ERL_NIF_TERM errno_atom(ErlNifEnv *env, int err)
+ERL_NIF_TERM bp_nif_errno_atom(ErlNifEnv *env, int err)
 {
 	char name[64];
 	const char *s;
@@ -73,7 +73,7 @@ static ERL_NIF_TERM errno_term(ErlNifEnv *env, const char *what, int err)
 	return enif_make_tuple2(
 		env, bp_atom.error,
 		enif_make_tuple2(env, enif_make_atom(env, what),
-				 errno_atom(env, err)));
+				 bp_nif_errno_atom(env, err)));
 }
 
 /* ---- the session resource ------------------------------------------ */
@@ -116,21 +116,12 @@ static void session_join(struct bp_session *s)
 	s->thread_started = 0;
 }
 
-static void rt_object_gone(uint32_t slot);
-static struct bp_session *bp_session_alloc(void);
-
-/* The resource object: a session and the type slot it was created with. */
-struct bp_session_res {
-	struct bp_session s;
-	uint32_t rt_slot;
-};
-
 static void session_dtor(ErlNifEnv *env, void *obj)
 {
 	struct bp_session *s = obj;
 
 	(void)env;
-	rt_object_gone(((struct bp_session_res *)obj)->rt_slot);
+	bp_restype_object_gone(obj);
 	session_join(s);
 	session_release(s);
 	if (s->dirfd >= 0)
@@ -183,7 +174,8 @@ static int get_bool_opt(ErlNifEnv *env, ERL_NIF_TERM map, ERL_NIF_TERM key,
 	return 0;
 }
 
-static int get_capture(ErlNifEnv *env, ERL_NIF_TERM cfg, struct bp_capture *c)
+int bp_nif_get_capture(ErlNifEnv *env, ERL_NIF_TERM cfg,
+		       struct bp_capture *c)
 {
 	ERL_NIF_TERM m;
 	ErlNifUInt64 d, l, b, n;
@@ -208,117 +200,6 @@ static int get_capture(ErlNifEnv *env, ERL_NIF_TERM cfg, struct bp_capture *c)
 	c->binary = (unsigned)b;
 	c->bytes = (unsigned)n;
 	return 1;
-}
-
-/* Limits of the metadata's env block (docs/format.md, "Metadata"): keys
- * from the session, bytes of one value and of all values as written
- * (escapes counted), so that the metadata text always fits the writer's
- * buffer (bp_ctf.c) and every CLI reader (at most 64 env keys). */
-#define ENV_MAX_KEYS 48
-#define ENV_VALUE_MAX 8192
-#define ENV_TOTAL_MAX 24576
-
-/* Bytes of v[0..n) that fit in `room' written bytes (a '"' or '\\' takes
- * two), cut at a UTF-8 character boundary. */
-static size_t env_fit(const uint8_t *v, size_t n, size_t room,
-		      size_t *used_out)
-{
-	size_t i = 0, used = 0;
-
-	while (i < n) {
-		size_t w = v[i] == '"' || v[i] == '\\' ? 2 : 1;
-		if (used + w > room)
-			break;
-		used += w;
-		i++;
-	}
-	while (i < n && i > 0 && (v[i] & 0xc0) == 0x80) {
-		i--; /* do not split a character */
-		used--;
-	}
-	*used_out = used;
-	return i;
-}
-
-/*
- * Reads the env list [{Key :: binary(), Value :: binary()}] and writes the
- * metadata.  Nothing is cut silently: a value longer than ENV_VALUE_MAX (or
- * than what is left of ENV_TOTAL_MAX) ends with "...", keys beyond
- * ENV_MAX_KEYS are left out, and the env key `truncated' lists the cut
- * keys (and `keys' if keys were left out).
- */
-static int write_metadata(ErlNifEnv *env, struct bp_session *s,
-			  ERL_NIF_TERM list, int64_t offset_ns)
-{
-	struct bp_env_entry entries[ENV_MAX_KEYS + 1];
-	char keys[ENV_MAX_KEYS][64], trunc[ENV_MAX_KEYS * 65 + 8];
-	size_t n = 0, total = 0, tl = 0;
-	ERL_NIF_TERM head;
-	char *vals, *vp;
-	int err, dropped_keys = 0;
-
-	/* Values, each NUL-ended, and room for the "..." markers. */
-	vals = enif_alloc(ENV_TOTAL_MAX + ENV_MAX_KEYS * 4);
-	if (!vals)
-		return ENOMEM;
-	vp = vals;
-	trunc[0] = '\0';
-	while (enif_get_list_cell(env, list, &head, &list)) {
-		const ERL_NIF_TERM *kv;
-		ErlNifBinary k, v;
-		int arity;
-		if (!enif_get_tuple(env, head, &arity, &kv) || arity != 2 ||
-		    !enif_inspect_binary(env, kv[0], &k) ||
-		    !enif_inspect_binary(env, kv[1], &v) || k.size == 0 ||
-		    k.size >= sizeof keys[0]) {
-			enif_free(vals);
-			return EINVAL;
-		}
-		for (size_t i = 0; i < k.size; i++)
-			if (!(k.data[i] == '_' ||
-			      (k.data[i] >= 'a' && k.data[i] <= 'z') ||
-			      (k.data[i] >= '0' && k.data[i] <= '9'))) {
-				enif_free(vals);
-				return EINVAL;
-			}
-		if (n == ENV_MAX_KEYS) {
-			dropped_keys = 1;
-			continue;
-		}
-		memcpy(keys[n], k.data, k.size);
-		keys[n][k.size] = '\0';
-		size_t room = ENV_TOTAL_MAX - total;
-		if (room > ENV_VALUE_MAX)
-			room = ENV_VALUE_MAX;
-		size_t used;
-		size_t vl = env_fit(v.data, v.size, room, &used);
-		memcpy(vp, v.data, vl);
-		total += used;
-		if (vl < v.size) {
-			memcpy(vp + vl, "...", 3);
-			vl += 3;
-			tl += (size_t)snprintf(trunc + tl, sizeof trunc - tl,
-					       "%s%s", tl ? ", " : "", keys[n]);
-			/* <= ENV_MAX_KEYS keys of < 64 bytes: always fits */
-		}
-		vp[vl] = '\0';
-		entries[n].key = keys[n];
-		entries[n].value = vp;
-		vp += vl + 1;
-		n++;
-	}
-	if (dropped_keys)
-		tl += (size_t)snprintf(trunc + tl, sizeof trunc - tl, "%skeys",
-				       tl ? ", " : "");
-	if (tl) {
-		entries[n].key = "truncated";
-		entries[n].value = trunc;
-		n++;
-	}
-	err = bp_ctf_write_metadata_at(s->dirfd, s->uuid, offset_ns, entries,
-				       n);
-	enif_free(vals);
-	return err;
 }
 
 /* handlers => [#{pid, kinds, pids, batch, credits, overflow}] */
@@ -371,24 +252,6 @@ static int get_handlers(ErlNifEnv *env, ERL_NIF_TERM cfg, struct bp_session *s)
 	return 1;
 }
 
-static void make_uuid(uint8_t u[16])
-{
-	FILE *f = fopen("/dev/urandom", "rb");
-	size_t got = f ? fread(u, 1, 16, f) : 0;
-	struct timespec ts;
-
-	if (f)
-		fclose(f);
-	if (got != 16) { /* weak fallback; uniqueness only matters per dir */
-		clock_gettime(CLOCK_REALTIME, &ts);
-		for (int i = 0; i < 16; i++)
-			u[i] = (uint8_t)((ts.tv_nsec >> (i % 4 * 8)) ^
-					 (ts.tv_sec >> (i % 8)) ^ (i * 37));
-	}
-	u[6] = (uint8_t)((u[6] & 0x0f) | 0x40); /* version 4 */
-	u[8] = (uint8_t)((u[8] & 0x3f) | 0x80);
-}
-
 static int64_t realtime_offset_ns(void)
 {
 	struct timespec rt;
@@ -398,93 +261,13 @@ static int64_t realtime_offset_ns(void)
 	return (int64_t)rt.tv_sec * 1000000000 + rt.tv_nsec - (int64_t)mono;
 }
 
-/* The trace directory must be ours alone: a real directory (the fd was
- * opened O_NOFOLLOW), owned by this user, not writable by group or others
- * (who could plant files or links in it).  0 or an error atom's text. */
-static const char *dir_unsafe(int fd)
-{
-	struct stat sb;
-
-	if (fstat(fd, &sb) != 0)
-		return "fstat_failed";
-	if (!S_ISDIR(sb.st_mode))
-		return "not_a_directory";
-	if (sb.st_uid != geteuid())
-		return "not_owner";
-	if (sb.st_mode & (S_IWGRP | S_IWOTH))
-		return "group_or_world_writable";
-	return NULL;
-}
-
-static int dir_empty(int fd)
-{
-	int dup_fd = dup(fd);
-	DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
-	struct dirent *e;
-	int empty = 1;
-
-	if (!d) {
-		if (dup_fd >= 0)
-			close(dup_fd);
-		return 0;
-	}
-	while ((e = readdir(d)))
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-			empty = 0;
-			break;
-		}
-	closedir(d);
-	return empty;
-}
-
-static int get_path(ErlNifEnv *env, ERL_NIF_TERM t, char out[4096])
-{
-	ErlNifBinary b;
-
-	if (!enif_inspect_iolist_as_binary(env, t, &b) || b.size == 0 ||
-	    b.size >= 4096 || memchr(b.data, 0, b.size))
-		return 0;
-	memcpy(out, b.data, b.size);
-	out[b.size] = '\0';
-	return 1;
-}
-
-/* make_dir(Dir :: iodata()) -> created | existing | {error, Why}.
- * Creates the trace directory with its final mode (mkdir 0700: no window
- * whatever the umask), or accepts an existing one only if it is empty,
- * not a symlink, ours and not group/world-writable.  Dirty I/O. */
+/* make_dir(Dir :: iodata()) -> created | existing | {error, Why}: the
+ * trace directory, created or checked (bp_output.c).  Dirty I/O. */
 static ERL_NIF_TERM nif_make_dir(ErlNifEnv *env, int argc,
 				 const ERL_NIF_TERM argv[])
 {
-	char path[4096];
-	const char *why;
-	int fd;
-
 	(void)argc;
-	if (!get_path(env, argv[0], path))
-		return enif_make_badarg(env);
-	if (mkdir(path, 0700) == 0)
-		return enif_make_atom(env, "created");
-	if (errno != EEXIST)
-		return enif_make_tuple2(env, bp_atom.error,
-					errno_atom(env, errno));
-	fd = bp_ctf_open_dir(path);
-	if (fd < 0) {
-		struct stat lsb;
-		/* O_DIRECTORY | O_NOFOLLOW on a symlink: ELOOP or ENOTDIR. */
-		int link = lstat(path, &lsb) == 0 && S_ISLNK(lsb.st_mode);
-		return enif_make_tuple2(env, bp_atom.error,
-					link ? enif_make_atom(env, "symlink")
-					     : errno_atom(env, -fd));
-	}
-	why = dir_unsafe(fd);
-	if (!why && !dir_empty(fd))
-		why = "not_empty";
-	close(fd);
-	if (why)
-		return enif_make_tuple2(env, bp_atom.error,
-					enif_make_atom(env, why));
-	return enif_make_atom(env, "existing");
+	return bp_output_make_dir(env, argv[0]);
 }
 
 /* start(Config :: map()) -> {ok, Session} | {error, {What, Why}}
@@ -552,7 +335,7 @@ static ERL_NIF_TERM start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
 	    maxs < 1 || maxs > 100000)
 		return error2(env, "bad_config", "max_sessions");
 
-	s = bp_session_alloc();
+	s = bp_restype_alloc();
 	if (!s)
 		return error2(env, "start", "enomem");
 	memset(s, 0, sizeof *s);
@@ -611,7 +394,7 @@ static ERL_NIF_TERM start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
 		else if (v != bp_atom.full)
 			return error2(env, "bad_config", "args");
 	}
-	if (!get_capture(env, cfg, &s->capture))
+	if (!bp_nif_get_capture(env, cfg, &s->capture))
 		return error2(env, "bad_config", "capture");
 	/* Every event the capture limits allow fits a packet. */
 	if (s->packet_size < BP_PACKET_HEADER_SIZE + max_event_size(&s->capture))
@@ -648,7 +431,7 @@ static ERL_NIF_TERM start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
 	if (!s->mtx || !s->cond)
 		return error2(env, "start", "enomem");
 
-	make_uuid(s->uuid);
+	bp_output_make_uuid(s->uuid);
 	if (file) {
 		/* Everything is created relative to this fd: a symlink planted
 		 * in place of the directory or of a file is never followed. */
@@ -658,12 +441,13 @@ static ERL_NIF_TERM start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
 			s->dirfd = -1;
 			return errno_term(env, "file", err);
 		}
-		if ((unsafe = dir_unsafe(s->dirfd)))
+		if ((unsafe = bp_output_dir_unsafe(s->dirfd)))
 			return error2(env, "file", unsafe);
 	}
 	if (!enif_get_map_value(env, cfg, bp_atom.env, &v))
 		v = enif_make_list(env, 0);
-	err = file ? write_metadata(env, s, v, realtime_offset_ns()) : 0;
+	err = file ? bp_output_write_metadata(env, s, v, realtime_offset_ns())
+		   : 0;
 	if (err == EINVAL)
 		return error2(env, "bad_config", "env");
 	if (err)
@@ -937,81 +721,7 @@ static ERL_NIF_TERM nif_live_sessions(ErlNifEnv *env, int argc,
 	return enif_make_int(env, atomic_load(&live_sessions));
 }
 
-/* ---- renderer access, for tests ------------------------------------- */
-
-#define RENDER_BUF (65 * 1024)
-
-static int capture_from(ErlNifEnv *env, ERL_NIF_TERM m, struct bp_capture *c)
-{
-	ERL_NIF_TERM cfg = enif_make_new_map(env);
-
-	if (!enif_is_map(env, m))
-		return 0;
-	enif_make_map_put(env, cfg, bp_atom.capture, m, &cfg);
-	return get_capture(env, cfg, c);
-}
-
-static ERL_NIF_TERM text_result(ErlNifEnv *env, const char *buf, size_t n)
-{
-	ERL_NIF_TERM bin;
-	unsigned char *p = enif_make_new_binary(env, n, &bin);
-
-	memcpy(p, buf, n);
-	return bin;
-}
-
-/* render(Term, Capture) -> binary(). */
-static ERL_NIF_TERM nif_render(ErlNifEnv *env, int argc,
-			       const ERL_NIF_TERM argv[])
-{
-	struct bp_capture c;
-	char *buf;
-	ERL_NIF_TERM r;
-
-	(void)argc;
-	if (!capture_from(env, argv[1], &c))
-		return enif_make_badarg(env);
-	if (!(buf = enif_alloc(RENDER_BUF)))
-		return enif_raise_exception(env, bp_atom.enomem);
-	r = text_result(env, buf,
-			bp_term_render(env, argv[0], &c, buf, RENDER_BUF));
-	enif_free(buf);
-	return r;
-}
-
-/* render_args(Args, Capture) -> binary(). */
-static ERL_NIF_TERM nif_render_args(ErlNifEnv *env, int argc,
-				    const ERL_NIF_TERM argv[])
-{
-	struct bp_capture c;
-	char *buf;
-	ERL_NIF_TERM r;
-
-	(void)argc;
-	if (!capture_from(env, argv[1], &c) || !enif_is_list(env, argv[0]))
-		return enif_make_badarg(env);
-	if (!(buf = enif_alloc(RENDER_BUF)))
-		return enif_raise_exception(env, bp_atom.enomem);
-	r = text_result(env, buf,
-			bp_term_render_args(env, argv[0], &c, buf, RENDER_BUF));
-	enif_free(buf);
-	return r;
-}
-
-/* render_mfa(M, F, Arity) -> binary(). */
-static ERL_NIF_TERM nif_render_mfa(ErlNifEnv *env, int argc,
-				   const ERL_NIF_TERM argv[])
-{
-	char buf[2048];
-	unsigned arity;
-
-	(void)argc;
-	if (!enif_get_uint(env, argv[2], &arity))
-		return enif_make_badarg(env);
-	return text_result(env, buf,
-			   bp_term_render_mfa(env, argv[0], argv[1], arity, buf,
-					      sizeof buf));
-}
+/* ---- clock, is_loaded, thread_slot ---------------------------------- */
 
 /* clock() -> integer(): the trace clock now (CLOCK_MONOTONIC ns). */
 static ERL_NIF_TERM nif_clock(ErlNifEnv *env, int argc,
@@ -1040,145 +750,23 @@ static ERL_NIF_TERM nif_thread_slot(ErlNifEnv *env, int argc,
 	return enif_make_int(env, bp_thread_slot());
 }
 
-/* ---- load, upgrade, unload, reloads -------------------------------------
+/* ---- load, upgrade, unload -----------------------------------------------
  *
- * What OTP does (erl_nif.c, OTP 25) and what it means here:
- * - code:load_file/1 while the module has NIF code: the new instance's
- *   load_nif calls upgrade(); enif_open_resource_type(..TAKEOVER) hands
- *   the existing "bp_session" type (same pointer) and its live objects to
- *   the new instance.
- * - purge of old code: erts "unloads" that instance: unload() is called,
- *   its resource types are unlinked from erts's list, and the library is
- *   dlclose()d once no object of its types is left.  A type that still has
- *   objects (a running session) lives on, owned by no instance, with its
- *   destructor; a later load (code:delete + purge + load) cannot take it
- *   over and gets a new type: the old sessions' terms no longer match
- *   bp_session_rt.  So every type that still has sessions is remembered
- *   (rts[], with a count of live objects) and bp_session_get() looks there
- *   after the current type.
- * - the collector threads and the destructor run code of this library
- *   after its instance is gone: load() pins the library in memory with
- *   dlopen(self, RTLD_NODELETE), so no dlclose ever unmaps it, and its
- *   static data (this table, the atoms, the clock) survives reloads from
- *   the same file.
+ * What reloads of the library mean for sessions, and the resource types
+ * kept across them: bp_restype.c.
  */
-
-#define BP_MAX_RT 64
-static ErlNifResourceType *_Atomic rts[BP_MAX_RT];
-static _Atomic uint32_t rt_live[BP_MAX_RT];
-static _Atomic uint32_t rt_current;
-static ErlNifMutex *rt_mtx; /* taken by load/upgrade and by the dtor */
-
-/* A new, zeroed session of the current type. */
-static struct bp_session *bp_session_alloc(void)
-{
-	struct bp_session_res *r;
-	uint32_t slot;
-
-	/* The slot, its type and its count change together (a reload may
-	 * run on another thread). */
-	enif_mutex_lock(rt_mtx);
-	slot = atomic_load(&rt_current);
-	r = enif_alloc_resource(atomic_load(&rts[slot]), sizeof *r);
-	if (r) {
-		memset(r, 0, sizeof *r);
-		r->rt_slot = slot;
-		atomic_fetch_add(&rt_live[slot], 1);
-	}
-	enif_mutex_unlock(rt_mtx);
-	return r ? &r->s : NULL;
-}
-
-struct bp_session *bp_session_get_old(ErlNifEnv *env, ERL_NIF_TERM t)
-{
-	void *p;
-
-	for (uint32_t i = 0; i < BP_MAX_RT; i++) {
-		ErlNifResourceType *rt = atomic_load(&rts[i]);
-		if (rt && rt != bp_session_rt &&
-		    enif_get_resource(env, t, rt, &p))
-			return p;
-	}
-	return NULL;
-}
-
-/* The last session of a type is gone: unless it is the current type,
- * erts frees the type right after this destructor; forget it. */
-static void rt_object_gone(uint32_t slot)
-{
-	if (slot >= BP_MAX_RT)
-		return;
-	if (rt_mtx)
-		enif_mutex_lock(rt_mtx);
-	if (atomic_fetch_sub(&rt_live[slot], 1) == 1 &&
-	    slot != atomic_load(&rt_current))
-		atomic_store(&rts[slot], NULL);
-	if (rt_mtx)
-		enif_mutex_unlock(rt_mtx);
-}
-
-/* Makes `rt' the current type, in the slot it already has or a free one
- * (a slot with no live session, not current: its type is gone or
- * about to be, as erts frees an unowned type with no objects). */
-static int rt_register(ErlNifResourceType *rt)
-{
-	uint32_t cur = atomic_load(&rt_current), slot = BP_MAX_RT;
-
-	if (!rt_mtx && !(rt_mtx = enif_mutex_create("bp_session_types")))
-		return -1;
-	enif_mutex_lock(rt_mtx);
-	for (uint32_t i = 0; i < BP_MAX_RT; i++) {
-		ErlNifResourceType *t = atomic_load(&rts[i]);
-		if (t && i != cur && atomic_load(&rt_live[i]) == 0)
-			atomic_store(&rts[i], t = NULL); /* dropped by erts */
-		if (t == rt)
-			slot = i;
-	}
-	for (uint32_t i = 0; slot == BP_MAX_RT && i < BP_MAX_RT; i++)
-		if (!atomic_load(&rts[i]) && atomic_load(&rt_live[i]) == 0)
-			slot = i;
-	if (slot < BP_MAX_RT) {
-		atomic_store(&rts[slot], rt);
-		atomic_store(&rt_current, slot);
-		bp_session_rt = rt;
-	}
-	enif_mutex_unlock(rt_mtx);
-	return slot < BP_MAX_RT ? 0 : -1; /* 64 generations all alive */
-}
-
-/* Keeps this library mapped for the life of the process (see above). */
-static void pin_library(void)
-{
-	static int pinned;
-	Dl_info info;
-
-	if (pinned)
-		return;
-	if (dladdr((void *)&pin_library, &info) && info.dli_fname &&
-	    dlopen(info.dli_fname, RTLD_NOW | RTLD_NODELETE))
-		pinned = 1; /* the handle is deliberately never closed */
-}
-
-static int open_types(ErlNifEnv *env)
-{
-	ErlNifResourceType *rt = enif_open_resource_type(
-		env, NULL, "bp_session", session_dtor,
-		ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER, NULL);
-
-	return rt ? rt_register(rt) : -1;
-}
 
 static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
 {
 	(void)priv;
 	(void)info;
-	pin_library();
+	bp_restype_pin_library();
 #define BP__MAKE_ATOM(name, text) bp_atom.name = enif_make_atom(env, text);
 	BP_ATOMS(BP__MAKE_ATOM)
 #undef BP__MAKE_ATOM
 	bp_handler_load(env);
 	bp_clock_init();
-	return open_types(env);
+	return bp_restype_open(env, session_dtor);
 }
 
 static int upgrade(ErlNifEnv *env, void **priv, void **old_priv,
@@ -1190,7 +778,7 @@ static int upgrade(ErlNifEnv *env, void **priv, void **old_priv,
 
 /* The instance is purged.  Nothing to free: running sessions keep their
  * resource type (erts keeps it while they live) and their threads keep
- * running code that stays mapped (pin_library). */
+ * running code that stays mapped (bp_restype_pin_library). */
 static void unload(ErlNifEnv *env, void *priv)
 {
 	(void)env;
@@ -1209,9 +797,9 @@ static ErlNifFunc nif_funcs[] = {
 	{"ack", 2, nif_ack, 0},
 	{"make_dir", 1, nif_make_dir, ERL_NIF_DIRTY_JOB_IO_BOUND},
 	{"live_sessions", 0, nif_live_sessions, 0},
-	{"render", 2, nif_render, 0},
-	{"render_args", 2, nif_render_args, 0},
-	{"render_mfa", 3, nif_render_mfa, 0},
+	{"render", 2, bp_nif_render, 0},
+	{"render_args", 2, bp_nif_render_args, 0},
+	{"render_mfa", 3, bp_nif_render_mfa, 0},
 	{"thread_slot", 0, nif_thread_slot, 0},
 	{"clock", 0, nif_clock, 0},
 	{"is_loaded", 0, nif_is_loaded, 0},

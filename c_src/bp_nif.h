@@ -1,29 +1,44 @@
-/* bp_nif.h -- what the NIF entry points share: the session resource type
- * and the tracer callbacks (bp_tracer.c) for the NIF function table. */
+/* bp_nif.h -- what the NIF entry points share: the session lookup, the
+ * errors and capture options of bp_nif.c, and the tracer callbacks
+ * (bp_tracer.c) and renderer NIFs (bp_nif_render.c) for the NIF function
+ * table. */
 #ifndef BP_NIF_H
 #define BP_NIF_H
 
 #include <erl_nif.h>
 
-/* Resource type of struct bp_session; set in load()/upgrade().  Sessions
- * created by an earlier instance of the library whose type erts dropped
- * (the module deleted and purged, then loaded again) have an older type:
- * bp_session_get() finds those too (bp_nif.c, "Reloads"). */
-extern ErlNifResourceType *bp_session_rt;
+#include "bp_restype.h"
 
 struct bp_session;
-struct bp_session *bp_session_get_old(ErlNifEnv *env, ERL_NIF_TERM t);
+struct bp_capture;
 
-/* The session of a resource term, or NULL. */
+/* The session of a resource term, or NULL: of the current resource type,
+ * or of an older one that still has sessions (bp_restype.c, "reloads"). */
 static inline struct bp_session *bp_session_get(ErlNifEnv *env,
 						ERL_NIF_TERM t)
 {
 	void *p;
 
-	if (enif_get_resource(env, t, bp_session_rt, &p))
+	if (enif_get_resource(env, t, bp_restype_current, &p))
 		return p;
-	return bp_session_get_old(env, t);
+	return bp_restype_get_old(env, t);
 }
+
+/* An errno value as an atom: eacces, enoent, ... or errno_N. */
+ERL_NIF_TERM bp_nif_errno_atom(ErlNifEnv *env, int err);
+
+/* The capture limits of a config map's `capture' key into c (defaults if
+ * absent); 0 if they are malformed or out of range. */
+int bp_nif_get_capture(ErlNifEnv *env, ERL_NIF_TERM cfg,
+		       struct bp_capture *c);
+
+/* render/2, render_args/2, render_mfa/3: bp_nif_render.c, for tests. */
+ERL_NIF_TERM bp_nif_render(ErlNifEnv *env, int argc,
+			   const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM bp_nif_render_args(ErlNifEnv *env, int argc,
+				const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM bp_nif_render_mfa(ErlNifEnv *env, int argc,
+			       const ERL_NIF_TERM argv[]);
 
 #define BP_TRACER_NIFS(N)                                                  \
 	N(enabled, 3, bp_tracer_enabled)                                   \

@@ -1,0 +1,27 @@
+/* bp_output.h -- a session's output directory and its metadata file (see
+ * bp_output.c). */
+#ifndef BP_OUTPUT_H
+#define BP_OUTPUT_H
+
+#include <stdint.h>
+#include <erl_nif.h>
+
+struct bp_session;
+
+/* A random (version 4) UUID: the trace's, in its metadata. */
+void bp_output_make_uuid(uint8_t u[16]);
+
+/* NULL if the directory open as fd is ours alone, else the text of the
+ * error atom saying why not. */
+const char *bp_output_dir_unsafe(int fd);
+
+/* make_dir/1 of beamprobe_nif: created | existing | {error, Why}, or
+ * badarg for a malformed path. */
+ERL_NIF_TERM bp_output_make_dir(ErlNifEnv *env, ERL_NIF_TERM dir);
+
+/* Writes s's metadata (in s->dirfd) with the env list `list'.  0, EINVAL
+ * for a malformed list, or the errno of the write. */
+int bp_output_write_metadata(ErlNifEnv *env, struct bp_session *s,
+			     ERL_NIF_TERM list, int64_t offset_ns);
+
+#endif /* BP_OUTPUT_H */
