@@ -221,5 +221,10 @@ handle_info({'DOWN', Ref, process, _, _Why}, St) ->
         error ->
             {noreply, St}
     end;
+handle_info(beamprobe_nif_reloaded, St) ->
+    %% The NIF module was loaded again (beamprobe_nif:load/0): every
+    %% session traces its processes again.
+    _ = [Pid ! beamprobe_nif_reloaded || #{pid := Pid} <- maps:values(St)],
+    {noreply, St};
 handle_info(_, St) ->
     {noreply, St}.

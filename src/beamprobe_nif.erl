@@ -39,11 +39,23 @@ load() ->
     case erlang:load_nif(Lib, 0) of
         ok ->
             _ = persistent_term:erase(?LOAD_ERROR),
+            reloaded(),
             ok;
         {error, Why} ->
             persistent_term:put(?LOAD_ERROR, {Lib ++ ".so", Why}),
             ok
     end.
+
+%% A reload (the module deleted, purged and loaded again) makes the VM drop
+%% this module as a tracer from every process it traced: the running
+%% sessions are told (through the janitor) so that they trace their
+%% processes again.  Never fails: nothing may stop the load.
+reloaded() ->
+    case whereis(beamprobe_janitor) of
+        P when is_pid(P) -> P ! beamprobe_nif_reloaded;
+        _ -> ok
+    end,
+    ok.
 
 lib_path() ->
     case os:getenv("BEAMPROBE_NIF") of

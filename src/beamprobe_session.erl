@@ -32,7 +32,8 @@
              traced = none :: none | all | new | existing | [pid()],
              started :: integer(),
              timer :: undefined | reference(),
-             summary :: undefined | map()}).
+             summary :: undefined | map(),
+             nif_reloads = 0 :: non_neg_integer()}).
 
 %% @doc Starts a session process for `Owner'; it traces nothing until asked
 %% to `install'.
@@ -93,6 +94,9 @@ handle_info({beamprobe_stop, Why}, St) ->
     ended(finish(St, Why));
 handle_info({'EXIT', _, _}, St) ->
     {noreply, St};
+handle_info(beamprobe_nif_reloaded, #st{summary = undefined,
+                                       res = Res} = St) when Res =/= undefined ->
+    {noreply, retrace(St)};
 handle_info(_Other, St) ->
     {noreply, St}.
 
@@ -379,15 +383,19 @@ flags(#{calls := Calls, args := Args, return_to := RetTo, events := Ev}) ->
         [return_to || Calls =/= [], RetTo] ++
         [Flag || {E, Flag} <- Map, lists:member(E, Ev)].
 
-set_flags(#st{config = #{meta := true, events := []}} = St) ->
-    {ok, St};
-set_flags(#st{config = #{procs := Procs} = C0, res = Res,
-              handlers = Hs} = St) ->
+%% The flags of the session's processes, its tracer last.
+tracer_flags(#st{config = C0, res = Res}) ->
     C = case C0 of
             #{meta := true} -> C0#{calls := []};  % calls are meta-traced
             _ -> C0
         end,
-    Flags = flags(C) ++ [{tracer, beamprobe_nif, Res}],
+    flags(C) ++ [{tracer, beamprobe_nif, Res}].
+
+set_flags(#st{config = #{meta := true, events := []}} = St) ->
+    {ok, St};
+set_flags(#st{config = #{procs := Procs} = C, res = Res,
+              handlers = Hs} = St) ->
+    Flags = tracer_flags(St),
     try
         case Procs of
             L when is_list(L) ->
@@ -416,6 +424,48 @@ set_flags(#st{config = #{procs := Procs} = C0, res = Res,
             {error, {trace_failed, Procs, Flags -- [{tracer, beamprobe_nif, Res}]},
              St#st{traced = Procs}}
     end.
+
+%% After a reload of the NIF module the VM has dropped it as the tracer of
+%% every process (and meta pattern) it traced: trace them again, taking
+%% no process another tracer holds now.  What happened in between was
+%% never given to beamprobe; the summary counts the reloads
+%% (`nif_reloads').  `existing' sessions cannot tell the processes they
+%% traced from newer ones: they trace every untraced process again.
+retrace(#st{config = C, traced = Traced, handlers = Hs} = St) ->
+    %% The message comes from the module's on_load: a call to the module
+    %% waits until the load has finished (and the tracer is usable).
+    _ = (catch beamprobe_nif:is_loaded()),
+    Flags = tracer_flags(St),
+    Untraced = fun(P) -> trace_info(P, tracer) =:= {tracer, []} end,
+    Own = [self() | Hs] ++
+        [P || N <- [beamprobe_janitor, beamprobe_sup, beamprobe_session_sup],
+              P <- [whereis(N)], is_pid(P)],
+    Ports = lists:member(ports, maps:get(events, C)),
+    Targets = case Traced of
+                  L when is_list(L) -> L;
+                  none -> [];
+                  new -> [];
+                  _ when Ports -> processes() ++ erlang:ports();
+                  _ -> processes()
+              end,
+    _ = [catch erlang:trace(P, true, Flags)
+         || P <- Targets, not lists:member(P, Own), Untraced(P)],
+    _ = case Traced =:= all orelse Traced =:= new of
+            true ->
+                New = case Ports of
+                          true -> new;
+                          false -> new_processes
+                      end,
+                Untraced(new) andalso (catch erlang:trace(New, true, Flags));
+            false -> false
+        end,
+    _ = case maps:get(meta, C) of
+            true ->
+                %% Meta patterns name the tracer too: set them again.
+                catch set_patterns(St#st{patterns = [], msg_patterns = []});
+            false -> ok
+        end,
+    St#st{nif_reloads = St#st.nif_reloads + 1}.
 
 processes_only(all) -> processes;
 processes_only(existing) -> existing_processes;
@@ -504,6 +554,7 @@ finish(#st{res = Res, config = C, started = T0} = St, Why) ->
             io_error => maps:get(io_error, Stats),
             handlers => maps:get(handlers, Stats),
             matched => St#st.matched,
+            nif_reloads => St#st.nif_reloads,
             tag => maps:get(tag, C)},
     _ = [beamprobe_handler:stop(H, Why) || H <- St1#st.handlers],
     Sum1 = case Stats of
@@ -604,10 +655,11 @@ message_pattern(Kind, MS) ->
 trace_info(PidPortFuncEvent, Item) ->
     erlang:apply(erlang, trace_info, [PidPortFuncEvent, Item]).
 
-info_map(#st{config = C, started = T0, matched = M}, Stats) ->
+info_map(#st{config = C, started = T0, matched = M} = St, Stats) ->
     Stats#{seconds => (erlang:monotonic_time(millisecond) - T0) / 1000,
            output => output(C),
            matched => M,
+           nif_reloads => St#st.nif_reloads,
            tag => maps:get(tag, C),
            config => C}.
 

@@ -141,6 +141,9 @@ nif_reload_x15(Config) ->
              _ = code:delete(beamprobe_nif),
              _ = code:purge(beamprobe_nif),
              Load = code:load_file(beamprobe_nif),
+             %% The sessions trace their processes again (asynchronously,
+             %% told by the module's on_load): wait until both did.
+             ok = wait_reloads([S, S0], I),
              3 = ?W:run(W, fun() -> ?W:add(1, 2) end),
              I = ?W:run(W0, fun() -> ?W:tick(I) end),
              Alive = is_process_alive(S) andalso is_process_alive(S0)
@@ -165,6 +168,17 @@ nif_reload_x15(Config) ->
     ?assertMatch(#{events := 2}, stop(S2)),
     ?W:stop_worker(W),
     ?W:stop_worker(W0).
+
+wait_reloads(Ss, I) -> wait_reloads(Ss, I, 100).
+
+wait_reloads(_Ss, _I, 0) -> timeout;
+wait_reloads(Ss, I, N) ->
+    Counts = [maps:get(nif_reloads, element(2, beamprobe:info(S)), -1)
+              || S <- Ss],
+    case Counts of
+        [1, I] -> ok;
+        _ -> timer:sleep(10), wait_reloads(Ss, I, N - 1)
+    end.
 
 summary_or_error({ok, Sum}) -> Sum;
 summary_or_error(Other) -> Other.
