@@ -46,7 +46,8 @@
 	A(handlers, "handlers") A(pid, "pid") A(kinds, "kinds")            \
 	A(pids, "pids") A(batch, "batch") A(credits, "credits")            \
 	A(file, "file") A(file_kinds, "file_kinds") A(rate, "rate")        \
-	A(rate_stop, "rate_stop") A(delivered, "delivered")
+	A(rate_stop, "rate_stop") A(delivered, "delivered")            \
+	A(in_flight, "in_flight")
 
 struct bp_atoms {
 #define BP__ATOM_FIELD(name, text) ERL_NIF_TERM name;

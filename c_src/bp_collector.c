@@ -146,11 +146,8 @@ static void add_event(struct bp_session *s, struct bp_slot *sl,
 
 static void flush_handlers(struct bp_session *s, int final)
 {
-	for (uint32_t i = 0; i < s->nhandlers; i++) {
-		struct bp_handler_sink *h = &s->handlers[i];
-		if (final || atomic_load(&h->credits) > 0)
-			bp_handler_flush(s, h, final);
-	}
+	for (uint32_t i = 0; i < s->nhandlers; i++)
+		bp_handler_flush(s, &s->handlers[i], final);
 }
 
 static void flush_stream(struct bp_session *s, struct bp_slot *sl,

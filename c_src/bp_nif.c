@@ -232,12 +232,12 @@ static int get_handlers(ErlNifEnv *env, ERL_NIF_TERM cfg, struct bp_session *s)
 		    !get_u64_opt(env, head, bp_atom.kinds, ~0ull, &kinds) ||
 		    !get_u64_opt(env, head, bp_atom.batch, 1000, &batch) ||
 		    !get_u64_opt(env, head, bp_atom.credits, 4, &credits) ||
-		    batch < 1 || batch > 100000 || credits < 1 || credits > 64)
+		    batch < 1 || batch > 100000 || credits < 1 ||
+		    credits > BP_HANDLER_MAX_CREDITS)
 			return 0;
 		h->kinds = kinds;
 		h->batch_max = (uint32_t)batch;
 		h->credits_max = (uint32_t)credits;
-		atomic_init(&h->credits, (int32_t)credits);
 		if (enif_get_map_value(env, head, bp_atom.overflow, &v))
 			h->overflow_stop = v == bp_atom.stop;
 		if (enif_get_map_value(env, head, bp_atom.pids, &pl)) {
@@ -530,11 +530,15 @@ static ERL_NIF_TERM stats_map(ErlNifEnv *env, struct bp_session *s)
 	ERL_NIF_TERM sinks = enif_make_list(env, 0);
 	for (uint32_t i = s->nhandlers; i-- > 0;) {
 		struct bp_handler_sink *h = &s->handlers[i];
-		ERL_NIF_TERM hk[2] = {bp_atom.delivered, bp_atom.dropped};
-		ERL_NIF_TERM hv[2] = {enif_make_uint64(env, atomic_load(&h->delivered)),
-				      enif_make_uint64(env, atomic_load(&h->dropped))};
+		uint64_t dl, dr, fl;
+		bp_handler_counts(h, &dl, &dr, &fl);
+		ERL_NIF_TERM hk[3] = {bp_atom.delivered, bp_atom.dropped,
+				      bp_atom.in_flight};
+		ERL_NIF_TERM hv[3] = {enif_make_uint64(env, dl),
+				      enif_make_uint64(env, dr),
+				      enif_make_uint64(env, fl)};
 		ERL_NIF_TERM hm;
-		if (enif_make_map_from_arrays(env, hk, hv, 2, &hm))
+		if (enif_make_map_from_arrays(env, hk, hv, 3, &hm))
 			sinks = enif_make_list_cell(env, hm, sinks);
 	}
 	enif_make_map_put(env, m, bp_atom.handlers, sinks, &m);

@@ -9,7 +9,14 @@
  * handler's mailbox never holds more than `credits` batches and the node's
  * memory stays bounded however slow the handler is.
  *
- * Collector thread only, except bp_handler_ack (any thread).
+ * The account is exact: a batch sent is `in_flight' until the handler
+ * acknowledges it (then `delivered'), or until the handler is found dead
+ * (then `dropped': nobody will ever handle it).  Acks come in send order
+ * (one mailbox), so the sizes of the batches in flight wait in a FIFO of
+ * at most credits_max entries (bp_sink_handler.h), lock-free.
+ *
+ * Collector thread only, except bp_handler_ack and bp_handler_counts (any
+ * thread).
  */
 #include <string.h>
 
@@ -130,7 +137,79 @@ static void reset_batch(struct bp_handler_sink *h)
 	h->n = 0;
 }
 
-/* Sends the open batch if a credit allows; else drops it (counted). */
+static uint64_t in_flight_batches(struct bp_handler_sink *h)
+{
+	return atomic_load(&h->q_head) - atomic_load(&h->q_tail);
+}
+
+static int has_credit(struct bp_handler_sink *h)
+{
+	return in_flight_batches(h) < h->credits_max;
+}
+
+/* Takes the oldest batch in flight off the queue and moves its events from
+ * in_flight to `to'.  Returns 0 when none is in flight.  Any thread; safe
+ * against other takers (compare-and-swap on q_tail): a taker with a stale
+ * q_tail may read a reused place, but its swap then fails. */
+static int take_oldest(struct bp_handler_sink *h, _Atomic uint64_t *to)
+{
+	uint64_t t = atomic_load(&h->q_tail);
+	uint32_t n;
+
+	for (;;) {
+		if (t == atomic_load(&h->q_head))
+			return 0;
+		n = atomic_load_explicit(&h->q_size[t % BP_HANDLER_MAX_CREDITS],
+					 memory_order_relaxed);
+		if (atomic_compare_exchange_weak(&h->q_tail, &t, t + 1))
+			break;
+	}
+	atomic_fetch_add(&h->moves_begun, 1);
+	atomic_fetch_add(to, n);
+	atomic_fetch_sub(&h->in_flight, n);
+	atomic_fetch_add(&h->moves_done, 1);
+	return 1;
+}
+
+/* A batch of n events is about to be sent: in flight.  Collector thread,
+ * with a credit (a free place). */
+static void push_in_flight(struct bp_handler_sink *h, uint32_t n)
+{
+	uint64_t hd = atomic_load_explicit(&h->q_head, memory_order_relaxed);
+
+	atomic_fetch_add(&h->in_flight, n); /* before anyone can take it */
+	atomic_store_explicit(&h->q_size[hd % BP_HANDLER_MAX_CREDITS], n,
+			      memory_order_relaxed);
+	atomic_store(&h->q_head, hd + 1); /* publishes the size */
+}
+
+/* The handler process is gone: its open batch and every batch in its
+ * mailbox are lost, and so is every later event meant for it. */
+static void handler_gone(struct bp_handler_sink *h)
+{
+	h->dead = 1;
+	if (h->n)
+		atomic_fetch_add(&h->dropped, h->n);
+	reset_batch(h);
+	h->pending_drops = 0;
+	while (take_oldest(h, &h->dropped))
+		;
+}
+
+/* Is the handler process alive?  From the collector thread, with an
+ * environment of its own (as bp_collector.c's session_process_alive). */
+static int handler_alive(struct bp_handler_sink *h)
+{
+	ErlNifEnv *env = enif_alloc_env();
+	int alive;
+
+	if (!env)
+		return 1; /* cannot tell: ask again later */
+	alive = enif_is_process_alive(env, &h->pid);
+	enif_free_env(env);
+	return alive;
+}
+
 /* Adds the events lost at the source since the last look (full rings, rate
  * limits; not the limit/stop ones) to what the handler will be told. */
 static void note_source_drops(struct bp_session *s, struct bp_handler_sink *h)
@@ -147,6 +226,7 @@ static void note_source_drops(struct bp_session *s, struct bp_handler_sink *h)
 	}
 }
 
+/* Sends the open batch if a credit allows; else drops it (counted). */
 static void send_batch(struct bp_session *s, struct bp_handler_sink *h,
 		       int final)
 {
@@ -161,7 +241,7 @@ static void send_batch(struct bp_session *s, struct bp_handler_sink *h,
 	 * an overloaded session must not flood the handler with them. */
 	if (h->n == 0 && !final && bp_now() - h->last_report < 1000000000ull)
 		return;
-	if (h->n && atomic_load(&h->credits) <= 0) {
+	if (h->n && !has_credit(h)) {
 		h->pending_drops += h->n;
 		atomic_fetch_add(&h->dropped, h->n);
 		if (h->overflow_stop)
@@ -169,7 +249,7 @@ static void send_batch(struct bp_session *s, struct bp_handler_sink *h,
 		reset_batch(h);
 		return;
 	}
-	if (atomic_load(&h->credits) <= 0)
+	if (!has_credit(h))
 		return; /* only drops to report: they wait for a credit */
 	h->last_report = bp_now();
 	if (h->pending_drops) {
@@ -183,16 +263,15 @@ static void send_batch(struct bp_session *s, struct bp_handler_sink *h,
 	enif_make_reverse_list(h->env, list, &list);
 	msg = enif_make_tuple3(h->env, a_beamprobe_events,
 			       enif_make_uint(h->env, h->index), list);
-	atomic_fetch_sub(&h->credits, 1);
+	/* In flight before the send: the handler may ack at once.  A batch
+	 * of loss reports only (n == 0) takes a credit and an ack too. */
+	push_in_flight(h, h->n);
+	h->n = 0;
 	/* A successful send invalidates the terms of h->env, not the env
 	 * itself: reset_batch clears it for the next batch (erl_nif(3),
 	 * enif_send).  A new env here would leak the old one per batch. */
-	if (enif_send(NULL, &h->pid, h->env, msg)) {
-		atomic_fetch_add(&h->delivered, h->n);
-	} else {
-		h->dead = 1; /* the handler process is gone */
-		atomic_fetch_add(&h->dropped, h->n);
-	}
+	if (!enif_send(NULL, &h->pid, h->env, msg))
+		handler_gone(h); /* this batch too is in flight: dropped */
 	reset_batch(h);
 }
 
@@ -217,7 +296,18 @@ void bp_handler_add(struct bp_session *s, struct bp_handler_sink *h,
 void bp_handler_flush(struct bp_session *s, struct bp_handler_sink *h,
 		      int final)
 {
-	send_batch(s, h, final);
+	/* A handler that died with batches in its mailbox gives no credit
+	 * back, so no send fails to tell us: ask, when it holds none (at
+	 * most once a second), and at the end. */
+	if (!h->dead && (final || (!has_credit(h) &&
+				   bp_now() - h->last_check >= 1000000000ull))) {
+		h->last_check = bp_now();
+		if (!handler_alive(h))
+			handler_gone(h);
+	}
+	/* Without a credit only `final' sends (or drops) the open batch. */
+	if (final || has_credit(h))
+		send_batch(s, h, final);
 }
 
 int bp_handler_init(struct bp_handler_sink *h)
@@ -238,6 +328,23 @@ void bp_handler_free(struct bp_handler_sink *h)
 
 void bp_handler_ack(struct bp_handler_sink *h)
 {
-	if (atomic_load(&h->credits) < (int32_t)h->credits_max)
-		atomic_fetch_add(&h->credits, 1);
+	/* An ack with nothing in flight (not from the handler) is ignored. */
+	(void)take_oldest(h, &h->delivered);
+}
+
+void bp_handler_counts(struct bp_handler_sink *h, uint64_t *delivered,
+		       uint64_t *dropped, uint64_t *in_flight)
+{
+	/* Consistent when no move was under way before or during the reads
+	 * (moves_begun unchanged and equal to moves_done); a move is a few
+	 * instructions, so a retry or two at most.  Single-count changes
+	 * need no bracket: any reading is the account at some instant. */
+	for (int tries = 0; tries < 1000; tries++) {
+		uint64_t done = atomic_load(&h->moves_done);
+		*delivered = atomic_load(&h->delivered);
+		*dropped = atomic_load(&h->dropped);
+		*in_flight = atomic_load(&h->in_flight);
+		if (atomic_load(&h->moves_begun) == done)
+			return;
+	}
 }

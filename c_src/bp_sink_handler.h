@@ -9,6 +9,7 @@
 #include "bp_session.h"
 
 #define BP_HANDLER_MAX_PIDS 64
+#define BP_HANDLER_MAX_CREDITS 64 /* credits_max at most (bp_nif.c checks) */
 
 struct bp_handler_sink {
 	ErlNifPid pid;         /* the handler process */
@@ -19,8 +20,19 @@ struct bp_handler_sink {
 	uint32_t batch_max;    /* events per batch */
 	uint32_t credits_max;  /* batches in flight at most */
 	int overflow_stop;     /* a dropped batch ends the session */
-	_Atomic int32_t credits;
-	_Atomic uint64_t delivered, dropped;
+	/* Batches sent and not yet acknowledged, oldest first: their event
+	 * counts in q_size[q_tail % N .. q_head % N).  One producer (the
+	 * collector, in send_batch: size, then q_head); consumers take the
+	 * oldest entry by a compare-and-swap on q_tail: bp_handler_ack (any
+	 * thread) and the collector when it finds the handler dead.  A
+	 * credit is a free place: q_head - q_tail < credits_max. */
+	_Atomic uint32_t q_size[BP_HANDLER_MAX_CREDITS];
+	_Atomic uint64_t q_head, q_tail;
+	/* Events given to the handler = delivered + dropped + in_flight. */
+	_Atomic uint64_t delivered, dropped, in_flight;
+	/* A move between two counts is bracketed by these (begun, then
+	 * done), so that bp_handler_counts can read a consistent triple. */
+	_Atomic uint64_t moves_begun, moves_done;
 	/* Collector-owned batch under construction. */
 	ErlNifEnv *env;
 	ERL_NIF_TERM list;
@@ -28,6 +40,7 @@ struct bp_handler_sink {
 	uint64_t pending_drops; /* to report in the next batch */
 	uint64_t src_seen;      /* source drops already reported */
 	uint64_t last_report;   /* when the last batch was sent (ns) */
+	uint64_t last_check;    /* when we last asked if it is alive (ns) */
 	int dead;
 };
 
@@ -40,11 +53,17 @@ void bp_handler_free(struct bp_handler_sink *h);
  * Collector thread. */
 void bp_handler_add(struct bp_session *s, struct bp_handler_sink *h,
 		    const uint8_t *ev, uint32_t len);
-/* Sends the open batch, or pending loss reports (at most once a second
- * unless `final').  Collector thread. */
+/* Sends the open batch if it holds a credit, or pending loss reports (at
+ * most once a second unless `final').  Finds a dead handler out: at
+ * `final', and at most once a second while it holds no credit; its
+ * in-flight batches then count as dropped.  Collector thread. */
 void bp_handler_flush(struct bp_session *s, struct bp_handler_sink *h,
 		      int final);
-/* One batch consumed: one credit back.  Any thread. */
+/* The oldest batch in flight was consumed: its events count as
+ * delivered, its credit comes back.  Any thread. */
 void bp_handler_ack(struct bp_handler_sink *h);
+/* delivered, dropped, in_flight, read together.  Any thread. */
+void bp_handler_counts(struct bp_handler_sink *h, uint64_t *delivered,
+		       uint64_t *dropped, uint64_t *in_flight);
 
 #endif /* BP_SINK_HANDLER_H */

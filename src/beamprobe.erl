@@ -99,7 +99,12 @@
           stop_reason := atom(),
           atom() => term()}.
 %% What a session recorded: `events' written, `dropped' by cause
-%% (ring_full, overwritten, limit, stopped, ...), bytes written.
+%% (ring_full, overwritten, limit, stopped, ...), bytes written; and
+%% `handlers', per handler sink, `#{delivered, dropped, in_flight}':
+%% events in batches the handler acknowledged, events lost (no credit,
+%% handler dead), and events in batches sent but not yet acknowledged when
+%% the summary was taken (a live handler still handles them); the three
+%% add up to the events given to the handler.
 
 %% @doc Starts a tracing session owned by the calling process.
 %%
