@@ -155,7 +155,9 @@ start_app(Spec) ->
 start_session(Config) ->
     case beamprobe_sup:start_session(self(), Config) of
         {ok, Pid} ->
-            try gen_server:call(Pid, install, infinity)
+            try gen_server:call(Pid, install, infinity) of
+                {error, _} = E -> gone(Pid), E;
+                Ok -> Ok
             catch exit:{Reason, _} -> {error, {session_failed, Reason}}
             end;
         {error, _} = E -> E
@@ -167,7 +169,10 @@ start_session(Config) ->
 %% included, is `{error, not_found}' and is left alone.
 -spec stop(session() | pid()) -> {ok, summary()} | {error, not_found}.
 stop(Session) ->
-    call(Session, stop).
+    case call(Session, stop) of
+        {ok, _} = Ok -> gone(Session), Ok;
+        Other -> Other
+    end.
 
 %% @doc Counters and configuration of a running session.
 -spec info(session() | pid()) -> {ok, map()} | {error, term()}.
@@ -280,6 +285,15 @@ call(Session, Req) when is_pid(Session) ->
     end;
 call(_, _) ->
     {error, not_found}.
+
+%% Waits (at most 5 s) until a session that replied for the last time has
+%% exited, so that list/0 no longer shows it when stop/1 or a failed
+%% start/1 returns.
+gone(Pid) ->
+    Ref = monitor(process, Pid),
+    receive {'DOWN', Ref, process, _, _} -> ok
+    after 5000 -> demonitor(Ref, [flush]), ok
+    end.
 
 is_session(Pid) ->
     node(Pid) =:= node() andalso lists:member(Pid, list()).

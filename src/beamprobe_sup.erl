@@ -23,7 +23,10 @@ start_session(Owner, Config) ->
 -spec sessions() -> [pid()].
 sessions() ->
     try supervisor:which_children(beamprobe_session_sup) of
-        Children -> [P || {_, P, _, _} <- Children, is_pid(P)]
+        %% A session that has just exited may still be a child until
+        %% the supervisor has handled its exit signal.
+        Children -> [P || {_, P, _, _} <- Children, is_pid(P),
+                          is_process_alive(P)]
     catch exit:_ -> []   % the application is stopping or stopped
     end.
 
