@@ -13,7 +13,7 @@
 -module(beamprobe_kinds_bench).
 -export([main/1]).
 
--define(ROUNDS, 5).
+-define(ROUNDS, 7).
 
 -type kind() :: #{id := atom(), label := string(), target := float(),
                   ops := pos_integer(), who := self | pair | new,
@@ -21,8 +21,21 @@
                   flags := [atom()], bp := map(),
                   work := fun((pos_integer(), [pid()]) -> term())}.
 
-%% @doc `main(["kinds", VMLabel])' or `main(["smoke", VMLabel])'.
+%% @doc `main(["kinds", VMLabel])' or `main(["smoke", VMLabel])', or
+%% `main(["only", Kind, Config, Rounds])': runs one kind under one
+%% configuration Rounds times, printing ns per op (for `perf record').
 -spec main([string()]) -> no_return().
+main(["only", Kind, Config, Rounds]) ->
+    {ok, _} = application:ensure_all_started(beamprobe),
+    Tmp = filename:join(os:getenv("TMPDIR", "/tmp"),
+                        "beamprobe-kbench-" ++ os:getpid()),
+    ok = filelib:ensure_dir(filename:join(Tmp, "x")),
+    [K] = [K || #{id := Id} = K <- kinds(false), atom_to_list(Id) =:= Kind],
+    C = list_to_existing_atom(Config),
+    [io:format("~s ~s: ~.1f ns per op~n", [Kind, Config, element(1, run(K, C, Tmp))])
+     || _ <- lists:seq(1, list_to_integer(Rounds))],
+    os:cmd("rm -rf " ++ Tmp),
+    halt(0);
 main([Mode | Label]) ->
     {ok, _} = application:ensure_all_started(beamprobe),
     Tmp = filename:join(os:getenv("TMPDIR", "/tmp"),
@@ -87,6 +100,12 @@ kinds(Smoke) ->
             target => 2.0, ops => 100000, who => pair,
             pattern => none, flags => ['receive'],
             bp => #{events => ['receive'], args => full},
+            work => fun ping/2},
+          #{id => send_receive,
+            label => "send+receive, full (ping-pong)",
+            target => 2.0, ops => 100000, who => pair,
+            pattern => none, flags => [send, 'receive'],
+            bp => #{events => [send, 'receive'], args => full},
             work => fun ping/2},
           #{id => procs, label => "spawn/link/exit (procs, new)",
             target => 1.5, ops => 20000, who => new,

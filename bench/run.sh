@@ -52,7 +52,7 @@ bench_default() {
 kinds() {
   erl -noshell -pa ebin -pa "$B" -run beamprobe_kinds_bench main kinds default flags
   erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell -pa ebin -pa "$B" \
-    -run beamprobe_kinds_bench main kinds +sbwt none +sbwtdcpu none +sbwtdio none
+    -run beamprobe_kinds_bench main kinds sbwt=none sbwtdcpu=none sbwtdio=none
 }
 if [ ${#args[@]} -eq 0 ]; then
   # The firehose in a node of its own (its memory figures want a fresh
