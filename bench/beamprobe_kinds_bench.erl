@@ -246,7 +246,9 @@ setup(bp, #{bp := Bp}, Targets, Dir) ->
     end.
 
 pattern(none, _) -> ok;
-pattern({MFA, MS}, true) -> 1 = erlang:trace_pattern(MFA, MS, [local]);
+pattern({{M, _, _} = MFA, MS}, true) ->
+    {module, M} = code:ensure_loaded(M),  % trace_pattern needs it loaded
+    1 = erlang:trace_pattern(MFA, MS, [local]);
 pattern({MFA, _}, false) -> erlang:trace_pattern(MFA, false, [local]).
 
 untrace(Targets, Pat) ->
