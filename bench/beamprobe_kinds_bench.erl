@@ -280,8 +280,11 @@ drained(Sink) ->
 %%% ------------------------------------------------------------------------
 
 report(Kinds, Res, Smoke) ->
+    io:format("untraced: ns per operation; floor+, bp+, pid+: ns each event "
+              "adds over untraced;~nbp/fl, pid/fl: added cost / the floor's "
+              "added cost; target: issue 12's for bp/fl~n"),
     io:format("~-36s ~5s ~8s | ~8s ~8s ~8s | ~6s ~6s ~6s ~4s ~s~n",
-              ["kind (ns per op untraced; added ns per event)", "ev/op",
+              ["kind", "ev/op",
                "untraced", "floor+", "bp+", "pid+", "bp/fl", "pid/fl",
                "target", "met", "bp drops"]),
     {P, F} = lists:foldl(fun(K, {P0, F0}) ->
