@@ -93,7 +93,8 @@ schema-check: $(SCHEMA_BUILD)/beamprobe_events.hrl $(SCHEMA_BUILD)/format.md
 
 # Every suite: C unit tests (ASan+UBSan, the ring under TSan), Erlang
 # EUnit + Common Test, the NIF under ASan+UBSan, a short fuzz run of the
-# reader, the CLI tests; each prints "N passed, M failed".  Every step runs
+# reader, the CLI tests, a smoke run of the bench (tiny counts, no
+# thresholds: the bench code cannot rot); each prints "N passed, M failed".  Every step runs
 # even if an earlier one failed; the target fails if any did.
 TEST_STEPS := "$(MAKE) schema-check" \
 	"$(MAKE) -C test/c run" \
@@ -103,6 +104,7 @@ TEST_STEPS := "$(MAKE) schema-check" \
 	"FUZZ_SECONDS=20 bash test/fuzz/run.sh" \
 	"TZ=UTC bash test/cli/run.sh" \
 	"bash test/browser/run.sh" \
+	"bash bench/run.sh smoke" \
 	"bash scripts/dialyzer.sh"
 test: deps all
 	@failed=""; for step in $(TEST_STEPS); do \

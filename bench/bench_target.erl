@@ -1,6 +1,6 @@
 %%% @doc The functions the benchmark traces.
 -module(bench_target).
--export([loop/2, f/1, spin/1]).
+-export([loop/2, f/1, spin/1, loop_exc/2, g/1]).
 
 %% @doc Calls f/1 N times (a local call: the traced one).
 -spec loop(non_neg_integer(), term()) -> ok.
@@ -10,6 +10,15 @@ loop(N, X) -> _ = f(X), loop(N - 1, X).
 %% @doc The traced function.
 -spec f(term()) -> term().
 f(X) -> X.
+
+%% @doc Calls g/1 N times, catching the exception it raises.
+-spec loop_exc(non_neg_integer(), term()) -> ok.
+loop_exc(0, _) -> ok;
+loop_exc(N, X) -> _ = (catch g(X)), loop_exc(N - 1, X).
+
+%% @doc The traced function that raises (exception_from events).
+-spec g(term()) -> no_return().
+g(X) -> throw(X).
 
 %% @doc Calls loop/2 in batches until the deadline (monotonic ms).
 -spec spin(integer()) -> non_neg_integer().

@@ -1,6 +1,10 @@
 /* floor_tracer.c -- a do-nothing erl_tracer NIF: the VM's own cost of
  * calling a NIF tracer (breakpoint, match spec, enabled checks, the trace
- * callback), the floor beamprobe's tracer is compared with in `make bench`. */
+ * callback), the floor beamprobe's tracer is compared with in `make bench`.
+ * Every callback of the erl_tracer behaviour is implemented (enabled_* says
+ * trace, trace_* does nothing), so that each event kind of the per-kind
+ * bench (bench/beamprobe_kinds_bench.erl) goes through its own callback, as
+ * it does in beamprobe's tracer. */
 #include <erl_nif.h>
 
 static ERL_NIF_TERM atom_trace, atom_ok;
@@ -25,11 +29,31 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
 	return 0;
 }
 
+static int upgrade(ErlNifEnv *env, void **priv, void **old, ERL_NIF_TERM info)
+{
+	(void)old;
+	return load(env, priv, info);
+}
+
 static ErlNifFunc funcs[] = {
 	{"enabled", 3, enabled, 0},
 	{"enabled_call", 3, enabled, 0},
+	{"enabled_send", 3, enabled, 0},
+	{"enabled_receive", 3, enabled, 0},
+	{"enabled_procs", 3, enabled, 0},
+	{"enabled_ports", 3, enabled, 0},
+	{"enabled_running_procs", 3, enabled, 0},
+	{"enabled_running_ports", 3, enabled, 0},
+	{"enabled_garbage_collection", 3, enabled, 0},
 	{"trace", 5, trace, 0},
 	{"trace_call", 5, trace, 0},
+	{"trace_send", 5, trace, 0},
+	{"trace_receive", 5, trace, 0},
+	{"trace_procs", 5, trace, 0},
+	{"trace_ports", 5, trace, 0},
+	{"trace_running_procs", 5, trace, 0},
+	{"trace_running_ports", 5, trace, 0},
+	{"trace_garbage_collection", 5, trace, 0},
 };
 
-ERL_NIF_INIT(floor_tracer, funcs, load, NULL, NULL, NULL)
+ERL_NIF_INIT(floor_tracer, funcs, load, NULL, upgrade, NULL)

@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
 # bench/run.sh -- `make bench`: builds the benchmark helpers and runs them.
-# Usage: bash bench/run.sh [cost|rate|firehose|reader ...]  (default: all)
+# Usage: bash bench/run.sh [cost|rate|firehose|handler|kinds|reader ...]
+#        (default: all), or bash bench/run.sh smoke (make test: every
+#        configuration once, tiny counts, no thresholds, < 30 s).
+# kinds: the per-event-kind bench (bench/beamprobe_kinds_bench.erl), on a
+# VM with the default flags and again with +sbwt none +sbwtdcpu none
+# +sbwtdio none.  rate runs on a VM with the default flags; cost, handler
+# and firehose under +sbwt none, as they always have.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=_build/bench
@@ -11,11 +17,42 @@ erlc +warnings_as_errors -pa ebin -o "$B" bench/*.erl
 args=("$@")
 erl_args=()
 run_reader=0
+run_kinds=0
+run_rate=0
+if [ "${1:-}" = smoke ]; then
+  # One VM, default flags: every kind x configuration once with tiny
+  # counts, then the call-cost and rate code paths, tiny too.
+  ok=0
+  erl -noshell -pa ebin -pa "$B" -run beamprobe_kinds_bench main smoke default flags \
+    | tee "$B/smoke.out" || true
+  BEAMPROBE_BENCH_SMOKE=1 erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell \
+    -pa ebin -pa "$B" -run beamprobe_bench main cost rate | tee -a "$B/smoke.out" || true
+  p=$(awk '/^bench smoke part:/ { p += $4 } END { print p + 0 }' "$B/smoke.out")
+  f=$(awk '/^bench smoke part:/ { f += $6 } END { print f + 0 }' "$B/smoke.out")
+  n=$(grep -c '^bench smoke part:' "$B/smoke.out" || true)
+  [ "$n" = 2 ] || f=$((f + 1))   # a VM that died before its closing line
+  echo "bench smoke: $p passed, $f failed"
+  [ "$f" = 0 ]
+  exit
+fi
 for a in "${args[@]}"; do
-  if [ "$a" = reader ]; then run_reader=1; else erl_args+=("$a"); fi
+  case "$a" in
+    reader) run_reader=1 ;;
+    kinds) run_kinds=1 ;;
+    rate) run_rate=1 ;;
+    *) erl_args+=("$a") ;;
+  esac
 done
 bench() {
   erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell -pa ebin -pa "$B" -run beamprobe_bench main "$@"
+}
+bench_default() {
+  erl -noshell -pa ebin -pa "$B" -run beamprobe_bench main "$@"
+}
+kinds() {
+  erl -noshell -pa ebin -pa "$B" -run beamprobe_kinds_bench main kinds default flags
+  erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell -pa ebin -pa "$B" \
+    -run beamprobe_kinds_bench main kinds sbwt=none sbwtdcpu=none sbwtdio=none
 }
 if [ ${#args[@]} -eq 0 ]; then
   # The firehose in a node of its own (its memory figures want a fresh
@@ -23,9 +60,13 @@ if [ ${#args[@]} -eq 0 ]; then
   bench firehose
   sync
   sleep 2
-  bench cost rate handler
-elif [ ${#erl_args[@]} -gt 0 ]; then
-  bench "${erl_args[@]}"
+  bench cost handler
+  bench_default rate
+  kinds
+else
+  if [ ${#erl_args[@]} -gt 0 ]; then bench "${erl_args[@]}"; fi
+  if [ $run_rate = 1 ]; then bench_default rate; fi
+  if [ $run_kinds = 1 ]; then kinds; fi
 fi
 if [ ${#args[@]} -eq 0 ] || [ $run_reader = 1 ]; then
   if [ -f bench/reader.sh ]; then bash bench/reader.sh; fi
