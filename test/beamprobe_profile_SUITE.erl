@@ -154,7 +154,8 @@ counts_equal_trace(Config) ->
 %% Everything set is removed: the functions' trace state, the processes'
 %% flags and tracers, the default flags.
 restored(_Config) ->
-    P = spawn(fun() -> receive stop -> ok end end),
+    P = spawn(fun() -> receive go -> ok = ?W:loop_add(3) end,
+                       receive stop -> ok end end),
     Before = snapshot([self(), P]),
     workload_when_counting(),
     {ok, #{functions := Fs, timed_processes := T}} =
@@ -164,6 +165,14 @@ restored(_Config) ->
     ?assertMatch([_ | _], Fs),
     ?assertEqual(Before, snapshot([self(), P])),
     ?assertEqual(undefined, whereis(beamprobe_profile)),
+    %% No call flag left behind (trace_info hides a dead tracer's flags):
+    %% a call_time counter set now counts nothing in a process that
+    %% existed during the profile.
+    1 = erlang:trace_pattern({?W, add, 2}, true, [call_time]),
+    P ! go,
+    timer:sleep(50),
+    ?assertEqual({call_time, []}, erlang:trace_info({?W, add, 2}, call_time)),
+    erlang:trace_pattern({?W, add, 2}, false, [call_time]),
     P ! stop.
 
 %% A session with a match spec on the same function runs meanwhile: its
