@@ -12,7 +12,9 @@ args=("$@")
 erl_args=()
 run_reader=0
 for a in "${args[@]}"; do
-  if [ "$a" = reader ]; then run_reader=1; else erl_args+=("$a"); fi
+  if [ "$a" = reader ]; then run_reader=1
+  elif [ "$a" = profile ]; then erl +sbwt none -noshell -pa ebin -pa "$B" -run beamprobe_profile_bench main  # issue 12: profile mode
+  else erl_args+=("$a"); fi
 done
 bench() {
   erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell -pa ebin -pa "$B" -run beamprobe_bench main "$@"
