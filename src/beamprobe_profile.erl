@@ -155,10 +155,15 @@ run(MFAs, #{max_functions := Max, force := Force} = O)
     _ = O,
     {error, {too_many_functions, length(MFAs), Max}};
 run(MFAs, O) ->
+    start_worker(MFAs, O).
+
+%% Checked by the registered worker, so that two profile runs cannot both
+%% find a function free.
+free(MFAs, O) ->
     Held = [MFA || MFA <- MFAs, held(MFA)],
     case {Held, maps:get(force, O)} of
         {[_ | _], false} -> {error, {counters_in_use, Held}};
-        _ -> start_worker(MFAs -- Held, Held, O)
+        _ -> {ok, MFAs -- Held, Held}
     end.
 
 %% Another tool (cprof, eprof, fprof, tprof, a profile run) counts here.
@@ -166,9 +171,9 @@ held(MFA) ->
     erlang:trace_info(MFA, call_count) =/= {call_count, false} orelse
         erlang:trace_info(MFA, call_time) =/= {call_time, false}.
 
-start_worker(MFAs, Held, O) ->
+start_worker(MFAs, O) ->
     Caller = self(),
-    {Pid, Ref} = spawn_opt(fun() -> worker(Caller, MFAs, Held, O) end,
+    {Pid, Ref} = spawn_opt(fun() -> worker(Caller, MFAs, O) end,
                            [monitor, {priority, high}]),
     receive
         {Pid, Result} ->
@@ -187,10 +192,14 @@ report({ok, Res}, #{print := Print, io_server := Io}) ->
     {ok, Res};
 report({error, _} = E, _) -> E.
 
-worker(Caller, MFAs, Held, O) ->
+worker(Caller, MFAs0, O) ->
     CRef = erlang:monitor(process, Caller),
     Reply = try register(?NAME, self()) of
-                true -> profile_locked(CRef, MFAs, Held, O)
+                true ->
+                    case free(MFAs0, O) of
+                        {ok, MFAs, Held} -> profile_locked(CRef, MFAs, Held, O);
+                        {error, _} = E -> E
+                    end
             catch error:badarg ->
                     {error, {profile_running, whereis(?NAME)}}
             end,

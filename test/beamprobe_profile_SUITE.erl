@@ -12,7 +12,8 @@
          init_per_testcase/2, end_per_testcase/2]).
 -export([counts_equal_trace/1, restored/1, restored_with_session/1,
          restored_caller_killed/1, cprof_refused/1, bad_input/1,
-         time_bound/1, json_parsed/1, one_at_a_time/1, table_layout/1]).
+         time_bound/1, json_parsed/1, one_at_a_time/1, table_layout/1,
+         call_time_held/1, per_process/1]).
 
 -define(W, beamprobe_workload).
 -define(MFAS, [{?W, add, 2}, {?W, tick, 1}, {?W, outer, 1}, {?W, inner, 1}]).
@@ -20,7 +21,7 @@
 all() ->
     [counts_equal_trace, restored, restored_with_session,
      restored_caller_killed, cprof_refused, bad_input, time_bound,
-     json_parsed, one_at_a_time, table_layout].
+     json_parsed, one_at_a_time, table_layout, call_time_held, per_process].
 
 init_per_suite(Config) ->
     beamprobe_test_lib:require_tracer(),
@@ -350,3 +351,31 @@ table_layout(Config) ->
     ?assert(lists:any(fun(L) -> string:find(L, "p99") =/= nomatch andalso
                                     string:find(L, "need events") =/= nomatch
                       end, Rest)).
+
+%% call_time held by another tool (eprof's way): refused, and its counter
+%% is still on and counting afterwards.
+call_time_held(_Config) ->
+    MFA = {?W, tick, 1},
+    1 = erlang:trace_pattern(MFA, true, [call_time]),
+    try
+        ?assertEqual({error, {counters_in_use, [MFA]}},
+                     beamprobe:profile({?W, '_', '_'}, #{time => 100,
+                                                         print => false})),
+        {ok, #{skipped := [MFA], functions := _}} =
+            beamprobe:profile({?W, '_', '_'}, #{time => 100, print => false,
+                                                force => true}),
+        ?assertEqual({call_time, []}, erlang:trace_info(MFA, call_time)),
+        ?assertEqual({call_count, false},
+                     erlang:trace_info({?W, add, 2}, call_count))
+    after
+        erlang:trace_pattern(MFA, false, [call_time])
+    end.
+
+%% per_process: the workload's process carries all the calls of add/2.
+per_process(_Config) ->
+    W = workload_when_counting([{?W, add, 2}]),
+    {ok, #{functions := [#{calls := 1000, timed_calls := 1000,
+                           processes := Ps}]}} =
+        beamprobe:profile({?W, add, 2}, #{time => 800, print => false,
+                                          per_process => true}),
+    ?assertMatch([#{pid := W, calls := 1000}], Ps).
