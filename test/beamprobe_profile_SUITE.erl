@@ -149,7 +149,16 @@ counts_equal_trace(Config) ->
             %% The profile also counts the loops (not traced): compare the
             %% traced functions.
             ?assertEqual(Traced, [P || {N, _} = P <- Profiled,
-                                       lists:keymember(N, 1, Traced)])
+                                       lists:keymember(N, 1, Traced)]),
+            %% Every key of stats --json's function entries is there.
+            ok = file:write_file(beamprobe_test_lib:dir(Config, "p2.json"), J),
+            Missing = run(Py, ["-c", "import json,sys\n"
+                               "s=json.load(open(sys.argv[1]))['functions'][0]\n"
+                               "p=json.load(open(sys.argv[2]))['functions'][0]\n"
+                               "print(sorted(set(s)-set(p)))\n",
+                               beamprobe_test_lib:dir(Config, "t.json"),
+                               beamprobe_test_lib:dir(Config, "p2.json")]),
+            ?assertEqual("[]\n", Missing)
     end.
 
 %% Everything set is removed: the functions' trace state, the processes'
