@@ -19,6 +19,7 @@ erl_args=()
 run_reader=0
 run_kinds=0
 run_rate=0
+run_profile=0
 if [ "${1:-}" = smoke ]; then
   # One VM, default flags: every kind x configuration once with tiny
   # counts, then the call-cost and rate code paths, tiny too.
@@ -40,6 +41,7 @@ for a in "${args[@]}"; do
     reader) run_reader=1 ;;
     kinds) run_kinds=1 ;;
     rate) run_rate=1 ;;
+    profile) run_profile=1 ;;
     *) erl_args+=("$a") ;;
   esac
 done
@@ -48,6 +50,10 @@ bench() {
 }
 bench_default() {
   erl -noshell -pa ebin -pa "$B" -run beamprobe_bench main "$@"
+}
+# Profile mode (call_count/call_time counters) next to the NIF tracer floor.
+profile() {
+  erl +sbwt none -noshell -pa ebin -pa "$B" -run beamprobe_profile_bench main
 }
 kinds() {
   erl -noshell -pa ebin -pa "$B" -run beamprobe_kinds_bench main kinds default flags
@@ -63,10 +69,12 @@ if [ ${#args[@]} -eq 0 ]; then
   bench cost handler
   bench_default rate
   kinds
+  profile
 else
   if [ ${#erl_args[@]} -gt 0 ]; then bench "${erl_args[@]}"; fi
   if [ $run_rate = 1 ]; then bench_default rate; fi
   if [ $run_kinds = 1 ]; then kinds; fi
+  if [ $run_profile = 1 ]; then profile; fi
 fi
 if [ ${#args[@]} -eq 0 ] || [ $run_reader = 1 ]; then
   if [ -f bench/reader.sh ]; then bash bench/reader.sh; fi

@@ -39,6 +39,7 @@
 -export([start/1, stop/1, info/1, list/0, dump/1, format_error/1]).
 -export([calls/2, calls/3, messages/2, messages/3, clear/0]).
 -export([start_matched/1]).
+-export([profile/2]).
 
 -export_type([spec/0, session/0, summary/0]).
 
@@ -259,6 +260,37 @@ messages(Pattern, Limit, Opts) ->
 -spec clear() -> ok.
 clear() ->
     beamprobe_shell:clear().
+
+%% @doc Counts calls and time per function with the VM's own counters
+%% (`call_count', `call_time') instead of events, for a bounded time, and
+%% prints the table `bin/beamprobe stats' prints (calls, own, mean per
+%% function; the columns only events give are `-', and one line says so).
+%% Costs less per call than any tracer (docs/performance.md).
+%%
+%% ```
+%% 1> beamprobe:profile("lists:seq/2", #{time => 2000}).
+%% Profile: 1 functions called, 101 calls, own time 1.234ms over 2.000123s; sorted by own
+%%      calls      total        own       mean        max        p50        p99   open  function
+%%        101          -    1.234ms   12.217us          -          -          -      -  lists:seq/2
+%% '''
+%% `Patterns': a pattern of {@link calls/2} (without guards, literal
+%% arguments or actions: counters count every call) or `{M, F, A}' (`'_'
+%% allowed), or a list of them.  Options: `time' (ms, default 5000, at
+%% most an hour), `timing' (default `true': also `call_time', which needs
+%% the `call' flag on the processes nobody else traces; `false': counts
+%% only, cheapest), `per_process' (time per process too), `procs' (`all'
+%% or a list of pids to time), `sort' (`own', `calls', `mean'), `top',
+%% `json' (return and print the JSON text of `stats --json''s function
+%% entries), `print' (default `true'), `io_server' (default the caller's
+%% group leader), `max_functions' (10000), `force' (allow a `'_'' module,
+%% more than `max_functions', and skip, without touching, functions whose
+%% counters another tool holds instead of refusing).  Everything set is
+%% removed at the end, also when the caller dies meanwhile; trace
+%% patterns of running sessions are left as they are.
+-spec profile(term(), map()) ->
+          {ok, beamprobe_profile:result() | binary()} | {error, term()}.
+profile(Patterns, Opts) ->
+    beamprobe_profile:profile(Patterns, Opts).
 
 %% @doc A readable sentence for an error returned by this module.
 -spec format_error(term()) -> string().

@@ -540,6 +540,23 @@ format_error({handler_init, M, R}) ->
     f("handler ~tp failed to start: ~tP", [M, R, ?SHOW]);
 format_error({bad_spec, S, Hint}) when is_list(Hint) ->
     f("bad spec ~tP: ~ts", [S, ?SHOW, Hint]);
+format_error({too_many_functions, N, Max}) ->
+    f("the patterns match ~b functions, more than ~b (max_functions); add "
+      "force => true or raise max_functions if you mean it", [N, Max]);
+format_error({counters_in_use, MFAs}) ->
+    f("~b function(s) already have call_count or call_time counters on "
+      "(cprof, eprof, fprof, tprof or another profile: ~tP); add "
+      "force => true to profile the others and leave those alone",
+      [length(MFAs), hd(MFAs), ?SHOW]);
+format_error({profile_match_spec, P}) ->
+    f("pattern ~tP selects calls by argument or guard or has actions: "
+      "counters count every call; use M:F/A", [P, ?SHOW]);
+format_error({profile_running, Pid}) ->
+    f("a profile already runs (~p); one at a time", [Pid]);
+format_error({profile_failed, Why}) ->
+    f("the profile process failed: ~tP (everything it set was removed)",
+      [Why, ?SHOW]);
+format_error(caller_down) -> "the caller of profile/2 died";
 format_error(Other) -> f("~tP", [Other, ?SHOW]).
 
 %% A file name cut to 200 characters.

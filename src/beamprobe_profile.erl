@@ -1,0 +1,432 @@
+%%% @doc Profile mode: the implementation of {@link beamprobe:profile/2}.
+%%%
+%%% No event is produced.  For a bounded time the VM's own per-function
+%%% counters count: `call_count' (every call, in every process, an atomic
+%%% increment, no process flag needed) and `call_time' (calls and time per
+%%% function and per process, kept for processes that carry the `call'
+%%% trace flag).  At the end the counters are read and removed, and the
+%%% table is printed in `beamprobe stats'' layout.
+%%%
+%%% Safety: the run happens in a worker process that monitors the caller
+%%% and restores everything it set when the time is up, when the caller
+%%% dies, or when it fails; counters another tool holds (cprof, eprof,
+%%% fprof, tprof, another profile run) are never touched; the trace
+%%% patterns of running sessions (local, meta, match specs) are never
+%%% touched (trace_pattern's `call_count'/`call_time' flags are separate
+%%% breakpoints); the `call' flag is set only on processes nobody else
+%%% traces, with this worker as their tracer, and cleared at the end.
+%%% One profile runs at a time (the worker is registered).
+-module(beamprobe_profile).
+
+-export([profile/2, to_json/1, format/1]).
+
+-define(NAME, beamprobe_profile).
+-define(OPTS, [time, timing, per_process, procs, sort, top, json, print,
+               io_server, force, max_functions]).
+-define(DEFAULT_MS, 5000).
+-define(MAX_MS, 3600000).          % an hour: always bounded
+-define(MAX_FUNCTIONS, 10000).
+-define(UNAVAILABLE,
+        "total (inclusive) time, max, p50, p99 and open calls need events: "
+        "run a trace (beamprobe:start/1, bin/beamprobe stats) for them").
+
+-type row() :: #{function := binary(), mfa := mfa(), calls := non_neg_integer(),
+                 timed_calls := non_neg_integer(), own_ns := non_neg_integer(),
+                 mean_ns := non_neg_integer() | null,
+                 processes => [#{pid := pid(), calls := non_neg_integer(),
+                                 own_ns := non_neg_integer()}]}.
+-type result() :: #{functions := [row()], total_calls := non_neg_integer(),
+                    total_own_ns := non_neg_integer(), seconds := float(),
+                    timed_processes := non_neg_integer(),
+                    untimed_processes := non_neg_integer(),
+                    skipped := [mfa()], unavailable := string(),
+                    foreign_trace_messages := non_neg_integer(),
+                    sort := calls | own | mean}.
+-export_type([result/0]).
+
+%% @doc See {@link beamprobe:profile/2}.
+-spec profile(term(), term()) -> {ok, result() | binary()} | {error, term()}.
+profile(Patterns, Opts) when is_map(Opts) ->
+    case check_opts(Opts) of
+        ok ->
+            O = maps:merge(defaults(), Opts),
+            case mfas(Patterns, maps:get(force, O)) of
+                {ok, MFAs} -> run(MFAs, O);
+                {error, _} = E -> E
+            end;
+        {error, _} = E -> E
+    end;
+profile(_, Opts) ->
+    {error, {bad_option, opts, Opts}}.
+
+defaults() ->
+    #{time => ?DEFAULT_MS, timing => true, per_process => false, procs => all,
+      sort => own, top => infinity, json => false, print => true,
+      io_server => group_leader(), force => false,
+      max_functions => ?MAX_FUNCTIONS}.
+
+check_opts(Opts) ->
+    case [K || K <- maps:keys(Opts), not lists:member(K, ?OPTS)] of
+        [K | _] -> {error, {unknown_option, K}};
+        [] ->
+            case [{K, V} || K <- ?OPTS, {ok, V} <- [maps:find(K, Opts)],
+                            not opt_ok(K, V)] of
+                [] -> ok;
+                [{K, V} | _] -> {error, {bad_option, K, V}}
+            end
+    end.
+
+opt_ok(time, T) -> is_integer(T) andalso T > 0 andalso T =< ?MAX_MS;
+opt_ok(procs, P) -> P =:= all orelse (is_list(P) andalso P =/= [] andalso
+                                     lists:all(fun is_pid/1, P));
+opt_ok(sort, S) -> lists:member(S, [calls, own, mean]);
+opt_ok(top, T) -> T =:= infinity orelse (is_integer(T) andalso T > 0);
+opt_ok(io_server, Io) -> is_pid(Io) orelse (is_atom(Io) andalso Io =/= undefined);
+opt_ok(max_functions, N) -> is_integer(N) andalso N > 0;
+opt_ok(_, B) -> is_boolean(B).   % timing, per_process, json, print, force
+
+%%% ---- patterns -------------------------------------------------------------
+
+%% The functions the patterns name, each {M, F, A} exactly, loaded.
+mfas(P, Force) when is_tuple(P); is_binary(P) -> mfas([P], Force);
+mfas([C | _] = P, Force) when is_integer(C) -> mfas([P], Force);
+mfas(L, Force) when is_list(L), L =/= [] ->
+    try
+        MFAs = lists:usort(lists:append([expand(one(P, Force), Force)
+                                         || P <- L])),
+        {ok, MFAs}
+    catch throw:{?MODULE, E} -> {error, E}
+    end;
+mfas(P, _) -> {error, {bad_pattern, P}}.
+
+one({M, F, A} = MFA, Force) when (is_atom(M)), is_atom(F),
+                                 (A =:= '_' orelse
+                                  (is_integer(A) andalso A >= 0 andalso A =< 255)) ->
+    M =:= '_' andalso not Force andalso throw({?MODULE, {force_required, MFA}}),
+    MFA;
+one(P, Force) when is_list(P); is_binary(P) ->
+    case beamprobe_pattern:parse(P, #{force => Force}) of
+        {ok, #{kind := call, mfa := MFA, match_spec := MS, actions := Acts}} ->
+            case Acts =:= [] andalso lists:all(fun plain_clause/1, MS) of
+                true -> MFA;
+                false -> throw({?MODULE, {profile_match_spec, P}})
+            end;
+        {ok, _} -> throw({?MODULE, {bad_pattern, P, "not a call pattern"}});
+        {error, {Col, Msg}} -> throw({?MODULE, {bad_pattern, P, Col, Msg}})
+    end;
+one(P, _) -> throw({?MODULE, {bad_pattern, P}}).
+
+%% Counters count every call: a clause that selects (a literal argument, a
+%% repeated variable, a guard) or acts (return, stack) cannot apply.
+plain_clause({'_', [], []}) -> true;
+plain_clause({Args, [], []}) when is_list(Args) ->
+    Vars = [V || V <- Args, is_atom(V), V =/= '_', is_var(V)],
+    length(Vars) =:= length(lists:usort(Vars)) andalso
+        lists:all(fun(V) -> V =:= '_' orelse is_var(V) end, Args);
+plain_clause(_) -> false.
+
+is_var(V) when is_atom(V) ->
+    case atom_to_list(V) of
+        [$$ | N] -> N =/= [] andalso lists:all(fun(C) -> C >= $0 andalso C =< $9 end, N);
+        _ -> false
+    end;
+is_var(_) -> false.
+
+expand({'_', F, A}, Force) ->
+    Mods = [M || {M, _} <- code:all_loaded()],
+    lists:append([expand({M, F, A}, Force) || M <- lists:sort(Mods)]);
+expand({M, F, A} = MFA, _Force) ->
+    case code:ensure_loaded(M) of
+        {module, M} -> ok;
+        _ -> throw({?MODULE, {no_such_module, M}})
+    end,
+    Fs = [{M, F1, A1} || {F1, A1} <- M:module_info(functions),
+                         F =:= '_' orelse F =:= F1,
+                         A =:= '_' orelse A =:= A1],
+    case Fs of
+        [] -> throw({?MODULE, {no_match, MFA}});
+        _ -> Fs
+    end.
+
+%%% ---- the run --------------------------------------------------------------
+
+run(MFAs, #{max_functions := Max, force := Force} = O)
+  when length(MFAs) > Max, not Force ->
+    _ = O,
+    {error, {too_many_functions, length(MFAs), Max}};
+run(MFAs, O) ->
+    start_worker(MFAs, O).
+
+%% Checked by the registered worker, so that two profile runs cannot both
+%% find a function free.
+free(MFAs, O) ->
+    Held = [MFA || MFA <- MFAs, held(MFA)],
+    case {Held, maps:get(force, O)} of
+        {[_ | _], false} -> {error, {counters_in_use, Held}};
+        _ -> {ok, MFAs -- Held, Held}
+    end.
+
+%% Another tool (cprof, eprof, fprof, tprof, a profile run) counts here.
+held(MFA) ->
+    erlang:trace_info(MFA, call_count) =/= {call_count, false} orelse
+        erlang:trace_info(MFA, call_time) =/= {call_time, false}.
+
+start_worker(MFAs, O) ->
+    Caller = self(),
+    {Pid, Ref} = spawn_opt(fun() -> worker(Caller, MFAs, O) end,
+                           [monitor, {priority, high}]),
+    receive
+        {Pid, Result} ->
+            erlang:demonitor(Ref, [flush]),
+            report(Result, O);
+        {'DOWN', Ref, process, Pid, Why} ->
+            {error, {profile_failed, Why}}
+    end.
+
+report({ok, Res}, #{json := true, print := Print, io_server := Io}) ->
+    J = to_json(Res),
+    Print andalso io:put_chars(Io, [J, $\n]),
+    {ok, J};
+report({ok, Res}, #{print := Print, io_server := Io}) ->
+    Print andalso io:put_chars(Io, format(Res)),
+    {ok, Res};
+report({error, _} = E, _) -> E.
+
+worker(Caller, MFAs0, O) ->
+    CRef = erlang:monitor(process, Caller),
+    Reply = try register(?NAME, self()) of
+                true ->
+                    case free(MFAs0, O) of
+                        {ok, MFAs, Held} -> profile_locked(CRef, MFAs, Held, O);
+                        {error, _} = E -> E
+                    end
+            catch error:badarg ->
+                    {error, {profile_running, whereis(?NAME)}}
+            end,
+    Caller ! {self(), Reply}.
+
+profile_locked(CRef, MFAs, Held, #{time := Ms} = O) ->
+    Self = self(),
+    Timing = maps:get(timing, O),
+    T0 = erlang:monotonic_time(),
+    try
+        {Timed, Untimed} = case Timing of
+                               true -> flag(maps:get(procs, O), Self);
+                               false -> {0, 0}
+                           end,
+        set(MFAs, true, Timing),
+        Timer = erlang:start_timer(Ms, Self, done),
+        Foreign = wait(CRef, Timer, 0),
+        set(MFAs, pause, Timing),
+        Secs = erlang:convert_time_unit(erlang:monotonic_time() - T0,
+                                        native, microsecond) / 1.0e6,
+        Rows = read(MFAs, Timing, maps:get(per_process, O), []),
+        {ok, result(Rows, O, #{seconds => Secs, timed_processes => Timed,
+                               untimed_processes => Untimed,
+                               skipped => Held,
+                               foreign_trace_messages => Foreign})}
+    catch
+        throw:caller_down -> {error, caller_down}
+    after
+        set(MFAs, false, Timing),
+        Timing andalso unflag(maps:get(procs, O), Self),
+        drain()
+    end.
+
+%% The call flag (call_time counts only in processes that carry it) on every
+%% process nobody traces, and (set_on_spawn) on the processes they spawn;
+%% this worker is their tracer: it receives only the events of functions
+%% other tools trace with a local or global pattern, and drops them.
+flag(all, Self) ->
+    N = erlang:trace(existing, true, [call, set_on_spawn, {tracer, Self}]),
+    {N, max(0, erlang:system_info(process_count) - N)};
+flag(Pids, Self) ->
+    lists:foldl(fun(P, {T, U}) ->
+                        try erlang:trace(P, true,
+                                         [call, set_on_spawn, {tracer, Self}]) of
+                            _ -> {T + 1, U}
+                        catch error:badarg -> {T, U + 1}
+                        end
+                end, {0, 0}, Pids).
+
+%% Only the processes whose tracer is this worker are changed.
+unflag(_, Self) ->
+    _ = erlang:trace(existing, false, [call, set_on_spawn, {tracer, Self}]),
+    true.
+
+%% No lists:foreach: a profiled lists would count the profiler's calls.
+set([], _, _) -> ok;
+set([MFA | R], How, Timing) ->
+    _ = erlang:trace_pattern(MFA, How, [call_count]),
+    Timing andalso erlang:trace_pattern(MFA, How, [call_time]),
+    set(R, How, Timing).
+
+wait(CRef, Timer, N) ->
+    receive
+        {timeout, Timer, done} -> N;
+        {'DOWN', CRef, process, _, _} -> throw(caller_down);
+        M when element(1, M) =:= trace; element(1, M) =:= trace_ts ->
+            wait(CRef, Timer, N + 1)
+    end.
+
+drain() ->
+    receive M when element(1, M) =:= trace; element(1, M) =:= trace_ts ->
+            drain()
+    after 0 -> ok
+    end.
+
+read([], _, _, Acc) -> Acc;
+read([MFA | R], Timing, PerProc, Acc) ->
+    Calls = case erlang:trace_info(MFA, call_count) of
+                {call_count, C} when is_integer(C) -> C;
+                _ -> 0
+            end,
+    Procs = case Timing andalso erlang:trace_info(MFA, call_time) of
+                {call_time, L} when is_list(L) -> L;
+                _ -> []
+            end,
+    Own = lists:sum([S * 1000000000 + Us * 1000 || {_, _, S, Us} <- Procs]),
+    TCalls = lists:sum([C || {_, C, _, _} <- Procs]),
+    Row0 = #{function => name(MFA), mfa => MFA, calls => Calls,
+             timed_calls => TCalls, own_ns => Own,
+             mean_ns => case TCalls of
+                            0 -> null;
+                            _ -> Own div TCalls
+                        end},
+    Row = case PerProc of
+              true -> Row0#{processes =>
+                                lists:reverse(lists:keysort(3,
+                                  [#{pid => P, calls => C,
+                                     own_ns => S * 1000000000 + Us * 1000}
+                                   || {P, C, S, Us} <- Procs]))};
+              false -> Row0
+          end,
+    case Calls of
+        0 -> read(R, Timing, PerProc, Acc);  % not called: not listed
+        _ -> read(R, Timing, PerProc, [Row | Acc])
+    end.
+
+name({M, F, A}) ->
+    unicode:characters_to_binary(io_lib:format("~ts:~ts/~b", [M, F, A])).
+
+result(Rows, O, Extra) ->
+    Sort = maps:get(sort, O),
+    Key = fun(#{calls := C}) when Sort =:= calls -> C;
+             (#{own_ns := T}) when Sort =:= own -> T;
+             (#{mean_ns := null}) -> -1;
+             (#{mean_ns := M}) -> M
+          end,
+    Sorted = lists:sort(fun(A, B) -> {Key(A), maps:get(function, B)} >=
+                                         {Key(B), maps:get(function, A)} end,
+                        Rows),
+    Top = case maps:get(top, O) of
+              infinity -> Sorted;
+              N -> lists:sublist(Sorted, N)
+          end,
+    Extra#{functions => Top, sort => Sort,
+           total_calls => lists:sum([C || #{calls := C} <- Rows]),
+           total_own_ns => lists:sum([T || #{own_ns := T} <- Rows]),
+           unavailable => ?UNAVAILABLE}.
+
+%%% ---- output ---------------------------------------------------------------
+
+%% @doc The table `bin/beamprobe stats' prints for functions, for a
+%% profile's result: the columns no counter gives are `-'.
+-spec format(result()) -> iolist().
+format(#{functions := Rows} = R) ->
+    Head = io_lib:format(
+             "Profile: ~b functions called, ~b calls, own time ~s over ~s; "
+             "sorted by ~s~n",
+             [length(Rows), maps:get(total_calls, R),
+              dur(maps:get(total_own_ns, R)),
+              dur(round(maps:get(seconds, R) * 1.0e9)), maps:get(sort, R)]),
+    Cols = "     calls      total        own       mean        max        "
+        "p50        p99   open  function\n",
+    Lines = [[pad(integer_to_list(C), 10), pad("-", 11), pad(dur(T), 11),
+              pad(case M of null -> "-"; _ -> dur(M) end, 11),
+              pad("-", 11), pad("-", 11), pad("-", 11), pad("-", 7), "  ",
+              Name, "\n", procs_lines(Row)]
+             || #{calls := C, own_ns := T, mean_ns := M, function := Name}
+                    = Row <- Rows],
+    [Head, Cols, Lines, notes(R)].
+
+procs_lines(#{processes := Ps}) ->
+    [[pad(integer_to_list(C), 10), pad("", 11), pad(dur(T), 11),
+      pad(dur(T div max(C, 1)), 11), "    ", pid_to_list(P), "\n"]
+     || #{pid := P, calls := C, own_ns := T} <- Ps];
+procs_lines(_) -> [].
+
+notes(R) ->
+    [io_lib:format("own: time in the function and in callees not profiled "
+                   "(call_time), measured in ~b processes (~b traced by "
+                   "another tracer or gone: counted, not timed)~n",
+                   [maps:get(timed_processes, R),
+                    maps:get(untimed_processes, R)]),
+     case maps:get(skipped, R) of
+         [] -> [];
+         S -> io_lib:format("skipped (counters held by another tool): ~ts~n",
+                            [lists:join(", ", [name(M) || M <- S])])
+     end,
+     "not available in profile mode: ", maps:get(unavailable, R), "\n"].
+
+pad(S, W) ->
+    L = string:length(S),
+    [lists:duplicate(max(0, W - L), $\s), S].
+
+%% bp_out_dur's format: 999ns, 1.234us, 1.234ms, 1.234567s.
+dur(Ns) when Ns < 1000 -> integer_to_list(Ns) ++ "ns";
+dur(Ns) when Ns < 1000000 -> fixed(Ns, 1000, 3) ++ "us";
+dur(Ns) when Ns < 1000000000 -> fixed(Ns div 1000, 1000, 3) ++ "ms";
+dur(Ns) -> fixed(Ns div 1000, 1000000, 6) ++ "s".
+
+fixed(V, Div, Dec) ->
+    Frac = integer_to_list(V rem Div),
+    integer_to_list(V div Div) ++ "." ++
+        lists:duplicate(Dec - length(Frac), $0) ++ Frac.
+
+%% @doc The result as JSON text: `stats --json''s function entries (same
+%% keys; `null' for what counters cannot give) and the run's facts.
+-spec to_json(result()) -> binary().
+to_json(#{functions := Rows} = R) ->
+    Fs = [["{\"function\":", jstr(N), ",\"calls\":", int(C),
+           ",\"returns\":null,\"exceptions\":null,\"unwound\":null,"
+           "\"open\":null,\"total_ns\":null,\"own_ns\":", int(T),
+           ",\"mean_ns\":", int(M),
+           ",\"max_ns\":null,\"p50_ns\":null,\"p99_ns\":null,"
+           "\"timed_calls\":", int(TC), jprocs(Row), "}"]
+          || #{function := N, calls := C, own_ns := T, mean_ns := M,
+               timed_calls := TC} = Row <- Rows],
+    iolist_to_binary(
+      ["{\"mode\":\"profile\",\"duration_ns\":",
+       int(round(maps:get(seconds, R) * 1.0e9)),
+       ",\"total_calls\":", int(maps:get(total_calls, R)),
+       ",\"total_own_ns\":", int(maps:get(total_own_ns, R)),
+       ",\"timed_processes\":", int(maps:get(timed_processes, R)),
+       ",\"untimed_processes\":", int(maps:get(untimed_processes, R)),
+       ",\"skipped\":[", lists:join(",", [jstr(name(M)) || M <- maps:get(skipped, R)]),
+       "],\"unavailable\":", jstr(maps:get(unavailable, R)),
+       ",\"functions\":[", lists:join(",", Fs), "]}"]).
+
+jprocs(#{processes := Ps}) ->
+    [",\"processes\":[",
+     lists:join(",", [["{\"pid\":", jstr(pid_to_list(P)), ",\"calls\":", int(C),
+                       ",\"own_ns\":", int(T), "}"]
+                      || #{pid := P, calls := C, own_ns := T} <- Ps]), "]"];
+jprocs(_) -> [].
+
+int(null) -> "null";
+int(N) -> integer_to_list(N).
+
+%% A JSON string: ", \ and control characters escaped, UTF-8 as is.
+jstr(S) ->
+    B = unicode:characters_to_binary(S),
+    [$", [esc(C) || <<C/utf8>> <= B], $"].
+
+esc($") -> "\\\"";
+esc($\\) -> "\\\\";
+esc($\n) -> "\\n";
+esc($\r) -> "\\r";
+esc($\t) -> "\\t";
+esc(C) when C < 16#20; C =:= 16#7f ->
+    io_lib:format("\\u~4.16.0b", [C]);
+esc(C) -> <<C/utf8>>.

@@ -1,0 +1,390 @@
+%%% @doc Profile mode (beamprobe:profile/2): its counts against a traced
+%%% session's for the same workload (read by bin/beamprobe stats --json,
+%%% parsed by python3's json), everything it set removed (also with a
+%%% session's match spec on the same function, and when its caller is
+%%% killed), other tools' counters left alone, bad input, the time bound,
+%%% and its JSON parsed by python3.
+-module(beamprobe_profile_SUITE).
+
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, init_per_suite/1, end_per_suite/1,
+         init_per_testcase/2, end_per_testcase/2]).
+-export([counts_equal_trace/1, restored/1, restored_with_session/1,
+         restored_caller_killed/1, cprof_refused/1, bad_input/1,
+         time_bound/1, json_parsed/1, one_at_a_time/1, table_layout/1,
+         call_time_held/1, per_process/1]).
+
+-define(W, beamprobe_workload).
+-define(MFAS, [{?W, add, 2}, {?W, tick, 1}, {?W, outer, 1}, {?W, inner, 1}]).
+
+all() ->
+    [counts_equal_trace, restored, restored_with_session,
+     restored_caller_killed, cprof_refused, bad_input, time_bound,
+     json_parsed, one_at_a_time, table_layout, call_time_held, per_process].
+
+init_per_suite(Config) ->
+    beamprobe_test_lib:require_tracer(),
+    {module, ?W} = code:ensure_loaded(?W),
+    Config.
+
+end_per_suite(_Config) -> ok.
+
+init_per_testcase(Case, Config) ->
+    beamprobe_test_lib:init_case(Case, Config).
+
+end_per_testcase(_Case, _Config) ->
+    _ = [erlang:trace_pattern(M, false, [call_count]) || M <- ?MFAS],
+    _ = [erlang:trace_pattern(M, false, [call_time]) || M <- ?MFAS],
+    beamprobe_test_lib:clear_trace_state().
+
+%%% ------------------------------------------------------------------------
+
+%% The deterministic workload: 1000 add/2, 500 tick/1, 300 outer/1 (and as
+%% many inner/1), in a process of its own.
+workload() ->
+    ok = ?W:loop_add(1000),
+    ok = ?W:loop_tick(1, 500),
+    _ = [?W:outer(I) || I <- lists:seq(1, 300)],
+    ok.
+
+%% Runs the workload in a new process once every counter is on.
+workload_when_counting() ->
+    workload_when_counting(?MFAS).
+
+workload_when_counting(MFAs) ->
+    Self = self(),
+    spawn_link(fun() ->
+                       wait_until(fun() -> lists:all(fun counting/1, MFAs) end),
+                       workload(),
+                       Self ! {workload, done}
+               end).
+
+counting(MFA) ->
+    element(2, erlang:trace_info(MFA, call_count)) =/= false.
+
+wait_until(F) -> wait_until(F, 2000).
+wait_until(F, 0) -> ct:fail({timeout_waiting, F});
+wait_until(F, N) ->
+    case F() of
+        true -> ok;
+        false -> timer:sleep(5), wait_until(F, N - 1)
+    end.
+
+%% The trace state of the functions and of some processes.
+snapshot(Pids) ->
+    {[{M, erlang:trace_info(M, all)} || M <- ?MFAS],
+     [{P, erlang:trace_info(P, flags), erlang:trace_info(P, tracer)}
+      || P <- Pids, is_process_alive(P)],
+     erlang:trace_info(new, flags), erlang:trace_info(new, tracer)}.
+
+python() ->
+    case os:find_executable("python3") of
+        false -> {skip, "python3 not found: no JSON oracle"};
+        Py -> Py
+    end.
+
+%% JSON text parsed by python3; prints `function calls' lines.
+py_counts(Py, Json, Path) ->
+    ok = file:write_file(Path, Json),
+    Script = "import json,sys\n"
+        "d=json.load(open(sys.argv[1]))\n"
+        "for f in d['functions']:\n"
+        "    print(f['function'].encode('utf-8').hex()+' '+str(f['calls']))\n",
+    Out = run(Py, ["-c", Script, Path]),
+    lists:sort([begin [H, C] = string:split(L, " ", trailing),
+                      N = unicode:characters_to_list(binary:decode_hex(
+                                                       list_to_binary(H))),
+                      {N, list_to_integer(C)} end
+                || L <- string:lexemes(Out, "\n")]).
+
+run(Exe, Args) ->
+    Port = open_port({spawn_executable, Exe},
+                     [{args, Args}, exit_status, stream, stderr_to_stdout]),
+    collect(Port, []).
+
+collect(Port, Acc) ->
+    receive
+        {Port, {data, D}} -> collect(Port, [Acc | D]);
+        {Port, {exit_status, 0}} -> lists:flatten(Acc);
+        {Port, {exit_status, S}} -> ct:fail({exit, S, lists:flatten(Acc)})
+    after 60000 -> ct:fail(cli_timeout)
+    end.
+
+cli() ->
+    filename:join([filename:dirname(filename:dirname(code:which(beamprobe))),
+                   "bin", "beamprobe"]).
+
+%%% ------------------------------------------------------------------------
+
+%% The oracle: a traced session (procs => all), read by bin/beamprobe stats
+%% --json and python3's json; the profile must count the same calls.
+counts_equal_trace(Config) ->
+    case python() of
+        {skip, _} = S -> S;
+        Py ->
+            Dir = beamprobe_test_lib:dir(Config, "trace"),
+            S = beamprobe_test_lib:start(#{calls => ?MFAS, procs => all,
+                                           args => arity,
+                                           output => {file, Dir}}),
+            W = spawn_link(fun() -> workload() end),
+            MRef = monitor(process, W),
+            receive {'DOWN', MRef, _, _, _} -> ok end,
+            #{events := Evs} = beamprobe_test_lib:stop(S),
+            ?assertEqual(1000 + 500 + 600, Evs),
+            Traced = py_counts(Py, run(cli(), ["stats", "--json", Dir]),
+                               beamprobe_test_lib:dir(Config, "t.json")),
+            ct:log("traced: ~p", [Traced]),
+            workload_when_counting(),
+            {ok, J} = beamprobe:profile([{?W, '_', '_'}],
+                                        #{time => 1500, json => true,
+                                          print => false}),
+            receive {workload, done} -> ok after 0 -> ct:fail(workload_late) end,
+            Profiled = py_counts(Py, J, beamprobe_test_lib:dir(Config, "p.json")),
+            ct:log("profiled: ~p", [Profiled]),
+            ?assertEqual([{"beamprobe_workload:add/2", 1000},
+                          {"beamprobe_workload:inner/1", 300},
+                          {"beamprobe_workload:outer/1", 300},
+                          {"beamprobe_workload:tick/1", 500}], Traced),
+            %% The profile also counts the loops (not traced): compare the
+            %% traced functions.
+            ?assertEqual(Traced, [P || {N, _} = P <- Profiled,
+                                       lists:keymember(N, 1, Traced)]),
+            %% Every key of stats --json's function entries is there.
+            ok = file:write_file(beamprobe_test_lib:dir(Config, "p2.json"), J),
+            Missing = run(Py, ["-c", "import json,sys\n"
+                               "s=json.load(open(sys.argv[1]))['functions'][0]\n"
+                               "p=json.load(open(sys.argv[2]))['functions'][0]\n"
+                               "print(sorted(set(s)-set(p)))\n",
+                               beamprobe_test_lib:dir(Config, "t.json"),
+                               beamprobe_test_lib:dir(Config, "p2.json")]),
+            ?assertEqual("[]\n", Missing)
+    end.
+
+%% Everything set is removed: the functions' trace state, the processes'
+%% flags and tracers, the default flags.
+restored(_Config) ->
+    P = spawn(fun() -> receive go -> ok = ?W:loop_add(3) end,
+                       receive stop -> ok end end),
+    Before = snapshot([self(), P]),
+    workload_when_counting(),
+    {ok, #{functions := Fs, timed_processes := T}} =
+        beamprobe:profile({?W, '_', '_'}, #{time => 500,
+                                                      print => false}),
+    ?assert(T > 0),
+    ?assertMatch([_ | _], Fs),
+    ?assertEqual(Before, snapshot([self(), P])),
+    ?assertEqual(undefined, whereis(beamprobe_profile)),
+    %% No call flag left behind (trace_info hides a dead tracer's flags):
+    %% a call_time counter set now counts nothing in a process that
+    %% existed during the profile.
+    1 = erlang:trace_pattern({?W, add, 2}, true, [call_time]),
+    P ! go,
+    timer:sleep(50),
+    ?assertEqual({call_time, []}, erlang:trace_info({?W, add, 2}, call_time)),
+    erlang:trace_pattern({?W, add, 2}, false, [call_time]),
+    P ! stop.
+
+%% A session with a match spec on the same function runs meanwhile: its
+%% patterns, its processes' tracer, and its events stay as they were.
+restored_with_session(Config) ->
+    Dir = beamprobe_test_lib:dir(Config, "s"),
+    MS = [{['$1', '_'], [{'>', '$1', 500}], []}],
+    S = beamprobe_test_lib:start(#{calls => [{{?W, add, 2}, MS}], procs => all,
+                                   args => arity, output => {file, Dir}}),
+    P = spawn(fun() -> receive stop -> ok end end),
+    Before = snapshot([self(), P]),
+    {all, Info} = erlang:trace_info({?W, add, 2}, all),
+    ct:log("session's state: ~p", [Info]),
+    ?assert(lists:member({match_spec, MS}, Info) orelse
+            lists:member({meta_match_spec, MS}, Info)),
+    workload_when_counting(),
+    {ok, #{functions := Fs}} =
+        beamprobe:profile([{?W, add, 2}, {?W, tick, 1}, {?W, outer, 1},
+                           {?W, inner, 1}], #{time => 800, print => false}),
+    receive {workload, done} -> ok after 0 -> ct:fail(workload_late) end,
+    ?assertMatch(#{calls := 1000}, hd([F || #{mfa := {?W, add, 2}} = F <- Fs])),
+    ?assertEqual(Before, snapshot([self(), P])),
+    %% The session still records: add(I, 1) for I > 500 only.
+    ok = ?W:loop_add(1000),
+    #{events := Evs} = beamprobe_test_lib:stop(S),
+    ?assertEqual(500 + 500, Evs),
+    P ! stop.
+
+%% The caller is killed mid-profile: the worker restores everything.
+restored_caller_killed(_Config) ->
+    Before = snapshot([self()]),
+    C = spawn(fun() -> beamprobe:profile([{?W, '_', '_'}],
+                                         #{time => 60000, print => false})
+              end),
+    wait_until(fun() -> lists:all(fun counting/1, ?MFAS) end),
+    ?assertMatch({flags, [_ | _]}, erlang:trace_info(self(), flags)),
+    exit(C, kill),
+    wait_until(fun() -> whereis(beamprobe_profile) =:= undefined end),
+    ?assertEqual(Before, snapshot([self()])).
+
+%% cprof holds call_count on add/2: refused; with force the others are
+%% profiled and cprof's counter is left alone.
+cprof_refused(_Config) ->
+    MFA = {?W, add, 2},
+    1 = cprof:start(MFA),
+    try
+        ok = ?W:loop_add(10),
+        {error, R} = beamprobe:profile([{?W, add, 2}, {?W, tick, 1}],
+                                       #{time => 100, print => false}),
+        ?assertEqual({counters_in_use, [MFA]}, R),
+        Text = beamprobe:format_error(R),
+        ?assertNotEqual(nomatch, string:find(Text, "cprof")),
+        ?assertEqual({call_count, 10}, erlang:trace_info(MFA, call_count)),
+        {ok, #{skipped := Sk}} =
+            beamprobe:profile([{?W, add, 2}, {?W, tick, 1}],
+                              #{time => 100, print => false, force => true}),
+        ?assertEqual([MFA], Sk),
+        ok = ?W:loop_add(5),
+        ?assertEqual({call_count, 15}, erlang:trace_info(MFA, call_count)),
+        ?assertEqual({call_count, false},
+                     erlang:trace_info({?W, tick, 1}, call_count))
+    after
+        cprof:stop()
+    end.
+
+%% Bad input: {error, R} with a sentence, nothing installed.
+bad_input(_Config) ->
+    Before = snapshot([self()]),
+    Cases = [{"lists:seq/2", #{time => 0}},
+             {"lists:seq/2", #{time => infinity}},
+             {"lists:seq/2", #{time => 3600001}},
+             {"lists:seq/2", #{bogus => 1}},
+             {"lists:seq/2", #{json => yes}},
+             {"lists:seq/2", #{sort => p99}},
+             {"lists:seq/2", not_a_map},
+             {"lists:seq(1, B)", #{}},
+             {"lists:seq(A, B) when A > B", #{}},
+             {"lists:seq/2 -> return", #{}},
+             {"lists:seq(", #{}},
+             {"send", #{}},
+             {{'_', '_', '_'}, #{}},
+             {"_:_", #{}},
+             {{no_such_module_xyz, f, 1}, #{}},
+             {{lists, no_such_function, 1}, #{}},
+             {{lists, seq, 256}, #{}},
+             {{"lists", seq, 2}, #{}},
+             {[], #{}},
+             {42, #{}},
+             {"lists:_/_", #{max_functions => 3}}],
+    [begin
+         R = beamprobe:profile(P, O),
+         ct:log("~p ~p -> ~p", [P, O, R]),
+         ?assertMatch({error, _}, R),
+         {error, E} = R,
+         Text = beamprobe:format_error(E),
+         ct:log("  ~ts", [Text]),
+         ?assert(io_lib:char_list(Text) andalso length(Text) > 10)
+     end || {P, O} <- Cases],
+    ?assertMatch({error, {too_many_functions, _, 3}},
+                 beamprobe:profile("lists:_/_", #{max_functions => 3})),
+    ?assertMatch({error, {profile_match_spec, _}},
+                 beamprobe:profile("lists:seq(1, B)", #{})),
+    ?assertEqual(Before, snapshot([self()])),
+    ?assertEqual({call_count, false},
+                 erlang:trace_info({lists, seq, 2}, call_count)).
+
+%% The run ends when its time is up.
+time_bound(_Config) ->
+    T0 = erlang:monotonic_time(millisecond),
+    {ok, #{seconds := S}} = beamprobe:profile({?W, add, 2},
+                                              #{time => 300, print => false}),
+    Ms = erlang:monotonic_time(millisecond) - T0,
+    ct:log("~b ms, ~p s", [Ms, S]),
+    ?assert(Ms >= 300 andalso Ms < 5000),
+    ?assert(S >= 0.3 andalso S < 5.0).
+
+%% JSON with a function name that needs escaping, parsed by python3.
+json_parsed(Config) ->
+    case python() of
+        {skip, _} = Skip -> Skip;
+        Py ->
+            Name = 'we"ird\\na\nme\x{e9}\t',
+            Forms = [{attribute, 1, module, bp_profile_odd},
+                     {attribute, 1, export, [{Name, 0}]},
+                     {function, 1, Name, 0, [{clause, 1, [], [], [{atom, 1, ok}]}]}],
+            {ok, Mod, Bin} = compile:forms(Forms, []),
+            {module, Mod} = code:load_binary(Mod, "bp_profile_odd.erl", Bin),
+            Self = self(),
+            spawn_link(fun() ->
+                               wait_until(fun() -> counting({Mod, Name, 0}) end),
+                               [Mod:Name() || _ <- lists:seq(1, 7)],
+                               Self ! {workload, done}
+                       end),
+            {ok, J} = beamprobe:profile({Mod, Name, 0},
+                                        #{time => 500, json => true,
+                                          print => false, per_process => true}),
+            receive {workload, done} -> ok after 0 -> ct:fail(workload_late) end,
+            Counts = py_counts(Py, J, beamprobe_test_lib:dir(Config, "o.json")),
+            Expect = unicode:characters_to_list(
+                       io_lib:format("bp_profile_odd:~ts/0", [Name])),
+            ?assertEqual([{Expect, 7}], Counts)
+    end.
+
+%% A second profile while one runs is refused.
+one_at_a_time(_Config) ->
+    Self = self(),
+    spawn_link(fun() -> Self ! {first, beamprobe:profile({?W, add, 2},
+                                                         #{time => 800,
+                                                           print => false})}
+               end),
+    wait_until(fun() -> whereis(beamprobe_profile) =/= undefined end),
+    R = beamprobe:profile({?W, tick, 1}, #{time => 100, print => false}),
+    ?assertMatch({error, {profile_running, _}}, R),
+    receive {first, F} -> ?assertMatch({ok, _}, F) after 5000 -> ct:fail(no_first) end,
+    ?assertEqual({call_count, false}, erlang:trace_info({?W, tick, 1}, call_count)).
+
+%% The table goes to the io server, in stats' layout, with the line that
+%% says what profile mode cannot give.
+table_layout(Config) ->
+    Path = beamprobe_test_lib:dir(Config, "table.txt"),
+    {ok, Io} = file:open(Path, [write, {encoding, utf8}]),
+    workload_when_counting([{?W, add, 2}, {?W, tick, 1}]),
+    {ok, _} = beamprobe:profile([{?W, add, 2}, {?W, tick, 1}],
+                                #{time => 500, io_server => Io, sort => calls}),
+    ok = file:close(Io),
+    {ok, Text} = file:read_file(Path),
+    ct:log("~ts", [Text]),
+    [_Head, Cols, Add, Tick | Rest] = string:split(Text, "\n", all),
+    ?assertEqual(<<"     calls      total        own       mean        max"
+                   "        p50        p99   open  function">>, Cols),
+    ?assertMatch({match, _}, re:run(Add, "^      1000          -  +[0-9.]+[num]?s"
+                                          " +[0-9.]+[num]?s +- +- +- +-  "
+                                          "beamprobe_workload:add/2$")),
+    ?assertMatch({match, _}, re:run(Tick, "^       500 .*beamprobe_workload:tick/1$")),
+    ?assert(lists:any(fun(L) -> string:find(L, "p99") =/= nomatch andalso
+                                    string:find(L, "need events") =/= nomatch
+                      end, Rest)).
+
+%% call_time held by another tool (eprof's way): refused, and its counter
+%% is still on and counting afterwards.
+call_time_held(_Config) ->
+    MFA = {?W, tick, 1},
+    1 = erlang:trace_pattern(MFA, true, [call_time]),
+    try
+        ?assertEqual({error, {counters_in_use, [MFA]}},
+                     beamprobe:profile({?W, '_', '_'}, #{time => 100,
+                                                         print => false})),
+        {ok, #{skipped := [MFA], functions := _}} =
+            beamprobe:profile({?W, '_', '_'}, #{time => 100, print => false,
+                                                force => true}),
+        ?assertEqual({call_time, []}, erlang:trace_info(MFA, call_time)),
+        ?assertEqual({call_count, false},
+                     erlang:trace_info({?W, add, 2}, call_count))
+    after
+        erlang:trace_pattern(MFA, false, [call_time])
+    end.
+
+%% per_process: the workload's process carries all the calls of add/2.
+per_process(_Config) ->
+    W = workload_when_counting([{?W, add, 2}]),
+    {ok, #{functions := [#{calls := 1000, timed_calls := 1000,
+                           processes := Ps}]}} =
+        beamprobe:profile({?W, add, 2}, #{time => 800, print => false,
+                                          per_process => true}),
+    ?assertMatch([#{pid := W, calls := 1000}], Ps).
