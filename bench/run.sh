@@ -28,10 +28,12 @@ if [ "${1:-}" = smoke ]; then
     | tee "$B/smoke.out" || true
   BEAMPROBE_BENCH_SMOKE=1 erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell \
     -pa ebin -pa "$B" -run beamprobe_bench main cost rate | tee -a "$B/smoke.out" || true
+  erl +sbwt none -noshell -pa ebin -pa "$B" -run beamprobe_profile_bench main smoke \
+    | tee -a "$B/smoke.out" || true
   p=$(awk '/^bench smoke part:/ { p += $4 } END { print p + 0 }' "$B/smoke.out")
   f=$(awk '/^bench smoke part:/ { f += $6 } END { print f + 0 }' "$B/smoke.out")
   n=$(grep -c '^bench smoke part:' "$B/smoke.out" || true)
-  [ "$n" = 2 ] || f=$((f + 1))   # a VM that died before its closing line
+  [ "$n" = 3 ] || f=$((f + 1))   # a VM that died before its closing line
   echo "bench smoke: $p passed, $f failed"
   [ "$f" = 0 ]
   exit
