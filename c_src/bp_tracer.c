@@ -127,11 +127,11 @@ static inline void wr_u64(struct wr *w, uint64_t v)
 
 /* TERM: needs text_max(s) bytes. */
 static inline void wr_term(ErlNifEnv *env, const struct bp_session *s,
-			   struct wr *w, ERL_NIF_TERM t)
+			   struct bp_slot *sl, struct wr *w, ERL_NIF_TERM t)
 {
 	wr_want(w, BP_K_TERM);
-	w->p += bp_term_render(env, t, &s->capture, (char *)w->p,
-			       text_max(s)) + 1;
+	w->p += bp_term_render_cached(env, t, &s->capture, (char *)w->p,
+				      text_max(s), &sl->terms) + 1;
 }
 
 /* ATOM (undefined if t is not one): needs MFA_MAX bytes, enough for any
@@ -151,11 +151,12 @@ static inline void wr_atom(ErlNifEnv *env, struct wr *w, ERL_NIF_TERM t)
 
 /* ARGS: "(a, b)" from a list; needs text_max(s) bytes. */
 static inline void wr_args(ErlNifEnv *env, const struct bp_session *s,
-			   struct wr *w, ERL_NIF_TERM list)
+			   struct bp_slot *sl, struct wr *w, ERL_NIF_TERM list)
 {
 	wr_want(w, BP_K_ARGS);
-	w->p += bp_term_render_args(env, list, &s->capture, (char *)w->p,
-				    text_max(s)) + 1;
+	w->p += bp_term_render_args_cached(env, list, &s->capture,
+					   (char *)w->p, text_max(s),
+					   &sl->terms) + 1;
 }
 
 /* MFA: "m:f/arity" from {M, F, Arity | Args} (undefined if it is not
@@ -342,7 +343,7 @@ static size_t render_stack(const ErlNifBinary *bin, char *out, size_t cap)
 /* A match-spec result (TERM): the caller {M,F,A}, a process dump (stack)
  * or both as {Caller, Dump}; anything else rendered as a term. */
 static void wr_ms_result(ErlNifEnv *env, const struct bp_session *s,
-			 struct wr *w, ERL_NIF_TERM info)
+			 struct bp_slot *sl, struct wr *w, ERL_NIF_TERM info)
 {
 	const ERL_NIF_TERM *e;
 	ErlNifBinary bin;
@@ -371,7 +372,7 @@ static void wr_ms_result(ErlNifEnv *env, const struct bp_session *s,
 		w->p += n + 1;
 		return;
 	}
-	wr_term(env, s, w, info);
+	wr_term(env, s, sl, w, info);
 }
 
 /* The per-kind enabled_* callbacks: always trace.  Whether the session
@@ -432,7 +433,7 @@ ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 		w = wr_begin(start, BP_EV_CALL, key);
 		wr_mfa(env, sl, &w, argv[3], &e);
 		if (s->args_mode == BP_ARGS_FULL && e && enif_is_list(env, e[2]))
-			wr_args(env, s, &w, e[2]);
+			wr_args(env, s, sl, &w, e[2]);
 		else
 			wr_undefined(&w, BP_K_ARGS);
 		found = 0;
@@ -440,14 +441,14 @@ ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 			info = opt(env, argv[4], bp_atom.match_spec_result,
 				   &found);
 		if (found) {
-			wr_ms_result(env, s, &w, info);
+			wr_ms_result(env, s, sl, &w, info);
 		} else {
 			wr_cstr(&w, BP_K_TERM, "true");
 		}
 	} else if (tag == bp_atom.return_from) {
 		w = wr_begin(start, BP_EV_RETURN_FROM, key);
 		wr_mfa(env, sl, &w, argv[3], NULL);
-		wr_term(env, s, &w, opt(env, argv[4], bp_atom.extra, &found));
+		wr_term(env, s, sl, &w, opt(env, argv[4], bp_atom.extra, &found));
 	} else if (tag == bp_atom.exception_from) {
 		ERL_NIF_TERM x = opt(env, argv[4], bp_atom.extra, &found);
 		const ERL_NIF_TERM *cv;
@@ -456,10 +457,10 @@ ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 		wr_mfa(env, sl, &w, argv[3], NULL);
 		if (enif_get_tuple(env, x, &n, &cv) && n == 2) {
 			wr_atom(env, &w, cv[0]);
-			wr_term(env, s, &w, cv[1]);
+			wr_term(env, s, sl, &w, cv[1]);
 		} else {
 			wr_cstr(&w, BP_K_ATOM, "error");
-			wr_term(env, s, &w, x);
+			wr_term(env, s, sl, &w, x);
 		}
 	} else if (tag == bp_atom.return_to) {
 		w = wr_begin(start, BP_EV_RETURN_TO, key);
@@ -495,11 +496,11 @@ static ERL_NIF_TERM trace_message(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 						     : BP_EV_SEND_DEAD,
 			     key);
 		wr_pid(env, &w, to);
-		wr_term(env, s, &w, to);
+		wr_term(env, s, sl, &w, to);
 	} else {
 		w = wr_begin(start, BP_EV_RECEIVE, key);
 	}
-	wr_term(env, s, &w, argv[3]);
+	wr_term(env, s, sl, &w, argv[3]);
 	finish(sl, start, &w);
 out:
 	bp_session_leave(sl);
@@ -525,7 +526,7 @@ ERL_NIF_TERM bp_tracer_trace_receive(ErlNifEnv *env, int argc,
 /* MFARGS: "m:f(args)" from {M, F, Args}, else the term.  Needs
  * 2 * MFA_MAX + text_max(s). */
 static void wr_mfargs(ErlNifEnv *env, const struct bp_session *s,
-		      struct wr *w, ERL_NIF_TERM t)
+		      struct bp_slot *sl, struct wr *w, ERL_NIF_TERM t)
 {
 	const ERL_NIF_TERM *e;
 	size_t m, f;
@@ -539,13 +540,14 @@ static void wr_mfargs(ErlNifEnv *env, const struct bp_session *s,
 	    enif_is_list(env, e[2])) {
 		q[m] = ':';
 		q += m + 1 + f;
-		w->p = (uint8_t *)q + bp_term_render_args(env, e[2],
-							  &s->capture, q,
-							  text_max(s)) + 1;
+		w->p = (uint8_t *)q +
+		       bp_term_render_args_cached(env, e[2], &s->capture, q,
+						  text_max(s), &sl->terms) +
+		       1;
 		return;
 	}
-	w->p += bp_term_render(env, t, &s->capture, (char *)w->p,
-			       text_max(s)) + 1;
+	w->p += bp_term_render_cached(env, t, &s->capture, (char *)w->p,
+				      text_max(s), &sl->terms) + 1;
 }
 
 /* trace_procs/5 (and trace_ports/5 for the tags they share). */
@@ -571,11 +573,11 @@ static ERL_NIF_TERM trace_procs_ports(ErlNifEnv *env,
 			     tag == bp_atom.spawn ? BP_EV_SPAWN : BP_EV_SPAWNED,
 			     key);
 		wr_pid(env, &w, term);
-		wr_term(env, s, &w, term);
-		wr_mfargs(env, s, &w, opt(env, argv[4], bp_atom.extra, &found));
+		wr_term(env, s, sl, &w, term);
+		wr_mfargs(env, s, sl, &w, opt(env, argv[4], bp_atom.extra, &found));
 	} else if (tag == bp_atom.exit) {
 		w = wr_begin(start, BP_EV_EXIT, key);
-		wr_term(env, s, &w, term);
+		wr_term(env, s, sl, &w, term);
 	} else if (tag == bp_atom.link || tag == bp_atom.unlink ||
 		   tag == bp_atom.getting_linked ||
 		   tag == bp_atom.getting_unlinked) {
@@ -585,7 +587,7 @@ static ERL_NIF_TERM trace_procs_ports(ErlNifEnv *env,
 						     : BP_EV_GETTING_UNLINKED;
 		w = wr_begin(start, id, key);
 		wr_pid(env, &w, term);
-		wr_term(env, s, &w, term);
+		wr_term(env, s, sl, &w, term);
 	} else if (tag == bp_atom.register_ || tag == bp_atom.unregister) {
 		w = wr_begin(start,
 			     tag == bp_atom.register_ ? BP_EV_REGISTER
@@ -595,11 +597,11 @@ static ERL_NIF_TERM trace_procs_ports(ErlNifEnv *env,
 	} else if (tag == bp_atom.open) {
 		w = wr_begin(start, BP_EV_PORT_OPEN, key);
 		wr_pid(env, &w, term);
-		wr_term(env, s, &w, term);
-		wr_term(env, s, &w, opt(env, argv[4], bp_atom.extra, &found));
+		wr_term(env, s, sl, &w, term);
+		wr_term(env, s, sl, &w, opt(env, argv[4], bp_atom.extra, &found));
 	} else if (tag == bp_atom.closed) {
 		w = wr_begin(start, BP_EV_PORT_CLOSED, key);
-		wr_term(env, s, &w, term);
+		wr_term(env, s, sl, &w, term);
 	} else {
 		goto out;
 	}
