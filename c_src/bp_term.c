@@ -336,14 +336,94 @@ static inline void imm_store(struct bp_term_imm *e, ERL_NIF_TERM t,
 	e->word = (uint64_t)t;
 }
 
+/*
+ * The text of a local pid, "<0.Number.Serial>", from its immediate word
+ * (erl_term.h, OTP 24/25, 64-bit: tag 0x3 in the low 4 bits, then the
+ * number in 28 bits, then the serial) without enif_snprintf, whose
+ * formatter costs ~1 us.  The decoding is checked against %T on the first
+ * PID_VERIFY local pids this VM renders whose data fits in 15 bits (the
+ * oldest layout's number field) and on the first PID_VERIFY whose data
+ * does not (the only ones a number/serial split elsewhere would print
+ * differently); one disagreement and it is never used again (every pid
+ * then goes through %T).  Returns 1 with the text in out, 0 if not used.
+ */
+#define PID_VERIFY 32
+#define ERTS_IMMED1_MASK 0xf
+#define ERTS_IMMED1_PID 0x3
+
+static size_t u64_text(char *out, uint64_t u)
+{
+	char b[20];
+	size_t i = sizeof b, n;
+
+	do {
+		b[--i] = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	n = sizeof b - i;
+	memcpy(out, b + i, n);
+	return n;
+}
+
+static size_t local_pid_text(ERL_NIF_TERM t, char *out)
+{
+	uint64_t d = (uint64_t)t >> 4;
+	size_t n = 3;
+
+	memcpy(out, "<0.", 3);
+	n += u64_text(out + n, d & ((1u << 28) - 1));
+	out[n++] = '.';
+	n += u64_text(out + n, d >> 28);
+	out[n++] = '>';
+	return n;
+}
+
+/* Agreements seen, for small [0] and large [1] pid data; -1: off. */
+static atomic_int pid_checks[2];
+
+static int fast_pid(ERL_NIF_TERM t, char *out, size_t *len)
+{
+	int big = ((uint64_t)t >> 4) >= (1u << 15), v, off;
+
+	if (sizeof(ERL_NIF_TERM) != 8 ||
+	    (t & ERTS_IMMED1_MASK) != ERTS_IMMED1_PID || !layout_check())
+		return 0;
+	v = atomic_load_explicit(&pid_checks[big], memory_order_relaxed);
+	off = atomic_load_explicit(&pid_checks[!big], memory_order_relaxed);
+	if (v < 0 || off < 0)
+		return 0;
+	*len = local_pid_text(t, out);
+	if (v >= PID_VERIFY)
+		return 1;
+	{
+		char ref[64];
+		int n = enif_snprintf(ref, sizeof ref, "%T", t);
+
+		if (n <= 0 || (size_t)n != *len || memcmp(ref, out, *len)) {
+			atomic_store_explicit(&pid_checks[big], -1,
+					      memory_order_relaxed);
+			return 0;
+		}
+		atomic_compare_exchange_strong(&pid_checks[big], &v, v + 1);
+		return 1;
+	}
+}
+
 /* Appends enif_snprintf("%T") of t: only for terms whose %T is small and
  * cheap (atoms, pids, ports, refs, funs: not their environment). */
 static NOINLINE void put_T(struct ctx *x, ERL_NIF_TERM t,
 			    struct bp_term_imm *e)
 {
 	char tmp[TMP_TEXT];
-	int n = enif_snprintf(tmp, sizeof tmp, "%T", t);
+	size_t len;
+	int n;
 
+	if (fast_pid(t, tmp, &len)) {
+		put(x, tmp, len);
+		imm_store(e, t, tmp, len);
+		return;
+	}
+	n = enif_snprintf(tmp, sizeof tmp, "%T", t);
 	if (n < 0)
 		n = 0;
 	if ((size_t)n < sizeof tmp) {

@@ -241,7 +241,8 @@ static inline void finish(struct bp_slot *sl, uint8_t *start,
  * Inside enter/leave.  A process event that does not fit is retried at the
  * entity's next event (it is not a user event, so not counted as a loss).
  */
-static void note_entity(struct bp_slot *sl, ERL_NIF_TERM who, uint64_t key)
+static void note_entity(ErlNifEnv *env, struct bp_slot *sl, ERL_NIF_TERM who,
+			uint64_t key)
 {
 	uint64_t *seen = &sl->pid_seen[(key >> 4) % BP_PID_CACHE];
 	uint8_t *start;
@@ -256,9 +257,12 @@ static void note_entity(struct bp_slot *sl, ERL_NIF_TERM who, uint64_t key)
 		return;
 	w = wr_begin(start, BP_EV_PROCESS, key);
 	wr_want(&w, BP_K_TEXT);
-	n = enif_snprintf((char *)w.p, PID_TEXT_MAX, "%T", who);
-	if (n <= 0 || n >= PID_TEXT_MAX)
-		w.p[(n = 1) - 1] = '?';
+	/* The %T text of a local pid or port, through the slot's cache and
+	 * without the formatter for pids (bp_term.c). */
+	n = (int)bp_term_render_cached(env, who, NULL, (char *)w.p,
+				       PID_TEXT_MAX, &sl->terms);
+	if (n <= 0 || w.p[n - 1] != '>')
+		w.p[(n = 1) - 1] = '?'; /* cut: cannot happen for local */
 	w.p[n] = '\0';
 	w.p += n + 1;
 	wr_undefined(&w, BP_K_ATOM); /* name: see beamprobe_session */
@@ -268,7 +272,7 @@ static void note_entity(struct bp_slot *sl, ERL_NIF_TERM who, uint64_t key)
 }
 
 /* Common prologue: session, slot, entity; NULL if not to be written. */
-static inline struct bp_slot *open_event(struct bp_session *s,
+static inline struct bp_slot *open_event(ErlNifEnv *env, struct bp_session *s,
 					 ERL_NIF_TERM tracee, uint64_t *key)
 {
 	struct bp_slot *sl = bp_session_enter(s);
@@ -277,7 +281,7 @@ static inline struct bp_slot *open_event(struct bp_session *s,
 		return NULL;
 	/* The tracee is always a local pid or port (an immediate word) */
 	*key = (uint64_t)tracee;
-	note_entity(sl, tracee, *key);
+	note_entity(env, sl, tracee, *key);
 	return sl;
 }
 
@@ -422,7 +426,7 @@ ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 	if ((tag == bp_atom.return_from && !(s->flags & BP_F_RETURN)) ||
 	    (tag == bp_atom.exception_from && !(s->flags & BP_F_EXCEPTIONS)))
 		return bp_atom.ok; /* implied by exception_trace, not asked */
-	if (!(sl = open_event(s, argv[2], &key)))
+	if (!(sl = open_event(env, s, argv[2], &key)))
 		return bp_atom.ok;
 	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE +
 							MFA_MAX +
@@ -484,7 +488,7 @@ static ERL_NIF_TERM trace_message(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 	uint64_t key;
 	int found;
 
-	if (!s || !(sl = open_event(s, argv[2], &key)))
+	if (!s || !(sl = open_event(env, s, argv[2], &key)))
 		return bp_atom.ok;
 	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE + 8 +
 							2 * text_max(s))))
@@ -562,7 +566,7 @@ static ERL_NIF_TERM trace_procs_ports(ErlNifEnv *env,
 	uint64_t key;
 	int found, id;
 
-	if (!s || !(sl = open_event(s, argv[2], &key)))
+	if (!s || !(sl = open_event(env, s, argv[2], &key)))
 		return bp_atom.ok;
 	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE + 8 +
 							2 * MFA_MAX +
@@ -642,7 +646,7 @@ ERL_NIF_TERM bp_tracer_trace_running_procs(ErlNifEnv *env, int argc,
 	exiting = tag == bp_atom.in_exiting || tag == bp_atom.out_exiting ? 1
 		  : tag == bp_atom.out_exited				  ? 2
 									  : 0;
-	if (!s || !(sl = open_event(s, argv[2], &key)))
+	if (!s || !(sl = open_event(env, s, argv[2], &key)))
 		return bp_atom.ok;
 	if (!(start = bp_session_reserve(s, sl,
 					 BP_EVENT_HEADER_SIZE + MFA_MAX + 1)))
@@ -694,7 +698,7 @@ ERL_NIF_TERM bp_tracer_trace_gc(ErlNifEnv *env, int argc,
 			if (kv[0] == keys[i])
 				enif_get_uint64(env, kv[1], &vals[i]);
 	}
-	if (!(sl = open_event(s, argv[2], &key)))
+	if (!(sl = open_event(env, s, argv[2], &key)))
 		return bp_atom.ok;
 	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE + 48)))
 		goto out;

@@ -410,3 +410,19 @@ immediate_cache_test() ->
     after
         [P ! stop || P <- Pids]
     end.
+
+%% Local pids are rendered from their word without enif_snprintf (checked
+%% against %T on the first pids of each kind, off for good on a
+%% difference): the text must be pid_to_list/1's for pids whose number and
+%% serial go beyond 15 bits (more than 32768 processes spawned), alone, in
+%% containers, and through the cache of immediate texts.
+many_local_pids_test_() ->
+    {timeout, 120, fun() ->
+        Pids = [spawn(fun() -> ok end) || _ <- lists:seq(1, 70000)],
+        Sample = lists:nthtail(60000, Pids) ++ [hd(Pids), self()],
+        [?assertEqual(list_to_binary(pid_to_list(P)), r(P)) || P <- Sample],
+        ?assert(lists:any(fun(P) -> [_, _, S] = string:lexemes(pid_to_list(P), "<.>"),
+                                    S =/= "0" end, Sample)),
+        T = list_to_tuple(lists:sublist(Sample, 300)),
+        ?assertEqual(p(T), full(T))
+    end}.
