@@ -67,6 +67,9 @@
 #define ERTS_PRIMARY_MASK 0x3
 #define ERTS_PRIMARY_BOXED 0x2
 #define ERTS_PRIMARY_IMMED 0x3
+#define ERTS_IMMED1_MASK 0xf
+#define ERTS_IMMED1_PID 0x3
+#define ERTS_IMMED1_SMALL 0xf
 #define ERTS_HEADER_TAG_MASK 0x3f
 #define ERTS_HEADER_POS_BIG 0x08
 #define ERTS_HEADER_NEG_BIG 0x0c
@@ -348,8 +351,6 @@ static inline void imm_store(struct bp_term_imm *e, ERL_NIF_TERM t,
  * then goes through %T).  Returns 1 with the text in out, 0 if not used.
  */
 #define PID_VERIFY 32
-#define ERTS_IMMED1_MASK 0xf
-#define ERTS_IMMED1_PID 0x3
 
 static size_t u64_text(char *out, uint64_t u)
 {
@@ -801,6 +802,14 @@ static void term(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
 		return;
 	if ((e = imm_entry(x, t)) && e->word == (uint64_t)t) {
 		put(x, e->text, e->len);
+		return;
+	}
+	/* A small integer (immediate, tag 0xF, a signed value above it:
+	 * erl_term.h) without the enif_term_type and enif_get_int64 calls. */
+	if ((t & ERTS_IMMED1_MASK) == ERTS_IMMED1_SMALL &&
+	    sizeof(ERL_NIF_TERM) == 8 && layout_check()) {
+		int64_t v = (int64_t)t >> 4;
+		put_u64(x, v < 0 ? 0 - (uint64_t)v : (uint64_t)v, v < 0);
 		return;
 	}
 	switch (enif_term_type(x->env, t)) {
