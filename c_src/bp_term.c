@@ -937,8 +937,8 @@ size_t bp_term_render_args(ErlNifEnv *env, ERL_NIF_TERM args,
  * Renders atom t, quoted where Erlang needs it.  Returns the length, or 0
  * (buf[0] = NUL when cap > 0) if t is not an atom or does not fit in cap.
  */
-size_t bp_term_render_atom(ErlNifEnv *env, ERL_NIF_TERM t, char *buf,
-			   size_t cap)
+size_t bp_term_render_atom_cached(ErlNifEnv *env, ERL_NIF_TERM t, char *buf,
+				  size_t cap, struct bp_term_cache *cache)
 {
 	struct ctx x;
 
@@ -946,13 +946,20 @@ size_t bp_term_render_atom(ErlNifEnv *env, ERL_NIF_TERM t, char *buf,
 		return 0;
 	ctx_init(&x, env, NULL, buf, cap);
 	x.lim = cap - 1;
+	x.cache = cache;
 	if (enif_is_atom(env, t))
-		put_atom(&x, t, NULL);
+		term(&x, t, 0); /* an atom: put_atom, through the cache */
 	if (x.full || !x.pos) {
 		buf[0] = '\0';
 		return 0;
 	}
 	return ctx_end(&x);
+}
+
+size_t bp_term_render_atom(ErlNifEnv *env, ERL_NIF_TERM t, char *buf,
+			   size_t cap)
+{
+	return bp_term_render_atom_cached(env, t, buf, cap, NULL);
 }
 
 /*

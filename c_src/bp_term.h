@@ -86,6 +86,10 @@ size_t bp_term_render_args_cached(ErlNifEnv *env, ERL_NIF_TERM args,
 size_t bp_term_render_atom(ErlNifEnv *env, ERL_NIF_TERM t, char *buf,
 			   size_t cap);
 
+/* bp_term_render_atom through cache (NULL: none). */
+size_t bp_term_render_atom_cached(ErlNifEnv *env, ERL_NIF_TERM t, char *buf,
+				  size_t cap, struct bp_term_cache *cache);
+
 /* Renders "Module:Function/Arity" (atoms quoted as needed).  Returns the
  * length, 0 if it does not fit in cap. */
 size_t bp_term_render_mfa(ErlNifEnv *env, ERL_NIF_TERM m, ERL_NIF_TERM f,

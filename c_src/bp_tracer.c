@@ -539,8 +539,10 @@ static void wr_mfargs(ErlNifEnv *env, const struct bp_session *s,
 
 	wr_want(w, BP_K_MFARGS);
 	if (enif_get_tuple(env, t, &n, &e) && n == 3 &&
-	    (m = bp_term_render_atom(env, e[0], q, MFA_MAX)) &&
-	    (f = bp_term_render_atom(env, e[1], q + m + 1, MFA_MAX)) &&
+	    (m = bp_term_render_atom_cached(env, e[0], q, MFA_MAX,
+					    &sl->terms)) &&
+	    (f = bp_term_render_atom_cached(env, e[1], q + m + 1, MFA_MAX,
+					    &sl->terms)) &&
 	    enif_is_list(env, e[2])) {
 		q[m] = ':';
 		q += m + 1 + f;
