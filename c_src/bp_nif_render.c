@@ -32,23 +32,65 @@ static ERL_NIF_TERM text_result(ErlNifEnv *env, const char *buf, size_t n)
 	return bin;
 }
 
+/*
+ * Renders t (or the argument list t) three times: without a cache, then
+ * twice through one fresh cache of immediate texts (the first pass fills
+ * it, the second hits it).  The three texts must be byte-identical (the
+ * cache's promise, bp_term.h): a difference raises
+ * {cache_mismatch, Plain, Filled, Hit}.  Every renderer test thus also
+ * tests the cache.
+ */
+static ERL_NIF_TERM render_checked(ErlNifEnv *env, ERL_NIF_TERM t,
+				   const struct bp_capture *c, int args)
+{
+	struct bp_term_cache *cache;
+	char *buf;
+	size_t n[3];
+	ERL_NIF_TERM r;
+
+	if (!(buf = enif_alloc(3 * RENDER_BUF)))
+		return enif_raise_exception(env, bp_atom.enomem);
+	if (!(cache = enif_alloc(sizeof *cache))) {
+		enif_free(buf);
+		return enif_raise_exception(env, bp_atom.enomem);
+	}
+	memset(cache, 0, sizeof *cache);
+	for (int i = 0; i < 3; i++) {
+		char *b = buf + (size_t)i * RENDER_BUF;
+		struct bp_term_cache *k = i ? cache : NULL;
+		n[i] = args ? bp_term_render_args_cached(env, t, c, b,
+							  RENDER_BUF, k)
+			    : bp_term_render_cached(env, t, c, b, RENDER_BUF,
+						    k);
+	}
+	if (n[0] == n[1] && n[0] == n[2] && !memcmp(buf, buf + RENDER_BUF, n[0]) &&
+	    !memcmp(buf, buf + 2 * RENDER_BUF, n[0])) {
+		r = text_result(env, buf, n[0]);
+	} else {
+		r = enif_raise_exception(
+			env, enif_make_tuple4(
+				     env,
+				     enif_make_atom(env, "cache_mismatch"),
+				     text_result(env, buf, n[0]),
+				     text_result(env, buf + RENDER_BUF, n[1]),
+				     text_result(env, buf + 2 * RENDER_BUF,
+						 n[2])));
+	}
+	enif_free(cache);
+	enif_free(buf);
+	return r;
+}
+
 /* render(Term, Capture) -> binary(). */
 ERL_NIF_TERM bp_nif_render(ErlNifEnv *env, int argc,
 			   const ERL_NIF_TERM argv[])
 {
 	struct bp_capture c;
-	char *buf;
-	ERL_NIF_TERM r;
 
 	(void)argc;
 	if (!capture_from(env, argv[1], &c))
 		return enif_make_badarg(env);
-	if (!(buf = enif_alloc(RENDER_BUF)))
-		return enif_raise_exception(env, bp_atom.enomem);
-	r = text_result(env, buf,
-			bp_term_render(env, argv[0], &c, buf, RENDER_BUF));
-	enif_free(buf);
-	return r;
+	return render_checked(env, argv[0], &c, 0);
 }
 
 /* render_args(Args, Capture) -> binary(). */
@@ -56,18 +98,11 @@ ERL_NIF_TERM bp_nif_render_args(ErlNifEnv *env, int argc,
 				const ERL_NIF_TERM argv[])
 {
 	struct bp_capture c;
-	char *buf;
-	ERL_NIF_TERM r;
 
 	(void)argc;
 	if (!capture_from(env, argv[1], &c) || !enif_is_list(env, argv[0]))
 		return enif_make_badarg(env);
-	if (!(buf = enif_alloc(RENDER_BUF)))
-		return enif_raise_exception(env, bp_atom.enomem);
-	r = text_result(env, buf,
-			bp_term_render_args(env, argv[0], &c, buf, RENDER_BUF));
-	enif_free(buf);
-	return r;
+	return render_checked(env, argv[0], &c, 1);
 }
 
 /* render_mfa(M, F, Arity) -> binary(). */

@@ -86,6 +86,7 @@ struct bp_slot {
 	uint32_t index;                       /* slot number */
 	uint64_t pid_seen[BP_PID_CACHE];      /* producer only */
 	struct bp_mfa_entry mfa[BP_MFA_CACHE]; /* producer only */
+	struct bp_term_cache terms;            /* producer only */
 };
 
 struct bp_session {

@@ -66,6 +66,10 @@
 /* ERTS term layout (erl_term.h; long stable, checked on OTP 25). */
 #define ERTS_PRIMARY_MASK 0x3
 #define ERTS_PRIMARY_BOXED 0x2
+#define ERTS_PRIMARY_IMMED 0x3
+#define ERTS_IMMED1_MASK 0xf
+#define ERTS_IMMED1_PID 0x3
+#define ERTS_IMMED1_SMALL 0xf
 #define ERTS_HEADER_TAG_MASK 0x3f
 #define ERTS_HEADER_POS_BIG 0x08
 #define ERTS_HEADER_NEG_BIG 0x0c
@@ -125,6 +129,7 @@ struct ctx {
 	size_t safe; /* end of the last whole token with room for "..." */
 	int full;    /* text was cut: write nothing more */
 	unsigned list, binary, text;
+	struct bp_term_cache *cache; /* NULL: none */
 };
 
 /* Character classes of latin-1 code points, as io_lib sees them. */
@@ -148,11 +153,18 @@ static const unsigned char cls[256] = {
 	[223 ... 246] = PL,	[247] = PP,	   [248 ... 255] = PL,
 };
 
-static const char *const reserved[] = {
-	"after", "and",	 "andalso", "band", "begin",   "bnot", "bor",
-	"bsl",	 "bsr",	 "bxor",    "case", "catch",   "cond", "div",
-	"end",	 "fun",	 "if",	    "let",  "not",     "of",   "or",
-	"orelse", "rem", "try",	    "when", "receive", "xor",
+static const struct {
+	unsigned char n;
+	char s[8];
+} reserved[] = {
+#define R(w) {sizeof(w) - 1, w}
+	R("after"), R("and"),	 R("andalso"), R("band"), R("begin"),
+	R("bnot"),  R("bor"),	 R("bsl"),     R("bsr"),  R("bxor"),
+	R("case"),  R("catch"),	 R("cond"),    R("div"),  R("end"),
+	R("fun"),   R("if"),	 R("let"),     R("not"),  R("of"),
+	R("or"),    R("orelse"), R("rem"),     R("try"),  R("when"),
+	R("receive"), R("xor"),
+#undef R
 };
 
 static void ctx_init(struct ctx *x, ErlNifEnv *env,
@@ -161,6 +173,7 @@ static void ctx_init(struct ctx *x, ErlNifEnv *env,
 	size_t bytes = c && c->bytes ? c->bytes : BP_CAPTURE_DEFAULT_BYTES;
 
 	x->env = env;
+	x->cache = NULL;
 	x->buf = buf;
 	x->pos = 0;
 	x->safe = 0;
@@ -269,13 +282,15 @@ static int is_reserved(const unsigned char *s, size_t n)
 	if (n < 2 || n > 7)
 		return 0;
 	for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
-		if (strlen(reserved[i]) == n && !memcmp(reserved[i], s, n))
+		if (reserved[i].n == n && reserved[i].s[0] == (char)s[0] &&
+		    !memcmp(reserved[i].s, s, n))
 			return 1;
 	return 0;
 }
 
-/* An atom given as latin-1 text, quoted as io_lib:quote_atom/2 decides. */
-static void put_latin1_atom(struct ctx *x, const unsigned char *s, size_t n)
+/* An atom given as latin-1 text, quoted as io_lib:quote_atom/2 decides.
+ * Returns 1 if it was written as one token (unquoted ASCII). */
+static int put_latin1_atom(struct ctx *x, const unsigned char *s, size_t n)
 {
 	int quote = n == 0 || !(cls[s[0]] & C_LOWER);
 	int ascii = 1;
@@ -290,7 +305,7 @@ static void put_latin1_atom(struct ctx *x, const unsigned char *s, size_t n)
 		quote = 1;
 	if (!quote && ascii) {
 		put(x, (const char *)s, n);
-		return;
+		return 1;
 	}
 	if (quote)
 		put_ch(x, '\'');
@@ -298,19 +313,124 @@ static void put_latin1_atom(struct ctx *x, const unsigned char *s, size_t n)
 		put_esc(x, s[i], '\'');
 	if (quote)
 		put_ch(x, '\'');
+	return 0;
+}
+
+/* The cache entry for immediate term word t; NULL if t is boxed (its word
+ * is an address: never a key) or there is no cache. */
+static inline struct bp_term_imm *imm_entry(struct ctx *x, ERL_NIF_TERM t)
+{
+	uint64_t h;
+
+	if (!x->cache || (t & ERTS_PRIMARY_MASK) != ERTS_PRIMARY_IMMED)
+		return NULL;
+	h = (uint64_t)t * 0x9E3779B97F4A7C15ull;
+	return &x->cache->e[h >> 58 & (BP_TERM_IMM_CACHE - 1)];
+}
+
+/* Keeps text s (written by the caller as one token) for immediate t. */
+static inline void imm_store(struct bp_term_imm *e, ERL_NIF_TERM t,
+			     const char *s, size_t n)
+{
+	if (!e || n > BP_TERM_IMM_TEXT)
+		return;
+	memcpy(e->text, s, n);
+	e->len = (uint8_t)n;
+	e->word = (uint64_t)t;
+}
+
+/*
+ * The text of a local pid, "<0.Number.Serial>", from its immediate word
+ * (erl_term.h, OTP 24/25, 64-bit: tag 0x3 in the low 4 bits, then the
+ * number in 28 bits, then the serial) without enif_snprintf, whose
+ * formatter costs ~1 us.  The decoding is checked against %T on the first
+ * PID_VERIFY local pids this VM renders whose data fits in 15 bits (the
+ * oldest layout's number field) and on the first PID_VERIFY whose data
+ * does not (the only ones a number/serial split elsewhere would print
+ * differently); one disagreement and it is never used again (every pid
+ * then goes through %T).  Returns 1 with the text in out, 0 if not used.
+ */
+#define PID_VERIFY 32
+
+static size_t u64_text(char *out, uint64_t u)
+{
+	char b[20];
+	size_t i = sizeof b, n;
+
+	do {
+		b[--i] = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	n = sizeof b - i;
+	memcpy(out, b + i, n);
+	return n;
+}
+
+static size_t local_pid_text(ERL_NIF_TERM t, char *out)
+{
+	uint64_t d = (uint64_t)t >> 4;
+	size_t n = 3;
+
+	memcpy(out, "<0.", 3);
+	n += u64_text(out + n, d & ((1u << 28) - 1));
+	out[n++] = '.';
+	n += u64_text(out + n, d >> 28);
+	out[n++] = '>';
+	return n;
+}
+
+/* Agreements seen, for small [0] and large [1] pid data; -1: off. */
+static atomic_int pid_checks[2];
+
+static int fast_pid(ERL_NIF_TERM t, char *out, size_t *len)
+{
+	int big = ((uint64_t)t >> 4) >= (1u << 15), v, off;
+
+	if (sizeof(ERL_NIF_TERM) != 8 ||
+	    (t & ERTS_IMMED1_MASK) != ERTS_IMMED1_PID || !layout_check())
+		return 0;
+	v = atomic_load_explicit(&pid_checks[big], memory_order_relaxed);
+	off = atomic_load_explicit(&pid_checks[!big], memory_order_relaxed);
+	if (v < 0 || off < 0)
+		return 0;
+	*len = local_pid_text(t, out);
+	if (v >= PID_VERIFY)
+		return 1;
+	{
+		char ref[64];
+		int n = enif_snprintf(ref, sizeof ref, "%T", t);
+
+		if (n <= 0 || (size_t)n != *len || memcmp(ref, out, *len)) {
+			atomic_store_explicit(&pid_checks[big], -1,
+					      memory_order_relaxed);
+			return 0;
+		}
+		atomic_compare_exchange_strong(&pid_checks[big], &v, v + 1);
+		return 1;
+	}
 }
 
 /* Appends enif_snprintf("%T") of t: only for terms whose %T is small and
  * cheap (atoms, pids, ports, refs, funs: not their environment). */
-static NOINLINE void put_T(struct ctx *x, ERL_NIF_TERM t)
+static NOINLINE void put_T(struct ctx *x, ERL_NIF_TERM t,
+			    struct bp_term_imm *e)
 {
 	char tmp[TMP_TEXT];
-	int n = enif_snprintf(tmp, sizeof tmp, "%T", t);
+	size_t len;
+	int n;
 
+	if (fast_pid(t, tmp, &len)) {
+		put(x, tmp, len);
+		imm_store(e, t, tmp, len);
+		return;
+	}
+	n = enif_snprintf(tmp, sizeof tmp, "%T", t);
 	if (n < 0)
 		n = 0;
 	if ((size_t)n < sizeof tmp) {
 		put(x, tmp, (size_t)n);
+		if (n > 0)
+			imm_store(e, t, tmp, (size_t)n);
 		return;
 	}
 	n = sizeof tmp - 1; /* truncated: drop a split UTF-8 character */
@@ -320,15 +440,18 @@ static NOINLINE void put_T(struct ctx *x, ERL_NIF_TERM t)
 	PUTS(x, "...");
 }
 
-static NOINLINE void put_atom(struct ctx *x, ERL_NIF_TERM t)
+static NOINLINE void put_atom(struct ctx *x, ERL_NIF_TERM t,
+			       struct bp_term_imm *e)
 {
 	char s[256];
 	int n = enif_get_atom(x->env, t, s, sizeof s, ERL_NIF_LATIN1);
 
-	if (n > 0)
-		put_latin1_atom(x, (const unsigned char *)s, (size_t)n - 1);
-	else
-		put_T(x, t); /* not latin-1: %T quotes and prints UTF-8 */
+	if (n > 0) {
+		if (put_latin1_atom(x, (const unsigned char *)s, (size_t)n - 1))
+			imm_store(e, t, s, (size_t)n - 1);
+	} else {
+		put_T(x, t, NULL); /* not latin-1: %T quotes, prints UTF-8 */
+	}
 }
 
 /* An integer beyond 64 bits, read from its bignum words. */
@@ -672,13 +795,26 @@ static void put_map(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
 
 static void term(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
 {
+	struct bp_term_imm *e;
 	double f;
 
 	if (x->full)
 		return;
+	if ((e = imm_entry(x, t)) && e->word == (uint64_t)t) {
+		put(x, e->text, e->len);
+		return;
+	}
+	/* A small integer (immediate, tag 0xF, a signed value above it:
+	 * erl_term.h) without the enif_term_type and enif_get_int64 calls. */
+	if ((t & ERTS_IMMED1_MASK) == ERTS_IMMED1_SMALL &&
+	    sizeof(ERL_NIF_TERM) == 8 && layout_check()) {
+		int64_t v = (int64_t)t >> 4;
+		put_u64(x, v < 0 ? 0 - (uint64_t)v : (uint64_t)v, v < 0);
+		return;
+	}
 	switch (enif_term_type(x->env, t)) {
 	case ERL_NIF_TERM_TYPE_ATOM:
-		put_atom(x, t);
+		put_atom(x, t, e);
 		break;
 	case ERL_NIF_TERM_TYPE_INTEGER:
 		put_int(x, t);
@@ -703,9 +839,11 @@ static void term(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
 		break;
 	case ERL_NIF_TERM_TYPE_PID:
 	case ERL_NIF_TERM_TYPE_PORT:
+		put_T(x, t, e); /* e is NULL for a remote (boxed) one */
+		break;
 	case ERL_NIF_TERM_TYPE_REFERENCE:
 	case ERL_NIF_TERM_TYPE_FUN:
-		put_T(x, t);
+		put_T(x, t, NULL);
 		break;
 	default:
 		PUTS(x, "...");
@@ -723,16 +861,24 @@ static unsigned depth_of(const struct bp_capture *c)
  * deviations from ~0p above).  Writes at most min(cap, bytes + 1) bytes,
  * NUL included; returns the text length.  Returns 0 if cap is 0.
  */
-size_t bp_term_render(ErlNifEnv *env, ERL_NIF_TERM t,
-		      const struct bp_capture *c, char *buf, size_t cap)
+size_t bp_term_render_cached(ErlNifEnv *env, ERL_NIF_TERM t,
+			     const struct bp_capture *c, char *buf, size_t cap,
+			     struct bp_term_cache *cache)
 {
 	struct ctx x;
 
 	if (!cap)
 		return 0;
 	ctx_init(&x, env, c, buf, cap);
+	x.cache = cache;
 	term(&x, t, depth_of(c));
 	return ctx_end(&x);
+}
+
+size_t bp_term_render(ErlNifEnv *env, ERL_NIF_TERM t,
+		      const struct bp_capture *c, char *buf, size_t cap)
+{
+	return bp_term_render_cached(env, t, c, buf, cap, NULL);
 }
 
 /*
@@ -742,8 +888,9 @@ size_t bp_term_render(ErlNifEnv *env, ERL_NIF_TERM t,
  * by bp_term_render, without parentheses.  Same buffer contract as
  * bp_term_render.
  */
-size_t bp_term_render_args(ErlNifEnv *env, ERL_NIF_TERM args,
-			   const struct bp_capture *c, char *buf, size_t cap)
+size_t bp_term_render_args_cached(ErlNifEnv *env, ERL_NIF_TERM args,
+				  const struct bp_capture *c, char *buf,
+				  size_t cap, struct bp_term_cache *cache)
 {
 	struct ctx x;
 	ERL_NIF_TERM hd;
@@ -753,6 +900,7 @@ size_t bp_term_render_args(ErlNifEnv *env, ERL_NIF_TERM args,
 	if (!cap)
 		return 0;
 	ctx_init(&x, env, c, buf, cap);
+	x.cache = cache;
 	if (!enif_is_list(env, args)) {
 		term(&x, args, depth);
 		return ctx_end(&x);
@@ -779,12 +927,18 @@ size_t bp_term_render_args(ErlNifEnv *env, ERL_NIF_TERM args,
 	return ctx_end(&x);
 }
 
+size_t bp_term_render_args(ErlNifEnv *env, ERL_NIF_TERM args,
+			   const struct bp_capture *c, char *buf, size_t cap)
+{
+	return bp_term_render_args_cached(env, args, c, buf, cap, NULL);
+}
+
 /*
  * Renders atom t, quoted where Erlang needs it.  Returns the length, or 0
  * (buf[0] = NUL when cap > 0) if t is not an atom or does not fit in cap.
  */
-size_t bp_term_render_atom(ErlNifEnv *env, ERL_NIF_TERM t, char *buf,
-			   size_t cap)
+size_t bp_term_render_atom_cached(ErlNifEnv *env, ERL_NIF_TERM t, char *buf,
+				  size_t cap, struct bp_term_cache *cache)
 {
 	struct ctx x;
 
@@ -792,13 +946,20 @@ size_t bp_term_render_atom(ErlNifEnv *env, ERL_NIF_TERM t, char *buf,
 		return 0;
 	ctx_init(&x, env, NULL, buf, cap);
 	x.lim = cap - 1;
+	x.cache = cache;
 	if (enif_is_atom(env, t))
-		put_atom(&x, t);
+		term(&x, t, 0); /* an atom: put_atom, through the cache */
 	if (x.full || !x.pos) {
 		buf[0] = '\0';
 		return 0;
 	}
 	return ctx_end(&x);
+}
+
+size_t bp_term_render_atom(ErlNifEnv *env, ERL_NIF_TERM t, char *buf,
+			   size_t cap)
+{
+	return bp_term_render_atom_cached(env, t, buf, cap, NULL);
 }
 
 /*

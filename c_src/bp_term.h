@@ -13,6 +13,7 @@
 #define BP_TERM_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <erl_nif.h>
 
 /* Capture limits (0 in a field means the default). */
@@ -29,6 +30,30 @@ struct bp_capture {
 #define BP_CAPTURE_DEFAULT_BYTES 512
 
 /*
+ * A cache of the rendered texts of immediate atoms, local pids and local
+ * ports, keyed by the term word: the text of such a term is a function of
+ * its word alone for the life of the VM (atoms are never freed, a local
+ * pid or port prints as <0.N.S> / #Port<0.N> from its own bits), so an
+ * entry never goes stale.  Boxed terms (remote pids and ports, refs, funs)
+ * are never cached: their words are heap addresses.  Only texts that are
+ * written as one token (unquoted ASCII atoms, pids, ports) are kept, so a
+ * cached text is cut exactly as the uncached one.  Single writer (one per
+ * ring slot), zero-initialised memory is an empty cache; no allocation.
+ */
+#define BP_TERM_IMM_CACHE 64 /* entries, a power of two */
+#define BP_TERM_IMM_TEXT 31  /* longest text kept */
+
+struct bp_term_imm {
+	uint64_t word; /* 0: empty (no immediate term is 0) */
+	uint8_t len;
+	char text[BP_TERM_IMM_TEXT];
+};
+
+struct bp_term_cache {
+	struct bp_term_imm e[BP_TERM_IMM_CACHE];
+};
+
+/*
  * Renders term t like io_lib:format("~0p") would (atoms quoted when needed,
  * printable lists as "strings", printable binaries as <<"text">>, floats in
  * shortest round-trip form, pids/ports/refs/funs as #Port<..>, #Ref<..>,
@@ -39,17 +64,31 @@ struct bp_capture {
 size_t bp_term_render(ErlNifEnv *env, ERL_NIF_TERM t,
 		      const struct bp_capture *c, char *buf, size_t cap);
 
+/* bp_term_render through cache (NULL: none); byte-identical output. */
+size_t bp_term_render_cached(ErlNifEnv *env, ERL_NIF_TERM t,
+			     const struct bp_capture *c, char *buf, size_t cap,
+			     struct bp_term_cache *cache);
+
 /* Renders the elements of list `args` separated by ", " inside
  * parentheses: "(1, foo, <<\"x\">>)".  Same limits and contract as
  * bp_term_render (the `list` limit applies to the argument count). */
 size_t bp_term_render_args(ErlNifEnv *env, ERL_NIF_TERM args,
 			   const struct bp_capture *c, char *buf, size_t cap);
 
+/* bp_term_render_args through cache (NULL: none). */
+size_t bp_term_render_args_cached(ErlNifEnv *env, ERL_NIF_TERM args,
+				  const struct bp_capture *c, char *buf,
+				  size_t cap, struct bp_term_cache *cache);
+
 /* Renders an atom, quoted where Erlang needs quotes ('Elixir.Foo', 'a b',
  * 'receive'); latin-1 text converted to UTF-8.  Returns the length, or 0
  * if t is not an atom or does not fit. */
 size_t bp_term_render_atom(ErlNifEnv *env, ERL_NIF_TERM t, char *buf,
 			   size_t cap);
+
+/* bp_term_render_atom through cache (NULL: none). */
+size_t bp_term_render_atom_cached(ErlNifEnv *env, ERL_NIF_TERM t, char *buf,
+				  size_t cap, struct bp_term_cache *cache);
 
 /* Renders "Module:Function/Arity" (atoms quoted as needed).  Returns the
  * length, 0 if it does not fit in cap. */

@@ -127,11 +127,11 @@ static inline void wr_u64(struct wr *w, uint64_t v)
 
 /* TERM: needs text_max(s) bytes. */
 static inline void wr_term(ErlNifEnv *env, const struct bp_session *s,
-			   struct wr *w, ERL_NIF_TERM t)
+			   struct bp_slot *sl, struct wr *w, ERL_NIF_TERM t)
 {
 	wr_want(w, BP_K_TERM);
-	w->p += bp_term_render(env, t, &s->capture, (char *)w->p,
-			       text_max(s)) + 1;
+	w->p += bp_term_render_cached(env, t, &s->capture, (char *)w->p,
+				      text_max(s), &sl->terms) + 1;
 }
 
 /* ATOM (undefined if t is not one): needs MFA_MAX bytes, enough for any
@@ -151,11 +151,12 @@ static inline void wr_atom(ErlNifEnv *env, struct wr *w, ERL_NIF_TERM t)
 
 /* ARGS: "(a, b)" from a list; needs text_max(s) bytes. */
 static inline void wr_args(ErlNifEnv *env, const struct bp_session *s,
-			   struct wr *w, ERL_NIF_TERM list)
+			   struct bp_slot *sl, struct wr *w, ERL_NIF_TERM list)
 {
 	wr_want(w, BP_K_ARGS);
-	w->p += bp_term_render_args(env, list, &s->capture, (char *)w->p,
-				    text_max(s)) + 1;
+	w->p += bp_term_render_args_cached(env, list, &s->capture,
+					   (char *)w->p, text_max(s),
+					   &sl->terms) + 1;
 }
 
 /* MFA: "m:f/arity" from {M, F, Arity | Args} (undefined if it is not
@@ -240,7 +241,8 @@ static inline void finish(struct bp_slot *sl, uint8_t *start,
  * Inside enter/leave.  A process event that does not fit is retried at the
  * entity's next event (it is not a user event, so not counted as a loss).
  */
-static void note_entity(struct bp_slot *sl, ERL_NIF_TERM who, uint64_t key)
+static void note_entity(ErlNifEnv *env, struct bp_slot *sl, ERL_NIF_TERM who,
+			uint64_t key)
 {
 	uint64_t *seen = &sl->pid_seen[(key >> 4) % BP_PID_CACHE];
 	uint8_t *start;
@@ -255,9 +257,12 @@ static void note_entity(struct bp_slot *sl, ERL_NIF_TERM who, uint64_t key)
 		return;
 	w = wr_begin(start, BP_EV_PROCESS, key);
 	wr_want(&w, BP_K_TEXT);
-	n = enif_snprintf((char *)w.p, PID_TEXT_MAX, "%T", who);
-	if (n <= 0 || n >= PID_TEXT_MAX)
-		w.p[(n = 1) - 1] = '?';
+	/* The %T text of a local pid or port, through the slot's cache and
+	 * without the formatter for pids (bp_term.c). */
+	n = (int)bp_term_render_cached(env, who, NULL, (char *)w.p,
+				       PID_TEXT_MAX, &sl->terms);
+	if (n <= 0 || w.p[n - 1] != '>')
+		w.p[(n = 1) - 1] = '?'; /* cut: cannot happen for local */
 	w.p[n] = '\0';
 	w.p += n + 1;
 	wr_undefined(&w, BP_K_ATOM); /* name: see beamprobe_session */
@@ -267,7 +272,7 @@ static void note_entity(struct bp_slot *sl, ERL_NIF_TERM who, uint64_t key)
 }
 
 /* Common prologue: session, slot, entity; NULL if not to be written. */
-static inline struct bp_slot *open_event(struct bp_session *s,
+static inline struct bp_slot *open_event(ErlNifEnv *env, struct bp_session *s,
 					 ERL_NIF_TERM tracee, uint64_t *key)
 {
 	struct bp_slot *sl = bp_session_enter(s);
@@ -276,7 +281,7 @@ static inline struct bp_slot *open_event(struct bp_session *s,
 		return NULL;
 	/* The tracee is always a local pid or port (an immediate word) */
 	*key = (uint64_t)tracee;
-	note_entity(sl, tracee, *key);
+	note_entity(env, sl, tracee, *key);
 	return sl;
 }
 
@@ -342,7 +347,7 @@ static size_t render_stack(const ErlNifBinary *bin, char *out, size_t cap)
 /* A match-spec result (TERM): the caller {M,F,A}, a process dump (stack)
  * or both as {Caller, Dump}; anything else rendered as a term. */
 static void wr_ms_result(ErlNifEnv *env, const struct bp_session *s,
-			 struct wr *w, ERL_NIF_TERM info)
+			 struct bp_slot *sl, struct wr *w, ERL_NIF_TERM info)
 {
 	const ERL_NIF_TERM *e;
 	ErlNifBinary bin;
@@ -371,7 +376,7 @@ static void wr_ms_result(ErlNifEnv *env, const struct bp_session *s,
 		w->p += n + 1;
 		return;
 	}
-	wr_term(env, s, w, info);
+	wr_term(env, s, sl, w, info);
 }
 
 /* The per-kind enabled_* callbacks: always trace.  Whether the session
@@ -421,7 +426,7 @@ ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 	if ((tag == bp_atom.return_from && !(s->flags & BP_F_RETURN)) ||
 	    (tag == bp_atom.exception_from && !(s->flags & BP_F_EXCEPTIONS)))
 		return bp_atom.ok; /* implied by exception_trace, not asked */
-	if (!(sl = open_event(s, argv[2], &key)))
+	if (!(sl = open_event(env, s, argv[2], &key)))
 		return bp_atom.ok;
 	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE +
 							MFA_MAX +
@@ -432,7 +437,7 @@ ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 		w = wr_begin(start, BP_EV_CALL, key);
 		wr_mfa(env, sl, &w, argv[3], &e);
 		if (s->args_mode == BP_ARGS_FULL && e && enif_is_list(env, e[2]))
-			wr_args(env, s, &w, e[2]);
+			wr_args(env, s, sl, &w, e[2]);
 		else
 			wr_undefined(&w, BP_K_ARGS);
 		found = 0;
@@ -440,14 +445,14 @@ ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 			info = opt(env, argv[4], bp_atom.match_spec_result,
 				   &found);
 		if (found) {
-			wr_ms_result(env, s, &w, info);
+			wr_ms_result(env, s, sl, &w, info);
 		} else {
 			wr_cstr(&w, BP_K_TERM, "true");
 		}
 	} else if (tag == bp_atom.return_from) {
 		w = wr_begin(start, BP_EV_RETURN_FROM, key);
 		wr_mfa(env, sl, &w, argv[3], NULL);
-		wr_term(env, s, &w, opt(env, argv[4], bp_atom.extra, &found));
+		wr_term(env, s, sl, &w, opt(env, argv[4], bp_atom.extra, &found));
 	} else if (tag == bp_atom.exception_from) {
 		ERL_NIF_TERM x = opt(env, argv[4], bp_atom.extra, &found);
 		const ERL_NIF_TERM *cv;
@@ -456,10 +461,10 @@ ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 		wr_mfa(env, sl, &w, argv[3], NULL);
 		if (enif_get_tuple(env, x, &n, &cv) && n == 2) {
 			wr_atom(env, &w, cv[0]);
-			wr_term(env, s, &w, cv[1]);
+			wr_term(env, s, sl, &w, cv[1]);
 		} else {
 			wr_cstr(&w, BP_K_ATOM, "error");
-			wr_term(env, s, &w, x);
+			wr_term(env, s, sl, &w, x);
 		}
 	} else if (tag == bp_atom.return_to) {
 		w = wr_begin(start, BP_EV_RETURN_TO, key);
@@ -483,7 +488,7 @@ static ERL_NIF_TERM trace_message(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 	uint64_t key;
 	int found;
 
-	if (!s || !(sl = open_event(s, argv[2], &key)))
+	if (!s || !(sl = open_event(env, s, argv[2], &key)))
 		return bp_atom.ok;
 	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE + 8 +
 							2 * text_max(s))))
@@ -495,11 +500,11 @@ static ERL_NIF_TERM trace_message(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 						     : BP_EV_SEND_DEAD,
 			     key);
 		wr_pid(env, &w, to);
-		wr_term(env, s, &w, to);
+		wr_term(env, s, sl, &w, to);
 	} else {
 		w = wr_begin(start, BP_EV_RECEIVE, key);
 	}
-	wr_term(env, s, &w, argv[3]);
+	wr_term(env, s, sl, &w, argv[3]);
 	finish(sl, start, &w);
 out:
 	bp_session_leave(sl);
@@ -525,7 +530,7 @@ ERL_NIF_TERM bp_tracer_trace_receive(ErlNifEnv *env, int argc,
 /* MFARGS: "m:f(args)" from {M, F, Args}, else the term.  Needs
  * 2 * MFA_MAX + text_max(s). */
 static void wr_mfargs(ErlNifEnv *env, const struct bp_session *s,
-		      struct wr *w, ERL_NIF_TERM t)
+		      struct bp_slot *sl, struct wr *w, ERL_NIF_TERM t)
 {
 	const ERL_NIF_TERM *e;
 	size_t m, f;
@@ -534,18 +539,21 @@ static void wr_mfargs(ErlNifEnv *env, const struct bp_session *s,
 
 	wr_want(w, BP_K_MFARGS);
 	if (enif_get_tuple(env, t, &n, &e) && n == 3 &&
-	    (m = bp_term_render_atom(env, e[0], q, MFA_MAX)) &&
-	    (f = bp_term_render_atom(env, e[1], q + m + 1, MFA_MAX)) &&
+	    (m = bp_term_render_atom_cached(env, e[0], q, MFA_MAX,
+					    &sl->terms)) &&
+	    (f = bp_term_render_atom_cached(env, e[1], q + m + 1, MFA_MAX,
+					    &sl->terms)) &&
 	    enif_is_list(env, e[2])) {
 		q[m] = ':';
 		q += m + 1 + f;
-		w->p = (uint8_t *)q + bp_term_render_args(env, e[2],
-							  &s->capture, q,
-							  text_max(s)) + 1;
+		w->p = (uint8_t *)q +
+		       bp_term_render_args_cached(env, e[2], &s->capture, q,
+						  text_max(s), &sl->terms) +
+		       1;
 		return;
 	}
-	w->p += bp_term_render(env, t, &s->capture, (char *)w->p,
-			       text_max(s)) + 1;
+	w->p += bp_term_render_cached(env, t, &s->capture, (char *)w->p,
+				      text_max(s), &sl->terms) + 1;
 }
 
 /* trace_procs/5 (and trace_ports/5 for the tags they share). */
@@ -560,7 +568,7 @@ static ERL_NIF_TERM trace_procs_ports(ErlNifEnv *env,
 	uint64_t key;
 	int found, id;
 
-	if (!s || !(sl = open_event(s, argv[2], &key)))
+	if (!s || !(sl = open_event(env, s, argv[2], &key)))
 		return bp_atom.ok;
 	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE + 8 +
 							2 * MFA_MAX +
@@ -571,11 +579,11 @@ static ERL_NIF_TERM trace_procs_ports(ErlNifEnv *env,
 			     tag == bp_atom.spawn ? BP_EV_SPAWN : BP_EV_SPAWNED,
 			     key);
 		wr_pid(env, &w, term);
-		wr_term(env, s, &w, term);
-		wr_mfargs(env, s, &w, opt(env, argv[4], bp_atom.extra, &found));
+		wr_term(env, s, sl, &w, term);
+		wr_mfargs(env, s, sl, &w, opt(env, argv[4], bp_atom.extra, &found));
 	} else if (tag == bp_atom.exit) {
 		w = wr_begin(start, BP_EV_EXIT, key);
-		wr_term(env, s, &w, term);
+		wr_term(env, s, sl, &w, term);
 	} else if (tag == bp_atom.link || tag == bp_atom.unlink ||
 		   tag == bp_atom.getting_linked ||
 		   tag == bp_atom.getting_unlinked) {
@@ -585,7 +593,7 @@ static ERL_NIF_TERM trace_procs_ports(ErlNifEnv *env,
 						     : BP_EV_GETTING_UNLINKED;
 		w = wr_begin(start, id, key);
 		wr_pid(env, &w, term);
-		wr_term(env, s, &w, term);
+		wr_term(env, s, sl, &w, term);
 	} else if (tag == bp_atom.register_ || tag == bp_atom.unregister) {
 		w = wr_begin(start,
 			     tag == bp_atom.register_ ? BP_EV_REGISTER
@@ -595,11 +603,11 @@ static ERL_NIF_TERM trace_procs_ports(ErlNifEnv *env,
 	} else if (tag == bp_atom.open) {
 		w = wr_begin(start, BP_EV_PORT_OPEN, key);
 		wr_pid(env, &w, term);
-		wr_term(env, s, &w, term);
-		wr_term(env, s, &w, opt(env, argv[4], bp_atom.extra, &found));
+		wr_term(env, s, sl, &w, term);
+		wr_term(env, s, sl, &w, opt(env, argv[4], bp_atom.extra, &found));
 	} else if (tag == bp_atom.closed) {
 		w = wr_begin(start, BP_EV_PORT_CLOSED, key);
-		wr_term(env, s, &w, term);
+		wr_term(env, s, sl, &w, term);
 	} else {
 		goto out;
 	}
@@ -640,7 +648,7 @@ ERL_NIF_TERM bp_tracer_trace_running_procs(ErlNifEnv *env, int argc,
 	exiting = tag == bp_atom.in_exiting || tag == bp_atom.out_exiting ? 1
 		  : tag == bp_atom.out_exited				  ? 2
 									  : 0;
-	if (!s || !(sl = open_event(s, argv[2], &key)))
+	if (!s || !(sl = open_event(env, s, argv[2], &key)))
 		return bp_atom.ok;
 	if (!(start = bp_session_reserve(s, sl,
 					 BP_EVENT_HEADER_SIZE + MFA_MAX + 1)))
@@ -692,7 +700,7 @@ ERL_NIF_TERM bp_tracer_trace_gc(ErlNifEnv *env, int argc,
 			if (kv[0] == keys[i])
 				enif_get_uint64(env, kv[1], &vals[i]);
 	}
-	if (!(sl = open_event(s, argv[2], &key)))
+	if (!(sl = open_event(env, s, argv[2], &key)))
 		return bp_atom.ok;
 	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE + 48)))
 		goto out;

@@ -368,3 +368,61 @@ long_atoms_refs_pids_test() ->
            binary_to_term(<<131, 90, 0, 3, 100, 0, 7, "a@b.com", 2:32, 1:32, 2:32, 3:32>>)],
     [?assertEqual(p(E), full(E)) || E <- Ext],
     bounded(Ext).
+
+%% ---- the cache of immediate texts (bp_term_cache) ------------------------
+%%
+%% beamprobe_nif:render/2 and render_args/2 render each term three times:
+%% uncached, then twice through one fresh cache (filled, then hit), and
+%% raise {cache_mismatch, ...} unless the three texts are byte-identical.
+%% These terms repeat atoms (plain, quoted, reserved, latin-1, unicode),
+%% more local pids than the cache has entries (collisions, evictions),
+%% ports, and remote pids and ports with the same number and serial as a
+%% local one (boxed: must never hit a local pid's entry), at every cut.
+immediate_cache_test() ->
+    Pids = [spawn(fun() -> receive stop -> ok end end) || _ <- lists:seq(1, 150)],
+    try
+        [_, N, S] = string:lexemes(pid_to_list(self()), "<.>"),
+        Num = list_to_integer(N), Ser = list_to_integer(S),
+        ExtPid = binary_to_term(<<131, 88, 100, 0, 7, "a@b.com", Num:32,
+                                  Ser:32, 2:32>>),
+        Port = hd(erlang:ports()),
+        ExtPort = binary_to_term(<<131, 120, 100, 0, 7, "a@b.com",
+                                   0:64, 2:32>>),
+        Atoms = [ok, 'Quoted', 'receive', 'a b', 'é', list_to_atom([8364]),
+                 'ping', [], true],
+        Mixed = [{A, P, self(), ExtPid, Port, ExtPort} ||
+                    {A, P} <- lists:zip(lists:sublist(
+                                          lists:append(lists:duplicate(20, Atoms)),
+                                          150), Pids)],
+        Terms = [Mixed, list_to_tuple(Pids ++ Pids), {self(), ExtPid, self(), ExtPid},
+                 #{self() => ExtPid, ExtPid => self(), ping => Port}],
+        [same_as_p(T) || T <- [{self(), ExtPid, self(), ExtPid},
+                               {Port, ExtPort, Port},
+                               (Atoms -- [list_to_atom([8364])]) ++ Atoms -- [list_to_atom([8364])]]],
+        [begin
+             X = r(T, #{list => 4096, bytes => B}),
+             ?assert(byte_size(X) =< B)
+         end || T <- Terms, B <- lists:seq(16, 200) ++ [512, 4096]],
+        [_ = beamprobe_nif:render_args(Mixed, #{list => 4096, bytes => B})
+         || B <- lists:seq(16, 120)],
+        %% A local pid's text never shows for the remote pid with its bits.
+        ?assertNotEqual(r(self()), r(ExtPid))
+    after
+        [P ! stop || P <- Pids]
+    end.
+
+%% Local pids are rendered from their word without enif_snprintf (checked
+%% against %T on the first pids of each kind, off for good on a
+%% difference): the text must be pid_to_list/1's for pids whose number and
+%% serial go beyond 15 bits (more than 32768 processes spawned), alone, in
+%% containers, and through the cache of immediate texts.
+many_local_pids_test_() ->
+    {timeout, 120, fun() ->
+        Pids = [spawn(fun() -> ok end) || _ <- lists:seq(1, 70000)],
+        Sample = lists:nthtail(60000, Pids) ++ [hd(Pids), self()],
+        [?assertEqual(list_to_binary(pid_to_list(P)), r(P)) || P <- Sample],
+        ?assert(lists:any(fun(P) -> [_, _, S] = string:lexemes(pid_to_list(P), "<.>"),
+                                    S =/= "0" end, Sample)),
+        T = list_to_tuple(lists:sublist(Sample, 300)),
+        ?assertEqual(p(T), full(T))
+    end}.
