@@ -52,6 +52,7 @@
  * (test/beamprobe_term_tests.erl).
  */
 #include "bp_term.h"
+#include "bp_atom_syntax.h"
 #include "bp_float.h"
 
 #include <stdatomic.h>
@@ -151,20 +152,6 @@ static const unsigned char cls[256] = {
 	['a' ... 'z'] = PL,	['{' ... '~'] = PP, [160 ... 191] = PP,
 	[192 ... 214] = PN,	[215] = PP,	   [216 ... 222] = PN,
 	[223 ... 246] = PL,	[247] = PP,	   [248 ... 255] = PL,
-};
-
-static const struct {
-	unsigned char n;
-	char s[8];
-} reserved[] = {
-#define R(w) {sizeof(w) - 1, w}
-	R("after"), R("and"),	 R("andalso"), R("band"), R("begin"),
-	R("bnot"),  R("bor"),	 R("bsl"),     R("bsr"),  R("bxor"),
-	R("case"),  R("catch"),	 R("cond"),    R("div"),  R("end"),
-	R("fun"),   R("if"),	 R("let"),     R("not"),  R("of"),
-	R("or"),    R("orelse"), R("rem"),     R("try"),  R("when"),
-	R("receive"), R("xor"),
-#undef R
 };
 
 static void ctx_init(struct ctx *x, ErlNifEnv *env,
@@ -277,17 +264,6 @@ static void put_esc(struct ctx *x, unsigned c, char q)
 	}
 }
 
-static int is_reserved(const unsigned char *s, size_t n)
-{
-	if (n < 2 || n > 7)
-		return 0;
-	for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
-		if (reserved[i].n == n && reserved[i].s[0] == (char)s[0] &&
-		    !memcmp(reserved[i].s, s, n))
-			return 1;
-	return 0;
-}
-
 /* An atom given as latin-1 text, quoted as io_lib:quote_atom/2 decides.
  * Returns 1 if it was written as one token (unquoted ASCII). */
 static int put_latin1_atom(struct ctx *x, const unsigned char *s, size_t n)
@@ -301,7 +277,7 @@ static int put_latin1_atom(struct ctx *x, const unsigned char *s, size_t n)
 		if (s[i] >= 128)
 			ascii = 0;
 	}
-	if (!quote && is_reserved(s, n))
+	if (!quote && bp_atom_reserved((const char *)s, n))
 		quote = 1;
 	if (!quote && ascii) {
 		put(x, (const char *)s, n);

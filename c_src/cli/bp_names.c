@@ -14,18 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int reserved(const char *s, size_t n)
-{
-	static const char *const words[] = {
-		"after", "and", "andalso", "band", "begin", "bnot", "bor",
-		"bsl", "bsr", "bxor", "case", "catch", "cond", "div", "end",
-		"fun", "if", "let", "maybe", "not", "of", "or", "orelse",
-		"receive", "rem", "try", "when", "xor"};
-	for (size_t i = 0; i < sizeof words / sizeof *words; i++)
-		if (strlen(words[i]) == n && !memcmp(words[i], s, n))
-			return 1;
-	return 0;
-}
+#include "../bp_atom_syntax.h"
 
 /* A valid unquoted atom: a lowercase letter, then letters, digits, _
  * and @ (bytes >= 0x80, UTF-8 letters, are accepted after the first). */
@@ -40,7 +29,7 @@ static int unquoted(const char *s, size_t n)
 		      c == '_' || c == '@'))
 			return 0;
 	}
-	return !reserved(s, n);
+	return !bp_atom_reserved(s, n);
 }
 
 /* Whether s is a complete quoted atom: '...' with every ' inside

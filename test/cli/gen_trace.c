@@ -376,7 +376,7 @@ static void gen_flows(const char *dir)
 static void gen_names(const char *dir)
 {
 	struct bp_ctf_stream a;
-	const uint64_t P4 = 0x50, P5 = 0x60, P6 = 0x70;
+	const uint64_t P4 = 0x50, P5 = 0x60, P6 = 0x70, P7 = 0x80;
 
 	metadata(dir, uuid7);
 	check(bp_ctf_stream_open(&a, dir, 0, uuid7, 4096), "thread-000");
@@ -405,6 +405,10 @@ static void gen_names(const char *dir)
 	ret(&a, US(81), P5, "foo:g/0", "ok");
 	call(&a, US(85), P6, "foo:h/0", "", "");
 	ret(&a, US(86), P6, "foo:h/0", "ok");
+	/* `maybe' is a plain atom on OTP 25 (the tracer writes it unquoted). */
+	one_str(&a, BP_EV_REGISTER, US(90), P7, "maybe");
+	call(&a, US(91), P7, "foo:i/0", "", "");
+	ret(&a, US(92), P7, "foo:i/0", "ok");
 	/* End-of-session annotations, names in raw atom text. */
 	process(&a, US(100), P5, "<0.104.0>", "x y", "");
 	process(&a, US(100), P6, "<0.105.0>", "c\nd", "");
@@ -412,6 +416,7 @@ static void gen_names(const char *dir)
 	process(&a, US(100), P2, "<0.101.0>", "srv", "");
 	process(&a, US(100), P3, "<0.102.0>", "my name", "");
 	process(&a, US(100), P4, "<0.103.0>", "a\nb", "");
+	process(&a, US(100), P7, "<0.106.0>", "maybe", "");
 	check(bp_ctf_stream_close(&a, 0), "close");
 }
 
