@@ -411,10 +411,7 @@ set_flags(#st{config = #{procs := Procs} = C, res = Res,
                 _ = erlang:trace(Spec, true, Flags),
                 %% Never trace beamprobe itself: this session, its
                 %% handlers, the janitor and the supervisors.
-                Own = [self() | Hs] ++
-                    [P || N <- [beamprobe_janitor, beamprobe_sup,
-                                beamprobe_session_sup],
-                          P <- [whereis(N)], is_pid(P)],
+                Own = own_processes(Hs),
                 _ = [erlang:trace(P, false, [all])
                      || Spec =/= new, P <- Own],
                 {ok, St#st{traced = Spec0}}
@@ -437,9 +434,7 @@ retrace(#st{config = C, traced = Traced, handlers = Hs} = St) ->
     _ = (catch beamprobe_nif:is_loaded()),
     Flags = tracer_flags(St),
     Untraced = fun(P) -> trace_info(P, tracer) =:= {tracer, []} end,
-    Own = [self() | Hs] ++
-        [P || N <- [beamprobe_janitor, beamprobe_sup, beamprobe_session_sup],
-              P <- [whereis(N)], is_pid(P)],
+    Own = own_processes(Hs),
     Ports = lists:member(ports, maps:get(events, C)),
     Targets = case Traced of
                   L when is_list(L) -> L;
@@ -466,6 +461,13 @@ retrace(#st{config = C, traced = Traced, handlers = Hs} = St) ->
             false -> ok
         end,
     St#st{nif_reloads = St#st.nif_reloads + 1}.
+
+%% beamprobe's own processes, never traced: this session, its handlers,
+%% the janitor and the supervisors.
+own_processes(Handlers) ->
+    [self() | Handlers] ++
+        [P || N <- [beamprobe_janitor, beamprobe_sup, beamprobe_session_sup],
+              P <- [whereis(N)], is_pid(P)].
 
 processes_only(all) -> processes;
 processes_only(existing) -> existing_processes;
