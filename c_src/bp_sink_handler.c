@@ -27,7 +27,7 @@
 static ERL_NIF_TERM ev_atoms[BP_EV_COUNT];
 static ERL_NIF_TERM field_atoms[BP_EV_COUNT][16];
 static ERL_NIF_TERM a_event, a_ts, a_pid, a_count, a_dropped,
-	a_beamprobe_events;
+	a_beamprobe_events, a_slow_output, a_causes[BP_DROP_COUNT];
 
 void bp_handler_load(ErlNifEnv *env)
 {
@@ -45,6 +45,9 @@ void bp_handler_load(ErlNifEnv *env)
 	a_count = enif_make_atom(env, "count");
 	a_dropped = enif_make_atom(env, "dropped");
 	a_beamprobe_events = enif_make_atom(env, "beamprobe_events");
+	a_slow_output = enif_make_atom(env, "slow_output");
+	for (int c = 0; c < BP_DROP_COUNT; c++)
+		a_causes[c] = enif_make_atom(env, bp_drop_cause_names[c]);
 }
 
 /* A key (the event header's pid, or a field of kind PID) is the VM's
@@ -192,6 +195,8 @@ static void handler_gone(struct bp_handler_sink *h)
 		atomic_fetch_add(&h->dropped, h->n);
 	reset_batch(h);
 	h->pending_drops = 0;
+	h->pending_slow = 0;
+	memset(h->pending_cause, 0, sizeof h->pending_cause);
 	while (take_oldest(h, &h->dropped))
 		;
 }
@@ -214,16 +219,16 @@ static int handler_alive(struct bp_handler_sink *h)
  * limits; not the limit/stop ones) to what the handler will be told. */
 static void note_source_drops(struct bp_session *s, struct bp_handler_sink *h)
 {
-	uint64_t d[BP_DROP_COUNT], src = 0;
+	uint64_t d[BP_DROP_COUNT];
 
 	bp_session_drops(s, d);
 	for (int c = 0; c < BP_DROP_COUNT; c++)
-		if (c != BP_DROP_LIMIT && c != BP_DROP_STOPPED)
-			src += d[c];
-	if (src > h->src_seen) {
-		h->pending_drops += src - h->src_seen;
-		h->src_seen = src;
-	}
+		if (c != BP_DROP_LIMIT && c != BP_DROP_STOPPED &&
+		    d[c] > h->src_seen[c]) {
+			h->pending_drops += d[c] - h->src_seen[c];
+			h->pending_cause[c] += d[c] - h->src_seen[c];
+			h->src_seen[c] = d[c];
+		}
 }
 
 /* Sends the open batch if a credit allows; else drops it (counted). */
@@ -243,6 +248,7 @@ static void send_batch(struct bp_session *s, struct bp_handler_sink *h,
 		return;
 	if (h->n && !has_credit(h)) {
 		h->pending_drops += h->n;
+		h->pending_slow += h->n;
 		atomic_fetch_add(&h->dropped, h->n);
 		if (h->overflow_stop)
 			bp_session_request_stop(s, BP_SR_OVERFLOW);
@@ -253,12 +259,29 @@ static void send_batch(struct bp_session *s, struct bp_handler_sink *h,
 		return; /* only drops to report: they wait for a credit */
 	h->last_report = bp_now();
 	if (h->pending_drops) {
-		ERL_NIF_TERM k[2] = {a_event, a_count}, v[2], m;
+		/* #{event => dropped, count => N, Cause => N...}: one key per
+		 * cause that lost events (rate, ring_full, ..., slow_output). */
+		ERL_NIF_TERM k[3 + BP_DROP_COUNT], v[3 + BP_DROP_COUNT], m;
+		unsigned nk = 2;
+		k[0] = a_event;
 		v[0] = a_dropped;
+		k[1] = a_count;
 		v[1] = enif_make_uint64(h->env, h->pending_drops);
-		if (enif_make_map_from_arrays(h->env, k, v, 2, &m))
+		for (int c = 0; c < BP_DROP_COUNT; c++)
+			if (h->pending_cause[c]) {
+				k[nk] = a_causes[c];
+				v[nk++] = enif_make_uint64(h->env,
+							   h->pending_cause[c]);
+			}
+		if (h->pending_slow) {
+			k[nk] = a_slow_output;
+			v[nk++] = enif_make_uint64(h->env, h->pending_slow);
+		}
+		if (enif_make_map_from_arrays(h->env, k, v, nk, &m))
 			list = enif_make_list_cell(h->env, m, list);
 		h->pending_drops = 0;
+		h->pending_slow = 0;
+		memset(h->pending_cause, 0, sizeof h->pending_cause);
 	}
 	enif_make_reverse_list(h->env, list, &list);
 	msg = enif_make_tuple3(h->env, a_beamprobe_events,

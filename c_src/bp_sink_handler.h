@@ -38,7 +38,11 @@ struct bp_handler_sink {
 	ERL_NIF_TERM list;
 	uint32_t n;
 	uint64_t pending_drops; /* to report in the next batch */
-	uint64_t src_seen;      /* source drops already reported */
+	/* ... of which, per source cause (BP_DROP_*) and for want of a
+	 * credit (the handler too slow): the `dropped' map says which. */
+	uint64_t pending_cause[BP_DROP_COUNT];
+	uint64_t pending_slow;
+	uint64_t src_seen[BP_DROP_COUNT]; /* source drops already reported */
 	uint64_t last_report;   /* when the last batch was sent (ns) */
 	uint64_t last_check;    /* when we last asked if it is alive (ns) */
 	int dead;

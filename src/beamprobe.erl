@@ -37,8 +37,8 @@
 -module(beamprobe).
 
 -export([start/1, stop/1, info/1, list/0, dump/1, format_error/1]).
--export([calls/2, calls/3, messages/2, messages/3, clear/0]).
--export([start_matched/1]).
+-export([calls/2, calls/3, messages/2, messages/3, clear/0, help/0]).
+-export([start_matched/1, start_matched/2]).
 -export([profile/2]).
 
 -export_type([spec/0, session/0, summary/0]).
@@ -129,8 +129,17 @@ start(Spec) ->
 -spec start_matched(spec()) ->
           {ok, session(), non_neg_integer()} | {error, term()}.
 start_matched(Spec) ->
+    start_matched(Spec, self()).
+
+%% @private
+%% start_matched/1 for a session owned by `Owner' (it ends when Owner
+%% exits): the shell API gives the shell's group leader, so that a crash
+%% of the evaluator does not end the trace.
+-spec start_matched(spec(), pid()) ->
+          {ok, session(), non_neg_integer()} | {error, term()}.
+start_matched(Spec, Owner) when is_pid(Owner) ->
     case nif_loaded() of
-        ok -> start_app(Spec);
+        ok -> start_app(Spec, Owner);
         {error, _} = E -> E
     end.
 
@@ -143,18 +152,18 @@ nif_loaded() ->
                      module_not_found}}
     end.
 
-start_app(Spec) ->
+start_app(Spec, Owner) ->
     case application:ensure_all_started(beamprobe) of
         {ok, _} ->
             case beamprobe_config:validate(Spec) of
-                {ok, Config} -> start_session(Config);
+                {ok, Config} -> start_session(Owner, Config);
                 {error, _} = E -> E
             end;
         {error, _} = E -> E
     end.
 
-start_session(Config) ->
-    case beamprobe_sup:start_session(self(), Config) of
+start_session(Owner, Config) ->
+    case beamprobe_sup:start_session(Owner, Config) of
         {ok, Pid} ->
             try gen_server:call(Pid, install, infinity) of
                 {error, _} = E -> gone(Pid), E;
@@ -203,32 +212,76 @@ dump(Session) ->
 %% ```
 %% 1> beamprobe:calls("lists:seq(A, B) when A > B -> return", 10).
 %% 1
-%% 12:00:01.123456 <0.90.0> call lists:seq(5, 1)
-%% 12:00:01.123470 <0.90.0> returned from lists:seq/2 -> []
+%% 12:00:01.123456 <0.90.0>(erlang:apply/2) call lists:seq(5, 1)
+%% 12:00:01.123470 <0.90.0>(erlang:apply/2) returned from lists:seq/2 -> []
+%% 2> beamprobe:calls({queue, in, 2}, 10).                % recon_trace's forms
+%% 3> beamprobe:calls({queue, in, fun([X, _]) when X > 1 -> return_trace() end}, 10).
+%% 4> beamprobe:calls("ets:lookup", [{time, 5000}, {msgs, 3}]).  % redbug's
 %% '''
+%% `Pattern': a string in redbug's syntax (`"m:f(X, _) when X > 1 ->
+%% return;caller_line"', see beamprobe_pattern) or Elixir's
+%% (`"Mod.fun(a) when a > 1 :: return"'); or recon_trace's tuples `{M, F,
+%% A}' (`A' an arity or `_'), `{M, F, MatchSpec}', `{M, F, return_trace}',
+%% `{M, F, fun(Args) when Guard -> Actions end}' (a fun typed in the shell,
+%% ms_transform syntax); or a list of these.
+%%
 %% `Limit' is `N' (stop after N events) or `{N, Ms}' (at most N events per
 %% Ms window: the surplus is dropped where it happens, before any message
-%% exists, and reported as `dropped N events' lines).  The session also
-%% ends after 15 seconds.  Patterns: see beamprobe_pattern (redbug's
-%% syntax, and Elixir's: `"Mod.fun(a) when a > 1 :: return"').
--spec calls(string() | binary() | [string() | binary()],
-            pos_integer() | {pos_integer(), pos_integer()}) ->
+%% exists, and reported as `dropped N events (rate limit: N)' lines; with
+%% `on_rate => stop' the first surplus event ends the trace instead, and a
+%% "rate limit tripped" line says so).  Instead of a limit, options may
+%% come second, as in redbug:start/2 (the count is `msgs', default 10).
+%% The trace also ends after 15 seconds (`time').
+%%
+%% The trace belongs to the shell (its group leader), not to the process
+%% evaluating the command: an exception typed in the shell leaves it
+%% running, closing the shell (also a remote shell) ends it, and so does
+%% {@link clear/0}.  Calling `calls' again on a function a trace of this
+%% shell traces replaces that trace (as recon_trace does) and prints
+%% `% beamprobe: replaced the shell trace on m:f/1'.
+-spec calls(term(), pos_integer() | {pos_integer(), pos_integer()}
+                    | map() | list()) ->
           non_neg_integer() | {error, term()}.
-calls(Pattern, Limit) ->
-    calls(Pattern, Limit, #{}).
+calls(Pattern, LimitOrOpts) ->
+    case nif_loaded() of
+        ok -> beamprobe_shell:calls(Pattern, LimitOrOpts);
+        {error, _} = E -> E
+    end.
 
-%% @doc {@link calls/2} with options: `procs' (`all', the default, or a
-%% list of pids and names), `time' (ms, default 15000), `return' (add
-%% return values and exceptions to every pattern), `args' (capture depth,
-%% default 4), `timestamp' (`time', `ns' or `none'), `io_server' (where to
-%% print; default the caller's group leader, so a remote shell works),
-%% `on_rate' (`drop', the default, or `stop'), `output' (more sinks, e.g.
-%% `[{file, Dir}]'), `force' (allow patterns refused as dangerous).
-%% Return values are traced only where asked (`-> return' in a pattern, or
-%% `return => true'): on a function a loop tail-calls, that makes the
-%% loop's stack grow while traced (see {@link spec()}).
--spec calls(string() | binary() | [string() | binary()],
-            pos_integer() | {pos_integer(), pos_integer()}, map()) ->
+%% @doc {@link calls/2} with options, a map or a proplist; recon_trace's
+%% and redbug's names are accepted with their meaning, or refused with
+%% `{error, {unsupported_option, Name, Hint}}' naming the beamprobe way
+%% (the table is in docs/tutorial.md).
+%%
+%% <ul>
+%% <li>`procs' (recon: `pid'): `all' (default), `new', `existing', a pid,
+%%   a registered name, `{A, B, C}', `"<A.B.C>"', `{global, Name}',
+%%   `{via, Mod, Name}', `{pid, B, C}' (redbug), or a list of these.</li>
+%% <li>`time' (also `timeout'): ms, default 15000, or `infinity'.</li>
+%% <li>`msgs': the count limit (redbug).</li>
+%% <li>`return': add return values and exceptions to every pattern.</li>
+%% <li>`args': capture depth (default 4; redbug `print_depth'), or recon's
+%%   `arity' (redbug: `arity => true'): print `m:f/N' instead of the
+%%   arguments, the cheapest capture.</li>
+%% <li>`timestamp': `time' (HH:MM:SS.micro, default; recon's `formatter'
+%%   and `trace' mean the same: the time is taken in the traced process),
+%%   `ns' (trace clock) or `none'.</li>
+%% <li>`io_server': where to print; default the caller's group leader, so
+%%   a remote shell works.</li>
+%% <li>`return_to' (recon): also `returned to m:f/N' events.</li>
+%% <li>`scope' (recon): `local' is accepted (beamprobe always traces local
+%%   calls too); `global' is refused.</li>
+%% <li>`print_re' (redbug): print only the lines matching a regex.</li>
+%% <li>`on_rate': `drop' (default) or `stop'.  `output': more sinks, e.g.
+%%   `[{file, Dir}]'.  `force': allow patterns refused as dangerous.
+%%   `buffer': bytes per thread.</li>
+%% </ul>
+%% Return values are traced only where asked (`-> return' in a pattern,
+%% `return_trace' in a match spec, or `return => true'): on a function a
+%% loop tail-calls, that makes the loop's stack grow while traced (see
+%% {@link spec()}).
+-spec calls(term(), pos_integer() | {pos_integer(), pos_integer()},
+            map() | list()) ->
           non_neg_integer() | {error, term()}.
 calls(Pattern, Limit, Opts) ->
     case nif_loaded() of
@@ -238,16 +291,28 @@ calls(Pattern, Limit, Opts) ->
 
 %% @doc Traces messages sent or received matching `Pattern' (`"send"',
 %% `"'receive'"', `"send({ping, _})"', ...) and prints them; see
-%% {@link calls/2}.  Returns the number of patterns installed.
+%% {@link calls/2} (limits, options as second argument, ownership by the
+%% shell).  Returns the number of patterns installed.
+%%
+%% ```
+%% 1> beamprobe:messages("send({ping, _})", 5).
+%% 1
+%% 12:00:01.123456 <0.90.0>(erlang:apply/2) sent {ping,1} to <0.95.0>(my_server)
+%% '''
 -spec messages(string() | binary() | [string() | binary()],
-               pos_integer() | {pos_integer(), pos_integer()}) ->
+               pos_integer() | {pos_integer(), pos_integer()}
+               | map() | list()) ->
           non_neg_integer() | {error, term()}.
-messages(Pattern, Limit) ->
-    messages(Pattern, Limit, #{}).
+messages(Pattern, LimitOrOpts) ->
+    case nif_loaded() of
+        ok -> beamprobe_shell:messages(Pattern, LimitOrOpts);
+        {error, _} = E -> E
+    end.
 
 %% @doc {@link messages/2} with the options of {@link calls/3}.
 -spec messages(string() | binary() | [string() | binary()],
-               pos_integer() | {pos_integer(), pos_integer()}, map()) ->
+               pos_integer() | {pos_integer(), pos_integer()},
+               map() | list()) ->
           non_neg_integer() | {error, term()}.
 messages(Pattern, Limit, Opts) ->
     case nif_loaded() of
@@ -256,10 +321,45 @@ messages(Pattern, Limit, Opts) ->
     end.
 
 %% @doc Stops every session started by {@link calls/2}, {@link calls/3},
-%% {@link messages/2} or {@link messages/3}.
+%% {@link messages/2} or {@link messages/3}, from any shell.
 -spec clear() -> ok.
 clear() ->
     beamprobe_shell:clear().
+
+%% @doc Prints a one-screen summary of the shell API, with examples.
+-spec help() -> ok.
+help() ->
+    io:put_chars(help_text()).
+
+help_text() ->
+    "beamprobe -- safe tracing from the shell (more: h(beamprobe, calls))\n"
+    "\n"
+    "  beamprobe:calls(Pattern, Limit)            print matching calls\n"
+    "  beamprobe:calls(Pattern, Limit, Opts)      Opts: a map or a proplist\n"
+    "  beamprobe:calls(Pattern, Opts)             redbug style: msgs, time\n"
+    "  beamprobe:messages(\"send({ping, _})\", 5)   sent/received messages\n"
+    "  beamprobe:clear()                          stop every shell trace\n"
+    "\n"
+    "Patterns (a string, a tuple, or a list of them):\n"
+    "  \"lists:seq/2\"   \"lists:seq(A, B) when A > B -> return;caller_line\"\n"
+    "  \"Mod.fun(x) when x > 1 :: return\"            (Elixir)\n"
+    "  {queue, in, 2}   {queue, '_', '_'}   {queue, in, return_trace}\n"
+    "  {queue, in, fun([X, _]) when X > 1 -> return_trace() end}\n"
+    "  {queue, in, [{['$1', '_'], [], [{return_trace}]}]}\n"
+    "  actions: return, caller, caller_line, stack\n"
+    "Limit: N events, or {N, Ms}: at most N per Ms (the surplus is dropped;\n"
+    "  on_rate => stop ends the trace instead).  Always: time (15000 ms).\n"
+    "Opts: procs|pid, time|timeout, msgs, return, args (depth | arity),\n"
+    "  arity, print_depth, timestamp, io_server, return_to, scope => local,\n"
+    "  print_re, on_rate, output => [{file, Dir}], force.\n"
+    "Examples:\n"
+    "  beamprobe:calls({ets, lookup, 2}, {10, 1000}, [{pid, whereis(my_srv)}]).\n"
+    "  beamprobe:calls(\"gen_server:call/3 -> return\", 5, #{args => arity}).\n"
+    "  beamprobe:calls(\"m:f\", [{msgs, 20}, {time, 5000}, {print_re, \"err\"}]).\n"
+    "A trace belongs to this shell: an exception typed here leaves it\n"
+    "running; calls on a function traced from here replaces that trace.\n"
+    "Sessions to files: beamprobe:start/1, stop/1, info/1, list/0, dump/1.\n"
+    "Counters instead of events: beamprobe:profile(\"m:f/1\", #{}).\n".
 
 %% @doc Counts calls and time per function with the VM's own counters
 %% (`call_count', `call_time') instead of events, for a bounded time, and
@@ -300,6 +400,9 @@ format_error({nif_not_loaded, Path, Why}) ->
                     "(~tp); build it with make, put the application's priv/ "
                     "next to its ebin/, or set BEAMPROBE_NIF to the library's "
                     "path without .so", [Path, Why]));
+format_error({unsupported_option, Name, Hint}) ->
+    lists:flatten(io_lib:format("option ~tp is not supported: ~ts",
+                                [Name, Hint]));
 format_error(Reason) ->
     beamprobe_config:format_error(Reason).
 

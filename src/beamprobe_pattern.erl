@@ -45,19 +45,23 @@
 %%% `node/0,1', `self/0', ...). `,' is "and"; `;' separates alternatives,
 %%% each of which becomes its own match-spec clause.
 %%%
-%%% `ACTIONS' are `return', `stack' and `caller', separated by `;' (or
-%%% `,'). Each becomes a term in the body of every match-spec clause:
+%%% `ACTIONS' are `return', `stack', `caller' and `caller_line',
+%%% separated by `;' (or `,'). Each becomes a term in the body of every
+%%% match-spec clause:
 %%%
 %%% ```
-%%% return   {exception_trace}   a return_from event, or exception_from if
-%%%                              the call raises (like redbug; note that it
-%%%                              also makes tail calls of the function
-%%%                              non-tail, as return_trace does)
-%%% stack    {message, {process_dump}}
-%%% caller   {message, {caller}}
+%%% return       {exception_trace}   a return_from event, or exception_from
+%%%                                  if the call raises (like redbug; note
+%%%                                  that it also makes tail calls of the
+%%%                                  function non-tail, as return_trace does)
+%%% stack        {message, {process_dump}}
+%%% caller       {message, {caller}}
+%%% caller_line  {message, {caller_line}}   (OTP 25) the caller and the
+%%%              source line of the call: {M, F, A, {File, Line}}
 %%% stack and caller together:   {message, {{{caller}, {process_dump}}}}
 %%%          (a trace event carries a single message, so the pair
-%%%           {CallerMFA, ProcessDump} is sent)
+%%%           {CallerMFA, ProcessDump} is sent; caller_line likewise, and
+%%%           it replaces caller when both are given)
 %%% '''
 %%%
 %%% With no action the body is `[]'. Examples:
@@ -127,6 +131,9 @@
 -module(beamprobe_pattern).
 
 -export([parse/1, parse/2, format_error/1]).
+%% Internal: the safety check and the action bodies, for the tuple forms
+%% of beamprobe_pattern_recon.
+-export([check/2, body/1]).
 %% Internal: token helpers shared with beamprobe_pattern_ms and
 %% beamprobe_pattern_elixir.
 -export([anno/1, tok_text/1, plain/1]).
@@ -134,7 +141,7 @@
 -export_type([trace_pattern/0, call_pattern/0, message_pattern/0,
               match_spec/0, action/0, error_info/0]).
 
--type action() :: return | stack | caller.
+-type action() :: return | stack | caller | caller_line.
 -type match_spec() :: [{'_' | [term()], [term()], [term()]}].
 -type call_pattern() :: #{kind := call,
                           mfa := {module() | '_', atom(), arity() | '_'},
@@ -152,7 +159,7 @@
 
 -define(PROTECTED, [io, io_lib, io_lib_format, io_lib_pretty, group,
                     user_drv, prim_file]).
--define(ACTIONS, [return, stack, caller]).
+-define(ACTIONS, [return, stack, caller, caller_line]).
 -define(OPENERS, ['(', '[', '{', '<<']).
 -define(CLOSERS, [')', ']', '}', '>>']).
 
@@ -505,15 +512,15 @@ parse_args(_F, FA, Open, Inner, Close) ->
 parse_actions(none, _End) ->
     [];
 parse_actions({Arrow, []}, End) ->
-    ?ERR(End, io_lib:format("expected an action after '~s' (return, stack or "
-                            "caller)", [element(1, Arrow)]));
+    ?ERR(End, io_lib:format("expected an action after '~s' (return, stack, "
+                            "caller or caller_line)", [element(1, Arrow)]));
 parse_actions({_Arrow, Toks}, End) ->
     acts(Toks, End, []).
 
 acts([{atom, A, N} | R], End, Acc) ->
     lists:member(N, ?ACTIONS) orelse
-        ?ERR(A, io_lib:format("unknown action '~tw' (expected return, stack or "
-                              "caller)", [N])),
+        ?ERR(A, io_lib:format("unknown action '~tw' (expected return, stack, "
+                              "caller or caller_line)", [N])),
     Acc1 = case lists:member(N, Acc) of
                true -> Acc;
                false -> [N | Acc]
@@ -530,18 +537,37 @@ acts([{atom, A, N} | R], End, Acc) ->
                                         [tok_text(T)]))
     end;
 acts([T | _], _End, _Acc) ->
-    ?ERR(anno(T), io_lib:format("expected an action (return, stack or caller), "
-                                "found ~ts", [tok_text(T)])).
+    ?ERR(anno(T), io_lib:format("expected an action (return, stack, caller or "
+                                "caller_line), found ~ts", [tok_text(T)])).
 
+%% @private
+%% @doc Internal: the match-spec body of a list of actions.
+-spec body([action()]) -> [tuple()].
 body(Actions) ->
     Ret = [{exception_trace} || lists:member(return, Actions)],
-    Msg = case {lists:member(caller, Actions), lists:member(stack, Actions)} of
-              {true, true} -> [{message, {{{caller}, {process_dump}}}}];
-              {true, false} -> [{message, {caller}}];
-              {false, true} -> [{message, {process_dump}}];
-              {false, false} -> []
+    Caller = case {lists:member(caller_line, Actions),
+                   lists:member(caller, Actions)} of
+                 {true, _} -> [{caller_line}];
+                 {false, true} -> [{caller}];
+                 {false, false} -> []
+             end,
+    Msg = case {Caller, lists:member(stack, Actions)} of
+              {[C], true} -> [{message, {{C, {process_dump}}}}];
+              {[C], false} -> [{message, C}];
+              {[], true} -> [{message, {process_dump}}];
+              {[], false} -> []
           end,
     Ret ++ Msg.
+
+%% @private
+%% @doc Internal: the safety check of {@link parse/2} for a pattern built
+%% elsewhere (the tuple forms of beamprobe_pattern_recon): `ok' or
+%% `{error, {1, Message}}'.
+-spec check(trace_pattern(), boolean()) -> ok | {error, error_info()}.
+check(P, Force) ->
+    try check_safety(P, Force)
+    catch throw:{?MODULE, _Loc, Msg} -> {error, {1, lists:flatten(Msg)}}
+    end.
 
 %%% ---- safety --------------------------------------------------------------
 

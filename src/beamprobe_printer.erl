@@ -30,31 +30,72 @@
 -define(MAX_DEPTH, 4096).
 
 -type opts() :: #{io := pid() | atom(),
-                  timestamp => time | ns | none}.
+                  timestamp => time | ns | none,
+                  proc_names => registered | initial_call,
+                  print_re => iodata(),
+                  rate => {pos_integer(), pos_integer()} | undefined,
+                  on_rate => drop | stop,
+                  limit => pos_integer() | undefined,
+                  owner => pid()}.
 
 -record(st, {io :: pid() | atom(),
              ts :: time | ns | none,
              offset :: integer(),        % wall ns - trace clock ns
-             names = #{} :: #{pid() | port() => binary()},
+             initial_call = false :: boolean(),
+             re = undefined :: undefined | re:mp(),
+             rate = undefined :: undefined | {pos_integer(), pos_integer()},
+             on_rate = drop :: drop | stop,
+             limit = undefined :: undefined | pos_integer(),
+             names = #{} :: #{pid() | port() => iodata()},
+             icalls = #{} :: #{pid() => iodata()},
              stacks = #{} :: #{pid() | port() => stack()},
              lines = 0 :: non_neg_integer()}).
 
+-define(OPTS, [io, timestamp, proc_names, print_re, rate, on_rate, limit,
+               owner]).
+
 %% @doc `Opts': `io' (the io server), `timestamp' (`time' = local
-%% HH:MM:SS.micro, the default; `ns' = trace clock; `none').
+%% HH:MM:SS.micro, the default; `ns' = trace clock; `none'), and for the
+%% shell API: `proc_names' (`registered', the default: a process is
+%% followed by its registered name, as in `beamprobe print';
+%% `initial_call': an unnamed process is printed with its initial call,
+%% `<0.93.0>(gen_server:init_it/6)', translated by proc_lib for its
+%% processes, as redbug does; the receiver of a send too), `print_re' (only
+%% event lines matching this regular expression are printed), `rate' and
+%% `on_rate' (the session's rate limit, for the line that says it
+%% tripped), `limit' (its count limit, likewise), `owner' (the shell
+%% that started the session).
 %% Any other argument is `{error, {bad_option, Key, Value}}' (Key `opts'
 %% for something that is not such a map).
 -spec init(opts() | term()) -> {ok, #st{}} | {error, term()}.
 init(#{io := Io} = Opts) ->
     Ts = maps:get(timestamp, Opts, time),
-    case [K || K <- maps:keys(Opts), K =/= io, K =/= timestamp] of
+    Names = maps:get(proc_names, Opts, registered),
+    Re = case maps:find(print_re, Opts) of
+             error -> {ok, undefined};
+             {ok, R} ->
+                 try re:compile(R, [unicode])
+                 catch error:badarg -> {error, bad}
+                 end
+         end,
+    case [K || K <- maps:keys(Opts), not lists:member(K, ?OPTS)] of
         [K | _] -> {error, {unknown_option, K}};
         _ when not (is_pid(Io) orelse is_atom(Io)) ->
             {error, {bad_option, io, Io}};
         _ when Ts =/= time, Ts =/= ns, Ts =/= none ->
             {error, {bad_option, timestamp, Ts}};
+        _ when Names =/= registered, Names =/= initial_call ->
+            {error, {bad_option, proc_names, Names}};
+        _ when element(1, Re) =:= error ->
+            {error, {bad_option, print_re, maps:get(print_re, Opts)}};
         [] ->
             Offset = os:system_time(nanosecond) - beamprobe_nif:clock(),
-            {ok, #st{io = Io, ts = Ts, offset = Offset}}
+            {ok, MP} = Re,
+            {ok, #st{io = Io, ts = Ts, offset = Offset,
+                     initial_call = Names =:= initial_call, re = MP,
+                     rate = maps:get(rate, Opts, undefined),
+                     on_rate = maps:get(on_rate, Opts, drop),
+                     limit = maps:get(limit, Opts, undefined)}}
     end;
 init(Opts) ->
     {error, {bad_option, opts, Opts}}.
@@ -66,10 +107,22 @@ handle_events(Events, St) ->
     _ = (catch io:put_chars(St1#st.io, Lines)),
     {ok, St1#st{lines = St#st.lines + length(Events)}}.
 
-%% @doc Says why the session ended.
+%% @doc Says why the session ended (and, when the rate limit of a
+%% session with `on_rate => stop' tripped, what the limit was).
 -spec terminate(term(), #st{}) -> ok.
-terminate(Reason, #st{io = Io}) ->
-    _ = (catch io:format(Io, "% beamprobe: session ended (~p)~n", [Reason])),
+terminate(Reason, #st{io = Io} = St) ->
+    Why = case {Reason, St#st.rate, St#st.limit} of
+              {rate, {N, Ms}, _} ->
+                  io_lib:format("% beamprobe: rate limit tripped: more than "
+                                "~b events in ~b ms, tracing stopped "
+                                "(on_rate => stop)~n", [N, Ms]);
+              {events, _, N} when is_integer(N) ->
+                  io_lib:format("% beamprobe: event limit reached: ~b "
+                                "events, tracing stopped~n", [N]);
+              _ -> ""
+          end,
+    _ = (catch io:format(Io, "% beamprobe: session ended (~p)~n~ts",
+                         [Reason, Why])),
     ok.
 
 %% @doc One event as a line (without the time and process columns when
@@ -78,18 +131,63 @@ terminate(Reason, #st{io = Io}) ->
 format_event(E, _Prefix) ->
     describe(E).
 
-line(#{event := dropped, count := N}, St) ->
+line(#{event := dropped, count := N} = E, St) ->
     %% Events were lost: the call stacks are no longer known.
-    {io_lib:format("% beamprobe: dropped ~b events (rate limit, or output "
-                   "too slow)~n", [N]), St#st{stacks = #{}}};
+    {io_lib:format("% beamprobe: dropped ~b events (~ts)~n",
+                   [N, causes(E)]), St#st{stacks = #{}}};
 line(#{event := process}, St) ->
     {[], St}; % annotations: `beamprobe print' shows them only on request
 line(#{ts := Ts, pid := Pid} = E, St) ->
     St0 = rename(E, St),
     {Name, St1} = name(Pid, St0),
     {Indent, St2} = indent(E, Pid, St1),
-    Line = [ts(Ts, St2), pid_text(Pid), Name, " ", Indent, describe(E), "\n"],
-    {Line, St2}.
+    {What, St3} = describe_named(E, St2),
+    Line = [ts(Ts, St3), pid_text(Pid), Name, " ", Indent, What, "\n"],
+    case St3#st.re of
+        undefined -> {Line, St3};
+        MP ->
+            case re:run(unicode:characters_to_binary(Line), MP,
+                        [{capture, none}]) of
+                match -> {Line, St3};
+                nomatch -> {[], St3}
+            end
+    end.
+
+%% Why events were lost, cause by cause (the handler sink gives a count
+%% per cause; without them, both possible causes are named).
+causes(E) ->
+    case [io_lib:format("~ts: ~b", [cause_text(C), maps:get(C, E)])
+          || C <- [rate, slow_output, ring_full, overwritten, too_big,
+                   no_buffer, dumping, io_error],
+             maps:get(C, E, 0) > 0] of
+        [] -> "rate limit, or output too slow";
+        L -> lists:join(", ", L)
+    end.
+
+cause_text(rate) -> "rate limit";
+cause_text(slow_output) -> "output too slow";
+cause_text(ring_full) -> "buffer full";
+cause_text(overwritten) -> "overwritten";
+cause_text(too_big) -> "event too big";
+cause_text(no_buffer) -> "no buffer";
+cause_text(dumping) -> "dumping";
+cause_text(io_error) -> "write error".
+
+%% The receiver of a send named as the sender is (initial_call mode).
+describe_named(#{event := Ev, to := To, to_text := T} = E,
+               #st{initial_call = true} = St)
+  when is_pid(To), Ev =:= send orelse Ev =:= send_to_non_existing_process ->
+    {Label, St1} = label(To, St),
+    {describe(E#{to_text := [T, Label]}), St1};
+describe_named(E, St) ->
+    {describe(E), St}.
+
+%% "(name)" or "(m:f/N)" after a receiver's pid.
+label(P, St) ->
+    case name(P, St) of
+        {[" ", N], St1} -> {["(", N, ")"], St1};
+        {_, St1} -> icall(P, St1)
+    end.
 
 %% Names follow register/unregister/exit events (a cached name is only
 %% right until then).
@@ -113,18 +211,53 @@ pid_text(P) when is_pid(P) -> pid_to_list(P);
 pid_text(P) when is_port(P) -> erlang:port_to_list(P);
 pid_text(_) -> "-".
 
-%% Registered names, looked up once per process (on this node).
+%% Registered names, looked up once per process (on this node); in
+%% initial_call mode an unnamed process gets its initial call instead.
 name(P, #st{names = N} = St) when is_pid(P) ->
-    case N of
-        #{P := Name} -> {Name, St};
-        _ ->
-            Name = case catch erlang:process_info(P, registered_name) of
-                       {registered_name, R} -> [" ", io_lib:write_atom(R)];
-                       _ -> ""
-                   end,
-            {Name, St#st{names = N#{P => Name}}}
+    {Name, St1} = case N of
+                      #{P := Name0} -> {Name0, St};
+                      _ ->
+                          Name0 = registered(P),
+                          {Name0, St#st{names = N#{P => Name0}}}
+                  end,
+    case {Name, St1#st.initial_call} of
+        {"", true} -> icall(P, St1);
+        _ -> {Name, St1}
     end;
 name(_, St) -> {"", St}.
+
+registered(P) when node(P) =:= node() ->
+    case catch erlang:process_info(P, registered_name) of
+        {registered_name, R} -> [" ", io_lib:write_atom(R)];
+        _ -> ""
+    end;
+registered(_) -> "".
+
+%% "(m:f/N)": the initial call, as proc_lib translates it for its
+%% processes (a gen_server shows its callback module); looked up once.
+icall(P, #st{icalls = C} = St) ->
+    case C of
+        #{P := T} -> {T, St};
+        _ ->
+            T = case initial_call(P) of
+                    {M, F, A} when is_atom(M), is_atom(F), is_integer(A) ->
+                        io_lib:format("(~tw:~tw/~b)", [M, F, A]);
+                    _ -> ""
+                end,
+            {T, St#st{icalls = C#{P => T}}}
+    end.
+
+initial_call(P) when node(P) =:= node() ->
+    case catch erlang:process_info(P, initial_call) of
+        {initial_call, {proc_lib, init_p, 5}} ->
+            case catch proc_lib:translate_initial_call(P) of
+                {_, _, _} = MFA -> MFA;
+                _ -> {proc_lib, init_p, 5}
+            end;
+        {initial_call, MFA} -> MFA;
+        _ -> undefined
+    end;
+initial_call(_) -> undefined.
 
 %% Per-process call stack, for indentation like `beamprobe print': a
 %% call is indented by the depth before it, any other event by the depth

@@ -3,40 +3,67 @@
 %%% {@link beamprobe:clear/0}.
 %%%
 %%% A shell session is an ordinary beamprobe session with a pattern
-%%% language (beamprobe_pattern), limits that are always on (a count or a
-%%% rate, and 15 seconds), and a printer handler (beamprobe_printer) that
-%%% writes to the caller's group leader.  Call patterns are meta-traced when
-%%% all processes are traced: no process gets a trace flag, so a session
-%%% never collides with dbg or another session on other functions.
+%%% language (beamprobe_pattern, and recon_trace's tuple forms:
+%%% beamprobe_pattern_recon), options in beamprobe's, recon_trace's or
+%%% redbug's names (beamprobe_shell_opts), limits that are always on (a
+%%% count or a rate, and 15 seconds), and a printer handler
+%%% (beamprobe_printer) that writes to the caller's group leader.  Call
+%%% patterns are meta-traced when all processes are traced: no process gets
+%%% a trace flag, so a session never collides with dbg or another session
+%%% on other functions.
+%%%
+%%% A shell session belongs to the shell, not to the process that typed
+%%% the command: its owner is the caller's group leader (the shell's io
+%%% server, on the user's node in a remote shell).  An exception typed in
+%%% the shell restarts the evaluator and leaves the trace running; closing
+%%% the shell (the group leader exits, or its node disconnects) ends it.
+%%% Starting a trace on a function that a trace of the same shell is
+%%% tracing replaces that trace, as recon_trace's calls/2 does, and says
+%%% so ("% beamprobe: replaced the shell trace on m:f/1").
 -module(beamprobe_shell).
 
--export([calls/3, messages/3, clear/0]).
+-export([calls/2, calls/3, messages/2, messages/3, clear/0]).
 
 -define(TAG, beamprobe_shell).
 -define(DEFAULT_MS, 15000).
--define(OPTS, [procs, time, return, args, timestamp, io_server, on_rate,
-               output, force, buffer]).
--define(TIMESTAMPS, [time, ns, none]).  % beamprobe_printer's
--define(MAX_MS, 4294967295).            % erlang:send_after/3's limit
--define(MAX_DEPTH, 64).                 % capture depth (beamprobe_config)
+-define(DEFAULT_MSGS, 10).              % redbug's msgs default
 
 -type limit() :: pos_integer() | {pos_integer(), pos_integer()}.
+-type patterns() :: term().
+
+%% @doc See {@link beamprobe:calls/2}: `calls(Patterns, Limit)' or, as
+%% redbug's start/2, `calls(Patterns, Opts)' (a map or a proplist; the
+%% count is `msgs', default 10).
+-spec calls(patterns(), limit() | map() | list()) ->
+          non_neg_integer() | {error, term()}.
+calls(Patterns, Opts) when is_map(Opts); is_list(Opts) ->
+    calls(Patterns, undefined, Opts);
+calls(Patterns, Limit) ->
+    calls(Patterns, Limit, #{}).
 
 %% @doc See {@link beamprobe:calls/3}.
--spec calls(string() | binary() | [string() | binary()], limit(), map()) ->
+-spec calls(patterns(), limit() | undefined, map() | list()) ->
           non_neg_integer() | {error, term()}.
-calls(Patterns, Limit, Opts) ->
-    with_patterns(Patterns, Opts, call, fun(Parsed) ->
+calls(Patterns, Limit, Opts0) ->
+    with_patterns(Patterns, Opts0, call, fun(Parsed, Opts) ->
         Calls = [{MFA, with_return(MS, Opts)}
                  || #{mfa := MFA, match_spec := MS} <- Parsed],
         start(#{calls => Calls, events => []}, Limit, Opts)
     end).
 
-%% @doc See {@link beamprobe:messages/3}.
--spec messages(string() | binary() | [string() | binary()], limit(), map()) ->
+%% @doc See {@link beamprobe:messages/2}.
+-spec messages(patterns(), limit() | map() | list()) ->
           non_neg_integer() | {error, term()}.
-messages(Patterns, Limit, Opts) ->
-    with_patterns(Patterns, Opts, message, fun(Parsed) ->
+messages(Patterns, Opts) when is_map(Opts); is_list(Opts) ->
+    messages(Patterns, undefined, Opts);
+messages(Patterns, Limit) ->
+    messages(Patterns, Limit, #{}).
+
+%% @doc See {@link beamprobe:messages/3}.
+-spec messages(patterns(), limit() | undefined, map() | list()) ->
+          non_neg_integer() | {error, term()}.
+messages(Patterns, Limit, Opts0) ->
+    with_patterns(Patterns, Opts0, message, fun(Parsed, Opts) ->
         Msgs = [{K, MS} || #{kind := K, match_spec := MS} <- Parsed],
         Events = lists:usort([K || {K, _} <- Msgs]),
         start(#{messages => Msgs, events => Events}, Limit, Opts)
@@ -45,24 +72,24 @@ messages(Patterns, Limit, Opts) ->
 %% @doc See {@link beamprobe:clear/0}.
 -spec clear() -> ok.
 clear() ->
-    _ = [catch beamprobe:stop(S) || S <- beamprobe:list(), is_shell(S)],
+    _ = [catch beamprobe:stop(S) || {S, _} <- shell_sessions()],
     ok.
 
-is_shell(S) ->
-    case beamprobe:info(S) of
-        {ok, #{tag := ?TAG}} -> true;
-        _ -> false
-    end.
+%% The running shell sessions, each with its configuration.
+shell_sessions() ->
+    [{S, C} || S <- beamprobe:list(),
+               {ok, #{tag := ?TAG, config := C}} <- [beamprobe:info(S)]].
 
 %%% ------------------------------------------------------------------------
 
-with_patterns(Patterns, Opts, Want, Fun) when is_map(Opts) ->
-    case check_opts(Opts) of
+with_patterns(Patterns, Opts0, Want, Fun) ->
+    case beamprobe_shell_opts:normalize(Opts0) of
         {error, _} = E -> E;
-        ok ->
+        {ok, Opts} ->
             List = case Patterns of
                        [C | _] when is_integer(C) -> [Patterns];
                        B when is_binary(B) -> [B];
+                       T when is_tuple(T) -> [T];
                        L when is_list(L), L =/= [] ->
                            case proper(L) of
                                true -> L;
@@ -73,43 +100,9 @@ with_patterns(Patterns, Opts, Want, Fun) when is_map(Opts) ->
             case List of
                 bad -> {error, {bad_pattern, Patterns}};
                 _ -> parse_all(List, maps:get(force, Opts, false), Want,
-                               Fun, [])
-            end
-    end;
-with_patterns(_, Opts, _, _) ->
-    {error, {bad_option, opts, Opts}}.
-
-%% Every shell option, checked here so that a bad value is an error before
-%% anything starts (the printer and the limits use some of them as they
-%% are); the rest are checked again by beamprobe_config.  Unknown keys are
-%% refused.  The first bad key in ?OPTS order is reported.
-check_opts(Opts) ->
-    case [K || K <- maps:keys(Opts), not lists:member(K, ?OPTS)] of
-        [K | _] -> {error, {unknown_option, K}};
-        [] ->
-            Bad = [{K, V} || K <- ?OPTS, {ok, V} <- [maps:find(K, Opts)],
-                             not opt_ok(K, V)],
-            case Bad of
-                [] -> ok;
-                [{K, V} | _] -> {error, {bad_option, K, V}}
+                               fun(Parsed) -> Fun(Parsed, Opts) end, [])
             end
     end.
-
-opt_ok(procs, P) ->
-    P =:= all orelse P =:= new orelse P =:= existing orelse
-        (P =/= [] andalso proper(P));
-opt_ok(time, T) ->
-    T =:= infinity orelse (is_integer(T) andalso T > 0 andalso T =< ?MAX_MS);
-opt_ok(return, R) -> is_boolean(R);
-opt_ok(args, D) -> is_integer(D) andalso D >= 1 andalso D =< ?MAX_DEPTH;
-opt_ok(timestamp, T) -> lists:member(T, ?TIMESTAMPS);
-opt_ok(io_server, Io) -> is_pid(Io) orelse (is_atom(Io) andalso Io =/= undefined);
-opt_ok(on_rate, R) -> R =:= drop orelse R =:= stop;
-opt_ok(output, O) ->
-    is_tuple(O) orelse
-        (O =/= [] andalso proper(O) andalso not io_lib:char_list(O));
-opt_ok(force, F) -> is_boolean(F);
-opt_ok(buffer, B) -> is_integer(B) andalso B > 0.
 
 proper(L) when is_list(L) ->
     try length(L) >= 0
@@ -119,7 +112,7 @@ proper(_) -> false.
 
 parse_all([], _Force, _Want, Fun, Acc) -> Fun(lists:reverse(Acc));
 parse_all([P | T], Force, Want, Fun, Acc) ->
-    case beamprobe_pattern:parse(P, #{force => Force}) of
+    case parse(P, Force) of
         {ok, #{kind := call} = Parsed} when Want =:= call ->
             parse_all(T, Force, Want, Fun, [Parsed | Acc]);
         {ok, #{kind := K} = Parsed} when Want =:= message, K =/= call ->
@@ -129,7 +122,15 @@ parse_all([P | T], Force, Want, Fun, Acc) ->
         {ok, _} ->
             {error, {bad_pattern, P, "a call pattern: use calls/2,3"}};
         {error, {Col, Msg}} ->
-            {error, {bad_pattern, P, Col, Msg}}
+            {error, {bad_pattern, P, Col, Msg}};
+        {error, Msg} ->
+            {error, {bad_pattern, P, Msg}}
+    end.
+
+parse(P, Force) ->
+    case beamprobe_pattern_recon:is_form(P) of
+        true -> beamprobe_pattern_recon:parse(P, Force);
+        false -> beamprobe_pattern:parse(P, #{force => Force})
     end.
 
 %% `return => true' adds exception_trace (return values and exceptions).
@@ -137,38 +138,117 @@ with_return(MS, #{return := true}) ->
     [{H, G, lists:usort([{exception_trace} | B])} || {H, G, B} <- MS];
 with_return(MS, _) -> MS.
 
-start(Base, Limit, Opts) ->
+start(Base, Limit0, Opts) ->
+    case limit(Limit0, Opts) of
+        {error, _} = E -> E;
+        Limit -> start_limited(Base, Limit, Opts)
+    end.
+
+%% The limit: the argument, or redbug's `msgs' (which must agree with it
+%% when both are given).
+limit(undefined, Opts) -> maps:get(msgs, Opts, ?DEFAULT_MSGS);
+limit(L, #{msgs := M}) when M =/= L -> {error, {bad_option, msgs, M}};
+limit(L, _) -> L.
+
+start_limited(Base, Limit, Opts) ->
     case limits(Limit, Opts) of
         {error, _} = E -> E;
         Limits ->
-            Io = maps:get(io_server, Opts, group_leader()),
+            %% The shell's group leader owns the session: an evaluator
+            %% that crashes does not end it, a shell that closes does.
+            Owner = group_leader(),
+            Io = maps:get(io_server, Opts, Owner),
             Procs = maps:get(procs, Opts, all),
+            ReturnTo = maps:get(return_to, Opts, false),
+            {Rate, Count} = case Limit of
+                                {_, _} -> {Limit, undefined};
+                                _ -> {undefined, Limit}
+                            end,
             Printer = {handler, beamprobe_printer,
-                       #{io => Io,
-                         timestamp => maps:get(timestamp, Opts, time)},
+                       maps:merge(
+                         #{io => Io,
+                           timestamp => maps:get(timestamp, Opts, time),
+                           proc_names => initial_call,
+                           owner => Owner,
+                           on_rate => maps:get(on_rate, Opts, drop),
+                           rate => Rate, limit => Count},
+                         maps:with([print_re], Opts)),
                        #{batch => 200, credits => 4}},
             Output = case maps:get(output, Opts, []) of
                          T when is_tuple(T) -> [Printer, T];
                          L -> [Printer | L]
                      end,
-            Capture = case maps:get(args, Opts, 4) of
-                          D when is_integer(D) -> #{depth => D};
-                          _ -> #{}
-                      end,
-            Spec = Base#{procs => Procs,
-                         meta => Procs =:= all andalso
-                                 maps:get(events, Base) =:= [],
-                         %% The patterns carry their own actions; record
-                         %% whatever they produce.
-                         return => true, exceptions => true,
-                         output => Output,
-                         capture => Capture,
-                         limits => Limits,
-                         on_rate => maps:get(on_rate, Opts, drop),
-                         force => maps:get(force, Opts, false),
-                         buffer => maps:get(buffer, Opts, 1024 * 1024),
-                         tag => ?TAG},
-            start_session(Spec, 3)
+            Args = case maps:get(arity, Opts, false) of
+                       true -> #{args => arity};
+                       false -> #{capture => #{depth => maps:get(args, Opts, 4)}}
+                   end,
+            Spec0 = Base#{procs => Procs,
+                          meta => Procs =:= all andalso not ReturnTo andalso
+                                  maps:get(events, Base) =:= [],
+                          %% The patterns carry their own actions; record
+                          %% whatever they produce.
+                          return => true, exceptions => true,
+                          return_to => ReturnTo,
+                          output => Output,
+                          limits => Limits,
+                          on_rate => maps:get(on_rate, Opts, drop),
+                          force => maps:get(force, Opts, false),
+                          buffer => maps:get(buffer, Opts, 1024 * 1024),
+                          tag => ?TAG},
+            Spec = maps:merge(Spec0, Args),
+            replace(Owner, Spec, Io),
+            start_session(Spec, Owner, 3)
+    end.
+
+%% recon_trace:calls/2 clears the previous trace: a new trace of a shell
+%% on a function (or message kind) that a running trace of the same shell
+%% traces replaces that trace, and says so.
+replace(Owner, Spec, Io) ->
+    New = targets(Spec),
+    _ = [begin
+             stop_replaced(S),
+             Txt = lists:join(", ", [target_text(T) || T <- Common]),
+             catch io:format(Io, "% beamprobe: replaced the shell trace on "
+                             "~ts~n", [Txt])
+         end
+         || {S, C} <- shell_sessions(), owner(C) =:= Owner,
+            Common <- [[T || T <- targets(C), overlaps(T, New)]],
+            Common =/= []],
+    ok.
+
+owner(#{sinks := Sinks}) ->
+    case [O || #{type := handler, module := beamprobe_printer,
+                 arg := #{owner := O}} <- Sinks] of
+        [O | _] -> O;
+        [] -> undefined
+    end;
+owner(_) -> undefined.
+
+targets(C) ->
+    [MFA || {MFA, _} <- maps:get(calls, C, [])] ++
+        [K || {K, _} <- maps:get(messages, C, [])].
+
+overlaps(T, New) -> lists:any(fun(N) -> overlap(T, N) end, New).
+
+overlap({M1, F1, A1}, {M2, F2, A2}) ->
+    same(M1, M2) andalso same(F1, F2) andalso same(A1, A2);
+overlap(K, K) -> true;
+overlap(_, _) -> false.
+
+same(X, X) -> true;
+same('_', _) -> true;
+same(_, '_') -> true;
+same(_, _) -> false.
+
+target_text({M, F, A}) -> io_lib:format("~tw:~tw/~tw", [M, F, A]);
+target_text(K) -> io_lib:format("~tw", [K]).
+
+%% Ends a replaced session and waits until it has removed its patterns.
+stop_replaced(S) ->
+    Ref = monitor(process, S),
+    S ! {beamprobe_stop, replaced},
+    receive {'DOWN', Ref, process, S, _} -> ok
+    after 5000 -> demonitor(Ref, [flush]), _ = beamprobe:stop(S), ok
     end.
 
 %% The shell API never raises: in a remote shell an exception kills the
@@ -177,18 +257,18 @@ start(Base, Limit, Opts) ->
 %% its count and ended before any info/1), and a conflict with a shell
 %% session that has already reached its limit and is ending is waited out
 %% (the user sees it as done), not reported.
-start_session(Spec, Tries) ->
-    try start_once(Spec, Tries)
+start_session(Spec, Owner, Tries) ->
+    try start_once(Spec, Owner, Tries)
     catch
         Class:Reason -> {error, {internal, Class, Reason}}
     end.
 
-start_once(Spec, Tries) ->
-    case beamprobe:start_matched(Spec) of
+start_once(Spec, Owner, Tries) ->
+    case beamprobe:start_matched(Spec, Owner) of
         {ok, _S, N} -> N;
         {error, {conflict, S, _}} = E when Tries > 1 ->
             case ending_shell_session(S) of
-                true -> start_once(Spec, Tries - 1);
+                true -> start_once(Spec, Owner, Tries - 1);
                 false -> E
             end;
         {error, _} = E -> E
@@ -217,7 +297,8 @@ limits(N, Opts) when is_integer(N), N > 0 ->
 limits({N, Ms}, Opts) when is_integer(N), N > 0, is_integer(Ms), Ms > 0 ->
     #{rate => {N, Ms}, seconds => secs(Opts)};
 limits(L, _) ->
-    {error, {bad_limit, L, "a count N or a rate {N, Milliseconds}"}}.
+    {error, {bad_limit, L, "a count N, a rate {N, Milliseconds}, or "
+             "options (a map or a proplist)"}}.
 
 secs(Opts) ->
     case maps:get(time, Opts, ?DEFAULT_MS) of

@@ -236,15 +236,10 @@ concurrent_sessions(_Config) ->
     SP = start(#{procs => [W1, W2], calls => [{?T, add, 2}], return => true,
                  output => {handler, ?H, #{parent => self()}}}),
     H = handler_pid(),
-    %% Colliding sessions are refused.
+    %% Colliding sessions are refused.  (The shell API replaces a trace
+    %% of the same shell on the same function instead, as recon_trace
+    %% does: beamprobe_remote_shell_SUITE.)
     CapX = cap(),
-    ?assertEqual({error, {conflict, SF, {calls, {?T, f, 1}}}},
-                 beamprobe:calls("bpsh_target:f/1", 5, #{io_server => CapX})),
-    ?assertEqual({error, {conflict, SG, {calls, {?T, g, 1}}}},
-                 beamprobe:calls("bpsh_target:g(X) when X > 1", 5,
-                                 #{io_server => CapX})),
-    ?assertMatch({error, {conflict, _, {calls, {?T, '_', '_'}}}},
-                 beamprobe:calls("bpsh_target", 5, #{io_server => CapX})),
     ?assertEqual({error, {conflict, SF, {calls, {?T, f, 1}}}},
                  beamprobe:start(#{procs => [W3], calls => [{?T, f, 1}]})),
     ?assertEqual({error, {conflict, SP, {procs, [W2]}}},

@@ -31,7 +31,7 @@
 
 -import(beamprobe_shell_lib,
         [cap/0, cap_text/1, lines/1, event_lines/1, dropped_lines/1,
-         wait_text/3, indent/1, what/1, ok_calls/3, the_session/0,
+         wait_text/3, indent/1, what/1, pid_of/1, ok_calls/3, the_session/0,
          wait_no_session/0, worker/0, run/2, no_pattern/1,
          beamprobe_tracer/1]).
 -import(beamprobe_test_lib,
@@ -80,16 +80,20 @@ count_limit(_Config) ->
     wait_text(Cap, "% beamprobe: session ended (events)\n", 2000),
     Lines = lines(Cap),
     ct:log("~s", [cap_text(Cap)]),
-    ?assertEqual(6, length(Lines)),
-    {Events, [Last]} = lists:split(5, Lines),
-    ?assertEqual(<<"% beamprobe: session ended (events)">>, Last),
+    ?assertEqual(7, length(Lines)),
+    {Events, Last} = lists:split(5, Lines),
+    ?assertEqual([<<"% beamprobe: session ended (events)">>,
+                  <<"% beamprobe: event limit reached: 5 events, tracing "
+                    "stopped">>], Last),
     Me = list_to_binary(pid_to_list(self())),
     lists:foreach(
       fun({I, L}) ->
               ?assertMatch({match, _},
                            re:run(L, "^[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{6} "
-                                  "<[0-9]+\\.[0-9]+\\.[0-9]+> ")),
-              ?assertEqual(Me, hd(binary:split(tl_word(L), <<" ">>))),
+                                  "<[0-9]+\\.[0-9]+\\.[0-9]+>")),
+              ?assertEqual(Me, pid_of(L)),
+              %% An unnamed process is printed with its initial call.
+              ?assertMatch({match, _}, re:run(L, "^[0-9:.]+ <[0-9.]+>\\([^ ]+:[^ ]+/[0-9]+\\) ")),
               ?assertEqual(iolist_to_binary(["call bpsh_target:f(",
                                              integer_to_list(I), ")"]),
                            what(L))
@@ -110,10 +114,6 @@ count_limit(_Config) ->
                   <<"call bpsh_target:f(5)">>],
                  [what(L) || L <- event_lines(Cap2)]),
     wait_no_session().
-
-tl_word(L) ->
-    [_Time, Rest] = binary:split(L, <<" ">>),
-    Rest.
 
 %% Exactly N matching events: the session has done its job and must end
 %% (and print why) without waiting for an (N+1)th event or the 15 s limit.
@@ -382,12 +382,13 @@ messages_pattern(_Config) ->
     ct:log("~s", [cap_text(Cap)]),
     Me = pid_to_list(self()),
     To = pid_to_list(Sink),
+    %% The receiver is named by its initial call (it has no name).
     ?assertEqual([iolist_to_binary(["sent {ping,", integer_to_list(I),
-                                    "} to ", To]) || I <- [1, 2, 3]],
+                                    "} to ", To, "(erlang:apply/2)"])
+                  || I <- [1, 2, 3]],
                  [what(L) || L <- event_lines(Cap)]),
     ?assertEqual([list_to_binary(Me)],
-                 lists:usort([hd(binary:split(tl_word(L), <<" ">>))
-                              || L <- event_lines(Cap)])),
+                 lists:usort([pid_of(L) || L <- event_lines(Cap)])),
     wait_no_session(),
     ?assertEqual(Before, erlang:trace_info(send, match_spec)),
     ?assertEqual([], [P || P <- processes(), beamprobe_tracer(P)]),
@@ -399,8 +400,7 @@ messages_pattern(_Config) ->
     ?assertEqual([<<"received {ping,1}">>, <<"received {ping,2}">>],
                  [what(L) || L <- event_lines(Cap2)]),
     ?assertEqual([list_to_binary(To)],
-                 lists:usort([hd(binary:split(tl_word(L), <<" ">>))
-                              || L <- event_lines(Cap2)])),
+                 lists:usort([pid_of(L) || L <- event_lines(Cap2)])),
     Sink ! stop,
     wait_no_session().
 
@@ -420,9 +420,10 @@ messages_pattern_ports(_Config) ->
     ok = ?T:ping(Sink, 1, 5),
     wait_text(Cap, "% beamprobe: session ended", 6000),
     ct:log("~s", [cap_text(Cap)]),
-    ?assertEqual([<<"sent {ping,1} to ", (list_to_binary(pid_to_list(Sink)))/binary>>,
-                  <<"sent {ping,2} to ", (list_to_binary(pid_to_list(Sink)))/binary>>,
-                  <<"sent {ping,3} to ", (list_to_binary(pid_to_list(Sink)))/binary>>],
+    To = list_to_binary(pid_to_list(Sink) ++ "(erlang:apply/2)"),
+    ?assertEqual([<<"sent {ping,1} to ", To/binary>>,
+                  <<"sent {ping,2} to ", To/binary>>,
+                  <<"sent {ping,3} to ", To/binary>>],
                  [what(L) || L <- event_lines(Cap)]),
     Sink ! stop.
 
@@ -444,8 +445,7 @@ procs_option(_Config) ->
                   <<"returned from bpsh_target:f/1 -> 22">>],
                  [what(L) || L <- Lines]),
     W1T = list_to_binary(pid_to_list(W1)),
-    ?assertEqual([W1T], lists:usort([hd(binary:split(tl_word(L), <<" ">>))
-                                     || L <- Lines])),
+    ?assertEqual([W1T], lists:usort([pid_of(L) || L <- Lines])),
     wait_no_session(),
     ?L:assert_no_trace_state([W1, W2], [{?T, f, 1}]),
     [beamprobe_workload:stop_worker(W) || W <- [W1, W2]],
@@ -514,8 +514,12 @@ bad_inputs(_Config) ->
                  beamprobe:calls("bpsh_target:f/1", 5, O#{bogus => 1})),
     ?assertEqual({error, {unknown_option, bogus}},
                  beamprobe:messages("send", 5, O#{bogus => 1})),
-    ?assertEqual({error, {bad_option, opts, [{io_server, Cap}]}},
-                 beamprobe:calls("bpsh_target:f/1", 5, [{io_server, Cap}])),
+    ?assertEqual({error, {bad_option, opts, nope}},
+                 beamprobe:calls("bpsh_target:f/1", 5, nope)),
+    ?assertEqual({error, {bad_option, opts, [{io_server, Cap} | x]}},
+                 beamprobe:calls("bpsh_target:f/1", 5, [{io_server, Cap} | x])),
+    ?assertEqual({error, {bad_option, opts, [{io_server, Cap}, "x"]}},
+                 beamprobe:calls("bpsh_target:f/1", 5, [{io_server, Cap}, "x"])),
     %% The shell's own option is named (not the limit it becomes).
     ?assertEqual({error, {bad_option, time, -1}},
                  beamprobe:calls("bpsh_target:f/1", 5, O#{time => -1})),
@@ -559,7 +563,8 @@ format_errors(_Config) ->
               beamprobe:calls("bpsh_target:f/1", 0, O),
               beamprobe:calls("bpsh_target:f/1", 5, O#{bogus => 1}),
               beamprobe:calls("bpsh_target:nope/1", 5, O),
-              beamprobe:calls("bpsh_target:f/1", 5, [])],
+              beamprobe:calls("bpsh_target:f/1", 5, nope),
+              beamprobe:calls("bpsh_target:f/1", 5, [{formatter, nope}])],
     Texts = [{R, beamprobe:format_error(R)} || {error, R} <- Errors],
     ct:log("~p", [Texts]),
     ?assertEqual(length(Errors), length(Texts)),

@@ -20,7 +20,7 @@
 -export([init_suite/1, init_case/2, clear_trace_state/0]).
 %% Capture io server (cap_loop/1 is spawned by MFA).
 -export([cap/0, cap_loop/1, cap_text/1, lines/1, event_lines/1,
-         dropped_lines/1, wait_text/3, indent/1, what/1]).
+         dropped_lines/1, wait_text/3, indent/1, what/1, pid_of/1]).
 -export([ok_calls/3, the_session/0, session_of/1, wait_no_session/0,
          handler_pid/0, handler_done/1, handler_events/1, worker/0, run/2,
          no_pattern/1, beamprobe_tracer/1]).
@@ -190,16 +190,25 @@ wait_text(Cap, Sub, Timeout) ->
 
 %% The number of spaces before the event's description.
 indent(Line) ->
-    {match, [Sp]} = re:run(Line, "^[0-9:.]+ <[0-9.]+> ( *)",
+    {match, [Sp]} = re:run(Line, "^[0-9:.]+ <[0-9.]+>(?:\\([^ ]*\\))? ( *)",
                            [{capture, all_but_first, binary}]),
     byte_size(Sp).
 
-%% The text of an event line after the time and process columns, without
-%% indentation: "call bpsh_target:f(1)".
+%% The text of an event line after the time and process columns (the
+%% shell printer prints an unnamed process with its initial call,
+%% "<0.90.0>(m:f/1)"), without indentation: "call bpsh_target:f(1)".
 what(Line) ->
-    case re:run(Line, "^[0-9:.]+ (?:<[0-9.]+>|#Port<[0-9.]+>) +(.*)$",
+    case re:run(Line, "^[0-9:.]+ (?:<[0-9.]+>(?:\\([^ ]*\\))?|#Port<[0-9.]+>) +(.*)$",
                 [{capture, all_but_first, binary}]) of
         {match, [W]} -> W;
+        nomatch -> ct:fail({unexpected_line, Line})
+    end.
+
+%% The pid of an event line (without the initial call after it).
+pid_of(Line) ->
+    case re:run(Line, "^[0-9:.]+ (<[0-9.]+>|#Port<[0-9.]+>)",
+                [{capture, all_but_first, binary}]) of
+        {match, [P]} -> P;
         nomatch -> ct:fail({unexpected_line, Line})
     end.
 

@@ -1,0 +1,139 @@
+%%% @doc recon_trace's pattern forms for the shell API
+%%% ({@link beamprobe:calls/3}): tuples instead of strings.
+%%%
+%%% ```
+%%% {M, F, A}           A an arity 0..255 or '_'       every call
+%%% {M, F, '_'}         F may be '_' too (and M, with force => true)
+%%% {M, F, MatchSpec}   a match specification (a list), as
+%%%                     erlang:trace_pattern/3 takes it; its actions are
+%%%                     kept ({return_trace}, {exception_trace},
+%%%                     {message, {caller}}, ...)
+%%% {M, F, return_trace}   recon's shorthand for
+%%%                        [{'_', [], [{return_trace}]}]
+%%% {M, F, Fun}         a fun typed in the shell, in ms_transform syntax:
+%%%                     fun([A, _]) when A > 1 -> return_trace() end
+%%% '''
+%%%
+%%% They compile to the same map as a string pattern of
+%%% {@link beamprobe_pattern} (`#{kind => call, mfa => ..., match_spec =>
+%%% ..., actions => ...}') and pass the same safety check.  A fun is
+%%% turned into a match specification as recon does: its clauses, kept by
+%%% the shell's `erl_eval' (only a fun typed in the shell has them; a
+%%% compiled fun is refused), go through
+%%% `ms_transform:transform_from_shell/3'.  A match specification is
+%%% checked with `erlang:match_spec_test/3' before anything is installed.
+-module(beamprobe_pattern_recon).
+
+-export([parse/2, is_form/1]).
+
+-define(ANY, [{'_', [], []}]).
+
+%% @doc Is `P' one of the tuple forms (as opposed to a string)?
+-spec is_form(term()) -> boolean().
+is_form({M, F, _}) when is_atom(M), is_atom(F) -> true;
+is_form(_) -> false.
+
+%% @doc Compiles a tuple form; `{error, Message}' says what is wrong.
+-spec parse(term(), boolean()) ->
+          {ok, beamprobe_pattern:call_pattern()} | {error, string()}.
+parse({M, F, A}, Force) when is_atom(M), is_atom(F) ->
+    case spec(A) of
+        {ok, Arity, MS} ->
+            P = #{kind => call, mfa => {M, F, Arity}, match_spec => MS,
+                  actions => actions(MS)},
+            case beamprobe_pattern:check(P, Force) of
+                ok -> {ok, P};
+                {error, {_, Msg}} -> {error, Msg}
+            end;
+        {error, _} = E -> E
+    end;
+parse(_, _) ->
+    {error, "a pattern is a string (\"m:f/2\") or a tuple {M, F, A}"}.
+
+spec(A) when is_integer(A), A >= 0, A =< 255 -> {ok, A, ?ANY};
+spec('_') -> {ok, '_', ?ANY};
+spec(return_trace) -> {ok, '_', [{'_', [], [{return_trace}]}]};
+spec(Fun) when is_function(Fun) ->
+    case fun_to_ms(Fun) of
+        {ok, MS} -> {ok, arity_of(MS), MS};
+        {error, _} = E -> E
+    end;
+spec(MS) when is_list(MS) ->
+    case check_ms(MS) of
+        ok -> {ok, arity_of(MS), MS};
+        {error, _} = E -> E
+    end;
+spec(A) ->
+    {error, lists:flatten(
+              io_lib:format("~tP is not an arity (0..255), '_', a match "
+                            "specification, return_trace or a shell fun",
+                            [A, 8]))}.
+
+%% A match spec that fixes the number of arguments in every clause
+%% traces only that arity (erlang:trace_pattern/3 would install it on
+%% every arity, where it never matches).
+arity_of(MS) ->
+    Heads = [H || {H, _, _} <- MS],
+    case lists:all(fun is_list/1, Heads) andalso
+        lists:usort([length(H) || H <- Heads]) of
+        [N] -> N;
+        _ -> '_'
+    end.
+
+check_ms([]) ->
+    {error, "an empty match specification traces nothing"};
+check_ms(MS) ->
+    case proper(MS) andalso lists:all(fun(C) -> is_tuple(C) andalso
+                                                     tuple_size(C) =:= 3
+                                      end, MS) of
+        false ->
+            {error, "a match specification is a list of {Head, Guards, "
+                    "Body} clauses"};
+        true ->
+            try erlang:match_spec_test([], MS, trace) of
+                {ok, _, _, _} -> ok;
+                {error, Errors} ->
+                    {error, lists:flatten(
+                              ["not a valid match specification: ",
+                               lists:join("; ", [io_lib:format("~ts", [E])
+                                                 || {_, E} <- Errors])])}
+            catch error:_ ->
+                    {error, "not a valid match specification"}
+            end
+    end.
+
+proper(L) ->
+    try length(L) >= 0 catch error:badarg -> false end.
+
+%% As recon_trace: the clauses the shell keeps for a fun it evaluates,
+%% through ms_transform with dbg's rules (return_trace(), message(...),
+%% caller(), ... allowed in the body).
+fun_to_ms(Fun) ->
+    case erl_eval:fun_data(Fun) of
+        {fun_data, Bindings, Clauses} ->
+            try ms_transform:transform_from_shell(dbg, Clauses, Bindings) of
+                {error, [{_, [{_, _, Code} | _]} | _], _} ->
+                    {error, "the fun is not a match specification: " ++
+                         lists:flatten(ms_transform:format_error(Code))};
+                MS when is_list(MS) ->
+                    check_ms(MS) =:= ok orelse throw(bad),
+                    {ok, MS};
+                _ ->
+                    {error, "the fun is not a match specification"}
+            catch _:_ ->
+                    {error, "the fun is not a match specification"}
+            end;
+        _ ->
+            {error, "only a fun typed in the shell can become a match "
+                    "specification (ms_transform); give a compiled fun's "
+                    "match specification as a list"}
+    end.
+
+%% The actions a match spec asks for, as beamprobe_pattern names them.
+actions(MS) ->
+    Body = lists:flatten([B || {_, _, B} <- MS]),
+    lists:usort([return || T <- Body,
+                           T =:= {return_trace} orelse T =:= {exception_trace}]
+                ++ [caller || {message, {caller}} <- Body]
+                ++ [caller_line || {message, {caller_line}} <- Body]
+                ++ [stack || {message, {process_dump}} <- Body]).
