@@ -18,7 +18,7 @@ DEB_CMDS := erl erlc babeltrace2 gcc ct_run
 SPEEDSCOPE_VERSION := 1.25.0
 SPEEDSCOPE_INDEX := _build/npm/node_modules/speedscope/dist/release/index.html
 
-all: c erl cli
+all: c erl cli chunks
 
 c:
 	$(MAKE) -C c_src all
@@ -34,6 +34,19 @@ ebin/%.beam: src/%.erl $(wildcard include/*.hrl)
 
 # Behaviour modules first.
 ebin/beamprobe_printer.beam: ebin/beamprobe_handler.beam
+
+# EEP-48 doc chunks (doc/chunks/MOD.chunk next to ebin/, where
+# code:get_doc/1 finds them): h(beamprobe, calls) in erl, h :beamprobe.calls
+# in iex.  Built from the edoc of every module; an edoc error fails.
+CHUNKS_STAMP := doc/chunks/.built
+EDOC_CHUNKS := try edoc:files(init:get_plain_arguments(), [{doclet, edoc_doclet_chunks}, {layout, edoc_layout_chunks}, {dir, "doc"}, {preprocess, true}, {includes, ["include"]}]) of ok -> halt(0) catch C:R -> io:format("edoc: ~p:~p~n", [C, R]), halt(1) end.
+
+chunks: $(CHUNKS_STAMP)
+
+$(CHUNKS_STAMP): $(ERL_SRC) $(wildcard include/*.hrl)
+	@mkdir -p doc/chunks
+	erl -noshell -eval '$(EDOC_CHUNKS)' -extra $(ERL_SRC)
+	@touch $@
 
 ebin/beamprobe.app: src/beamprobe.app.src
 	@mkdir -p ebin
@@ -141,7 +154,7 @@ clean:
 	$(MAKE) -C c_src clean
 	$(MAKE) -C test/c clean
 	$(MAKE) -C c_src/cli clean
-	rm -rf ebin/*.beam ebin/*.app _build
+	rm -rf ebin/*.beam ebin/*.app _build doc/chunks
 
-.PHONY: FORCE schema schema-check demo fuzz all c erl cli deps check-deps test test-asan asan-nif bench dialyzer clean
+.PHONY: FORCE schema schema-check demo fuzz all c erl cli chunks deps check-deps test test-asan asan-nif bench dialyzer clean
 FORCE:

@@ -290,7 +290,7 @@ calls(Pattern, Limit, Opts) ->
     end.
 
 %% @doc Traces messages sent or received matching `Pattern' (`"send"',
-%% `"'receive'"', `"send({ping, _})"', ...) and prints them; see
+%% `"receive"', `"send({ping, _})"', ...) and prints them; see
 %% {@link calls/2} (limits, options as second argument, ownership by the
 %% shell).  Returns the number of patterns installed.
 %%
