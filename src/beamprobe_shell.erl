@@ -235,12 +235,15 @@ overlap({M1, F1, A1}, {M2, F2, A2}) ->
 overlap(K, K) -> true;
 overlap(_, _) -> false.
 
+any('_') -> "_";
+any(X) -> io_lib:format("~tw", [X]).
+
 same(X, X) -> true;
 same('_', _) -> true;
 same(_, '_') -> true;
 same(_, _) -> false.
 
-target_text({M, F, A}) -> io_lib:format("~tw:~tw/~tw", [M, F, A]);
+target_text({M, F, A}) -> [any(M), ":", any(F), "/", any(A)];
 target_text(K) -> io_lib:format("~tw", [K]).
 
 %% Ends a replaced session and waits until it has removed its patterns.
