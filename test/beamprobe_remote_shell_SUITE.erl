@@ -70,14 +70,14 @@ end_per_group(remote_shell, Config) ->
     peer:stop(?config(peer, Config)).
 
 init_per_testcase(_Case, Config) ->
-    case ?config(node, Config) of
+    case proplists:get_value(node, Config) of
         undefined -> ok;
         Node -> ?assertEqual([], erpc:call(Node, beamprobe, list, []))
     end,
     Config.
 
 end_per_testcase(_Case, Config) ->
-    case ?config(node, Config) of
+    case proplists:get_value(node, Config) of
         undefined -> ok = beamprobe:clear();
         Node -> erpc:call(Node, beamprobe, clear, [])
     end.
