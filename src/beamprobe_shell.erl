@@ -89,7 +89,11 @@ with_patterns(Patterns, Opts0, Want, Fun) ->
             List = case Patterns of
                        [C | _] when is_integer(C) -> [Patterns];
                        B when is_binary(B) -> [B];
-                       T when is_tuple(T) -> [T];
+                       T when is_tuple(T) ->
+                           case beamprobe_pattern_recon:is_form(T) of
+                               true -> [T];
+                               false -> bad
+                           end;
                        L when is_list(L), L =/= [] ->
                            case proper(L) of
                                true -> L;
@@ -300,8 +304,7 @@ limits(N, Opts) when is_integer(N), N > 0 ->
 limits({N, Ms}, Opts) when is_integer(N), N > 0, is_integer(Ms), Ms > 0 ->
     #{rate => {N, Ms}, seconds => secs(Opts)};
 limits(L, _) ->
-    {error, {bad_limit, L, "a count N, a rate {N, Milliseconds}, or "
-             "options (a map or a proplist)"}}.
+    {error, {bad_limit, L, "a count N or a rate {N, Milliseconds}"}}.
 
 secs(Opts) ->
     case maps:get(time, Opts, ?DEFAULT_MS) of

@@ -176,8 +176,11 @@ shell_options(Config) ->
     Self = self(),
     V = fun(K) -> fun(X) -> {X, {bad_option, K, X}} end end,
     Table =
-        [{procs, [(V(procs))(X) || X <- [everything, [], 42, <<"all">>,
-                                           improper([Self]), 1.5, deep()]]},
+        [{procs, [(V(procs))(X) || X <- [[], 42, <<"all">>,
+                                           improper([Self]), 1.5, deep()]]
+          %% A single name is a process (redbug's procs): an unknown one
+          %% says so.
+          ++ [{everything, {no_such_process, everything}}]},
          {time, [(V(time))(X) || X <- [{}, 0, -1, 1.5, 1 bsl 40, foo,
                                         <<"1000">>, "1000", improper([1]),
                                         deep()]]},
@@ -204,7 +207,8 @@ shell_options(Config) ->
     ?assertEqual(lists:sort(ShellKeys), lists:sort([K || {K, _} <- Table])),
     Cases = [{K, X, E} || {K, Vs} <- Table, {X, E} <- Vs]
         ++ [{colour, blue, {unknown_option, colour}},
-            {opts, [{time, 1}], {bad_option, opts, [{time, 1}]}},
+            %% A proplist is options too (recon, redbug), but not any list.
+            {opts, [{time, 1}, "x"], {bad_option, opts, [{time, 1}, "x"]}},
             {opts, improper([a]), {bad_option, opts, improper([a])}}],
     Cap = spawn_link(fun() -> sink() end),
     Call = fun(opts, O) -> beamprobe:calls("lists:seq/2", 5, O);
