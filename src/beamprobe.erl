@@ -38,7 +38,7 @@
 
 -export([start/1, stop/1, info/1, list/0, dump/1, format_error/1]).
 -export([calls/2, calls/3, messages/2, messages/3, clear/0, help/0]).
--export([start_matched/1, start_matched/2]).
+-export([start_matched/1, start_matched/2, stop_as/2]).
 -export([profile/2]).
 
 -export_type([spec/0, session/0, summary/0]).
@@ -183,6 +183,18 @@ stop(Session) ->
         {ok, _} = Ok -> gone(Session), Ok;
         Other -> Other
     end.
+
+%% @private
+%% Ends a session as if by one of its limits, with `Why' as its stop
+%% reason (the shell API's `replaced'), and waits until it is gone.
+-spec stop_as(session() | pid(), atom()) -> ok | {error, not_found}.
+stop_as(Session, Why) when is_pid(Session), is_atom(Why) ->
+    case is_session(Session) of
+        true -> Session ! {beamprobe_stop, Why}, gone(Session), ok;
+        false -> {error, not_found}
+    end;
+stop_as(_, _) ->
+    {error, not_found}.
 
 %% @doc Counters and configuration of a running session.
 -spec info(session() | pid()) -> {ok, map()} | {error, term()}.

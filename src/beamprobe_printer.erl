@@ -42,7 +42,7 @@
              ts :: time | ns | none,
              offset :: integer(),        % wall ns - trace clock ns
              initial_call = false :: boolean(),
-             re = undefined :: undefined | re:mp(),
+             re = undefined :: undefined | tuple(),  % a compiled regex
              rate = undefined :: undefined | {pos_integer(), pos_integer()},
              on_rate = drop :: drop | stop,
              limit = undefined :: undefined | pos_integer(),

@@ -250,12 +250,12 @@ same(_, _) -> false.
 target_text({M, F, A}) -> [any(M), ":", any(F), "/", any(A)];
 target_text(K) -> io_lib:format("~tw", [K]).
 
-%% Ends a replaced session and waits until it has removed its patterns.
+%% Ends a replaced session (its printer says `session ended (replaced)')
+%% and waits until it has removed its patterns.
 stop_replaced(S) ->
-    Ref = monitor(process, S),
-    S ! {beamprobe_stop, replaced},
-    receive {'DOWN', Ref, process, S, _} -> ok
-    after 5000 -> demonitor(Ref, [flush]), _ = beamprobe:stop(S), ok
+    case beamprobe:stop_as(S, replaced) of
+        ok -> ok;
+        {error, not_found} -> ok
     end.
 
 %% The shell API never raises: in a remote shell an exception kills the
