@@ -370,6 +370,15 @@ recon_forms(Config) ->
     ?assertEqual([<<"call bprs_target:add(5, 1)">>,
                   <<"returned from bprs_target:add/2 -> 6">>],
                  [what(L) || L <- events_after(Tty, "return_trace() end}")]),
+    %% A fun using a variable bound in the shell (recon passes the
+    %% shell's bindings to ms_transform too).
+    type(Tty, "Min = 3."),
+    type(Tty, "beamprobe:calls({bprs_target, f, fun([X]) when X > Min -> "
+              "true end}, 10)."),
+    type(Tty, "bprs_target:loop(f, 1, 4)."),
+    wait_out(Tty, "call bprs_target:f(4)", 3000),
+    ?assertEqual([<<"call bprs_target:f(4)">>],
+                 [what(L) || L <- events_after(Tty, "when X > Min")]),
     %% {M, F, return_trace}, and a list of tuple and string patterns.
     type(Tty, "beamprobe:calls([{bprs_target, g, return_trace}, "
               "\"bprs_target:add/2\"], 10)."),
