@@ -24,6 +24,7 @@
          init_per_testcase/2, end_per_testcase/2]).
 -export([recon_forms/1, redbug_forms/1, replace_same_function/1,
          exception_keeps_trace/1, close_shell_ends_trace/1,
+         remsh_node_down_ends_trace/1,
          clear_ends_all/1, printer_names/1, caller_line_action/1,
          rate_limits/1, help_and_docs/1]).
 -export([options_table/1, drop_causes_slow_output/1, doc_chunks/1,
@@ -42,7 +43,7 @@ all() ->
 groups() ->
     [{remote_shell, [], [recon_forms, redbug_forms, replace_same_function,
                          exception_keeps_trace, close_shell_ends_trace,
-                         clear_ends_all, printer_names, caller_line_action,
+                         remsh_node_down_ends_trace, clear_ends_all, printer_names, caller_line_action,
                          rate_limits, help_and_docs]}].
 
 init_per_suite(Config) ->
@@ -202,7 +203,8 @@ wait_loop(F, Deadline, What) ->
 %% (get_until with erl_scan, get_line) and keeps every output.
 tty(#{in := In, out := Out, pending := Pending} = St) ->
     receive
-        {io_request, From, ReplyAs, Req} when Pending =:= none ->
+        {io_request, From, ReplyAs, Req0} when Pending =:= none ->
+            Req = latin1_req(Req0),
             case io_req(Req, St) of
                 {reply, R, St1} ->
                     From ! {io_reply, ReplyAs, R},
@@ -216,7 +218,8 @@ tty(#{in := In, out := Out, pending := Pending} = St) ->
             case Pending of
                 none -> tty(St1);
                 {From, ReplyAs, Req} ->
-                    case io_req(Req, St1#{pending := none, prompted => true}) of
+                    case io_req(latin1_req(Req),
+                                St1#{pending := none, prompted => true}) of
                         {reply, R, St2} ->
                             From ! {io_reply, ReplyAs, R},
                             tty(maps:remove(prompted, St2));
@@ -227,23 +230,28 @@ tty(#{in := In, out := Out, pending := Pending} = St) ->
         {out, From, Ref} ->
             From ! {Ref, unicode:characters_to_binary(lists:reverse(Out))},
             tty(St);
-        {io_request, From, ReplyAs, {put_chars, _, _} = Req} ->
+        {io_request, From, ReplyAs, Req0} ->
             %% Output while an input request waits (trace lines).
-            {reply, R, St1} = io_req(Req, St),
-            From ! {io_reply, ReplyAs, R},
-            tty(St1);
-        {io_request, From, ReplyAs, {put_chars, _, _, _, _} = Req} ->
-            {reply, R, St1} = io_req(Req, St),
-            From ! {io_reply, ReplyAs, R},
-            tty(St1);
-        {io_request, From, ReplyAs, {requests, _} = Req} ->
-            {reply, R, St1} = io_req(Req, St),
-            From ! {io_reply, ReplyAs, R},
-            tty(St1);
-        {io_request, From, ReplyAs, _} ->
-            From ! {io_reply, ReplyAs, {error, busy}},
-            tty(St)
+            case latin1_req(Req0) of
+                Req when element(1, Req) =:= put_chars;
+                         element(1, Req) =:= requests ->
+                    {reply, R, St1} = io_req(Req, St),
+                    From ! {io_reply, ReplyAs, R},
+                    tty(St1);
+                _ ->
+                    From ! {io_reply, ReplyAs, {error, busy}},
+                    tty(St)
+            end
     end.
+
+%% The requests of a node that sends them without an encoding (io sends
+%% those to an io server on another node).
+latin1_req({put_chars, Chars}) -> {put_chars, latin1, Chars};
+latin1_req({put_chars, M, F, A}) -> {put_chars, latin1, M, F, A};
+latin1_req({get_until, Prompt, M, F, Xs}) -> {get_until, latin1, Prompt, M, F, Xs};
+latin1_req({get_line, Prompt}) -> {get_line, latin1, Prompt};
+latin1_req({requests, Rs}) -> {requests, [latin1_req(R) || R <- Rs]};
+latin1_req(R) -> R.
 
 io_req({put_chars, Enc, Chars}, #{out := Out} = St) ->
     {reply, ok, St#{out := [unicode:characters_to_list(Chars, Enc) | Out]}};
@@ -539,6 +547,33 @@ close_shell_ends_trace(Config) ->
     wait_until(fun() -> not erpc:call(?config(node, Config), erlang,
                                       is_process_alive, [Shell])
                end, 3000, shell_server_left),
+    assert_clean(Config).
+
+%% As with `erl -remsh': the shell's group leader lives on the user's
+%% node (a second peer here); that node going down ends the traces.
+remsh_node_down_ends_trace(Config) ->
+    Ebin = filename:dirname(code:which(beamprobe)),
+    {ok, UserPeer, UserNode} = peer:start(#{name => peer:random_name(),
+                                            args => ["-pa", Ebin]}),
+    {Mod, Bin, File} = code:get_object_code(?MODULE),
+    {module, Mod} = erpc:call(UserNode, code, load_binary, [Mod, File, Bin]),
+    Tty = erlang:spawn(UserNode, ?MODULE, tty,
+                       [#{in => [], out => [], pending => none}]),
+    Node = ?config(node, Config),
+    _Shell = erpc:call(Node, fun() -> group_leader(Tty, self()),
+                                      shell:start()
+                             end),
+    wait_out(Tty, "1> ", 10000),
+    type(Tty, "beamprobe:calls({bprs_target, f, 1}, 100, #{time => 60000})."),
+    type(Tty, "bprs_target:f(5)."),
+    wait_out(Tty, "call bprs_target:f(5)", 3000),
+    ?assertMatch([_], sessions(Config)),
+    T0 = erlang:monotonic_time(millisecond),
+    peer:stop(UserPeer),
+    wait_until(fun() -> sessions(Config) =:= [] end, 1000,
+               sessions_outlive_the_remsh_node),
+    ct:log("sessions gone ~b ms after the user's node went down",
+           [erlang:monotonic_time(millisecond) - T0]),
     assert_clean(Config).
 
 %%% ------------------------------------------------------------------------
