@@ -329,7 +329,12 @@ assert_clean(Config) ->
                                 erlang:process_info(P, [initial_call,
                                                         current_function])}
                                || P <- processes(),
-                                  erlang:trace_info(P, flags) =/= {flags, []}],
+                                  %% (a process that has just exited is
+                                  %% `undefined': not traced)
+                                  case erlang:trace_info(P, flags) of
+                                      {flags, [_ | _]} -> true;
+                                      _ -> false
+                                  end],
                      {Pats, Traced, erlang:trace_info(new, flags),
                       erlang:trace_info(send, match_spec)}
              end),
