@@ -200,8 +200,14 @@ start_limited(Base, Limit, Opts) ->
                           buffer => maps:get(buffer, Opts, 1024 * 1024),
                           tag => ?TAG},
             Spec = maps:merge(Spec0, Args),
-            replace(Owner, Spec, Io),
-            start_session(Spec, Owner, 3)
+            %% A new trace that cannot start (a dead pid, an unknown
+            %% module) replaces nothing.
+            case beamprobe_config:validate(Spec) of
+                {ok, _} ->
+                    replace(Owner, Spec, Io),
+                    start_session(Spec, Owner, 3);
+                {error, _} = E -> E
+            end
     end.
 
 %% recon_trace:calls/2 clears the previous trace: a new trace of a shell

@@ -485,6 +485,10 @@ replace_same_function(Config) ->
     wait_out(Tty, "call bprs_target:f(2)", 3000),
     ?assertEqual([<<"call bprs_target:f(2)">>],
                  [what(L) || L <- events_after(Tty, "when X > 1\", 100)")]),
+    %% A new trace that cannot start replaces nothing.
+    type(Tty, "beamprobe:calls(\"bprs_target:f/1\", 100, #{procs => [bprs_nobody]})."),
+    wait_out(Tty, "{error,{no_such_process,bprs_nobody}}", 3000),
+    ?assertEqual([S2], sessions(Config)),
     %% A trace of the same shell on another function stays.
     type(Tty, "beamprobe:calls({bprs_target, g, 1}, 100)."),
     ?assertEqual(2, length(sessions(Config))),
