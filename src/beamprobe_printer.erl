@@ -146,10 +146,15 @@ line(#{ts := Ts, pid := Pid} = E, St) ->
     case St3#st.re of
         undefined -> {Line, St3};
         MP ->
-            case re:run(unicode:characters_to_binary(Line), MP,
-                        [{capture, none}]) of
-                match -> {Line, St3};
-                nomatch -> {[], St3}
+            %% (a line that is not valid Unicode is printed: never lost
+            %% to a filter that cannot read it)
+            case unicode:characters_to_binary(Line) of
+                B when is_binary(B) ->
+                    case re:run(B, MP, [{capture, none}]) of
+                        match -> {Line, St3};
+                        nomatch -> {[], St3}
+                    end;
+                _ -> {Line, St3}
             end
     end.
 
