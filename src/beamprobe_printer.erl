@@ -28,6 +28,7 @@
                 lost = 0 :: non_neg_integer(), just_returned = false :: boolean()}).
 -type stack() :: #stack{}.
 -define(MAX_DEPTH, 4096).
+-define(MAX_CACHED, 10000).
 
 -type opts() :: #{io := pid() | atom(),
                   timestamp => time | ns | none,
@@ -223,7 +224,7 @@ name(P, #st{names = N} = St) when is_pid(P) ->
                       #{P := Name0} -> {Name0, St};
                       _ ->
                           Name0 = registered(P),
-                          {Name0, St#st{names = N#{P => Name0}}}
+                          {Name0, St#st{names = (bounded(N))#{P => Name0}}}
                   end,
     case {Name, St1#st.initial_call} of
         {"", true} -> icall(P, St1);
@@ -249,8 +250,15 @@ icall(P, #st{icalls = C} = St) ->
                         io_lib:format("(~tw:~tw/~b)", [M, F, A]);
                     _ -> ""
                 end,
-            {T, St#st{icalls = C#{P => T}}}
+            {T, St#st{icalls = (bounded(C))#{P => T}}}
     end.
+
+%% The name caches and the call stacks hold at most ?MAX_CACHED processes
+%% (a long session over many short-lived processes must not grow the
+%% printer forever): when full they start again empty; names are looked up
+%% again, and stacks start again from depth 0.
+bounded(M) when map_size(M) >= ?MAX_CACHED -> #{};
+bounded(M) -> M.
 
 initial_call(P) when node(P) =:= node() ->
     case catch erlang:process_info(P, initial_call) of
@@ -274,7 +282,11 @@ indent(#{event := Ev} = E, P, #st{stacks = D} = St) ->
                 call -> S0#stack.depth + S0#stack.lost;
                 _ -> S#stack.depth + S#stack.lost
             end,
-    {pad(Depth), St#st{stacks = D#{P => S}}}.
+    D1 = case D of
+             #{P := _} -> D;
+             _ -> bounded(D)
+         end,
+    {pad(Depth), St#st{stacks = D1#{P => S}}}.
 
 apply_stack(call, _, #stack{lost = L, depth = N} = S)
   when L > 0; N >= ?MAX_DEPTH ->
