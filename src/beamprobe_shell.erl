@@ -185,7 +185,7 @@ start_session(Spec, Tries) ->
 
 start_once(Spec, Tries) ->
     case beamprobe:start_matched(Spec) of
-        {ok, _S, N} -> N;
+        {ok, S, N} -> skipped_note(S, Spec), N;
         {error, {conflict, S, _}} = E when Tries > 1 ->
             case ending_shell_session(S) of
                 true -> start_once(Spec, Tries - 1);
@@ -193,6 +193,18 @@ start_once(Spec, Tries) ->
             end;
         {error, _} = E -> E
     end.
+
+%% One line naming what was left to another tool (beamprobe_watch).
+skipped_note(S, #{output := [{handler, beamprobe_printer, #{io := Io}, _} | _]}) ->
+    case beamprobe:info(S) of
+        {ok, #{skipped := Sk}} ->
+            case beamprobe_watch:skipped_note(Sk) of
+                none -> ok;
+                Line -> _ = (catch io:put_chars(Io, Line)), ok
+            end;
+        _ -> ok
+    end;
+skipped_note(_S, _Spec) -> ok.
 
 %% Is `S' a shell session that has ended (or is ending: its limit is
 %% reached)?  If so, waits (at most 5 s) until it is gone.

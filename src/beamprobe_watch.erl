@@ -22,7 +22,9 @@
 %%%   events from it (the pattern is global, the tracer is per process),
 %%%   filtered by the other tool's match spec, not the session's.
 %%%   `call_count'/`call_time' counters do not make a function taken: they
-%%%   are separate breakpoints and coexist with trace patterns.  A pattern
+%%%   are separate breakpoints and coexist with trace patterns.  A tracer
+%%%   (of a process or a meta pattern) that is a process or port that has
+%%%   exited takes nothing.  A pattern
 %%%   on `{M, '_', '_'}' or `{M, F, '_'}' with some functions taken is set
 %%%   on the others one by one.
 %%%
@@ -85,12 +87,15 @@
 -define(RESAMPLE_MS, 10000).
 -define(MAX_FINDINGS, 100).
 -define(MAX_SKIPPED, 1000).
+-define(MAX_EACH, 3).
 
 -type mfa_pat() :: {atom(), atom(), arity() | '_'}.
 -type skipped() :: #{procs := [pid() | new], procs_count := non_neg_integer(),
                      calls := [mfa()]}.
--type finding() :: {pattern, mfa(), removed | replaced, integer()}
-                 | {procs, pid() | new, removed | replaced, integer()}.
+-type finding() :: {pattern, mfa() | {functions, pos_integer()},
+                    removed | replaced, integer()}
+                 | {procs, pid() | new | {processes, pos_integer()},
+                    removed | replaced, integer()}.
 
 %%% ------------------------------------------------------------------------
 %%% Skipping
@@ -107,17 +112,22 @@
 skip(#{meta := true, events := []} = C, Self) ->
     skip_calls(C, Self, [], 0);
 skip(#{procs := Procs, force := true} = C, _Self) ->
-    Taken = taken_procs(Procs),
+    {_, Taken} = taken_procs(Procs),
     _ = [catch erlang:trace(P, false, [all]) || P <- Taken, is_pid(P)],
     _ = lists:member(new, Taken) andalso erlang:trace(new, false, [all]),
     {ok, C, none()};
 skip(#{procs := Procs} = C, Self) ->
-    Taken = taken_procs(Procs),
+    {NTargets, Taken} = taken_procs(Procs),
     Pids = [P || P <- Taken, is_pid(P)],
     NewTaken = lists:member(new, Taken),
+    %% Every existing process taken, and `new' too or not asked for.
+    AllTaken = NTargets > 0 andalso length(Pids) =:= NTargets andalso
+        (NewTaken orelse Procs =:= existing),
     case Procs of
         L when is_list(L), L =:= Pids -> {error, {already_traced, Pids}};
         new when NewTaken -> {error, {already_traced, [new]}};
+        _ when AllTaken ->
+            {error, {already_traced, lists:sublist(Taken, ?MAX_SKIPPED)}};
         L when is_list(L) -> skip_calls(C#{procs := L -- Pids}, Self, Taken,
                                         length(Taken));
         all when NewTaken -> skip_calls(C#{procs := existing}, Self,
@@ -176,7 +186,8 @@ functions({M, F, '_'}) ->
     catch _:_ -> []
     end.
 
-%% Processes (and `new') another tool traces, among the targets.
+%% The number of target processes, and those (and `new') another tool
+%% traces.
 taken_procs(Procs) ->
     Targets = case Procs of
                   new -> [];
@@ -188,15 +199,21 @@ taken_procs(Procs) ->
               L2 when is_list(L2) -> [];
               _ -> [new || foreign_tracer(new)]
           end,
-    [P || P <- Targets, foreign_tracer(P)] ++ New.
+    {length(Targets), [P || P <- Targets, foreign_tracer(P)] ++ New}.
 
 foreign_tracer(P) ->
     case trace_info(P, tracer) of
         {tracer, []} -> false;
         {tracer, {beamprobe_nif, _}} -> false;
-        {tracer, _} -> true;
+        {tracer, T} -> alive(T);
         _ -> false
     end.
+
+%% A tracer process or port that has exited holds nothing (the VM itself
+%% replaces it); a tracer module is taken to be alive.
+alive(P) when is_pid(P) -> is_process_alive(P);
+alive(P) when is_port(P) -> erlang:port_info(P) =/= undefined;
+alive(_) -> true.
 
 taken_fun(F, false, Held) ->
     case trace_info(F, traced) of
@@ -208,7 +225,7 @@ taken_fun(F, true, _Held) ->
     case trace_info(F, meta) of
         {meta, false} -> false;
         {meta, {beamprobe_nif, _}} -> false;
-        {meta, _} -> true;
+        {meta, T} -> alive(T);
         _ -> false
     end.
 
@@ -469,32 +486,48 @@ maybe_confirm(#w{pending = P, confirm = false} = W) when map_size(P) > 0 ->
 maybe_confirm(W) -> W.
 
 %% Reports the differences still there; a replaced match spec on a
-%% function another beamprobe session claims becomes the baseline.
+%% function another beamprobe session claims becomes the baseline.  More
+%% than ?MAX_EACH differences of one kind and how in one round (recon_trace
+%% clearing the node, erlang:trace(all, false, [all])) are one report:
+%% `{pattern, {functions, N}, How, Seen}' or `{procs, {processes, N}, How,
+%% Seen}' (the event's detail lists the first ones).
 confirm(#w{pending = Pend} = W) ->
     Held = case [x || {pattern, _} <- maps:keys(Pend)] of
                [] -> [];
                _ -> beamprobe_janitor:others_patterns(W#w.session)
            end,
-    maps:fold(fun(Key, {_How, Base, _S, Seen}, Acc) ->
-                      confirm_one(Key, Base, Seen, Held, Acc)
-              end, W#w{pending = #{}}, Pend).
+    {Sure, W1} = maps:fold(fun(Key, {_How, Base, _S, Seen}, {Acc, WA}) ->
+                                   confirm_one(Key, Base, Seen, Held, Acc, WA)
+                           end, {[], W#w{pending = #{}}}, Pend),
+    Groups = lists:foldl(fun({{Kind, Sub}, How, _, _, _} = D, G) ->
+                                 K = {Kind, How, Sub =:= new},
+                                 maps:update_with(K, fun(L) -> [D | L] end,
+                                                  [D], G)
+                         end, #{}, lists:sort(Sure)),
+    maps:fold(fun(_, Ds, WA) when length(Ds) > ?MAX_EACH ->
+                      report_many(lists:reverse(Ds), WA);
+                 (_, Ds, WA) ->
+                      lists:foldl(fun({Key, How, Base, S, Seen}, WB) ->
+                                          report(Key, How, Base, S, Seen, WB)
+                                  end, WA, lists:reverse(Ds))
+              end, W1, Groups).
 
-confirm_one({pattern, F} = Key, Base, Seen, Held, #w{meta = Meta} = W) ->
+confirm_one({pattern, F} = Key, Base, Seen, Held, Acc, #w{meta = Meta} = W) ->
     S = fun_state(F, Meta),
     case fun_diff(Base, S, W) of
-        same -> W;
+        same -> {Acc, W};
         replaced ->
             case lists:any(fun(H) -> covers(H, F) end, Held) of
-                true -> rebase_fun(F, S, W);
-                false -> report(Key, replaced, Base, S, Seen, W)
+                true -> {Acc, rebase_fun(F, S, W)};
+                false -> {[{Key, replaced, Base, S, Seen} | Acc], W}
             end;
-        removed -> report(Key, removed, Base, S, Seen, W)
+        removed -> {[{Key, removed, Base, S, Seen} | Acc], W}
     end;
-confirm_one({procs, P} = Key, Base, Seen, _Held, W) ->
+confirm_one({procs, P} = Key, Base, Seen, _Held, Acc, W) ->
     S = proc_state(P),
     case proc_diff(Base, S) of
-        same -> W;
-        How -> report(Key, How, Base, S, Seen, W)
+        same -> {Acc, W};
+        How -> {[{Key, How, Base, S, Seen} | Acc], W}
     end.
 
 rebase_fun(F, S, #w{funs = {A, B}} = W) ->
@@ -522,6 +555,38 @@ report({Kind, Subject} = Key, How, Base, S, Seen, W) ->
         false -> W1
     end.
 
+%% One report for many functions or processes.
+report_many([{{Kind, _}, How, _, _, Seen} | _] = Ds, W) ->
+    N = length(Ds),
+    Subject = case Kind of
+                  pattern -> {functions, N};
+                  procs -> {processes, N}
+              end,
+    First = [subject_text(Sub) || {{_, Sub}, _, _, _, _} <- lists:sublist(Ds, 5)],
+    Detail = text("~s: ~ts~s", [case Kind of
+                                    pattern -> "functions";
+                                    procs -> "processes"
+                                end, lists:join(", ", First),
+                                [", ..." || N > 5]]),
+    Fields = [atom_to_binary(Kind), subject_text(Subject),
+              atom_to_binary(How), Detail],
+    _ = (catch beamprobe_nif:tampered(W#w.res, undefined, Fields)),
+    Rep = lists:foldl(fun({Key, _, _, _, _}, R) -> R#{Key => true} end,
+                      W#w.reported, Ds),
+    W1 = W#w{reported = Rep, count = W#w.count + 1,
+             findings = case W#w.count < ?MAX_FINDINGS of
+                            true -> [{Kind, Subject, How, Seen} | W#w.findings];
+                            false -> W#w.findings
+                        end},
+    case W#w.reinstall of
+        true -> lists:foldl(fun({Key, _, Base, _, _}, WA) ->
+                                    reinstall(Key, Base, WA)
+                            end, W1, Ds);
+        false -> W1
+    end.
+
+subject_text({functions, N}) -> iolist_to_binary([integer_to_list(N), " functions"]);
+subject_text({processes, N}) -> iolist_to_binary([integer_to_list(N), " processes"]);
 subject_text({M, F, A}) ->
     try beamprobe_nif:render_mfa(M, F, A)
     catch _:_ -> iolist_to_binary(mfa_text({M, F, A}))
