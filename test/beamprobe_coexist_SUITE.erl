@@ -208,7 +208,9 @@ force_takes_over(Config) ->
 %% trace (babeltrace2 and bin/beamprobe print) and the printer say so.
 ctp_reported(Config) ->
     reported(Config, #{calls => [?ADD]},
-             fun() -> {ok, _} = dbg:ctp(?W, add, 2) end,
+             fun() -> _ = dbg_collector(),
+                      {ok, [{matched, _, 1}]} = dbg:ctp(?W, add, 2)
+             end,
              {pattern, ?ADD, removed}).
 
 trace_pattern_false_reported(Config) ->
