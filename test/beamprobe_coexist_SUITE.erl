@@ -520,6 +520,15 @@ reported(Config, Spec, Tamper, {Kind, Subject, How}) ->
     Want = iolist_to_binary(["tampered ", atom_to_list(Kind), " ", SubText,
                              " ", atom_to_list(How1)]),
     ?assertNotEqual(nomatch, binary:match(Out, Want)),
+    %% stats says it (table and JSON), the Perfetto export has an instant.
+    NT = integer_to_list(length(Tampered)),
+    ?assertNotEqual(nomatch, binary:match(cli(["stats", Dir]),
+                                          list_to_binary("Changed by another tool (patterns or flags removed or replaced): " ++ NT))),
+    ?assertNotEqual(nomatch,
+                    binary:match(cli(["stats", "--json", Dir]),
+                                 list_to_binary("\"tampered\":" ++ NT ++ ","))),
+    ?assertNotEqual(nomatch, binary:match(cli(["export", "-F", "perfetto", Dir]),
+                                          <<"\"name\":\"tampered: ", (atom_to_binary(Kind))/binary>>)),
     %% Counted as an event.
     ?assert(maps:get(events, Sum) >= length(Tampered)),
     ok.
