@@ -419,7 +419,7 @@ retrace(#st{config = C, traced = Traced, handlers = Hs} = St) ->
     _ = (catch beamprobe_nif:is_loaded()),
     Flags = tracer_flags(St),
     Untraced = fun(P) -> trace_info(P, tracer) =:= {tracer, []} end,
-    Own = own_processes(Hs),
+    Own = own_processes(Hs) ++ [St#st.watch],
     Ports = lists:member(ports, maps:get(events, C)),
     Targets = case Traced of
                   L when is_list(L) -> L;

@@ -325,6 +325,11 @@ call(W, Req, Default) ->
 %% @private
 -spec init({pid(), map()}) -> {ok, #w{}}.
 init({Session, #{res := Res} = E}) ->
+    %% Spawned after the session's flags were set: `new' may have traced
+    %% this process; beamprobe never traces itself.  First thing, and
+    %% without erlang:trace_info/2 (its answer is a message, which would
+    %% be traced); the tracer named: another tool's flags stay.
+    _ = (catch erlang:trace(self(), false, [all, {tracer, beamprobe_nif, Res}])),
     Meta = maps:get(meta, E, false),
     W = #w{session = Session, res = Res, meta = Meta,
            reinstall = maps:get(on_tamper, E, report) =:= reinstall,
@@ -356,8 +361,12 @@ sample(#w{traced = Traced, res = Res} = W) ->
                T when T =:= all; T =:= existing -> spread(processes());
                _ -> []
            end,
-    Procs = [{P, S} || P <- Pids, S <- [proc_state(P)],
-                       element(1, S) =:= Mine],
+    Procs0 = [{P, S} || P <- Pids, S <- [proc_state(P)],
+                        element(1, S) =:= Mine],
+    Procs = case Traced of
+                L2 when is_list(L2) -> Procs0;
+                _ -> lists:sublist(Procs0, ?SAMPLE)
+            end,
     New = case Traced =:= all orelse Traced =:= new of
               true ->
                   case proc_state(new) of

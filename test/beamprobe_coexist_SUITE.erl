@@ -31,7 +31,7 @@
          recon_coexists/1, redbug_coexists/1, reinstall_option/1,
          no_report_on_stop/1, no_report_second_session/1,
          no_report_same_function/1, no_report_on_reload/1,
-         shell_note/1]).
+         shell_note/1, watchdog_not_traced/1, tampered_nif_args/1]).
 
 -define(W, beamprobe_workload).
 -define(L, beamprobe_test_lib).
@@ -49,7 +49,8 @@ all() ->
      all_cleared_reported, recon_wipe_reported, recon_coexists,
      redbug_coexists, reinstall_option,
      no_report_on_stop, no_report_second_session, no_report_same_function,
-     no_report_on_reload, shell_note].
+     no_report_on_reload, shell_note, watchdog_not_traced,
+     tampered_nif_args].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -466,9 +467,66 @@ shell_note(_Config) ->
     beamprobe:clear(),
     exit(Other, kill).
 
+%% The watchdog is beamprobe's: never traced, also after a NIF reload
+%% (the session traces every untraced process again then).
+watchdog_not_traced(Config) ->
+    Dir = ?L:dir(Config, "t"),
+    S = ?L:start(#{procs => all, events => ['receive'], calls => [?ADD],
+                   output => {file, Dir}}),
+    [W] = [P || P <- processes(),
+                proc_lib:translate_initial_call(P) =:= {beamprobe_watch, init, 1}],
+    ?assertEqual({flags, []}, erlang:trace_info(W, flags)),
+    true = code:delete(beamprobe_nif),
+    _ = code:purge(beamprobe_nif),
+    {module, beamprobe_nif} = code:load_file(beamprobe_nif),
+    timer:sleep(1200),
+    ?assertEqual({flags, []}, erlang:trace_info(W, flags)),
+    Sum = ?L:stop(S),
+    ?assertEqual(1, maps:get(nif_reloads, Sum)),
+    Evs = ?L:trace(Dir),
+    ?assertNotEqual([], ?L:events(Evs, "receive")),
+    %% No event names the watchdog (not even a `process' event).
+    ?assertError({no_process_event, _}, ?L:pid_key(Evs, W)).
+
+%% beamprobe_nif:tampered/3 refuses what it cannot write, cuts long
+%% texts, and writes nothing into a stopped session.
+tampered_nif_args(Config) ->
+    Dir = ?L:dir(Config, "t"),
+    S = ?L:start(#{calls => [?ADD], output => {file, Dir}}),
+    {ok, #{config := _}} = beamprobe:info(S),
+    Res = session_res(S),
+    Bad = [[<<"a">>, <<"b">>, <<"c">>], [<<"a">>, <<"b">>, <<"c">>, x],
+           [<<"a">>, <<"b">>, <<"c">>, <<"d">>, <<"e">>],
+           [<<"a">>, <<"b">>, <<"c">> | <<"d">>], not_a_list],
+    [?assertError(badarg, beamprobe_nif:tampered(Res, undefined, F))
+     || F <- Bad],
+    ?assertError(badarg, beamprobe_nif:tampered(Res, "pid", [<<>>, <<>>, <<>>, <<>>])),
+    ?assertError(badarg, beamprobe_nif:tampered(make_ref(), undefined,
+                                                [<<>>, <<>>, <<>>, <<>>])),
+    Huge = binary:copy(<<"é"/utf8>>, 5000),            % 10000 bytes, 2 per char
+    ok = beamprobe_nif:tampered(Res, self(),
+                                [<<"procs">>, <<"x", 0, "y">>, <<"how">>, Huge]),
+    _ = ?L:stop(S),
+    ?assertEqual({error, stopped},
+                 beamprobe_nif:tampered(Res, undefined,
+                                        [<<"a">>, <<"b">>, <<"c">>, <<"d">>])),
+    [E] = ?L:events(?L:trace(Dir), "tampered"),
+    ?assertEqual(<<"x?y">>, f(E, "subject")),
+    D = f(E, "detail"),
+    ?assertEqual(1024, byte_size(D)),             % cut at a character
+    ?assertEqual(D, unicode:characters_to_binary(D)).
+
 %%% ------------------------------------------------------------------------
 %%% Helpers
 %%% ------------------------------------------------------------------------
+
+%% The NIF session of session process S (for tampered_nif_args).
+session_res(S) ->
+    St = sys:get_state(S),
+    [Res] = [R || R <- tuple_to_list(St), is_reference(R),
+                  (catch beamprobe_nif:info(R)) =/= {'EXIT', badarg},
+                  is_map(catch beamprobe_nif:info(R))],
+    Res.
 
 %% Starts a session (Spec, with a file sink and the shell printer), runs
 %% Tamper and checks that {Kind, Subject, How} is reported within a
