@@ -520,6 +520,10 @@ start_watch(#st{res = Res, patterns = Pats, config = C, traced = T} = St) ->
     {ok, W} = beamprobe_watch:start_link(
                 self(), #{res => Res, meta => maps:get(meta, C),
                           patterns => Pats, procs => T,
+                          relied => case St#st.skipped of
+                                        #{calls := Sk} -> Sk;
+                                        _ -> []
+                                    end,
                           on_tamper => maps:get(on_tamper, C, report)}),
     {ok, St#st{watch = W}}.
 

@@ -43,7 +43,9 @@
 %%% - each function its patterns cover (`erlang:trace_info(MFA, traced |
 %%%   match_spec)', or `meta | meta_match_spec' for meta sessions):
 %%%   `removed' when the pattern is gone, `replaced' when another match
-%%%   spec, another meta tracer or a global pattern is there;
+%%%   spec, another meta tracer or a global pattern is there; and, for a
+%%%   session with local patterns, each function whose pattern it skipped
+%%%   and used: `removed' only (the other tool may change its own);
 %%% - the flags and tracer of the session's processes: every listed pid,
 %%%   or for `all'/`existing' a sample of at most ?SAMPLE of them (taken
 %%%   again when half have exited, at most every ?RESAMPLE_MS ms), plus
@@ -273,6 +275,7 @@ mfa_text({M, F, A}) -> io_lib:format("~tw:~tw/~b", [M, F, A]).
             res :: beamprobe_nif:session(),
             meta :: boolean(),
             reinstall :: boolean(),
+            relied = [] :: [mfa()],       % other tools' patterns used
             funs = {[], []} :: {list(), list()},      % to check, checked
             procs = {[], []} :: {list(), list()},
             new = none :: none | {term(), term()},
@@ -331,11 +334,19 @@ init({Session, #{res := Res} = E}) ->
     %% be traced); the tracer named: another tool's flags stay.
     _ = (catch erlang:trace(self(), false, [all, {tracer, beamprobe_nif, Res}])),
     Meta = maps:get(meta, E, false),
+    %% A session with local patterns gets call events from the patterns
+    %% of other tools it skipped: watched too (their removal is reported,
+    %% their owner changing the match spec is not).
+    Relied = case Meta of
+                 true -> [];
+                 false -> maps:get(relied, E, [])
+             end,
     W = #w{session = Session, res = Res, meta = Meta,
            reinstall = maps:get(on_tamper, E, report) =:= reinstall,
-           traced = maps:get(procs, E, none)},
+           traced = maps:get(procs, E, none), relied = Relied},
     Funs = lists:sublist(lists:usort([F || P <- maps:get(patterns, E, []),
-                                           F <- functions(P)]), ?MAX_FUNS),
+                                           F <- functions(P)] ++ Relied),
+                         ?MAX_FUNS),
     W1 = baseline(W#w{funs = {[{F, none} || F <- Funs], []}}),
     _ = erlang:send_after(?TICK_MS, self(), tick),
     {ok, W1}.
@@ -526,7 +537,8 @@ confirm_one({pattern, F} = Key, Base, Seen, Held, Acc, #w{meta = Meta} = W) ->
     case fun_diff(Base, S, W) of
         same -> {Acc, W};
         replaced ->
-            case lists:any(fun(H) -> covers(H, F) end, Held) of
+            case lists:member(F, W#w.relied) orelse
+                lists:any(fun(H) -> covers(H, F) end, Held) of
                 true -> {Acc, rebase_fun(F, S, W)};
                 false -> {[{Key, replaced, Base, S, Seen} | Acc], W}
             end;
@@ -545,7 +557,12 @@ rebase_fun(F, S, #w{funs = {A, B}} = W) ->
 
 report({Kind, Subject} = Key, How, Base, S, Seen, W) ->
     Finding = {Kind, Subject, How, Seen},
-    Detail = detail(Kind, How, Base, S, W),
+    Relied = lists:member(Subject, W#w.relied),
+    Detail = case Relied of
+                 true -> <<"the pattern another tool had set, which this "
+                           "session used (skipped, not replaced), is gone">>;
+                 false -> detail(Kind, How, Base, S, W)
+             end,
     Pid = case Subject of
               P when is_pid(P) -> P;
               _ -> undefined
@@ -559,7 +576,7 @@ report({Kind, Subject} = Key, How, Base, S, Seen, W) ->
                             true -> [Finding | W#w.findings];
                             false -> W#w.findings
                         end},
-    case W#w.reinstall of
+    case W#w.reinstall andalso not Relied of
         true -> reinstall(Key, Base, W1);
         false -> W1
     end.
