@@ -213,6 +213,7 @@ foreign_tracer(P) ->
 
 %% A tracer process or port that has exited holds nothing (the VM itself
 %% replaces it); a tracer module is taken to be alive.
+alive([]) -> false;                   % no tracer (trace_info's `[]')
 alive(P) when is_pid(P) -> is_process_alive(P);
 alive(P) when is_port(P) -> erlang:port_info(P) =/= undefined;
 alive(_) -> true.
@@ -328,11 +329,13 @@ call(W, Req, Default) ->
 %% @private
 -spec init({pid(), map()}) -> {ok, #w{}}.
 init({Session, #{res := Res} = E}) ->
-    %% Spawned after the session's flags were set: `new' may have traced
-    %% this process; beamprobe never traces itself.  First thing, and
+    %% Spawned after the session's flags were set: `new' (this session's,
+    %% another session's or another tool's) may have traced this process;
+    %% beamprobe's own processes are never traced.  First thing, and
     %% without erlang:trace_info/2 (its answer is a message, which would
-    %% be traced); the tracer named: another tool's flags stay.
-    _ = (catch erlang:trace(self(), false, [all, {tracer, beamprobe_nif, Res}])),
+    %% be traced), nor a tracer named (refused, and logged, when another
+    %% tracer holds it).
+    _ = (catch erlang:trace(self(), false, [all])),
     Meta = maps:get(meta, E, false),
     %% A session with local patterns gets call events from the patterns
     %% of other tools it skipped: watched too (their removal is reported,
@@ -478,6 +481,7 @@ drop_dead({A, B}) ->
 
 fun_diff(Base, Base, _W) -> same;
 fun_diff(_Base, {false, _}, _W) -> removed;
+fun_diff(_Base, {[], _}, _W) -> removed;       % meta: no tracer
 fun_diff(_Base, {undefined, _}, _W) -> same;   % module unloaded
 fun_diff(_Base, _S, _W) -> replaced.
 
