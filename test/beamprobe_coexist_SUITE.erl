@@ -32,7 +32,7 @@
          no_report_on_stop/1, no_report_second_session/1,
          no_report_same_function/1, no_report_on_reload/1,
          shell_note/1, watchdog_not_traced/1, tampered_nif_args/1,
-         relied_pattern_removed/1]).
+         relied_pattern_removed/1, shell_next_to_dbg/1]).
 
 -define(W, beamprobe_workload).
 -define(L, beamprobe_test_lib).
@@ -51,7 +51,7 @@ all() ->
      redbug_coexists, reinstall_option,
      no_report_on_stop, no_report_second_session, no_report_same_function,
      no_report_on_reload, shell_note, watchdog_not_traced,
-     tampered_nif_args, relied_pattern_removed].
+     tampered_nif_args, relied_pattern_removed, shell_next_to_dbg].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -536,6 +536,26 @@ tampered_nif_args(Config) ->
     D = f(E, "detail"),
     ?assertEqual(1024, byte_size(D)),             % cut at a character
     ?assertEqual(D, unicode:characters_to_binary(D)).
+
+%% The shell's meta patterns and dbg's local pattern (dbg:p(all, [c])) on
+%% the same function are separate breakpoints: nothing skipped, both
+%% complete.
+shell_next_to_dbg(_Config) ->
+    T = ?SH:load_src(?SH:target_src()),
+    Io = ?SH:cap(),
+    _ = dbg_collector(),
+    {ok, _} = dbg:p(all, [c]),
+    {ok, _} = dbg:tpl(T, f, 1, []),
+    1 = beamprobe:calls("bpsh_target:f/1", 5, #{io_server => Io}),
+    W = spawn(fun() -> T:loop(f, 1, 5) end),
+    _ = ?L:wait_until(fun() -> count(?SH:cap_text(Io), <<"call bpsh_target:f(">>)
+                                   >= 5 end, 3000),
+    #{W := 5} = dbg_calls(x, 5),
+    Text = ?SH:cap_text(Io),
+    ct:log("~ts", [Text]),
+    ?assertEqual(nomatch, binary:match(Text, <<"skipped">>)),
+    ?assertEqual(nomatch, binary:match(Text, <<"another tool">>)),
+    beamprobe:clear().
 
 %%% ------------------------------------------------------------------------
 %%% Helpers
