@@ -24,9 +24,14 @@
 %%%   `call_count'/`call_time' counters do not make a function taken: they
 %%%   are separate breakpoints and coexist with trace patterns.  A tracer
 %%%   (of a process or a meta pattern) that is a process or port that has
-%%%   exited takes nothing.  A pattern
-%%%   on `{M, '_', '_'}' or `{M, F, '_'}' with some functions taken is set
-%%%   on the others one by one.
+%%%   exited, or `[]', takes nothing.  A pattern on `{M, '_', '_'}' or
+%%%   `{M, F, '_'}' with some functions taken is set on the others one by
+%%%   one.  A `'_'' module needs `force' anyway (beamprobe_config).
+%%%
+%%% `new' held by another tool is only seen at start; processes that tool
+%%% gets afterwards (spawned while it holds `new') are not asked for by
+%%% `erlang:trace/3' and so not taken either: the VM leaves a process whose
+%%% tracer is another, enabled one alone.
 %%%
 %%% What was skipped is in `info/1' and the summary (`skipped =>
 %%% #{procs => [Pid | new], procs_count => N, calls => [MFA]}', at most
@@ -57,8 +62,11 @@
 %%% then reported once per function or process: in `info/1' (`tampered =>
 %%% [{pattern, MFA, removed | replaced, SeenMs} | {procs, Pid | new,
 %%% removed | replaced, SeenMs}]', SeenMs from `erlang:system_time(millisecond)',
-%%% at most ?MAX_FINDINGS), as a `tampered' event in the trace
-%%% (docs/format.md) and so on the shell printer.  A change of match spec
+%%% at most ?MAX_FINDINGS, and `tampered_count'), as a `tampered' event in
+%%% the trace (docs/format.md) and so on the shell printer.  More than
+%%% ?MAX_EACH functions (processes) changed the same way in one round are
+%%% one report, `{pattern, {functions, N}, How, SeenMs}' (`{procs,
+%%% {processes, N}, ...}'), whose event lists the first five.  A change of match spec
 %%% on a function another beamprobe session claims is that session's doing:
 %%% taken as the new baseline, not reported.  With `on_tamper =>
 %%% reinstall' (not the default: it fights the other tool) the pattern or
@@ -183,7 +191,9 @@ with_pat({_, _, _}, F) -> F.
 functions({'_', _, _}) -> [];
 functions({M, F, A}) when F =/= '_', A =/= '_' -> [{M, F, A}];
 functions({M, F, '_'}) ->
-    try M:module_info(functions) of
+    %% The BIF, not M:module_info/1: that one may be traced (by this very
+    %% session: meta patterns trace every process, beamprobe's too).
+    try erlang:get_module_info(M, functions) of
         Fs -> [{M, N, Ar} || {N, Ar} <- Fs, F =:= '_' orelse N =:= F]
     catch _:_ -> []
     end.
