@@ -32,7 +32,8 @@
          no_report_on_stop/1, no_report_second_session/1,
          no_report_same_function/1, no_report_on_reload/1,
          shell_note/1, watchdog_not_traced/1, tampered_nif_args/1,
-         relied_pattern_removed/1, shell_next_to_dbg/1]).
+         relied_pattern_removed/1, shell_next_to_dbg/1,
+         redbug_wipe_reported/1]).
 
 -define(W, beamprobe_workload).
 -define(L, beamprobe_test_lib).
@@ -51,7 +52,8 @@ all() ->
      redbug_coexists, reinstall_option,
      no_report_on_stop, no_report_second_session, no_report_same_function,
      no_report_on_reload, shell_note, watchdog_not_traced,
-     tampered_nif_args, relied_pattern_removed, shell_next_to_dbg].
+     tampered_nif_args, relied_pattern_removed, shell_next_to_dbg,
+     redbug_wipe_reported].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -372,6 +374,28 @@ relied_pattern_removed(Config) ->
 the_session() ->
     [S] = beamprobe:list(),
     S.
+
+%% redbug's start clears every local pattern of the node (and its stop
+%% every process's flags): reported.
+redbug_wipe_reported(Config) ->
+    case load_redbug(Config) of
+        {skip, _} = Skip -> Skip;
+        ok ->
+            Q = ?W:start_worker(),
+            Self = self(),
+            reported(Config, #{calls => [?ADD]},
+                     fun() ->
+                             _ = redbug:start("beamprobe_workload:tick/1",
+                                              [{procs, [Q]}, {time, 20000},
+                                               {print_fun,
+                                                fun(M) -> Self ! {rb, M} end}]),
+                             _ = ?L:wait_until(fun() -> traced_by_other(Q) end,
+                                               5000)
+                     end,
+                     {pattern, ?ADD, removed}),
+            redbug:stop(),
+            ?W:stop_worker(Q)
+    end.
 
 %% on_tamper => reinstall: reported, then set again.
 reinstall_option(Config) ->
