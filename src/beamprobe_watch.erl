@@ -78,7 +78,11 @@
 %%% confirmation), and at most ?MAX_FUNS functions are watched per
 %%% session; with `procs => all' a process outside the sample that loses
 %%% its flags is not seen (`erlang:trace(all, false, ...)' is: it clears
-%%% `new' and the sample).  Message patterns (`messages') are not watched.
+%%% `new' and the sample).  Message patterns (`messages') and patterns on
+%%% every module (`{'_', '_', '_'}', with `force') are not watched.  A
+%%% process another tool starts tracing between the start's check and
+%%% `erlang:trace/3' fails a `procs => [...]' start (`trace_failed'), as
+%%% before; with `all' the VM leaves it to that tool.
 -module(beamprobe_watch).
 -behaviour(gen_server).
 
