@@ -537,10 +537,11 @@ finish(#st{res = undefined} = St, _Why) -> St;
 finish(#st{res = Res, config = C, started = T0} = St, Why) ->
     %% Flags off first (the node comes first), then the names; the
     %% watchdog before them (it must not see the session's own removal).
-    Coexist = coexist(St),
-    Targets = live_targets(St),
-    St1 = uninstall(St),
-    _ = annotate(St, Targets),
+    Coexist = coexist(St, beamprobe_watch:stop(St#st.watch)),
+    St0 = St#st{watch = undefined},
+    Targets = live_targets(St0),
+    St1 = uninstall(St0),
+    _ = annotate(St0, Targets),
     Stats = case nif(fun() -> beamprobe_nif:stop(Res) end) of
                 {ok, S} -> S;
                 {nif_error, E} -> unknown_stats(E)
@@ -602,7 +603,7 @@ abort(#st{res = Res, created_dir = Created, config = #{dir := Dir}} = St) ->
 %% claim: the janitor removes the patterns no other session holds.
 %% Idempotent.
 uninstall(#st{res = Res, traced = Traced, patterns = Pats} = St) ->
-    ok = beamprobe_watch:stop(St#st.watch),
+    _ = beamprobe_watch:stop(St#st.watch),
     Meta = maps:get(meta, St#st.config),
     ok = remove_flags(Res, Traced),
     ok = beamprobe_janitor:release(self(), Pats, Meta, St#st.msg_patterns),
@@ -666,11 +667,10 @@ info_map(#st{config = C, started = T0, matched = M} = St, Stats) ->
            tag => maps:get(tag, C),
            config => C},
                %% skipped, tampered: as in the summary
-               coexist(St)).
+               coexist(St, beamprobe_watch:findings(St#st.watch))).
 
 %% What was left to other tools and what they changed (beamprobe_watch).
-coexist(#st{skipped = Sk, watch = W}) ->
-    {Found, N} = beamprobe_watch:findings(W),
+coexist(#st{skipped = Sk}, {Found, N}) ->
     #{skipped => case Sk of
                      undefined -> #{procs => [], procs_count => 0,
                                     calls => []};

@@ -313,15 +313,18 @@ start_link(Session, Expected) ->
 
 %% @doc Stops the watchdog and waits until it has ended: nothing it sees
 %% afterwards (the session removing its own tracing) is reported.
--spec stop(pid() | undefined) -> ok.
-stop(undefined) -> ok;
+%% Returns its last findings, as {@link findings/1}.
+-spec stop(pid() | undefined) -> {[finding()], non_neg_integer()}.
+stop(undefined) -> {[], 0};
 stop(W) ->
     unlink(W),
     Ref = monitor(process, W),
-    exit(W, kill),
+    Last = call(W, stop, {[], 0}),
+    exit(W, kill),                      % if it has not ended by itself
     receive {'DOWN', Ref, process, W, _} -> ok
     after 5000 -> ok
-    end.
+    end,
+    Last.
 
 %% @doc What is installed now is the new baseline (the session has just
 %% installed it again, e.g. after a NIF reload); unconfirmed differences
@@ -425,11 +428,15 @@ val({_, V}) -> V;
 val(undefined) -> undefined.
 
 %% @private
--spec handle_call(term(), gen_server:from(), #w{}) -> {reply, term(), #w{}}.
+-spec handle_call(term(), gen_server:from(), #w{}) ->
+          {reply, term(), #w{}} | {stop, normal, term(), #w{}}.
 handle_call(rebase, _From, W) ->
     {reply, ok, baseline(W)};
 handle_call(findings, _From, #w{findings = Fs, count = N} = W) ->
     {reply, {lists:reverse(Fs), N}, W};
+handle_call(stop, _From, #w{findings = Fs, count = N} = W) ->
+    %% The last answer: nothing is checked after it.
+    {stop, normal, {lists:reverse(Fs), N}, W};
 handle_call(_, _From, W) ->
     {reply, {error, unknown_request}, W}.
 
