@@ -53,7 +53,7 @@
 #include <stdint.h>
 
 #define BP_FORMAT_MAJOR 1
-#define BP_FORMAT_MINOR 1
+#define BP_FORMAT_MINOR 2
 
 #define BP_CTF_MAGIC 0xC1FC1FC1u
 
@@ -173,6 +173,13 @@ enum bp_field_kind {
 	F(X, U64, ring_full) F(X, U64, overwritten) F(X, U64, too_big)     \
 	F(X, U64, limit) F(X, U64, rate) F(X, U64, stopped)                \
 	F(X, U64, no_buffer) F(X, U64, dumping) F(X, U64, io_error)
+/* Another tool removed or replaced what the session installed
+ * (src/beamprobe_watch.erl): what ("pattern" or "flags"), subject (m:f/a,
+ * a pid, or "new"), how ("removed" or "replaced") and detail (what is
+ * there now).  The event's pid is the process for "flags", else 0. */
+#define BP_FIELDS_TAMPERED(F, X)                                           \
+	F(X, TEXT, what) F(X, TEXT, subject) F(X, TEXT, how)               \
+	F(X, TEXT, detail)
 
 #define BP_EVENTS(E)                                                       \
 	E(PROCESS, 0, "process", BP_FIELDS_PROCESS, internal)              \
@@ -202,7 +209,8 @@ enum bp_field_kind {
 	E(GC_MAJOR_END, 22, "gc_major_end", BP_FIELDS_GC, gc)              \
 	E(PORT_OPEN, 23, "port_open", BP_FIELDS_PORT_OPEN, ports)          \
 	E(PORT_CLOSED, 24, "port_closed", BP_FIELDS_PORT_CLOSED, ports)    \
-	E(DROPS, 25, "drops", BP_FIELDS_DROPS, internal)
+	E(DROPS, 25, "drops", BP_FIELDS_DROPS, internal)                   \
+	E(TAMPERED, 26, "tampered", BP_FIELDS_TAMPERED, internal)
 
 enum bp_event_id {
 #define BP__ENUM(name, id, str, fields, cat) BP_EV_##name = id,

@@ -29,8 +29,12 @@
 %% asked (`return', `exceptions': asking costs a stack frame per traced
 %% call until it returns, which a tail-recursive loop never does); a
 %% session ends after 60 seconds or 1 GiB written
-%%% unless told otherwise (`limits'), never takes over a process another
-%%% tracer traces (`force'), refuses to trace every module (`force'), and
+%%% unless told otherwise (`limits'), never takes a process or a trace
+%%% pattern from another tool (dbg, recon_trace, redbug: it traces the
+%%% rest and lists what it skipped, `info/1' key `skipped'; `force'
+%%% takes them), reports within a second when another tool removes or
+%%% replaces its patterns or flags (`info/1' key `tampered', a `tampered'
+%%% event; beamprobe_watch), refuses to trace every module (`force'), and
 %%% ends when the process that started it dies.  Memory is bounded by
 %%% `buffer' bytes per scheduler thread that produces events; when a
 %%% buffer is full, events are dropped and counted (`overflow').
@@ -70,7 +74,8 @@
           on_rate => drop | stop,        % drop: rate surplus dropped
           meta => boolean(),             % false: meta-trace the calls
           tag => term(),                 % undefined: a label for list/info
-          force => boolean()}.           % false
+          force => boolean(),            % false: leave other tools' own
+          on_tamper => report | reinstall}. % report (beamprobe_watch)
 %% What to trace and how; every key is optional (defaults on the right).
 %%
 %% `return' and `exceptions' are off unless asked: they install
@@ -112,9 +117,17 @@
 %% Returns `{error, Reason}' (see {@link format_error/1}) for any bad input:
 %% an unknown option or value, a dead pid or unknown registered name, a
 %% module that does not exist, a pattern that matches nothing, an
-%% unwritable or non-empty output directory, or processes already traced
-%% by another tracer (`{already_traced, Pids}', unless `force => true').
-%% Nothing stays installed after an error.
+%% unwritable or non-empty output directory, or nothing left to trace
+%% once what another tool holds is left to it (`{already_traced, What}':
+%% every listed process, `new', or every function of a meta session;
+%% `force => true' takes them).  Nothing stays installed after an error.
+%%
+%% What another tool holds is skipped, not refused: processes it traces,
+%% functions it has a trace pattern on (meta: a meta pattern); `info/1'
+%% and the summary list them (`skipped => #{procs, procs_count, calls}'),
+%% and what another tool later removes or replaces is reported there too
+%% (`tampered', `tampered_count'), in the trace (`tampered' events) and
+%% by the shell printer (beamprobe_watch has the details and limits).
 -spec start(spec()) -> {ok, session()} | {error, term()}.
 start(Spec) ->
     case start_matched(Spec) of

@@ -37,7 +37,8 @@
                     tag := term(),
                     sinks := [sink()],
                     dir := file:filename() | undefined,
-                    force := boolean()}.
+                    force := boolean(),
+                    on_tamper := report | reinstall}.
 -type sink() :: #{type := file | handler,
                   module => module(), arg => term(),
                   kinds := non_neg_integer(), procs := all | [pid()],
@@ -49,7 +50,7 @@
 
 -define(KEYS, [procs, calls, return, exceptions, return_to, events, output,
                args, capture, buffer, overflow, limits, force, on_rate,
-               meta, messages, tag]).
+               meta, messages, tag, on_tamper]).
 -define(EVENTS, [call, send, 'receive', procs, running, gc, ports]).
 -define(MIN_BUFFER, 16384).
 -define(MAX_BUFFER, 1 bsl 32).
@@ -85,7 +86,11 @@ defaults() ->
       meta => false,
       messages => [],
       tag => undefined,
-      force => false}.
+      force => false,
+      %% What the watchdog does when another tool removes or replaces
+      %% the session's patterns or flags (beamprobe_watch): report it;
+      %% `reinstall' also sets them again (it fights the other tool).
+      on_tamper => report}.
 
 %% @doc Checks a spec; returns the full configuration or the first error.
 -spec validate(term()) -> {ok, config()} | {error, term()}.
@@ -98,7 +103,7 @@ validate(Spec) ->
     {error, {bad_spec, Spec, "a map is expected"}}.
 
 check(S) ->
-    Steps = [fun force/1, fun procs/1, fun calls/1, fun bools/1,
+    Steps = [fun force/1, fun on_tamper/1, fun procs/1, fun calls/1, fun bools/1,
              fun events/1, fun args/1, fun capture/1, fun buffer/1,
              fun overflow/1, fun limits/1, fun on_rate/1, fun output/1,
              fun meta/1, fun messages/1, fun nothing/1],
@@ -113,6 +118,10 @@ run([F | Fs], S) ->
 
 force(#{force := F} = S) when is_boolean(F) -> {ok, S};
 force(#{force := F}) -> bad(force, F).
+
+on_tamper(#{on_tamper := T} = S) when T =:= report; T =:= reinstall ->
+    {ok, S};
+on_tamper(#{on_tamper := T}) -> bad(on_tamper, T).
 
 procs(#{procs := P} = S) when P =:= all; P =:= new; P =:= existing ->
     {ok, S};

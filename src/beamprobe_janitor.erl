@@ -23,7 +23,7 @@
 -behaviour(gen_server).
 
 -export([start_link/0, claim/3, register_session/5, release/4,
-         unregister_session/1]).
+         unregister_session/1, others_patterns/1]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 
 -type mfa_pat() :: {atom(), atom(), arity() | '_'}.
@@ -78,6 +78,15 @@ release(Session, Patterns, Meta, MsgPatterns) ->
 unregister_session(Session) ->
     gen_server:call(?MODULE, {unregister, Session}, infinity).
 
+%% @doc The call patterns claimed by every session but `Session'
+%% (beamprobe's own, for beamprobe_watch: not another tool's).  `[]'
+%% without a janitor.
+-spec others_patterns(pid()) -> [mfa_pat()].
+others_patterns(Session) ->
+    try gen_server:call(?MODULE, {others_patterns, Session}, 5000)
+    catch exit:_ -> []
+    end.
+
 %% @private
 -spec init([]) -> {ok, #{reference() => entry()}}.
 init([]) ->
@@ -107,6 +116,9 @@ handle_call({release, Session, Patterns, Meta, MsgPats}, _From, St) ->
     St1 = forget(Session, St),
     remove_patterns(Patterns, Meta, MsgPats, St1),
     {reply, ok, St1};
+handle_call({others_patterns, Session}, _From, St) ->
+    {reply, [MFA || #{pid := P, claim := {_, Ms}} <- maps:values(St),
+                    P =/= Session, {_, _, _} = MFA <- Ms], St};
 handle_call({unregister, Session}, _From, St) ->
     {reply, ok, forget(Session, St)};
 handle_call(_, _From, St) ->

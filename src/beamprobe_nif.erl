@@ -15,7 +15,7 @@
          trace/5, trace_send/5, trace_receive/5,
          trace_procs/5, trace_ports/5, trace_running_procs/5,
          trace_garbage_collection/5]).
--export([start/1, stop/1, info/1, dump/1, annotate/2, ack/2,
+-export([start/1, stop/1, info/1, dump/1, annotate/2, tampered/3, ack/2,
          render/2, render_args/2, render_mfa/3, thread_slot/0, clock/0,
          make_dir/1, live_sessions/0]).
 -export([loaded/0, is_loaded/0]).
@@ -165,6 +165,15 @@ dump(_Session) -> ?NOT_LOADED.
                             mfa() | binary() | undefined}]) ->
           {ok, non_neg_integer()}.
 annotate(_Session, _List) -> ?NOT_LOADED.
+
+%% @doc Writes a `tampered' event (docs/format.md) into the session's
+%% trace: another tool removed or replaced what the session installed.
+%% `Pid' is the process concerned (`undefined' for a pattern or `new');
+%% `Fields' are the texts `what', `subject', `how' and `detail', each cut
+%% at 1024 bytes.  Counted as an event; a full ring counts it as lost.
+-spec tampered(session(), pid() | undefined, [binary()]) ->
+          ok | {error, stopped | no_buffer | ring_full}.
+tampered(_Session, _Pid, _Fields) -> ?NOT_LOADED.
 
 %% @doc A handler consumed batch number `Index''s worth: one credit back.
 -spec ack(session(), non_neg_integer()) -> ok.

@@ -136,6 +136,13 @@ line(#{event := dropped, count := N} = E, St) ->
     %% Events were lost: the call stacks are no longer known.
     {io_lib:format("% beamprobe: dropped ~b events (~ts)~n",
                    [N, causes(E)]), St#st{stacks = #{}}};
+line(#{event := tampered, what := W, subject := S, how := H,
+       detail := D}, St) ->
+    %% Another tool changed what the session installed (beamprobe_watch).
+    {["% beamprobe: another tool ", H, " ", case W of
+                                                 <<"pattern">> -> "the pattern on ";
+                                                 _ -> "the trace flags of "
+                                             end, S, ": ", D, "\n"], St};
 line(#{event := process}, St) ->
     {[], St}; % annotations: `beamprobe print' shows them only on request
 line(#{ts := Ts, pid := Pid} = E, St) ->

@@ -33,7 +33,11 @@
              started :: integer(),
              timer :: undefined | reference(),
              summary :: undefined | map(),
-             nif_reloads = 0 :: non_neg_integer()}).
+             nif_reloads = 0 :: non_neg_integer(),
+             %% Coexistence with other tools (beamprobe_watch): what was
+             %% left to them, and the watchdog.
+             skipped :: undefined | beamprobe_watch:skipped(),
+             watch :: undefined | pid()}).
 
 %% @doc Starts a session process for `Owner'; it traces nothing until asked
 %% to `install'.
@@ -119,7 +123,7 @@ install(#st{config = C} = St) ->
     Steps = [fun check_conflicts/1, fun check_tracers/1, fun make_dir/1,
              fun start_handlers/1, fun start_nif/1, fun set_patterns/1,
              fun set_flags/1, fun annotate_start/1, fun start_timer/1,
-             fun register_janitor/1],
+             fun register_janitor/1, fun start_watch/1],
     run(Steps, St, C).
 
 run([], St, _C) -> {ok, St};
@@ -155,33 +159,13 @@ claim(#{procs := Procs, meta := Meta, events := Ev, calls := Calls,
 mfa({{_, _, _} = MFA, _MS}) -> MFA;
 mfa({_, _, _} = MFA) -> MFA.
 
-%% A process traced by another tracer is not taken over unless forced.
-check_tracers(#st{config = #{meta := true, events := []}} = St) ->
-    {ok, St};
-check_tracers(#st{config = #{procs := Procs, force := Force}} = St) ->
-    Targets = case Procs of
-                  new -> [];
-                  L when is_list(L) -> L;
-                  _ -> processes() -- [self()]
-              end,
-    Taken = [P || P <- Targets, other_tracer(P)],
-    NewTaken = (Procs =:= new orelse Procs =:= all)
-        andalso trace_info(new, tracer) =/= {tracer, []},
-    case {Taken, NewTaken, Force} of
-        {[], false, _} -> {ok, St};
-        {_, _, true} ->
-            _ = [catch erlang:trace(P, false, [all]) || P <- Taken],
-            NewTaken andalso erlang:trace(new, false, [all]),
-            {ok, St};
-        {[], true, false} -> {error, {already_traced, [new]}, St};
-        {_, _, false} -> {error, {already_traced, Taken}, St}
-    end.
-
-other_tracer(P) ->
-    case trace_info(P, tracer) of
-        {tracer, []} -> false;
-        {tracer, _} -> true;
-        undefined -> false
+%% What another tool (dbg, recon_trace, redbug, ...) traces is left to it
+%% unless forced: beamprobe_watch:skip/2 says what, and what is left to
+%% trace.
+check_tracers(#st{config = C} = St) ->
+    case beamprobe_watch:skip(C, self()) of
+        {ok, C1, Skipped} -> {ok, St#st{config = C1, skipped = Skipped}};
+        {error, Reason} -> {error, Reason, St}
     end.
 
 make_dir(#st{config = #{dir := undefined}} = St) ->
@@ -332,7 +316,8 @@ set_patterns(#st{config = #{calls := Calls} = C, res = Res} = St) ->
                 true -> [{meta, beamprobe_nif, Res}];
                 false -> [local]
             end,
-    set_patterns(general_first(Calls), Default, Flags, St).
+    set_patterns(general_first(beamprobe_watch:to_set(Calls, St#st.skipped)),
+                 Default, Flags, St).
 
 %% The last trace_pattern/3 on a function wins: set `{m, '_', '_'}' before
 %% `{{m, f, 1}, MatchSpec}', so that the specific pattern's match spec
@@ -434,7 +419,7 @@ retrace(#st{config = C, traced = Traced, handlers = Hs} = St) ->
     _ = (catch beamprobe_nif:is_loaded()),
     Flags = tracer_flags(St),
     Untraced = fun(P) -> trace_info(P, tracer) =:= {tracer, []} end,
-    Own = own_processes(Hs),
+    Own = own_processes(Hs) ++ [St#st.watch],
     Ports = lists:member(ports, maps:get(events, C)),
     Targets = case Traced of
                   L when is_list(L) -> L;
@@ -460,6 +445,7 @@ retrace(#st{config = C, traced = Traced, handlers = Hs} = St) ->
                 catch set_patterns(St#st{patterns = [], msg_patterns = []});
             false -> ok
         end,
+    ok = beamprobe_watch:rebase(St#st.watch),
     St#st{nif_reloads = St#st.nif_reloads + 1}.
 
 %% beamprobe's own processes, never traced: this session, its handlers,
@@ -529,6 +515,18 @@ register_janitor(#st{res = Res, patterns = Pats, config = C} = St) ->
                                             maps:get(meta, C), claim(C)),
     {ok, St}.
 
+%% The watchdog: reports what another tool removes or replaces.
+start_watch(#st{res = Res, patterns = Pats, config = C, traced = T} = St) ->
+    {ok, W} = beamprobe_watch:start_link(
+                self(), #{res => Res, meta => maps:get(meta, C),
+                          patterns => Pats, procs => T,
+                          relied => case St#st.skipped of
+                                        #{calls := Sk} -> Sk;
+                                        _ -> []
+                                    end,
+                          on_tamper => maps:get(on_tamper, C, report)}),
+    {ok, St#st{watch = W}}.
+
 %%% ------------------------------------------------------------------------
 %%% Stopping
 %%% ------------------------------------------------------------------------
@@ -537,10 +535,13 @@ register_janitor(#st{res = Res, patterns = Pats, config = C} = St) ->
 finish(#st{summary = Sum} = St, _Why) when Sum =/= undefined -> St;
 finish(#st{res = undefined} = St, _Why) -> St;
 finish(#st{res = Res, config = C, started = T0} = St, Why) ->
-    %% Flags off first (the node comes first), then the names.
-    Targets = live_targets(St),
-    St1 = uninstall(St),
-    _ = annotate(St, Targets),
+    %% Flags off first (the node comes first), then the names; the
+    %% watchdog before them (it must not see the session's own removal).
+    Coexist = coexist(St, beamprobe_watch:stop(St#st.watch)),
+    St0 = St#st{watch = undefined},
+    Targets = live_targets(St0),
+    St1 = uninstall(St0),
+    _ = annotate(St0, Targets),
     Stats = case nif(fun() -> beamprobe_nif:stop(Res) end) of
                 {ok, S} -> S;
                 {nif_error, E} -> unknown_stats(E)
@@ -560,8 +561,8 @@ finish(#st{res = Res, config = C, started = T0} = St, Why) ->
             tag => maps:get(tag, C)},
     _ = [beamprobe_handler:stop(H, Why) || H <- St1#st.handlers],
     Sum1 = case Stats of
-               #{nif_error := NE} -> Sum#{nif_error => NE};
-               _ -> Sum
+               #{nif_error := NE} -> maps:merge(Sum#{nif_error => NE}, Coexist);
+               _ -> maps:merge(Sum, Coexist)
            end,
     St1#st{summary = Sum1}.
 
@@ -602,6 +603,7 @@ abort(#st{res = Res, created_dir = Created, config = #{dir := Dir}} = St) ->
 %% claim: the janitor removes the patterns no other session holds.
 %% Idempotent.
 uninstall(#st{res = Res, traced = Traced, patterns = Pats} = St) ->
+    _ = beamprobe_watch:stop(St#st.watch),
     Meta = maps:get(meta, St#st.config),
     ok = remove_flags(Res, Traced),
     ok = beamprobe_janitor:release(self(), Pats, Meta, St#st.msg_patterns),
@@ -610,7 +612,7 @@ uninstall(#st{res = Res, traced = Traced, patterns = Pats} = St) ->
         T -> erlang:cancel_timer(T)
     end,
     St#st{traced = none, patterns = [], msg_patterns = [],
-          timer = undefined}.
+          timer = undefined, watch = undefined}.
 
 %% @private
 %% Removes the trace flags of every process or port traced by the session
@@ -658,12 +660,23 @@ trace_info(PidPortFuncEvent, Item) ->
     erlang:apply(erlang, trace_info, [PidPortFuncEvent, Item]).
 
 info_map(#st{config = C, started = T0, matched = M} = St, Stats) ->
-    Stats#{seconds => (erlang:monotonic_time(millisecond) - T0) / 1000,
+    maps:merge(Stats#{seconds => (erlang:monotonic_time(millisecond) - T0) / 1000,
            output => output(C),
            matched => M,
            nif_reloads => St#st.nif_reloads,
            tag => maps:get(tag, C),
-           config => C}.
+           config => C},
+               %% skipped, tampered: as in the summary
+               coexist(St, beamprobe_watch:findings(St#st.watch))).
+
+%% What was left to other tools and what they changed (beamprobe_watch).
+coexist(#st{skipped = Sk}, {Found, N}) ->
+    #{skipped => case Sk of
+                     undefined -> #{procs => [], procs_count => 0,
+                                    calls => []};
+                     _ -> Sk
+                 end,
+      tampered => Found, tampered_count => N}.
 
 output(#{dir := undefined, sinks := Sinks}) ->
     [{handler, M} || #{type := handler, module := M} <- Sinks];

@@ -278,7 +278,7 @@ start_session(Spec, Owner, Tries) ->
 
 start_once(Spec, Owner, Tries) ->
     case beamprobe:start_matched(Spec, Owner) of
-        {ok, _S, N} -> N;
+        {ok, S, N} -> skipped_note(S, Spec), N;
         {error, {conflict, S, _}} = E when Tries > 1 ->
             case ending_shell_session(S) of
                 true -> start_once(Spec, Owner, Tries - 1);
@@ -286,6 +286,18 @@ start_once(Spec, Owner, Tries) ->
             end;
         {error, _} = E -> E
     end.
+
+%% One line naming what was left to another tool (beamprobe_watch).
+skipped_note(S, #{output := [{handler, beamprobe_printer, #{io := Io}, _} | _]}) ->
+    case beamprobe:info(S) of
+        {ok, #{skipped := Sk}} ->
+            case beamprobe_watch:skipped_note(Sk) of
+                none -> ok;
+                Line -> _ = (catch io:put_chars(Io, Line)), ok
+            end;
+        _ -> ok
+    end;
+skipped_note(_S, _Spec) -> ok.
 
 %% Is `S' a shell session that has ended (or is ending: its limit is
 %% reached)?  If so, waits (at most 5 s) until it is gone.

@@ -84,6 +84,8 @@ start_table(Dir) ->
      {return_to, [(V(return_to))(X) || X <- enum_bad()]},
      {meta, [(V(meta))(X) || X <- enum_bad()]},
      {force, [(V(force))(X) || X <- enum_bad()]},
+     {on_tamper, [(V(on_tamper))(X) || X <- [ignore, <<"report">>, 1,
+                                              improper([report]), deep()]]},
      {events, [(V(events))(X) || X <- [send, <<"send">>, improper([send]),
                                         1, 1.5, deep()]]
       ++ [{[send, exit], {bad_option, events, exit}},

@@ -219,6 +219,19 @@ static void describe(struct bp_out *o, const struct bp_event *e,
 			bp_out_str(o, " none");
 		break;
 	}
+	case BP_EV_TAMPERED:
+		/* "tampered pattern m:f/1 removed: <detail>" */
+		bp_out_str(o, "tampered ");
+		txt(o, e, BP_FLD(TAMPERED, what));
+		bp_out_char(o, ' ');
+		txt(o, e, BP_FLD(TAMPERED, subject));
+		bp_out_char(o, ' ');
+		txt(o, e, BP_FLD(TAMPERED, how));
+		if (e->len[BP_FLD(TAMPERED, detail)]) {
+			bp_out_mem(o, ": ", 2);
+			txt(o, e, BP_FLD(TAMPERED, detail));
+		}
+		break;
 	default: /* a class added by a later format minor version */
 		bp_out_str(o, r->meta.classes[e->cls].name);
 		break;

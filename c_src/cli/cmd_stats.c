@@ -45,6 +45,7 @@ struct stats {
 	uint32_t nflows, capflows;
 	struct bp_strtab texts; /* receivers' texts from send events */
 	uint64_t events, first, last;
+	uint64_t tampered; /* "tampered" events: another tool's changes */
 	int oom;
 	enum sort_key sort;
 };
@@ -196,6 +197,8 @@ static void consume(struct stats *st)
 		if (!st->events++)
 			st->first = e->ts;
 		st->last = e->ts;
+		if (e->id == BP_EV_TAMPERED)
+			st->tampered++;
 		if (!p)
 			continue;
 		bp_model_count(p, e);
@@ -551,6 +554,7 @@ static void report_losses(struct stats *st, struct bp_out *o, int json)
 		bp_out_str(o, "}}");
 		json_key(o, "unmatched_returns", st->m.unmatched, 1);
 		json_key(o, "stack_resets", st->m.resets, 1);
+		json_key(o, "tampered", st->tampered, 1);
 		bp_out_str(o, ",\"damaged\":");
 		bp_out_str(o, st->r.diag.problems ? "true" : "false");
 		return;
@@ -579,6 +583,13 @@ static void report_losses(struct stats *st, struct bp_out *o, int json)
 		bp_out_str(o, "Returns without a traced call: ");
 		bp_out_u64(o, st->m.unmatched);
 		bp_out_char(o, '\n');
+	}
+	if (st->tampered) {
+		/* Events are missing from then on: say so, and where. */
+		bp_out_str(o, "Changed by another tool (patterns or flags "
+			      "removed or replaced): ");
+		bp_out_u64(o, st->tampered);
+		bp_out_str(o, " (beamprobe print shows them as \"tampered\")\n");
 	}
 }
 

@@ -24,6 +24,7 @@
 #include "bp_cli.h"
 #include "bp_model.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -225,11 +226,39 @@ static void match_receive(struct te *t, const struct bp_proc *p,
 	bp_out_char(o, '}');
 }
 
+/* Another tool changed the session's tracing: a global instant, named
+ * "tampered: pattern m:f/1 removed", with the detail. */
+static void tampered(struct te *t, const struct bp_event *e)
+{
+	char nm[512];
+	int n = snprintf(nm, sizeof nm, "tampered: %.*s %.*s %.*s",
+			 (int)e->len[BP_FLD(TAMPERED, what)],
+			 e->str[BP_FLD(TAMPERED, what)],
+			 (int)e->len[BP_FLD(TAMPERED, subject)],
+			 e->str[BP_FLD(TAMPERED, subject)],
+			 (int)e->len[BP_FLD(TAMPERED, how)],
+			 e->str[BP_FLD(TAMPERED, how)]);
+
+	if (n < 0)
+		return;
+	head(t, "i", NULL, 1, e->ts);
+	bp_out_str(t->o, ",\"s\":\"g\"");
+	name(t, nm, (size_t)n < sizeof nm ? (size_t)n : sizeof nm - 1,
+	     "beamprobe");
+	args(t, "detail", e->str[BP_FLD(TAMPERED, detail)],
+	     e->len[BP_FLD(TAMPERED, detail)], NULL, NULL, 0);
+	bp_out_char(t->o, '}');
+}
+
 static void event(struct te *t, const struct bp_event *e)
 {
 	struct bp_proc *p = e->pid ? bp_model_proc(&t->m, e->pid) : NULL;
 	uint32_t depth = p ? p->depth : 0;
 
+	if (e->id == BP_EV_TAMPERED) {
+		tampered(t, e);
+		return;
+	}
 	if (!p) {
 		bp_model_apply(&t->m, e);
 		return;

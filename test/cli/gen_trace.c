@@ -17,6 +17,9 @@
  *                            into a 2 s trace (item 14)
  *   gen_trace drops DIR      calls open when events are lost, a call
  *                            open at the end (item 15)
+ *   gen_trace tampered DIR   calls, then another tool's change of the
+ *                            session's tracing: one for a pattern (pid
+ *                            0), one for a process (issue 8)
  *   gen_trace deep DIR N     N-deep direct recursion and N-deep mutual
  *                            recursion, every level with own time (17)
  *   gen_trace many DIR N     N short-lived processes (item 20)
@@ -469,6 +472,33 @@ static void gen_drops(const char *dir)
 	check(bp_ctf_stream_close(&b, 0), "close");
 }
 
+/* "tampered": what / subject / how / detail, all text. */
+static void tampered(struct bp_ctf_stream *st, uint64_t ts, uint64_t pid,
+		     const char *what, const char *subject, const char *how,
+		     const char *detail)
+{
+	struct ev e;
+	add(st, s_(s_(s_(s_(begin(&e, BP_EV_TAMPERED, ts, pid), what),
+			 subject), how), detail), 0);
+}
+
+static void gen_tampered(const char *dir)
+{
+	struct bp_ctf_stream a;
+
+	metadata(dir, uuid7);
+	check(bp_ctf_stream_open(&a, dir, 0, uuid7, 4096), "thread-000");
+	process(&a, US(0), P1, "<0.100.0>", "", "");
+	call(&a, US(1), P1, "m:f/1", "(1)", "");
+	ret(&a, US(2), P1, "m:f/1", "1");
+	tampered(&a, US(3), 0, "pattern", "m:f/1", "removed",
+		 "the trace pattern is gone");
+	tampered(&a, US(4), P1, "procs", "<0.100.0>", "replaced",
+		 "now traced by <0.90.0> with flags [call]");
+	one_str(&a, BP_EV_RECEIVE, US(5), P1, "x");
+	check(bp_ctf_stream_close(&a, 0), "close");
+}
+
 static void gen_deep(const char *dir, int n)
 {
 	struct bp_ctf_stream a;
@@ -533,6 +563,10 @@ int main(int argc, char **argv)
 		gen_drops(argv[2]);
 		return 0;
 	}
+	if (argc == 3 && strcmp(argv[1], "tampered") == 0) {
+		gen_tampered(argv[2]);
+		return 0;
+	}
 	if (argc == 4 && strcmp(argv[1], "deep") == 0) {
 		gen_deep(argv[2], atoi(argv[3]));
 		return 0;
@@ -549,7 +583,7 @@ int main(int argc, char **argv)
 		gen_big(argv[2], strtoull(argv[3], NULL, 10));
 		return 0;
 	}
-	fprintf(stderr, "usage: gen_trace basic|flows|names|exitsched|drops "
-			"DIR | gen_trace big|deep|many DIR N\n");
+	fprintf(stderr, "usage: gen_trace basic|flows|names|exitsched|drops|"
+			"tampered DIR | gen_trace big|deep|many DIR N\n");
 	return 1;
 }

@@ -342,6 +342,24 @@ check "13 print: a name the tracer writes plainly (maybe, OTP 25) stays plain" "
 run print --proc 'my name' "$I7/names"; check "13 --proc matches the raw form" "$(wc -l <"$WORK/out")" 3
 run print --proc "'my name'" "$I7/names"; check "13 --proc matches the Erlang form" "$(wc -l <"$WORK/out")" 3
 run print --proc srv "$I7/names"; check "13 --proc srv: the lines of each holder while it held it" "$(wc -l <"$WORK/out")" 5
+# issue 8: a `tampered' event (another tool changed the session's tracing)
+"$GEN" tampered "$I7/tampered"
+run print "$I7/tampered"; cp "$WORK/out" "$I7/ta.print"
+check "8 print: the pattern line" "$(grep -c '^12:00:00.000003 - tampered pattern m:f/1 removed: the trace pattern is gone$' "$I7/ta.print")" 1
+check "8 print: the process line, on its process" "$(grep -c '^12:00:00.000004 <0.100.0> tampered procs <0.100.0> replaced: now traced by <0.90.0> with flags \[call\]$' "$I7/ta.print")" 1
+run print --event tampered "$I7/tampered"; check "8 print --event tampered: just those" "$(wc -l <"$WORK/out")" 2
+run print --event calls "$I7/tampered"; check "8 print --event calls: none of those" "$(grep -c tampered "$WORK/out")" 0
+run stats "$I7/tampered"
+check "8 stats: says the tracing was changed, how often" "$(grep -c '^Changed by another tool (patterns or flags removed or replaced): 2 ' "$WORK/out")" 1
+run stats --json "$I7/tampered"; check "8 stats --json: tampered 2" "$(grep -o '"tampered":[0-9]*' "$WORK/out")" '"tampered":2'
+run info "$I7/tampered"; check "8 info: counted as an event kind" "$(grep -cE '^  tampered +2$' "$WORK/out")" 1
+if have python3; then
+	run export -F perfetto -o "$I7/ta.perfetto" "$I7/tampered"
+	check "8 perfetto: two global instants" "$(json_get "$I7/ta.perfetto" "sorted(e['name'] for e in d['traceEvents'] if e['ph']=='i' and e.get('s')=='g')")" "['tampered: pattern m:f/1 removed', 'tampered: procs <0.100.0> replaced']"
+fi
+if have babeltrace2; then
+	check "8 babeltrace2 reads both (the oracle)" "$(babeltrace2 "$I7/tampered" 2>&1 | grep -c 'tampered: .*what = ')" 2
+fi
 # 16: --until is inclusive at the printed precision
 run print --until 12:00:00.000040 "$I7/drops"
 check "16 print --until T includes the line printed at T" "$(grep -c '12:00:00.000040 .* received x' "$WORK/out")" 1

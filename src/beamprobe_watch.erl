@@ -1,0 +1,687 @@
+%%% @doc Coexistence with other tracing tools (dbg, recon_trace, redbug,
+%%% ...): what a session leaves to them when it starts, and a watchdog that
+%%% notices when one of them removes or replaces what the session
+%%% installed.
+%%%
+%%% == Skipping what another tool holds (skip/2) ==
+%%%
+%%% On OTP 25 a process has one tracer and a function one trace pattern
+%%% (and one meta pattern).  Unless `force => true', a session takes
+%%% neither from another tool:
+%%%
+%%% - a process is taken when its tracer (`erlang:trace_info(P, tracer)')
+%%%   is set and is not beamprobe's (`{beamprobe_nif, _}'); `new' is taken
+%%%   when the default tracer of new processes is someone else's.  A taken
+%%%   process is not traced (`procs => all' then traces the other ones, and
+%%%   only `existing' ones when `new' is taken);
+%%% - a function is taken, for a session with `local' patterns, when it has
+%%%   a trace pattern (`erlang:trace_info(MFA, traced)' is `local' or
+%%%   `global') that no beamprobe session claims; for a `meta => true'
+%%%   session, when it has a meta tracer that is not beamprobe's.  Its
+%%%   pattern is left as it is.  The session's processes still get call
+%%%   events from it (the pattern is global, the tracer is per process),
+%%%   filtered by the other tool's match spec, not the session's.
+%%%   `call_count'/`call_time' counters do not make a function taken: they
+%%%   are separate breakpoints and coexist with trace patterns.  A tracer
+%%%   (of a process or a meta pattern) that is a process or port that has
+%%%   exited, or `[]', takes nothing.  A pattern on `{M, '_', '_'}' or
+%%%   `{M, F, '_'}' with some functions taken is set on the others one by
+%%%   one.  A `'_'' module needs `force' anyway (beamprobe_config).
+%%%
+%%% `new' held by another tool is only seen at start; processes that tool
+%%% gets afterwards (spawned while it holds `new') are not asked for by
+%%% `erlang:trace/3' and so not taken either: the VM leaves a process whose
+%%% tracer is another, enabled one alone.
+%%%
+%%% What was skipped is in `info/1' and the summary (`skipped =>
+%%% #{procs => [Pid | new], procs_count => N, calls => [MFA]}', at most
+%%% ?MAX_SKIPPED pids listed).  A session left with nothing to trace fails
+%%% with `{error, {already_traced, Skipped}}'.  With `force => true', taken
+%%% processes (and `new') are cleared and taken over, and patterns are
+%%% overwritten, as before.
+%%%
+%%% == The watchdog (start_link/2) ==
+%%%
+%%% One process per session checks, every ?TICK_MS ms, what the session
+%%% installed against what it found right after installing (its baseline):
+%%%
+%%% - each function its patterns cover (`erlang:trace_info(MFA, traced |
+%%%   match_spec)', or `meta | meta_match_spec' for meta sessions):
+%%%   `removed' when the pattern is gone, `replaced' when another match
+%%%   spec, another meta tracer or a global pattern is there; and, for a
+%%%   session with local patterns, each function whose pattern it skipped
+%%%   and used: `removed' only (the other tool may change its own);
+%%% - the flags and tracer of the session's processes: every listed pid,
+%%%   or for `all'/`existing' a sample of at most ?SAMPLE of them (taken
+%%%   again when half have exited, at most every ?RESAMPLE_MS ms), plus
+%%%   `new': `removed' when the tracer is gone or some flags are,
+%%%   `replaced' when another tracer is there.
+%%%
+%%% A difference is confirmed ?CONFIRM_MS ms later (so that a NIF reload,
+%%% after which the session traces its processes again, is not reported),
+%%% then reported once per function or process: in `info/1' (`tampered =>
+%%% [{pattern, MFA, removed | replaced, SeenMs} | {procs, Pid | new,
+%%% removed | replaced, SeenMs}]', SeenMs from `erlang:system_time(millisecond)',
+%%% at most ?MAX_FINDINGS, and `tampered_count'), as a `tampered' event in
+%%% the trace (docs/format.md) and so on the shell printer.  More than
+%%% ?MAX_EACH functions (processes) changed the same way in one round are
+%%% one report, `{pattern, {functions, N}, How, SeenMs}' (`{procs,
+%%% {processes, N}, ...}'), whose event lists the first five.  A change of match spec
+%%% on a function another beamprobe session claims is that session's doing:
+%%% taken as the new baseline, not reported.  With `on_tamper =>
+%%% reinstall' (not the default: it fights the other tool) the pattern or
+%%% flags are set again after the report.
+%%%
+%%% Limits: at most ?FUNS_PER_TICK functions and ?PROCS_PER_TICK
+%%% processes are checked per tick (round robin beyond that, so a change is
+%%% seen within `ceil(N / ?FUNS_PER_TICK) * ?TICK_MS' ms plus the
+%%% confirmation), and at most ?MAX_FUNS functions are watched per
+%%% session; with `procs => all' a process outside the sample that loses
+%%% its flags is not seen (`erlang:trace(all, false, ...)' is: it clears
+%%% `new' and the sample).  Message patterns (`messages') and patterns on
+%%% every module (`{'_', '_', '_'}', with `force') are not watched.  A
+%%% process another tool starts tracing between the start's check and
+%%% `erlang:trace/3' fails a `procs => [...]' start (`trace_failed'), as
+%%% before; with `all' the VM leaves it to that tool.
+-module(beamprobe_watch).
+-behaviour(gen_server).
+
+-export([skip/2, to_set/2, start_link/2, stop/1, rebase/1, findings/1,
+         skipped_note/1]).
+-export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
+
+-export_type([skipped/0, finding/0]).
+
+-define(TICK_MS, 500).
+-define(CONFIRM_MS, 100).
+-define(FUNS_PER_TICK, 1000).
+-define(PROCS_PER_TICK, 200).
+-define(MAX_FUNS, 5000).
+-define(SAMPLE, 100).
+-define(RESAMPLE_MS, 10000).
+-define(MAX_FINDINGS, 100).
+-define(MAX_SKIPPED, 1000).
+-define(MAX_EACH, 3).
+
+-type mfa_pat() :: {atom(), atom(), arity() | '_'}.
+-type skipped() :: #{procs := [pid() | new], procs_count := non_neg_integer(),
+                     calls := [mfa()]}.
+-type finding() :: {pattern, mfa() | {functions, pos_integer()},
+                    removed | replaced, integer()}
+                 | {procs, pid() | new | {processes, pos_integer()},
+                    removed | replaced, integer()}.
+
+%%% ------------------------------------------------------------------------
+%%% Skipping
+%%% ------------------------------------------------------------------------
+
+%% @doc What session `Self' leaves to other tools: returns the
+%% configuration with the taken processes left out (`procs') and what was
+%% skipped; the patterns to set come from {@link to_set/2}.  With
+%% `force => true' clears the taken processes and `new' (taking them over)
+%% and skips nothing.
+-spec skip(beamprobe_config:config(), pid()) ->
+          {ok, beamprobe_config:config(), skipped()}
+        | {error, {already_traced, [pid() | new | mfa()]}}.
+skip(#{meta := true, events := []} = C, Self) ->
+    skip_calls(C, Self, [], 0);
+skip(#{procs := Procs, force := true} = C, _Self) ->
+    {_, Taken} = taken_procs(Procs),
+    _ = [catch erlang:trace(P, false, [all]) || P <- Taken, is_pid(P)],
+    _ = lists:member(new, Taken) andalso erlang:trace(new, false, [all]),
+    {ok, C, none()};
+skip(#{procs := Procs} = C, Self) ->
+    {NTargets, Taken} = taken_procs(Procs),
+    Pids = [P || P <- Taken, is_pid(P)],
+    NewTaken = lists:member(new, Taken),
+    %% Every existing process taken, and `new' too or not asked for.
+    AllTaken = NTargets > 0 andalso length(Pids) =:= NTargets andalso
+        (NewTaken orelse Procs =:= existing),
+    case Procs of
+        L when is_list(L), L =:= Pids -> {error, {already_traced, Pids}};
+        new when NewTaken -> {error, {already_traced, [new]}};
+        _ when AllTaken ->
+            {error, {already_traced, lists:sublist(Taken, ?MAX_SKIPPED)}};
+        L when is_list(L) -> skip_calls(C#{procs := L -- Pids}, Self, Taken,
+                                        length(Taken));
+        all when NewTaken -> skip_calls(C#{procs := existing}, Self,
+                                        Taken, length(Taken));
+        _ -> skip_calls(C, Self, Taken, length(Taken))
+    end.
+
+none() -> #{procs => [], procs_count => 0, calls => []}.
+
+skip_calls(#{force := true} = C, _Self, _Procs, _N) ->
+    {ok, C, none()};
+skip_calls(#{calls := Calls, meta := Meta} = C, Self, Procs, N) ->
+    Held = case Calls of
+               [] -> [];
+               _ -> beamprobe_janitor:others_patterns(Self)
+           end,
+    Taken = [F || Call <- Calls, F <- functions(pat(Call)),
+                  taken_fun(F, Meta, Held)],
+    Skipped = #{procs => lists:sublist(Procs, ?MAX_SKIPPED),
+                procs_count => N, calls => lists:usort(Taken)},
+    case Meta andalso Calls =/= [] andalso to_set(Calls, Skipped) =:= []
+        andalso maps:get(messages, C) =:= [] of
+        true -> {error, {already_traced, lists:usort(Taken)}};
+        false -> {ok, C, Skipped}
+    end.
+
+%% @doc The call patterns to set: `Calls' without the functions skipped
+%% (a wildcard pattern with some of its functions skipped becomes one
+%% pattern per function left).
+-spec to_set([mfa_pat() | {mfa_pat(), term()}], skipped() | undefined) ->
+          [mfa_pat() | {mfa_pat(), term()}].
+to_set(Calls, #{calls := Skipped}) when Skipped =/= [] ->
+    lists:append(
+      [begin
+           Funs = functions(pat(Call)),
+           case [F || F <- Funs, lists:member(F, Skipped)] of
+               [] -> [Call];
+               _ -> [with_pat(Call, F) || F <- Funs,
+                                          not lists:member(F, Skipped)]
+           end
+       end || Call <- Calls]);
+to_set(Calls, _) -> Calls.
+
+pat({{_, _, _} = MFA, _MS}) -> MFA;
+pat({_, _, _} = MFA) -> MFA.
+
+with_pat({{_, _, _}, MS}, F) -> {F, MS};
+with_pat({_, _, _}, F) -> F.
+
+%% The functions a pattern names (a '_' module: none, it needs force).
+functions({'_', _, _}) -> [];
+functions({M, F, A}) when F =/= '_', A =/= '_' -> [{M, F, A}];
+functions({M, F, '_'}) ->
+    %% The BIF, not M:module_info/1: that one may be traced (by this very
+    %% session: meta patterns trace every process, beamprobe's too).
+    try erlang:get_module_info(M, functions) of
+        Fs -> [{M, N, Ar} || {N, Ar} <- Fs, F =:= '_' orelse N =:= F]
+    catch _:_ -> []
+    end.
+
+%% The number of target processes, and those (and `new') another tool
+%% traces.
+taken_procs(Procs) ->
+    Targets = case Procs of
+                  new -> [];
+                  L when is_list(L) -> L;
+                  _ -> processes() -- [self()]
+              end,
+    New = case Procs of
+              existing -> [];
+              L2 when is_list(L2) -> [];
+              _ -> [new || foreign_tracer(new)]
+          end,
+    {length(Targets), [P || P <- Targets, foreign_tracer(P)] ++ New}.
+
+foreign_tracer(P) ->
+    case trace_info(P, tracer) of
+        {tracer, []} -> false;
+        {tracer, {beamprobe_nif, _}} -> false;
+        {tracer, T} -> alive(T);
+        _ -> false
+    end.
+
+%% A tracer process or port that has exited holds nothing (the VM itself
+%% replaces it); a tracer module is taken to be alive.
+alive([]) -> false;                   % no tracer (trace_info's `[]')
+alive(P) when is_pid(P) -> is_process_alive(P);
+alive(P) when is_port(P) -> erlang:port_info(P) =/= undefined;
+alive(_) -> true.
+
+taken_fun(F, false, Held) ->
+    case trace_info(F, traced) of
+        {traced, T} when T =:= local; T =:= global ->
+            not lists:any(fun(H) -> covers(H, F) end, Held);
+        _ -> false
+    end;
+taken_fun(F, true, _Held) ->
+    case trace_info(F, meta) of
+        {meta, false} -> false;
+        {meta, {beamprobe_nif, _}} -> false;
+        {meta, T} -> alive(T);
+        _ -> false
+    end.
+
+covers({M1, F1, A1}, {M, F, A}) ->
+    same(M1, M) andalso same(F1, F) andalso same(A1, A);
+covers(_, _) -> false.
+
+same('_', _) -> true;
+same(X, X) -> true;
+same(_, _) -> false.
+
+%% @doc One line for the shell saying what a session skipped, or `none'.
+-spec skipped_note(skipped() | undefined) -> none | string().
+skipped_note(#{procs_count := 0, calls := []}) -> none;
+skipped_note(#{procs := Procs, procs_count := N, calls := Calls}) ->
+    P = case N of
+            0 -> [];
+            _ -> [io_lib:format("~b process(es) traced by another tool "
+                                "(~s)", [N, list(Procs)])]
+        end,
+    C = case Calls of
+            [] -> [];
+            _ -> [io_lib:format("the pattern(s) of another tool on ~s "
+                                "(left as they are)",
+                                [list([mfa_text(M) || M <- Calls])])]
+        end,
+    lists:flatten(["% beamprobe: skipped ", lists:join(" and ", P ++ C),
+                   "; force => true takes them over\n"]);
+skipped_note(_) -> none.
+
+list(L) ->
+    Shown = [case X of
+                 S when is_list(S) -> S;
+                 T -> io_lib:format("~p", [T])
+             end || X <- lists:sublist(L, 3)],
+    lists:join(", ", Shown) ++ [", ..." || length(L) > 3].
+
+mfa_text({M, F, A}) -> io_lib:format("~tw:~tw/~b", [M, F, A]).
+
+%%% ------------------------------------------------------------------------
+%%% The watchdog
+%%% ------------------------------------------------------------------------
+
+-record(w, {session :: pid(),
+            res :: beamprobe_nif:session(),
+            meta :: boolean(),
+            reinstall :: boolean(),
+            relied = [] :: [mfa()],       % other tools' patterns used
+            funs = {[], []} :: {list(), list()},      % to check, checked
+            procs = {[], []} :: {list(), list()},
+            new = none :: none | {term(), term()},
+            traced :: term(),
+            sampled_at = 0 :: integer(),
+            pending = #{} :: #{term() => finding()},
+            confirm = false :: boolean(),
+            reported = #{} :: #{term() => true},
+            findings = [] :: [finding()],
+            count = 0 :: non_neg_integer()}).
+
+%% @doc Starts the watchdog of session `Session' (linked to the caller),
+%% right after it installed its tracing: `Expected' says what it
+%% installed: `res' (its NIF session), `meta', `patterns' (as set),
+%% `procs' (a pid list, `all', `existing', `new' or `none') and
+%% `on_tamper' (`report' or `reinstall').
+-spec start_link(pid(), map()) -> {ok, pid()} | {error, term()}.
+start_link(Session, Expected) ->
+    gen_server:start_link(?MODULE, {Session, Expected}, []).
+
+%% @doc Stops the watchdog and waits until it has ended: nothing it sees
+%% afterwards (the session removing its own tracing) is reported.
+%% Returns its last findings, as {@link findings/1}.
+-spec stop(pid() | undefined) -> {[finding()], non_neg_integer()}.
+stop(undefined) -> {[], 0};
+stop(W) ->
+    unlink(W),
+    Ref = monitor(process, W),
+    Last = call(W, stop, {[], 0}),
+    exit(W, kill),                      % if it has not ended by itself
+    receive {'DOWN', Ref, process, W, _} -> ok
+    after 5000 -> ok
+    end,
+    Last.
+
+%% @doc What is installed now is the new baseline (the session has just
+%% installed it again, e.g. after a NIF reload); unconfirmed differences
+%% are forgotten.
+-spec rebase(pid() | undefined) -> ok.
+rebase(undefined) -> ok;
+rebase(W) -> call(W, rebase, ok).
+
+%% @doc The differences reported so far, oldest first, and their number.
+-spec findings(pid() | undefined) -> {[finding()], non_neg_integer()}.
+findings(undefined) -> {[], 0};
+findings(W) -> call(W, findings, {[], 0}).
+
+call(W, Req, Default) ->
+    try gen_server:call(W, Req, 5000)
+    catch exit:_ -> Default
+    end.
+
+%% @private
+-spec init({pid(), map()}) -> {ok, #w{}}.
+init({Session, #{res := Res} = E}) ->
+    %% Spawned after the session's flags were set: `new' (this session's,
+    %% another session's or another tool's) may have traced this process;
+    %% beamprobe's own processes are never traced.  First thing, and
+    %% without erlang:trace_info/2 (its answer is a message, which would
+    %% be traced), nor a tracer named (refused, and logged, when another
+    %% tracer holds it).
+    _ = (catch erlang:trace(self(), false, [all])),
+    Meta = maps:get(meta, E, false),
+    %% A session with local patterns gets call events from the patterns
+    %% of other tools it skipped: watched too (their removal is reported,
+    %% their owner changing the match spec is not).
+    Relied = case Meta of
+                 true -> [];
+                 false -> maps:get(relied, E, [])
+             end,
+    W = #w{session = Session, res = Res, meta = Meta,
+           reinstall = maps:get(on_tamper, E, report) =:= reinstall,
+           traced = maps:get(procs, E, none), relied = Relied},
+    Funs = lists:sublist(lists:usort([F || P <- maps:get(patterns, E, []),
+                                           F <- functions(P)] ++ Relied),
+                         ?MAX_FUNS),
+    W1 = baseline(W#w{funs = {[{F, none} || F <- Funs], []}}),
+    _ = erlang:send_after(?TICK_MS, self(), tick),
+    {ok, W1}.
+
+%% Reads the baseline of every function and process (a function the
+%% session's patterns do not cover, e.g. a wildcard's function skipped,
+%% is not watched).
+baseline(#w{funs = {A, B}, meta = Meta} = W) ->
+    Funs = [{F, S} || {F, _} <- A ++ B, S <- [fun_state(F, Meta)],
+                      installed(S, W)],
+    sample(W#w{funs = {Funs, []}, pending = #{}}).
+
+installed({false, _}, _) -> false;
+installed({{beamprobe_nif, _} = T, _}, #w{res = Res}) ->
+    T =:= {beamprobe_nif, Res};
+installed({undefined, _}, _) -> false;
+installed({_, _}, #w{meta = Meta}) -> not Meta.
+
+sample(#w{traced = Traced, res = Res} = W) ->
+    Mine = {tracer, {beamprobe_nif, Res}},
+    Pids = case Traced of
+               L when is_list(L) -> L;
+               T when T =:= all; T =:= existing -> spread(processes());
+               _ -> []
+           end,
+    Procs0 = [{P, S} || P <- Pids, S <- [proc_state(P)],
+                        element(1, S) =:= Mine],
+    Procs = case Traced of
+                L2 when is_list(L2) -> Procs0;
+                _ -> lists:sublist(Procs0, ?SAMPLE)
+            end,
+    New = case Traced =:= all orelse Traced =:= new of
+              true ->
+                  case proc_state(new) of
+                      {Mine, _} = S -> S;
+                      _ -> none
+                  end;
+              false -> none
+          end,
+    W#w{procs = {Procs, []}, new = New,
+        sampled_at = erlang:monotonic_time(millisecond)}.
+
+%% At most 4 * ?SAMPLE pids spread over the list, to pick ?SAMPLE of the
+%% session's among them.
+spread(Ps) ->
+    Step = max(1, length(Ps) div (4 * ?SAMPLE)),
+    lists:sublist([P || {I, P} <- lists:enumerate(Ps), I rem Step =:= 0,
+                        P =/= self()], 4 * ?SAMPLE).
+
+fun_state(F, false) ->
+    {val(trace_info(F, traced)), val(trace_info(F, match_spec))};
+fun_state(F, true) ->
+    {val(trace_info(F, meta)), val(trace_info(F, meta_match_spec))}.
+
+proc_state(P) ->
+    {trace_info(P, tracer), val(trace_info(P, flags))}.
+
+val({_, V}) -> V;
+val(undefined) -> undefined.
+
+%% @private
+-spec handle_call(term(), gen_server:from(), #w{}) ->
+          {reply, term(), #w{}} | {stop, normal, term(), #w{}}.
+handle_call(rebase, _From, W) ->
+    {reply, ok, baseline(W)};
+handle_call(findings, _From, #w{findings = Fs, count = N} = W) ->
+    {reply, {lists:reverse(Fs), N}, W};
+handle_call(stop, _From, #w{findings = Fs, count = N} = W) ->
+    %% The last answer: nothing is checked after it.
+    {stop, normal, {lists:reverse(Fs), N}, W};
+handle_call(_, _From, W) ->
+    {reply, {error, unknown_request}, W}.
+
+%% @private
+-spec handle_cast(term(), #w{}) -> {noreply, #w{}}.
+handle_cast(_, W) -> {noreply, W}.
+
+%% @private
+-spec handle_info(term(), #w{}) -> {noreply, #w{}}.
+handle_info(tick, W) ->
+    _ = erlang:send_after(?TICK_MS, self(), tick),
+    {noreply, maybe_confirm(check(maybe_resample(W)))};
+handle_info(confirm, W) ->
+    {noreply, confirm(W#w{confirm = false})};
+handle_info(_, W) ->
+    {noreply, W}.
+
+maybe_resample(#w{traced = T, procs = {A, B}, sampled_at = At} = W)
+  when T =:= all; T =:= existing ->
+    Alive = length([x || {P, _} <- A ++ B, is_process_alive(P)]),
+    Now = erlang:monotonic_time(millisecond),
+    case Alive < ?SAMPLE div 2 andalso Now - At >= ?RESAMPLE_MS of
+        true -> (sample(W))#w{pending = W#w.pending};
+        false -> W
+    end;
+maybe_resample(W) -> W.
+
+%% One round: the next ?FUNS_PER_TICK functions and ?PROCS_PER_TICK
+%% processes, and `new'.
+check(#w{funs = Funs, procs = Procs, meta = Meta} = W) ->
+    {FBatch, Funs1} = take(?FUNS_PER_TICK, Funs),
+    {PBatch, Procs1} = take(?PROCS_PER_TICK, Procs),
+    Now = erlang:system_time(millisecond),
+    FDiffs = [{{pattern, F}, How, Base, S}
+              || {F, Base} <- FBatch, S <- [fun_state(F, Meta)],
+                 How <- [fun_diff(Base, S, W)], How =/= same],
+    PDiffs = [{{procs, P}, How, Base, S}
+              || {P, Base} <- PBatch, S <- [proc_state(P)],
+                 How <- [proc_diff(Base, S)], How =/= same],
+    NDiffs = case W#w.new of
+                 none -> [];
+                 NBase ->
+                     NS = proc_state(new),
+                     [{{procs, new}, H, NBase, NS}
+                      || H <- [proc_diff(NBase, NS)], H =/= same]
+             end,
+    %% Dead processes leave the list.
+    Procs2 = drop_dead(Procs1),
+    W1 = W#w{funs = Funs1, procs = Procs2},
+    lists:foldl(fun(D, Acc) -> note(D, Now, Acc) end, W1,
+                FDiffs ++ PDiffs ++ NDiffs).
+
+take(N, {[], Done}) -> take1(N, {lists:reverse(Done), []});
+take(N, Q) -> take1(N, Q).
+
+take1(N, {A, Done}) ->
+    {Batch, Rest} = lists:split(min(N, length(A)), A),
+    {Batch, {Rest, lists:reverse(Batch, Done)}}.
+
+drop_dead({A, B}) ->
+    Alive = fun({P, _}) -> is_process_alive(P) end,
+    {lists:filter(Alive, A), lists:filter(Alive, B)}.
+
+fun_diff(Base, Base, _W) -> same;
+fun_diff(_Base, {false, _}, _W) -> removed;
+fun_diff(_Base, {[], _}, _W) -> removed;       % meta: no tracer
+fun_diff(_Base, {undefined, _}, _W) -> same;   % module unloaded
+fun_diff(_Base, _S, _W) -> replaced.
+
+proc_diff(_Base, {undefined, _}) -> same;       % exited
+proc_diff({T, _}, {{tracer, []}, _}) when T =/= {tracer, []} -> removed;
+proc_diff({T, _}, {T2, _}) when T2 =/= T -> replaced;
+proc_diff({_, Flags}, {_, Now}) ->
+    case Flags -- Now of
+        [] -> same;
+        _ -> removed
+    end.
+
+note({Key, How, Base, S}, Now, #w{pending = Pend, reported = Rep} = W) ->
+    case Rep of
+        #{Key := _} -> W;
+        _ ->
+            case Pend of
+                #{Key := _} -> W;
+                _ -> W#w{pending = Pend#{Key => {How, Base, S, Now}}}
+            end
+    end.
+
+maybe_confirm(#w{pending = P, confirm = false} = W) when map_size(P) > 0 ->
+    _ = erlang:send_after(?CONFIRM_MS, self(), confirm),
+    W#w{confirm = true};
+maybe_confirm(W) -> W.
+
+%% Reports the differences still there; a replaced match spec on a
+%% function another beamprobe session claims becomes the baseline.  More
+%% than ?MAX_EACH differences of one kind and how in one round (recon_trace
+%% clearing the node, erlang:trace(all, false, [all])) are one report:
+%% `{pattern, {functions, N}, How, Seen}' or `{procs, {processes, N}, How,
+%% Seen}' (the event's detail lists the first ones).
+confirm(#w{pending = Pend} = W) ->
+    Held = case [x || {pattern, _} <- maps:keys(Pend)] of
+               [] -> [];
+               _ -> beamprobe_janitor:others_patterns(W#w.session)
+           end,
+    {Sure, W1} = maps:fold(fun(Key, {_How, Base, _S, Seen}, {Acc, WA}) ->
+                                   confirm_one(Key, Base, Seen, Held, Acc, WA)
+                           end, {[], W#w{pending = #{}}}, Pend),
+    Groups = lists:foldl(fun({{Kind, Sub}, How, _, _, _} = D, G) ->
+                                 K = {Kind, How, Sub =:= new},
+                                 maps:update_with(K, fun(L) -> [D | L] end,
+                                                  [D], G)
+                         end, #{}, lists:sort(Sure)),
+    maps:fold(fun(_, Ds, WA) when length(Ds) > ?MAX_EACH ->
+                      report_many(lists:reverse(Ds), WA);
+                 (_, Ds, WA) ->
+                      lists:foldl(fun({Key, How, Base, S, Seen}, WB) ->
+                                          report(Key, How, Base, S, Seen, WB)
+                                  end, WA, lists:reverse(Ds))
+              end, W1, Groups).
+
+confirm_one({pattern, F} = Key, Base, Seen, Held, Acc, #w{meta = Meta} = W) ->
+    S = fun_state(F, Meta),
+    case fun_diff(Base, S, W) of
+        same -> {Acc, W};
+        replaced ->
+            case lists:member(F, W#w.relied) orelse
+                lists:any(fun(H) -> covers(H, F) end, Held) of
+                true -> {Acc, rebase_fun(F, S, W)};
+                false -> {[{Key, replaced, Base, S, Seen} | Acc], W}
+            end;
+        removed -> {[{Key, removed, Base, S, Seen} | Acc], W}
+    end;
+confirm_one({procs, P} = Key, Base, Seen, _Held, Acc, W) ->
+    S = proc_state(P),
+    case proc_diff(Base, S) of
+        same -> {Acc, W};
+        How -> {[{Key, How, Base, S, Seen} | Acc], W}
+    end.
+
+rebase_fun(F, S, #w{funs = {A, B}} = W) ->
+    R = fun(L) -> [case X of {F, _} -> {F, S}; _ -> X end || X <- L] end,
+    W#w{funs = {R(A), R(B)}}.
+
+report({Kind, Subject} = Key, How, Base, S, Seen, W) ->
+    Finding = {Kind, Subject, How, Seen},
+    Relied = lists:member(Subject, W#w.relied),
+    Detail = case Relied of
+                 true -> <<"the pattern another tool had set, which this "
+                           "session used (skipped, not replaced), is gone">>;
+                 false -> detail(Kind, How, Base, S, W)
+             end,
+    Pid = case Subject of
+              P when is_pid(P) -> P;
+              _ -> undefined
+          end,
+    Fields = [atom_to_binary(Kind), subject_text(Subject),
+              atom_to_binary(How), Detail],
+    _ = (catch beamprobe_nif:tampered(W#w.res, Pid, Fields)),
+    W1 = W#w{reported = (W#w.reported)#{Key => true},
+             count = W#w.count + 1,
+             findings = case W#w.count < ?MAX_FINDINGS of
+                            true -> [Finding | W#w.findings];
+                            false -> W#w.findings
+                        end},
+    case W#w.reinstall andalso not Relied of
+        true -> reinstall(Key, Base, W1);
+        false -> W1
+    end.
+
+%% One report for many functions or processes.
+report_many([{{Kind, _}, How, _, _, Seen} | _] = Ds, W) ->
+    N = length(Ds),
+    Subject = case Kind of
+                  pattern -> {functions, N};
+                  procs -> {processes, N}
+              end,
+    First = [subject_text(Sub) || {{_, Sub}, _, _, _, _} <- lists:sublist(Ds, 5)],
+    Detail = text("~s: ~ts~s", [case Kind of
+                                    pattern -> "functions";
+                                    procs -> "processes"
+                                end, lists:join(", ", First),
+                                [", ..." || N > 5]]),
+    Fields = [atom_to_binary(Kind), subject_text(Subject),
+              atom_to_binary(How), Detail],
+    _ = (catch beamprobe_nif:tampered(W#w.res, undefined, Fields)),
+    Rep = lists:foldl(fun({Key, _, _, _, _}, R) -> R#{Key => true} end,
+                      W#w.reported, Ds),
+    W1 = W#w{reported = Rep, count = W#w.count + 1,
+             findings = case W#w.count < ?MAX_FINDINGS of
+                            true -> [{Kind, Subject, How, Seen} | W#w.findings];
+                            false -> W#w.findings
+                        end},
+    case W#w.reinstall of
+        true -> lists:foldl(fun({Key, _, Base, _, _}, WA) ->
+                                    reinstall(Key, Base, WA)
+                            end, W1, Ds);
+        false -> W1
+    end.
+
+subject_text({functions, N}) -> iolist_to_binary([integer_to_list(N), " functions"]);
+subject_text({processes, N}) -> iolist_to_binary([integer_to_list(N), " processes"]);
+subject_text({M, F, A}) ->
+    try beamprobe_nif:render_mfa(M, F, A)
+    catch _:_ -> iolist_to_binary(mfa_text({M, F, A}))
+    end;
+subject_text(new) -> <<"new">>;
+subject_text(P) when is_pid(P) -> list_to_binary(pid_to_list(P)).
+
+detail(pattern, removed, _Base, _S, _W) ->
+    <<"the trace pattern is gone (removed by another tool, or the module "
+      "was loaded again)">>;
+detail(pattern, replaced, _Base, {T, MS}, #w{meta = true}) ->
+    text("meta tracer now ~0p, match spec ~0p", [T, MS]);
+detail(pattern, replaced, _Base, {T, MS}, _W) ->
+    text("now a ~p pattern with match spec ~0p", [T, MS]);
+detail(procs, removed, {_, Flags}, {{tracer, []}, _}, _W) ->
+    text("trace flags ~0p and the tracer removed", [Flags]);
+detail(procs, removed, {_, Flags}, {_, Now}, _W) ->
+    text("trace flags ~0p removed", [Flags -- Now]);
+detail(procs, replaced, _Base, {{tracer, T}, Flags}, _W) ->
+    text("now traced by ~0p with flags ~0p", [T, Flags]).
+
+text(Fmt, Args) ->
+    B = unicode:characters_to_binary(io_lib:format(Fmt, Args)),
+    binary:part(B, 0, min(byte_size(B), 900)).
+
+%% on_tamper => reinstall: set the baseline again (a process another
+%% tracer holds now stays with it: erlang:trace/3 refuses).
+reinstall({pattern, F}, {_, MS}, #w{meta = true, res = Res} = W) ->
+    _ = (catch erlang:trace_pattern(F, MS, [{meta, beamprobe_nif, Res}])),
+    reinstalled({pattern, F}, W);
+reinstall({pattern, F}, {T, MS}, W) ->
+    _ = (catch erlang:trace_pattern(F, MS, [T])),
+    reinstalled({pattern, F}, W);
+reinstall({procs, P}, {_, Flags}, #w{res = Res} = W) ->
+    _ = (catch erlang:trace(P, true, Flags ++ [{tracer, beamprobe_nif, Res}])),
+    reinstalled({procs, P}, W).
+
+%% Watched again: a later removal is reported again.
+reinstalled(Key, #w{reported = R} = W) ->
+    W#w{reported = maps:remove(Key, R)}.
+
+%% erlang:trace_info/2 through apply: its OTP 25 spec leaves out tracers
+%% of the form {Module, State}, which dialyzer then calls impossible.
+trace_info(What, Item) ->
+    try erlang:apply(erlang, trace_info, [What, Item])
+    catch error:badarg -> undefined
+    end.
