@@ -104,6 +104,16 @@ static int fits(double a, const struct dec *p, int n, uint64_t *m, int *e)
 
 static void strip(uint64_t *m, int *e)
 {
+	if (!*m)
+		return;
+	while (*m % 100000000 == 0) {
+		*m /= 100000000;
+		*e += 8;
+	}
+	if (*m % 10000 == 0) {
+		*m /= 10000;
+		*e += 4;
+	}
 	while (*m % 10 == 0) {
 		*m /= 10;
 		(*e)++;
@@ -254,7 +264,7 @@ static const double p10d[23] = {
 /* 1 if the decimal m * 10^e reads back as a (round to nearest even). */
 static int reads_back(uint64_t m, int e, double a)
 {
-	while (m && m % 10 == 0 && e < 0) {
+	while (m && m % 10 == 0 && e < -22) {
 		m /= 10;
 		e++;
 	}

@@ -205,6 +205,28 @@ static inline void put(struct ctx *x, const char *s, size_t n)
 
 #define PUTS(x, lit) put((x), "" lit, sizeof(lit) - 1) /* literals only */
 
+/* Appends n one-byte characters, each its own token: the same text as n
+ * put() calls of one byte (cut after the last whole one that fits), with
+ * one copy. */
+static inline void put_run(struct ctx *x, const char *s, size_t n)
+{
+	size_t room, k;
+
+	if (x->full || !n)
+		return;
+	room = x->lim - x->pos;
+	k = n < room ? n : room;
+	memcpy(x->buf + x->pos, s, k);
+	x->pos += k;
+	if (x->lim - x->pos >= 3)
+		x->safe = x->pos;
+	else if (x->lim >= 3 && x->lim - 3 > x->safe &&
+		 x->lim - 3 >= x->pos - k + 1)
+		x->safe = x->lim - 3;
+	if (k < n)
+		cut(x);
+}
+
 static inline void put_ch(struct ctx *x, char c)
 {
 	put(x, &c, 1);
@@ -617,8 +639,21 @@ static void put_binary(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
 		text = cls[bv_byte(&b, i)] & C_PRINT;
 	if (text) {
 		PUTS(x, "<<\"");
-		for (i = 0; i < n && !x->full; i++)
-			put_esc(x, bv_byte(&b, i), '"');
+		for (i = 0; i < n && !x->full;) {
+			size_t j = i;
+
+			if (!b.bitoffs) /* a run of bytes written as themselves */
+				while (j < n && b.p[j] < 128 &&
+				       (cls[b.p[j]] & C_PLAIN) && b.p[j] != '"' &&
+				       b.p[j] != '\\')
+					j++;
+			if (j > i) {
+				put_run(x, (const char *)b.p + i, j - i);
+				i = j;
+			} else {
+				put_esc(x, bv_byte(&b, i++), '"');
+			}
+		}
 		put_ch(x, '"');
 		if (b.size > n)
 			PUTS(x, "...");
@@ -645,6 +680,22 @@ static void put_binary(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
 
 static void term(struct ctx *x, ERL_NIF_TERM t, unsigned depth);
 
+/* *c = t if t is an integer that fits an int: from the word for a small
+ * integer (see term()), else through enif_get_int. */
+static inline int get_char(struct ctx *x, ERL_NIF_TERM t, int *c)
+{
+	if ((t & ERTS_IMMED1_MASK) == ERTS_IMMED1_SMALL &&
+	    sizeof(ERL_NIF_TERM) == 8 && layout_check()) {
+		int64_t v = (int64_t)t >> 4;
+
+		if (v < -2147483647 - 1 || v > 2147483647)
+			return 0;
+		*c = (int)v;
+		return 1;
+	}
+	return enif_get_int(x->env, t, c);
+}
+
 /* 1: t is a string: latin-1 printable characters, proper up to `text`. */
 static int is_string(struct ctx *x, ERL_NIF_TERM t)
 {
@@ -655,7 +706,7 @@ static int is_string(struct ctx *x, ERL_NIF_TERM t)
 	for (i = 0; enif_get_list_cell(x->env, t, &hd, &t); i++) {
 		if (i == x->text)
 			return 1;
-		if (!enif_get_int(x->env, hd, &c) || c < 0 || c > 255 ||
+		if (!get_char(x, hd, &c) || c < 0 || c > 255 ||
 		    !(cls[c] & C_PRINT))
 			return 0;
 	}
@@ -683,7 +734,7 @@ static void put_list(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
 				PUTS(x, "\"...");
 				return;
 			}
-			enif_get_int(x->env, hd, &c);
+			get_char(x, hd, &c);
 			put_esc(x, (unsigned)c, '"');
 		}
 		put_ch(x, '"');
@@ -776,16 +827,16 @@ static void term(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
 
 	if (x->full)
 		return;
-	if ((e = imm_entry(x, t)) && e->word == (uint64_t)t) {
-		put(x, e->text, e->len);
-		return;
-	}
 	/* A small integer (immediate, tag 0xF, a signed value above it:
 	 * erl_term.h) without the enif_term_type and enif_get_int64 calls. */
 	if ((t & ERTS_IMMED1_MASK) == ERTS_IMMED1_SMALL &&
 	    sizeof(ERL_NIF_TERM) == 8 && layout_check()) {
 		int64_t v = (int64_t)t >> 4;
 		put_u64(x, v < 0 ? 0 - (uint64_t)v : (uint64_t)v, v < 0);
+		return;
+	}
+	if ((e = imm_entry(x, t)) && e->word == (uint64_t)t) {
+		put(x, e->text, e->len);
 		return;
 	}
 	switch (enif_term_type(x->env, t)) {

@@ -368,6 +368,19 @@ huge_bitstring_test_() ->
         bounded(OddBits)
     end}.
 
+%% A printable binary is copied in runs when it is byte-aligned and byte by
+%% byte when it is not (bp_term.c): both give the same text at every
+%% `bytes' and `binary' limit, so every place a run can be cut is checked.
+binary_runs_cut_test() ->
+    Texts = [<<"abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJ">>,
+             <<"ab\"cd\\ef\ngh ij\tkl\"\"mn">>,
+             binary:copy(<<"x">>, 200), <<"caf", 233, " au lait, ", 255, "!">>],
+    [begin
+         <<_:3, U:(byte_size(T))/binary, _:5>> = <<0:3, T/binary, 0:5>>,
+         Cap = #{bytes => N, binary => Bin},
+         ?assertEqual({N, Bin, r(U, Cap)}, {N, Bin, r(T, Cap)})
+     end || T <- Texts, N <- lists:seq(16, 90), Bin <- [3, 20, 64, 1000]].
+
 %% Every alignment, every tail length, heap and refc binaries, sub-binaries
 %% of both: the bytes read from the ERTS layout are the term's bytes.
 unaligned_bitstrings_test() ->
