@@ -25,8 +25,9 @@ if [ ! -f "$A/priv/beamprobe_nif.so" ]; then
   git archive "$sha" | tar -x -C "$A"
   make -C "$A" c erl >/dev/null
 fi
-one() { # dir config -> best ns/op of 3
-  erl "$@" -noshell -pa "$1/ebin" -pa "$B" -run beamprobe_kinds_bench main only "$kind" "$2" 3 \
+one() { # dir config [vmflags] -> best ns/op of AB_REPS (3) runs
+  local d=$1 c=$2; shift 2
+  erl "$@" -noshell -pa "$d/ebin" -pa "$B" -run beamprobe_kinds_bench main only "$kind" "$c" "${AB_REPS:-3}" \
     | awk '/ns per op/ { v = $(NF - 3); if (best == "" || v < best) best = v } END { print best }'
 }
 declare -a fl old new

@@ -438,6 +438,113 @@ static NOINLINE void put_T(struct ctx *x, ERL_NIF_TERM t,
 	PUTS(x, "...");
 }
 
+/* ErlFunThing and ErlFunEntry of OTP 25 (64-bit), as far as %T reads
+ * them for a local fun: the header (FUN_SUBTAG), the entry pointer in
+ * word 1, the creator in word 4 (a pid for a local fun, the atom
+ * 'external' for fun M:F/A); in the entry, the module atom at byte 32,
+ * the index at 48 and the old uniq at 68 (found by dumping funs of OTP
+ * 25.2.3 next to their %T text).  A text is cached only when its index
+ * and uniq are the values read, and served only to a fun whose entry
+ * pointer and fields are unchanged; the module word is compared, never
+ * interpreted. */
+#define ERTS_HEADER_FUN 0x14
+#define FUN_ENTRY_MODULE 32
+#define FUN_ENTRY_INDEX 48
+#define FUN_ENTRY_UNIQ 68
+
+/* 1 if the running VM is OTP 25 (the fun layout above).  Asked once. */
+static NOINLINE int fun_layout_check(void)
+{
+	static atomic_int known = -1;
+	int v = atomic_load_explicit(&known, memory_order_relaxed);
+	ErlNifSysInfo si;
+
+	if (v >= 0)
+		return v;
+	memset(&si, 0, sizeof si);
+	enif_system_info(&si, sizeof si);
+	v = sizeof(ERL_NIF_TERM) == 8 && si.otp_release &&
+	    !strcmp(si.otp_release, "25");
+	atomic_store_explicit(&known, v, memory_order_relaxed);
+	return v;
+}
+
+/* The fields of local fun t's entry; 0 if t is not a local fun of the
+ * layout above (nothing but its own words is read then). */
+static int fun_fields(ERL_NIF_TERM t, struct bp_term_fun *f)
+{
+	const ERL_NIF_UINT *p = boxed(t);
+	const unsigned char *fe;
+
+	if (!p || !fun_layout_check() ||
+	    (p[0] & ERTS_HEADER_TAG_MASK) != ERTS_HEADER_FUN ||
+	    (p[4] & ERTS_IMMED1_MASK) != ERTS_IMMED1_PID || !p[1])
+		return 0;
+	fe = (const unsigned char *)(uintptr_t)p[1];
+	f->fe = (uint64_t)p[1];
+	memcpy(&f->module, fe + FUN_ENTRY_MODULE, 8);
+	memcpy(&f->index, fe + FUN_ENTRY_INDEX, 4);
+	memcpy(&f->uniq, fe + FUN_ENTRY_UNIQ, 4);
+	return 1;
+}
+
+/* 1 if text (%T of a local fun) ends in ".<index>.<uniq>>", the values
+ * read from the fun's entry. */
+static int fun_text_matches(const char *text, size_t n,
+			    const struct bp_term_fun *f)
+{
+	char tail[40];
+	size_t k = 0;
+
+	for (int i = 0; i < 2; i++) {
+		int32_t v = i ? f->uniq : f->index;
+
+		tail[k++] = '.';
+		if (v < 0) {
+			tail[k++] = '-';
+			k += u64_text(tail + k, 0 - (uint64_t)(int64_t)v);
+		} else {
+			k += u64_text(tail + k, (uint64_t)v);
+		}
+	}
+	tail[k++] = '>';
+	return n > k + 5 && !memcmp(text, "#Fun<", 5) &&
+	       !memcmp(text + n - k, tail, k);
+}
+
+/* A fun: a local one through the cache of verified texts, else %T. */
+static NOINLINE void put_fun(struct ctx *x, ERL_NIF_TERM t)
+{
+	struct bp_term_fun f, *e;
+	char tmp[TMP_TEXT];
+	size_t n;
+	int k;
+
+	if (!x->cache || !fun_fields(t, &f)) {
+		put_T(x, t, NULL);
+		return;
+	}
+	e = &x->cache->fun[((f.fe >> 4) ^ (f.fe >> 12)) &
+			   (BP_TERM_FUN_CACHE - 1)];
+	if (e->fe == f.fe && e->module == f.module && e->index == f.index &&
+	    e->uniq == f.uniq && e->len) {
+		put(x, e->text, e->len);
+		return;
+	}
+	k = enif_snprintf(tmp, sizeof tmp, "%T", t);
+	if (k <= 0 || (size_t)k >= sizeof tmp) {
+		put_T(x, t, NULL);
+		return;
+	}
+	n = (size_t)k;
+	if (n <= BP_TERM_FUN_TEXT && fun_text_matches(tmp, n, &f)) {
+		*e = f;
+		memcpy(e->text, tmp, n);
+		e->len = (uint8_t)n;
+	}
+	put(x, tmp, n);
+}
+
 static NOINLINE void put_atom(struct ctx *x, ERL_NIF_TERM t,
 			       struct bp_term_imm *e)
 {
@@ -869,8 +976,10 @@ static void term(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
 		put_T(x, t, e); /* e is NULL for a remote (boxed) one */
 		break;
 	case ERL_NIF_TERM_TYPE_REFERENCE:
-	case ERL_NIF_TERM_TYPE_FUN:
 		put_T(x, t, NULL);
+		break;
+	case ERL_NIF_TERM_TYPE_FUN:
+		put_fun(x, t);
 		break;
 	default:
 		PUTS(x, "...");

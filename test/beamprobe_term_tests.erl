@@ -241,6 +241,46 @@ pids_ports_refs_funs_test() ->
     ?assertMatch(<<"#Fun<beamprobe_term_tests.", _/binary>>, r(Local)),
     ?assertEqual(<<"fun lists:map/2">>, r(fun lists:map/2)).
 
+%% Local funs are rendered through a per-slot cache keyed by the VM's fun
+%% entry (bp_term.c, put_fun): render/2 renders each term uncached, then
+%% twice through one cache (filled, then hit) and raises if the three
+%% differ; every text must also be ~p's.  Funs of many entries (more than
+%% the cache's 16 slots), closures, funs of two versions of one module
+%% (same index, new uniq) and of a module since purged, external funs.
+fun_cache_test() ->
+    V1 = fun_mod(1), V1Funs = fun_mod_funs(),
+    V2 = fun_mod(2), V2Funs = fun_mod_funs(),
+    ?assertNotEqual(V1, V2),
+    Local = [fun() -> I end || I <- lists:seq(1, 3)]
+        ++ [fun(A) -> {A, I} end || I <- lists:seq(1, 3)]
+        ++ [fun lists:map/2, fun erlang:self/0],
+    Funs = V1Funs ++ V2Funs ++ Local
+        ++ [binary_to_term(term_to_binary(F)) || F <- V2Funs ++ Local],
+    [same_as_p(F) || F <- Funs],
+    %% one term holding them all: the cache is filled and hit within it
+    ?assertEqual(p(Funs), r(Funs, #{list => 1000, bytes => 65536})),
+    code:purge(bp_fun_mod),
+    [same_as_p(F) || F <- V1Funs ++ V2Funs],
+    code:delete(bp_fun_mod),
+    code:purge(bp_fun_mod).
+
+fun_mod(V) ->
+    Src = "-module(bp_fun_mod). -export([fs/0]).\n"
+          "fs() -> X = self(), [fun() -> X end, fun(A) -> {A, X} end, "
+          "fun(A, B) -> A + B + " ++ integer_to_list(V) ++ " end"
+          ++ lists:duplicate(V, $\s) ++ [$\]] ++ "++ [fun() -> v end || _ <- [1]].",
+    {ok, Toks, _} = erl_scan:string(Src),
+    Forms = split_forms(Toks, [], []),
+    {ok, bp_fun_mod, Bin} = compile:forms([F || {ok, F} <- [erl_parse:parse_form(T) || T <- Forms]]),
+    {module, bp_fun_mod} = code:load_binary(bp_fun_mod, "bp_fun_mod.erl", Bin),
+    erlang:md5(Bin).
+
+fun_mod_funs() -> bp_fun_mod:fs().
+
+split_forms([], [], Acc) -> lists:reverse(Acc);
+split_forms([{dot, _} = D | T], Cur, Acc) -> split_forms(T, [], [lists:reverse([D | Cur]) | Acc]);
+split_forms([Tok | T], Cur, Acc) -> split_forms(T, [Tok | Cur], Acc).
+
 %% ---- limits --------------------------------------------------------------
 
 depth_test() ->
