@@ -191,20 +191,15 @@ static void check_files(struct bp_session *s)
 }
 
 /* Moves every published record of sl into its stream.  Returns the number
- * of records moved; *fill (if not NULL) is raised to the part of the ring
- * they took, in 1/1024ths. */
-static uint64_t drain_slot(struct bp_session *s, struct bp_slot *sl,
-			   uint64_t *fill)
+ * of records moved. */
+static uint64_t drain_slot(struct bp_session *s, struct bp_slot *sl)
 {
 	struct bp_ring_reader rd;
 	const uint8_t *p;
 	uint32_t len;
-	uint64_t n = 0, discarded = slot_discarded(sl), f;
+	uint64_t n = 0, discarded = slot_discarded(sl);
 
 	bp_ring_read_begin(&sl->ring, &rd);
-	f = (rd.head - rd.pos) * 1024 / sl->ring.cap;
-	if (fill && f > *fill)
-		*fill = f;
 	while ((p = bp_ring_read_next(&rd, &len))) {
 		add_event(s, sl, p, len, discarded);
 		if (++n % RELEASE_EVERY == 0)
@@ -214,43 +209,16 @@ static uint64_t drain_slot(struct bp_session *s, struct bp_slot *sl,
 	return n;
 }
 
-static uint64_t drain_all_fill(struct bp_session *s, uint64_t *fill)
+static uint64_t drain_all(struct bp_session *s)
 {
 	uint64_t n = 0;
 
 	for (uint32_t i = 0; i < s->max_slots; i++) {
 		struct bp_slot *sl = slot_at(s, i);
 		if (sl)
-			n += drain_slot(s, sl, fill);
+			n += drain_slot(s, sl);
 	}
 	return n;
-}
-
-static uint64_t drain_all(struct bp_session *s)
-{
-	return drain_all_fill(s, NULL);
-}
-
-/*
- * How long to wait before the next drain while traffic is recent: the
- * collector drains in batches rather than record by record, so that it
- * reads the producers' ring heads (and they write them) without the cache
- * line moving between the cores at every event (perf: an mfence of the VM
- * right after the tracer callback waited for it, docs/performance.md).
- * The wait is chosen so that the fullest ring, filling at the rate seen
- * since the last drain, reaches at most a quarter of its size: 0 (drain
- * again at once) when a quarter or more was found, at most POLL_NS.
- */
-static uint64_t poll_wait(uint64_t fill, uint64_t since_ns)
-{
-	uint64_t w;
-
-	if (fill >= 256)
-		return 0;
-	if (fill == 0)
-		return POLL_NS;
-	w = since_ns * 256 / fill;
-	return w < POLL_NS ? w : POLL_NS;
 }
 
 static void flush_all(struct bp_session *s, int force)
@@ -431,12 +399,11 @@ void *bp_collector_main(void *arg)
 {
 	struct bp_session *s = arg;
 	uint64_t last_flush = bp_now(), last_busy = last_flush;
-	uint64_t last_drain = last_flush;
 	int drop_oldest = s->overflow == BP_OVF_DROP_OLDEST;
 
 	for (;;) {
 		int stop, want_dump;
-		uint64_t moved = 0, now, fill = 0, wait;
+		uint64_t moved = 0, now;
 
 		enif_mutex_lock(s->mtx);
 		stop = s->cmd_stop;
@@ -452,11 +419,8 @@ void *bp_collector_main(void *arg)
 			enif_cond_broadcast(s->cond);
 			enif_mutex_unlock(s->mtx);
 		}
-		now = bp_now();
 		if (!drop_oldest)
-			moved = drain_all_fill(s, &fill);
-		wait = poll_wait(fill, now - last_drain);
-		last_drain = now;
+			moved = drain_all(s);
 		flush_handlers(s, 0);
 		bp_clock_maintain();
 		now = bp_now();
@@ -480,13 +444,13 @@ void *bp_collector_main(void *arg)
 			bp_session_request_stop(s, BP_SR_BYTES);
 		if (atomic_load(&s->state) == BP_S_STOPPING)
 			notify_stop(s);
-		if (moved)
+		if (moved || want_dump) {
 			last_busy = now;
-		if (want_dump || (moved && !wait))
 			continue;
+		}
 		if (now - last_busy < DEEP_AFTER_NS) {
 			/* Recent traffic: poll, without waking producers. */
-			struct timespec ts = {0, (long)wait};
+			struct timespec ts = {0, POLL_NS};
 			enif_mutex_lock(s->mtx);
 			stop = s->cmd_stop || s->cmd_dump;
 			enif_mutex_unlock(s->mtx);
