@@ -237,6 +237,13 @@ static void put_u64(struct ctx *x, uint64_t u, int neg)
 	char b[21];
 	size_t i = sizeof b;
 
+	if (u < 10) { /* one digit: the common small integer */
+		b[--i] = (char)('0' + u);
+		if (neg)
+			b[--i] = '-';
+		put(x, b + i, sizeof b - i);
+		return;
+	}
 	do {
 		b[--i] = (char)('0' + u % 10);
 		u /= 10;
@@ -742,7 +749,21 @@ static void put_binary(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
 	}
 	n = b.size < x->binary ? b.size : x->binary;
 	text = b.bitsize == 0;
-	for (i = 0; i < n && text; i++)
+	i = 0;
+	if (text && !b.bitoffs) /* the plain ASCII prefix: printable */
+		while (i < n && b.p[i] < 128 && (cls[b.p[i]] & C_PLAIN) &&
+		       b.p[i] != '"' && b.p[i] != '\\')
+			i++;
+	if (text && i == n) { /* all of it written as itself */
+		PUTS(x, "<<\"");
+		put_run(x, (const char *)b.p, n);
+		put_ch(x, '"');
+		if (b.size > n)
+			PUTS(x, "...");
+		PUTS(x, ">>");
+		return;
+	}
+	for (; i < n && text; i++)
 		text = cls[bv_byte(&b, i)] & C_PRINT;
 	if (text) {
 		PUTS(x, "<<\"");
