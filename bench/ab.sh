@@ -3,8 +3,8 @@
 # working tree, interleaved in the same run (docs/performance.md, "Rerun").
 # Usage: bash bench/ab.sh REV KIND [ROUNDS] [VMFLAGS...]
 #   Builds REV (git archive) into _build/ab/REV, then ROUNDS times (default
-#   5) runs KIND in a fresh VM under: the floor, beamprobe at REV,
-#   beamprobe of the working tree (in that order, every round), each VM
+#   5) runs KIND in a fresh VM under: the floor, then beamprobe at REV
+#   and beamprobe of the working tree (which goes first alternates), each VM
 #   running the kind 3 times and keeping the best; prints the median over
 #   the rounds of ns per operation and the added cost over the floor.
 #   VMFLAGS (e.g. +sbwt none) go to every VM.  KIND as in the `only'
@@ -33,8 +33,13 @@ one() { # dir config [vmflags] -> best ns/op of AB_REPS (3) runs
 declare -a fl old new
 for r in $(seq 1 "$rounds"); do
   fl+=("$(one . floor "$@")")
-  old+=("$(one "$A" bp "$@")")
-  new+=("$(one . bp "$@")")
+  if [ $((r % 2)) = 1 ]; then # alternate which build goes first
+    old+=("$(one "$A" bp "$@")")
+    new+=("$(one . bp "$@")")
+  else
+    new+=("$(one . bp "$@")")
+    old+=("$(one "$A" bp "$@")")
+  fi
   echo "round $r: floor ${fl[-1]}  $sha ${old[-1]}  tree ${new[-1]}  ns/op"
 done
 med() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
