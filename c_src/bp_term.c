@@ -54,6 +54,7 @@
 #include "bp_term.h"
 #include "bp_atom_syntax.h"
 #include "bp_float.h"
+#include "bp_pid_text.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -346,50 +347,34 @@ static inline void imm_store(struct bp_term_imm *e, ERL_NIF_TERM t,
 
 /*
  * The text of a local pid, "<0.Number.Serial>", from its immediate word
- * (erl_term.h, OTP 24/25, 64-bit: tag 0x3 in the low 4 bits, then the
- * number in 28 bits, then the serial) without enif_snprintf, whose
- * formatter costs ~1 us.  The decoding is checked against %T on the first
- * PID_VERIFY local pids this VM renders whose data fits in 15 bits (the
- * oldest layout's number field) and on the first PID_VERIFY whose data
- * does not (the only ones a number/serial split elsewhere would print
- * differently); one disagreement and it is never used again (every pid
- * then goes through %T).  Returns 1 with the text in out, 0 if not used.
+ * (bp_pid_text.h) without enif_snprintf, whose formatter costs ~1 us.
+ * The decoding is checked against %T on the first PID_VERIFY local pids
+ * this VM renders whose serial is 0 and on the first PID_VERIFY whose
+ * serial is not (the only ones a number/serial split elsewhere would
+ * print differently); one disagreement and it is never used again (every
+ * pid then goes through %T).  Returns 1 with the text in out, 0 if not
+ * used.  (Before 2026-11-24 the number was taken as 28 bits and every
+ * word's upper bits as the serial: the check failed on the first pid and
+ * every pid went through %T.)
  */
 #define PID_VERIFY 32
 
 static size_t u64_text(char *out, uint64_t u)
 {
-	char b[20];
-	size_t i = sizeof b, n;
-
-	do {
-		b[--i] = (char)('0' + u % 10);
-		u /= 10;
-	} while (u);
-	n = sizeof b - i;
-	memcpy(out, b + i, n);
-	return n;
+	return bp_pid_u64_text(out, u);
 }
 
 static size_t local_pid_text(ERL_NIF_TERM t, char *out)
 {
-	uint64_t d = (uint64_t)t >> 4;
-	size_t n = 3;
-
-	memcpy(out, "<0.", 3);
-	n += u64_text(out + n, d & ((1u << 28) - 1));
-	out[n++] = '.';
-	n += u64_text(out + n, d >> 28);
-	out[n++] = '>';
-	return n;
+	return bp_pid_text((uint64_t)t, out);
 }
 
-/* Agreements seen, for small [0] and large [1] pid data; -1: off. */
+/* Agreements seen, for serial 0 [0] and serial > 0 [1]; -1: off. */
 static atomic_int pid_checks[2];
 
 static int fast_pid(ERL_NIF_TERM t, char *out, size_t *len)
 {
-	int big = ((uint64_t)t >> 4) >= (1u << 15), v, off;
+	int big = bp_pid_data((uint64_t)t) >= (1u << 15), v, off;
 
 	if (sizeof(ERL_NIF_TERM) != 8 ||
 	    (t & ERTS_IMMED1_MASK) != ERTS_IMMED1_PID || !layout_check())
