@@ -238,7 +238,11 @@ static void put_u64(struct ctx *x, uint64_t u, int neg)
 	char b[21];
 	size_t i = sizeof b;
 
-	if (u < 10) { /* one digit: the common small integer */
+	if (u < 100) { /* one or two digits: the common small integer */
+		if (u >= 10) {
+			b[--i] = (char)('0' + u % 10);
+			u /= 10;
+		}
 		b[--i] = (char)('0' + u);
 		if (neg)
 			b[--i] = '-';
@@ -793,6 +797,26 @@ static void put_binary(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
 
 static void term(struct ctx *x, ERL_NIF_TERM t, unsigned depth);
 
+/* The head and tail of list cell t: from the cons cell's two words
+ * (primary tag 0x1, erl_term.h) on a VM whose layout this file knows,
+ * else through enif_get_list_cell.  0 if t is not a cell ([] or not a
+ * list). */
+#define ERTS_PRIMARY_LIST 0x1
+static inline int cell(struct ctx *x, ERL_NIF_TERM t, ERL_NIF_TERM *hd,
+		       ERL_NIF_TERM *tl)
+{
+	if ((t & ERTS_PRIMARY_MASK) == ERTS_PRIMARY_LIST &&
+	    sizeof(ERL_NIF_TERM) == 8 && layout_check()) {
+		const ERL_NIF_TERM *p =
+			(const ERL_NIF_TERM *)(uintptr_t)(t - ERTS_PRIMARY_LIST);
+
+		*hd = p[0];
+		*tl = p[1];
+		return 1;
+	}
+	return enif_get_list_cell(x->env, t, hd, tl);
+}
+
 /* *c = t if t is an integer that fits an int: from the word for a small
  * integer (see term()), else through enif_get_int. */
 static inline int get_char(struct ctx *x, ERL_NIF_TERM t, int *c)
@@ -816,7 +840,7 @@ static int is_string(struct ctx *x, ERL_NIF_TERM t)
 	unsigned i;
 	int c;
 
-	for (i = 0; enif_get_list_cell(x->env, t, &hd, &t); i++) {
+	for (i = 0; cell(x, t, &hd, &t); i++) {
 		if (i == x->text)
 			return 1;
 		if (!get_char(x, hd, &c) || c < 0 || c > 255 ||
@@ -842,7 +866,7 @@ static void put_list(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
 	}
 	if (is_string(x, t)) {
 		put_ch(x, '"');
-		for (i = 0; enif_get_list_cell(x->env, t, &hd, &t); i++) {
+		for (i = 0; cell(x, t, &hd, &t); i++) {
 			if (i == x->text || x->full) {
 				PUTS(x, "\"...");
 				return;
@@ -854,7 +878,7 @@ static void put_list(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
 		return;
 	}
 	put_ch(x, '[');
-	for (i = 0; enif_get_list_cell(x->env, t, &hd, &t); i++) {
+	for (i = 0; cell(x, t, &hd, &t); i++) {
 		if (i == x->list || x->full) {
 			PUTS(x, "|...]");
 			return;
@@ -1048,7 +1072,7 @@ size_t bp_term_render_args_cached(ErlNifEnv *env, ERL_NIF_TERM args,
 		return ctx_end(&x);
 	}
 	put_ch(&x, '(');
-	for (i = 0; enif_get_list_cell(env, args, &hd, &args); i++) {
+	for (i = 0; cell(&x, args, &hd, &args); i++) {
 		if (i == x.list) {
 			more = 1;
 			break;
