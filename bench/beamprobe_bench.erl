@@ -140,7 +140,30 @@ rate(Tmp) ->
            end,
     io:format("sustained with zero drops: ~.2f M events/s (target >= 5, "
               "default VM flags)~n", [Best / 1.0e6]),
+    Floor = floor_rate(),
+    io:format("the VM's own ceiling, the same workers under the do-nothing "
+              "NIF tracer: ~.2f M calls/s (beamprobe: ~.1f % of it)~n",
+              [Floor / 1.0e6, 100 * Best / Floor]),
     1.
+
+%% Calls per second of the same workers traced by the do-nothing NIF
+%% tracer (bench/floor_tracer.c): what the VM reaches without beamprobe.
+floor_rate() ->
+    NW = erlang:system_info(schedulers),
+    Parent = self(),
+    F = {bench_target, f, 1},
+    Workers = [spawn(fun() -> receive go -> ok end,
+                              Parent ! {done, self(), work(infinity, NW)}
+                     end) || _ <- lists:seq(1, NW)],
+    1 = erlang:trace_pattern(F, true, [local]),
+    [1 = erlang:trace(W, true, [call, arity, {tracer, floor_tracer, []}])
+     || W <- Workers],
+    T0 = erlang:monotonic_time(microsecond),
+    [W ! go || W <- Workers],
+    Calls = lists:sum([receive {done, W, N} -> N end || W <- Workers]),
+    T1 = erlang:monotonic_time(microsecond),
+    erlang:trace_pattern(F, false, [local]),
+    Calls / ((T1 - T0) / 1.0e6).
 
 search(_Tmp, Rate, 0) -> Rate;
 search(Tmp, Target, N) ->

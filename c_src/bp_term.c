@@ -54,6 +54,7 @@
 #include "bp_term.h"
 #include "bp_atom_syntax.h"
 #include "bp_float.h"
+#include "bp_pid_text.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -205,6 +206,28 @@ static inline void put(struct ctx *x, const char *s, size_t n)
 
 #define PUTS(x, lit) put((x), "" lit, sizeof(lit) - 1) /* literals only */
 
+/* Appends n one-byte characters, each its own token: the same text as n
+ * put() calls of one byte (cut after the last whole one that fits), with
+ * one copy. */
+static inline void put_run(struct ctx *x, const char *s, size_t n)
+{
+	size_t room, k;
+
+	if (x->full || !n)
+		return;
+	room = x->lim - x->pos;
+	k = n < room ? n : room;
+	memcpy(x->buf + x->pos, s, k);
+	x->pos += k;
+	if (x->lim - x->pos >= 3)
+		x->safe = x->pos;
+	else if (x->lim >= 3 && x->lim - 3 > x->safe &&
+		 x->lim - 3 >= x->pos - k + 1)
+		x->safe = x->lim - 3;
+	if (k < n)
+		cut(x);
+}
+
 static inline void put_ch(struct ctx *x, char c)
 {
 	put(x, &c, 1);
@@ -215,6 +238,17 @@ static void put_u64(struct ctx *x, uint64_t u, int neg)
 	char b[21];
 	size_t i = sizeof b;
 
+	if (u < 100) { /* one or two digits: the common small integer */
+		if (u >= 10) {
+			b[--i] = (char)('0' + u % 10);
+			u /= 10;
+		}
+		b[--i] = (char)('0' + u);
+		if (neg)
+			b[--i] = '-';
+		put(x, b + i, sizeof b - i);
+		return;
+	}
 	do {
 		b[--i] = (char)('0' + u % 10);
 		u /= 10;
@@ -317,50 +351,34 @@ static inline void imm_store(struct bp_term_imm *e, ERL_NIF_TERM t,
 
 /*
  * The text of a local pid, "<0.Number.Serial>", from its immediate word
- * (erl_term.h, OTP 24/25, 64-bit: tag 0x3 in the low 4 bits, then the
- * number in 28 bits, then the serial) without enif_snprintf, whose
- * formatter costs ~1 us.  The decoding is checked against %T on the first
- * PID_VERIFY local pids this VM renders whose data fits in 15 bits (the
- * oldest layout's number field) and on the first PID_VERIFY whose data
- * does not (the only ones a number/serial split elsewhere would print
- * differently); one disagreement and it is never used again (every pid
- * then goes through %T).  Returns 1 with the text in out, 0 if not used.
+ * (bp_pid_text.h) without enif_snprintf, whose formatter costs ~1 us.
+ * The decoding is checked against %T on the first PID_VERIFY local pids
+ * this VM renders whose serial is 0 and on the first PID_VERIFY whose
+ * serial is not (the only ones a number/serial split elsewhere would
+ * print differently); one disagreement and it is never used again (every
+ * pid then goes through %T).  Returns 1 with the text in out, 0 if not
+ * used.  (Before 2026-11-24 the number was taken as 28 bits and every
+ * word's upper bits as the serial: the check failed on the first pid and
+ * every pid went through %T.)
  */
 #define PID_VERIFY 32
 
 static size_t u64_text(char *out, uint64_t u)
 {
-	char b[20];
-	size_t i = sizeof b, n;
-
-	do {
-		b[--i] = (char)('0' + u % 10);
-		u /= 10;
-	} while (u);
-	n = sizeof b - i;
-	memcpy(out, b + i, n);
-	return n;
+	return bp_pid_u64_text(out, u);
 }
 
 static size_t local_pid_text(ERL_NIF_TERM t, char *out)
 {
-	uint64_t d = (uint64_t)t >> 4;
-	size_t n = 3;
-
-	memcpy(out, "<0.", 3);
-	n += u64_text(out + n, d & ((1u << 28) - 1));
-	out[n++] = '.';
-	n += u64_text(out + n, d >> 28);
-	out[n++] = '>';
-	return n;
+	return bp_pid_text((uint64_t)t, out);
 }
 
-/* Agreements seen, for small [0] and large [1] pid data; -1: off. */
+/* Agreements seen, for serial 0 [0] and serial > 0 [1]; -1: off. */
 static atomic_int pid_checks[2];
 
 static int fast_pid(ERL_NIF_TERM t, char *out, size_t *len)
 {
-	int big = ((uint64_t)t >> 4) >= (1u << 15), v, off;
+	int big = bp_pid_data((uint64_t)t) >= (1u << 15), v, off;
 
 	if (sizeof(ERL_NIF_TERM) != 8 ||
 	    (t & ERTS_IMMED1_MASK) != ERTS_IMMED1_PID || !layout_check())
@@ -414,6 +432,113 @@ static NOINLINE void put_T(struct ctx *x, ERL_NIF_TERM t,
 		n--;
 	put(x, tmp, (size_t)n);
 	PUTS(x, "...");
+}
+
+/* ErlFunThing and ErlFunEntry of OTP 25 (64-bit), as far as %T reads
+ * them for a local fun: the header (FUN_SUBTAG), the entry pointer in
+ * word 1, the creator in word 4 (a pid for a local fun, the atom
+ * 'external' for fun M:F/A); in the entry, the module atom at byte 32,
+ * the index at 48 and the old uniq at 68 (found by dumping funs of OTP
+ * 25.2.3 next to their %T text).  A text is cached only when its index
+ * and uniq are the values read, and served only to a fun whose entry
+ * pointer and fields are unchanged; the module word is compared, never
+ * interpreted. */
+#define ERTS_HEADER_FUN 0x14
+#define FUN_ENTRY_MODULE 32
+#define FUN_ENTRY_INDEX 48
+#define FUN_ENTRY_UNIQ 68
+
+/* 1 if the running VM is OTP 25 (the fun layout above).  Asked once. */
+static NOINLINE int fun_layout_check(void)
+{
+	static atomic_int known = -1;
+	int v = atomic_load_explicit(&known, memory_order_relaxed);
+	ErlNifSysInfo si;
+
+	if (v >= 0)
+		return v;
+	memset(&si, 0, sizeof si);
+	enif_system_info(&si, sizeof si);
+	v = sizeof(ERL_NIF_TERM) == 8 && si.otp_release &&
+	    !strcmp(si.otp_release, "25");
+	atomic_store_explicit(&known, v, memory_order_relaxed);
+	return v;
+}
+
+/* The fields of local fun t's entry; 0 if t is not a local fun of the
+ * layout above (nothing but its own words is read then). */
+static int fun_fields(ERL_NIF_TERM t, struct bp_term_fun *f)
+{
+	const ERL_NIF_UINT *p = boxed(t);
+	const unsigned char *fe;
+
+	if (!p || !fun_layout_check() ||
+	    (p[0] & ERTS_HEADER_TAG_MASK) != ERTS_HEADER_FUN ||
+	    (p[4] & ERTS_IMMED1_MASK) != ERTS_IMMED1_PID || !p[1])
+		return 0;
+	fe = (const unsigned char *)(uintptr_t)p[1];
+	f->fe = (uint64_t)p[1];
+	memcpy(&f->module, fe + FUN_ENTRY_MODULE, 8);
+	memcpy(&f->index, fe + FUN_ENTRY_INDEX, 4);
+	memcpy(&f->uniq, fe + FUN_ENTRY_UNIQ, 4);
+	return 1;
+}
+
+/* 1 if text (%T of a local fun) ends in ".<index>.<uniq>>", the values
+ * read from the fun's entry. */
+static int fun_text_matches(const char *text, size_t n,
+			    const struct bp_term_fun *f)
+{
+	char tail[40];
+	size_t k = 0;
+
+	for (int i = 0; i < 2; i++) {
+		int32_t v = i ? f->uniq : f->index;
+
+		tail[k++] = '.';
+		if (v < 0) {
+			tail[k++] = '-';
+			k += u64_text(tail + k, 0 - (uint64_t)(int64_t)v);
+		} else {
+			k += u64_text(tail + k, (uint64_t)v);
+		}
+	}
+	tail[k++] = '>';
+	return n > k + 5 && !memcmp(text, "#Fun<", 5) &&
+	       !memcmp(text + n - k, tail, k);
+}
+
+/* A fun: a local one through the cache of verified texts, else %T. */
+static NOINLINE void put_fun(struct ctx *x, ERL_NIF_TERM t)
+{
+	struct bp_term_fun f, *e;
+	char tmp[TMP_TEXT];
+	size_t n;
+	int k;
+
+	if (!x->cache || !fun_fields(t, &f)) {
+		put_T(x, t, NULL);
+		return;
+	}
+	e = &x->cache->fun[((f.fe >> 4) ^ (f.fe >> 12)) &
+			   (BP_TERM_FUN_CACHE - 1)];
+	if (e->fe == f.fe && e->module == f.module && e->index == f.index &&
+	    e->uniq == f.uniq && e->len) {
+		put(x, e->text, e->len);
+		return;
+	}
+	k = enif_snprintf(tmp, sizeof tmp, "%T", t);
+	if (k <= 0 || (size_t)k >= sizeof tmp) {
+		put_T(x, t, NULL);
+		return;
+	}
+	n = (size_t)k;
+	if (n <= BP_TERM_FUN_TEXT && fun_text_matches(tmp, n, &f)) {
+		*e = f;
+		memcpy(e->text, tmp, n);
+		e->len = (uint8_t)n;
+	}
+	put(x, tmp, n);
 }
 
 static NOINLINE void put_atom(struct ctx *x, ERL_NIF_TERM t,
@@ -613,12 +738,39 @@ static void put_binary(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
 	}
 	n = b.size < x->binary ? b.size : x->binary;
 	text = b.bitsize == 0;
-	for (i = 0; i < n && text; i++)
+	i = 0;
+	if (text && !b.bitoffs) /* the plain ASCII prefix: printable */
+		while (i < n && b.p[i] < 128 && (cls[b.p[i]] & C_PLAIN) &&
+		       b.p[i] != '"' && b.p[i] != '\\')
+			i++;
+	if (text && i == n) { /* all of it written as itself */
+		PUTS(x, "<<\"");
+		put_run(x, (const char *)b.p, n);
+		put_ch(x, '"');
+		if (b.size > n)
+			PUTS(x, "...");
+		PUTS(x, ">>");
+		return;
+	}
+	for (; i < n && text; i++)
 		text = cls[bv_byte(&b, i)] & C_PRINT;
 	if (text) {
 		PUTS(x, "<<\"");
-		for (i = 0; i < n && !x->full; i++)
-			put_esc(x, bv_byte(&b, i), '"');
+		for (i = 0; i < n && !x->full;) {
+			size_t j = i;
+
+			if (!b.bitoffs) /* a run of bytes written as themselves */
+				while (j < n && b.p[j] < 128 &&
+				       (cls[b.p[j]] & C_PLAIN) && b.p[j] != '"' &&
+				       b.p[j] != '\\')
+					j++;
+			if (j > i) {
+				put_run(x, (const char *)b.p + i, j - i);
+				i = j;
+			} else {
+				put_esc(x, bv_byte(&b, i++), '"');
+			}
+		}
 		put_ch(x, '"');
 		if (b.size > n)
 			PUTS(x, "...");
@@ -645,6 +797,42 @@ static void put_binary(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
 
 static void term(struct ctx *x, ERL_NIF_TERM t, unsigned depth);
 
+/* The head and tail of list cell t: from the cons cell's two words
+ * (primary tag 0x1, erl_term.h) on a VM whose layout this file knows,
+ * else through enif_get_list_cell.  0 if t is not a cell ([] or not a
+ * list). */
+#define ERTS_PRIMARY_LIST 0x1
+static inline int cell(struct ctx *x, ERL_NIF_TERM t, ERL_NIF_TERM *hd,
+		       ERL_NIF_TERM *tl)
+{
+	if ((t & ERTS_PRIMARY_MASK) == ERTS_PRIMARY_LIST &&
+	    sizeof(ERL_NIF_TERM) == 8 && layout_check()) {
+		const ERL_NIF_TERM *p =
+			(const ERL_NIF_TERM *)(uintptr_t)(t - ERTS_PRIMARY_LIST);
+
+		*hd = p[0];
+		*tl = p[1];
+		return 1;
+	}
+	return enif_get_list_cell(x->env, t, hd, tl);
+}
+
+/* *c = t if t is an integer that fits an int: from the word for a small
+ * integer (see term()), else through enif_get_int. */
+static inline int get_char(struct ctx *x, ERL_NIF_TERM t, int *c)
+{
+	if ((t & ERTS_IMMED1_MASK) == ERTS_IMMED1_SMALL &&
+	    sizeof(ERL_NIF_TERM) == 8 && layout_check()) {
+		int64_t v = (int64_t)t >> 4;
+
+		if (v < -2147483647 - 1 || v > 2147483647)
+			return 0;
+		*c = (int)v;
+		return 1;
+	}
+	return enif_get_int(x->env, t, c);
+}
+
 /* 1: t is a string: latin-1 printable characters, proper up to `text`. */
 static int is_string(struct ctx *x, ERL_NIF_TERM t)
 {
@@ -652,10 +840,10 @@ static int is_string(struct ctx *x, ERL_NIF_TERM t)
 	unsigned i;
 	int c;
 
-	for (i = 0; enif_get_list_cell(x->env, t, &hd, &t); i++) {
+	for (i = 0; cell(x, t, &hd, &t); i++) {
 		if (i == x->text)
 			return 1;
-		if (!enif_get_int(x->env, hd, &c) || c < 0 || c > 255 ||
+		if (!get_char(x, hd, &c) || c < 0 || c > 255 ||
 		    !(cls[c] & C_PRINT))
 			return 0;
 	}
@@ -678,19 +866,19 @@ static void put_list(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
 	}
 	if (is_string(x, t)) {
 		put_ch(x, '"');
-		for (i = 0; enif_get_list_cell(x->env, t, &hd, &t); i++) {
+		for (i = 0; cell(x, t, &hd, &t); i++) {
 			if (i == x->text || x->full) {
 				PUTS(x, "\"...");
 				return;
 			}
-			enif_get_int(x->env, hd, &c);
+			get_char(x, hd, &c);
 			put_esc(x, (unsigned)c, '"');
 		}
 		put_ch(x, '"');
 		return;
 	}
 	put_ch(x, '[');
-	for (i = 0; enif_get_list_cell(x->env, t, &hd, &t); i++) {
+	for (i = 0; cell(x, t, &hd, &t); i++) {
 		if (i == x->list || x->full) {
 			PUTS(x, "|...]");
 			return;
@@ -776,16 +964,16 @@ static void term(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
 
 	if (x->full)
 		return;
-	if ((e = imm_entry(x, t)) && e->word == (uint64_t)t) {
-		put(x, e->text, e->len);
-		return;
-	}
 	/* A small integer (immediate, tag 0xF, a signed value above it:
 	 * erl_term.h) without the enif_term_type and enif_get_int64 calls. */
 	if ((t & ERTS_IMMED1_MASK) == ERTS_IMMED1_SMALL &&
 	    sizeof(ERL_NIF_TERM) == 8 && layout_check()) {
 		int64_t v = (int64_t)t >> 4;
 		put_u64(x, v < 0 ? 0 - (uint64_t)v : (uint64_t)v, v < 0);
+		return;
+	}
+	if ((e = imm_entry(x, t)) && e->word == (uint64_t)t) {
+		put(x, e->text, e->len);
 		return;
 	}
 	switch (enif_term_type(x->env, t)) {
@@ -818,8 +1006,10 @@ static void term(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
 		put_T(x, t, e); /* e is NULL for a remote (boxed) one */
 		break;
 	case ERL_NIF_TERM_TYPE_REFERENCE:
-	case ERL_NIF_TERM_TYPE_FUN:
 		put_T(x, t, NULL);
+		break;
+	case ERL_NIF_TERM_TYPE_FUN:
+		put_fun(x, t);
 		break;
 	default:
 		PUTS(x, "...");
@@ -882,7 +1072,7 @@ size_t bp_term_render_args_cached(ErlNifEnv *env, ERL_NIF_TERM args,
 		return ctx_end(&x);
 	}
 	put_ch(&x, '(');
-	for (i = 0; enif_get_list_cell(env, args, &hd, &args); i++) {
+	for (i = 0; cell(&x, args, &hd, &args); i++) {
 		if (i == x.list) {
 			more = 1;
 			break;

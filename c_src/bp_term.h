@@ -49,8 +49,27 @@ struct bp_term_imm {
 	char text[BP_TERM_IMM_TEXT];
 };
 
+/*
+ * Local funs (#Fun<m.1.2345>), keyed by their fun entry: the VM's
+ * ErlFunEntry pointer in the fun's word 1 and the fields %T prints from it
+ * (module atom, index, old uniq), read from OTP 25's layout.  An entry is
+ * made only from a %T text that equals the text built from those fields,
+ * and served only while the fields still hold the same values, so a text
+ * is never made up from a misread layout.  Single writer, like the above.
+ */
+#define BP_TERM_FUN_CACHE 16 /* entries, a power of two */
+#define BP_TERM_FUN_TEXT 86  /* longest text kept */
+
+struct bp_term_fun {
+	uint64_t fe, module; /* 0: empty */
+	int32_t index, uniq;
+	uint8_t len;
+	char text[BP_TERM_FUN_TEXT];
+};
+
 struct bp_term_cache {
 	struct bp_term_imm e[BP_TERM_IMM_CACHE];
+	struct bp_term_fun fun[BP_TERM_FUN_CACHE];
 };
 
 /*

@@ -136,9 +136,11 @@ static inline void wr_term(ErlNifEnv *env, const struct bp_session *s,
 
 /* ATOM (undefined if t is not one): needs MFA_MAX bytes, enough for any
  * atom (255 characters, each escaped to at most 4 bytes, and quotes). */
-static inline void wr_atom(ErlNifEnv *env, struct wr *w, ERL_NIF_TERM t)
+static inline void wr_atom(ErlNifEnv *env, struct bp_slot *sl, struct wr *w,
+			   ERL_NIF_TERM t)
 {
-	size_t n = bp_term_render_atom(env, t, (char *)w->p, MFA_MAX);
+	size_t n = bp_term_render_atom_cached(env, t, (char *)w->p, MFA_MAX,
+					      &sl->terms);
 
 	if (!n) {
 		wr_undefined(w, BP_K_ATOM);
@@ -460,7 +462,7 @@ ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 		w = wr_begin(start, BP_EV_EXCEPTION_FROM, key);
 		wr_mfa(env, sl, &w, argv[3], NULL);
 		if (enif_get_tuple(env, x, &n, &cv) && n == 2) {
-			wr_atom(env, &w, cv[0]);
+			wr_atom(env, sl, &w, cv[0]);
 			wr_term(env, s, sl, &w, cv[1]);
 		} else {
 			wr_cstr(&w, BP_K_ATOM, "error");
@@ -599,7 +601,7 @@ static ERL_NIF_TERM trace_procs_ports(ErlNifEnv *env,
 			     tag == bp_atom.register_ ? BP_EV_REGISTER
 						      : BP_EV_UNREGISTER,
 			     key);
-		wr_atom(env, &w, term);
+		wr_atom(env, sl, &w, term);
 	} else if (tag == bp_atom.open) {
 		w = wr_begin(start, BP_EV_PORT_OPEN, key);
 		wr_pid(env, &w, term);

@@ -86,6 +86,85 @@ random_floats_test() ->
         ++ [math:pow(2, E) || E <- lists:seq(-1074, 1023, 3)],
     ?assertEqual([p(F) || F <- Fs], [r(F) || F <- Fs]).
 
+%% The float text against the VM's own float_to_list(F, [short]) (what ~p
+%% prints) for 2.1 million doubles: random bit patterns (every exponent,
+%% mostly 16-17 digits), decimals of 1-17 digits at every exponent and
+%% their neighbours a few ulps away (the near-ties of the fast path in
+%% c_src/bp_float.c), subnormals, powers of ten and two and their
+%% neighbours, the extremes.  Rendered 1000 at a time through
+%% render_args/2.
+float_text_test_() ->
+    T = fun(Name, F) -> {timeout, 120, {Name, F}} end,
+    [T("random bit patterns", fun() -> float_batch(fun rand_float/0, 600000) end),
+     T("decimals of 1-17 digits", fun() -> float_batch(fun rand_decimal/0, 500000) end),
+     T("neighbours of decimals", fun() -> float_batch(fun near_decimal/0, 500000) end),
+     T("subnormals", fun() -> float_batch(fun rand_subnormal/0, 200000) end),
+     T("short decimals, small exponents",
+       fun() -> float_batch(fun() -> rand:uniform(1000000) / math:pow(10, rand:uniform(30) - 8) end,
+                            300000) end),
+     T("powers, extremes and their neighbours", fun float_special/0)].
+
+float_batch(Gen, N) ->
+    rand:seed(exsss, {N, 17, 42}),
+    float_check([Gen() || _ <- lists:seq(1, N)]).
+
+float_check([]) -> ok;
+float_check(Fs) ->
+    {B, Rest} = lists:split(min(1000, length(Fs)), Fs),
+    T = r_args(B, #{list => 4096, bytes => 65536, depth => 4}),
+    Got = binary:split(binary:part(T, 1, byte_size(T) - 2), <<", ">>, [global]),
+    Exp = [list_to_binary(float_to_list(F, [short])) || F <- B],
+    case [{F, G, E} || {F, G, E} <- lists:zip3(B, Got, Exp), G =/= E] of
+        [] -> float_check(Rest);
+        Bad -> ?assertEqual([], lists:sublist(Bad, 5))
+    end.
+
+r_args(L, Cap) -> beamprobe_nif:render_args(L, Cap).
+
+float_of_bits(I) ->
+    case <<I:64>> of <<F/float>> -> F; _ -> none end.
+
+rand_float() ->
+    case float_of_bits(rand:uniform(1 bsl 64) - 1) of
+        none -> rand_float();
+        F -> F
+    end.
+
+rand_subnormal() ->
+    float_of_bits((rand:uniform(2) - 1) bsl 63 bor rand:uniform((1 bsl 52) - 1)).
+
+%% M * 10^E for M of 1-17 digits, E over the whole range.
+rand_decimal() ->
+    D = rand:uniform(17),
+    M = rand:uniform(pow10(D) - 1),
+    E = rand:uniform(640) - 340,
+    case catch list_to_float(integer_to_list(M) ++ ".0e" ++ integer_to_list(E)) of
+        F when is_float(F) -> F;
+        _ -> rand_decimal()
+    end.
+
+near_decimal() ->
+    <<I:64>> = <<(rand_decimal())/float>>,
+    case float_of_bits(max(0, I + rand:uniform(7) - 4)) of
+        none -> near_decimal();
+        F -> F
+    end.
+
+pow10(0) -> 1;
+pow10(N) -> 10 * pow10(N - 1).
+
+float_special() ->
+    Ten = [list_to_float("1.0e" ++ integer_to_list(E)) || E <- lists:seq(-323, 308)],
+    Two = [math:pow(2, E) || E <- lists:seq(-1074, 1023)],
+    Ext = [0.0, -0.0, 5.0e-324, 2.2250738585072014e-308, 2.225073858507201e-308,
+           1.7976931348623157e308, 9007199254740992.0, 9007199254740993.0,
+           9007199254740994.0, 1.0e15, 1.0e16, 1.0e17, 1.0e22, 1.0e23, 0.1, 0.3],
+    Bits = [I || F <- Ten ++ Two ++ Ext, <<I:64>> <- [<<F/float>>]],
+    Near = [F || I <- Bits, D <- lists:seq(-3, 3), F <- [float_of_bits(max(0, I + D))],
+                 F =/= none],
+    All = Near ++ [-F || F <- Near],
+    float_check(All).
+
 atoms_test() ->
     [same_as_p(A) || A <- [a, foo_bar, 'A', 'Foo', '_', '_a', 'a b', '',
                            'receive', 'end', 'and', 'orelse', 'xor', 'fun',
@@ -161,6 +240,46 @@ pids_ports_refs_funs_test() ->
     ?assertMatch(<<"#Ref<", _/binary>>, r(Ref)),
     ?assertMatch(<<"#Fun<beamprobe_term_tests.", _/binary>>, r(Local)),
     ?assertEqual(<<"fun lists:map/2">>, r(fun lists:map/2)).
+
+%% Local funs are rendered through a per-slot cache keyed by the VM's fun
+%% entry (bp_term.c, put_fun): render/2 renders each term uncached, then
+%% twice through one cache (filled, then hit) and raises if the three
+%% differ; every text must also be ~p's.  Funs of many entries (more than
+%% the cache's 16 slots), closures, funs of two versions of one module
+%% (same index, new uniq) and of a module since purged, external funs.
+fun_cache_test() ->
+    V1 = fun_mod(1), V1Funs = fun_mod_funs(),
+    V2 = fun_mod(2), V2Funs = fun_mod_funs(),
+    ?assertNotEqual(V1, V2),
+    Local = [fun() -> I end || I <- lists:seq(1, 3)]
+        ++ [fun(A) -> {A, I} end || I <- lists:seq(1, 3)]
+        ++ [fun lists:map/2, fun erlang:self/0],
+    Funs = V1Funs ++ V2Funs ++ Local
+        ++ [binary_to_term(term_to_binary(F)) || F <- V2Funs ++ Local],
+    [same_as_p(F) || F <- Funs],
+    %% one term holding them all: the cache is filled and hit within it
+    ?assertEqual(p(Funs), r(Funs, #{list => 1000, bytes => 65536})),
+    code:purge(bp_fun_mod),
+    [same_as_p(F) || F <- V1Funs ++ V2Funs],
+    code:delete(bp_fun_mod),
+    code:purge(bp_fun_mod).
+
+fun_mod(V) ->
+    Src = "-module(bp_fun_mod). -export([fs/0]).\n"
+          "fs() -> X = self(), [fun() -> X end, fun(A) -> {A, X} end, "
+          "fun(A, B) -> A + B + " ++ integer_to_list(V) ++ " end"
+          ++ lists:duplicate(V, $\s) ++ [$\]] ++ "++ [fun() -> v end || _ <- [1]].",
+    {ok, Toks, _} = erl_scan:string(Src),
+    Forms = split_forms(Toks, [], []),
+    {ok, bp_fun_mod, Bin} = compile:forms([F || {ok, F} <- [erl_parse:parse_form(T) || T <- Forms]]),
+    {module, bp_fun_mod} = code:load_binary(bp_fun_mod, "bp_fun_mod.erl", Bin),
+    erlang:md5(Bin).
+
+fun_mod_funs() -> bp_fun_mod:fs().
+
+split_forms([], [], Acc) -> lists:reverse(Acc);
+split_forms([{dot, _} = D | T], Cur, Acc) -> split_forms(T, [], [lists:reverse([D | Cur]) | Acc]);
+split_forms([Tok | T], Cur, Acc) -> split_forms(T, [Tok | Cur], Acc).
 
 %% ---- limits --------------------------------------------------------------
 
@@ -288,6 +407,19 @@ huge_bitstring_test_() ->
         ?assertEqual(<<"<<2,2,...>>">>, r(OddBits, #{binary => 2})),
         bounded(OddBits)
     end}.
+
+%% A printable binary is copied in runs when it is byte-aligned and byte by
+%% byte when it is not (bp_term.c): both give the same text at every
+%% `bytes' and `binary' limit, so every place a run can be cut is checked.
+binary_runs_cut_test() ->
+    Texts = [<<"abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJ">>,
+             <<"ab\"cd\\ef\ngh ij\tkl\"\"mn">>,
+             binary:copy(<<"x">>, 200), <<"caf", 233, " au lait, ", 255, "!">>],
+    [begin
+         <<_:3, U:(byte_size(T))/binary, _:5>> = <<0:3, T/binary, 0:5>>,
+         Cap = #{bytes => N, binary => Bin},
+         ?assertEqual({N, Bin, r(U, Cap)}, {N, Bin, r(T, Cap)})
+     end || T <- Texts, N <- lists:seq(16, 90), Bin <- [3, 20, 64, 1000]].
 
 %% Every alignment, every tail length, heap and refc binaries, sub-binaries
 %% of both: the bytes read from the ERTS layout are the term's bytes.

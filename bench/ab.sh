@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# bench/ab.sh -- A/B of one event kind between a git revision and the
+# working tree, interleaved in the same run (docs/performance.md, "Rerun").
+# Usage: bash bench/ab.sh REV KIND [ROUNDS] [VMFLAGS...]
+#   Builds REV (git archive) into _build/ab/REV, then ROUNDS times (default
+#   5) runs KIND in a fresh VM under: the floor, then beamprobe at REV
+#   and beamprobe of the working tree (which goes first alternates), each VM
+#   running the kind 3 times and keeping the best; prints the median over
+#   the rounds of ns per operation and the added cost over the floor.
+#   VMFLAGS (e.g. +sbwt none) go to every VM.  KIND as in the `only'
+#   mode of bench/beamprobe_kinds_bench.erl.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rev=$1 kind=$2 rounds=${3:-5}
+shift $(( $# < 3 ? $# : 3 ))
+B=_build/bench
+mkdir -p "$B"
+ERL_INCLUDE=$(erl -noshell -eval 'io:put_chars(filename:join([code:root_dir(), "usr", "include"])), halt().')
+gcc -O2 -fPIC -shared -Wall -Wextra -Werror -I"$ERL_INCLUDE" -o "$B/floor_tracer.so" bench/floor_tracer.c
+erlc +warnings_as_errors -pa ebin -o "$B" bench/*.erl
+sha=$(git rev-parse --short "$rev")
+A=_build/ab/$sha
+if [ ! -f "$A/priv/beamprobe_nif.so" ]; then
+  rm -rf "$A" && mkdir -p "$A"
+  git archive "$sha" | tar -x -C "$A"
+  make -C "$A" c erl >/dev/null
+fi
+one() { # dir config [vmflags] -> best ns/op of AB_REPS (3) runs
+  local d=$1 c=$2; shift 2
+  erl "$@" -noshell -pa "$d/ebin" -pa "$B" -run beamprobe_kinds_bench main only "$kind" "$c" "${AB_REPS:-3}" \
+    | awk '/ns per op/ { v = $(NF - 3); if (best == "" || v < best) best = v } END { print best }'
+}
+declare -a fl old new
+for r in $(seq 1 "$rounds"); do
+  fl+=("$(one . floor "$@")")
+  if [ $((r % 2)) = 1 ]; then # alternate which build goes first
+    old+=("$(one "$A" bp "$@")")
+    new+=("$(one . bp "$@")")
+  else
+    new+=("$(one . bp "$@")")
+    old+=("$(one "$A" bp "$@")")
+  fi
+  echo "round $r: floor ${fl[-1]}  $sha ${old[-1]}  tree ${new[-1]}  ns/op"
+done
+med() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+u=$(erl "$@" -noshell -pa ebin -pa "$B" -run beamprobe_kinds_bench main only "$kind" untraced 3 \
+    | awk '/ns per op/ { v = $(NF - 3); if (best == "" || v < best) best = v } END { print best }')
+F=$(med "${fl[@]}") O=$(med "${old[@]}") N=$(med "${new[@]}")
+awk -v u="$u" -v f="$F" -v o="$O" -v n="$N" -v s="$sha" -v k="$kind" 'BEGIN {
+  printf "%s: untraced %.1f, floor %.1f, %s %.1f (%.2fx floor added), tree %.1f (%.2fx) ns/op (medians)\n",
+    k, u, f, s, o, (o - u) / (f - u), n, (n - u) / (f - u) }'
