@@ -170,6 +170,14 @@ wait_out(Tty, Sub, Timeout) ->
                end, Timeout, {not_printed, iolist_to_binary(Sub),
                               fun() -> out(Tty) end}).
 
+%% Waits until Sub is printed after the last occurrence of Marker (an
+%% earlier session's line must not satisfy the wait).
+wait_after(Tty, Marker, Sub, Timeout) ->
+    wait_until(fun() -> binary:match(after_mark(Tty, Marker),
+                                     iolist_to_binary(Sub)) =/= nomatch
+               end, Timeout, {not_printed_after, iolist_to_binary(Marker),
+                              iolist_to_binary(Sub), fun() -> out(Tty) end}).
+
 %% Text printed after the last occurrence of Marker.
 after_mark(Tty, Marker) ->
     B = out(Tty),
@@ -406,7 +414,7 @@ recon_forms(Config) ->
     type(Tty, "beamprobe:calls({bprs_target, f, 1}, 2, [{args, arity}, "
               "{scope, local}, {timestamp, trace}, {pid, [all]}])."),
     type(Tty, "bprs_target:loop(f, 1, 2)."),
-    wait_out(Tty, "session ended (events)", 3000),
+    wait_after(Tty, "{pid, [all]}])", "session ended (events)", 3000),
     ?assertEqual([<<"call bprs_target:f/1">>, <<"call bprs_target:f/1">>],
                  [what(L) || L <- events_after(Tty, "{pid, [all]}])")]),
     type(Tty, "beamprobe:calls({bprs_target, f, '_'}, 10, [{pid, self()}, "
@@ -445,7 +453,7 @@ redbug_forms(Config) ->
     type(Tty, "beamprobe:calls(\"bprs_target:f/1\", #{msgs => 5, "
               "print_re => \"f\\\\(1[0-9]\\\\)\"})."),
     type(Tty, "bprs_target:loop(f, 8, 12)."),
-    wait_out(Tty, "session ended (events)", 3000),
+    wait_after(Tty, "print_re =>", "session ended (events)", 3000),
     ?assertEqual([<<"call bprs_target:f(10)">>, <<"call bprs_target:f(11)">>,
                   <<"call bprs_target:f(12)">>],
                  [what(L) || L <- events_after(Tty, "print_re =>")]),
