@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "bp_atoms.h"
+#include "bp_hub.h"
 #include "bp_nif.h"
 #include "bp_output.h"
 #include "bp_restype.h"
@@ -725,6 +726,51 @@ static ERL_NIF_TERM nif_live_sessions(ErlNifEnv *env, int argc,
 	return enif_make_int(env, atomic_load(&live_sessions));
 }
 
+/* ---- the hub (bp_hub.h) ---------------------------------------------- */
+
+/* hub_add(Session, Spec) -> {ok, Member} | {error, hub_full | badarg}:
+ * Session records the events its filter Spec accepts. */
+static ERL_NIF_TERM nif_hub_add(ErlNifEnv *env, int argc,
+				const ERL_NIF_TERM argv[])
+{
+	struct bp_session *s = arg_session(env, argv[0]);
+	int i;
+
+	(void)argc;
+	if (!s || !enif_is_map(env, argv[1]))
+		return enif_make_badarg(env);
+	i = bp_hub_add(env, s, argv[1]);
+	if (i == -1)
+		return enif_make_tuple2(env, bp_atom.error,
+					enif_make_atom(env, "hub_full"));
+	if (i < 0)
+		return enif_make_tuple2(env, bp_atom.error, bp_atom.badarg);
+	return enif_make_tuple2(env, bp_atom.ok, enif_make_int(env, i));
+}
+
+/* hub_remove(Member) -> ok: once it returns, no producer writes into the
+ * member's session through the hub.  Dirty I/O (waits for producers). */
+static ERL_NIF_TERM nif_hub_remove(ErlNifEnv *env, int argc,
+				   const ERL_NIF_TERM argv[])
+{
+	int i;
+
+	(void)argc;
+	if (!enif_get_int(env, argv[0], &i) || i < 0 || i >= BP_HUB_MAX)
+		return enif_make_badarg(env);
+	bp_hub_remove(i);
+	return bp_atom.ok;
+}
+
+/* hub_members() -> Mask: the hub's live members (for tests). */
+static ERL_NIF_TERM nif_hub_members(ErlNifEnv *env, int argc,
+				    const ERL_NIF_TERM argv[])
+{
+	(void)argc;
+	(void)argv;
+	return enif_make_uint64(env, atomic_load(&bp_hub.live));
+}
+
 /* ---- clock, is_loaded, thread_slot ---------------------------------- */
 
 /* clock() -> integer(): the trace clock now (CLOCK_MONOTONIC ns). */
@@ -770,6 +816,8 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
 #undef BP__MAKE_ATOM
 	bp_handler_load(env);
 	bp_clock_init();
+	if (bp_hub_init())
+		return -1;
 	return bp_restype_open(env, session_dtor);
 }
 
@@ -807,6 +855,9 @@ static ErlNifFunc nif_funcs[] = {
 	{"thread_slot", 0, nif_thread_slot, 0},
 	{"clock", 0, nif_clock, 0},
 	{"is_loaded", 0, nif_is_loaded, 0},
+	{"hub_add", 2, nif_hub_add, 0},
+	{"hub_remove", 1, nif_hub_remove, ERL_NIF_DIRTY_JOB_IO_BOUND},
+	{"hub_members", 0, nif_hub_members, 0},
 };
 
 ERL_NIF_INIT(beamprobe_nif, nif_funcs, load, NULL, upgrade, unload)

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "bp_atoms.h"
+#include "bp_hub.h"
 #include "bp_nif.h"
 #include "bp_session.h"
 #include "bp_term.h"
@@ -397,9 +398,18 @@ ERL_NIF_TERM bp_tracer_enabled_kind(ErlNifEnv *env, int argc,
 ERL_NIF_TERM bp_tracer_enabled(ErlNifEnv *env, int argc,
 			       const ERL_NIF_TERM argv[])
 {
-	struct bp_session *s = get_session(env, argv[1]);
+	struct bp_session *s;
 
 	(void)argc;
+	/* The hub: trace while it has members (the janitor removes every
+	 * flag when the last session ends; this is the safety net). */
+	if (argv[1] == bp_atom.beamprobe_hub)
+		return atomic_load_explicit(&bp_hub.live,
+					    memory_order_relaxed) ||
+				       argv[0] != bp_atom.trace_status
+			       ? bp_atom.trace
+			       : bp_atom.remove;
+	s = get_session(env, argv[1]);
 	if (!s || atomic_load_explicit(&s->state, memory_order_relaxed) ==
 			  BP_S_STOPPED)
 		return argv[0] == bp_atom.trace_status ? bp_atom.remove
@@ -407,11 +417,11 @@ ERL_NIF_TERM bp_tracer_enabled(ErlNifEnv *env, int argc,
 	return bp_atom.trace;
 }
 
-/* Call events: call, return_from, exception_from, return_to. */
-ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
-				  const ERL_NIF_TERM argv[])
+/* Call events: call, return_from, exception_from, return_to.  `routed':
+ * the match-spec result is the hub's route, not call info. */
+static void write_call(ErlNifEnv *env, struct bp_session *s,
+		       const ERL_NIF_TERM argv[], int routed)
 {
-	struct bp_session *s = get_session(env, argv[1]);
 	ERL_NIF_TERM tag = argv[0];
 	const ERL_NIF_TERM *e = NULL;
 	struct bp_slot *sl;
@@ -420,14 +430,11 @@ ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 	uint64_t key;
 	int found;
 
-	(void)argc;
-	if (!s)
-		return bp_atom.ok;
 	if ((tag == bp_atom.return_from && !(s->flags & BP_F_RETURN)) ||
 	    (tag == bp_atom.exception_from && !(s->flags & BP_F_EXCEPTIONS)))
-		return bp_atom.ok; /* implied by exception_trace, not asked */
+		return; /* implied by exception_trace, not asked */
 	if (!(sl = open_event(env, s, argv[2], &key)))
-		return bp_atom.ok;
+		return;
 	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE +
 							MFA_MAX +
 							3 * text_max(s))))
@@ -441,7 +448,7 @@ ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 		else
 			wr_undefined(&w, BP_K_ARGS);
 		found = 0;
-		if (s->flags & BP_F_MS_RESULT)
+		if ((s->flags & BP_F_MS_RESULT) && !routed)
 			info = opt(env, argv[4], bp_atom.match_spec_result,
 				   &found);
 		if (found) {
@@ -475,21 +482,19 @@ ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 	finish(sl, start, &w);
 out:
 	bp_session_leave(sl);
-	return bp_atom.ok;
 }
 
-static ERL_NIF_TERM trace_message(ErlNifEnv *env, const ERL_NIF_TERM argv[],
-				  int is_send)
+static void write_message(ErlNifEnv *env, struct bp_session *s,
+			  const ERL_NIF_TERM argv[], int is_send)
 {
-	struct bp_session *s = get_session(env, argv[1]);
 	struct bp_slot *sl;
 	uint8_t *start;
 	struct wr w;
 	uint64_t key;
 	int found;
 
-	if (!s || !(sl = open_event(env, s, argv[2], &key)))
-		return bp_atom.ok;
+	if (!(sl = open_event(env, s, argv[2], &key)))
+		return;
 	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE + 8 +
 							2 * text_max(s))))
 		goto out;
@@ -508,23 +513,6 @@ static ERL_NIF_TERM trace_message(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 	finish(sl, start, &w);
 out:
 	bp_session_leave(sl);
-	return bp_atom.ok;
-}
-
-/* trace_send/5: send, send_to_non_existing_process. */
-ERL_NIF_TERM bp_tracer_trace_send(ErlNifEnv *env, int argc,
-				  const ERL_NIF_TERM argv[])
-{
-	(void)argc;
-	return trace_message(env, argv, 1);
-}
-
-/* trace_receive/5: 'receive'. */
-ERL_NIF_TERM bp_tracer_trace_receive(ErlNifEnv *env, int argc,
-				     const ERL_NIF_TERM argv[])
-{
-	(void)argc;
-	return trace_message(env, argv, 0);
 }
 
 /* MFARGS: "m:f(args)" from {M, F, Args}, else the term.  Needs
@@ -557,10 +545,9 @@ static void wr_mfargs(ErlNifEnv *env, const struct bp_session *s,
 }
 
 /* trace_procs/5 (and trace_ports/5 for the tags they share). */
-static ERL_NIF_TERM trace_procs_ports(ErlNifEnv *env,
-				      const ERL_NIF_TERM argv[])
+static void write_procs_ports(ErlNifEnv *env, struct bp_session *s,
+			      const ERL_NIF_TERM argv[], int unused)
 {
-	struct bp_session *s = get_session(env, argv[1]);
 	ERL_NIF_TERM tag = argv[0], term = argv[3];
 	struct bp_slot *sl;
 	uint8_t *start;
@@ -568,8 +555,9 @@ static ERL_NIF_TERM trace_procs_ports(ErlNifEnv *env,
 	uint64_t key;
 	int found, id;
 
-	if (!s || !(sl = open_event(env, s, argv[2], &key)))
-		return bp_atom.ok;
+	(void)unused;
+	if (!(sl = open_event(env, s, argv[2], &key)))
+		return;
 	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE + 8 +
 							2 * MFA_MAX +
 							2 * text_max(s))))
@@ -614,28 +602,12 @@ static ERL_NIF_TERM trace_procs_ports(ErlNifEnv *env,
 	finish(sl, start, &w);
 out:
 	bp_session_leave(sl);
-	return bp_atom.ok;
-}
-
-ERL_NIF_TERM bp_tracer_trace_procs(ErlNifEnv *env, int argc,
-				   const ERL_NIF_TERM argv[])
-{
-	(void)argc;
-	return trace_procs_ports(env, argv);
-}
-
-ERL_NIF_TERM bp_tracer_trace_ports(ErlNifEnv *env, int argc,
-				   const ERL_NIF_TERM argv[])
-{
-	(void)argc;
-	return trace_procs_ports(env, argv);
 }
 
 /* trace_running_procs/5: in, out, in_exiting, out_exiting, out_exited. */
-ERL_NIF_TERM bp_tracer_trace_running_procs(ErlNifEnv *env, int argc,
-					   const ERL_NIF_TERM argv[])
+static void write_running(ErlNifEnv *env, struct bp_session *s,
+			  const ERL_NIF_TERM argv[], int unused)
 {
-	struct bp_session *s = get_session(env, argv[1]);
 	ERL_NIF_TERM tag = argv[0];
 	struct bp_slot *sl;
 	uint8_t *start;
@@ -643,13 +615,13 @@ ERL_NIF_TERM bp_tracer_trace_running_procs(ErlNifEnv *env, int argc,
 	uint64_t key;
 	int in, exiting;
 
-	(void)argc;
+	(void)unused;
 	in = tag == bp_atom.in || tag == bp_atom.in_exiting;
 	exiting = tag == bp_atom.in_exiting || tag == bp_atom.out_exiting ? 1
 		  : tag == bp_atom.out_exited				  ? 2
 									  : 0;
-	if (!s || !(sl = open_event(env, s, argv[2], &key)))
-		return bp_atom.ok;
+	if (!(sl = open_event(env, s, argv[2], &key)))
+		return;
 	if (!(start = bp_session_reserve(s, sl,
 					 BP_EVENT_HEADER_SIZE + MFA_MAX + 1)))
 		goto out;
@@ -662,14 +634,12 @@ ERL_NIF_TERM bp_tracer_trace_running_procs(ErlNifEnv *env, int argc,
 	finish(sl, start, &w);
 out:
 	bp_session_leave(sl);
-	return bp_atom.ok;
 }
 
 /* trace_garbage_collection/5: gc_{minor,major}_{start,end}. */
-ERL_NIF_TERM bp_tracer_trace_gc(ErlNifEnv *env, int argc,
-				const ERL_NIF_TERM argv[])
+static void write_gc(ErlNifEnv *env, struct bp_session *s,
+		     const ERL_NIF_TERM argv[], int unused)
 {
-	struct bp_session *s = get_session(env, argv[1]);
 	ERL_NIF_TERM tag = argv[0], list = argv[3], head;
 	const ERL_NIF_TERM keys[6] = {bp_atom.heap_size,
 				      bp_atom.heap_block_size,
@@ -683,14 +653,14 @@ ERL_NIF_TERM bp_tracer_trace_gc(ErlNifEnv *env, int argc,
 	uint64_t key;
 	int id, guard = 0;
 
-	(void)argc;
+	(void)unused;
 	id = tag == bp_atom.gc_minor_start   ? BP_EV_GC_MINOR_START
 	     : tag == bp_atom.gc_minor_end   ? BP_EV_GC_MINOR_END
 	     : tag == bp_atom.gc_major_start ? BP_EV_GC_MAJOR_START
 	     : tag == bp_atom.gc_major_end   ? BP_EV_GC_MAJOR_END
 					     : -1;
-	if (!s || id < 0)
-		return bp_atom.ok;
+	if (id < 0)
+		return;
 	while (guard++ < 32 && enif_get_list_cell(env, list, &head, &list)) {
 		const ERL_NIF_TERM *kv;
 		int n;
@@ -701,7 +671,7 @@ ERL_NIF_TERM bp_tracer_trace_gc(ErlNifEnv *env, int argc,
 				enif_get_uint64(env, kv[1], &vals[i]);
 	}
 	if (!(sl = open_event(env, s, argv[2], &key)))
-		return bp_atom.ok;
+		return;
 	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE + 48)))
 		goto out;
 	w = wr_begin(start, id, key);
@@ -710,7 +680,164 @@ ERL_NIF_TERM bp_tracer_trace_gc(ErlNifEnv *env, int argc,
 	finish(sl, start, &w);
 out:
 	bp_session_leave(sl);
+}
+
+/* ---- dispatch: one session, or the hub's members ------------------- */
+
+typedef void (*writer_fn)(ErlNifEnv *env, struct bp_session *s,
+			  const ERL_NIF_TERM argv[], int arg);
+
+/* Writes the event with w into every hub member that records `kind' and
+ * includes the tracee, or into the session of a session tracer state
+ * (meta patterns). */
+static ERL_NIF_TERM dispatch(ErlNifEnv *env, const ERL_NIF_TERM argv[],
+			     uint32_t kind, writer_fn w, int arg)
+{
+	struct bp_session *s;
+
+	if (argv[1] == bp_atom.beamprobe_hub) {
+		uint64_t live, key = (uint64_t)argv[2];
+		int idx;
+
+		if (!(live = bp_hub_enter(&idx)))
+			return bp_atom.ok;
+		while (live) {
+			int i = __builtin_ctzll(live);
+			struct bp_hub_member *m = atomic_load_explicit(
+				&bp_hub.members[i], memory_order_acquire);
+			live &= live - 1;
+			if (m && (m->kinds & kind) && bp_hub_includes(m, key))
+				w(env, m->s, argv, arg);
+		}
+		bp_hub_leave(idx);
+		return bp_atom.ok;
+	}
+	if ((s = get_session(env, argv[1])))
+		w(env, s, argv, arg);
 	return bp_atom.ok;
+}
+
+/* The hub's route in a call's match-spec result: {bp_route, E1, ...,
+ * Ek} where Ei is a member number (an integer) when that member's
+ * condition held, else false or 'EXIT' (docs/design.md).  Returns the
+ * mask of members, or 0 with *is_route = 0 if the result is no route. */
+static uint64_t call_route(ErlNifEnv *env, ERL_NIF_TERM opts, int *is_route)
+{
+	ERL_NIF_TERM r;
+	const ERL_NIF_TERM *e;
+	uint64_t mask = 0;
+	int n, found;
+
+	*is_route = 0;
+	r = opt(env, opts, bp_atom.match_spec_result, &found);
+	if (!found || !enif_get_tuple(env, r, &n, &e) || n < 1 ||
+	    e[0] != bp_atom.bp_route)
+		return 0;
+	*is_route = 1;
+	for (int i = 1; i < n; i++) {
+		int v;
+		if (enif_get_int(env, e[i], &v) && v >= 0 && v < BP_HUB_MAX)
+			mask |= 1ull << v;
+	}
+	return mask;
+}
+
+/* Call events through the hub: a call goes to the members its match
+ * spec's route names, or without a route to the members whose patterns
+ * name the function; return_from and exception_from to the members whose
+ * patterns name the function (and that asked for them, write_call);
+ * return_to to the members that record it. */
+static ERL_NIF_TERM hub_call(ErlNifEnv *env, const ERL_NIF_TERM argv[])
+{
+	ERL_NIF_TERM tag = argv[0];
+	uint64_t live, key = (uint64_t)argv[2], route = 0, mw = 0, fw = 0;
+	const ERL_NIF_TERM *e;
+	unsigned arity = 0;
+	int idx, routed = 0, n, is_ret_to = tag == bp_atom.return_to;
+	uint32_t kind = is_ret_to ? BP_HK_RETURN_TO : BP_HK_CALL;
+
+	if (!(live = bp_hub_enter(&idx)))
+		return bp_atom.ok;
+	if (tag == bp_atom.call)
+		route = call_route(env, argv[4], &routed);
+	if (!routed && enif_get_tuple(env, argv[3], &n, &e) && n == 3) {
+		mw = (uint64_t)e[0];
+		fw = (uint64_t)e[1];
+		if (!enif_get_uint(env, e[2], &arity))
+			enif_get_list_length(env, e[2], &arity);
+	}
+	while (live) {
+		int i = __builtin_ctzll(live);
+		struct bp_hub_member *m = atomic_load_explicit(
+			&bp_hub.members[i], memory_order_acquire);
+		live &= live - 1;
+		if (!m || !(m->kinds & kind) || !bp_hub_includes(m, key))
+			continue;
+		if (!is_ret_to && (routed ? !(route & (1ull << i))
+				   : !bp_hub_traces(m, mw, fw, arity)))
+			continue;
+		write_call(env, m->s, argv, routed);
+	}
+	bp_hub_leave(idx);
+	return bp_atom.ok;
+}
+
+/* Call events (call, return_from, exception_from, return_to). */
+ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
+				  const ERL_NIF_TERM argv[])
+{
+	struct bp_session *s;
+
+	(void)argc;
+	if (argv[1] == bp_atom.beamprobe_hub)
+		return hub_call(env, argv);
+	if ((s = get_session(env, argv[1])))
+		write_call(env, s, argv, 0);
+	return bp_atom.ok;
+}
+
+/* trace_send/5: send, send_to_non_existing_process. */
+ERL_NIF_TERM bp_tracer_trace_send(ErlNifEnv *env, int argc,
+				  const ERL_NIF_TERM argv[])
+{
+	(void)argc;
+	return dispatch(env, argv, BP_HK_SEND, write_message, 1);
+}
+
+/* trace_receive/5: 'receive'. */
+ERL_NIF_TERM bp_tracer_trace_receive(ErlNifEnv *env, int argc,
+				     const ERL_NIF_TERM argv[])
+{
+	(void)argc;
+	return dispatch(env, argv, BP_HK_RECEIVE, write_message, 0);
+}
+
+ERL_NIF_TERM bp_tracer_trace_procs(ErlNifEnv *env, int argc,
+				   const ERL_NIF_TERM argv[])
+{
+	(void)argc;
+	return dispatch(env, argv, BP_HK_PROCS, write_procs_ports, 0);
+}
+
+ERL_NIF_TERM bp_tracer_trace_ports(ErlNifEnv *env, int argc,
+				   const ERL_NIF_TERM argv[])
+{
+	(void)argc;
+	return dispatch(env, argv, BP_HK_PORTS, write_procs_ports, 0);
+}
+
+ERL_NIF_TERM bp_tracer_trace_running_procs(ErlNifEnv *env, int argc,
+					   const ERL_NIF_TERM argv[])
+{
+	(void)argc;
+	return dispatch(env, argv, BP_HK_RUNNING, write_running, 0);
+}
+
+ERL_NIF_TERM bp_tracer_trace_gc(ErlNifEnv *env, int argc,
+				const ERL_NIF_TERM argv[])
+{
+	(void)argc;
+	return dispatch(env, argv, BP_HK_GC, write_gc, 0);
 }
 
 /* trace/5: call events (no trace_call/5, see the top of this file);

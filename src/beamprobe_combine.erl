@@ -1,0 +1,239 @@
+%%% @doc The call patterns of overlapping sessions: which match spec is
+%%% installed on each function so that every session gets exactly the
+%%% calls its own match spec selects (docs/design.md, "Sessions that
+%%% overlap").
+%%%
+%%% On OTP 25 a function has one match spec.  When several sessions trace
+%%% a function and their match specs differ, the installed match spec is
+%%% their union: each clause of each session's match spec becomes a
+%%% condition over the argument list (head `'$1''), and the body sends
+%%% `{message, {bp_route, E1, ..., Ek}}' where `Ei' evaluates to the
+%%% session's hub member number when its condition holds (else `false',
+%%% or `'EXIT'' when the condition raises: a match-spec body expression
+%%% that raises evaluates to `'EXIT'' on OTP 25, as a guard that raises
+%%% fails).  The tracer routes the call to exactly those members.
+%%% Return and exception tracing are put on by extra clauses, one per
+%%% session clause that asks for them, guarded by its condition, before
+%%% the clauses that only send the route.
+%%%
+%%% Pure functions: the janitor applies the result.
+-module(beamprobe_combine).
+
+-export([desired/1, compile_clause/1, covers/2]).
+
+-type mfa_pat() :: {atom(), atom(), arity() | '_'}.
+-type ms() :: true | [tuple()].
+%% One session's call patterns: its hub member number and its patterns.
+-type session_pats() :: {0..63, [{mfa_pat(), ms()}]}.
+-export_type([session_pats/0]).
+
+%% @doc The match spec to install on every pattern key, from the
+%% sessions' patterns: `{ok, #{Key => MatchSpec}}', or `{error,
+%% {cannot_combine, Key, Why}}' when two sessions' match specs on one
+%% function cannot be combined (an action other than `return_trace' and
+%% `exception_trace', a head or guard this module cannot translate).
+%% Keys are the sessions' patterns and the intersections of patterns of
+%% different sessions (`{m, f, '_'}' and `{m, '_', 1}' meet in `{m, f,
+%% 1}').
+-spec desired([session_pats()]) ->
+          {ok, #{mfa_pat() => ms()}} | {error, term()}.
+desired(Sessions) ->
+    Pats = [P || {_, Ps} <- Sessions, {P, _} <- Ps],
+    Keys = closure(lists:usort(Pats)),
+    try
+        {ok, maps:from_list([{K, key_ms(K, Sessions)} || K <- Keys])}
+    catch throw:{cannot_combine, _, _} = Why -> {error, Why}
+    end.
+
+%% Adds the intersections of overlapping keys until none is new.
+closure(Keys) ->
+    New = lists:usort([I || A <- Keys, B <- Keys, A < B,
+                            I <- [intersect(A, B)], I =/= none,
+                            not lists:member(I, Keys)]),
+    case New of
+        [] -> Keys;
+        _ -> closure(lists:usort(Keys ++ New))
+    end.
+
+intersect({M1, F1, A1}, {M2, F2, A2}) ->
+    case {meet(M1, M2), meet(F1, F2), meet(A1, A2)} of
+        {none, _, _} -> none;
+        {_, none, _} -> none;
+        {_, _, none} -> none;
+        K -> K
+    end.
+
+meet('_', X) -> X;
+meet(X, '_') -> X;
+meet(X, X) -> X;
+meet(_, _) -> none.
+
+%% @doc Does pattern `General' name every function `Key' names?
+-spec covers(mfa_pat(), mfa_pat()) -> boolean().
+covers({M1, F1, A1}, {M2, F2, A2}) ->
+    c(M1, M2) andalso c(F1, F2) andalso c(A1, A2).
+
+c('_', _) -> true;
+c(X, X) -> true;
+c(_, _) -> false.
+
+%% The match spec of key K: each covering session's match spec is the
+%% one of its most specific pattern covering K (the one the VM would have
+%% kept for that session alone, beamprobe_session:general_first/1).
+key_ms(K, Sessions) ->
+    Cover = [{Member, session_ms(K, Ps)}
+             || {Member, Ps} <- Sessions,
+                lists:any(fun({P, _}) -> covers(P, K) end, Ps)],
+    case lists:usort([MS || {_, MS} <- Cover]) of
+        [MS] -> MS;
+        _ -> combine(K, Cover)
+    end.
+
+session_ms(K, Ps) ->
+    Wild = fun(P) -> length([x || '_' <- tuple_to_list(P)]) end,
+    Sorted = lists:sort([{Wild(P), -I, MS}
+                         || {I, {P, MS}} <- lists:enumerate(Ps),
+                            covers(P, K)]),
+    {_, _, MS} = hd(Sorted),
+    MS.
+
+%% The combined match spec of key K for [{Member, MatchSpec}].
+combine(K, Cover) ->
+    Elems = lists:append(
+              [begin
+                   Clauses = clauses(MS),
+                   Conds = [compile(K, C) || C <- Clauses],
+                   %% A clause runs only if no earlier clause of the same
+                   %% match spec matched: its actions need that too.
+                   [{Member, Cond, first_of(Cond, lists:sublist(Conds, J - 1)),
+                     ret(K, Body)}
+                    || {J, {Cond, {_, _, Body}}}
+                           <- lists:enumerate(lists:zip(Conds, Clauses))]
+               end || {Member, MS} <- Cover]),
+    Route = {message, {list_to_tuple(
+                         [{const, bp_route} |
+                          [{'andalso', Cond, Member}
+                           || {Member, Cond, _, _} <- Elems]])}},
+    Ret = fun(Kind) -> [{'$1', [First], [Route, {Kind}]}
+                        || {_, _, First, R} <- Elems, R =:= Kind] end,
+    Ret(exception_trace) ++ Ret(return_trace) ++
+        [{'$1', [Cond], [Route]} || {_, Cond, _, _} <- Elems].
+
+first_of(Cond, []) -> Cond;
+first_of(Cond, Earlier) ->
+    {'andalso', Cond, {'not', list_to_tuple(['orelse', false | Earlier])}}.
+
+clauses(true) -> [{'_', [], []}];
+clauses(MS) when is_list(MS) -> MS.
+
+%% The actions of a clause: which return tracing it asks for.  Anything
+%% else (message, caller, process_dump, trace, silent, ...) would have to
+%% run for that session alone: refused.
+ret(K, Body) when is_list(Body) ->
+    lists:foldl(fun({exception_trace}, _) -> exception_trace;
+                   ({return_trace}, none) -> return_trace;
+                   ({return_trace}, R) -> R;
+                   (A, R) when not is_tuple(A) -> R;
+                   (A, _) -> throw({cannot_combine, K, {action, A}})
+                end, none, Body);
+ret(K, Body) -> throw({cannot_combine, K, {body, Body}}).
+
+compile(K, Clause) ->
+    try compile_clause(Clause)
+    catch throw:{unsupported, What} -> throw({cannot_combine, K, What})
+    end.
+
+%% @doc One match-spec clause `{Head, Guards, Body}' as a condition over
+%% the whole argument list `'$1'': structural checks for the head
+%% (literals compared with `=:='), its variables replaced by their access
+%% paths, then its guards.  Throws `{unsupported, What}'.
+-spec compile_clause(tuple()) -> term().
+compile_clause({Head, Guards, _Body}) when is_list(Guards) ->
+    {Checks, Bind} = head(Head),
+    Conds = Checks ++ [subst(G, Bind) || G <- Guards],
+    case Conds of
+        [] -> true;
+        [One] -> One;
+        _ -> list_to_tuple(['andalso' | Conds])
+    end;
+compile_clause(C) -> throw({unsupported, {clause, C}}).
+
+head('_') -> {[], #{}};
+head(V) when is_atom(V) ->
+    case var(V) of
+        true -> {[], #{V => '$1'}};
+        false -> throw({unsupported, {head, V}})
+    end;
+head(Args) when is_list(Args) ->
+    {Checks, Bind, _} =
+        lists:foldl(fun(A, {Cs, B, Path}) ->
+                            {Cs1, B1} = pat(A, {hd, Path}, B),
+                            {Cs ++ Cs1, B1, {tl, Path}}
+                    end, {[], #{}, '$1'}, Args),
+    {[{'=:=', {length, '$1'}, length(Args)} | Checks], Bind};
+head(H) -> throw({unsupported, {head, H}}).
+
+pat('_', _Path, B) -> {[], B};
+pat(V, Path, B) when is_atom(V) ->
+    case var(V) of
+        true ->
+            case B of
+                #{V := Bound} -> {[{'=:=', Path, Bound}], B};
+                #{} -> {[], B#{V => Path}}
+            end;
+        false -> {[{'=:=', Path, {const, V}}], B}
+    end;
+pat(T, Path, B) when is_tuple(T) ->
+    N = tuple_size(T),
+    lists:foldl(fun({I, E}, {Cs, B0}) ->
+                        {Cs1, B1} = pat(E, {element, I, Path}, B0),
+                        {Cs ++ Cs1, B1}
+                end,
+                {[{is_tuple, Path}, {'=:=', {size, Path}, N}], B},
+                lists:enumerate(tuple_to_list(T)));
+pat([H | T], Path, B) ->
+    {Cs1, B1} = pat(H, {hd, Path}, B),
+    {Cs2, B2} = pat(T, {tl, Path}, B1),
+    {[{is_list, Path}, {'=/=', Path, []}] ++ Cs1 ++ Cs2, B2};
+pat(M, Path, B) when is_map(M) ->
+    maps:fold(fun(K, V, {Cs, B0}) ->
+                      case is_atom(K) andalso var(K) of
+                          true -> throw({unsupported, {map_key, K}});
+                          false -> ok
+                      end,
+                      {Cs1, B1} = pat(V, {map_get, {const, K}, Path}, B0),
+                      {Cs ++ [{is_map_key, {const, K}, Path}] ++ Cs1, B1}
+              end, {[{is_map, Path}], B}, M);
+pat(Lit, Path, B) ->
+    {[{'=:=', Path, {const, Lit}}], B}.
+
+%% Is the atom a match variable '$N'?
+var(A) ->
+    case atom_to_list(A) of
+        [$$ | Ds] when Ds =/= [] ->
+            lists:all(fun(D) -> D >= $0 andalso D =< $9 end, Ds);
+        _ -> false
+    end.
+
+%% A guard or body expression with the clause's variables replaced.
+subst('$_', _B) -> '$1';
+subst('$$', B) ->
+    [P || {_, P} <- lists:sort([{list_to_integer(tl(atom_to_list(V))), P}
+                               || {V, P} <- maps:to_list(B)])];
+subst(A, B) when is_atom(A) ->
+    case var(A) of
+        true ->
+            case B of
+                #{A := P} -> P;
+                #{} -> throw({unsupported, {unbound, A}})
+            end;
+        false -> A
+    end;
+subst({const, _} = C, _B) -> C;
+subst({T}, B) when is_tuple(T) ->
+    {list_to_tuple([subst(E, B) || E <- tuple_to_list(T)])};
+subst(T, B) when is_tuple(T), tuple_size(T) >= 1 ->
+    [F | Args] = tuple_to_list(T),
+    list_to_tuple([F | [subst(E, B) || E <- Args]]);
+subst(L, B) when is_list(L) -> [subst(E, B) || E <- L];
+subst(X, _B) -> X.

@@ -1,0 +1,420 @@
+%%% @doc Sessions that overlap (issue 8, point 1): several sessions over
+%%% the same processes and functions, each receiving exactly the events it
+%%% asked for -- checked against the same sessions run one at a time (the
+%%% oracle: the VM's own single-tracer behaviour), under random start/stop
+%%% orders and load, and next to dbg.
+-module(beamprobe_overlap_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2,
+         end_per_testcase/2]).
+-export([issue_example/1, random_sessions_under_load/1, next_to_dbg/1,
+         cannot_combine/1, message_pattern_conflict/1,
+         distinct_functions_same_procs/1, killed_session_cleaned/1]).
+-export([prober/0]).
+
+-define(L, beamprobe_test_lib).
+-define(W, beamprobe_workload).
+
+all() ->
+    [issue_example, distinct_functions_same_procs, cannot_combine,
+     message_pattern_conflict, killed_session_cleaned, next_to_dbg,
+     random_sessions_under_load].
+
+init_per_suite(Config) ->
+    ok = ?L:require_tracer(),
+    {module, ?W} = code:ensure_loaded(?W),
+    Config.
+
+end_per_suite(_Config) ->
+    ok.
+
+init_per_testcase(Case, Config) ->
+    ?L:init_case(Case, Config).
+
+end_per_testcase(_Case, _Config) ->
+    ?L:clear_trace_state().
+
+%%% ------------------------------------------------------------------------
+%%% Helpers
+%%% ------------------------------------------------------------------------
+
+%% A process that, on {probe, From, N, K, Sink}, calls tick(1..N), sends K
+%% messages to Sink, and replies {probe_done, self()}: the same events
+%% every time it is asked.
+prober() ->
+    receive
+        {probe, From, N, K, Sink} ->
+            ok = ?W:loop_tick(1, N),
+            _ = [Sink ! {msg, I} || I <- lists:seq(1, K)],
+            From ! {probe_done, self()},
+            prober();
+        stop -> ok
+    end.
+
+start_prober() -> spawn(?MODULE, prober, []).
+
+probe(P, N, K, Sink) ->
+    P ! {probe, self(), N, K, Sink},
+    receive {probe_done, P} -> ok
+    after 30000 -> ct:fail(probe_timeout)
+    end.
+
+sink() ->
+    spawn(fun Loop() -> receive stop -> ok; _ -> Loop() end end).
+
+%% The events of a trace without the `process' events, each as
+%% {Name, PidText, Fields}: comparable between two runs on the same
+%% processes.
+norm_events(Dir) ->
+    Evs = ?L:trace(Dir),
+    Names = maps:from_list([{K, ?L:field(E, "pid")}
+                            || #{name := <<"process">>, key := K} = E <- Evs]),
+    lists:sort([{N, maps:get(K, Names, K), maps:without([<<"to">>], F)}
+                || #{name := N, key := K, fields := F} <- Evs,
+                   N =/= <<"process">>, N =/= <<"drops">>]).
+
+tick_args(Evs) ->
+    [binary_to_integer(binary:part(A, 1, byte_size(A) - 2))
+     || {<<"call">>, _, #{<<"args">> := A}} <- Evs].
+
+hub_flags_left() ->
+    [{P, F} || P <- processes() ++ erlang:ports(),
+               {flags, F} <- [erlang:trace_info(P, flags)], F =/= [],
+               erlang:trace_info(P, tracer) =:=
+                   {tracer, {beamprobe_nif, beamprobe_hub}}].
+
+assert_nothing_left(MFAs) ->
+    ?assertEqual([], beamprobe:list()),
+    ?assertEqual([], hub_flags_left()),
+    ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
+    ?assertEqual(0, beamprobe_nif:hub_members()),
+    [?assertEqual({MFA, {all, false}}, {MFA, erlang:trace_info(MFA, all)})
+     || MFA <- MFAs],
+    ok.
+
+gt(N) -> [{['$1'], [{'>', '$1', N}], []}].
+le(N) -> [{['$1'], [{'=<', '$1', N}], []}].
+
+%%% ------------------------------------------------------------------------
+%%% 1. The issue's example, event by event against single-session runs
+%%% ------------------------------------------------------------------------
+
+%% Three `procs => all' sessions on tick/1 with X > 500, X =< 500 and
+%% true, and one on [P] with events => [send]: 500, 500, 1000 calls and
+%% P's sends -- and each session's events are exactly those of the same
+%% session run alone.
+issue_example(Config) ->
+    P = start_prober(),
+    Sink = sink(),
+    Specs = [#{calls => [{{?W, tick, 1}, gt(500)}], args => full},
+             #{calls => [{{?W, tick, 1}, le(500)}], args => full},
+             #{calls => [{?W, tick, 1}], args => full},
+             #{procs => [P], events => [send]}],
+    Run = fun(Tag, Which) ->
+                  Dirs = [{I, ?L:dir(Config, Tag ++ integer_to_list(I))}
+                          || I <- Which],
+                  Ss = [?L:start(S#{output => {file, D}, buffer => 8 * 1024 * 1024})
+                        || {I, D} <- Dirs, S <- [lists:nth(I, Specs)]],
+                  ok = probe(P, 1000, 20, Sink),
+                  Sums = [?L:stop(S) || S <- Ss],
+                  [?assertEqual(0, ?L:total(Sum)) || Sum <- Sums],
+                  [{I, norm_events(D)} || {I, D} <- Dirs]
+          end,
+    Together = Run("together", [1, 2, 3, 4]),
+    Alone = lists:append([Run("alone", [I]) || I <- [1, 2, 3, 4]]),
+    [{1, E1}, {2, E2}, {3, E3}, {4, E4}] = Together,
+    ?assertEqual(500, length(tick_args(E1))),
+    ?assert(lists:all(fun(X) -> X > 500 end, tick_args(E1))),
+    ?assertEqual(500, length(tick_args(E2))),
+    ?assert(lists:all(fun(X) -> X =< 500 end, tick_args(E2))),
+    ?assertEqual(lists:seq(1, 1000), lists:sort(tick_args(E3))),
+    Sends = [E || {<<"send">>, _, _} = E <- E4],
+    ?assertEqual(21, length(Sends)),   % 20 to Sink, the reply
+    ?assertEqual(length(Sends), length(E4)),
+    [?assertEqual({I, proplists:get_value(I, Alone)}, {I, Evs})
+     || {I, Evs} <- Together],
+    assert_nothing_left([{?W, tick, 1}]),
+    P ! stop,
+    Sink ! stop,
+    ok.
+
+%% Two `all' sessions on different functions of the same processes (the
+%% old conflict {procs, all, all}) each get their own function's calls;
+%% stopping one leaves the other's pattern and flags.
+distinct_functions_same_procs(Config) ->
+    P = start_prober(),
+    Sink = sink(),
+    DA = ?L:dir(Config, "a"),
+    DB = ?L:dir(Config, "b"),
+    SA = ?L:start(#{calls => [{?W, tick, 1}], output => {file, DA}}),
+    SB = ?L:start(#{calls => [{?W, add, 2}], events => [send], output => {file, DB}}),
+    ok = probe(P, 10, 3, Sink),
+    7 = ?W:add(3, 4),
+    _ = ?L:stop(SA),
+    ?assertEqual({all, false}, erlang:trace_info({?W, tick, 1}, all)),
+    ?assertMatch({all, [_ | _]}, erlang:trace_info({?W, add, 2}, all)),
+    ?assertMatch({flags, [_ | _]}, erlang:trace_info(P, flags)),
+    ok = probe(P, 10, 3, Sink),
+    _ = ?L:stop(SB),
+    EA = norm_events(DA),
+    EB = norm_events(DB),
+    ?assertEqual(lists:seq(1, 10), lists:sort(tick_args(EA))),
+    ?assertEqual([<<"call">>], lists:usort([N || {N, _, _} <- EA])),
+    Self = list_to_binary(pid_to_list(self())),
+    ?assertEqual(1, length([x || {<<"call">>, Pid, _} <- EB, Pid =:= Self])),
+    ?assert(length([x || {<<"send">>, _, _} <- EB]) >= 8),
+    assert_nothing_left([{?W, tick, 1}, {?W, add, 2}]),
+    P ! stop,
+    Sink ! stop.
+
+%% What cannot be combined is refused with a reason, and nothing of the
+%% refused session stays installed.
+cannot_combine(Config) ->
+    S1 = ?L:start(#{calls => [{{?W, tick, 1},
+                               [{['$1'], [], [{message, {caller}}]}]}],
+                    output => {file, ?L:dir(Config, "a")}}),
+    Before = erlang:trace_info({?W, tick, 1}, match_spec),
+    ?assertMatch({error, {cannot_combine, {?W, tick, 1}, _}},
+                 beamprobe:start(#{calls => [{{?W, tick, 1}, gt(5)}],
+                                   output => {file, ?L:dir(Config, "b")}})),
+    ?assertEqual(Before, erlang:trace_info({?W, tick, 1}, match_spec)),
+    ?assertEqual([S1], beamprobe:list()),
+    _ = ?L:stop(S1),
+    assert_nothing_left([{?W, tick, 1}]).
+
+%% Message patterns are one per node: sessions recording sends on
+%% overlapping processes must share theirs.
+message_pattern_conflict(Config) ->
+    MS = [{['_', {ping, '_'}], [], []}],
+    Before = erlang:trace_info(send, match_spec),
+    S1 = ?L:start(#{events => [send], messages => [{send, MS}],
+                    output => {file, ?L:dir(Config, "a")}}),
+    ?assertMatch({error, {conflict, S1, {message_pattern, send}}},
+                 beamprobe:start(#{events => [send],
+                                   output => {file, ?L:dir(Config, "b")}})),
+    S2 = ?L:start(#{events => [send], messages => [{send, MS}],
+                    output => {file, ?L:dir(Config, "c")}}),
+    _ = ?L:stop(S1),
+    ?assertNotEqual(true, erlang:trace_info(send, match_spec) =:=
+                        {match_spec, []}),
+    _ = ?L:stop(S2),
+    ?assertEqual(Before, erlang:trace_info(send, match_spec)),
+    assert_nothing_left([]).
+
+%% A session killed while others run: the janitor removes what only it
+%% needed, the others keep recording.
+killed_session_cleaned(Config) ->
+    P = start_prober(),
+    Sink = sink(),
+    DA = ?L:dir(Config, "a"),
+    SA = ?L:start(#{calls => [{{?W, tick, 1}, gt(5)}], output => {file, DA}}),
+    SB = ?L:start(#{calls => [{{?W, tick, 1}, le(5)}],
+                    events => [send], output => {file, ?L:dir(Config, "b")}}),
+    exit(SB, kill),
+    ?L:wait_until(fun() -> beamprobe:list() =:= [SA] end, 5000),
+    ?L:wait_until(fun() -> beamprobe_nif:hub_members() =:= 1 end, 5000),
+    ?assertEqual([], [Q || Q <- processes(),
+                           {flags, F} <- [erlang:trace_info(Q, flags)],
+                           lists:member(send, F)]),
+    ok = probe(P, 10, 1, Sink),
+    _ = ?L:stop(SA),
+    ?assertEqual(lists:seq(6, 10), lists:sort(tick_args(norm_events(DA)))),
+    assert_nothing_left([{?W, tick, 1}]),
+    P ! stop,
+    Sink ! stop.
+
+%%% ------------------------------------------------------------------------
+%%% 2. Next to dbg
+%%% ------------------------------------------------------------------------
+
+%% dbg traces the calls of one process; a beamprobe session on every
+%% process skips it (the VM leaves a process another tracer holds alone)
+%% and traces the others; both get all their events, and stopping the
+%% session leaves dbg's tracing as it was.
+next_to_dbg(Config) ->
+    D = start_prober(),
+    P = start_prober(),
+    Sink = sink(),
+    Self = self(),
+    {ok, _} = dbg:tracer(process, {fun(M, N) -> Self ! {dbg, M}, N + 1 end,
+                                   0}),
+    {ok, _} = dbg:p(D, [c]),
+    {ok, _} = dbg:tpl(?W, tick, 1, []),
+    DbgTracer = erlang:trace_info(D, tracer),
+    Dir = ?L:dir(Config, "bp"),
+    S = ?L:start(#{calls => [{?W, add, 2}], events => [send], output => {file, Dir}}),
+    ?assertEqual(DbgTracer, erlang:trace_info(D, tracer)),
+    ok = probe(D, 100, 5, Sink),
+    ok = probe(P, 100, 5, Sink),
+    [D ! {x, I} || I <- lists:seq(1, 3)],
+    ok = ?W:loop_add(50),
+    Sum = ?L:stop(S),
+    ?assertEqual(0, ?L:total(Sum)),
+    ?assertEqual(DbgTracer, erlang:trace_info(D, tracer)),
+    ?assertEqual({flags, [call]}, erlang:trace_info(D, flags)),
+    DbgCalls = flush_dbg(0),
+    ?assertEqual(100, DbgCalls),
+    Evs = norm_events(Dir),
+    DT = list_to_binary(pid_to_list(D)),
+    PT = list_to_binary(pid_to_list(P)),
+    ?assertEqual([], [E || {_, Pid, _} = E <- Evs, Pid =:= DT]),
+    ?assertEqual(6, length([x || {<<"send">>, Pid, _} <- Evs, Pid =:= PT])),
+    ?assertEqual(50, length([x || {<<"call">>, _, _} <- Evs])),
+    dbg:stop(),
+    assert_nothing_left([{?W, add, 2}]),
+    [Q ! stop || Q <- [D, P, Sink]],
+    ok.
+
+flush_dbg(N) ->
+    receive {dbg, {trace, _, call, {?W, tick, _}}} -> flush_dbg(N + 1);
+            {dbg, _} -> flush_dbg(N)
+    after 500 -> N
+    end.
+
+%%% ------------------------------------------------------------------------
+%%% 3. Ten random sessions under load
+%%% ------------------------------------------------------------------------
+
+%% Ten sessions with random overlapping specs (processes, conditions on
+%% a shared function, event kinds) started and stopped in a random order
+%% while load processes call and send; between any two steps a probe runs.
+%% Each session must have seen, per argument class, exactly the probe
+%% calls of the probes run during its life, the probe's sends if it asked
+%% for them, and nothing it did not ask for; at the end nothing is left.
+random_sessions_under_load(Config) ->
+    Seed = erlang:monotonic_time(),
+    ct:log("seed ~p", [Seed]),
+    rand:seed(exsss, Seed),
+    P = start_prober(),
+    Sink = sink(),
+    Load = [spawn(fun() -> load(Sink) end) || _ <- [1, 2]],
+    Classes = [{true, fun(_) -> true end},
+               {gt(150), fun(X) -> X > 150 end},
+               {le(50), fun(X) -> X =< 50 end},
+               {[{['$1'], [{'==', {'rem', '$1', 2}, 0}], []}],
+                fun(X) -> X rem 2 == 0 end},
+               {[{[3], [], []}, {['$1'], [{'>', '$1', 190}], []}],
+                fun(X) -> X == 3 orelse X > 190 end}],
+    Specs = [begin
+                 {MS, Pred} = lists:nth(rand:uniform(length(Classes)), Classes),
+                 ProcsOpt = lists:nth(rand:uniform(4),
+                                      [all, [P], [hd(Load)], existing]),
+                 Ev = lists:nth(rand:uniform(3), [[], [send], [send, procs]]),
+                 Calls = case rand:uniform(4) of
+                             1 when Ev =/= [] -> [];
+                             2 -> [{{?W, tick, 1}, MS}, {?W, add, 2}];
+                             _ -> [{{?W, tick, 1}, MS}]
+                         end,
+                 #{i => I, procs => ProcsOpt, events => Ev, calls => Calls,
+                   pred => Pred}
+             end || I <- lists:seq(1, 10)],
+    Order = shuffle_order(10),
+    ct:log("specs ~p~norder ~p", [[maps:remove(pred, S) || S <- Specs], Order]),
+    {Live, Probes} = lists:foldl(
+               fun(Step, {Live0, Pr}) ->
+                       Live1 = step(Step, Live0, Specs, Config),
+                       ok = probe(P, 200, 3, Sink),
+                       {Live1, inc(Live1, Pr)}
+               end, {#{}, #{}}, Order),
+    [exit(L, kill) || L <- Load],
+    PT = list_to_binary(pid_to_list(P)),
+    LT = list_to_binary(pid_to_list(hd(Load))),
+    lists:foreach(
+      fun(#{i := I, procs := Procs, events := Ev, calls := Calls,
+            pred := Pred}) ->
+              {done, Dir, Sum} = maps:get(I, Live),
+              ?assertEqual({I, 0}, {I, ?L:total(Sum)}),
+              N = maps:get(I, Probes, 0),
+              Evs = norm_events(Dir),
+              Incl = fun(Pid) -> Procs =:= all orelse Procs =:= existing
+                                     orelse (Procs =:= [P] andalso Pid =:= PT)
+                                     orelse (Procs =:= [hd(Load)] andalso
+                                             Pid =:= LT)
+                     end,
+              %% Nothing foreign.
+              Kinds = [<<"call">> || Calls =/= []] ++
+                  [<<"send">> || lists:member(send, Ev)] ++
+                  [<<"send_to_non_existing_process">> || lists:member(send, Ev)] ++
+                  [K || lists:member(procs, Ev),
+                        K <- [<<"spawn">>, <<"spawned">>, <<"exit">>,
+                              <<"link">>, <<"unlink">>, <<"getting_linked">>,
+                              <<"getting_unlinked">>, <<"register">>,
+                              <<"unregister">>]],
+              [?assert({I, E, lists:member(Name, Kinds)} =:= {I, E, true})
+               || {Name, _, _} = E <- Evs],
+              [?assertEqual({I, E, true}, {I, E, Incl(Pid)})
+               || {_, Pid, _} = E <- Evs],
+              Fns = [mfa_text(C) || C <- Calls],
+              [?assertEqual({I, E, true},
+                            {I, E, lists:member(maps:get(<<"mfa">>, F), Fns)})
+               || {<<"call">>, _, F} = E <- Evs],
+              %% The probe's calls, per class, and its sends.
+              Ticks = lists:sort(
+                        [binary_to_integer(binary:part(A, 1, byte_size(A) - 2))
+                         || {<<"call">>, Pid, #{<<"mfa">> := <<"beamprobe_workload:tick/1">>,
+                                                <<"args">> := A}} <- Evs,
+                            Pid =:= PT]),
+              WantTicks = case Calls =/= [] andalso Incl(PT) of
+                              true -> lists:sort(lists:append(
+                                                   lists:duplicate(
+                                                     N, [X || X <- lists:seq(1, 200),
+                                                              Pred(X)])));
+                              false -> []
+                          end,
+              ?assertEqual({I, length(WantTicks)}, {I, length(Ticks)}),
+              ?assertEqual({I, WantTicks}, {I, Ticks}),
+              PSends = [x || {<<"send">>, Pid, _} <- Evs, Pid =:= PT],
+              WantSends = case lists:member(send, Ev) andalso Incl(PT) of
+                              true -> 4 * N;
+                              false -> 0
+                          end,
+              ?assertEqual({I, sends, WantSends}, {I, sends, length(PSends)})
+      end, Specs),
+    assert_nothing_left([{?W, tick, 1}, {?W, add, 2}]),
+    P ! stop,
+    Sink ! stop,
+    ok.
+
+mfa_text({{M, F, A}, _}) -> iolist_to_binary(io_lib:format("~p:~p/~p", [M, F, A]));
+mfa_text({M, F, A}) -> iolist_to_binary(io_lib:format("~p:~p/~p", [M, F, A])).
+
+step({start, I}, Live, Specs, Config) ->
+    Sp = lists:nth(I, Specs),
+    Dir = ?L:dir(Config, "s" ++ integer_to_list(I)),
+    S = ?L:start((maps:with([procs, events, calls], Sp))
+                 #{output => {file, Dir}, args => full, buffer => 4 * 1024 * 1024}),
+    Live#{I => {S, Dir}};
+step({stop, I}, Live, _Specs, _Config) ->
+    {S, Dir} = maps:get(I, Live),
+    Sum = ?L:stop(S),
+    Live#{I => {done, Dir, Sum}}.
+
+%% Probes run while each live session lives.
+inc(Live, Probes) ->
+    maps:fold(fun(_, {done, _, _}, Acc) -> Acc;
+                 (I, {_, _}, Acc) ->
+                      maps:update_with(I, fun(V) -> V + 1 end, 1, Acc)
+              end, Probes, Live).
+
+%% A random interleaving of start i and stop i (each stop after its start).
+shuffle_order(N) ->
+    shuffle_order(lists:seq(1, N), [], []).
+
+shuffle_order([], [], Acc) -> lists:reverse(Acc);
+shuffle_order(ToStart, Started, Acc) ->
+    Choices = [{start, hd(ToStart)} || ToStart =/= []] ++
+        [{stop, I} || I <- Started],
+    case lists:nth(rand:uniform(length(Choices)), Choices) of
+        {start, I} -> shuffle_order(tl(ToStart), [I | Started],
+                                    [{start, I} | Acc]);
+        {stop, I} -> shuffle_order(ToStart, Started -- [I], [{stop, I} | Acc])
+    end.
+
+load(Sink) ->
+    _ = [?W:add(I, 1) || I <- lists:seq(1, 50)],
+    Sink ! load,
+    timer:sleep(1),
+    load(Sink).
