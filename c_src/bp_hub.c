@@ -141,9 +141,8 @@ int bp_hub_add(ErlNifEnv *env, struct bp_session *s, ERL_NIF_TERM spec)
 	    !get_pats(env, v, m))
 		goto bad;
 	enif_mutex_lock(hub_mtx);
-	uint64_t live = atomic_load(&bp_hub.live);
 	for (int i = 0; i < BP_HUB_MAX; i++)
-		if (!(live & (1ull << i)) && !atomic_load(&bp_hub.members[i])) {
+		if (!atomic_load(&bp_hub.members[i])) {
 			slot = i;
 			break;
 		}
@@ -151,7 +150,9 @@ int bp_hub_add(ErlNifEnv *env, struct bp_session *s, ERL_NIF_TERM spec)
 		enif_keep_resource(s);
 		m->s = s;
 		atomic_store(&bp_hub.members[slot], m);
-		atomic_fetch_or(&bp_hub.live, 1ull << slot);
+		if (atomic_load(&bp_hub.nwords) < (uint32_t)slot / 64 + 1)
+			atomic_store(&bp_hub.nwords, (uint32_t)slot / 64 + 1);
+		atomic_fetch_or(&bp_hub.live[slot / 64], 1ull << (slot % 64));
 	}
 	enif_mutex_unlock(hub_mtx);
 	if (slot < 0)
@@ -180,7 +181,7 @@ void bp_hub_remove(int i)
 	enif_mutex_lock(hub_mtx);
 	m = atomic_load(&bp_hub.members[i]);
 	if (m) {
-		atomic_fetch_and(&bp_hub.live, ~(1ull << i));
+		atomic_fetch_and(&bp_hub.live[i / 64], ~(1ull << (i % 64)));
 		bp_hub_quiesce();
 		atomic_store(&bp_hub.members[i], NULL);
 	}

@@ -4,7 +4,8 @@
  *
  * On OTP 25 a process has one tracer.  Every session sets its process
  * flags with the tracer {tracer, beamprobe_nif, beamprobe_hub} (an atom:
- * no resource lookup per event); the hub holds up to BP_HUB_MAX members,
+ * no resource lookup per event); the hub holds up to BP_HUB_MAX (256)
+ * members, as many as the highest max_sessions a test uses,
  * each a session (a resource reference held while it is a member) and
  * its filter: the event kinds it records, the processes it includes and
  * the functions it traces.  A producer enters the hub, and writes the
@@ -33,7 +34,8 @@
 
 #include "bp_session.h"
 
-#define BP_HUB_MAX 64
+#define BP_HUB_WORDS 4
+#define BP_HUB_MAX (64 * BP_HUB_WORDS)
 
 /* Event kinds (a member's `kinds' mask). */
 enum {
@@ -78,7 +80,10 @@ struct bp_hub_busy {
 };
 
 struct bp_hub {
-	_Atomic uint64_t live; /* bit i: members[i] is in use */
+	/* bit i % 64 of word i / 64: members[i] is in use.  Producers read
+	 * words 0..nwords-1 (nwords only grows, under the control mutex). */
+	_Atomic uint64_t live[BP_HUB_WORDS];
+	_Atomic uint32_t nwords;
 	struct bp_hub_member *_Atomic members[BP_HUB_MAX];
 	struct bp_hub_busy busy[BP_MAX_SLOTS];
 };
@@ -102,25 +107,42 @@ void bp_hub_remove(int i);
 /* Waits until no producer is inside the hub.  Any non-producer thread. */
 void bp_hub_quiesce(void);
 
-/* Enters the hub: the live mask (0: nothing to do, then no leave).
- * `idx' receives the thread's slot.  Producer context. */
-static inline uint64_t bp_hub_enter(int *idx)
+/* Enters the hub: copies the live masks into live[] and returns the
+ * number of words to walk (0: no member, then no leave).  `idx' receives
+ * the thread's slot.  Producer context. */
+static inline uint32_t bp_hub_enter(int *idx, uint64_t live[BP_HUB_WORDS])
 {
 	int i = bp_thread_slot();
-	uint64_t live;
+	uint32_t n, any = 0;
 
 	if (__builtin_expect(i < 0, 0))
 		return 0; /* no slot: the sessions count nothing (rare) */
 	atomic_exchange_explicit(&bp_hub.busy[i].busy, 1,
 				 memory_order_seq_cst);
-	live = atomic_load_explicit(&bp_hub.live, memory_order_seq_cst);
-	if (!live) {
+	n = atomic_load_explicit(&bp_hub.nwords, memory_order_relaxed);
+	for (uint32_t w = 0; w < n; w++) {
+		live[w] = atomic_load_explicit(&bp_hub.live[w],
+					       memory_order_seq_cst);
+		any |= live[w] != 0;
+	}
+	if (!any) {
 		atomic_store_explicit(&bp_hub.busy[i].busy, 0,
 				      memory_order_release);
 		return 0;
 	}
 	*idx = i;
-	return live;
+	return n;
+}
+
+/* Is any member live?  Any thread. */
+static inline int bp_hub_any(void)
+{
+	uint32_t n = atomic_load_explicit(&bp_hub.nwords, memory_order_relaxed);
+
+	for (uint32_t w = 0; w < n; w++)
+		if (atomic_load_explicit(&bp_hub.live[w], memory_order_relaxed))
+			return 1;
+	return 0;
 }
 
 static inline void bp_hub_leave(int idx)

@@ -762,13 +762,17 @@ static ERL_NIF_TERM nif_hub_remove(ErlNifEnv *env, int argc,
 	return bp_atom.ok;
 }
 
-/* hub_members() -> Mask: the hub's live members (for tests). */
+/* hub_members() -> N: the number of the hub's members (for tests). */
 static ERL_NIF_TERM nif_hub_members(ErlNifEnv *env, int argc,
 				    const ERL_NIF_TERM argv[])
 {
+	int n = 0;
+
 	(void)argc;
 	(void)argv;
-	return enif_make_uint64(env, atomic_load(&bp_hub.live));
+	for (int w = 0; w < BP_HUB_WORDS; w++)
+		n += __builtin_popcountll(atomic_load(&bp_hub.live[w]));
+	return enif_make_int(env, n);
 }
 
 /* ---- clock, is_loaded, thread_slot ---------------------------------- */

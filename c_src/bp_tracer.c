@@ -404,9 +404,7 @@ ERL_NIF_TERM bp_tracer_enabled(ErlNifEnv *env, int argc,
 	/* The hub: trace while it has members (the janitor removes every
 	 * flag when the last session ends; this is the safety net). */
 	if (argv[1] == bp_atom.beamprobe_hub)
-		return atomic_load_explicit(&bp_hub.live,
-					    memory_order_relaxed) ||
-				       argv[0] != bp_atom.trace_status
+		return bp_hub_any() || argv[0] != bp_atom.trace_status
 			       ? bp_atom.trace
 			       : bp_atom.remove;
 	s = get_session(env, argv[1]);
@@ -696,19 +694,22 @@ static ERL_NIF_TERM dispatch(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 	struct bp_session *s;
 
 	if (argv[1] == bp_atom.beamprobe_hub) {
-		uint64_t live, key = (uint64_t)argv[2];
+		uint64_t live[BP_HUB_WORDS], key = (uint64_t)argv[2];
+		uint32_t nw;
 		int idx;
 
-		if (!(live = bp_hub_enter(&idx)))
+		if (!(nw = bp_hub_enter(&idx, live)))
 			return bp_atom.ok;
-		while (live) {
-			int i = __builtin_ctzll(live);
-			struct bp_hub_member *m = atomic_load_explicit(
-				&bp_hub.members[i], memory_order_acquire);
-			live &= live - 1;
-			if (m && (m->kinds & kind) && bp_hub_includes(m, key))
-				w(env, m->s, argv, arg);
-		}
+		for (uint32_t wd = 0; wd < nw; wd++)
+			while (live[wd]) {
+				int i = (int)wd * 64 + __builtin_ctzll(live[wd]);
+				struct bp_hub_member *m = atomic_load_explicit(
+					&bp_hub.members[i], memory_order_acquire);
+				live[wd] &= live[wd] - 1;
+				if (m && (m->kinds & kind) &&
+				    bp_hub_includes(m, key))
+					w(env, m->s, argv, arg);
+			}
 		bp_hub_leave(idx);
 		return bp_atom.ok;
 	}
@@ -719,27 +720,25 @@ static ERL_NIF_TERM dispatch(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 
 /* The hub's route in a call's match-spec result: {bp_route, E1, ...,
  * Ek} where Ei is a member number (an integer) when that member's
- * condition held, else false or 'EXIT' (docs/design.md).  Returns the
- * mask of members, or 0 with *is_route = 0 if the result is no route. */
-static uint64_t call_route(ErlNifEnv *env, ERL_NIF_TERM opts, int *is_route)
+ * condition held, else false or 'EXIT' (docs/design.md).  Sets the
+ * members in mask; 0 if the result is no route. */
+static int call_route(ErlNifEnv *env, ERL_NIF_TERM opts,
+		      uint64_t mask[BP_HUB_WORDS])
 {
 	ERL_NIF_TERM r;
 	const ERL_NIF_TERM *e;
-	uint64_t mask = 0;
 	int n, found;
 
-	*is_route = 0;
 	r = opt(env, opts, bp_atom.match_spec_result, &found);
 	if (!found || !enif_get_tuple(env, r, &n, &e) || n < 1 ||
 	    e[0] != bp_atom.bp_route)
 		return 0;
-	*is_route = 1;
 	for (int i = 1; i < n; i++) {
 		int v;
 		if (enif_get_int(env, e[i], &v) && v >= 0 && v < BP_HUB_MAX)
-			mask |= 1ull << v;
+			mask[v / 64] |= 1ull << (v % 64);
 	}
-	return mask;
+	return 1;
 }
 
 /* Call events through the hub: a call goes to the members its match
@@ -750,34 +749,38 @@ static uint64_t call_route(ErlNifEnv *env, ERL_NIF_TERM opts, int *is_route)
 static ERL_NIF_TERM hub_call(ErlNifEnv *env, const ERL_NIF_TERM argv[])
 {
 	ERL_NIF_TERM tag = argv[0];
-	uint64_t live, key = (uint64_t)argv[2], route = 0, mw = 0, fw = 0;
+	uint64_t live[BP_HUB_WORDS], route[BP_HUB_WORDS] = {0, 0, 0, 0};
+	uint64_t key = (uint64_t)argv[2], mw = 0, fw = 0;
 	const ERL_NIF_TERM *e;
 	unsigned arity = 0;
 	int idx, routed = 0, n, is_ret_to = tag == bp_atom.return_to;
-	uint32_t kind = is_ret_to ? BP_HK_RETURN_TO : BP_HK_CALL;
+	uint32_t kind = is_ret_to ? BP_HK_RETURN_TO : BP_HK_CALL, nw;
 
-	if (!(live = bp_hub_enter(&idx)))
+	if (!(nw = bp_hub_enter(&idx, live)))
 		return bp_atom.ok;
 	if (tag == bp_atom.call)
-		route = call_route(env, argv[4], &routed);
+		routed = call_route(env, argv[4], route);
 	if (!routed && enif_get_tuple(env, argv[3], &n, &e) && n == 3) {
 		mw = (uint64_t)e[0];
 		fw = (uint64_t)e[1];
 		if (!enif_get_uint(env, e[2], &arity))
 			enif_get_list_length(env, e[2], &arity);
 	}
-	while (live) {
-		int i = __builtin_ctzll(live);
-		struct bp_hub_member *m = atomic_load_explicit(
-			&bp_hub.members[i], memory_order_acquire);
-		live &= live - 1;
-		if (!m || !(m->kinds & kind) || !bp_hub_includes(m, key))
-			continue;
-		if (!is_ret_to && (routed ? !(route & (1ull << i))
-				   : !bp_hub_traces(m, mw, fw, arity)))
-			continue;
-		write_call(env, m->s, argv, routed);
-	}
+	for (uint32_t wd = 0; wd < nw; wd++)
+		while (live[wd]) {
+			int b = __builtin_ctzll(live[wd]);
+			struct bp_hub_member *m = atomic_load_explicit(
+				&bp_hub.members[wd * 64 + b],
+				memory_order_acquire);
+			live[wd] &= live[wd] - 1;
+			if (!m || !(m->kinds & kind) || !bp_hub_includes(m, key))
+				continue;
+			if (!is_ret_to &&
+			    (routed ? !(route[wd] & (1ull << b))
+				    : !bp_hub_traces(m, mw, fw, arity)))
+				continue;
+			write_call(env, m->s, argv, routed);
+		}
 	bp_hub_leave(idx);
 	return bp_atom.ok;
 }

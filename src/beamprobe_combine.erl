@@ -24,7 +24,7 @@
 -type mfa_pat() :: {atom(), atom(), arity() | '_'}.
 -type ms() :: true | [tuple()].
 %% One session's call patterns: its hub member number and its patterns.
--type session_pats() :: {0..63, [{mfa_pat(), ms()}]}.
+-type session_pats() :: {0..255, [{mfa_pat(), ms()}]}.
 -export_type([session_pats/0]).
 
 %% @doc The match spec to install on every pattern key, from the

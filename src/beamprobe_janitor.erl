@@ -17,8 +17,12 @@
 %%%   pattern or a message pattern is removed only when no other live
 %%%   session needs it; then the session leaves the hub.
 %%% - a session process that dies without leaving (for instance killed
-%%%   with `exit(S, kill)') is cleaned after as by `leave/1', and its trace
+%%%   with `exit(S, kill)') is cleaned after as by `leave/2', and its trace
 %%%   finalised.
+%%% - a janitor that is restarted (killed, its supervisor starts another)
+%%%   asks the running sessions for what they installed (each keeps the
+%%%   entry `join/2' returned) and takes them over; a session that leaves
+%%%   before it was taken over hands its entry to `leave/2'.
 %%%
 %%% Meta sessions (`meta => true') set their call patterns with their own
 %%% session as meta tracer and keep refusing any overlap of functions with
@@ -30,8 +34,9 @@
 -module(beamprobe_janitor).
 -behaviour(gen_server).
 
--export([start_link/0, join/2, leave/1, sessions/0, tracer/0]).
--export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
+-export([start_link/0, join/2, leave/2, sessions/0, tracer/0]).
+-export([init/1, handle_continue/2, handle_call/3, handle_cast/2,
+         handle_info/2]).
 
 -type mfa_pat() :: {atom(), atom(), arity() | '_'}.
 -type procs() :: none | all | new | existing | [pid()].
@@ -70,19 +75,23 @@ tracer() -> ?TRACER.
 
 %% @doc Installs what `Session' asks for (`Spec') next to the other live
 %% sessions, atomically: on success the session records its events from
-%% now on, and the number of functions its patterns matched is returned;
-%% on failure nothing of it is left installed.
--spec join(pid(), spec()) -> {ok, non_neg_integer()} | {error, term()}.
+%% now on; returned are the number of functions its patterns matched and
+%% the janitor's entry for it (for `leave/2' and a restarted janitor).
+%% On failure nothing of it is left installed.
+-spec join(pid(), spec()) ->
+          {ok, non_neg_integer(), map()} | {error, term()}.
 join(Session, Spec) ->
     gen_server:call(?MODULE, {join, Session, Spec}, infinity).
 
 %% @doc Removes what `Session' installed and no other session needs, then
 %% takes it out of the hub (no event reaches it after this returns).
+%% `Entry': what `join/2' returned (`undefined' if it did not succeed),
+%% used if this janitor does not know the session (restarted since).
 %% Idempotent.  Without a janitor (the application stopping) this does
-%% nothing: the janitor's own termination found nothing to share.
--spec leave(pid()) -> ok.
-leave(Session) ->
-    try gen_server:call(?MODULE, {leave, Session}, infinity)
+%% nothing.
+-spec leave(pid(), map() | undefined) -> ok.
+leave(Session, Entry) ->
+    try gen_server:call(?MODULE, {leave, Session, Entry}, infinity)
     catch exit:_ -> ok
     end.
 
@@ -92,9 +101,24 @@ sessions() ->
     gen_server:call(?MODULE, sessions, infinity).
 
 %% @private
--spec init([]) -> {ok, #st{}}.
+-spec init([]) -> {ok, #st{}, {continue, rejoin}}.
 init([]) ->
-    {ok, #st{}}.
+    {ok, #st{}, {continue, rejoin}}.
+
+%% @private
+%% A restarted janitor asks the running sessions for their entries.
+-spec handle_continue(rejoin, #st{}) -> {noreply, #st{}}.
+handle_continue(rejoin, St) ->
+    _ = case whereis(beamprobe_session_sup) of
+            undefined -> ok;
+            _ ->
+                Children = try supervisor:which_children(beamprobe_session_sup)
+                           catch exit:_ -> []
+                           end,
+                [P ! {beamprobe_rejoin, self()}
+                 || {_, P, _, _} <- Children, is_pid(P)]
+        end,
+    {noreply, St}.
 
 %% @private
 -spec handle_call(term(), gen_server:from(), #st{}) ->
@@ -102,11 +126,12 @@ init([]) ->
 handle_call({join, Session, Spec}, _From, St) ->
     St0 = drop(Session, St),
     case do_join(Session, Spec, St0) of
-        {ok, Matched, St1} -> {reply, {ok, Matched}, St1};
+        {ok, Matched, St1} ->
+            {reply, {ok, Matched, entry(Session, St1)}, St1};
         {error, Reason, St1} -> {reply, {error, Reason}, St1}
     end;
-handle_call({leave, Session}, _From, St) ->
-    {reply, ok, drop(Session, St)};
+handle_call({leave, Session, Entry}, _From, St) ->
+    {reply, ok, drop(Session, adopt(Session, Entry, St))};
 handle_call(sessions, _From, #st{sessions = Ss} = St) ->
     {reply, [{P, maps:get(member, E, none)}
              || #{pid := P} = E <- maps:values(Ss)], St};
@@ -116,6 +141,27 @@ handle_call(_, _From, St) ->
 %%% ------------------------------------------------------------------------
 %%% Joining
 %%% ------------------------------------------------------------------------
+
+entry(Session, #st{sessions = Ss}) ->
+    hd([E || #{pid := P} = E <- maps:values(Ss), P =:= Session]).
+
+%% Takes over a session this janitor does not know (it was restarted):
+%% what is installed is then what the known sessions need.
+adopt(_Session, undefined, St) -> St;
+adopt(Session, #{pid := Session} = E,
+      #st{sessions = Ss, msgpats = MP} = St) ->
+    case lists:any(fun(#{pid := P}) -> P =:= Session end, maps:values(Ss)) of
+        true -> St;
+        false ->
+            St1 = St#st{sessions = Ss#{monitor(process, Session) => E},
+                        msgpats = maps:merge(MP, maps:from_list(
+                                                   maps:get(msgs, E)))},
+            case desired(St1) of
+                {ok, D} -> St1#st{patterns = D};
+                {error, _} -> St1
+            end
+    end;
+adopt(_Session, _Other, St) -> St.
 
 do_join(Session, Spec, #st{sessions = Ss} = St) ->
     Ref = monitor(process, Session),
@@ -526,6 +572,8 @@ safely(F) ->
 
 %% @private
 -spec handle_cast(term(), #st{}) -> {noreply, #st{}}.
+handle_cast({rejoin, Session, Entry}, St) ->
+    {noreply, adopt(Session, Entry, St)};
 handle_cast(_, St) ->
     {noreply, St}.
 

@@ -96,15 +96,15 @@ is_loaded() -> ?NOT_LOADED.
 %% and ports for the last three) and `calls' (the `{M, F, A}' patterns,
 %% `'_'' for any, naming the functions whose unrouted call events it
 %% records).  Returns the member number.
--spec hub_add(session(), map()) -> {ok, 0..63} | {error, hub_full | badarg}.
+-spec hub_add(session(), map()) -> {ok, 0..255} | {error, hub_full | badarg}.
 hub_add(_, _) -> ?NOT_LOADED.
 
 %% @doc Removes a member from the hub; once this returns no tracer
 %% callback writes into its session through the hub.
--spec hub_remove(0..63) -> ok.
+-spec hub_remove(0..255) -> ok.
 hub_remove(_) -> ?NOT_LOADED.
 
-%% @doc The mask of the hub's members (for tests).
+%% @doc The number of the hub's members (for tests).
 -spec hub_members() -> non_neg_integer().
 hub_members() -> ?NOT_LOADED.
 

@@ -33,6 +33,7 @@
              started :: integer(),
              timer :: undefined | reference(),
              summary :: undefined | map(),
+             hub :: undefined | map(),
              nif_reloads = 0 :: non_neg_integer()}).
 
 %% @doc Starts a session process for `Owner'; it traces nothing until asked
@@ -97,6 +98,12 @@ handle_info({limit, seconds}, St) ->
 handle_info({beamprobe_stop, Why}, St) ->
     ended(finish(St, Why));
 handle_info({'EXIT', _, _}, St) ->
+    {noreply, St};
+handle_info({beamprobe_rejoin, Janitor}, #st{summary = undefined,
+                                            hub = Entry} = St)
+  when Entry =/= undefined ->
+    %% The janitor was restarted: it takes this session over.
+    gen_server:cast(Janitor, {rejoin, self(), Entry}),
     {noreply, St};
 handle_info(beamprobe_nif_reloaded, #st{summary = undefined,
                                        res = Res} = St) when Res =/= undefined ->
@@ -342,8 +349,8 @@ join(#st{config = C, res = Res, handlers = Hs} = St) ->
              msgs => maps:get(messages, C),
              handlers => Hs},
     case beamprobe_janitor:join(self(), Spec) of
-        {ok, Matched} ->
-            {ok, St#st{matched = Matched, traced = Procs,
+        {ok, Matched, Entry} ->
+            {ok, St#st{matched = Matched, traced = Procs, hub = Entry,
                        patterns = [M || {M, _} <- Calls],
                        msg_patterns = [K || {K, _} <- maps:get(messages, C)]}};
         {error, R} -> {error, R, St}
@@ -507,13 +514,13 @@ abort(#st{res = Res, created_dir = Created, config = #{dir := Dir}} = St) ->
 %% session needs, and takes it out of the hub (beamprobe_janitor:leave/1).
 %% Idempotent.
 uninstall(St) ->
-    ok = beamprobe_janitor:leave(self()),
+    ok = beamprobe_janitor:leave(self(), St#st.hub),
     _ = case St#st.timer of
         undefined -> ok;
         T -> erlang:cancel_timer(T)
     end,
     St#st{traced = none, patterns = [], msg_patterns = [],
-          timer = undefined}.
+          timer = undefined, hub = undefined}.
 
 %% erlang:trace_info/2 through apply: its OTP 25 spec leaves out tracers
 %% of the form {Module, State}, which dialyzer then calls impossible.
