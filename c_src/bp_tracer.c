@@ -230,11 +230,31 @@ static inline uint32_t wr_len(const struct wr *w, const uint8_t *start)
 	return (uint32_t)(w->p - start);
 }
 
-/* Ends an event: commits its bytes. */
+/* How an event is being written: through the hub (the producer's hub
+ * busy flag stands for the session's, bp_hub.h), and the last record
+ * written for this event, which members that render it the same way get
+ * as a copy (render once, copy for the others). */
+struct ev_ctx {
+	int hub;
+	const uint8_t *rec; /* in the ring of the session that wrote it */
+	uint32_t len;
+};
+
+/* Ends an event: commits its bytes (and remembers them in c). */
 static inline void finish(struct bp_slot *sl, uint8_t *start,
-			  const struct wr *w)
+			  const struct wr *w, struct ev_ctx *c)
 {
-	bp_ring_commit(&sl->ring, wr_len(w, start));
+	uint32_t len = wr_len(w, start);
+
+	bp_ring_commit(&sl->ring, len);
+	c->rec = start;
+	c->len = len;
+}
+
+static inline void ev_leave(struct bp_slot *sl, const struct ev_ctx *c)
+{
+	if (!c->hub)
+		bp_session_leave(sl);
 }
 
 /*
@@ -274,9 +294,10 @@ static void note_entity(ErlNifEnv *env, struct bp_slot *sl, ERL_NIF_TERM who,
 
 /* Common prologue: session, slot, entity; NULL if not to be written. */
 static inline struct bp_slot *open_event(ErlNifEnv *env, struct bp_session *s,
-					 ERL_NIF_TERM tracee, uint64_t *key)
+					 ERL_NIF_TERM tracee, uint64_t *key,
+					 const struct ev_ctx *c)
 {
-	struct bp_slot *sl = bp_session_enter(s);
+	struct bp_slot *sl = bp__session_enter(s, !c->hub);
 
 	if (!sl)
 		return NULL;
@@ -418,7 +439,7 @@ ERL_NIF_TERM bp_tracer_enabled(ErlNifEnv *env, int argc,
 /* Call events: call, return_from, exception_from, return_to.  `routed':
  * the match-spec result is the hub's route, not call info. */
 static void write_call(ErlNifEnv *env, struct bp_session *s,
-		       const ERL_NIF_TERM argv[], int routed)
+		       const ERL_NIF_TERM argv[], int routed, struct ev_ctx *c)
 {
 	ERL_NIF_TERM tag = argv[0];
 	const ERL_NIF_TERM *e = NULL;
@@ -431,7 +452,7 @@ static void write_call(ErlNifEnv *env, struct bp_session *s,
 	if ((tag == bp_atom.return_from && !(s->flags & BP_F_RETURN)) ||
 	    (tag == bp_atom.exception_from && !(s->flags & BP_F_EXCEPTIONS)))
 		return; /* implied by exception_trace, not asked */
-	if (!(sl = open_event(env, s, argv[2], &key)))
+	if (!(sl = open_event(env, s, argv[2], &key, c)))
 		return;
 	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE +
 							MFA_MAX +
@@ -477,13 +498,14 @@ static void write_call(ErlNifEnv *env, struct bp_session *s,
 	} else {
 		goto out; /* reservation dropped: nothing published */
 	}
-	finish(sl, start, &w);
+	finish(sl, start, &w, c);
 out:
-	bp_session_leave(sl);
+	ev_leave(sl, c);
 }
 
 static void write_message(ErlNifEnv *env, struct bp_session *s,
-			  const ERL_NIF_TERM argv[], int is_send)
+			  const ERL_NIF_TERM argv[], int is_send,
+			  struct ev_ctx *c)
 {
 	struct bp_slot *sl;
 	uint8_t *start;
@@ -491,7 +513,7 @@ static void write_message(ErlNifEnv *env, struct bp_session *s,
 	uint64_t key;
 	int found;
 
-	if (!(sl = open_event(env, s, argv[2], &key)))
+	if (!(sl = open_event(env, s, argv[2], &key, c)))
 		return;
 	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE + 8 +
 							2 * text_max(s))))
@@ -508,9 +530,9 @@ static void write_message(ErlNifEnv *env, struct bp_session *s,
 		w = wr_begin(start, BP_EV_RECEIVE, key);
 	}
 	wr_term(env, s, sl, &w, argv[3]);
-	finish(sl, start, &w);
+	finish(sl, start, &w, c);
 out:
-	bp_session_leave(sl);
+	ev_leave(sl, c);
 }
 
 /* MFARGS: "m:f(args)" from {M, F, Args}, else the term.  Needs
@@ -544,7 +566,7 @@ static void wr_mfargs(ErlNifEnv *env, const struct bp_session *s,
 
 /* trace_procs/5 (and trace_ports/5 for the tags they share). */
 static void write_procs_ports(ErlNifEnv *env, struct bp_session *s,
-			      const ERL_NIF_TERM argv[], int unused)
+			      const ERL_NIF_TERM argv[], int unused, struct ev_ctx *c)
 {
 	ERL_NIF_TERM tag = argv[0], term = argv[3];
 	struct bp_slot *sl;
@@ -554,7 +576,7 @@ static void write_procs_ports(ErlNifEnv *env, struct bp_session *s,
 	int found, id;
 
 	(void)unused;
-	if (!(sl = open_event(env, s, argv[2], &key)))
+	if (!(sl = open_event(env, s, argv[2], &key, c)))
 		return;
 	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE + 8 +
 							2 * MFA_MAX +
@@ -597,14 +619,14 @@ static void write_procs_ports(ErlNifEnv *env, struct bp_session *s,
 	} else {
 		goto out;
 	}
-	finish(sl, start, &w);
+	finish(sl, start, &w, c);
 out:
-	bp_session_leave(sl);
+	ev_leave(sl, c);
 }
 
 /* trace_running_procs/5: in, out, in_exiting, out_exiting, out_exited. */
 static void write_running(ErlNifEnv *env, struct bp_session *s,
-			  const ERL_NIF_TERM argv[], int unused)
+			  const ERL_NIF_TERM argv[], int unused, struct ev_ctx *c)
 {
 	ERL_NIF_TERM tag = argv[0];
 	struct bp_slot *sl;
@@ -618,7 +640,7 @@ static void write_running(ErlNifEnv *env, struct bp_session *s,
 	exiting = tag == bp_atom.in_exiting || tag == bp_atom.out_exiting ? 1
 		  : tag == bp_atom.out_exited				  ? 2
 									  : 0;
-	if (!(sl = open_event(env, s, argv[2], &key)))
+	if (!(sl = open_event(env, s, argv[2], &key, c)))
 		return;
 	if (!(start = bp_session_reserve(s, sl,
 					 BP_EVENT_HEADER_SIZE + MFA_MAX + 1)))
@@ -629,14 +651,14 @@ static void write_running(ErlNifEnv *env, struct bp_session *s,
 	else
 		wr_undefined(&w, BP_K_MFA);
 	wr_u8(&w, (uint8_t)exiting);
-	finish(sl, start, &w);
+	finish(sl, start, &w, c);
 out:
-	bp_session_leave(sl);
+	ev_leave(sl, c);
 }
 
 /* trace_garbage_collection/5: gc_{minor,major}_{start,end}. */
 static void write_gc(ErlNifEnv *env, struct bp_session *s,
-		     const ERL_NIF_TERM argv[], int unused)
+		     const ERL_NIF_TERM argv[], int unused, struct ev_ctx *c)
 {
 	ERL_NIF_TERM tag = argv[0], list = argv[3], head;
 	const ERL_NIF_TERM keys[6] = {bp_atom.heap_size,
@@ -668,22 +690,70 @@ static void write_gc(ErlNifEnv *env, struct bp_session *s,
 			if (kv[0] == keys[i])
 				enif_get_uint64(env, kv[1], &vals[i]);
 	}
-	if (!(sl = open_event(env, s, argv[2], &key)))
+	if (!(sl = open_event(env, s, argv[2], &key, c)))
 		return;
 	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE + 48)))
 		goto out;
 	w = wr_begin(start, id, key);
 	for (int i = 0; i < 6; i++)
 		wr_u64(&w, vals[i]);
-	finish(sl, start, &w);
+	finish(sl, start, &w, c);
 out:
-	bp_session_leave(sl);
+	ev_leave(sl, c);
 }
 
 /* ---- dispatch: one session, or the hub's members ------------------- */
 
 typedef void (*writer_fn)(ErlNifEnv *env, struct bp_session *s,
-			  const ERL_NIF_TERM argv[], int arg);
+			  const ERL_NIF_TERM argv[], int arg, struct ev_ctx *c);
+
+/* Do sessions a and b render every event the same way (same record)? */
+static inline int same_render(const struct bp_session *a,
+			      const struct bp_session *b)
+{
+	const uint32_t f = BP_F_RETURN | BP_F_EXCEPTIONS | BP_F_MS_RESULT;
+
+	return a->args_mode == b->args_mode && (a->flags & f) == (b->flags & f) &&
+	       a->capture.depth == b->capture.depth &&
+	       a->capture.list == b->capture.list &&
+	       a->capture.binary == b->capture.binary &&
+	       a->capture.bytes == b->capture.bytes;
+}
+
+/* Writes the record c holds (rendered for another member) into s: its
+ * process event first if s has not seen the tracee, the limits and loss
+ * accounting of s as for any event. */
+static void copy_event(ErlNifEnv *env, struct bp_session *s,
+		       ERL_NIF_TERM tracee, const struct ev_ctx *c)
+{
+	struct bp_slot *sl;
+	uint8_t *start;
+	uint64_t key;
+
+	if (!(sl = open_event(env, s, tracee, &key, c)))
+		return;
+	if ((start = bp_session_reserve(s, sl, c->len))) {
+		memcpy(start, c->rec, c->len);
+		bp_ring_commit(&sl->ring, c->len);
+	}
+	ev_leave(sl, c);
+}
+
+/* Writes the event into member s: a copy of the record c holds when the
+ * member that wrote it renders the same way, else rendered by w. */
+static inline void hub_write(ErlNifEnv *env, struct bp_session *s,
+			     const ERL_NIF_TERM argv[], writer_fn w, int arg,
+			     struct ev_ctx *c, struct bp_session **first)
+{
+	if (c->rec && same_render(*first, s)) {
+		copy_event(env, s, argv[2], c);
+		return;
+	}
+	c->rec = NULL;
+	w(env, s, argv, arg, c);
+	if (c->rec)
+		*first = s;
+}
 
 /* Writes the event with w into every hub member that records `kind' and
  * includes the tracee, or into the session of a session tracer state
@@ -695,6 +765,8 @@ static ERL_NIF_TERM dispatch(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 
 	if (argv[1] == bp_atom.beamprobe_hub) {
 		uint64_t live[BP_HUB_WORDS], key = (uint64_t)argv[2];
+		struct ev_ctx c = {1, NULL, 0};
+		struct bp_session *first = NULL;
 		uint32_t nw;
 		int idx;
 
@@ -708,13 +780,16 @@ static ERL_NIF_TERM dispatch(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 				live[wd] &= live[wd] - 1;
 				if (m && (m->kinds & kind) &&
 				    bp_hub_includes(m, key))
-					w(env, m->s, argv, arg);
+					hub_write(env, m->s, argv, w, arg, &c,
+						  &first);
 			}
 		bp_hub_leave(idx);
 		return bp_atom.ok;
 	}
-	if ((s = get_session(env, argv[1])))
-		w(env, s, argv, arg);
+	if ((s = get_session(env, argv[1]))) {
+		struct ev_ctx c = {0, NULL, 0};
+		w(env, s, argv, arg, &c);
+	}
 	return bp_atom.ok;
 }
 
@@ -755,6 +830,8 @@ static ERL_NIF_TERM hub_call(ErlNifEnv *env, const ERL_NIF_TERM argv[])
 	unsigned arity = 0;
 	int idx, routed = 0, n, is_ret_to = tag == bp_atom.return_to;
 	uint32_t kind = is_ret_to ? BP_HK_RETURN_TO : BP_HK_CALL, nw;
+	struct ev_ctx c = {1, NULL, 0};
+	struct bp_session *first = NULL;
 
 	if (!(nw = bp_hub_enter(&idx, live)))
 		return bp_atom.ok;
@@ -779,7 +856,8 @@ static ERL_NIF_TERM hub_call(ErlNifEnv *env, const ERL_NIF_TERM argv[])
 			    (routed ? !(route[wd] & (1ull << b))
 				    : !bp_hub_traces(m, mw, fw, arity)))
 				continue;
-			write_call(env, m->s, argv, routed);
+			hub_write(env, m->s, argv, write_call, routed, &c,
+				  &first);
 		}
 	bp_hub_leave(idx);
 	return bp_atom.ok;
@@ -794,8 +872,10 @@ ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 	(void)argc;
 	if (argv[1] == bp_atom.beamprobe_hub)
 		return hub_call(env, argv);
-	if ((s = get_session(env, argv[1])))
-		write_call(env, s, argv, 0);
+	if ((s = get_session(env, argv[1]))) {
+		struct ev_ctx c = {0, NULL, 0};
+		write_call(env, s, argv, 0, &c);
+	}
 	return bp_atom.ok;
 }
 
