@@ -755,8 +755,8 @@ static inline void hub_write(ErlNifEnv *env, struct bp_session *s,
 		*first = s;
 }
 
-/* Writes the event with w into every hub member that records `kind' and
- * includes the tracee, or into the session of a session tracer state
+/* Writes the event with w into every hub member that records `kind' (and
+ * port events if the tracee is a port) and includes the tracee, or into the session of a session tracer state
  * (meta patterns). */
 static ERL_NIF_TERM dispatch(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 			     uint32_t kind, writer_fn w, int arg)
@@ -772,13 +772,17 @@ static ERL_NIF_TERM dispatch(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 
 		if (!(nw = bp_hub_enter(&idx, live)))
 			return bp_atom.ok;
+		/* Ports are traced only for members that record port events
+		 * (a port also sends messages: not to a send-only member). */
+		if (enif_is_port(env, argv[2]))
+			kind |= BP_HK_PORTS;
 		for (uint32_t wd = 0; wd < nw; wd++)
 			while (live[wd]) {
 				int i = (int)wd * 64 + __builtin_ctzll(live[wd]);
 				struct bp_hub_member *m = atomic_load_explicit(
 					&bp_hub.members[i], memory_order_acquire);
 				live[wd] &= live[wd] - 1;
-				if (m && (m->kinds & kind) &&
+				if (m && (m->kinds & kind) == kind &&
 				    bp_hub_includes(m, key))
 					hub_write(env, m->s, argv, w, arg, &c,
 						  &first);

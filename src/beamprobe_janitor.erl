@@ -392,24 +392,27 @@ set_flags(#{procs := Procs, flags := Flags0, arity := Arity,
         false -> ok
     end,
     Flags = Flags0 ++ [arity || Arity, not lists:any(Full, Others)],
-    case Flags of
-        [] -> ok;
-        _ -> add_flags(Procs, Ports, Flags, Ss)
-    end.
+    _ = case Flags of
+            [] -> ok;
+            _ -> add_flags(Procs, Ports, Flags)
+        end,
+    %% Also the processes of a session started while the hub traces new
+    %% processes: its handlers got the defaults when they were spawned.
+    untrace_own(Ss).
 
-add_flags(L, _Ports, Flags, _Ss) when is_list(L) ->
+add_flags(L, _Ports, Flags) when is_list(L) ->
     _ = [case catch erlang:trace(P, true, Flags ++ [?TRACER]) of
              {'EXIT', _} -> throw({trace_failed, L, Flags});
              _ -> ok
          end || P <- L],
     ok;
-add_flags(Spec0, Ports, Flags, Ss) ->
+add_flags(Spec0, Ports, Flags) ->
     Spec = case Ports of
                true -> Spec0;
                false -> processes_only(Spec0)
            end,
     _ = erlang:trace(Spec, true, Flags ++ [?TRACER]),
-    untrace_own(Ss).
+    ok.
 
 %% beamprobe never traces itself: its sessions, their handlers, the
 %% janitor and the supervisors.

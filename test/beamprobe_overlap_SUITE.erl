@@ -10,7 +10,7 @@
 
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2,
          end_per_testcase/2]).
--export([issue_example/1, random_sessions_under_load/1, next_to_dbg/1,
+-export([different_renderings/1, issue_example/1, ports_and_own/1, random_sessions_under_load/1, next_to_dbg/1,
          cannot_combine/1, message_pattern_conflict/1,
          distinct_functions_same_procs/1, killed_session_cleaned/1]).
 -export([prober/0]).
@@ -19,8 +19,9 @@
 -define(W, beamprobe_workload).
 
 all() ->
-    [issue_example, distinct_functions_same_procs, cannot_combine,
-     message_pattern_conflict, killed_session_cleaned, next_to_dbg,
+    [issue_example, different_renderings, distinct_functions_same_procs, cannot_combine,
+     message_pattern_conflict, killed_session_cleaned, ports_and_own,
+     next_to_dbg,
      random_sessions_under_load].
 
 init_per_suite(Config) ->
@@ -102,6 +103,23 @@ le(N) -> [{['$1'], [{'=<', '$1', N}], []}].
 %%% 1. The issue's example, event by event against single-session runs
 %%% ------------------------------------------------------------------------
 
+%% Runs the sessions Specs together, then each alone, around the same
+%% workload Work(); returns {Together, Alone}: [{I, Events}] each.
+together_alone(Config, Specs, Work) ->
+    Run = fun(Tag, Which) ->
+                  Dirs = [{I, ?L:dir(Config, Tag ++ integer_to_list(I))}
+                          || I <- Which],
+                  Ss = [?L:start(S#{output => {file, D},
+                                    buffer => 8 * 1024 * 1024})
+                        || {I, D} <- Dirs, S <- [lists:nth(I, Specs)]],
+                  ok = Work(),
+                  Sums = [?L:stop(S) || S <- Ss],
+                  [?assertEqual(0, ?L:total(Sum)) || Sum <- Sums],
+                  [{I, norm_events(D)} || {I, D} <- Dirs]
+          end,
+    Is = lists:seq(1, length(Specs)),
+    {Run("together", Is), lists:append([Run("alone", [I]) || I <- Is])}.
+
 %% Three `procs => all' sessions on tick/1 with X > 500, X =< 500 and
 %% true, and one on [P] with events => [send]: 500, 500, 1000 calls and
 %% P's sends -- and each session's events are exactly those of the same
@@ -113,18 +131,8 @@ issue_example(Config) ->
              #{calls => [{{?W, tick, 1}, le(500)}], args => full},
              #{calls => [{?W, tick, 1}], args => full},
              #{procs => [P], events => [send]}],
-    Run = fun(Tag, Which) ->
-                  Dirs = [{I, ?L:dir(Config, Tag ++ integer_to_list(I))}
-                          || I <- Which],
-                  Ss = [?L:start(S#{output => {file, D}, buffer => 8 * 1024 * 1024})
-                        || {I, D} <- Dirs, S <- [lists:nth(I, Specs)]],
-                  ok = probe(P, 1000, 20, Sink),
-                  Sums = [?L:stop(S) || S <- Ss],
-                  [?assertEqual(0, ?L:total(Sum)) || Sum <- Sums],
-                  [{I, norm_events(D)} || {I, D} <- Dirs]
-          end,
-    Together = Run("together", [1, 2, 3, 4]),
-    Alone = lists:append([Run("alone", [I]) || I <- [1, 2, 3, 4]]),
+    {Together, Alone} = together_alone(Config, Specs,
+                                       fun() -> probe(P, 1000, 20, Sink) end),
     [{1, E1}, {2, E2}, {3, E3}, {4, E4}] = Together,
     ?assertEqual(500, length(tick_args(E1))),
     ?assert(lists:all(fun(X) -> X > 500 end, tick_args(E1))),
@@ -140,6 +148,44 @@ issue_example(Config) ->
     P ! stop,
     Sink ! stop,
     ok.
+
+%% Sessions on the same function and process that render its events
+%% differently (arguments or not, capture limits, returns, exceptions,
+%% call info): an event rendered once is copied only into sessions that
+%% render it the same way; each gets exactly what it gets alone.
+different_renderings(Config) ->
+    W = ?W:start_worker(),
+    Big = lists:seq(1, 300),
+    Specs = [#{procs => [W], calls => [{?W, sink, 1}], args => full},
+             #{procs => [W], calls => [{?W, sink, 1}], args => arity},
+             #{procs => [W], calls => [{?W, sink, 1}], args => full,
+               capture => #{list => 3}},
+             #{procs => [W], calls => [{?W, sink, 1}, {?W, crash, 1}],
+               args => full, return => true, exceptions => true},
+             #{procs => [W], calls => [{?W, sink, 1}], args => full},
+             #{procs => [W], calls => [{{?W, sink, 1},
+                                        [{'_', [], [{message, {caller}}]}]}],
+               args => full}],
+    Work = fun() ->
+                   ?W:run(W, fun() ->
+                                     [ok = ?W:sink({I, Big}) || I <- [1, 2]],
+                                     {caught, _} = ?W:catch_crash(x),
+                                     ok
+                             end)
+           end,
+    {Together, Alone} = together_alone(Config, lists:droplast(Specs), Work),
+    [?assertEqual({I, proplists:get_value(I, Alone)}, {I, Evs})
+     || {I, Evs} <- Together],
+    ?assert(lists:all(fun({_, Evs}) -> Evs =/= [] end, Together)),
+    %% A call-info action on a shared function is refused (it would run
+    %% for every session): cannot_combine, nothing installed.
+    S1 = ?L:start((hd(Specs))#{output => {file, ?L:dir(Config, "x")}}),
+    ?assertMatch({error, {cannot_combine, {?W, sink, 1}, _}},
+                 beamprobe:start((lists:last(Specs))#{
+                                   output => {file, ?L:dir(Config, "y")}})),
+    _ = ?L:stop(S1),
+    assert_nothing_left([{?W, sink, 1}, {?W, crash, 1}]),
+    ?W:stop_worker(W).
 
 %% Two `all' sessions on different functions of the same processes (the
 %% old conflict {procs, all, all}) each get their own function's calls;
@@ -225,6 +271,36 @@ killed_session_cleaned(Config) ->
     assert_nothing_left([{?W, tick, 1}]),
     P ! stop,
     Sink ! stop.
+
+%% A session recording sends of every process, next to one recording port
+%% events too: the ports' messages reach only the second; and neither
+%% records beamprobe's own processes (the sessions, their handlers).
+ports_and_own(Config) ->
+    DA = ?L:dir(Config, "a"),
+    DB = ?L:dir(Config, "b"),
+    SA = ?L:start(#{events => [send], output => {file, DA}}),
+    SB = ?L:start(#{events => [send, ports], output => {file, DB}}),
+    SC = ?L:start(#{procs => [self()], events => [send],
+                    output => {handler, beamprobe_test_handler,
+                               #{parent => self()}}}),
+    H = receive {handler_init, HP} -> HP after 5000 -> ct:fail(no_handler) end,
+    Port = open_port({spawn, "echo overlap"}, [binary, exit_status]),
+    receive {Port, {exit_status, 0}} -> ok after 5000 -> ct:fail(no_port) end,
+    timer:sleep(50),
+    Own = [SA, SB, SC, H | [P || {_, P, _, _} <-
+                                  supervisor:which_children(beamprobe_session_sup)]],
+    _ = ?L:stop(SC),
+    _ = ?L:stop(SA),
+    _ = ?L:stop(SB),
+    PortText = list_to_binary(erlang:port_to_list(Port)),
+    EA = norm_events(DA),
+    EB = norm_events(DB),
+    ?assertEqual([], [E || {_, <<"#Port", _/binary>>, _} = E <- EA]),
+    ?assert(lists:any(fun({_, Who, _}) -> Who =:= PortText end, EB)),
+    OwnTexts = [list_to_binary(pid_to_list(P)) || P <- Own],
+    ?assertEqual([], [E || {_, Who, _} = E <- EA ++ EB,
+                           lists:member(Who, OwnTexts)]),
+    assert_nothing_left([]).
 
 %%% ------------------------------------------------------------------------
 %%% 2. Next to dbg
