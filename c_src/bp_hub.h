@@ -84,6 +84,11 @@ struct bp_hub {
 	 * words 0..nwords-1 (nwords only grows, under the control mutex). */
 	_Atomic uint64_t live[BP_HUB_WORDS];
 	_Atomic uint32_t nwords;
+	/* Installed combined match specs (their calls carry a route in
+	 * match_spec_result, beamprobe_combine.erl); 0: no call looks for
+	 * one.  Set by the janitor before it installs them, cleared after it
+	 * removes the last. */
+	_Atomic uint32_t routes;
 	struct bp_hub_member *_Atomic members[BP_HUB_MAX];
 	struct bp_hub_busy busy[BP_MAX_SLOTS];
 };

@@ -762,6 +762,20 @@ static ERL_NIF_TERM nif_hub_remove(ErlNifEnv *env, int argc,
 	return bp_atom.ok;
 }
 
+/* hub_routes(N) -> ok: N combined match specs are (about to be)
+ * installed; calls look for a route only while N > 0. */
+static ERL_NIF_TERM nif_hub_routes(ErlNifEnv *env, int argc,
+				   const ERL_NIF_TERM argv[])
+{
+	unsigned n;
+
+	(void)argc;
+	if (!enif_get_uint(env, argv[0], &n))
+		return enif_make_badarg(env);
+	atomic_store(&bp_hub.routes, n);
+	return bp_atom.ok;
+}
+
 /* hub_members() -> N: the number of the hub's members (for tests). */
 static ERL_NIF_TERM nif_hub_members(ErlNifEnv *env, int argc,
 				    const ERL_NIF_TERM argv[])
@@ -862,6 +876,7 @@ static ErlNifFunc nif_funcs[] = {
 	{"hub_add", 2, nif_hub_add, 0},
 	{"hub_remove", 1, nif_hub_remove, ERL_NIF_DIRTY_JOB_IO_BOUND},
 	{"hub_members", 0, nif_hub_members, 0},
+	{"hub_routes", 1, nif_hub_routes, 0},
 };
 
 ERL_NIF_INIT(beamprobe_nif, nif_funcs, load, NULL, upgrade, unload)

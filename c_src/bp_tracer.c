@@ -839,7 +839,8 @@ static ERL_NIF_TERM hub_call(ErlNifEnv *env, const ERL_NIF_TERM argv[])
 
 	if (!(nw = bp_hub_enter(&idx, live)))
 		return bp_atom.ok;
-	if (tag == bp_atom.call)
+	if (tag == bp_atom.call &&
+	    atomic_load_explicit(&bp_hub.routes, memory_order_relaxed))
 		routed = call_route(env, argv[4], route);
 	if (!routed && enif_get_tuple(env, argv[3], &n, &e) && n == 3) {
 		mw = (uint64_t)e[0];

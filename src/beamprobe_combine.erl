@@ -19,7 +19,7 @@
 %%% Pure functions: the janitor applies the result.
 -module(beamprobe_combine).
 
--export([desired/1, compile_clause/1, covers/2]).
+-export([desired/1, compile_clause/1, covers/2, routes/1]).
 
 -type mfa_pat() :: {atom(), atom(), arity() | '_'}.
 -type ms() :: true | [tuple()].
@@ -67,6 +67,17 @@ meet('_', X) -> X;
 meet(X, '_') -> X;
 meet(X, X) -> X;
 meet(_, _) -> none.
+
+%% @doc The number of combined match specs (whose calls carry a route)
+%% among the installed ones.
+-spec routes(#{mfa_pat() => ms()}) -> non_neg_integer().
+routes(Patterns) ->
+    length([K || {K, MS} <- maps:to_list(Patterns), is_route(MS)]).
+
+is_route([{'$1', _, [{message, {T}} | _]} | _]) when is_tuple(T),
+                                                    tuple_size(T) > 0 ->
+    element(1, T) =:= {const, bp_route};
+is_route(_) -> false.
 
 %% @doc Does pattern `General' name every function `Key' names?
 -spec covers(mfa_pat(), mfa_pat()) -> boolean().

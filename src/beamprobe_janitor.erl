@@ -270,6 +270,15 @@ desired(#st{sessions = Ss}) ->
 %% last trace_pattern/3 on a function wins).  Returns the number of
 %% functions each set key matched.
 apply_patterns(Old, New, Force) ->
+    %% The tracer looks for routes while any combined match spec may be
+    %% installed: raised before they are set, lowered after.
+    Routes = beamprobe_combine:routes(New),
+    ok = beamprobe_nif:hub_routes(max(Routes, beamprobe_combine:routes(Old))),
+    R = apply_patterns1(Old, New, Force),
+    ok = beamprobe_nif:hub_routes(Routes),
+    R.
+
+apply_patterns1(Old, New, Force) ->
     Removed = [K || K <- maps:keys(Old), not maps:is_key(K, New)],
     Changed = [K || {K, MS} <- maps:to_list(New),
                     maps:get(K, Old, '$none') =/= MS] ++

@@ -18,7 +18,7 @@
 -export([start/1, stop/1, info/1, dump/1, annotate/2, ack/2,
          render/2, render_args/2, render_mfa/3, thread_slot/0, clock/0,
          make_dir/1, live_sessions/0, hub_add/2, hub_remove/1,
-         hub_members/0]).
+         hub_members/0, hub_routes/1]).
 -export([loaded/0, is_loaded/0]).
 
 -on_load(load/0).
@@ -103,6 +103,12 @@ hub_add(_, _) -> ?NOT_LOADED.
 %% callback writes into its session through the hub.
 -spec hub_remove(0..255) -> ok.
 hub_remove(_) -> ?NOT_LOADED.
+
+%% @doc Tells the hub how many combined match specs (whose calls carry a
+%% route, beamprobe_combine) are installed: calls look for a route only
+%% while there is one.
+-spec hub_routes(non_neg_integer()) -> ok.
+hub_routes(_) -> ?NOT_LOADED.
 
 %% @doc The number of the hub's members (for tests).
 -spec hub_members() -> non_neg_integer().
