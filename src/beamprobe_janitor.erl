@@ -215,7 +215,7 @@ add_member(#{res := Res, procs := Procs, kinds := Kinds, meta := Meta,
     case beamprobe_nif:hub_add(Res, #{kinds => Kinds, procs => Mode,
                                       pids => Set, calls => Pats}) of
         {ok, N} -> {ok, E#{member => N, snapshot => Snapshot}};
-        {error, hub_full} -> {error, too_many_sessions};
+        {error, hub_full} -> {error, {too_many_sessions, 256}};
         {error, R} -> {error, R}
     end.
 
