@@ -445,15 +445,18 @@ new_is_hub() ->
 %% each of its processes.  No other hub session left: everything the hub
 %% traces is untraced.
 remove_flags(#{procs := none}, _Others) -> ok;
-remove_flags(#{procs := Procs}, []) ->
+remove_flags(E, Others) ->
+    %% Sessions without processes (pure meta sessions) need no flag.
+    remove_flags1(E, [O || #{procs := P} = O <- Others, P =/= none]).
+
+remove_flags1(#{procs := Procs}, []) ->
     _ = case is_list(Procs) of
             true -> [catch erlang:trace(P, false, [all, ?TRACER])
                      || P <- Procs];
             false -> ok
         end,
     untrace_node();
-remove_flags(#{procs := Procs, flags := Flags} = E, Others0) ->
-    Others = [O || #{procs := P} = O <- Others0, P =/= none],
+remove_flags1(#{procs := Procs, flags := Flags} = E, Others) ->
     Global = lists:usort(lists:append([F || #{procs := all, flags := F}
                                                 <- Others])),
     Base = Flags -- Global,

@@ -10,7 +10,8 @@
 
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2,
          end_per_testcase/2]).
--export([different_renderings/1, issue_example/1, ports_and_own/1, random_sessions_under_load/1, next_to_dbg/1,
+-export([different_renderings/1, issue_example/1, ports_and_own/1,
+         meta_next_to_hub/1, random_sessions_under_load/1, next_to_dbg/1,
          cannot_combine/1, message_pattern_conflict/1,
          distinct_functions_same_procs/1, killed_session_cleaned/1]).
 -export([prober/0]).
@@ -21,6 +22,7 @@
 all() ->
     [issue_example, different_renderings, distinct_functions_same_procs, cannot_combine,
      message_pattern_conflict, killed_session_cleaned, ports_and_own,
+     meta_next_to_hub,
      next_to_dbg,
      random_sessions_under_load].
 
@@ -306,6 +308,27 @@ ports_and_own(Config) ->
     ?assertEqual([], [E || {_, Who, _} = E <- EA ++ EB,
                            lists:member(Who, OwnTexts)]),
     assert_nothing_left([]).
+
+%% A meta session (its own meta patterns, no process flags) next to a
+%% hub session: stopping the hub session leaves no flag behind while the
+%% meta session still records; a meta session on a function another
+%% session traces is refused (meta sessions do not combine).
+meta_next_to_hub(Config) ->
+    DM = ?L:dir(Config, "meta"),
+    SM = ?L:start(#{calls => [{?W, add, 2}], meta => true,
+                    output => {file, DM}}),
+    SH = ?L:start(#{calls => [{?W, tick, 1}], output => {file, ?L:dir(Config, "h")}}),
+    ?assertMatch({error, {conflict, SM, {calls, {?W, add, 2}}}},
+                 beamprobe:start(#{calls => [{?W, add, 2}],
+                                   output => {file, ?L:dir(Config, "x")}})),
+    ?assertNotEqual([], hub_flags_left()),
+    _ = ?L:stop(SH),
+    ?assertEqual([], hub_flags_left()),
+    ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
+    3 = ?W:add(1, 2),
+    _ = ?L:stop(SM),
+    ?assertEqual(1, length([x || {<<"call">>, _, _} <- norm_events(DM)])),
+    assert_nothing_left([{?W, add, 2}, {?W, tick, 1}]).
 
 %%% ------------------------------------------------------------------------
 %%% 2. Next to dbg
