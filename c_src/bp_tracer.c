@@ -238,6 +238,8 @@ struct ev_ctx {
 	int hub;
 	const uint8_t *rec; /* in the ring of the session that wrote it */
 	uint32_t len;
+	int has_info;      /* a routed call with this member's call info */
+	ERL_NIF_TERM info; /* (its `message' action's value) */
 };
 
 /* Ends an event: commits its bytes (and remembers them in c). */
@@ -470,6 +472,10 @@ static void write_call(ErlNifEnv *env, struct bp_session *s,
 		if ((s->flags & BP_F_MS_RESULT) && !routed)
 			info = opt(env, argv[4], bp_atom.match_spec_result,
 				   &found);
+		else if ((s->flags & BP_F_MS_RESULT) && c->has_info) {
+			info = c->info; /* this member's part of the route */
+			found = 1;
+		}
 		if (found) {
 			wr_ms_result(env, s, sl, &w, info);
 		} else {
@@ -765,7 +771,7 @@ static ERL_NIF_TERM dispatch(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 
 	if (argv[1] == bp_atom.beamprobe_hub) {
 		uint64_t live[BP_HUB_WORDS], key = (uint64_t)argv[2];
-		struct ev_ctx c = {1, NULL, 0};
+		struct ev_ctx c = {1, NULL, 0, 0, 0};
 		struct bp_session *first = NULL;
 		uint32_t nw;
 		int idx;
@@ -791,33 +797,68 @@ static ERL_NIF_TERM dispatch(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 		return bp_atom.ok;
 	}
 	if ((s = get_session(env, argv[1]))) {
-		struct ev_ctx c = {0, NULL, 0};
+		struct ev_ctx c = {0, NULL, 0, 0, 0};
 		w(env, s, argv, arg, &c);
 	}
 	return bp_atom.ok;
 }
 
+/* Call info in a route: at most this many members' (more: "true"). */
+#define ROUTE_INFOS 16
+
+struct route_info {
+	int member;
+	ERL_NIF_TERM info;
+};
+
 /* The hub's route in a call's match-spec result: {bp_route, E1, ...,
- * Ek} where Ei is a member number (an integer) when that member's
- * condition held, else false or 'EXIT' (docs/design.md).  Sets the
- * members in mask; 0 if the result is no route. */
+ * Ek} where Ei is a member number (an integer), or {Member, Info} for a
+ * member whose clause has a `message' action, when that member's
+ * condition held, else false or 'EXIT' (docs/design.md).  The first
+ * element of a member counts (its first matching clause, as the VM runs
+ * one clause).  Sets the members in mask and their infos in infos;
+ * returns 0 if the result is no route. */
 static int call_route(ErlNifEnv *env, ERL_NIF_TERM opts,
-		      uint64_t mask[BP_HUB_WORDS])
+		      uint64_t mask[BP_HUB_WORDS],
+		      struct route_info infos[ROUTE_INFOS], int *ninfos)
 {
 	ERL_NIF_TERM r;
-	const ERL_NIF_TERM *e;
-	int n, found;
+	const ERL_NIF_TERM *e, *mi;
+	int n, found, arity;
 
 	r = opt(env, opts, bp_atom.match_spec_result, &found);
 	if (!found || !enif_get_tuple(env, r, &n, &e) || n < 1 ||
 	    e[0] != bp_atom.bp_route)
 		return 0;
 	for (int i = 1; i < n; i++) {
-		int v;
-		if (enif_get_int(env, e[i], &v) && v >= 0 && v < BP_HUB_MAX)
-			mask[v / 64] |= 1ull << (v % 64);
+		int v, has = 0;
+		if (enif_get_int(env, e[i], &v))
+			;
+		else if (enif_get_tuple(env, e[i], &arity, &mi) && arity == 2 &&
+			 enif_get_int(env, mi[0], &v))
+			has = 1;
+		else
+			continue;
+		if (v < 0 || v >= BP_HUB_MAX || (mask[v / 64] & (1ull << (v % 64))))
+			continue;
+		mask[v / 64] |= 1ull << (v % 64);
+		if (has && *ninfos < ROUTE_INFOS) {
+			infos[*ninfos].member = v;
+			infos[(*ninfos)++].info = mi[1];
+		}
 	}
 	return 1;
+}
+
+static inline int member_info(const struct route_info *infos, int n, int m,
+			      ERL_NIF_TERM *info)
+{
+	for (int i = 0; i < n; i++)
+		if (infos[i].member == m) {
+			*info = infos[i].info;
+			return 1;
+		}
+	return 0;
 }
 
 /* Call events through the hub: a call goes to the members its match
@@ -834,14 +875,17 @@ static ERL_NIF_TERM hub_call(ErlNifEnv *env, const ERL_NIF_TERM argv[])
 	unsigned arity = 0;
 	int idx, routed = 0, n, is_ret_to = tag == bp_atom.return_to;
 	uint32_t kind = is_ret_to ? BP_HK_RETURN_TO : BP_HK_CALL, nw;
-	struct ev_ctx c = {1, NULL, 0};
+	struct ev_ctx c = {1, NULL, 0, 0, 0};
 	struct bp_session *first = NULL;
+	struct route_info infos[ROUTE_INFOS];
+	struct ev_ctx c2 = {1, NULL, 0, 1, 0};
+	int ninfos = 0;
 
 	if (!(nw = bp_hub_enter(&idx, live)))
 		return bp_atom.ok;
 	if (tag == bp_atom.call &&
 	    atomic_load_explicit(&bp_hub.routes, memory_order_relaxed))
-		routed = call_route(env, argv[4], route);
+		routed = call_route(env, argv[4], route, infos, &ninfos);
 	if (!routed && enif_get_tuple(env, argv[3], &n, &e) && n == 3) {
 		mw = (uint64_t)e[0];
 		fw = (uint64_t)e[1];
@@ -861,6 +905,12 @@ static ERL_NIF_TERM hub_call(ErlNifEnv *env, const ERL_NIF_TERM argv[])
 			    (routed ? !(route[wd] & (1ull << b))
 				    : !bp_hub_traces(m, mw, fw, arity)))
 				continue;
+			if (ninfos && member_info(infos, ninfos, wd * 64 + b,
+						  &c2.info)) {
+				/* Its own call info: rendered for it alone. */
+				write_call(env, m->s, argv, routed, &c2);
+				continue;
+			}
 			hub_write(env, m->s, argv, write_call, routed, &c,
 				  &first);
 		}
@@ -878,7 +928,7 @@ ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 	if (argv[1] == bp_atom.beamprobe_hub)
 		return hub_call(env, argv);
 	if ((s = get_session(env, argv[1]))) {
-		struct ev_ctx c = {0, NULL, 0};
+		struct ev_ctx c = {0, NULL, 0, 0, 0};
 		write_call(env, s, argv, 0, &c);
 	}
 	return bp_atom.ok;

@@ -16,6 +16,10 @@
 %%% session clause that asks for them, guarded by its condition, before
 %%% the clauses that only send the route.
 %%%
+%%% A clause's `message' action (call info: `{caller}', `{process_dump}',
+%%% `{caller_line}', ...) is evaluated only in that session's element,
+%%% which is then `{Member, Info}'.
+%%%
 %%% Pure functions: the janitor applies the result.
 -module(beamprobe_combine).
 
@@ -30,8 +34,9 @@
 %% @doc The match spec to install on every pattern key, from the
 %% sessions' patterns: `{ok, #{Key => MatchSpec}}', or `{error,
 %% {cannot_combine, Key, Why}}' when two sessions' match specs on one
-%% function cannot be combined (an action other than `return_trace' and
-%% `exception_trace', a head or guard this module cannot translate).
+%% function cannot be combined (an action with effects beyond the call
+%% event, `{message, false}', a head or guard this module cannot
+%% translate).
 %% Keys are the sessions' patterns and the intersections of patterns of
 %% different sessions (`{m, f, '_'}' and `{m, '_', 1}' meet in `{m, f,
 %% 1}').
@@ -117,18 +122,25 @@ combine(K, Cover) ->
                    %% A clause runs only if no earlier clause of the same
                    %% match spec matched: its actions need that too.
                    [{Member, Cond, first_of(Cond, lists:sublist(Conds, J - 1)),
-                     ret(K, Body)}
+                     actions(K, Body)}
                     || {J, {Cond, {_, _, Body}}}
                            <- lists:enumerate(lists:zip(Conds, Clauses))]
                end || {Member, MS} <- Cover]),
     Route = {message, {list_to_tuple(
                          [{const, bp_route} |
-                          [{'andalso', Cond, Member}
-                           || {Member, Cond, _, _} <- Elems]])}},
+                          [{'andalso', Cond, route_value(Member, Info)}
+                           || {Member, Cond, _, {_, Info}} <- Elems]])}},
     Ret = fun(Kind) -> [{'$1', [First], [Route, {Kind}]}
-                        || {_, _, First, R} <- Elems, R =:= Kind] end,
+                        || {_, _, First, {R, _}} <- Elems, R =:= Kind] end,
     Ret(exception_trace) ++ Ret(return_trace) ++
         [{'$1', [Cond], [Route]} || {_, Cond, _, _} <- Elems].
+
+%% A route element's value when the clause matched: the member number,
+%% or {Member, Info} with the value of the clause's `message' action (the
+%% call info that member records: caller, stack, ...), evaluated only
+%% when its condition holds.
+route_value(Member, none) -> Member;
+route_value(Member, X) -> {{Member, X}}.
 
 first_of(Cond, []) -> Cond;
 first_of(Cond, Earlier) ->
@@ -137,17 +149,23 @@ first_of(Cond, Earlier) ->
 clauses(true) -> [{'_', [], []}];
 clauses(MS) when is_list(MS) -> MS.
 
-%% The actions of a clause: which return tracing it asks for.  Anything
-%% else (message, caller, process_dump, trace, silent, ...) would have to
-%% run for that session alone: refused.
-ret(K, Body) when is_list(Body) ->
-    lists:foldl(fun({exception_trace}, _) -> exception_trace;
-                   ({return_trace}, none) -> return_trace;
-                   ({return_trace}, R) -> R;
-                   (A, R) when not is_tuple(A) -> R;
+%% The actions of a clause: which return tracing it asks for, and the
+%% value of its `message' action (the last one, as the VM does).  Actions
+%% with effects on the process or the node (trace, silent, set_seq_token,
+%% enable_trace, ...) and `{message, false}' (no call event) would apply
+%% to every session: refused.
+actions(K, Body) when is_list(Body) ->
+    lists:foldl(fun({exception_trace}, {_, I}) -> {exception_trace, I};
+                   ({return_trace}, {none, I}) -> {return_trace, I};
+                   ({return_trace}, RI) -> RI;
+                   ({message, false} = A, _) ->
+                        throw({cannot_combine, K, {action, A}});
+                   ({message, true}, {R, _}) -> {R, none};
+                   ({message, X}, {R, _}) -> {R, X};
+                   (A, RI) when not is_tuple(A) -> RI;
                    (A, _) -> throw({cannot_combine, K, {action, A}})
-                end, none, Body);
-ret(K, Body) -> throw({cannot_combine, K, {body, Body}}).
+                end, {none, none}, Body);
+actions(K, Body) -> throw({cannot_combine, K, {body, Body}}).
 
 compile(K, Clause) ->
     try compile_clause(Clause)

@@ -525,8 +525,8 @@ format_error({conflict, S, {message_pattern, K}}) ->
       [S, K]);
 format_error({cannot_combine, MFA, Why}) ->
     f("~tP is traced by another session with another match spec, and this "
-      "one cannot be combined with it (~tP): only conditions, return_trace "
-      "and exception_trace combine", [MFA, ?SHOW, Why, ?SHOW]);
+      "one cannot be combined with it (~tP): conditions, return_trace, "
+      "exception_trace and message actions combine", [MFA, ?SHOW, Why, ?SHOW]);
 format_error({conflict, S, What}) ->
     f("session ~p already traces ~tP", [S, What, ?SHOW]);
 format_error({bad_pattern, P, Col, Msg}) ->

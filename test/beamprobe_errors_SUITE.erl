@@ -301,8 +301,8 @@ bad_patterns(Config) ->
     ?L:pattern_removed([{?W, add, 2}, {lists, seq, 2}]),
     ?W:stop_worker(W).
 
-%% A process traced by another tracer is refused, and taken over with
-%% force => true.
+%% A process traced by another tracer is refused when named, skipped by
+%% procs => all, and taken over with force => true.
 already_traced_pid(Config) ->
     Other = spawn(fun Sink() -> receive _ -> Sink() end end),
     P = ?W:start_worker(),
@@ -311,10 +311,14 @@ already_traced_pid(Config) ->
                  {already_traced, [P]}),
     ?assertEqual({tracer, Other}, erlang:trace_info(P, tracer)),
     ?assertEqual({flags, [send]}, erlang:trace_info(P, flags)),
-    %% procs => all refuses too, naming it.
-    expect_error(Config, "taken_all", #{procs => all, calls => [{?W, add, 2}]},
-                 {already_traced, [P]}),
+    %% procs => all skips it (sessions overlap; another tool's processes
+    %% are left alone) and it keeps its tracer.
+    SA = start(#{procs => all, calls => [{?W, add, 2}],
+                 output => {file, dir(Config, "taken_all")}}),
     ?assertEqual({tracer, Other}, erlang:trace_info(P, tracer)),
+    _ = stop(SA),
+    ?assertEqual({tracer, Other}, erlang:trace_info(P, tracer)),
+    ?assertEqual({flags, [send]}, erlang:trace_info(P, flags)),
     Dir = dir(Config, "forced"),
     S = start(#{procs => [P], calls => [{?W, add, 2}], force => true,
                 output => {file, Dir}}),
