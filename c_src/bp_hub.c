@@ -53,6 +53,13 @@ static int get_set(ErlNifEnv *env, ERL_NIF_TERM list, struct bp_hub_member *m)
 
 	if (!enif_get_list_length(env, list, &len) || len > (1u << 26))
 		return 0;
+	if (len <= BP_HUB_FEW) {
+		while (enif_get_list_cell(env, list, &head, &list))
+			if (enif_get_local_pid(env, head, &pid) ||
+			    enif_get_local_port(env, head, &port))
+				m->few[m->nfew++] = (uint64_t)head;
+		return 1;
+	}
 	while (cap < 2 * len)
 		cap <<= 1;
 	if (!(m->set = enif_alloc(cap * sizeof *m->set)))

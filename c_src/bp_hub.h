@@ -70,6 +70,8 @@ struct bp_hub_member {
 	uint8_t procs; /* enum bp_hub_procs */
 	uint32_t set_mask; /* open addressing table of set_mask + 1 words */
 	uint64_t *set;     /* 0: empty entry */
+	uint32_t nfew;     /* sets of up to BP_HUB_FEW pids: in few[] instead */
+	uint64_t few[4];
 	uint32_t npats;
 	struct bp_hub_pat *pats;
 };
@@ -156,12 +158,19 @@ static inline void bp_hub_leave(int idx)
 			      memory_order_release);
 }
 
+#define BP_HUB_FEW 4
+
 static inline int bp_hub_in_set(const struct bp_hub_member *m, uint64_t key)
 {
 	uint64_t h;
 
-	if (!m->set)
+	if (!m->set) {
+		/* A few pids (procs => [P]): compared in place, no table. */
+		for (uint32_t i = 0; i < m->nfew; i++)
+			if (m->few[i] == key)
+				return 1;
 		return 0;
+	}
 	h = (key * 0x9E3779B97F4A7C15ull) >> 20;
 	for (uint32_t n = 0; n <= m->set_mask; n++, h++) {
 		uint64_t v = m->set[h & m->set_mask];
