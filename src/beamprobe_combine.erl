@@ -118,13 +118,14 @@ combine(K, Cover) ->
     Elems = lists:append(
               [begin
                    Clauses = clauses(MS),
-                   Conds = [compile(K, C) || C <- Clauses],
+                   Compiled = [compile(K, C) || C <- Clauses],
+                   Conds = [Cond || {Cond, _} <- Compiled],
                    %% A clause runs only if no earlier clause of the same
                    %% match spec matched: its actions need that too.
                    [{Member, Cond, first_of(Cond, lists:sublist(Conds, J - 1)),
-                     actions(K, Body)}
-                    || {J, {Cond, {_, _, Body}}}
-                           <- lists:enumerate(lists:zip(Conds, Clauses))]
+                     actions(K, Body, Bind)}
+                    || {J, {{Cond, Bind}, {_, _, Body}}}
+                           <- lists:enumerate(lists:zip(Compiled, Clauses))]
                end || {Member, MS} <- Cover]),
     Route = {message, {list_to_tuple(
                          [{const, bp_route} |
@@ -154,21 +155,25 @@ clauses(MS) when is_list(MS) -> MS.
 %% with effects on the process or the node (trace, silent, set_seq_token,
 %% enable_trace, ...) and `{message, false}' (no call event) would apply
 %% to every session: refused.
-actions(K, Body) when is_list(Body) ->
+actions(K, Body, Bind) when is_list(Body) ->
     lists:foldl(fun({exception_trace}, {_, I}) -> {exception_trace, I};
                    ({return_trace}, {none, I}) -> {return_trace, I};
                    ({return_trace}, RI) -> RI;
                    ({message, false} = A, _) ->
                         throw({cannot_combine, K, {action, A}});
                    ({message, true}, {R, _}) -> {R, none};
-                   ({message, X}, {R, _}) -> {R, X};
+                   ({message, X}, {R, _}) ->
+                        {R, try subst(X, Bind)
+                            catch throw:{unsupported, W} ->
+                                    throw({cannot_combine, K, W})
+                            end};
                    (A, RI) when not is_tuple(A) -> RI;
                    (A, _) -> throw({cannot_combine, K, {action, A}})
                 end, {none, none}, Body);
-actions(K, Body) -> throw({cannot_combine, K, {body, Body}}).
+actions(K, Body, _Bind) -> throw({cannot_combine, K, {body, Body}}).
 
 compile(K, Clause) ->
-    try compile_clause(Clause)
+    try compile2(Clause)
     catch throw:{unsupported, What} -> throw({cannot_combine, K, What})
     end.
 
@@ -177,15 +182,19 @@ compile(K, Clause) ->
 %% (literals compared with `=:='), its variables replaced by their access
 %% paths, then its guards.  Throws `{unsupported, What}'.
 -spec compile_clause(tuple()) -> term().
-compile_clause({Head, Guards, _Body}) when is_list(Guards) ->
+compile_clause(Clause) ->
+    element(1, compile2(Clause)).
+
+%% The condition and the variables' access paths.
+compile2({Head, Guards, _Body}) when is_list(Guards) ->
     {Checks, Bind} = head(Head),
-    Conds = Checks ++ [subst(G, Bind) || G <- Guards],
-    case Conds of
-        [] -> true;
-        [One] -> One;
-        _ -> list_to_tuple(['andalso' | Conds])
-    end;
-compile_clause(C) -> throw({unsupported, {clause, C}}).
+    Conds = Checks ++ [subst(raising(G), Bind) || G <- Guards],
+    {case Conds of
+         [] -> true;
+         [One] -> One;
+         _ -> list_to_tuple(['andalso' | Conds])
+     end, Bind};
+compile2(C) -> throw({unsupported, {clause, C}}).
 
 head('_') -> {[], #{}};
 head(V) when is_atom(V) ->
@@ -235,6 +244,51 @@ pat(M, Path, B) when is_map(M) ->
               end, {[{is_map, Path}], B}, M);
 pat(Lit, Path, B) ->
     {[{'=:=', Path, {const, Lit}}], B}.
+
+%% A guard as a body expression with a guard's failure semantics.  In a
+%% match-spec body a sub-expression that raises evaluates to 'EXIT' and
+%% evaluation goes on (verified on OTP 25: `{'>', {'+', a, 1}, 3}' is
+%% true in a body, a failure in a guard), so a comparison or a type test
+%% whose operand is a call (which may raise) is wrapped: if an operand is
+%% 'EXIT' the node is 'EXIT' too (not false, which `not' would turn into
+%% true), which makes every boolean operator above it, and the route
+%% element, fail.  (An argument that really is the atom 'EXIT' is taken
+%% for a failure there.)  Variables and constants cannot raise; the
+%% structural checks of the head are safe by construction.
+raising({Op, A, B}) when Op =:= '>'; Op =:= '<'; Op =:= '>='; Op =:= '=<';
+                         Op =:= '=='; Op =:= '/='; Op =:= '=:=';
+                         Op =:= '=/=' ->
+    wrap({Op, raising(A), raising(B)}, [X || X <- [A, B], may_raise(X)]);
+raising({Op, A}) when Op =:= is_atom; Op =:= is_binary; Op =:= is_boolean;
+                      Op =:= is_float; Op =:= is_function;
+                      Op =:= is_integer; Op =:= is_list; Op =:= is_map;
+                      Op =:= is_number; Op =:= is_pid; Op =:= is_port;
+                      Op =:= is_reference; Op =:= is_tuple;
+                      Op =:= is_bitstring; Op =:= is_map_key ->
+    wrap({Op, raising(A)}, [A || may_raise(A)]);
+raising(T) when is_tuple(T), tuple_size(T) >= 2,
+                (element(1, T) =:= 'andalso' orelse element(1, T) =:= 'orelse'
+                 orelse element(1, T) =:= 'not' orelse element(1, T) =:= 'and'
+                 orelse element(1, T) =:= 'or' orelse element(1, T) =:= 'xor') ->
+    [Op | Args] = tuple_to_list(T),
+    list_to_tuple([Op | [raising(X) || X <- Args]]);
+raising(X) -> X.
+
+wrap(Node, []) -> Node;
+wrap(Node, Calls) ->
+    Exit = {const, 'EXIT'},
+    {'orelse',
+     list_to_tuple(['andalso' | [{'=/=', C, Exit} || C <- Calls] ++ [Node]]),
+     {'andalso', list_to_tuple(['orelse', false |
+                                [{'=:=', C, Exit} || C <- Calls]]),
+      Exit}}.
+
+%% Can evaluating the expression raise?  Only calls can.
+may_raise({const, _}) -> false;
+may_raise({T}) when is_tuple(T) -> true;   % a tuple built of expressions
+may_raise(T) when is_tuple(T), tuple_size(T) >= 1 -> true;
+may_raise(L) when is_list(L) -> lists:any(fun may_raise/1, L);
+may_raise(_) -> false.
 
 %% Is the atom a match variable '$N'?
 var(A) ->
