@@ -406,8 +406,8 @@ random_sessions_under_load(Config) ->
                 fun(X) -> X == 3 orelse X > 190 end}],
     Specs = [begin
                  {MS, Pred} = lists:nth(rand:uniform(length(Classes)), Classes),
-                 ProcsOpt = lists:nth(rand:uniform(4),
-                                      [all, [P], [hd(Load)], existing]),
+                 ProcsOpt = lists:nth(rand:uniform(5),
+                                      [all, [P], [hd(Load)], existing, new]),
                  Ev = lists:nth(rand:uniform(3), [[], [send], [send, procs]]),
                  Calls = case rand:uniform(4) of
                              1 when Ev =/= [] -> [];
@@ -431,11 +431,13 @@ random_sessions_under_load(Config) ->
     lists:foreach(
       fun(#{i := I, procs := Procs, events := Ev, calls := Calls,
             pred := Pred}) ->
-              {done, Dir, Sum} = maps:get(I, Live),
+              {done, Dir, Sum, Before} = maps:get(I, Live),
               ?assertEqual({I, 0}, {I, ?L:total(Sum)}),
               N = maps:get(I, Probes, 0),
               Evs = norm_events(Dir),
               Incl = fun(Pid) -> Procs =:= all orelse Procs =:= existing
+                                     orelse (Procs =:= new andalso
+                                             not lists:member(Pid, Before))
                                      orelse (Procs =:= [P] andalso Pid =:= PT)
                                      orelse (Procs =:= [hd(Load)] andalso
                                              Pid =:= LT)
@@ -490,18 +492,20 @@ mfa_text({M, F, A}) -> iolist_to_binary(io_lib:format("~p:~p/~p", [M, F, A])).
 step({start, I}, Live, Specs, Config) ->
     Sp = lists:nth(I, Specs),
     Dir = ?L:dir(Config, "s" ++ integer_to_list(I)),
+    %% The processes alive before it starts (`new' excludes them).
+    Before = [list_to_binary(pid_to_list(Q)) || Q <- processes()],
     S = ?L:start((maps:with([procs, events, calls], Sp))
                  #{output => {file, Dir}, args => full, buffer => 4 * 1024 * 1024}),
-    Live#{I => {S, Dir}};
+    Live#{I => {S, Dir, Before}};
 step({stop, I}, Live, _Specs, _Config) ->
-    {S, Dir} = maps:get(I, Live),
+    {S, Dir, Before} = maps:get(I, Live),
     Sum = ?L:stop(S),
-    Live#{I => {done, Dir, Sum}}.
+    Live#{I => {done, Dir, Sum, Before}}.
 
 %% Probes run while each live session lives.
 inc(Live, Probes) ->
-    maps:fold(fun(_, {done, _, _}, Acc) -> Acc;
-                 (I, {_, _}, Acc) ->
+    maps:fold(fun(_, {done, _, _, _}, Acc) -> Acc;
+                 (I, {_, _, _}, Acc) ->
                       maps:update_with(I, fun(V) -> V + 1 end, 1, Acc)
               end, Probes, Live).
 
