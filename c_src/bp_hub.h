@@ -9,7 +9,7 @@
  * each a session (a resource reference held while it is a member) and
  * its filter: the event kinds it records, the processes it includes and
  * the functions it traces.  A producer enters the hub, and writes the
- * event into every member whose filter accepts it (bp_tracer.c).
+ * event into every member whose filter accepts it (bp_dispatch.c).
  *
  * Threads and contexts:
  *   producers  tracer callbacks, any scheduler thread (normal or dirty):

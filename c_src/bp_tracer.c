@@ -1,4 +1,5 @@
-/* bp_tracer.c -- the erl_tracer callbacks: the hot path.
+/* bp_tracer.c -- writing one event into one session: the hot path's
+ * second half (which sessions an event goes to: bp_dispatch.c).
  *
  * Every function here runs in the context of the traced process (or port),
  * on whichever scheduler thread it is on, normal or dirty, concurrently
@@ -6,35 +7,32 @@
  * enif_make_* (but the atoms made in load()), no copy of the trace term;
  * everything bounded by the session's capture limits.
  *
- * Each callback: find the session (the tracer state is its resource),
- * enter it (bp_session_enter: slot lookup, loss counting, stop protocol),
- * reserve a record in the thread's ring, encode the event in place (layout:
- * bp_format.h), commit, leave.  A process (or port) seen for the first time
- * by this thread in this session gets a "process" event first, so readers
- * can print <0.123.0> for the 64-bit key carried by every event.
+ * Each writer: enter the session (slot lookup, loss counting, stop
+ * protocol; through the hub the producer's hub busy flag stands for the
+ * session's), reserve a record in the thread's ring, encode the event in
+ * place (layout: bp_format.h), commit, leave.  bp_tracer_copy_event
+ * writes a record rendered for another session that renders the event the
+ * same way.  A process (or port) seen for the first time by this thread
+ * in this session gets a "process" event first, so readers can print
+ * <0.123.0> for the 64-bit key carried by every event.
  *
  * trace_call/5 is deliberately NOT exported: OTP 25 calls a tracer's
  * trace_call/5 with three arguments for meta-trace events and the VM
  * crashes (../shared/notes/tracer-facts.md, section 0.6).  Call events
- * reach trace/5 instead, which dispatches on the tag, so this module is
- * safe both as a process tracer and as a meta tracer.
+ * reach trace/5 instead (bp_dispatch.c), which dispatches on the tag, so
+ * this module is safe both as a process tracer and as a meta tracer.
  */
 #define _GNU_SOURCE /* memmem */
 #include <string.h>
 
 #include "bp_atoms.h"
-#include "bp_hub.h"
 #include "bp_nif.h"
 #include "bp_session.h"
 #include "bp_term.h"
+#include "bp_tracer.h"
 
 #define MFA_MAX 1040 /* two quoted 255-char latin-1 atoms in UTF-8 + /arity */
 #define PID_TEXT_MAX 64
-
-static inline struct bp_session *get_session(ErlNifEnv *env, ERL_NIF_TERM t)
-{
-	return bp_session_get(env, t);
-}
 
 /* Key of a local pid or port: the VM's immediate term word for it (valid
  * in any environment while the entity lives); 0 for anything else --
@@ -230,18 +228,6 @@ static inline uint32_t wr_len(const struct wr *w, const uint8_t *start)
 	return (uint32_t)(w->p - start);
 }
 
-/* How an event is being written: through the hub (the producer's hub
- * busy flag stands for the session's, bp_hub.h), and the last record
- * written for this event, which members that render it the same way get
- * as a copy (render once, copy for the others). */
-struct ev_ctx {
-	int hub;
-	const uint8_t *rec; /* in the ring of the session that wrote it */
-	uint32_t len;
-	int has_info;      /* a routed call with this member's call info */
-	ERL_NIF_TERM info; /* (its `message' action's value) */
-};
-
 /* Ends an event: commits its bytes (and remembers them in c). */
 static inline void finish(struct bp_slot *sl, uint8_t *start,
 			  const struct wr *w, struct ev_ctx *c)
@@ -403,45 +389,11 @@ static void wr_ms_result(ErlNifEnv *env, const struct bp_session *s,
 	wr_term(env, s, sl, w, info);
 }
 
-/* The per-kind enabled_* callbacks: always trace.  Whether the session
- * still records is decided once, in the trace callback (which counts a
- * loss); after the session stops, enabled/3 answers `remove' to the VM's
- * trace_status check and the tracer goes away. */
-ERL_NIF_TERM bp_tracer_enabled_kind(ErlNifEnv *env, int argc,
-				    const ERL_NIF_TERM argv[])
-{
-	(void)env;
-	(void)argc;
-	(void)argv;
-	return bp_atom.trace;
-}
-
-/* enabled/3 (trace_status and anything without enabled_*): trace while
- * the session lives, remove the tracer after. */
-ERL_NIF_TERM bp_tracer_enabled(ErlNifEnv *env, int argc,
-			       const ERL_NIF_TERM argv[])
-{
-	struct bp_session *s;
-
-	(void)argc;
-	/* The hub: trace while it has members (the janitor removes every
-	 * flag when the last session ends; this is the safety net). */
-	if (argv[1] == bp_atom.beamprobe_hub)
-		return bp_hub_any() || argv[0] != bp_atom.trace_status
-			       ? bp_atom.trace
-			       : bp_atom.remove;
-	s = get_session(env, argv[1]);
-	if (!s || atomic_load_explicit(&s->state, memory_order_relaxed) ==
-			  BP_S_STOPPED)
-		return argv[0] == bp_atom.trace_status ? bp_atom.remove
-						       : bp_atom.discard;
-	return bp_atom.trace;
-}
-
 /* Call events: call, return_from, exception_from, return_to.  `routed':
  * the match-spec result is the hub's route, not call info. */
-static void write_call(ErlNifEnv *env, struct bp_session *s,
-		       const ERL_NIF_TERM argv[], int routed, struct ev_ctx *c)
+void bp_tracer_write_call(ErlNifEnv *env, struct bp_session *s,
+			  const ERL_NIF_TERM argv[], int routed,
+			  struct ev_ctx *c)
 {
 	ERL_NIF_TERM tag = argv[0];
 	const ERL_NIF_TERM *e = NULL;
@@ -509,9 +461,9 @@ out:
 	ev_leave(sl, c);
 }
 
-static void write_message(ErlNifEnv *env, struct bp_session *s,
-			  const ERL_NIF_TERM argv[], int is_send,
-			  struct ev_ctx *c)
+void bp_tracer_write_message(ErlNifEnv *env, struct bp_session *s,
+			     const ERL_NIF_TERM argv[], int is_send,
+			     struct ev_ctx *c)
 {
 	struct bp_slot *sl;
 	uint8_t *start;
@@ -571,8 +523,9 @@ static void wr_mfargs(ErlNifEnv *env, const struct bp_session *s,
 }
 
 /* trace_procs/5 (and trace_ports/5 for the tags they share). */
-static void write_procs_ports(ErlNifEnv *env, struct bp_session *s,
-			      const ERL_NIF_TERM argv[], int unused, struct ev_ctx *c)
+void bp_tracer_write_procs_ports(ErlNifEnv *env, struct bp_session *s,
+				 const ERL_NIF_TERM argv[], int unused,
+				 struct ev_ctx *c)
 {
 	ERL_NIF_TERM tag = argv[0], term = argv[3];
 	struct bp_slot *sl;
@@ -631,8 +584,9 @@ out:
 }
 
 /* trace_running_procs/5: in, out, in_exiting, out_exiting, out_exited. */
-static void write_running(ErlNifEnv *env, struct bp_session *s,
-			  const ERL_NIF_TERM argv[], int unused, struct ev_ctx *c)
+void bp_tracer_write_running(ErlNifEnv *env, struct bp_session *s,
+			     const ERL_NIF_TERM argv[], int unused,
+			     struct ev_ctx *c)
 {
 	ERL_NIF_TERM tag = argv[0];
 	struct bp_slot *sl;
@@ -663,8 +617,9 @@ out:
 }
 
 /* trace_garbage_collection/5: gc_{minor,major}_{start,end}. */
-static void write_gc(ErlNifEnv *env, struct bp_session *s,
-		     const ERL_NIF_TERM argv[], int unused, struct ev_ctx *c)
+void bp_tracer_write_gc(ErlNifEnv *env, struct bp_session *s,
+			const ERL_NIF_TERM argv[], int unused,
+			struct ev_ctx *c)
 {
 	ERL_NIF_TERM tag = argv[0], list = argv[3], head;
 	const ERL_NIF_TERM keys[6] = {bp_atom.heap_size,
@@ -708,29 +663,11 @@ out:
 	ev_leave(sl, c);
 }
 
-/* ---- dispatch: one session, or the hub's members ------------------- */
-
-typedef void (*writer_fn)(ErlNifEnv *env, struct bp_session *s,
-			  const ERL_NIF_TERM argv[], int arg, struct ev_ctx *c);
-
-/* Do sessions a and b render every event the same way (same record)? */
-static inline int same_render(const struct bp_session *a,
-			      const struct bp_session *b)
-{
-	const uint32_t f = BP_F_RETURN | BP_F_EXCEPTIONS | BP_F_MS_RESULT;
-
-	return a->args_mode == b->args_mode && (a->flags & f) == (b->flags & f) &&
-	       a->capture.depth == b->capture.depth &&
-	       a->capture.list == b->capture.list &&
-	       a->capture.binary == b->capture.binary &&
-	       a->capture.bytes == b->capture.bytes;
-}
-
 /* Writes the record c holds (rendered for another member) into s: its
  * process event first if s has not seen the tracee, the limits and loss
  * accounting of s as for any event. */
-static void copy_event(ErlNifEnv *env, struct bp_session *s,
-		       ERL_NIF_TERM tracee, const struct ev_ctx *c)
+void bp_tracer_copy_event(ErlNifEnv *env, struct bp_session *s,
+			  ERL_NIF_TERM tracee, const struct ev_ctx *c)
 {
 	struct bp_slot *sl;
 	uint8_t *start;
@@ -743,251 +680,4 @@ static void copy_event(ErlNifEnv *env, struct bp_session *s,
 		bp_ring_commit(&sl->ring, c->len);
 	}
 	ev_leave(sl, c);
-}
-
-/* Writes the event into member s: a copy of the record c holds when the
- * member that wrote it renders the same way, else rendered by w. */
-static inline void hub_write(ErlNifEnv *env, struct bp_session *s,
-			     const ERL_NIF_TERM argv[], writer_fn w, int arg,
-			     struct ev_ctx *c, struct bp_session **first)
-{
-	if (c->rec && same_render(*first, s)) {
-		copy_event(env, s, argv[2], c);
-		return;
-	}
-	c->rec = NULL;
-	w(env, s, argv, arg, c);
-	if (c->rec)
-		*first = s;
-}
-
-/* Writes the event with w into every hub member that records `kind' (and
- * port events if the tracee is a port) and includes the tracee, or into the session of a session tracer state
- * (meta patterns). */
-static ERL_NIF_TERM dispatch(ErlNifEnv *env, const ERL_NIF_TERM argv[],
-			     uint32_t kind, writer_fn w, int arg)
-{
-	struct bp_session *s;
-
-	if (argv[1] == bp_atom.beamprobe_hub) {
-		uint64_t live[BP_HUB_WORDS], key = (uint64_t)argv[2];
-		struct ev_ctx c = {1, NULL, 0, 0, 0};
-		struct bp_session *first = NULL;
-		uint32_t nw;
-		int idx;
-
-		if (!(nw = bp_hub_enter(&idx, live)))
-			return bp_atom.ok;
-		/* Ports are traced only for members that record port events
-		 * (a port also sends messages: not to a send-only member). */
-		if (enif_is_port(env, argv[2]))
-			kind |= BP_HK_PORTS;
-		for (uint32_t wd = 0; wd < nw; wd++)
-			while (live[wd]) {
-				int i = (int)wd * 64 + __builtin_ctzll(live[wd]);
-				struct bp_hub_member *m = atomic_load_explicit(
-					&bp_hub.members[i], memory_order_acquire);
-				live[wd] &= live[wd] - 1;
-				if (m && (m->kinds & kind) == kind &&
-				    bp_hub_includes(m, key))
-					hub_write(env, m->s, argv, w, arg, &c,
-						  &first);
-			}
-		bp_hub_leave(idx);
-		return bp_atom.ok;
-	}
-	if ((s = get_session(env, argv[1]))) {
-		struct ev_ctx c = {0, NULL, 0, 0, 0};
-		w(env, s, argv, arg, &c);
-	}
-	return bp_atom.ok;
-}
-
-/* Call info in a route: at most this many members' (more: "true"). */
-#define ROUTE_INFOS 16
-
-struct route_info {
-	int member;
-	ERL_NIF_TERM info;
-};
-
-/* The hub's route in a call's match-spec result: {bp_route, E1, ...,
- * Ek} where Ei is a member number (an integer), or {Member, Info} for a
- * member whose clause has a `message' action, when that member's
- * condition held, else false or 'EXIT' (docs/design.md).  The first
- * element of a member counts (its first matching clause, as the VM runs
- * one clause).  Sets the members in mask and their infos in infos;
- * returns 0 if the result is no route. */
-static int call_route(ErlNifEnv *env, ERL_NIF_TERM opts,
-		      uint64_t mask[BP_HUB_WORDS],
-		      struct route_info infos[ROUTE_INFOS], int *ninfos)
-{
-	ERL_NIF_TERM r;
-	const ERL_NIF_TERM *e, *mi;
-	int n, found, arity;
-
-	r = opt(env, opts, bp_atom.match_spec_result, &found);
-	if (!found || !enif_get_tuple(env, r, &n, &e) || n < 1 ||
-	    e[0] != bp_atom.bp_route)
-		return 0;
-	for (int i = 1; i < n; i++) {
-		int v, has = 0;
-		if (enif_get_int(env, e[i], &v))
-			;
-		else if (enif_get_tuple(env, e[i], &arity, &mi) && arity == 2 &&
-			 enif_get_int(env, mi[0], &v))
-			has = 1;
-		else
-			continue;
-		if (v < 0 || v >= BP_HUB_MAX || (mask[v / 64] & (1ull << (v % 64))))
-			continue;
-		mask[v / 64] |= 1ull << (v % 64);
-		if (has && *ninfos < ROUTE_INFOS) {
-			infos[*ninfos].member = v;
-			infos[(*ninfos)++].info = mi[1];
-		}
-	}
-	return 1;
-}
-
-static inline int member_info(const struct route_info *infos, int n, int m,
-			      ERL_NIF_TERM *info)
-{
-	for (int i = 0; i < n; i++)
-		if (infos[i].member == m) {
-			*info = infos[i].info;
-			return 1;
-		}
-	return 0;
-}
-
-/* Call events through the hub: a call goes to the members its match
- * spec's route names, or without a route to the members whose patterns
- * name the function; return_from and exception_from to the members whose
- * patterns name the function (and that asked for them, write_call);
- * return_to to the members that record it. */
-static ERL_NIF_TERM hub_call(ErlNifEnv *env, const ERL_NIF_TERM argv[])
-{
-	ERL_NIF_TERM tag = argv[0];
-	uint64_t live[BP_HUB_WORDS], route[BP_HUB_WORDS] = {0, 0, 0, 0};
-	uint64_t key = (uint64_t)argv[2], mw = 0, fw = 0;
-	const ERL_NIF_TERM *e;
-	unsigned arity = 0;
-	int idx, routed = 0, n, is_ret_to = tag == bp_atom.return_to;
-	uint32_t kind = is_ret_to ? BP_HK_RETURN_TO : BP_HK_CALL, nw;
-	struct ev_ctx c = {1, NULL, 0, 0, 0};
-	struct bp_session *first = NULL;
-	struct route_info infos[ROUTE_INFOS];
-	struct ev_ctx c2 = {1, NULL, 0, 1, 0};
-	int ninfos = 0;
-
-	if (!(nw = bp_hub_enter(&idx, live)))
-		return bp_atom.ok;
-	if (tag == bp_atom.call &&
-	    atomic_load_explicit(&bp_hub.routes, memory_order_relaxed))
-		routed = call_route(env, argv[4], route, infos, &ninfos);
-	if (!routed && enif_get_tuple(env, argv[3], &n, &e) && n == 3) {
-		mw = (uint64_t)e[0];
-		fw = (uint64_t)e[1];
-		if (!enif_get_uint(env, e[2], &arity))
-			enif_get_list_length(env, e[2], &arity);
-	}
-	for (uint32_t wd = 0; wd < nw; wd++)
-		while (live[wd]) {
-			int b = __builtin_ctzll(live[wd]);
-			struct bp_hub_member *m = atomic_load_explicit(
-				&bp_hub.members[wd * 64 + b],
-				memory_order_acquire);
-			live[wd] &= live[wd] - 1;
-			if (!m || !(m->kinds & kind) || !bp_hub_includes(m, key))
-				continue;
-			if (!is_ret_to &&
-			    (routed ? !(route[wd] & (1ull << b))
-				    : !bp_hub_traces(m, mw, fw, arity)))
-				continue;
-			if (ninfos && member_info(infos, ninfos, wd * 64 + b,
-						  &c2.info)) {
-				/* Its own call info: rendered for it alone. */
-				write_call(env, m->s, argv, routed, &c2);
-				continue;
-			}
-			hub_write(env, m->s, argv, write_call, routed, &c,
-				  &first);
-		}
-	bp_hub_leave(idx);
-	return bp_atom.ok;
-}
-
-/* Call events (call, return_from, exception_from, return_to). */
-ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
-				  const ERL_NIF_TERM argv[])
-{
-	struct bp_session *s;
-
-	(void)argc;
-	if (argv[1] == bp_atom.beamprobe_hub)
-		return hub_call(env, argv);
-	if ((s = get_session(env, argv[1]))) {
-		struct ev_ctx c = {0, NULL, 0, 0, 0};
-		write_call(env, s, argv, 0, &c);
-	}
-	return bp_atom.ok;
-}
-
-/* trace_send/5: send, send_to_non_existing_process. */
-ERL_NIF_TERM bp_tracer_trace_send(ErlNifEnv *env, int argc,
-				  const ERL_NIF_TERM argv[])
-{
-	(void)argc;
-	return dispatch(env, argv, BP_HK_SEND, write_message, 1);
-}
-
-/* trace_receive/5: 'receive'. */
-ERL_NIF_TERM bp_tracer_trace_receive(ErlNifEnv *env, int argc,
-				     const ERL_NIF_TERM argv[])
-{
-	(void)argc;
-	return dispatch(env, argv, BP_HK_RECEIVE, write_message, 0);
-}
-
-ERL_NIF_TERM bp_tracer_trace_procs(ErlNifEnv *env, int argc,
-				   const ERL_NIF_TERM argv[])
-{
-	(void)argc;
-	return dispatch(env, argv, BP_HK_PROCS, write_procs_ports, 0);
-}
-
-ERL_NIF_TERM bp_tracer_trace_ports(ErlNifEnv *env, int argc,
-				   const ERL_NIF_TERM argv[])
-{
-	(void)argc;
-	return dispatch(env, argv, BP_HK_PORTS, write_procs_ports, 0);
-}
-
-ERL_NIF_TERM bp_tracer_trace_running_procs(ErlNifEnv *env, int argc,
-					   const ERL_NIF_TERM argv[])
-{
-	(void)argc;
-	return dispatch(env, argv, BP_HK_RUNNING, write_running, 0);
-}
-
-ERL_NIF_TERM bp_tracer_trace_gc(ErlNifEnv *env, int argc,
-				const ERL_NIF_TERM argv[])
-{
-	(void)argc;
-	return dispatch(env, argv, BP_HK_GC, write_gc, 0);
-}
-
-/* trace/5: call events (no trace_call/5, see the top of this file);
- * anything else without a specific callback (e.g. seq_trace) is not
- * recorded. */
-ERL_NIF_TERM bp_tracer_trace(ErlNifEnv *env, int argc,
-			     const ERL_NIF_TERM argv[])
-{
-	ERL_NIF_TERM tag = argv[0];
-
-	if (tag == bp_atom.call || tag == bp_atom.return_from ||
-	    tag == bp_atom.exception_from || tag == bp_atom.return_to)
-		return bp_tracer_trace_call(env, argc, argv);
-	return bp_atom.ok;
 }
