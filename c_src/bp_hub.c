@@ -17,6 +17,16 @@ int bp_hub_init(void)
 	return 0;
 }
 
+void bp_hub_lock(void)
+{
+	enif_mutex_lock(hub_mtx);
+}
+
+void bp_hub_unlock(void)
+{
+	enif_mutex_unlock(hub_mtx);
+}
+
 static void member_free(struct bp_hub_member *m)
 {
 	if (!m)

@@ -111,6 +111,10 @@ int bp_hub_add(ErlNifEnv *env, struct bp_session *s, ERL_NIF_TERM spec);
  * producer can use it.  Control context (waits for producers). */
 void bp_hub_remove(int i);
 
+/* Holds members[] still (no add or remove meanwhile).  Control context. */
+void bp_hub_lock(void);
+void bp_hub_unlock(void);
+
 /* Waits until no producer is inside the hub.  Any non-producer thread. */
 void bp_hub_quiesce(void);
 

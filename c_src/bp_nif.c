@@ -762,6 +762,33 @@ static ERL_NIF_TERM nif_hub_remove(ErlNifEnv *env, int argc,
 	return bp_atom.ok;
 }
 
+/* hub_list() -> [{Member, SessionPid | undefined}]: the hub's members
+ * with the process of their session (for a restarted janitor: members no
+ * running session claims are orphans). */
+static ERL_NIF_TERM nif_hub_list(ErlNifEnv *env, int argc,
+				 const ERL_NIF_TERM argv[])
+{
+	ERL_NIF_TERM l = enif_make_list(env, 0);
+
+	(void)argc;
+	(void)argv;
+	bp_hub_lock();
+	for (int i = BP_HUB_MAX; i-- > 0;) {
+		struct bp_hub_member *m = atomic_load(&bp_hub.members[i]);
+		if (!m)
+			continue;
+		l = enif_make_list_cell(
+			env,
+			enif_make_tuple2(env, enif_make_int(env, i),
+					 m->s->has_notify
+						 ? enif_make_pid(env, &m->s->notify)
+						 : bp_atom.undefined),
+			l);
+	}
+	bp_hub_unlock();
+	return l;
+}
+
 /* hub_routes(N) -> ok: N combined match specs are (about to be)
  * installed; calls look for a route only while N > 0. */
 static ERL_NIF_TERM nif_hub_routes(ErlNifEnv *env, int argc,
@@ -877,6 +904,7 @@ static ErlNifFunc nif_funcs[] = {
 	{"hub_remove", 1, nif_hub_remove, ERL_NIF_DIRTY_JOB_IO_BOUND},
 	{"hub_members", 0, nif_hub_members, 0},
 	{"hub_routes", 1, nif_hub_routes, 0},
+	{"hub_list", 0, nif_hub_list, 0},
 };
 
 ERL_NIF_INIT(beamprobe_nif, nif_funcs, load, NULL, upgrade, unload)

@@ -59,6 +59,9 @@
 %% Hub kinds (c_src/bp_hub.h).
 -define(K_SEND, 4).
 -define(K_RECEIVE, 8).
+%% A restarted janitor waits this long (ms) for the running sessions to
+%% be taken over before it removes the hub members nobody claims.
+-define(REAP_AFTER, 1000).
 
 -record(st, {sessions = #{} :: #{reference() => map()},
              patterns = #{} :: #{mfa_pat() => term()},
@@ -118,6 +121,9 @@ handle_continue(rejoin, St) ->
                 [P ! {beamprobe_rejoin, self()}
                  || {_, P, _, _} <- Children, is_pid(P)]
         end,
+    %% Members whose session died with the previous janitor: nobody will
+    %% take them over (see reap_orphans).
+    _ = erlang:send_after(?REAP_AFTER, self(), reap_orphans),
     {noreply, St}.
 
 %% @private
@@ -606,6 +612,8 @@ handle_info({'DOWN', Ref, process, _, _Why}, #st{sessions = Ss} = St) ->
         error ->
             {noreply, St}
     end;
+handle_info(reap_orphans, St) ->
+    {noreply, reap_orphans(St)};
 handle_info(beamprobe_nif_reloaded, #st{sessions = Ss} = St) ->
     %% The NIF module was loaded again (beamprobe_nif:load/0): the VM has
     %% dropped it as the tracer of every process and meta pattern.  Set
@@ -618,6 +626,25 @@ handle_info(beamprobe_nif_reloaded, #st{sessions = Ss} = St) ->
     {noreply, St};
 handle_info(_, St) ->
     {noreply, St}.
+
+%% Hub members of sessions that died while no janitor ran (killed with
+%% the previous one): out of the hub; their flags too if no session is
+%% left (what others share stays: the union cannot tell whose it was).
+%% A member whose session process still lives is being taken over.
+reap_orphans(#st{sessions = Ss} = St) ->
+    Known = [N || #{member := N} <- maps:values(Ss)],
+    Orphans = [N || {N, Pid} <- safe_hub_list(), not lists:member(N, Known),
+                    not (is_pid(Pid) andalso is_process_alive(Pid))],
+    _ = [safely(fun() -> beamprobe_nif:hub_remove(N) end) || N <- Orphans],
+    _ = Orphans =/= [] andalso
+        [P || #{procs := P} <- maps:values(Ss), P =/= none] =:= [] andalso
+        safely(fun untrace_node/0),
+    St.
+
+safe_hub_list() ->
+    try beamprobe_nif:hub_list()
+    catch _:_ -> []
+    end.
 
 %% `existing' sessions trace every existing process again that no other
 %% tracer holds (the hub's filter still gives them only the processes of

@@ -18,7 +18,7 @@
 -export([start/1, stop/1, info/1, dump/1, annotate/2, ack/2,
          render/2, render_args/2, render_mfa/3, thread_slot/0, clock/0,
          make_dir/1, live_sessions/0, hub_add/2, hub_remove/1,
-         hub_members/0, hub_routes/1]).
+         hub_members/0, hub_routes/1, hub_list/0]).
 -export([loaded/0, is_loaded/0]).
 
 -on_load(load/0).
@@ -109,6 +109,10 @@ hub_remove(_) -> ?NOT_LOADED.
 %% while there is one.
 -spec hub_routes(non_neg_integer()) -> ok.
 hub_routes(_) -> ?NOT_LOADED.
+
+%% @doc The hub's members, each with the process of its session.
+-spec hub_list() -> [{0..255, pid() | undefined}].
+hub_list() -> ?NOT_LOADED.
 
 %% @doc The number of the hub's members (for tests).
 -spec hub_members() -> non_neg_integer().

@@ -11,7 +11,7 @@
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2,
          end_per_testcase/2]).
 -export([different_renderings/1, issue_example/1, ports_and_own/1,
-         meta_next_to_hub/1, random_sessions_under_load/1, next_to_dbg/1,
+         meta_next_to_hub/1, janitor_and_session_killed/1, random_sessions_under_load/1, next_to_dbg/1,
          cannot_combine/1, message_pattern_conflict/1,
          distinct_functions_same_procs/1, killed_session_cleaned/1]).
 -export([prober/0]).
@@ -22,7 +22,7 @@
 all() ->
     [issue_example, different_renderings, distinct_functions_same_procs, cannot_combine,
      message_pattern_conflict, killed_session_cleaned, ports_and_own,
-     meta_next_to_hub,
+     meta_next_to_hub, janitor_and_session_killed,
      next_to_dbg,
      random_sessions_under_load].
 
@@ -331,6 +331,29 @@ meta_next_to_hub(Config) ->
     _ = ?L:stop(SM),
     ?assertEqual(1, length([x || {<<"call">>, _, _} <- norm_events(DM)])),
     assert_nothing_left([{?W, add, 2}, {?W, tick, 1}]).
+
+%% The janitor and a session killed together: the restarted janitor takes
+%% the surviving session over and, within its reaping delay, removes the
+%% dead one's hub member (and what only it needed, here every flag once
+%% the survivor stops).
+janitor_and_session_killed(Config) ->
+    P = start_prober(),
+    Sink = sink(),
+    DA = ?L:dir(Config, "a"),
+    SA = ?L:start(#{calls => [{?W, tick, 1}], output => {file, DA}}),
+    SB = ?L:start(#{events => [send], output => {file, ?L:dir(Config, "b")}}),
+    J = whereis(beamprobe_janitor),
+    exit(J, kill),
+    exit(SB, kill),
+    ?L:wait_until(fun() -> is_pid(whereis(beamprobe_janitor)) andalso
+                               whereis(beamprobe_janitor) =/= J end, 5000),
+    ?L:wait_until(fun() -> beamprobe_nif:hub_members() =:= 1 end, 5000),
+    ok = probe(P, 10, 1, Sink),
+    _ = ?L:stop(SA),
+    ?assertEqual(lists:seq(1, 10), lists:sort(tick_args(norm_events(DA)))),
+    assert_nothing_left([{?W, tick, 1}]),
+    P ! stop,
+    Sink ! stop.
 
 %%% ------------------------------------------------------------------------
 %%% 2. Next to dbg
