@@ -34,7 +34,7 @@
 -module(beamprobe_janitor).
 -behaviour(gen_server).
 
--export([start_link/0, join/2, leave/2, sessions/0, tracer/0]).
+-export([start_link/0, join/2, leave/2, sessions/0, tracer/0, installed/1]).
 -export([init/1, handle_continue/2, handle_call/3, handle_cast/2,
          handle_info/2]).
 
@@ -98,6 +98,22 @@ leave(Session, Entry) ->
     catch exit:_ -> ok
     end.
 
+%% @doc What the janitor has installed for `Session' (for a watchdog that
+%% checks nobody removed or replaced it): the call patterns that name
+%% its functions, each with the match spec installed there (the union of
+%% the sessions tracing it: compare with `erlang:trace_info(MFA,
+%% match_spec)'), its message patterns, and the tracer its processes
+%% have (`tracer/0'; meta sessions: `{meta, beamprobe_nif, Res}' on their
+%% patterns).  `{error, not_found}' for a session the janitor does not
+%% know.
+-spec installed(pid()) ->
+          {ok, #{patterns := #{mfa_pat() => term()},
+                 message_patterns := #{send | 'receive' => term()},
+                 tracer := term(), procs := procs()}} |
+          {error, not_found}.
+installed(Session) ->
+    gen_server:call(?MODULE, {installed, Session}, infinity).
+
 %% @doc The live sessions with their hub members (for info and tests).
 -spec sessions() -> [{pid(), integer() | none}].
 sessions() ->
@@ -138,6 +154,31 @@ handle_call({join, Session, Spec}, _From, St) ->
     end;
 handle_call({leave, Session, Entry}, _From, St) ->
     {reply, ok, drop(Session, adopt(Session, Entry, St))};
+handle_call({installed, Session}, _From,
+            #st{sessions = Ss, patterns = Pats, msgpats = MP} = St) ->
+    Reply = case [E || #{pid := P} = E <- maps:values(Ss), P =:= Session] of
+                [#{meta := true, calls := Calls, res := Res} = E | _] ->
+                    {ok, #{patterns => maps:from_list(Calls),
+                           message_patterns => maps:with(
+                                                 [K || {K, _} <- maps:get(msgs, E)],
+                                                 MP),
+                           tracer => {meta, beamprobe_nif, Res},
+                           procs => maps:get(procs, E)}};
+                [#{calls := Calls} = E | _] ->
+                    Own = [MFA || {MFA, _} <- Calls],
+                    {ok, #{patterns => maps:filter(
+                                         fun(K, _) ->
+                                                 lists:any(fun(O) -> covers(O, K) end,
+                                                           Own)
+                                         end, Pats),
+                           message_patterns => maps:with(
+                                                 [K || {K, _} <- maps:get(msgs, E)],
+                                                 MP),
+                           tracer => ?TRACER,
+                           procs => maps:get(procs, E)}};
+                [] -> {error, not_found}
+            end,
+    {reply, Reply, St};
 handle_call(sessions, _From, #st{sessions = Ss} = St) ->
     {reply, [{P, maps:get(member, E, none)}
              || #{pid := P} = E <- maps:values(Ss)], St};

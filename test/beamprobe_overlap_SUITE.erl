@@ -146,6 +146,17 @@ issue_example(Config) ->
     ?assertEqual(length(Sends), length(E4)),
     [?assertEqual({I, proplists:get_value(I, Alone)}, {I, Evs})
      || {I, Evs} <- Together],
+    %% What the janitor says it installed for a session is what the VM
+    %% has (the interface a watchdog checks against).
+    S = ?L:start((hd(Specs))#{output => {file, ?L:dir(Config, "i1")}}),
+    S2 = ?L:start((lists:nth(3, Specs))#{output => {file, ?L:dir(Config, "i2")}}),
+    {ok, #{patterns := Pats, tracer := Tracer}} = beamprobe_janitor:installed(S),
+    ?assertEqual([{?W, tick, 1}], maps:keys(Pats)),
+    [?assertEqual({match_spec, MS}, erlang:trace_info(MFA, match_spec))
+     || {MFA, MS} <- maps:to_list(Pats)],
+    ?assertEqual({tracer, beamprobe_nif, beamprobe_hub}, Tracer),
+    ?assertEqual({error, not_found}, beamprobe_janitor:installed(self())),
+    _ = [?L:stop(X) || X <- [S, S2]],
     assert_nothing_left([{?W, tick, 1}]),
     P ! stop,
     Sink ! stop,
