@@ -109,12 +109,18 @@
 
 %% @doc Starts a tracing session owned by the calling process.
 %%
+%% Sessions overlap freely: several may trace the same processes and
+%% functions, each receiving exactly the events it asked for
+%% (docs/design.md, "Sessions that overlap").
+%%
 %% Returns `{error, Reason}' (see {@link format_error/1}) for any bad input:
 %% an unknown option or value, a dead pid or unknown registered name, a
 %% module that does not exist, a pattern that matches nothing, an
-%% unwritable or non-empty output directory, or processes already traced
-%% by another tracer (`{already_traced, Pids}', unless `force => true').
-%% Nothing stays installed after an error.
+%% unwritable or non-empty output directory, named processes already
+%% traced by another tracer (`{already_traced, Pids}', unless `force =>
+%% true'; `procs => all' leaves them alone), or what cannot run next to
+%% another session (`{cannot_combine, MFA, Why}', `{conflict, Session,
+%% What}'). Nothing stays installed after an error.
 -spec start(spec()) -> {ok, session()} | {error, term()}.
 start(Spec) ->
     case start_matched(Spec) of
