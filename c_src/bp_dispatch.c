@@ -18,6 +18,7 @@
 #include "bp_atoms.h"
 #include "bp_hub.h"
 #include "bp_nif.h"
+#include "bp_retstack.h"
 #include "bp_session.h"
 #include "bp_tracer.h"
 
@@ -153,15 +154,21 @@ struct route_info {
 };
 
 /* The hub's route in a call's match-spec result: {bp_route, E1, ...,
- * Ek} where Ei is a member number (an integer), or {Member, Info} for a
- * member whose clause has a `message' action, when that member's
- * condition held, else false or 'EXIT' (docs/design.md).  The first
- * element of a member counts (its first matching clause, as the VM runs
- * one clause).  Sets the members in mask and their infos in infos;
- * returns 0 if the result is no route. */
+ * Ek} where Ei is V = Member + 256 * Returns (an integer), or {V, Info}
+ * for a member whose clause has a `message' action, when that member's
+ * condition held, else false or 'EXIT' (docs/design.md); Returns: 1 if
+ * its clause asks for return_trace, 3 for exception_trace.  The tag is
+ * bp_route_ret when the VM traces this call's return (a clause asking
+ * for it matched): then *ret is set, with the members its return_from
+ * (rmask) and exception_from (xmask) go to.  The first element of a
+ * member counts (its first matching clause, as the VM runs one clause).
+ * Sets the members in mask and their infos in infos; returns 0 if the
+ * result is no route. */
 static int call_route(ErlNifEnv *env, ERL_NIF_TERM opts,
 		      uint64_t mask[BP_HUB_WORDS],
-		      struct route_info infos[ROUTE_INFOS], int *ninfos)
+		      struct route_info infos[ROUTE_INFOS], int *ninfos,
+		      int *ret, uint64_t rmask[BP_HUB_WORDS],
+		      uint64_t xmask[BP_HUB_WORDS])
 {
 	ERL_NIF_TERM r;
 	const ERL_NIF_TERM *e, *mi;
@@ -169,10 +176,11 @@ static int call_route(ErlNifEnv *env, ERL_NIF_TERM opts,
 
 	r = opt(env, opts, bp_atom.match_spec_result, &found);
 	if (!found || !enif_get_tuple(env, r, &n, &e) || n < 1 ||
-	    e[0] != bp_atom.bp_route)
+	    (e[0] != bp_atom.bp_route && e[0] != bp_atom.bp_route_ret))
 		return 0;
+	*ret = e[0] == bp_atom.bp_route_ret;
 	for (int i = 1; i < n; i++) {
-		int v, has = 0;
+		int v, has = 0, rf;
 		if (enif_get_int(env, e[i], &v))
 			;
 		else if (enif_get_tuple(env, e[i], &arity, &mi) && arity == 2 &&
@@ -180,9 +188,15 @@ static int call_route(ErlNifEnv *env, ERL_NIF_TERM opts,
 			has = 1;
 		else
 			continue;
+		rf = v >> 8;
+		v &= 255;
 		if (v < 0 || v >= BP_HUB_MAX || (mask[v / 64] & (1ull << (v % 64))))
 			continue;
 		mask[v / 64] |= 1ull << (v % 64);
+		if (rf & 1)
+			rmask[v / 64] |= 1ull << (v % 64);
+		if (rf & 2)
+			xmask[v / 64] |= 1ull << (v % 64);
 		if (has && *ninfos < ROUTE_INFOS) {
 			infos[*ninfos].member = v;
 			infos[(*ninfos)++].info = mi[1];
@@ -204,9 +218,10 @@ static inline int member_info(const struct route_info *infos, int n, int m,
 
 /* Call events through the hub: a call goes to the members its match
  * spec's route names, or without a route to the members whose patterns
- * name the function; return_from and exception_from to the members whose
- * patterns name the function (and that asked for them, bp_tracer_write_call);
- * return_to to the members that record it. */
+ * name the function; return_from and exception_from of a routed call to
+ * the members whose clause asked for them (bp_retstack.h), else to the
+ * members whose patterns name the function (and that asked for them,
+ * bp_tracer_write_call); return_to to the members that record it. */
 static ERL_NIF_TERM hub_call(ErlNifEnv *env, const ERL_NIF_TERM argv[])
 {
 	ERL_NIF_TERM tag = argv[0];
@@ -220,18 +235,44 @@ static ERL_NIF_TERM hub_call(ErlNifEnv *env, const ERL_NIF_TERM argv[])
 	struct bp_session *first = NULL;
 	struct route_info infos[ROUTE_INFOS];
 	struct ev_ctx c2 = {1, NULL, 0, 1, 0};
-	int ninfos = 0;
+	uint64_t rmask[BP_HUB_WORDS] = {0, 0, 0, 0};
+	uint64_t xmask[BP_HUB_WORDS] = {0, 0, 0, 0};
+	int ninfos = 0, ret = 0;
+	uint32_t routes;
 
 	if (!(nw = bp_hub_enter(&idx, live)))
 		return bp_atom.ok;
-	if (tag == bp_atom.call &&
-	    atomic_load_explicit(&bp_hub.routes, memory_order_relaxed))
-		routed = call_route(env, argv[4], route, infos, &ninfos);
-	if (!routed && enif_get_tuple(env, argv[3], &n, &e) && n == 3) {
+	routes = atomic_load_explicit(&bp_hub.routes, memory_order_relaxed);
+	if (tag == bp_atom.call && routes)
+		routed = call_route(env, argv[4], route, infos, &ninfos, &ret,
+				    rmask, xmask);
+	if ((!routed || ret) && enif_get_tuple(env, argv[3], &n, &e) &&
+	    n == 3) {
 		mw = (uint64_t)e[0];
 		fw = (uint64_t)e[1];
 		if (!enif_get_uint(env, e[2], &arity))
 			enif_get_list_length(env, e[2], &arity);
+	}
+	if (ret) {
+		/* The VM will trace this call's return: remember whose. */
+		struct bp_ret_frame *fr = bp_retstack_push(env, key);
+		if (fr) {
+			fr->m = mw;
+			fr->f = fw;
+			fr->arity = arity;
+			memcpy(fr->ret, rmask, sizeof fr->ret);
+			memcpy(fr->exc, xmask, sizeof fr->exc);
+		}
+	} else if (routes && (tag == bp_atom.return_from ||
+			      tag == bp_atom.exception_from)) {
+		/* The return of a routed call goes where its frame says. */
+		struct bp_ret_frame fr;
+		if (bp_retstack_pop(key, mw, fw, arity, &fr)) {
+			routed = 1;
+			memcpy(route,
+			       tag == bp_atom.return_from ? fr.ret : fr.exc,
+			       sizeof route);
+		}
 	}
 	for (uint32_t wd = 0; wd < nw; wd++)
 		while (live[wd]) {

@@ -8,13 +8,17 @@
 %%% their union: each clause of each session's match spec becomes a
 %%% condition over the argument list (head `'$1''), and the body sends
 %%% `{message, {bp_route, E1, ..., Ek}}' where `Ei' evaluates to the
-%%% session's hub member number when its condition holds (else `false',
-%%% or `'EXIT'' when the condition raises: a match-spec body expression
-%%% that raises evaluates to `'EXIT'' on OTP 25, as a guard that raises
-%%% fails).  The tracer routes the call to exactly those members.
-%%% Return and exception tracing are put on by extra clauses, one per
-%%% session clause that asks for them, guarded by its condition, before
-%%% the clauses that only send the route.
+%%% session's hub member number (plus 256 or 768 when its clause asks for
+%%% return_trace or exception_trace) when its condition holds, else to
+%%% something that is not an integer (guards keep their failure
+%%% semantics in the body, see raising/1).  The tracer routes the call to
+%%% exactly those members.  Return tracing is put on by extra clauses,
+%%% one per session clause that asks for it, guarded by its condition and
+%%% "no earlier clause of that session matched", before the clauses that
+%%% only send the route: they use exception_trace and the tag
+%%% `bp_route_ret', so that the tracer can pair the one return_from or
+%%% exception_from with the call and send it to the members whose clause
+%%% asked for it (c_src/bp_retstack.h).
 %%%
 %%% A clause's `message' action (call info: `{caller}', `{process_dump}',
 %%% `{caller_line}', ...) is evaluated only in that session's element,
@@ -81,7 +85,7 @@ routes(Patterns) ->
 
 is_route([{'$1', _, [{message, {T}} | _]} | _]) when is_tuple(T),
                                                     tuple_size(T) > 0 ->
-    element(1, T) =:= {const, bp_route};
+    lists:member(element(1, T), [{const, bp_route}, {const, bp_route_ret}]);
 is_route(_) -> false.
 
 %% @doc Does pattern `General' name every function `Key' names?
@@ -127,21 +131,35 @@ combine(K, Cover) ->
                     || {J, {{Cond, Bind}, {_, _, Body}}}
                            <- lists:enumerate(lists:zip(Compiled, Clauses))]
                end || {Member, MS} <- Cover]),
-    Route = {message, {list_to_tuple(
-                         [{const, bp_route} |
-                          [{'andalso', Cond, route_value(Member, Info)}
-                           || {Member, Cond, _, {_, Info}} <- Elems]])}},
-    Ret = fun(Kind) -> [{'$1', [First], [Route, {Kind}]}
-                        || {_, _, First, {R, _}} <- Elems, R =:= Kind] end,
-    Ret(exception_trace) ++ Ret(return_trace) ++
-        [{'$1', [Cond], [Route]} || {_, Cond, _, _} <- Elems].
+    Route = fun(Tag) ->
+                    {message, {list_to_tuple(
+                                 [{const, Tag} |
+                                  [{'andalso', Cond, route_value(Member, R, Info)}
+                                   || {Member, Cond, _, {R, Info}} <- Elems]])}}
+            end,
+    %% Returns: exception_trace for every clause that asks for either
+    %% (one return_from or exception_from per traced call, whatever
+    %% happens: the tracer pairs it with the call, bp_retstack.h), and
+    %% the tag bp_route_ret says that one will come.
+    [{'$1', [First], [Route(bp_route_ret), {exception_trace}]}
+     || {_, _, First, {R, _}} <- Elems, R =/= none] ++
+        [{'$1', [Cond], [Route(bp_route)]} || {_, Cond, _, _} <- Elems].
 
-%% A route element's value when the clause matched: the member number,
-%% or {Member, Info} with the value of the clause's `message' action (the
+%% A route element's value when the clause matched: the member number
+%% plus 256 if the clause asks for return_trace, 768 for exception_trace;
+%% or {that, Info} with the value of the clause's `message' action (the
 %% call info that member records: caller, stack, ...), evaluated only
 %% when its condition holds.
-route_value(Member, none) -> Member;
-route_value(Member, X) -> {{Member, X}}.
+route_value(Member, R, Info) ->
+    V = Member + case R of
+                     none -> 0;
+                     return_trace -> 256;
+                     exception_trace -> 768
+                 end,
+    case Info of
+        none -> V;
+        X -> {{V, X}}
+    end.
 
 first_of(Cond, []) -> Cond;
 first_of(Cond, Earlier) ->

@@ -70,47 +70,48 @@ compile_clause_test_() ->
       end} || C <- clauses()].
 
 %% The route of a call: the members named in the result of the combined
-%% match spec (first element of a member counts), with their infos.
+%% match spec (first element of a member counts), each with its info and
+%% the return tracing its clause asked for; and whether the VM traces the
+%% return (the tag says so, and exception_trace is on).
 route(Args, MS) ->
     case erlang:match_spec_test(Args, MS, trace) of
-        {ok, false, _, _} -> {[], none};
+        {ok, false, _, _} -> {[], false};
         {ok, Res, Flags, _} ->
-            {bp_route, Elems} = {element(1, Res), tl(tuple_to_list(Res))},
+            [Tag | Elems] = tuple_to_list(Res),
             Members = lists:foldl(
-                        fun(M, Acc) when is_integer(M) ->
-                                add(M, true, Acc);
-                           ({M, Info}, Acc) -> add(M, Info, Acc);
+                        fun(V, Acc) when is_integer(V) ->
+                                add(V, true, Acc);
+                           ({V, Info}, Acc) -> add(V, Info, Acc);
                            (_, Acc) -> Acc
                         end, [], Elems),
-            Ret = case Flags of
-                      [] -> none;
-                      [F] -> F
-                  end,
-            {lists:sort(Members), Ret}
+            Traced = Flags =:= [exception_trace],
+            ?assertEqual(Tag =:= bp_route_ret, Traced),
+            ?assert(Flags =:= [] orelse Traced),
+            {lists:sort(Members), Traced}
     end.
 
-add(M, Info, Acc) ->
+add(V, Info, Acc) ->
+    M = V band 255,
+    Ret = case V bsr 8 of
+              0 -> none;
+              1 -> return_trace;
+              3 -> exception_trace
+          end,
     case lists:keymember(M, 1, Acc) of
         true -> Acc;
-        false -> [{M, Info} | Acc]
+        false -> [{M, Info, Ret} | Acc]
     end.
 
-%% Sessions alone: which match, their return tracing, their call info.
+%% Sessions alone: which match, with their call info and return tracing.
 alone(Args, Sessions) ->
     Results = [{M, erlang:match_spec_test(Args, MS, trace)}
                || {M, MS} <- Sessions],
-    Members = lists:sort([{M, case R of true -> true; _ -> R end}
-                          || {M, {ok, R, _, _}} <- Results, R =/= false]),
-    Rets = lists:usort([F || {_, {ok, R, Fs, _}} <- Results, R =/= false,
-                             F <- Fs]),
-    Ret = case Rets of
-              [] -> none;
-              _ -> case lists:member(exception_trace, Rets) of
-                       true -> exception_trace;
-                       false -> return_trace
-                   end
-          end,
-    {Members, Ret}.
+    Members = lists:sort([{M, R, case Fs of
+                                     [] -> none;
+                                     [F] -> F
+                                 end}
+                          || {M, {ok, R, Fs, _}} <- Results, R =/= false]),
+    {Members, lists:any(fun({_, _, F}) -> F =/= none end, Members)}.
 
 %% Several sessions' match specs on one function: the combined match spec
 %% routes every call exactly as the sessions alone would have matched it,

@@ -11,6 +11,7 @@
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2,
          end_per_testcase/2]).
 -export([different_renderings/1, issue_example/1, ports_and_own/1,
+         returns_exact/1,
          meta_next_to_hub/1, janitor_and_session_killed/1, random_sessions_under_load/1, next_to_dbg/1,
          cannot_combine/1, message_pattern_conflict/1,
          distinct_functions_same_procs/1, killed_session_cleaned/1]).
@@ -20,7 +21,8 @@
 -define(W, beamprobe_workload).
 
 all() ->
-    [issue_example, different_renderings, distinct_functions_same_procs, cannot_combine,
+    [issue_example, different_renderings, returns_exact,
+     distinct_functions_same_procs, cannot_combine,
      message_pattern_conflict, killed_session_cleaned, ports_and_own,
      meta_next_to_hub, janitor_and_session_killed,
      next_to_dbg,
@@ -197,6 +199,46 @@ different_renderings(Config) ->
                                  binary:match(I, <<"beamprobe_overlap_SUITE">>)
                                      =/= nomatch])),
     assert_nothing_left([{?W, sink, 1}, {?W, crash, 1}]),
+    ?W:stop_worker(W).
+
+%% Sessions with different conditions that ask for returns on the same
+%% function: each gets the returns (and exceptions) of exactly the calls
+%% its own clause matched and asked for -- as alone -- also for nested
+%% and raising calls.
+returns_exact(Config) ->
+    W = ?W:start_worker(),
+    Ret = fun(G) -> [{['$1'], G, [{return_trace}]}] end,
+    Specs = [#{procs => [W], calls => [{{?W, tick, 1}, Ret([{'>', '$1', 5}])}]},
+             #{procs => [W], calls => [{{?W, tick, 1}, Ret([{'=<', '$1', 3}])}]},
+             #{procs => [W], calls => [{?W, tick, 1}]},
+             #{procs => [W], calls => [{{?W, crash, 1},
+                                        [{['$1'], [{'>', '$1', 1}],
+                                          [{exception_trace}]}]}]},
+             #{procs => [W], calls => [{{?W, crash, 1},
+                                        [{['$1'], [], [{return_trace}]}]}]},
+             #{procs => [W], calls => [{{?W, outer, 1},
+                                        [{['$1'], [{'<', '$1', 3}],
+                                          [{return_trace}]},
+                                         {['_'], [], []}]},
+                                       {?W, inner, 1}], return => true}],
+    Work = fun() ->
+                   ?W:run(W, fun() ->
+                                     [I = ?W:tick(I) || I <- lists:seq(1, 10)],
+                                     [{caught, _} = ?W:catch_crash(I)
+                                      || I <- [1, 2, 3]],
+                                     [_ = ?W:outer(I) || I <- [1, 2, 3, 4]],
+                                     ok
+                             end)
+           end,
+    {Together, Alone} = together_alone(Config, Specs, Work),
+    [?assertEqual({I, proplists:get_value(I, Alone)}, {I, Evs})
+     || {I, Evs} <- Together],
+    {1, E1} = lists:keyfind(1, 1, Together),
+    ?assertEqual(5, length([x || {<<"return_from">>, _, _} <- E1])),
+    {4, E4} = lists:keyfind(4, 1, Together),
+    ?assertEqual(2, length([x || {<<"exception_from">>, _, _} <- E4])),
+    assert_nothing_left([{?W, tick, 1}, {?W, crash, 1}, {?W, outer, 1},
+                         {?W, inner, 1}]),
     ?W:stop_worker(W).
 
 %% Two `all' sessions on different functions of the same processes (the
