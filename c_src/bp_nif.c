@@ -18,6 +18,7 @@
 
 #include "bp_atoms.h"
 #include "bp_hub.h"
+#include "bp_retstack.h"
 #include "bp_nif.h"
 #include "bp_output.h"
 #include "bp_restype.h"
@@ -789,6 +790,28 @@ static ERL_NIF_TERM nif_hub_list(ErlNifEnv *env, int argc,
 	return l;
 }
 
+/* hub_stats() -> #{members, routes, return_frames_lost}. */
+static ERL_NIF_TERM nif_hub_stats(ErlNifEnv *env, int argc,
+				  const ERL_NIF_TERM argv[])
+{
+	ERL_NIF_TERM k[3], v[3], m;
+	int n = 0;
+
+	(void)argc;
+	(void)argv;
+	for (int w = 0; w < BP_HUB_WORDS; w++)
+		n += __builtin_popcountll(atomic_load(&bp_hub.live[w]));
+	k[0] = enif_make_atom(env, "members");
+	v[0] = enif_make_int(env, n);
+	k[1] = enif_make_atom(env, "routes");
+	v[1] = enif_make_uint(env, atomic_load(&bp_hub.routes));
+	k[2] = enif_make_atom(env, "return_frames_lost");
+	v[2] = enif_make_uint64(env, atomic_load(&bp_retstack_lost));
+	if (!enif_make_map_from_arrays(env, k, v, 3, &m))
+		return enif_make_badarg(env);
+	return m;
+}
+
 /* hub_routes(N) -> ok: N combined match specs are (about to be)
  * installed; calls look for a route only while N > 0. */
 static ERL_NIF_TERM nif_hub_routes(ErlNifEnv *env, int argc,
@@ -905,6 +928,7 @@ static ErlNifFunc nif_funcs[] = {
 	{"hub_members", 0, nif_hub_members, 0},
 	{"hub_routes", 1, nif_hub_routes, 0},
 	{"hub_list", 0, nif_hub_list, 0},
+	{"hub_stats", 0, nif_hub_stats, 0},
 };
 
 ERL_NIF_INIT(beamprobe_nif, nif_funcs, load, NULL, upgrade, unload)

@@ -18,7 +18,7 @@
 -export([start/1, stop/1, info/1, dump/1, annotate/2, ack/2,
          render/2, render_args/2, render_mfa/3, thread_slot/0, clock/0,
          make_dir/1, live_sessions/0, hub_add/2, hub_remove/1,
-         hub_members/0, hub_routes/1, hub_list/0]).
+         hub_members/0, hub_routes/1, hub_list/0, hub_stats/0]).
 -export([loaded/0, is_loaded/0]).
 
 -on_load(load/0).
@@ -113,6 +113,15 @@ hub_routes(_) -> ?NOT_LOADED.
 %% @doc The hub's members, each with the process of its session.
 -spec hub_list() -> [{0..255, pid() | undefined}].
 hub_list() -> ?NOT_LOADED.
+
+%% @doc The hub's counters: members, combined match specs installed
+%% (`routes'), and the return frames that could not be kept
+%% (`return_frames_lost': their returns were routed by function,
+%% c_src/bp_retstack.h).
+-spec hub_stats() -> #{members := non_neg_integer(),
+                       routes := non_neg_integer(),
+                       return_frames_lost := non_neg_integer()}.
+hub_stats() -> ?NOT_LOADED.
 
 %% @doc The number of the hub's members (for tests).
 -spec hub_members() -> non_neg_integer().

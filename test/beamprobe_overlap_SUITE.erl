@@ -237,6 +237,8 @@ returns_exact(Config) ->
     ?assertEqual(5, length([x || {<<"return_from">>, _, _} <- E1])),
     {4, E4} = lists:keyfind(4, 1, Together),
     ?assertEqual(2, length([x || {<<"exception_from">>, _, _} <- E4])),
+    ?assertMatch(#{members := 0, routes := 0, return_frames_lost := 0},
+                 beamprobe_nif:hub_stats()),
     assert_nothing_left([{?W, tick, 1}, {?W, crash, 1}, {?W, outer, 1},
                          {?W, inner, 1}]),
     ?W:stop_worker(W).
