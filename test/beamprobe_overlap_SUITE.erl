@@ -11,7 +11,7 @@
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2,
          end_per_testcase/2]).
 -export([different_renderings/1, issue_example/1, ports_and_own/1,
-         returns_exact/1,
+         returns_exact/1, returns_deep_recursion/1,
          meta_next_to_hub/1, janitor_and_session_killed/1, random_sessions_under_load/1, next_to_dbg/1,
          cannot_combine/1, message_pattern_conflict/1,
          distinct_functions_same_procs/1, killed_session_cleaned/1]).
@@ -22,6 +22,7 @@
 
 all() ->
     [issue_example, different_renderings, returns_exact,
+     returns_deep_recursion,
      distinct_functions_same_procs, cannot_combine,
      message_pattern_conflict, killed_session_cleaned, ports_and_own,
      meta_next_to_hub, janitor_and_session_killed,
@@ -241,6 +242,34 @@ returns_exact(Config) ->
                  beamprobe_nif:hub_stats()),
     assert_nothing_left([{?W, tick, 1}, {?W, crash, 1}, {?W, outer, 1},
                          {?W, inner, 1}]),
+    ?W:stop_worker(W).
+
+%% A recursion deeper than the return stack keeps (64 frames): nothing
+%% breaks, calls are still routed exactly, the frames lost are counted,
+%% and their returns are routed by function (a session may then see a
+%% return of a call it did not see, never lose one of its own).
+returns_deep_recursion(Config) ->
+    W = ?W:start_worker(),
+    Lost0 = maps:get(return_frames_lost, beamprobe_nif:hub_stats()),
+    Ret = fun(G) -> [{['$1', '_'], G, [{return_trace}]}] end,
+    D1 = ?L:dir(Config, "a"),
+    D2 = ?L:dir(Config, "b"),
+    S1 = ?L:start(#{procs => [W], calls => [{{?W, loop_tick, 2},
+                                              Ret([{'>', '$1', 50}])}],
+                    output => {file, D1}}),
+    S2 = ?L:start(#{procs => [W], calls => [{{?W, loop_tick, 2},
+                                              Ret([{'=<', '$1', 50}])}],
+                    output => {file, D2}}),
+    ok = ?W:run(W, fun() -> ?W:loop_tick(1, 100) end),
+    _ = [?L:stop(S) || S <- [S1, S2]],
+    ?assert(maps:get(return_frames_lost, beamprobe_nif:hub_stats()) > Lost0),
+    E1 = norm_events(D1),
+    E2 = norm_events(D2),
+    ?assertEqual(51, length([x || {<<"call">>, _, _} <- E1])),  % 51..101
+    ?assertEqual(50, length([x || {<<"call">>, _, _} <- E2])),
+    ?assert(length([x || {<<"return_from">>, _, _} <- E1]) >= 51),
+    ?assert(length([x || {<<"return_from">>, _, _} <- E2]) >= 50),
+    assert_nothing_left([{?W, loop_tick, 2}]),
     ?W:stop_worker(W).
 
 %% Two `all' sessions on different functions of the same processes (the
