@@ -152,14 +152,18 @@ procs(#{procs := Procs, meta := Meta, events := Ev}) ->
 
 %% A process traced by another tracer is not taken over unless forced.
 %% With `all' or `existing' the VM skips the processes another tracer
-%% holds (erlang:trace/3 leaves them alone); named processes and `new'
-%% (one set of defaults for the node) are refused.  Processes traced by
-%% beamprobe's hub are shared with the other sessions.
+%% holds (erlang:trace/3 leaves them alone) unless `force => true' takes
+%% them over; named processes and `new' (one set of defaults for the node)
+%% are refused.  Processes traced by beamprobe's hub are shared with the
+%% other sessions.
 check_tracers(#st{config = #{meta := true, events := []}} = St) ->
     {ok, St};
 check_tracers(#st{config = #{procs := Procs, force := Force}} = St) ->
     Targets = case Procs of
                   L when is_list(L) -> L;
+                  new -> [];
+                  %% force => true takes them over (below).
+                  _ when Force -> processes() -- [self()];
                   _ -> []
               end,
     Taken = [P || P <- Targets, other_tracer(P)],
