@@ -360,11 +360,13 @@ join(#st{config = C, res = Res, handlers = Hs} = St) ->
         {error, R} -> {error, R, St}
     end.
 
-%% The event kinds the session records through the hub (c_src/bp_hub.h).
+%% The event kinds the session records through the hub (c_src/bp_hub.h;
+%% 256: the calls of its meta patterns).
 kinds(#{calls := Calls, meta := Meta, return_to := RetTo, events := Ev}) ->
     Bits = [{send, 4}, {'receive', 8}, {procs, 16}, {ports, 32},
             {running, 64}, {gc, 128}],
     HubCalls = Calls =/= [] andalso not Meta,
+    (case Calls =/= [] andalso Meta of true -> 256; false -> 0 end) bor
     (case HubCalls of true -> 1; false -> 0 end) bor
         (case HubCalls andalso RetTo of true -> 2; false -> 0 end) bor
         lists:foldl(fun({E, B}, Acc) ->
