@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # bench/run.sh -- `make bench`: builds the benchmark helpers and runs them.
-# Usage: bash bench/run.sh [cost|rate|firehose|handler|kinds|reader ...]
+# Usage: bash bench/run.sh [cost|rate|firehose|handler|kinds|overlap|reader ...]
 #        (default: all), or bash bench/run.sh smoke (make test: every
 #        configuration once, tiny counts, no thresholds, < 30 s).
 # kinds: the per-event-kind bench (bench/beamprobe_kinds_bench.erl), on a
 # VM with the default flags and again with +sbwt none +sbwtdcpu none
-# +sbwtdio none.  rate runs on a VM with the default flags; cost, handler
+# +sbwtdio none.  overlap: 1, 2 and 8 overlapping sessions next to one
+# and the floor (bench/beamprobe_overlap_bench.erl), default VM and +sbwt
+# none.  rate runs on a VM with the default flags; cost, handler
 # and firehose under +sbwt none, as they always have.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +22,7 @@ run_reader=0
 run_kinds=0
 run_rate=0
 run_profile=0
+run_overlap=0
 if [ "${1:-}" = smoke ]; then
   # One VM, default flags: every kind x configuration once with tiny
   # counts, then the call-cost and rate code paths, tiny too.
@@ -30,10 +33,12 @@ if [ "${1:-}" = smoke ]; then
     -pa ebin -pa "$B" -run beamprobe_bench main cost rate | tee -a "$B/smoke.out" || true
   erl +sbwt none -noshell -pa ebin -pa "$B" -run beamprobe_profile_bench main smoke \
     | tee -a "$B/smoke.out" || true
+  erl -noshell -pa ebin -pa "$B" -run beamprobe_overlap_bench main smoke default flags \
+    | tee -a "$B/smoke.out" || true
   p=$(awk '/^bench smoke part:/ { p += $4 } END { print p + 0 }' "$B/smoke.out")
   f=$(awk '/^bench smoke part:/ { f += $6 } END { print f + 0 }' "$B/smoke.out")
   n=$(grep -c '^bench smoke part:' "$B/smoke.out" || true)
-  [ "$n" = 3 ] || f=$((f + 1))   # a VM that died before its closing line
+  [ "$n" = 4 ] || f=$((f + 1))   # a VM that died before its closing line
   echo "bench smoke: $p passed, $f failed"
   [ "$f" = 0 ]
   exit
@@ -44,6 +49,7 @@ for a in "${args[@]}"; do
     kinds) run_kinds=1 ;;
     rate) run_rate=1 ;;
     profile) run_profile=1 ;;
+    overlap) run_overlap=1 ;;
     *) erl_args+=("$a") ;;
   esac
 done
@@ -62,6 +68,11 @@ kinds() {
   erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell -pa ebin -pa "$B" \
     -run beamprobe_kinds_bench main kinds sbwt=none sbwtdcpu=none sbwtdio=none
 }
+overlap() {
+  erl -noshell -pa ebin -pa "$B" -run beamprobe_overlap_bench main bench default flags
+  erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell -pa ebin -pa "$B" \
+    -run beamprobe_overlap_bench main bench sbwt=none sbwtdcpu=none sbwtdio=none
+}
 if [ ${#args[@]} -eq 0 ]; then
   # The firehose in a node of its own (its memory figures want a fresh
   # node), then let the 1-2 GB it wrote reach the disk before timing.
@@ -72,11 +83,13 @@ if [ ${#args[@]} -eq 0 ]; then
   bench_default rate
   kinds
   profile
+  overlap
 else
   if [ ${#erl_args[@]} -gt 0 ]; then bench "${erl_args[@]}"; fi
   if [ $run_rate = 1 ]; then bench_default rate; fi
   if [ $run_kinds = 1 ]; then kinds; fi
   if [ $run_profile = 1 ]; then profile; fi
+  if [ $run_overlap = 1 ]; then overlap; fi
 fi
 if [ ${#args[@]} -eq 0 ] || [ $run_reader = 1 ]; then
   if [ -f bench/reader.sh ]; then bash bench/reader.sh; fi

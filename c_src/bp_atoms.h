@@ -47,7 +47,9 @@
 	A(pids, "pids") A(batch, "batch") A(credits, "credits")            \
 	A(file, "file") A(file_kinds, "file_kinds") A(rate, "rate")        \
 	A(rate_stop, "rate_stop") A(delivered, "delivered")            \
-	A(in_flight, "in_flight")
+	A(in_flight, "in_flight") A(beamprobe_hub, "beamprobe_hub")       \
+	A(beamprobe_hub_meta, "beamprobe_hub_meta")       \
+	A(bp_route, "bp_route") A(bp_route_ret, "bp_route_ret")
 
 struct bp_atoms {
 #define BP__ATOM_FIELD(name, text) ERL_NIF_TERM name;

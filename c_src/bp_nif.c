@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include "bp_atoms.h"
+#include "bp_hub.h"
+#include "bp_retstack.h"
 #include "bp_nif.h"
 #include "bp_output.h"
 #include "bp_restype.h"
@@ -725,6 +727,118 @@ static ERL_NIF_TERM nif_live_sessions(ErlNifEnv *env, int argc,
 	return enif_make_int(env, atomic_load(&live_sessions));
 }
 
+/* ---- the hub (bp_hub.h) ---------------------------------------------- */
+
+/* hub_add(Session, Spec) -> {ok, Member} | {error, hub_full | badarg}:
+ * Session records the events its filter Spec accepts. */
+static ERL_NIF_TERM nif_hub_add(ErlNifEnv *env, int argc,
+				const ERL_NIF_TERM argv[])
+{
+	struct bp_session *s = arg_session(env, argv[0]);
+	int i;
+
+	(void)argc;
+	if (!s || !enif_is_map(env, argv[1]))
+		return enif_make_badarg(env);
+	i = bp_hub_add(env, s, argv[1]);
+	if (i == -1)
+		return enif_make_tuple2(env, bp_atom.error,
+					enif_make_atom(env, "hub_full"));
+	if (i < 0)
+		return enif_make_tuple2(env, bp_atom.error, bp_atom.badarg);
+	return enif_make_tuple2(env, bp_atom.ok, enif_make_int(env, i));
+}
+
+/* hub_remove(Member) -> ok: once it returns, no producer writes into the
+ * member's session through the hub.  Dirty I/O (waits for producers). */
+static ERL_NIF_TERM nif_hub_remove(ErlNifEnv *env, int argc,
+				   const ERL_NIF_TERM argv[])
+{
+	int i;
+
+	(void)argc;
+	if (!enif_get_int(env, argv[0], &i) || i < 0 || i >= BP_HUB_MAX)
+		return enif_make_badarg(env);
+	bp_hub_remove(i);
+	return bp_atom.ok;
+}
+
+/* hub_list() -> [{Member, SessionPid | undefined}]: the hub's members
+ * with the process of their session (for a restarted janitor: members no
+ * running session claims are orphans). */
+static ERL_NIF_TERM nif_hub_list(ErlNifEnv *env, int argc,
+				 const ERL_NIF_TERM argv[])
+{
+	ERL_NIF_TERM l = enif_make_list(env, 0);
+
+	(void)argc;
+	(void)argv;
+	bp_hub_lock();
+	for (int i = BP_HUB_MAX; i-- > 0;) {
+		struct bp_hub_member *m = atomic_load(&bp_hub.members[i]);
+		if (!m)
+			continue;
+		l = enif_make_list_cell(
+			env,
+			enif_make_tuple2(env, enif_make_int(env, i),
+					 m->s->has_notify
+						 ? enif_make_pid(env, &m->s->notify)
+						 : bp_atom.undefined),
+			l);
+	}
+	bp_hub_unlock();
+	return l;
+}
+
+/* hub_stats() -> #{members, routes, return_frames_lost}. */
+static ERL_NIF_TERM nif_hub_stats(ErlNifEnv *env, int argc,
+				  const ERL_NIF_TERM argv[])
+{
+	ERL_NIF_TERM k[3], v[3], m;
+	int n = 0;
+
+	(void)argc;
+	(void)argv;
+	for (int w = 0; w < BP_HUB_WORDS; w++)
+		n += __builtin_popcountll(atomic_load(&bp_hub.live[w]));
+	k[0] = enif_make_atom(env, "members");
+	v[0] = enif_make_int(env, n);
+	k[1] = enif_make_atom(env, "routes");
+	v[1] = enif_make_uint(env, atomic_load(&bp_hub.routes));
+	k[2] = enif_make_atom(env, "return_frames_lost");
+	v[2] = enif_make_uint64(env, atomic_load(&bp_retstack_lost));
+	if (!enif_make_map_from_arrays(env, k, v, 3, &m))
+		return enif_make_badarg(env);
+	return m;
+}
+
+/* hub_routes(N) -> ok: N combined match specs are (about to be)
+ * installed; calls look for a route only while N > 0. */
+static ERL_NIF_TERM nif_hub_routes(ErlNifEnv *env, int argc,
+				   const ERL_NIF_TERM argv[])
+{
+	unsigned n;
+
+	(void)argc;
+	if (!enif_get_uint(env, argv[0], &n))
+		return enif_make_badarg(env);
+	atomic_store(&bp_hub.routes, n);
+	return bp_atom.ok;
+}
+
+/* hub_members() -> N: the number of the hub's members (for tests). */
+static ERL_NIF_TERM nif_hub_members(ErlNifEnv *env, int argc,
+				    const ERL_NIF_TERM argv[])
+{
+	int n = 0;
+
+	(void)argc;
+	(void)argv;
+	for (int w = 0; w < BP_HUB_WORDS; w++)
+		n += __builtin_popcountll(atomic_load(&bp_hub.live[w]));
+	return enif_make_int(env, n);
+}
+
 /* ---- clock, is_loaded, thread_slot ---------------------------------- */
 
 /* clock() -> integer(): the trace clock now (CLOCK_MONOTONIC ns). */
@@ -770,6 +884,8 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
 #undef BP__MAKE_ATOM
 	bp_handler_load(env);
 	bp_clock_init();
+	if (bp_hub_init())
+		return -1;
 	return bp_restype_open(env, session_dtor);
 }
 
@@ -808,6 +924,12 @@ static ErlNifFunc nif_funcs[] = {
 	{"thread_slot", 0, nif_thread_slot, 0},
 	{"clock", 0, nif_clock, 0},
 	{"is_loaded", 0, nif_is_loaded, 0},
+	{"hub_add", 2, nif_hub_add, 0},
+	{"hub_remove", 1, nif_hub_remove, ERL_NIF_DIRTY_JOB_IO_BOUND},
+	{"hub_members", 0, nif_hub_members, 0},
+	{"hub_routes", 1, nif_hub_routes, 0},
+	{"hub_list", 0, nif_hub_list, 0},
+	{"hub_stats", 0, nif_hub_stats, 0},
 };
 
 ERL_NIF_INIT(beamprobe_nif, nif_funcs, load, NULL, upgrade, unload)

@@ -1,6 +1,6 @@
 /* bp_nif.h -- what the NIF entry points share: the session lookup, the
  * errors and capture options of bp_nif.c, and the tracer callbacks
- * (bp_tracer.c) and renderer NIFs (bp_nif_render.c) for the NIF function
+ * (bp_dispatch.c) and renderer NIFs (bp_nif_render.c) for the NIF function
  * table. */
 #ifndef BP_NIF_H
 #define BP_NIF_H

@@ -1,6 +1,7 @@
 /* bp_session.c -- session slots, loss totals and the stop protocol
  * (see bp_session.h for the contract and the threads involved). */
 #include "bp_session.h"
+#include "bp_hub.h"
 
 #include <linux/futex.h>
 #include <sched.h>
@@ -92,6 +93,7 @@ void bp_session_quiesce(struct bp_session *s)
 		while (atomic_load_explicit(&sl->busy, memory_order_seq_cst))
 			sched_yield();
 	}
+	bp_hub_quiesce();
 }
 
 int bp__session_rate_ok(struct bp_session *s)

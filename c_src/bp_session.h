@@ -204,7 +204,8 @@ int bp__session_rate_ok(struct bp_session *s);
  * NULL when the event must not be written (the loss is already counted).
  * On success the caller must call bp_session_leave().  Producer context.
  */
-static inline struct bp_slot *bp_session_enter(struct bp_session *s)
+static inline struct bp_slot *bp__session_enter(struct bp_session *s,
+						 int own_busy)
 {
 	struct bp_slot *sl = bp_session_slot(s);
 	int st;
@@ -215,8 +216,11 @@ static inline struct bp_slot *bp_session_enter(struct bp_session *s)
 		return NULL;
 	}
 	/* seq_cst exchange + seq_cst load: the Dekker half of the protocol
-	 * (on x86 one locked xchg, no mfence). */
-	atomic_exchange_explicit(&sl->busy, 1, memory_order_seq_cst);
+	 * (on x86 one locked xchg, no mfence).  A producer inside the hub has
+	 * set its hub busy flag instead, which bp_session_quiesce() also
+	 * waits on (bp_hub.h). */
+	if (own_busy)
+		atomic_exchange_explicit(&sl->busy, 1, memory_order_seq_cst);
 	st = atomic_load_explicit(&s->state, memory_order_seq_cst);
 	if (st != BP_S_RUNNING) {
 		/* Events after the event limit are the limit's losses. */
@@ -226,12 +230,16 @@ static inline struct bp_slot *bp_session_enter(struct bp_session *s)
 						 BP_SR_EVENTS
 					 ? BP_DROP_LIMIT
 					 : BP_DROP_STOPPED);
-		atomic_store_explicit(&sl->busy, 0, memory_order_release);
+		if (own_busy)
+			atomic_store_explicit(&sl->busy, 0,
+					      memory_order_release);
 		return NULL;
 	}
 	if (s->rate_n && !bp__session_rate_ok(s)) {
 		bp_slot_drop(sl, BP_DROP_RATE);
-		atomic_store_explicit(&sl->busy, 0, memory_order_release);
+		if (own_busy)
+			atomic_store_explicit(&sl->busy, 0,
+					      memory_order_release);
 		if (s->rate_stop)
 			bp_session_request_stop(s, BP_SR_RATE);
 		return NULL;
@@ -246,8 +254,9 @@ static inline struct bp_slot *bp_session_enter(struct bp_session *s)
 						       memory_order_relaxed);
 		if (n >= s->event_limit) {
 			bp_slot_drop(sl, BP_DROP_LIMIT);
-			atomic_store_explicit(&sl->busy, 0,
-					      memory_order_release);
+			if (own_busy)
+				atomic_store_explicit(&sl->busy, 0,
+						      memory_order_release);
 			return NULL;
 		}
 		/* The last event allowed: record it, and end the session now
@@ -256,6 +265,11 @@ static inline struct bp_slot *bp_session_enter(struct bp_session *s)
 			bp_session_request_stop(s, BP_SR_EVENTS);
 	}
 	return sl;
+}
+
+static inline struct bp_slot *bp_session_enter(struct bp_session *s)
+{
+	return bp__session_enter(s, 1);
 }
 
 static inline void bp_session_leave(struct bp_slot *sl)
@@ -285,7 +299,8 @@ static inline uint8_t *bp_session_reserve(struct bp_session *s,
 /* Sums drops of every cause over all slots (+ evictions, no_buffer). */
 void bp_session_drops(struct bp_session *s, uint64_t out[BP_DROP_COUNT]);
 
-/* Waits until no producer is inside s (see protocol).  Collector/control. */
+/* Waits until no producer is inside s (see protocol; a producer inside
+ * the hub counts as inside every member, bp_hub.h).  Collector/control. */
 void bp_session_quiesce(struct bp_session *s);
 
 /* Collector thread entry point (bp_collector.c). */

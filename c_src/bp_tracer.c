@@ -1,4 +1,5 @@
-/* bp_tracer.c -- the erl_tracer callbacks: the hot path.
+/* bp_tracer.c -- writing one event into one session: the hot path's
+ * second half (which sessions an event goes to: bp_dispatch.c).
  *
  * Every function here runs in the context of the traced process (or port),
  * on whichever scheduler thread it is on, normal or dirty, concurrently
@@ -6,18 +7,20 @@
  * enif_make_* (but the atoms made in load()), no copy of the trace term;
  * everything bounded by the session's capture limits.
  *
- * Each callback: find the session (the tracer state is its resource),
- * enter it (bp_session_enter: slot lookup, loss counting, stop protocol),
- * reserve a record in the thread's ring, encode the event in place (layout:
- * bp_format.h), commit, leave.  A process (or port) seen for the first time
- * by this thread in this session gets a "process" event first, so readers
- * can print <0.123.0> for the 64-bit key carried by every event.
+ * Each writer: enter the session (slot lookup, loss counting, stop
+ * protocol; through the hub the producer's hub busy flag stands for the
+ * session's), reserve a record in the thread's ring, encode the event in
+ * place (layout: bp_format.h), commit, leave.  bp_tracer_copy_event
+ * writes a record rendered for another session that renders the event the
+ * same way.  A process (or port) seen for the first time by this thread
+ * in this session gets a "process" event first, so readers can print
+ * <0.123.0> for the 64-bit key carried by every event.
  *
  * trace_call/5 is deliberately NOT exported: OTP 25 calls a tracer's
  * trace_call/5 with three arguments for meta-trace events and the VM
  * crashes (../shared/notes/tracer-facts.md, section 0.6).  Call events
- * reach trace/5 instead, which dispatches on the tag, so this module is
- * safe both as a process tracer and as a meta tracer.
+ * reach trace/5 instead (bp_dispatch.c), which dispatches on the tag, so
+ * this module is safe both as a process tracer and as a meta tracer.
  */
 #define _GNU_SOURCE /* memmem */
 #include <string.h>
@@ -26,14 +29,10 @@
 #include "bp_nif.h"
 #include "bp_session.h"
 #include "bp_term.h"
+#include "bp_tracer.h"
 
 #define MFA_MAX 1040 /* two quoted 255-char latin-1 atoms in UTF-8 + /arity */
 #define PID_TEXT_MAX 64
-
-static inline struct bp_session *get_session(ErlNifEnv *env, ERL_NIF_TERM t)
-{
-	return bp_session_get(env, t);
-}
 
 /* Key of a local pid or port: the VM's immediate term word for it (valid
  * in any environment while the entity lives); 0 for anything else --
@@ -231,11 +230,21 @@ static inline uint32_t wr_len(const struct wr *w, const uint8_t *start)
 	return (uint32_t)(w->p - start);
 }
 
-/* Ends an event: commits its bytes. */
+/* Ends an event: commits its bytes (and remembers them in c). */
 static inline void finish(struct bp_slot *sl, uint8_t *start,
-			  const struct wr *w)
+			  const struct wr *w, struct ev_ctx *c)
 {
-	bp_ring_commit(&sl->ring, wr_len(w, start));
+	uint32_t len = wr_len(w, start);
+
+	bp_ring_commit(&sl->ring, len);
+	c->rec = start;
+	c->len = len;
+}
+
+static inline void ev_leave(struct bp_slot *sl, const struct ev_ctx *c)
+{
+	if (!c->hub)
+		bp_session_leave(sl);
 }
 
 /*
@@ -275,9 +284,10 @@ static void note_entity(ErlNifEnv *env, struct bp_slot *sl, ERL_NIF_TERM who,
 
 /* Common prologue: session, slot, entity; NULL if not to be written. */
 static inline struct bp_slot *open_event(ErlNifEnv *env, struct bp_session *s,
-					 ERL_NIF_TERM tracee, uint64_t *key)
+					 ERL_NIF_TERM tracee, uint64_t *key,
+					 const struct ev_ctx *c)
 {
-	struct bp_slot *sl = bp_session_enter(s);
+	struct bp_slot *sl = bp__session_enter(s, !c->hub);
 
 	if (!sl)
 		return NULL;
@@ -381,39 +391,12 @@ static void wr_ms_result(ErlNifEnv *env, const struct bp_session *s,
 	wr_term(env, s, sl, w, info);
 }
 
-/* The per-kind enabled_* callbacks: always trace.  Whether the session
- * still records is decided once, in the trace callback (which counts a
- * loss); after the session stops, enabled/3 answers `remove' to the VM's
- * trace_status check and the tracer goes away. */
-ERL_NIF_TERM bp_tracer_enabled_kind(ErlNifEnv *env, int argc,
-				    const ERL_NIF_TERM argv[])
+/* Call events: call, return_from, exception_from, return_to.  `routed':
+ * the match-spec result is the hub's route, not call info. */
+void bp_tracer_write_call(ErlNifEnv *env, struct bp_session *s,
+			  const ERL_NIF_TERM argv[], int routed,
+			  struct ev_ctx *c)
 {
-	(void)env;
-	(void)argc;
-	(void)argv;
-	return bp_atom.trace;
-}
-
-/* enabled/3 (trace_status and anything without enabled_*): trace while
- * the session lives, remove the tracer after. */
-ERL_NIF_TERM bp_tracer_enabled(ErlNifEnv *env, int argc,
-			       const ERL_NIF_TERM argv[])
-{
-	struct bp_session *s = get_session(env, argv[1]);
-
-	(void)argc;
-	if (!s || atomic_load_explicit(&s->state, memory_order_relaxed) ==
-			  BP_S_STOPPED)
-		return argv[0] == bp_atom.trace_status ? bp_atom.remove
-						       : bp_atom.discard;
-	return bp_atom.trace;
-}
-
-/* Call events: call, return_from, exception_from, return_to. */
-ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
-				  const ERL_NIF_TERM argv[])
-{
-	struct bp_session *s = get_session(env, argv[1]);
 	ERL_NIF_TERM tag = argv[0];
 	const ERL_NIF_TERM *e = NULL;
 	struct bp_slot *sl;
@@ -422,14 +405,11 @@ ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 	uint64_t key;
 	int found;
 
-	(void)argc;
-	if (!s)
-		return bp_atom.ok;
 	if ((tag == bp_atom.return_from && !(s->flags & BP_F_RETURN)) ||
 	    (tag == bp_atom.exception_from && !(s->flags & BP_F_EXCEPTIONS)))
-		return bp_atom.ok; /* implied by exception_trace, not asked */
-	if (!(sl = open_event(env, s, argv[2], &key)))
-		return bp_atom.ok;
+		return; /* implied by exception_trace, not asked */
+	if (!(sl = open_event(env, s, argv[2], &key, c)))
+		return;
 	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE +
 							MFA_MAX +
 							3 * text_max(s))))
@@ -443,9 +423,13 @@ ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 		else
 			wr_undefined(&w, BP_K_ARGS);
 		found = 0;
-		if (s->flags & BP_F_MS_RESULT)
+		if ((s->flags & BP_F_MS_RESULT) && !routed)
 			info = opt(env, argv[4], bp_atom.match_spec_result,
 				   &found);
+		else if ((s->flags & BP_F_MS_RESULT) && c->has_info) {
+			info = c->info; /* this member's part of the route */
+			found = 1;
+		}
 		if (found) {
 			wr_ms_result(env, s, sl, &w, info);
 		} else {
@@ -474,24 +458,23 @@ ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 	} else {
 		goto out; /* reservation dropped: nothing published */
 	}
-	finish(sl, start, &w);
+	finish(sl, start, &w, c);
 out:
-	bp_session_leave(sl);
-	return bp_atom.ok;
+	ev_leave(sl, c);
 }
 
-static ERL_NIF_TERM trace_message(ErlNifEnv *env, const ERL_NIF_TERM argv[],
-				  int is_send)
+void bp_tracer_write_message(ErlNifEnv *env, struct bp_session *s,
+			     const ERL_NIF_TERM argv[], int is_send,
+			     struct ev_ctx *c)
 {
-	struct bp_session *s = get_session(env, argv[1]);
 	struct bp_slot *sl;
 	uint8_t *start;
 	struct wr w;
 	uint64_t key;
 	int found;
 
-	if (!s || !(sl = open_event(env, s, argv[2], &key)))
-		return bp_atom.ok;
+	if (!(sl = open_event(env, s, argv[2], &key, c)))
+		return;
 	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE + 8 +
 							2 * text_max(s))))
 		goto out;
@@ -507,26 +490,9 @@ static ERL_NIF_TERM trace_message(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 		w = wr_begin(start, BP_EV_RECEIVE, key);
 	}
 	wr_term(env, s, sl, &w, argv[3]);
-	finish(sl, start, &w);
+	finish(sl, start, &w, c);
 out:
-	bp_session_leave(sl);
-	return bp_atom.ok;
-}
-
-/* trace_send/5: send, send_to_non_existing_process. */
-ERL_NIF_TERM bp_tracer_trace_send(ErlNifEnv *env, int argc,
-				  const ERL_NIF_TERM argv[])
-{
-	(void)argc;
-	return trace_message(env, argv, 1);
-}
-
-/* trace_receive/5: 'receive'. */
-ERL_NIF_TERM bp_tracer_trace_receive(ErlNifEnv *env, int argc,
-				     const ERL_NIF_TERM argv[])
-{
-	(void)argc;
-	return trace_message(env, argv, 0);
+	ev_leave(sl, c);
 }
 
 /* MFARGS: "m:f(args)" from {M, F, Args}, else the term.  Needs
@@ -559,10 +525,10 @@ static void wr_mfargs(ErlNifEnv *env, const struct bp_session *s,
 }
 
 /* trace_procs/5 (and trace_ports/5 for the tags they share). */
-static ERL_NIF_TERM trace_procs_ports(ErlNifEnv *env,
-				      const ERL_NIF_TERM argv[])
+void bp_tracer_write_procs_ports(ErlNifEnv *env, struct bp_session *s,
+				 const ERL_NIF_TERM argv[], int unused,
+				 struct ev_ctx *c)
 {
-	struct bp_session *s = get_session(env, argv[1]);
 	ERL_NIF_TERM tag = argv[0], term = argv[3];
 	struct bp_slot *sl;
 	uint8_t *start;
@@ -570,8 +536,9 @@ static ERL_NIF_TERM trace_procs_ports(ErlNifEnv *env,
 	uint64_t key;
 	int found, id;
 
-	if (!s || !(sl = open_event(env, s, argv[2], &key)))
-		return bp_atom.ok;
+	(void)unused;
+	if (!(sl = open_event(env, s, argv[2], &key, c)))
+		return;
 	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE + 8 +
 							2 * MFA_MAX +
 							2 * text_max(s))))
@@ -613,31 +580,16 @@ static ERL_NIF_TERM trace_procs_ports(ErlNifEnv *env,
 	} else {
 		goto out;
 	}
-	finish(sl, start, &w);
+	finish(sl, start, &w, c);
 out:
-	bp_session_leave(sl);
-	return bp_atom.ok;
-}
-
-ERL_NIF_TERM bp_tracer_trace_procs(ErlNifEnv *env, int argc,
-				   const ERL_NIF_TERM argv[])
-{
-	(void)argc;
-	return trace_procs_ports(env, argv);
-}
-
-ERL_NIF_TERM bp_tracer_trace_ports(ErlNifEnv *env, int argc,
-				   const ERL_NIF_TERM argv[])
-{
-	(void)argc;
-	return trace_procs_ports(env, argv);
+	ev_leave(sl, c);
 }
 
 /* trace_running_procs/5: in, out, in_exiting, out_exiting, out_exited. */
-ERL_NIF_TERM bp_tracer_trace_running_procs(ErlNifEnv *env, int argc,
-					   const ERL_NIF_TERM argv[])
+void bp_tracer_write_running(ErlNifEnv *env, struct bp_session *s,
+			     const ERL_NIF_TERM argv[], int unused,
+			     struct ev_ctx *c)
 {
-	struct bp_session *s = get_session(env, argv[1]);
 	ERL_NIF_TERM tag = argv[0];
 	struct bp_slot *sl;
 	uint8_t *start;
@@ -645,13 +597,13 @@ ERL_NIF_TERM bp_tracer_trace_running_procs(ErlNifEnv *env, int argc,
 	uint64_t key;
 	int in, exiting;
 
-	(void)argc;
+	(void)unused;
 	in = tag == bp_atom.in || tag == bp_atom.in_exiting;
 	exiting = tag == bp_atom.in_exiting || tag == bp_atom.out_exiting ? 1
 		  : tag == bp_atom.out_exited				  ? 2
 									  : 0;
-	if (!s || !(sl = open_event(env, s, argv[2], &key)))
-		return bp_atom.ok;
+	if (!(sl = open_event(env, s, argv[2], &key, c)))
+		return;
 	if (!(start = bp_session_reserve(s, sl,
 					 BP_EVENT_HEADER_SIZE + MFA_MAX + 1)))
 		goto out;
@@ -661,17 +613,16 @@ ERL_NIF_TERM bp_tracer_trace_running_procs(ErlNifEnv *env, int argc,
 	else
 		wr_undefined(&w, BP_K_MFA);
 	wr_u8(&w, (uint8_t)exiting);
-	finish(sl, start, &w);
+	finish(sl, start, &w, c);
 out:
-	bp_session_leave(sl);
-	return bp_atom.ok;
+	ev_leave(sl, c);
 }
 
 /* trace_garbage_collection/5: gc_{minor,major}_{start,end}. */
-ERL_NIF_TERM bp_tracer_trace_gc(ErlNifEnv *env, int argc,
-				const ERL_NIF_TERM argv[])
+void bp_tracer_write_gc(ErlNifEnv *env, struct bp_session *s,
+			const ERL_NIF_TERM argv[], int unused,
+			struct ev_ctx *c)
 {
-	struct bp_session *s = get_session(env, argv[1]);
 	ERL_NIF_TERM tag = argv[0], list = argv[3], head;
 	const ERL_NIF_TERM keys[6] = {bp_atom.heap_size,
 				      bp_atom.heap_block_size,
@@ -685,14 +636,14 @@ ERL_NIF_TERM bp_tracer_trace_gc(ErlNifEnv *env, int argc,
 	uint64_t key;
 	int id, guard = 0;
 
-	(void)argc;
+	(void)unused;
 	id = tag == bp_atom.gc_minor_start   ? BP_EV_GC_MINOR_START
 	     : tag == bp_atom.gc_minor_end   ? BP_EV_GC_MINOR_END
 	     : tag == bp_atom.gc_major_start ? BP_EV_GC_MAJOR_START
 	     : tag == bp_atom.gc_major_end   ? BP_EV_GC_MAJOR_END
 					     : -1;
-	if (!s || id < 0)
-		return bp_atom.ok;
+	if (id < 0)
+		return;
 	while (guard++ < 32 && enif_get_list_cell(env, list, &head, &list)) {
 		const ERL_NIF_TERM *kv;
 		int n;
@@ -702,29 +653,33 @@ ERL_NIF_TERM bp_tracer_trace_gc(ErlNifEnv *env, int argc,
 			if (kv[0] == keys[i])
 				enif_get_uint64(env, kv[1], &vals[i]);
 	}
-	if (!(sl = open_event(env, s, argv[2], &key)))
-		return bp_atom.ok;
+	if (!(sl = open_event(env, s, argv[2], &key, c)))
+		return;
 	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE + 48)))
 		goto out;
 	w = wr_begin(start, id, key);
 	for (int i = 0; i < 6; i++)
 		wr_u64(&w, vals[i]);
-	finish(sl, start, &w);
+	finish(sl, start, &w, c);
 out:
-	bp_session_leave(sl);
-	return bp_atom.ok;
+	ev_leave(sl, c);
 }
 
-/* trace/5: call events (no trace_call/5, see the top of this file);
- * anything else without a specific callback (e.g. seq_trace) is not
- * recorded. */
-ERL_NIF_TERM bp_tracer_trace(ErlNifEnv *env, int argc,
-			     const ERL_NIF_TERM argv[])
+/* Writes the record c holds (rendered for another member) into s: its
+ * process event first if s has not seen the tracee, the limits and loss
+ * accounting of s as for any event. */
+void bp_tracer_copy_event(ErlNifEnv *env, struct bp_session *s,
+			  ERL_NIF_TERM tracee, const struct ev_ctx *c)
 {
-	ERL_NIF_TERM tag = argv[0];
+	struct bp_slot *sl;
+	uint8_t *start;
+	uint64_t key;
 
-	if (tag == bp_atom.call || tag == bp_atom.return_from ||
-	    tag == bp_atom.exception_from || tag == bp_atom.return_to)
-		return bp_tracer_trace_call(env, argc, argv);
-	return bp_atom.ok;
+	if (!(sl = open_event(env, s, tracee, &key, c)))
+		return;
+	if ((start = bp_session_reserve(s, sl, c->len))) {
+		memcpy(start, c->rec, c->len);
+		bp_ring_commit(&sl->ring, c->len);
+	}
+	ev_leave(sl, c);
 }

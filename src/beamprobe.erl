@@ -114,20 +114,28 @@
 
 %% @doc Starts a tracing session owned by the calling process.
 %%
+%% Sessions overlap freely: several may trace the same processes and
+%% functions, each receiving exactly the events it asked for
+%% (docs/design.md, "Sessions that overlap").
+%%
 %% Returns `{error, Reason}' (see {@link format_error/1}) for any bad input:
 %% an unknown option or value, a dead pid or unknown registered name, a
 %% module that does not exist, a pattern that matches nothing, an
-%% unwritable or non-empty output directory, or nothing left to trace
-%% once what another tool holds is left to it (`{already_traced, What}':
-%% every listed process, `new', or every function of a meta session;
-%% `force => true' takes them).  Nothing stays installed after an error.
+%% unwritable or non-empty output directory, nothing left to trace once
+%% what another tool holds is left to it (`{already_traced, What}': every
+%% listed process, `new', or every function of a meta session; `force =>
+%% true' takes them), or what cannot run next to another beamprobe session
+%% (`{cannot_combine, MFA, Why}', `{conflict, Session, What}').  Nothing
+%% stays installed after an error.
 %%
-%% What another tool holds is skipped, not refused: processes it traces,
-%% functions it has a trace pattern on (meta: a meta pattern); `info/1'
-%% and the summary list them (`skipped => #{procs, procs_count, calls}'),
-%% and what another tool later removes or replaces is reported there too
-%% (`tampered', `tampered_count'), in the trace (`tampered' events) and
-%% by the shell printer (beamprobe_watch has the details and limits).
+%% Sessions overlap freely: each receives exactly the events it asked for
+%% (docs/design.md, "Sessions that overlap").  What another tool holds is
+%% skipped, not refused: processes it traces, functions it has a trace
+%% pattern on (meta: a meta pattern); `info/1' and the summary list them
+%% (`skipped => #{procs, procs_count, calls}'), and what another tool later
+%% removes or replaces is reported there too (`tampered',
+%% `tampered_count'), in the trace (`tampered' events) and by the shell
+%% printer (beamprobe_watch has the details and limits).
 -spec start(spec()) -> {ok, session()} | {error, term()}.
 start(Spec) ->
     case start_matched(Spec) of

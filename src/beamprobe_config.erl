@@ -528,6 +528,14 @@ format_error({already_traced, Pids}) ->
 format_error({nothing_to_trace, Hint}) -> f("nothing to trace: ~ts", [Hint]);
 format_error({not_a_handler, M}) ->
     f("module ~tp does not export handle_events/2 (beamprobe_handler)", [M]);
+format_error({conflict, S, {message_pattern, K}}) ->
+    f("session ~p records ~p messages with another message pattern "
+      "(one per node: give the same messages => pattern, or stop it)",
+      [S, K]);
+format_error({cannot_combine, MFA, Why}) ->
+    f("~tP is traced by another session with another match spec, and this "
+      "one cannot be combined with it (~tP): conditions, return_trace, "
+      "exception_trace and message actions combine", [MFA, ?SHOW, Why, ?SHOW]);
 format_error({conflict, S, What}) ->
     f("session ~p already traces ~tP", [S, What, ?SHOW]);
 format_error({bad_pattern, P, Col, Msg}) ->

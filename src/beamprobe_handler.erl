@@ -99,6 +99,10 @@ reap(Handler, Timeout) ->
 %% @private
 -spec init_it(pid(), module(), term()) -> no_return().
 init_it(Parent, Mod, Arg) ->
+    %% beamprobe never traces itself: a handler spawned while the hub
+    %% traces new processes drops the flags it got (beamprobe_janitor).
+    _ = (catch erlang:trace(self(), false,
+                            [all, beamprobe_janitor:tracer()])),
     process_flag(message_queue_data, off_heap),
     try Mod:init(Arg) of
         {ok, St} ->

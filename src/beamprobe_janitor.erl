@@ -1,82 +1,127 @@
-%%% @doc The registry of running sessions and the owner of their shared
-%%% trace patterns.
+%%% @doc The registry of running sessions and the owner of everything they
+%%% install: trace flags, call patterns, message patterns, hub members.
 %%%
-%%% Every decision that depends on other sessions is made here, in one
-%%% process, one request at a time:
+%%% Sessions overlap freely (docs/design.md, "Sessions that overlap"):
+%%% every process beamprobe traces has one tracer, the hub
+%%% (`{tracer, beamprobe_nif, beamprobe_hub}'), which routes each event in
+%%% C to the sessions that asked for it.  Every decision that depends on
+%%% other sessions is made here, in one process, one request at a time:
 %%%
-%%% - `claim/3': a session checks that nothing it will trace collides with
-%%%   another session (`{conflict, Session, What}') and registers what it
-%%%   will trace, in one step: two sessions started at once can never both
-%%%   be accepted.  The claim is released when the session releases it,
-%%%   ends or dies, whatever happens during its install.
-%%% - `release/4': a stopping session gives back its call and message
-%%%   patterns; a pattern is removed (here, in the same step) only when no
-%%%   other session holds it, so that the last of many sessions stopping at
-%%%   once removes it and none is left behind.
-%%% - a session process that dies without stopping (for instance killed
-%%%   with `exit(S, kill)') is cleaned after: the trace flags still pointing
-%%%   at its tracer, its patterns (as `release/4'), and its trace finalised.
+%%% - `join/2': a session becomes a hub member; the janitor sets the call
+%%%   patterns (the union of the live sessions' match specs,
+%%%   beamprobe_combine), the message patterns and the trace flags it
+%%%   needs (adding to what other sessions set), or refuses what cannot be
+%%%   combined (`{conflict, Session, What}', `{cannot_combine, ...}') and
+%%%   leaves nothing behind.
+%%% - `leave/1': a stopping session gives back what it set; a flag, a
+%%%   pattern or a message pattern is removed only when no other live
+%%%   session needs it; then the session leaves the hub.
+%%% - a session process that dies without leaving (for instance killed
+%%%   with `exit(S, kill)') is cleaned after as by `leave/2', and its trace
+%%%   finalised.
+%%% - a janitor that is restarted (killed, its supervisor starts another)
+%%%   asks the running sessions for what they installed (each keeps the
+%%%   entry `join/2' returned) and takes them over; a session that leaves
+%%%   before it was taken over hands its entry to `leave/2'.
+%%%
+%%% Meta sessions (`meta => true') are hub members too: their call
+%%% patterns are meta patterns (the union of the meta sessions', combined
+%%% like the others) whose tracer state is `beamprobe_hub_meta', and whose
+%%% calls of every process go to the members that record meta calls.
 %%%
 %%% The janitor never crashes on a session's behalf: a failing clean-up
 %%% step is logged and the next one runs.
 -module(beamprobe_janitor).
 -behaviour(gen_server).
 
--export([start_link/0, claim/3, register_session/5, release/4,
-         unregister_session/1, others_patterns/1]).
--export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
+-export([start_link/0, join/2, leave/2, sessions/0, tracer/0, installed/1,
+         others_patterns/1, installed_specs/2, add_own/2]).
+-export([init/1, handle_continue/2, handle_call/3, handle_cast/2,
+         handle_info/2]).
 
 -type mfa_pat() :: {atom(), atom(), arity() | '_'}.
--type claim() :: {none | all | new | existing | [pid()],
-                  [mfa_pat() | {message, send | 'receive'}]}.
--export_type([claim/0]).
+-type procs() :: none | all | new | existing | [pid()].
 
-%% One entry per session, keyed by the monitor reference: its claim, and
-%% once its NIF session exists, the resource (its tracer's state) and the
-%% patterns it has set (for info; the clean-up uses the claim).
--type entry() :: #{pid := pid(), claim := claim(), meta := boolean(),
-                   res => beamprobe_nif:session(),
-                   patterns => [mfa_pat()]}.
+%% What a session asks the janitor to install for it.
+-type spec() :: #{res := beamprobe_nif:session(),
+                  meta := boolean(),
+                  procs := procs(),
+                  flags := [atom()],
+                  arity := boolean(),
+                  ports := boolean(),
+                  kinds := non_neg_integer(),
+                  calls := [{mfa_pat(), true | list()}],
+                  msgs := [{send | 'receive', term()}],
+                  handlers := [pid()],
+                  relied => [mfa()]}.
+-export_type([spec/0]).
+
+-define(HUB, beamprobe_hub).
+-define(TRACER, {tracer, beamprobe_nif, ?HUB}).
+-define(HUB_META, beamprobe_hub_meta).
+%% Hub kinds (c_src/bp_hub.h).
+-define(K_SEND, 4).
+-define(K_RECEIVE, 8).
+%% A restarted janitor waits this long (ms) for the running sessions to
+%% be taken over before it removes the hub members nobody claims.
+-define(REAP_AFTER, 1000).
+
+-record(st, {sessions = #{} :: #{reference() => map()},
+             patterns = #{} :: #{mfa_pat() => term()},
+             metapatterns = #{} :: #{mfa_pat() => term()},
+             msgpats = #{} :: #{send | 'receive' => term()}}).
 
 %% @doc Starts the janitor, registered locally.
 -spec start_link() -> {ok, pid()}.
 start_link() ->
     gen_server:start_link({local, ?MODULE}, ?MODULE, [], []).
 
-%% @doc Checks `Claim' (patterns meta-traced if `Meta') against every
-%% other session and, if nothing overlaps, registers it for `Session',
-%% atomically.  Returns the first overlapping session with what overlaps
-%% otherwise.
--spec claim(pid(), claim(), boolean()) -> ok | {conflict, pid(), term()}.
-claim(Session, Claim, Meta) ->
-    gen_server:call(?MODULE, {claim, Session, Claim, Meta}, infinity).
+%% @doc The tracer of every process beamprobe traces.
+-spec tracer() -> {tracer, beamprobe_nif, beamprobe_hub}.
+tracer() -> ?TRACER.
 
-%% @doc Called by a session process once it has installed its tracing:
-%% what the janitor must undo if the session dies.
--spec register_session(pid(), beamprobe_nif:session(), [mfa_pat()],
-                       boolean(), claim()) -> ok.
-register_session(Session, Res, Patterns, Meta, Claim) ->
-    gen_server:call(?MODULE, {register, Session, Res, Patterns, Meta, Claim},
-                    infinity).
+%% @doc Installs what `Session' asks for (`Spec') next to the other live
+%% sessions, atomically: on success the session records its events from
+%% now on; returned are the number of functions its patterns matched and
+%% the janitor's entry for it (for `leave/2' and a restarted janitor).
+%% On failure nothing of it is left installed.
+-spec join(pid(), spec()) ->
+          {ok, non_neg_integer(), map()} | {error, term()}.
+join(Session, Spec) ->
+    gen_server:call(?MODULE, {join, Session, Spec}, infinity).
 
-%% @doc Called by a session that stops (or failed to install): forgets its
-%% claim, then removes each of its call patterns (`Patterns', set with the
-%% `meta' or `local' flag as `Meta' says) and message patterns
-%% (`MsgPatterns') that no other session holds.  Idempotent.  Without a
-%% janitor (being restarted, or the application stopping: nothing else to
-%% share with) the caller removes its patterns itself.
--spec release(pid(), [mfa_pat()], boolean(), [send | 'receive']) -> ok.
-release(Session, Patterns, Meta, MsgPatterns) ->
-    try gen_server:call(?MODULE,
-                        {release, Session, Patterns, Meta, MsgPatterns},
-                        infinity)
-    catch exit:_ -> remove_patterns(Patterns, Meta, MsgPatterns, #{})
+%% @doc Removes what `Session' installed and no other session needs, then
+%% takes it out of the hub (no event reaches it after this returns).
+%% `Entry': what `join/2' returned (`undefined' if it did not succeed),
+%% used if this janitor does not know the session (restarted since).
+%% Idempotent.  Without a janitor (the application stopping) this does
+%% nothing.
+-spec leave(pid(), map() | undefined) -> ok.
+leave(Session, Entry) ->
+    try gen_server:call(?MODULE, {leave, Session, Entry}, infinity)
+    catch exit:_ -> ok
     end.
 
-%% @doc Forgets a session (its tracing is already removed).  Idempotent.
--spec unregister_session(pid()) -> ok.
-unregister_session(Session) ->
-    gen_server:call(?MODULE, {unregister, Session}, infinity).
+%% @doc What the janitor has installed for `Session' (for a watchdog that
+%% checks nobody removed or replaced it): the call patterns that name
+%% its functions, each with the match spec installed there (the union of
+%% the sessions tracing it: compare with `erlang:trace_info(MFA,
+%% match_spec)'), its message patterns, and the tracer its processes
+%% have (`tracer/0'; meta sessions: `{meta, beamprobe_nif,
+%% beamprobe_hub_meta}' on their patterns).  `{error, not_found}' for a session the janitor does not
+%% know.
+-spec installed(pid()) ->
+          {ok, #{patterns := #{mfa_pat() => term()},
+                 message_patterns := #{send | 'receive' => term()},
+                 tracer := term(), procs := procs()}} |
+          {error, not_found}.
+installed(Session) ->
+    gen_server:call(?MODULE, {installed, Session}, infinity).
+
+%% @doc The live sessions with their hub members (for info and tests).
+-spec sessions() -> [{pid(), integer() | none}].
+sessions() ->
+    gen_server:call(?MODULE, sessions, infinity).
 
 %% @doc The call patterns claimed by every session but `Session'
 %% (beamprobe's own, for beamprobe_watch: not another tool's).  `[]'
@@ -87,110 +132,522 @@ others_patterns(Session) ->
     catch exit:_ -> []
     end.
 
-%% @private
--spec init([]) -> {ok, #{reference() => entry()}}.
-init([]) ->
-    {ok, #{}}.
+%% @doc Adds `Pids' to the processes of `Session' that beamprobe never
+%% traces (its watchdog, its samplers: started after it joined), and
+%% takes their trace flags off now.
+-spec add_own(pid(), [pid()]) -> ok.
+add_own(Session, Pids) ->
+    gen_server:call(?MODULE, {add_own, Session, Pids}, infinity).
+
+%% @doc The match specs the janitor has installed (for any session) on
+%% patterns covering function `F' (meta patterns if `Meta'): what
+%% beamprobe_watch accepts on `F' as beamprobe's own doing.  `[]' without
+%% a janitor.
+-spec installed_specs(mfa(), boolean()) -> [term()].
+installed_specs(F, Meta) ->
+    try gen_server:call(?MODULE, {installed_specs, F, Meta}, 5000)
+    catch exit:_ -> []
+    end.
 
 %% @private
--spec handle_call(term(), gen_server:from(), map()) -> {reply, term(), map()}.
-handle_call({claim, Session, Claim, Meta}, _From, St) ->
-    case conflict(Session, Claim, Meta, St) of
-        none ->
-            St1 = forget(Session, St),
-            Ref = monitor(process, Session),
-            {reply, ok, St1#{Ref => #{pid => Session, claim => Claim,
-                                      meta => Meta}}};
-        {Pid, What} ->
-            {reply, {conflict, Pid, What}, St}
+-spec init([]) -> {ok, #st{}, {continue, rejoin}}.
+init([]) ->
+    {ok, #st{}, {continue, rejoin}}.
+
+%% @private
+%% A restarted janitor asks the running sessions for their entries.
+-spec handle_continue(rejoin, #st{}) -> {noreply, #st{}}.
+handle_continue(rejoin, St) ->
+    _ = case whereis(beamprobe_session_sup) of
+            undefined -> ok;
+            _ ->
+                Children = try supervisor:which_children(beamprobe_session_sup)
+                           catch exit:_ -> []
+                           end,
+                [P ! {beamprobe_rejoin, self()}
+                 || {_, P, _, _} <- Children, is_pid(P)]
+        end,
+    %% Members whose session died with the previous janitor: nobody will
+    %% take them over (see reap_orphans).
+    _ = erlang:send_after(?REAP_AFTER, self(), reap_orphans),
+    {noreply, St}.
+
+%% @private
+-spec handle_call(term(), gen_server:from(), #st{}) ->
+          {reply, term(), #st{}}.
+handle_call({join, Session, Spec}, _From, St) ->
+    St0 = drop(Session, St),
+    case do_join(Session, Spec, St0) of
+        {ok, Matched, St1} ->
+            {reply, {ok, Matched, entry(Session, St1)}, St1};
+        {error, Reason, St1} -> {reply, {error, Reason}, St1}
     end;
-handle_call({register, Session, Res, Patterns, Meta, Claim}, _From, St) ->
-    Entry = #{pid => Session, res => Res, patterns => Patterns,
-              meta => Meta, claim => Claim},
-    St1 = case find(Session, St) of
-              {Ref, _} -> St#{Ref => Entry};
-              error -> St#{monitor(process, Session) => Entry}
-          end,
-    {reply, ok, St1};
-handle_call({release, Session, Patterns, Meta, MsgPats}, _From, St) ->
-    St1 = forget(Session, St),
-    remove_patterns(Patterns, Meta, MsgPats, St1),
-    {reply, ok, St1};
-handle_call({others_patterns, Session}, _From, St) ->
-    {reply, [MFA || #{pid := P, claim := {_, Ms}} <- maps:values(St),
-                    P =/= Session, {_, _, _} = MFA <- Ms], St};
-handle_call({unregister, Session}, _From, St) ->
-    {reply, ok, forget(Session, St)};
+handle_call({leave, Session, Entry}, _From, St) ->
+    {reply, ok, drop(Session, adopt(Session, Entry, St))};
+handle_call({installed, Session}, _From,
+            #st{sessions = Ss, patterns = Pats, metapatterns = MPats,
+                msgpats = MP} = St) ->
+    Reply = case [E || #{pid := P} = E <- maps:values(Ss), P =:= Session] of
+                [#{calls := Calls, meta := Meta} = E | _] ->
+                    Own = [MFA || {MFA, _} <- Calls],
+                    Installed = case Meta of
+                                    true -> MPats;
+                                    false -> Pats
+                                end,
+                    {ok, #{patterns => maps:filter(
+                                         fun(K, _) ->
+                                                 lists:any(fun(O) -> covers(O, K) end,
+                                                           Own)
+                                         end, Installed),
+                           message_patterns => maps:with(
+                                                 [K || {K, _} <- maps:get(msgs, E)],
+                                                 MP),
+                           tracer => case Meta of
+                                         true -> {meta, beamprobe_nif, ?HUB_META};
+                                         false -> ?TRACER
+                                     end,
+                           procs => maps:get(procs, E)}};
+                [] -> {error, not_found}
+            end,
+    {reply, Reply, St};
+handle_call(sessions, _From, #st{sessions = Ss} = St) ->
+    {reply, [{P, maps:get(member, E, none)}
+             || #{pid := P} = E <- maps:values(Ss)], St};
+handle_call({add_own, Session, Pids}, _From, #st{sessions = Ss} = St) ->
+    Ss1 = maps:map(fun(_, #{pid := P} = E) when P =:= Session ->
+                           E#{own => maps:get(own, E, []) ++ Pids};
+                      (_, E) -> E
+                   end, Ss),
+    _ = [catch erlang:trace(P, false, [all, ?TRACER]) || P <- Pids],
+    {reply, ok, St#st{sessions = Ss1}};
+handle_call({others_patterns, Session}, _From, #st{sessions = Ss} = St) ->
+    {reply, [MFA || #{pid := P, calls := Calls} <- maps:values(Ss),
+                    P =/= Session, {{_, _, _} = MFA, _} <- Calls], St};
+handle_call({installed_specs, F, Meta}, _From, St) ->
+    %% As erlang:trace_info/2 shows them: `true' is the empty match spec.
+    {reply, [case MS of true -> []; _ -> MS end
+             || {K, MS} <- maps:to_list(installed_pats(St, Meta)),
+                covers(K, F)], St};
 handle_call(_, _From, St) ->
     {reply, {error, unknown_request}, St}.
 
-find(Session, St) ->
-    case [{Ref, E} || {Ref, #{pid := P} = E} <- maps:to_list(St),
-                      P =:= Session] of
-        [Found | _] -> Found;
-        [] -> error
+%%% ------------------------------------------------------------------------
+%%% Joining
+%%% ------------------------------------------------------------------------
+
+entry(Session, #st{sessions = Ss}) ->
+    hd([E || #{pid := P} = E <- maps:values(Ss), P =:= Session]).
+
+%% Takes over a session this janitor does not know (it was restarted):
+%% what is installed is then what the known sessions need.
+adopt(_Session, undefined, St) -> St;
+adopt(Session, #{pid := Session} = E,
+      #st{sessions = Ss, msgpats = MP} = St) ->
+    case lists:any(fun(#{pid := P}) -> P =:= Session end, maps:values(Ss)) of
+        true -> St;
+        false ->
+            St1 = St#st{sessions = Ss#{monitor(process, Session) => E},
+                        msgpats = maps:merge(MP, maps:from_list(
+                                                   maps:get(msgs, E)))},
+            lists:foldl(fun(Meta, S) ->
+                                case desired(S, Meta) of
+                                    {ok, D} -> set_installed(S, Meta, D);
+                                    {error, _} -> S
+                                end
+                        end, St1, [false, true])
+    end;
+adopt(_Session, _Other, St) -> St.
+
+do_join(Session, Spec, #st{sessions = Ss} = St) ->
+    Ref = monitor(process, Session),
+    E0 = Spec#{pid => Session},
+    case conflicts(E0, maps:values(Ss)) of
+        {Pid, What} ->
+            demonitor(Ref, [flush]),
+            {error, {conflict, Pid, What}, St};
+        none ->
+            case add_member(E0) of
+                {ok, E} ->
+                    St1 = St#st{sessions = Ss#{Ref => E}},
+                    try install(E, St1) of
+                        {ok, Matched, St2} -> {ok, Matched, St2};
+                        {error, Reason, St2} ->
+                            {error, Reason, drop(Session, St2)}
+                    catch throw:{trace_failed, _, _} = Why ->
+                            {error, Why, drop(Session, St1)};
+                          Class:Reason:Stack ->
+                            {error, {install_failed,
+                                     {Class, Reason, hd(Stack ++ [none])}},
+                             drop(Session, St1)}
+                    end;
+                {error, Reason} ->
+                    demonitor(Ref, [flush]),
+                    {error, Reason, St}
+            end
     end.
 
-forget(Session, St) ->
-    maps:filter(fun(Ref, #{pid := P}) when P =:= Session ->
-                        demonitor(Ref, [flush]), false;
-                   (_, _) -> true
-                end, St).
+%% A hub member for a session that sets flags on processes.
+add_member(#{procs := none, meta := false} = E) -> {ok, E};
+add_member(#{res := Res, procs := Procs0, kinds := Kinds,
+             calls := Calls} = E) ->
+    %% A pure meta session (no process events): its meta calls come from
+    %% every process, as the VM's meta patterns apply to every process.
+    Procs = case Procs0 of
+                none -> all;
+                _ -> Procs0
+            end,
+    {Mode, Set} = case Procs of
+                      L when is_list(L) -> {list, L};
+                      all -> {all, []};
+                      %% Alive at start: `existing' includes them, `new'
+                      %% everything else.  A pid reused after one of them
+                      %% ended counts as existing (docs/design.md).
+                      Other -> {Other, processes() ++ erlang:ports()}
+                  end,
+    %% Functions whose pattern another tool holds (beamprobe_watch:skip/2)
+    %% still give this session's processes call events: routed like the
+    %% session's own (no pattern of ours is set on them).
+    Pats = [MFA || {MFA, _} <- Calls] ++ maps:get(relied, E, []),
+    Snapshot = case Mode of
+                   new -> maps:from_keys(Set, []);
+                   existing -> maps:from_keys(Set, []);
+                   _ -> undefined
+               end,
+    case beamprobe_nif:hub_add(Res, #{kinds => Kinds, procs => Mode,
+                                      pids => Set, calls => Pats}) of
+        {ok, N} -> {ok, E#{member => N, snapshot => Snapshot}};
+        {error, hub_full} -> {error, {too_many_sessions, 256}};
+        {error, R} -> {error, R}
+    end.
 
-%% The first session (other than `Self') whose processes or functions
-%% overlap `Claim', with what overlaps; or `none'.
-%% Identical call patterns may be shared by sessions that are not meta
-%% (each process has one tracer); any other overlap is a conflict.
-conflict(Self, {Procs, MFAs}, Meta, St) ->
-    Found = [{Pid, What}
-             || #{pid := Pid, claim := {P2, M2}, meta := Meta2}
-                    <- maps:values(St),
-                Pid =/= Self,
-                What <- [procs_overlap(Procs, P2)] ++
-                        [{calls, A} || A <- MFAs, B <- M2,
-                                       mfa_overlap(A, B),
-                                       Meta orelse Meta2 orelse A =/= B],
-                What =/= false],
+install(#{calls := Calls, meta := Meta} = E, St) ->
+    case desired(St, Meta) of
+        {ok, Desired} ->
+            Own = [MFA || {MFA, _} <- Calls],
+            case apply_patterns(installed_pats(St, Meta), Desired, Own, Meta,
+                                St) of
+                {ok, Counts} ->
+                    St1 = set_installed(St, Meta, Desired),
+                    case [MFA || MFA <- Own, maps:get(MFA, Counts, 0) =:= 0] of
+                        [Missing | _] -> {error, {no_match, Missing}, St1};
+                        [] ->
+                            Matched = lists:sum([maps:get(M, Counts)
+                                                 || M <- lists:usort(Own)]),
+                            case set_msg_patterns(E, St1) of
+                                {ok, St2} ->
+                                    set_flags(E, St2),
+                                    {ok, Matched + length(maps:get(msgs, E)),
+                                     St2};
+                                {error, R} -> {error, R, St1}
+                            end
+                    end;
+                {error, R, Done} ->
+                    {error, R, set_installed(St, Meta, Done)}
+            end;
+        {error, R} -> {error, R, St}
+    end.
+
+installed_pats(#st{metapatterns = P}, true) -> P;
+installed_pats(#st{patterns = P}, false) -> P.
+
+set_installed(St, true, P) -> St#st{metapatterns = P};
+set_installed(St, false, P) -> St#st{patterns = P}.
+
+%% The call patterns every live session of one kind (meta or not) needs.
+desired(#st{sessions = Ss}, Meta) ->
+    beamprobe_combine:desired([{M, Calls}
+                               || #{meta := Me, calls := Calls,
+                                    member := M} <- maps:values(Ss),
+                                  Me =:= Meta, Calls =/= []]).
+
+%% Applies the difference from the installed patterns Old to New: keys
+%% gone are removed unless a remaining more general key covers them (then
+%% setting that one restores them); changed keys, Force keys and every
+%% key a touched key covers are set again, the most general first (the
+%% last trace_pattern/3 on a function wins).  Returns the number of
+%% functions each set key matched.
+apply_patterns(Old, New, Force, Meta, St) ->
+    %% The tracer looks for routes while any combined match spec may be
+    %% installed: raised before they are set, lowered after.
+    Other = beamprobe_combine:routes(installed_pats(St, not Meta)),
+    Routes = beamprobe_combine:routes(New),
+    ok = beamprobe_nif:hub_routes(
+           Other + max(Routes, beamprobe_combine:routes(Old))),
+    R = apply_patterns1(Old, New, Force, Meta),
+    ok = beamprobe_nif:hub_routes(Other + Routes),
+    R.
+
+%% trace_pattern/3 flags to set and to remove a pattern of the kind.
+set_flag(true) -> [{meta, beamprobe_nif, ?HUB_META}];
+set_flag(false) -> [local].
+
+unset_flag(true) -> [meta];
+unset_flag(false) -> [local].
+
+apply_patterns1(Old, New, Force, Meta) ->
+    Removed = [K || K <- maps:keys(Old), not maps:is_key(K, New)],
+    Changed = [K || {K, MS} <- maps:to_list(New),
+                    maps:get(K, Old, '$none') =/= MS] ++
+        [K || K <- Force, maps:is_key(K, New)],
+    R0 = lists:usort(Changed ++
+                         [K || K <- maps:keys(New),
+                               lists:any(fun(Rm) -> covers(K, Rm) end,
+                                         Removed)]),
+    Reset = lists:usort(R0 ++ [K || K <- maps:keys(New),
+                                    lists:any(fun(T) -> covers(T, K) end,
+                                              R0 ++ Removed)]),
+    _ = [safely(fun() -> erlang:trace_pattern(K, false, unset_flag(Meta))
+                end)
+         || K <- general_first(Removed),
+            not lists:any(fun(N) -> covers(N, K) end, maps:keys(New))],
+    set_keys(general_first(Reset), New, #{}, Old, set_flag(Meta)).
+
+set_keys([], _New, Counts, _Done, _Flag) -> {ok, Counts};
+set_keys([K | T], New, Counts, Done, Flag) ->
+    MS = maps:get(K, New),
+    try erlang:trace_pattern(K, MS, Flag) of
+        N -> set_keys(T, New, Counts#{K => N}, Done#{K => MS}, Flag)
+    catch error:badarg ->
+            {error, {bad_pattern, K}, Done}
+    end.
+
+covers(A, B) -> beamprobe_combine:covers(A, B).
+
+general_first(Keys) ->
+    Wild = fun(K) -> length([x || '_' <- tuple_to_list(K)]) end,
+    [K || {_, K} <- lists:sort([{-Wild(K), K} || K <- Keys])].
+
+%% Message patterns are global in the VM: one per kind, shared by the
+%% sessions that set the same one (conflicts/2 refused the others).
+set_msg_patterns(#{msgs := Msgs}, St) ->
+    lists:foldl(
+      fun({Kind, MS}, {ok, #st{msgpats = MP} = S}) ->
+              case MP of
+                  #{Kind := MS} -> {ok, S};
+                  #{} ->
+                      try message_pattern(Kind, MS) of
+                          _ -> {ok, S#st{msgpats = MP#{Kind => MS}}}
+                      catch error:badarg ->
+                              {error, {bad_pattern, {Kind, MS}}}
+                      end
+              end;
+         (_, Err) -> Err
+      end, {ok, St}, Msgs).
+
+%% Refusals: a message pattern that another session recording those
+%% messages on overlapping processes does not share.
+conflicts(E, Others) ->
+    Found = [{Pid, What} || #{pid := Pid} = O <- Others,
+                            What <- conflict(E, O)],
     case Found of [] -> none; [F | _] -> F end.
+
+conflict(A, B) ->
+        [{message_pattern, K}
+         || {K, Bit} <- [{send, ?K_SEND}, {'receive', ?K_RECEIVE}],
+            maps:get(kinds, A) band Bit =/= 0,
+            maps:get(kinds, B) band Bit =/= 0,
+            procs_overlap(maps:get(procs, A), maps:get(procs, B)),
+            proplists:get_value(K, maps:get(msgs, A)) =/=
+                proplists:get_value(K, maps:get(msgs, B))].
 
 procs_overlap(none, _) -> false;
 procs_overlap(_, none) -> false;
 procs_overlap(A, B) when is_list(A), is_list(B) ->
-    case [P || P <- A, lists:member(P, B)] of
-        [] -> false;
-        Common -> {procs, Common}
-    end;
-procs_overlap(A, B) -> {procs, A, B}.
+    lists:any(fun(P) -> lists:member(P, B) end, A);
+procs_overlap(_, _) -> true.
 
-%% Two patterns overlap when they can name the same function (or are the
-%% same message pattern kind).
-mfa_overlap({M1, F1, A1}, {M2, F2, A2}) ->
-    same(M1, M2) andalso same(F1, F2) andalso same(A1, A2);
-mfa_overlap(A, B) -> A =:= B.
+%%% ------------------------------------------------------------------------
+%%% Trace flags
+%%% ------------------------------------------------------------------------
 
-same('_', _) -> true;
-same(_, '_') -> true;
-same(X, Y) -> X =:= Y.
-
-%% Removes the patterns no session in `St' (the others) holds.  A session
-%% holds what it claimed: a session being installed holds its patterns
-%% before it sets them, so a pattern is never removed under it.
-remove_patterns(Patterns, Meta, MsgPats, St) ->
-    Held = lists:append([Ms || #{claim := {_, Ms}} <- maps:values(St)]),
-    Flag = case Meta of
-               true -> [meta];
-               false -> [local]
+%% Adds the session's flags to its processes (erlang:trace/3 adds to the
+%% flags a process has; a process traced by another tracer is skipped by
+%% the VM for `all'/`existing'/`new').  `arity' is set only while no live
+%% session wants full arguments: a session that does removes it.
+set_flags(#{procs := none}, _St) -> ok;
+set_flags(#{procs := Procs, flags := Flags0, arity := Arity,
+            ports := Ports, pid := Self} = E, #st{sessions = Ss}) ->
+    Others = [O || O <- maps:values(Ss), maps:get(pid, O) =/= Self],
+    Full = fun(#{calls := C, arity := A, meta := M}) ->
+                   C =/= [] andalso not A andalso not M
            end,
-    _ = [safely(fun() -> message_pattern(K, true) end)
-         || K <- lists:usort(MsgPats), not lists:member({message, K}, Held)],
-    _ = [safely(fun() -> erlang:trace_pattern(MFA, false, Flag) end)
-         || MFA <- lists:usort(Patterns), not lists:member(MFA, Held)],
+    case Full(E) of
+        true ->
+            _ = safely(fun() -> erlang:trace(existing_processes, false,
+                                             [arity, ?TRACER]) end),
+            _ = new_is_hub() andalso
+                safely(fun() -> erlang:trace(new_processes, false,
+                                             [arity]) end);
+        false -> ok
+    end,
+    Flags = Flags0 ++ [arity || Arity, not lists:any(Full, Others)],
+    _ = case Flags of
+            [] -> ok;
+            _ -> add_flags(Procs, Ports, Flags)
+        end,
+    %% Also the processes of a session started while the hub traces new
+    %% processes: its handlers got the defaults when they were spawned.
+    untrace_own(Ss).
+
+add_flags(L, _Ports, Flags) when is_list(L) ->
+    _ = [case catch erlang:trace(P, true, Flags ++ [?TRACER]) of
+             {'EXIT', _} -> throw({trace_failed, L, Flags});
+             _ -> ok
+         end || P <- L],
+    ok;
+add_flags(Spec0, Ports, Flags) ->
+    Spec = case Ports of
+               true -> Spec0;
+               false -> processes_only(Spec0)
+           end,
+    _ = erlang:trace(Spec, true, Flags ++ [?TRACER]),
     ok.
+
+%% beamprobe never traces itself: its sessions, their handlers, the
+%% janitor and the supervisors.
+untrace_own(Ss) ->
+    Own = [self()] ++
+        lists:append([[P | maps:get(handlers, E, []) ++ maps:get(own, E, [])]
+                       || #{pid := P} = E <- maps:values(Ss)]) ++
+        [P || N <- [beamprobe_sup, beamprobe_session_sup, beamprobe_monitor],
+              P <- [whereis(N)], is_pid(P)],
+    _ = [catch erlang:trace(P, false, [all, ?TRACER]) || P <- Own],
+    ok.
+
+processes_only(all) -> processes;
+processes_only(existing) -> existing_processes;
+processes_only(new) -> new_processes.
+
+new_is_hub() ->
+    trace_info(new, tracer) =:= {tracer, {beamprobe_nif, ?HUB}}.
+
+%% Removes the flags of leaving session E that no other session needs on
+%% each of its processes.  No other hub session left: everything the hub
+%% traces is untraced.
+remove_flags(#{procs := none}, _Others) -> ok;
+remove_flags(E, Others) ->
+    %% Sessions without processes (pure meta sessions) need no flag.
+    remove_flags1(E, [O || #{procs := P} = O <- Others, P =/= none]).
+
+remove_flags1(#{procs := Procs}, []) ->
+    _ = case is_list(Procs) of
+            true -> [catch erlang:trace(P, false, [all, ?TRACER])
+                     || P <- Procs];
+            false -> ok
+        end,
+    untrace_node();
+remove_flags1(#{procs := Procs, flags := Flags} = E, Others) ->
+    Global = lists:usort(lists:append([F || #{procs := all, flags := F}
+                                                <- Others])),
+    Base = Flags -- Global,
+    Partial = [O || #{procs := P} = O <- Others, P =/= all],
+    PartialNeed = lists:usort(lists:append([F || #{flags := F}
+                                                     <- Partial])),
+    Shared = Base -- PartialNeed =/= Base,
+    _ = case {Base, Procs} of
+            {[], _} -> ok;
+            {_, L} when is_list(L) ->
+                [remove_from(P, Base, Partial) || P <- L];
+            _ when not Shared ->
+                %% No other session needs any of them anywhere.
+                [safely(fun() -> erlang:trace(W, false, Base ++ [?TRACER])
+                        end)
+                 || W <- [existing_processes, existing_ports]];
+            _ ->
+                [remove_from(P, Base, Partial)
+                 || P <- processes() ++ erlang:ports(), includes(E, P)]
+        end,
+    %% Defaults for new processes.
+    NewNeed = lists:usort(lists:append([F || #{procs := P, flags := F}
+                                                 <- Others,
+                                             P =:= all orelse P =:= new])),
+    case (Procs =:= all orelse Procs =:= new) andalso new_is_hub() of
+        true ->
+            case Flags -- NewNeed of
+                [] -> ok;
+                R -> _ = safely(fun() -> erlang:trace(new, false, R) end),
+                     ok
+            end;
+        false -> ok
+    end.
+
+remove_from(P, Base, Partial) ->
+    Need = lists:append([F || #{flags := F} = O <- Partial, includes(O, P)]),
+    case Base -- Need of
+        [] -> ok;
+        R -> _ = (catch erlang:trace(P, false, R ++ [?TRACER])), ok
+    end.
+
+includes(#{procs := all}, _) -> true;
+includes(#{procs := L}, P) when is_list(L) -> lists:member(P, L);
+includes(#{procs := existing, snapshot := S}, P) -> is_map_key(P, S);
+includes(#{procs := new, snapshot := S}, P) -> not is_map_key(P, S);
+includes(_, _) -> false.
+
+%% Every process and port whose tracer is the hub, in one pass of the VM
+%% each.  erlang:trace(_, false, [all, {tracer, T}]) leaves a process
+%% alone when another tracer that is still enabled traces it
+%% (erl_bif_trace.c, start_trace/5): another tool's flags are never
+%% touched.  `new' first, so that no process spawned meanwhile gets the
+%% tracer.
+untrace_node() ->
+    _ = new_is_hub() andalso (catch erlang:trace(new, false, [all])),
+    _ = [catch erlang:trace(Which, false, [all, ?TRACER])
+         || Which <- [existing_processes, existing_ports]],
+    ok.
+
+%%% ------------------------------------------------------------------------
+%%% Leaving
+%%% ------------------------------------------------------------------------
+
+%% Undoes what session Pid installed (see the module doc), in this order:
+%% flags (the node first), call patterns, message patterns, the hub
+%% member.  Returns the state without it.
+drop(Pid, #st{sessions = Ss} = St) ->
+    case [{Ref, E} || {Ref, #{pid := P} = E} <- maps:to_list(Ss),
+                      P =:= Pid] of
+        [] -> St;
+        [{Ref, E} | _] ->
+            demonitor(Ref, [flush]),
+            undo(E, St#st{sessions = maps:remove(Ref, Ss)})
+    end.
+
+undo(#{meta := Meta} = E, #st{sessions = Ss} = St) ->
+    Others = maps:values(Ss),
+    _ = safely(fun() -> remove_flags(E, Others) end),
+    St1 = case desired(St, Meta) of
+              {ok, D} ->
+                  _ = safely(fun() ->
+                                     apply_patterns(installed_pats(St, Meta),
+                                                    D, [], Meta, St)
+                             end),
+                  set_installed(St, Meta, D);
+              {error, _} -> St
+          end,
+    St2 = remove_msg_patterns(St1),
+    _ = case E of
+            #{member := N} ->
+                safely(fun() -> beamprobe_nif:hub_remove(N) end);
+            #{} -> ok
+        end,
+    St2.
+
+remove_msg_patterns(#st{sessions = Ss, msgpats = MP} = St) ->
+    Held = lists:append([[K || {K, _} <- maps:get(msgs, E)]
+                         || E <- maps:values(Ss)]),
+    Gone = [K || K <- maps:keys(MP), not lists:member(K, Held)],
+    _ = [safely(fun() -> message_pattern(K, true) end) || K <- Gone],
+    St#st{msgpats = maps:without(Gone, MP)}.
 
 %% erlang:trace_pattern(send | 'receive', ...) through apply: its OTP 25
 %% spec leaves out message patterns, which dialyzer then calls impossible.
 message_pattern(Kind, MS) ->
     erlang:apply(erlang, trace_pattern, [Kind, MS, []]).
+
+%% erlang:trace_info/2 through apply: its OTP 25 spec leaves out tracers
+%% of the form {Module, State}, which dialyzer then calls impossible.
+trace_info(What, Item) ->
+    erlang:apply(erlang, trace_info, [What, Item]).
 
 safely(F) ->
     try F()
@@ -201,42 +658,61 @@ safely(F) ->
     end.
 
 %% @private
--spec handle_cast(term(), map()) -> {noreply, map()}.
+-spec handle_cast(term(), #st{}) -> {noreply, #st{}}.
+handle_cast({rejoin, Session, Entry}, St) ->
+    {noreply, adopt(Session, Entry, St)};
 handle_cast(_, St) ->
     {noreply, St}.
 
 %% @private
--spec handle_info(term(), map()) -> {noreply, map()}.
-handle_info({'DOWN', Ref, process, _, _Why}, St) ->
-    case maps:take(Ref, St) of
-        {#{meta := Meta, claim := {_Procs, Claimed}} = E, St1} ->
-            %% Died without releasing (a session that stops or fails to
-            %% install releases first), maybe in the middle of installing:
-            %% undo whatever it may have set.  Its flags point at its
-            %% tracer, known once its NIF session exists; its patterns are
-            %% the ones it claimed (those no other session holds).
-            _ = case E of
-                    #{res := Res} ->
-                        safely(fun() ->
-                                       beamprobe_session:remove_flags(Res, all)
-                               end);
-                    #{} -> ok
-                end,
-            remove_patterns([MFA || {_, _, _} = MFA <- Claimed], Meta,
-                            [K || {message, K} <- Claimed], St1),
-            _ = case E of
-                    #{res := Res2} ->
-                        safely(fun() -> beamprobe_nif:stop(Res2) end);
-                    #{} -> ok
-                end,
+-spec handle_info(term(), #st{}) -> {noreply, #st{}}.
+handle_info({'DOWN', Ref, process, _, _Why}, #st{sessions = Ss} = St) ->
+    case maps:take(Ref, Ss) of
+        {E, Ss1} ->
+            %% Died without leaving: undo what it installed, then
+            %% finalise its trace.
+            St1 = undo(E, St#st{sessions = Ss1}),
+            #{res := Res} = E,
+            _ = safely(fun() -> beamprobe_nif:stop(Res) end),
             {noreply, St1};
         error ->
             {noreply, St}
     end;
-handle_info(beamprobe_nif_reloaded, St) ->
-    %% The NIF module was loaded again (beamprobe_nif:load/0): every
-    %% session traces its processes again.
-    _ = [Pid ! beamprobe_nif_reloaded || #{pid := Pid} <- maps:values(St)],
+handle_info(reap_orphans, St) ->
+    {noreply, reap_orphans(St)};
+handle_info(beamprobe_nif_reloaded, #st{sessions = Ss} = St) ->
+    %% The NIF module was loaded again (beamprobe_nif:load/0): the VM has
+    %% dropped it as the tracer of every process and meta pattern.  Set
+    %% every session's flags and meta patterns again (taking no process
+    %% another tracer holds now), then tell the sessions (they count it).
+    %% A call to the module waits until its load has finished.
+    _ = (catch beamprobe_nif:is_loaded()),
+    MPats = St#st.metapatterns,
+    _ = safely(fun() -> apply_patterns(#{}, MPats, maps:keys(MPats), true,
+                                       St) end),
+    _ = [safely(fun() -> set_flags(E, St) end) || E <- maps:values(Ss)],
+    _ = [Pid ! beamprobe_nif_reloaded || #{pid := Pid} <- maps:values(Ss)],
     {noreply, St};
 handle_info(_, St) ->
     {noreply, St}.
+
+%% Hub members of sessions that died while no janitor ran (killed with
+%% the previous one): out of the hub; their flags too if no session is
+%% left (what others share stays: the union cannot tell whose it was).
+%% A member whose session process still lives is being taken over.
+reap_orphans(#st{sessions = Ss} = St) ->
+    Known = [N || #{member := N} <- maps:values(Ss)],
+    Orphans = [N || {N, Pid} <- safe_hub_list(), not lists:member(N, Known),
+                    not (is_pid(Pid) andalso is_process_alive(Pid))],
+    _ = [safely(fun() -> beamprobe_nif:hub_remove(N) end) || N <- Orphans],
+    _ = Orphans =/= [] andalso
+        [P || #{procs := P} <- maps:values(Ss), P =/= none] =:= [] andalso
+        safely(fun untrace_node/0),
+    St.
+
+safe_hub_list() ->
+    try beamprobe_nif:hub_list()
+    catch _:_ -> []
+    end.
+
+

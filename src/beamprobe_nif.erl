@@ -17,7 +17,8 @@
          trace_garbage_collection/5]).
 -export([start/1, stop/1, info/1, dump/1, annotate/2, tampered/3, ack/2,
          render/2, render_args/2, render_mfa/3, thread_slot/0, clock/0,
-         make_dir/1, live_sessions/0]).
+         make_dir/1, live_sessions/0, hub_add/2, hub_remove/1,
+         hub_members/0, hub_routes/1, hub_list/0, hub_stats/0]).
 -export([loaded/0, is_loaded/0]).
 
 -on_load(load/0).
@@ -85,6 +86,46 @@ loaded() ->
 %% @doc `true' from the C library; this stub raises when it is not loaded.
 -spec is_loaded() -> true.
 is_loaded() -> ?NOT_LOADED.
+
+%% --- the hub (c_src/bp_hub.h) -------------------------------------------
+
+%% @doc Makes `Session' a member of the hub, the tracer state
+%% (`beamprobe_hub') of every process beamprobe traces: it records the
+%% events its filter accepts.  `Spec': `kinds' (a mask of event kinds),
+%% `procs' (`all | new | existing | list', with `pids' the set of pids
+%% and ports for the last three) and `calls' (the `{M, F, A}' patterns,
+%% `'_'' for any, naming the functions whose unrouted call events it
+%% records).  Returns the member number.
+-spec hub_add(session(), map()) -> {ok, 0..255} | {error, hub_full | badarg}.
+hub_add(_, _) -> ?NOT_LOADED.
+
+%% @doc Removes a member from the hub; once this returns no tracer
+%% callback writes into its session through the hub.
+-spec hub_remove(0..255) -> ok.
+hub_remove(_) -> ?NOT_LOADED.
+
+%% @doc Tells the hub how many combined match specs (whose calls carry a
+%% route, beamprobe_combine) are installed: calls look for a route only
+%% while there is one.
+-spec hub_routes(non_neg_integer()) -> ok.
+hub_routes(_) -> ?NOT_LOADED.
+
+%% @doc The hub's members, each with the process of its session.
+-spec hub_list() -> [{0..255, pid() | undefined}].
+hub_list() -> ?NOT_LOADED.
+
+%% @doc The hub's counters: members, combined match specs installed
+%% (`routes'), and the return frames that could not be kept
+%% (`return_frames_lost': their returns were routed by function,
+%% c_src/bp_retstack.h).
+-spec hub_stats() -> #{members := non_neg_integer(),
+                       routes := non_neg_integer(),
+                       return_frames_lost := non_neg_integer()}.
+hub_stats() -> ?NOT_LOADED.
+
+%% @doc The number of the hub's members (for tests).
+-spec hub_members() -> non_neg_integer().
+hub_members() -> ?NOT_LOADED.
 
 %% --- erl_tracer callbacks (NIFs) ---------------------------------------
 

@@ -14,7 +14,7 @@
 -module(beamprobe_session).
 -behaviour(gen_server).
 
--export([start_link/2, remove_flags/2]).
+-export([start_link/2]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -define(ANNOTATE_MAX, 100000).
@@ -33,6 +33,7 @@
              started :: integer(),
              timer :: undefined | reference(),
              summary :: undefined | map(),
+             hub :: undefined | map(),
              nif_reloads = 0 :: non_neg_integer(),
              %% Coexistence with other tools (beamprobe_watch): what was
              %% left to them, and the watchdog.
@@ -49,6 +50,10 @@ start_link(Owner, Config) ->
 -spec init({pid(), beamprobe_config:config()}) -> {ok, #st{}}.
 init({Owner, Config}) ->
     process_flag(trap_exit, true),
+    %% beamprobe never traces itself: a session process spawned while
+    %% another session traces new processes drops the hub's flags.
+    _ = (catch erlang:trace(self(), false,
+                            [all, beamprobe_janitor:tracer()])),
     {ok, #st{owner = Owner, monitor = monitor(process, Owner),
              config = Config,
              started = erlang:monotonic_time(millisecond)}}.
@@ -98,6 +103,12 @@ handle_info({beamprobe_stop, Why}, St) ->
     ended(finish(St, Why));
 handle_info({'EXIT', _, _}, St) ->
     {noreply, St};
+handle_info({beamprobe_rejoin, Janitor}, #st{summary = undefined,
+                                            hub = Entry} = St)
+  when Entry =/= undefined ->
+    %% The janitor was restarted: it takes this session over.
+    gen_server:cast(Janitor, {rejoin, self(), Entry}),
+    {noreply, St};
 handle_info(beamprobe_nif_reloaded, #st{summary = undefined,
                                        res = Res} = St) when Res =/= undefined ->
     {noreply, retrace(St)};
@@ -120,10 +131,9 @@ terminate(_Reason, St) ->
 %%% ------------------------------------------------------------------------
 
 install(#st{config = C} = St) ->
-    Steps = [fun check_conflicts/1, fun check_tracers/1, fun make_dir/1,
-             fun start_handlers/1, fun start_nif/1, fun set_patterns/1,
-             fun set_flags/1, fun annotate_start/1, fun start_timer/1,
-             fun register_janitor/1, fun start_watch/1],
+    Steps = [fun check_tracers/1, fun make_dir/1, fun start_handlers/1,
+             fun start_nif/1, fun join/1, fun annotate_start/1,
+             fun start_timer/1, fun start_watch/1],
     run(Steps, St, C).
 
 run([], St, _C) -> {ok, St};
@@ -137,31 +147,17 @@ run([F | Fs], St, C) ->
             {error, {install_failed, {Class, Reason, hd(Stack ++ [none])}}, St}
     end.
 
-%% Another beamprobe session on the same processes or functions?  The
-%% check and the claim are one step of the janitor: of two sessions started
-%% at once, one is refused.  Whatever happens next, uninstall/1 releases it.
-check_conflicts(#st{config = C} = St) ->
-    case beamprobe_janitor:claim(self(), claim(C), maps:get(meta, C)) of
-        ok -> {ok, St};
-        {conflict, Session, What} -> {error, {conflict, Session, What}, St}
+%% The processes a session sets flags on: none for a pure meta session.
+procs(#{procs := Procs, meta := Meta, events := Ev}) ->
+    case Meta andalso Ev =:= [] of
+        true -> none;
+        false -> Procs
     end.
-
-%% What a session takes: the processes it sets flags on (none for a pure
-%% meta session) and the functions it sets patterns on.
-claim(#{procs := Procs, meta := Meta, events := Ev, calls := Calls,
-        messages := Msgs}) ->
-    P = case Meta andalso Ev =:= [] of
-            true -> none;
-            false -> Procs
-        end,
-    {P, [mfa(C) || C <- Calls] ++ [{message, K} || {K, _} <- Msgs]}.
-
-mfa({{_, _, _} = MFA, _MS}) -> MFA;
-mfa({_, _, _} = MFA) -> MFA.
 
 %% What another tool (dbg, recon_trace, redbug, ...) traces is left to it
 %% unless forced: beamprobe_watch:skip/2 says what, and what is left to
-%% trace.
+%% trace.  Processes traced by beamprobe's hub are shared with the other
+%% sessions.
 check_tracers(#st{config = C} = St) ->
     case beamprobe_watch:skip(C, self()) of
         {ok, C1, Skipped} -> {ok, St#st{config = C1, skipped = Skipped}};
@@ -234,10 +230,6 @@ start_nif(#st{config = C, handlers = Hs} = St) ->
           end,
     case beamprobe_nif:start(Nif) of
         {ok, Res} ->
-            %% From now on the janitor can clear this session's flags if
-            %% the process dies in the middle of installing.
-            ok = beamprobe_janitor:register_session(
-                   self(), Res, [], maps:get(meta, C), claim(C)),
             [beamprobe_handler:attach(H, Res, I)
              || {I, H} <- lists:zip(lists:seq(0, length(Hs) - 1), Hs)],
             {ok, St#st{res = Res}};
@@ -306,55 +298,61 @@ app_vsn() ->
         undefined -> <<"0.1.0">>
     end.
 
-set_patterns(#st{config = #{calls := Calls} = C, res = Res} = St) ->
-    %% `true' when no action is needed: no match-spec program runs per call.
+%% Everything that depends on other sessions (patterns, flags, the hub)
+%% is installed by the janitor, in one step (beamprobe_janitor:join/2).
+join(#st{config = C, res = Res, handlers = Hs} = St) ->
     Default = case actions(C) of
                   [] -> true;
                   Actions -> [{'_', [], Actions}]
               end,
-    Flags = case maps:get(meta, C) of
-                true -> [{meta, beamprobe_nif, Res}];
-                false -> [local]
-            end,
-    set_patterns(general_first(beamprobe_watch:to_set(Calls, St#st.skipped)),
-                 Default, Flags, St).
-
-%% The last trace_pattern/3 on a function wins: set `{m, '_', '_'}' before
-%% `{{m, f, 1}, MatchSpec}', so that the specific pattern's match spec
-%% (say, the return tracing it asks for) is the one that stays.
-general_first(Calls) ->
-    Wild = fun(Call) -> length([x || '_' <- tuple_to_list(mfa(Call))]) end,
-    [C || {_, _, C} <- lists:sort([{-Wild(C), I, C}
-                                   || {I, C} <- lists:enumerate(Calls)])].
-
-set_patterns([], _Default, _Flags,
-             #st{config = #{messages := Msgs}} = St) ->
-    %% Message patterns last: they apply to the session's send/receive
-    %% events (global in the VM, like call patterns).
-    lists:foldl(fun({Kind, MS}, {ok, S}) ->
-                        try message_pattern(Kind, MS) of
-                            _ -> {ok, S#st{msg_patterns =
-                                               [Kind | S#st.msg_patterns],
-                                           matched = S#st.matched + 1}}
-                        catch error:badarg ->
-                                {error, {bad_pattern, {Kind, MS}}, S}
-                        end;
-                   (_, Err) -> Err
-                end, {ok, St}, Msgs);
-set_patterns([Call | T], Default, Flags, #st{patterns = Done} = St) ->
-    {MFA, MS} = case Call of
-                    {{_, _, _} = M, S} -> {M, S};
-                    M -> {M, Default}
-                end,
-    try erlang:trace_pattern(MFA, MS, Flags) of
-        0 -> {error, {no_match, MFA}, St};
-        N when is_integer(N) ->
-            set_patterns(T, Default, Flags,
-                         St#st{patterns = [MFA | Done],
-                               matched = St#st.matched + N})
-    catch
-        error:badarg -> {error, {bad_pattern, MFA}, St}
+    Calls = [case Call of
+                 {{_, _, _} = M, S} -> {M, S};
+                 M -> {M, Default}
+             end || Call <- beamprobe_watch:to_set(maps:get(calls, C),
+                                                   St#st.skipped)],
+    Meta = maps:get(meta, C),
+    PFlags = flags(case Meta of
+                       true -> C#{calls := []};  % calls are meta-traced
+                       false -> C
+                   end),
+    Procs = procs(C),
+    Spec = #{res => Res, meta => Meta, procs => Procs,
+             flags => PFlags -- [arity],
+             arity => lists:member(arity, PFlags),
+             ports => lists:member(ports, maps:get(events, C)),
+             kinds => kinds(C),
+             calls => Calls,
+             msgs => maps:get(messages, C),
+             handlers => Hs,
+             %% Functions another tool's pattern covers: their call
+             %% events still reach this session (beamprobe_watch:skip/2).
+             relied => case {Meta, St#st.skipped} of
+                           {false, #{calls := Sk}} -> Sk;
+                           _ -> []
+                       end},
+    case beamprobe_janitor:join(self(), Spec) of
+        {ok, Matched, Entry} ->
+            {ok, St#st{matched = Matched, traced = Procs, hub = Entry,
+                       patterns = [M || {M, _} <- Calls],
+                       msg_patterns = [K || {K, _} <- maps:get(messages, C)]}};
+        {error, R} -> {error, R, St}
     end.
+
+%% The event kinds the session records through the hub (c_src/bp_hub.h;
+%% 256: the calls of its meta patterns).
+kinds(#{calls := Calls, meta := Meta, return_to := RetTo, events := Ev}) ->
+    Bits = [{send, 4}, {'receive', 8}, {procs, 16}, {ports, 32},
+            {running, 64}, {gc, 128}],
+    HubCalls = Calls =/= [] andalso not Meta,
+    (case Calls =/= [] andalso Meta of true -> 256; false -> 0 end) bor
+    (case HubCalls of true -> 1; false -> 0 end) bor
+        (case HubCalls andalso RetTo of true -> 2; false -> 0 end) bor
+        lists:foldl(fun({E, B}, Acc) ->
+                            case lists:member(E, Ev) of
+                                true -> Acc bor B;
+                                false -> Acc
+                            end
+                    end, 0, Bits).
 
 actions(#{exceptions := true}) -> [{exception_trace}];
 actions(#{return := true}) -> [{return_trace}];
@@ -368,96 +366,14 @@ flags(#{calls := Calls, args := Args, return_to := RetTo, events := Ev}) ->
         [return_to || Calls =/= [], RetTo] ++
         [Flag || {E, Flag} <- Map, lists:member(E, Ev)].
 
-%% The flags of the session's processes, its tracer last.
-tracer_flags(#st{config = C0, res = Res}) ->
-    C = case C0 of
-            #{meta := true} -> C0#{calls := []};  % calls are meta-traced
-            _ -> C0
-        end,
-    flags(C) ++ [{tracer, beamprobe_nif, Res}].
-
-set_flags(#st{config = #{meta := true, events := []}} = St) ->
-    {ok, St};
-set_flags(#st{config = #{procs := Procs} = C, res = Res,
-              handlers = Hs} = St) ->
-    Flags = tracer_flags(St),
-    try
-        case Procs of
-            L when is_list(L) ->
-                [erlang:trace(P, true, Flags) || P <- L],
-                {ok, St#st{traced = L}};
-            Spec0 ->
-                %% Ports only when port events are wanted: ports send
-                %% messages too, and message patterns do not filter them.
-                Spec = case lists:member(ports, maps:get(events, C)) of
-                           true -> Spec0;
-                           false -> processes_only(Spec0)
-                       end,
-                _ = erlang:trace(Spec, true, Flags),
-                %% Never trace beamprobe itself: this session, its
-                %% handlers, the janitor and the supervisors.
-                Own = own_processes(Hs),
-                _ = [erlang:trace(P, false, [all])
-                     || Spec =/= new, P <- Own],
-                {ok, St#st{traced = Spec0}}
-        end
-    catch
-        error:badarg ->
-            {error, {trace_failed, Procs, Flags -- [{tracer, beamprobe_nif, Res}]},
-             St#st{traced = Procs}}
-    end.
-
 %% After a reload of the NIF module the VM has dropped it as the tracer of
-%% every process (and meta pattern) it traced: trace them again, taking
-%% no process another tracer holds now.  What happened in between was
-%% never given to beamprobe; the summary counts the reloads
-%% (`nif_reloads').  `existing' sessions cannot tell the processes they
-%% traced from newer ones: they trace every untraced process again.
-retrace(#st{config = C, traced = Traced, handlers = Hs} = St) ->
-    %% The message comes from the module's on_load: a call to the module
-    %% waits until the load has finished (and the tracer is usable).
-    _ = (catch beamprobe_nif:is_loaded()),
-    Flags = tracer_flags(St),
-    Untraced = fun(P) -> trace_info(P, tracer) =:= {tracer, []} end,
-    Own = own_processes(Hs) ++ [St#st.watch],
-    Ports = lists:member(ports, maps:get(events, C)),
-    Targets = case Traced of
-                  L when is_list(L) -> L;
-                  none -> [];
-                  new -> [];
-                  _ when Ports -> processes() ++ erlang:ports();
-                  _ -> processes()
-              end,
-    _ = [catch erlang:trace(P, true, Flags)
-         || P <- Targets, not lists:member(P, Own), Untraced(P)],
-    _ = case Traced =:= all orelse Traced =:= new of
-            true ->
-                New = case Ports of
-                          true -> new;
-                          false -> new_processes
-                      end,
-                Untraced(new) andalso (catch erlang:trace(New, true, Flags));
-            false -> false
-        end,
-    _ = case maps:get(meta, C) of
-            true ->
-                %% Meta patterns name the tracer too: set them again.
-                catch set_patterns(St#st{patterns = [], msg_patterns = []});
-            false -> ok
-        end,
+%% every process (and meta pattern) it traced: the janitor traces them
+%% again (taking no process another tracer holds now).  What happened in
+%% between was never given to beamprobe; the summary counts the reloads
+%% (`nif_reloads').
+retrace(St) ->
     ok = beamprobe_watch:rebase(St#st.watch),
     St#st{nif_reloads = St#st.nif_reloads + 1}.
-
-%% beamprobe's own processes, never traced: this session, its handlers,
-%% the janitor and the supervisors.
-own_processes(Handlers) ->
-    [self() | Handlers] ++
-        [P || N <- [beamprobe_janitor, beamprobe_sup, beamprobe_session_sup],
-              P <- [whereis(N)], is_pid(P)].
-
-processes_only(all) -> processes;
-processes_only(existing) -> existing_processes;
-processes_only(new) -> new_processes.
 
 annotate_start(#st{config = #{procs := Procs}} = St) ->
     Targets = case Procs of
@@ -510,21 +426,21 @@ start_timer(#st{config = #{limits := #{seconds := S}}} = St) ->
     Ref = erlang:send_after(round(S * 1000), self(), {limit, seconds}),
     {ok, St#st{timer = Ref}}.
 
-register_janitor(#st{res = Res, patterns = Pats, config = C} = St) ->
-    ok = beamprobe_janitor:register_session(self(), Res, Pats,
-                                            maps:get(meta, C), claim(C)),
-    {ok, St}.
-
 %% The watchdog: reports what another tool removes or replaces.
 start_watch(#st{res = Res, patterns = Pats, config = C, traced = T} = St) ->
+    Flags = flags(case maps:get(meta, C) of
+                      true -> C#{calls := []};
+                      false -> C
+                  end),
     {ok, W} = beamprobe_watch:start_link(
                 self(), #{res => Res, meta => maps:get(meta, C),
-                          patterns => Pats, procs => T,
+                          patterns => Pats, procs => T, flags => Flags,
                           relied => case St#st.skipped of
                                         #{calls := Sk} -> Sk;
                                         _ -> []
                                     end,
                           on_tamper => maps:get(on_tamper, C, report)}),
+    ok = beamprobe_janitor:add_own(self(), [W]),
     {ok, St#st{watch = W}}.
 
 %%% ------------------------------------------------------------------------
@@ -599,65 +515,18 @@ abort(#st{res = Res, created_dir = Created, config = #{dir := Dir}} = St) ->
     end,
     St1#st{res = undefined}.
 
-%% Removes every trace flag and pattern this session set, and releases its
-%% claim: the janitor removes the patterns no other session holds.
+%% Removes every trace flag and pattern this session set that no other
+%% session needs, and takes it out of the hub (beamprobe_janitor:leave/1).
 %% Idempotent.
-uninstall(#st{res = Res, traced = Traced, patterns = Pats} = St) ->
+uninstall(St) ->
     _ = beamprobe_watch:stop(St#st.watch),
-    Meta = maps:get(meta, St#st.config),
-    ok = remove_flags(Res, Traced),
-    ok = beamprobe_janitor:release(self(), Pats, Meta, St#st.msg_patterns),
+    ok = beamprobe_janitor:leave(self(), St#st.hub),
     _ = case St#st.timer of
         undefined -> ok;
         T -> erlang:cancel_timer(T)
     end,
     St#st{traced = none, patterns = [], msg_patterns = [],
-          timer = undefined, watch = undefined}.
-
-%% @private
-%% Removes the trace flags of every process or port traced by the session
-%% whose resource is `Res' (`Traced': a pid list, or `all'/`existing'/`new'
-%% for the node, or `none').  Used by the session when it stops and by
-%% beamprobe_janitor when a session process dies.
--spec remove_flags(beamprobe_nif:session() | undefined,
-                   none | all | new | existing | [pid()]) -> ok.
-remove_flags(Res, Traced) ->
-    Tracer = {tracer, beamprobe_nif, Res},
-    case Traced of
-        none -> ok;
-        L when is_list(L) -> untrace(L, Tracer);
-        _ -> untrace_node(Tracer)
-    end.
-
-%% Every process and port whose tracer is this session's, in one pass of
-%% the VM each (no trace_info per process: 200 k processes take ~0.1 s).
-%% erlang:trace(_, false, [all, {tracer, T}]) leaves a process alone when
-%% another tracer that is still enabled traces it (erl_bif_trace.c,
-%% start_trace/5): another tool's flags are never touched.  `new' first,
-%% so that no process spawned meanwhile gets the tracer; `existing_*', not
-%% `all', so that the default flags of another tool are kept.
-untrace_node({tracer, M, S} = Tracer) ->
-    _ = case trace_info(new, tracer) of
-        {tracer, {M, S}} -> catch erlang:trace(new, false, [all]);
-        _ -> ok
-    end,
-    _ = [catch erlang:trace(Which, false, [all, Tracer])
-         || Which <- [existing_processes, existing_ports]],
-    ok.
-
-untrace(Targets, Tracer) ->
-    _ = [catch erlang:trace(P, false, [all, Tracer]) || P <- Targets],
-    ok.
-
-%% erlang:trace_pattern(send | 'receive', ...) through apply: its OTP 25
-%% spec leaves out message patterns, which dialyzer then calls impossible.
-message_pattern(Kind, MS) ->
-    erlang:apply(erlang, trace_pattern, [Kind, MS, []]).
-
-%% erlang:trace_info/2 through apply: its OTP 25 spec leaves out tracers
-%% of the form {Module, State}, which dialyzer then calls impossible.
-trace_info(PidPortFuncEvent, Item) ->
-    erlang:apply(erlang, trace_info, [PidPortFuncEvent, Item]).
+          timer = undefined, hub = undefined, watch = undefined}.
 
 info_map(#st{config = C, started = T0, matched = M} = St, Stats) ->
     maps:merge(Stats#{seconds => (erlang:monotonic_time(millisecond) - T0) / 1000,

@@ -290,6 +290,7 @@ mfa_text({M, F, A}) -> io_lib:format("~tw:~tw/~b", [M, F, A]).
             res :: beamprobe_nif:session(),
             meta :: boolean(),
             reinstall :: boolean(),
+            flags :: undefined | [atom()],
             relied = [] :: [mfa()],       % other tools' patterns used
             funs = {[], []} :: {list(), list()},      % to check, checked
             procs = {[], []} :: {list(), list()},
@@ -363,6 +364,7 @@ init({Session, #{res := Res} = E}) ->
              end,
     W = #w{session = Session, res = Res, meta = Meta,
            reinstall = maps:get(on_tamper, E, report) =:= reinstall,
+           flags = maps:get(flags, E, undefined),
            traced = maps:get(procs, E, none), relied = Relied},
     Funs = lists:sublist(lists:usort([F || P <- maps:get(patterns, E, []),
                                            F <- functions(P)] ++ Relied),
@@ -380,19 +382,22 @@ baseline(#w{funs = {A, B}, meta = Meta} = W) ->
     sample(W#w{funs = {Funs, []}, pending = #{}}).
 
 installed({false, _}, _) -> false;
-installed({{beamprobe_nif, _} = T, _}, #w{res = Res}) ->
-    T =:= {beamprobe_nif, Res};
+installed({{beamprobe_nif, _} = T, _}, _W) ->
+    %% The hub's tracer states (beamprobe_janitor): every beamprobe
+    %% session's patterns name them.
+    T =:= {beamprobe_nif, beamprobe_hub_meta} orelse
+        T =:= {beamprobe_nif, beamprobe_hub};
 installed({undefined, _}, _) -> false;
 installed({_, _}, #w{meta = Meta}) -> not Meta.
 
-sample(#w{traced = Traced, res = Res} = W) ->
-    Mine = {tracer, {beamprobe_nif, Res}},
+sample(#w{traced = Traced} = W) ->
+    Mine = {tracer, {beamprobe_nif, beamprobe_hub}},
     Pids = case Traced of
                L when is_list(L) -> L;
                T when T =:= all; T =:= existing -> spread(processes());
                _ -> []
            end,
-    Procs0 = [{P, S} || P <- Pids, S <- [proc_state(P)],
+    Procs0 = [{P, S} || P <- Pids, S <- [proc_state(P, W)],
                         element(1, S) =:= Mine],
     Procs = case Traced of
                 L2 when is_list(L2) -> Procs0;
@@ -400,7 +405,7 @@ sample(#w{traced = Traced, res = Res} = W) ->
             end,
     New = case Traced =:= all orelse Traced =:= new of
               true ->
-                  case proc_state(new) of
+                  case proc_state(new, W) of
                       {Mine, _} = S -> S;
                       _ -> none
                   end;
@@ -421,8 +426,15 @@ fun_state(F, false) ->
 fun_state(F, true) ->
     {val(trace_info(F, meta)), val(trace_info(F, meta_match_spec))}.
 
-proc_state(P) ->
-    {trace_info(P, tracer), val(trace_info(P, flags))}.
+%% The tracer and, of the process's flags, those this session asked for:
+%% the flags are the union of what every beamprobe session on the process
+%% needs (beamprobe_janitor), and another session leaving removes its own.
+proc_state(P, #w{flags = Own}) ->
+    Flags = case val(trace_info(P, flags)) of
+                L when is_list(L), is_list(Own) -> [F || F <- L, lists:member(F, Own)];
+                Other -> Other
+            end,
+    {trace_info(P, tracer), Flags}.
 
 val({_, V}) -> V;
 val(undefined) -> undefined.
@@ -431,6 +443,9 @@ val(undefined) -> undefined.
 -spec handle_call(term(), gen_server:from(), #w{}) ->
           {reply, term(), #w{}} | {stop, normal, term(), #w{}}.
 handle_call(rebase, _From, W) ->
+    %% After a NIF reload the janitor traced the node's processes again:
+    %% not this one.
+    _ = (catch erlang:trace(self(), false, [all])),
     {reply, ok, baseline(W)};
 handle_call(findings, _From, #w{findings = Fs, count = N} = W) ->
     {reply, {lists:reverse(Fs), N}, W};
@@ -474,12 +489,12 @@ check(#w{funs = Funs, procs = Procs, meta = Meta} = W) ->
               || {F, Base} <- FBatch, S <- [fun_state(F, Meta)],
                  How <- [fun_diff(Base, S, W)], How =/= same],
     PDiffs = [{{procs, P}, How, Base, S}
-              || {P, Base} <- PBatch, S <- [proc_state(P)],
+              || {P, Base} <- PBatch, S <- [proc_state(P, W)],
                  How <- [proc_diff(Base, S)], How =/= same],
     NDiffs = case W#w.new of
                  none -> [];
                  NBase ->
-                     NS = proc_state(new),
+                     NS = proc_state(new, W),
                      [{{procs, new}, H, NBase, NS}
                       || H <- [proc_diff(NBase, NS)], H =/= same]
              end,
@@ -563,14 +578,20 @@ confirm_one({pattern, F} = Key, Base, Seen, Held, Acc, #w{meta = Meta} = W) ->
         same -> {Acc, W};
         replaced ->
             case lists:member(F, W#w.relied) orelse
-                lists:any(fun(H) -> covers(H, F) end, Held) of
+                lists:any(fun(H) -> covers(H, F) end, Held) orelse
+                %% The combined match spec beamprobe's janitor installs
+                %% when another session joins or leaves (by beamprobe's
+                %% tracer, for a meta pattern).
+                (installed(S, W) andalso
+                 lists:member(element(2, S),
+                              beamprobe_janitor:installed_specs(F, Meta))) of
                 true -> {Acc, rebase_fun(F, S, W)};
                 false -> {[{Key, replaced, Base, S, Seen} | Acc], W}
             end;
         removed -> {[{Key, removed, Base, S, Seen} | Acc], W}
     end;
 confirm_one({procs, P} = Key, Base, Seen, _Held, Acc, W) ->
-    S = proc_state(P),
+    S = proc_state(P, W),
     case proc_diff(Base, S) of
         same -> {Acc, W};
         How -> {[{Key, How, Base, S, Seen} | Acc], W}
@@ -665,14 +686,15 @@ text(Fmt, Args) ->
 
 %% on_tamper => reinstall: set the baseline again (a process another
 %% tracer holds now stays with it: erlang:trace/3 refuses).
-reinstall({pattern, F}, {_, MS}, #w{meta = true, res = Res} = W) ->
-    _ = (catch erlang:trace_pattern(F, MS, [{meta, beamprobe_nif, Res}])),
+reinstall({pattern, F}, {_, MS}, #w{meta = true} = W) ->
+    _ = (catch erlang:trace_pattern(F, MS, [{meta, beamprobe_nif,
+                                             beamprobe_hub_meta}])),
     reinstalled({pattern, F}, W);
 reinstall({pattern, F}, {T, MS}, W) ->
     _ = (catch erlang:trace_pattern(F, MS, [T])),
     reinstalled({pattern, F}, W);
-reinstall({procs, P}, {_, Flags}, #w{res = Res} = W) ->
-    _ = (catch erlang:trace(P, true, Flags ++ [{tracer, beamprobe_nif, Res}])),
+reinstall({procs, P}, {_, Flags}, W) ->
+    _ = (catch erlang:trace(P, true, Flags ++ [beamprobe_janitor:tracer()])),
     reinstalled({procs, P}, W).
 
 %% Watched again: a later removal is reported again.

@@ -301,8 +301,8 @@ bad_patterns(Config) ->
     ?L:pattern_removed([{?W, add, 2}, {lists, seq, 2}]),
     ?W:stop_worker(W).
 
-%% A process traced by another tracer is refused, and taken over with
-%% force => true.
+%% A process traced by another tracer is refused when named, skipped by
+%% procs => all, and taken over with force => true.
 already_traced_pid(Config) ->
     Other = spawn(fun Sink() -> receive _ -> Sink() end end),
     P = ?W:start_worker(),
@@ -311,14 +311,23 @@ already_traced_pid(Config) ->
                  {already_traced, [P]}),
     ?assertEqual({tracer, Other}, erlang:trace_info(P, tracer)),
     ?assertEqual({flags, [send]}, erlang:trace_info(P, flags)),
-    %% procs => all traces the others and says it skipped P
-    %% (beamprobe_coexist_SUITE has more).
-    SAll = start(#{procs => all, calls => [{?W, add, 2}],
-                   output => {file, dir(Config, "taken_all")}}),
-    {ok, #{skipped := #{procs := [P]}}} = beamprobe:info(SAll),
+    %% procs => all traces the others, says it skipped P
+    %% (beamprobe_coexist_SUITE has more), and P keeps its tracer.
+    SA = start(#{procs => all, calls => [{?W, add, 2}],
+                 output => {file, dir(Config, "taken_all")}}),
+    {ok, #{skipped := #{procs := [P]}}} = beamprobe:info(SA),
     ?assertEqual({tracer, Other}, erlang:trace_info(P, tracer)),
-    _ = stop(SAll),
+    _ = stop(SA),
     ?assertEqual({tracer, Other}, erlang:trace_info(P, tracer)),
+    ?assertEqual({flags, [send]}, erlang:trace_info(P, flags)),
+    %% procs => all with force => true takes it over.
+    SF = start(#{procs => all, calls => [{?W, add, 2}], force => true,
+                 output => {file, dir(Config, "taken_all_forced")}}),
+    ?assertEqual({tracer, {beamprobe_nif, beamprobe_hub}},
+                 erlang:trace_info(P, tracer)),
+    _ = stop(SF),
+    ?assertEqual({tracer, []}, erlang:trace_info(P, tracer)),
+    1 = erlang:trace(P, true, [send, {tracer, Other}]),
     Dir = dir(Config, "forced"),
     S = start(#{procs => [P], calls => [{?W, add, 2}], force => true,
                 output => {file, Dir}}),

@@ -1,0 +1,189 @@
+%%% @doc `make bench', overlapping sessions (issue 8): the ns a traced call
+%%% (`args => arity') adds over an untraced run with 1, 2 and 8 beamprobe
+%%% sessions tracing the same function in the same process, next to the
+%%% do-nothing NIF tracer (the VM floor, bench/floor_tracer.c).  Sessions
+%%% with the same match spec share the installed pattern (the call is
+%%% routed by the sessions' function filters); "conditions" runs 2 and 8
+%%% sessions with different match-spec conditions, all true for the
+%%% bench's argument (one combined match spec, the call routed by its
+%%% result), against one session with a condition.  "flight recorders"
+%%% (`overflow => drop_oldest': the collectors do not drain during the
+%%% run) shows the producers' cost alone; with drained sessions each extra
+%%% session also costs its collector's CPU (its own copy of every event
+%%% written to its own files), which on a 2-core machine competes with
+%%% the traced process.  Every configuration runs once per round,
+%%% interleaved; a figure is the median of the rounds.
+%%%
+%%% `smoke' runs every configuration once with tiny counts and no
+%%% thresholds (`make test'), ending with `bench smoke part: N passed, M
+%%% failed'.  See docs/performance.md.
+-module(beamprobe_overlap_bench).
+-export([main/1]).
+
+-define(ROUNDS, 7).
+-define(F, {bench_target, f, 1}).
+
+%% @doc `main(["bench", VMLabel...])' or `main(["smoke", VMLabel...])'.
+-spec main([string()]) -> no_return().
+main([Mode | Label]) ->
+    {ok, _} = application:ensure_all_started(beamprobe),
+    {module, _} = code:ensure_loaded(bench_target),
+    Tmp = filename:join(os:getenv("TMPDIR", "/tmp"),
+                        "beamprobe-obench-" ++ os:getpid()),
+    ok = filelib:ensure_dir(filename:join(Tmp, "x")),
+    Smoke = Mode =:= "smoke",
+    {Rounds, Ops} = case Smoke of
+                        true -> {1, 1000};
+                        false -> {?ROUNDS, 500000}
+                    end,
+    io:format("~n== overlapping sessions: ns added per traced call "
+              "(args => arity); VM: ~s; OTP ~s, ~p schedulers; median of ~p "
+              "interleaved rounds of ~p calls ==~n",
+              [string:join(Label, " "), erlang:system_info(otp_release),
+               erlang:system_info(schedulers), Rounds, Ops]),
+    Res = lists:foldl(
+            fun(_, Acc0) ->
+                    lists:foldl(
+                      fun(C, Acc) ->
+                              R = try run(C, Ops, Tmp)
+                                  catch Cl:E:St ->
+                                          io:format("~p: ~p:~p ~p~n",
+                                                    [C, Cl, E, St]),
+                                          error
+                                  end,
+                              maps:update_with(C, fun(L) -> [R | L] end,
+                                               [R], Acc)
+                      end, Acc0, configs())
+            end, #{}, lists:seq(1, Rounds)),
+    os:cmd("rm -rf " ++ Tmp),
+    Failed = report(Res, Smoke),
+    halt(case Smoke andalso Failed > 0 of true -> 1; false -> 0 end).
+
+configs() ->
+    [untraced, floor, {same, 1}, {same, 2}, {same, 8}, {cond_, 1},
+     {cond_, 2}, {cond_, 8}, {fr, 1}, {fr, 8}].
+
+%% Session I's match spec: the same for every session, or a condition of
+%% its own that holds for the bench's argument (42).
+ms({cond_, _}, I) -> [{['$1'], [{'>', '$1', -I}], []}];
+ms(_, _I) -> true.
+
+%% `fr': flight recorders (overflow => drop_oldest), whose collectors do
+%% not drain while the bench runs: the producers' cost alone.
+overflow({fr, _}) -> drop_oldest;
+overflow(_) -> drop_newest.
+
+run(Config, N, Tmp) ->
+    Parent = self(),
+    W = spawn(fun() ->
+                      receive go -> ok end,
+                      T0 = erlang:monotonic_time(nanosecond),
+                      _ = bench_target:loop(N, 42),
+                      T1 = erlang:monotonic_time(nanosecond),
+                      Parent ! {done, self(), T1 - T0}
+              end),
+    Undo = setup(Config, W, Tmp),
+    erlang:garbage_collect(),
+    W ! go,
+    Ns = receive {done, W, T} -> T end,
+    Drops = Undo(),
+    {Ns / N, Drops}.
+
+setup(untraced, _W, _Tmp) ->
+    fun() -> 0 end;
+setup(floor, W, _Tmp) ->
+    1 = erlang:trace_pattern(?F, true, [local]),
+    erlang:trace(W, true, [call, arity, {tracer, floor_tracer, []}]),
+    fun() ->
+            catch erlang:trace(W, false, [all]),
+            erlang:trace_pattern(?F, false, [local]),
+            0
+    end;
+setup({_, K} = C, W, Tmp) ->
+    Ss = [begin
+              Dir = filename:join(Tmp, "s" ++ integer_to_list(I)),
+              os:cmd("rm -rf " ++ Dir),
+              {ok, S} = beamprobe:start(
+                          #{procs => [W], calls => [{?F, ms(C, I)}],
+                            args => arity, return => false,
+                            overflow => overflow(C),
+                            exceptions => false, output => {file, Dir},
+                            limits => #{seconds => infinity,
+                                        bytes => infinity,
+                                        events => infinity}}),
+              S
+          end || I <- lists:seq(1, K)],
+    fun() ->
+            lists:sum([begin
+                           {ok, #{dropped := Dr}} = beamprobe:stop(S),
+                           %% A flight recorder overwrites by design.
+                           maps:get(total, Dr) - maps:get(overwritten, Dr, 0)
+                       end || S <- Ss])
+    end.
+
+report(Res, Smoke) ->
+    Ok = fun({Ns, _}) when is_number(Ns), Ns > 0 -> true; (_) -> false end,
+    Failed = length([R || L <- maps:values(Res), R <- L, not Ok(R)]),
+    Passed = length([R || L <- maps:values(Res), R <- L, Ok(R)]),
+    case Failed of
+        0 ->
+            Med = fun(C) -> median([Ns || {Ns, _} <- maps:get(C, Res)]) end,
+            Drops = fun(C) -> lists:sum([D || {_, D} <- maps:get(C, Res)]) end,
+            U = Med(untraced),
+            Add = fun(C) -> Med(C) - U end,
+            Fl = Add(floor),
+            One = Add({same, 1}),
+            io:format("untraced ~.1f ns per call; floor+ ~.1f ns; "
+                      "targets: 1 session <= 1.25x floor, "
+                      "<= 10 ns per extra session~n", [U, Fl]),
+            io:format("~-34s ~8s ~7s ~14s ~4s ~s~n",
+                      ["configuration", "added", "x floor",
+                       "per extra ses.", "met", "drops"]),
+            io:format("~-34s ~8.1f ~7.2f ~14s ~4s ~p~n",
+                      ["1 session", One, One / Fl, "-",
+                       yes(One / Fl =< 1.25), Drops({same, 1})]),
+            [begin
+                 A = Add(C),
+                 Extra = (A - One) / (K - 1),
+                 io:format("~-34s ~8.1f ~7.2f ~14.1f ~4s ~p~n",
+                           [Name, A, A / Fl, Extra, yes(Extra =< 10.0),
+                            Drops(C)])
+             end || {C, K, Name} <- [{{same, 2}, 2, "2 sessions, same match spec"},
+                                     {{same, 8}, 8, "8 sessions, same match spec"}]],
+            %% Conditions: against one session with a condition of its own.
+            Cond1 = Add({cond_, 1}),
+            io:format("~-34s ~8.1f ~7.2f ~14s ~4s ~p~n",
+                      ["1 session with a condition", Cond1, Cond1 / Fl, "-",
+                       "", Drops({cond_, 1})]),
+            [begin
+                 A = Add(C),
+                 Extra = (A - Cond1) / (K - 1),
+                 io:format("~-34s ~8.1f ~7.2f ~14.1f ~4s ~p~n",
+                           [Name, A, A / Fl, Extra, yes(Extra =< 10.0),
+                            Drops(C)])
+             end || {C, K, Name} <- [{{cond_, 2}, 2, "2 sessions, own conditions"},
+                                     {{cond_, 8}, 8, "8 sessions, own conditions"}]],
+            %% Producers only: flight recorders, not drained meanwhile.
+            Fr1 = Add({fr, 1}),
+            io:format("~-34s ~8.1f ~7.2f ~14s ~4s ~p~n",
+                      ["1 flight recorder (producer only)", Fr1, Fr1 / Fl,
+                       "-", yes(Fr1 / Fl =< 1.25), Drops({fr, 1})]),
+            Fr8 = Add({fr, 8}),
+            io:format("~-34s ~8.1f ~7.2f ~14.1f ~4s ~p~n",
+                      ["8 flight recorders, same spec", Fr8, Fr8 / Fl,
+                       (Fr8 - Fr1) / 7, yes((Fr8 - Fr1) / 7 =< 10.0),
+                       Drops({fr, 8})]);
+        _ ->
+            io:format("overlap bench FAILED (~p of ~p runs)~n",
+                      [Failed, Passed + Failed])
+    end,
+    _ = Smoke andalso io:format("bench smoke part: ~p passed, ~p failed~n",
+                                [Passed, Failed]),
+    Failed.
+
+yes(true) -> "yes";
+yes(false) -> "NO".
+
+median(L) ->
+    S = lists:sort(L),
+    lists:nth((length(S) + 1) div 2, S).

@@ -1,0 +1,51 @@
+/* bp_tracer.h -- writing one event into one session (bp_tracer.c), for
+ * the tracer callbacks that decide which sessions an event goes to
+ * (bp_dispatch.c).  Producer context: see bp_tracer.c for the rules. */
+#ifndef BP_TRACER_H
+#define BP_TRACER_H
+
+#include <stdint.h>
+#include <erl_nif.h>
+
+struct bp_session;
+
+/* How an event is being written: through the hub (the producer's hub
+ * busy flag stands for the session's, bp_hub.h), and the last record
+ * written for this event, which members that render it the same way get
+ * as a copy (render once, copy for the others). */
+struct ev_ctx {
+	int hub;
+	const uint8_t *rec; /* in the ring of the session that wrote it */
+	uint32_t len;
+	int has_info;      /* a routed call with this member's call info */
+	ERL_NIF_TERM info; /* (its `message' action's value) */
+};
+
+/* The writers: each writes the event of the callback arguments argv into
+ * session s (or nothing, counting the loss), and on success leaves the
+ * record in c.  `arg': for calls, whether the match-spec result is the
+ * hub's route (then c may hold the member's call info); for messages,
+ * 1 for send, 0 for receive; unused by the others. */
+void bp_tracer_write_call(ErlNifEnv *env, struct bp_session *s,
+			  const ERL_NIF_TERM argv[], int routed,
+			  struct ev_ctx *c);
+void bp_tracer_write_message(ErlNifEnv *env, struct bp_session *s,
+			     const ERL_NIF_TERM argv[], int is_send,
+			     struct ev_ctx *c);
+void bp_tracer_write_procs_ports(ErlNifEnv *env, struct bp_session *s,
+				 const ERL_NIF_TERM argv[], int unused,
+				 struct ev_ctx *c);
+void bp_tracer_write_running(ErlNifEnv *env, struct bp_session *s,
+			     const ERL_NIF_TERM argv[], int unused,
+			     struct ev_ctx *c);
+void bp_tracer_write_gc(ErlNifEnv *env, struct bp_session *s,
+			const ERL_NIF_TERM argv[], int unused,
+			struct ev_ctx *c);
+
+/* Writes the record c holds (rendered for another session) into s, with
+ * its process event first if s has not seen the tracee, and the limits
+ * and loss accounting of s as for any event. */
+void bp_tracer_copy_event(ErlNifEnv *env, struct bp_session *s,
+			  ERL_NIF_TERM tracee, const struct ev_ctx *c);
+
+#endif /* BP_TRACER_H */

@@ -1,0 +1,165 @@
+%%% @doc EUnit: beamprobe_combine against the VM's own match-spec engine
+%%% (erlang:match_spec_test/3, the oracle): a clause compiled into a
+%%% condition over the argument list must hold for exactly the argument
+%%% lists the clause matches; a combined match spec must route each call
+%%% to exactly the sessions whose own match spec matches it, with their
+%%% return tracing and call info.
+-module(beamprobe_combine_tests).
+
+-include_lib("eunit/include/eunit.hrl").
+
+%% Heads and guards of every kind the translation handles, for arity 2.
+clauses() ->
+    [{'_', [], []},
+     {'$1', [], []},
+     {'$1', [{'=:=', {length, '$1'}, 2}], []},
+     {['_', '_'], [], []},
+     {['$1', '_'], [{'>', '$1', 5}], []},
+     {['$1', '$1'], [], []},
+     {['$1', '$2'], [{'<', '$1', '$2'}], []},
+     {[{ok, '$1'}, '_'], [{is_integer, '$1'}], []},
+     {[{'_', '_', '_'}, '$2'], [{is_atom, '$2'}], []},
+     {[[a | '$1'], '_'], [{'==', {length, '$1'}, 1}], []},
+     {[[], '_'], [], []},
+     {[#{k => '$1'}, '_'], [{'>', '$1', 0}], []},
+     {[#{k => 1, j => x}, '_'], [], []},
+     {[<<"bin">>, 1.0], [], []},
+     {['$1', '_'], [{'==', {element, 1, '$1'}, ok}], []},  % raises
+     {['$1', '$2'], [{'>', {'+', '$1', '$2'}, 3}], []},      % raises
+     {['$1', '_'], [{'orelse', {is_atom, '$1'}, {'>', '$1', 10}}], []},
+     {['$1', '_'], [{'=:=', '$_', [a, b]}], []},
+     {['$1', '$2'], [{'=:=', '$$', [1, 2]}], []},
+     %% Raising sub-expressions under comparisons, type tests, not.
+     {['$1', '_'], [{'not', {'>', {'+', '$1', 1}, 3}}], []},
+     {['$1', '_'], [{is_atom, {hd, '$1'}}], []},
+     {['$1', '_'], [{'orelse', {'>', {'+', '$1', 1}, 3}, true}], []},
+     {['$1', '$2'], [{'=:=', {element, 1, '$1'}, '$2'}, {is_integer, '$2'}],
+      []},
+     {['$1', '_'], [{'not', {is_integer, {length, '$1'}}}], []}].
+
+args() ->
+    Terms = [0, 1, 6, 11, a, x, 1.0, <<"bin">>, [], [a], [a, b], [b, c],
+             {ok, 1}, {ok, a}, {ok, 1, 2}, {a, b, c}, #{k => 1}, #{k => -1},
+             #{k => 1, j => x}, #{j => x}, "s", self()],
+    [[A, B] || A <- Terms, B <- [1, 2, a, 1.0, <<"bin">>, ok]].
+
+vm_match(Args, MS) ->
+    case erlang:match_spec_test(Args, MS, trace) of
+        {ok, false, _, _} -> false;
+        {ok, _, _, _} -> true;
+        {error, E} -> error({bad_ms, MS, E})
+    end.
+
+%% Each compiled clause holds exactly where the clause matches: as a
+%% guard, and as a body expression (how a combined match spec's route is
+%% computed; a body evaluates a raising sub-expression to 'EXIT').
+compile_clause_test_() ->
+    [{lists:flatten(io_lib:format("~p", [C])),
+      fun() ->
+              Cond = beamprobe_combine:compile_clause(C),
+              Guard = [{'$1', [Cond], []}],
+              Body = [{'$1', [], [{message, {{Cond}}}]}],
+              [begin
+                   Want = vm_match(Args, [C]),
+                   ?assertEqual({C, Args, Want},
+                                {C, Args, vm_match(Args, Guard)}),
+                   {ok, {Val}, _, _} =
+                       erlang:match_spec_test(Args, Body, trace),
+                   ?assertEqual({C, Args, Want}, {C, Args, Val =:= true})
+               end || Args <- args()]
+      end} || C <- clauses()].
+
+%% The route of a call: the members named in the result of the combined
+%% match spec (first element of a member counts), each with its info and
+%% the return tracing its clause asked for; and whether the VM traces the
+%% return (the tag says so, and exception_trace is on).
+route(Args, MS) ->
+    case erlang:match_spec_test(Args, MS, trace) of
+        {ok, false, _, _} -> {[], false};
+        {ok, Res, Flags, _} ->
+            [Tag | Elems] = tuple_to_list(Res),
+            Members = lists:foldl(
+                        fun(V, Acc) when is_integer(V) ->
+                                add(V, true, Acc);
+                           ({V, Info}, Acc) -> add(V, Info, Acc);
+                           (_, Acc) -> Acc
+                        end, [], Elems),
+            Traced = Flags =:= [exception_trace],
+            ?assertEqual(Tag =:= bp_route_ret, Traced),
+            ?assert(Flags =:= [] orelse Traced),
+            {lists:sort(Members), Traced}
+    end.
+
+add(V, Info, Acc) ->
+    M = V band 255,
+    Ret = case V bsr 8 of
+              0 -> none;
+              1 -> return_trace;
+              3 -> exception_trace
+          end,
+    case lists:keymember(M, 1, Acc) of
+        true -> Acc;
+        false -> [{M, Info, Ret} | Acc]
+    end.
+
+%% Sessions alone: which match, with their call info and return tracing.
+alone(Args, Sessions) ->
+    Results = [{M, erlang:match_spec_test(Args, MS, trace)}
+               || {M, MS} <- Sessions],
+    Members = lists:sort([{M, R, case Fs of
+                                     [] -> none;
+                                     [F] -> F
+                                 end}
+                          || {M, {ok, R, Fs, _}} <- Results, R =/= false]),
+    {Members, lists:any(fun({_, _, F}) -> F =/= none end, Members)}.
+
+%% Several sessions' match specs on one function: the combined match spec
+%% routes every call exactly as the sessions alone would have matched it,
+%% puts the strongest return tracing any of them asked for, and carries
+%% each matching session's call info.
+combined_routes_test() ->
+    Sessions = [{0, [{['$1', '_'], [{'>', '$1', 5}], []}]},
+                {3, [{['$1', '_'], [{'=<', '$1', 5}], [{return_trace}]}]},
+                {5, true},
+                {7, [{[{ok, '$1'}, '_'], [], [{message, {{got, '$1'}}}]},
+                     {['$1', '_'], [{is_atom, '$1'}], [{exception_trace}]}]},
+                {9, [{['$1', '$2'], [{'>', {'+', '$1', '$2'}, 3}],
+                      [{message, '$2'}, {return_trace}]}]}],
+    K = {m, f, 2},
+    {ok, #{K := MS}} = beamprobe_combine:desired(
+                         [{M, [{K, S}]} || {M, S} <- Sessions]),
+    [begin
+         {Members, Ret} = route(Args, MS),
+         Alone = alone(Args, [{M, case S of true -> [{'_', [], []}];
+                                         _ -> S
+                                  end} || {M, S} <- Sessions]),
+         ?assertEqual({Args, Alone}, {Args, {Members, Ret}})
+     end || Args <- args()].
+
+%% Identical match specs are installed as they are; one session's match
+%% spec too; intersections of patterns get keys of their own.
+keys_test() ->
+    MS = [{['$1'], [{'>', '$1', 1}], []}],
+    ?assertEqual({ok, #{{m, f, 1} => MS}},
+                 beamprobe_combine:desired([{0, [{{m, f, 1}, MS}]},
+                                            {1, [{{m, f, 1}, MS}]}])),
+    {ok, D} = beamprobe_combine:desired([{0, [{{m, f, '_'}, true}]},
+                                         {1, [{{m, '_', 1}, MS}]}]),
+    ?assertEqual(lists:sort([{m, f, '_'}, {m, '_', 1}, {m, f, 1}]),
+                 lists:sort(maps:keys(D))),
+    ?assertEqual(true, maps:get({m, f, '_'}, D)),
+    ?assertEqual(MS, maps:get({m, '_', 1}, D)),
+    ?assertEqual(1, beamprobe_combine:routes(D)).
+
+%% What cannot be combined.
+refused_test() ->
+    K = {m, f, 1},
+    [?assertMatch({error, {cannot_combine, K, _}},
+                  beamprobe_combine:desired([{0, [{K, true}]},
+                                             {1, [{K, [Clause]}]}]))
+     || Clause <- [{['_'], [], [{trace, [], [send]}]},
+                   {['_'], [], [{silent, true}]},
+                   {['_'], [], [{message, false}]},
+                   {['_'], [], [{set_seq_token, label, 1}]},
+                   {[#{'$1' => 1}], [], []},
+                   {['_'], [{'>', '$3', 1}], []}]].
