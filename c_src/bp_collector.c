@@ -130,7 +130,8 @@ static void add_event(struct bp_session *s, struct bp_slot *sl,
 	uint16_t id = bp_get_u16(ev + BP_EV_OFF_ID);
 	int aux = id == BP_EV_PROCESS || id == BP_EV_DROPS;
 	/* Internal classes go to the file whatever its `events' say. */
-	int always = aux || id == BP_EV_TAMPERED;
+	int always = aux || id == BP_EV_TAMPERED || id == BP_EV_MONITOR ||
+		     id == BP_EV_SAMPLE;
 
 	if (s->has_file &&
 	    (always || (id < 64 && (s->file_kinds & (1ull << id))))) {

@@ -799,6 +799,7 @@ static ErlNifFunc nif_funcs[] = {
 	{"dump", 1, nif_dump, ERL_NIF_DIRTY_JOB_IO_BOUND},
 	{"annotate", 2, nif_annotate, 0},
 	{"tampered", 3, bp_nif_tampered, 0},
+	{"notice", 4, bp_nif_notice, 0},
 	{"ack", 2, nif_ack, 0},
 	{"make_dir", 1, nif_make_dir, ERL_NIF_DIRTY_JOB_IO_BOUND},
 	{"live_sessions", 0, nif_live_sessions, 0},
