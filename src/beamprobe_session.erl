@@ -37,7 +37,10 @@
              %% Coexistence with other tools (beamprobe_watch): what was
              %% left to them, and the watchdog.
              skipped :: undefined | beamprobe_watch:skipped(),
-             watch :: undefined | pid()}).
+             watch :: undefined | pid(),
+             %% The VM's monitor reports and counter samples
+             %% (beamprobe_monitor, beamprobe_sampler).
+             vm = none :: beamprobe_vm:handle()}).
 
 %% @doc Starts a session process for `Owner'; it traces nothing until asked
 %% to `install'.
@@ -121,7 +124,8 @@ terminate(_Reason, St) ->
 
 install(#st{config = C} = St) ->
     Steps = [fun check_conflicts/1, fun check_tracers/1, fun make_dir/1,
-             fun start_handlers/1, fun start_nif/1, fun set_patterns/1,
+             fun start_handlers/1, fun start_nif/1, fun start_vm/1,
+             fun set_patterns/1,
              fun set_flags/1, fun annotate_start/1, fun start_timer/1,
              fun register_janitor/1, fun start_watch/1],
     run(Steps, St, C).
@@ -515,6 +519,13 @@ register_janitor(#st{res = Res, patterns = Pats, config = C} = St) ->
                                             maps:get(meta, C), claim(C)),
     {ok, St}.
 
+%% System monitor reports and counter samples, if asked for.
+start_vm(#st{res = Res, config = C} = St) ->
+    case beamprobe_vm:start(Res, C) of
+        {ok, H} -> {ok, St#st{vm = H}};
+        {error, R} -> {error, R, St}
+    end.
+
 %% The watchdog: reports what another tool removes or replaces.
 start_watch(#st{res = Res, patterns = Pats, config = C, traced = T} = St) ->
     {ok, W} = beamprobe_watch:start_link(
@@ -603,6 +614,7 @@ abort(#st{res = Res, created_dir = Created, config = #{dir := Dir}} = St) ->
 %% Idempotent.
 uninstall(#st{res = Res, traced = Traced, patterns = Pats} = St) ->
     ok = beamprobe_watch:stop(St#st.watch),
+    ok = beamprobe_vm:stop(St#st.vm),
     Meta = maps:get(meta, St#st.config),
     ok = remove_flags(Res, Traced),
     ok = beamprobe_janitor:release(self(), Pats, Meta, St#st.msg_patterns),
@@ -611,7 +623,7 @@ uninstall(#st{res = Res, traced = Traced, patterns = Pats} = St) ->
         T -> erlang:cancel_timer(T)
     end,
     St#st{traced = none, patterns = [], msg_patterns = [],
-          timer = undefined, watch = undefined}.
+          timer = undefined, watch = undefined, vm = none}.
 
 %% @private
 %% Removes the trace flags of every process or port traced by the session

@@ -1,0 +1,45 @@
+%%% @doc What a session adds from the VM itself: system monitor reports
+%%% (`monitor => #{...}', {@link beamprobe_monitor}) and counter samples
+%%% (`sample => #{...}', {@link beamprobe_sampler}).  The session's one
+%%% interface to both: start/2 when it starts, stop/1 when it stops.
+-module(beamprobe_vm).
+
+-export([start/2, stop/1]).
+
+-opaque handle() :: none | #{monitor := boolean(),
+                             sampler := pid() | undefined}.
+-export_type([handle/0]).
+
+%% @doc Joins the shared system monitor and starts the sampler, as the
+%% session's configuration asks (neither: `{ok, none}').  On an error,
+%% nothing is left joined or started.
+-spec start(term(), map()) -> {ok, handle()} | {error, term()}.
+start(Res, C) ->
+    Mon = case C of
+              #{monitor := T} ->
+                  beamprobe_monitor:join(Res, T, maps:get(force, C, false));
+              _ -> none
+          end,
+    case Mon of
+        {error, _} = E -> E;
+        _ ->
+            Sampler = case C of
+                          #{sample := S} ->
+                              {ok, P} = beamprobe_sampler:start_link(Res, S),
+                              P;
+                          _ -> undefined
+                      end,
+            case {Mon, Sampler} of
+                {none, undefined} -> {ok, none};
+                _ -> {ok, #{monitor => Mon =:= ok, sampler => Sampler}}
+            end
+    end.
+
+%% @doc Leaves the system monitor (the last session out restores the
+%% monitor set before) and stops the sampler.  Idempotent.
+-spec stop(handle()) -> ok.
+stop(none) -> ok;
+stop(#{monitor := M, sampler := S}) ->
+    ok = beamprobe_sampler:stop(S),
+    _ = M andalso beamprobe_monitor:leave(self()),
+    ok.

@@ -1,0 +1,354 @@
+%%% beamprobe_monitor_SUITE -- VM monitor events and counter samples in a
+%%% session's trace (issue 9, point 4): a forced long GC and a long
+%%% schedule appear as `monitor' events (babeltrace2, bin/beamprobe print,
+%%% the Perfetto export); each session gets the reports passing its own
+%%% thresholds; the one system monitor of the node is shared, taken from
+%%% another tool only with force, and given back when the last session
+%%% leaves (also when it dies); counter samples appear as Perfetto
+%%% counter tracks; bad options are refused.
+-module(beamprobe_monitor_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([suite/0, all/0, init_per_suite/1, end_per_suite/1,
+         init_per_testcase/2, end_per_testcase/2]).
+-export([long_gc_event/1, long_schedule_event/1, own_thresholds/1,
+         taken_refused/1, forced_and_restored/1, restored_on_kill/1,
+         bad_options/1, samples_counter_tracks/1, samples_bounded/1,
+         handler_gets_monitor/1]).
+
+-define(L, beamprobe_test_lib).
+-define(ADD, {beamprobe_workload, add, 2}).
+
+suite() -> [{timetrap, {seconds, 120}}].
+
+all() ->
+    [long_gc_event, long_schedule_event, own_thresholds, taken_refused,
+     forced_and_restored, restored_on_kill, bad_options,
+     samples_counter_tracks, samples_bounded, handler_gets_monitor].
+
+init_per_suite(Config) ->
+    ok = ?L:require_tracer(),
+    {module, _} = code:ensure_loaded(beamprobe_workload),
+    Config.
+
+end_per_suite(_Config) -> ok.
+
+init_per_testcase(Case, Config) ->
+    ?assertEqual(undefined, erlang:system_monitor()),
+    ?L:init_case(Case, Config).
+
+end_per_testcase(_Case, _Config) ->
+    ?L:clear_trace_state(),
+    _ = erlang:system_monitor(undefined),
+    ok.
+
+%%% ------------------------------------------------------------------------
+
+%% Sessions trace a process of their own (two sessions never conflict).
+spec(Dir, Extra) ->
+    Idle = spawn(fun() -> receive stop -> ok end end),
+    maps:merge(#{calls => [?ADD], procs => [Idle], output => {file, Dir}},
+               Extra).
+
+%% A process with a heap of a few million words, garbage collected on
+%% demand: a GC of tens of milliseconds.
+big_gc() ->
+    Self = self(),
+    P = spawn(fun() ->
+                      L = lists:seq(1, 3000000),
+                      Self ! {ready, self()},
+                      receive go -> erlang:garbage_collect() end,
+                      Self ! {done, self()},
+                      receive stop -> length(L) end
+              end),
+    receive {ready, P} -> ok end,
+    P ! go,
+    receive {done, P} -> ok end,
+    P.
+
+%% A process that runs one BIF for tens of ms without being scheduled
+%% out: a long schedule.
+long_run() ->
+    {P, Ref} = spawn_monitor(fun() -> _ = erlang:make_tuple(8000000, a),
+                                      receive stop -> ok end end),
+    timer:sleep(300),
+    {P, Ref}.
+
+monitor_events(Evs, What) ->
+    [E || E <- ?L:events(Evs, "monitor"),
+          ?L:field(E, "what") =:= atom_to_binary(What)].
+
+pid_text(P) -> list_to_binary(pid_to_list(P)).
+
+long_gc_event(Config) ->
+    Dir = ?L:dir(Config, "t"),
+    S = ?L:start(spec(Dir, #{monitor => #{long_gc => 1}})),
+    P = big_gc(),
+    timer:sleep(100),
+    _ = ?L:stop(S),
+    exit(P, kill),
+    Evs = ?L:trace(Dir),
+    Mine = [E || E <- monitor_events(Evs, long_gc),
+                 ?L:field(E, "process") =:= pid_text(P)],
+    ?assertNotEqual([], Mine),
+    [E | _] = Mine,
+    ?assert(?L:field(E, "duration_ms") >= 1),
+    Detail = ?L:field(E, "detail"),
+    ?assertNotEqual(nomatch, binary:match(Detail, <<"heap_block_size">>)),
+    ?assertNotEqual(nomatch, binary:match(Detail, <<"{timeout,">>)),
+    %% The monitor is given back: nothing was set before.
+    ?assertEqual(undefined, erlang:system_monitor()),
+    %% print and the Perfetto export show it.
+    Print = cli(["print", Dir]),
+    ?assertNotEqual(nomatch, binary:match(Print, <<"monitor long_gc ",
+                                                   (pid_text(P))/binary>>)),
+    Json = cli(["export", "-F", "perfetto", Dir]),
+    ?assertNotEqual(nomatch, binary:match(Json, <<"\"cat\":\"monitor\"">>)),
+    ?assertNotEqual(nomatch, binary:match(cli(["stats", "--json", Dir]),
+                                          <<"\"monitor\":">>)).
+
+long_schedule_event(Config) ->
+    Dir = ?L:dir(Config, "t"),
+    S = ?L:start(spec(Dir, #{monitor => #{long_schedule => 5}})),
+    {P, _} = long_run(),
+    _ = ?L:stop(S),
+    exit(P, kill),
+    Evs = ?L:trace(Dir),
+    Mine = [E || E <- monitor_events(Evs, long_schedule),
+                 ?L:field(E, "process") =:= pid_text(P)],
+    ?assertNotEqual([], Mine),
+    [E | _] = Mine,
+    ?assert(?L:field(E, "duration_ms") >= 5),
+    ?assertNotEqual(nomatch, binary:match(?L:field(E, "detail"), <<"{out,">>)),
+    %% the event's key is the process's: bin/beamprobe print puts it on
+    %% the process's line.
+    ?assertEqual([], monitor_events(Evs, long_gc)).
+
+%% Two sessions: the monitor is set to the union (the smaller threshold);
+%% each gets only the reports passing its own thresholds.
+own_thresholds(Config) ->
+    DA = ?L:dir(Config, "a"), DB = ?L:dir(Config, "b"),
+    A = ?L:start(spec(DA, #{monitor => #{long_gc => 1}})),
+    B = ?L:start(spec(DB, #{monitor => #{long_gc => 100000,
+                                          long_schedule => 5}})),
+    Mon = whereis(beamprobe_monitor),
+    {Mon, Opts} = erlang:system_monitor(),
+    ?assertEqual([{long_gc, 1}, {long_schedule, 5}], lists:sort(Opts)),
+    P = big_gc(),
+    timer:sleep(100),
+    _ = ?L:stop(A),
+    %% A left: B's thresholds alone.
+    ?assertEqual({Mon, [{long_gc, 100000}, {long_schedule, 5}]},
+                 sorted(erlang:system_monitor())),
+    _ = ?L:stop(B),
+    exit(P, kill),
+    ?assertEqual(undefined, erlang:system_monitor()),
+    ?assertNotEqual([], monitor_events(?L:trace(DA), long_gc)),
+    ?assertEqual([], monitor_events(?L:trace(DB), long_gc)).
+
+sorted({P, L}) -> {P, lists:sort(L)}.
+
+%% Another tool holds the monitor: refused, nothing left behind.
+taken_refused(Config) ->
+    Tool = spawn(fun() -> receive stop -> ok end end),
+    erlang:system_monitor(Tool, [{long_gc, 500}]),
+    ?assertEqual({error, {system_monitor_taken, Tool}},
+                 beamprobe:start(spec(?L:dir(Config, "t"),
+                                      #{monitor => #{long_gc => 1}}))),
+    ?assertEqual([], beamprobe:list()),
+    ?assertEqual({Tool, [{long_gc, 500}]}, erlang:system_monitor()),
+    ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
+    {ok, #{sessions := 0}} = beamprobe_monitor:stats(),
+    exit(Tool, kill).
+
+%% force => true takes it; the last session out gives it back.
+forced_and_restored(Config) ->
+    Tool = spawn(fun() -> receive stop -> ok end end),
+    erlang:system_monitor(Tool, [{long_gc, 500}, busy_port]),
+    S = ?L:start(spec(?L:dir(Config, "t"), #{monitor => #{long_gc => 7},
+                                             force => true})),
+    ?assertEqual({whereis(beamprobe_monitor), [{long_gc, 7}]},
+                 erlang:system_monitor()),
+    _ = ?L:stop(S),
+    ?assertEqual({Tool, [busy_port, {long_gc, 500}]},
+                 sorted(erlang:system_monitor())),
+    exit(Tool, kill).
+
+%% The session process killed: the monitor is released all the same.
+restored_on_kill(Config) ->
+    S = ?L:start(spec(?L:dir(Config, "t"), #{monitor => #{long_gc => 3}})),
+    ?assertMatch({_, [{long_gc, 3}]}, erlang:system_monitor()),
+    exit(S, kill),
+    ?L:wait_until(fun() -> erlang:system_monitor() =:= undefined end, 5000),
+    {ok, #{sessions := 0}} = beamprobe_monitor:stats().
+
+bad_options(Config) ->
+    D = ?L:dir(Config, "t"),
+    Bad = [#{monitor => #{long_gc => 0}},
+           #{monitor => #{long_gc => -5}},
+           #{monitor => #{long_gc => 1 bsl 40}},
+           #{monitor => #{bogus => 1}},
+           #{monitor => #{busy_port => yes}},
+           #{monitor => #{}},
+           #{monitor => long_gc},
+           #{sample => #{interval => 1}},
+           #{sample => #{interval => 10.5}},
+           #{sample => #{what => [foo]}},
+           #{sample => #{what => []}},
+           #{sample => #{what => [{message_queues_top, 1000}]}},
+           #{sample => #{what => [{message_queues_top, 0}]}},
+           #{sample => #{bogus => 1}},
+           #{sample => 5}],
+    [?assertMatch({{error, _}, _}, {beamprobe:start(spec(D, B)), B})
+     || B <- Bad],
+    ?assertEqual([], beamprobe:list()),
+    ?assertEqual(undefined, erlang:system_monitor()).
+
+samples_counter_tracks(Config) ->
+    Dir = ?L:dir(Config, "t"),
+    Busy = spawn(fun() -> receive never -> ok end end),
+    [Busy ! {m, I} || I <- lists:seq(1, 57)],
+    S = ?L:start(spec(Dir, #{sample => #{interval => 20,
+                                         what => [run_queues, memory,
+                                                  process_count,
+                                                  scheduler_utilization,
+                                                  {message_queues_top, 3}]}})),
+    timer:sleep(300),
+    _ = ?L:stop(S),
+    exit(Busy, kill),
+    Evs = ?L:trace(Dir),
+    Samples = ?L:events(Evs, "sample"),
+    Of = fun(C) -> [E || E <- Samples,
+                         ?L:field(E, "counter") =:= iolist_to_binary(C)] end,
+    ?assert(length(Of("process_count")) >= 2),
+    [?assert(?L:field(E, "value") > 10) || E <- Of("process_count")],
+    [?assert(?L:field(E, "value") > 1000000) || E <- Of("memory_total")],
+    ?assertNotEqual([], Of("run_queue")),
+    ?assertNotEqual([], Of("memory_ets")),
+    Util = Of("scheduler_utilization"),
+    ?assertNotEqual([], Util),
+    [begin ?assertEqual(1000000, ?L:field(E, "scale")),
+           ?assert(?L:field(E, "value") =< 1000000) end || E <- Util],
+    Q = [E || E <- Of("message_queue_len"),
+              ?L:field(E, "process") =:= pid_text(Busy)],
+    ?assertNotEqual([], Q),
+    [?assertEqual(57, ?L:field(E, "value")) || E <- Q],
+    %% The Perfetto export draws counter tracks ("ph":"C").
+    Json = cli(["export", "-F", "perfetto", Dir]),
+    Term = json_events(Json),
+    Counters = [E || #{<<"ph">> := <<"C">>} = E <- Term],
+    Names = lists:usort([N || #{<<"name">> := N} <- Counters]),
+    ?assert(lists:member(<<"process_count">>, Names)),
+    ?assert(lists:member(<<"memory_total">>, Names)),
+    ?assert(lists:member(<<"message_queue_len ",
+                           (pid_text(Busy))/binary>>, Names)),
+    [?assert(is_number(V)) || #{<<"args">> := #{<<"value">> := V}} <- Counters],
+    ?assert(lists:any(fun(#{<<"name">> := <<"scheduler_utilization">>,
+                            <<"args">> := #{<<"value">> := V}}) ->
+                              is_float(V) andalso V =< 1.0;
+                         (_) -> false end, Counters)),
+    Print = cli(["print", Dir]),
+    ?assertNotEqual(nomatch, binary:match(Print, <<"sample process_count ">>)).
+
+%% At most N processes per top sample; the interval is at least 10 ms.
+samples_bounded(Config) ->
+    Dir = ?L:dir(Config, "t"),
+    Ps = [spawn(fun() -> receive never -> ok end end) || _ <- lists:seq(1, 10)],
+    [[P ! x || _ <- lists:seq(1, I)] || {I, P} <- lists:enumerate(Ps)],
+    S = ?L:start(spec(Dir, #{sample => #{interval => 10,
+                                         what => [{message_queues_top, 2}]}})),
+    timer:sleep(200),
+    _ = ?L:stop(S),
+    [exit(P, kill) || P <- Ps],
+    Evs = ?L:events(?L:trace(Dir), "sample"),
+    ?assert(length(Evs) >= 4),
+    %% Each sample: the two longest queues, 10 and 9.
+    Values = lists:sort([?L:field(E, "value") || E <- Evs]),
+    ?assertEqual([9, 10], lists:usort(Values)),
+    %% never more samples than the interval allows (200 ms / 10 ms + 1)
+    ?assert(length(Evs) =< 2 * 22).
+
+%% A handler sink gets monitor events too (as maps), and the printer
+%% prints them.
+handler_gets_monitor(Config) ->
+    Self = self(),
+    Log = ?L:dir(Config, "printer.txt"),
+    {ok, Io} = file:open(Log, [write]),
+    S = ?L:start(#{calls => [?ADD], monitor => #{long_gc => 1},
+                   procs => [spawn(fun() -> receive stop -> ok end end)],
+                   output => [{handler, beamprobe_test_handler,
+                               #{parent => Self}},
+                              {handler, beamprobe_printer, #{io => Io}}]}),
+    P = big_gc(),
+    timer:sleep(200),
+    _ = ?L:stop(S),
+    exit(P, kill),
+    ok = file:close(Io),
+    Evs = collect_handler([]),
+    Mon = [E || #{event := monitor} = E <- Evs],
+    ?assert(lists:any(fun(#{what := <<"long_gc">>, process := T,
+                            pid := Pid}) ->
+                              T =:= pid_text(P) andalso Pid =:= P;
+                         (_) -> false end, Mon)),
+    {ok, Text} = file:read_file(Log),
+    ?assertNotEqual(nomatch, binary:match(Text, <<"% beamprobe: monitor long_gc ",
+                                                  (pid_text(P))/binary>>)).
+
+collect_handler(Acc) ->
+    receive
+        {handler_events, _, Es} -> collect_handler(Es ++ Acc)
+    after 500 -> Acc
+    end.
+
+%%% ------------------------------------------------------------------------
+
+json_events(Json) ->
+    Py = "import json,sys\n"
+         "d=json.load(sys.stdin)\n"
+         "for e in d['traceEvents']:\n"
+         "  print(repr(e.get('ph')), repr(e.get('name')), "
+         "json.dumps(e.get('args',{}).get('value')))\n",
+    File = filename:join("/tmp", "bp_mon_" ++ integer_to_list(
+                                                 erlang:unique_integer([positive]))),
+    ok = file:write_file(File, Json),
+    Out = os:cmd("python3 -c \"" ++ escape(Py) ++ "\" < " ++ File),
+    ok = file:delete(File),
+    [parse_py(L) || L <- string:split(Out, "\n", all), L =/= ""].
+
+escape(S) -> lists:flatmap(fun($") -> "\\\""; (C) -> [C] end, S).
+
+parse_py(L) ->
+    [Ph, Rest] = string:split(L, " "),
+    {Name, Val} = split_name(Rest),
+    M = #{<<"ph">> => unq(Ph), <<"name">> => unq(Name)},
+    case Val of
+        "null" -> M;
+        _ -> M#{<<"args">> => #{<<"value">> => num(Val)}}
+    end.
+
+split_name(S) ->
+    I = string:rchr(S, $\s),
+    {lists:sublist(S, I - 1), lists:nthtail(I, S)}.
+
+unq("None") -> undefined;
+unq([Q | T]) when Q =:= $'; Q =:= $" -> unicode:characters_to_binary(lists:droplast(T)).
+
+num(S) ->
+    try list_to_integer(S) catch _:_ -> list_to_float(S) end.
+
+cli(Args) ->
+    Root = filename:dirname(filename:dirname(code:which(beamprobe))),
+    Bin = filename:join([Root, "bin", "beamprobe"]),
+    Port = open_port({spawn_executable, Bin},
+                     [{args, Args}, binary, exit_status, stderr_to_stdout]),
+    cli_loop(Port, []).
+
+cli_loop(Port, Acc) ->
+    receive
+        {Port, {data, D}} -> cli_loop(Port, [D | Acc]);
+        {Port, {exit_status, 0}} -> iolist_to_binary(lists:reverse(Acc));
+        {Port, {exit_status, N}} ->
+            ct:fail({cli_failed, N, iolist_to_binary(lists:reverse(Acc))})
+    end.
