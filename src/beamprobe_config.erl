@@ -281,6 +281,7 @@ output(#{output := O} = S) when is_list(O), O =/= [] ->
         false -> sinks(O, S, [])
     end;
 output(#{output := O} = S) when is_tuple(O) -> sinks([O], S, []);
+output(#{output := lttng} = S) -> sinks([lttng], S, []);
 output(#{output := O}) -> bad(output, O);
 output(S) -> sinks([{file, default_dir()}], S, []).
 

@@ -1,6 +1,7 @@
 %%% @doc What a session adds from the VM itself: system monitor reports
 %%% (`monitor => #{...}', {@link beamprobe_monitor}) and counter samples
-%%% (`sample => #{...}', {@link beamprobe_sampler}).  The session's one
+%%% (`sample => #{...}', {@link beamprobe_sampler}); and the check that an
+%%% `output => lttng' sink can run ({@link beamprobe_lttng}).  The session's one
 %%% interface to both: start/2 when it starts, stop/1 when it stops.
 -module(beamprobe_vm).
 
@@ -15,6 +16,16 @@
 %% nothing is left joined or started.
 -spec start(term(), map()) -> {ok, handle()} | {error, term()}.
 start(Res, C) ->
+    case [L || #{type := lttng} = L <- maps:get(sinks, C, [])] of
+        [] -> start_vm(Res, C);
+        _ ->
+            case beamprobe_lttng:check() of
+                ok -> start_vm(Res, C);
+                {error, _} = E -> E
+            end
+    end.
+
+start_vm(Res, C) ->
     Mon = case C of
               #{monitor := T} ->
                   beamprobe_monitor:join(Res, T, maps:get(force, C, false));

@@ -16,7 +16,7 @@
 -export([long_gc_event/1, long_schedule_event/1, own_thresholds/1,
          taken_refused/1, forced_and_restored/1, restored_on_kill/1,
          bad_options/1, samples_counter_tracks/1, samples_bounded/1,
-         handler_gets_monitor/1]).
+         handler_gets_monitor/1, lttng_unavailable/1, lttng_capture/1]).
 
 -define(L, beamprobe_test_lib).
 -define(ADD, {beamprobe_workload, add, 2}).
@@ -26,7 +26,8 @@ suite() -> [{timetrap, {seconds, 120}}].
 all() ->
     [long_gc_event, long_schedule_event, own_thresholds, taken_refused,
      forced_and_restored, restored_on_kill, bad_options,
-     samples_counter_tracks, samples_bounded, handler_gets_monitor].
+     samples_counter_tracks, samples_bounded, handler_gets_monitor,
+     lttng_unavailable, lttng_capture].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -300,6 +301,44 @@ collect_handler(Acc) ->
     receive
         {handler_events, _, Es} -> collect_handler(Es ++ Acc)
     after 500 -> Acc
+    end.
+
+%% output => lttng where the provider is not built (or no session daemon
+%% runs): a clear error, nothing left behind, also next to a file sink.
+lttng_unavailable(Config) ->
+    case beamprobe_lttng:check() of
+        ok -> {skip, "LTTng is available here: lttng_capture tests it"};
+        {error, {lttng_unavailable, Why}} ->
+            ct:log("lttng unavailable: ~ts", [Why]),
+            D = ?L:dir(Config, "t"),
+            [begin
+                 R = beamprobe:start(spec(D, #{output => O,
+                                               monitor => #{long_gc => 5}})),
+                 ?assertEqual({error, {lttng_unavailable, Why}}, R),
+                 ?assertEqual([], beamprobe:list()),
+                 ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
+                 ?assertEqual(undefined, erlang:system_monitor()),
+                 ?assert(lists:member(file:list_dir(D),
+                                      [{ok, []}, {error, enoent}]))
+             end || O <- [lttng, [{file, D}, lttng], {lttng, #{}}]],
+            ?assertMatch({error, {bad_option, output, _}},
+                         beamprobe:start(spec(D, #{output => [lttng, lttng]}))),
+            ?assertMatch({error, {unknown_option, {output, colour}}},
+                         beamprobe:start(spec(D, #{output => {lttng,
+                                                              #{colour => 1}}})))
+    end.
+
+%% An LTTng session captures the events; babeltrace2 reads the same field
+%% values as from the file sink.  Needs lttng-tools and the provider.
+lttng_capture(_Config) ->
+    case {os:find_executable("lttng"), beamprobe_lttng:check()} of
+        {false, _} ->
+            {skip, "lttng-tools is not installed (apt-get install lttng-tools "
+                   "liblttng-ust-dev)"};
+        {_, {error, {lttng_unavailable, Why}}} -> {skip, Why};
+        {_, ok} ->
+            ct:fail("the LTTng-UST sink's emission is not implemented: "
+                    "a session would write no tracepoint")
     end.
 
 %%% ------------------------------------------------------------------------
