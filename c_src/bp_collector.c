@@ -7,6 +7,7 @@
  */
 #include "bp_session.h"
 #include "bp_sink_handler.h"
+#include "bp_sink_lttng.h"
 
 #include <errno.h>
 #include <linux/futex.h>
@@ -146,6 +147,9 @@ static void add_event(struct bp_session *s, struct bp_slot *sl,
 	}
 	for (uint32_t i = 0; i < s->nhandlers; i++)
 		bp_handler_add(s, &s->handlers[i], ev, len);
+	if (s->has_lttng &&
+	    (always || (id < 64 && (s->lttng_kinds & (1ull << id)))))
+		bp_lttng_emit(ev, len);
 }
 
 static void flush_handlers(struct bp_session *s, int final)

@@ -8,7 +8,7 @@
 %%% `{error, {lttng_unavailable, Why}}' and leaves nothing behind.
 -module(beamprobe_lttng).
 
--export([check/0, provider_path/0]).
+-export([check/0, provider_path/0, nif_config/1]).
 
 %% @doc `ok' if the provider is built and an LTTng session daemon runs for
 %% this user (or root's), else `{error, {lttng_unavailable, Why}}'.
@@ -27,6 +27,17 @@ check() ->
                                   []);
                 _ -> ok
             end
+    end.
+
+%% @doc What the NIF's start/1 needs for the sinks `Sinks': for an lttng
+%% sink, the provider's path (the NIF loads it) and the event kinds it
+%% fires; nothing otherwise.
+-spec nif_config([map()]) -> map().
+nif_config(Sinks) ->
+    case [K || #{type := lttng, kinds := K} <- Sinks] of
+        [] -> #{};
+        [K | _] -> #{lttng => unicode:characters_to_binary(provider_path()),
+                     lttng_kinds => K}
     end.
 
 %% @doc Where the provider object is expected.

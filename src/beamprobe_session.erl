@@ -123,7 +123,8 @@ terminate(_Reason, St) ->
 %%% ------------------------------------------------------------------------
 
 install(#st{config = C} = St) ->
-    Steps = [fun check_conflicts/1, fun check_tracers/1, fun make_dir/1,
+    Steps = [fun check_conflicts/1, fun check_tracers/1, fun check_vm/1,
+             fun make_dir/1,
              fun start_handlers/1, fun start_nif/1, fun start_vm/1,
              fun set_patterns/1,
              fun set_flags/1, fun annotate_start/1, fun start_timer/1,
@@ -232,9 +233,10 @@ start_nif(#st{config = C, handlers = Hs} = St) ->
                undefined -> Nif0;
                _ -> Nif0#{dir => unicode:characters_to_binary(Dir)}
            end,
+    Nif2 = maps:merge(Nif1, beamprobe_lttng:nif_config(Sinks)),
     Nif = case Rate of
-              infinity -> Nif1;
-              {N, Ms} -> Nif1#{rate => {N, Ms}}
+              infinity -> Nif2;
+              {N, Ms} -> Nif2#{rate => {N, Ms}}
           end,
     case beamprobe_nif:start(Nif) of
         {ok, Res} ->
@@ -518,6 +520,13 @@ register_janitor(#st{res = Res, patterns = Pats, config = C} = St) ->
     ok = beamprobe_janitor:register_session(self(), Res, Pats,
                                             maps:get(meta, C), claim(C)),
     {ok, St}.
+
+%% An lttng sink that cannot run here is refused before anything is made.
+check_vm(#st{config = C} = St) ->
+    case beamprobe_vm:check(C) of
+        ok -> {ok, St};
+        {error, R} -> {error, R, St}
+    end.
 
 %% System monitor reports and counter samples, if asked for.
 start_vm(#st{res = Res, config = C} = St) ->

@@ -5,27 +5,26 @@
 %%% interface to both: start/2 when it starts, stop/1 when it stops.
 -module(beamprobe_vm).
 
--export([start/2, stop/1]).
+-export([check/1, start/2, stop/1]).
 
 -opaque handle() :: none | #{monitor := boolean(),
                              sampler := pid() | undefined}.
 -export_type([handle/0]).
+
+%% @doc Before anything is installed: can the session's `output => lttng'
+%% sink run here (the provider built, a session daemon running)?
+-spec check(map()) -> ok | {error, {lttng_unavailable, string()}}.
+check(C) ->
+    case [L || #{type := lttng} = L <- maps:get(sinks, C, [])] of
+        [] -> ok;
+        _ -> beamprobe_lttng:check()
+    end.
 
 %% @doc Joins the shared system monitor and starts the sampler, as the
 %% session's configuration asks (neither: `{ok, none}').  On an error,
 %% nothing is left joined or started.
 -spec start(term(), map()) -> {ok, handle()} | {error, term()}.
 start(Res, C) ->
-    case [L || #{type := lttng} = L <- maps:get(sinks, C, [])] of
-        [] -> start_vm(Res, C);
-        _ ->
-            case beamprobe_lttng:check() of
-                ok -> start_vm(Res, C);
-                {error, _} = E -> E
-            end
-    end.
-
-start_vm(Res, C) ->
     Mon = case C of
               #{monitor := T} ->
                   beamprobe_monitor:join(Res, T, maps:get(force, C, false));

@@ -328,18 +328,148 @@ lttng_unavailable(Config) ->
                                                               #{colour => 1}}})))
     end.
 
-%% An LTTng session captures the events; babeltrace2 reads the same field
-%% values as from the file sink.  Needs lttng-tools and the provider.
-lttng_capture(_Config) ->
-    case {os:find_executable("lttng"), beamprobe_lttng:check()} of
-        {false, _} ->
-            {skip, "lttng-tools is not installed (apt-get install lttng-tools "
-                   "liblttng-ust-dev)"};
-        {_, {error, {lttng_unavailable, Why}}} -> {skip, Why};
-        {_, ok} ->
-            ct:fail("the LTTng-UST sink's emission is not implemented: "
-                    "a session would write no tracepoint")
+%% An LTTng session (lttng create --output, enable-event -u 'beamprobe:*',
+%% start, stop, destroy) captures the N calls of a session with a file
+%% and an lttng sink; babeltrace2 (python3-bt2) reads the same events with
+%% the same field values from both.  Needs lttng-tools, python3-bt2 and
+%% the provider (priv/beamprobe_lttng.so); a session daemon is started if
+%% none runs.  BEAMPROBE_LTTNG_PREFIX names another prefix holding
+%% lttng-tools (bin/, lib/) when it is not installed in /usr.
+lttng_capture(Config) ->
+    Prefix = os:getenv("BEAMPROBE_LTTNG_PREFIX", "/usr"),
+    Lttng = filename:join([Prefix, "bin", "lttng"]),
+    Py = "/usr/bin/python3",
+    Provider = beamprobe_lttng:provider_path(),
+    HasLttng = filelib:is_regular(Lttng),
+    HasBt2 = filelib:is_regular(Py) andalso
+        os:cmd(Py ++ " -c 'import bt2; print(1)' 2>/dev/null") =:= "1\n",
+    if
+        not HasLttng ->
+            {skip, "lttng-tools is not installed (no " ++ Lttng ++ "; "
+             "apt-get install lttng-tools liblttng-ust-dev, or set "
+             "BEAMPROBE_LTTNG_PREFIX)"};
+        not HasBt2 ->
+            {skip, "python3-bt2 is not installed for /usr/bin/python3"};
+        true ->
+            case filelib:is_regular(Provider) of
+                false -> {skip, Provider ++ " was not built "
+                          "(liblttng-ust-dev missing at build time)"};
+                true -> lttng_capture(Config, Prefix, Lttng, Py)
+            end
     end.
+
+lttng_capture(Config, Prefix, Lttng, Py) ->
+    Env = lttng_env(Prefix),
+    Started = ensure_sessiond(Prefix, Env),
+    try
+        Name = "bp_test_" ++ integer_to_list(erlang:unique_integer([positive])),
+        LDir = ?L:dir(Config, "lttng"),
+        FDir = ?L:dir(Config, "file"),
+        sh(Env, [Lttng, "create", Name, "--output=" ++ LDir]),
+        sh(Env, [Lttng, "enable-event", "-u", "beamprobe:*", "-s", Name]),
+        sh(Env, [Lttng, "start", Name]),
+        N = 50,
+        S = ?L:start(#{calls => [?ADD], return => true,
+                       output => [{file, FDir}, lttng]}),
+        Worker = spawn(fun() -> [beamprobe_workload:add(I, 1)
+                                 || I <- lists:seq(1, N)],
+                                receive stop -> ok end end),
+        timer:sleep(300),
+        Sum = ?L:stop(S),
+        exit(Worker, kill),
+        sh(Env, [Lttng, "stop", Name]),
+        sh(Env, [Lttng, "destroy", Name]),
+        File = py_events(Py, "file", FDir),
+        Lt = py_events(Py, "lttng", LDir),
+        ct:log("file: ~b events, lttng: ~b events, summary ~p",
+               [length(File), length(Lt), Sum]),
+        Calls = [E || E = [<<"call">> | _] <- Lt],
+        ?assertEqual(N, length(Calls)),
+        ?assertEqual(N, length([E || E = [<<"return_from">> | _] <- Lt])),
+        %% The same events, field for field (the drops event is written
+        %% to the file only, at the end).
+        ?assertEqual(lists:sort([E || E = [Nm | _] <- File,
+                                      Nm =/= <<"drops">>]),
+                     lists:sort(Lt)),
+        [_, _, _ | Fields] = hd(Calls),
+        ?assert(lists:member(<<"mfa=beamprobe_workload:add/2">>, Fields))
+    after
+        stop_sessiond(Started)
+    end.
+
+lttng_env(Prefix) ->
+    case Prefix of
+        "/usr" -> [];
+        _ ->
+            Lib = hd(filelib:wildcard(filename:join([Prefix, "lib", "*",
+                                                     "liblttng-ctl.so.0"]))),
+            [{"LD_LIBRARY_PATH", filename:dirname(Lib)},
+             {"LTTNG_SESSION_CONFIG_XSD_PATH",
+              filename:join([Prefix, "share", "xml", "lttng"])}]
+    end.
+
+%% A session daemon for this user, started unless one runs: its pid, or
+%% none.
+ensure_sessiond(Prefix, Env) ->
+    case beamprobe_lttng:check() of
+        ok -> none;
+        {error, {lttng_unavailable, _}} ->
+            Lib = proplists:get_value("LD_LIBRARY_PATH", Env, ""),
+            Extra = case Lib of
+                        "" -> [];
+                        _ -> ["--consumerd64-path=" ++
+                                  filename:join([Lib, "lttng", "libexec",
+                                                 "lttng-consumerd"]),
+                              "--consumerd64-libdir=" ++ Lib]
+                    end,
+            sh(Env, [filename:join([Prefix, "bin", "lttng-sessiond"]),
+                     "--daemonize", "--no-kernel" | Extra]),
+            ?L:wait_until(fun() -> beamprobe_lttng:check() =:= ok end, 10000),
+            Home = case os:getenv("LTTNG_HOME") of
+                       false -> os:getenv("HOME");
+                       H -> H
+                   end,
+            PidFiles = [filename:join([Home, ".lttng", "lttng-sessiond.pid"]),
+                        "/var/run/lttng/lttng-sessiond.pid"],
+            case [F || F <- PidFiles, filelib:is_regular(F)] of
+                [F | _] ->
+                    {ok, B} = file:read_file(F),
+                    string:trim(binary_to_list(B));
+                [] -> none
+            end
+    end.
+
+stop_sessiond(none) -> ok;
+stop_sessiond(Pid) -> _ = os:cmd("kill " ++ Pid), ok.
+
+sh(Env, [Cmd | Args]) ->
+    Port = open_port({spawn_executable, Cmd},
+                     [{args, Args}, {env, Env}, binary, exit_status,
+                      stderr_to_stdout]),
+    case cli_collect(Port, []) of
+        {0, Out} -> Out;
+        {St, Out} -> ct:fail({command_failed, [Cmd | Args], St, Out})
+    end.
+
+cli_collect(Port, Acc) ->
+    receive
+        {Port, {data, D}} -> cli_collect(Port, [D | Acc]);
+        {Port, {exit_status, St}} -> {St, iolist_to_binary(lists:reverse(Acc))}
+    after 60000 -> ct:fail(command_timeout)
+    end.
+
+py_events(Py, Mode, Dir) ->
+    Script = filename:join(filename:dirname(code:which(?MODULE)),
+                           "lttng_events.py"),
+    Script1 = case filelib:is_regular(Script) of
+                  true -> Script;
+                  false -> filename:join([filename:dirname(filename:dirname(
+                                                              code:which(beamprobe))),
+                                          "test", "lttng_events.py"])
+              end,
+    Out = sh([], [Py, Script1, Mode, Dir]),
+    [binary:split(L, <<"\t">>, [global])
+     || L <- binary:split(Out, <<"\n">>, [global, trim_all])].
 
 %%% ------------------------------------------------------------------------
 
