@@ -402,7 +402,7 @@ set_flags(#st{config = #{procs := Procs} = C, res = Res,
                 _ = erlang:trace(Spec, true, Flags),
                 %% Never trace beamprobe itself: this session, its
                 %% handlers, the janitor and the supervisors.
-                Own = own_processes(Hs),
+                Own = own_processes(Hs) ++ beamprobe_vm:pids(St#st.vm),
                 _ = [erlang:trace(P, false, [all])
                      || Spec =/= new, P <- Own],
                 {ok, St#st{traced = Spec0}}
@@ -425,7 +425,7 @@ retrace(#st{config = C, traced = Traced, handlers = Hs} = St) ->
     _ = (catch beamprobe_nif:is_loaded()),
     Flags = tracer_flags(St),
     Untraced = fun(P) -> trace_info(P, tracer) =:= {tracer, []} end,
-    Own = own_processes(Hs) ++ [St#st.watch],
+    Own = own_processes(Hs) ++ [St#st.watch | beamprobe_vm:pids(St#st.vm)],
     Ports = lists:member(ports, maps:get(events, C)),
     Targets = case Traced of
                   L when is_list(L) -> L;
@@ -458,7 +458,8 @@ retrace(#st{config = C, traced = Traced, handlers = Hs} = St) ->
 %% the janitor and the supervisors.
 own_processes(Handlers) ->
     [self() | Handlers] ++
-        [P || N <- [beamprobe_janitor, beamprobe_sup, beamprobe_session_sup],
+        [P || N <- [beamprobe_janitor, beamprobe_sup, beamprobe_session_sup,
+                    beamprobe_monitor],
               P <- [whereis(N)], is_pid(P)].
 
 processes_only(all) -> processes;

@@ -5,7 +5,7 @@
 %%% interface to both: start/2 when it starts, stop/1 when it stops.
 -module(beamprobe_vm).
 
--export([check/1, start/2, stop/1]).
+-export([check/1, start/2, stop/1, pids/1]).
 
 -opaque handle() :: none | #{monitor := boolean(),
                              sampler := pid() | undefined}.
@@ -44,6 +44,11 @@ start(Res, C) ->
                 _ -> {ok, #{monitor => Mon =:= ok, sampler => Sampler}}
             end
     end.
+
+%% @doc The processes it started (the session does not trace them).
+-spec pids(handle()) -> [pid()].
+pids(#{sampler := S}) when is_pid(S) -> [S];
+pids(_) -> [].
 
 %% @doc Leaves the system monitor (the last session out restores the
 %% monitor set before) and stops the sampler.  Idempotent.

@@ -16,7 +16,8 @@
 -export([long_gc_event/1, long_schedule_event/1, own_thresholds/1,
          taken_refused/1, forced_and_restored/1, restored_on_kill/1,
          bad_options/1, samples_counter_tracks/1, samples_bounded/1,
-         handler_gets_monitor/1, lttng_unavailable/1, lttng_capture/1]).
+         handler_gets_monitor/1, lttng_unavailable/1, lttng_capture/1,
+         own_processes_untraced/1]).
 
 -define(L, beamprobe_test_lib).
 -define(ADD, {beamprobe_workload, add, 2}).
@@ -27,7 +28,7 @@ all() ->
     [long_gc_event, long_schedule_event, own_thresholds, taken_refused,
      forced_and_restored, restored_on_kill, bad_options,
      samples_counter_tracks, samples_bounded, handler_gets_monitor,
-     lttng_unavailable, lttng_capture].
+     lttng_unavailable, lttng_capture, own_processes_untraced].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -302,6 +303,32 @@ collect_handler(Acc) ->
         {handler_events, _, Es} -> collect_handler(Es ++ Acc)
     after 500 -> Acc
     end.
+
+%% A session tracing every process leaves its sampler and the shared
+%% monitor untraced (their work is not the node's).
+own_processes_untraced(Config) ->
+    S = ?L:start(#{events => [running], procs => all,
+                   output => {file, ?L:dir(Config, "t")},
+                   monitor => #{long_gc => 50},
+                   sample => #{interval => 10}}),
+    {links, Links} = process_info(S, links),
+    [Sampler] = [P || P <- Links, is_pid(P),
+                      {initial_call, {beamprobe_sampler, init, 3}}
+                          =:= process_info(P, initial_call)
+                          orelse proc_lib:initial_call(P)
+                          =:= {beamprobe_sampler, init, ['Argument__1',
+                                                         'Argument__2',
+                                                         'Argument__3']}],
+    ?assertEqual({flags, []}, erlang:trace_info(Sampler, flags)),
+    ?assertEqual({flags, []},
+                 erlang:trace_info(whereis(beamprobe_monitor), flags)),
+    %% a process of the node is traced (the check means something)
+    Other = spawn(fun() -> receive stop -> ok end end),
+    {flags, F} = erlang:trace_info(Other, flags),
+    ?assert(lists:member(running, F)),
+    exit(Other, kill),
+    _ = ?L:stop(S),
+    ?assertEqual(false, is_process_alive(Sampler)).
 
 %% output => lttng where the provider is not built (or no session daemon
 %% runs): a clear error, nothing left behind, also next to a file sink.
