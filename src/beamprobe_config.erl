@@ -597,6 +597,12 @@ format_error({profile_failed, Why}) ->
     f("the profile process failed: ~tP (everything it set was removed)",
       [Why, ?SHOW]);
 format_error(caller_down) -> "the caller of profile/2 died";
+format_error({system_monitor_taken, Pid}) ->
+    f("the node's system monitor (erlang:system_monitor/2) is held by ~p; "
+      "force => true takes it (it is given back when the session ends)",
+      [Pid]);
+format_error({lttng_unavailable, Why}) when is_list(Why) ->
+    f("the LTTng-UST sink cannot run: ~ts", [Why]);
 format_error(Other) -> f("~tP", [Other, ?SHOW]).
 
 %% A file name cut to 200 characters.

@@ -159,6 +159,9 @@ taken_refused(Config) ->
     ?assertEqual({error, {system_monitor_taken, Tool}},
                  beamprobe:start(spec(?L:dir(Config, "t"),
                                       #{monitor => #{long_gc => 1}}))),
+    Text = beamprobe:format_error({system_monitor_taken, Tool}),
+    ?assertNotEqual(nomatch, string:find(Text, pid_to_list(Tool))),
+    ?assertNotEqual(nomatch, string:find(Text, "force => true")),
     ?assertEqual([], beamprobe:list()),
     ?assertEqual({Tool, [{long_gc, 500}]}, erlang:system_monitor()),
     ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
@@ -337,6 +340,9 @@ lttng_unavailable(Config) ->
         ok -> {skip, "LTTng is available here: lttng_capture tests it"};
         {error, {lttng_unavailable, Why}} ->
             ct:log("lttng unavailable: ~ts", [Why]),
+            ?assertNotEqual(nomatch,
+                            string:find(beamprobe:format_error(
+                                          {lttng_unavailable, Why}), Why)),
             D = ?L:dir(Config, "t"),
             [begin
                  R = beamprobe:start(spec(D, #{output => O,
@@ -389,40 +395,51 @@ lttng_capture(Config, Prefix, Lttng, Py) ->
     Env = lttng_env(Prefix),
     Started = ensure_sessiond(Prefix, Env),
     try
-        Name = "bp_test_" ++ integer_to_list(erlang:unique_integer([positive])),
-        LDir = ?L:dir(Config, "lttng"),
-        FDir = ?L:dir(Config, "file"),
-        sh(Env, [Lttng, "create", Name, "--output=" ++ LDir]),
-        sh(Env, [Lttng, "enable-event", "-u", "beamprobe:*", "-s", Name]),
-        sh(Env, [Lttng, "start", Name]),
-        N = 50,
-        S = ?L:start(#{calls => [?ADD], return => true,
-                       output => [{file, FDir}, lttng]}),
-        Worker = spawn(fun() -> [beamprobe_workload:add(I, 1)
-                                 || I <- lists:seq(1, N)],
-                                receive stop -> ok end end),
-        timer:sleep(300),
-        Sum = ?L:stop(S),
-        exit(Worker, kill),
-        sh(Env, [Lttng, "stop", Name]),
-        sh(Env, [Lttng, "destroy", Name]),
-        File = py_events(Py, "file", FDir),
-        Lt = py_events(Py, "lttng", LDir),
-        ct:log("file: ~b events, lttng: ~b events, summary ~p",
-               [length(File), length(Lt), Sum]),
-        Calls = [E || E = [<<"call">> | _] <- Lt],
-        ?assertEqual(N, length(Calls)),
-        ?assertEqual(N, length([E || E = [<<"return_from">> | _] <- Lt])),
-        %% The same events, field for field (the drops event is written
-        %% to the file only, at the end).
-        ?assertEqual(lists:sort([E || E = [Nm | _] <- File,
-                                      Nm =/= <<"drops">>]),
-                     lists:sort(Lt)),
-        [_, _, _ | Fields] = hd(Calls),
-        ?assert(lists:member(<<"mfa=beamprobe_workload:add/2">>, Fields))
+        capture_once(Config, "first", Env, Lttng, Py),
+        %% The NIF purged, deleted and loaded again: the provider it
+        %% loaded stays registered (never unloaded) and serves the new
+        %% NIF's sessions.
+        NIF = beamprobe_nif,
+        _ = code:purge(NIF),
+        true = code:delete(NIF),
+        _ = code:purge(NIF),
+        {module, NIF} = code:load_file(NIF),
+        capture_once(Config, "after_reload", Env, Lttng, Py)
     after
         stop_sessiond(Started)
     end.
+
+capture_once(Config, Tag, Env, Lttng, Py) ->
+    Name = "bp_test_" ++ integer_to_list(erlang:unique_integer([positive])),
+    LDir = ?L:dir(Config, Tag ++ "_lttng"),
+    FDir = ?L:dir(Config, Tag ++ "_file"),
+    sh(Env, [Lttng, "create", Name, "--output=" ++ LDir]),
+    sh(Env, [Lttng, "enable-event", "-u", "beamprobe:*", "-s", Name]),
+    sh(Env, [Lttng, "start", Name]),
+    N = 50,
+    S = ?L:start(#{calls => [?ADD], return => true,
+                   output => [{file, FDir}, lttng]}),
+    Worker = spawn(fun() -> [beamprobe_workload:add(I, 1)
+                             || I <- lists:seq(1, N)],
+                            receive stop -> ok end end),
+    timer:sleep(300),
+    Sum = ?L:stop(S),
+    exit(Worker, kill),
+    sh(Env, [Lttng, "stop", Name]),
+    sh(Env, [Lttng, "destroy", Name]),
+    File = py_events(Py, "file", FDir),
+    Lt = py_events(Py, "lttng", LDir),
+    ct:log("~s: file: ~b events, lttng: ~b events, summary ~p",
+           [Tag, length(File), length(Lt), Sum]),
+    Calls = [E || E = [<<"call">> | _] <- Lt],
+    ?assertEqual(N, length(Calls)),
+    ?assertEqual(N, length([E || E = [<<"return_from">> | _] <- Lt])),
+    %% The same events, field for field (the drops event is written to
+    %% the file only, at the end).
+    ?assertEqual(lists:sort([E || E = [Nm | _] <- File, Nm =/= <<"drops">>]),
+                 lists:sort(Lt)),
+    [_, _, _ | Fields] = hd(Calls),
+    ?assert(lists:member(<<"mfa=beamprobe_workload:add/2">>, Fields)).
 
 lttng_env(Prefix) ->
     case Prefix of
