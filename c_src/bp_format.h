@@ -185,12 +185,12 @@ enum bp_field_kind {
  * the sessions through src/beamprobe_monitor.erl): what (long_gc,
  * long_schedule, large_heap, busy_port, busy_dist_port), the process or
  * port as text, duration_ms (the VM's timeout for long_gc and
- * long_schedule, else 0), other (the port of busy_port/busy_dist_port,
+ * long_schedule, else 0), port (the port of busy_port/busy_dist_port,
  * else "") and detail (the VM's info list in Erlang syntax, cut at 1024
  * bytes).  The event's pid is the process or port's key. */
 #define BP_FIELDS_MONITOR(F, X)                                            \
 	F(X, TEXT, what) F(X, TEXT, process) F(X, U64, duration_ms)        \
-	F(X, TEXT, other) F(X, TEXT, detail)
+	F(X, TEXT, port) F(X, TEXT, detail)
 /* A counter sample (src/beamprobe_sampler.erl): counter (run_queue,
  * memory_total, ..., message_queue_len), value / scale is the quantity
  * (scale 1 for counts and bytes, 1000000 for scheduler_utilization),

@@ -97,7 +97,7 @@
          {tampered, 26, internal,
           [{what, text}, {subject, text}, {how, text}, {detail, text}]},
          {monitor, 27, internal,
-          [{what, text}, {process, text}, {duration_ms, u64}, {other, text}, {detail, text}]},
+          [{what, text}, {process, text}, {duration_ms, u64}, {port, text}, {detail, text}]},
          {sample, 28, internal,
           [{counter, text}, {value, u64}, {scale, u32}, {process, text}]}]).
 

@@ -241,7 +241,7 @@ key(P) when is_pid(P), node(P) =:= node() -> P;
 key(P) when is_port(P), node(P) =:= node() -> P;
 key(_) -> undefined.
 
-%% what, process, duration_ms, other, detail (bp_format.h: monitor).
+%% what, process, duration_ms, port, detail (bp_format.h: monitor).
 fields(Who, What, Info) ->
     {Dur, Other, Detail} =
         case What of

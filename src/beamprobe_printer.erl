@@ -90,7 +90,7 @@ line(#{event := tampered, what := W, subject := S, how := H,
                                                  _ -> "the trace flags of "
                                              end, S, ": ", D, "\n"], St};
 line(#{event := monitor, what := W, process := P, duration_ms := Ms,
-       other := O, detail := D}, St) ->
+       port := O, detail := D}, St) ->
     %% A report of the VM's system monitor (beamprobe_monitor).
     {["% beamprobe: monitor ", W, " ", P,
       [[" ", integer_to_list(Ms), " ms"] || Ms > 0],

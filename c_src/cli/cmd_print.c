@@ -243,9 +243,9 @@ static void describe(struct bp_out *o, const struct bp_event *e,
 			bp_out_u64(o, e->num[BP_FLD(MONITOR, duration_ms)]);
 			bp_out_str(o, " ms");
 		}
-		if (e->len[BP_FLD(MONITOR, other)]) {
+		if (e->len[BP_FLD(MONITOR, port)]) {
 			bp_out_str(o, " on ");
-			txt(o, e, BP_FLD(MONITOR, other));
+			txt(o, e, BP_FLD(MONITOR, port));
 		}
 		if (e->len[BP_FLD(MONITOR, detail)]) {
 			bp_out_mem(o, ": ", 2);

@@ -272,11 +272,11 @@ static void monitor(struct te *t, struct bp_proc *p, const struct bp_event *e)
 	bp_out_str(t->o, p ? ",\"s\":\"t\"" : ",\"s\":\"g\"");
 	name(t, nm, (size_t)n < sizeof nm ? (size_t)n : sizeof nm - 1,
 	     "monitor");
-	if (e->len[BP_FLD(MONITOR, other)])
+	if (e->len[BP_FLD(MONITOR, port)])
 		args(t, "detail", e->str[BP_FLD(MONITOR, detail)],
 		     e->len[BP_FLD(MONITOR, detail)], "port",
-		     e->str[BP_FLD(MONITOR, other)],
-		     e->len[BP_FLD(MONITOR, other)]);
+		     e->str[BP_FLD(MONITOR, port)],
+		     e->len[BP_FLD(MONITOR, port)]);
 	else
 		args(t, "detail", e->str[BP_FLD(MONITOR, detail)],
 		     e->len[BP_FLD(MONITOR, detail)], NULL, NULL, 0);

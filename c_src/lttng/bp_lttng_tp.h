@@ -264,7 +264,7 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, monitor,
 		lttng_ust_field_string(what, ev->str[0])
 		lttng_ust_field_string(process, ev->str[1])
 		lttng_ust_field_integer(uint64_t, duration_ms, ev->num[2])
-		lttng_ust_field_string(other, ev->str[3])
+		lttng_ust_field_string(port, ev->str[3])
 		lttng_ust_field_string(detail, ev->str[4])))
 
 LTTNG_UST_TRACEPOINT_EVENT(beamprobe, sample,
