@@ -215,11 +215,40 @@ restore(#st{previous = Prev}) ->
     end.
 
 %% Writes the report into every session whose thresholds it passes.
+%% A `process' event first names the process (the readers show its pid
+%% text and name, not a key).
 report(Who, What, Info, #st{sessions = S}) ->
     Fields = fields(Who, What, Info),
-    _ = [catch beamprobe_nif:notice(Res, monitor, key(Who), Fields)
+    Key = key(Who),
+    Names = names(Key),
+    _ = [begin
+             _ = Names =/= [] andalso (catch beamprobe_nif:annotate(Res, Names)),
+             catch beamprobe_nif:notice(Res, monitor, Key, Fields)
+         end
          || {_, Res, T} <- maps:values(S), passes(What, Info, T)],
     ok.
+
+names(P) when is_pid(P) ->
+    Name = case process_info(P, registered_name) of
+               {registered_name, N} -> N;
+               _ -> undefined
+           end,
+    Init = case process_info(P, initial_call) of
+               {initial_call, {M, F, A}} -> {M, F, A};
+               _ -> undefined
+           end,
+    [{P, Name, Init}];
+names(P) when is_port(P) ->
+    Name = case erlang:port_info(P, registered_name) of
+               {registered_name, N} -> N;
+               _ -> undefined
+           end,
+    Drv = case erlang:port_info(P, name) of
+              {name, D} -> unicode:characters_to_binary(D);
+              _ -> undefined
+          end,
+    [{P, Name, Drv}];
+names(_) -> [].
 
 passes(long_gc, Info, #{long_gc := Ms}) -> num(timeout, Info) >= Ms;
 passes(long_schedule, Info, #{long_schedule := Ms}) ->

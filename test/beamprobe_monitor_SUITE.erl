@@ -104,7 +104,10 @@ long_gc_event(Config) ->
     ?assertEqual(undefined, erlang:system_monitor()),
     %% print and the Perfetto export show it.
     Print = cli(["print", Dir]),
-    ?assertNotEqual(nomatch, binary:match(Print, <<"monitor long_gc ",
+    %% on the process's line: its pid text (a process event names the
+    %% key), not a raw key
+    ?assertNotEqual(nomatch, binary:match(Print, <<" ", (pid_text(P))/binary,
+                                                   " monitor long_gc ",
                                                    (pid_text(P))/binary>>)),
     Json = cli(["export", "-F", "perfetto", Dir]),
     ?assertNotEqual(nomatch, binary:match(Json, <<"\"cat\":\"monitor\"">>)),
