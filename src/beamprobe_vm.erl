@@ -7,8 +7,8 @@
 
 -export([check/1, start/2, stop/1, pids/1]).
 
--opaque handle() :: none | #{monitor := boolean(),
-                             sampler := pid() | undefined}.
+-type handle() :: none | #{monitor := boolean(),
+                           sampler := pid() | undefined}.
 -export_type([handle/0]).
 
 %% @doc Before anything is installed: can the session's `output => lttng'
