@@ -13,6 +13,11 @@
 %%% process ends).  Another tool's monitor is not taken unless the session
 %%% says `force => true': `{error, {system_monitor_taken, Pid}}'.
 %%%
+%%% Another tool that sets the system monitor while sessions hold it takes
+%%% the reports away: checked every ?CHECK_MS ms, reported once as a
+%%% `tampered' event (what `system_monitor', subject `node', how
+%%% `replaced', detail the new holder) in every session.
+%%%
 %%% Bounded: a report costs one NIF call per session with a text cut at
 %%% 1024 bytes (the info list printed at depth 20); when more than
 %%% ?MAX_QUEUE reports wait here, reports are counted as `dropped'
@@ -24,6 +29,7 @@
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -define(MAX_QUEUE, 10000).
+-define(CHECK_MS, 1000).
 -define(DEPTH, 20).
 -define(KEYS, [long_gc, long_schedule, large_heap, busy_port,
                busy_dist_port]).
@@ -39,7 +45,10 @@
                                             thresholds()}},
              previous = none :: none | undefined | {pid(), list()},
              reports = 0 :: non_neg_integer(),
-             dropped = 0 :: non_neg_integer()}).
+             dropped = 0 :: non_neg_integer(),
+             %% another tool took the monitor (reported once)
+             lost = false :: boolean(),
+             timer :: undefined | reference()}).
 
 %% @doc Starts the registered owner (from beamprobe_sup).
 -spec start_link() -> {ok, pid()} | {error, term()}.
@@ -121,9 +130,9 @@ handle_call({join, Pid, Res, T, Force}, _From, #st{sessions = S} = St) ->
                      #{Pid := {Ref, _, _}} -> S#{Pid => {Ref, Res, T}};
                      _ -> S#{Pid => {monitor(process, Pid), Res, T}}
                  end,
-            St1 = St#st{sessions = S1, previous = Prev},
+            St1 = St#st{sessions = S1, previous = Prev, lost = false},
             set(St1),
-            {reply, ok, St1}
+            {reply, ok, arm(St1)}
     end;
 handle_call({leave, Pid}, _From, St) ->
     {reply, ok, drop(Pid, St)};
@@ -149,6 +158,10 @@ handle_info({monitor, Who, What, Info}, #st{reports = R} = St) ->
     end;
 handle_info({'DOWN', _, process, Pid, _}, St) ->
     {noreply, drop(Pid, St)};
+handle_info(check, #st{sessions = S} = St) when map_size(S) =:= 0 ->
+    {noreply, St#st{timer = undefined}};
+handle_info(check, St) ->
+    {noreply, arm((check_held(St))#st{timer = undefined})};
 handle_info(_, St) ->
     {noreply, St}.
 
@@ -171,8 +184,35 @@ drop(Pid, #st{sessions = S} = St) ->
         {{Ref, _, _}, S1} ->
             demonitor(Ref, [flush]),
             St1 = St#st{sessions = S1},
-            set(St1),
+            %% a monitor another tool took is left to it
+            _ = St#st.lost orelse set(St1),
             St1
+    end.
+
+arm(#st{timer = undefined} = St) ->
+    St#st{timer = erlang:send_after(?CHECK_MS, self(), check)};
+arm(St) -> St.
+
+%% Is the monitor still ours?  If another tool took it, say so once.
+check_held(#st{lost = true} = St) -> St;
+check_held(#st{sessions = S} = St) ->
+    Self = self(),
+    case erlang:system_monitor() of
+        {Self, _} -> St;
+        Other ->
+            Detail = unicode:characters_to_binary(
+                       io_lib:format("now ~0p: this session gets no more "
+                                     "system monitor reports",
+                                     [case Other of
+                                          {P, Opts} -> {P, Opts};
+                                          undefined -> undefined
+                                      end])),
+            _ = [catch beamprobe_nif:tampered(Res, undefined,
+                                              [<<"system_monitor">>,
+                                               <<"node">>, <<"replaced">>,
+                                               Detail])
+                 || {_, Res, _} <- maps:values(S)],
+            St#st{lost = true}
     end.
 
 %% The union of the sessions' thresholds, with this process as receiver.

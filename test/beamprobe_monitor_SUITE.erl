@@ -17,7 +17,7 @@
          taken_refused/1, forced_and_restored/1, restored_on_kill/1,
          bad_options/1, samples_counter_tracks/1, samples_bounded/1,
          handler_gets_monitor/1, lttng_unavailable/1, lttng_capture/1,
-         own_processes_untraced/1]).
+         own_processes_untraced/1, taken_while_held/1]).
 
 -define(L, beamprobe_test_lib).
 -define(ADD, {beamprobe_workload, add, 2}).
@@ -28,7 +28,8 @@ all() ->
     [long_gc_event, long_schedule_event, own_thresholds, taken_refused,
      forced_and_restored, restored_on_kill, bad_options,
      samples_counter_tracks, samples_bounded, handler_gets_monitor,
-     lttng_unavailable, lttng_capture, own_processes_untraced].
+     lttng_unavailable, lttng_capture, own_processes_untraced,
+     taken_while_held].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -182,6 +183,31 @@ forced_and_restored(Config) ->
     _ = ?L:stop(S),
     ?assertEqual({Tool, [busy_port, {long_gc, 500}]},
                  sorted(erlang:system_monitor())),
+    exit(Tool, kill).
+
+%% Another tool takes the monitor while a session holds it: reported once
+%% in the trace (a tampered event), and left to that tool at the end.
+taken_while_held(Config) ->
+    Dir = ?L:dir(Config, "t"),
+    D2 = ?L:dir(Config, "t2"),
+    S = ?L:start(spec(Dir, #{monitor => #{long_gc => 3}})),
+    S2 = ?L:start(spec(D2, #{monitor => #{long_gc => 4}})),
+    Tool = spawn(fun() -> receive stop -> ok end end),
+    erlang:system_monitor(Tool, [{long_gc, 500}]),
+    timer:sleep(2500),
+    _ = ?L:stop(S2),
+    %% one session left: the tool keeps it
+    ?assertEqual({Tool, [{long_gc, 500}]}, erlang:system_monitor()),
+    _ = ?L:stop(S),
+    ?assertEqual({Tool, [{long_gc, 500}]}, erlang:system_monitor()),
+    Evs = ?L:trace(Dir),
+    T = [E || E <- ?L:events(Evs, "tampered"),
+              ?L:field(E, "what") =:= <<"system_monitor">>],
+    ?assertMatch([_], T),
+    [E] = T,
+    ?assertEqual(<<"replaced">>, ?L:field(E, "how")),
+    ?assertNotEqual(nomatch, binary:match(?L:field(E, "detail"),
+                                          list_to_binary(pid_to_list(Tool)))),
     exit(Tool, kill).
 
 %% The session process killed: the monitor is released all the same.
