@@ -21,7 +21,7 @@ check() ->
                         "at build time: apt-get install liblttng-ust-dev "
                         "lttng-tools, then make)", [Lib]);
         true ->
-            case [S || S <- sessiond_sockets(), exists(S)] of
+            case [S || S <- sessiond_sockets(), listening(S)] of
                 [] -> unavailable("no LTTng session daemon is running "
                                   "(start one: lttng-sessiond --daemonize)",
                                   []);
@@ -62,9 +62,16 @@ sessiond_sockets() ->
     [filename:join([Home, ".lttng", "lttng-ust-sock-8"]),
      "/var/run/lttng/lttng-ust-sock-8", "/run/lttng/lttng-ust-sock-8"].
 
-exists(F) ->
+%% A socket file that accepts a connection (a daemon killed with SIGKILL
+%% leaves its socket file behind).
+listening(F) ->
     case file:read_link_info(F) of
-        {ok, _} -> true;
+        {ok, _} ->
+            case gen_tcp:connect({local, F}, 0, [local, binary,
+                                                  {active, false}], 1000) of
+                {ok, S} -> _ = gen_tcp:close(S), true;
+                {error, _} -> false
+            end;
         _ -> false
     end.
 
