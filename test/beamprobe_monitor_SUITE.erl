@@ -17,7 +17,8 @@
          taken_refused/1, forced_and_restored/1, restored_on_kill/1,
          bad_options/1, samples_counter_tracks/1, samples_bounded/1,
          handler_gets_monitor/1, lttng_unavailable/1, lttng_capture/1,
-         own_processes_untraced/1, taken_while_held/1]).
+         own_processes_untraced/1, taken_while_held/1,
+         concurrent_sessions/1]).
 
 -define(L, beamprobe_test_lib).
 -define(ADD, {beamprobe_workload, add, 2}).
@@ -29,7 +30,7 @@ all() ->
      forced_and_restored, restored_on_kill, bad_options,
      samples_counter_tracks, samples_bounded, handler_gets_monitor,
      lttng_unavailable, lttng_capture, own_processes_untraced,
-     taken_while_held].
+     taken_while_held, concurrent_sessions].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -208,6 +209,43 @@ taken_while_held(Config) ->
     ?assertEqual(<<"replaced">>, ?L:field(E, "how")),
     ?assertNotEqual(nomatch, binary:match(?L:field(E, "detail"),
                                           list_to_binary(pid_to_list(Tool)))),
+    exit(Tool, kill).
+
+%% 16 sessions start and stop at once (some killed) over a monitor another
+%% tool held before: the union while they run, the tool's monitor back
+%% when the last one has gone, no session left joined.
+concurrent_sessions(Config) ->
+    Tool = spawn(fun() -> receive stop -> ok end end),
+    erlang:system_monitor(Tool, [{long_gc, 500}, busy_port]),
+    Self = self(),
+    Ws = [spawn(fun() ->
+                        D = ?L:dir(Config, "s" ++ integer_to_list(I)),
+                        {ok, S} = beamprobe:start(
+                                    spec(D, #{monitor => #{long_gc => 10 + I},
+                                              force => true})),
+                        Self ! {started, self(), S},
+                        receive go -> ok end,
+                        case I rem 4 of
+                            0 -> exit(S, kill);
+                            _ -> {ok, _} = beamprobe:stop(S)
+                        end,
+                        Self ! {done, self()}
+                end) || I <- lists:seq(1, 16)],
+    Ss = [receive {started, W, S} -> S after 20000 -> ct:fail(no_start) end
+          || W <- Ws],
+    Mon = whereis(beamprobe_monitor),
+    ?assertEqual({Mon, [{long_gc, 11}]}, erlang:system_monitor()),
+    {ok, #{sessions := 16}} = beamprobe_monitor:stats(),
+    [W ! go || W <- Ws],
+    [receive {done, W} -> ok after 20000 -> ct:fail(no_stop) end || W <- Ws],
+    ?L:wait_until(fun() ->
+                          {ok, #{sessions := N}} = beamprobe_monitor:stats(),
+                          N =:= 0
+                  end, 10000),
+    ?assertEqual({Tool, [busy_port, {long_gc, 500}]},
+                 sorted(erlang:system_monitor())),
+    ?L:wait_until(fun() -> beamprobe:list() =:= [] end, 10000),
+    _ = Ss,
     exit(Tool, kill).
 
 %% The session process killed: the monitor is released all the same.
