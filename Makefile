@@ -11,7 +11,8 @@ BEAMS := $(patsubst src/%.erl,ebin/%.beam,$(ERL_SRC))
 DEB_PKGS := erlang-base erlang-dev erlang-runtime-tools erlang-eunit \
 	erlang-common-test erlang-dialyzer erlang-tools erlang-syntax-tools \
 	erlang-parsetools rebar3 babeltrace2 gcc make libc6-dev valgrind \
-	python3 clang bc time chromium elixir
+	python3 clang bc time chromium elixir python3-bt2 liblttng-ust-dev \
+	lttng-tools systemtap-sdt-dev bpftrace gdb
 DEB_CMDS := erl erlc babeltrace2 gcc ct_run
 
 # speedscope, for test/browser/run.sh: the npm package, installed locally.
@@ -73,8 +74,10 @@ check-deps:
 	  echo "missing command: $$c (run 'make deps' as root)"; exit 1; }; done
 
 # What is derived from the event schema of c_src/bp_format.h for what
-# cannot include it: include/beamprobe_events.hrl and the tables of
-# docs/format.md (between its schema:begin/end markers), both committed.
+# cannot include it: include/beamprobe_events.hrl, the tables of
+# docs/format.md (between its schema:begin/end markers) and the LTTng-UST
+# tracepoint definitions c_src/lttng/bp_lttng_{tp,fire}.h (their macros
+# cannot loop over the schema), all committed.
 # `make schema' regenerates them; `make schema-check' (in `make test')
 # fails if a committed copy is out of date.
 SCHEMA_BUILD := _build/schema
@@ -86,6 +89,8 @@ $(SCHEMA_GEN): c_src/tools/bp_schema_gen.c c_src/bp_format.h c_src/bp_format.c
 
 $(SCHEMA_BUILD)/beamprobe_events.hrl $(SCHEMA_BUILD)/format.md: $(SCHEMA_GEN) docs/format.md FORCE
 	$(SCHEMA_GEN) hrl > $(SCHEMA_BUILD)/beamprobe_events.hrl
+	$(SCHEMA_GEN) lttng-tp > $(SCHEMA_BUILD)/bp_lttng_tp.h
+	$(SCHEMA_GEN) lttng-fire > $(SCHEMA_BUILD)/bp_lttng_fire.h
 	$(SCHEMA_GEN) md > $(SCHEMA_BUILD)/format-tables.md
 	awk -v t=$(SCHEMA_BUILD)/format-tables.md \
 	  '/<!-- schema:begin/ { while ((getline l < t) > 0) print l; skip = 1; next } \
@@ -94,15 +99,18 @@ $(SCHEMA_BUILD)/beamprobe_events.hrl $(SCHEMA_BUILD)/format.md: $(SCHEMA_GEN) do
 schema: $(SCHEMA_BUILD)/beamprobe_events.hrl $(SCHEMA_BUILD)/format.md
 	cp $(SCHEMA_BUILD)/beamprobe_events.hrl include/beamprobe_events.hrl
 	cp $(SCHEMA_BUILD)/format.md docs/format.md
+	cp $(SCHEMA_BUILD)/bp_lttng_tp.h $(SCHEMA_BUILD)/bp_lttng_fire.h c_src/lttng/
 
 schema-check: $(SCHEMA_BUILD)/beamprobe_events.hrl $(SCHEMA_BUILD)/format.md
 	@f=0; \
 	for p in include/beamprobe_events.hrl:$(SCHEMA_BUILD)/beamprobe_events.hrl \
-	         docs/format.md:$(SCHEMA_BUILD)/format.md; do \
+	         docs/format.md:$(SCHEMA_BUILD)/format.md \
+	         c_src/lttng/bp_lttng_tp.h:$(SCHEMA_BUILD)/bp_lttng_tp.h \
+	         c_src/lttng/bp_lttng_fire.h:$(SCHEMA_BUILD)/bp_lttng_fire.h; do \
 	  c=$${p%%:*}; g=$${p#*:}; \
 	  if cmp -s $$c $$g; then echo "ok - $$c matches c_src/bp_format.h"; \
 	  else echo "not ok - $$c is out of date: run make schema"; diff -u $$c $$g | head -20; f=$$((f + 1)); fi; \
-	done; echo "schema: $$((2 - f)) passed, $$f failed"; [ $$f -eq 0 ]
+	done; echo "schema: $$((4 - f)) passed, $$f failed"; [ $$f -eq 0 ]
 
 # Every suite: C unit tests (ASan+UBSan, the ring under TSan), Erlang
 # EUnit + Common Test, the NIF under ASan+UBSan, a short fuzz run of the

@@ -7,6 +7,7 @@
  */
 #include "bp_session.h"
 #include "bp_sink_handler.h"
+#include "bp_sink_lttng.h"
 
 #include <errno.h>
 #include <linux/futex.h>
@@ -130,7 +131,8 @@ static void add_event(struct bp_session *s, struct bp_slot *sl,
 	uint16_t id = bp_get_u16(ev + BP_EV_OFF_ID);
 	int aux = id == BP_EV_PROCESS || id == BP_EV_DROPS;
 	/* Internal classes go to the file whatever its `events' say. */
-	int always = aux || id == BP_EV_TAMPERED;
+	int always = aux || id == BP_EV_TAMPERED || id == BP_EV_MONITOR ||
+		     id == BP_EV_SAMPLE;
 
 	if (s->has_file &&
 	    (always || (id < 64 && (s->file_kinds & (1ull << id))))) {
@@ -145,6 +147,9 @@ static void add_event(struct bp_session *s, struct bp_slot *sl,
 	}
 	for (uint32_t i = 0; i < s->nhandlers; i++)
 		bp_handler_add(s, &s->handlers[i], ev, len);
+	if (s->has_lttng &&
+	    (always || (id < 64 && (s->lttng_kinds & (1ull << id)))))
+		bp_lttng_emit(ev, len);
 }
 
 static void flush_handlers(struct bp_session *s, int final)

@@ -53,7 +53,7 @@
 #include <stdint.h>
 
 #define BP_FORMAT_MAJOR 1
-#define BP_FORMAT_MINOR 2
+#define BP_FORMAT_MINOR 3
 
 #define BP_CTF_MAGIC 0xC1FC1FC1u
 
@@ -181,6 +181,25 @@ enum bp_field_kind {
 	F(X, TEXT, what) F(X, TEXT, subject) F(X, TEXT, how)               \
 	F(X, TEXT, detail)
 
+/* A report of the VM's system monitor (erlang:system_monitor/2, shared by
+ * the sessions through src/beamprobe_monitor.erl): what (long_gc,
+ * long_schedule, large_heap, busy_port, busy_dist_port), the process or
+ * port as text, duration_ms (the VM's timeout for long_gc and
+ * long_schedule, else 0), port (the port of busy_port/busy_dist_port,
+ * else "") and detail (the VM's info list in Erlang syntax, cut at 1024
+ * bytes).  The event's pid is the process or port's key. */
+#define BP_FIELDS_MONITOR(F, X)                                            \
+	F(X, TEXT, what) F(X, TEXT, process) F(X, U64, duration_ms)        \
+	F(X, TEXT, port) F(X, TEXT, detail)
+/* A counter sample (src/beamprobe_sampler.erl): counter (run_queue,
+ * memory_total, ..., message_queue_len), value / scale is the quantity
+ * (scale 1 for counts and bytes, 1000000 for scheduler_utilization),
+ * process the process's text for per-process counters, else "" (the
+ * event's pid is then 0). */
+#define BP_FIELDS_SAMPLE(F, X)                                             \
+	F(X, TEXT, counter) F(X, U64, value) F(X, U32, scale)              \
+	F(X, TEXT, process)
+
 #define BP_EVENTS(E)                                                       \
 	E(PROCESS, 0, "process", BP_FIELDS_PROCESS, internal)              \
 	E(CALL, 1, "call", BP_FIELDS_CALL, call)                           \
@@ -210,7 +229,9 @@ enum bp_field_kind {
 	E(PORT_OPEN, 23, "port_open", BP_FIELDS_PORT_OPEN, ports)          \
 	E(PORT_CLOSED, 24, "port_closed", BP_FIELDS_PORT_CLOSED, ports)    \
 	E(DROPS, 25, "drops", BP_FIELDS_DROPS, internal)                   \
-	E(TAMPERED, 26, "tampered", BP_FIELDS_TAMPERED, internal)
+	E(TAMPERED, 26, "tampered", BP_FIELDS_TAMPERED, internal)          \
+	E(MONITOR, 27, "monitor", BP_FIELDS_MONITOR, internal)             \
+	E(SAMPLE, 28, "sample", BP_FIELDS_SAMPLE, internal)
 
 enum bp_event_id {
 #define BP__ENUM(name, id, str, fields, cat) BP_EV_##name = id,

@@ -24,6 +24,7 @@
 #include "bp_restype.h"
 #include "bp_session.h"
 #include "bp_sink_handler.h"
+#include "bp_sink_lttng.h"
 #include "bp_term.h"
 
 struct bp_atoms bp_atom;
@@ -295,7 +296,8 @@ static ERL_NIF_TERM start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
 	ErlNifBinary dir;
 	ErlNifUInt64 buffer, slots, evl, byl, pkt, maxs;
 	int ret, exc, msr, err, file, rstop;
-	ErlNifUInt64 fkinds;
+	ErlNifUInt64 fkinds, lkinds;
+	int lttng = 0;
 	const char *unsafe;
 
 	if (!enif_is_map(env, cfg))
@@ -337,10 +339,37 @@ static ERL_NIF_TERM start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
 	    maxs < 1 || maxs > 100000)
 		return error2(env, "bad_config", "max_sessions");
 
+	/* lttng => Path: the LTTng-UST provider, loaded (once) before
+	 * anything else is made. */
+	if (enif_get_map_value(env, cfg, enif_make_atom(env, "lttng"), &v)) {
+		ErlNifBinary lp;
+		char path[4096], why[600];
+		if (!enif_inspect_iolist_as_binary(env, v, &lp) ||
+		    lp.size == 0 || lp.size >= sizeof path ||
+		    memchr(lp.data, 0, lp.size))
+			return error2(env, "bad_config", "lttng");
+		memcpy(path, lp.data, lp.size);
+		path[lp.size] = '\0';
+		if (bp_lttng_load(path, why, sizeof why))
+			return enif_make_tuple2(
+				env, bp_atom.error,
+				enif_make_tuple2(
+					env,
+					enif_make_atom(env, "lttng_unavailable"),
+					enif_make_string(env, why,
+							 ERL_NIF_LATIN1)));
+		lttng = 1;
+	}
+	if (!get_u64_opt(env, cfg, enif_make_atom(env, "lttng_kinds"), ~0ull,
+			 &lkinds))
+		return error2(env, "bad_config", "lttng_kinds");
+
 	s = bp_restype_alloc();
 	if (!s)
 		return error2(env, "start", "enomem");
 	memset(s, 0, sizeof *s);
+	s->has_lttng = lttng;
+	s->lttng_kinds = lkinds;
 	s->dirfd = -1;
 	res = enif_make_resource(env, s);
 	enif_release_resource(s); /* the term owns it now */
@@ -915,6 +944,7 @@ static ErlNifFunc nif_funcs[] = {
 	{"dump", 1, nif_dump, ERL_NIF_DIRTY_JOB_IO_BOUND},
 	{"annotate", 2, nif_annotate, 0},
 	{"tampered", 3, bp_nif_tampered, 0},
+	{"notice", 4, bp_nif_notice, 0},
 	{"ack", 2, nif_ack, 0},
 	{"make_dir", 1, nif_make_dir, ERL_NIF_DIRTY_JOB_IO_BOUND},
 	{"live_sessions", 0, nif_live_sessions, 0},

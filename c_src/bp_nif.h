@@ -35,6 +35,9 @@ int bp_nif_get_capture(ErlNifEnv *env, ERL_NIF_TERM cfg,
 /* tampered/3: bp_nif_notice.c, a "tampered" event from the session. */
 ERL_NIF_TERM bp_nif_tampered(ErlNifEnv *env, int argc,
 			     const ERL_NIF_TERM argv[]);
+/* notice/4: bp_nif_notice.c, a "monitor" or "sample" event. */
+ERL_NIF_TERM bp_nif_notice(ErlNifEnv *env, int argc,
+			   const ERL_NIF_TERM argv[]);
 
 /* render/2, render_args/2, render_mfa/3: bp_nif_render.c, for tests. */
 ERL_NIF_TERM bp_nif_render(ErlNifEnv *env, int argc,

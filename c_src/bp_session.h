@@ -130,6 +130,8 @@ struct bp_session {
 	/* Sinks. */
 	int has_file;                     /* CTF files in dir */
 	uint64_t file_kinds;              /* event kinds written to files */
+	int has_lttng;                    /* LTTng-UST sink (bp_sink_lttng.c) */
+	uint64_t lttng_kinds;             /* event kinds it fires */
 	struct bp_handler_sink *handlers; /* nhandlers; owned */
 	uint32_t nhandlers;
 

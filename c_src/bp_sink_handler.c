@@ -122,8 +122,9 @@ static int wanted(const struct bp_handler_sink *h, const uint8_t *ev)
 
 	if (id == BP_EV_PROCESS || id == BP_EV_DROPS)
 		return 0; /* handlers get pids as terms: no need */
-	if (id == BP_EV_TAMPERED)
-		return 1; /* says why events are missing: every handler */
+	if (id == BP_EV_TAMPERED || id == BP_EV_MONITOR || id == BP_EV_SAMPLE)
+		return 1; /* says why events are missing, or the VM's state:
+			   * every handler */
 	if (id >= 64 || !(h->kinds & (1ull << id)))
 		return 0;
 	if (!h->npids)

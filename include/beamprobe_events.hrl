@@ -9,7 +9,7 @@
 -define(BEAMPROBE_EVENTS_HRL, true).
 
 -define(BP_FORMAT_MAJOR, 1).
--define(BP_FORMAT_MINOR, 2).
+-define(BP_FORMAT_MINOR, 3).
 
 -define(BP_EV_PROCESS, 0).
 -define(BP_EV_CALL, 1).
@@ -38,6 +38,8 @@
 -define(BP_EV_PORT_CLOSED, 24).
 -define(BP_EV_DROPS, 25).
 -define(BP_EV_TAMPERED, 26).
+-define(BP_EV_MONITOR, 27).
+-define(BP_EV_SAMPLE, 28).
 
 -define(BP_EVENTS,
         [{process, 0, internal,
@@ -93,7 +95,11 @@
          {drops, 25, internal,
           [{ring_full, u64}, {overwritten, u64}, {too_big, u64}, {limit, u64}, {rate, u64}, {stopped, u64}, {no_buffer, u64}, {dumping, u64}, {io_error, u64}]},
          {tampered, 26, internal,
-          [{what, text}, {subject, text}, {how, text}, {detail, text}]}]).
+          [{what, text}, {subject, text}, {how, text}, {detail, text}]},
+         {monitor, 27, internal,
+          [{what, text}, {process, text}, {duration_ms, u64}, {port, text}, {detail, text}]},
+         {sample, 28, internal,
+          [{counter, text}, {value, u64}, {scale, u32}, {process, text}]}]).
 
 -define(BP_DROP_CAUSES,
         [ring_full, overwritten, too_big, limit, rate, stopped, no_buffer, dumping, io_error]).

@@ -75,7 +75,17 @@
           meta => boolean(),             % false: meta-trace the calls
           tag => term(),                 % undefined: a label for list/info
           force => boolean(),            % false: leave other tools' own
-          on_tamper => report | reinstall}. % report (beamprobe_watch)
+          on_tamper => report | reinstall, % report (beamprobe_watch)
+          monitor => #{long_gc => pos_integer(),       % ms
+                       long_schedule => pos_integer(), % ms
+                       large_heap => pos_integer(),    % words
+                       busy_port => boolean(),
+                       busy_dist_port => boolean()},   % none: no reports
+          sample => #{interval => pos_integer(),       % 1000 ms, >= 10
+                      what => [run_queues | memory | scheduler_utilization
+                               | process_count | message_queues_top
+                               | {message_queues_top, pos_integer()}]}}.
+                                         % none: no samples
 %% What to trace and how; every key is optional (defaults on the right).
 %%
 %% `return' and `exceptions' are off unless asked: they install
@@ -87,14 +97,24 @@
 %% return, never on a loop function: per pattern, with a match spec such
 %% as `{{M, F, A}, [{'_', [], [{exception_trace}]}]}' (its events are
 %% recorded whatever `return' and `exceptions' say).
+%%
+%% `monitor' writes the VM's system monitor reports as `monitor' events
+%% (the one system monitor of the node is shared by the sessions:
+%% beamprobe_monitor; `{error, {system_monitor_taken, Pid}}' when another
+%% tool holds it, unless `force => true'); `sample' writes counter samples
+%% as `sample' events (beamprobe_sampler).  docs/tutorial.md, section 18.
 
 -type mfa_pattern() :: {module() | '_', atom() | '_', arity() | '_'}.
 -type sink() :: {file, file:filename()}
               | {file, file:filename(), #{events => all | [atom()]}}
               | {handler, module(), term()}
-              | {handler, module(), term(), map()}.
-%% Where events go: CTF files, or an Erlang handler (beamprobe_handler)
-%% with options `events', `procs', `batch', `credits', `overflow'.
+              | {handler, module(), term(), map()}
+              | lttng | {lttng, #{events => all | [atom()]}}.
+%% Where events go: CTF files, an Erlang handler (beamprobe_handler)
+%% with options `events', `procs', `batch', `credits', `overflow', or
+%% LTTng-UST tracepoints of provider `beamprobe' (beamprobe_lttng;
+%% `{error, {lttng_unavailable, Why}}' where that cannot run;
+%% docs/tutorial.md, section 19).
 
 -type summary() ::
         #{events := non_neg_integer(),

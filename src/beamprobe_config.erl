@@ -38,8 +38,10 @@
                     sinks := [sink()],
                     dir := file:filename() | undefined,
                     force := boolean(),
-                    on_tamper := report | reinstall}.
--type sink() :: #{type := file | handler,
+                    on_tamper := report | reinstall,
+                    monitor => beamprobe_monitor:thresholds(),
+                    sample => beamprobe_sampler:config()}.
+-type sink() :: #{type := file | handler | lttng,
                   module => module(), arg => term(),
                   kinds := non_neg_integer(), procs := all | [pid()],
                   batch := pos_integer(), credits := pos_integer(),
@@ -50,7 +52,7 @@
 
 -define(KEYS, [procs, calls, return, exceptions, return_to, events, output,
                args, capture, buffer, overflow, limits, force, on_rate,
-               meta, messages, tag, on_tamper]).
+               meta, messages, tag, on_tamper, monitor, sample]).
 -define(EVENTS, [call, send, 'receive', procs, running, gc, ports]).
 -define(MIN_BUFFER, 16384).
 -define(MAX_BUFFER, 1 bsl 32).
@@ -106,7 +108,7 @@ check(S) ->
     Steps = [fun force/1, fun on_tamper/1, fun procs/1, fun calls/1, fun bools/1,
              fun events/1, fun args/1, fun capture/1, fun buffer/1,
              fun overflow/1, fun limits/1, fun on_rate/1, fun output/1,
-             fun meta/1, fun messages/1, fun nothing/1],
+             fun meta/1, fun messages/1, fun vm/1, fun nothing/1],
     run(Steps, S).
 
 run([], S) -> {ok, maps:remove(output, S)};
@@ -279,6 +281,7 @@ output(#{output := O} = S) when is_list(O), O =/= [] ->
         false -> sinks(O, S, [])
     end;
 output(#{output := O} = S) when is_tuple(O) -> sinks([O], S, []);
+output(#{output := lttng} = S) -> sinks([lttng], S, []);
 output(#{output := O}) -> bad(output, O);
 output(S) -> sinks([{file, default_dir()}], S, []).
 
@@ -314,6 +317,17 @@ sinks([{handler, Mod, Arg, Opts} | T], S, Acc)
                                          arg => Arg} | Acc])
             end;
         {error, _} -> {error, {no_such_module, Mod}}
+    end;
+sinks([lttng | T], S, Acc) ->
+    sinks([{lttng, #{}} | T], S, Acc);
+sinks([{lttng, Opts} | T], S, Acc) when is_map(Opts) ->
+    case [L || #{type := lttng} = L <- Acc] of
+        [] ->
+            case sink_opts(Opts, [events]) of
+                {error, _} = E -> E;
+                {ok, Common} -> sinks(T, S, [Common#{type => lttng} | Acc])
+            end;
+        _ -> {error, {bad_option, output, "at most one lttng sink"}}
     end;
 sinks([O | _], _S, _Acc) -> bad(output, O).
 
@@ -468,6 +482,23 @@ is_message_pattern({K, MS}) when K =:= send; K =:= 'receive' ->
     MS =:= true orelse proper(MS);
 is_message_pattern(_) -> false.
 
+%% monitor => #{...} (beamprobe_monitor) and sample => #{...}
+%% (beamprobe_sampler): optional, checked by their modules.
+vm(S) ->
+    Checks = [{monitor, fun beamprobe_monitor:check/1},
+              {sample, fun beamprobe_sampler:check/1}],
+    lists:foldl(fun({K, F}, {ok, Acc}) ->
+                        case Acc of
+                            #{K := V} ->
+                                case F(V) of
+                                    {ok, V1} -> {ok, Acc#{K := V1}};
+                                    {error, _} = E -> E
+                                end;
+                            _ -> {ok, Acc}
+                        end;
+                   (_, E) -> E
+                end, {ok, S}, Checks).
+
 %% Calls, events or both: a session that traces nothing is a mistake.
 nothing(#{calls := [], events := []}) ->
     {error, {nothing_to_trace, "give calls => [{M, F, A}] or events"}};
@@ -574,6 +605,12 @@ format_error({profile_failed, Why}) ->
     f("the profile process failed: ~tP (everything it set was removed)",
       [Why, ?SHOW]);
 format_error(caller_down) -> "the caller of profile/2 died";
+format_error({system_monitor_taken, Pid}) ->
+    f("the node's system monitor (erlang:system_monitor/2) is held by ~p; "
+      "force => true takes it (it is given back when the session ends)",
+      [Pid]);
+format_error({lttng_unavailable, Why}) when is_list(Why) ->
+    f("the LTTng-UST sink cannot run: ~ts", [Why]);
 format_error(Other) -> f("~tP", [Other, ?SHOW]).
 
 %% A file name cut to 200 characters.

@@ -15,7 +15,7 @@
          trace/5, trace_send/5, trace_receive/5,
          trace_procs/5, trace_ports/5, trace_running_procs/5,
          trace_garbage_collection/5]).
--export([start/1, stop/1, info/1, dump/1, annotate/2, tampered/3, ack/2,
+-export([start/1, stop/1, info/1, dump/1, annotate/2, tampered/3, notice/4, ack/2,
          render/2, render_args/2, render_mfa/3, thread_slot/0, clock/0,
          make_dir/1, live_sessions/0, hub_add/2, hub_remove/1,
          hub_members/0, hub_routes/1, hub_list/0, hub_stats/0]).
@@ -215,6 +215,16 @@ annotate(_Session, _List) -> ?NOT_LOADED.
 -spec tampered(session(), pid() | undefined, [binary()]) ->
           ok | {error, stopped | no_buffer | ring_full}.
 tampered(_Session, _Pid, _Fields) -> ?NOT_LOADED.
+
+%% @doc Writes a `monitor' or `sample' event (docs/format.md) into the
+%% session's trace: `Fields' in the schema's order, binaries for texts
+%% (cut at 1024 bytes), non-negative integers for numbers.  `Who' is the
+%% process or port concerned, or `undefined'.  Counted as an event; a
+%% full ring counts it as lost.
+-spec notice(session(), monitor | sample, pid() | port() | undefined,
+             [binary() | non_neg_integer()]) ->
+          ok | {error, stopped | no_buffer | ring_full}.
+notice(_Session, _Kind, _Who, _Fields) -> ?NOT_LOADED.
 
 %% @doc A handler consumed batch number `Index''s worth: one credit back.
 -spec ack(session(), non_neg_integer()) -> ok.

@@ -143,6 +143,21 @@ line(#{event := tampered, what := W, subject := S, how := H,
                                                  <<"pattern">> -> "the pattern on ";
                                                  _ -> "the trace flags of "
                                              end, S, ": ", D, "\n"], St};
+line(#{event := monitor, what := W, process := P, duration_ms := Ms,
+       port := O, detail := D}, St) ->
+    %% A report of the VM's system monitor (beamprobe_monitor).
+    {["% beamprobe: monitor ", W, " ", P,
+      [[" ", integer_to_list(Ms), " ms"] || Ms > 0],
+      [[" on ", O] || O =/= <<>>], [[": ", D] || D =/= <<>>], "\n"], St};
+line(#{event := sample, counter := C, value := V, scale := Sc,
+       process := P}, St) ->
+    %% A counter sample (beamprobe_sampler).
+    Val = case Sc > 1 of
+              true -> io_lib:format("~.6f", [V / Sc]);
+              false -> integer_to_list(V)
+          end,
+    {["% beamprobe: sample ", C, [[" ", P] || P =/= <<>>], " ", Val, "\n"],
+     St};
 line(#{event := process}, St) ->
     {[], St}; % annotations: `beamprobe print' shows them only on request
 line(#{ts := Ts, pid := Pid} = E, St) ->

@@ -38,7 +38,10 @@
              %% Coexistence with other tools (beamprobe_watch): what was
              %% left to them, and the watchdog.
              skipped :: undefined | beamprobe_watch:skipped(),
-             watch :: undefined | pid()}).
+             watch :: undefined | pid(),
+             %% The VM's monitor reports and counter samples
+             %% (beamprobe_monitor, beamprobe_sampler).
+             vm = none :: beamprobe_vm:handle()}).
 
 %% @doc Starts a session process for `Owner'; it traces nothing until asked
 %% to `install'.
@@ -131,9 +134,10 @@ terminate(_Reason, St) ->
 %%% ------------------------------------------------------------------------
 
 install(#st{config = C} = St) ->
-    Steps = [fun check_tracers/1, fun make_dir/1, fun start_handlers/1,
-             fun start_nif/1, fun join/1, fun annotate_start/1,
-             fun start_timer/1, fun start_watch/1],
+    Steps = [fun check_tracers/1, fun check_vm/1, fun make_dir/1,
+             fun start_handlers/1, fun start_nif/1, fun start_vm/1,
+             fun join/1, fun annotate_start/1, fun start_timer/1,
+             fun start_watch/1],
     run(Steps, St, C).
 
 run([], St, _C) -> {ok, St};
@@ -224,9 +228,10 @@ start_nif(#st{config = C, handlers = Hs} = St) ->
                undefined -> Nif0;
                _ -> Nif0#{dir => unicode:characters_to_binary(Dir)}
            end,
+    Nif2 = maps:merge(Nif1, beamprobe_lttng:nif_config(Sinks)),
     Nif = case Rate of
-              infinity -> Nif1;
-              {N, Ms} -> Nif1#{rate => {N, Ms}}
+              infinity -> Nif2;
+              {N, Ms} -> Nif2#{rate => {N, Ms}}
           end,
     case beamprobe_nif:start(Nif) of
         {ok, Res} ->
@@ -323,7 +328,7 @@ join(#st{config = C, res = Res, handlers = Hs} = St) ->
              kinds => kinds(C),
              calls => Calls,
              msgs => maps:get(messages, C),
-             handlers => Hs,
+             handlers => Hs ++ beamprobe_vm:pids(St#st.vm),
              %% Functions another tool's pattern covers: their call
              %% events still reach this session (beamprobe_watch:skip/2).
              relied => case {Meta, St#st.skipped} of
@@ -426,6 +431,20 @@ start_timer(#st{config = #{limits := #{seconds := S}}} = St) ->
     Ref = erlang:send_after(round(S * 1000), self(), {limit, seconds}),
     {ok, St#st{timer = Ref}}.
 
+%% An lttng sink that cannot run here is refused before anything is made.
+check_vm(#st{config = C} = St) ->
+    case beamprobe_vm:check(C) of
+        ok -> {ok, St};
+        {error, R} -> {error, R, St}
+    end.
+
+%% System monitor reports and counter samples, if asked for.
+start_vm(#st{res = Res, config = C} = St) ->
+    case beamprobe_vm:start(Res, C) of
+        {ok, H} -> {ok, St#st{vm = H}};
+        {error, R} -> {error, R, St}
+    end.
+
 %% The watchdog: reports what another tool removes or replaces.
 start_watch(#st{res = Res, patterns = Pats, config = C, traced = T} = St) ->
     Flags = flags(case maps:get(meta, C) of
@@ -519,14 +538,15 @@ abort(#st{res = Res, created_dir = Created, config = #{dir := Dir}} = St) ->
 %% session needs, and takes it out of the hub (beamprobe_janitor:leave/1).
 %% Idempotent.
 uninstall(St) ->
-    _ = beamprobe_watch:stop(St#st.watch),
+    ok = beamprobe_watch:stop(St#st.watch),
+    ok = beamprobe_vm:stop(St#st.vm),
     ok = beamprobe_janitor:leave(self(), St#st.hub),
     _ = case St#st.timer of
         undefined -> ok;
         T -> erlang:cancel_timer(T)
     end,
     St#st{traced = none, patterns = [], msg_patterns = [],
-          timer = undefined, hub = undefined, watch = undefined}.
+          timer = undefined, hub = undefined, watch = undefined, vm = none}.
 
 info_map(#st{config = C, started = T0, matched = M} = St, Stats) ->
     maps:merge(Stats#{seconds => (erlang:monotonic_time(millisecond) - T0) / 1000,

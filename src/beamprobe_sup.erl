@@ -39,12 +39,17 @@ init(top) ->
                 start => {beamprobe_janitor, start_link, []},
                 restart => permanent, shutdown => 5000, type => worker,
                 modules => [beamprobe_janitor]},
+    %% The one owner of erlang:system_monitor/2 for every session.
+    Monitor = #{id => beamprobe_monitor,
+                start => {beamprobe_monitor, start_link, []},
+                restart => permanent, shutdown => 5000, type => worker,
+                modules => [beamprobe_monitor]},
     Sessions = #{id => beamprobe_session_sup,
                  start => {supervisor, start_link,
                            [{local, beamprobe_session_sup}, ?MODULE, sessions]},
                  restart => permanent, shutdown => infinity,
                  type => supervisor, modules => [?MODULE]},
-    {ok, {Flags, [Janitor, Sessions]}};
+    {ok, {Flags, [Janitor, Monitor, Sessions]}};
 init(sessions) ->
     Flags = #{strategy => simple_one_for_one, intensity => 10, period => 1},
     Child = #{id => beamprobe_session,

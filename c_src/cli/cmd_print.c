@@ -232,6 +232,48 @@ static void describe(struct bp_out *o, const struct bp_event *e,
 			txt(o, e, BP_FLD(TAMPERED, detail));
 		}
 		break;
+	case BP_EV_MONITOR:
+		/* "monitor long_gc <0.90.0> 120 ms: [{timeout,120},...]" */
+		bp_out_str(o, "monitor ");
+		txt(o, e, BP_FLD(MONITOR, what));
+		bp_out_char(o, ' ');
+		txt(o, e, BP_FLD(MONITOR, process));
+		if (e->num[BP_FLD(MONITOR, duration_ms)]) {
+			bp_out_char(o, ' ');
+			bp_out_u64(o, e->num[BP_FLD(MONITOR, duration_ms)]);
+			bp_out_str(o, " ms");
+		}
+		if (e->len[BP_FLD(MONITOR, port)]) {
+			bp_out_str(o, " on ");
+			txt(o, e, BP_FLD(MONITOR, port));
+		}
+		if (e->len[BP_FLD(MONITOR, detail)]) {
+			bp_out_mem(o, ": ", 2);
+			txt(o, e, BP_FLD(MONITOR, detail));
+		}
+		break;
+	case BP_EV_SAMPLE: {
+		/* "sample run_queue 3", "sample message_queue_len <0.90.0> 7",
+		 * "sample scheduler_utilization 0.250000" */
+		uint64_t v = e->num[BP_FLD(SAMPLE, value)];
+		uint64_t sc = e->num[BP_FLD(SAMPLE, scale)];
+		bp_out_str(o, "sample ");
+		txt(o, e, BP_FLD(SAMPLE, counter));
+		if (e->len[BP_FLD(SAMPLE, process)]) {
+			bp_out_char(o, ' ');
+			txt(o, e, BP_FLD(SAMPLE, process));
+		}
+		bp_out_char(o, ' ');
+		if (sc > 1) {
+			char num[64];
+			snprintf(num, sizeof num, "%.6f",
+				 (double)v / (double)sc);
+			bp_out_str(o, num);
+		} else {
+			bp_out_u64(o, v);
+		}
+		break;
+	}
 	default: /* a class added by a later format minor version */
 		bp_out_str(o, r->meta.classes[e->cls].name);
 		break;

@@ -46,6 +46,8 @@ struct stats {
 	struct bp_strtab texts; /* receivers' texts from send events */
 	uint64_t events, first, last;
 	uint64_t tampered; /* "tampered" events: another tool's changes */
+	uint64_t monitor;  /* "monitor" events: the VM's system monitor */
+	uint64_t samples;  /* "sample" events: counter samples */
 	int oom;
 	enum sort_key sort;
 };
@@ -199,6 +201,10 @@ static void consume(struct stats *st)
 		st->last = e->ts;
 		if (e->id == BP_EV_TAMPERED)
 			st->tampered++;
+		if (e->id == BP_EV_MONITOR)
+			st->monitor++;
+		if (e->id == BP_EV_SAMPLE)
+			st->samples++;
 		if (!p)
 			continue;
 		bp_model_count(p, e);
@@ -555,6 +561,8 @@ static void report_losses(struct stats *st, struct bp_out *o, int json)
 		json_key(o, "unmatched_returns", st->m.unmatched, 1);
 		json_key(o, "stack_resets", st->m.resets, 1);
 		json_key(o, "tampered", st->tampered, 1);
+		json_key(o, "monitor", st->monitor, 1);
+		json_key(o, "samples", st->samples, 1);
 		bp_out_str(o, ",\"damaged\":");
 		bp_out_str(o, st->r.diag.problems ? "true" : "false");
 		return;
@@ -590,6 +598,17 @@ static void report_losses(struct stats *st, struct bp_out *o, int json)
 			      "removed or replaced): ");
 		bp_out_u64(o, st->tampered);
 		bp_out_str(o, " (beamprobe print shows them as \"tampered\")\n");
+	}
+	if (st->monitor) {
+		bp_out_str(o, "System monitor reports (long_gc, long_schedule, "
+			      "large_heap, busy ports): ");
+		bp_out_u64(o, st->monitor);
+		bp_out_str(o, " (beamprobe print shows them as \"monitor\")\n");
+	}
+	if (st->samples) {
+		bp_out_str(o, "Counter samples: ");
+		bp_out_u64(o, st->samples);
+		bp_out_char(o, '\n');
 	}
 }
 

@@ -5,7 +5,9 @@
  * Erlang process or port, named by its pid text and registered name;
  * calls are nested B/E slices, GC runs are X slices on the same track,
  * sends and receives are zero-length X slices joined by flow arrows
- * (s/f, "bp":"e"), other events are instants.  Trace "process" 2,
+ * (s/f, "bp":"e"), other events are instants (a system monitor report
+ * too: on its process's track); counter samples are "C" events, one
+ * counter track per counter name.  Trace "process" 2,
  * "scheduling", has a track per process with an X slice per run
  * (sched_in -> sched_out): scheduling slices cross call boundaries, so
  * they cannot share the call track.  Timestamps are microseconds from
@@ -250,6 +252,73 @@ static void tampered(struct te *t, const struct bp_event *e)
 	bp_out_char(t->o, '}');
 }
 
+/* A report of the VM's system monitor: an instant on the process's track
+ * (global when the event names no process), "long_gc (12 ms)". */
+static void monitor(struct te *t, struct bp_proc *p, const struct bp_event *e)
+{
+	char nm[128];
+	uint64_t ms = e->num[BP_FLD(MONITOR, duration_ms)];
+	int n = ms ? snprintf(nm, sizeof nm, "%.*s (%llu ms)",
+			      (int)e->len[BP_FLD(MONITOR, what)],
+			      e->str[BP_FLD(MONITOR, what)],
+			      (unsigned long long)ms)
+		   : snprintf(nm, sizeof nm, "%.*s",
+			      (int)e->len[BP_FLD(MONITOR, what)],
+			      e->str[BP_FLD(MONITOR, what)]);
+
+	if (n < 0)
+		return;
+	head(t, "i", p, 1, e->ts);
+	bp_out_str(t->o, p ? ",\"s\":\"t\"" : ",\"s\":\"g\"");
+	name(t, nm, (size_t)n < sizeof nm ? (size_t)n : sizeof nm - 1,
+	     "monitor");
+	if (e->len[BP_FLD(MONITOR, port)])
+		args(t, "detail", e->str[BP_FLD(MONITOR, detail)],
+		     e->len[BP_FLD(MONITOR, detail)], "port",
+		     e->str[BP_FLD(MONITOR, port)],
+		     e->len[BP_FLD(MONITOR, port)]);
+	else
+		args(t, "detail", e->str[BP_FLD(MONITOR, detail)],
+		     e->len[BP_FLD(MONITOR, detail)], NULL, NULL, 0);
+	bp_out_char(t->o, '}');
+}
+
+/* A counter sample: a "C" event of the node's trace process, one counter
+ * track per name ("run_queue", "message_queue_len <0.81.0>"), the value
+ * divided by its scale. */
+static void sample(struct te *t, const struct bp_event *e)
+{
+	struct bp_out *o = t->o;
+	uint64_t v = e->num[BP_FLD(SAMPLE, value)];
+	uint64_t sc = e->num[BP_FLD(SAMPLE, scale)];
+	char nm[256], num[64];
+	int n;
+
+	if (e->len[BP_FLD(SAMPLE, process)])
+		n = snprintf(nm, sizeof nm, "%.*s %.*s",
+			     (int)e->len[BP_FLD(SAMPLE, counter)],
+			     e->str[BP_FLD(SAMPLE, counter)],
+			     (int)e->len[BP_FLD(SAMPLE, process)],
+			     e->str[BP_FLD(SAMPLE, process)]);
+	else
+		n = snprintf(nm, sizeof nm, "%.*s",
+			     (int)e->len[BP_FLD(SAMPLE, counter)],
+			     e->str[BP_FLD(SAMPLE, counter)]);
+	if (n < 0)
+		return;
+	if (sc > 1)
+		snprintf(num, sizeof num, "%.6f", (double)v / (double)sc);
+	else
+		snprintf(num, sizeof num, "%llu", (unsigned long long)v);
+	bp_out_str(o, ",\n{\"ph\":\"C\",\"pid\":1,\"tid\":0,\"ts\":");
+	bp_out_us3(o, e->ts > t->start ? e->ts - t->start : 0);
+	name(t, nm, (size_t)n < sizeof nm ? (size_t)n : sizeof nm - 1,
+	     "sample");
+	bp_out_str(o, ",\"args\":{\"value\":");
+	bp_out_str(o, num);
+	bp_out_str(o, "}}");
+}
+
 static void event(struct te *t, const struct bp_event *e)
 {
 	struct bp_proc *p = e->pid ? bp_model_proc(&t->m, e->pid) : NULL;
@@ -257,6 +326,14 @@ static void event(struct te *t, const struct bp_event *e)
 
 	if (e->id == BP_EV_TAMPERED) {
 		tampered(t, e);
+		return;
+	}
+	if (e->id == BP_EV_SAMPLE) {
+		sample(t, e);
+		return;
+	}
+	if (e->id == BP_EV_MONITOR) {
+		monitor(t, p, e);
 		return;
 	}
 	if (!p) {

@@ -59,6 +59,9 @@ static const struct cls classes[] = {
 		{"ring_full", "overwritten", "too_big", "limit", "rate",
 		 "stopped", "no_buffer", "dumping", "io_error"}},
 	[26] = {"tampered", "ssss", {"what", "subject", "how", "detail"}},
+	[27] = {"monitor", "ssqss",
+		{"what", "process", "duration_ms", "port", "detail"}},
+	[28] = {"sample", "sqws", {"counter", "value", "scale", "process"}},
 };
 #define NCLASSES (sizeof classes / sizeof classes[0])
 

@@ -17,6 +17,7 @@
  *                            into a 2 s trace (item 14)
  *   gen_trace drops DIR      calls open when events are lost, a call
  *                            open at the end (item 15)
+ *   gen_trace monitor DIR    system monitor reports and counter samples
  *   gen_trace tampered DIR   calls, then another tool's change of the
  *                            session's tracing: one for a pattern (pid
  *                            0), one for a process (issue 8)
@@ -499,6 +500,49 @@ static void gen_tampered(const char *dir)
 	check(bp_ctf_stream_close(&a, 0), "close");
 }
 
+/* "monitor": a system monitor report (what, process, duration_ms, other,
+ * detail); "sample": a counter (counter, value, scale, process). */
+static void mon(struct bp_ctf_stream *st, uint64_t ts, uint64_t pid,
+		const char *what, const char *proc, uint64_t ms,
+		const char *other, const char *detail)
+{
+	struct ev e;
+	add(st, s_(s_(u64_(s_(s_(begin(&e, BP_EV_MONITOR, ts, pid), what),
+			      proc), ms), other), detail), 0);
+}
+
+static void sample(struct bp_ctf_stream *st, uint64_t ts, uint64_t pid,
+		   const char *counter, uint64_t v, uint32_t scale,
+		   const char *proc)
+{
+	struct ev e;
+	begin(&e, BP_EV_SAMPLE, ts, pid);
+	s_(&e, counter);
+	u64_(&e, v);
+	bp_put_u32(e.b + e.n, scale);
+	e.n += 4;
+	add(st, s_(&e, proc), 0);
+}
+
+static void gen_monitor(const char *dir)
+{
+	struct bp_ctf_stream a;
+
+	metadata(dir, uuid7);
+	check(bp_ctf_stream_open(&a, dir, 0, uuid7, 4096), "thread-000");
+	process(&a, US(0), P1, "<0.100.0>", "", "");
+	call(&a, US(1), P1, "m:f/1", "(1)", "");
+	mon(&a, US(2), P1, "long_gc", "<0.100.0>", 42, "",
+	    "[{timeout,42},{heap_size,100}]");
+	mon(&a, US(3), P1, "busy_port", "<0.100.0>", 0, "#Port<0.7>", "");
+	sample(&a, US(4), 0, "run_queue", 3, 1, "");
+	sample(&a, US(5), 0, "scheduler_utilization", 250000, 1000000, "");
+	sample(&a, US(6), P1, "message_queue_len", 7, 1, "<0.100.0>");
+	sample(&a, US(7), 0, "run_queue", 5, 1, "");
+	ret(&a, US(8), P1, "m:f/1", "1");
+	check(bp_ctf_stream_close(&a, 0), "close");
+}
+
 static void gen_deep(const char *dir, int n)
 {
 	struct bp_ctf_stream a;
@@ -561,6 +605,10 @@ int main(int argc, char **argv)
 	}
 	if (argc == 3 && strcmp(argv[1], "drops") == 0) {
 		gen_drops(argv[2]);
+		return 0;
+	}
+	if (argc == 3 && strcmp(argv[1], "monitor") == 0) {
+		gen_monitor(argv[2]);
 		return 0;
 	}
 	if (argc == 3 && strcmp(argv[1], "tampered") == 0) {

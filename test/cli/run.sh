@@ -360,6 +360,24 @@ fi
 if have babeltrace2; then
 	check "8 babeltrace2 reads both (the oracle)" "$(babeltrace2 "$I7/tampered" 2>&1 | grep -c 'tampered: .*what = ')" 2
 fi
+# issue 9: system monitor reports and counter samples
+"$GEN" monitor "$I7/monitor"
+run print "$I7/monitor"; cp "$WORK/out" "$I7/mon.print"
+check "9 print: a long_gc report on its process" "$(grep -cE '^12:00:00.000002 <0.100.0> +monitor long_gc <0.100.0> 42 ms: \[\{timeout,42\},\{heap_size,100\}\]$' "$I7/mon.print")" 1
+check "9 print: a busy_port report names the port" "$(grep -cE '^12:00:00.000003 <0.100.0> +monitor busy_port <0.100.0> on #Port<0.7>$' "$I7/mon.print")" 1
+check "9 print: samples, scaled" "$(grep -cE -e '- sample run_queue 3$' -e '- sample scheduler_utilization 0.250000$' -e '<0.100.0> +sample message_queue_len <0.100.0> 7$' "$I7/mon.print")" 3
+run print --event monitor "$I7/monitor"; check "9 print --event monitor: just those" "$(wc -l <"$WORK/out")" 2
+run stats "$I7/monitor"
+check "9 stats: the reports and the samples" "$(grep -c -e '^System monitor reports .*: 2 ' -e '^Counter samples: 4$' "$WORK/out")" 2
+run stats --json "$I7/monitor"; check "9 stats --json: monitor 2, samples 4" "$(grep -o -e '"monitor":[0-9]*' -e '"samples":[0-9]*' "$WORK/out" | tr '\n' ' ')" '"monitor":2 "samples":4 '
+if have python3; then
+	run export -F perfetto -o "$I7/mon.perfetto" "$I7/monitor"
+	check "9 perfetto: counter tracks with their values" "$(json_get "$I7/mon.perfetto" "[(e['name'], e['args']['value']) for e in d['traceEvents'] if e['ph']=='C']")" "[('run_queue', 3), ('scheduler_utilization', 0.25), ('message_queue_len <0.100.0>', 7), ('run_queue', 5)]"
+	check "9 perfetto: reports are instants on the process's track" "$(json_get "$I7/mon.perfetto" "[(e['name'], e['s'], e['tid']) for e in d['traceEvents'] if e.get('cat')=='monitor']")" "[('long_gc (42 ms)', 't', 1), ('busy_port', 't', 1)]"
+fi
+if have babeltrace2; then
+	check "9 babeltrace2 reads them (the oracle)" "$(babeltrace2 "$I7/monitor" 2>&1 | grep -c -e 'monitor: .*duration_ms = 42' -e 'sample: .*scale = 1000000')" 2
+fi
 # 16: --until is inclusive at the printed precision
 run print --until 12:00:00.000040 "$I7/drops"
 check "16 print --until T includes the line printed at T" "$(grep -c '12:00:00.000040 .* received x' "$WORK/out")" 1
