@@ -538,7 +538,7 @@ abort(#st{res = Res, created_dir = Created, config = #{dir := Dir}} = St) ->
 %% session needs, and takes it out of the hub (beamprobe_janitor:leave/1).
 %% Idempotent.
 uninstall(St) ->
-    ok = beamprobe_watch:stop(St#st.watch),
+    _ = beamprobe_watch:stop(St#st.watch),
     ok = beamprobe_vm:stop(St#st.vm),
     ok = beamprobe_janitor:leave(self(), St#st.hub),
     _ = case St#st.timer of
