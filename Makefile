@@ -11,8 +11,8 @@ BEAMS := $(patsubst src/%.erl,ebin/%.beam,$(ERL_SRC))
 DEB_PKGS := erlang-base erlang-dev erlang-runtime-tools erlang-eunit \
 	erlang-common-test erlang-dialyzer erlang-tools erlang-syntax-tools \
 	erlang-parsetools rebar3 babeltrace2 gcc make libc6-dev valgrind \
-	python3 clang bc time chromium
-DEB_CMDS := erl erlc babeltrace2 gcc ct_run
+	python3 clang bc time chromium systemtap-sdt-dev bpftrace gdb
+DEB_CMDS := erl erlc babeltrace2 gcc ct_run dtrace
 
 # speedscope, for test/browser/run.sh: the npm package, installed locally.
 SPEEDSCOPE_VERSION := 1.25.0

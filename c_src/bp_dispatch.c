@@ -113,7 +113,7 @@ static ERL_NIF_TERM dispatch(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 
 	if (argv[1] == bp_atom.beamprobe_hub) {
 		uint64_t live[BP_HUB_WORDS], key = (uint64_t)argv[2];
-		struct ev_ctx c = {1, NULL, 0, 0, 0};
+		struct ev_ctx c = {1, NULL, 0, 0, 0, 0};
 		struct bp_session *first = NULL;
 		uint32_t nw;
 		int idx;
@@ -139,7 +139,7 @@ static ERL_NIF_TERM dispatch(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 		return bp_atom.ok;
 	}
 	if ((s = get_session(env, argv[1]))) {
-		struct ev_ctx c = {0, NULL, 0, 0, 0};
+		struct ev_ctx c = {0, NULL, 0, 0, 0, 0};
 		w(env, s, argv, arg, &c);
 	}
 	return bp_atom.ok;
@@ -231,10 +231,10 @@ static ERL_NIF_TERM hub_call(ErlNifEnv *env, const ERL_NIF_TERM argv[])
 	unsigned arity = 0;
 	int idx, routed = 0, n, is_ret_to = tag == bp_atom.return_to;
 	uint32_t kind = is_ret_to ? BP_HK_RETURN_TO : BP_HK_CALL, nw;
-	struct ev_ctx c = {1, NULL, 0, 0, 0};
+	struct ev_ctx c = {1, NULL, 0, 0, 0, 0};
 	struct bp_session *first = NULL;
 	struct route_info infos[ROUTE_INFOS];
-	struct ev_ctx c2 = {1, NULL, 0, 1, 0};
+	struct ev_ctx c2 = {1, NULL, 0, 1, 0, 0};
 	uint64_t rmask[BP_HUB_WORDS] = {0, 0, 0, 0};
 	uint64_t xmask[BP_HUB_WORDS] = {0, 0, 0, 0};
 	int ninfos = 0, ret = 0;
@@ -310,7 +310,7 @@ ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 	if (argv[1] == bp_atom.beamprobe_hub)
 		return hub_call(env, argv);
 	if ((s = get_session(env, argv[1]))) {
-		struct ev_ctx c = {0, NULL, 0, 0, 0};
+		struct ev_ctx c = {0, NULL, 0, 0, 0, 0};
 		bp_tracer_write_call(env, s, argv, 0, &c);
 	}
 	return bp_atom.ok;

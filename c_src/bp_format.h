@@ -173,6 +173,8 @@ enum bp_field_kind {
 	F(X, U64, ring_full) F(X, U64, overwritten) F(X, U64, too_big)     \
 	F(X, U64, limit) F(X, U64, rate) F(X, U64, stopped)                \
 	F(X, U64, no_buffer) F(X, U64, dumping) F(X, U64, io_error)
+/* beamprobe:annotate(Tag, Term): tag `undefined' for annotate/1. */
+#define BP_FIELDS_ANNOTATION(F, X) F(X, TERM, tag) F(X, TERM, value)
 
 #define BP_EVENTS(E)                                                       \
 	E(PROCESS, 0, "process", BP_FIELDS_PROCESS, internal)              \
@@ -202,7 +204,8 @@ enum bp_field_kind {
 	E(GC_MAJOR_END, 22, "gc_major_end", BP_FIELDS_GC, gc)              \
 	E(PORT_OPEN, 23, "port_open", BP_FIELDS_PORT_OPEN, ports)          \
 	E(PORT_CLOSED, 24, "port_closed", BP_FIELDS_PORT_CLOSED, ports)    \
-	E(DROPS, 25, "drops", BP_FIELDS_DROPS, internal)
+	E(DROPS, 25, "drops", BP_FIELDS_DROPS, internal)                   \
+	E(ANNOTATION, 26, "annotation", BP_FIELDS_ANNOTATION, annotation)
 
 enum bp_event_id {
 #define BP__ENUM(name, id, str, fields, cat) BP_EV_##name = id,

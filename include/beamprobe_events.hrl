@@ -37,6 +37,7 @@
 -define(BP_EV_PORT_OPEN, 23).
 -define(BP_EV_PORT_CLOSED, 24).
 -define(BP_EV_DROPS, 25).
+-define(BP_EV_ANNOTATION, 26).
 
 -define(BP_EVENTS,
         [{process, 0, internal,
@@ -90,7 +91,9 @@
          {port_closed, 24, ports,
           [{reason, term}]},
          {drops, 25, internal,
-          [{ring_full, u64}, {overwritten, u64}, {too_big, u64}, {limit, u64}, {rate, u64}, {stopped, u64}, {no_buffer, u64}, {dumping, u64}, {io_error, u64}]}]).
+          [{ring_full, u64}, {overwritten, u64}, {too_big, u64}, {limit, u64}, {rate, u64}, {stopped, u64}, {no_buffer, u64}, {dumping, u64}, {io_error, u64}]},
+         {annotation, 26, annotation,
+          [{tag, term}, {value, term}]}]).
 
 -define(BP_DROP_CAUSES,
         [ring_full, overwritten, too_big, limit, rate, stopped, no_buffer, dumping, io_error]).

@@ -224,8 +224,13 @@ start_nif(#st{config = C, handlers = Hs} = St) ->
                 || {Pid, #{kinds := K, batch := B, credits := Cr,
                            overflow := Ov, procs := P}}
                        <- lists:zip(Hs, HSinks)],
+    UsdtKinds = case [K || #{type := usdt, kinds := K} <- Sinks] of
+                    [UK] -> UK;
+                    [] -> 0
+                end,
     Nif0 = #{file => Dir =/= undefined,
              file_kinds => FileKinds,
+             usdt_kinds => UsdtKinds,
              handlers => Handlers,
              rate_stop => maps:get(on_rate, C) =:= stop,
              ms_result => ms_result(C),
