@@ -101,7 +101,7 @@
           dropped := #{total := non_neg_integer(), atom() => non_neg_integer()},
           bytes := non_neg_integer(),
           seconds := number(),
-          output := file:filename(),
+          output := file:filename() | [{handler, module()} | usdt],
           stop_reason := atom(),
           atom() => term()}.
 %% What a session recorded: `events' written, `dropped' by cause

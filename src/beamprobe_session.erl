@@ -541,5 +541,6 @@ info_map(#st{config = C, started = T0, matched = M} = St, Stats) ->
            config => C}.
 
 output(#{dir := undefined, sinks := Sinks}) ->
-    [{handler, M} || #{type := handler, module := M} <- Sinks];
+    [case S of #{type := handler, module := M} -> {handler, M}; _ -> usdt end
+     || #{type := T} = S <- Sinks, T =:= handler orelse T =:= usdt];
 output(#{dir := Dir}) -> Dir.
