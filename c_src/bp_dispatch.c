@@ -6,12 +6,14 @@
  * rules of bp_tracer.c hold here too (no lock, no malloc, no enif_send).
  *
  * The tracer state says where an event goes: the atom beamprobe_hub (every
- * process traced by beamprobe's sessions, bp_hub.h): to every hub member
+ * process traced by beamprobe's sessions, bp_hub.h) or beamprobe_hub_meta
+ * (the meta patterns of meta sessions, whose calls of every process go to
+ * the members that record meta calls): to every hub member
  * whose filter accepts it -- its event kinds, its processes, its
  * functions, or for a call the route a combined match spec sent
  * (beamprobe_combine.erl) -- rendered once, copied into the others that
- * render it the same way; a session resource (a meta session's patterns):
- * to that session.  Writing one event into one session: bp_tracer.c.
+ * render it the same way; a session resource (a tracer state of an older
+ * beamprobe, e.g. across an upgrade): to that session.  Writing one event into one session: bp_tracer.c.
  */
 #include <string.h>
 
@@ -59,7 +61,8 @@ ERL_NIF_TERM bp_tracer_enabled(ErlNifEnv *env, int argc,
 	(void)argc;
 	/* The hub: trace while it has members (the janitor removes every
 	 * flag when the last session ends; this is the safety net). */
-	if (argv[1] == bp_atom.beamprobe_hub)
+	if (argv[1] == bp_atom.beamprobe_hub ||
+	    argv[1] == bp_atom.beamprobe_hub_meta)
 		return bp_hub_any() || argv[0] != bp_atom.trace_status
 			       ? bp_atom.trace
 			       : bp_atom.remove;
@@ -138,7 +141,8 @@ static ERL_NIF_TERM dispatch(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 		bp_hub_leave(idx);
 		return bp_atom.ok;
 	}
-	if ((s = get_session(env, argv[1]))) {
+	if (argv[1] != bp_atom.beamprobe_hub_meta &&
+	    (s = get_session(env, argv[1]))) {
 		struct ev_ctx c = {0, NULL, 0, 0, 0, 0};
 		w(env, s, argv, arg, &c);
 	}
@@ -222,7 +226,8 @@ static inline int member_info(const struct route_info *infos, int n, int m,
  * the members whose clause asked for them (bp_retstack.h), else to the
  * members whose patterns name the function (and that asked for them,
  * bp_tracer_write_call); return_to to the members that record it. */
-static ERL_NIF_TERM hub_call(ErlNifEnv *env, const ERL_NIF_TERM argv[])
+static ERL_NIF_TERM hub_call(ErlNifEnv *env, const ERL_NIF_TERM argv[],
+			     int meta)
 {
 	ERL_NIF_TERM tag = argv[0];
 	uint64_t live[BP_HUB_WORDS], route[BP_HUB_WORDS] = {0, 0, 0, 0};
@@ -230,7 +235,14 @@ static ERL_NIF_TERM hub_call(ErlNifEnv *env, const ERL_NIF_TERM argv[])
 	const ERL_NIF_TERM *e;
 	unsigned arity = 0;
 	int idx, routed = 0, n, is_ret_to = tag == bp_atom.return_to;
-	uint32_t kind = is_ret_to ? BP_HK_RETURN_TO : BP_HK_CALL, nw;
+	uint32_t kind = meta	    ? BP_HK_META
+			: is_ret_to ? BP_HK_RETURN_TO
+				    : BP_HK_CALL,
+		 nw;
+	/* Meta events (the meta patterns apply to every process) have a
+	 * return stack of their own per process. */
+	uint64_t rkey = meta ? (uint64_t)argv[2] ^ BP_RET_META
+			     : (uint64_t)argv[2];
 	struct ev_ctx c = {1, NULL, 0, 0, 0, 0};
 	struct bp_session *first = NULL;
 	struct route_info infos[ROUTE_INFOS];
@@ -255,7 +267,7 @@ static ERL_NIF_TERM hub_call(ErlNifEnv *env, const ERL_NIF_TERM argv[])
 	}
 	if (ret) {
 		/* The VM will trace this call's return: remember whose. */
-		struct bp_ret_frame *fr = bp_retstack_push(env, key);
+		struct bp_ret_frame *fr = bp_retstack_push(env, rkey);
 		if (fr) {
 			fr->m = mw;
 			fr->f = fw;
@@ -267,7 +279,7 @@ static ERL_NIF_TERM hub_call(ErlNifEnv *env, const ERL_NIF_TERM argv[])
 			      tag == bp_atom.exception_from)) {
 		/* The return of a routed call goes where its frame says. */
 		struct bp_ret_frame fr;
-		if (bp_retstack_pop(key, mw, fw, arity, &fr)) {
+		if (bp_retstack_pop(rkey, mw, fw, arity, &fr)) {
 			routed = 1;
 			memcpy(route,
 			       tag == bp_atom.return_from ? fr.ret : fr.exc,
@@ -281,7 +293,8 @@ static ERL_NIF_TERM hub_call(ErlNifEnv *env, const ERL_NIF_TERM argv[])
 				&bp_hub.members[wd * 64 + b],
 				memory_order_acquire);
 			live[wd] &= live[wd] - 1;
-			if (!m || !(m->kinds & kind) || !bp_hub_includes(m, key))
+			if (!m || !(m->kinds & kind) ||
+			    (!meta && !bp_hub_includes(m, key)))
 				continue;
 			if (!is_ret_to &&
 			    (routed ? !(route[wd] & (1ull << b))
@@ -308,7 +321,9 @@ ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 
 	(void)argc;
 	if (argv[1] == bp_atom.beamprobe_hub)
-		return hub_call(env, argv);
+		return hub_call(env, argv, 0);
+	if (argv[1] == bp_atom.beamprobe_hub_meta)
+		return hub_call(env, argv, 1);
 	if ((s = get_session(env, argv[1]))) {
 		struct ev_ctx c = {0, NULL, 0, 0, 0, 0};
 		bp_tracer_write_call(env, s, argv, 0, &c);

@@ -47,6 +47,7 @@ enum {
 	BP_HK_PORTS = 1u << 5,
 	BP_HK_RUNNING = 1u << 6,
 	BP_HK_GC = 1u << 7,
+	BP_HK_META = 1u << 8, /* calls of its meta patterns (any process) */
 };
 
 /* Which processes a member includes. */

@@ -38,8 +38,9 @@ static struct bp_ret_stack *claim(ErlNifEnv *env, uint64_t pid)
 				&st->pid, memory_order_acquire);
 			if (pass == 1 && v) {
 				ErlNifPid p;
-				/* ErlNifPid holds the pid's term word. */
-				p.pid = (ERL_NIF_TERM)v;
+				/* ErlNifPid holds the pid's term word (the
+				 * top bit marks a meta stack). */
+				p.pid = (ERL_NIF_TERM)(v & ~BP_RET_META);
 				if (enif_is_process_alive(env, &p))
 					continue;
 			} else if (v) {

@@ -51,6 +51,10 @@ struct bp_ret_stack {
 
 extern _Atomic uint64_t bp_retstack_lost;
 
+/* A process's meta-traced calls have a stack of their own: its key is the
+ * pid word with this bit set (never a term word of a local pid). */
+#define BP_RET_META (1ull << 63)
+
 /* The frame slot for a new call of process `pid', or NULL (lost,
  * counted).  Producer. */
 struct bp_ret_frame *bp_retstack_push(ErlNifEnv *env, uint64_t pid);

@@ -24,10 +24,10 @@
 %%%   entry `join/2' returned) and takes them over; a session that leaves
 %%%   before it was taken over hands its entry to `leave/2'.
 %%%
-%%% Meta sessions (`meta => true') set their call patterns with their own
-%%% session as meta tracer and keep refusing any overlap of functions with
-%%% another session; their process events go through the hub like any
-%%% other session's.
+%%% Meta sessions (`meta => true') are hub members too: their call
+%%% patterns are meta patterns (the union of the meta sessions', combined
+%%% like the others) whose tracer state is `beamprobe_hub_meta', and whose
+%%% calls of every process go to the members that record meta calls.
 %%%
 %%% The janitor never crashes on a session's behalf: a failing clean-up
 %%% step is logged and the next one runs.
@@ -56,6 +56,7 @@
 
 -define(HUB, beamprobe_hub).
 -define(TRACER, {tracer, beamprobe_nif, ?HUB}).
+-define(HUB_META, beamprobe_hub_meta).
 %% Hub kinds (c_src/bp_hub.h).
 -define(K_SEND, 4).
 -define(K_RECEIVE, 8).
@@ -65,6 +66,7 @@
 
 -record(st, {sessions = #{} :: #{reference() => map()},
              patterns = #{} :: #{mfa_pat() => term()},
+             metapatterns = #{} :: #{mfa_pat() => term()},
              msgpats = #{} :: #{send | 'receive' => term()}}).
 
 %% @doc Starts the janitor, registered locally.
@@ -103,8 +105,8 @@ leave(Session, Entry) ->
 %% its functions, each with the match spec installed there (the union of
 %% the sessions tracing it: compare with `erlang:trace_info(MFA,
 %% match_spec)'), its message patterns, and the tracer its processes
-%% have (`tracer/0'; meta sessions: `{meta, beamprobe_nif, Res}' on their
-%% patterns).  `{error, not_found}' for a session the janitor does not
+%% have (`tracer/0'; meta sessions: `{meta, beamprobe_nif,
+%% beamprobe_hub_meta}' on their patterns).  `{error, not_found}' for a session the janitor does not
 %% know.
 -spec installed(pid()) ->
           {ok, #{patterns := #{mfa_pat() => term()},
@@ -155,26 +157,27 @@ handle_call({join, Session, Spec}, _From, St) ->
 handle_call({leave, Session, Entry}, _From, St) ->
     {reply, ok, drop(Session, adopt(Session, Entry, St))};
 handle_call({installed, Session}, _From,
-            #st{sessions = Ss, patterns = Pats, msgpats = MP} = St) ->
+            #st{sessions = Ss, patterns = Pats, metapatterns = MPats,
+                msgpats = MP} = St) ->
     Reply = case [E || #{pid := P} = E <- maps:values(Ss), P =:= Session] of
-                [#{meta := true, calls := Calls, res := Res} = E | _] ->
-                    {ok, #{patterns => maps:from_list(Calls),
-                           message_patterns => maps:with(
-                                                 [K || {K, _} <- maps:get(msgs, E)],
-                                                 MP),
-                           tracer => {meta, beamprobe_nif, Res},
-                           procs => maps:get(procs, E)}};
-                [#{calls := Calls} = E | _] ->
+                [#{calls := Calls, meta := Meta} = E | _] ->
                     Own = [MFA || {MFA, _} <- Calls],
+                    Installed = case Meta of
+                                    true -> MPats;
+                                    false -> Pats
+                                end,
                     {ok, #{patterns => maps:filter(
                                          fun(K, _) ->
                                                  lists:any(fun(O) -> covers(O, K) end,
                                                            Own)
-                                         end, Pats),
+                                         end, Installed),
                            message_patterns => maps:with(
                                                  [K || {K, _} <- maps:get(msgs, E)],
                                                  MP),
-                           tracer => ?TRACER,
+                           tracer => case Meta of
+                                         true -> {meta, beamprobe_nif, ?HUB_META};
+                                         false -> ?TRACER
+                                     end,
                            procs => maps:get(procs, E)}};
                 [] -> {error, not_found}
             end,
@@ -203,10 +206,12 @@ adopt(Session, #{pid := Session} = E,
             St1 = St#st{sessions = Ss#{monitor(process, Session) => E},
                         msgpats = maps:merge(MP, maps:from_list(
                                                    maps:get(msgs, E)))},
-            case desired(St1) of
-                {ok, D} -> St1#st{patterns = D};
-                {error, _} -> St1
-            end
+            lists:foldl(fun(Meta, S) ->
+                                case desired(S, Meta) of
+                                    {ok, D} -> set_installed(S, Meta, D);
+                                    {error, _} -> S
+                                end
+                        end, St1, [false, true])
     end;
 adopt(_Session, _Other, St) -> St.
 
@@ -239,9 +244,15 @@ do_join(Session, Spec, #st{sessions = Ss} = St) ->
     end.
 
 %% A hub member for a session that sets flags on processes.
-add_member(#{procs := none} = E) -> {ok, E};
-add_member(#{res := Res, procs := Procs, kinds := Kinds, meta := Meta,
+add_member(#{procs := none, meta := false} = E) -> {ok, E};
+add_member(#{res := Res, procs := Procs0, kinds := Kinds,
              calls := Calls} = E) ->
+    %% A pure meta session (no process events): its meta calls come from
+    %% every process, as the VM's meta patterns apply to every process.
+    Procs = case Procs0 of
+                none -> all;
+                _ -> Procs0
+            end,
     {Mode, Set} = case Procs of
                       L when is_list(L) -> {list, L};
                       all -> {all, []};
@@ -250,10 +261,7 @@ add_member(#{res := Res, procs := Procs, kinds := Kinds, meta := Meta,
                       %% ended counts as existing (docs/design.md).
                       Other -> {Other, processes() ++ erlang:ports()}
                   end,
-    Pats = case Meta of
-               true -> [];
-               false -> [MFA || {MFA, _} <- Calls]
-           end,
+    Pats = [MFA || {MFA, _} <- Calls],
     Snapshot = case Mode of
                    new -> maps:from_keys(Set, []);
                    existing -> maps:from_keys(Set, []);
@@ -266,24 +274,14 @@ add_member(#{res := Res, procs := Procs, kinds := Kinds, meta := Meta,
         {error, R} -> {error, R}
     end.
 
-install(#{meta := true} = E, St) ->
-    case set_meta_patterns(E) of
-        {ok, Matched} ->
-            case set_msg_patterns(E, St) of
-                {ok, St1} ->
-                    set_flags(E, St1),
-                    {ok, Matched, St1};
-                {error, R} -> {error, R, St}
-            end;
-        {error, R} -> {error, R, St}
-    end;
-install(#{calls := Calls} = E, St) ->
-    case desired(St) of
+install(#{calls := Calls, meta := Meta} = E, St) ->
+    case desired(St, Meta) of
         {ok, Desired} ->
             Own = [MFA || {MFA, _} <- Calls],
-            case apply_patterns(St#st.patterns, Desired, Own) of
+            case apply_patterns(installed_pats(St, Meta), Desired, Own, Meta,
+                                St) of
                 {ok, Counts} ->
-                    St1 = St#st{patterns = Desired},
+                    St1 = set_installed(St, Meta, Desired),
                     case [MFA || MFA <- Own, maps:get(MFA, Counts, 0) =:= 0] of
                         [Missing | _] -> {error, {no_match, Missing}, St1};
                         [] ->
@@ -298,17 +296,23 @@ install(#{calls := Calls} = E, St) ->
                             end
                     end;
                 {error, R, Done} ->
-                    {error, R, St#st{patterns = Done}}
+                    {error, R, set_installed(St, Meta, Done)}
             end;
         {error, R} -> {error, R, St}
     end.
 
-%% The call patterns every live (non-meta) session needs.
-desired(#st{sessions = Ss}) ->
+installed_pats(#st{metapatterns = P}, true) -> P;
+installed_pats(#st{patterns = P}, false) -> P.
+
+set_installed(St, true, P) -> St#st{metapatterns = P};
+set_installed(St, false, P) -> St#st{patterns = P}.
+
+%% The call patterns every live session of one kind (meta or not) needs.
+desired(#st{sessions = Ss}, Meta) ->
     beamprobe_combine:desired([{M, Calls}
-                               || #{meta := false, calls := Calls,
+                               || #{meta := Me, calls := Calls,
                                     member := M} <- maps:values(Ss),
-                                  Calls =/= []]).
+                                  Me =:= Meta, Calls =/= []]).
 
 %% Applies the difference from the installed patterns Old to New: keys
 %% gone are removed unless a remaining more general key covers them (then
@@ -316,16 +320,25 @@ desired(#st{sessions = Ss}) ->
 %% key a touched key covers are set again, the most general first (the
 %% last trace_pattern/3 on a function wins).  Returns the number of
 %% functions each set key matched.
-apply_patterns(Old, New, Force) ->
+apply_patterns(Old, New, Force, Meta, St) ->
     %% The tracer looks for routes while any combined match spec may be
     %% installed: raised before they are set, lowered after.
+    Other = beamprobe_combine:routes(installed_pats(St, not Meta)),
     Routes = beamprobe_combine:routes(New),
-    ok = beamprobe_nif:hub_routes(max(Routes, beamprobe_combine:routes(Old))),
-    R = apply_patterns1(Old, New, Force),
-    ok = beamprobe_nif:hub_routes(Routes),
+    ok = beamprobe_nif:hub_routes(
+           Other + max(Routes, beamprobe_combine:routes(Old))),
+    R = apply_patterns1(Old, New, Force, Meta),
+    ok = beamprobe_nif:hub_routes(Other + Routes),
     R.
 
-apply_patterns1(Old, New, Force) ->
+%% trace_pattern/3 flags to set and to remove a pattern of the kind.
+set_flag(true) -> [{meta, beamprobe_nif, ?HUB_META}];
+set_flag(false) -> [local].
+
+unset_flag(true) -> [meta];
+unset_flag(false) -> [local].
+
+apply_patterns1(Old, New, Force, Meta) ->
     Removed = [K || K <- maps:keys(Old), not maps:is_key(K, New)],
     Changed = [K || {K, MS} <- maps:to_list(New),
                     maps:get(K, Old, '$none') =/= MS] ++
@@ -337,16 +350,17 @@ apply_patterns1(Old, New, Force) ->
     Reset = lists:usort(R0 ++ [K || K <- maps:keys(New),
                                     lists:any(fun(T) -> covers(T, K) end,
                                               R0 ++ Removed)]),
-    _ = [safely(fun() -> erlang:trace_pattern(K, false, [local]) end)
+    _ = [safely(fun() -> erlang:trace_pattern(K, false, unset_flag(Meta))
+                end)
          || K <- general_first(Removed),
             not lists:any(fun(N) -> covers(N, K) end, maps:keys(New))],
-    set_keys(general_first(Reset), New, #{}, Old).
+    set_keys(general_first(Reset), New, #{}, Old, set_flag(Meta)).
 
-set_keys([], _New, Counts, _Done) -> {ok, Counts};
-set_keys([K | T], New, Counts, Done) ->
+set_keys([], _New, Counts, _Done, _Flag) -> {ok, Counts};
+set_keys([K | T], New, Counts, Done, Flag) ->
     MS = maps:get(K, New),
-    try erlang:trace_pattern(K, MS, [local]) of
-        N -> set_keys(T, New, Counts#{K => N}, Done#{K => MS})
+    try erlang:trace_pattern(K, MS, Flag) of
+        N -> set_keys(T, New, Counts#{K => N}, Done#{K => MS}, Flag)
     catch error:badarg ->
             {error, {bad_pattern, K}, Done}
     end.
@@ -356,23 +370,6 @@ covers(A, B) -> beamprobe_combine:covers(A, B).
 general_first(Keys) ->
     Wild = fun(K) -> length([x || '_' <- tuple_to_list(K)]) end,
     [K || {_, K} <- lists:sort([{-Wild(K), K} || K <- Keys])].
-
-set_meta_patterns(#{calls := Calls, res := Res}) ->
-    Flags = [{meta, beamprobe_nif, Res}],
-    lists:foldl(
-      fun({MFA, MS}, {ok, N}) ->
-              try erlang:trace_pattern(MFA, MS, Flags) of
-                  0 -> {error, {no_match, MFA}};
-                  M -> {ok, N + M}
-              catch error:badarg -> {error, {bad_pattern, MFA}}
-              end;
-         (_, Err) -> Err
-      end, {ok, 0}, general_first_calls(Calls)).
-
-general_first_calls(Calls) ->
-    Wild = fun({K, _}) -> length([x || '_' <- tuple_to_list(K)]) end,
-    [C || {_, _, C} <- lists:sort([{-Wild(C), I, C}
-                                   || {I, C} <- lists:enumerate(Calls)])].
 
 %% Message patterns are global in the VM: one per kind, shared by the
 %% sessions that set the same one (conflicts/2 refused the others).
@@ -391,17 +388,14 @@ set_msg_patterns(#{msgs := Msgs}, St) ->
          (_, Err) -> Err
       end, {ok, St}, Msgs).
 
-%% Refusals: a meta session's functions overlapping any other session's,
-%% and a message pattern that another session recording those messages
-%% on overlapping processes does not share.
+%% Refusals: a message pattern that another session recording those
+%% messages on overlapping processes does not share.
 conflicts(E, Others) ->
     Found = [{Pid, What} || #{pid := Pid} = O <- Others,
                             What <- conflict(E, O)],
     case Found of [] -> none; [F | _] -> F end.
 
-conflict(#{meta := M1, calls := C1} = A, #{meta := M2, calls := C2} = B) ->
-    [{calls, P1} || M1 orelse M2, {P1, _} <- C1, {P2, _} <- C2,
-                    overlap(P1, P2)] ++
+conflict(A, B) ->
         [{message_pattern, K}
          || {K, Bit} <- [{send, ?K_SEND}, {'receive', ?K_RECEIVE}],
             maps:get(kinds, A) band Bit =/= 0,
@@ -409,13 +403,6 @@ conflict(#{meta := M1, calls := C1} = A, #{meta := M2, calls := C2} = B) ->
             procs_overlap(maps:get(procs, A), maps:get(procs, B)),
             proplists:get_value(K, maps:get(msgs, A)) =/=
                 proplists:get_value(K, maps:get(msgs, B))].
-
-overlap({M1, F1, A1}, {M2, F2, A2}) ->
-    same(M1, M2) andalso same(F1, F2) andalso same(A1, A2).
-
-same('_', _) -> true;
-same(_, '_') -> true;
-same(X, Y) -> X =:= Y.
 
 procs_overlap(none, _) -> false;
 procs_overlap(_, none) -> false;
@@ -579,25 +566,17 @@ drop(Pid, #st{sessions = Ss} = St) ->
             undo(E, St#st{sessions = maps:remove(Ref, Ss)})
     end.
 
-undo(E, #st{sessions = Ss} = St) ->
+undo(#{meta := Meta} = E, #st{sessions = Ss} = St) ->
     Others = maps:values(Ss),
     _ = safely(fun() -> remove_flags(E, Others) end),
-    St1 = case E of
-              #{meta := true, calls := Calls} ->
-                  _ = [safely(fun() -> erlang:trace_pattern(MFA, false,
-                                                            [meta])
-                              end) || {MFA, _} <- Calls],
-                  St;
-              #{} ->
-                  case desired(St) of
-                      {ok, D} ->
-                          _ = safely(fun() ->
-                                             apply_patterns(St#st.patterns,
-                                                            D, [])
-                                     end),
-                          St#st{patterns = D};
-                      {error, _} -> St
-                  end
+    St1 = case desired(St, Meta) of
+              {ok, D} ->
+                  _ = safely(fun() ->
+                                     apply_patterns(installed_pats(St, Meta),
+                                                    D, [], Meta, St)
+                             end),
+                  set_installed(St, Meta, D);
+              {error, _} -> St
           end,
     St2 = remove_msg_patterns(St1),
     _ = case E of
@@ -662,7 +641,10 @@ handle_info(beamprobe_nif_reloaded, #st{sessions = Ss} = St) ->
     %% another tracer holds now), then tell the sessions (they count it).
     %% A call to the module waits until its load has finished.
     _ = (catch beamprobe_nif:is_loaded()),
-    _ = [safely(fun() -> retrace(E, St) end) || E <- maps:values(Ss)],
+    MPats = St#st.metapatterns,
+    _ = safely(fun() -> apply_patterns(#{}, MPats, maps:keys(MPats), true,
+                                       St) end),
+    _ = [safely(fun() -> set_flags(E, St) end) || E <- maps:values(Ss)],
     _ = [Pid ! beamprobe_nif_reloaded || #{pid := Pid} <- maps:values(Ss)],
     {noreply, St};
 handle_info(_, St) ->
@@ -687,11 +669,4 @@ safe_hub_list() ->
     catch _:_ -> []
     end.
 
-%% `existing' sessions trace every existing process again that no other
-%% tracer holds (the hub's filter still gives them only the processes of
-%% their snapshot).
-retrace(#{meta := true} = E, St) ->
-    _ = set_meta_patterns(E),
-    set_flags(E, St);
-retrace(E, St) ->
-    set_flags(E, St).
+

@@ -152,14 +152,18 @@ procs(#{procs := Procs, meta := Meta, events := Ev}) ->
 
 %% A process traced by another tracer is not taken over unless forced.
 %% With `all' or `existing' the VM skips the processes another tracer
-%% holds (erlang:trace/3 leaves them alone); named processes and `new'
-%% (one set of defaults for the node) are refused.  Processes traced by
-%% beamprobe's hub are shared with the other sessions.
+%% holds (erlang:trace/3 leaves them alone) unless `force => true' takes
+%% them over; named processes and `new' (one set of defaults for the node)
+%% are refused.  Processes traced by beamprobe's hub are shared with the
+%% other sessions.
 check_tracers(#st{config = #{meta := true, events := []}} = St) ->
     {ok, St};
 check_tracers(#st{config = #{procs := Procs, force := Force}} = St) ->
     Targets = case Procs of
                   L when is_list(L) -> L;
+                  new -> [];
+                  %% force => true takes them over (below).
+                  _ when Force -> processes() -- [self()];
                   _ -> []
               end,
     Taken = [P || P <- Targets, other_tracer(P)],
@@ -361,11 +365,13 @@ join(#st{config = C, res = Res, handlers = Hs} = St) ->
         {error, R} -> {error, R, St}
     end.
 
-%% The event kinds the session records through the hub (c_src/bp_hub.h).
+%% The event kinds the session records through the hub (c_src/bp_hub.h;
+%% 256: the calls of its meta patterns).
 kinds(#{calls := Calls, meta := Meta, return_to := RetTo, events := Ev}) ->
     Bits = [{send, 4}, {'receive', 8}, {procs, 16}, {ports, 32},
             {running, 64}, {gc, 128}],
     HubCalls = Calls =/= [] andalso not Meta,
+    (case Calls =/= [] andalso Meta of true -> 256; false -> 0 end) bor
     (case HubCalls of true -> 1; false -> 0 end) bor
         (case HubCalls andalso RetTo of true -> 2; false -> 0 end) bor
         lists:foldl(fun({E, B}, Acc) ->

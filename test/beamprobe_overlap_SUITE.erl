@@ -12,7 +12,8 @@
          end_per_testcase/2]).
 -export([different_renderings/1, issue_example/1, ports_and_own/1,
          returns_exact/1, returns_deep_recursion/1,
-         meta_next_to_hub/1, janitor_and_session_killed/1, random_sessions_under_load/1, next_to_dbg/1,
+         meta_next_to_hub/1, janitor_and_session_killed/1,
+         reload_with_overlaps/1, random_sessions_under_load/1, next_to_dbg/1,
          cannot_combine/1, message_pattern_conflict/1,
          distinct_functions_same_procs/1, killed_session_cleaned/1]).
 -export([prober/0]).
@@ -25,7 +26,7 @@ all() ->
      returns_deep_recursion,
      distinct_functions_same_procs, cannot_combine,
      message_pattern_conflict, killed_session_cleaned, ports_and_own,
-     meta_next_to_hub, janitor_and_session_killed,
+     meta_next_to_hub, janitor_and_session_killed, reload_with_overlaps,
      next_to_dbg,
      random_sessions_under_load].
 
@@ -395,26 +396,84 @@ ports_and_own(Config) ->
                            lists:member(Who, OwnTexts)]),
     assert_nothing_left([]).
 
-%% A meta session (its own meta patterns, no process flags) next to a
-%% hub session: stopping the hub session leaves no flag behind while the
-%% meta session still records; a meta session on a function another
-%% session traces is refused (meta sessions do not combine).
+%% Meta sessions (meta patterns: every process, no process flags) next
+%% to each other and to a hub session, on the same function with
+%% different conditions (and returns): each gets what it gets alone; and
+%% stopping the hub session leaves no flag behind while the meta sessions
+%% still record.
 meta_next_to_hub(Config) ->
+    W = ?W:start_worker(),
+    Cond = fun(G, A) -> [{['$1', '_'], G, A}] end,
+    Specs = [#{calls => [{{?W, add, 2}, Cond([{'>', '$1', 5}], [])}],
+               meta => true},
+             #{calls => [{{?W, add, 2}, Cond([{'=<', '$1', 7}],
+                                            [{return_trace}])}],
+               meta => true, args => full},
+             #{procs => [W], calls => [{{?W, add, 2}, Cond([], [])}],
+               args => full}],
+    Work = fun() ->
+                   ?W:run(W, fun() ->
+                                     [_ = ?W:add(I, 1) || I <- lists:seq(1, 10)],
+                                     ok
+                             end)
+           end,
+    {Together, Alone} = together_alone(Config, Specs, Work),
+    [?assertEqual({I, proplists:get_value(I, Alone)}, {I, Evs})
+     || {I, Evs} <- Together],
+    {1, E1} = lists:keyfind(1, 1, Together),
+    ?assertEqual(5, length([x || {<<"call">>, _, _} <- E1])),
+    {2, E2} = lists:keyfind(2, 1, Together),
+    ?assertEqual(7, length([x || {<<"return_from">>, _, _} <- E2])),
+    %% The hub session stops first: no flag left, the meta one records.
     DM = ?L:dir(Config, "meta"),
-    SM = ?L:start(#{calls => [{?W, add, 2}], meta => true,
-                    output => {file, DM}}),
-    SH = ?L:start(#{calls => [{?W, tick, 1}], output => {file, ?L:dir(Config, "h")}}),
-    ?assertMatch({error, {conflict, SM, {calls, {?W, add, 2}}}},
-                 beamprobe:start(#{calls => [{?W, add, 2}],
-                                   output => {file, ?L:dir(Config, "x")}})),
+    SM = ?L:start((hd(Specs))#{output => {file, DM}}),
+    SH = ?L:start((lists:last(Specs))#{output => {file, ?L:dir(Config, "h")}}),
     ?assertNotEqual([], hub_flags_left()),
     _ = ?L:stop(SH),
     ?assertEqual([], hub_flags_left()),
     ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
-    3 = ?W:add(1, 2),
+    ?assertMatch({meta, {beamprobe_nif, beamprobe_hub_meta}},
+                 erlang:trace_info({?W, add, 2}, meta)),
+    9 = ?W:add(8, 1),
     _ = ?L:stop(SM),
     ?assertEqual(1, length([x || {<<"call">>, _, _} <- norm_events(DM)])),
-    assert_nothing_left([{?W, add, 2}, {?W, tick, 1}]).
+    ?assertEqual({meta, false}, erlang:trace_info({?W, add, 2}, meta)),
+    assert_nothing_left([{?W, add, 2}]),
+    ?W:stop_worker(W).
+
+%% The NIF module deleted, purged and loaded again while overlapping
+%% sessions run (a meta one, two hub ones with different conditions on a
+%% shared function): after the reload each records again exactly its own
+%% calls (the janitor set the flags and the meta patterns again).
+reload_with_overlaps(Config) ->
+    W = ?W:start_worker(),
+    D = [?L:dir(Config, N) || N <- ["m", "a", "b"]],
+    [DM, DA, DB] = D,
+    SM = ?L:start(#{calls => [{?W, tick, 1}], meta => true,
+                    output => {file, DM}}),
+    SA = ?L:start(#{procs => [W], calls => [{{?W, add, 2},
+                                              [{['$1', '_'], [{'>', '$1', 5}], []}]}],
+                    output => {file, DA}}),
+    SB = ?L:start(#{procs => [W], calls => [{?W, add, 2}],
+                    output => {file, DB}}),
+    true = code:delete(beamprobe_nif),
+    _ = code:purge(beamprobe_nif),
+    {module, beamprobe_nif} = code:load_file(beamprobe_nif),
+    _ = sys:get_state(beamprobe_janitor),
+    [_ = sys:get_state(S) || S <- [SM, SA, SB]],
+    ok = ?W:run(W, fun() ->
+                           [_ = ?W:add(I, 1) || I <- lists:seq(1, 10)],
+                           [I = ?W:tick(I) || I <- [1, 2, 3]],
+                           ok
+                   end),
+    Sums = [?L:stop(S) || S <- [SM, SA, SB]],
+    [?assertMatch(#{nif_reloads := 1}, Sum) || Sum <- Sums],
+    [EM, EA, EB] = [norm_events(X) || X <- D],
+    ?assertEqual(3, length([x || {<<"call">>, _, _} <- EM])),
+    ?assertEqual(5, length([x || {<<"call">>, _, _} <- EA])),
+    ?assertEqual(10, length([x || {<<"call">>, _, _} <- EB])),
+    assert_nothing_left([{?W, add, 2}, {?W, tick, 1}]),
+    ?W:stop_worker(W).
 
 %% The janitor and a session killed together: the restarted janitor takes
 %% the surviving session over and, within its reaping delay, removes the
