@@ -55,15 +55,19 @@ volatile unsigned short *const bp_usdt_sem[BP_EV_COUNT] = {
 
 /* Per producer thread (its slot, bp_thread_slot; no TLS: the library's
  * static TLS block has room for one int): the OS thread id, and which
- * keys the thread has defined (direct-mapped: a collision defines a key
- * again, harmlessly).  Threads without a slot share row BP_MAX_SLOTS and
- * may define a key twice or not at all: definitions are a convenience,
- * every probe carries its own key. */
+ * keys the thread has defined and when (direct-mapped: a collision
+ * defines a key again, harmlessly).  A definition is repeated after
+ * DEF_RENEW ns, so that a script attached later learns every key within
+ * a second of its next event.  Threads without a slot share row
+ * BP_MAX_SLOTS and may define a key twice or not at all: definitions are
+ * a convenience, every probe carries its own key. */
 #define DEF_CACHE 128
+#define DEF_RENEW 1000000000ull
+struct def { uint64_t key, at; };
 struct def_row {
 	uint64_t tid;
-	uint64_t procs[DEF_CACHE];
-	uint64_t funs[DEF_CACHE];
+	struct def procs[DEF_CACHE];
+	struct def funs[DEF_CACHE];
 };
 static struct def_row rows[BP_MAX_SLOTS + 1];
 
@@ -93,24 +97,35 @@ static uint64_t fun_key(const char *s, uint32_t n)
 	return h ? h : 1;
 }
 
+/* Is key defined (recently) in d?  If not, marks it (now). */
+static int defined(struct def *d, uint64_t key)
+{
+	uint64_t now = bp_now();
+
+	if (d->key == key && now - d->at < DEF_RENEW)
+		return 1;
+	d->key = key;
+	d->at = now;
+	return 0;
+}
+
 static uint64_t define_fun(const char *mfa, uint32_t n)
 {
-	uint64_t k = fun_key(mfa, n), *d = &row()->funs[(k >> 7) % DEF_CACHE];
+	uint64_t k = fun_key(mfa, n);
 
-	if (*d != k && BEAMPROBE_FUNCTION_ENABLED()) {
+	if (BEAMPROBE_FUNCTION_ENABLED() &&
+	    !defined(&row()->funs[(k >> 7) % DEF_CACHE], k))
 		BEAMPROBE_FUNCTION(k, mfa, n);
-		*d = k;
-	}
 	return k;
 }
 
 static void define_proc(ErlNifEnv *env, ERL_NIF_TERM who, uint64_t key)
 {
-	uint64_t *d = &row()->procs[(key >> 4) % DEF_CACHE];
 	char text[64];
 	int n;
 
-	if (*d == key || !BEAMPROBE_PROCESS_ENABLED())
+	if (!BEAMPROBE_PROCESS_ENABLED() ||
+	    defined(&row()->procs[(key >> 4) % DEF_CACHE], key))
 		return;
 	n = enif_snprintf(text, sizeof text, "%T", who);
 	if (n <= 0 || n >= (int)sizeof text)
@@ -118,7 +133,6 @@ static void define_proc(ErlNifEnv *env, ERL_NIF_TERM who, uint64_t key)
 	/* The registered name is not known here (no NIF call gives it):
 	 * `register' probes and the CTF process events carry it. */
 	BEAMPROBE_PROCESS(key, text, (uint32_t)n, "", 0u);
-	*d = key;
 }
 
 /* The fields of one record: integers and (pointer, length) strings in
