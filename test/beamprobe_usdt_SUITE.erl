@@ -15,11 +15,12 @@
          init_per_testcase/2, end_per_testcase/2]).
 -export([probes_listed/1, bpftrace_counts_calls/1, gdb_annotate/1,
          annotation_everywhere/1, annotate_unwanted/1, usdt_output_only/1,
-         usdt_bad_config/1]).
+         usdt_bad_config/1, examples_run/1]).
 
 all() ->
     [probes_listed, usdt_bad_config, usdt_output_only, annotate_unwanted,
-     annotation_everywhere, gdb_annotate, bpftrace_counts_calls].
+     annotation_everywhere, gdb_annotate, bpftrace_counts_calls,
+     examples_run].
 
 init_per_suite(Config) ->
     ok = beamprobe_test_lib:require_tracer(),
@@ -253,6 +254,43 @@ bpftrace_ready() ->
             end;
         _ -> {skip, "bpftrace 0.17 runs only as root"}
     end.
+
+%% Every bpftrace script of examples/bpftrace runs against a node with a
+%% usdt sink and prints what it promises, about the node's processes.
+examples_run(_Config) ->
+    case bpftrace_ready() of
+        {skip, _} = Skip -> Skip;
+        {ok, Bt} -> run_examples(Bt)
+    end.
+
+run_examples(Bt) ->
+    Timeout = os:find_executable("timeout"),
+    Ex = filename:join([root(), "examples", "bpftrace"]),
+    Scripts = [{"calls_per_function.bt", ["@calls[beamprobe_workload:add/2]"]},
+               {"call_latency.bt", ["@us[beamprobe_workload:add/2]"]},
+               {"messages.bt", ["@msgs[~s, ~s]: ", "@bytes[~s, ~s]: "]},
+               {"gc_pauses.bt", ["@pause_us[~s, minor]", "@max_us[~s]"]},
+               {"offcpu.bt", ["@erlang_wait_us[~s]"]},
+               {"annotations.bt", ["usdt_loop: "]}],
+    {Node, OsPid} = start_node(["loop", integer_to_list(4 * length(Scripts) + 4)]),
+    {match, [W, Sink]} = re:run(element(2, Node), "worker (<[0-9.]+>) sink (<[0-9.]+>)",
+                                [{capture, all_but_first, list}]),
+    Results =
+        [begin
+             {_, Out} = run(Timeout, ["-s", "INT", "4", Bt, "-p", OsPid,
+                                      filename:join(Ex, Script)], 60000),
+             ct:log("~s:~n~s", [Script, Out]),
+             [{Script, Want} || Want0 <- Wants,
+                                Want <- [fmt(Want0, W, Sink)],
+                                binary:match(Out, Want) =:= nomatch]
+         end || {Script, Wants} <- Scripts],
+    _ = node_wait(Node),
+    ?assertEqual([], lists:append(Results)).
+
+%% F with its ~s filled by the worker's text, then the sink's.
+fmt(F, W, Sink) ->
+    N = length(string:split(F, "~s", all)) - 1,
+    iolist_to_binary(io_lib:format(F, lists:sublist([W, Sink], N))).
 
 %%% ------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@
 %%% work, prints `done ...' and halts.
 -module(beamprobe_usdt_node).
 
--export([calls/1, annotate/1]).
+-export([calls/1, annotate/1, loop/1]).
 
 %% @doc [N, Dir]: a session with a usdt sink next to a file sink traces
 %% N calls of beamprobe_workload:add/2 in a worker (with return_from).
@@ -41,6 +41,41 @@ annotate([go]) ->
     ok = beamprobe:annotate(usdt_tag, {value, 42, "text"}),
     io:format("done self ~p attached ~p~n", [self(), Attached]),
     halt().
+
+%% @doc [Secs]: for the examples/ scripts: a session with a usdt sink for
+%% calls (with returns), messages, gc and scheduling of two workers, one
+%% calling beamprobe_workload:add/2 and garbage/1, sending to the other
+%% and annotating, for Secs seconds.
+-spec loop([atom()]) -> no_return().
+loop([SecsA]) ->
+    Secs = list_to_integer(atom_to_list(SecsA)),
+    {ok, _} = application:ensure_all_started(beamprobe),
+    Sink = spawn(fun Rec() -> receive _ -> Rec() end end),
+    Until = erlang:monotonic_time(millisecond) + Secs * 1000,
+    W = spawn(fun() -> work(Sink, Until, 0) end),
+    {ok, S} = beamprobe:start(#{procs => [W, Sink],
+                                calls => [{beamprobe_workload, add, 2}],
+                                return => true,
+                                events => [call, send, 'receive', gc,
+                                           running],
+                                output => usdt}),
+    io:format("worker ~p sink ~p~n", [W, Sink]),
+    hello(),
+    timer:sleep(Secs * 1000 + 200),
+    _ = beamprobe:stop(S),
+    halt().
+
+work(Sink, Until, I) ->
+    case erlang:monotonic_time(millisecond) > Until of
+        true -> ok;
+        false ->
+            _ = beamprobe_workload:add(I, 1),
+            _ = beamprobe_workload:garbage(200),
+            Sink ! {hello, I},
+            ok = beamprobe:annotate(usdt_loop, I),
+            timer:sleep(2),
+            work(Sink, Until, I + 1)
+    end.
 
 hello() -> io:format("ospid ~s~n", [os:getpid()]).
 
