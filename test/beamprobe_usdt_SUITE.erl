@@ -111,7 +111,9 @@ annotation_everywhere(Config) ->
     S = beamprobe_test_lib:start(#{procs => [W],
                                    calls => [{beamprobe_workload, add, 2}],
                                    capture => #{bytes => 100},
-                                   output => {file, Dir}}),
+                                   output => [{file, Dir},
+                                              {handler, beamprobe_test_handler,
+                                               #{parent => self()}}]}),
     Huge = binary:copy(<<"x">>, 1 bsl 20),
     beamprobe_workload:run(
       W, fun() ->
@@ -121,6 +123,15 @@ annotation_everywhere(Config) ->
                  ok = beamprobe:annotate(huge, Huge)
          end),
     _ = beamprobe_test_lib:stop(S),
+    %% The handler sink gets them as maps, with the caller's pid.
+    HAs = [E || #{event := annotation} = E <- handler_events([])],
+    ?assertMatch([#{pid := W, tag := <<"phase">>,
+                    value := <<"<<\"warmup done\">>">>},
+                  #{pid := W, tag := <<"undefined">>, value := <<"{request,7}">>},
+                  #{pid := W, tag := <<"huge">>}], HAs),
+    %% beamprobe_printer (the printing handler) as `print' does.
+    ?assertEqual(<<"annotation phase: <<\"warmup done\">>">>,
+                 iolist_to_binary(beamprobe_printer:format_event(hd(HAs), false))),
     Evs = beamprobe_test_lib:trace(Dir),
     As = beamprobe_test_lib:events(Evs, "annotation", W),
     ?assertEqual(3, length(As)),
@@ -291,6 +302,14 @@ run_examples(Bt) ->
 fmt(F, W, Sink) ->
     N = length(string:split(F, "~s", all)) - 1,
     iolist_to_binary(io_lib:format(F, lists:sublist([W, Sink], N))).
+
+handler_events(Acc) ->
+    receive
+        {handler_events, _, Evs} -> handler_events(Acc ++ Evs);
+        {handler_done, _, _, _} -> Acc;
+        {handler_init, _} -> handler_events(Acc)
+    after 10000 -> ct:fail({no_handler_done, Acc})
+    end.
 
 %%% ------------------------------------------------------------------------
 
