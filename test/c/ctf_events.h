@@ -58,6 +58,7 @@ static const struct cls classes[] = {
 	[25] = {"drops", "qqqqqqqqq",
 		{"ring_full", "overwritten", "too_big", "limit", "rate",
 		 "stopped", "no_buffer", "dumping", "io_error"}},
+	[26] = {"annotation", "ss", {"tag", "value"}},
 };
 #define NCLASSES (sizeof classes / sizeof classes[0])
 
