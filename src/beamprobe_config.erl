@@ -38,7 +38,7 @@
                     sinks := [sink()],
                     dir := file:filename() | undefined,
                     force := boolean()}.
--type sink() :: #{type := file | handler,
+-type sink() :: #{type := file | handler | usdt,
                   module => module(), arg => term(),
                   kinds := non_neg_integer(), procs := all | [pid()],
                   batch := pos_integer(), credits := pos_integer(),
