@@ -163,8 +163,13 @@ bpftrace() ->
     end.
 
 so() ->
-    filename:join([filename:dirname(filename:dirname(code:which(beamprobe))),
-                   "priv", "beamprobe_nif.so"]).
+    case os:getenv("BEAMPROBE_NIF") of
+        false ->
+            filename:join([filename:dirname(filename:dirname(
+                                              code:which(beamprobe))),
+                           "priv", "beamprobe_nif.so"]);
+        Path -> Path ++ ".so"
+    end.
 
 attach(Bt) ->
     Script = "usdt:" ++ so() ++ ":beamprobe:call { @fired = count(); }",

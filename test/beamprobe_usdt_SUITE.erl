@@ -37,7 +37,12 @@ end_per_testcase(_Case, _Config) ->
 %%% ------------------------------------------------------------------------
 
 root() -> filename:dirname(filename:dirname(code:which(beamprobe))).
-so() -> filename:join([root(), "priv", "beamprobe_nif.so"]).
+%% The library the nodes load (BEAMPROBE_NIF: the ASan build, test/asan).
+so() ->
+    case os:getenv("BEAMPROBE_NIF") of
+        false -> filename:join([root(), "priv", "beamprobe_nif.so"]);
+        Path -> Path ++ ".so"
+    end.
 
 %% The probe names declared in c_src/beamprobe_probes.d.
 declared() ->
@@ -344,10 +349,12 @@ node_wait({Port, Acc}) ->
     after 60000 -> ct:fail({node_did_not_end, Acc})
     end.
 
+%% Runs a tool (gdb, bpftrace, the CLI) without the sanitizer runtime the
+%% ASan run preloads into the VMs (test/asan/run.sh).
 run(Exe, Args, Timeout) ->
     Port = open_port({spawn_executable, Exe},
                      [{args, Args}, exit_status, binary, stream,
-                      stderr_to_stdout]),
+                      stderr_to_stdout, {env, [{"LD_PRELOAD", false}]}]),
     collect(Port, [], Timeout).
 
 collect(Port, Acc, Timeout) ->
