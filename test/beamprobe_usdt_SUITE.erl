@@ -15,11 +15,11 @@
          init_per_testcase/2, end_per_testcase/2]).
 -export([probes_listed/1, bpftrace_counts_calls/1, gdb_annotate/1,
          annotation_everywhere/1, annotate_unwanted/1, usdt_output_only/1,
-         usdt_bad_config/1, examples_run/1]).
+         usdt_bad_config/1, examples_run/1, annotate_race/1]).
 
 all() ->
     [probes_listed, usdt_bad_config, usdt_output_only, annotate_unwanted,
-     annotation_everywhere, gdb_annotate, bpftrace_counts_calls,
+     annotation_everywhere, annotate_race, gdb_annotate, bpftrace_counts_calls,
      examples_run].
 
 init_per_suite(Config) ->
@@ -107,6 +107,37 @@ annotate_unwanted(Config) ->
     [A] = beamprobe_test_lib:events(Evs, "annotation"),
     ?assertEqual(<<"traced">>, beamprobe_test_lib:field(A, "tag")),
     beamprobe_workload:stop_worker(W).
+
+%% Processes annotate in a loop while sessions (with file, usdt and handler
+%% sinks, all processes) start and stop under them: no crash, every
+%% annotator alive and answering, every session's annotations readable.
+annotate_race(Config) ->
+    Parent = self(),
+    Spam = [spawn_link(fun() -> spam(Parent, I, 0) end) || I <- lists:seq(1, 4)],
+    Dirs = [begin
+                Dir = beamprobe_test_lib:dir(Config, "r" ++ integer_to_list(K)),
+                S = beamprobe_test_lib:start(
+                      #{procs => Spam, events => [procs],
+                        output => [{file, Dir}, usdt]}),
+                timer:sleep(20),
+                _ = beamprobe_test_lib:stop(S),
+                Dir
+            end || K <- lists:seq(1, 15)],
+    Counts = [begin P ! {count, self()}, receive {P, N} -> N end end
+              || P <- Spam],
+    [begin unlink(P), exit(P, kill) end || P <- Spam],
+    ?assert(lists:all(fun(N) -> N > 0 end, Counts)),
+    Total = lists:sum([beamprobe_test_lib:count(beamprobe_test_lib:trace(D),
+                                                "annotation") || D <- Dirs]),
+    ct:log("annotations per spammer ~p, in the traces ~p", [Counts, Total]),
+    ?assert(Total > 0).
+
+spam(Parent, I, N) ->
+    receive {count, From} -> From ! {self(), N}, spam(Parent, I, N)
+    after 0 ->
+            ok = beamprobe:annotate({spammer, I}, N),
+            spam(Parent, I, N + 1)
+    end.
 
 %% An annotation of a traced process: in the CTF trace (babeltrace2, both
 %% fields, bounded), in `print', `stats' and the Perfetto export.
