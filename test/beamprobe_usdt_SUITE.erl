@@ -118,6 +118,7 @@ annotate_race(Config) ->
                 Dir = beamprobe_test_lib:dir(Config, "r" ++ integer_to_list(K)),
                 S = beamprobe_test_lib:start(
                       #{procs => Spam, events => [procs],
+                        limits => #{events => 5000},
                         output => [{file, Dir}, usdt]}),
                 timer:sleep(20),
                 _ = beamprobe_test_lib:stop(S),
