@@ -13,7 +13,7 @@ DEB_PKGS := erlang-base erlang-dev erlang-runtime-tools erlang-eunit \
 	erlang-parsetools rebar3 babeltrace2 gcc make libc6-dev valgrind \
 	python3 clang bc time chromium elixir python3-bt2 liblttng-ust-dev \
 	lttng-tools systemtap-sdt-dev bpftrace gdb
-DEB_CMDS := erl erlc babeltrace2 gcc ct_run
+DEB_CMDS := erl erlc babeltrace2 gcc ct_run dtrace
 
 # speedscope, for test/browser/run.sh: the npm package, installed locally.
 SPEEDSCOPE_VERSION := 1.25.0

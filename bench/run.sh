@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # bench/run.sh -- `make bench`: builds the benchmark helpers and runs them.
-# Usage: bash bench/run.sh [cost|rate|firehose|handler|kinds|overlap|reader ...]
+# Usage: bash bench/run.sh [cost|rate|firehose|handler|kinds|overlap|usdt|reader ...]
 #        (default: all), or bash bench/run.sh smoke (make test: every
 #        configuration once, tiny counts, no thresholds, < 30 s).
 # kinds: the per-event-kind bench (bench/beamprobe_kinds_bench.erl), on a
 # VM with the default flags and again with +sbwt none +sbwtdcpu none
 # +sbwtdio none.  overlap: 1, 2 and 8 overlapping sessions next to one
 # and the floor (bench/beamprobe_overlap_bench.erl), default VM and +sbwt
-# none.  rate runs on a VM with the default flags; cost, handler
+# none.  usdt: the cost of a usdt sink per event with no tool attached
+# and per probe fired with bpftrace attached (bench/beamprobe_usdt_bench.erl,
+# +sbwt none).  rate runs on a VM with the default flags; cost, handler
 # and firehose under +sbwt none, as they always have.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +18,9 @@ mkdir -p "$B"
 ERL_INCLUDE=$(erl -noshell -eval 'io:put_chars(filename:join([code:root_dir(), "usr", "include"])), halt().')
 gcc -O2 -fPIC -shared -Wall -Wextra -Werror -I"$ERL_INCLUDE" -o "$B/floor_tracer.so" bench/floor_tracer.c
 erlc +warnings_as_errors -pa ebin -o "$B" bench/*.erl
+# The USDT hook alone (needs the probes header/object of `make c').
+gcc -std=gnu11 -O2 -Wall -Wextra -Werror -Ic_src -I_build/c/gen -I"$ERL_INCLUDE" \
+  -o "$B/usdt_guard" bench/usdt_guard.c _build/c/gen/beamprobe_probes.o
 args=("$@")
 erl_args=()
 run_reader=0
@@ -23,6 +28,7 @@ run_kinds=0
 run_rate=0
 run_profile=0
 run_overlap=0
+run_usdt=0
 if [ "${1:-}" = smoke ]; then
   # One VM, default flags: every kind x configuration once with tiny
   # counts, then the call-cost and rate code paths, tiny too.
@@ -35,10 +41,14 @@ if [ "${1:-}" = smoke ]; then
     | tee -a "$B/smoke.out" || true
   erl -noshell -pa ebin -pa "$B" -run beamprobe_overlap_bench main smoke default flags \
     | tee -a "$B/smoke.out" || true
+  erl +sbwt none -noshell -pa ebin -pa "$B" -run beamprobe_usdt_bench main smoke \
+    | tee -a "$B/smoke.out" || true
+  "$B/usdt_guard" 100000 || f_guard=1
   p=$(awk '/^bench smoke part:/ { p += $4 } END { print p + 0 }' "$B/smoke.out")
   f=$(awk '/^bench smoke part:/ { f += $6 } END { print f + 0 }' "$B/smoke.out")
   n=$(grep -c '^bench smoke part:' "$B/smoke.out" || true)
-  [ "$n" = 4 ] || f=$((f + 1))   # a VM that died before its closing line
+  [ "$n" = 5 ] || f=$((f + 1))
+  [ -z "${f_guard:-}" ] || f=$((f + 1))   # a VM that died before its closing line
   echo "bench smoke: $p passed, $f failed"
   [ "$f" = 0 ]
   exit
@@ -50,6 +60,7 @@ for a in "${args[@]}"; do
     rate) run_rate=1 ;;
     profile) run_profile=1 ;;
     overlap) run_overlap=1 ;;
+    usdt) run_usdt=1 ;;
     *) erl_args+=("$a") ;;
   esac
 done
@@ -68,6 +79,11 @@ kinds() {
   erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell -pa ebin -pa "$B" \
     -run beamprobe_kinds_bench main kinds sbwt=none sbwtdcpu=none sbwtdio=none
 }
+usdt() {
+  "$B/usdt_guard"
+  erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell -pa ebin -pa "$B" \
+    -run beamprobe_usdt_bench main bench
+}
 overlap() {
   erl -noshell -pa ebin -pa "$B" -run beamprobe_overlap_bench main bench default flags
   erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell -pa ebin -pa "$B" \
@@ -84,12 +100,14 @@ if [ ${#args[@]} -eq 0 ]; then
   kinds
   profile
   overlap
+  usdt
 else
   if [ ${#erl_args[@]} -gt 0 ]; then bench "${erl_args[@]}"; fi
   if [ $run_rate = 1 ]; then bench_default rate; fi
   if [ $run_kinds = 1 ]; then kinds; fi
   if [ $run_profile = 1 ]; then profile; fi
   if [ $run_overlap = 1 ]; then overlap; fi
+  if [ $run_usdt = 1 ]; then usdt; fi
 fi
 if [ ${#args[@]} -eq 0 ] || [ $run_reader = 1 ]; then
   if [ -f bench/reader.sh ]; then bash bench/reader.sh; fi

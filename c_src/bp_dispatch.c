@@ -116,7 +116,7 @@ static ERL_NIF_TERM dispatch(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 
 	if (argv[1] == bp_atom.beamprobe_hub) {
 		uint64_t live[BP_HUB_WORDS], key = (uint64_t)argv[2];
-		struct ev_ctx c = {1, NULL, 0, 0, 0};
+		struct ev_ctx c = {1, NULL, 0, 0, 0, 0};
 		struct bp_session *first = NULL;
 		uint32_t nw;
 		int idx;
@@ -143,7 +143,7 @@ static ERL_NIF_TERM dispatch(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 	}
 	if (argv[1] != bp_atom.beamprobe_hub_meta &&
 	    (s = get_session(env, argv[1]))) {
-		struct ev_ctx c = {0, NULL, 0, 0, 0};
+		struct ev_ctx c = {0, NULL, 0, 0, 0, 0};
 		w(env, s, argv, arg, &c);
 	}
 	return bp_atom.ok;
@@ -243,10 +243,10 @@ static ERL_NIF_TERM hub_call(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 	 * return stack of their own per process. */
 	uint64_t rkey = meta ? (uint64_t)argv[2] ^ BP_RET_META
 			     : (uint64_t)argv[2];
-	struct ev_ctx c = {1, NULL, 0, 0, 0};
+	struct ev_ctx c = {1, NULL, 0, 0, 0, 0};
 	struct bp_session *first = NULL;
 	struct route_info infos[ROUTE_INFOS];
-	struct ev_ctx c2 = {1, NULL, 0, 1, 0};
+	struct ev_ctx c2 = {1, NULL, 0, 1, 0, 0};
 	uint64_t rmask[BP_HUB_WORDS] = {0, 0, 0, 0};
 	uint64_t xmask[BP_HUB_WORDS] = {0, 0, 0, 0};
 	int ninfos = 0, ret = 0;
@@ -325,7 +325,7 @@ ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 	if (argv[1] == bp_atom.beamprobe_hub_meta)
 		return hub_call(env, argv, 1);
 	if ((s = get_session(env, argv[1]))) {
-		struct ev_ctx c = {0, NULL, 0, 0, 0};
+		struct ev_ctx c = {0, NULL, 0, 0, 0, 0};
 		bp_tracer_write_call(env, s, argv, 0, &c);
 	}
 	return bp_atom.ok;

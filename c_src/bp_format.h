@@ -53,7 +53,7 @@
 #include <stdint.h>
 
 #define BP_FORMAT_MAJOR 1
-#define BP_FORMAT_MINOR 3
+#define BP_FORMAT_MINOR 4
 
 #define BP_CTF_MAGIC 0xC1FC1FC1u
 
@@ -200,6 +200,9 @@ enum bp_field_kind {
 	F(X, TEXT, counter) F(X, U64, value) F(X, U32, scale)              \
 	F(X, TEXT, process)
 
+/* beamprobe:annotate(Tag, Term): tag `undefined' for annotate/1. */
+#define BP_FIELDS_ANNOTATION(F, X) F(X, TERM, tag) F(X, TERM, value)
+
 #define BP_EVENTS(E)                                                       \
 	E(PROCESS, 0, "process", BP_FIELDS_PROCESS, internal)              \
 	E(CALL, 1, "call", BP_FIELDS_CALL, call)                           \
@@ -231,7 +234,8 @@ enum bp_field_kind {
 	E(DROPS, 25, "drops", BP_FIELDS_DROPS, internal)                   \
 	E(TAMPERED, 26, "tampered", BP_FIELDS_TAMPERED, internal)          \
 	E(MONITOR, 27, "monitor", BP_FIELDS_MONITOR, internal)             \
-	E(SAMPLE, 28, "sample", BP_FIELDS_SAMPLE, internal)
+	E(SAMPLE, 28, "sample", BP_FIELDS_SAMPLE, internal)          \
+	E(ANNOTATION, 29, "annotation", BP_FIELDS_ANNOTATION, annotation)
 
 enum bp_event_id {
 #define BP__ENUM(name, id, str, fields, cat) BP_EV_##name = id,

@@ -26,6 +26,7 @@
 #include "bp_sink_handler.h"
 #include "bp_sink_lttng.h"
 #include "bp_term.h"
+#include "bp_usdt.h"
 
 struct bp_atoms bp_atom;
 
@@ -385,6 +386,9 @@ static ERL_NIF_TERM start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
 	s->dir[dir.size] = '\0';
 	s->has_file = file;
 	s->file_kinds = fkinds;
+	if (!get_u64_opt(env, cfg, enif_make_atom(env, "usdt_kinds"), 0,
+			 &s->usdt_kinds))
+		return error2(env, "bad_config", "usdt_kinds");
 	s->rate_stop = rstop;
 	if (enif_get_map_value(env, cfg, bp_atom.rate, &v)) {
 		const ERL_NIF_TERM *rt;
@@ -960,6 +964,8 @@ static ErlNifFunc nif_funcs[] = {
 	{"hub_routes", 1, nif_hub_routes, 0},
 	{"hub_list", 0, nif_hub_list, 0},
 	{"hub_stats", 0, nif_hub_stats, 0},
+	{"user_annotate", 2, bp_usdt_nif_annotate, 0},
+	{"usdt_enabled", 1, bp_usdt_nif_enabled, 0},
 };
 
 ERL_NIF_INIT(beamprobe_nif, nif_funcs, load, NULL, upgrade, unload)

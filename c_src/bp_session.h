@@ -100,6 +100,7 @@ struct bp_session {
 	uint8_t overflow;  /* enum bp_overflow */
 	uint8_t args_mode; /* enum bp_args_mode */
 	uint32_t flags;    /* BP_F_* */
+	uint64_t usdt_kinds; /* event ids whose USDT probes fire (bp_usdt.h) */
 	struct bp_capture capture;
 	uint64_t event_limit; /* 0 = none */
 	uint32_t max_slots;

@@ -30,6 +30,7 @@
 #include "bp_session.h"
 #include "bp_term.h"
 #include "bp_tracer.h"
+#include "bp_usdt.h"
 
 #define MFA_MAX 1040 /* two quoted 255-char latin-1 atoms in UTF-8 + /arity */
 #define PID_TEXT_MAX 64
@@ -230,8 +231,10 @@ static inline uint32_t wr_len(const struct wr *w, const uint8_t *start)
 	return (uint32_t)(w->p - start);
 }
 
-/* Ends an event: commits its bytes (and remembers them in c). */
-static inline void finish(struct bp_slot *sl, uint8_t *start,
+/* Ends an event: commits its bytes (and remembers them in c), fires its
+ * USDT probe if the session has a usdt sink and a tool is attached. */
+static inline void finish(ErlNifEnv *env, const struct bp_session *s,
+			  ERL_NIF_TERM who, struct bp_slot *sl, uint8_t *start,
 			  const struct wr *w, struct ev_ctx *c)
 {
 	uint32_t len = wr_len(w, start);
@@ -239,6 +242,7 @@ static inline void finish(struct bp_slot *sl, uint8_t *start,
 	bp_ring_commit(&sl->ring, len);
 	c->rec = start;
 	c->len = len;
+	bp_usdt_event(env, s, who, start, len, c);
 }
 
 static inline void ev_leave(struct bp_slot *sl, const struct ev_ctx *c)
@@ -458,7 +462,7 @@ void bp_tracer_write_call(ErlNifEnv *env, struct bp_session *s,
 	} else {
 		goto out; /* reservation dropped: nothing published */
 	}
-	finish(sl, start, &w, c);
+	finish(env, s, argv[2], sl, start, &w, c);
 out:
 	ev_leave(sl, c);
 }
@@ -490,7 +494,7 @@ void bp_tracer_write_message(ErlNifEnv *env, struct bp_session *s,
 		w = wr_begin(start, BP_EV_RECEIVE, key);
 	}
 	wr_term(env, s, sl, &w, argv[3]);
-	finish(sl, start, &w, c);
+	finish(env, s, argv[2], sl, start, &w, c);
 out:
 	ev_leave(sl, c);
 }
@@ -580,7 +584,7 @@ void bp_tracer_write_procs_ports(ErlNifEnv *env, struct bp_session *s,
 	} else {
 		goto out;
 	}
-	finish(sl, start, &w, c);
+	finish(env, s, argv[2], sl, start, &w, c);
 out:
 	ev_leave(sl, c);
 }
@@ -613,7 +617,7 @@ void bp_tracer_write_running(ErlNifEnv *env, struct bp_session *s,
 	else
 		wr_undefined(&w, BP_K_MFA);
 	wr_u8(&w, (uint8_t)exiting);
-	finish(sl, start, &w, c);
+	finish(env, s, argv[2], sl, start, &w, c);
 out:
 	ev_leave(sl, c);
 }
@@ -660,7 +664,7 @@ void bp_tracer_write_gc(ErlNifEnv *env, struct bp_session *s,
 	w = wr_begin(start, id, key);
 	for (int i = 0; i < 6; i++)
 		wr_u64(&w, vals[i]);
-	finish(sl, start, &w, c);
+	finish(env, s, argv[2], sl, start, &w, c);
 out:
 	ev_leave(sl, c);
 }
@@ -669,7 +673,7 @@ out:
  * process event first if s has not seen the tracee, the limits and loss
  * accounting of s as for any event. */
 void bp_tracer_copy_event(ErlNifEnv *env, struct bp_session *s,
-			  ERL_NIF_TERM tracee, const struct ev_ctx *c)
+			  ERL_NIF_TERM tracee, struct ev_ctx *c)
 {
 	struct bp_slot *sl;
 	uint8_t *start;
@@ -680,6 +684,29 @@ void bp_tracer_copy_event(ErlNifEnv *env, struct bp_session *s,
 	if ((start = bp_session_reserve(s, sl, c->len))) {
 		memcpy(start, c->rec, c->len);
 		bp_ring_commit(&sl->ring, c->len);
+		bp_usdt_event(env, s, tracee, start, c->len, c);
 	}
+	ev_leave(sl, c);
+}
+
+void bp_tracer_write_annotation(ErlNifEnv *env, struct bp_session *s,
+				ERL_NIF_TERM who, ERL_NIF_TERM tag,
+				ERL_NIF_TERM value, struct ev_ctx *c)
+{
+	struct bp_slot *sl;
+	uint8_t *start;
+	struct wr w;
+	uint64_t key;
+
+	if (!(sl = open_event(env, s, who, &key, c)))
+		return;
+	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE +
+							2 * text_max(s))))
+		goto out;
+	w = wr_begin(start, BP_EV_ANNOTATION, key);
+	wr_term(env, s, sl, &w, tag);
+	wr_term(env, s, sl, &w, value);
+	finish(env, s, who, sl, start, &w, c);
+out:
 	ev_leave(sl, c);
 }

@@ -19,6 +19,7 @@ struct ev_ctx {
 	uint32_t len;
 	int has_info;      /* a routed call with this member's call info */
 	ERL_NIF_TERM info; /* (its `message' action's value) */
+	int fired;         /* its USDT probe fired (bp_usdt.h) */
 };
 
 /* The writers: each writes the event of the callback arguments argv into
@@ -46,6 +47,11 @@ void bp_tracer_write_gc(ErlNifEnv *env, struct bp_session *s,
  * its process event first if s has not seen the tracee, and the limits
  * and loss accounting of s as for any event. */
 void bp_tracer_copy_event(ErlNifEnv *env, struct bp_session *s,
-			  ERL_NIF_TERM tracee, const struct ev_ctx *c);
+			  ERL_NIF_TERM tracee, struct ev_ctx *c);
+
+/* beamprobe:annotate(Tag, Value) of process `who' (the caller) into s. */
+void bp_tracer_write_annotation(ErlNifEnv *env, struct bp_session *s,
+				ERL_NIF_TERM who, ERL_NIF_TERM tag,
+				ERL_NIF_TERM value, struct ev_ctx *c);
 
 #endif /* BP_TRACER_H */

@@ -9,7 +9,7 @@
 -define(BEAMPROBE_EVENTS_HRL, true).
 
 -define(BP_FORMAT_MAJOR, 1).
--define(BP_FORMAT_MINOR, 3).
+-define(BP_FORMAT_MINOR, 4).
 
 -define(BP_EV_PROCESS, 0).
 -define(BP_EV_CALL, 1).
@@ -40,6 +40,7 @@
 -define(BP_EV_TAMPERED, 26).
 -define(BP_EV_MONITOR, 27).
 -define(BP_EV_SAMPLE, 28).
+-define(BP_EV_ANNOTATION, 29).
 
 -define(BP_EVENTS,
         [{process, 0, internal,
@@ -99,7 +100,9 @@
          {monitor, 27, internal,
           [{what, text}, {process, text}, {duration_ms, u64}, {port, text}, {detail, text}]},
          {sample, 28, internal,
-          [{counter, text}, {value, u64}, {scale, u32}, {process, text}]}]).
+          [{counter, text}, {value, u64}, {scale, u32}, {process, text}]},
+         {annotation, 29, annotation,
+          [{tag, term}, {value, term}]}]).
 
 -define(BP_DROP_CAUSES,
         [ring_full, overwritten, too_big, limit, rate, stopped, no_buffer, dumping, io_error]).

@@ -43,6 +43,7 @@
 -export([start/1, stop/1, info/1, list/0, dump/1, format_error/1]).
 -export([calls/2, calls/3, messages/2, messages/3, clear/0, help/0]).
 -export([start_matched/1, start_matched/2, stop_as/2]).
+-export([annotate/1, annotate/2]).
 -export([profile/2]).
 
 -export_type([spec/0, session/0, summary/0]).
@@ -109,19 +110,22 @@
               | {file, file:filename(), #{events => all | [atom()]}}
               | {handler, module(), term()}
               | {handler, module(), term(), map()}
-              | lttng | {lttng, #{events => all | [atom()]}}.
+              | lttng | {lttng, #{events => all | [atom()]}}
+              | usdt | {usdt, #{events => all | [atom()]}}.
 %% Where events go: CTF files, an Erlang handler (beamprobe_handler)
-%% with options `events', `procs', `batch', `credits', `overflow', or
+%% with options `events', `procs', `batch', `credits', `overflow',
 %% LTTng-UST tracepoints of provider `beamprobe' (beamprobe_lttng;
 %% `{error, {lttng_unavailable, Why}}' where that cannot run;
-%% docs/tutorial.md, section 19).
+%% docs/tutorial.md, section 19), or the USDT probes of the NIF (`usdt':
+%% the events of the kinds in `events' fire their probe when a tool is
+%% attached, docs/usdt.md).
 
 -type summary() ::
         #{events := non_neg_integer(),
           dropped := #{total := non_neg_integer(), atom() => non_neg_integer()},
           bytes := non_neg_integer(),
           seconds := number(),
-          output := file:filename(),
+          output := file:filename() | [{handler, module()} | usdt],
           stop_reason := atom(),
           atom() => term()}.
 %% What a session recorded: `events' written, `dropped' by cause
@@ -485,3 +489,20 @@ gone(Pid) ->
 
 is_session(Pid) ->
     node(Pid) =:= node() andalso lists:member(Pid, list()).
+
+%% @doc Annotates the calling process's trace with `Term' (tag
+%% `undefined'): see annotate/2.
+-spec annotate(term()) -> ok.
+annotate(Term) -> annotate(undefined, Term).
+
+%% @doc The `dyntrace:p' of beamprobe: writes an `annotation' event
+%% (`Tag' and `Term' rendered like any term, cut by the capture limits)
+%% into every session tracing the calling process, and fires the USDT
+%% probe `beamprobe:annotate' (docs/usdt.md).  Costs one NIF call that
+%% returns at once when no session runs and no tool is attached; never
+%% fails (`ok' also when the NIF is not loaded).
+-spec annotate(term(), term()) -> ok.
+annotate(Tag, Term) ->
+    try beamprobe_nif:user_annotate(Tag, Term)
+    catch error:_ -> ok
+    end.

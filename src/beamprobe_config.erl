@@ -41,7 +41,7 @@
                     on_tamper := report | reinstall,
                     monitor => beamprobe_monitor:thresholds(),
                     sample => beamprobe_sampler:config()}.
--type sink() :: #{type := file | handler | lttng,
+-type sink() :: #{type := file | handler | lttng | usdt,
                   module => module(), arg => term(),
                   kinds := non_neg_integer(), procs := all | [pid()],
                   batch := pos_integer(), credits := pos_integer(),
@@ -280,7 +280,7 @@ output(#{output := O} = S) when is_list(O), O =/= [] ->
         true -> bad(output, O);
         false -> sinks(O, S, [])
     end;
-output(#{output := O} = S) when is_tuple(O) -> sinks([O], S, []);
+output(#{output := O} = S) when is_tuple(O); O =:= usdt -> sinks([O], S, []);
 output(#{output := lttng} = S) -> sinks([lttng], S, []);
 output(#{output := O}) -> bad(output, O);
 output(S) -> sinks([{file, default_dir()}], S, []).
@@ -317,6 +317,16 @@ sinks([{handler, Mod, Arg, Opts} | T], S, Acc)
                                          arg => Arg} | Acc])
             end;
         {error, _} -> {error, {no_such_module, Mod}}
+    end;
+sinks([usdt | T], S, Acc) -> sinks([{usdt, #{}} | T], S, Acc);
+sinks([{usdt, Opts} | T], S, Acc) when is_map(Opts) ->
+    case [X || #{type := usdt} = X <- Acc] of
+        [_ | _] -> {error, {bad_option, output, "at most one usdt sink"}};
+        [] ->
+            case sink_opts(Opts, [events]) of
+                {error, _} = E -> E;
+                {ok, Common} -> sinks(T, S, [Common#{type => usdt} | Acc])
+            end
     end;
 sinks([lttng | T], S, Acc) ->
     sinks([{lttng, #{}} | T], S, Acc);

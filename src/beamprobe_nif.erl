@@ -18,7 +18,8 @@
 -export([start/1, stop/1, info/1, dump/1, annotate/2, tampered/3, notice/4, ack/2,
          render/2, render_args/2, render_mfa/3, thread_slot/0, clock/0,
          make_dir/1, live_sessions/0, hub_add/2, hub_remove/1,
-         hub_members/0, hub_routes/1, hub_list/0, hub_stats/0]).
+         hub_members/0, hub_routes/1, hub_list/0, hub_stats/0,
+         user_annotate/2, usdt_enabled/1]).
 -export([loaded/0, is_loaded/0]).
 
 -on_load(load/0).
@@ -225,6 +226,17 @@ tampered(_Session, _Pid, _Fields) -> ?NOT_LOADED.
              [binary() | non_neg_integer()]) ->
           ok | {error, stopped | no_buffer | ring_full}.
 notice(_Session, _Kind, _Who, _Fields) -> ?NOT_LOADED.
+
+%% @doc beamprobe:annotate/2: an `annotation' event into every session
+%% tracing the calling process, and the USDT probe beamprobe:annotate;
+%% returns at once when neither wants it.
+-spec user_annotate(term(), term()) -> ok.
+user_annotate(_Tag, _Term) -> ?NOT_LOADED.
+
+%% @doc Is a tool (bpftrace, gdb, SystemTap) attached to USDT probe
+%% beamprobe:Name (its is-enabled semaphore raised)?
+-spec usdt_enabled(atom()) -> boolean().
+usdt_enabled(_Name) -> ?NOT_LOADED.
 
 %% @doc A handler consumed batch number `Index''s worth: one credit back.
 -spec ack(session(), non_neg_integer()) -> ok.

@@ -400,6 +400,10 @@ describe(#{event := port_open, other_text := O, name := N}) ->
     ["port_open ", N, " by ", O];
 describe(#{event := port_closed, reason := R}) ->
     ["port_closed ", R];
+describe(#{event := annotation, tag := <<"undefined">>, value := V}) ->
+    ["annotation ", V];
+describe(#{event := annotation, tag := T, value := V}) ->
+    ["annotation ", T, ": ", V];
 describe(#{event := Ev} = E) ->
     Fields = [[" ", atom_to_list(K), "=", val(V)]
               || {K, V} <- lists:sort(maps:to_list(E)),

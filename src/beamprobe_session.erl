@@ -203,8 +203,13 @@ start_nif(#st{config = C, handlers = Hs} = St) ->
                 || {Pid, #{kinds := K, batch := B, credits := Cr,
                            overflow := Ov, procs := P}}
                        <- lists:zip(Hs, HSinks)],
+    UsdtKinds = case [K || #{type := usdt, kinds := K} <- Sinks] of
+                    [UK] -> UK;
+                    [] -> 0
+                end,
     Nif0 = #{file => Dir =/= undefined,
              file_kinds => FileKinds,
+             usdt_kinds => UsdtKinds,
              handlers => Handlers,
              rate_stop => maps:get(on_rate, C) =:= stop,
              ms_result => ms_result(C),
@@ -568,5 +573,6 @@ coexist(#st{skipped = Sk}, {Found, N}) ->
       tampered => Found, tampered_count => N}.
 
 output(#{dir := undefined, sinks := Sinks}) ->
-    [{handler, M} || #{type := handler, module := M} <- Sinks];
+    [case S of #{type := handler, module := M} -> {handler, M}; _ -> usdt end
+     || #{type := T} = S <- Sinks, T =:= handler orelse T =:= usdt];
 output(#{dir := Dir}) -> Dir.

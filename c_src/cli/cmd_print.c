@@ -203,6 +203,14 @@ static void describe(struct bp_out *o, const struct bp_event *e,
 		bp_out_str(o, "port_closed ");
 		txt(o, e, BP_FLD(PORT_CLOSED, reason));
 		break;
+	case BP_EV_ANNOTATION: /* beamprobe:annotate/1,2 */
+		bp_out_str(o, "annotation ");
+		if (strcmp(e->str[BP_FLD(ANNOTATION, tag)], "undefined")) {
+			txt(o, e, BP_FLD(ANNOTATION, tag));
+			bp_out_str(o, ": ");
+		}
+		txt(o, e, BP_FLD(ANNOTATION, value));
+		break;
 	case BP_EV_DROPS: {
 		int any = 0;
 		bp_out_str(o, "lost events:");

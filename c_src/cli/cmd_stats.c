@@ -48,6 +48,7 @@ struct stats {
 	uint64_t tampered; /* "tampered" events: another tool's changes */
 	uint64_t monitor;  /* "monitor" events: the VM's system monitor */
 	uint64_t samples;  /* "sample" events: counter samples */
+	uint64_t annotations; /* beamprobe:annotate/1,2 events */
 	int oom;
 	enum sort_key sort;
 };
@@ -208,6 +209,8 @@ static void consume(struct stats *st)
 		if (!p)
 			continue;
 		bp_model_count(p, e);
+		if (e->id == BP_EV_ANNOTATION)
+			st->annotations++;
 		if (e->id == BP_EV_CALL && st->m.last_func != BP_MAP_NONE) {
 			struct fstat *f = fstat_of(st, st->m.last_func);
 			if (f)
@@ -550,6 +553,13 @@ static void report_losses(struct stats *st, struct bp_out *o, int json)
 	bp_reader_losses(&st->r, by_cause, &discarded);
 	for (int c = 0; c < BP_DROP_COUNT; c++)
 		sum += by_cause[c];
+	if (st->annotations && json) {
+		json_key(o, "annotations", st->annotations, 1);
+	} else if (st->annotations) {
+		bp_out_str(o, "\nAnnotations: ");
+		bp_out_u64(o, st->annotations);
+		bp_out_char(o, '\n');
+	}
 	if (json) {
 		bp_out_str(o, ",\"lost\":{");
 		json_key(o, "total", sum > discarded ? sum : discarded, 0);

@@ -397,6 +397,24 @@ static void event(struct te *t, const struct bp_event *e)
 		bp_out_char(t->o, '}');
 		match_receive(t, p, e);
 		break;
+	case BP_EV_ANNOTATION: { /* an instant on the process track, named
+				  * by its tag */
+		const char *tg = e->str[BP_FLD(ANNOTATION, tag)];
+		uint32_t tl = e->len[BP_FLD(ANNOTATION, tag)];
+		if (tl == 9 && !memcmp(tg, "undefined", 9)) {
+			tg = "annotation";
+			tl = 10;
+		}
+		head(t, "i", p, 1, e->ts);
+		bp_out_str(t->o, ",\"s\":\"t\"");
+		name(t, tg, tl, "annotation");
+		args(t, "tag", e->str[BP_FLD(ANNOTATION, tag)],
+		     e->len[BP_FLD(ANNOTATION, tag)], "value",
+		     e->str[BP_FLD(ANNOTATION, value)],
+		     e->len[BP_FLD(ANNOTATION, value)]);
+		bp_out_char(t->o, '}');
+		break;
+	}
 	default: { /* spawn, exit, links, register, ports, ...: instants */
 		const char *n = e->id == BP_EV_UNKNOWN ? "unknown"
 						       : bp_event_name(e->id);

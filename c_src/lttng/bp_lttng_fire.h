@@ -90,6 +90,9 @@ static void bp_lttng_fire(unsigned id, const struct bp_lttng_ev *ev)
 	case 28:
 		lttng_ust_tracepoint(beamprobe, sample, ev);
 		break;
+	case 29:
+		lttng_ust_tracepoint(beamprobe, annotation, ev);
+		break;
 	default:
 		break;
 	}

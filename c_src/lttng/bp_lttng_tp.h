@@ -277,6 +277,14 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, sample,
 		lttng_ust_field_integer(uint32_t, scale, ev->num[2])
 		lttng_ust_field_string(process, ev->str[3])))
 
+LTTNG_UST_TRACEPOINT_EVENT(beamprobe, annotation,
+	LTTNG_UST_TP_ARGS(const struct bp_lttng_ev *, ev),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_integer(uint64_t, ts, ev->ts)
+		lttng_ust_field_integer(uint64_t, key, ev->key)
+		lttng_ust_field_string(tag, ev->str[0])
+		lttng_ust_field_string(value, ev->str[1])))
+
 #endif /* BP_LTTNG_TP_H */
 
 #include <lttng/tracepoint-event.h>

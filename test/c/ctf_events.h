@@ -62,6 +62,7 @@ static const struct cls classes[] = {
 	[27] = {"monitor", "ssqss",
 		{"what", "process", "duration_ms", "port", "detail"}},
 	[28] = {"sample", "sqws", {"counter", "value", "scale", "process"}},
+	[29] = {"annotation", "ss", {"tag", "value"}},
 };
 #define NCLASSES (sizeof classes / sizeof classes[0])
 

@@ -1,0 +1,65 @@
+/* bp_usdt.h -- the USDT probes of the NIF (provider `beamprobe', c_src/
+ * beamprobe_probes.d, docs/usdt.md): firing them for the events of the
+ * sessions that have a usdt sink.
+ *
+ * The hot-path hook is bp_usdt_event(), called once an event's record is
+ * committed: for a session without a usdt sink it costs one load and a
+ * branch (s->usdt_kinds == 0); for a session with one, one more load of
+ * the probe's is-enabled semaphore, which the kernel (uprobes), gdb or
+ * SystemTap raise while they are attached.  Only then is the record
+ * decoded (bp_usdt.c) and the probe fired with typed arguments pointing
+ * into it.  An event goes to many hub members; its probe fires once
+ * (ev_ctx.fired).  Producer context: the rules of bp_tracer.c.
+ */
+#ifndef BP_USDT_H
+#define BP_USDT_H
+
+#include <stdint.h>
+#include <erl_nif.h>
+
+#include "bp_format.h"
+#include "bp_session.h"
+#include "bp_tracer.h"
+
+/* The is-enabled semaphore of the probe of each event class (a zero word
+ * for classes without one). */
+extern volatile unsigned short *const bp_usdt_sem[BP_EV_COUNT];
+
+/* Decodes record rec (an event of the schema, tracee `who') and fires its
+ * probe, with the one-time process/function definitions first. */
+void bp_usdt_fire(ErlNifEnv *env, ERL_NIF_TERM who, const uint8_t *rec,
+		  uint32_t len);
+
+static inline void bp_usdt_event(ErlNifEnv *env, const struct bp_session *s,
+				 ERL_NIF_TERM who, const uint8_t *rec,
+				 uint32_t len, struct ev_ctx *c)
+{
+	uint16_t id;
+
+	if (__builtin_expect(!s->usdt_kinds, 1))
+		return;
+	id = bp_get_u16(rec);
+	if (id >= BP_EV_COUNT || !((s->usdt_kinds >> id) & 1) || c->fired ||
+	    __builtin_expect(!*bp_usdt_sem[id], 1))
+		return;
+	c->fired = 1;
+	bp_usdt_fire(env, who, rec, len);
+}
+
+/* Is a tool attached to any probe of the session's usdt kinds?  (Tests,
+ * info.)  Any thread. */
+int bp_usdt_attached(uint64_t kinds);
+
+/* beamprobe_nif:user_annotate(Tag, Term): writes an annotation event into
+ * every session tracing the calling process and fires beamprobe:annotate;
+ * `ok' at once when no session and no probe wants it. */
+ERL_NIF_TERM bp_usdt_nif_annotate(ErlNifEnv *env, int argc,
+				  const ERL_NIF_TERM argv[]);
+
+/* beamprobe_nif:usdt_enabled(Name): is probe beamprobe:Name's semaphore
+ * raised (a tool attached)?  For tests and scripts that wait for bpftrace
+ * to attach. */
+ERL_NIF_TERM bp_usdt_nif_enabled(ErlNifEnv *env, int argc,
+				 const ERL_NIF_TERM argv[]);
+
+#endif /* BP_USDT_H */

@@ -1,0 +1,399 @@
+%%% @doc USDT probes and user annotations (docs/usdt.md), with the real
+%%% tools: readelf/gdb list the probes of the built NIF; bpftrace attached
+%%% by pid to a node counts exactly N beamprobe:call probes for N traced
+%%% calls and reads their typed arguments; gdb stops on
+%%% `-probe-stap beamprobe:annotate' and reads its arguments; an annotation
+%%% appears in the CTF trace (babeltrace2), `bin/beamprobe print', `stats'
+%%% and the Perfetto export.  Cases that need root, bpftrace or tracefs
+%%% skip with the reason where the machine forbids them.
+-module(beamprobe_usdt_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, init_per_suite/1, end_per_suite/1,
+         init_per_testcase/2, end_per_testcase/2]).
+-export([probes_listed/1, bpftrace_counts_calls/1, gdb_annotate/1,
+         annotation_everywhere/1, annotate_unwanted/1, usdt_output_only/1,
+         usdt_bad_config/1, examples_run/1, annotate_race/1]).
+
+all() ->
+    [probes_listed, usdt_bad_config, usdt_output_only, annotate_unwanted,
+     annotation_everywhere, annotate_race, gdb_annotate, bpftrace_counts_calls,
+     examples_run].
+
+init_per_suite(Config) ->
+    ok = beamprobe_test_lib:require_tracer(),
+    Config.
+
+end_per_suite(_Config) -> ok.
+
+init_per_testcase(Case, Config) ->
+    beamprobe_test_lib:init_case(Case, Config).
+
+end_per_testcase(_Case, _Config) ->
+    beamprobe_test_lib:clear_trace_state().
+
+%%% ------------------------------------------------------------------------
+
+root() -> filename:dirname(filename:dirname(code:which(beamprobe))).
+%% The library the nodes load (BEAMPROBE_NIF: the ASan build, test/asan).
+so() ->
+    case os:getenv("BEAMPROBE_NIF") of
+        false -> filename:join([root(), "priv", "beamprobe_nif.so"]);
+        Path -> Path ++ ".so"
+    end.
+
+%% The probe names declared in c_src/beamprobe_probes.d.
+declared() ->
+    {ok, D} = file:read_file(filename:join([root(), "c_src",
+                                            "beamprobe_probes.d"])),
+    {match, Ms} = re:run(D, "probe\\s+([a-z_]+)\\s*\\(",
+                         [global, {capture, all_but_first, binary}]),
+    lists:usort([N || [N] <- Ms]).
+
+%% Every declared probe is in the built library, with a semaphore, as
+%% gdb's `info probes' lists them (and the list is not empty).
+probes_listed(_Config) ->
+    Names = declared(),
+    ?assert(length(Names) >= 20),
+    Gdb = os:find_executable("gdb"),
+    ?assertNotEqual(false, Gdb),
+    {0, Out} = run(Gdb, ["-batch", "-ex", "info probes", so()], 60000),
+    ct:log("~s", [Out]),
+    Lines = [L || L <- binary:split(Out, <<"\n">>, [global]),
+                  binary:match(L, <<"beamprobe">>) =/= nomatch],
+    Listed = lists:usort(
+               [N || L <- Lines,
+                     [<<"stap">>, <<"beamprobe">>, N, _Where, Sem | _]
+                         <- [binary:split(L, <<" ">>, [global, trim_all])],
+                     Sem =/= <<"0x0000000000000000">>]),
+    ?assertEqual(Names, Listed).
+
+%% A usdt sink alone: the session runs and counts its events (no file).
+usdt_output_only(_Config) ->
+    W = beamprobe_workload:start_worker(),
+    S = beamprobe_test_lib:start(#{procs => [W],
+                                   calls => [{beamprobe_workload, add, 2}],
+                                   output => usdt}),
+    [beamprobe_workload:run(W, fun() -> beamprobe_workload:add(I, 1) end)
+     || I <- lists:seq(1, 5)],
+    #{events := E, output := Out} = beamprobe_test_lib:stop(S),
+    ?assertEqual(5, E),
+    ?assertEqual([usdt], Out),
+    beamprobe_workload:stop_worker(W).
+
+%% Malformed usdt sinks are refused with a reason.
+usdt_bad_config(_Config) ->
+    ?assertMatch({error, _}, beamprobe:start(#{output => {usdt, #{bogus => 1}}})),
+    ?assertMatch({error, _}, beamprobe:start(#{output => {usdt, #{events => [nope]}}})),
+    ?assertMatch({error, _}, beamprobe:start(#{output => [usdt, usdt]})),
+    ?assertMatch({error, _}, beamprobe:start(#{output => {usdt, notamap}})),
+    ?assertEqual([], beamprobe:list()).
+
+%% Nothing wants an annotation: ok, no session disturbed; and a process
+%% no session traces writes nothing into a running session.
+annotate_unwanted(Config) ->
+    ?assertEqual(ok, beamprobe:annotate(nobody_listens)),
+    ?assertEqual(ok, beamprobe:annotate(tag, {deep, [1, 2, 3]})),
+    Dir = beamprobe_test_lib:dir(Config, "t"),
+    W = beamprobe_workload:start_worker(),
+    S = beamprobe_test_lib:start(#{procs => [W], events => [procs],
+                                   output => {file, Dir}}),
+    ok = beamprobe:annotate(untraced_caller, 1),
+    beamprobe_workload:run(W, fun() -> beamprobe:annotate(traced, 2) end),
+    _ = beamprobe_test_lib:stop(S),
+    Evs = beamprobe_test_lib:trace(Dir),
+    [A] = beamprobe_test_lib:events(Evs, "annotation"),
+    ?assertEqual(<<"traced">>, beamprobe_test_lib:field(A, "tag")),
+    beamprobe_workload:stop_worker(W).
+
+%% Processes annotate in a loop while sessions (with file, usdt and handler
+%% sinks, all processes) start and stop under them: no crash, every
+%% annotator alive and answering, every session's annotations readable.
+annotate_race(Config) ->
+    Parent = self(),
+    Spam = [spawn_link(fun() -> spam(Parent, I, 0) end) || I <- lists:seq(1, 4)],
+    Dirs = [begin
+                Dir = beamprobe_test_lib:dir(Config, "r" ++ integer_to_list(K)),
+                S = beamprobe_test_lib:start(
+                      #{procs => Spam, events => [procs],
+                        limits => #{events => 5000},
+                        output => [{file, Dir}, usdt]}),
+                timer:sleep(20),
+                _ = beamprobe_test_lib:stop(S),
+                Dir
+            end || K <- lists:seq(1, 15)],
+    Counts = [begin P ! {count, self()}, receive {P, N} -> N end end
+              || P <- Spam],
+    [begin unlink(P), exit(P, kill) end || P <- Spam],
+    ?assert(lists:all(fun(N) -> N > 0 end, Counts)),
+    Total = lists:sum([beamprobe_test_lib:count(beamprobe_test_lib:trace(D),
+                                                "annotation") || D <- Dirs]),
+    ct:log("annotations per spammer ~p, in the traces ~p", [Counts, Total]),
+    ?assert(Total > 0).
+
+spam(Parent, I, N) ->
+    receive {count, From} -> From ! {self(), N}, spam(Parent, I, N)
+    after 0 ->
+            ok = beamprobe:annotate({spammer, I}, N),
+            spam(Parent, I, N + 1)
+    end.
+
+%% An annotation of a traced process: in the CTF trace (babeltrace2, both
+%% fields, bounded), in `print', `stats' and the Perfetto export.
+annotation_everywhere(Config) ->
+    Dir = beamprobe_test_lib:dir(Config, "t"),
+    W = beamprobe_workload:start_worker(),
+    S = beamprobe_test_lib:start(#{procs => [W],
+                                   calls => [{beamprobe_workload, add, 2}],
+                                   capture => #{bytes => 100},
+                                   output => [{file, Dir},
+                                              {handler, beamprobe_test_handler,
+                                               #{parent => self()}}]}),
+    Huge = binary:copy(<<"x">>, 1 bsl 20),
+    beamprobe_workload:run(
+      W, fun() ->
+                 beamprobe_workload:add(1, 1),
+                 ok = beamprobe:annotate(phase, <<"warmup done">>),
+                 ok = beamprobe:annotate({request, 7}),
+                 ok = beamprobe:annotate(huge, Huge)
+         end),
+    _ = beamprobe_test_lib:stop(S),
+    %% The handler sink gets them as maps, with the caller's pid.
+    HAs = [E || #{event := annotation} = E <- handler_events([])],
+    ?assertMatch([#{pid := W, tag := <<"phase">>,
+                    value := <<"<<\"warmup done\">>">>},
+                  #{pid := W, tag := <<"undefined">>, value := <<"{request,7}">>},
+                  #{pid := W, tag := <<"huge">>}], HAs),
+    %% beamprobe_printer (the printing handler) as `print' does.
+    ?assertEqual(<<"annotation phase: <<\"warmup done\">>">>,
+                 iolist_to_binary(beamprobe_printer:format_event(hd(HAs), false))),
+    Evs = beamprobe_test_lib:trace(Dir),
+    As = beamprobe_test_lib:events(Evs, "annotation", W),
+    ?assertEqual(3, length(As)),
+    [A1, A2, A3] = As,
+    ?assertEqual(<<"phase">>, beamprobe_test_lib:field(A1, "tag")),
+    ?assertEqual(<<"<<\"warmup done\">>">>, beamprobe_test_lib:field(A1, "value")),
+    ?assertEqual(<<"undefined">>, beamprobe_test_lib:field(A2, "tag")),
+    ?assertEqual(<<"{request,7}">>, beamprobe_test_lib:field(A2, "value")),
+    ?assert(byte_size(beamprobe_test_lib:field(A3, "value")) =< 100),
+    {0, Print} = cli(["print", Dir]),
+    ?assertNotEqual(nomatch, binary:match(Print, <<"annotation phase: <<\"warmup done\">>">>)),
+    ?assertNotEqual(nomatch, binary:match(Print, <<"annotation {request,7}">>)),
+    {0, Stats} = cli(["stats", Dir]),
+    ?assertNotEqual(nomatch, binary:match(Stats, <<"Annotations: 3">>)),
+    Json = filename:join([Dir, "..", "p.json"]),
+    {0, _} = cli(["export", "-F", "perfetto", "-o", Json, Dir]),
+    {ok, JB} = file:read_file(Json),
+    %% python3's json module as the reader of the export.
+    Py = "import json,sys\n"
+         "d=json.load(open(sys.argv[1]))\n"
+         "d=d.get('traceEvents',d) if isinstance(d,dict) else d\n"
+         "a=[e for e in d if e.get('cat')=='annotation']\n"
+         "print(len(a), sorted(e['name'] for e in a), "
+         "all(e['ph']=='i' and e['s']=='t' for e in a))\n",
+    PyFile = filename:join([Dir, "..", "check.py"]),
+    ok = file:write_file(PyFile, Py),
+    {0, PyOut} = run(os:find_executable("python3"), [PyFile, Json], 60000),
+    ct:log("~s~n~s", [PyOut, binary:part(JB, 0, min(2000, byte_size(JB)))]),
+    ?assertEqual(<<"3 ['annotation', 'huge', 'phase'] True\n">>, PyOut),
+    beamprobe_workload:stop_worker(W).
+
+%% gdb (batch mode) attached to a node stops on beamprobe:annotate and
+%% reads its six arguments.
+gdb_annotate(_Config) ->
+    Gdb = os:find_executable("gdb"),
+    ?assertNotEqual(false, Gdb),
+    {Node, OsPid} = start_node(["annotate", "go"]),
+    {Status, Out} =
+        run(Gdb, ["-batch", "-nx", "-p", OsPid,
+                  "-ex", "handle SIGUSR1 SIGUSR2 SIGALRM SIGCHLD SIGPIPE nostop noprint pass",
+                  "-ex", "break -probe-stap beamprobe:annotate",
+                  "-ex", "continue",
+                  "-ex", "printf \"ARGC %d\\n\", $_probe_argc",
+                  "-ex", "printf \"KEY %lu\\n\", $_probe_arg0",
+                  "-ex", "printf \"TID %lu\\n\", $_probe_arg1",
+                  "-ex", "printf \"TAG %s LEN %d\\n\", (char *)$_probe_arg2, (int)$_probe_arg3",
+                  "-ex", "printf \"VALUE %s LEN %d\\n\", (char *)$_probe_arg4, (int)$_probe_arg5",
+                  "-ex", "detach"], 120000),
+    NodeOut = node_wait(Node),
+    ct:log("gdb ~p:~n~s~nnode:~n~s", [Status, Out, NodeOut]),
+    case binary:match(Out, <<"ptrace: Operation not permitted">>) of
+        nomatch -> gdb_check(Out, NodeOut);
+        _ -> {skip, "gdb may not ptrace the node here"}
+    end.
+
+gdb_check(Out, NodeOut) ->
+    ?assertNotEqual(nomatch, binary:match(Out, <<"ARGC 6">>)),
+    ?assertNotEqual(nomatch, binary:match(Out, <<"TAG usdt_tag LEN 8">>)),
+    ?assertNotEqual(nomatch, binary:match(Out, <<"VALUE {value,42,\"text\"} LEN 17">>)),
+    {match, [Tid]} = re:run(Out, "TID ([0-9]+)", [{capture, all_but_first, list}]),
+    ?assert(list_to_integer(Tid) > 0),
+    ?assertNotEqual(nomatch, binary:match(NodeOut, <<"attached true">>)).
+
+%% bpftrace attached by pid counts exactly N beamprobe:call probes for N
+%% traced calls, reads their typed arguments, binds the process key to its
+%% <0.N.0> text through beamprobe:process and the function key to its
+%% m:f/a text through beamprobe:function; the file sink next to it has the
+%% same N calls and N returns.
+bpftrace_counts_calls(Config) ->
+    case bpftrace_ready() of
+        {skip, _} = Skip -> Skip;
+        {ok, Bt} -> bpftrace_counts_calls(Bt, Config)
+    end.
+
+bpftrace_counts_calls(Bt, Config) ->
+    N = 25,
+    Dir = beamprobe_test_lib:dir(Config, "t"),
+    {Node, OsPid} = start_node(["calls", integer_to_list(N), Dir]),
+    P = "usdt:" ++ so() ++ ":beamprobe:",
+    Script =
+        P ++ "call { @calls = count(); printf(\"C %lu %lu %lu %s|%s\\n\", "
+             "arg0, arg1, arg2, str(arg3, arg4), str(arg5)); }\n" ++
+        P ++ "return_from { @returns = count(); }\n" ++
+        P ++ "process { printf(\"P %lu %s\\n\", arg0, str(arg1, arg2)); }\n" ++
+        P ++ "function { printf(\"F %lu %s\\n\", arg0, str(arg1, arg2)); }\n",
+    {_, Out} = run(Bt, ["-p", OsPid, "-e", Script], 120000),
+    NodeOut = node_wait(Node),
+    ct:log("bpftrace:~n~s~nnode:~n~s", [Out, NodeOut]),
+    case re:run(Out, "ERROR: (?!.*RLIMIT_MEMLOCK).*",
+                [{capture, first, binary}]) of
+        {match, [Err]} -> ct:fail({bpftrace_error, Err});
+        nomatch -> ok
+    end,
+    Lines = binary:split(Out, <<"\n">>, [global]),
+    Calls = [binary:split(Rest, <<" ">>, [global]) ||
+                <<"C ", Rest/binary>> <- Lines],
+    ?assertEqual(N, length(Calls)),
+    ?assertNotEqual(nomatch, binary:match(Out, <<"@calls: 25">>)),
+    ?assertNotEqual(nomatch, binary:match(Out, <<"@returns: 25">>)),
+    {match, [WText]} = re:run(NodeOut, "done worker (<[0-9.]+>)",
+                              [{capture, all_but_first, binary}]),
+    Keys = lists:usort([K || [K, _T, _F | _] <- Calls]),
+    [Key] = Keys,
+    ?assert(lists:member(<<"P ", Key/binary, " ", WText/binary>>, Lines)),
+    FKeys = lists:usort([F || [_, _, F | _] <- Calls]),
+    [FKey] = FKeys,
+    ?assert(lists:member(<<"F ", FKey/binary, " beamprobe_workload:add/2">>, Lines)),
+    ?assert(lists:all(fun([_, T | _]) -> binary_to_integer(T) > 0 end, Calls)),
+    Texts = [iolist_to_binary(lists:join(<<" ">>, Rest)) || [_, _, _ | Rest] <- Calls],
+    ?assertEqual([iolist_to_binary(["beamprobe_workload:add/2|(",
+                                    integer_to_list(I), ", 1)"])
+                  || I <- lists:seq(1, N)], Texts),
+    %% The file sink next to it: every call and every return.
+    Evs = beamprobe_test_lib:trace(Dir),
+    ?assertEqual(N, beamprobe_test_lib:count(Evs, "call")),
+    ?assertEqual(N, beamprobe_test_lib:count(Evs, "return_from")).
+
+%% bpftrace needs root and tracefs; mounted here when missing.
+bpftrace_ready() ->
+    case {os:find_executable("bpftrace"), os:cmd("id -u")} of
+        {false, _} -> {skip, "bpftrace is not installed (make deps)"};
+        {_, "0\n"} = {Bt, _} ->
+            case filelib:is_file("/sys/kernel/tracing/uprobe_events") of
+                true -> {ok, Bt};
+                false ->
+                    R = os:cmd("mount -t tracefs nodev /sys/kernel/tracing 2>&1"),
+                    case filelib:is_file("/sys/kernel/tracing/uprobe_events") of
+                        true -> {ok, Bt};
+                        false -> {skip, "cannot mount tracefs: " ++ R}
+                    end
+            end;
+        _ -> {skip, "bpftrace 0.17 runs only as root"}
+    end.
+
+%% Every bpftrace script of examples/bpftrace runs against a node with a
+%% usdt sink and prints what it promises, about the node's processes.
+examples_run(_Config) ->
+    case bpftrace_ready() of
+        {skip, _} = Skip -> Skip;
+        {ok, Bt} -> run_examples(Bt)
+    end.
+
+run_examples(Bt) ->
+    Timeout = os:find_executable("timeout"),
+    Ex = filename:join([root(), "examples", "bpftrace"]),
+    Scripts = [{"calls_per_function.bt", ["@calls[beamprobe_workload:add/2]"]},
+               {"call_latency.bt", ["@us[beamprobe_workload:add/2]"]},
+               {"messages.bt", ["@msgs[~s, ~s]: ", "@bytes[~s, ~s]: "]},
+               {"gc_pauses.bt", ["@pause_us[~s, minor]", "@max_us[~s]"]},
+               {"offcpu.bt", ["@erlang_wait_us[~s]"]},
+               {"annotations.bt", ["usdt_loop: "]}],
+    {Node, OsPid} = start_node(["loop", integer_to_list(4 * length(Scripts) + 4)]),
+    {match, [W, Sink]} = re:run(element(2, Node), "worker (<[0-9.]+>) sink (<[0-9.]+>)",
+                                [{capture, all_but_first, list}]),
+    Results =
+        [begin
+             {_, Out} = run(Timeout, ["-s", "INT", "4", Bt, "-p", OsPid,
+                                      filename:join(Ex, Script)], 60000),
+             ct:log("~s:~n~s", [Script, Out]),
+             [{Script, Want} || Want0 <- Wants,
+                                Want <- [fmt(Want0, W, Sink)],
+                                binary:match(Out, Want) =:= nomatch]
+         end || {Script, Wants} <- Scripts],
+    _ = node_wait(Node),
+    ?assertEqual([], lists:append(Results)).
+
+%% F with its ~s filled by the worker's text, then the sink's.
+fmt(F, W, Sink) ->
+    N = length(string:split(F, "~s", all)) - 1,
+    iolist_to_binary(io_lib:format(F, lists:sublist([W, Sink], N))).
+
+handler_events(Acc) ->
+    receive
+        {handler_events, _, Evs} -> handler_events(Acc ++ Evs);
+        {handler_done, _, _, _} -> Acc;
+        {handler_init, _} -> handler_events(Acc)
+    after 10000 -> ct:fail({no_handler_done, Acc})
+    end.
+
+%%% ------------------------------------------------------------------------
+
+%% Starts beamprobe_usdt_node Cmd Args in a VM of its own; returns its
+%% port and OS pid once it has printed it.
+start_node(Args) ->
+    Erl = os:find_executable("erl"),
+    Test = filename:dirname(code:which(beamprobe_usdt_node)),
+    Port = open_port({spawn_executable, Erl},
+                     [{args, ["-noshell", "-pa", filename:join(root(), "ebin"),
+                              "-pa", Test, "-s", "beamprobe_usdt_node"
+                              | Args]},
+                      binary, exit_status, stderr_to_stdout]),
+    node_pid(Port, <<>>).
+
+node_pid(Port, Acc) ->
+    receive
+        {Port, {data, D}} ->
+            Acc1 = <<Acc/binary, D/binary>>,
+            case re:run(Acc1, "ospid ([0-9]+)\n", [{capture, all_but_first, list}]) of
+                {match, [P]} -> {{Port, Acc1}, P};
+                nomatch -> node_pid(Port, Acc1)
+            end;
+        {Port, {exit_status, S}} -> ct:fail({node_exited, S, Acc})
+    after 30000 -> ct:fail({node_no_pid, Acc})
+    end.
+
+node_wait({Port, Acc}) ->
+    receive
+        {Port, {data, D}} -> node_wait({Port, <<Acc/binary, D/binary>>});
+        {Port, {exit_status, _}} -> Acc
+    after 60000 -> ct:fail({node_did_not_end, Acc})
+    end.
+
+%% Runs a tool (gdb, bpftrace, the CLI) without the sanitizer runtime the
+%% ASan run preloads into the VMs (test/asan/run.sh).
+run(Exe, Args, Timeout) ->
+    Port = open_port({spawn_executable, Exe},
+                     [{args, Args}, exit_status, binary, stream,
+                      stderr_to_stdout, {env, [{"LD_PRELOAD", false}]}]),
+    collect(Port, [], Timeout).
+
+collect(Port, Acc, Timeout) ->
+    receive
+        {Port, {data, D}} -> collect(Port, [D | Acc], Timeout);
+        {Port, {exit_status, S}} -> {S, iolist_to_binary(lists:reverse(Acc))}
+    after Timeout -> ct:fail({timeout, iolist_to_binary(lists:reverse(Acc))})
+    end.
+
+cli(Args) -> run(filename:join([root(), "bin", "beamprobe"]), Args, 60000).

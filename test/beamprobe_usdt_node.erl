@@ -1,0 +1,87 @@
+%%% @doc A node for beamprobe_usdt_SUITE: started as a separate OS process
+%%% (`erl -s beamprobe_usdt_node Cmd Arg...'), so that bpftrace and gdb
+%%% attach to it by OS pid.  It prints `ospid PID', waits until a tool has
+%%% raised the probe's semaphore (beamprobe_nif:usdt_enabled/1), does its
+%%% work, prints `done ...' and halts.
+-module(beamprobe_usdt_node).
+
+-export([calls/1, annotate/1, loop/1]).
+
+%% @doc [N, Dir]: a session with a usdt sink next to a file sink traces
+%% N calls of beamprobe_workload:add/2 in a worker (with return_from).
+-spec calls([atom()]) -> no_return().
+calls([NA, DirA]) ->
+    N = list_to_integer(atom_to_list(NA)),
+    {ok, _} = application:ensure_all_started(beamprobe),
+    W = beamprobe_workload:start_worker(),
+    {ok, S} = beamprobe:start(#{procs => [W],
+                                calls => [{beamprobe_workload, add, 2}],
+                                return => true,
+                                output => [{usdt, #{events => [call]}},
+                                           {file, atom_to_list(DirA)}]}),
+    hello(),
+    Attached = wait(call, 300),
+    timer:sleep(300),
+    [beamprobe_workload:run(W, fun() -> beamprobe_workload:add(I, 1) end)
+     || I <- lists:seq(1, N)],
+    {ok, _} = beamprobe:stop(S),
+    io:format("done worker ~p attached ~p~n", [W, Attached]),
+    timer:sleep(500),
+    Detached = beamprobe_nif:usdt_enabled(call),
+    io:format("after ~p~n", [Detached]),
+    halt().
+
+%% @doc [go]: calls beamprobe:annotate(usdt_tag, {value, 42, "text"}) once
+%% a tool is attached to beamprobe:annotate.
+-spec annotate([atom()]) -> no_return().
+annotate([go]) ->
+    {ok, _} = application:ensure_all_started(beamprobe),
+    hello(),
+    Attached = wait(annotate, 300),
+    ok = beamprobe:annotate(usdt_tag, {value, 42, "text"}),
+    io:format("done self ~p attached ~p~n", [self(), Attached]),
+    halt().
+
+%% @doc [Secs]: for the examples/ scripts: a session with a usdt sink for
+%% calls (with returns), messages, gc and scheduling of two workers, one
+%% calling beamprobe_workload:add/2 and garbage/1, sending to the other
+%% and annotating, for Secs seconds.
+-spec loop([atom()]) -> no_return().
+loop([SecsA]) ->
+    Secs = list_to_integer(atom_to_list(SecsA)),
+    {ok, _} = application:ensure_all_started(beamprobe),
+    Sink = spawn(fun Rec() -> receive _ -> Rec() end end),
+    Until = erlang:monotonic_time(millisecond) + Secs * 1000,
+    W = spawn(fun() -> work(Sink, Until, 0) end),
+    {ok, S} = beamprobe:start(#{procs => [W, Sink],
+                                calls => [{beamprobe_workload, add, 2}],
+                                return => true,
+                                events => [call, send, 'receive', gc,
+                                           running],
+                                output => usdt}),
+    io:format("worker ~p sink ~p~n", [W, Sink]),
+    hello(),
+    timer:sleep(Secs * 1000 + 200),
+    _ = beamprobe:stop(S),
+    halt().
+
+work(Sink, Until, I) ->
+    case erlang:monotonic_time(millisecond) > Until of
+        true -> ok;
+        false ->
+            _ = beamprobe_workload:add(I, 1),
+            _ = beamprobe_workload:garbage(200),
+            Sink ! {hello, I},
+            ok = beamprobe:annotate(usdt_loop, I),
+            timer:sleep(2),
+            work(Sink, Until, I + 1)
+    end.
+
+hello() -> io:format("ospid ~s~n", [os:getpid()]).
+
+wait(_Probe, 0) -> false;
+wait(Probe, N) ->
+    case beamprobe_nif:usdt_enabled(Probe) of
+        true -> true;
+        false -> timer:sleep(100), wait(Probe, N - 1)
+    end.
