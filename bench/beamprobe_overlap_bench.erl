@@ -74,14 +74,7 @@ overflow({fr, _}) -> drop_oldest;
 overflow(_) -> drop_newest.
 
 run(Config, N, Tmp) ->
-    Parent = self(),
-    W = spawn(fun() ->
-                      receive go -> ok end,
-                      T0 = erlang:monotonic_time(nanosecond),
-                      _ = bench_target:loop(N, 42),
-                      T1 = erlang:monotonic_time(nanosecond),
-                      Parent ! {done, self(), T1 - T0}
-              end),
+    W = bench_target:timed_worker(N, 42),
     Undo = setup(Config, W, Tmp),
     erlang:garbage_collect(),
     W ! go,

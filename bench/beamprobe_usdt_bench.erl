@@ -80,14 +80,7 @@ rounds(Configs, Rounds, Ops, Tmp) ->
       end, #{}, lists:seq(1, Rounds)).
 
 run(Config, N, Tmp) ->
-    Parent = self(),
-    W = spawn(fun() ->
-                      receive go -> ok end,
-                      T0 = erlang:monotonic_time(nanosecond),
-                      _ = bench_target:loop(N, 42),
-                      T1 = erlang:monotonic_time(nanosecond),
-                      Parent ! {done, self(), T1 - T0}
-              end),
+    W = bench_target:timed_worker(N, 42),
     Undo = setup(Config, W, Tmp),
     erlang:garbage_collect(),
     W ! go,

@@ -1,6 +1,6 @@
 %%% @doc The functions the benchmark traces.
 -module(bench_target).
--export([loop/2, f/1, spin/1, loop_exc/2, g/1]).
+-export([loop/2, f/1, spin/1, loop_exc/2, g/1, timed_worker/2]).
 
 %% @doc Calls f/1 N times (a local call: the traced one).
 -spec loop(non_neg_integer(), term()) -> ok.
@@ -28,3 +28,16 @@ spin(Deadline, N) ->
         true -> N;
         false -> loop(1000, 42), spin(Deadline, N + 1000)
     end.
+
+%% @doc A process that, sent `go', runs loop(N, X) and sends the caller
+%% {done, Pid, Nanoseconds} (the benches trace it between spawn and go).
+-spec timed_worker(non_neg_integer(), term()) -> pid().
+timed_worker(N, X) ->
+    Parent = self(),
+    spawn(fun() ->
+                  receive go -> ok end,
+                  T0 = erlang:monotonic_time(nanosecond),
+                  _ = loop(N, X),
+                  T1 = erlang:monotonic_time(nanosecond),
+                  Parent ! {done, self(), T1 - T0}
+          end).

@@ -649,18 +649,18 @@ reported(Config, Spec, Tamper, {Kind, Subject, How}) ->
                                   f(E, "how") =:= atom_to_binary(How1)
                       end, Tampered)),
     %% ... and so does bin/beamprobe print.
-    Out = cli(["print", Dir]),
+    Out = beamprobe_test_lib:cli_ok(["print", Dir]),
     Want = iolist_to_binary(["tampered ", atom_to_list(Kind), " ", SubText,
                              " ", atom_to_list(How1)]),
     ?assertNotEqual(nomatch, binary:match(Out, Want)),
     %% stats says it (table and JSON), the Perfetto export has an instant.
     NT = integer_to_list(length(Tampered)),
-    ?assertNotEqual(nomatch, binary:match(cli(["stats", Dir]),
+    ?assertNotEqual(nomatch, binary:match(beamprobe_test_lib:cli_ok(["stats", Dir]),
                                           list_to_binary("Changed by another tool (patterns or flags removed or replaced): " ++ NT))),
     ?assertNotEqual(nomatch,
-                    binary:match(cli(["stats", "--json", Dir]),
+                    binary:match(beamprobe_test_lib:cli_ok(["stats", "--json", Dir]),
                                  list_to_binary("\"tampered\":" ++ NT ++ ","))),
-    ?assertNotEqual(nomatch, binary:match(cli(["export", "-F", "perfetto", Dir]),
+    ?assertNotEqual(nomatch, binary:match(beamprobe_test_lib:cli_ok(["export", "-F", "perfetto", Dir]),
                                           <<"\"name\":\"tampered: ", (atom_to_binary(Kind))/binary>>)),
     %% Counted as an event.
     ?assert(maps:get(events, Sum) >= length(Tampered)),
@@ -675,22 +675,6 @@ f(E, K) -> iolist_to_binary(?L:field(E, K)).
 subject_text({M, F, A}) -> beamprobe_nif:render_mfa(M, F, A);
 subject_text(new) -> <<"new">>;
 subject_text(P) when is_pid(P) -> list_to_binary(pid_to_list(P)).
-
-cli(Args) ->
-    Root = filename:dirname(filename:dirname(code:which(beamprobe))),
-    Bin = filename:join([Root, "bin", "beamprobe"]),
-    Port = open_port({spawn_executable, Bin},
-                     [{args, Args}, binary, exit_status, stderr_to_stdout]),
-    cli_loop(Port, []).
-
-cli_loop(Port, Acc) ->
-    receive
-        {Port, {data, D}} -> cli_loop(Port, [D | Acc]);
-        {Port, {exit_status, 0}} -> iolist_to_binary(lists:reverse(Acc));
-        {Port, {exit_status, N}} ->
-            ct:fail({cli_failed, N, iolist_to_binary(lists:reverse(Acc))})
-    after 30000 -> ct:fail(cli_timeout)
-    end.
 
 count(Bin, Pat) -> length(binary:matches(Bin, Pat)).
 

@@ -491,7 +491,7 @@ sigkill_peer(Config) ->
     ct:log("babeltrace2 exit ~p: ~s", [BtStatus, BtErr]),
     ?assertEqual({babeltrace2_exit, 0}, {babeltrace2_exit, BtStatus}),
     BtCalls = ?L:count(?L:parse(BtOut), "call"),
-    {PrStatus, PrOut} = cli(["print", Dir]),
+    {PrStatus, PrOut} = beamprobe_test_lib:cli(["print", Dir]),
     ?assertEqual({print_exit, 0}, {print_exit, PrStatus}),
     PrCalls = length([L || L <- binary:split(PrOut, <<"\n">>, [global]),
                            binary:match(L, <<" call ">>) =/= nomatch]),
@@ -571,21 +571,4 @@ mount(Args) ->
     case string:find(Out, "rc=0") of
         nomatch -> {error, Out};
         _ -> ok
-    end.
-
-%% Runs bin/beamprobe with Args; returns {ExitStatus, Output}.
-cli(Args) ->
-    Bin = filename:join([filename:dirname(filename:dirname(
-                                            code:which(beamprobe))),
-                         "bin", "beamprobe"]),
-    Port = open_port({spawn_executable, Bin},
-                     [{args, Args}, exit_status, binary, stream,
-                      stderr_to_stdout]),
-    cli_collect(Port, []).
-
-cli_collect(Port, Acc) ->
-    receive
-        {Port, {data, D}} -> cli_collect(Port, [D | Acc]);
-        {Port, {exit_status, S}} -> {S, iolist_to_binary(lists:reverse(Acc))}
-    after 60000 -> ct:fail(cli_timeout)
     end.

@@ -105,15 +105,15 @@ long_gc_event(Config) ->
     %% The monitor is given back: nothing was set before.
     ?assertEqual(undefined, erlang:system_monitor()),
     %% print and the Perfetto export show it.
-    Print = cli(["print", Dir]),
+    Print = ?L:cli_ok(["print", Dir]),
     %% on the process's line: its pid text (a process event names the
     %% key), not a raw key
     ?assertNotEqual(nomatch, binary:match(Print, <<" ", (pid_text(P))/binary,
                                                    " monitor long_gc ",
                                                    (pid_text(P))/binary>>)),
-    Json = cli(["export", "-F", "perfetto", Dir]),
+    Json = ?L:cli_ok(["export", "-F", "perfetto", Dir]),
     ?assertNotEqual(nomatch, binary:match(Json, <<"\"cat\":\"monitor\"">>)),
-    ?assertNotEqual(nomatch, binary:match(cli(["stats", "--json", Dir]),
+    ?assertNotEqual(nomatch, binary:match(?L:cli_ok(["stats", "--json", Dir]),
                                           <<"\"monitor\":">>)).
 
 long_schedule_event(Config) ->
@@ -308,7 +308,7 @@ samples_counter_tracks(Config) ->
     ?assertNotEqual([], Q),
     [?assertEqual(57, ?L:field(E, "value")) || E <- Q],
     %% The Perfetto export draws counter tracks ("ph":"C").
-    Json = cli(["export", "-F", "perfetto", Dir]),
+    Json = ?L:cli_ok(["export", "-F", "perfetto", Dir]),
     Term = json_events(Json),
     Counters = [E || #{<<"ph">> := <<"C">>} = E <- Term],
     Names = lists:usort([N || #{<<"name">> := N} <- Counters]),
@@ -321,7 +321,7 @@ samples_counter_tracks(Config) ->
                             <<"args">> := #{<<"value">> := V}}) ->
                               is_float(V) andalso V =< 1.0;
                          (_) -> false end, Counters)),
-    Print = cli(["print", Dir]),
+    Print = ?L:cli_ok(["print", Dir]),
     ?assertNotEqual(nomatch, binary:match(Print, <<"sample process_count ">>)).
 
 %% At most N processes per top sample; the interval is at least 10 ms.
@@ -617,18 +617,3 @@ unq([Q | T]) when Q =:= $'; Q =:= $" -> unicode:characters_to_binary(lists:dropl
 
 num(S) ->
     try list_to_integer(S) catch _:_ -> list_to_float(S) end.
-
-cli(Args) ->
-    Root = filename:dirname(filename:dirname(code:which(beamprobe))),
-    Bin = filename:join([Root, "bin", "beamprobe"]),
-    Port = open_port({spawn_executable, Bin},
-                     [{args, Args}, binary, exit_status, stderr_to_stdout]),
-    cli_loop(Port, []).
-
-cli_loop(Port, Acc) ->
-    receive
-        {Port, {data, D}} -> cli_loop(Port, [D | Acc]);
-        {Port, {exit_status, 0}} -> iolist_to_binary(lists:reverse(Acc));
-        {Port, {exit_status, N}} ->
-            ct:fail({cli_failed, N, iolist_to_binary(lists:reverse(Acc))})
-    end.

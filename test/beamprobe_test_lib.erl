@@ -18,6 +18,7 @@
 -export([babeltrace/1, babeltrace_ok/1, parse/1, events/2, events/3,
          field/2, pid_key/2, count/2, has_event/3]).
 -export([wait_until/2, wait_ended/2, elapsed_ms/1]).
+-export([cli/1, cli_ok/1]).
 -export([pattern_removed/1, assert_no_trace_state/2, no_pattern/1,
          traced_by_others/0, dir_absent_or_empty/1]).
 %% Set-up and the helpers the suites share (imported by them).
@@ -151,6 +152,34 @@ call_args_int(E) ->
 %%% ------------------------------------------------------------------------
 %%% babeltrace2
 %%% ------------------------------------------------------------------------
+
+%% @doc Runs bin/beamprobe with Args; returns {ExitStatus, Output}
+%% (stdout and stderr together).
+-spec cli([string()]) -> {integer(), binary()}.
+cli(Args) ->
+    Bin = filename:join([filename:dirname(filename:dirname(
+                                            code:which(beamprobe))),
+                         "bin", "beamprobe"]),
+    Port = open_port({spawn_executable, Bin},
+                     [{args, Args}, exit_status, binary, stream,
+                      stderr_to_stdout]),
+    cli_collect(Port, []).
+
+cli_collect(Port, Acc) ->
+    receive
+        {Port, {data, D}} -> cli_collect(Port, [D | Acc]);
+        {Port, {exit_status, S}} -> {S, iolist_to_binary(lists:reverse(Acc))}
+    after 60000 -> erlang:error(cli_timeout)
+    end.
+
+%% @doc Runs bin/beamprobe with Args, fails unless it exits 0; returns
+%% its output.
+-spec cli_ok([string()]) -> binary().
+cli_ok(Args) ->
+    case cli(Args) of
+        {0, Out} -> Out;
+        {N, Out} -> erlang:error({cli_failed, N, Out})
+    end.
 
 %% @doc Runs `babeltrace2 Dir'; returns {ExitStatus, Stdout, Stderr}.
 -spec babeltrace(file:filename()) -> {integer(), binary(), binary()}.
