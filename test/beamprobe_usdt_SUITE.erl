@@ -234,7 +234,8 @@ gdb_check(Out, NodeOut) ->
 
 %% bpftrace attached by pid counts exactly N beamprobe:call probes for N
 %% traced calls, reads their typed arguments, binds the process key to its
-%% <0.N.0> text through beamprobe:process and the function key to its
+%% <0.N.0> text and registered name through beamprobe:process and the
+%% function key to its
 %% m:f/a text through beamprobe:function; the file sink next to it has the
 %% same N calls and N returns.
 bpftrace_counts_calls(Config) ->
@@ -252,7 +253,8 @@ bpftrace_counts_calls(Bt, Config) ->
         P ++ "call { @calls = count(); printf(\"C %lu %lu %lu %s|%s\\n\", "
              "arg0, arg1, arg2, str(arg3, arg4), str(arg5)); }\n" ++
         P ++ "return_from { @returns = count(); }\n" ++
-        P ++ "process { printf(\"P %lu %s\\n\", arg0, str(arg1, arg2)); }\n" ++
+        P ++ "process { printf(\"P %lu %s %s|\\n\", arg0, str(arg1, arg2), "
+             "str(arg3, arg4)); }\n" ++
         P ++ "function { printf(\"F %lu %s\\n\", arg0, str(arg1, arg2)); }\n",
     {_, Out} = run(Bt, ["-p", OsPid, "-e", Script], 120000),
     NodeOut = node_wait(Node),
@@ -272,7 +274,9 @@ bpftrace_counts_calls(Bt, Config) ->
                               [{capture, all_but_first, binary}]),
     Keys = lists:usort([K || [K, _T, _F | _] <- Calls]),
     [Key] = Keys,
-    ?assert(lists:member(<<"P ", Key/binary, " ", WText/binary>>, Lines)),
+    %% the process's <0.N.0> text and its registered name
+    ?assert(lists:member(<<"P ", Key/binary, " ", WText/binary,
+                           " usdt_worker|">>, Lines)),
     FKeys = lists:usort([F || [_, _, F | _] <- Calls]),
     [FKey] = FKeys,
     ?assert(lists:member(<<"F ", FKey/binary, " beamprobe_workload:add/2">>, Lines)),

@@ -8,12 +8,15 @@
 -export([calls/1, annotate/1, loop/1]).
 
 %% @doc [N, Dir]: a session with a usdt sink next to a file sink traces
-%% N calls of beamprobe_workload:add/2 in a worker (with return_from).
+%% N calls of beamprobe_workload:add/2 in a worker (with return_from),
+%% registered as `usdt_worker'.
 -spec calls([atom()]) -> no_return().
 calls([NA, DirA]) ->
     N = list_to_integer(atom_to_list(NA)),
     {ok, _} = application:ensure_all_started(beamprobe),
     W = beamprobe_workload:start_worker(),
+    %% a registered name, for the `process' definition probe
+    true = register(usdt_worker, W),
     {ok, S} = beamprobe:start(#{procs => [W],
                                 calls => [{beamprobe_workload, add, 2}],
                                 return => true,
