@@ -15,10 +15,12 @@
          init_per_testcase/2, end_per_testcase/2]).
 -export([probes_listed/1, bpftrace_counts_calls/1, gdb_annotate/1,
          annotation_everywhere/1, annotate_unwanted/1, usdt_output_only/1,
-         usdt_bad_config/1, examples_run/1, annotate_race/1]).
+         usdt_bad_config/1, examples_run/1, annotate_race/1,
+         annotate_gate/1]).
 
 all() ->
     [probes_listed, usdt_bad_config, usdt_output_only, annotate_unwanted,
+     annotate_gate,
      annotation_everywhere, annotate_race, gdb_annotate, bpftrace_counts_calls,
      examples_run].
 
@@ -107,6 +109,43 @@ annotate_unwanted(Config) ->
     [A] = beamprobe_test_lib:events(Evs, "annotation"),
     ?assertEqual(<<"traced">>, beamprobe_test_lib:field(A, "tag")),
     beamprobe_workload:stop_worker(W).
+
+%% The gate: while no session runs and no tool is attached,
+%% beamprobe:annotate/2 does not call the NIF at all (the VM's call_count
+%% on beamprobe_nif:user_annotate/2 stays 0); once start/1 returned, every
+%% annotation reaches the NIF; after the last session, within the gate's
+%% poll (1 s), none again.
+annotate_gate(_Config) ->
+    ?assertEqual(ok, wait_flag(false, 30)),
+    MFA = {beamprobe_nif, user_annotate, 2},
+    1 = erlang:trace_pattern(MFA, true, [call_count]),
+    try
+        [ok = beamprobe:annotate(idle, I) || I <- lists:seq(1, 1000)],
+        ?assertEqual({call_count, 0}, erlang:trace_info(MFA, call_count)),
+        W = beamprobe_workload:start_worker(),
+        S = beamprobe_test_lib:start(#{procs => [W], events => [procs],
+                                       output => usdt}),
+        ?assertEqual(true, beamprobe_gate_flag:on()),
+        [ok = beamprobe:annotate(busy, I) || I <- lists:seq(1, 1000)],
+        ?assertEqual({call_count, 1000}, erlang:trace_info(MFA, call_count)),
+        _ = beamprobe_test_lib:stop(S),
+        beamprobe_workload:stop_worker(W),
+        ?assertEqual(ok, wait_flag(false, 30)),
+        1 = erlang:trace_pattern(MFA, true, [call_count]),
+        [ok = beamprobe:annotate(idle, I) || I <- lists:seq(1, 1000)],
+        ?assertEqual({call_count, 0}, erlang:trace_info(MFA, call_count)),
+        {ok, #{flag := false, wanted := false, loads := L}} = beamprobe_gate:state(),
+        ?assert(L >= 2)
+    after
+        erlang:trace_pattern(MFA, false, [call_count])
+    end.
+
+wait_flag(Want, 0) -> {timeout, Want};
+wait_flag(Want, N) ->
+    case beamprobe_gate_flag:on() of
+        Want -> ok;
+        _ -> timer:sleep(100), wait_flag(Want, N - 1)
+    end.
 
 %% Processes annotate in a loop while sessions (with file, usdt and handler
 %% sinks, all processes) start and stop under them: no crash, every
@@ -230,7 +269,8 @@ gdb_check(Out, NodeOut) ->
     ?assertNotEqual(nomatch, binary:match(Out, <<"VALUE {value,42,\"text\"} LEN 17">>)),
     {match, [Tid]} = re:run(Out, "TID ([0-9]+)", [{capture, all_but_first, list}]),
     ?assert(list_to_integer(Tid) > 0),
-    ?assertNotEqual(nomatch, binary:match(NodeOut, <<"attached true">>)).
+    ?assertNotEqual(nomatch, binary:match(NodeOut, <<"attached true">>)),
+    ?assertNotEqual(nomatch, binary:match(NodeOut, <<"gate true">>)).
 
 %% bpftrace attached by pid counts exactly N beamprobe:call probes for N
 %% traced calls, reads their typed arguments, binds the process key to its

@@ -41,7 +41,11 @@ annotate([go]) ->
     {ok, _} = application:ensure_all_started(beamprobe),
     hello(),
     Attached = wait(annotate, 300),
+    %% No session runs: the gate (beamprobe_gate) lets annotations through
+    %% to the NIF within a second of the tool's attaching.
+    Gate = wait_gate(50),
     ok = beamprobe:annotate(usdt_tag, {value, 42, "text"}),
+    io:format("gate ~p~n", [Gate]),
     io:format("done self ~p attached ~p~n", [self(), Attached]),
     halt().
 
@@ -87,4 +91,11 @@ wait(Probe, N) ->
     case beamprobe_nif:usdt_enabled(Probe) of
         true -> true;
         false -> timer:sleep(100), wait(Probe, N - 1)
+    end.
+
+wait_gate(0) -> false;
+wait_gate(N) ->
+    case beamprobe_gate_flag:on() of
+        true -> true;
+        false -> timer:sleep(100), wait_gate(N - 1)
     end.
