@@ -16,13 +16,14 @@
 -export([probes_listed/1, bpftrace_counts_calls/1, gdb_annotate/1,
          annotation_everywhere/1, annotate_unwanted/1, usdt_output_only/1,
          usdt_bad_config/1, examples_run/1, annotate_race/1,
-         annotate_gate/1]).
+         annotate_gate/1, gdb_call/1, systemtap_listed/1,
+         systemtap_runs/1]).
 
 all() ->
     [probes_listed, usdt_bad_config, usdt_output_only, annotate_unwanted,
      annotate_gate,
      annotation_everywhere, annotate_race, gdb_annotate, bpftrace_counts_calls,
-     examples_run].
+     examples_run, gdb_call, systemtap_listed, systemtap_runs].
 
 init_per_suite(Config) ->
     ok = beamprobe_test_lib:require_tracer(),
@@ -441,3 +442,145 @@ collect(Port, Acc, Timeout) ->
     end.
 
 cli(Args) -> run(filename:join([root(), "bin", "beamprobe"]), Args, 60000).
+
+%%% ------------------------------------------------------------------------
+%%% gdb on beamprobe:call
+
+%% `break -probe-stap beamprobe:call' in gdb attached to a node whose
+%% session has a usdt sink: gdb stops on the first traced call and reads
+%% its typed arguments (key, tid, fkey, mfa and its length, args).
+gdb_call(Config) ->
+    Gdb = os:find_executable("gdb"),
+    ?assertNotEqual(false, Gdb),
+    Dir = beamprobe_test_lib:dir(Config, "t"),
+    {Node, OsPid} = start_node(["calls", "3", Dir]),
+    {Status, Out} =
+        run(Gdb, ["-batch", "-nx", "-p", OsPid,
+                  "-ex", "handle SIGUSR1 SIGUSR2 SIGALRM SIGCHLD SIGPIPE nostop noprint pass",
+                  "-ex", "break -probe-stap beamprobe:call",
+                  "-ex", "continue",
+                  "-ex", "printf \"ARGC %d\\n\", $_probe_argc",
+                  "-ex", "printf \"KEY %lu FKEY %lu\\n\", $_probe_arg0, $_probe_arg2",
+                  "-ex", "printf \"MFA %s LEN %d\\n\", (char *)$_probe_arg3, (int)$_probe_arg4",
+                  "-ex", "printf \"ARGS %s\\n\", (char *)$_probe_arg5",
+                  "-ex", "delete",
+                  "-ex", "detach"], 120000),
+    NodeOut = node_wait(Node),
+    ct:log("gdb ~p:~n~s~nnode:~n~s", [Status, Out, NodeOut]),
+    case binary:match(Out, <<"ptrace: Operation not permitted">>) of
+        _ when Status =/= 0 -> ct:fail({gdb_status, Status});
+        nomatch ->
+            ?assertNotEqual(nomatch, binary:match(Out, <<"ARGC 6">>)),
+            ?assertNotEqual(nomatch, binary:match(Out, <<"MFA beamprobe_workload:add/2 LEN 24">>)),
+            ?assertNotEqual(nomatch, binary:match(Out, <<"ARGS (1, 1)">>)),
+            {match, [K, F]} = re:run(Out, "KEY ([0-9]+) FKEY ([0-9]+)",
+                                     [{capture, all_but_first, list}]),
+            ?assert(list_to_integer(K) > 0),
+            ?assert(list_to_integer(F) > 0),
+            %% the node went on and traced its calls
+            ?assertNotEqual(nomatch, binary:match(NodeOut, <<"attached true">>)),
+            ?assertEqual(3, beamprobe_test_lib:count(beamprobe_test_lib:trace(Dir), "call"));
+        _ -> {skip, "gdb may not ptrace the node here"}
+    end.
+
+%%% ------------------------------------------------------------------------
+%%% SystemTap: examples/systemtap/beamprobe_calls.stp
+
+%% stap needs a kernel build tree for every pass, even parsing (it reads
+%% the kernel's .config).  The real one where it exists; else a stub made
+%% from the running kernel's release and /proc/config.gz, enough for
+%% passes 1-3 (parse, elaborate against the library's notes, translate),
+%% never for building or running a module.
+stap_tree(Config) ->
+    Rel = string:trim(os:cmd("uname -r")),
+    Real = filename:join(["/lib/modules", Rel, "build"]),
+    case filelib:is_file(filename:join(Real, ".config")) of
+        true -> {real, Real};
+        false ->
+            Stub = filename:join(?config(priv_dir, Config), "ktree"),
+            ok = filelib:ensure_dir(filename:join([Stub, "include", "config", "x"])),
+            Cfg = case file:read_file("/proc/config.gz") of
+                      {ok, Z} -> zlib:gunzip(Z);
+                      {error, _} -> <<"CONFIG_UPROBES=y\n">>
+                  end,
+            ok = file:write_file(filename:join(Stub, ".config"), Cfg),
+            ok = file:write_file(filename:join([Stub, "include", "config",
+                                                "kernel.release"]), Rel ++ "\n"),
+            ok = file:write_file(filename:join(Stub, "Module.symvers"), <<>>),
+            {stub, Stub, Real}
+    end.
+
+stap_r({real, T}) -> T;
+stap_r({stub, T, _}) -> T.
+
+stap_script() -> filename:join([root(), "examples", "systemtap", "beamprobe_calls.stp"]).
+
+%% systemtap's own listing of the library's marks is every declared
+%% probe; the example script parses, elaborates (its three probes resolve
+%% to the addresses gdb gives for beamprobe:call, return_from and
+%% exception_from, its $argN to the notes' arguments) and translates.
+systemtap_listed(Config) ->
+    case os:find_executable("stap") of
+        false -> skip("systemtap is not installed (make deps installs it)");
+        Stap -> systemtap_listed(Config, Stap)
+    end.
+
+systemtap_listed(Config, Stap) ->
+    R = stap_r(stap_tree(Config)),
+    {0, L} = run(Stap, ["-r", R, "-l", "process(\"" ++ so() ++ "\").mark(\"*\")"], 300000),
+    ct:log("stap -l:~n~s", [L]),
+    Marks = lists:usort([M || {match, [M]} <- [re:run(Line, "\\.mark\\(\"([a-z_]+)\"\\)",
+                                                     [{capture, all_but_first, binary}])
+                                             || Line <- binary:split(L, <<"\n">>, [global])]]),
+    ?assertEqual(declared(), Marks),
+    {S1, P1} = run(Stap, ["-r", R, "-p1", stap_script(), so()], 300000),
+    ct:log("-p1 ~p:~n~s", [S1, P1]),
+    ?assertEqual(0, S1),
+    {S2, P2} = run(Stap, ["-r", R, "-p2", stap_script(), so()], 300000),
+    ct:log("-p2 ~p:~n~s", [S2, P2]),
+    ?assertEqual(0, S2),
+    {0, Gdb} = run(os:find_executable("gdb"), ["-batch", "-ex", "info probes", so()], 60000),
+    Addrs = [begin
+                 {match, [A]} = re:run(Gdb, "stap +beamprobe +" ++ N ++ " +0x0*([0-9a-f]+) ",
+                                       [{capture, all_but_first, binary}]),
+                 A
+             end || N <- ["call", "return_from", "exception_from"]],
+    [?assertNotEqual(nomatch, binary:match(P2, <<".statement(0x", A/binary, ")">>))
+     || A <- Addrs],
+    {S3, P3} = run(Stap, ["-r", R, "-p3", stap_script(), so()], 300000),
+    ?assertEqual(0, S3),
+    %% the translated C reads the mfa string of return_from
+    ?assertNotEqual(nomatch, binary:match(P3, <<"user_string_n">>)).
+
+%% The script run for real (stap -x PID) against a node calling
+%% beamprobe_workload:add/2 with a usdt sink: its report names the
+%% function with its calls.  Needs the kernel's build tree (stap builds
+%% and loads a kernel module; its bpf runtime cannot read mark arguments).
+systemtap_runs(Config) ->
+    case {os:find_executable("stap"), os:cmd("id -u")} of
+        {false, _} -> skip("systemtap is not installed (make deps installs it)");
+        {_, U} when U =/= "0\n" -> skip("stap -x loads a kernel module: root only");
+        {Stap, _} ->
+            case stap_tree(Config) of
+                {stub, _, Real} ->
+                    skip("no kernel build tree at " ++ Real ++
+                         " (linux-headers for this kernel): stap cannot build "
+                         "its kernel module here; systemtap_listed checked "
+                         "passes 1-3 of the script");
+                {real, _} -> systemtap_runs(Config, Stap)
+            end
+    end.
+
+systemtap_runs(_Config, Stap) ->
+    Timeout = os:find_executable("timeout"),
+    {Node, OsPid} = start_node(["loop", "40"]),
+    {S, Out} = run(Timeout, ["-s", "INT", "30", Stap, "-x", OsPid,
+                             stap_script(), so()], 600000),
+    _ = node_wait(Node),
+    ct:log("stap ~p:~n~s", [S, Out]),
+    ?assertMatch({match, _}, re:run(Out, "beamprobe_workload:add/2 +[1-9][0-9]* calls")).
+
+%% A skip, with its reason printed on the console too.
+skip(Why) ->
+    ct:pal("~p: skipped: ~s", [?MODULE, Why]),
+    {skip, Why}.
