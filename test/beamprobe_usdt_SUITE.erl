@@ -4,8 +4,13 @@
 %%% calls and reads their typed arguments; gdb stops on
 %%% `-probe-stap beamprobe:annotate' and reads its arguments; an annotation
 %%% appears in the CTF trace (babeltrace2), `bin/beamprobe print', `stats'
-%%% and the Perfetto export.  Cases that need root, bpftrace or tracefs
-%%% skip with the reason where the machine forbids them.
+%%% and the Perfetto export; an annotation goes into every session tracing
+%%% the caller and costs no NIF call while nothing wants it (the gate); a
+%%% usdt sink's own filter; gdb stops on `-probe-stap beamprobe:call';
+%%% SystemTap lists the probes and checks the example script (and runs it
+%%% where the kernel's build tree exists).  Cases that need root,
+%%% bpftrace, tracefs, systemtap or the kernel's build tree skip with the
+%%% reason where the machine forbids them.
 -module(beamprobe_usdt_SUITE).
 
 -include_lib("common_test/include/ct.hrl").
@@ -17,13 +22,14 @@
          annotation_everywhere/1, annotate_unwanted/1, usdt_output_only/1,
          usdt_bad_config/1, examples_run/1, annotate_race/1,
          annotate_gate/1, gdb_call/1, systemtap_listed/1,
-         systemtap_runs/1]).
+         systemtap_runs/1, annotate_every_session/1,
+         bpftrace_sink_filter/1]).
 
 all() ->
     [probes_listed, usdt_bad_config, usdt_output_only, annotate_unwanted,
-     annotate_gate,
+     annotate_gate, annotate_every_session,
      annotation_everywhere, annotate_race, gdb_annotate, bpftrace_counts_calls,
-     examples_run, gdb_call, systemtap_listed, systemtap_runs].
+     examples_run, bpftrace_sink_filter, gdb_call, systemtap_listed, systemtap_runs].
 
 init_per_suite(Config) ->
     ok = beamprobe_test_lib:require_tracer(),
@@ -584,3 +590,56 @@ systemtap_runs(_Config, Stap) ->
 skip(Why) ->
     ct:pal("~p: skipped: ~s", [?MODULE, Why]),
     {skip, Why}.
+
+%% Three sessions at once: two trace the annotating process (one by pid,
+%% one all processes), one traces another process: the annotation is in
+%% the first two, once each, and not in the third.
+annotate_every_session(Config) ->
+    W = beamprobe_workload:start_worker(),
+    Other = beamprobe_workload:start_worker(),
+    [DA, DB, DC] = [beamprobe_test_lib:dir(Config, D) || D <- ["a", "b", "c"]],
+    A = beamprobe_test_lib:start(#{procs => [W], events => [procs],
+                                   output => {file, DA}}),
+    B = beamprobe_test_lib:start(#{events => [procs], output => {file, DB}}),
+    C = beamprobe_test_lib:start(#{procs => [Other], events => [procs],
+                                   output => {file, DC}}),
+    beamprobe_workload:run(W, fun() -> beamprobe:annotate(everywhere, 1) end),
+    [_ = beamprobe_test_lib:stop(S) || S <- [A, B, C]],
+    Of = fun(D) -> [beamprobe_test_lib:field(E, "tag")
+                    || E <- beamprobe_test_lib:events(
+                              beamprobe_test_lib:trace(D), "annotation", W)]
+         end,
+    ?assertEqual([<<"everywhere">>], Of(DA)),
+    ?assertEqual([<<"everywhere">>], Of(DB)),
+    ?assertEqual(0, beamprobe_test_lib:count(beamprobe_test_lib:trace(DC),
+                                             "annotation")),
+    beamprobe_workload:stop_worker(W),
+    beamprobe_workload:stop_worker(Other).
+
+%% A usdt sink's own filter: a session tracing calls and gc with a usdt
+%% sink for gc only fires gc probes and no call probe (bpftrace attached
+%% to both).
+bpftrace_sink_filter(Config) ->
+    case bpftrace_ready() of
+        {skip, _} = Skip -> Skip;
+        {ok, Bt} -> bpftrace_sink_filter(Bt, Config)
+    end.
+
+bpftrace_sink_filter(Bt, _Config) ->
+    {Node, OsPid} = start_node(["filtered", "20"]),
+    P = "usdt:" ++ so() ++ ":beamprobe:",
+    Script = P ++ "call { @calls = count(); }\n" ++
+             P ++ "gc_start { @gcs = count(); }\n",
+    {_, Out} = run(Bt, ["-p", OsPid, "-e", Script], 120000),
+    NodeOut = node_wait(Node),
+    ct:log("bpftrace:~n~s~nnode:~n~s", [Out, NodeOut]),
+    ?assertNotEqual(nomatch, binary:match(NodeOut, <<"attached true">>)),
+    %% bpftrace prints a count that never counted as 0 (or not at all)
+    ?assertEqual(nomatch, re:run(Out, "@calls: [1-9]")),
+    {match, [Gcs]} = re:run(Out, "@gcs: ([0-9]+)",
+                            [{capture, all_but_first, list}]),
+    ?assert(list_to_integer(Gcs) > 0),
+    %% the session itself recorded the calls (its events count them)
+    {match, [E]} = re:run(NodeOut, "done events ([0-9]+)",
+                          [{capture, all_but_first, list}]),
+    ?assert(list_to_integer(E) >= 40).

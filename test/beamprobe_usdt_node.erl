@@ -5,7 +5,7 @@
 %%% work, prints `done ...' and halts.
 -module(beamprobe_usdt_node).
 
--export([calls/1, annotate/1, loop/1]).
+-export([calls/1, annotate/1, loop/1, filtered/1]).
 
 %% @doc [N, Dir]: a session with a usdt sink next to a file sink traces
 %% N calls of beamprobe_workload:add/2 in a worker (with return_from),
@@ -99,3 +99,27 @@ wait_gate(N) ->
         true -> true;
         false -> timer:sleep(100), wait_gate(N - 1)
     end.
+
+%% @doc [N]: a session tracing N calls of beamprobe_workload:add/2 and the
+%% worker's garbage collections, with a usdt sink for gc only: the call
+%% probes must not fire, the gc ones must.
+-spec filtered([atom()]) -> no_return().
+filtered([NA]) ->
+    N = list_to_integer(atom_to_list(NA)),
+    {ok, _} = application:ensure_all_started(beamprobe),
+    W = beamprobe_workload:start_worker(),
+    {ok, S} = beamprobe:start(#{procs => [W],
+                                calls => [{beamprobe_workload, add, 2}],
+                                return => true, events => [gc],
+                                output => {usdt, #{events => [gc]}}}),
+    hello(),
+    Attached = wait(gc_start, 300) andalso wait(call, 300),
+    timer:sleep(300),
+    [beamprobe_workload:run(W, fun() ->
+                                       beamprobe_workload:add(I, 1),
+                                       beamprobe_workload:garbage(2000)
+                               end) || I <- lists:seq(1, N)],
+    {ok, #{events := E}} = beamprobe:stop(S),
+    io:format("done events ~p attached ~p~n", [E, Attached]),
+    timer:sleep(500),
+    halt().
