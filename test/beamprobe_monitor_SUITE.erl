@@ -19,7 +19,8 @@
          handler_gets_monitor/1, lttng_unavailable/1, lttng_capture/1,
          own_processes_untraced/1, taken_while_held/1,
          concurrent_sessions/1, monitor_only/1, sample_only/1,
-         busy_port_event/1, busy_dist_port_event/1]).
+         busy_port_event/1, busy_dist_port_event/1,
+         large_heap_event/1]).
 
 -define(L, beamprobe_test_lib).
 -define(ADD, {beamprobe_workload, add, 2}).
@@ -32,7 +33,7 @@ all() ->
      samples_counter_tracks, samples_bounded, handler_gets_monitor,
      lttng_unavailable, lttng_capture, own_processes_untraced,
      taken_while_held, concurrent_sessions, monitor_only, sample_only,
-     busy_port_event, busy_dist_port_event].
+     busy_port_event, busy_dist_port_event, large_heap_event].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -732,3 +733,20 @@ busy_dist_port_event(_Config, Dir) ->
     [E | _] = Busy,
     %% the port field names the distribution port (#Port<...>)
     ?assertMatch(<<"#Port<", _/binary>>, ?L:field(E, "port")).
+
+%% A heap of millions of words after a GC: a large_heap monitor event
+%% naming the process, with the heap sizes the VM gives.
+large_heap_event(Config) ->
+    Dir = ?L:dir(Config, "t"),
+    S = ?L:start(#{monitor => #{large_heap => 1000000}, output => {file, Dir}}),
+    P = big_gc(),
+    timer:sleep(100),
+    _ = ?L:stop(S),
+    exit(P, kill),
+    Mine = [E || E <- monitor_events(?L:trace(Dir), large_heap),
+                 ?L:field(E, "process") =:= pid_text(P)],
+    ct:log("~p", [Mine]),
+    ?assertNotEqual([], Mine),
+    [E | _] = Mine,
+    ?assertNotEqual(nomatch, binary:match(?L:field(E, "detail"), <<"heap_block_size">>)),
+    ?assertEqual(undefined, erlang:system_monitor()).
