@@ -34,7 +34,9 @@
 -define(FLAG, beamprobe_gate_flag).
 -define(POLL_MS, 1000).
 
--record(st, {flag :: boolean(), loads = 0 :: non_neg_integer()}).
+-record(st, {flag :: boolean(), loads = 0 :: non_neg_integer(),
+             %% the two versions, compiled once ('error': no compiler)
+             bins = #{} :: #{boolean() => binary() | error}}).
 
 %% @doc Starts the registered gate (from beamprobe_sup).
 -spec start_link() -> {ok, pid()} | {error, term()}.
@@ -60,7 +62,8 @@ state() ->
 -spec init([]) -> {ok, #st{}}.
 init([]) ->
     process_flag(trap_exit, true),
-    St = set(wanted(), #st{flag = ?FLAG:on()}),
+    Bins = #{true => compile_flag(true), false => compile_flag(false)},
+    St = set(wanted(), #st{flag = ?FLAG:on(), bins = Bins}),
     _ = erlang:send_after(?POLL_MS, self(), poll),
     {ok, St}.
 
@@ -112,19 +115,32 @@ wanted() ->
 %% compiled from the constant; on any failure the flag becomes `true'
 %% where it can (the NIF decides) and stays as it is where it cannot.
 set(Want, #st{flag = Want} = St) -> St;
-set(Want, #st{loads = L} = St) ->
-    case load(Want) of
+set(Want, #st{loads = L, bins = Bins} = St) ->
+    case load(maps:get(Want, Bins)) of
         ok -> St#st{flag = Want, loads = L + 1};
         error when Want -> St;
         error ->
             %% Could not gate off: make sure the NIF decides.
-            case load(true) of
+            case load(maps:get(true, Bins)) of
                 ok -> St#st{flag = true, loads = L + 1};
                 error -> St
             end
     end.
 
-load(Want) ->
+load(error) -> error;
+load(Bin) ->
+    try
+        true = purged(20),
+        {module, ?FLAG} = code:load_binary(?FLAG, code:which(?FLAG), Bin),
+        %% The code just replaced: purged now if no process is in it
+        %% (else before the next load).
+        _ = code:soft_purge(?FLAG),
+        ok
+    catch _:_ -> error
+    end.
+
+%% The flag module compiled from the constant Want (once, at start).
+compile_flag(Want) ->
     try
         Body = case Want of
                    true -> [{call, 4, {remote, 4, {atom, 4, beamprobe},
@@ -141,12 +157,7 @@ load(Want) ->
                  {function, 3, on, 0, [{clause, 3, [], [], [{atom, 3, Want}]}]},
                  {function, 4, annotate, 2, [{clause, 4, Args, [], Body}]}],
         {ok, ?FLAG, Bin} = compile:forms(Forms, [binary, return_errors]),
-        true = purged(20),
-        {module, ?FLAG} = code:load_binary(?FLAG, code:which(?FLAG), Bin),
-        %% The code just replaced: purged now if no process is in it
-        %% (else before the next load).
-        _ = code:soft_purge(?FLAG),
-        ok
+        Bin
     catch _:_ -> error
     end.
 
