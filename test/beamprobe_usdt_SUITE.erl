@@ -618,7 +618,8 @@ annotate_every_session(Config) ->
 
 %% A usdt sink's own filter: a session tracing calls and gc with a usdt
 %% sink for gc only fires gc probes and no call probe (bpftrace attached
-%% to both).
+%% to both); the `process' probe names a process registered after the
+%% session started (from its register trace event).
 bpftrace_sink_filter(Config) ->
     case bpftrace_ready() of
         {skip, _} = Skip -> Skip;
@@ -629,7 +630,9 @@ bpftrace_sink_filter(Bt, _Config) ->
     {Node, OsPid} = start_node(["filtered", "20"]),
     P = "usdt:" ++ so() ++ ":beamprobe:",
     Script = P ++ "call { @calls = count(); }\n" ++
-             P ++ "gc_start { @gcs = count(); }\n",
+             P ++ "gc_start { @gcs = count(); }\n" ++
+             P ++ "process { printf(\"P %s %s|\\n\", str(arg1, arg2), "
+                  "str(arg3, arg4)); }\n",
     {_, Out} = run(Bt, ["-p", OsPid, "-e", Script], 120000),
     NodeOut = node_wait(Node),
     ct:log("bpftrace:~n~s~nnode:~n~s", [Out, NodeOut]),
@@ -642,4 +645,9 @@ bpftrace_sink_filter(Bt, _Config) ->
     %% the session itself recorded the calls (its events count them)
     {match, [E]} = re:run(NodeOut, "done events ([0-9]+)",
                           [{capture, all_but_first, list}]),
-    ?assert(list_to_integer(E) >= 40).
+    ?assert(list_to_integer(E) >= 40),
+    %% the worker, registered after the session started, is defined with
+    %% the name its register event gave
+    {match, [W]} = re:run(NodeOut, "worker (<[0-9.]+>)",
+                          [{capture, all_but_first, binary}]),
+    ?assertNotEqual(nomatch, binary:match(Out, <<"P ", W/binary, " usdt_late|">>)).

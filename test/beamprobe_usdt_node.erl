@@ -102,7 +102,8 @@ wait_gate(N) ->
 
 %% @doc [N]: a session tracing N calls of beamprobe_workload:add/2 and the
 %% worker's garbage collections, with a usdt sink for gc only: the call
-%% probes must not fire, the gc ones must.
+%% probes must not fire, the gc ones must.  The worker is registered as
+%% `usdt_late' once the tool is attached.
 -spec filtered([atom()]) -> no_return().
 filtered([NA]) ->
     N = list_to_integer(atom_to_list(NA)),
@@ -110,11 +111,15 @@ filtered([NA]) ->
     W = beamprobe_workload:start_worker(),
     {ok, S} = beamprobe:start(#{procs => [W],
                                 calls => [{beamprobe_workload, add, 2}],
-                                return => true, events => [gc],
+                                return => true, events => [gc, procs],
                                 output => {usdt, #{events => [gc]}}}),
     hello(),
     Attached = wait(gc_start, 300) andalso wait(call, 300),
     timer:sleep(300),
+    %% registered after the session started: the name reaches the
+    %% `process' probe through the register trace event
+    true = register(usdt_late, W),
+    io:format("worker ~p~n", [W]),
     [beamprobe_workload:run(W, fun() ->
                                        beamprobe_workload:add(I, 1),
                                        beamprobe_workload:garbage(2000)
