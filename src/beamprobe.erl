@@ -212,11 +212,7 @@ start_session(Owner, Config) ->
         {ok, Pid} ->
             try gen_server:call(Pid, install, infinity) of
                 {error, _} = E -> gone(Pid), E;
-                Ok ->
-                    %% Annotations of the session's processes call the
-                    %% NIF from now on (the gate: docs/usdt.md).
-                    _ = beamprobe_gate:check(),
-                    Ok
+                Ok -> Ok
             catch exit:{Reason, _} -> {error, {session_failed, Reason}}
             end;
         {error, _} = E -> E

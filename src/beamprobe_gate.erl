@@ -12,8 +12,9 @@
 %%% and loads it whenever the answer changes:
 %%%
 %%% <ul>
-%%% <li>`check/0' (synchronous): beamprobe:start/1 calls it once a session
-%%%   runs, so a session's annotations are never gated off;</li>
+%%% <li>`check/0' (synchronous): a session calls it once installed, before
+%%%   beamprobe:start/1 returns, so a session's annotations are never
+%%%   gated off;</li>
 %%% <li>every ?POLL_MS ms: the semaphore is raised by the kernel when a tool
 %%%   attaches, which no Erlang code is told about: a tool attached while
 %%%   no session runs sees annotations within ?POLL_MS ms; and the flag
