@@ -12,13 +12,14 @@
 %%% this VM) counts every beamprobe:call probe: the cost per fired probe
 %%% (a uprobe trap into the kernel and back).  Skipped with the reason
 %%% where bpftrace cannot run.
-%%% annotate: beamprobe:annotate/2 when no session and no probe wants it,
-%%% against a call of an empty function.
+%%% annotate: beamprobe:annotate/2 when no session and no probe wants it
+%%% (the gate off), against a remote call of an empty function and an
+%%% empty NIF call measured in the same run.
 %%%
 %%% `smoke' runs each once with tiny counts and no thresholds, ending with
 %%% `bench smoke part: N passed, M failed'.  See docs/usdt.md.
 -module(beamprobe_usdt_bench).
--export([main/1]).
+-export([main/1, nop/2]).
 
 -define(F, {bench_target, f, 1}).
 
@@ -124,26 +125,68 @@ report_pair(Label, Res, Target) ->
         false -> error
     end.
 
+%% beamprobe:annotate/2 while nothing wants annotations (the gate off:
+%% beamprobe_gate), against the baselines of the same run: a remote call
+%% of a function that does nothing (what calling annotate/2 costs at
+%% least), an empty NIF call, the NIF path a gate-less annotate/2 took
+%% (beamprobe:annotate_nif/2: the NIF returns at once) and
+%% persistent_term:get/1 (the other flag considered).  Interleaved rounds,
+%% medians.
 annotate_cost(Rounds, Ops) ->
-    L = [begin
-             T0 = erlang:monotonic_time(nanosecond),
-             annotate_loop(Ops),
-             T1 = erlang:monotonic_time(nanosecond),
-             empty_loop(Ops),
-             T2 = erlang:monotonic_time(nanosecond),
-             {(T1 - T0) / Ops, (T2 - T1) / Ops}
-         end || _ <- lists:seq(1, Rounds)],
-    A = median([X || {X, _} <- L]),
-    E = median([Y || {_, Y} <- L]),
-    io:format("beamprobe:annotate/2, nobody listening: ~.1f ns per call "
-              "(an empty function call: ~.1f ns)~n", [A, E]),
-    ok.
+    Gate = wait_gate_off(50),
+    Loops = [{remote, fun remote_loop/1}, {annotate, fun annotate_loop/1},
+             {nif, fun nif_loop/1}, {annotate_nif, fun annotate_nif_loop/1},
+             {pt, fun pt_loop/1}],
+    persistent_term:put(?MODULE, false),
+    L = [[{K, time_loop(F, Ops)} || {K, F} <- Loops]
+         || _ <- lists:seq(1, Rounds)],
+    persistent_term:erase(?MODULE),
+    M = fun(K) -> median([proplists:get_value(K, R) || R <- L]) end,
+    [R, A, N, AN, PT] = [M(K) || {K, _} <- Loops],
+    io:format("beamprobe:annotate/2, nothing wants it (gate ~s): ~.1f ns "
+              "per call; a remote call of an empty function: ~.1f ns: "
+              "+~.1f ns (x~.2f)~n"
+              "  an empty NIF call: ~.1f ns; the NIF path without the gate "
+              "(beamprobe:annotate_nif/2): ~.1f ns (+~.1f ns over the remote "
+              "call); persistent_term:get/1: ~.1f ns~n",
+              [case Gate of true -> "off"; false -> "STILL ON" end,
+               A, R, A - R, A / R, N, AN, AN - R, PT]),
+    case Gate andalso A > 0 of
+        true -> ok;
+        false -> error
+    end.
+
+wait_gate_off(0) -> false;
+wait_gate_off(N) ->
+    case beamprobe_gate_flag:on() of
+        false -> true;
+        true -> timer:sleep(100), wait_gate_off(N - 1)
+    end.
+
+time_loop(F, Ops) ->
+    T0 = erlang:monotonic_time(nanosecond),
+    F(Ops),
+    (erlang:monotonic_time(nanosecond) - T0) / Ops.
+
+%% @private A function that does nothing (the remote-call baseline).
+-spec nop(term(), term()) -> ok.
+nop(_, _) -> ok.
+
+remote_loop(0) -> ok;
+remote_loop(N) -> ok = ?MODULE:nop(tag, N), remote_loop(N - 1).
 
 annotate_loop(0) -> ok;
 annotate_loop(N) -> ok = beamprobe:annotate(tag, N), annotate_loop(N - 1).
 
-empty_loop(0) -> ok;
-empty_loop(N) -> ok = bench_target:f(ok), empty_loop(N - 1).
+nif_loop(0) -> ok;
+nif_loop(N) -> true = beamprobe_nif:is_loaded(), nif_loop(N - 1).
+
+annotate_nif_loop(0) -> ok;
+annotate_nif_loop(N) ->
+    ok = beamprobe:annotate_nif(tag, N), annotate_nif_loop(N - 1).
+
+pt_loop(0) -> ok;
+pt_loop(N) -> false = persistent_term:get(?MODULE), pt_loop(N - 1).
 
 bpftrace() ->
     case {os:find_executable("bpftrace"), os:cmd("id -u")} of

@@ -711,6 +711,9 @@ static ERL_NIF_TERM nif_annotate(ErlNifEnv *env, int argc,
 			    !enif_is_atom(env, e[1]) ||
 			    !(enif_is_pid(env, e[0]) || enif_is_port(env, e[0])))
 				continue;
+			/* the name for the usdt `process' probe, too */
+			bp_usdt_name((uint64_t)e[0],
+				     e[1] == bp_atom.undefined ? 0 : e[1]);
 			nl = annotate_atom(env, name, e[1]);
 			il = annotate_mfa(env, ic, e[2]);
 			start = bp_ring_reserve(&sl->ring,

@@ -573,6 +573,8 @@ void bp_tracer_write_procs_ports(ErlNifEnv *env, struct bp_session *s,
 						      : BP_EV_UNREGISTER,
 			     key);
 		wr_atom(env, sl, &w, term);
+		/* the name for the usdt `process' probe */
+		bp_usdt_name(key, tag == bp_atom.register_ ? term : 0);
 	} else if (tag == bp_atom.open) {
 		w = wr_begin(start, BP_EV_PORT_OPEN, key);
 		wr_pid(env, &w, term);

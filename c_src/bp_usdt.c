@@ -9,6 +9,7 @@
  * overwrites them while the producer is inside) or into stack buffers.
  */
 #define _GNU_SOURCE
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -119,9 +120,71 @@ static uint64_t define_fun(const char *mfa, uint32_t n)
 	return k;
 }
 
+/* The registered names of processes, as far as beamprobe knows them: no
+ * NIF call gives a process's name, so the names come from where the
+ * sessions learn them (bp_usdt_name: the `process' events a session
+ * writes from process_info/2 at its start, dump and stop, and the
+ * register/unregister trace events).  A direct-mapped table of (key,
+ * atom) pairs under a per-entry sequence word: any thread reads, writers
+ * that find an entry busy give up (a name is a convenience: a miss
+ * defines the process with an empty name, as a key the table never saw).
+ * Atoms are immediates valid in every environment and never freed. */
+#define NAME_CACHE 4096
+#define NAME_TEXT_MAX 1100 /* an atom, quoted and escaped */
+struct name_ent {
+	_Atomic uint32_t seq; /* odd while written */
+	_Atomic uint64_t key, atom;
+};
+static struct name_ent names[NAME_CACHE];
+
+static inline struct name_ent *name_ent(uint64_t key)
+{
+	return &names[(key >> 4) % NAME_CACHE];
+}
+
+void bp_usdt_name(uint64_t key, ERL_NIF_TERM name)
+{
+	struct name_ent *e = name_ent(key);
+	uint32_t v = atomic_load_explicit(&e->seq, memory_order_relaxed);
+
+	if (!key || (v & 1) ||
+	    !atomic_compare_exchange_strong_explicit(&e->seq, &v, v + 1,
+						     memory_order_acquire,
+						     memory_order_relaxed))
+		return;
+	atomic_store_explicit(&e->key, key, memory_order_relaxed);
+	atomic_store_explicit(&e->atom, (uint64_t)name, memory_order_relaxed);
+	atomic_store_explicit(&e->seq, v + 2, memory_order_release);
+}
+
+/* The name of key into buf (cap bytes, NUL-terminated): its length, 0 if
+ * not known. */
+static uint32_t name_of(ErlNifEnv *env, uint64_t key, char *buf, size_t cap)
+{
+	struct name_ent *e = name_ent(key);
+	uint32_t v1 = atomic_load_explicit(&e->seq, memory_order_acquire), v2;
+	uint64_t k, a;
+	size_t n;
+
+	if (v1 & 1)
+		return 0;
+	k = atomic_load_explicit(&e->key, memory_order_relaxed);
+	a = atomic_load_explicit(&e->atom, memory_order_relaxed);
+	atomic_thread_fence(memory_order_acquire);
+	v2 = atomic_load_explicit(&e->seq, memory_order_relaxed);
+	if (v1 != v2 || k != key || !a || !enif_is_atom(env, (ERL_NIF_TERM)a))
+		return 0;
+	n = bp_term_render_atom(env, (ERL_NIF_TERM)a, buf, cap - 1);
+	if (!n || n >= cap)
+		return 0;
+	buf[n] = '\0';
+	return (uint32_t)n;
+}
+
 static void define_proc(ErlNifEnv *env, ERL_NIF_TERM who, uint64_t key)
 {
-	char text[64];
+	char text[64], name[NAME_TEXT_MAX];
+	uint32_t nl;
 	int n;
 
 	if (!BEAMPROBE_PROCESS_ENABLED() ||
@@ -130,9 +193,10 @@ static void define_proc(ErlNifEnv *env, ERL_NIF_TERM who, uint64_t key)
 	n = enif_snprintf(text, sizeof text, "%T", who);
 	if (n <= 0 || n >= (int)sizeof text)
 		return;
-	/* The registered name is not known here (no NIF call gives it):
-	 * `register' probes and the CTF process events carry it. */
-	BEAMPROBE_PROCESS(key, text, (uint32_t)n, "", 0u);
+	nl = name_of(env, key, name, sizeof name);
+	if (!nl)
+		name[0] = '\0';
+	BEAMPROBE_PROCESS(key, text, (uint32_t)n, name, nl);
 }
 
 /* The fields of one record: integers and (pointer, length) strings in

@@ -46,6 +46,11 @@ static inline void bp_usdt_event(ErlNifEnv *env, const struct bp_session *s,
 	bp_usdt_fire(env, who, rec, len);
 }
 
+/* Process key has registered name `name' (an atom; 0 or `undefined':
+ * none) for the `process' definition probe.  Any thread; bounded; a
+ * busy table entry drops the update. */
+void bp_usdt_name(uint64_t key, ERL_NIF_TERM name);
+
 /* Is a tool attached to any probe of the session's usdt kinds?  (Tests,
  * info.)  Any thread. */
 int bp_usdt_attached(uint64_t kinds);

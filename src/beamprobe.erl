@@ -43,7 +43,7 @@
 -export([start/1, stop/1, info/1, list/0, dump/1, format_error/1]).
 -export([calls/2, calls/3, messages/2, messages/3, clear/0, help/0]).
 -export([start_matched/1, start_matched/2, stop_as/2]).
--export([annotate/1, annotate/2]).
+-export([annotate/1, annotate/2, annotate_nif/2]).
 -export([profile/2]).
 
 -export_type([spec/0, session/0, summary/0]).
@@ -498,11 +498,16 @@ annotate(Term) -> annotate(undefined, Term).
 %% @doc The `dyntrace:p' of beamprobe: writes an `annotation' event
 %% (`Tag' and `Term' rendered like any term, cut by the capture limits)
 %% into every session tracing the calling process, and fires the USDT
-%% probe `beamprobe:annotate' (docs/usdt.md).  Costs one NIF call that
-%% returns at once when no session runs and no tool is attached; never
-%% fails (`ok' also when the NIF is not loaded).
+%% probe `beamprobe:annotate' (docs/usdt.md).  While no session runs and
+%% no tool is attached it costs one more remote call, of a function that
+%% returns `ok' (beamprobe_gate_flag, kept by beamprobe_gate): no NIF call.
+%% Never fails (`ok' also when the NIF is not loaded).
 -spec annotate(term(), term()) -> ok.
-annotate(Tag, Term) ->
+annotate(Tag, Term) -> beamprobe_gate_flag:annotate(Tag, Term).
+
+%% @private The NIF part of annotate/2, past the gate.
+-spec annotate_nif(term(), term()) -> ok.
+annotate_nif(Tag, Term) ->
     try beamprobe_nif:user_annotate(Tag, Term)
     catch error:_ -> ok
     end.

@@ -509,9 +509,16 @@ vm(S) ->
                    (_, E) -> E
                 end, {ok, S}, Checks).
 
-%% Calls, events or both: a session that traces nothing is a mistake.
+%% Calls, events, VM monitor reports or counter samples: a session that
+%% writes nothing is a mistake.  A session with only `monitor' and/or
+%% `sample' traces no process (it only writes the VM's reports and
+%% samples: "just watch long GCs").
+nothing(#{calls := [], events := []} = S) when is_map_key(monitor, S);
+                                              is_map_key(sample, S) ->
+    {ok, S};
 nothing(#{calls := [], events := []}) ->
-    {error, {nothing_to_trace, "give calls => [{M, F, A}] or events"}};
+    {error, {nothing_to_trace,
+             "give calls => [{M, F, A}], events, monitor or sample"}};
 nothing(S) -> {ok, S}.
 
 default_dir() ->

@@ -66,7 +66,12 @@ init({Owner, Config}) ->
           {reply, term(), #st{}} | {stop, normal, term(), #st{}}.
 handle_call(install, _From, St) ->
     case install(St) of
-        {ok, St1} -> {reply, {ok, self(), St1#st.matched}, St1};
+        {ok, St1} ->
+            %% Annotations reach the NIF from now on (the gate,
+            %% docs/usdt.md); asked here, not in the caller, whose trace
+            %% the session may be recording.
+            _ = beamprobe_gate:check(),
+            {reply, {ok, self(), St1#st.matched}, St1};
         {error, Reason, St1} ->
             {stop, normal, {error, Reason}, abort(St1)}
     end;

@@ -2,6 +2,9 @@
 %%% ```
 %%% beamprobe_sup (one_for_one)
 %%%  ├─ beamprobe_janitor        cleans up after a session process that dies
+%%%  ├─ beamprobe_monitor        the one owner of erlang:system_monitor/2
+%%%  ├─ beamprobe_gate           keeps beamprobe:annotate/1,2 off the NIF
+%%%  │                           while nothing wants annotations
 %%%  └─ beamprobe_session_sup    (simple_one_for_one) one beamprobe_session
 %%%                              per running session, never restarted
 %%% '''
@@ -44,12 +47,17 @@ init(top) ->
                 start => {beamprobe_monitor, start_link, []},
                 restart => permanent, shutdown => 5000, type => worker,
                 modules => [beamprobe_monitor]},
+    %% Keeps beamprobe:annotate/1,2 off the NIF while nothing wants it.
+    Gate = #{id => beamprobe_gate,
+             start => {beamprobe_gate, start_link, []},
+             restart => permanent, shutdown => 5000, type => worker,
+             modules => [beamprobe_gate]},
     Sessions = #{id => beamprobe_session_sup,
                  start => {supervisor, start_link,
                            [{local, beamprobe_session_sup}, ?MODULE, sessions]},
                  restart => permanent, shutdown => infinity,
                  type => supervisor, modules => [?MODULE]},
-    {ok, {Flags, [Janitor, Monitor, Sessions]}};
+    {ok, {Flags, [Janitor, Monitor, Gate, Sessions]}};
 init(sessions) ->
     Flags = #{strategy => simple_one_for_one, intensity => 10, period => 1},
     Child = #{id => beamprobe_session,

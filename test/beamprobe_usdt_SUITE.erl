@@ -4,8 +4,13 @@
 %%% calls and reads their typed arguments; gdb stops on
 %%% `-probe-stap beamprobe:annotate' and reads its arguments; an annotation
 %%% appears in the CTF trace (babeltrace2), `bin/beamprobe print', `stats'
-%%% and the Perfetto export.  Cases that need root, bpftrace or tracefs
-%%% skip with the reason where the machine forbids them.
+%%% and the Perfetto export; an annotation goes into every session tracing
+%%% the caller and costs no NIF call while nothing wants it (the gate); a
+%%% usdt sink's own filter; gdb stops on `-probe-stap beamprobe:call';
+%%% SystemTap lists the probes and checks the example script (and runs it
+%%% where the kernel's build tree exists).  Cases that need root,
+%%% bpftrace, tracefs, systemtap or the kernel's build tree skip with the
+%%% reason where the machine forbids them.
 -module(beamprobe_usdt_SUITE).
 
 -include_lib("common_test/include/ct.hrl").
@@ -15,12 +20,16 @@
          init_per_testcase/2, end_per_testcase/2]).
 -export([probes_listed/1, bpftrace_counts_calls/1, gdb_annotate/1,
          annotation_everywhere/1, annotate_unwanted/1, usdt_output_only/1,
-         usdt_bad_config/1, examples_run/1, annotate_race/1]).
+         usdt_bad_config/1, examples_run/1, annotate_race/1,
+         annotate_gate/1, gdb_call/1, systemtap_listed/1,
+         systemtap_runs/1, annotate_every_session/1,
+         bpftrace_sink_filter/1]).
 
 all() ->
     [probes_listed, usdt_bad_config, usdt_output_only, annotate_unwanted,
+     annotate_gate, annotate_every_session,
      annotation_everywhere, annotate_race, gdb_annotate, bpftrace_counts_calls,
-     examples_run].
+     examples_run, bpftrace_sink_filter, gdb_call, systemtap_listed, systemtap_runs].
 
 init_per_suite(Config) ->
     ok = beamprobe_test_lib:require_tracer(),
@@ -107,6 +116,43 @@ annotate_unwanted(Config) ->
     [A] = beamprobe_test_lib:events(Evs, "annotation"),
     ?assertEqual(<<"traced">>, beamprobe_test_lib:field(A, "tag")),
     beamprobe_workload:stop_worker(W).
+
+%% The gate: while no session runs and no tool is attached,
+%% beamprobe:annotate/2 does not call the NIF at all (the VM's call_count
+%% on beamprobe_nif:user_annotate/2 stays 0); once start/1 returned, every
+%% annotation reaches the NIF; after the last session, within the gate's
+%% poll (1 s), none again.
+annotate_gate(_Config) ->
+    ?assertEqual(ok, wait_flag(false, 30)),
+    MFA = {beamprobe_nif, user_annotate, 2},
+    1 = erlang:trace_pattern(MFA, true, [call_count]),
+    try
+        [ok = beamprobe:annotate(idle, I) || I <- lists:seq(1, 1000)],
+        ?assertEqual({call_count, 0}, erlang:trace_info(MFA, call_count)),
+        W = beamprobe_workload:start_worker(),
+        S = beamprobe_test_lib:start(#{procs => [W], events => [procs],
+                                       output => usdt}),
+        ?assertEqual(true, beamprobe_gate_flag:on()),
+        [ok = beamprobe:annotate(busy, I) || I <- lists:seq(1, 1000)],
+        ?assertEqual({call_count, 1000}, erlang:trace_info(MFA, call_count)),
+        _ = beamprobe_test_lib:stop(S),
+        beamprobe_workload:stop_worker(W),
+        ?assertEqual(ok, wait_flag(false, 30)),
+        1 = erlang:trace_pattern(MFA, true, [call_count]),
+        [ok = beamprobe:annotate(idle, I) || I <- lists:seq(1, 1000)],
+        ?assertEqual({call_count, 0}, erlang:trace_info(MFA, call_count)),
+        {ok, #{flag := false, wanted := false, loads := L}} = beamprobe_gate:state(),
+        ?assert(L >= 2)
+    after
+        erlang:trace_pattern(MFA, false, [call_count])
+    end.
+
+wait_flag(Want, 0) -> {timeout, Want};
+wait_flag(Want, N) ->
+    case beamprobe_gate_flag:on() of
+        Want -> ok;
+        _ -> timer:sleep(100), wait_flag(Want, N - 1)
+    end.
 
 %% Processes annotate in a loop while sessions (with file, usdt and handler
 %% sinks, all processes) start and stop under them: no crash, every
@@ -230,11 +276,13 @@ gdb_check(Out, NodeOut) ->
     ?assertNotEqual(nomatch, binary:match(Out, <<"VALUE {value,42,\"text\"} LEN 17">>)),
     {match, [Tid]} = re:run(Out, "TID ([0-9]+)", [{capture, all_but_first, list}]),
     ?assert(list_to_integer(Tid) > 0),
-    ?assertNotEqual(nomatch, binary:match(NodeOut, <<"attached true">>)).
+    ?assertNotEqual(nomatch, binary:match(NodeOut, <<"attached true">>)),
+    ?assertNotEqual(nomatch, binary:match(NodeOut, <<"gate true">>)).
 
 %% bpftrace attached by pid counts exactly N beamprobe:call probes for N
 %% traced calls, reads their typed arguments, binds the process key to its
-%% <0.N.0> text through beamprobe:process and the function key to its
+%% <0.N.0> text and registered name through beamprobe:process and the
+%% function key to its
 %% m:f/a text through beamprobe:function; the file sink next to it has the
 %% same N calls and N returns.
 bpftrace_counts_calls(Config) ->
@@ -252,7 +300,8 @@ bpftrace_counts_calls(Bt, Config) ->
         P ++ "call { @calls = count(); printf(\"C %lu %lu %lu %s|%s\\n\", "
              "arg0, arg1, arg2, str(arg3, arg4), str(arg5)); }\n" ++
         P ++ "return_from { @returns = count(); }\n" ++
-        P ++ "process { printf(\"P %lu %s\\n\", arg0, str(arg1, arg2)); }\n" ++
+        P ++ "process { printf(\"P %lu %s %s|\\n\", arg0, str(arg1, arg2), "
+             "str(arg3, arg4)); }\n" ++
         P ++ "function { printf(\"F %lu %s\\n\", arg0, str(arg1, arg2)); }\n",
     {_, Out} = run(Bt, ["-p", OsPid, "-e", Script], 120000),
     NodeOut = node_wait(Node),
@@ -272,7 +321,9 @@ bpftrace_counts_calls(Bt, Config) ->
                               [{capture, all_but_first, binary}]),
     Keys = lists:usort([K || [K, _T, _F | _] <- Calls]),
     [Key] = Keys,
-    ?assert(lists:member(<<"P ", Key/binary, " ", WText/binary>>, Lines)),
+    %% the process's <0.N.0> text and its registered name
+    ?assert(lists:member(<<"P ", Key/binary, " ", WText/binary,
+                           " usdt_worker|">>, Lines)),
     FKeys = lists:usort([F || [_, _, F | _] <- Calls]),
     [FKey] = FKeys,
     ?assert(lists:member(<<"F ", FKey/binary, " beamprobe_workload:add/2">>, Lines)),
@@ -397,3 +448,206 @@ collect(Port, Acc, Timeout) ->
     end.
 
 cli(Args) -> run(filename:join([root(), "bin", "beamprobe"]), Args, 60000).
+
+%%% ------------------------------------------------------------------------
+%%% gdb on beamprobe:call
+
+%% `break -probe-stap beamprobe:call' in gdb attached to a node whose
+%% session has a usdt sink: gdb stops on the first traced call and reads
+%% its typed arguments (key, tid, fkey, mfa and its length, args).
+gdb_call(Config) ->
+    Gdb = os:find_executable("gdb"),
+    ?assertNotEqual(false, Gdb),
+    Dir = beamprobe_test_lib:dir(Config, "t"),
+    {Node, OsPid} = start_node(["calls", "3", Dir]),
+    {Status, Out} =
+        run(Gdb, ["-batch", "-nx", "-p", OsPid,
+                  "-ex", "handle SIGUSR1 SIGUSR2 SIGALRM SIGCHLD SIGPIPE nostop noprint pass",
+                  "-ex", "break -probe-stap beamprobe:call",
+                  "-ex", "continue",
+                  "-ex", "printf \"ARGC %d\\n\", $_probe_argc",
+                  "-ex", "printf \"KEY %lu FKEY %lu\\n\", $_probe_arg0, $_probe_arg2",
+                  "-ex", "printf \"MFA %s LEN %d\\n\", (char *)$_probe_arg3, (int)$_probe_arg4",
+                  "-ex", "printf \"ARGS %s\\n\", (char *)$_probe_arg5",
+                  "-ex", "delete",
+                  "-ex", "detach"], 120000),
+    NodeOut = node_wait(Node),
+    ct:log("gdb ~p:~n~s~nnode:~n~s", [Status, Out, NodeOut]),
+    case binary:match(Out, <<"ptrace: Operation not permitted">>) of
+        _ when Status =/= 0 -> ct:fail({gdb_status, Status});
+        nomatch ->
+            ?assertNotEqual(nomatch, binary:match(Out, <<"ARGC 6">>)),
+            ?assertNotEqual(nomatch, binary:match(Out, <<"MFA beamprobe_workload:add/2 LEN 24">>)),
+            ?assertNotEqual(nomatch, binary:match(Out, <<"ARGS (1, 1)">>)),
+            {match, [K, F]} = re:run(Out, "KEY ([0-9]+) FKEY ([0-9]+)",
+                                     [{capture, all_but_first, list}]),
+            ?assert(list_to_integer(K) > 0),
+            ?assert(list_to_integer(F) > 0),
+            %% the node went on and traced its calls
+            ?assertNotEqual(nomatch, binary:match(NodeOut, <<"attached true">>)),
+            ?assertEqual(3, beamprobe_test_lib:count(beamprobe_test_lib:trace(Dir), "call"));
+        _ -> {skip, "gdb may not ptrace the node here"}
+    end.
+
+%%% ------------------------------------------------------------------------
+%%% SystemTap: examples/systemtap/beamprobe_calls.stp
+
+%% stap needs a kernel build tree for every pass, even parsing (it reads
+%% the kernel's .config).  The real one where it exists; else a stub made
+%% from the running kernel's release and /proc/config.gz, enough for
+%% passes 1-3 (parse, elaborate against the library's notes, translate),
+%% never for building or running a module.
+stap_tree(Config) ->
+    Rel = string:trim(os:cmd("uname -r")),
+    Real = filename:join(["/lib/modules", Rel, "build"]),
+    case filelib:is_file(filename:join(Real, ".config")) of
+        true -> {real, Real};
+        false ->
+            Stub = filename:join(?config(priv_dir, Config), "ktree"),
+            ok = filelib:ensure_dir(filename:join([Stub, "include", "config", "x"])),
+            Cfg = case file:read_file("/proc/config.gz") of
+                      {ok, Z} -> zlib:gunzip(Z);
+                      {error, _} -> <<"CONFIG_UPROBES=y\n">>
+                  end,
+            ok = file:write_file(filename:join(Stub, ".config"), Cfg),
+            ok = file:write_file(filename:join([Stub, "include", "config",
+                                                "kernel.release"]), Rel ++ "\n"),
+            ok = file:write_file(filename:join(Stub, "Module.symvers"), <<>>),
+            {stub, Stub, Real}
+    end.
+
+stap_r({real, T}) -> T;
+stap_r({stub, T, _}) -> T.
+
+stap_script() -> filename:join([root(), "examples", "systemtap", "beamprobe_calls.stp"]).
+
+%% systemtap's own listing of the library's marks is every declared
+%% probe; the example script parses, elaborates (its three probes resolve
+%% to the addresses gdb gives for beamprobe:call, return_from and
+%% exception_from, its $argN to the notes' arguments) and translates.
+systemtap_listed(Config) ->
+    case os:find_executable("stap") of
+        false -> skip("systemtap is not installed (make deps installs it)");
+        Stap -> systemtap_listed(Config, Stap)
+    end.
+
+systemtap_listed(Config, Stap) ->
+    R = stap_r(stap_tree(Config)),
+    {0, L} = run(Stap, ["-r", R, "-l", "process(\"" ++ so() ++ "\").mark(\"*\")"], 300000),
+    ct:log("stap -l:~n~s", [L]),
+    Marks = lists:usort([M || {match, [M]} <- [re:run(Line, "\\.mark\\(\"([a-z_]+)\"\\)",
+                                                     [{capture, all_but_first, binary}])
+                                             || Line <- binary:split(L, <<"\n">>, [global])]]),
+    ?assertEqual(declared(), Marks),
+    {S1, P1} = run(Stap, ["-r", R, "-p1", stap_script(), so()], 300000),
+    ct:log("-p1 ~p:~n~s", [S1, P1]),
+    ?assertEqual(0, S1),
+    {S2, P2} = run(Stap, ["-r", R, "-p2", stap_script(), so()], 300000),
+    ct:log("-p2 ~p:~n~s", [S2, P2]),
+    ?assertEqual(0, S2),
+    {0, Gdb} = run(os:find_executable("gdb"), ["-batch", "-ex", "info probes", so()], 60000),
+    Addrs = [begin
+                 {match, [A]} = re:run(Gdb, "stap +beamprobe +" ++ N ++ " +0x0*([0-9a-f]+) ",
+                                       [{capture, all_but_first, binary}]),
+                 A
+             end || N <- ["call", "return_from", "exception_from"]],
+    [?assertNotEqual(nomatch, binary:match(P2, <<".statement(0x", A/binary, ")">>))
+     || A <- Addrs],
+    {S3, P3} = run(Stap, ["-r", R, "-p3", stap_script(), so()], 300000),
+    ?assertEqual(0, S3),
+    %% the translated C reads the mfa string of return_from
+    ?assertNotEqual(nomatch, binary:match(P3, <<"user_string_n">>)).
+
+%% The script run for real (stap -x PID) against a node calling
+%% beamprobe_workload:add/2 with a usdt sink: its report names the
+%% function with its calls.  Needs the kernel's build tree (stap builds
+%% and loads a kernel module; its bpf runtime cannot read mark arguments).
+systemtap_runs(Config) ->
+    case {os:find_executable("stap"), os:cmd("id -u")} of
+        {false, _} -> skip("systemtap is not installed (make deps installs it)");
+        {_, U} when U =/= "0\n" -> skip("stap -x loads a kernel module: root only");
+        {Stap, _} ->
+            case stap_tree(Config) of
+                {stub, _, Real} ->
+                    skip("no kernel build tree at " ++ Real ++
+                         " (linux-headers for this kernel): stap cannot build "
+                         "its kernel module here; systemtap_listed checked "
+                         "passes 1-3 of the script");
+                {real, _} -> systemtap_runs(Config, Stap)
+            end
+    end.
+
+systemtap_runs(_Config, Stap) ->
+    Timeout = os:find_executable("timeout"),
+    {Node, OsPid} = start_node(["loop", "40"]),
+    {S, Out} = run(Timeout, ["-s", "INT", "30", Stap, "-x", OsPid,
+                             stap_script(), so()], 600000),
+    _ = node_wait(Node),
+    ct:log("stap ~p:~n~s", [S, Out]),
+    ?assertMatch({match, _}, re:run(Out, "beamprobe_workload:add/2 +[1-9][0-9]* calls")).
+
+%% A skip, with its reason printed on the console too.
+skip(Why) ->
+    ct:pal("~p: skipped: ~s", [?MODULE, Why]),
+    {skip, Why}.
+
+%% Three sessions at once: two trace the annotating process (one by pid,
+%% one all processes), one traces another process: the annotation is in
+%% the first two, once each, and not in the third.
+annotate_every_session(Config) ->
+    W = beamprobe_workload:start_worker(),
+    Other = beamprobe_workload:start_worker(),
+    [DA, DB, DC] = [beamprobe_test_lib:dir(Config, D) || D <- ["a", "b", "c"]],
+    A = beamprobe_test_lib:start(#{procs => [W], events => [procs],
+                                   output => {file, DA}}),
+    B = beamprobe_test_lib:start(#{events => [procs], output => {file, DB}}),
+    C = beamprobe_test_lib:start(#{procs => [Other], events => [procs],
+                                   output => {file, DC}}),
+    beamprobe_workload:run(W, fun() -> beamprobe:annotate(everywhere, 1) end),
+    [_ = beamprobe_test_lib:stop(S) || S <- [A, B, C]],
+    Of = fun(D) -> [beamprobe_test_lib:field(E, "tag")
+                    || E <- beamprobe_test_lib:events(
+                              beamprobe_test_lib:trace(D), "annotation", W)]
+         end,
+    ?assertEqual([<<"everywhere">>], Of(DA)),
+    ?assertEqual([<<"everywhere">>], Of(DB)),
+    ?assertEqual(0, beamprobe_test_lib:count(beamprobe_test_lib:trace(DC),
+                                             "annotation")),
+    beamprobe_workload:stop_worker(W),
+    beamprobe_workload:stop_worker(Other).
+
+%% A usdt sink's own filter: a session tracing calls and gc with a usdt
+%% sink for gc only fires gc probes and no call probe (bpftrace attached
+%% to both); the `process' probe names a process registered after the
+%% session started (from its register trace event).
+bpftrace_sink_filter(Config) ->
+    case bpftrace_ready() of
+        {skip, _} = Skip -> Skip;
+        {ok, Bt} -> bpftrace_sink_filter(Bt, Config)
+    end.
+
+bpftrace_sink_filter(Bt, _Config) ->
+    {Node, OsPid} = start_node(["filtered", "20"]),
+    P = "usdt:" ++ so() ++ ":beamprobe:",
+    Script = P ++ "call { @calls = count(); }\n" ++
+             P ++ "gc_start { @gcs = count(); }\n" ++
+             P ++ "process { printf(\"P %s %s|\\n\", str(arg1, arg2), "
+                  "str(arg3, arg4)); }\n",
+    {_, Out} = run(Bt, ["-p", OsPid, "-e", Script], 120000),
+    NodeOut = node_wait(Node),
+    ct:log("bpftrace:~n~s~nnode:~n~s", [Out, NodeOut]),
+    ?assertNotEqual(nomatch, binary:match(NodeOut, <<"attached true">>)),
+    %% bpftrace prints a count that never counted as 0 (or not at all)
+    ?assertEqual(nomatch, re:run(Out, "@calls: [1-9]")),
+    {match, [Gcs]} = re:run(Out, "@gcs: ([0-9]+)",
+                            [{capture, all_but_first, list}]),
+    ?assert(list_to_integer(Gcs) > 0),
+    %% the session itself recorded the calls (its events count them)
+    {match, [E]} = re:run(NodeOut, "done events ([0-9]+)",
+                          [{capture, all_but_first, list}]),
+    ?assert(list_to_integer(E) >= 40),
+    %% the worker, registered after the session started, is defined with
+    %% the name its register event gave
+    {match, [W]} = re:run(NodeOut, "worker (<[0-9.]+>)",
+                          [{capture, all_but_first, binary}]),
+    ?assertNotEqual(nomatch, binary:match(Out, <<"P ", W/binary, " usdt_late|">>)).

@@ -5,15 +5,18 @@
 %%% work, prints `done ...' and halts.
 -module(beamprobe_usdt_node).
 
--export([calls/1, annotate/1, loop/1]).
+-export([calls/1, annotate/1, loop/1, filtered/1]).
 
 %% @doc [N, Dir]: a session with a usdt sink next to a file sink traces
-%% N calls of beamprobe_workload:add/2 in a worker (with return_from).
+%% N calls of beamprobe_workload:add/2 in a worker (with return_from),
+%% registered as `usdt_worker'.
 -spec calls([atom()]) -> no_return().
 calls([NA, DirA]) ->
     N = list_to_integer(atom_to_list(NA)),
     {ok, _} = application:ensure_all_started(beamprobe),
     W = beamprobe_workload:start_worker(),
+    %% a registered name, for the `process' definition probe
+    true = register(usdt_worker, W),
     {ok, S} = beamprobe:start(#{procs => [W],
                                 calls => [{beamprobe_workload, add, 2}],
                                 return => true,
@@ -38,7 +41,11 @@ annotate([go]) ->
     {ok, _} = application:ensure_all_started(beamprobe),
     hello(),
     Attached = wait(annotate, 300),
+    %% No session runs: the gate (beamprobe_gate) lets annotations through
+    %% to the NIF within a second of the tool's attaching.
+    Gate = wait_gate(50),
     ok = beamprobe:annotate(usdt_tag, {value, 42, "text"}),
+    io:format("gate ~p~n", [Gate]),
     io:format("done self ~p attached ~p~n", [self(), Attached]),
     halt().
 
@@ -85,3 +92,39 @@ wait(Probe, N) ->
         true -> true;
         false -> timer:sleep(100), wait(Probe, N - 1)
     end.
+
+wait_gate(0) -> false;
+wait_gate(N) ->
+    case beamprobe_gate_flag:on() of
+        true -> true;
+        false -> timer:sleep(100), wait_gate(N - 1)
+    end.
+
+%% @doc [N]: a session tracing N calls of beamprobe_workload:add/2 and the
+%% worker's garbage collections, with a usdt sink for gc only: the call
+%% probes must not fire, the gc ones must.  The worker is registered as
+%% `usdt_late' once the tool is attached.
+-spec filtered([atom()]) -> no_return().
+filtered([NA]) ->
+    N = list_to_integer(atom_to_list(NA)),
+    {ok, _} = application:ensure_all_started(beamprobe),
+    W = beamprobe_workload:start_worker(),
+    {ok, S} = beamprobe:start(#{procs => [W],
+                                calls => [{beamprobe_workload, add, 2}],
+                                return => true, events => [gc, procs],
+                                output => {usdt, #{events => [gc]}}}),
+    hello(),
+    Attached = wait(gc_start, 300) andalso wait(call, 300),
+    timer:sleep(300),
+    %% registered after the session started: the name reaches the
+    %% `process' probe through the register trace event
+    true = register(usdt_late, W),
+    io:format("worker ~p~n", [W]),
+    [beamprobe_workload:run(W, fun() ->
+                                       beamprobe_workload:add(I, 1),
+                                       beamprobe_workload:garbage(2000)
+                               end) || I <- lists:seq(1, N)],
+    {ok, #{events := E}} = beamprobe:stop(S),
+    io:format("done events ~p attached ~p~n", [E, Attached]),
+    timer:sleep(500),
+    halt().
