@@ -3,8 +3,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 plt=_build/beamprobe.plt
+apps="erts kernel stdlib runtime_tools compiler"
 mkdir -p _build
-if [ ! -f "$plt" ]; then
-  dialyzer --build_plt --output_plt "$plt" --apps erts kernel stdlib runtime_tools >/dev/null || true
+# The PLT is rebuilt when the list of applications changes.
+if [ ! -f "$plt" ] || [ "$(cat "$plt.apps" 2>/dev/null)" != "$apps" ]; then
+  rm -f "$plt"
+  # shellcheck disable=SC2086
+  dialyzer --build_plt --output_plt "$plt" --apps $apps >/dev/null || true
+  echo "$apps" > "$plt.apps"
 fi
 dialyzer --plt "$plt" -Wunmatched_returns -Werror_handling ebin

@@ -142,25 +142,25 @@ load(Bin) ->
 
 %% The flag module compiled from the constant Want (once, at start).
 compile_flag(Want) ->
+    Annotate = case Want of
+                   true -> "annotate(T, V) -> beamprobe:annotate_nif(T, V).";
+                   false -> "annotate(_, _) -> ok."
+               end,
+    Source = ["-module(" ++ atom_to_list(?FLAG) ++ ").",
+              "-export([on/0, annotate/2]).",
+              "on() -> " ++ atom_to_list(Want) ++ ".",
+              Annotate],
     try
-        Body = case Want of
-                   true -> [{call, 4, {remote, 4, {atom, 4, beamprobe},
-                                       {atom, 4, annotate_nif}},
-                             [{var, 4, 'T'}, {var, 4, 'V'}]}];
-                   false -> [{atom, 4, ok}]
-               end,
-        Args = case Want of
-                   true -> [{var, 4, 'T'}, {var, 4, 'V'}];
-                   false -> [{var, 4, '_'}, {var, 4, '_'}]
-               end,
-        Forms = [{attribute, 1, module, ?FLAG},
-                 {attribute, 2, export, [{on, 0}, {annotate, 2}]},
-                 {function, 3, on, 0, [{clause, 3, [], [], [{atom, 3, Want}]}]},
-                 {function, 4, annotate, 2, [{clause, 4, Args, [], Body}]}],
+        Forms = [parse_form(S) || S <- Source],
         {ok, ?FLAG, Bin} = compile:forms(Forms, [binary, return_errors]),
         Bin
     catch _:_ -> error
     end.
+
+parse_form(Text) ->
+    {ok, Tokens, _} = erl_scan:string(Text),
+    {ok, Form} = erl_parse:parse_form(Tokens),
+    Form.
 
 %% Old code of the flag module purged (a process may be in it for the
 %% moment a call takes: retried for N ms).
