@@ -40,7 +40,7 @@
  *     shrinks a binary being appended to (its owner's next append then
  *     copies it).  A binary whose layout is not recognised prints <<...>>;
  *     on a VM other than OTP 24 or 25 every binary does, and integers
- *     beyond 64 bits print as "..." (layout_check).
+ *     beyond 64 bits print as "..." (bp_erts_layout_ok, bp_erts_layout.h).
  *   - floats: the shortest round-trip digits (what Ryu finds for
  *     float_to_list(F, [short])), computed in bp_float.c.
  *   - pids, ports, refs and funs: %T, whose text for them is small and the
@@ -52,9 +52,9 @@
  * (test/beamprobe_term_tests.erl).
  */
 #include "bp_term.h"
+#include "bp_erts_layout.h"
 #include "bp_atom_syntax.h"
 #include "bp_float.h"
-#include "bp_pid_text.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -64,64 +64,6 @@
 
 #define BIG_DEC_WORDS 16 /* bignums up to this many words print in decimal */
 #define TMP_TEXT 1100	 /* %T text of an atom (255 chars) or fun */
-
-/* ERTS term layout (erl_term.h; long stable, checked on OTP 25). */
-#define ERTS_PRIMARY_MASK 0x3
-#define ERTS_PRIMARY_BOXED 0x2
-#define ERTS_PRIMARY_IMMED 0x3
-#define ERTS_IMMED1_MASK 0xf
-#define ERTS_IMMED1_PID 0x3
-#define ERTS_IMMED1_SMALL 0xf
-#define ERTS_HEADER_TAG_MASK 0x3f
-#define ERTS_HEADER_POS_BIG 0x08
-#define ERTS_HEADER_NEG_BIG 0x0c
-#define ERTS_HEADER_ARITY_SHIFT 6
-#define ERTS_HEADER_REFC_BIN 0x20
-#define ERTS_HEADER_HEAP_BIN 0x24
-#define ERTS_HEADER_SUB_BIN 0x28
-
-/* ProcBin, ErlHeapBin (header, size, data...) and ErlSubBin of OTP 25's
- * erl_binary.h (the same in OTP 24). */
-struct erts_proc_bin {
-	ERL_NIF_UINT thing_word, size;
-	const void *next, *val;
-	const unsigned char *bytes;
-	ERL_NIF_UINT flags;
-};
-
-struct erts_sub_bin {
-	ERL_NIF_UINT thing_word, size, offs;
-	unsigned char bitsize, bitoffs, is_writable;
-	ERL_NIF_TERM orig;
-};
-
-/* 1 if the running VM lays terms out as above: OTP 24 or 25 (OTP 26
- * changed binaries).  Asked once; elsewhere bignums print as ... and
- * binaries as <<...>> rather than read memory laid out otherwise. */
-static NOINLINE int layout_check(void)
-{
-	static atomic_int known = -1;
-	int v = atomic_load_explicit(&known, memory_order_relaxed);
-	ErlNifSysInfo si;
-
-	if (v >= 0)
-		return v;
-	memset(&si, 0, sizeof si);
-	enif_system_info(&si, sizeof si);
-	v = si.otp_release && (!strcmp(si.otp_release, "24") ||
-			       !strcmp(si.otp_release, "25"));
-	atomic_store_explicit(&known, v, memory_order_relaxed);
-	return v;
-}
-
-/* The words of boxed term t; NULL if t is not boxed or the layout is not
- * the one this file knows. */
-static inline const ERL_NIF_UINT *boxed(ERL_NIF_TERM t)
-{
-	if ((t & ERTS_PRIMARY_MASK) != ERTS_PRIMARY_BOXED || !layout_check())
-		return NULL;
-	return (const ERL_NIF_UINT *)(uintptr_t)(t & ~(ERL_NIF_TERM)ERTS_PRIMARY_MASK);
-}
 
 struct ctx {
 	ErlNifEnv *env;
@@ -349,61 +291,6 @@ static inline void imm_store(struct bp_term_imm *e, ERL_NIF_TERM t,
 	e->word = (uint64_t)t;
 }
 
-/*
- * The text of a local pid, "<0.Number.Serial>", from its immediate word
- * (bp_pid_text.h) without enif_snprintf, whose formatter costs ~1 us.
- * The decoding is checked against %T on the first PID_VERIFY local pids
- * this VM renders whose serial is 0 and on the first PID_VERIFY whose
- * serial is not (the only ones a number/serial split elsewhere would
- * print differently); one disagreement and it is never used again (every
- * pid then goes through %T).  Returns 1 with the text in out, 0 if not
- * used.  (Before 2026-11-24 the number was taken as 28 bits and every
- * word's upper bits as the serial: the check failed on the first pid and
- * every pid went through %T.)
- */
-#define PID_VERIFY 32
-
-static size_t u64_text(char *out, uint64_t u)
-{
-	return bp_pid_u64_text(out, u);
-}
-
-static size_t local_pid_text(ERL_NIF_TERM t, char *out)
-{
-	return bp_pid_text((uint64_t)t, out);
-}
-
-/* Agreements seen, for serial 0 [0] and serial > 0 [1]; -1: off. */
-static atomic_int pid_checks[2];
-
-static int fast_pid(ERL_NIF_TERM t, char *out, size_t *len)
-{
-	int big = bp_pid_data((uint64_t)t) >= (1u << 15), v, off;
-
-	if (sizeof(ERL_NIF_TERM) != 8 ||
-	    (t & ERTS_IMMED1_MASK) != ERTS_IMMED1_PID || !layout_check())
-		return 0;
-	v = atomic_load_explicit(&pid_checks[big], memory_order_relaxed);
-	off = atomic_load_explicit(&pid_checks[!big], memory_order_relaxed);
-	if (v < 0 || off < 0)
-		return 0;
-	*len = local_pid_text(t, out);
-	if (v >= PID_VERIFY)
-		return 1;
-	{
-		char ref[64];
-		int n = enif_snprintf(ref, sizeof ref, "%T", t);
-
-		if (n <= 0 || (size_t)n != *len || memcmp(ref, out, *len)) {
-			atomic_store_explicit(&pid_checks[big], -1,
-					      memory_order_relaxed);
-			return 0;
-		}
-		atomic_compare_exchange_strong(&pid_checks[big], &v, v + 1);
-		return 1;
-	}
-}
-
 /* Appends enif_snprintf("%T") of t: only for terms whose %T is small and
  * cheap (atoms, pids, ports, refs, funs: not their environment). */
 static NOINLINE void put_T(struct ctx *x, ERL_NIF_TERM t,
@@ -413,7 +300,7 @@ static NOINLINE void put_T(struct ctx *x, ERL_NIF_TERM t,
 	size_t len;
 	int n;
 
-	if (fast_pid(t, tmp, &len)) {
+	if (bp_erts_pid_text(t, tmp, &len)) {
 		put(x, tmp, len);
 		imm_store(e, t, tmp, len);
 		return;
@@ -434,80 +321,6 @@ static NOINLINE void put_T(struct ctx *x, ERL_NIF_TERM t,
 	PUTS(x, "...");
 }
 
-/* ErlFunThing and ErlFunEntry of OTP 25 (64-bit), as far as %T reads
- * them for a local fun: the header (FUN_SUBTAG), the entry pointer in
- * word 1, the creator in word 4 (a pid for a local fun, the atom
- * 'external' for fun M:F/A); in the entry, the module atom at byte 32,
- * the index at 48 and the old uniq at 68 (found by dumping funs of OTP
- * 25.2.3 next to their %T text).  A text is cached only when its index
- * and uniq are the values read, and served only to a fun whose entry
- * pointer and fields are unchanged; the module word is compared, never
- * interpreted. */
-#define ERTS_HEADER_FUN 0x14
-#define FUN_ENTRY_MODULE 32
-#define FUN_ENTRY_INDEX 48
-#define FUN_ENTRY_UNIQ 68
-
-/* 1 if the running VM is OTP 25 (the fun layout above).  Asked once. */
-static NOINLINE int fun_layout_check(void)
-{
-	static atomic_int known = -1;
-	int v = atomic_load_explicit(&known, memory_order_relaxed);
-	ErlNifSysInfo si;
-
-	if (v >= 0)
-		return v;
-	memset(&si, 0, sizeof si);
-	enif_system_info(&si, sizeof si);
-	v = sizeof(ERL_NIF_TERM) == 8 && si.otp_release &&
-	    !strcmp(si.otp_release, "25");
-	atomic_store_explicit(&known, v, memory_order_relaxed);
-	return v;
-}
-
-/* The fields of local fun t's entry; 0 if t is not a local fun of the
- * layout above (nothing but its own words is read then). */
-static int fun_fields(ERL_NIF_TERM t, struct bp_term_fun *f)
-{
-	const ERL_NIF_UINT *p = boxed(t);
-	const unsigned char *fe;
-
-	if (!p || !fun_layout_check() ||
-	    (p[0] & ERTS_HEADER_TAG_MASK) != ERTS_HEADER_FUN ||
-	    (p[4] & ERTS_IMMED1_MASK) != ERTS_IMMED1_PID || !p[1])
-		return 0;
-	fe = (const unsigned char *)(uintptr_t)p[1];
-	f->fe = (uint64_t)p[1];
-	memcpy(&f->module, fe + FUN_ENTRY_MODULE, 8);
-	memcpy(&f->index, fe + FUN_ENTRY_INDEX, 4);
-	memcpy(&f->uniq, fe + FUN_ENTRY_UNIQ, 4);
-	return 1;
-}
-
-/* 1 if text (%T of a local fun) ends in ".<index>.<uniq>>", the values
- * read from the fun's entry. */
-static int fun_text_matches(const char *text, size_t n,
-			    const struct bp_term_fun *f)
-{
-	char tail[40];
-	size_t k = 0;
-
-	for (int i = 0; i < 2; i++) {
-		int32_t v = i ? f->uniq : f->index;
-
-		tail[k++] = '.';
-		if (v < 0) {
-			tail[k++] = '-';
-			k += u64_text(tail + k, 0 - (uint64_t)(int64_t)v);
-		} else {
-			k += u64_text(tail + k, (uint64_t)v);
-		}
-	}
-	tail[k++] = '>';
-	return n > k + 5 && !memcmp(text, "#Fun<", 5) &&
-	       !memcmp(text + n - k, tail, k);
-}
-
 /* A fun: a local one through the cache of verified texts, else %T. */
 static NOINLINE void put_fun(struct ctx *x, ERL_NIF_TERM t)
 {
@@ -516,7 +329,7 @@ static NOINLINE void put_fun(struct ctx *x, ERL_NIF_TERM t)
 	size_t n;
 	int k;
 
-	if (!x->cache || !fun_fields(t, &f)) {
+	if (!x->cache || !bp_erts_fun_fields(t, &f)) {
 		put_T(x, t, NULL);
 		return;
 	}
@@ -533,7 +346,7 @@ static NOINLINE void put_fun(struct ctx *x, ERL_NIF_TERM t)
 		return;
 	}
 	n = (size_t)k;
-	if (n <= BP_TERM_FUN_TEXT && fun_text_matches(tmp, n, &f)) {
+	if (n <= BP_TERM_FUN_TEXT && bp_erts_fun_text_matches(tmp, n, &f)) {
 		*e = f;
 		memcpy(e->text, tmp, n);
 		e->len = (uint8_t)n;
@@ -558,7 +371,7 @@ static NOINLINE void put_atom(struct ctx *x, ERL_NIF_TERM t,
 /* An integer beyond 64 bits, read from its bignum words. */
 static NOINLINE void put_big(struct ctx *x, ERL_NIF_TERM t)
 {
-	const ERL_NIF_UINT *p = boxed(t);
+	const ERL_NIF_UINT *p = bp_erts_boxed(t);
 	ERL_NIF_UINT hdr, n;
 	enum { LIMBS = BIG_DEC_WORDS * sizeof(ERL_NIF_UINT) / 4 };
 	uint32_t l[LIMBS];
@@ -646,76 +459,6 @@ static NOINLINE void put_float(struct ctx *x, double v)
 	put(x, b, bp_float_text(v, b));
 }
 
-/* A bitstring as ERTS lays it out: its bytes start at bit `bitoffs` of
- * p[0]; `size` whole bytes then `bitsize` (0-7) more bits. */
-struct bview {
-	const unsigned char *p;
-	size_t size;
-	unsigned bitoffs, bitsize;
-};
-
-/* Reads the bitstring t from the ERTS layout, without the copy that
- * enif_inspect_binary makes of a binary at a non-byte bit offset and
- * without enif_inspect_binary's side effect on a writable binary (it
- * shrinks it, so the owner's next append copies it whole).  0 if the
- * layout is not one this file knows (then nothing is read). */
-static int bin_view(ERL_NIF_TERM t, struct bview *v)
-{
-	const ERL_NIF_UINT *h = boxed(t), *o;
-	ERL_NIF_UINT tag, osize, offs = 0;
-
-	if (!h)
-		return 0;
-	tag = h[0] & ERTS_HEADER_TAG_MASK;
-	v->size = h[1];
-	v->bitoffs = v->bitsize = 0;
-	o = h;
-	if (tag == ERTS_HEADER_SUB_BIN) {
-		const struct erts_sub_bin *sb = (const void *)h;
-
-		offs = sb->offs;
-		v->bitoffs = sb->bitoffs;
-		v->bitsize = sb->bitsize;
-		if (v->bitoffs > 7 || v->bitsize > 7 || !(o = boxed(sb->orig)))
-			return 0;
-		tag = o[0] & ERTS_HEADER_TAG_MASK;
-	}
-	osize = o[1];
-	if (tag == ERTS_HEADER_REFC_BIN)
-		v->p = ((const struct erts_proc_bin *)o)->bytes;
-	else if (tag == ERTS_HEADER_HEAP_BIN)
-		v->p = (const unsigned char *)(o + 2);
-	else
-		return 0;
-	/* the bits shown must lie inside the original binary */
-	if (!v->p || offs > osize || v->size > osize - offs ||
-	    (v->bitoffs + v->bitsize + 7) / 8 > osize - offs - v->size)
-		return 0;
-	v->p += offs;
-	return 1;
-}
-
-/* Byte i < v->size of the bitstring. */
-static inline unsigned bv_byte(const struct bview *v, size_t i)
-{
-	const unsigned char *p = v->p + i;
-
-	if (!v->bitoffs)
-		return p[0];
-	return (unsigned char)(p[0] << v->bitoffs | p[1] >> (8 - v->bitoffs));
-}
-
-/* The last v->bitsize (1-7) bits, as an integer. */
-static unsigned bv_tail(const struct bview *v)
-{
-	const unsigned char *p = v->p + v->size;
-	unsigned w = (unsigned)p[0] << 8, end = v->bitoffs + v->bitsize;
-
-	if (end > 8)
-		w |= p[1];
-	return (w >> (16 - end)) & ((1u << v->bitsize) - 1);
-}
-
 /* A binary or bitstring: <<"text">>, <<1,2,3>> or <<1,2,5:3>>, at most
  * `binary` bytes read, whatever its size or alignment. */
 static void put_binary(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
@@ -724,7 +467,7 @@ static void put_binary(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
 	size_t n, i;
 	int text;
 
-	if (!bin_view(t, &b)) {
+	if (!bp_erts_bin_view(t, &b)) {
 		PUTS(x, "<<...>>");
 		return;
 	}
@@ -797,24 +540,12 @@ static void put_binary(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
 
 static void term(struct ctx *x, ERL_NIF_TERM t, unsigned depth);
 
-/* The head and tail of list cell t: from the cons cell's two words
- * (primary tag 0x1, erl_term.h) on a VM whose layout this file knows,
- * else through enif_get_list_cell.  0 if t is not a cell ([] or not a
- * list). */
-#define ERTS_PRIMARY_LIST 0x1
+/* The head and tail of list cell t (from its words where the layout is
+ * known); 0 if t is not a cell ([] or not a list). */
 static inline int cell(struct ctx *x, ERL_NIF_TERM t, ERL_NIF_TERM *hd,
 		       ERL_NIF_TERM *tl)
 {
-	if ((t & ERTS_PRIMARY_MASK) == ERTS_PRIMARY_LIST &&
-	    sizeof(ERL_NIF_TERM) == 8 && layout_check()) {
-		const ERL_NIF_TERM *p =
-			(const ERL_NIF_TERM *)(uintptr_t)(t - ERTS_PRIMARY_LIST);
-
-		*hd = p[0];
-		*tl = p[1];
-		return 1;
-	}
-	return enif_get_list_cell(x->env, t, hd, tl);
+	return bp_erts_cell(t, hd, tl) || enif_get_list_cell(x->env, t, hd, tl);
 }
 
 /* *c = t if t is an integer that fits an int: from the word for a small
@@ -822,7 +553,7 @@ static inline int cell(struct ctx *x, ERL_NIF_TERM t, ERL_NIF_TERM *hd,
 static inline int get_char(struct ctx *x, ERL_NIF_TERM t, int *c)
 {
 	if ((t & ERTS_IMMED1_MASK) == ERTS_IMMED1_SMALL &&
-	    sizeof(ERL_NIF_TERM) == 8 && layout_check()) {
+	    sizeof(ERL_NIF_TERM) == 8 && bp_erts_layout_ok()) {
 		int64_t v = (int64_t)t >> 4;
 
 		if (v < -2147483647 - 1 || v > 2147483647)
@@ -967,7 +698,7 @@ static void term(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
 	/* A small integer (immediate, tag 0xF, a signed value above it:
 	 * erl_term.h) without the enif_term_type and enif_get_int64 calls. */
 	if ((t & ERTS_IMMED1_MASK) == ERTS_IMMED1_SMALL &&
-	    sizeof(ERL_NIF_TERM) == 8 && layout_check()) {
+	    sizeof(ERL_NIF_TERM) == 8 && bp_erts_layout_ok()) {
 		int64_t v = (int64_t)t >> 4;
 		put_u64(x, v < 0 ? 0 - (uint64_t)v : (uint64_t)v, v < 0);
 		return;
