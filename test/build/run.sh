@@ -20,8 +20,11 @@
 # and read it back with the dependency's CLI (code:lib_dir(beamprobe) ++
 # "/bin/beamprobe"), and ask for the docs (h(beamprobe, calls)).  Offline:
 # no hex (HEX_OFFLINE, an empty MIX_HOME), git deps from this checkout.
-# Prints "N passed, M failed, K skipped".
+# Prints "N passed, M failed, K skipped".  Arguments: run only the named
+# tests (e.g. `bash test/build/run.sh mix_path install').
 set -uo pipefail
+ONLY=" $* "
+want() { [ "$ONLY" = "  " ] || [[ "$ONLY" == *" $1 "* ]]; }
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/bp_build.XXXXXX")
@@ -44,7 +47,8 @@ skip() { echo "skip - $1: $2"; skipped=$((skipped + 1)); }
 
 # --- app_metadata ----------------------------------------------------------
 t=app_metadata; log=$TMP/$t.log
-if erl -noshell -eval '
+if ! want $t; then :
+elif erl -noshell -eval '
     Fail = fun(F, A) -> io:format(F ++ "~n", A), halt(1) end,
     {ok, [{application, beamprobe, P}]} = file:consult("ebin/beamprobe.app"),
     Src = lists:sort([list_to_atom(filename:basename(F, ".erl")) || F <- filelib:wildcard("src/*.erl")]),
@@ -160,10 +164,11 @@ if ! have mix; then
   skip mix_git "elixir (mix) is not installed (make deps installs it)"
 else
   before=$(git status --porcelain 2>/dev/null)
-  mix_project mix_path "{:beamprobe, path: \"$ROOT\"}"
+  want mix_path && mix_project mix_path "{:beamprobe, path: \"$ROOT\"}"
   after=$(git status --porcelain 2>/dev/null)
   [ "$before" = "$after" ] || not_ok mix_path_clean "mix compile left files in the checkout: $(echo "$after" | head -3)"
-  if [ -z "$HEAD_SHA" ]; then skip mix_git "the checkout is not a git repository"
+  if ! want mix_git; then :
+  elif [ -z "$HEAD_SHA" ]; then skip mix_git "the checkout is not a git repository"
   else
     [ -n "$DIRTY" ] && echo "# mix_git, rebar3_git: the committed HEAD $HEAD_SHA (the work tree has changes)"
     mix_project mix_git "{:beamprobe, git: \"file://$ROOT\", ref: \"$HEAD_SHA\"}"
@@ -191,29 +196,35 @@ rebar3_project() {  # rebar3_project NAME DEPS-TERM [CHECKOUT]
 if ! have rebar3; then
   for t in rebar3_git rebar3_checkouts rebar3_eunit rebar3_ct; do skip $t "rebar3 is not installed (make deps installs it)"; done
 else
-  if [ -z "$HEAD_SHA" ]; then skip rebar3_git "the checkout is not a git repository"
+  if ! want rebar3_git; then :
+  elif [ -z "$HEAD_SHA" ]; then skip rebar3_git "the checkout is not a git repository"
   else rebar3_project rebar3_git "{beamprobe, {git, \"file://$ROOT\", {ref, \"$HEAD_SHA\"}}}"; fi
-  rebar3_project rebar3_checkouts "beamprobe" "$ROOT"
+  want rebar3_checkouts && rebar3_project rebar3_checkouts "beamprobe" "$ROOT"
 
   # rebar3 eunit / ct on the checkout itself (its _build/test).
   t=rebar3_eunit; log=$TMP/$t.log
+  if want $t; then
   (rebar3 eunit) > "$log" 2>&1; rc=$?
   n=$(sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -Eo '^[0-9]+ tests, [0-9]+ failures' | tail -1)
   if [ $rc -eq 0 ] && [ -n "$n" ] && [ "${n%% *}" -gt 0 ] && echo "$n" | grep -q " 0 failures"; then ok "$t ($n)"
   else not_ok $t "rebar3 eunit: rc $rc, '${n:-no summary}'" "$log"; fi
+  fi
 
   t=rebar3_ct; log=$TMP/$t.log
+  if want $t; then
   (rebar3 ct --sname "bpbuild_$$" --suite test/beamprobe_SUITE,test/beamprobe_printer_SUITE) > "$log" 2>&1; rc=$?
   n=$(sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -E '^All [0-9]+ tests passed|^Failed [0-9]+ tests' | tail -1)
   if [ $rc -eq 0 ] && echo "$n" | grep -Eq '^All [1-9][0-9]* tests passed'; then ok "$t ($n)"
   else not_ok $t "rebar3 ct: rc $rc, '${n:-no summary}'" "$log"; fi
+  fi
 fi
 
 # --- make install -------------------------------------------------------------
 t=install; log=$TMP/$t.log; D=$TMP/stage
 VSN=$(sed -n 's/^ *{vsn, *"\([^"]*\)"}.*/\1/p' src/beamprobe.app.src)
 APP=$D/usr/lib/erlang/lib/beamprobe-$VSN
-if ! make --no-print-directory install PREFIX=/usr DESTDIR="$D" > "$log" 2>&1; then
+if ! want $t && ! want install_atomic; then :
+elif ! make --no-print-directory install PREFIX=/usr DESTDIR="$D" > "$log" 2>&1; then
   not_ok $t "make install failed" "$log"
 else
   bad=""
@@ -256,7 +267,8 @@ fi
 # --- install_atomic: all or nothing; uninstall leaves nothing -------------------
 t=install_atomic; log=$TMP/$t.log; D2=$TMP/stage2
 mkdir -p "$D2/usr/share"; echo "a file where the man directory goes" > "$D2/usr/share/man"
-if make --no-print-directory install PREFIX=/usr DESTDIR="$D2" > "$log" 2>&1; then
+if ! want $t; then :
+elif make --no-print-directory install PREFIX=/usr DESTDIR="$D2" > "$log" 2>&1; then
   not_ok $t "make install succeeded although $D2/usr/share/man is a file" "$log"
 elif left=$(find "$D2" -mindepth 1 \( -type f -o -type l \) ! -path "$D2/usr/share/man" | head -5); [ -n "$left" ]; then
   not_ok $t "a failed install left files behind: $left" "$log"
