@@ -12,7 +12,8 @@ DEB_PKGS := erlang-base erlang-dev erlang-runtime-tools erlang-eunit \
 	erlang-common-test erlang-dialyzer erlang-tools erlang-syntax-tools \
 	erlang-parsetools rebar3 babeltrace2 gcc make libc6-dev valgrind \
 	python3 clang bc time chromium elixir python3-bt2 liblttng-ust-dev \
-	lttng-tools systemtap-sdt-dev bpftrace gdb
+	lttng-tools systemtap-sdt-dev bpftrace gdb erlang-edoc man-db \
+	bsdextrautils git
 DEB_CMDS := erl erlc babeltrace2 gcc ct_run dtrace
 
 # speedscope, for test/browser/run.sh: the npm package, installed locally.

@@ -15,6 +15,7 @@
 #   install          make install PREFIX=/usr DESTDIR=tmp: man -l, the
 #                    installed application traces, the installed CLI reads
 #   install_atomic   a failing install leaves nothing; uninstall removes all
+#   missing_tool     no dtrace / no erl_nif.h: the build stops naming the package
 #
 # The dependency projects trace a function of their own into a file sink
 # and read it back with the dependency's CLI (code:lib_dir(beamprobe) ++
@@ -88,6 +89,17 @@ elif erl -noshell -eval '
     not_ok $t "LICENSE differs from Debian's /usr/share/common-licenses/Apache-2.0"
   else ok "$t ($(tail -1 "$log"))"; fi
 else not_ok $t "see below" "$log"; fi
+
+# --- missing_tool: a first build without dtrace / erl_nif.h names the package -
+t=missing_tool; log=$TMP/$t.log
+if want $t; then
+  make -C c_src PRIV="$TMP/mt_priv" BUILD="$TMP/mt_build" DTRACE=/nonexistent/dtrace > "$log" 2>&1; rc1=$?
+  make -C c_src PRIV="$TMP/mt_priv" BUILD="$TMP/mt_build" ERL_INCLUDE=/nonexistent "$TMP/mt_priv/beamprobe_nif.so" >> "$log" 2>&1; rc2=$?
+  if [ $rc1 -eq 0 ] || ! grep -q "install systemtap-sdt-dev" "$log"; then not_ok $t "no dtrace: rc $rc1, no message naming systemtap-sdt-dev" "$log"
+  elif [ $rc2 -eq 0 ] || ! grep -q "install erlang-dev" "$log"; then not_ok $t "no erl_nif.h: rc $rc2, no message naming erlang-dev" "$log"
+  elif [ -e "$TMP/mt_priv/beamprobe_nif.so" ]; then not_ok $t "a NIF was built anyway" "$log"
+  else ok $t; fi
+fi
 
 # --- helpers ----------------------------------------------------------------
 have() { command -v "$1" >/dev/null 2>&1; }
