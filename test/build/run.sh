@@ -152,6 +152,7 @@ cli = Path.join(:code.lib_dir(:beamprobe), "bin/beamprobe")
 {out, _} = System.cmd(cli, ["print", dir], stderr_to_stdout: true)
 IO.puts("cli #{cli}\n#{out}")
 IEx.Introspection.h({:beamprobe, :calls})
+if Code.ensure_loaded?(Beamprobe), do: IEx.Introspection.h({Beamprobe, :calls})
 IO.puts("\nlib_dir #{:code.lib_dir(:beamprobe)}")
 '
 
@@ -168,6 +169,10 @@ mix_project() {  # mix_project NAME DEP-LINE: a fresh project, compiled and trac
     [ -e "$lib/$f" ] || { not_ok "$t" "$lib/$f is missing after mix compile" "$log"; return; }
   done
   (cd "$p" && TRACE_DIR=$TMP/$t.trace mix run -e "$MIX_TRACE") >> "$log" 2>&1
+  # The Elixir module (lib/), where the checkout has it: compiled by mix
+  # with its docs (h Beamprobe.calls).
+  if [ -f "$ROOT/lib/beamprobe.ex" ] && ! grep -q "def calls(" "$log"; then
+    not_ok "$t" "h Beamprobe.calls printed no docs (lib/ not compiled by mix?)" "$log"; return; fi
   check_trace "$t" "$log"
 }
 
