@@ -14,7 +14,8 @@
 #                    about 5 minutes, with REBAR3_CT_ALL=1)
 #   install          make install PREFIX=/usr DESTDIR=tmp: man -l, the
 #                    installed application traces, the installed CLI reads
-#   install_atomic   a failing install leaves nothing; uninstall removes all
+#   install_atomic   a failing install leaves nothing, a failing reinstall
+#                    keeps the earlier one; uninstall removes beamprobe's files
 #   missing_tool     no dtrace / no erl_nif.h: the build stops naming the package
 #
 # The dependency projects trace a function of their own into a file sink
@@ -294,12 +295,32 @@ elif make --no-print-directory install PREFIX=/usr DESTDIR="$D2" > "$log" 2>&1; 
 elif left=$(find "$D2" -mindepth 1 \( -type f -o -type l \) ! -path "$D2/usr/share/man" | head -5); [ -n "$left" ]; then
   not_ok $t "a failed install left files behind: $left" "$log"
 elif ! grep -q "nothing installed" "$log"; then not_ok $t "the failure was not reported" "$log"
-elif [ ! -d "$D/usr" ]; then skip $t "the install test did not install"
-elif ! make --no-print-directory uninstall PREFIX=/usr DESTDIR="$D" >> "$log" 2>&1; then
-  not_ok $t "make uninstall failed" "$log"
-elif left=$(find "$D" \( -type f -o -type l \) | head -5); [ -n "$left" ]; then
-  not_ok $t "make uninstall left files: $left" "$log"
-else ok $t; fi
+elif [ ! -f "$D/usr/bin/beamprobe" ]; then skip $t "the install test did not install"
+else
+  # A reinstall that fails keeps the earlier install whole; uninstall
+  # removes beamprobe's files and nothing else.
+  # (the installed CLI marked: a reinstall that overwrote it before
+  # failing shows)
+  printf 'mark' >> "$D/usr/bin/beamprobe"; sum=$(md5sum < "$D/usr/bin/beamprobe")
+  echo "another tool" > "$D/usr/bin/other-tool"
+  rm -rf "$D/usr/share/doc/beamprobe"; echo "not a directory" > "$D/usr/share/doc/beamprobe"
+  if make --no-print-directory install PREFIX=/usr DESTDIR="$D" >> "$log" 2>&1; then
+    not_ok $t "a reinstall succeeded although DOCDIR is a file" "$log"
+  elif [ "$(md5sum < "$D/usr/bin/beamprobe" 2>/dev/null)" != "$sum" ] || [ ! -f "$APP/ebin/beamprobe.beam" ] \
+       || [ ! -f "$D/usr/share/man/man1/beamprobe.1" ]; then
+    not_ok $t "a failed reinstall damaged the earlier install" "$log"
+  elif left=$(find "$D" -name "*.new.*" | head -3); [ -n "$left" ]; then
+    not_ok $t "a failed reinstall left staged copies: $left" "$log"
+  else
+    rm -f "$D/usr/share/doc/beamprobe"
+    if ! make --no-print-directory uninstall PREFIX=/usr DESTDIR="$D" >> "$log" 2>&1; then
+      not_ok $t "make uninstall failed" "$log"
+    elif left=$(find "$D" \( -type f -o -type l \) ! -path "$D/usr/bin/other-tool" | head -5); [ -n "$left" ]; then
+      not_ok $t "make uninstall left files: $left" "$log"
+    elif [ ! -f "$D/usr/bin/other-tool" ]; then not_ok $t "make uninstall removed another tool's file" "$log"
+    else ok $t; fi
+  fi
+fi
 
 echo "build: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
