@@ -55,12 +55,14 @@ done
 # into place at the end: a failure removes the staged copies and leaves
 # what was there before (an earlier install) as it was.
 tag=new.$$
-staged=""
+new=$D$APPDIR.$tag
+FILES="$D$BINDIR/beamprobe|$D$MANDIR/man1/beamprobe.1|$D$DOCDIR/LICENSE|$D$DOCDIR/README.md"
 done_ok=no
 cleanup() {
   if [ "$done_ok" != yes ]; then
     say "failed: nothing installed (removing the staged copies)"
-    for f in $staged; do rm -rf "$f"; done
+    rm -rf "$new"
+    (IFS='|'; for f in $FILES; do rm -f "$f.$tag"; done)
   fi
 }
 trap cleanup EXIT
@@ -68,13 +70,10 @@ trap 'exit 1' INT TERM HUP
 
 stage() {  # stage MODE SRC DESTFILE
   install -d -m 0755 "$(dirname "$3")"
-  staged="$staged $3.$tag"
   install -m "$1" "$2" "$3.$tag"
 }
 
 # The application directory.
-new=$D$APPDIR.$tag
-staged="$staged $new"
 install -d -m 0755 "$new/ebin" "$new/priv" "$new/include" "$new/doc/chunks" "$new/bin"
 install -m 0644 ebin/*.beam ebin/beamprobe.app "$new/ebin/"
 install -m 0755 priv/*.so "$new/priv/"
@@ -90,9 +89,7 @@ stage 0644 README.md "$D$DOCDIR/README.md"
 # Into place.
 rm -rf "$D$APPDIR"
 mv "$new" "$D$APPDIR"
-for f in "$D$BINDIR/beamprobe" "$D$MANDIR/man1/beamprobe.1" "$D$DOCDIR/LICENSE" "$D$DOCDIR/README.md"; do
-  mv -f "$f.$tag" "$f"
-done
+(IFS='|'; for f in $FILES; do mv -f "$f.$tag" "$f"; done)
 done_ok=yes
 echo "installed beamprobe $VSN into ${D:-/}: $BINDIR/beamprobe, $MANDIR/man1/beamprobe.1, $APPDIR"
 case ":${ERL_LIBS:-}:$(erl -noshell -eval 'io:put_chars(code:lib_dir()), halt().' 2>/dev/null):" in
