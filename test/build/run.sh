@@ -234,7 +234,7 @@ else
   # link); REBAR3_CT_ALL=1: every suite (about 5 minutes).
   suites=test/beamprobe_SUITE,test/beamprobe_printer_SUITE
   [ "${REBAR3_CT_ALL:-0}" = 1 ] && suites=$(ls test/*_SUITE.erl | paste -sd, -)
-  (rebar3 ct --sname "bpbuild_$$" --suite "$suites") > "$log" 2>&1; rc=$?
+  (rebar3 ct --suite "$suites") > "$log" 2>&1; rc=$?
   n=$(sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -E '^All [0-9]+ tests passed|^Failed [0-9]+ tests' | tail -1)
   if [ $rc -eq 0 ] && echo "$n" | grep -Eq '^All [1-9][0-9]* tests passed'; then ok "$t ($n)"
   else not_ok $t "rebar3 ct: rc $rc, '${n:-no summary}'" "$log"; fi
