@@ -24,7 +24,7 @@ for lib in "$@"; do
       ln -sfn "$src/$d" "$out/$d"
     else
       # a real directory (a copy made by an earlier build): refresh it
-      rm -rf "$out/$d" && cp -R "$src/$d" "$out/$d"
+      rm -rf "${out:?}/$d" && cp -R "$src/$d" "$out/$d"
     fi
   done
 done

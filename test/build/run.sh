@@ -27,7 +27,7 @@
 set -uo pipefail
 ONLY=" $* "
 want() { [ "$ONLY" = "  " ] || [[ "$ONLY" == *" $1 "* ]]; }
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/bp_build.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
