@@ -6,6 +6,7 @@
 #                    cover every application beamprobe calls (xref); LICENSE
 #                    is the Apache-2.0 text the .app declares
 #   mix_path         a fresh mix project, {:beamprobe, path: CHECKOUT}
+#   mix_release      that project as a release (MIX_ENV=prod mix release)
 #   mix_git          a fresh mix project, {:beamprobe, git: "file://CHECKOUT"}
 #   rebar3_git       a fresh rebar3 project, {beamprobe, {git, "file://..."}}
 #   rebar3_checkouts a fresh rebar3 project, _checkouts/beamprobe -> CHECKOUT
@@ -183,6 +184,29 @@ if ! have mix; then
 else
   before=$(git status --porcelain 2>/dev/null)
   want mix_path && mix_project mix_path "{:beamprobe, path: \"$ROOT\"}"
+  # mix_release: the mix_path project as a release (MIX_ENV=prod): the
+  # NIF travels in its priv/, and a node started from it traces.
+  t=mix_release; p=$TMP/mix_path; log=$TMP/$t.log
+  if ! want $t; then :
+  elif [ ! -d "$p/_build" ]; then skip $t "the mix_path project was not built"
+  elif ! (cd "$p" && MIX_ENV=prod mix release --quiet) > "$log" 2>&1; then not_ok $t "mix release failed" "$log"
+  else
+    rel=$p/_build/prod/rel/mix_path
+    lib=$(ls -d "$rel"/lib/beamprobe-* 2>/dev/null | head -1)
+    TRACE_DIR=$TMP/$t.trace "$rel/bin/mix_path" eval "
+      dir = System.fetch_env!(\"TRACE_DIR\")
+      {:ok, _} = Application.ensure_all_started(:beamprobe)
+      {:ok, s} = :beamprobe.start(%{calls: [{BpdepWork, :double, 1}], output: {:file, String.to_charlist(dir)}})
+      42 = BpdepWork.double(21)
+      {:ok, sum} = :beamprobe.stop(s)
+      IO.puts(\"events #{sum.events} nif #{:code.priv_dir(:beamprobe)}\")" \
+      >> "$log" 2>&1 < /dev/null
+    out=$("$ROOT/bin/beamprobe" print "$TMP/$t.trace" 2>&1)
+    if [ -z "$lib" ] || [ ! -f "$lib/priv/beamprobe_nif.so" ]; then not_ok $t "the release has no beamprobe priv/beamprobe_nif.so" "$log"
+    elif ! grep -q "events 1 nif $lib/priv" "$log"; then not_ok $t "the release node did not trace with its own NIF" "$log"
+    elif ! echo "$out" | grep -Eq "BpdepWork['.:]+double\(21\)"; then not_ok $t "the trace lacks the call: $out" "$log"
+    else ok "$t ($lib)"; fi
+  fi
   after=$(git status --porcelain 2>/dev/null)
   [ "$before" = "$after" ] || not_ok mix_path_clean "mix compile left files in the checkout: $(echo "$after" | head -3)"
   if ! want mix_git; then :
