@@ -12,7 +12,8 @@ DEB_PKGS := erlang-base erlang-dev erlang-runtime-tools erlang-eunit \
 	erlang-common-test erlang-dialyzer erlang-tools erlang-syntax-tools \
 	erlang-parsetools rebar3 babeltrace2 gcc make libc6-dev valgrind \
 	python3 clang bc time chromium elixir python3-bt2 liblttng-ust-dev \
-	lttng-tools systemtap-sdt-dev systemtap bpftrace gdb
+	lttng-tools systemtap-sdt-dev systemtap bpftrace gdb erlang-edoc man-db \
+	bsdextrautils git
 DEB_CMDS := erl erlc babeltrace2 gcc ct_run dtrace
 
 # speedscope, for test/browser/run.sh: the npm package, installed locally.
@@ -49,9 +50,34 @@ $(CHUNKS_STAMP): $(ERL_SRC) $(wildcard include/*.hrl)
 	erl -noshell -eval '$(EDOC_CHUNKS)' -extra $(ERL_SRC)
 	@touch $@
 
-ebin/beamprobe.app: src/beamprobe.app.src
+# The .app: src/beamprobe.app.src with its modules filled in (as rebar3
+# and mix do), so that releases (systools, relx) find every module.
+APP_MODULES := {ok, [{application, A, P}]} = file:consult("src/beamprobe.app.src"), Ms = [list_to_atom(filename:basename(F, ".erl")) || F <- lists:sort(init:get_plain_arguments())], ok = file:write_file("ebin/beamprobe.app", io_lib:format("~p.~n", [{application, A, lists:keystore(modules, 1, P, {modules, Ms})}])), halt().
+ebin/beamprobe.app: src/beamprobe.app.src $(ERL_SRC)
 	@mkdir -p ebin
-	cp $< $@
+	erl -noshell -eval '$(APP_MODULES)' -extra $(ERL_SRC)
+
+# `make install PREFIX=/usr [DESTDIR=/staging]': bin/beamprobe, its man
+# page and the Erlang application (ERL_LIBDIR/beamprobe-VSN: ebin, priv,
+# include, doc/chunks), all or nothing (scripts/install.sh).  With
+# PREFIX=/usr the application lands in Debian's code:lib_dir()
+# (/usr/lib/erlang/lib); with another PREFIX, erl finds it through
+# ERL_LIBS=PREFIX/lib/erlang/lib.  `make uninstall' with the same
+# variables removes it.
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+ERL_LIBDIR ?= $(PREFIX)/lib/erlang/lib
+DOCDIR ?= $(PREFIX)/share/doc/beamprobe
+VSN := $(shell sed -n 's/^ *{vsn, *"\([^"]*\)"}.*/\1/p' src/beamprobe.app.src)
+INSTALL_ENV = DESTDIR="$(DESTDIR)" BINDIR="$(BINDIR)" MANDIR="$(MANDIR)" \
+	ERL_LIBDIR="$(ERL_LIBDIR)" DOCDIR="$(DOCDIR)" VSN="$(VSN)"
+
+install: all
+	$(INSTALL_ENV) sh scripts/install.sh install
+
+uninstall:
+	$(INSTALL_ENV) sh scripts/install.sh uninstall
 
 # Installs what is missing (as root), otherwise says what to run.
 deps:
@@ -126,7 +152,8 @@ TEST_STEPS := "$(MAKE) schema-check" \
 	"TZ=UTC bash test/cli/run.sh" \
 	"bash test/browser/run.sh" \
 	"bash bench/run.sh smoke" \
-	"bash scripts/dialyzer.sh"
+	"bash scripts/dialyzer.sh" \
+	"bash test/build/run.sh"
 test: deps all
 	@failed=""; for step in $(TEST_STEPS); do \
 	  echo "=== make test: $$step"; \
@@ -164,5 +191,5 @@ clean:
 	$(MAKE) -C c_src/cli clean
 	rm -rf ebin/*.beam ebin/*.app _build doc/chunks
 
-.PHONY: FORCE schema schema-check demo fuzz all c erl cli chunks deps check-deps test test-asan asan-nif bench dialyzer clean
+.PHONY: FORCE schema schema-check demo fuzz all c erl cli chunks install uninstall deps check-deps test test-asan asan-nif bench dialyzer clean
 FORCE:

@@ -46,6 +46,11 @@ end_per_testcase(_Case, _Config) ->
 %%% ------------------------------------------------------------------------
 
 root() -> filename:dirname(filename:dirname(code:which(beamprobe))).
+%% The checkout this suite was compiled from (c_src/, examples/): not
+%% root() when a build tool's _build holds the application (rebar3 ct).
+src_root() ->
+    Src = proplists:get_value(source, ?MODULE:module_info(compile)),
+    filename:dirname(filename:dirname(Src)).
 %% The library the nodes load (BEAMPROBE_NIF: the ASan build, test/asan).
 so() ->
     case os:getenv("BEAMPROBE_NIF") of
@@ -55,7 +60,7 @@ so() ->
 
 %% The probe names declared in c_src/beamprobe_probes.d.
 declared() ->
-    {ok, D} = file:read_file(filename:join([root(), "c_src",
+    {ok, D} = file:read_file(filename:join([src_root(), "c_src",
                                             "beamprobe_probes.d"])),
     {match, Ms} = re:run(D, "probe\\s+([a-z_]+)\\s*\\(",
                          [global, {capture, all_but_first, binary}]),
@@ -364,7 +369,7 @@ examples_run(_Config) ->
 
 run_examples(Bt) ->
     Timeout = os:find_executable("timeout"),
-    Ex = filename:join([root(), "examples", "bpftrace"]),
+    Ex = filename:join([src_root(), "examples", "bpftrace"]),
     Scripts = [{"calls_per_function.bt", ["@calls[beamprobe_workload:add/2]"]},
                {"call_latency.bt", ["@us[beamprobe_workload:add/2]"]},
                {"messages.bt", ["@msgs[~s, ~s]: ", "@bytes[~s, ~s]: "]},

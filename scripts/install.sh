@@ -1,0 +1,98 @@
+#!/bin/sh
+# scripts/install.sh -- `make install' and `make uninstall' (the Makefile
+# passes the directories).  Installs:
+#
+#   BINDIR/beamprobe                       the trace reader (CLI)
+#   MANDIR/man1/beamprobe.1                its man page
+#   ERL_LIBDIR/beamprobe-VSN/ebin          the Erlang application, where
+#                          /priv           code:lib_dir() looks (ERL_LIBDIR
+#                          /include        is PREFIX/lib/erlang/lib: with
+#                          /doc/chunks     PREFIX=/usr that is Debian's
+#                          /bin/beamprobe  /usr/lib/erlang/lib; elsewhere
+#                                          add it to ERL_LIBS)
+#   DOCDIR/LICENSE, README.md
+#
+# ERL_LIBDIR/beamprobe-VSN/bin/beamprobe is a link to BINDIR/beamprobe:
+# code:lib_dir(beamprobe) ++ "/bin/beamprobe" is the CLI wherever beamprobe
+# is built or installed (as in a checkout, a mix or rebar3 _build).
+#
+# Every path is prefixed with DESTDIR (packagers stage into it; the links
+# point to the final paths).  Nothing half-installed stays behind: every
+# file is staged beside its place and renamed into it once all are
+# staged; a failure removes the staged copies.
+#
+# Usage: install.sh install|uninstall  (environment: DESTDIR BINDIR MANDIR
+#        ERL_LIBDIR DOCDIR VSN)
+set -eu
+cmd=${1:?usage: install.sh install|uninstall}
+: "${BINDIR:?}" "${MANDIR:?}" "${ERL_LIBDIR:?}" "${DOCDIR:?}" "${VSN:?}"
+D=${DESTDIR:-}
+APPDIR=$ERL_LIBDIR/beamprobe-$VSN
+
+say() { echo "install: $*" >&2; }
+
+uninstall() {
+  rm -f "$D$BINDIR/beamprobe" "$D$MANDIR/man1/beamprobe.1" \
+        "$D$DOCDIR/LICENSE" "$D$DOCDIR/README.md"
+  rm -rf "$D$APPDIR"
+  rmdir "$D$DOCDIR" 2>/dev/null || true
+}
+
+if [ "$cmd" = uninstall ]; then
+  uninstall
+  echo "uninstalled beamprobe $VSN from ${D:-/} (bin $BINDIR, man $MANDIR, app $APPDIR)"
+  exit 0
+fi
+[ "$cmd" = install ] || { say "unknown command '$cmd' (install or uninstall)"; exit 2; }
+
+# What must have been built (make all) -- named, before anything is copied.
+for f in bin/beamprobe priv/beamprobe_nif.so ebin/beamprobe.app ebin/beamprobe.beam \
+         doc/chunks/beamprobe.chunk docs/beamprobe.1 LICENSE; do
+  [ -f "$f" ] || { say "$f is missing: run 'make all' first"; exit 1; }
+done
+
+# Everything is staged beside its final place (NAME.new.PID), then renamed
+# into place at the end: a failure removes the staged copies and leaves
+# what was there before (an earlier install) as it was.
+tag=new.$$
+new=$D$APPDIR.$tag
+FILES="$D$BINDIR/beamprobe|$D$MANDIR/man1/beamprobe.1|$D$DOCDIR/LICENSE|$D$DOCDIR/README.md"
+done_ok=no
+cleanup() {
+  if [ "$done_ok" != yes ]; then
+    say "failed: nothing installed (removing the staged copies)"
+    rm -rf "$new"
+    (IFS='|'; for f in $FILES; do rm -f "$f.$tag"; done)
+  fi
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+stage() {  # stage MODE SRC DESTFILE
+  install -d -m 0755 "$(dirname "$3")"
+  install -m "$1" "$2" "$3.$tag"
+}
+
+# The application directory.
+install -d -m 0755 "$new/ebin" "$new/priv" "$new/include" "$new/doc/chunks" "$new/bin"
+install -m 0644 ebin/*.beam ebin/beamprobe.app "$new/ebin/"
+install -m 0755 priv/*.so "$new/priv/"
+install -m 0644 include/*.hrl "$new/include/"
+install -m 0644 doc/chunks/*.chunk "$new/doc/chunks/"
+ln -s "$BINDIR/beamprobe" "$new/bin/beamprobe"
+
+stage 0755 bin/beamprobe "$D$BINDIR/beamprobe"
+stage 0644 docs/beamprobe.1 "$D$MANDIR/man1/beamprobe.1"
+stage 0644 LICENSE "$D$DOCDIR/LICENSE"
+stage 0644 README.md "$D$DOCDIR/README.md"
+
+# Into place.
+rm -rf "$D$APPDIR"
+mv "$new" "$D$APPDIR"
+(IFS='|'; for f in $FILES; do mv -f "$f.$tag" "$f"; done)
+done_ok=yes
+echo "installed beamprobe $VSN into ${D:-/}: $BINDIR/beamprobe, $MANDIR/man1/beamprobe.1, $APPDIR"
+case ":${ERL_LIBS:-}:$(erl -noshell -eval 'io:put_chars(code:lib_dir()), halt().' 2>/dev/null):" in
+  *":$ERL_LIBDIR:"*) ;;
+  *) echo "note: $ERL_LIBDIR is not where erl looks; run erl with ERL_LIBS=$ERL_LIBDIR" ;;
+esac
