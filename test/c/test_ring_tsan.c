@@ -78,6 +78,8 @@ static void *producer(void *arg)
 	struct run *r = arg;
 	uint64_t s = 0x2545F4914F6CDD1DULL;
 
+	uint32_t refused = 0; /* reservations refused in a row */
+
 	for (uint64_t seq = 0; seq < r->produce; seq++) {
 		uint32_t aux = seq % 7 == 3;
 		uint32_t len = HDR + (uint32_t)(xs(&s) % (r->max_payload - HDR + 1));
@@ -100,8 +102,14 @@ static void *producer(void *arg)
 		p = bp_ring_reserve(&r->ring, max);
 		if (!p) {
 			aux ? r->drop_aux++ : r->drop_user++;
+			/* A full ring: let the consumer run now and then, or
+			 * on a loaded machine (both threads on one core) the
+			 * run is all drops and the ring hardly wraps. */
+			if (++refused % 64 == 0)
+				sched_yield();
 		} else {
 			uint32_t flags = aux;
+			refused = 0;
 			memcpy(p, &seq, 8);
 			memcpy(p + 8, &len, 4);
 			memcpy(p + 12, &flags, 4);
