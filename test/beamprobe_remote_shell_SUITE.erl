@@ -673,6 +673,10 @@ rate_limits(Config) ->
     {Tty, _} = shell(Config),
     type(Tty, "beamprobe:calls({bprs_target, f, 1}, {3, 60000})."),
     type(Tty, "bprs_target:loop(f, 1, 50)."),
+    %% The printer is a process of its own: its lines may follow the
+    %% prompt.
+    wait_until(fun() -> length(events_after(Tty, "{3, 60000})")) >= 3 end,
+               5000, {fewer_than_3_events, rate_limits, fun() -> out(Tty) end}),
     ?assertEqual(3, length(events_after(Tty, "{3, 60000})"))),
     type(Tty, "beamprobe:clear()."),
     wait_out(Tty, "% beamprobe: session ended (requested)", 3000),
