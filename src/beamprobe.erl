@@ -184,6 +184,15 @@ start_matched(Spec) ->
           {ok, session(), non_neg_integer()} | {error, term()}.
 start_matched(Spec, Owner) when is_pid(Owner) ->
     case nif_loaded() of
+        ok when is_map(Spec), is_map_key(nodes, Spec) ->
+            case application:ensure_all_started(beamprobe) of
+                {ok, _} ->
+                    case beamprobe_cluster:start(Spec, Owner) of
+                        {ok, H} -> {ok, H, 0};
+                        {error, _} = E -> E
+                    end;
+                {error, _} = E -> E
+            end;
         ok -> start_app(Spec, Owner);
         {error, _} = E -> E
     end.
@@ -465,7 +474,17 @@ format_error(Reason) ->
 
 %% Only a beamprobe session is ever called: any other pid (an unrelated
 %% gen_server would stop on `stop') is `{error, not_found}'.
+call(Session, Req) when is_pid(Session), Req =:= stop orelse Req =:= info ->
+    case beamprobe_cluster:is_handle(Session) of
+        true -> beamprobe_cluster:call(Session, Req);
+        false -> call_session(Session, Req)
+    end;
 call(Session, Req) when is_pid(Session) ->
+    call_session(Session, Req);
+call(_, _) ->
+    {error, not_found}.
+
+call_session(Session, Req) ->
     case is_session(Session) of
         true ->
             try gen_server:call(Session, Req, 60000)
@@ -474,9 +493,7 @@ call(Session, Req) when is_pid(Session) ->
                   exit:{shutdown, _} -> {error, not_found}
             end;
         false -> {error, not_found}
-    end;
-call(_, _) ->
-    {error, not_found}.
+    end.
 
 %% Waits (at most 5 s) until a session that replied for the last time has
 %% exited, so that list/0 no longer shows it when stop/1 or a failed

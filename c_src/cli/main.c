@@ -70,6 +70,25 @@ static const struct command commands[] = {
 	 "                  callgrind_annotate (event: ns)\n"
 	 "  -o, --output FILE    output file (default: standard output)\n"
 	 "  -h, --help           this help\n"},
+	{"cluster", bp_cmd_cluster, "node traces of a cluster session as one: offsets, flows",
+	 "Usage: beamprobe cluster [OPTIONS] DIR\n"
+	 "\n"
+	 "Reads DIR/<node>/, the node traces a cluster session wrote\n"
+	 "(beamprobe:start(#{nodes => [...]})), as one trace.  Each node's\n"
+	 "clock offset to the control node comes from the bounds recorded\n"
+	 "in its trace (round-trip probes at start and stop), narrowed by\n"
+	 "the messages that crossed nodes (a message is received after it\n"
+	 "was sent); sends are matched to their receives by receiver and\n"
+	 "message.  Without options: the offsets (recorded and refined\n"
+	 "bounds), flows and latency per node pair.\n"
+	 "\n"
+	 "  -p, --print          the merged timeline, one event per line,\n"
+	 "                       flows marked [flow N ...]\n"
+	 "  -j, --json           the summary as JSON\n"
+	 "  -P, --perfetto FILE  Chrome trace-event JSON for ui.perfetto.dev:\n"
+	 "                       a track group per node, flow arrows from\n"
+	 "                       each send to its receive\n"
+	 "  -h, --help           this help\n"},
 	{"info", bp_cmd_info, "node, time span, event counts, losses, files",
 	 "Usage: beamprobe info DIR\n"
 	 "\n"

@@ -1,0 +1,111 @@
+/* bp_cluster.h -- a directory of node traces read as one: the traces a
+ * cluster session (src/beamprobe_cluster.erl) brings into DIR/<node>/,
+ * their clock offsets, and the messages that crossed nodes matched into
+ * flows.
+ *
+ * Clock model: each node's trace clock plus an offset D is the control
+ * node's clock.  The trace records D's bounds [lo, hi] from round-trip
+ * probes (env clock_offset_lo_ns / clock_offset_hi_ns; the control node:
+ * 0).  Every matched message a -> b adds the causality constraint
+ * recv_ts + D_b >= send_ts + D_a; bp_cluster_solve() narrows the bounds
+ * with them (difference constraints, propagated to a fixpoint) and picks
+ * one offset per node inside them such that no matched message arrives
+ * before it was sent, whenever the constraints are consistent.
+ *
+ * Message identity: a send and a receive match when the receiver (the
+ * destination pid, or its registered name for {Name, Node} sends) and the
+ * message text agree, after the node numbers inside pids, refs and ports
+ * (`<N.x.y>', `#Ref<N...>', `#Port<N.x>', printed per node) are replaced
+ * by node names (env dist_ids).  Equal messages to one receiver are
+ * matched in send order (Erlang keeps order per sender/receiver pair).
+ * Limits: messages whose text was cut by the capture limits, or that
+ * quote pid-like text in a string, may not match; messages sent before
+ * the receiver's node started tracing, or received after it stopped, stay
+ * unmatched and are counted.
+ */
+#ifndef BP_CLUSTER_H
+#define BP_CLUSTER_H
+
+#include <stdint.h>
+
+#include "bp_hash.h"
+#include "bp_reader.h"
+
+#define BP_CLUSTER_MAX_NODES 64
+
+struct bp_cnode {
+	char *name;        /* env "node", else the directory name; owned */
+	char *dir;         /* owned */
+	int has_clock;     /* recorded bounds present */
+	int64_t rec_off, rec_lo, rec_hi; /* recorded (probes) */
+	int64_t lo, hi;    /* refined */
+	int64_t off;       /* chosen, lo <= off <= hi when consistent */
+	int64_t wall_ns;   /* metadata offset: wall = wall_ns + ts */
+	unsigned nids;
+	long id_num[BP_CLUSTER_MAX_NODES];  /* how this node numbers ... */
+	int id_node[BP_CLUSTER_MAX_NODES];  /* ... node index (-1 unknown) */
+	uint64_t events, constraints;
+};
+
+/* A message event: a send (to a pid or a name) or a receive. */
+struct bp_cmsg {
+	uint64_t key;      /* receiver + normalised message */
+	uint64_t key2;     /* receives: by registered name, 0 if none */
+	uint64_t ts;       /* the node's clock */
+	uint64_t pid;
+	uint64_t off;      /* event's byte offset in its stream file */
+	uint32_t stream;
+	uint16_t node;
+	uint16_t dnode;    /* sends: destination node index */
+	uint32_t flow;     /* 1 + index in flows, 0 if unmatched */
+};
+
+struct bp_cflow {
+	uint32_t send, recv; /* indices in sends[], recvs[] */
+};
+
+struct bp_cluster {
+	char *dir;
+	unsigned n;
+	struct bp_cnode nodes[BP_CLUSTER_MAX_NODES];
+	int control;         /* index of the control node's trace, -1 */
+	int consistent;      /* the constraints had a solution */
+	struct bp_cmsg *sends, *recvs;
+	uint32_t nsends, nrecvs, capsends, caprecvs;
+	struct bp_cflow *flows;  /* cross-node matched pairs */
+	uint32_t nflows, capflows;
+	uint64_t local_matched;  /* same-node pairs (not flows) */
+	uint64_t unmatched_sends; /* cross-node sends without a receive */
+	uint32_t reversed;       /* flows received before sent, after solving */
+	struct bp_map flow_of;   /* (node, stream, off) -> flow + 1 */
+	unsigned problems;       /* damage reported while reading */
+};
+
+/*
+ * Opens every DIR/<sub>/ holding a trace (a metadata file), reads their
+ * message events, matches them and solves the offsets.  Returns 0, or -1
+ * with a message printed (not a cluster directory, out of memory).
+ */
+int bp_cluster_open(struct bp_cluster *c, const char *dir);
+
+/* Key of an event for c->flow_of. */
+static inline uint64_t bp_cluster_ev_key(unsigned node, uint32_t stream,
+					 uint64_t off)
+{
+	return ((uint64_t)node << 56) ^ ((uint64_t)stream << 44) ^ off;
+}
+
+/* bp_cluster_flow_of() of a cross-node send that matched no receive. */
+#define BP_CLUSTER_NO_FLOW (UINT32_MAX - 1)
+
+/* The flow (1-based) an event belongs to, 0 if none, BP_CLUSTER_NO_FLOW
+ * for a cross-node send without a receive. */
+uint32_t bp_cluster_flow_of(const struct bp_cluster *c, unsigned node,
+			    const struct bp_event *e);
+
+/* 1 if dir has no trace of its own but subdirectories with one. */
+int bp_cluster_is_cluster_dir(const char *dir);
+
+void bp_cluster_close(struct bp_cluster *c);
+
+#endif /* BP_CLUSTER_H */
