@@ -116,7 +116,7 @@ check(Nodes, Spec) ->
     end.
 
 nodes_ok(L) when is_list(L), L =/= [] ->
-    case lists:all(fun is_atom/1, L) of
+    case proper(L) andalso lists:all(fun is_atom/1, L) of
         false -> {error, {bad_option, nodes, L}};
         true ->
             Ns = lists:usort(L),
@@ -139,13 +139,18 @@ missing(Ns) ->
 
 procs_ok(P) when P =:= all; P =:= new; P =:= existing -> ok;
 procs_ok(L) when is_list(L) ->
-    case lists:all(fun is_atom/1, L) of
+    case proper(L) andalso lists:all(fun is_atom/1, L) of
         true -> ok;
         false -> {error, {bad_option, procs,
                           "a cluster session takes all, new, existing or "
                           "registered names (a pid lives on one node)"}}
     end;
 procs_ok(P) -> {error, {bad_option, procs, P}}.
+
+proper(L) ->
+    try length(L) >= 0
+    catch error:badarg -> false
+    end.
 
 dir(#{output := {file, Dir}}) -> dir_ok(Dir);
 dir(#{output := O}) ->

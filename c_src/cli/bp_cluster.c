@@ -206,7 +206,11 @@ static uint64_t norm_hash(const struct bp_cnode *nd, int self, const char *s,
 	}
 	if (buf_put(b, s + start, n - start))
 		return bp_hash_bytes(s, n);
-	return bp_hash_bytes(b->p, b->n);
+	/* The first BP_CLUSTER_MSG_PREFIX bytes only: a text cut by the
+	 * capture limits is cut at another place on each node when the node
+	 * numbers inside it differ in length. */
+	return bp_hash_bytes(b->p, b->n < BP_CLUSTER_MSG_PREFIX
+					   ? b->n : BP_CLUSTER_MSG_PREFIX);
 }
 
 static uint64_t msg_key(int kind, int dnode, const char *ident, size_t n,
@@ -275,10 +279,10 @@ static void set_name(struct names *nm, uint64_t pid, const char *s, size_t n)
 {
 	uint32_t id;
 
-	if (n == 0 || (n == 9 && memcmp(s, "undefined", 9) == 0)) {
-		bp_map_del(&nm->of, pid);
+	/* `undefined': no name known here (the tracer's first sight of a
+	 * process), not an unregistering. */
+	if (n == 0 || (n == 9 && memcmp(s, "undefined", 9) == 0))
 		return;
-	}
 	id = bp_strtab_intern(&nm->tab, s, n);
 	if (id != BP_MAP_NONE)
 		(void)bp_map_put(&nm->of, pid, id);
@@ -352,6 +356,14 @@ static int read_node(struct bp_cluster *c, unsigned idx, struct buf *b)
 					break;
 				m.key = msg_key(1, dn, to + 1,
 						(size_t)(comma - to - 1), mh);
+			} else if (ton > 6 && memcmp(to, "#Ref<", 5) == 0 &&
+				   isdigit((unsigned char)to[5])) {
+				/* An alias (gen_server replies): the receiver
+				 * is not named; the node and the message are. */
+				dn = node_of_num(nd, (int)idx, strtol(to + 5, NULL, 10));
+				if (dn < 0)
+					break;
+				m.key = msg_key(2, dn, "", 0, mh);
 			} else if (ton > 0 && to[0] != '<' && to[0] != '#') {
 				dn = (int)idx;
 				m.key = msg_key(1, dn, to, ton, mh);
@@ -379,6 +391,7 @@ static int read_node(struct bp_cluster *c, unsigned idx, struct buf *b)
 			m.key = msg_key(0, (int)idx, id, idn, mh);
 			if ((name = name_of(&nm, e->pid, &nn)))
 				m.key2 = msg_key(1, (int)idx, name, nn, mh);
+			m.key3 = msg_key(2, (int)idx, "", 0, mh);
 			m.dnode = (uint16_t)idx;
 			rc = push(&c->recvs, &c->nrecvs, &c->caprecvs, &m);
 			break;
@@ -461,9 +474,9 @@ static int match(struct bp_cluster *c)
 	for (uint32_t i = 0; i < c->nrecvs; i++) {
 		struct bp_cmsg *r = &c->recvs[i];
 		int64_t best = -1;
-		uint64_t keys[2] = {r->key, r->key2};
+		uint64_t keys[3] = {r->key, r->key2, r->key3};
 
-		for (int k = 0; k < 2; k++) {
+		for (int k = 0; k < 3; k++) {
 			int64_t p;
 			struct bp_cmsg *s;
 

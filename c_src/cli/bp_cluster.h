@@ -14,12 +14,16 @@
  *
  * Message identity: a send and a receive match when the receiver (the
  * destination pid, or its registered name for {Name, Node} sends) and the
- * message text agree, after the node numbers inside pids, refs and ports
+ * message text agree (for a send to an alias, a reference: the
+ * receiving node and the text), after the node numbers inside pids, refs and ports
  * (`<N.x.y>', `#Ref<N...>', `#Port<N.x>', printed per node) are replaced
  * by node names (env dist_ids).  Equal messages to one receiver are
  * matched in send order (Erlang keeps order per sender/receiver pair).
- * Limits: messages whose text was cut by the capture limits, or that
- * quote pid-like text in a string, may not match; messages sent before
+ * Only the first BP_CLUSTER_MSG_PREFIX bytes of the normalised text
+ * count (texts cut by the capture limits are cut at different places on
+ * each node).  Limits: messages that differ only after those bytes, or
+ * that quote pid-like text in a string, may be matched with each other
+ * or not at all; messages sent before
  * the receiver's node started tracing, or received after it stopped, stay
  * unmatched and are counted.
  */
@@ -32,6 +36,8 @@
 #include "bp_reader.h"
 
 #define BP_CLUSTER_MAX_NODES 64
+/* Bytes of a normalised message text that identify it. */
+#define BP_CLUSTER_MSG_PREFIX 128
 
 struct bp_cnode {
 	char *name;        /* env "node", else the directory name; owned */
@@ -51,6 +57,7 @@ struct bp_cnode {
 struct bp_cmsg {
 	uint64_t key;      /* receiver + normalised message */
 	uint64_t key2;     /* receives: by registered name, 0 if none */
+	uint64_t key3;     /* receives: by node only (sends to an alias) */
 	uint64_t ts;       /* the node's clock */
 	uint64_t pid;
 	uint64_t off;      /* event's byte offset in its stream file */
