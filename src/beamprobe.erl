@@ -82,6 +82,8 @@
                        large_heap => pos_integer(),    % words
                        busy_port => boolean(),
                        busy_dist_port => boolean()},   % none: no reports
+          nodes => [node()],             % this node only: a session per
+                                         % listed node (beamprobe_cluster)
           sample => #{interval => pos_integer(),       % 1000 ms, >= 10
                       what => [run_queues | memory | scheduler_utilization
                                | process_count | message_queues_top
@@ -104,6 +106,13 @@
 %% beamprobe_monitor; `{error, {system_monitor_taken, Pid}}' when another
 %% tool holds it, unless `force => true'); `sample' writes counter samples
 %% as `sample' events (beamprobe_sampler).  docs/tutorial.md, section 18.
+%%
+%% `nodes' starts one session per listed node (this one included only if
+%% listed) and returns one handle that {@link stop/1} and {@link info/1}
+%% take; the traces end up in `Dir/<node>/' of `output => {file, Dir}' on
+%% this node with their clock offsets (beamprobe_cluster;
+%% `bin/beamprobe cluster Dir' reads them as one; docs/tutorial.md,
+%% section 20).
 
 -type mfa_pattern() :: {module() | '_', atom() | '_', arity() | '_'}.
 -type sink() :: {file, file:filename()}

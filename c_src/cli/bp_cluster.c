@@ -69,7 +69,8 @@ static int list_traces(const char *dir, char **out, int max)
 			free(p);
 	}
 	closedir(d);
-	qsort(out, (size_t)n, sizeof *out, cmp_str);
+	if (n > 1)
+		qsort(out, (size_t)n, sizeof *out, cmp_str);
 	return n;
 }
 
@@ -468,8 +469,10 @@ static int match(struct bp_cluster *c)
 	struct bp_map cur;
 
 	sort_c = c;
-	qsort(c->sends, c->nsends, sizeof *c->sends, cmp_send);
-	qsort(c->recvs, c->nrecvs, sizeof *c->recvs, cmp_recv);
+	if (c->nsends)
+		qsort(c->sends, c->nsends, sizeof *c->sends, cmp_send);
+	if (c->nrecvs)
+		qsort(c->recvs, c->nrecvs, sizeof *c->recvs, cmp_recv);
 	bp_map_init(&cur);
 	for (uint32_t i = 0; i < c->nrecvs; i++) {
 		struct bp_cmsg *r = &c->recvs[i];
