@@ -193,6 +193,15 @@ start_matched(Spec) ->
           {ok, session(), non_neg_integer()} | {error, term()}.
 start_matched(Spec, Owner) when is_pid(Owner) ->
     case nif_loaded() of
+        ok when is_map(Spec), is_map_key(follow, Spec) ->
+            case application:ensure_all_started(beamprobe) of
+                {ok, _} ->
+                    case beamprobe_follow:start(Spec, Owner) of
+                        {ok, H} -> {ok, H, 0};
+                        {error, _} = E -> E
+                    end;
+                {error, _} = E -> E
+            end;
         ok when is_map(Spec), is_map_key(nodes, Spec) ->
             case application:ensure_all_started(beamprobe) of
                 {ok, _} ->
@@ -484,9 +493,11 @@ format_error(Reason) ->
 %% Only a beamprobe session is ever called: any other pid (an unrelated
 %% gen_server would stop on `stop') is `{error, not_found}'.
 call(Session, Req) when is_pid(Session), Req =:= stop orelse Req =:= info ->
-    case beamprobe_cluster:is_handle(Session) of
-        true -> beamprobe_cluster:call(Session, Req);
-        false -> call_session(Session, Req)
+    case {beamprobe_cluster:is_handle(Session),
+          beamprobe_follow:is_handle(Session)} of
+        {true, _} -> beamprobe_cluster:call(Session, Req);
+        {_, true} -> beamprobe_follow:call(Session, Req);
+        _ -> call_session(Session, Req)
     end;
 call(Session, Req) when is_pid(Session) ->
     call_session(Session, Req);

@@ -495,6 +495,31 @@ static int match(struct bp_cluster *c)
 		if (best < 0)
 			continue;
 		(void)bp_map_put(&cur, c->sends[best].key, (uint32_t)best + 1);
+		if (c->npairs == c->cappairs) {
+			uint32_t nc = c->cappairs ? c->cappairs * 2 : 1024;
+			struct bp_cflow *f = realloc(c->pairs, nc * sizeof *f);
+
+			if (!f) {
+				bp_map_free(&cur);
+				return -1;
+			}
+			c->pairs = f;
+			c->cappairs = nc;
+		}
+		c->pairs[c->npairs].send = (uint32_t)best;
+		c->pairs[c->npairs].recv = i;
+		c->npairs++;
+		if (bp_map_put(&c->pair_of,
+			       bp_cluster_ev_key(c->sends[best].node,
+						 c->sends[best].stream,
+						 c->sends[best].off),
+			       c->npairs) ||
+		    bp_map_put(&c->pair_of,
+			       bp_cluster_ev_key(r->node, r->stream, r->off),
+			       c->npairs)) {
+			bp_map_free(&cur);
+			return -1;
+		}
 		if (c->sends[best].node == r->node) {
 			c->local_matched++;
 			continue;
@@ -668,7 +693,19 @@ static int solve(struct bp_cluster *c)
 	return 0;
 }
 
+static int open_dir(struct bp_cluster *c, const char *dir, int single);
+
 int bp_cluster_open(struct bp_cluster *c, const char *dir)
+{
+	return open_dir(c, dir, 0);
+}
+
+int bp_cluster_open_any(struct bp_cluster *c, const char *dir)
+{
+	return open_dir(c, dir, 1);
+}
+
+static int open_dir(struct bp_cluster *c, const char *dir, int single)
 {
 	char *subs[BP_CLUSTER_MAX_NODES];
 	char *control = NULL;
@@ -678,7 +715,14 @@ int bp_cluster_open(struct bp_cluster *c, const char *dir)
 	memset(c, 0, sizeof *c);
 	c->control = -1;
 	bp_map_init(&c->flow_of);
-	n = list_traces(dir, subs, BP_CLUSTER_MAX_NODES);
+	bp_map_init(&c->pair_of);
+	if (single && has_metadata(dir)) {
+		n = (subs[0] = strdup(dir)) ? 1 : -1;
+		if (n < 0)
+			errno = ENOMEM;
+	} else {
+		n = list_traces(dir, subs, BP_CLUSTER_MAX_NODES);
+	}
 	if (n < 0) {
 		bp_cli_error("%s: %s", dir, strerror(errno));
 		return -1;
@@ -753,6 +797,18 @@ int bp_cluster_open(struct bp_cluster *c, const char *dir)
 	return 0;
 }
 
+uint32_t bp_cluster_pair_of(const struct bp_cluster *c, unsigned node,
+			    const struct bp_event *e)
+{
+	uint32_t f;
+
+	if (e->id != BP_EV_SEND && e->id != BP_EV_SEND_DEAD &&
+	    e->id != BP_EV_RECEIVE)
+		return 0;
+	f = bp_map_get(&c->pair_of, bp_cluster_ev_key(node, e->stream, e->off));
+	return f == BP_MAP_NONE ? 0 : f;
+}
+
 uint32_t bp_cluster_flow_of(const struct bp_cluster *c, unsigned node,
 			    const struct bp_event *e)
 {
@@ -774,8 +830,10 @@ void bp_cluster_close(struct bp_cluster *c)
 	free(c->sends);
 	free(c->recvs);
 	free(c->flows);
+	free(c->pairs);
 	free(c->dir);
 	bp_map_free(&c->flow_of);
+	bp_map_free(&c->pair_of);
 	memset(c, 0, sizeof *c);
 	c->control = -1;
 }

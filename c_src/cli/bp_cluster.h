@@ -73,6 +73,9 @@ struct bp_cflow {
 
 struct bp_cluster {
 	char *dir;
+	struct bp_cflow *pairs;  /* every matched pair, same node or not */
+	uint32_t npairs, cappairs;
+	struct bp_map pair_of;   /* (node, stream, off) -> pair + 1 */
 	unsigned n;
 	struct bp_cnode nodes[BP_CLUSTER_MAX_NODES];
 	int control;         /* index of the control node's trace, -1 */
@@ -95,6 +98,14 @@ struct bp_cluster {
  */
 int bp_cluster_open(struct bp_cluster *c, const char *dir);
 
+/* bp_cluster_open() that also takes a single trace directory (one node). */
+int bp_cluster_open_any(struct bp_cluster *c, const char *dir);
+
+/* The matched pair (1-based, index + 1 into c->pairs) an event is an end
+ * of, 0 if none. */
+uint32_t bp_cluster_pair_of(const struct bp_cluster *c, unsigned node,
+			    const struct bp_event *e);
+
 /* Key of an event for c->flow_of. */
 static inline uint64_t bp_cluster_ev_key(unsigned node, uint32_t stream,
 					 uint64_t off)
@@ -114,5 +125,32 @@ uint32_t bp_cluster_flow_of(const struct bp_cluster *c, unsigned node,
 int bp_cluster_is_cluster_dir(const char *dir);
 
 void bp_cluster_close(struct bp_cluster *c);
+
+/* The merged timeline (cmd_cluster.c): one reader per node, events in
+ * the control node's time. */
+struct bp_cluster_cursor {
+	struct bp_reader r;
+	const struct bp_event *e;
+	int open;
+};
+
+struct bp_out;
+int bp_cluster_open_all(const struct bp_cluster *c,
+			struct bp_cluster_cursor *cur);
+/* The next event of the merged timeline (its node in *node), or NULL;
+ * bp_cluster_advance(cur, *node) moves past it. */
+const struct bp_event *bp_cluster_next(const struct bp_cluster *c,
+				       struct bp_cluster_cursor *cur,
+				       unsigned *node);
+void bp_cluster_advance(struct bp_cluster_cursor *cur, unsigned node);
+void bp_cluster_close_all(const struct bp_cluster *c,
+			  struct bp_cluster_cursor *cur);
+/* The control node's clock of a timestamp of node n, and the wall-clock
+ * offset of that clock. */
+int64_t bp_cluster_when(const struct bp_cluster *c, unsigned n, uint64_t ts);
+int64_t bp_cluster_wall_base(const struct bp_cluster *c);
+/* "sent M to T", "received M", "call m:f(...)", ... */
+void bp_cluster_event_text(struct bp_out *o, const struct bp_event *e);
+void bp_cluster_out_pid(struct bp_out *o, uint64_t pid);
 
 #endif /* BP_CLUSTER_H */

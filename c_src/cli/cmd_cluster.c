@@ -14,25 +14,25 @@
 #include "bp_cluster.h"
 #include "bp_out.h"
 
-struct cursor {
-	struct bp_reader r;
-	const struct bp_event *e;
-	int open;
-};
 
 /* Control node's clock of an event. */
+int64_t bp_cluster_when(const struct bp_cluster *c, unsigned n, uint64_t ts)
+{
+	return (int64_t)ts + c->nodes[n].off;
+}
+
 static int64_t when(const struct bp_cluster *c, unsigned n, uint64_t ts)
 {
 	return (int64_t)ts + c->nodes[n].off;
 }
 
-static int64_t wall_base(const struct bp_cluster *c)
+int64_t bp_cluster_wall_base(const struct bp_cluster *c)
 {
 	return c->nodes[c->control >= 0 ? (unsigned)c->control : 0].wall_ns;
 }
 
 /* Opens every node's trace again for the time-ordered pass. */
-static int open_all(const struct bp_cluster *c, struct cursor *cur)
+int bp_cluster_open_all(const struct bp_cluster *c, struct bp_cluster_cursor *cur)
 {
 	for (unsigned i = 0; i < c->n; i++) {
 		cur[i].open = bp_reader_open(&cur[i].r, c->nodes[i].dir,
@@ -43,8 +43,8 @@ static int open_all(const struct bp_cluster *c, struct cursor *cur)
 }
 
 /* The next event in the merged timeline; its node in *node. */
-static const struct bp_event *next(const struct bp_cluster *c,
-				   struct cursor *cur, unsigned *node)
+const struct bp_event *bp_cluster_next(const struct bp_cluster *c,
+				   struct bp_cluster_cursor *cur, unsigned *node)
 {
 	int best = -1;
 	int64_t bt = 0;
@@ -68,19 +68,19 @@ static const struct bp_event *next(const struct bp_cluster *c,
 	return e;
 }
 
-static void advance(struct cursor *cur, unsigned node)
+void bp_cluster_advance(struct bp_cluster_cursor *cur, unsigned node)
 {
 	cur[node].e = bp_reader_next(&cur[node].r);
 }
 
-static void close_all(const struct bp_cluster *c, struct cursor *cur)
+void bp_cluster_close_all(const struct bp_cluster *c, struct bp_cluster_cursor *cur)
 {
 	for (unsigned i = 0; i < c->n; i++)
 		if (cur[i].open)
 			bp_reader_close(&cur[i].r);
 }
 
-static void out_pid(struct bp_out *o, uint64_t pid)
+void bp_cluster_out_pid(struct bp_out *o, uint64_t pid)
 {
 	char t[BP_PID_TEXT];
 
@@ -95,18 +95,8 @@ static void out_field(struct bp_out *o, const struct bp_event *e, int i)
 	bp_out_text(o, e->str[i], e->len[i]);
 }
 
-static void print_event(struct bp_out *o, const struct bp_cluster *c,
-			unsigned n, const struct bp_event *e,
-			struct bp_clock_fmt *cf)
+void bp_cluster_event_text(struct bp_out *o, const struct bp_event *e)
 {
-	uint32_t f = bp_cluster_flow_of(c, n, e);
-
-	bp_out_clock(o, cf, wall_base(c) + when(c, n, e->ts));
-	bp_out_char(o, ' ');
-	bp_out_str(o, c->nodes[n].name);
-	bp_out_char(o, ' ');
-	out_pid(o, e->pid);
-	bp_out_char(o, ' ');
 	switch (e->id) {
 	case BP_EV_SEND:
 	case BP_EV_SEND_DEAD:
@@ -119,12 +109,20 @@ static void print_event(struct bp_out *o, const struct bp_cluster *c,
 		bp_out_str(o, "received ");
 		out_field(o, e, BP_FLD(RECEIVE, message));
 		break;
-	case BP_EV_CALL:
+	case BP_EV_CALL: {
+		const char *m = e->str[BP_FLD(CALL, mfa)];
+		const char *slash = strrchr(m, '/');
+
 		bp_out_str(o, "call ");
-		out_field(o, e, BP_FLD(CALL, mfa));
-		if (strcmp(e->str[BP_FLD(CALL, args)], "undefined"))
+		if (strcmp(e->str[BP_FLD(CALL, args)], "undefined") && slash) {
+			/* m:f(Args) instead of m:f/N(Args) */
+			bp_out_text(o, m, (size_t)(slash - m));
 			out_field(o, e, BP_FLD(CALL, args));
+		} else {
+			out_field(o, e, BP_FLD(CALL, mfa));
+		}
 		break;
+	}
 	case BP_EV_RETURN_FROM:
 		bp_out_str(o, "returned from ");
 		out_field(o, e, BP_FLD(RETURN_FROM, mfa));
@@ -145,6 +143,21 @@ static void print_event(struct bp_out *o, const struct bp_cluster *c,
 		}
 		break;
 	}
+}
+
+static void print_event(struct bp_out *o, const struct bp_cluster *c,
+			unsigned n, const struct bp_event *e,
+			struct bp_clock_fmt *cf)
+{
+	uint32_t f = bp_cluster_flow_of(c, n, e);
+
+	bp_out_clock(o, cf, bp_cluster_wall_base(c) + when(c, n, e->ts));
+	bp_out_char(o, ' ');
+	bp_out_str(o, c->nodes[n].name);
+	bp_out_char(o, ' ');
+	bp_cluster_out_pid(o, e->pid);
+	bp_out_char(o, ' ');
+	bp_cluster_event_text(o, e);
 	if (f == BP_CLUSTER_NO_FLOW) {
 		bp_out_str(o, " [no flow: not received in the traces]");
 	} else if (f) {
@@ -159,7 +172,7 @@ static void print_event(struct bp_out *o, const struct bp_cluster *c,
 			bp_out_str(o, " from ");
 			bp_out_str(o, c->nodes[s->node].name);
 			bp_out_char(o, ' ');
-			out_pid(o, s->pid);
+			bp_cluster_out_pid(o, s->pid);
 		} else {
 			bp_out_str(o, " to ");
 			bp_out_str(o, c->nodes[r->node].name);
@@ -178,7 +191,7 @@ static void print_event(struct bp_out *o, const struct bp_cluster *c,
 
 static int do_print(const struct bp_cluster *c, const char *path)
 {
-	struct cursor cur[BP_CLUSTER_MAX_NODES];
+	struct bp_cluster_cursor cur[BP_CLUSTER_MAX_NODES];
 	struct bp_clock_fmt cf;
 	struct bp_out o;
 	const struct bp_event *e;
@@ -190,12 +203,12 @@ static int do_print(const struct bp_cluster *c, const char *path)
 		return BP_EXIT_DAMAGED;
 	}
 	bp_clock_fmt_init(&cf);
-	open_all(c, cur);
-	while ((e = next(c, cur, &n))) {
+	bp_cluster_open_all(c, cur);
+	while ((e = bp_cluster_next(c, cur, &n))) {
 		print_event(&o, c, n, e, &cf);
-		advance(cur, n);
+		bp_cluster_advance(cur, n);
 	}
-	close_all(c, cur);
+	bp_cluster_close_all(c, cur);
 	if ((err = bp_out_close(&o))) {
 		bp_cli_error("%s: %s", path ? path : "stdout", strerror(err));
 		return BP_EXIT_DAMAGED;
@@ -221,7 +234,7 @@ static void te_head(struct bp_out *o, const char *ph, unsigned node,
  * an arrow (s/f pair, id = flow number) from its send to its receive. */
 static int do_perfetto(const struct bp_cluster *c, const char *path)
 {
-	struct cursor cur[BP_CLUSTER_MAX_NODES];
+	struct bp_cluster_cursor cur[BP_CLUSTER_MAX_NODES];
 	struct bp_out o;
 	const struct bp_event *e;
 	unsigned n;
@@ -234,7 +247,7 @@ static int do_perfetto(const struct bp_cluster *c, const char *path)
 		return BP_EXIT_DAMAGED;
 	}
 	bp_map_init(&named);
-	open_all(c, cur);
+	bp_cluster_open_all(c, cur);
 	for (unsigned i = 0; i < c->n; i++)
 		if (cur[i].e && when(c, i, cur[i].e->ts) < base)
 			base = when(c, i, cur[i].e->ts);
@@ -250,7 +263,7 @@ static int do_perfetto(const struct bp_cluster *c, const char *path)
 		bp_out_i64(&o, c->nodes[i].off);
 		bp_out_str(&o, "}}");
 	}
-	while ((e = next(c, cur, &n))) {
+	while ((e = bp_cluster_next(c, cur, &n))) {
 		uint64_t ns = (uint64_t)(when(c, n, e->ts) - base);
 		uint32_t f = bp_cluster_flow_of(c, n, e);
 		uint64_t tk = ((uint64_t)n << 32) ^ bp_pid_data(e->pid);
@@ -295,10 +308,10 @@ static int do_perfetto(const struct bp_cluster *c, const char *path)
 			bp_out_u64(&o, f);
 			bp_out_char(&o, '}');
 		}
-		advance(cur, n);
+		bp_cluster_advance(cur, n);
 	}
 	bp_out_str(&o, "\n]}\n");
-	close_all(c, cur);
+	bp_cluster_close_all(c, cur);
 	bp_map_free(&named);
 	if ((err = bp_out_close(&o))) {
 		bp_cli_error("%s: %s", path, strerror(err));

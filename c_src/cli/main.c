@@ -89,6 +89,22 @@ static const struct command commands[] = {
 	 "                       a track group per node, flow arrows from\n"
 	 "                       each send to its receive\n"
 	 "  -h, --help           this help\n"},
+	{"request", bp_cmd_request, "the requests a follow session traced, each as one tree",
+	 "Usage: beamprobe request [OPTIONS] DIR\n"
+	 "\n"
+	 "Shows the requests in DIR (a trace, or a directory of node\n"
+	 "traces) that a follow session traced\n"
+	 "(beamprobe:start(#{follow => #{from => \"m:f/2\"}})): each starts\n"
+	 "at a call of the root function and spreads over the processes its\n"
+	 "messages reach; a process acts for it from a receive of one of its\n"
+	 "messages to its next receive of any other.  One block per request,\n"
+	 "its events in time order, indented by the number of messages\n"
+	 "between the root and the process.\n"
+	 "\n"
+	 "  -r, --root M:F/A     the root function (default: the trace's\n"
+	 "                       follow_root)\n"
+	 "  -n, --request N      only request N\n"
+	 "  -h, --help           this help\n"},
 	{"info", bp_cmd_info, "node, time span, event counts, losses, files",
 	 "Usage: beamprobe info DIR\n"
 	 "\n"
