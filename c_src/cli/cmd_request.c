@@ -6,10 +6,16 @@
  * --root M:F/A) and belongs to the process that made it until that call
  * returns.  A process acts for the request after it receives a message a
  * process of the request sent (a send matched to its receive: same
- * receiver and text, bp_cluster.h), until it receives any other message
- * -- the rule the VM applies to the seq_trace label that spread the
- * tracing.  Every event of a process while it acts for a request is part
- * of it; nothing else is.  The depth (indentation) is the number of
+ * receiver and text, bp_cluster.h) -- the messages that carried the
+ * seq_trace label that spread the tracing -- until it receives one of
+ * another request.  Its sends and those receives while it acts for a
+ * request are part of it; nothing else is (receives of other messages are left out; they
+ * do not end the process's part: on OTP 25 a receive event is written
+ * when the message enters the queue, not when the process takes it, and
+ * the tracer records a send only while its sender holds a followed
+ * request's label).  A process that takes the messages of two followed
+ * requests out of their arrival order may have a send counted in the
+ * wrong one.  The depth (indentation) is the number of
  * messages between the root and the process.
  */
 #include <getopt.h>
@@ -156,8 +162,15 @@ static int walk(const struct bp_cluster *c, struct state *s,
 					s->reqs[q - 1].procs++;
 				p->req = q;
 				p->depth = s->pair_depth[pair - 1] + 1;
-			} else if (!q && !p->root) {
-				p->req = 0;
+			} else if (!q || (p->root && q != p->req)) {
+				/* Not the request's message: left out.  It does
+				 * not end the process's part: on OTP 25 a receive
+				 * event comes when the message enters the queue,
+				 * not when the process takes it, and the tracer
+				 * records a send only while its sender holds the
+				 * request's label anyway. */
+				bp_cluster_advance(cur, n);
+				continue;
 			}
 		}
 		if (p->req) {
