@@ -235,7 +235,7 @@ alone(#st{mfa = {M, F, A}} = St) ->
                         A =:= '_' orelse Ar =:= A],
     Taken = [MFA || MFA <- Fs,
                     erlang:trace_info(MFA, traced) =/= {traced, false}],
-    Send = erlang:trace_info(send, match_spec),
+    Send = trace_info(send, match_spec),
     if
         Fs =:= [] -> {error, {no_such_function, St#st.mfa}, St};
         Taken =/= [] -> {error, {follow_conflict, {pattern, hd(Taken)}}, St};
@@ -298,7 +298,7 @@ patterns(#st{mfa = MFA} = St) ->
     Send = [{['$1', '_'], [{is_seq_trace}],
              [{enable_trace, '$1', send}, {enable_trace, '$1', 'receive'}]}],
     _ = erlang:trace_pattern(MFA, Root, [local]),
-    _ = erlang:trace_pattern(send, Send, []),
+    _ = message_pattern(send, Send),
     {ok, St}.
 
 %% `call' on every process nobody traces (and on new ones): the root's
@@ -308,7 +308,7 @@ flags(St) ->
     Me = self(),
     _ = [catch erlang:trace(P, true, [call, T])
          || P <- processes(), P =/= Me,
-            erlang:trace_info(P, tracer) =:= {tracer, []}],
+            trace_info(P, tracer) =:= {tracer, []}],
     _ = erlang:trace(new, true, [call, T]),
     {ok, St#st{new_set = true}}.
 
@@ -319,7 +319,16 @@ timer(#st{budget = #{ms := Ms}} = St) ->
 traced(#st{res = undefined}) -> [];
 traced(St) ->
     T = case tracer(St) of {tracer, M, S} -> {M, S} end,
-    [P || P <- processes(), erlang:trace_info(P, tracer) =:= {tracer, T}].
+    [P || P <- processes(), trace_info(P, tracer) =:= {tracer, T}].
+
+%% erlang:trace_pattern(send, ...) and erlang:trace_info/2 through apply:
+%% their OTP 25 specs leave out message patterns and {Module, State}
+%% tracers, which dialyzer then calls impossible (as beamprobe_janitor).
+message_pattern(Kind, MS) ->
+    erlang:apply(erlang, trace_pattern, [Kind, MS, []]).
+
+trace_info(What, Item) ->
+    erlang:apply(erlang, trace_info, [What, Item]).
 
 %% Patterns first, then flags: nothing of it stays.
 uninstall(#st{res = undefined} = St) -> St;
@@ -327,7 +336,7 @@ uninstall(#st{mfa = MFA} = St) ->
     _ = erlang:trace_pattern(MFA, false, [local]),
     _ = case St#st.send_before of
             undefined -> ok;
-            Before -> erlang:trace_pattern(send, Before, [])
+            Before -> message_pattern(send, Before)
         end,
     _ = St#st.new_set andalso erlang:trace(new, false, [all]),
     _ = [catch erlang:trace(P, false, [all]) || P <- traced(St)],
@@ -339,8 +348,7 @@ finish(#st{res = undefined} = St, _) -> St;
 finish(#st{res = Res} = St, Why) ->
     St1 = uninstall(St),
     Stats = try beamprobe_nif:stop(Res) of
-                {ok, S} -> S;
-                Other -> #{nif_error => Other}
+                {ok, S} -> S
             catch _:E -> #{nif_error => E}
             end,
     Sum = #{events => maps:get(events, Stats, 0),
