@@ -305,7 +305,12 @@ acall(Agent, Req) ->
 %% Stops every node's session (in parallel), once.
 stop_nodes(#st{nodes = Ns}, _Why) ->
     Self = self(),
-    Pids = [{N, spawn_link(fun() -> Self ! {stopped, self(), node_call(N, stop)} end)}
+    Stop = fun(N) ->
+                   try node_call(N, stop)
+                   catch Class:Why -> {error, {Class, Why}}
+                   end
+           end,
+    Pids = [{N, spawn_link(fun() -> Self ! {stopped, self(), Stop(N)} end)}
             || N <- Ns],
     [{N, receive {stopped, P, R} -> R end} || {N, P} <- Pids].
 
