@@ -708,7 +708,6 @@ int bp_cluster_open_any(struct bp_cluster *c, const char *dir)
 static int open_dir(struct bp_cluster *c, const char *dir, int single)
 {
 	char *subs[BP_CLUSTER_MAX_NODES];
-	char *control = NULL;
 	struct buf b = {0};
 	int n;
 
@@ -760,8 +759,9 @@ static int open_dir(struct bp_cluster *c, const char *dir, int single)
 			nd->rec_off = nd->has_clock ? pick(nd->rec_lo, nd->rec_hi)
 						    : 0;
 		/* Resolved below, once every node's name is known. */
-		if (!control && (name = bp_meta_env(&r.meta, "cluster_control")))
-			control = strdup(name);
+		if (!c->control_name &&
+		    (name = bp_meta_env(&r.meta, "cluster_control")))
+			c->control_name = strdup(name);
 		bp_reader_close(&r);
 		if (!nd->name) {
 			bp_cluster_close(c);
@@ -778,9 +778,9 @@ static int open_dir(struct bp_cluster *c, const char *dir, int single)
 			bp_reader_close(&r);
 		}
 	}
-	if (control)
-		c->control = node_index(c, control, strlen(control));
-	free(control);
+	if (c->control_name)
+		c->control = node_index(c, c->control_name,
+					strlen(c->control_name));
 	for (unsigned i = 0; i < c->n; i++)
 		if (read_node(c, i, &b) != 0) {
 			free(b.p);
@@ -832,6 +832,7 @@ void bp_cluster_close(struct bp_cluster *c)
 	free(c->flows);
 	free(c->pairs);
 	free(c->dir);
+	free(c->control_name);
 	bp_map_free(&c->flow_of);
 	bp_map_free(&c->pair_of);
 	memset(c, 0, sizeof *c);

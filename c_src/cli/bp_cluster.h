@@ -79,6 +79,7 @@ struct bp_cluster {
 	unsigned n;
 	struct bp_cnode nodes[BP_CLUSTER_MAX_NODES];
 	int control;         /* index of the control node's trace, -1 */
+	char *control_name;  /* env cluster_control, NULL if none; owned */
 	int consistent;      /* the constraints had a solution */
 	struct bp_cmsg *sends, *recvs;
 	uint32_t nsends, nrecvs, capsends, caprecvs;

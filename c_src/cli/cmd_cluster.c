@@ -443,8 +443,15 @@ static int do_text(const struct bp_cluster *c, struct pair *p)
 	bp_out_str(&o, "Cluster: ");
 	bp_out_u64(&o, c->n);
 	bp_out_str(&o, " node traces, control node ");
-	bp_out_str(&o, c->control >= 0 ? c->nodes[c->control].name
-				       : "unknown (no cluster_control)");
+	if (c->control >= 0) {
+		bp_out_str(&o, c->nodes[c->control].name);
+	} else if (c->control_name) {
+		bp_out_str(&o, c->control_name);
+		bp_out_str(&o, " (its own trace is not here; times are shown "
+			       "with the first node's wall clock)");
+	} else {
+		bp_out_str(&o, "unknown (no cluster_control)");
+	}
 	bp_out_str(&o, "\nClock offsets (ns, added to a node's timestamps "
 		       "to get the control node's clock):\n");
 	for (unsigned i = 0; i < c->n; i++) {
