@@ -4,18 +4,15 @@
  *
  * A request starts at a call of the root function (env follow_root; or
  * --root M:F/A) and belongs to the process that made it until that call
- * returns.  A process acts for the request after it receives a message a
- * process of the request sent (a send matched to its receive: same
+ * returns.  Another process works for it from its receive of a message
+ * a process of the request sent (a send matched to its receive: same
  * receiver and text, bp_cluster.h) -- the messages that carried the
- * seq_trace label that spread the tracing -- until it receives one of
- * another request.  Its sends and those receives while it acts for a
- * request are part of it; nothing else is (receives of other messages are left out; they
- * do not end the process's part: on OTP 25 a receive event is written
- * when the message enters the queue, not when the process takes it, and
- * the tracer records a send only while its sender holds a followed
- * request's label).  A process that takes the messages of two followed
- * requests out of their arrival order may have a send counted in the
- * wrong one.  The depth (indentation) is the number of
+ * seq_trace label that spread the tracing -- until it sends back to the
+ * process that message came from (follow_other()).  Receives of other
+ * messages are left out.  Limits: a process that takes the messages of
+ * two followed requests out of their arrival order, or never answers
+ * the process a request came from, may have sends shown in the wrong
+ * request.  The depth (indentation) is the number of
  * messages between the root and the process.
  */
 #include <getopt.h>
@@ -27,10 +24,20 @@
 #include "bp_cluster.h"
 #include "bp_out.h"
 
+/* A request a process received a message of and has not answered yet. */
+#define PENDING 8
+struct pending {
+	uint32_t req, depth;
+	unsigned rnode;  /* who sent it: a send back to it ends the entry */
+	uint64_t rpid;
+};
+
 struct proc {
-	uint32_t req;    /* request it acts for, 0 if none */
+	uint32_t req;    /* the root's request, in its root call */
 	uint32_t depth;
 	int root;        /* the root process, in its root call */
+	uint32_t npend;  /* requests it works for, oldest first */
+	struct pending pend[PENDING];
 };
 
 struct request {
@@ -116,6 +123,78 @@ static int is_root(const char *root, const struct bp_event *e)
 	       strcmp(e->str[BP_FLD_MFA], root) == 0;
 }
 
+/*
+ * A process other than a root in its root call.  A receive of a
+ * request's message adds the request to the process's pending ones (it
+ * is written under its request); the process's sends and other events
+ * belong to the oldest pending request, which ends when the process
+ * sends to the process it got that request's first message from (the
+ * reply).  Receive events come when a message enters the queue (OTP 25),
+ * so a process may have several pending; served in order, each send
+ * lands in its own request.  Receives of other messages are left out.
+ */
+static int follow_other(const struct bp_cluster *c, struct state *s,
+			struct bp_clock_fmt *cf, unsigned n,
+			const struct bp_event *e, struct proc *p, uint32_t pair)
+{
+	if (e->id == BP_EV_RECEIVE) {
+		uint32_t q = pair ? s->pair_req[pair - 1] : 0;
+		uint32_t depth;
+		int known = 0;
+
+		if (!q)
+			return 0;
+		depth = s->pair_depth[pair - 1] + 1;
+		for (uint32_t i = 0; i < p->npend; i++)
+			if (p->pend[i].req == q) {
+				p->pend[i].depth = depth; /* messages so far */
+				known = 1;
+			}
+		if (!known) {
+			const struct bp_cmsg *snd =
+				&c->sends[c->pairs[pair - 1].send];
+
+			if (p->npend == PENDING) {
+				memmove(p->pend, p->pend + 1,
+					(PENDING - 1) * sizeof *p->pend);
+				p->npend--;
+			}
+			p->pend[p->npend].req = q;
+			p->pend[p->npend].depth = depth;
+			p->pend[p->npend].rnode = snd->node;
+			p->pend[p->npend].rpid = snd->pid;
+			p->npend++;
+			s->reqs[q - 1].procs++;
+		}
+		emit(c, &s->reqs[q - 1], cf, n, e, depth);
+		return 0;
+	}
+	if (!p->npend)
+		return 0;
+	emit(c, &s->reqs[p->pend[0].req - 1], cf, n, e, p->pend[0].depth);
+	if (e->id == BP_EV_SEND || e->id == BP_EV_SEND_DEAD) {
+		const struct pending *h = &p->pend[0];
+		int reply;
+
+		if (pair) {
+			const struct bp_cmsg *r = &c->recvs[c->pairs[pair - 1].recv];
+
+			s->pair_req[pair - 1] = h->req;
+			s->pair_depth[pair - 1] = h->depth;
+			reply = r->node == h->rnode && r->pid == h->rpid;
+		} else {
+			reply = h->rnode == n &&
+				e->num[BP_FLD(SEND, to)] == h->rpid;
+		}
+		if (reply) {
+			memmove(p->pend, p->pend + 1,
+				(p->npend - 1) * sizeof *p->pend);
+			p->npend--;
+		}
+	}
+	return 0;
+}
+
 static int walk(const struct bp_cluster *c, struct state *s,
 		const char *root_opt)
 {
@@ -154,21 +233,15 @@ static int walk(const struct bp_cluster *c, struct state *s,
 			p->req = s->nreqs;
 			p->depth = 0;
 			p->root = 1;
+		} else if (!p->root) {
+			rc = follow_other(c, s, &cf, n, e, p, pair);
+			bp_cluster_advance(cur, n);
+			continue;
 		} else if (e->id == BP_EV_RECEIVE) {
 			uint32_t q = pair ? s->pair_req[pair - 1] : 0;
 
-			if (q && !p->root) {
-				if (p->req != q)
-					s->reqs[q - 1].procs++;
-				p->req = q;
-				p->depth = s->pair_depth[pair - 1] + 1;
-			} else if (!q || (p->root && q != p->req)) {
-				/* Not the request's message: left out.  It does
-				 * not end the process's part: on OTP 25 a receive
-				 * event comes when the message enters the queue,
-				 * not when the process takes it, and the tracer
-				 * records a send only while its sender holds the
-				 * request's label anyway. */
+			if (q != p->req) {
+				/* Not the root's request: left out. */
 				bp_cluster_advance(cur, n);
 				continue;
 			}
@@ -179,7 +252,7 @@ static int walk(const struct bp_cluster *c, struct state *s,
 				s->pair_req[pair - 1] = p->req;
 				s->pair_depth[pair - 1] = p->depth;
 			}
-			if (p->root && e->id != BP_EV_CALL && is_root(roots[n], e)) {
+			if (e->id != BP_EV_CALL && is_root(roots[n], e)) {
 				p->root = 0;
 				p->req = 0;
 			}

@@ -464,6 +464,14 @@ check "cluster --json --print: usage, exit 1" "$rc" 1
 run cluster --help
 check "cluster --help: exit 0" "$rc $(grep -c 'Usage: beamprobe cluster' "$WORK/out")" "0 1"
 
+run request "$G"
+check "request on a trace without follow_root: says so, exit 0" "$rc $(grep -c '^No request' "$WORK/out")" "0 1"
+sanitizer_clean && ok "request: sanitizer clean" || not_ok "request: sanitizer clean" "$(head -20 "$WORK/err")"
+run request --root 'lists:seq/2' "$CL"
+check "request --root on a directory of node traces: exit 0, sanitizer clean" "$rc $(grep -cE 'AddressSanitizer|runtime error' "$WORK/err")" "0 0"
+run request --request 0 "$G"
+check "request --request 0: usage, exit 1" "$rc" 1
+
 echo "# --follow"
 mkdir "$WORK/live"
 cp $G/metadata $G/thread-000 "$WORK/live/"
