@@ -82,6 +82,8 @@
                        large_heap => pos_integer(),    % words
                        busy_port => boolean(),
                        busy_dist_port => boolean()},   % none: no reports
+          nodes => [node()],             % this node only: a session per
+                                         % listed node (beamprobe_cluster)
           sample => #{interval => pos_integer(),       % 1000 ms, >= 10
                       what => [run_queues | memory | scheduler_utilization
                                | process_count | message_queues_top
@@ -104,6 +106,13 @@
 %% beamprobe_monitor; `{error, {system_monitor_taken, Pid}}' when another
 %% tool holds it, unless `force => true'); `sample' writes counter samples
 %% as `sample' events (beamprobe_sampler).  docs/tutorial.md, section 18.
+%%
+%% `nodes' starts one session per listed node (this one included only if
+%% listed) and returns one handle that {@link stop/1} and {@link info/1}
+%% take; the traces end up in `Dir/<node>/' of `output => {file, Dir}' on
+%% this node with their clock offsets (beamprobe_cluster;
+%% `bin/beamprobe cluster Dir' reads them as one; docs/tutorial.md,
+%% section 20).
 
 -type mfa_pattern() :: {module() | '_', atom() | '_', arity() | '_'}.
 -type sink() :: {file, file:filename()}
@@ -184,6 +193,24 @@ start_matched(Spec) ->
           {ok, session(), non_neg_integer()} | {error, term()}.
 start_matched(Spec, Owner) when is_pid(Owner) ->
     case nif_loaded() of
+        ok when is_map(Spec), is_map_key(follow, Spec) ->
+            case application:ensure_all_started(beamprobe) of
+                {ok, _} ->
+                    case beamprobe_follow:start(Spec, Owner) of
+                        {ok, H} -> {ok, H, 0};
+                        {error, _} = E -> E
+                    end;
+                {error, _} = E -> E
+            end;
+        ok when is_map(Spec), is_map_key(nodes, Spec) ->
+            case application:ensure_all_started(beamprobe) of
+                {ok, _} ->
+                    case beamprobe_cluster:start(Spec, Owner) of
+                        {ok, H} -> {ok, H, 0};
+                        {error, _} = E -> E
+                    end;
+                {error, _} = E -> E
+            end;
         ok -> start_app(Spec, Owner);
         {error, _} = E -> E
     end.
@@ -465,7 +492,19 @@ format_error(Reason) ->
 
 %% Only a beamprobe session is ever called: any other pid (an unrelated
 %% gen_server would stop on `stop') is `{error, not_found}'.
+call(Session, Req) when is_pid(Session), Req =:= stop orelse Req =:= info ->
+    case {beamprobe_cluster:is_handle(Session),
+          beamprobe_follow:is_handle(Session)} of
+        {true, _} -> beamprobe_cluster:call(Session, Req);
+        {_, true} -> beamprobe_follow:call(Session, Req);
+        _ -> call_session(Session, Req)
+    end;
 call(Session, Req) when is_pid(Session) ->
+    call_session(Session, Req);
+call(_, _) ->
+    {error, not_found}.
+
+call_session(Session, Req) ->
     case is_session(Session) of
         true ->
             try gen_server:call(Session, Req, 60000)
@@ -474,9 +513,7 @@ call(Session, Req) when is_pid(Session) ->
                   exit:{shutdown, _} -> {error, not_found}
             end;
         false -> {error, not_found}
-    end;
-call(_, _) ->
-    {error, not_found}.
+    end.
 
 %% Waits (at most 5 s) until a session that replied for the last time has
 %% exited, so that list/0 no longer shows it when stop/1 or a failed

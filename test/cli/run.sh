@@ -430,6 +430,48 @@ fi
 run print "$WORK/big"
 check "big: print exits 0, one line per non-process event" "$rc $(wc -l <"$WORK/out")" "0 $(("$(json_get "$WORK/big.json" "d['events']")" + 4))"
 
+echo "# cluster: a directory of node traces"
+CL="$WORK/cl"
+mkdir -p "$CL/a" "$CL/b" "$CL/c"
+cp $G/metadata $G/thread-* "$CL/a/"
+cp $G/thread-* "$CL/b/"
+cp $G/thread-* "$CL/c/"
+# b: a node 5 us behind a, bounds recorded; c: hostile clock keys.
+sed -e 's/node = "demo@testhost";/node = "b@testhost";\n\tcluster_control = "demo@testhost";\n\tdist_ids = "7=demo@testhost,0=b@testhost";\n\tclock_offset_ns = "5000";\n\tclock_offset_lo_ns = "4000";\n\tclock_offset_hi_ns = "6000";/' $G/metadata >"$CL/b/metadata"
+sed -e 's/node = "demo@testhost";/node = "c@testhost";\n\tdist_ids = "x=,=,99999999999999999999=nobody,,=";\n\tclock_offset_ns = "12abc";\n\tclock_offset_lo_ns = "9";\n\tclock_offset_hi_ns = "-9";/' $G/metadata >"$CL/c/metadata"
+run cluster "$CL"
+check "cluster: reads three node traces, exit 0" "$rc $(grep -c '^Cluster: 3 node traces' "$WORK/out")" "0 1"
+sanitizer_clean && ok "cluster: sanitizer clean" || not_ok "cluster: sanitizer clean" "$(head -20 "$WORK/err")"
+check "cluster: b's recorded bounds are shown and kept" "$(grep -c 'b@testhost .*offset 5000  recorded \[4000, 6000\]  refined \[4000, 6000\]' "$WORK/out")" 1
+check "cluster: c's contradictory clock keys count as none" "$(grep -c 'c@testhost .*recorded \[none\]' "$WORK/out")" 1
+run cluster --print "$CL"
+if have babeltrace2; then
+	check "cluster --print: every event of every node, once (babeltrace2 counts them)" "$rc $(grep -c ' demo@testhost ' "$WORK/out") $(grep -c ' b@testhost ' "$WORK/out") $(grep -c ' c@testhost ' "$WORK/out")" "0 $(babeltrace2 $G 2>/dev/null | wc -l) $(babeltrace2 $G 2>/dev/null | wc -l) $(babeltrace2 $G 2>/dev/null | wc -l)"
+else
+	skip "cluster --print event count: babeltrace2 not installed"
+fi
+check "cluster --print: b's events shifted by its offset (5 us after a's twin)" "$(grep -c '^12:00:00.000006 b@testhost' "$WORK/out")" "$(grep -c '^12:00:00.000001 ' "$EXP/basic.print")"
+run cluster --perfetto "$WORK/cl.json" "$CL"
+if have python3 && python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["traceEvents"]) > 3' "$WORK/cl.json" 2>"$WORK/py.err"; then ok "cluster --perfetto: valid JSON with events"; else not_ok "cluster --perfetto: valid JSON" "$(cat "$WORK/py.err")"; fi
+run cluster --json "$CL"
+if python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["nodes"] == 3 and d["control"] == "demo@testhost" and d["offsets"][1]["refined_lo_ns"] == 4000' "$WORK/out" 2>"$WORK/py.err"; then ok "cluster --json: valid, control node and bounds"; else not_ok "cluster --json" "$(cat "$WORK/py.err" "$WORK/out")"; fi
+run cluster "$G"
+check "cluster on a single trace: exit 2, says why" "$rc $(grep -c 'no node traces in it' "$WORK/err")" "2 1"
+run cluster
+check "cluster without DIR: usage, exit 1" "$rc" 1
+run cluster --json --print "$CL"
+check "cluster --json --print: usage, exit 1" "$rc" 1
+run cluster --help
+check "cluster --help: exit 0" "$rc $(grep -c 'Usage: beamprobe cluster' "$WORK/out")" "0 1"
+
+run request "$G"
+check "request on a trace without follow_root: says so, exit 0" "$rc $(grep -c '^No request' "$WORK/out")" "0 1"
+sanitizer_clean && ok "request: sanitizer clean" || not_ok "request: sanitizer clean" "$(head -20 "$WORK/err")"
+run request --root 'lists:seq/2' "$CL"
+check "request --root on a directory of node traces: exit 0, sanitizer clean" "$rc $(grep -cE 'AddressSanitizer|runtime error' "$WORK/err")" "0 0"
+run request --request 0 "$G"
+check "request --request 0: usage, exit 1" "$rc" 1
+
 echo "# --follow"
 mkdir "$WORK/live"
 cp $G/metadata $G/thread-000 "$WORK/live/"

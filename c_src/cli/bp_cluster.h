@@ -1,0 +1,157 @@
+/* bp_cluster.h -- a directory of node traces read as one: the traces a
+ * cluster session (src/beamprobe_cluster.erl) brings into DIR/<node>/,
+ * their clock offsets, and the messages that crossed nodes matched into
+ * flows.
+ *
+ * Clock model: each node's trace clock plus an offset D is the control
+ * node's clock.  The trace records D's bounds [lo, hi] from round-trip
+ * probes (env clock_offset_lo_ns / clock_offset_hi_ns; the control node:
+ * 0).  Every matched message a -> b adds the causality constraint
+ * recv_ts + D_b >= send_ts + D_a; bp_cluster_solve() narrows the bounds
+ * with them (difference constraints, propagated to a fixpoint) and picks
+ * one offset per node inside them such that no matched message arrives
+ * before it was sent, whenever the constraints are consistent.
+ *
+ * Message identity: a send and a receive match when the receiver (the
+ * destination pid, or its registered name for {Name, Node} sends) and the
+ * message text agree (for a send to an alias, a reference: the
+ * receiving node and the text), after the node numbers inside pids, refs and ports
+ * (`<N.x.y>', `#Ref<N...>', `#Port<N.x>', printed per node) are replaced
+ * by node names (env dist_ids).  Equal messages to one receiver are
+ * matched in send order (Erlang keeps order per sender/receiver pair).
+ * Only the first BP_CLUSTER_MSG_PREFIX bytes of the normalised text
+ * count (texts cut by the capture limits are cut at different places on
+ * each node).  Limits: messages that differ only after those bytes, or
+ * that quote pid-like text in a string, may be matched with each other
+ * or not at all; messages sent before
+ * the receiver's node started tracing, or received after it stopped, stay
+ * unmatched and are counted.
+ */
+#ifndef BP_CLUSTER_H
+#define BP_CLUSTER_H
+
+#include <stdint.h>
+
+#include "bp_hash.h"
+#include "bp_reader.h"
+
+#define BP_CLUSTER_MAX_NODES 64
+/* Bytes of a normalised message text that identify it. */
+#define BP_CLUSTER_MSG_PREFIX 128
+
+struct bp_cnode {
+	char *name;        /* env "node", else the directory name; owned */
+	char *dir;         /* owned */
+	int has_clock;     /* recorded bounds present */
+	int64_t rec_off, rec_lo, rec_hi; /* recorded (probes) */
+	int64_t lo, hi;    /* refined */
+	int64_t off;       /* chosen, lo <= off <= hi when consistent */
+	int64_t wall_ns;   /* metadata offset: wall = wall_ns + ts */
+	unsigned nids;
+	long id_num[BP_CLUSTER_MAX_NODES];  /* how this node numbers ... */
+	int id_node[BP_CLUSTER_MAX_NODES];  /* ... node index (-1 unknown) */
+	uint64_t events, constraints;
+};
+
+/* A message event: a send (to a pid or a name) or a receive. */
+struct bp_cmsg {
+	uint64_t key;      /* receiver + normalised message */
+	uint64_t key2;     /* receives: by registered name, 0 if none */
+	uint64_t key3;     /* receives: by node only (sends to an alias) */
+	uint64_t ts;       /* the node's clock */
+	uint64_t pid;
+	uint64_t off;      /* event's byte offset in its stream file */
+	uint32_t stream;
+	uint16_t node;
+	uint16_t dnode;    /* sends: destination node index */
+	uint32_t flow;     /* 1 + index in flows, 0 if unmatched */
+};
+
+struct bp_cflow {
+	uint32_t send, recv; /* indices in sends[], recvs[] */
+};
+
+struct bp_cluster {
+	char *dir;
+	struct bp_cflow *pairs;  /* every matched pair, same node or not */
+	uint32_t npairs, cappairs;
+	struct bp_map pair_of;   /* (node, stream, off) -> pair + 1 */
+	unsigned n;
+	struct bp_cnode nodes[BP_CLUSTER_MAX_NODES];
+	int control;         /* index of the control node's trace, -1 */
+	char *control_name;  /* env cluster_control, NULL if none; owned */
+	int consistent;      /* the constraints had a solution */
+	struct bp_cmsg *sends, *recvs;
+	uint32_t nsends, nrecvs, capsends, caprecvs;
+	struct bp_cflow *flows;  /* cross-node matched pairs */
+	uint32_t nflows, capflows;
+	uint64_t local_matched;  /* same-node pairs (not flows) */
+	uint64_t unmatched_sends; /* cross-node sends without a receive */
+	uint32_t reversed;       /* flows received before sent, after solving */
+	struct bp_map flow_of;   /* (node, stream, off) -> flow + 1 */
+	unsigned problems;       /* damage reported while reading */
+};
+
+/*
+ * Opens every DIR/<sub>/ holding a trace (a metadata file), reads their
+ * message events, matches them and solves the offsets.  Returns 0, or -1
+ * with a message printed (not a cluster directory, out of memory).
+ */
+int bp_cluster_open(struct bp_cluster *c, const char *dir);
+
+/* bp_cluster_open() that also takes a single trace directory (one node). */
+int bp_cluster_open_any(struct bp_cluster *c, const char *dir);
+
+/* The matched pair (1-based, index + 1 into c->pairs) an event is an end
+ * of, 0 if none. */
+uint32_t bp_cluster_pair_of(const struct bp_cluster *c, unsigned node,
+			    const struct bp_event *e);
+
+/* Key of an event for c->flow_of. */
+static inline uint64_t bp_cluster_ev_key(unsigned node, uint32_t stream,
+					 uint64_t off)
+{
+	return ((uint64_t)node << 56) ^ ((uint64_t)stream << 44) ^ off;
+}
+
+/* bp_cluster_flow_of() of a cross-node send that matched no receive. */
+#define BP_CLUSTER_NO_FLOW (UINT32_MAX - 1)
+
+/* The flow (1-based) an event belongs to, 0 if none, BP_CLUSTER_NO_FLOW
+ * for a cross-node send without a receive. */
+uint32_t bp_cluster_flow_of(const struct bp_cluster *c, unsigned node,
+			    const struct bp_event *e);
+
+/* 1 if dir has no trace of its own but subdirectories with one. */
+int bp_cluster_is_cluster_dir(const char *dir);
+
+void bp_cluster_close(struct bp_cluster *c);
+
+/* The merged timeline (cmd_cluster.c): one reader per node, events in
+ * the control node's time. */
+struct bp_cluster_cursor {
+	struct bp_reader r;
+	const struct bp_event *e;
+	int open;
+};
+
+struct bp_out;
+int bp_cluster_open_all(const struct bp_cluster *c,
+			struct bp_cluster_cursor *cur);
+/* The next event of the merged timeline (its node in *node), or NULL;
+ * bp_cluster_advance(cur, *node) moves past it. */
+const struct bp_event *bp_cluster_next(const struct bp_cluster *c,
+				       struct bp_cluster_cursor *cur,
+				       unsigned *node);
+void bp_cluster_advance(struct bp_cluster_cursor *cur, unsigned node);
+void bp_cluster_close_all(const struct bp_cluster *c,
+			  struct bp_cluster_cursor *cur);
+/* The control node's clock of a timestamp of node n, and the wall-clock
+ * offset of that clock. */
+int64_t bp_cluster_when(const struct bp_cluster *c, unsigned n, uint64_t ts);
+int64_t bp_cluster_wall_base(const struct bp_cluster *c);
+/* "sent M to T", "received M", "call m:f(...)", ... */
+void bp_cluster_event_text(struct bp_out *o, const struct bp_event *e);
+void bp_cluster_out_pid(struct bp_out *o, uint64_t pid);
+
+#endif /* BP_CLUSTER_H */

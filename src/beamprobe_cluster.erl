@@ -1,0 +1,595 @@
+%%% @doc Cluster sessions: one beamprobe session per node from one call,
+%%% stopped together, their traces brought into one directory with the
+%%% clock offsets of the nodes recorded in them.
+%%%
+%%% ```
+%%% caller ── coordinator (this module, the handle) ──erpc──> agent on node N
+%%%              │  clock probes at start and stop          └─ session on N
+%%%              └─ session on node() (if listed)              (trace staged
+%%%                                                             on N, fetched
+%%% DIR/<node>/metadata, thread-NNN ...  one trace per node      at stop)
+%%% '''
+%%%
+%%% `beamprobe:start(#{nodes => [node() | nodes()], ...})' starts it; the
+%%% other keys are the spec every node's session gets (`procs' must not
+%%% name pids: a pid lives on one node).  Every node needs beamprobe on its
+%%% code path (`{error, {beamprobe_missing, Node}}' otherwise; nothing is
+%%% loaded into a node by this module).  Each node writes its trace into a
+%%% private (0700) staging directory of its own file system; at stop the
+%%% coordinator copies it over distribution, in 1 MiB chunks, to
+%%% `DIR/<node>' on the caller's node and deletes the staged copy.  A node
+%%% that cannot be reached at stop keeps its staged trace; the summary
+%%% names it (`nodes => #{N => #{fetch => {error, R}, staged => Path}}').
+%%%
+%%% Clocks: before the first and after the last event the coordinator
+%%% probes every node (`?PROBES' round trips reading the trace clock there
+%%% between two readings here).  A probe sent at `T0' and answered at `T3'
+%%% (control clock) that read `T1' on the node bounds the offset `D' (add
+%%% it to the node's timestamps to get the control node's clock) to
+%%% `T0 - T1 =< D =< T3 - T1'; the tightest bounds over all probes are
+%%% recorded in the node's metadata env (`clock_offset_lo_ns',
+%%% `clock_offset_hi_ns', their midpoint `clock_offset_ns'; the start and
+%%% stop probes separately in `clock_probe_start'/`clock_probe_stop' as
+%%% "lo,hi,min_rtt,probes") with `dist_ids', the node's numbers of the
+%%% other nodes (how it prints their pids, `<N.x.y>'), which the reader
+%%% (`bin/beamprobe cluster') needs to match messages across nodes.
+-module(beamprobe_cluster).
+-behaviour(gen_server).
+
+-export([start/2, is_handle/1, call/2]).
+-export([agent_start/3, agent_files/1, agent_read/3, agent_cleanup/1,
+         dist_ids/1, rewrite_env/2, probe_bounds/1]).
+-export([init/1, handle_call/3, handle_cast/2, handle_info/2,
+         terminate/2]).
+
+-define(PROBES, 16).
+-define(CHUNK, 1048576).
+-define(CALL_TIMEOUT, 60000).
+-define(MARK, '$beamprobe_cluster').
+
+-record(node, {name :: node(),
+               session :: pid() | undefined,   % local session
+               agent :: pid() | undefined,     % remote agent
+               staged :: string() | undefined, % remote staging dir
+               dir :: string()}).              % DIR/<node> here
+
+-record(st, {owner :: pid(),
+             monitor :: reference(),
+             dir :: string(),
+             id :: string(),
+             nodes = [] :: [#node{}],
+             created = false :: boolean(),
+             started :: integer(),
+             probes_start = #{} :: #{node() => tuple()},
+             summary :: undefined | map()}).
+
+%%% ------------------------------------------------------------------------
+%%% API
+%%% ------------------------------------------------------------------------
+
+%% @doc Starts a cluster session owned by `Owner' (see the module doc):
+%% `{ok, Handle}' or `{error, Reason}' with nothing left running on any
+%% node.
+-spec start(map(), pid()) -> {ok, pid()} | {error, term()}.
+start(#{nodes := Nodes} = Spec, Owner) ->
+    case check(Nodes, Spec) of
+        {ok, Ns, Dir, Base} ->
+            {ok, Pid} = gen_server:start(?MODULE, {Owner, Dir}, []),
+            try gen_server:call(Pid, {start, Ns, Base}, infinity) of
+                ok -> {ok, Pid};
+                {error, _} = E -> E
+            catch exit:{R, _} -> {error, {cluster_failed, R}}
+            end;
+        {error, _} = E -> E
+    end.
+
+%% @doc True if `Pid' is a cluster session handle of this node.
+-spec is_handle(term()) -> boolean().
+is_handle(Pid) when is_pid(Pid), node(Pid) =:= node() ->
+    case erlang:process_info(Pid, dictionary) of
+        {dictionary, D} -> lists:keymember(?MARK, 1, D);
+        undefined -> false
+    end;
+is_handle(_) -> false.
+
+%% @doc `stop' or `info' on a handle.
+-spec call(pid(), stop | info) -> {ok, map()} | {error, term()}.
+call(Pid, Req) ->
+    try gen_server:call(Pid, Req, infinity)
+    catch exit:_ -> {error, not_found}
+    end.
+
+%%% ------------------------------------------------------------------------
+%%% Checking the spec
+%%% ------------------------------------------------------------------------
+
+check(Nodes, Spec) ->
+    Base = maps:remove(nodes, Spec),
+    case nodes_ok(Nodes) of
+        {error, _} = E -> E;
+        {ok, Ns} ->
+            case {procs_ok(maps:get(procs, Base, all)), dir(Base)} of
+                {{error, _} = E, _} -> E;
+                {_, {error, _} = E} -> E;
+                {ok, {ok, Dir}} -> {ok, Ns, Dir, maps:remove(output, Base)}
+            end
+    end.
+
+nodes_ok(L) when is_list(L), L =/= [] ->
+    case proper(L) andalso lists:all(fun is_atom/1, L) of
+        false -> {error, {bad_option, nodes, L}};
+        true ->
+            Ns = lists:usort(L),
+            Known = [node() | nodes(connected)],
+            case [N || N <- Ns, not lists:member(N, Known)] of
+                [N | _] -> {error, {node_down, N}};
+                [] -> missing(Ns)
+            end
+    end;
+nodes_ok(L) -> {error, {bad_option, nodes, L}}.
+
+%% Every node must have beamprobe (this module and its NIF) loadable.
+missing([]) -> {ok, []};
+missing(Ns) ->
+    Rs = erpc:multicall(Ns, code, ensure_loaded, [?MODULE], 10000),
+    case [N || {N, R} <- lists:zip(Ns, Rs), R =/= {ok, {module, ?MODULE}}] of
+        [] -> {ok, Ns};
+        [N | _] -> {error, {beamprobe_missing, N}}
+    end.
+
+procs_ok(P) when P =:= all; P =:= new; P =:= existing -> ok;
+procs_ok(L) when is_list(L) ->
+    case proper(L) andalso lists:all(fun is_atom/1, L) of
+        true -> ok;
+        false -> {error, {bad_option, procs,
+                          "a cluster session takes all, new, existing or "
+                          "registered names (a pid lives on one node)"}}
+    end;
+procs_ok(P) -> {error, {bad_option, procs, P}}.
+
+proper(L) ->
+    try length(L) >= 0
+    catch error:badarg -> false
+    end.
+
+dir(#{output := {file, Dir}}) -> dir_ok(Dir);
+dir(#{output := O}) ->
+    {error, {bad_option, output,
+             lists:flatten(io_lib:format(
+                             "a cluster session writes files: output => "
+                             "{file, Dir}, not ~tP", [O, 10]))}};
+dir(_) ->
+    {{Y, Mo, D}, {H, Mi, Se}} = calendar:local_time(),
+    dir_ok(lists:flatten(
+             io_lib:format("beamprobe-cluster-~4..0w~2..0w~2..0w-~2..0w~2..0w~2..0w",
+                           [Y, Mo, D, H, Mi, Se]))).
+
+dir_ok(Dir) ->
+    Abs = filename:absname(Dir),
+    case beamprobe_config:validate(#{events => [procs],
+                                     output => {file, Abs}}) of
+        {ok, _} -> {ok, Abs};
+        {error, _} = E -> E
+    end.
+
+%%% ------------------------------------------------------------------------
+%%% The coordinator
+%%% ------------------------------------------------------------------------
+
+%% @private
+-spec init({pid(), string()}) -> {ok, #st{}}.
+init({Owner, Dir}) ->
+    put(?MARK, true),
+    process_flag(trap_exit, true),
+    Id = integer_to_list(erlang:unique_integer([positive])) ++ "-" ++
+        integer_to_list(rand:uniform(1 bsl 40)),
+    {ok, #st{owner = Owner, monitor = monitor(process, Owner), dir = Dir,
+             id = Id, started = erlang:monotonic_time(millisecond)}}.
+
+%% @private
+-spec handle_call(term(), gen_server:from(), #st{}) ->
+          {reply, term(), #st{}} | {stop, normal, term(), #st{}}.
+handle_call({start, Ns, Base}, _From, St) ->
+    case start_nodes(Ns, Base, St) of
+        {ok, St1} ->
+            Probes = probe_all(St1#st.nodes),
+            {reply, ok, St1#st{probes_start = Probes}};
+        {error, R, St1} ->
+            _ = stop_nodes(St1, failed),
+            _ = [file:del_dir_r(N#node.dir) || N <- St1#st.nodes],
+            _ = [agent_cleanup_remote(N) || N <- St1#st.nodes],
+            _ = St1#st.created andalso file:del_dir(St#st.dir),
+            {stop, normal, {error, R}, St1#st{nodes = []}}
+    end;
+handle_call(stop, _From, St) ->
+    St1 = finish(St, requested),
+    {stop, normal, {ok, St1#st.summary}, St1};
+handle_call(info, _From, #st{summary = undefined} = St) ->
+    {reply, {ok, info(St)}, St};
+handle_call(info, _From, #st{summary = Sum} = St) ->
+    {reply, {ok, Sum}, St};
+handle_call(_, _From, St) ->
+    {reply, {error, unknown_request}, St}.
+
+%% @private
+-spec handle_cast(term(), #st{}) -> {noreply, #st{}}.
+handle_cast(_, St) -> {noreply, St}.
+
+%% @private
+-spec handle_info(term(), #st{}) -> {noreply, #st{}} | {stop, normal, #st{}}.
+handle_info({'DOWN', Ref, process, _, _}, #st{monitor = Ref} = St) ->
+    {stop, normal, finish(St, owner_down)};
+handle_info(_, St) -> {noreply, St}.
+
+%% @private
+-spec terminate(term(), #st{}) -> ok.
+terminate(_, St) ->
+    _ = finish(St, terminated),
+    ok.
+
+start_nodes([], _Base, St) -> {ok, St};
+start_nodes([N | Ns], Base, #st{dir = Dir, nodes = Acc} = St) ->
+    Local = filename:join(Dir, atom_to_list(N)),
+    R = case N =:= node() of
+            true ->
+                case ensure_dir(Dir) of
+                    {ok, C} ->
+                        put(created, C),
+                        local_start(Base#{output => {file, Local}});
+                    {error, _} = E -> E
+                end;
+            false ->
+                try erpc:call(N, ?MODULE, agent_start,
+                              [self(), Base, St#st.id], ?CALL_TIMEOUT)
+                catch Class:Err -> {error, {Class, Err}}
+                end
+        end,
+    case R of
+        {ok, S} when is_pid(S) ->
+            start_nodes(Ns, Base, St#st{created = get(created) =:= true,
+                                        nodes = Acc ++ [#node{name = N,
+                                                              session = S,
+                                                              dir = Local}]});
+        {ok, Agent, Staged} ->
+            start_nodes(Ns, Base,
+                        St#st{nodes = Acc ++ [#node{name = N, agent = Agent,
+                                                    staged = Staged,
+                                                    dir = Local}]});
+        {error, Failure} -> {error, {node_failed, N, Failure}, St}
+    end.
+
+local_start(Spec) ->
+    case beamprobe:start_matched(Spec, self()) of
+        {ok, S, _} -> {ok, S};
+        {error, _} = E -> E
+    end.
+
+ensure_dir(Dir) ->
+    case beamprobe_nif:make_dir(unicode:characters_to_binary(Dir)) of
+        {error, not_empty} -> {ok, false};
+        {error, R} -> {error, {unwritable, Dir, R}};
+        created -> {ok, true};
+        existing -> {ok, false}
+    end.
+
+%% A remote node's staged trace of a start that failed elsewhere.
+agent_cleanup_remote(#node{agent = undefined}) -> ok;
+agent_cleanup_remote(#node{name = N, staged = Staged}) ->
+    catch erpc:call(N, ?MODULE, agent_cleanup, [Staged], 5000).
+
+info(#st{nodes = Ns, dir = Dir, started = T0}) ->
+    Per = maps:from_list([{N#node.name, node_call(N, info)} || N <- Ns]),
+    #{nodes => Per, output => Dir,
+      seconds => (erlang:monotonic_time(millisecond) - T0) / 1000}.
+
+node_call(#node{session = S}, Req) when is_pid(S) ->
+    case Req of
+        info -> beamprobe:info(S);
+        stop -> beamprobe:stop(S)
+    end;
+node_call(#node{agent = A}, Req) ->
+    acall(A, Req).
+
+%% A request to an agent; an agent that is gone or unreachable is an
+%% error, never a hang.
+acall(Agent, Req) ->
+    Ref = monitor(process, Agent),
+    Agent ! {?MODULE, self(), Ref, Req},
+    receive
+        {?MODULE, Ref, Reply} -> demonitor(Ref, [flush]), Reply;
+        {'DOWN', Ref, process, _, Why} -> {error, {agent_down, Why}}
+    after ?CALL_TIMEOUT ->
+            demonitor(Ref, [flush]), {error, timeout}
+    end.
+
+%% Stops every node's session (in parallel), once.
+stop_nodes(#st{nodes = Ns}, _Why) ->
+    Self = self(),
+    Stop = fun(N) ->
+                   try node_call(N, stop)
+                   catch Class:Why -> {error, {Class, Why}}
+                   end
+           end,
+    Pids = [{N, spawn_link(fun() -> Self ! {stopped, self(), Stop(N)} end)}
+            || N <- Ns],
+    [{N, receive {stopped, P, R} -> R end} || {N, P} <- Pids].
+
+finish(#st{summary = S} = St, _) when S =/= undefined -> St;
+finish(#st{nodes = []} = St, _) -> St;
+finish(#st{nodes = Ns, dir = Dir, started = T0} = St, Why) ->
+    ProbesStop = probe_all(Ns),
+    Stops = stop_nodes(St, Why),
+    _ = ensure_dir(Dir),
+    Names = [N#node.name || N <- Ns],
+    Per = [try node_result(N, R, St#st.probes_start, ProbesStop, Names)
+           catch Class:Err ->
+                   {N#node.name, #{summary => R, output => N#node.dir,
+                                   error => {Class, Err}}}
+           end || {N, R} <- Stops],
+    Sum = lists:foldl(fun({ok, S}, A) -> add(S, A); (_, A) -> A end,
+                      #{events => 0, dropped => #{total => 0}, bytes => 0},
+                      [R || {_, R} <- Stops]),
+    Summary = Sum#{seconds => (erlang:monotonic_time(millisecond) - T0) / 1000,
+                   output => Dir,
+                   stop_reason => Why,
+                   nodes => maps:from_list(Per)},
+    St#st{summary = Summary}.
+
+add(#{events := E, dropped := #{total := D}, bytes := B},
+    #{events := E0, dropped := #{total := D0}, bytes := B0} = A) ->
+    A#{events := E0 + E, dropped := #{total => D0 + D}, bytes := B0 + B};
+add(_, A) -> A.
+
+%% Brings a node's trace here (if remote), records its clock offset.
+node_result(#node{name = Name, dir = Local} = N, Stop, P0, P1, Names) ->
+    Fetch = fetch(N),
+    Clock = clock(Name, maps:get(Name, P0, none), maps:get(Name, P1, none)),
+    Ids = case Name =:= node() of
+              true -> dist_ids(Names);
+              false ->
+                  try erpc:call(Name, ?MODULE, dist_ids, [Names], ?CALL_TIMEOUT)
+                  catch _:_ -> ""
+                  end
+          end,
+    Env = env(Clock, Ids, Names),
+    Rec = case Fetch of
+              ok -> rewrite_env(filename:join(Local, "metadata"), Env);
+              _ -> Fetch
+          end,
+    R0 = #{summary => Stop, clock => maps:from_list(
+                                         [{K, V} || {K, V} <- Clock,
+                                                    is_integer(V)]),
+           output => Local},
+    R1 = case Fetch of
+             ok -> R0#{fetch => ok};
+             {error, _} = E -> R0#{fetch => E, staged => N#node.staged}
+         end,
+    {Name, case Rec of ok -> R1; {error, _} = E2 -> R1#{env => E2} end}.
+
+%% Copies a remote node's staged trace into its local directory and
+%% deletes the staged copy; the local node's trace is already there.
+fetch(#node{agent = undefined}) -> ok;
+fetch(#node{name = Name, staged = Staged, dir = Local}) ->
+    try
+        {ok, Files} = erpc:call(Name, ?MODULE, agent_files, [Staged],
+                                ?CALL_TIMEOUT),
+        {ok, _} = ensure_dir(Local),
+        lists:foreach(fun({F, Size}) ->
+                              copy(Name, filename:join(Staged, F),
+                                   filename:join(Local, F), Size)
+                      end, Files),
+        _ = erpc:call(Name, ?MODULE, agent_cleanup, [Staged], ?CALL_TIMEOUT),
+        ok
+    catch Class:Why -> {error, {fetch_failed, {Class, Why}}}
+    end.
+
+copy(Node, From, To, Size) ->
+    {ok, Fd} = file:open(To, [write, raw, binary]),
+    try
+        ok = file:change_mode(To, 8#600),
+        copy_chunks(Node, From, Fd, 0, Size)
+    after
+        file:close(Fd)
+    end.
+
+copy_chunks(_Node, _From, _Fd, Off, Size) when Off >= Size -> ok;
+copy_chunks(Node, From, Fd, Off, Size) ->
+    case erpc:call(Node, ?MODULE, agent_read, [From, Off, ?CHUNK],
+                   ?CALL_TIMEOUT) of
+        {ok, Bin} when byte_size(Bin) > 0 ->
+            ok = file:write(Fd, Bin),
+            copy_chunks(Node, From, Fd, Off + byte_size(Bin), Size);
+        _ -> ok
+    end.
+
+%%% ------------------------------------------------------------------------
+%%% Clocks
+%%% ------------------------------------------------------------------------
+
+probe_all(Ns) ->
+    maps:from_list([{N#node.name, probe(N#node.name)} || N <- Ns]).
+
+%% {Lo, Hi, MinRtt, Count}: bounds of the offset to add to Node's trace
+%% clock to get this node's, from ?PROBES round trips; `none' when the
+%% node could not be probed.
+probe(Node) when Node =:= node() -> {0, 0, 0, 0};
+probe(Node) ->
+    Samples = [sample(Node) || _ <- lists:seq(1, ?PROBES)],
+    probe_bounds([S || {_, _, _} = S <- Samples]).
+
+sample(Node) ->
+    T0 = beamprobe_nif:clock(),
+    try erpc:call(Node, beamprobe_nif, clock, [], 5000) of
+        T1 when is_integer(T1) -> {T0, T1, beamprobe_nif:clock()};
+        _ -> none
+    catch _:_ -> none
+    end.
+
+%% @doc The offset bounds of samples `{T0, T1, T3}' (T0, T3 read here
+%% before and after T1 was read on the other node): `{Lo, Hi, MinRtt,
+%% Count}' with Lo = max(T0 - T1), Hi = min(T3 - T1); `none' without
+%% samples.
+-spec probe_bounds([{integer(), integer(), integer()}]) ->
+          {integer(), integer(), integer(), non_neg_integer()} | none.
+probe_bounds([]) -> none;
+probe_bounds(Samples) ->
+    Lo = lists:max([T0 - T1 || {T0, T1, _} <- Samples]),
+    Hi = lists:min([T3 - T1 || {_, T1, T3} <- Samples]),
+    Rtt = lists:min([T3 - T0 || {T0, _, T3} <- Samples]),
+    {Lo, Hi, Rtt, length(Samples)}.
+
+%% The recorded offset: the intersection of the start and stop bounds
+%% when they overlap (a constant offset); else (the clocks drifted
+%% apart) their hull, so the recorded bounds stay true.
+clock(Node, _, _) when Node =:= node() ->
+    [{offset_ns, 0}, {lo_ns, 0}, {hi_ns, 0}, {start, {0, 0, 0, 0}},
+     {stop, {0, 0, 0, 0}}];
+clock(_Node, P0, P1) ->
+    Bs = [{Lo, Hi} || {Lo, Hi, _, _} <- [P0, P1]],
+    case Bs of
+        [] -> [{start, P0}, {stop, P1}];
+        _ ->
+            ILo = lists:max([L || {L, _} <- Bs]),
+            IHi = lists:min([H || {_, H} <- Bs]),
+            {Lo, Hi} = case ILo =< IHi of
+                           true -> {ILo, IHi};
+                           false -> {lists:min([L || {L, _} <- Bs]),
+                                     lists:max([H || {_, H} <- Bs])}
+                       end,
+            [{offset_ns, (Lo + Hi) div 2}, {lo_ns, Lo}, {hi_ns, Hi},
+             {start, P0}, {stop, P1}]
+    end.
+
+env(Clock, Ids, Names) ->
+    Probe = fun({Lo, Hi, Rtt, N}) -> lists:concat([Lo, ",", Hi, ",", Rtt, ",", N]);
+               (_) -> "none"
+            end,
+    [{"cluster_control", atom_to_list(node())},
+     {"cluster_nodes", lists:join(",", [atom_to_list(N) || N <- Names])},
+     {"dist_ids", Ids}] ++
+        [{"clock_" ++ Key, integer_to_list(V)}
+         || {K, Key} <- [{offset_ns, "offset_ns"}, {lo_ns, "offset_lo_ns"},
+                         {hi_ns, "offset_hi_ns"}],
+            V <- [proplists:get_value(K, Clock)], is_integer(V)] ++
+        [{"clock_probe_start", Probe(proplists:get_value(start, Clock))},
+         {"clock_probe_stop", Probe(proplists:get_value(stop, Clock))}].
+
+%% @doc How this node prints pids of each of `Nodes': "Num=node,..." where
+%% Num is the first number of `<Num.X.Y>' (also `#Ref<Num...>',
+%% `#Port<Num...>'); 0 for this node.
+-spec dist_ids([node()]) -> string().
+dist_ids(Nodes) ->
+    lists:flatten(
+      lists:join(",", [integer_to_list(node_num(N)) ++ "=" ++ atom_to_list(N)
+                       || N <- Nodes])).
+
+node_num(N) when N =:= node() -> 0;
+node_num(N) ->
+    NB = atom_to_binary(N, utf8),
+    %% NEW_PID_EXT with the node's name: the pid prints with the number
+    %% this node uses for that node.
+    Pid = binary_to_term(<<131, 88, 119, (byte_size(NB)), NB/binary,
+                           0:32, 0:32, 0:32>>),
+    [Num | _] = string:split(tl(pid_to_list(Pid)), "."),
+    list_to_integer(Num).
+
+%% @doc Adds `Env' (key, value) to the env block of a trace's metadata
+%% file (written whole to a hidden temporary file, then renamed).
+-spec rewrite_env(file:filename(), [{string(), iodata()}]) ->
+          ok | {error, term()}.
+rewrite_env(Path, Env) ->
+    case file:read_file(Path) of
+        {ok, Text} ->
+            Lines = [["\t", K, " = \"", escape(lists:flatten(io_lib:format("~ts", [V]))), "\";\n"]
+                     || {K, V} <- Env],
+            case binary:split(Text, <<"env {\n">>) of
+                [Before, After] ->
+                    New = [Before, <<"env {\n">>, Lines, After],
+                    Tmp = filename:join(filename:dirname(Path), ".metadata.tmp"),
+                    case file:write_file(Tmp, New) of
+                        ok ->
+                            _ = file:change_mode(Tmp, 8#600),
+                            file:rename(Tmp, Path);
+                        {error, _} = E -> E
+                    end;
+                _ -> {error, no_env_block}
+            end;
+        {error, R} -> {error, {metadata, R}}
+    end.
+
+escape(S) ->
+    lists:flatmap(fun($") -> "\\\""; ($\\) -> "\\\\";
+                     (C) when C < 32 -> "?";
+                     (C) -> [C]
+                  end, S).
+
+%%% ------------------------------------------------------------------------
+%%% The agent, on every other node
+%%% ------------------------------------------------------------------------
+
+%% @private
+%% Runs on a cluster node (erpc): starts the node's session in a staging
+%% directory, owned by an agent process that ends it when the coordinator
+%% goes away (caller dead, connection lost).
+-spec agent_start(pid(), map(), string()) ->
+          {ok, pid(), string()} | {error, term()}.
+agent_start(Coord, Spec, Id) ->
+    Tmp = case os:getenv("TMPDIR") of
+              false -> "/tmp";
+              "" -> "/tmp";
+              T -> T
+          end,
+    Staged = filename:join(Tmp, "beamprobe-cluster-" ++ Id ++ "-" ++
+                               atom_to_list(node())),
+    Caller = self(),
+    Ref = make_ref(),
+    {Agent, MRef} =
+        spawn_monitor(fun() ->
+                              _ = erlang:trace(self(), false, [all]),
+                              CRef = monitor(process, Coord),
+                              case local_start(Spec#{output => {file, Staged}}) of
+                                  {ok, S} ->
+                                      Caller ! {Ref, ok},
+                                      agent_loop(CRef, S);
+                                  {error, _} = E -> Caller ! {Ref, E}
+                              end
+                      end),
+    receive
+        {Ref, ok} -> demonitor(MRef, [flush]), {ok, Agent, Staged};
+        {Ref, {error, _} = E} -> demonitor(MRef, [flush]), E;
+        {'DOWN', MRef, process, _, Why} -> {error, {agent_down, Why}}
+    end.
+
+agent_loop(CRef, S) ->
+    receive
+        {?MODULE, From, Ref, stop} ->
+            From ! {?MODULE, Ref, beamprobe:stop(S)};
+        {?MODULE, From, Ref, info} ->
+            From ! {?MODULE, Ref, beamprobe:info(S)},
+            agent_loop(CRef, S);
+        {'DOWN', CRef, process, _, _} ->
+            %% The coordinator is gone: end the session (the trace stays
+            %% staged: nobody will fetch it).
+            _ = beamprobe:stop(S)
+    end.
+
+%% @private
+-spec agent_files(string()) -> {ok, [{string(), non_neg_integer()}]}.
+agent_files(Dir) ->
+    {ok, Fs} = file:list_dir(Dir),
+    {ok, [{F, filelib:file_size(filename:join(Dir, F))}
+          || F <- lists:sort(Fs), not lists:prefix(".", F)]}.
+
+%% @private
+-spec agent_read(string(), non_neg_integer(), pos_integer()) ->
+          {ok, binary()} | eof | {error, term()}.
+agent_read(Path, Off, Len) ->
+    {ok, Fd} = file:open(Path, [read, raw, binary]),
+    try file:pread(Fd, Off, Len)
+    after file:close(Fd)
+    end.
+
+%% @private
+-spec agent_cleanup(string()) -> ok | {error, term()}.
+agent_cleanup(Dir) ->
+    file:del_dir_r(Dir).

@@ -1,0 +1,360 @@
+%%% @doc Following a request: a session that starts tracing at a root
+%%% call and spreads along the request's messages.
+%%%
+%%% `beamprobe:start(#{follow => #{from => "m:f/2", budget => #{events =>
+%%% N, ms => T}}, output => {file, Dir}})':
+%%%
+%%% ```
+%%% any process calls m:f/2 ──(call pattern, every process has `call')──>
+%%%   match spec: seq_trace label {beamprobe_follow, Tag} on the caller,
+%%%               send + 'receive' flags on it, return_trace
+%%% a process carrying that label sends ──(send pattern, guarded by the
+%%%   label)──> send event; enable_trace on the receiver (send, 'receive')
+%%% the receiver receives the message: it carries the label until it
+%%%   receives a message without one (the VM's seq_trace rule)
+%%% '''
+%%%
+%%% So a send is recorded only while its sender works for a followed
+%%% request (it received a labelled message last, or is the root in or
+%%% after its root call), and tracing reaches every process a request's
+%%% messages reach.  The receives of a followed process are all recorded
+%%% (a receive match spec cannot test the label); `bin/beamprobe request'
+%%% keeps those that belong to the request: a receive whose message
+%%% matches a recorded send (same receiver and text), and a process's
+%%% events from such a receive to its next receive.  The causal chain is
+%%% the matched send -> receive pairs.
+%%%
+%%% Budget: `events' (default 10000) and `ms' (default 5000) bound the
+%%% whole follow session (all the requests it follows); when either is
+%%% spent, or stop/1 is called, or the owner dies, everything it enabled
+%%% is removed: the call pattern, the send pattern (the one that was there
+%%% before is put back), the flags of every process it traced.  What it
+%%% cannot remove: the seq_trace label stays in the processes that carry
+%%% it until they receive an unlabelled message (no process can clear
+%%% another's token); without the send pattern it has no effect on
+%%% tracing.
+%%%
+%%% One node (the processes a request reaches on other nodes are not
+%%% followed: `{error, {bad_option, follow, _}}' with `nodes'); it needs
+%%% the node's trace patterns for itself: it refuses to start while
+%%% another beamprobe session runs, another tool has a pattern on the root
+%%% function or a send pattern, or default flags for new processes are
+%%% set (`{error, {follow_conflict, What}}').
+-module(beamprobe_follow).
+-behaviour(gen_server).
+
+-export([start/2, is_handle/1, call/2, check/1]).
+-export([init/1, handle_call/3, handle_cast/2, handle_info/2,
+         terminate/2]).
+
+-define(MARK, '$beamprobe_follow').
+-define(EVENTS, 10000).
+-define(MS, 5000).
+-define(MAX_MS, 3600000).
+
+-record(st, {owner :: pid(),
+             monitor :: reference(),
+             res :: undefined | beamprobe_nif:session(),
+             mfa :: {module(), atom(), arity() | '_'},
+             dir :: string(),
+             send_before :: term(),
+             new_set = false :: boolean(),
+             timer :: undefined | reference(),
+             started :: integer(),
+             budget :: #{events := pos_integer(), ms := pos_integer()},
+             summary :: undefined | map()}).
+
+%%% ------------------------------------------------------------------------
+%%% API
+%%% ------------------------------------------------------------------------
+
+%% @doc Starts a follow session owned by `Owner' (see the module doc).
+-spec start(map(), pid()) -> {ok, pid()} | {error, term()}.
+start(Spec, Owner) ->
+    case check(Spec) of
+        {ok, Cfg} ->
+            {ok, Pid} = gen_server:start(?MODULE, {Owner, Cfg}, []),
+            try gen_server:call(Pid, install, infinity) of
+                ok -> {ok, Pid};
+                {error, _} = E -> E
+            catch exit:{R, _} -> {error, {follow_failed, R}}
+            end;
+        {error, _} = E -> E
+    end.
+
+%% @doc True if `Pid' is a follow session of this node.
+-spec is_handle(term()) -> boolean().
+is_handle(Pid) when is_pid(Pid), node(Pid) =:= node() ->
+    case erlang:process_info(Pid, dictionary) of
+        {dictionary, D} -> lists:keymember(?MARK, 1, D);
+        undefined -> false
+    end;
+is_handle(_) -> false.
+
+%% @doc `stop' or `info' on a follow session.
+-spec call(pid(), stop | info) -> {ok, map()} | {error, term()}.
+call(Pid, Req) ->
+    try gen_server:call(Pid, Req, 60000)
+    catch exit:_ -> {error, not_found}
+    end.
+
+%% @doc Checks a follow spec: `{ok, Config}' or the first error.
+-spec check(map()) -> {ok, map()} | {error, term()}.
+check(#{nodes := _}) ->
+    {error, {bad_option, follow,
+             "a followed request is traced on this node only: no nodes"}};
+check(#{follow := F} = Spec) when is_map(F) ->
+    Allowed = [follow, output, args, capture, buffer, tag],
+    case [K || K <- maps:keys(Spec), not lists:member(K, Allowed)] of
+        [K | _] ->
+            {error, {bad_option, K, "not with follow (allowed: output, "
+                     "args, capture, buffer, tag)"}};
+        [] -> check_follow(F, Spec)
+    end;
+check(#{follow := F}) -> {error, {bad_option, follow, F}}.
+
+check_follow(F, Spec) ->
+    case [K || K <- maps:keys(F), not lists:member(K, [from, budget])] of
+        [K | _] -> {error, {unknown_option, {follow, K}}};
+        [] ->
+            case {root(maps:get(from, F, undefined)),
+                  budget(maps:get(budget, F, #{}))} of
+                {{error, _} = E, _} -> E;
+                {_, {error, _} = E} -> E;
+                {{ok, MFA}, {ok, B}} ->
+                    %% The rest is checked as a session spec would be.
+                    Base = maps:without([follow], Spec),
+                    case beamprobe_config:validate(Base#{calls => [MFA]}) of
+                        {ok, C} -> {ok, C#{root => MFA, budget => B}};
+                        {error, _} = E -> E
+                    end
+            end
+    end.
+
+root(P) when is_list(P); is_binary(P) ->
+    case beamprobe_pattern:parse(P) of
+        {ok, #{kind := call, mfa := {M, F, _} = MFA, match_spec := [{'_', [], []}],
+               actions := []}} when M =/= '_', F =/= '_' ->
+            {ok, MFA};
+        {ok, _} ->
+            {error, {bad_option, {follow, from},
+                     "a root function m:f/arity (no guards or actions)"}};
+        {error, {Col, Msg}} -> {error, {bad_pattern, P, Col, Msg}}
+    end;
+root(P) -> {error, {bad_option, {follow, from}, P}}.
+
+budget(B) when is_map(B) ->
+    M = maps:merge(#{events => ?EVENTS, ms => ?MS}, B),
+    case M of
+        _ when map_size(M) > 2 -> {error, {bad_option, {follow, budget}, B}};
+        #{events := E, ms := Ms} when is_integer(E), E > 0,
+                                      is_integer(Ms), Ms > 0, Ms =< ?MAX_MS ->
+            {ok, M};
+        _ -> {error, {bad_option, {follow, budget}, B}}
+    end;
+budget(B) -> {error, {bad_option, {follow, budget}, B}}.
+
+%%% ------------------------------------------------------------------------
+%%% The session process
+%%% ------------------------------------------------------------------------
+
+%% @private
+-spec init({pid(), map()}) -> {ok, #st{}}.
+init({Owner, C}) ->
+    put(?MARK, true),
+    process_flag(trap_exit, true),
+    #{root := MFA, budget := B, dir := Dir} = C,
+    put(config, C),
+    {ok, #st{owner = Owner, monitor = monitor(process, Owner), mfa = MFA,
+             dir = Dir, budget = B,
+             started = erlang:monotonic_time(millisecond)}}.
+
+%% @private
+-spec handle_call(term(), gen_server:from(), #st{}) ->
+          {reply, term(), #st{}} | {stop, normal, term(), #st{}}.
+handle_call(install, _From, St) ->
+    case install(St) of
+        {ok, St1} -> {reply, ok, St1};
+        {error, R, St1} ->
+            St2 = uninstall(St1),
+            {stop, normal, {error, R}, St2}
+    end;
+handle_call(stop, _From, St) ->
+    St1 = finish(St, requested),
+    {stop, normal, {ok, St1#st.summary}, St1};
+handle_call(info, _From, #st{summary = undefined, res = Res} = St) ->
+    Stats = try beamprobe_nif:info(Res) catch _:_ -> #{} end,
+    {reply, {ok, Stats#{output => St#st.dir, root => St#st.mfa,
+                        budget => St#st.budget,
+                        traced => length(traced(St))}}, St};
+handle_call(info, _From, #st{summary = Sum} = St) ->
+    {reply, {ok, Sum}, St};
+handle_call(_, _From, St) ->
+    {reply, {error, unknown_request}, St}.
+
+%% @private
+-spec handle_cast(term(), #st{}) -> {noreply, #st{}}.
+handle_cast(_, St) -> {noreply, St}.
+
+%% @private
+-spec handle_info(term(), #st{}) -> {noreply, #st{}} | {stop, normal, #st{}}.
+handle_info({'DOWN', Ref, process, _, _}, #st{monitor = Ref} = St) ->
+    {stop, normal, finish(St, owner_down)};
+handle_info(budget_ms, St) ->
+    {noreply, finish(St, budget_ms)};
+handle_info({beamprobe_stop, events}, St) ->
+    {noreply, finish(St, budget_events)};
+handle_info({beamprobe_stop, Why}, St) ->
+    {noreply, finish(St, Why)};
+handle_info(_, St) -> {noreply, St}.
+
+%% @private
+-spec terminate(term(), #st{}) -> ok.
+terminate(_, St) ->
+    _ = finish(St, terminated),
+    ok.
+
+install(St) ->
+    Steps = [fun alone/1, fun make_dir/1, fun start_nif/1, fun patterns/1,
+             fun flags/1, fun timer/1],
+    run(Steps, St).
+
+run([], St) -> {ok, St};
+run([F | Fs], St) ->
+    try F(St) of
+        {ok, St1} -> run(Fs, St1);
+        {error, R, St1} -> {error, R, St1}
+    catch C:R:Stack -> {error, {install_failed, {C, R, hd(Stack ++ [none])}}, St}
+    end.
+
+%% The node's call pattern on the root, its send pattern and the default
+%% flags of new processes must be free.
+alone(#st{mfa = {M, F, A}} = St) ->
+    {module, M} = code:ensure_loaded(M),
+    Fs = [{M, F, Ar} || {Fn, Ar} <- M:module_info(functions), Fn =:= F,
+                        A =:= '_' orelse Ar =:= A],
+    Taken = [MFA || MFA <- Fs,
+                    erlang:trace_info(MFA, traced) =/= {traced, false}],
+    Send = trace_info(send, match_spec),
+    if
+        Fs =:= [] -> {error, {no_such_function, St#st.mfa}, St};
+        Taken =/= [] -> {error, {follow_conflict, {pattern, hd(Taken)}}, St};
+        Send =/= {match_spec, []}, Send =/= {match_spec, true} ->
+            {error, {follow_conflict, {send_pattern, Send}}, St};
+        true ->
+            case {beamprobe:list(), erlang:trace_info(new, flags)} of
+                {[S | _], _} -> {error, {follow_conflict, {session, S}}, St};
+                {[], {flags, [_ | _]}} ->
+                    {error, {follow_conflict, new_processes}, St};
+                {[], _} -> {ok, St#st{send_before = element(2, Send)}}
+            end
+    end.
+
+make_dir(#st{dir = Dir} = St) ->
+    case beamprobe_nif:make_dir(unicode:characters_to_binary(Dir)) of
+        {error, R} -> {error, {unwritable, Dir, R}, St};
+        _ -> {ok, St}
+    end.
+
+start_nif(#st{dir = Dir, budget = #{events := N}} = St) ->
+    C = get(config),
+    Nif = maps:merge(
+            #{file => true, dir => unicode:characters_to_binary(Dir),
+              file_kinds => 16#FFFFFFFFFFFFFFFF, usdt_kinds => 0,
+              handlers => [], rate_stop => false, ms_result => false,
+              buffer => maps:get(buffer, C),
+              max_slots => min(256, erlang:system_info(schedulers) +
+                                   erlang:system_info(dirty_cpu_schedulers) +
+                                   erlang:system_info(dirty_io_schedulers) + 8),
+              overflow => drop_newest, args => maps:get(args, C),
+              capture => maps:get(capture, C), return => true,
+              exceptions => true, event_limit => N,
+              byte_limit => 1024 * 1024 * 1024, notify => self(),
+              max_sessions => application:get_env(beamprobe, max_sessions, 64),
+              env => env(St)},
+            beamprobe_lttng:nif_config([])),
+    case beamprobe_nif:start(Nif) of
+        {ok, Res} -> {ok, St#st{res = Res}};
+        {error, R} -> {error, R, St}
+    end.
+
+env(#st{mfa = {M, F, A}, budget = #{events := E, ms := Ms}}) ->
+    {ok, Host} = inet:gethostname(),
+    [{<<"node">>, atom_to_binary(node())},
+     {<<"hostname">>, list_to_binary(Host)},
+     {<<"otp_release">>, list_to_binary(erlang:system_info(otp_release))},
+     {<<"follow_root">>, iolist_to_binary(io_lib:format("~p:~p/~p", [M, F, A]))},
+     {<<"follow_budget">>, iolist_to_binary(io_lib:format("events=~b,ms=~b", [E, Ms]))}].
+
+tracer(#st{res = Res}) -> {tracer, beamprobe_nif, Res}.
+
+%% The root's pattern labels its caller and turns on send and receive
+%% tracing in it; the send pattern follows the label.
+patterns(#st{mfa = MFA} = St) ->
+    Label = {beamprobe_follow, self()},
+    Root = [{'_', [], [{set_seq_token, label, {const, Label}},
+                       {trace, [], [send, 'receive']},
+                       {return_trace}]}],
+    Send = [{['$1', '_'], [{is_seq_trace}],
+             [{enable_trace, '$1', send}, {enable_trace, '$1', 'receive'}]}],
+    _ = erlang:trace_pattern(MFA, Root, [local]),
+    _ = message_pattern(send, Send),
+    {ok, St}.
+
+%% `call' on every process nobody traces (and on new ones): the root's
+%% pattern fires in whichever calls it.
+flags(St) ->
+    T = tracer(St),
+    Me = self(),
+    _ = [catch erlang:trace(P, true, [call, T])
+         || P <- processes(), P =/= Me,
+            trace_info(P, tracer) =:= {tracer, []}],
+    _ = erlang:trace(new, true, [call, T]),
+    {ok, St#st{new_set = true}}.
+
+timer(#st{budget = #{ms := Ms}} = St) ->
+    {ok, St#st{timer = erlang:send_after(Ms, self(), budget_ms)}}.
+
+%% Processes traced with this session as their tracer.
+traced(#st{res = undefined}) -> [];
+traced(St) ->
+    T = case tracer(St) of {tracer, M, S} -> {M, S} end,
+    [P || P <- processes(), trace_info(P, tracer) =:= {tracer, T}].
+
+%% erlang:trace_pattern(send, ...) and erlang:trace_info/2 through apply:
+%% their OTP 25 specs leave out message patterns and {Module, State}
+%% tracers, which dialyzer then calls impossible (as beamprobe_janitor).
+message_pattern(Kind, MS) ->
+    erlang:apply(erlang, trace_pattern, [Kind, MS, []]).
+
+trace_info(What, Item) ->
+    erlang:apply(erlang, trace_info, [What, Item]).
+
+%% Patterns first, then flags: nothing of it stays.
+uninstall(#st{res = undefined} = St) -> St;
+uninstall(#st{mfa = MFA} = St) ->
+    _ = erlang:trace_pattern(MFA, false, [local]),
+    _ = case St#st.send_before of
+            undefined -> ok;
+            Before -> message_pattern(send, Before)
+        end,
+    _ = St#st.new_set andalso erlang:trace(new, false, [all]),
+    _ = [catch erlang:trace(P, false, [all]) || P <- traced(St)],
+    _ = St#st.timer =/= undefined andalso erlang:cancel_timer(St#st.timer),
+    St#st{new_set = false, timer = undefined}.
+
+finish(#st{summary = S} = St, _) when S =/= undefined -> St;
+finish(#st{res = undefined} = St, _) -> St;
+finish(#st{res = Res} = St, Why) ->
+    St1 = uninstall(St),
+    Stats = try beamprobe_nif:stop(Res) of
+                {ok, S} -> S
+            catch _:E -> #{nif_error => E}
+            end,
+    Sum = #{events => maps:get(events, Stats, 0),
+            dropped => maps:get(dropped, Stats, #{total => 0}),
+            bytes => maps:get(bytes, Stats, 0),
+            seconds => (erlang:monotonic_time(millisecond) - St#st.started) / 1000,
+            output => St#st.dir, root => St#st.mfa, budget => St#st.budget,
+            stop_reason => Why},
+    St1#st{summary = Sum}.

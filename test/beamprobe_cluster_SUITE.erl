@@ -1,0 +1,425 @@
+%%% @doc Cluster sessions (beamprobe_cluster) on a three-node cluster of
+%%% `peer' nodes on this host: one call starts a session per node, one
+%%% stop ends them and brings every node's trace into one directory with
+%%% its clock offset and bounds; `bin/beamprobe cluster' merges them.
+%%%
+%%% The nodes share this host's CLOCK_MONOTONIC, so the true offset
+%%% between any two of them is exactly 0: the recorded bounds must contain
+%%% 0.  To check the merge against a node whose clock estimate is wrong,
+%%% a case rewrites one node's recorded offset (wide bounds, wrong centre)
+%%% and checks that the reader pulls it back from the messages.
+-module(beamprobe_cluster_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2,
+         end_per_testcase/2]).
+-export([start_stop_three_nodes/1, flows_matched_not_reversed/1,
+         refined_offsets/1, bad_specs/1, node_fails_to_start/1,
+         owner_dies/1, node_killed/1]).
+%% Run on the nodes.
+-export([pong/0, ping/3, node_clean/0, chain_start/2]).
+-export([init/1, handle_call/3, handle_cast/2]).
+
+-define(L, beamprobe_test_lib).
+
+all() ->
+    [start_stop_three_nodes, flows_matched_not_reversed, refined_offsets,
+     bad_specs, node_fails_to_start, owner_dies, node_killed].
+
+init_per_suite(Config) ->
+    ok = ?L:require_tracer(),
+    case node() of
+        nonode@nohost -> {skip, "the node is not distributed (ct_run -sname)"};
+        _ -> Config
+    end.
+
+end_per_suite(_Config) -> ok.
+
+init_per_testcase(Case, Config) ->
+    Config1 = ?L:init_case(Case, Config),
+    Peers = [start_peer() || _ <- [1, 2]],
+    C = [{peers, Peers} | Config1],
+    ok = connect(C),
+    [{clean, [{N, erpc:call(N, ?MODULE, node_clean, [])} || N <- nodes_of(C)]} | C].
+
+end_per_testcase(_Case, Config) ->
+    [catch peer:stop(P) || {P, _} <- proplists:get_value(peers, Config)],
+    ?L:clear_trace_state().
+
+start_peer() ->
+    Paths = [filename:dirname(code:which(beamprobe)),
+             filename:dirname(code:which(?MODULE))],
+    %% Hidden: global's partition prevention would disconnect the
+    %% nodes when a case stops its peers.
+    {ok, P, N} = peer:start_link(#{name => peer:random_name(),
+                                   args => ["-hidden" |
+                                            lists:append([["-pa", D] || D <- Paths])]}),
+    {P, N}.
+
+nodes_of(Config) -> [node() | [N || {_, N} <- proplists:get_value(peers, Config)]].
+
+%% Hidden peers are not in nodes(): connect them to each other.
+connect(Config) ->
+    Ns = [N || {_, N} <- proplists:get_value(peers, Config)],
+    [true = erpc:call(A, net_kernel, connect_node, [B]) || A <- Ns, B <- Ns, A < B],
+    ok.
+
+%%% ------------------------------------------------------------------------
+%%% Workloads
+%%% ------------------------------------------------------------------------
+
+pong() ->
+    receive
+        {ping, From, I} -> From ! {pong, self(), I}, pong();
+        stop -> ok
+    end.
+
+ping(_Pong, 0, Parent) -> Parent ! {ping_done, self()};
+ping(Pong, N, Parent) ->
+    Pong ! {ping, self(), N},
+    receive {pong, Pong, N} -> ok end,
+    ping(Pong, N - 1, Parent).
+
+%% A ping-pong between every ordered pair of nodes: Rounds messages each
+%% way per pair.
+ping_pong(Nodes, Rounds) ->
+    Pairs = [{A, B} || A <- Nodes, B <- Nodes, A =/= B],
+    Self = self(),
+    Pingers = [begin
+                   Pong = spawn(B, ?MODULE, pong, []),
+                   {spawn(A, ?MODULE, ping, [Pong, Rounds, Self]), Pong}
+               end || {A, B} <- Pairs],
+    [receive {ping_done, P} -> Pong ! stop end || {P, Pong} <- Pingers],
+    length(Pairs) * Rounds * 2.
+
+%% A gen_server chain: chain_1 on node 2 forwards each call to chain_2 on
+%% node 3, which forwards it to chain_3 on node 1 (the control node).
+chain_start(Name, Next) ->
+    {ok, Pid} = gen_server:start({local, Name}, ?MODULE, Next, []),
+    unlink(Pid),
+    {ok, Pid}.
+
+init(Next) -> {ok, Next}.
+
+handle_call(Req, _From, none) -> {reply, {done, Req}, none};
+handle_call(Req, _From, Next) -> {reply, gen_server:call(Next, Req), Next}.
+
+handle_cast(_, S) -> {noreply, S}.
+
+chain(Config) ->
+    [N1, N2, N3] = nodes_of(Config),
+    {ok, _} = erpc:call(N1, ?MODULE, chain_start, [chain_3, none]),
+    {ok, _} = erpc:call(N3, ?MODULE, chain_start, [chain_2, {chain_3, N1}]),
+    {ok, _} = erpc:call(N2, ?MODULE, chain_start, [chain_1, {chain_2, N3}]),
+    ok.
+
+chain_calls(Config, N) ->
+    [_, N2, _] = nodes_of(Config),
+    [{done, I} = gen_server:call({chain_1, N2}, I) || I <- lists:seq(1, N)],
+    ok.
+
+chain_stop(Config) ->
+    [N1, N2, N3] = nodes_of(Config),
+    [catch gen_server:stop({Name, Node})
+     || {Name, Node} <- [{chain_1, N2}, {chain_2, N3}, {chain_3, N1}]],
+    ok.
+
+%% On a node: sessions, traced processes and message patterns (compared
+%% with what the node had before the case).
+node_clean() ->
+    Procs = [P || P <- processes(),
+                  erlang:trace_info(P, flags) =/= {flags, []}
+                      orelse erlang:trace_info(P, tracer) =/= {tracer, []}],
+    #{sessions => beamprobe:list(), traced => Procs,
+      new => erlang:trace_info(new, flags),
+      send => erlang:trace_info(send, match_spec),
+      'receive' => erlang:trace_info('receive', match_spec)}.
+
+assert_clean(Config, Nodes) ->
+    lists:foreach(
+      fun(N) ->
+              Clean = proplists:get_value(N, proplists:get_value(clean, Config)),
+              _ = (catch ?L:wait_until(fun() -> erpc:call(N, ?MODULE, node_clean, []) =:= Clean end,
+                                       5000)),
+              ?assertEqual({N, Clean}, {N, erpc:call(N, ?MODULE, node_clean, [])})
+      end, Nodes).
+
+%%% ------------------------------------------------------------------------
+%%% Helpers
+%%% ------------------------------------------------------------------------
+
+env(Dir, Node) ->
+    {ok, Text} = file:read_file(filename:join([Dir, atom_to_list(Node), "metadata"])),
+    {match, Pairs} = re:run(Text, "\t([a-z_]+) = \"([^\"]*)\";", [global, {capture, all_but_first, list}]),
+    maps:from_list([{K, V} || [K, V] <- Pairs]).
+
+int(Env, K) -> list_to_integer(maps:get(K, Env)).
+
+run_cluster(Config, Spec, Work) ->
+    Dir = ?L:dir(Config, "cluster"),
+    Nodes = nodes_of(Config),
+    {ok, H} = beamprobe:start(Spec#{nodes => Nodes, output => {file, Dir}}),
+    {ok, Info} = beamprobe:info(H),
+    ?assertEqual(lists:sort(Nodes), lists:sort(maps:keys(maps:get(nodes, Info)))),
+    Result = Work(),
+    {ok, Sum} = beamprobe:stop(H),
+    ?assertEqual({error, not_found}, beamprobe:stop(H)),
+    {Dir, Sum, Result}.
+
+json_int(Key, Bin) ->
+    {match, [V]} = re:run(Bin, "\"" ++ Key ++ "\": *(-?[0-9]+)", [{capture, all_but_first, list}]),
+    list_to_integer(V).
+
+%%% ------------------------------------------------------------------------
+%%% Cases
+%%% ------------------------------------------------------------------------
+
+%% One call starts a session on each of three nodes, one stop ends them
+%% all; every node's trace is here, readable by babeltrace2, 0600, with
+%% clock bounds that contain the true offset (0: one host), and nothing
+%% is left on any node: no session, flag, pattern, staged file.
+start_stop_three_nodes(Config) ->
+    Nodes = nodes_of(Config),
+    {Dir, Sum, Msgs} = run_cluster(Config, #{events => [send, 'receive']},
+                                   fun() -> ping_pong(nodes_of(Config), 5) end),
+    ?assert(Msgs > 0),
+    #{nodes := Per, output := Dir, events := Events} = Sum,
+    ?assert(Events > 0),
+    ?assertEqual(lists:sort(Nodes), lists:sort(maps:keys(Per))),
+    lists:foreach(
+      fun(N) ->
+              #{fetch := ok, summary := {ok, NS}, clock := Clock} = maps:get(N, Per),
+              NodeDir = filename:join(Dir, atom_to_list(N)),
+              {ok, Files} = file:list_dir(NodeDir),
+              ?assert(lists:member("metadata", Files)),
+              [begin
+                   {ok, I} = file:read_file_info(filename:join(NodeDir, F)),
+                   ?assertEqual({F, 8#600}, {F, element(8, I) band 8#777})
+               end || F <- Files],
+              %% The node's own staging directory is gone.
+              case N =:= node() of
+                  true -> ok;
+                  false ->
+                      Staged = maps:get(output, NS),
+                      ?assertEqual(false, erpc:call(N, filelib, is_dir, [Staged]))
+              end,
+              Env = env(Dir, N),
+              Lo = int(Env, "clock_offset_lo_ns"),
+              Hi = int(Env, "clock_offset_hi_ns"),
+              Off = int(Env, "clock_offset_ns"),
+              ?assertEqual(Clock, #{offset_ns => Off, lo_ns => Lo, hi_ns => Hi}),
+              ct:pal("~p: offset ~p ns in [~p, ~p]", [N, Off, Lo, Hi]),
+              ?assert(Lo =< 0 andalso 0 =< Hi),
+              ?assert(Lo =< Off andalso Off =< Hi),
+              ?assertEqual(atom_to_list(node()), maps:get("cluster_control", Env)),
+              %% How this node prints the pids of the others.
+              Ids = string:split(maps:get("dist_ids", Env), ",", all),
+              ?assertEqual(length(Nodes), length(Ids)),
+              ?assert(lists:member("0=" ++ atom_to_list(N), Ids)),
+              %% An outside reader still reads the rewritten metadata.
+              Out = ?L:babeltrace_ok(NodeDir),
+              ?assert(byte_size(Out) > 0)
+      end, Nodes),
+    assert_clean(Config, Nodes),
+    python_env(Dir, hd(tl(Nodes))).
+
+%% python3-bt2 (libbabeltrace2) sees the offset in the trace's
+%% environment.
+python_env(Dir, Node) ->
+    Py = "import bt2, sys\n"
+        "it = bt2.TraceCollectionMessageIterator(sys.argv[1])\n"
+        "for m in it:\n"
+        "    if type(m) is bt2._StreamBeginningMessageConst:\n"
+        "        e = m.stream.trace.environment\n"
+        "        print(e['clock_offset_lo_ns'], e['clock_offset_hi_ns'], e['node'])\n"
+        "        break\n",
+    case os:find_executable("python3") =/= false andalso
+        os:cmd("python3 -c 'import bt2' 2>&1") =:= "" of
+        false -> ct:pal("python3-bt2 missing: environment check skipped");
+        true ->
+            File = filename:join(filename:dirname(Dir), "env.py"),
+            ok = file:write_file(File, Py),
+            Out = os:cmd("python3 " ++ File ++ " '" ++
+                             filename:join(Dir, atom_to_list(Node)) ++ "'"),
+            Env = env(Dir, Node),
+            ?assertEqual(maps:get("clock_offset_lo_ns", Env) ++ " " ++
+                             maps:get("clock_offset_hi_ns", Env) ++ " " ++
+                             atom_to_list(Node) ++ "\n", Out)
+    end.
+
+%% A ping-pong between every pair of the three nodes and a gen_server
+%% chain across them: `bin/beamprobe cluster' matches every cross-node
+%% message into a flow (as many flows as messages crossed), none is
+%% reversed in the merged timeline, and the offsets it prints lie inside
+%% the recorded bounds.
+flows_matched_not_reversed(Config) ->
+    chain(Config),
+    Calls = 20,
+    {Dir, _Sum, PingMsgs} =
+        run_cluster(Config, #{events => [send, 'receive']},
+                    fun() ->
+                            M = ping_pong(nodes_of(Config), 10),
+                            chain_calls(Config, Calls),
+                            M
+                    end),
+    chain_stop(Config),
+    %% Each chain call: client -> chain_1 -> chain_2 -> chain_3 and the
+    %% three replies back (the client is on the control node, chain_1 on
+    %% node 2: every hop crosses nodes).
+    Expected = PingMsgs + Calls * 6,
+    Json = ?L:cli_ok(["cluster", "--json", Dir]),
+    ct:pal("~s", [Json]),
+    Flows = json_int("flows", Json),
+    ?assert(Flows >= Expected),
+    ?assertEqual(0, json_int("reversed", Json)),
+    ?assertEqual(3, json_int("nodes", Json)),
+    %% The merged timeline: every receive printed after its send, and
+    %% every message of the workloads in a flow.
+    Text = ?L:cli_ok(["cluster", "--print", Dir]),
+    L0 = binary:split(Text, <<"\n">>, [global]),
+    Lines = lists:zip(lists:seq(1, length(L0)), L0),
+    Unmatched = [L || {_, L} <- Lines, binary:match(L, <<"[no flow">>) =/= nomatch,
+                      re:run(L, "ping|pong|gen_call|done") =/= nomatch],
+    ?assertEqual([], Unmatched),
+    FlowLines = [{list_to_integer(F), I, Kind}
+                 || {I, L} <- Lines,
+                    {match, [Kind, F]} <- [re:run(L, "(sent|received) .*\\[flow ([0-9]+) ",
+                                                 [{capture, all_but_first, list}])]],
+    Sends = maps:from_list([{F, I} || {F, I, "sent"} <- FlowLines]),
+    Recvs = maps:from_list([{F, I} || {F, I, "received"} <- FlowLines]),
+    ?assertEqual(Flows, maps:size(Sends)),
+    ?assertEqual(Flows, maps:size(Recvs)),
+    ?assertEqual([], [F || {F, I} <- maps:to_list(Recvs), I < maps:get(F, Sends)]),
+    %% Perfetto: one flow start and end per flow.
+    Out = filename:join(filename:dirname(Dir), "cluster.json"),
+    _ = ?L:cli_ok(["cluster", "--perfetto", Out, Dir]),
+    {ok, P} = file:read_file(Out),
+    S = length(binary:matches(P, <<"\"ph\":\"s\"">>)),
+    F = length(binary:matches(P, <<"\"ph\":\"f\"">>)),
+    ?assertEqual({Flows, Flows}, {S, F}),
+    assert_clean(Config, nodes_of(Config)).
+
+%% A node whose recorded offset is wrong (centre 30 ms off, bounds +-50
+%% ms): the reader narrows its bounds with the messages' causality to an
+%% interval that still contains the truth (0) and is far narrower, and no
+%% flow comes out reversed.
+refined_offsets(Config) ->
+    {Dir, _, _} = run_cluster(Config, #{events => [send, 'receive']},
+                              fun() -> ping_pong(nodes_of(Config), 20) end),
+    [_, N2, _] = nodes_of(Config),
+    Meta = filename:join([Dir, atom_to_list(N2), "metadata"]),
+    {ok, Text} = file:read_file(Meta),
+    T1 = lists:foldl(fun({K, V}, T) ->
+                             re:replace(T, "\t" ++ K ++ " = \"[^\"]*\";",
+                                        "\t" ++ K ++ " = \"" ++ V ++ "\";",
+                                        [{return, binary}])
+                     end, Text, [{"clock_offset_ns", "30000000"},
+                                 {"clock_offset_lo_ns", "-20000000"},
+                                 {"clock_offset_hi_ns", "80000000"}]),
+    ok = file:write_file(Meta, T1),
+    Json = ?L:cli_ok(["cluster", "--json", Dir]),
+    ct:pal("~s", [Json]),
+    {match, [Lo, Hi]} = re:run(Json, "\"node\": \"" ++ atom_to_list(N2) ++
+                                   "\"[^}]*\"refined_lo_ns\": (-?[0-9]+), \"refined_hi_ns\": (-?[0-9]+)",
+                               [{capture, all_but_first, list}]),
+    {L, H} = {list_to_integer(Lo), list_to_integer(Hi)},
+    ?assert(L =< 0 andalso 0 =< H),
+    ?assert(H - L < 10000000),
+    ?assertEqual(0, json_int("reversed", Json)).
+
+%% Bad specs are refused with a clear error, nothing started anywhere.
+bad_specs(Config) ->
+    Nodes = nodes_of(Config),
+    Dir = ?L:dir(Config, "bad"),
+    ?assertEqual({error, {node_down, 'nobody@nowhere'}},
+                 beamprobe:start(#{nodes => ['nobody@nowhere'], events => [send]})),
+    ?assertMatch({error, {bad_option, nodes, _}},
+                 beamprobe:start(#{nodes => [], events => [send]})),
+    ?assertMatch({error, {bad_option, nodes, _}},
+                 beamprobe:start(#{nodes => [node() | bad], events => [send]})),
+    ?assertMatch({error, {bad_option, procs, _}},
+                 beamprobe:start(#{nodes => Nodes, procs => [self()],
+                                   events => [send]})),
+    ?assertMatch({error, {bad_option, output, _}},
+                 beamprobe:start(#{nodes => Nodes, output => usdt,
+                                   events => [send]})),
+    %% A node without beamprobe on its code path.
+    {ok, Bare, BareNode} = peer:start_link(#{name => peer:random_name(),
+                                             args => ["-hidden"]}),
+    try
+        ?assertEqual({error, {beamprobe_missing, BareNode}},
+                     beamprobe:start(#{nodes => [node(), BareNode],
+                                       events => [send],
+                                       output => {file, Dir}})),
+        ?assertEqual(false, filelib:is_dir(Dir))
+    after peer:stop(Bare)
+    end,
+    ?assertMatch(["bad value for option nodes" ++ _],
+                 [beamprobe:format_error({bad_option, nodes, []})]),
+    assert_clean(Config, Nodes).
+
+%% A node refuses its session (a module only the control node has): the
+%% start fails naming the node, and the sessions already started on the
+%% other nodes are stopped and their traces removed.
+node_fails_to_start(Config) ->
+    Nodes = [_, N2, N3] = nodes_of(Config),
+    Dir = ?L:dir(Config, "fails"),
+    %% This suite's module exists everywhere; a fresh module only here.
+    {module, M} = make_module(),
+    R = beamprobe:start(#{nodes => Nodes, calls => [{M, f, 0}],
+                          output => {file, Dir}}),
+    %% Nodes start in name order: the first peer of the two fails.
+    {error, {node_failed, Failed, {no_such_module, M}}} = R,
+    ?assert(lists:member(Failed, [N2, N3])),
+    ?assertEqual([], beamprobe:list()),
+    ?L:dir_absent_or_empty(Dir),
+    assert_clean(Config, Nodes),
+    Staged = [F || N <- Nodes, F <- erpc:call(N, filelib, wildcard,
+                                              ["/tmp/beamprobe-cluster-*"])],
+    ct:pal("staged left by others: ~p", [Staged]).
+
+make_module() ->
+    M = list_to_atom("cluster_only_here_" ++
+                         integer_to_list(erlang:unique_integer([positive]))),
+    Forms = [{attribute, 1, module, M}, {attribute, 1, export, [{f, 0}]},
+             {function, 1, f, 0, [{clause, 1, [], [], [{atom, 1, ok}]}]}],
+    {ok, M, Bin} = compile:forms(Forms),
+    code:load_binary(M, "nofile", Bin).
+
+%% The process that started a cluster session dies: every node's session
+%% ends (as a session ends when its owner dies), nothing left installed.
+owner_dies(Config) ->
+    Nodes = nodes_of(Config),
+    Dir = ?L:dir(Config, "owner"),
+    Self = self(),
+    Owner = spawn(fun() ->
+                          Self ! {started, beamprobe:start(#{nodes => Nodes,
+                                                             events => [send],
+                                                             output => {file, Dir}})},
+                          receive die -> ok end
+                  end),
+    H = receive {started, {ok, H0}} -> H0 end,
+    ?assertEqual(3, maps:size(maps:get(nodes, element(2, beamprobe:info(H))))),
+    Ref = monitor(process, H),
+    Owner ! die,
+    receive {'DOWN', Ref, process, H, _} -> ok after 10000 -> ct:fail(handle_alive) end,
+    assert_clean(Config, Nodes),
+    %% The traces were still brought home.
+    [?assert(filelib:is_file(filename:join([Dir, atom_to_list(N), "metadata"])))
+     || N <- Nodes].
+
+%% A node dies mid-session: stop still returns, with the other nodes'
+%% traces, and names the lost one.
+node_killed(Config) ->
+    Nodes = [_, N2, N3] = nodes_of(Config),
+    Dir = ?L:dir(Config, "killed"),
+    {ok, H} = beamprobe:start(#{nodes => Nodes, events => [send],
+                                output => {file, Dir}}),
+    {P3, N3} = lists:keyfind(N3, 2, proplists:get_value(peers, Config)),
+    peer:stop(P3),
+    {ok, #{nodes := Per}} = beamprobe:stop(H),
+    ?assertMatch(#{fetch := ok}, maps:get(N2, Per)),
+    ?assertMatch(#{fetch := {error, _}}, maps:get(N3, Per)),
+    assert_clean(Config, Nodes -- [N3]).

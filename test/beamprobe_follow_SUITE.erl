@@ -1,0 +1,192 @@
+%%% @doc Following a request (beamprobe_follow) and `bin/beamprobe
+%%% request': a root call spreads tracing along its messages over three
+%%% processes; a concurrent request that is not followed goes through the
+%%% same processes; the request view holds exactly the followed request's
+%%% events, and nothing stays installed afterwards.
+-module(beamprobe_follow_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2,
+         end_per_testcase/2]).
+-export([exact_events/1, two_requests/1, budget_events/1, budget_ms/1,
+         bad_specs/1, owner_dies/1]).
+
+-define(L, beamprobe_test_lib).
+
+all() ->
+    [exact_events, two_requests, budget_events, budget_ms, bad_specs,
+     owner_dies].
+
+init_per_suite(Config) ->
+    ok = ?L:require_tracer(),
+    Config.
+
+end_per_suite(_Config) -> ok.
+
+init_per_testcase(Case, Config) ->
+    Config1 = ?L:init_case(Case, Config),
+    [{send_before, erlang:trace_info(send, match_spec)} | Config1].
+
+end_per_testcase(_Case, _Config) ->
+    ?L:clear_trace_state().
+
+-define(W, follow_request).
+
+servers() -> ?W:servers().
+plain(Servers, N) -> ?W:plain(Servers, N).
+
+%% Nothing of the follow session left: no process traced, the send
+%% pattern as before, no pattern on the root, no flags for new processes.
+assert_clean(Config) ->
+    ?assertEqual([], [P || P <- processes(),
+                           erlang:trace_info(P, flags) =/= {flags, []}]),
+    ?assertEqual(proplists:get_value(send_before, Config),
+                 erlang:trace_info(send, match_spec)),
+    ?assertEqual({all, false}, erlang:trace_info({?W, root, 2}, all)),
+    ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
+    ?assertEqual([], beamprobe:list()).
+
+follow(Dir, Budget) ->
+    beamprobe:start(#{follow => #{from => "follow_request:root/2",
+                                  budget => Budget},
+                      output => {file, Dir}}).
+
+lines(Bin) -> [L || L <- binary:split(Bin, <<"\n">>, [global]), L =/= <<>>].
+
+%%% ------------------------------------------------------------------------
+
+%% One followed request over three processes while an unrelated client
+%% sends to the same two servers all along: the request view is exactly
+%% the ten events of the request, although the trace also holds receives
+%% of the unrelated client's messages by the followed servers.
+exact_events(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    {Mid, Srv} = servers(),
+    {ok, H} = follow(Dir, #{events => 10000, ms => 10000}),
+    Self = self(),
+    %% The unrelated client runs before, during and after the request.
+    Other = spawn(?W, plain_until_stop, [[Mid, Srv]]),
+    timer:sleep(20),
+    Client = spawn(fun() -> Self ! {done, self(), ?W:root(Mid, 7)} end),
+    receive {done, Client, 107} -> ok end,
+    timer:sleep(20),
+    Other ! {stop, self()},
+    receive {plain_stopped, Other, Rounds} -> ct:pal("~p plain rounds", [Rounds]) end,
+    {ok, Sum} = beamprobe:stop(H),
+    ct:pal("~p", [Sum]),
+    assert_clean(Config),
+    Out = ?L:cli_ok(["request", Dir]),
+    ct:pal("~s", [Out]),
+    [Head | Events] = lines(Out),
+    ?assertMatch({match, _}, re:run(Head, "^Request 1: root <0\\.[0-9]+\\.[0-9]+> .*, 10 events, 3 processes")),
+    Expected = ["call follow_request:root\\(<0\\.[0-9.]+>, 7\\)$",
+                "sent \\{req,<[0-9.]+>,7\\} to <",
+                "received \\{req,<[0-9.]+>,7\\}$",
+                "sent \\{req,<[0-9.]+>,7\\} to <",
+                "received \\{req,<[0-9.]+>,7\\}$",
+                "sent \\{reply,107\\} to <",
+                "received \\{reply,107\\}$",
+                "sent \\{reply,107\\} to <",
+                "received \\{reply,107\\}$",
+                "returned from follow_request:root/2 -> 107$"],
+    ?assertEqual(length(Expected), length(Events)),
+    [?assertMatch({{match, _}, _}, {re:run(L, RE), L})
+     || {L, RE} <- lists:zip(Events, Expected)],
+    %% Depth: root 0, mid 1, srv 2 (indentation after the node name).
+    Indent = [byte_size(I) || L <- Events,
+                              {match, [I]} <- [re:run(L, "^\\S+ \\S+ ( *)<", [{capture, all_but_first, binary}])]],
+    ?assertEqual([0, 0, 2, 2, 4, 4, 6, 6, 0, 0], Indent),
+    %% The unrelated client's messages did reach the followed servers'
+    %% traces: the view left them out, not the tracer.
+    Print = ?L:cli_ok(["print", Dir]),
+    ?assert(length(binary:matches(Print, <<"received {plain,">>)) > 0),
+    ?assertEqual(nomatch, binary:match(Out, <<"plain">>)).
+
+%% Two followed requests at once through the same servers: each request
+%% holds its own messages only.
+two_requests(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    {Mid, Srv} = servers(),
+    {ok, H} = follow(Dir, #{events => 10000, ms => 10000}),
+    Self = self(),
+    Cs = [spawn(fun() -> receive go -> ok end,
+                         Self ! {done, self(), ?W:root(Mid, X)} end)
+          || X <- [1, 2]],
+    Other = spawn(fun() -> plain([Mid, Srv], 20), Self ! plain_done end),
+    [C ! go || C <- Cs],
+    [receive {done, C, _} -> ok end || C <- Cs],
+    receive plain_done -> ok end,
+    _ = Other,
+    {ok, _} = beamprobe:stop(H),
+    assert_clean(Config),
+    Out = ?L:cli_ok(["request", Dir]),
+    ct:pal("~s", [Out]),
+    Blocks = [B || B <- binary:split(Out, <<"Request ">>, [global]), B =/= <<>>],
+    ?assertEqual(2, length(Blocks)),
+    Values = [lists:usort([V || {match, [V]} <- [re:run(L, "\\{req,<[0-9.]+>,([0-9]+)\\}", [{capture, all_but_first, binary}]) || L <- lines(B)]])
+              || B <- Blocks],
+    ?assertEqual([[<<"1">>], [<<"2">>]], lists:sort(Values)),
+    [?assertEqual(nomatch, binary:match(B, <<"plain">>)) || B <- Blocks].
+
+%% The event budget ends the session by itself, and what it enabled is
+%% gone.
+budget_events(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    {Mid, _} = servers(),
+    {ok, H} = follow(Dir, #{events => 3}),
+    107 = (fun() -> ?W:root(Mid, 7) end)(),
+    _ = ?L:wait_until(fun() -> erlang:trace_info(new, flags) =:= {flags, []} end, 5000),
+    assert_clean(Config),
+    {ok, #{stop_reason := budget_events}} = beamprobe:stop(H).
+
+%% So does the time budget.
+budget_ms(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    {ok, H} = follow(Dir, #{ms => 200}),
+    timer:sleep(400),
+    assert_clean(Config),
+    {ok, #{stop_reason := budget_ms}} = beamprobe:stop(H),
+    ?assertEqual({error, not_found}, beamprobe:stop(H)).
+
+bad_specs(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    F = fun(Fol) -> beamprobe:start(#{follow => Fol, output => {file, Dir}}) end,
+    ?assertMatch({error, {bad_option, {follow, from}, _}}, F(#{})),
+    ?assertMatch({error, {bad_pattern, _, _, _}}, F(#{from => "not a pattern ("})),
+    ?assertMatch({error, {bad_option, {follow, from}, _}}, F(#{from => "lists:seq/2 -> return"})),
+    ?assertMatch({error, {no_such_function, _}}, F(#{from => "lists:nope/7"})),
+    ?assertMatch({error, {bad_option, {follow, budget}, _}},
+                 F(#{from => "lists:seq/2", budget => #{events => 0}})),
+    ?assertMatch({error, {bad_option, {follow, budget}, _}},
+                 F(#{from => "lists:seq/2", budget => #{ms => -1, x => 1}})),
+    ?assertMatch({error, {unknown_option, {follow, x}}},
+                 F(#{from => "lists:seq/2", x => 1})),
+    ?assertMatch({error, {bad_option, follow, _}},
+                 beamprobe:start(#{follow => #{from => "lists:seq/2"},
+                                   nodes => [node()]})),
+    ?assertMatch({error, {bad_option, calls, _}},
+                 beamprobe:start(#{follow => #{from => "lists:seq/2"},
+                                   calls => [{lists, seq, 2}]})),
+    %% Another session runs: the follow session needs the node's patterns.
+    {ok, S} = beamprobe:start(#{calls => [{lists, seq, 2}],
+                                output => {file, ?L:dir(Config, "other")}}),
+    ?assertMatch({error, {follow_conflict, {pattern, {lists, seq, 2}}}},
+                 F(#{from => "lists:seq/2"})),
+    ?assertMatch({error, {follow_conflict, {session, S}}},
+                 F(#{from => "follow_request:root/2"})),
+    {ok, _} = beamprobe:stop(S),
+    ?L:dir_absent_or_empty(Dir),
+    assert_clean(Config).
+
+%% The owner dies: the follow session ends, nothing stays.
+owner_dies(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    Self = self(),
+    Owner = spawn(fun() -> Self ! {started, follow(Dir, #{})}, receive die -> ok end end),
+    H = receive {started, {ok, H0}} -> H0 end,
+    Ref = monitor(process, H),
+    Owner ! die,
+    receive {'DOWN', Ref, process, H, _} -> ok after 5000 -> ct:fail(still_running) end,
+    assert_clean(Config).

@@ -1,0 +1,58 @@
+%%% @doc The request beamprobe_follow_SUITE follows: root/2 (the client)
+%%% -> mid -> srv and back, and a client that is not followed.  (Its own
+%%% module: beamprobe refuses patterns on beamprobe's modules, the suite
+%%% included.)
+-module(follow_request).
+-export([root/2, mid/1, srv/1, plain/2, plain_until_stop/1, servers/0]).
+
+%% @doc The root of a request: asks Mid for X's reply.
+-spec root(pid(), integer()) -> integer().
+root(Mid, X) ->
+    Mid ! {req, self(), X},
+    receive {reply, R} -> R end.
+
+%% @doc Forwards each request to Srv and its reply back.
+-spec mid(pid()) -> no_return().
+mid(Srv) ->
+    receive
+        {req, From, X} ->
+            Srv ! {req, self(), X},
+            receive {reply, R} -> From ! {reply, R} end,
+            mid(Srv);
+        {plain, From} -> From ! plain_reply, mid(Srv)
+    end.
+
+%% @doc Replies X + N to each request.
+-spec srv(integer()) -> no_return().
+srv(N) ->
+    receive
+        {req, From, X} -> From ! {reply, X + N}, srv(N);
+        {plain, From} -> From ! plain_reply, srv(N)
+    end.
+
+%% @doc A client that is not followed: N plain requests to each server.
+-spec plain([pid()], non_neg_integer()) -> ok.
+plain(Servers, N) ->
+    [begin S ! {plain, self()}, receive plain_reply -> ok end end
+     || _ <- lists:seq(1, N), S <- Servers],
+    ok.
+
+%% @doc Plain requests to each server until told `stop'; then replies
+%% `{plain_stopped, self(), Rounds}' to the sender of stop.
+-spec plain_until_stop([pid()]) -> ok.
+plain_until_stop(Servers) -> plain_until_stop(Servers, 0).
+
+plain_until_stop(Servers, N) ->
+    receive
+        {stop, From} -> From ! {plain_stopped, self(), N}, ok
+    after 0 ->
+            ok = plain(Servers, 1),
+            plain_until_stop(Servers, N + 1)
+    end.
+
+%% @doc A mid and a srv process: {Mid, Srv}.
+-spec servers() -> {pid(), pid()}.
+servers() ->
+    Srv = spawn(?MODULE, srv, [100]),
+    Mid = spawn(?MODULE, mid, [Srv]),
+    {Mid, Srv}.
