@@ -176,7 +176,7 @@ start_limited(Base, Limit, Opts) ->
                            owner => Owner,
                            on_rate => maps:get(on_rate, Opts, drop),
                            rate => Rate, limit => Count},
-                         maps:with([print_re], Opts)),
+                         maps:with([print_re, syntax], Opts)),
                        #{batch => 200, credits => 4}},
             Output = case maps:get(output, Opts, []) of
                          T when is_tuple(T) -> [Printer, T];

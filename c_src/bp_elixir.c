@@ -1,0 +1,1209 @@
+/* bp_elixir.c -- captured Erlang-syntax text re-rendered in Elixir syntax
+ * (bp_elixir.h has the rules and the known differences from inspect/2).
+ *
+ * Two passes over the input: a parser builds a small tree of nodes (one
+ * node per term, at most one per input byte, decoded characters in a
+ * side array), then a writer prints the tree in Elixir syntax.  The tree
+ * is needed because a list is a keyword list, a map a struct, a binary a
+ * string only once all of its visible elements are known.  Every loop
+ * advances the input or the output, and recursion is bounded by
+ * MAX_NEST (deeper text is copied as it is).
+ */
+#include "bp_elixir.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NONE UINT32_MAX
+#define MAX_NEST 200
+
+enum ntype {
+	N_ATOM, /* cps: the atom's characters */
+	N_NUM,  /* span: the number's text */
+	N_STR,  /* cps: a printable list's characters ("abc") */
+	N_BIN,  /* cps: bytes; bits/tail: a bitstring's last bits */
+	N_LIST, N_TUPLE, N_MAP,
+	N_PID, N_PORT, N_REF, N_FUN, /* span: the whole token */
+	N_EXTFUN,                    /* kids: module, function, arity */
+	N_CUT,                       /* "..." */
+	N_RAW                        /* span: copied as it is */
+};
+
+struct node {
+	uint8_t type;
+	uint8_t cut;     /* STR/BIN: "..." after it; BIN: <<...>> */
+	uint8_t bits;    /* BIN: bits in the tail value, 0 if none */
+	uint32_t off, len; /* span in the input, or range in cps */
+	uint32_t tailv;  /* BIN: the tail value */
+	uint32_t kid, next; /* first child, next sibling */
+	uint32_t tail;   /* LIST: the tail after '|', or NONE */
+};
+
+struct px {
+	const char *s;
+	size_t n, i;
+	struct node *nd;
+	size_t nn, ncap;
+	uint32_t *cp;
+	size_t ncp, cpcap;
+	unsigned nest;
+};
+
+struct wr {
+	char *b;
+	size_t cap, len;
+	int full;
+};
+
+/* ---- output ------------------------------------------------------- */
+
+static void put(struct wr *w, const char *s, size_t n)
+{
+	if (w->full)
+		return;
+	if (w->len + n + 4 > w->cap) { /* room kept for "..." and the NUL */
+		w->full = 1;
+		return;
+	}
+	memcpy(w->b + w->len, s, n);
+	w->len += n;
+}
+
+static void puts_(struct wr *w, const char *s) { put(w, s, strlen(s)); }
+
+static void putc_(struct wr *w, char c) { put(w, &c, 1); }
+
+static void put_utf8(struct wr *w, uint32_t c)
+{
+	char b[4];
+	size_t n;
+
+	if (c < 0x80) {
+		b[0] = (char)c;
+		n = 1;
+	} else if (c < 0x800) {
+		b[0] = (char)(0xC0 | c >> 6);
+		b[1] = (char)(0x80 | (c & 0x3F));
+		n = 2;
+	} else if (c < 0x10000) {
+		b[0] = (char)(0xE0 | c >> 12);
+		b[1] = (char)(0x80 | (c >> 6 & 0x3F));
+		b[2] = (char)(0x80 | (c & 0x3F));
+		n = 3;
+	} else {
+		b[0] = (char)(0xF0 | c >> 18);
+		b[1] = (char)(0x80 | (c >> 12 & 0x3F));
+		b[2] = (char)(0x80 | (c >> 6 & 0x3F));
+		b[3] = (char)(0x80 | (c & 0x3F));
+		n = 4;
+	}
+	put(w, b, n);
+}
+
+static void put_uint(struct wr *w, uint32_t v)
+{
+	char b[12];
+	int i = (int)sizeof b;
+
+	do
+		b[--i] = (char)('0' + v % 10);
+	while (v /= 10);
+	put(w, b + i, sizeof b - (size_t)i);
+}
+
+/* ---- parsing ------------------------------------------------------ */
+
+static uint32_t new_node(struct px *p, enum ntype t)
+{
+	struct node *x;
+
+	if (p->nn == p->ncap)
+		return NONE;
+	x = &p->nd[p->nn];
+	memset(x, 0, sizeof *x);
+	x->type = (uint8_t)t;
+	x->kid = x->next = x->tail = NONE;
+	x->off = (uint32_t)p->i;
+	return (uint32_t)p->nn++;
+}
+
+static int at(const struct px *p, const char *lit)
+{
+	size_t k = strlen(lit);
+
+	return p->n - p->i >= k && !memcmp(p->s + p->i, lit, k);
+}
+
+static void skip_sp(struct px *p)
+{
+	while (p->i < p->n && p->s[p->i] == ' ')
+		p->i++;
+}
+
+/* One UTF-8 character of the input (a byte as itself if not UTF-8). */
+static uint32_t next_char(struct px *p)
+{
+	const unsigned char *u = (const unsigned char *)p->s + p->i;
+	size_t left = p->n - p->i;
+	uint32_t c = u[0];
+	int k = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : 0;
+
+	if (k && (size_t)k < left) {
+		uint32_t v = c & (0x3F >> k);
+		int ok = 1;
+		for (int j = 1; j <= k; j++) {
+			if ((u[j] & 0xC0) != 0x80)
+				ok = 0;
+			v = v << 6 | (u[j] & 0x3F);
+		}
+		if (ok) {
+			p->i += (size_t)k + 1;
+			return v;
+		}
+	}
+	p->i++;
+	return c;
+}
+
+static void add_cp(struct px *p, uint32_t c)
+{
+	if (p->ncp < p->cpcap)
+		p->cp[p->ncp++] = c;
+}
+
+/* A quoted text ('atom' or "string") decoded into cps, the opening quote
+ * at p->i.  Returns 0 if it does not end. */
+static int quoted(struct px *p, char q)
+{
+	p->i++;
+	while (p->i < p->n && p->s[p->i] != q) {
+		uint32_t c;
+		if (p->s[p->i] != '\\') {
+			add_cp(p, next_char(p));
+			continue;
+		}
+		if (++p->i >= p->n)
+			return 0;
+		c = (unsigned char)p->s[p->i++];
+		switch (c) {
+		case 'n': c = '\n'; break;
+		case 't': c = '\t'; break;
+		case 'r': c = '\r'; break;
+		case 'v': c = '\v'; break;
+		case 'b': c = '\b'; break;
+		case 'f': c = '\f'; break;
+		case 'e': c = 27; break;
+		case 'd': c = 127; break;
+		case 's': c = ' '; break;
+		case 'x':
+			if (p->i < p->n && p->s[p->i] == '{') {
+				c = 0;
+				p->i++;
+				while (p->i < p->n && p->s[p->i] != '}') {
+					char h = p->s[p->i++];
+					c = c * 16 + (uint32_t)(h <= '9' ? h - '0'
+							       : (h | 32) - 'a' + 10);
+				}
+				p->i++;
+			}
+			break;
+		default:
+			if (c >= '0' && c <= '7') { /* octal, up to 3 digits */
+				c -= '0';
+				for (int k = 0; k < 2 && p->i < p->n &&
+						p->s[p->i] >= '0' && p->s[p->i] <= '7';
+				     k++)
+					c = c * 8 + (uint32_t)(p->s[p->i++] - '0');
+			}
+			break; /* \\ \' \" and others: the character */
+		}
+		add_cp(p, c);
+	}
+	if (p->i >= p->n)
+		return 0;
+	p->i++;
+	return 1;
+}
+
+static int atom_char(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c >= '0' && c <= '9') || c == '_' || c == '@' || c >= 0x80;
+}
+
+static uint32_t term(struct px *p);
+
+static void append(struct px *p, uint32_t parent, uint32_t *last, uint32_t k)
+{
+	if (k == NONE)
+		return;
+	if (*last == NONE)
+		p->nd[parent].kid = k;
+	else
+		p->nd[*last].next = k;
+	*last = k;
+}
+
+/* Elements up to `close', separated by ','.  For a list, '|' starts the
+ * tail; for a map, each element is a key, " => ", a value.  A text that
+ * stops early (the byte limit) leaves the container open: a CUT child. */
+static uint32_t container(struct px *p, enum ntype t, const char *open,
+			  char close)
+{
+	uint32_t me = new_node(p, t), last = NONE;
+
+	p->i += strlen(open);
+	if (me == NONE)
+		return NONE;
+	skip_sp(p);
+	if (p->i < p->n && p->s[p->i] == close) {
+		p->i++;
+		return me;
+	}
+	for (;;) {
+		uint32_t k = term(p);
+		append(p, me, &last, k);
+		if (k == NONE || p->nd[k].type == N_CUT) {
+			skip_sp(p);
+			if (p->i < p->n && p->s[p->i] == close)
+				p->i++;
+			return me;
+		}
+		skip_sp(p);
+		if (t == N_MAP) {
+			if (!at(p, "=>"))
+				return me;
+			p->i += 2;
+			append(p, me, &last, term(p));
+			skip_sp(p);
+		}
+		if (p->i >= p->n)
+			return me;
+		if (p->s[p->i] == ',') {
+			p->i++;
+			continue;
+		}
+		if (t == N_LIST && p->s[p->i] == '|') {
+			p->i++;
+			p->nd[me].tail = term(p);
+			skip_sp(p);
+		}
+		if (p->i < p->n && p->s[p->i] == close)
+			p->i++;
+		return me;
+	}
+}
+
+static uint32_t number(struct px *p, uint32_t me)
+{
+	if (p->s[p->i] == '-')
+		p->i++;
+	while (p->i < p->n) {
+		char c = p->s[p->i];
+		if ((c >= '0' && c <= '9') || (c >= 'A' && c <= 'F') ||
+		    c == 'e' || c == '#' ||
+		    ((c == '-' || c == '+') && p->s[p->i - 1] == 'e'))
+			p->i++;
+		else if (c == '.' && p->i + 1 < p->n && p->s[p->i + 1] >= '0' &&
+			 p->s[p->i + 1] <= '9')
+			p->i++;
+		else
+			break;
+	}
+	if (at(p, "...")) /* a bignum cut by the byte limit */
+		p->i += 3;
+	p->nd[me].len = (uint32_t)(p->i - p->nd[me].off);
+	return me;
+}
+
+/* Binary: <<>>, <<...>>, <<"text"...>>, <<1,2,...>>, <<1,5:3>>. */
+static uint32_t binary(struct px *p, uint32_t me)
+{
+	struct node *x = &p->nd[me];
+
+	p->i += 2;
+	x->off = (uint32_t)p->ncp;
+	if (at(p, "...>>")) {
+		p->i += 5;
+		x->cut = 2;
+		return me;
+	}
+	if (p->i < p->n && p->s[p->i] == '"') {
+		if (!quoted(p, '"'))
+			x->cut = 1;
+		if (at(p, "..."))
+			p->i += 3, x->cut = 1;
+	} else {
+		while (p->i < p->n && p->s[p->i] != '>') {
+			uint32_t v = 0;
+			if (at(p, "...")) {
+				p->i += 3;
+				x->cut = 1;
+				break;
+			}
+			if (p->s[p->i] < '0' || p->s[p->i] > '9')
+				break;
+			while (p->i < p->n && p->s[p->i] >= '0' &&
+			       p->s[p->i] <= '9')
+				v = v * 10 + (uint32_t)(p->s[p->i++] - '0');
+			if (p->i < p->n && p->s[p->i] == ':') {
+				uint32_t b = 0;
+				p->i++;
+				while (p->i < p->n && p->s[p->i] >= '0' &&
+				       p->s[p->i] <= '9')
+					b = b * 10 + (uint32_t)(p->s[p->i++] - '0');
+				x->bits = (uint8_t)b;
+				x->tailv = v;
+			} else {
+				add_cp(p, v);
+			}
+			if (p->i < p->n && p->s[p->i] == ',')
+				p->i++;
+		}
+	}
+	if (at(p, ">>"))
+		p->i += 2;
+	else
+		x->cut = 1;
+	x->len = (uint32_t)p->ncp - x->off;
+	return me;
+}
+
+/* A token up to and including the '>' that closes it. */
+static uint32_t angle(struct px *p, uint32_t me)
+{
+	const char *e = memchr(p->s + p->i, '>', p->n - p->i);
+
+	p->i = e ? (size_t)(e - p->s) + 1 : p->n;
+	p->nd[me].len = (uint32_t)(p->i - p->nd[me].off);
+	return me;
+}
+
+static uint32_t atom_node(struct px *p)
+{
+	uint32_t me = new_node(p, N_ATOM);
+
+	if (me == NONE)
+		return NONE;
+	p->nd[me].off = (uint32_t)p->ncp;
+	if (p->s[p->i] == '\'') {
+		if (!quoted(p, '\'')) {
+			p->nd[me].type = N_RAW;
+			p->nd[me].off = 0;
+			p->nd[me].len = 0;
+			return me;
+		}
+	} else {
+		while (p->i < p->n && atom_char((unsigned char)p->s[p->i]))
+			add_cp(p, next_char(p));
+	}
+	p->nd[me].len = (uint32_t)p->ncp - p->nd[me].off;
+	return me;
+}
+
+static uint32_t term(struct px *p)
+{
+	uint32_t me;
+	unsigned char c;
+
+	skip_sp(p);
+	if (p->i >= p->n || at(p, "...")) { /* cut here, or by the byte limit */
+		me = new_node(p, N_CUT);
+		if (p->i < p->n)
+			p->i += 3;
+		return me;
+	}
+	if (p->nest >= MAX_NEST || p->nn + 8 >= p->ncap) {
+		me = new_node(p, N_RAW);
+		if (me != NONE)
+			p->nd[me].len = (uint32_t)(p->n - p->i);
+		p->i = p->n;
+		return me;
+	}
+	c = (unsigned char)p->s[p->i];
+	p->nest++;
+	if (c == '[')
+		me = container(p, N_LIST, "[", ']');
+	else if (c == '{')
+		me = container(p, N_TUPLE, "{", '}');
+	else if (at(p, "#{"))
+		me = container(p, N_MAP, "#{", '}');
+	else if (at(p, "<<") && (me = new_node(p, N_BIN)) != NONE)
+		me = binary(p, me);
+	else if (at(p, "#Port<") && (me = new_node(p, N_PORT)) != NONE)
+		me = angle(p, me);
+	else if (at(p, "#Ref<") && (me = new_node(p, N_REF)) != NONE)
+		me = angle(p, me);
+	else if (at(p, "#Fun<") && (me = new_node(p, N_FUN)) != NONE)
+		me = angle(p, me);
+	else if (c == '<' && (me = new_node(p, N_PID)) != NONE)
+		me = angle(p, me);
+	else if (c == '"' && (me = new_node(p, N_STR)) != NONE) {
+		p->nd[me].off = (uint32_t)p->ncp;
+		if (!quoted(p, '"'))
+			p->nd[me].cut = 1;
+		if (at(p, "..."))
+			p->i += 3, p->nd[me].cut = 1;
+		p->nd[me].len = (uint32_t)p->ncp - p->nd[me].off;
+	} else if (at(p, "fun ") && (me = new_node(p, N_EXTFUN)) != NONE) {
+		uint32_t last = NONE, k;
+		p->i += 4;
+		append(p, me, &last, atom_node(p));
+		if (p->i < p->n && p->s[p->i] == ':')
+			p->i++;
+		append(p, me, &last, atom_node(p));
+		if (p->i < p->n && p->s[p->i] == '/')
+			p->i++;
+		if ((k = new_node(p, N_NUM)) != NONE)
+			append(p, me, &last, number(p, k));
+	} else if ((c == '-' || (c >= '0' && c <= '9')) &&
+		   (me = new_node(p, N_NUM)) != NONE)
+		me = number(p, me);
+	else if (c == '\'' || atom_char(c))
+		me = atom_node(p);
+	else if ((me = new_node(p, N_RAW)) != NONE) {
+		p->i++;
+		p->nd[me].len = 1;
+	}
+	p->nest--;
+	return me;
+}
+
+/* ---- writing ------------------------------------------------------ */
+
+struct ctx {
+	const struct px *p;
+	struct wr *w;
+};
+
+static const uint32_t *cps(const struct ctx *c, const struct node *x)
+{
+	return c->p->cp + x->off;
+}
+
+static int is_lower(uint32_t c)
+{
+	return (c >= 'a' && c <= 'z') || c == '_' ||
+	       (c >= 0xDF && c <= 0xFF && c != 0xF7);
+}
+
+static int is_upper(uint32_t c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 0xC0 && c <= 0xDE && c != 0xD7);
+}
+
+static int is_ident_char(uint32_t c)
+{
+	return is_lower(c) || is_upper(c) || (c >= '0' && c <= '9') ||
+	       c > 0xFF;
+}
+
+/* [a-zA-Z_][a-zA-Z0-9_@]*[?!]? (letters beyond ASCII allowed). */
+static int identifier(const uint32_t *s, size_t n)
+{
+	size_t i = 1;
+
+	if (!n || !(is_lower(s[0]) || is_upper(s[0]) || s[0] > 0xFF))
+		return 0;
+	while (i < n && (is_ident_char(s[i]) || s[i] == '@'))
+		i++;
+	if (i < n && (s[i] == '?' || s[i] == '!'))
+		i++;
+	return i == n;
+}
+
+static int eq(const uint32_t *s, size_t n, const char *lit)
+{
+	size_t k = strlen(lit);
+
+	if (k != n)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (s[i] != (unsigned char)lit[i])
+			return 0;
+	return 1;
+}
+
+/* Elixir.Foo.Bar: every segment [A-Z][a-zA-Z0-9_]*. */
+static int alias(const uint32_t *s, size_t n)
+{
+	size_t i = 7;
+
+	if (eq(s, n, "Elixir"))
+		return 1;
+	if (n < 8 || !eq(s, 7, "Elixir."))
+		return 0;
+	for (;;) {
+		if (i >= n || !(s[i] >= 'A' && s[i] <= 'Z'))
+			return 0;
+		for (i++; i < n && s[i] != '.'; i++)
+			if (!((s[i] >= 'a' && s[i] <= 'z') ||
+			      (s[i] >= 'A' && s[i] <= 'Z') ||
+			      (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
+				return 0;
+		if (i == n)
+			return 1;
+		i++;
+	}
+}
+
+static const char *const ops[] = {
+	"+", "-", "*", "/", "++", "--", "**", "<>", "=", "==", "!=", "===",
+	"!==", "<", ">", "<=", ">=", "&&", "||", "!", "->", "::", "|", "|>",
+	"<<<", ">>>", "~~~", "&&&", "|||", "<~", "~>", "<~>", "<|>", "<<~",
+	"~>>", "\\\\", "=~", "@", "&", "^", ".", "..", "...", "^^^", "%",
+	"%{}", "{}", "<<>>", NULL};
+
+static int op(const uint32_t *s, size_t n)
+{
+	for (int i = 0; ops[i]; i++)
+		if (eq(s, n, ops[i]))
+			return 1;
+	return 0;
+}
+
+/* Escapes as Elixir's inspect does inside `q'-quoted text. */
+static void esc_text(struct wr *w, const uint32_t *s, size_t n, char q)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint32_t c = s[i];
+		const char *e = NULL;
+		switch (c) {
+		case '\n': e = "\\n"; break;
+		case '\t': e = "\\t"; break;
+		case '\r': e = "\\r"; break;
+		case '\v': e = "\\v"; break;
+		case '\b': e = "\\b"; break;
+		case '\f': e = "\\f"; break;
+		case 27: e = "\\e"; break;
+		case 127: e = "\\d"; break;
+		case 7: e = "\\a"; break;
+		case 0: e = "\\0"; break;
+		case '\\': e = "\\\\"; break;
+		case '#':
+			if (i + 1 < n && s[i + 1] == '{')
+				e = "\\#";
+			break;
+		default:
+			if (c == (uint32_t)q) {
+				putc_(w, '\\');
+				putc_(w, q);
+				continue;
+			}
+		}
+		if (e)
+			puts_(w, e);
+		else if (c < 0x20) {
+			static const char hex[] = "0123456789ABCDEF";
+			char b[4] = {'\\', 'x', hex[c >> 4], hex[c & 15]};
+			put(w, b, 4);
+		} else
+			put_utf8(w, c);
+	}
+}
+
+enum actx { A_VALUE, A_KEY, A_MODULE, A_FUN };
+
+static void atom(struct ctx *c, const struct node *x, enum actx how)
+{
+	const uint32_t *s = cps(c, x);
+	size_t n = x->len;
+
+	if (x->type != N_ATOM) { /* an unreadable atom: as it was */
+		put(c->w, c->p->s + x->off, x->len);
+		return;
+	}
+	if (how == A_KEY) {
+		if (!identifier(s, n)) {
+			putc_(c->w, '"');
+			esc_text(c->w, s, n, '"');
+			putc_(c->w, '"');
+		} else {
+			esc_text(c->w, s, n, 0);
+		}
+		puts_(c->w, ": ");
+		return;
+	}
+	if (how == A_FUN) {
+		if (identifier(s, n) || op(s, n)) {
+			esc_text(c->w, s, n, 0);
+		} else {
+			putc_(c->w, '"');
+			esc_text(c->w, s, n, '"');
+			putc_(c->w, '"');
+		}
+		return;
+	}
+	if (alias(s, n)) {
+		if (n == 6)
+			puts_(c->w, "Elixir");
+		else
+			esc_text(c->w, s + 7, n - 7, 0);
+		return;
+	}
+	if (how == A_VALUE && (eq(s, n, "nil") || eq(s, n, "true") ||
+			       eq(s, n, "false"))) {
+		esc_text(c->w, s, n, 0);
+		return;
+	}
+	putc_(c->w, ':');
+	if (identifier(s, n) || op(s, n)) {
+		esc_text(c->w, s, n, 0);
+	} else {
+		putc_(c->w, '"');
+		esc_text(c->w, s, n, '"');
+		putc_(c->w, '"');
+	}
+}
+
+static int is_atom_alias(const struct ctx *c, const struct node *x)
+{
+	return x->type == N_ATOM && alias(cps(c, x), x->len);
+}
+
+/* The integer value of a NUM node (decimal, non-negative, < 2^31) or -1. */
+static long small_int(const struct ctx *c, const struct node *x)
+{
+	long v = 0;
+
+	if (x->type != N_NUM || !x->len || x->len > 9)
+		return -1;
+	for (uint32_t i = 0; i < x->len; i++) {
+		char d = c->p->s[x->off + i];
+		if (d < '0' || d > '9')
+			return -1;
+		v = v * 10 + (d - '0');
+	}
+	return v;
+}
+
+/* List.ascii_printable? of Elixir 1.14. */
+static int ascii_printable(uint32_t v)
+{
+	return (v >= 32 && v <= 126) || (v >= 7 && v <= 13) || v == 27;
+}
+
+/* String.printable? of Elixir 1.14, per code point. */
+static int uni_printable(uint32_t v)
+{
+	return (v >= 0x20 && v <= 0x7E) || (v >= 7 && v <= 13) || v == 27 ||
+	       v == 127 || (v >= 0xA0 && v <= 0xD7FF) ||
+	       (v >= 0xE000 && v <= 0xFFFD) || (v >= 0x10000 && v <= 0x10FFFF);
+}
+
+/* Decodes bytes b[0..n) as UTF-8 into out; returns the code point count,
+ * or -1 if not valid UTF-8 (a sequence cut at the end when `cut' is
+ * dropped: *used says how many bytes were decoded). */
+static long utf8(const uint32_t *b, size_t n, int cut, uint32_t *out,
+		 size_t *used)
+{
+	size_t i = 0;
+	long k = 0;
+
+	while (i < n) {
+		uint32_t c = b[i], v;
+		int more = c < 0x80 ? 0 : c >= 0xC2 && c < 0xE0 ? 1
+				       : c >= 0xE0 && c < 0xF0 ? 2
+				       : c >= 0xF0 && c < 0xF5 ? 3 : -1;
+		if (more < 0)
+			return -1;
+		if (i + (size_t)more >= n && more) {
+			int ok = 1;
+			for (size_t j = i + 1; j < n; j++)
+				ok &= (b[j] & 0xC0) == 0x80;
+			if (cut && ok)
+				break; /* cut inside the last character */
+			return -1;
+		}
+		v = more ? c & (0x3F >> more) : c;
+		for (int j = 1; j <= more; j++) {
+			if ((b[i + (size_t)j] & 0xC0) != 0x80)
+				return -1;
+			v = v << 6 | (b[i + (size_t)j] & 0x3F);
+		}
+		if ((more == 2 && (v < 0x800 || (v >= 0xD800 && v <= 0xDFFF))) ||
+		    (more == 3 && (v < 0x10000 || v > 0x10FFFF)))
+			return -1;
+		out[k++] = v;
+		i += (size_t)more + 1;
+	}
+	*used = i;
+	return k;
+}
+
+static void value(struct ctx *c, uint32_t k);
+
+static void bin(struct ctx *c, const struct node *x)
+{
+	const uint32_t *b = cps(c, x);
+	uint32_t *u;
+	size_t used = 0;
+	long k = -1;
+	int ok;
+
+	if (x->cut == 2) {
+		puts_(c->w, "<<...>>");
+		return;
+	}
+	if (!x->bits && (u = malloc((x->len + 1) * sizeof *u))) {
+		k = utf8(b, x->len, x->cut, u, &used);
+		ok = k >= 0 && (k > 0 || !x->len || !x->cut);
+		for (long i = 0; ok && i < k; i++)
+			ok = uni_printable(u[i]);
+		if (ok) {
+			putc_(c->w, '"');
+			esc_text(c->w, u, (size_t)k, '"');
+			putc_(c->w, '"');
+			if (x->cut)
+				puts_(c->w, " <> ...");
+			free(u);
+			return;
+		}
+		free(u);
+	}
+	puts_(c->w, "<<");
+	for (uint32_t i = 0; i < x->len; i++) {
+		if (i)
+			puts_(c->w, ", ");
+		put_uint(c->w, b[i]);
+	}
+	if (x->cut)
+		puts_(c->w, x->len ? ", ..." : "...");
+	else if (x->bits) {
+		if (x->len)
+			puts_(c->w, ", ");
+		put_uint(c->w, x->tailv);
+		puts_(c->w, "::size(");
+		put_uint(c->w, x->bits);
+		putc_(c->w, ')');
+	}
+	puts_(c->w, ">>");
+}
+
+static void charlist(struct ctx *c, const struct node *x)
+{
+	const uint32_t *s = cps(c, x);
+	int ok = 1;
+
+	for (uint32_t i = 0; ok && i < x->len; i++)
+		ok = ascii_printable(s[i]);
+	if (ok) {
+		putc_(c->w, '\'');
+		esc_text(c->w, s, x->len, '\'');
+		putc_(c->w, '\'');
+		if (x->cut)
+			puts_(c->w, " ++ ...");
+		return;
+	}
+	putc_(c->w, '[');
+	for (uint32_t i = 0; i < x->len; i++) {
+		if (i)
+			puts_(c->w, ", ");
+		put_uint(c->w, s[i]);
+	}
+	if (x->cut)
+		puts_(c->w, x->len ? ", ..." : "...");
+	putc_(c->w, ']');
+}
+
+/* A {Key, Value} whose key can be written as a keyword key. */
+static int kw_pair(const struct ctx *c, const struct node *x)
+{
+	const struct node *k, *v;
+
+	if (x->type != N_TUPLE || x->kid == NONE)
+		return 0;
+	k = &c->p->nd[x->kid];
+	if (k->next == NONE)
+		return 0;
+	v = &c->p->nd[k->next];
+	return k->type == N_ATOM && !is_atom_alias(c, k) &&
+	       v->type != N_CUT && v->next == NONE;
+}
+
+static void list(struct ctx *c, const struct node *x)
+{
+	const struct px *p = c->p;
+	int kw = 1, chars = 1, first = 1, some = 0;
+	uint32_t k;
+
+	if (x->tail != NONE && p->nd[x->tail].type != N_CUT)
+		kw = chars = 0;
+	for (k = x->kid; k != NONE; k = p->nd[k].next) {
+		const struct node *e = &p->nd[k];
+		if (e->type == N_CUT)
+			continue;
+		some = 1;
+		if (!kw_pair(c, e))
+			kw = 0;
+		if (!ascii_printable((uint32_t)small_int(c, e)) ||
+		    small_int(c, e) < 0)
+			chars = 0;
+	}
+	if (!some)
+		kw = chars = 0;
+	if (chars) { /* [7,8]: Elixir's '\a\b' */
+		putc_(c->w, '\'');
+		for (k = x->kid; k != NONE; k = p->nd[k].next) {
+			uint32_t v = (uint32_t)small_int(c, &p->nd[k]);
+			if (p->nd[k].type != N_CUT)
+				esc_text(c->w, &v, 1, '\'');
+		}
+		putc_(c->w, '\'');
+		if (x->tail != NONE || p->nd[x->kid].type == N_CUT)
+			puts_(c->w, " ++ ...");
+		return;
+	}
+	putc_(c->w, '[');
+	for (k = x->kid; k != NONE; k = p->nd[k].next) {
+		const struct node *e = &p->nd[k];
+		if (!first)
+			puts_(c->w, ", ");
+		first = 0;
+		if (kw && e->type == N_TUPLE) {
+			atom(c, &p->nd[e->kid], A_KEY);
+			value(c, p->nd[e->kid].next);
+		} else {
+			value(c, k);
+		}
+	}
+	if (x->tail != NONE) {
+		puts_(c->w, p->nd[x->tail].type == N_CUT ? ", " : " | ");
+		value(c, x->tail);
+	}
+	putc_(c->w, ']');
+}
+
+static void map(struct ctx *c, const struct node *x)
+{
+	const struct px *p = c->p;
+	uint32_t k, strukt = NONE;
+	int kw = 1, first = 1;
+
+	for (k = x->kid; k != NONE; k = p->nd[k].next) {
+		const struct node *e = &p->nd[k];
+		uint32_t v = e->next;
+		if (e->type == N_CUT)
+			break;
+		if (e->type != N_ATOM || is_atom_alias(c, e))
+			kw = 0;
+		if (e->type == N_ATOM && eq(cps(c, e), e->len, "__struct__") &&
+		    v != NONE && is_atom_alias(c, &p->nd[v]))
+			strukt = v;
+		if (v == NONE)
+			break;
+		k = v;
+	}
+	putc_(c->w, '%');
+	if (strukt != NONE && kw)
+		atom(c, &p->nd[strukt], A_MODULE);
+	putc_(c->w, '{');
+	for (k = x->kid; k != NONE; k = p->nd[k].next) {
+		const struct node *e = &p->nd[k];
+		uint32_t v = e->next;
+		if (strukt != NONE && kw && v == strukt)
+			goto skip;
+		if (!first)
+			puts_(c->w, ", ");
+		first = 0;
+		if (e->type == N_CUT || v == NONE) {
+			value(c, k);
+			break;
+		}
+		if (kw)
+			atom(c, e, A_KEY);
+		else {
+			value(c, k);
+			puts_(c->w, " => ");
+		}
+		value(c, v);
+	skip:
+		if (v == NONE)
+			break;
+		k = v;
+	}
+	putc_(c->w, '}');
+}
+
+/* Elixir 1.14 prints an integral float in [1, 1e16) as its digits and
+ * ".0" (10000000000.0 where Erlang writes 1.0e10). */
+static void num(struct ctx *c, const struct node *x)
+{
+	const char *s = c->p->s + x->off, *e, *dot;
+	size_t n = x->len;
+
+	if (n >= 3 && (!memcmp(s, "16#", 3) || (n >= 4 && !memcmp(s, "-16#", 4)))) {
+		if (*s == '-')
+			putc_(c->w, '-'), s++, n--;
+		puts_(c->w, "0x");
+		put(c->w, s + 3, n - 3);
+		return;
+	}
+	e = memchr(s, 'e', n);
+	dot = memchr(s, '.', n);
+	if (e && dot && dot < e && e[1] != '-') {
+		const char *d = *s == '-' ? s + 1 : s;
+		long exp = strtol(e + 1, NULL, 10);
+		size_t ilen = (size_t)(dot - d), flen = (size_t)(e - dot - 1);
+		while (flen && dot[flen] == '0')
+			flen--;
+		if (exp >= 0 && (long)flen <= exp && (long)ilen + exp <= 16 &&
+		    ilen >= 1 && *d != '0') {
+			if (*s == '-')
+				putc_(c->w, '-');
+			put(c->w, d, ilen);
+			put(c->w, dot + 1, flen);
+			for (long z = 0; z < exp - (long)flen; z++)
+				putc_(c->w, '0');
+			puts_(c->w, ".0");
+			return;
+		}
+	}
+	put(c->w, s, n);
+}
+
+static void value(struct ctx *c, uint32_t k)
+{
+	const struct px *p = c->p;
+	const struct node *x;
+	int first = 1;
+
+	if (k == NONE) {
+		puts_(c->w, "...");
+		return;
+	}
+	x = &p->nd[k];
+	switch (x->type) {
+	case N_ATOM:
+		atom(c, x, A_VALUE);
+		break;
+	case N_NUM:
+		num(c, x);
+		break;
+	case N_STR:
+		charlist(c, x);
+		break;
+	case N_BIN:
+		bin(c, x);
+		break;
+	case N_LIST:
+		list(c, x);
+		break;
+	case N_TUPLE:
+		putc_(c->w, '{');
+		for (uint32_t e = x->kid; e != NONE; e = p->nd[e].next) {
+			if (!first)
+				puts_(c->w, ", ");
+			first = 0;
+			value(c, e);
+		}
+		putc_(c->w, '}');
+		break;
+	case N_MAP:
+		map(c, x);
+		break;
+	case N_PID:
+		puts_(c->w, "#PID");
+		put(c->w, p->s + x->off, x->len);
+		break;
+	case N_PORT:
+		put(c->w, p->s + x->off, x->len);
+		break;
+	case N_REF: /* #Ref<...> -> #Reference<...> */
+		puts_(c->w, "#Reference");
+		put(c->w, p->s + x->off + 4, x->len - 4);
+		break;
+	case N_FUN: { /* #Fun<m.I.U> -> #Function<I.U in :m> */
+		const char *s = p->s + x->off + 5, *end = p->s + x->off + x->len;
+		const char *d2 = NULL, *d1 = NULL;
+		for (const char *q = end - 1; q > s; q--)
+			if (*q == '.') {
+				if (!d2)
+					d2 = q;
+				else {
+					d1 = q;
+					break;
+				}
+			}
+		if (!d1 || end[-1] != '>') {
+			put(c->w, p->s + x->off, x->len);
+			break;
+		}
+		puts_(c->w, "#Function<");
+		put(c->w, d1 + 1, (size_t)(end - 1 - d1 - 1));
+		puts_(c->w, " in ");
+		{
+			struct px q = *p;
+			struct node nd;
+			uint32_t buf[256];
+			size_t m = (size_t)(d1 - s);
+			q.s = s;
+			q.n = m;
+			q.i = 0;
+			q.nd = &nd;
+			q.nn = 0;
+			q.ncap = 1;
+			q.cp = buf;
+			q.ncp = 0;
+			q.cpcap = 256;
+			if (m && m < 256 && atom_node(&q) == 0 && q.i == m) {
+				struct ctx c2 = {&q, c->w};
+				atom(&c2, &nd, A_MODULE);
+			} else {
+				put(c->w, s, m);
+			}
+		}
+		putc_(c->w, '>');
+		break;
+	}
+	case N_EXTFUN: { /* fun m:f/2 -> &M.f/2 */
+		uint32_t m = x->kid, f = m != NONE ? p->nd[m].next : NONE;
+		uint32_t a = f != NONE ? p->nd[f].next : NONE;
+		if (a == NONE) {
+			put(c->w, p->s + x->off, 4);
+			break;
+		}
+		putc_(c->w, '&');
+		atom(c, &p->nd[m], A_MODULE);
+		putc_(c->w, '.');
+		atom(c, &p->nd[f], A_FUN);
+		putc_(c->w, '/');
+		value(c, a);
+		break;
+	}
+	case N_CUT:
+		puts_(c->w, "...");
+		break;
+	default:
+		put(c->w, p->s + x->off, x->len);
+		break;
+	}
+}
+
+static int args(struct ctx *c, struct px *p);
+
+/* "m:f/2" or "m:f" -> "M.f/2" / "M.f"; "m:f(1)" -> "M.f(1)". */
+static int mfa(struct ctx *c, struct px *p)
+{
+	uint32_t m, f;
+
+	if (!p->n)
+		return 0;
+	m = atom_node(p);
+	if (m == NONE || p->nd[m].type != N_ATOM || p->i >= p->n ||
+	    p->s[p->i] != ':')
+		return 0;
+	p->i++;
+	f = atom_node(p);
+	if (f == NONE || p->nd[f].type != N_ATOM)
+		return 0;
+	if (p->i < p->n && p->s[p->i] != '/' && p->s[p->i] != '(')
+		return 0;
+	atom(c, &p->nd[m], A_MODULE);
+	putc_(c->w, '.');
+	atom(c, &p->nd[f], A_FUN);
+	if (p->i < p->n && p->s[p->i] == '(') { /* spawn's m:f(Args) */
+		struct px q = *p;
+		q.s += p->i;
+		q.n -= p->i;
+		q.i = 0;
+		struct ctx c2 = {&q, c->w};
+		return args(&c2, &q);
+	}
+	put(c->w, p->s + p->i, p->n - p->i);
+	return 1;
+}
+
+static int args(struct ctx *c, struct px *p)
+{
+	int first = 1;
+
+	if (!p->n || p->s[0] != '(')
+		return 0;
+	p->i = 1;
+	putc_(c->w, '(');
+	for (;;) {
+		uint32_t k;
+		skip_sp(p);
+		if (p->i < p->n && p->s[p->i] == ')') {
+			putc_(c->w, ')');
+			return 1;
+		}
+		k = term(p);
+		if (!first)
+			puts_(c->w, ", ");
+		first = 0;
+		value(c, k);
+		skip_sp(p);
+		if (k == NONE || p->nd[k].type == N_CUT || p->i >= p->n) {
+			/* ", ...)" past the list limit; cut by the byte
+			 * limit: open, as it was */
+			if (p->i < p->n && p->s[p->i] == ')')
+				putc_(c->w, ')');
+			return 1;
+		}
+		if (p->s[p->i] == ',')
+			p->i++;
+		else if (p->s[p->i] != ')')
+			return 0;
+	}
+}
+
+size_t bp_elixir_text(const char *in, size_t n, enum bp_elixir_kind kind,
+		      char *out, size_t cap)
+{
+	struct wr w = {out, cap, 0, 0};
+	struct px p;
+	struct ctx c = {&p, &w};
+	int ok = 0;
+
+	memset(&p, 0, sizeof p);
+	p.s = in;
+	p.n = n;
+	p.ncap = n + 16;
+	p.cpcap = n + 16;
+	p.nd = malloc(p.ncap * sizeof *p.nd);
+	p.cp = malloc(p.cpcap * sizeof *p.cp);
+	if (p.nd && p.cp && cap >= 8) {
+		switch (kind) {
+		case BP_ELIXIR_MFA:
+			ok = mfa(&c, &p);
+			break;
+		case BP_ELIXIR_ARGS:
+			ok = args(&c, &p);
+			break;
+		case BP_ELIXIR_NAME: {
+			uint32_t k = atom_node(&p);
+			ok = k != NONE && p.i == n && is_atom_alias(&c, &p.nd[k]);
+			if (ok)
+				atom(&c, &p.nd[k], A_MODULE);
+			break;
+		}
+		default: {
+			uint32_t k = term(&p);
+			skip_sp(&p);
+			ok = p.i == n; /* one whole term, nothing after it */
+			if (ok)
+				value(&c, k);
+			break;
+		}
+		}
+	}
+	free(p.nd);
+	free(p.cp);
+	if (!ok) { /* not captured Erlang syntax: the text as it is */
+		w.len = 0;
+		w.full = 0;
+		put(&w, in, n);
+	}
+	if (w.full) {
+		if (w.len + 4 > cap)
+			w.len = cap - 4;
+		memcpy(out + w.len, "...", 3);
+		w.len += 3;
+	}
+	if (cap)
+		out[w.len < cap ? w.len : cap - 1] = 0;
+	return w.len;
+}
