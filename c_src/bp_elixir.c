@@ -34,6 +34,7 @@ struct node {
 	uint8_t type;
 	uint8_t cut;     /* STR/BIN: "..." after it; BIN: <<...>> */
 	uint8_t bits;    /* BIN: bits in the tail value, 0 if none */
+	uint8_t open;    /* container whose text stops before its end */
 	uint32_t off, len; /* span in the input, or range in cps */
 	uint32_t tailv;  /* BIN: the tail value */
 	uint32_t kid, next; /* first child, next sibling */
@@ -248,6 +249,17 @@ static void append(struct px *p, uint32_t parent, uint32_t *last, uint32_t k)
 /* Elements up to `close', separated by ','.  For a list, '|' starts the
  * tail; for a map, each element is a key, " => ", a value.  A text that
  * stops early (the byte limit) leaves the container open: a CUT child. */
+static int closing(struct px *p, uint32_t me, char close)
+{
+	skip_sp(p);
+	if (p->i < p->n && p->s[p->i] == close) {
+		p->i++;
+		return 1;
+	}
+	p->nd[me].open = 1; /* the text stops here: left open, as it was */
+	return 0;
+}
+
 static uint32_t container(struct px *p, enum ntype t, const char *open,
 			  char close)
 {
@@ -265,32 +277,28 @@ static uint32_t container(struct px *p, enum ntype t, const char *open,
 		uint32_t k = term(p);
 		append(p, me, &last, k);
 		if (k == NONE || p->nd[k].type == N_CUT) {
-			skip_sp(p);
-			if (p->i < p->n && p->s[p->i] == close)
-				p->i++;
+			closing(p, me, close);
 			return me;
 		}
 		skip_sp(p);
 		if (t == N_MAP) {
-			if (!at(p, "=>"))
+			if (!at(p, "=>")) {
+				p->nd[me].open = 1;
 				return me;
+			}
 			p->i += 2;
 			append(p, me, &last, term(p));
 			skip_sp(p);
 		}
-		if (p->i >= p->n)
-			return me;
-		if (p->s[p->i] == ',') {
+		if (p->i < p->n && p->s[p->i] == ',') {
 			p->i++;
 			continue;
 		}
-		if (t == N_LIST && p->s[p->i] == '|') {
+		if (t == N_LIST && p->i < p->n && p->s[p->i] == '|') {
 			p->i++;
 			p->nd[me].tail = term(p);
-			skip_sp(p);
 		}
-		if (p->i < p->n && p->s[p->i] == close)
-			p->i++;
+		closing(p, me, close);
 		return me;
 	}
 }
@@ -548,12 +556,12 @@ static int alias(const uint32_t *s, size_t n)
 	}
 }
 
-static const char *const ops[] = {
+static const char *const ops[] = { /* as Elixir 1.14 leaves them unquoted */
 	"+", "-", "*", "/", "++", "--", "**", "<>", "=", "==", "!=", "===",
-	"!==", "<", ">", "<=", ">=", "&&", "||", "!", "->", "::", "|", "|>",
-	"<<<", ">>>", "~~~", "&&&", "|||", "<~", "~>", "<~>", "<|>", "<<~",
-	"~>>", "\\\\", "=~", "@", "&", "^", ".", "..", "...", "^^^", "%",
-	"%{}", "{}", "<<>>", NULL};
+	"!==", "<", ">", "<=", ">=", "&&", "||", "!", "->", "|", "|>", "<<<",
+	">>>", "&&&", "|||", "<~", "~>", "<~>", "<<~", "~>>", "\\\\", "=~",
+	"@", "&", "^", ".", "..", "...", "%", "%{}", "{}", "<<>>", "+++",
+	"---", "..//", NULL};
 
 static int op(const uint32_t *s, size_t n)
 {
@@ -615,7 +623,7 @@ static void atom(struct ctx *c, const struct node *x, enum actx how)
 		return;
 	}
 	if (how == A_KEY) {
-		if (!identifier(s, n)) {
+		if (!identifier(s, n) && !op(s, n)) {
 			putc_(c->w, '"');
 			esc_text(c->w, s, n, '"');
 			putc_(c->w, '"');
@@ -872,7 +880,8 @@ static void list(struct ctx *c, const struct node *x)
 		puts_(c->w, p->nd[x->tail].type == N_CUT ? ", " : " | ");
 		value(c, x->tail);
 	}
-	putc_(c->w, ']');
+	if (!x->open)
+		putc_(c->w, ']');
 }
 
 static void map(struct ctx *c, const struct node *x)
@@ -923,7 +932,8 @@ static void map(struct ctx *c, const struct node *x)
 			break;
 		k = v;
 	}
-	putc_(c->w, '}');
+	if (!x->open)
+		putc_(c->w, '}');
 }
 
 /* Elixir 1.14 prints an integral float in [1, 1e16) as its digits and
@@ -998,7 +1008,8 @@ static void value(struct ctx *c, uint32_t k)
 			first = 0;
 			value(c, e);
 		}
-		putc_(c->w, '}');
+		if (!x->open)
+			putc_(c->w, '}');
 		break;
 	case N_MAP:
 		map(c, x);
