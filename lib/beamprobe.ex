@@ -96,11 +96,12 @@ defmodule Beamprobe do
   end
 
   @doc """
-  Traces messages sent or received matching `pattern` (`"send"`,
-  `"receive"`, `"send({:ping, _})"`, ...) and prints them; limits and
-  options as in `calls/3`. Returns the number of patterns installed.
+  Traces messages sent or received matching `pattern` (`":send"`,
+  `":receive"`, `":send({:ping, _})"`, `":receive(%Shop.Order{})"`, ...)
+  and prints them; limits and options as in `calls/3`. Returns the
+  number of patterns installed.
 
-      iex> Beamprobe.messages("send({:ping, _})", 5)
+      iex> Beamprobe.messages(":send({:ping, _})", 5)
       1
       12:00:01.123456 #PID<0.110.0>(:erlang.apply/2) sent {:ping, 1} to #PID<0.115.0>
   """
@@ -293,6 +294,16 @@ defmodule Beamprobe do
     {:handler, :beamprobe_printer,
      arg |> Map.put_new(:io, Process.group_leader()) |> Map.put_new(:syntax, :elixir)}
   end
+
+  # Erlang's texts (charlists) as Elixir strings.
+  defp result({:error, {:bad_pattern, p, col, msg}}) when is_list(msg),
+    do: {:error, {:bad_pattern, p, col, List.to_string(msg)}}
+
+  defp result({:error, {:bad_pattern, p, msg}}) when is_list(msg),
+    do: {:error, {:bad_pattern, p, List.to_string(msg)}}
+
+  defp result({:error, {:unsupported_option, name, hint}}) when is_list(hint),
+    do: {:error, {:unsupported_option, name, List.to_string(hint)}}
 
   defp result({:error, _} = e), do: e
   defp result(n), do: n
