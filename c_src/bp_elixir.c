@@ -133,7 +133,8 @@ static int at(const struct px *p, const char *lit)
 {
 	size_t k = strlen(lit);
 
-	return p->n - p->i >= k && !memcmp(p->s + p->i, lit, k);
+	return p->i <= p->n && p->n - p->i >= k &&
+	       !memcmp(p->s + p->i, lit, k);
 }
 
 static void skip_sp(struct px *p)
@@ -206,7 +207,8 @@ static int quoted(struct px *p, char q)
 					c = c * 16 + (uint32_t)(h <= '9' ? h - '0'
 							       : (h | 32) - 'a' + 10);
 				}
-				p->i++;
+				if (p->i < p->n)
+					p->i++;
 			}
 			break;
 		default:
@@ -305,7 +307,7 @@ static uint32_t container(struct px *p, enum ntype t, const char *open,
 
 static uint32_t number(struct px *p, uint32_t me)
 {
-	if (p->s[p->i] == '-')
+	if (p->i < p->n && p->s[p->i] == '-')
 		p->i++;
 	while (p->i < p->n) {
 		char c = p->s[p->i];
@@ -395,6 +397,12 @@ static uint32_t atom_node(struct px *p)
 	if (me == NONE)
 		return NONE;
 	p->nd[me].off = (uint32_t)p->ncp;
+	if (p->i >= p->n) { /* no atom here */
+		p->nd[me].type = N_RAW;
+		p->nd[me].off = 0;
+		p->nd[me].len = 0;
+		return me;
+	}
 	if (p->s[p->i] == '\'') {
 		if (!quoted(p, '\'')) {
 			p->nd[me].type = N_RAW;
@@ -952,9 +960,12 @@ static void num(struct ctx *c, const struct node *x)
 	}
 	e = memchr(s, 'e', n);
 	dot = memchr(s, '.', n);
-	if (e && dot && dot < e && e[1] != '-') {
+	if (e && dot && dot < e && e + 1 < s + n && e[1] >= '0' && e[1] <= '9') {
 		const char *d = *s == '-' ? s + 1 : s;
-		long exp = strtol(e + 1, NULL, 10);
+		long exp = 0;
+		for (const char *q = e + 1; q < s + n && *q >= '0' && *q <= '9' &&
+					    exp < 1000; q++)
+			exp = exp * 10 + (*q - '0');
 		size_t ilen = (size_t)(dot - d), flen = (size_t)(e - dot - 1);
 		while (flen && dot[flen] == '0')
 			flen--;

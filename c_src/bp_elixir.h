@@ -51,6 +51,6 @@ size_t bp_elixir_text(const char *in, size_t n, enum bp_elixir_kind kind,
 		      char *out, size_t cap);
 
 /* An output size that holds the Elixir text of n input bytes uncut. */
-#define BP_ELIXIR_CAP(n) (3 * (n) + 64)
+#define BP_ELIXIR_CAP(n) (5 * (n) + 64) /* "255, " per input byte */
 
 #endif
