@@ -271,7 +271,7 @@ kind(mfa) -> mfa;
 kind(args) -> args;
 kind(name) -> name;
 kind(K) when K =:= result; K =:= message; K =:= reason; K =:= to_text;
-             K =:= other_text; K =:= tag; K =:= value -> term;
+             K =:= other_text; K =:= tag; K =:= value; K =:= info -> term;
 kind(_) -> none.
 
 elixir_text(Text, Kind) ->

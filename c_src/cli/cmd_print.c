@@ -142,7 +142,7 @@ static void call_text(struct bp_out *o, const struct bp_event *e)
 	uint32_t il = e->len[BP_FLD(CALL, info)];
 	if (il && !(il == 4 && !memcmp(e->str[BP_FLD(CALL, info)], "true", 4))) {
 		bp_out_mem(o, " % ", 3);
-		txt(o, e, BP_FLD(CALL, info));
+		TERM(o, e, BP_FLD(CALL, info));
 	}
 }
 
