@@ -113,6 +113,23 @@ defmodule BeamprobeTest.ApiTest do
     assert out =~ ~s|call BeamprobeTest.Target.g(%{"k" => :v})|
   end
 
+  test "output: :shell prints to the caller's group leader", %{io: io} do
+    gl = Process.group_leader()
+    Process.group_leader(self(), io)
+
+    {:ok, s} =
+      try do
+        Beamprobe.start(calls: [{Target, :g, 1}], procs: [self()], output: :shell)
+      after
+        Process.group_leader(self(), gl)
+      end
+
+    Target.g([a: 1])
+    {:ok, _} = Beamprobe.stop(s)
+    {_, out} = StringIO.contents(io)
+    assert out =~ ~r/#PID<[0-9.]+> call BeamprobeTest\.Target\.g\(\[a: 1\]\)/
+  end
+
   test "messages/3 with keyword options", %{io: io} do
     assert 1 == Beamprobe.messages(":send({:bp_ping, _})", 1, io_server: io, timestamp: :none,
                   procs: [self()])
