@@ -55,6 +55,13 @@ defmodule BeamprobeTest.ApiTest do
     assert line =~ "call 'Elixir.BeamprobeTest.Target':g(<<\""
   end
 
+  test "a second calls/3 on the same function replaces the trace, named in Elixir", %{io: io} do
+    assert 1 == Beamprobe.calls("BeamprobeTest.Target.g/1", 5, io_server: io)
+    assert 1 == Beamprobe.calls("BeamprobeTest.Target.g/1", 5, io_server: io)
+    {_, out} = StringIO.contents(io)
+    assert out =~ "% beamprobe: replaced the shell trace on BeamprobeTest.Target.g/1"
+  end
+
   test "options as the second argument (rexbug style) and a map", %{io: io} do
     assert 1 == Beamprobe.calls("BeamprobeTest.Target.g/1", msgs: 1, io_server: io, timestamp: :none)
     Target.g(1)
