@@ -24,7 +24,8 @@
  * the definition order) and the capture's `list' limit counts the
  * __struct__ key; the `list' limit applies to each container (inspect's
  * `limit' is shared by nested ones); funs print as #Function<I.U in :m>
- * (the capture keeps no arity or name); structs with their own Inspect
+ * (the capture keeps no arity or name); a map of more than 32 keys keeps
+ * the capture's key order; structs with their own Inspect
  * implementation (Date, MapSet, ...) print as plain structs; a
  * text that is not captured Erlang syntax is copied unchanged.
  */

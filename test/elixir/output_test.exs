@@ -67,6 +67,18 @@ defmodule BeamprobeTest.OutputTest do
     assert bad == [], "differs from inspect/2 under the same limits:\n" <> describe(bad)
   end
 
+  test "maps of more than 32 keys: the same entries, in the capture's order" do
+    # the capture walks a large map in the NIF iterator's order, inspect/2
+    # in :maps.to_list's (docs/elixir.md)
+    entries = fn text ->
+      text |> String.trim_leading("%{") |> String.trim_trailing("}") |> String.split(", ") |> Enum.sort()
+    end
+
+    for t <- [Map.new(1..40, &{&1, &1}), Map.new(1..40, &{"s#{&1}", [&1]})] do
+      assert entries.(elixir(t)) == entries.(inspect(t, limit: :infinity))
+    end
+  end
+
   test "the binary limit counts bytes, inspect's printable_limit characters" do
     s = String.duplicate("é", 50)
     assert elixir(s, %{@big | binary: 20}) == inspect(s, printable_limit: 10)
