@@ -26,11 +26,34 @@ defmodule Beamprobe.MatchSpec do
   }
 
   @guard_funs [
-    is_atom: 1, is_binary: 1, is_float: 1, is_function: 1, is_integer: 1,
-    is_list: 1, is_map: 1, is_number: 1, is_pid: 1, is_port: 1,
-    is_reference: 1, is_tuple: 1, is_map_key: 2, map_get: 2, hd: 1, tl: 1,
-    length: 1, map_size: 1, tuple_size: 1, byte_size: 1, bit_size: 1,
-    abs: 1, trunc: 1, round: 1, binary_part: 3, node: 0, node: 1, self: 0
+    is_atom: 1,
+    is_binary: 1,
+    is_float: 1,
+    is_function: 1,
+    is_integer: 1,
+    is_list: 1,
+    is_map: 1,
+    is_number: 1,
+    is_pid: 1,
+    is_port: 1,
+    is_reference: 1,
+    is_tuple: 1,
+    is_map_key: 2,
+    map_get: 2,
+    hd: 1,
+    tl: 1,
+    length: 1,
+    map_size: 1,
+    tuple_size: 1,
+    byte_size: 1,
+    bit_size: 1,
+    abs: 1,
+    trunc: 1,
+    round: 1,
+    binary_part: 3,
+    node: 0,
+    node: 1,
+    self: 0
   ]
 
   @doc """
@@ -41,8 +64,12 @@ defmodule Beamprobe.MatchSpec do
   def compile({:fn, _, clauses}, env), do: Enum.map(clauses, &clause(&1, env))
 
   def compile(other, env) do
-    fail(env, other, "Beamprobe.match/1 expects an fn, as in " <>
-      "Beamprobe.match(fn [a, b] when a > 1 -> :return end); got: #{Macro.to_string(other)}")
+    fail(
+      env,
+      other,
+      "Beamprobe.match/1 expects an fn, as in " <>
+        "Beamprobe.match(fn [a, b] when a > 1 -> :return end); got: #{Macro.to_string(other)}"
+    )
   end
 
   @doc """
@@ -67,12 +94,25 @@ defmodule Beamprobe.MatchSpec do
 
     {head, st} =
       case params do
-        [list] when is_list(list) -> head_list(list, st)
-        [{:_, _, ctx}] when is_atom(ctx) -> {:_, st}
-        [] -> {[], st}
-        [one] -> fail(env, one, "the head of a match is the argument list, " <>
-                 "e.g. fn [a, b] -> ... end or fn a, b -> ... end; got: #{Macro.to_string(one)}")
-        many -> head_list(many, st)
+        [list] when is_list(list) ->
+          head_list(list, st)
+
+        [{:_, _, ctx}] when is_atom(ctx) ->
+          {:_, st}
+
+        [] ->
+          {[], st}
+
+        [one] ->
+          fail(
+            env,
+            one,
+            "the head of a match is the argument list, " <>
+              "e.g. fn [a, b] -> ... end or fn a, b -> ... end; got: #{Macro.to_string(one)}"
+          )
+
+        many ->
+          head_list(many, st)
       end
 
     guards =
@@ -129,13 +169,16 @@ defmodule Beamprobe.MatchSpec do
 
           check =
             {:andalso, {:is_binary, var},
-             {:andalso, {:>=, {:byte_size, var}, n},
-              {:"=:=", {:binary_part, var, 0, n}, prefix}}}
+             {:andalso, {:>=, {:byte_size, var}, n}, {:"=:=", {:binary_part, var, 0, n}, prefix}}}
 
           {var, %{st | extra: [Macro.escape(check) | st.extra]}}
         else
-          fail(st.env, ast, "the rest of a \"prefix\" <> rest pattern cannot be bound " <>
-            "in a match spec (only the prefix is checked, with binary_part/3); write _#{name}")
+          fail(
+            st.env,
+            ast,
+            "the rest of a \"prefix\" <> rest pattern cannot be bound " <>
+              "in a match spec (only the prefix is checked, with binary_part/3); write _#{name}"
+          )
         end
 
       _ ->
@@ -175,25 +218,39 @@ defmodule Beamprobe.MatchSpec do
   defp head(list, st) when is_list(list), do: head_list(list, st)
 
   defp head({:@, _, _} = ast, st) do
-    fail(st.env, ast, "module attributes are not expanded in a match; pin a variable " <>
-      "instead: value = #{Macro.to_string(ast)}, then ^value")
+    fail(
+      st.env,
+      ast,
+      "module attributes are not expanded in a match; pin a variable " <>
+        "instead: value = #{Macro.to_string(ast)}, then ^value"
+    )
   end
 
   defp head({:=, _, _} = ast, st) do
-    fail(st.env, ast, "a match spec cannot both match a pattern and bind it (=); " <>
-      "bind a variable and test it in the guard")
+    fail(
+      st.env,
+      ast,
+      "a match spec cannot both match a pattern and bind it (=); " <>
+        "bind a variable and test it in the guard"
+    )
   end
 
   defp head(lit, st) when is_atom(lit) or is_number(lit) or is_binary(lit), do: {lit, st}
 
   defp head(ast, st) do
-    fail(st.env, ast, "#{Macro.to_string(ast)} is not allowed in a match spec head " <>
-      "(variables, literals, tuples, lists, maps, structs, ^pinned values)")
+    fail(
+      st.env,
+      ast,
+      "#{Macro.to_string(ast)} is not allowed in a match spec head " <>
+        "(variables, literals, tuples, lists, maps, structs, ^pinned values)"
+    )
   end
 
   defp bind({name, _, _}, st) do
     case st.vars do
-      %{^name => var} -> {var, st}
+      %{^name => var} ->
+        {var, st}
+
       vars ->
         var = :"$#{map_size(vars) + 1}"
         {var, %{st | vars: Map.put(vars, name, var)}}
@@ -215,9 +272,16 @@ defmodule Beamprobe.MatchSpec do
 
   defp guard({name, _, ctx} = ast, st) when is_atom(name) and is_atom(ctx) do
     case st.vars do
-      %{^name => var} -> var
-      _ -> fail(st.env, ast, "variable #{name} is not bound in the head; bind it in the " <>
-             "argument list or pin an outer value with ^#{name}")
+      %{^name => var} ->
+        var
+
+      _ ->
+        fail(
+          st.env,
+          ast,
+          "variable #{name} is not bound in the head; bind it in the " <>
+            "argument list or pin an outer value with ^#{name}"
+        )
     end
   end
 
@@ -235,12 +299,19 @@ defmodule Beamprobe.MatchSpec do
         in_literal(l, list)
 
       {:.., _, [a, b]} when is_integer(a) and is_integer(b) ->
-        tup([:andalso, tup([:is_integer, l]),
-             tup([:andalso, tup([:>=, l, a]), tup([:"=<", l, b])])])
+        tup([
+          :andalso,
+          tup([:is_integer, l]),
+          tup([:andalso, tup([:>=, l, a]), tup([:"=<", l, b])])
+        ])
 
       _ ->
-        fail(st.env, ast, "'in' needs a literal list, an integer range a..b or a ^pinned " <>
-          "list on its right; got #{Macro.to_string(right)}")
+        fail(
+          st.env,
+          ast,
+          "'in' needs a literal list, an integer range a..b or a ^pinned " <>
+            "list on its right; got #{Macro.to_string(right)}"
+        )
     end
   end
 
@@ -282,21 +353,33 @@ defmodule Beamprobe.MatchSpec do
   defp guard(ast, st), do: refuse(ast, st)
 
   defp refuse({:@, _, _} = ast, st) do
-    fail(st.env, ast, "module attributes are not expanded in a match; pin a variable " <>
-      "instead: value = #{Macro.to_string(ast)}, then ^value")
+    fail(
+      st.env,
+      ast,
+      "module attributes are not expanded in a match; pin a variable " <>
+        "instead: value = #{Macro.to_string(ast)}, then ^value"
+    )
   end
 
   defp refuse(ast, st) do
     allowed = @guard_funs |> Keyword.keys() |> Enum.uniq() |> Enum.join(", ")
 
-    fail(st.env, ast, "#{Macro.to_string(ast)} is not allowed in a match spec guard; " <>
-      "allowed: comparisons, and/or/not, + - * / div rem, in, elem/2, is_nil/1, #{allowed}")
+    fail(
+      st.env,
+      ast,
+      "#{Macro.to_string(ast)} is not allowed in a match spec guard; " <>
+        "allowed: comparisons, and/or/not, + - * / div rem, in, elem/2, is_nil/1, #{allowed}"
+    )
   end
 
   defp literal_in!(e, ast, st) do
     unless is_atom(e) or is_number(e) or is_binary(e) do
-      fail(st.env, ast, "'in' needs a list of literals (atoms, numbers, strings); " <>
-        "got #{Macro.to_string(e)}")
+      fail(
+        st.env,
+        ast,
+        "'in' needs a list of literals (atoms, numbers, strings); " <>
+          "got #{Macro.to_string(e)}"
+      )
     end
   end
 
@@ -320,8 +403,12 @@ defmodule Beamprobe.MatchSpec do
   defp action(b, _st) when is_boolean(b), do: b
 
   defp action(ast, st) do
-    fail(st.env, ast, "#{Macro.to_string(ast)} is not an action of a trace match spec; " <>
-      "use true, :return, :exception, :caller, message(expr) or a list of these")
+    fail(
+      st.env,
+      ast,
+      "#{Macro.to_string(ast)} is not an action of a trace match spec; " <>
+        "use true, :return, :exception, :caller, message(expr) or a list of these"
+    )
   end
 
   defp fail(env, ast, msg) do

@@ -37,18 +37,29 @@ defmodule BeamprobeTest.ApiTest do
   end
 
   test "calls/3 with keyword options prints Elixir syntax", %{io: io} do
-    assert 1 == Beamprobe.calls("BeamprobeTest.Target.f/2", 2,
-                  io_server: io, timestamp: :none, return: true)
+    assert 1 ==
+             Beamprobe.calls("BeamprobeTest.Target.f/2", 2,
+               io_server: io,
+               timestamp: :none,
+               return: true
+             )
 
     Target.f(:apple, %Order{id: 1, status: :paid})
     [call, ret] = lines(io, 2)
-    assert call =~ ~r/^#PID<\d+\.\d+\.\d+>.* call BeamprobeTest\.Target\.f\(:apple, %BeamprobeTest\.Order\{id: 1, items: nil, status: :paid\}\)$/
+
+    assert call =~
+             ~r/^#PID<\d+\.\d+\.\d+>.* call BeamprobeTest\.Target\.f\(:apple, %BeamprobeTest\.Order\{id: 1, items: nil, status: :paid\}\)$/
+
     assert ret =~ "returned from BeamprobeTest.Target.f/2 -> {:apple, %BeamprobeTest.Order{"
   end
 
   test "syntax: :erlang gives the Erlang text back", %{io: io} do
-    assert 1 == Beamprobe.calls("BeamprobeTest.Target.g/1", 1,
-                  io_server: io, timestamp: :none, syntax: :erlang)
+    assert 1 ==
+             Beamprobe.calls("BeamprobeTest.Target.g/1", 1,
+               io_server: io,
+               timestamp: :none,
+               syntax: :erlang
+             )
 
     Target.g("héllo")
     [line] = lines(io, 1)
@@ -63,7 +74,9 @@ defmodule BeamprobeTest.ApiTest do
   end
 
   test "options as the second argument (rexbug style) and a map", %{io: io} do
-    assert 1 == Beamprobe.calls("BeamprobeTest.Target.g/1", msgs: 1, io_server: io, timestamp: :none)
+    assert 1 ==
+             Beamprobe.calls("BeamprobeTest.Target.g/1", msgs: 1, io_server: io, timestamp: :none)
+
     Target.g(1)
     assert [_] = lines(io, 1)
     assert 1 == Beamprobe.calls("BeamprobeTest.Target.g/1", 1, %{io_server: io})
@@ -111,8 +124,11 @@ defmodule BeamprobeTest.ApiTest do
 
   test "output: :shell prints here in Elixir syntax", %{io: io} do
     {:ok, s} =
-      Beamprobe.start(calls: [{Target, :g, 1}], procs: [self()],
-        output: {:handler, :beamprobe_printer, io: io, timestamp: :none})
+      Beamprobe.start(
+        calls: [{Target, :g, 1}],
+        procs: [self()],
+        output: {:handler, :beamprobe_printer, io: io, timestamp: :none}
+      )
 
     Target.g(%{"k" => :v})
     {:ok, _} = Beamprobe.stop(s)
@@ -131,15 +147,19 @@ defmodule BeamprobeTest.ApiTest do
         Process.group_leader(self(), gl)
       end
 
-    Target.g([a: 1])
+    Target.g(a: 1)
     {:ok, _} = Beamprobe.stop(s)
     {_, out} = StringIO.contents(io)
     assert out =~ ~r/#PID<[0-9.]+> call BeamprobeTest\.Target\.g\(\[a: 1\]\)/
   end
 
   test "messages/3 with keyword options", %{io: io} do
-    assert 1 == Beamprobe.messages(":send({:bp_ping, _})", 1, io_server: io, timestamp: :none,
-                  procs: [self()])
+    assert 1 ==
+             Beamprobe.messages(":send({:bp_ping, _})", 1,
+               io_server: io,
+               timestamp: :none,
+               procs: [self()]
+             )
 
     send(self(), {:bp_ping, "héllo"})
     [line] = lines(io, 1)
@@ -173,7 +193,9 @@ defmodule BeamprobeTest.ApiTest do
   end
 
   test "match/1 against the VM: structs, in, prefixes, messages" do
-    ms = Beamprobe.match(fn [%Order{status: s}, "ab" <> _] when s in [:paid, :sent] -> message(s) end)
+    ms =
+      Beamprobe.match(fn [%Order{status: s}, "ab" <> _] when s in [:paid, :sent] -> message(s) end)
+
     ok = fn args -> :erlang.match_spec_test(args, ms, :trace) end
     assert {:ok, :paid, [], []} = ok.([%Order{status: :paid}, "abc"])
     assert {:ok, false, [], []} = ok.([%Order{status: :new}, "abc"])
@@ -183,8 +205,14 @@ defmodule BeamprobeTest.ApiTest do
     ms2 = Beamprobe.match(fn [x] when x in ^allowed -> true end)
     assert {:ok, true, [], []} = :erlang.match_spec_test([2], ms2, :trace)
     assert {:ok, false, [], []} = :erlang.match_spec_test([3], ms2, :trace)
-    ms3 = Beamprobe.match(fn a, {b, c} when elem(c, 0) == :k and not is_nil(b) -> [:return, message({a, b})] end)
-    assert {:ok, {1, 2}, [:return_trace], []} = :erlang.match_spec_test([1, {2, {:k}}], ms3, :trace)
+
+    ms3 =
+      Beamprobe.match(fn a, {b, c} when elem(c, 0) == :k and not is_nil(b) ->
+        [:return, message({a, b})]
+      end)
+
+    assert {:ok, {1, 2}, [:return_trace], []} =
+             :erlang.match_spec_test([1, {2, {:k}}], ms3, :trace)
   end
 
   test "match/1 refuses what a match spec cannot express, at compile time" do
@@ -202,7 +230,7 @@ defmodule BeamprobeTest.ApiTest do
         ] do
       e =
         assert_raise CompileError, fn ->
-          Code.eval_string("require Beamprobe; Beamprobe.match(#{code})", [k: 1, y: 2, not_a_fn: 3])
+          Code.eval_string("require Beamprobe; Beamprobe.match(#{code})", k: 1, y: 2, not_a_fn: 3)
         end
 
       assert Exception.message(e) =~ msg, "#{code}: #{Exception.message(e)}"
@@ -213,7 +241,10 @@ defmodule BeamprobeTest.ApiTest do
     assert 1 ==
              Beamprobe.calls(
                "BeamprobeTest.Target.f(%BeamprobeTest.Order{status: s}, n) when s in [:paid, :sent] and n in 1..5",
-               10, io_server: io, timestamp: :none)
+               10,
+               io_server: io,
+               timestamp: :none
+             )
 
     Target.f(%Order{id: 1, status: :paid}, 1)
     Target.f(%Order{id: 2, status: :new}, 1)
@@ -226,8 +257,11 @@ defmodule BeamprobeTest.ApiTest do
   end
 
   test "string prefix patterns", %{io: io} do
-    assert 1 == Beamprobe.calls(~S{BeamprobeTest.Target.g("user:" <> _id)}, 10,
-                  io_server: io, timestamp: :none)
+    assert 1 ==
+             Beamprobe.calls(~S{BeamprobeTest.Target.g("user:" <> _id)}, 10,
+               io_server: io,
+               timestamp: :none
+             )
 
     Enum.each(["user:1", "usr:2", :user, "user:héllo", "use"], &Target.g/1)
     ls = printed(io)
@@ -245,10 +279,21 @@ defmodule BeamprobeTest.ApiTest do
   test "h Beamprobe.calls prints the docs (Elixir doc chunks)" do
     {:docs_v1, _, :elixir, _, %{"en" => moduledoc}, _, docs} = Code.fetch_docs(Beamprobe)
     assert moduledoc =~ "Production-safe tracing"
-    for {f, a} <- [calls: 3, messages: 3, clear: 0, start: 1, stop: 1, info: 1, annotate: 1, match: 1] do
+
+    for {f, a} <- [
+          calls: 3,
+          messages: 3,
+          clear: 0,
+          start: 1,
+          stop: 1,
+          info: 1,
+          annotate: 1,
+          match: 1
+        ] do
       assert Enum.any?(docs, fn {{_, name, arity}, _, _, doc, _} ->
                name == f and arity == a and match?(%{"en" => _}, doc)
-             end), "no doc for #{f}/#{a}"
+             end),
+             "no doc for #{f}/#{a}"
     end
 
     out = capture_io(fn -> IEx.Introspection.h({Beamprobe, :calls}) end)

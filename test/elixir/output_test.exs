@@ -17,28 +17,99 @@ defmodule BeamprobeTest.OutputTest do
 
   defp table do
     [
-      :apple, :"foo bar", :valid?, :run!, :foo@bar, nil, true, false, Shop, Shop.Order,
-      :"Elixir.foo", :Foo, :"it's", :"a\"b", :+, :"::", :héllo,
-      0, -5, 2 ** 70, -(2 ** 70), 1.5, 1.0e10, 1.0e15, 1.0e16, 1.0e22, -0.0, 0.1,
-      1.0e-5, 123_456.0, -1000.0, 1.2345678901234568e17,
-      "héllo", "", "a\"b\\c", "x\#{y}", "line\nnext\ttab", <<1, 2, 3>>, <<255>>, "€",
-      <<7>>, <<127>>, <<0>>, "a\0", <<1, 2, 5::3>>, <<5::3>>, <<0xC3>>, "日本語",
-      'abc', 'it\'s', 'a\#{b}', [7], [233], [1000], [104, 233], '\e',
-      [1, [2, 3]], [1 | 2], [], [:a | :b], [1, 2 | 3],
-      [a: 1, b: "x"], [{:a, 1}, {:b, 2, 3}], [{Shop, 1}], ["my key": 1], [{:ok, [c: 1]}],
-      {}, {:ok, 1}, {:error, {:nested, [1, 2]}, %{}}, {1, 2, 3, 4},
-      %{}, %{a: 1}, %{1 => 2, :a => 3}, %{"k" => [1]}, %{{1, 2} => :t},
-      %{Shop => 1}, %{nil: 1, true: 2}, %{a: %{b: %{c: 1}}},
-      %Order{id: 1, items: ["apple"], status: :paid}, %Order{},
-      [%Order{id: 2}], {:ok, %Order{status: :sent}},
-      self(), hd(Port.list()), make_ref(), &:lists.seq/2, &Enum.map/2,
+      :apple,
+      :"foo bar",
+      :valid?,
+      :run!,
+      :foo@bar,
+      nil,
+      true,
+      false,
+      Shop,
+      Shop.Order,
+      :"Elixir.foo",
+      :Foo,
+      :"it's",
+      :"a\"b",
+      :+,
+      :"::",
+      :héllo,
+      0,
+      -5,
+      2 ** 70,
+      -(2 ** 70),
+      1.5,
+      1.0e10,
+      1.0e15,
+      1.0e16,
+      1.0e22,
+      -0.0,
+      0.1,
+      1.0e-5,
+      123_456.0,
+      -1000.0,
+      1.2345678901234568e17,
+      "héllo",
+      "",
+      "a\"b\\c",
+      "x\#{y}",
+      "line\nnext\ttab",
+      <<1, 2, 3>>,
+      <<255>>,
+      "€",
+      <<7>>,
+      <<127>>,
+      <<0>>,
+      "a\0",
+      <<1, 2, 5::3>>,
+      <<5::3>>,
+      <<0xC3>>,
+      "日本語",
+      'abc',
+      'it\'s',
+      'a\#{b}',
+      [7],
+      [233],
+      [1000],
+      [104, 233],
+      '\e',
+      [1, [2, 3]],
+      [1 | 2],
+      [],
+      [:a | :b],
+      [1, 2 | 3],
+      [a: 1, b: "x"],
+      [{:a, 1}, {:b, 2, 3}],
+      [{Shop, 1}],
+      ["my key": 1],
+      [{:ok, [c: 1]}],
+      {},
+      {:ok, 1},
+      {:error, {:nested, [1, 2]}, %{}},
+      {1, 2, 3, 4},
+      %{},
+      %{a: 1},
+      %{1 => 2, :a => 3},
+      %{"k" => [1]},
+      %{{1, 2} => :t},
+      %{Shop => 1},
+      %{nil: 1, true: 2},
+      %{a: %{b: %{c: 1}}},
+      %Order{id: 1, items: ["apple"], status: :paid},
+      %Order{},
+      [%Order{id: 2}],
+      {:ok, %Order{status: :sent}},
+      self(),
+      hd(Port.list()),
+      make_ref(),
+      &:lists.seq/2,
+      &Enum.map/2,
       {self(), make_ref(), "ok"}
     ]
   end
 
   test "every term of the table prints as inspect/2 prints it" do
-    bad =
-      for t <- table(), (got = elixir(t)) != (want = inspect(t)), do: {t, got, want}
+    bad = for t <- table(), (got = elixir(t)) != (want = inspect(t)), do: {t, got, want}
 
     assert bad == [], "differs from inspect/2:\n" <> describe(bad)
   end
@@ -71,7 +142,11 @@ defmodule BeamprobeTest.OutputTest do
     # the capture walks a large map in the NIF iterator's order, inspect/2
     # in :maps.to_list's (docs/elixir.md)
     entries = fn text ->
-      text |> String.trim_leading("%{") |> String.trim_trailing("}") |> String.split(", ") |> Enum.sort()
+      text
+      |> String.trim_leading("%{")
+      |> String.trim_trailing("}")
+      |> String.split(", ")
+      |> Enum.sort()
     end
 
     for t <- [Map.new(1..40, &{&1, &1}), Map.new(1..40, &{"s#{&1}", [&1]})] do
@@ -124,6 +199,7 @@ defmodule BeamprobeTest.OutputTest do
   test "mfa, argument lists and names" do
     mfa = :beamprobe_nif.render_mfa(Shop.Order, :buy, 2)
     assert :beamprobe_nif.elixir_text(mfa, :mfa) == "Shop.Order.buy/2"
+
     assert :beamprobe_nif.elixir_text(:beamprobe_nif.render_mfa(:lists, :seq, 2), :mfa) ==
              ":lists.seq/2"
 
@@ -141,9 +217,26 @@ defmodule BeamprobeTest.OutputTest do
   end
 
   test "hostile text is copied, never crashes, always bounded" do
-    for s <- ["", "[", "<<\"", "\#{", "'unterminated", "<<1,2", "{a,", "]]]", "#Fun<",
-              String.duplicate("[", 5000), String.duplicate("{a,", 3000), <<0xFF, 0xFE>>,
-              "fun ", "16#", "-", "<<...>>", "\"\\x{", "'\\"] do
+    for s <- [
+          "",
+          "[",
+          "<<\"",
+          "\#{",
+          "'unterminated",
+          "<<1,2",
+          "{a,",
+          "]]]",
+          "#Fun<",
+          String.duplicate("[", 5000),
+          String.duplicate("{a,", 3000),
+          <<0xFF, 0xFE>>,
+          "fun ",
+          "16#",
+          "-",
+          "<<...>>",
+          "\"\\x{",
+          "'\\"
+        ] do
       for kind <- [:term, :args, :mfa, :name] do
         out = :beamprobe_nif.elixir_text(s, kind)
         assert is_binary(out)
@@ -163,7 +256,9 @@ defmodule BeamprobeTest.OutputTest do
 
     assert 1 ==
              Beamprobe.calls("BeamprobeTest.Target.f/2", length(terms),
-               io_server: io, timestamp: :none)
+               io_server: io,
+               timestamp: :none
+             )
 
     for [a, b] <- terms, do: Target.f(a, b)
     lines = wait_lines(io, length(terms))
@@ -183,8 +278,12 @@ defmodule BeamprobeTest.OutputTest do
     terms = [[:apple, 2], ["héllo", %Order{id: 1, status: :paid}], [%{"k" => [1.0e10]}, <<1, 2>>]]
 
     {:ok, s} =
-      Beamprobe.start(calls: [{Target, :f, 2}], return: true, procs: [self()],
-        output: {:file, dir})
+      Beamprobe.start(
+        calls: [{Target, :f, 2}],
+        return: true,
+        procs: [self()],
+        output: {:file, dir}
+      )
 
     for [a, b] <- terms, do: Target.f(a, b)
     assert {:ok, %{events: 6}} = Beamprobe.stop(s)
