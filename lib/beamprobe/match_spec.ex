@@ -237,6 +237,10 @@ defmodule Beamprobe.MatchSpec do
 
   defp head(lit, st) when is_atom(lit) or is_number(lit) or is_binary(lit), do: {lit, st}
 
+  defp head({:-, _, [n]}, st) when is_number(n), do: {-n, st}
+
+  defp head({:__aliases__, _, _} = alias, st), do: {expand_alias(alias, st), st}
+
   defp head(ast, st) do
     fail(
       st.env,
@@ -287,6 +291,8 @@ defmodule Beamprobe.MatchSpec do
 
   defp guard({:^, _, [v]}, _st), do: tup([:const, v])
 
+  defp guard({:__aliases__, _, _} = alias, st), do: expand_alias(alias, st)
+
   defp guard({:in, _, [left, right]} = ast, st) do
     l = guard(left, st)
 
@@ -295,6 +301,13 @@ defmodule Beamprobe.MatchSpec do
         quote do: Beamprobe.MatchSpec.in_list(unquote(l), unquote(v))
 
       list when is_list(list) ->
+        list =
+          Enum.map(list, fn
+            {:__aliases__, _, _} = a -> expand_alias(a, st)
+            {:-, _, [n]} when is_number(n) -> -n
+            e -> e
+          end)
+
         Enum.each(list, &literal_in!(&1, ast, st))
         in_literal(l, list)
 
@@ -349,6 +362,7 @@ defmodule Beamprobe.MatchSpec do
   end
 
   defp guard(lit, _st) when is_atom(lit) or is_number(lit) or is_binary(lit), do: lit
+
 
   defp guard(ast, st), do: refuse(ast, st)
 
@@ -409,6 +423,14 @@ defmodule Beamprobe.MatchSpec do
       "#{Macro.to_string(ast)} is not an action of a trace match spec; " <>
         "use true, :return, :exception, :caller, message(expr) or a list of these"
     )
+  end
+
+  # Shop or an alias of the caller's (alias MyApp.Shop) as its module atom.
+  defp expand_alias(alias, st) do
+    case Macro.expand(alias, st.env) do
+      mod when is_atom(mod) -> mod
+      _ -> fail(st.env, alias, "cannot expand #{Macro.to_string(alias)} to a module name")
+    end
   end
 
   defp fail(env, ast, msg) do

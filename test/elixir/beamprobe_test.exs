@@ -215,6 +215,19 @@ defmodule BeamprobeTest.ApiTest do
              :erlang.match_spec_test([1, {2, {:k}}], ms3, :trace)
   end
 
+  test "match/1: module aliases (also the caller's alias) and negative numbers" do
+    alias BeamprobeTest.Order, as: O
+    ms = Beamprobe.match(fn [BeamprobeTest.Target, -1, %O{}] -> true end)
+    assert [{[BeamprobeTest.Target, -1, %{__struct__: BeamprobeTest.Order}], [], [true]}] = ms
+    ms2 = Beamprobe.match(fn [m] when m == O -> true end)
+    assert {:ok, true, [], []} = :erlang.match_spec_test([BeamprobeTest.Order], ms2, :trace)
+    assert {:ok, false, [], []} = :erlang.match_spec_test([O.Other], ms2, :trace)
+    ms3 = Beamprobe.match(fn [m] when m in [O, :b, -2] -> true end)
+    assert {:ok, true, [], []} = :erlang.match_spec_test([BeamprobeTest.Order], ms3, :trace)
+    assert {:ok, true, [], []} = :erlang.match_spec_test([-2], ms3, :trace)
+    assert {:ok, false, [], []} = :erlang.match_spec_test([2], ms3, :trace)
+  end
+
   test "match/1 refuses what a match spec cannot express, at compile time" do
     for {code, msg} <- [
           {"fn [x] -> foo(x) end", "foo(x) is not an action"},
