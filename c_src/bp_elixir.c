@@ -101,18 +101,31 @@ static int is_upper(uint32_t c)
 	return (c >= 'A' && c <= 'Z') || (c >= 0xC0 && c <= 0xDE && c != 0xD7);
 }
 
+/* Beyond latin-1, what Elixir's identifiers (Unicode UAX #31) may hold,
+ * roughly: anything but the symbol, punctuation, private-use and emoji
+ * blocks (a quoted :"€" where inspect/2 quotes it too). */
+static int uni_ident(uint32_t c)
+{
+	return c > 0xFF && !(c >= 0x2000 && c <= 0x2BFF) &&
+	       !(c >= 0x3000 && c <= 0x303F) && !(c >= 0xD800 && c <= 0xF8FF) &&
+	       !(c >= 0xFE00 && c <= 0xFE6F) && !(c >= 0xFF00 && c <= 0xFF20) &&
+	       !(c >= 0xFFF0 && c <= 0xFFFF) && !(c >= 0x1F000 && c <= 0x1FAFF);
+}
+
 static int is_ident_char(uint32_t c)
 {
 	return is_lower(c) || is_upper(c) || (c >= '0' && c <= '9') ||
-	       c > 0xFF;
+	       uni_ident(c);
 }
 
-/* [a-zA-Z_][a-zA-Z0-9_@]*[?!]? (letters beyond ASCII allowed). */
+/* [a-zA-Z_][a-zA-Z0-9_@]*[?!]? (letters beyond ASCII allowed; a
+ * combining mark does not start one). */
 static int identifier(const uint32_t *s, size_t n)
 {
 	size_t i = 1;
 
-	if (!n || !(is_lower(s[0]) || is_upper(s[0]) || s[0] > 0xFF))
+	if (!n || !(is_lower(s[0]) || is_upper(s[0]) ||
+		    (uni_ident(s[0]) && !(s[0] >= 0x300 && s[0] <= 0x36F))))
 		return 0;
 	while (i < n && (is_ident_char(s[i]) || s[i] == '@'))
 		i++;
