@@ -524,8 +524,10 @@ static void map(struct ctx *c, const struct node *x)
 	for (k = x->kid; k != NONE; k = p->nd[k].next) {
 		const struct node *e = &p->nd[k];
 		uint32_t v = e->next;
-		if (strukt != NONE && kw && v == strukt)
-			goto skip;
+		if (strukt != NONE && kw &&
+		    (v == strukt || (e->type == N_ATOM && v != NONE &&
+				     eq(cps(c, e), e->len, "__exception__"))))
+			goto skip; /* inspect/2 shows neither */
 		if (!first)
 			puts_(c->w, ", ");
 		first = 0;

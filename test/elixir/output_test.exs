@@ -101,6 +101,8 @@ defmodule BeamprobeTest.OutputTest do
       %{a: %{b: %{c: 1}}},
       %Order{id: 1, items: ["apple"], status: :paid},
       %Order{},
+      RuntimeError.exception("boom"),
+      %ArgumentError{message: "bad"},
       [%Order{id: 2}],
       {:ok, %Order{status: :sent}},
       self(),
