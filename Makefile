@@ -150,6 +150,7 @@ TEST_STEPS := "$(MAKE) schema-check" \
 	"$(MAKE) test-asan" \
 	"FUZZ_SECONDS=20 bash test/fuzz/run.sh" \
 	"TZ=UTC bash test/cli/run.sh" \
+	"bash test/elixir/run.sh" \
 	"bash test/browser/run.sh" \
 	"bash bench/run.sh smoke" \
 	"bash scripts/dialyzer.sh" \
@@ -193,3 +194,25 @@ clean:
 
 .PHONY: FORCE schema schema-check demo fuzz all c erl cli chunks install uninstall deps check-deps test test-asan asan-nif bench dialyzer clean
 FORCE:
+
+# --- Elixir (issue 11) -------------------------------------------------
+# The Elixir modules of lib/ (Beamprobe, Beamprobe.Handler,
+# Beamprobe.MatchSpec), compiled by elixirc with their doc chunks into
+# _build/elixir/ebin -- not ebin/: the Erlang application builds and runs
+# without Elixir (mix users get lib/ compiled by mix.exs).  Skipped, with
+# the reason printed, where elixirc is not installed.  Their ExUnit suite,
+# test/elixir/*_test.exs, runs from test/elixir/run.sh (a step of make
+# test).
+EX_SRC := $(wildcard lib/*.ex lib/*/*.ex)
+EX_EBIN := _build/elixir/ebin
+elixir: erl c
+	@if command -v elixirc >/dev/null 2>&1; then \
+	  $(MAKE) --no-print-directory $(EX_EBIN)/.built; \
+	else echo "elixir: skipped: elixirc is not installed (Debian package elixir)"; fi
+$(EX_EBIN)/.built: $(EX_SRC) $(BEAMS)
+	rm -rf $(EX_EBIN) && mkdir -p $(EX_EBIN)
+	elixirc --warnings-as-errors -pa ebin -o $(EX_EBIN) $(EX_SRC)
+	touch $@
+test-elixir: all
+	bash test/elixir/run.sh
+.PHONY: elixir test-elixir

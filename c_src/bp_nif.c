@@ -958,6 +958,7 @@ static ErlNifFunc nif_funcs[] = {
 	{"render", 2, bp_nif_render, 0},
 	{"render_args", 2, bp_nif_render_args, 0},
 	{"render_mfa", 3, bp_nif_render_mfa, 0},
+	{"elixir_text", 2, bp_nif_elixir_text, 0},
 	{"thread_slot", 0, nif_thread_slot, 0},
 	{"clock", 0, nif_clock, 0},
 	{"is_loaded", 0, nif_is_loaded, 0},

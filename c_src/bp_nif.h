@@ -44,6 +44,9 @@ ERL_NIF_TERM bp_nif_render(ErlNifEnv *env, int argc,
 			   const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM bp_nif_render_args(ErlNifEnv *env, int argc,
 				const ERL_NIF_TERM argv[]);
+/* elixir_text/2: bp_nif_render.c, for the shell printer (bp_elixir.h). */
+ERL_NIF_TERM bp_nif_elixir_text(ErlNifEnv *env, int argc,
+				const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM bp_nif_render_mfa(ErlNifEnv *env, int argc,
 			       const ERL_NIF_TERM argv[]);
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "bp_atoms.h"
+#include "bp_elixir.h"
 #include "bp_nif.h"
 #include "bp_term.h"
 
@@ -118,4 +119,37 @@ ERL_NIF_TERM bp_nif_render_mfa(ErlNifEnv *env, int argc,
 	return text_result(env, buf,
 			   bp_term_render_mfa(env, argv[0], argv[1], arity, buf,
 					      sizeof buf));
+}
+
+/* elixir_text(Text, Kind) -> binary(): the Elixir-syntax text of a
+ * captured Erlang-syntax text (bp_elixir.h), for the shell printer.
+ * Kind: term | args | mfa | name.  Bounded: O(size of Text). */
+ERL_NIF_TERM bp_nif_elixir_text(ErlNifEnv *env, int argc,
+				const ERL_NIF_TERM argv[])
+{
+	static const char *const kinds[] = {"term", "args", "mfa", "name"};
+	ErlNifBinary in;
+	char kind[8], *buf;
+	size_t cap, n;
+	ERL_NIF_TERM r;
+	int k = -1;
+
+	(void)argc;
+	if (!enif_inspect_binary(env, argv[0], &in) ||
+	    in.size > RENDER_BUF ||
+	    enif_get_atom(env, argv[1], kind, sizeof kind, ERL_NIF_LATIN1) <= 0)
+		return enif_make_badarg(env);
+	for (int i = 0; i < 4; i++)
+		if (!strcmp(kind, kinds[i]))
+			k = i;
+	if (k < 0)
+		return enif_make_badarg(env);
+	cap = BP_ELIXIR_CAP(in.size);
+	if (!(buf = enif_alloc(cap)))
+		return enif_raise_exception(env, bp_atom.enomem);
+	n = bp_elixir_text((const char *)in.data, in.size,
+			   (enum bp_elixir_kind)k, buf, cap);
+	r = text_result(env, buf, n);
+	enif_free(buf);
+	return r;
 }

@@ -356,6 +356,9 @@ calls(Pattern, LimitOrOpts) ->
 %% <li>`scope' (recon): `local' is accepted (beamprobe always traces local
 %%   calls too); `global' is refused.</li>
 %% <li>`print_re' (redbug): print only the lines matching a regex.</li>
+%% <li>`syntax': `erlang' (default) or `elixir': terms, functions and
+%%   pids as Elixir prints them (`Shop.buy(:apple, 2)'; the Elixir module
+%%   `Beamprobe' sets it; docs/elixir.md).</li>
 %% <li>`on_rate': `drop' (default) or `stop'.  `output': more sinks, e.g.
 %%   `[{file, Dir}]'.  `force': allow patterns refused as dangerous.
 %%   `buffer': bytes per thread.</li>
@@ -435,7 +438,7 @@ help_text() ->
     "  on_rate => stop ends the trace instead).  Always: time (15000 ms).\n"
     "Opts: procs|pid, time|timeout, msgs, return, args (depth | arity),\n"
     "  arity, print_depth, timestamp, io_server, return_to, scope => local,\n"
-    "  print_re, on_rate, output => [{file, Dir}], force.\n"
+    "  print_re, on_rate, output => [{file, Dir}], force, syntax => elixir.\n"
     "Examples:\n"
     "  beamprobe:calls({ets, lookup, 2}, {10, 1000}, [{pid, whereis(my_srv)}]).\n"
     "  beamprobe:calls(\"gen_server:call/3 -> return\", 5, #{args => arity}).\n"

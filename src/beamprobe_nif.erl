@@ -16,7 +16,7 @@
          trace_procs/5, trace_ports/5, trace_running_procs/5,
          trace_garbage_collection/5]).
 -export([start/1, stop/1, info/1, dump/1, annotate/2, tampered/3, notice/4, ack/2,
-         render/2, render_args/2, render_mfa/3, thread_slot/0, clock/0,
+         render/2, render_args/2, render_mfa/3, elixir_text/2, thread_slot/0, clock/0,
          make_dir/1, live_sessions/0, hub_add/2, hub_remove/1,
          hub_members/0, hub_routes/1, hub_list/0, hub_stats/0,
          user_annotate/2, usdt_enabled/1]).
@@ -253,6 +253,12 @@ render_args(_Args, _Capture) -> ?NOT_LOADED.
 %% @doc Renders `M:F/A' the way the tracer does (for tests).
 -spec render_mfa(atom(), atom(), non_neg_integer()) -> binary().
 render_mfa(_M, _F, _A) -> ?NOT_LOADED.
+
+%% @doc The Elixir-syntax text of a captured Erlang-syntax text (a term,
+%% an argument list `(A, B)', an `m:f/N' or a registered name):
+%% c_src/bp_elixir.h.  Used by beamprobe_printer for `syntax => elixir'.
+-spec elixir_text(binary(), term | args | mfa | name) -> binary().
+elixir_text(_Text, _Kind) -> ?NOT_LOADED.
 
 %% @doc The calling scheduler thread's slot number (for tests).
 -spec thread_slot() -> integer().

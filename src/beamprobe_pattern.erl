@@ -108,6 +108,8 @@
 %%% "Mod.fun/2", "Mod.fun", "Mod", ":ets.lookup/2"
 %%% "Mod.fun(a, b) when a > 1 and is_list(b) :: return;stack"
 %%% "Mod.fun(%{k: v, \"s\" => _}, [h | _])"
+%%% "Shop.buy(%Shop.Order{status: s}) when s in [:paid, :sent]"
+%%% "Shop.find(\"user:\" <> _id, n) when n in 1..10"
 %%% ":send", ":receive", ":send({:ping, _})"
 %%% '''
 %%%
@@ -117,8 +119,14 @@
 %%% `k: v' allowed). Guard operators `==', `!=', `===', `!==', `<=',
 %%% `and', `or', `not', `&&', `||', `!' and the guards `elem/2', `is_nil/1',
 %%% `div/2', `rem/2', `is_map_key/2' (Elixir argument order) are
-%%% translated. Actions follow `::'. Structs, `in', `<>', pipes and
-%%% string interpolation are refused.
+%%% translated. Actions follow `::'. A struct `%Mod{k: v}' is a map
+%%% pattern with its `__struct__' key (`%name{}' and `%_{}' are refused);
+%%% `x in [literals]', `x in 1..9' and `x not in [...]' are guards; a head
+%%% argument `"prefix" <> _rest' is checked in the guard with
+%%% `binary_part/3' (a match spec head cannot match a binary prefix, so the
+%%% rest cannot be bound and only a literal prefix is allowed). Pipes,
+%%% module attributes (`@name': they do not exist when the string is
+%%% parsed) and string interpolation are refused, saying so.
 %%%
 %%% == Safety ==
 %%%
@@ -231,11 +239,8 @@ compile(Str, Force) ->
     {Before, Arrow} = split_top(fun is_arrow/1, Toks),
     {Head0, When0} = split_top(fun is_when/1, Before),
     {Head, When} = case {Mode, When0} of
-                       {elixir, none} ->
-                           {beamprobe_pattern_elixir:translate(Head0), none};
-                       {elixir, {W, GToks}} ->
-                           {beamprobe_pattern_elixir:translate(Head0),
-                            {W, beamprobe_pattern_elixir:translate(GToks)}};
+                       {elixir, _} ->
+                           beamprobe_pattern_elixir:translate(Head0, When0);
                        {erlang, _} ->
                            {Head0, When0}
                    end,
@@ -614,9 +619,21 @@ prescan(erlang, [$$, Ch | Rest], L, C, none, Acc) when Ch =/= $\n ->
     prescan(erlang, Rest, L, C + 2, none, [Ch, $$ | Acc]);
 prescan(elixir, [$%, ${ | Rest], L, C, none, Acc) ->
     prescan(elixir, Rest, L, C + 2, none, [${, $# | Acc]);
+prescan(elixir, [$%, Ch | Rest], L, C, none, Acc)
+  when Ch >= $A, Ch =< $Z ->
+    %% a struct, %Mod{...}: beamprobe_pattern_elixir reads "#Mod{"
+    prescan(elixir, Rest, L, C + 2, none, [Ch, $# | Acc]);
 prescan(elixir, [$%, Ch | _], L, C, none, _Acc)
-  when (Ch >= $A andalso Ch =< $Z) orelse Ch =:= $_ ->
-    ?ERR({L, C}, "structs are not supported; use a map pattern %{...}");
+  when (Ch >= $a andalso Ch =< $z) orelse Ch =:= $_ ->
+    ?ERR({L, C}, "a struct pattern needs its module's name, e.g. "
+         "%Shop.Order{status: :paid} (a match spec cannot leave the "
+         "struct's module open: use %{} for any map)");
+prescan(elixir, [$@, Ch | _], L, C, none, _Acc)
+  when (Ch >= $a andalso Ch =< $z) orelse Ch =:= $_ ->
+    ?ERR({L, C}, "module attributes (@name) cannot be used in a pattern "
+         "string: it is parsed at run time, where they do not exist; put "
+         "the value in the string (\"... #{inspect(@name)} ...\") or use "
+         "Beamprobe.match/1 with a ^pinned variable");
 prescan(_M, [$% | _], L, C, none, _Acc) ->
     ?ERR({L, C}, "unexpected '%' (comments are not allowed in a pattern)");
 prescan(elixir, [$# | _], L, C, none, _Acc) ->

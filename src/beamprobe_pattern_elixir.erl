@@ -8,15 +8,22 @@
 %%% ``'x''' a charlist, `%{k: v}' a map (the `%{' was already turned into
 %%% `#{' by the character pre-scan), and the operators `!=', `===',
 %%% `!==', `<=', `and', `or', `&&', `||', `!' their Erlang equivalents.
-%%% Keyword lists, structs, captures, `in', `<>', `|>' and string
-%%% interpolation are refused. See the {@link beamprobe_pattern} module
+%%% A struct `%Shop.Order{status: :paid}' is the map pattern
+%%% `#{'__struct__' := 'Elixir.Shop.Order', status := paid}'; `x in [1,
+%%% :a]' (a list of literals) is `(x =:= 1 orelse x =:= a)', `x in 1..9'
+%%% `(is_integer(x) andalso x >= 1 andalso x =< 9)', and `not in' their
+%%% negation; a head argument `"abc" <> _rest' is a variable tested in the
+%%% guard with `binary_part/3' (a match spec head cannot match a binary
+%%% prefix; the rest cannot be bound).  Keyword lists, captures, `|>',
+%%% other uses of `<>', module attributes and string interpolation are
+%%% refused, saying why. See the {@link beamprobe_pattern} module
 %%% documentation for the language.
 %%%
 %%% Errors are thrown in the form {@link beamprobe_pattern:parse/2}
 %%% catches; this module is internal to the pattern parser.
 -module(beamprobe_pattern_elixir).
 
--export([translate/1]).
+-export([translate/1, translate/2]).
 
 %% Errors are thrown as {beamprobe_pattern, Loc, Msg} and caught in
 %% beamprobe_pattern:parse/2. Loc is a token annotation, an erl_anno
@@ -31,6 +38,76 @@
 -spec translate([erl_scan:token()]) -> [erl_scan:token()].
 translate(Toks) ->
     plain(ex(Toks, [], [])).
+
+%% @private
+%% @doc Internal (called by beamprobe_pattern): translates the head and
+%% the `when' part (`none' or `{WhenToken, Tokens}'); the checks that
+%% `"prefix" <> _' arguments need are added to the guard.
+-spec translate([erl_scan:token()], none | {erl_scan:token(), [erl_scan:token()]}) ->
+          {[erl_scan:token()], none | {erl_scan:token(), [erl_scan:token()]}}.
+translate(Head0, When0) ->
+    {Head1, Checks} = prefixes(Head0, 1, [], []),
+    Head = translate(Head1),
+    When = case When0 of
+               none -> none;
+               {W, GToks} -> {W, translate(GToks)}
+           end,
+    {Head, add_checks(Checks, When)}.
+
+%% "abc" <> _rest in a head: a fresh variable, and the guard
+%% is_binary(V) andalso byte_size(V) >= N andalso
+%% binary_part(V, 0, N) =:= <<"abc"/utf8>> (Erlang tokens).
+prefixes([{string, A, S} = T, {'<', LA}, {'>', _} = Gt | R], N, Acc, Checks) ->
+    R =/= [] orelse ?ERR(LA, "'<>' needs a right-hand side, e.g. \"abc\" <> _rest"),
+    adjacent(LA, 1, Gt) orelse ?ERR(LA, "unexpected '<'"),
+    string:find(erl_scan:text(T), "#{") =:= nomatch orelse
+        ?ERR(A, "string interpolation is not supported"),
+    case R of
+        [{Kind, VA, Name} | R1] when Kind =:= var; Kind =:= atom ->
+            case atom_to_list(Name) of
+                [$_ | _] -> ok;
+                _ -> ?ERR(VA, io_lib:format(
+                                "the rest of a \"prefix\" <> ~ts pattern cannot be "
+                                "bound: a match spec head cannot match a binary "
+                                "prefix, so only the prefix is checked (binary_part/3 "
+                                "in the guard); write _~ts", [Name, Name]))
+            end,
+            V = list_to_atom("bp_prefix_" ++ integer_to_list(N)),
+            Len = byte_size(unicode:characters_to_binary(S)),
+            Check = [{'(', A}, {atom, A, is_binary}, {'(', A}, {var, A, V}, {')', A},
+                     {'andalso', A}, {atom, A, byte_size}, {'(', A}, {var, A, V},
+                     {')', A}, {'>=', A}, {integer, A, Len}, {'andalso', A},
+                     {atom, A, binary_part}, {'(', A}, {var, A, V}, {',', A},
+                     {integer, A, 0}, {',', A}, {integer, A, Len}, {')', A},
+                     {'=:=', A}, {'<<', A}, {string, A, S}, {'/', A}, {atom, A, utf8},
+                     {'>>', A}, {')', A}],
+            prefixes(R1, N + 1, [{atom, A, V} | Acc], [Check | Checks]);
+        [T2 | _] ->
+            ?ERR(anno(T2), "only \"literal prefix\" <> _rest is supported: a match "
+                 "spec can check a binary's prefix (binary_part/3), not a variable "
+                 "one or a suffix")
+    end;
+prefixes([{'<', LA}, {'>', _} = Gt | _], _N, _Acc, _Checks) ->
+    case adjacent(LA, 1, Gt) of
+        true -> ?ERR(LA, "only \"literal prefix\" <> _rest is supported in a "
+                     "head: a match spec can check a binary's prefix "
+                     "(binary_part/3), not a variable one or a suffix");
+        false -> ?ERR(LA, "unexpected '<'")
+    end;
+prefixes([T | R], N, Acc, Checks) ->
+    prefixes(R, N, [T | Acc], Checks);
+prefixes([], _N, Acc, Checks) ->
+    {lists:reverse(Acc), lists:reverse(Checks)}.
+
+add_checks([], When) ->
+    When;
+add_checks([C1 | _] = Checks, When) ->
+    A = anno(hd(C1)),
+    And = lists:join([{'andalso', A}], Checks),
+    case When of
+        none -> {{'when', A}, lists:append(And)};
+        {W, G} -> {W, lists:append(And) ++ [{'andalso', A}, {'(', A} | G] ++ [{')', A}]}
+    end.
 
 %% ex(Tokens, ReversedOutput, BracketStack)
 ex([], Acc, _St) ->
@@ -50,6 +127,11 @@ ex([{var, A, Name} | R], Acc, St) ->
             {Segs, R1} = ex_alias(R, [First]),
             ex(R1, [{atom, A, ex_alias_atom(Segs)} | Acc], St)
     end;
+%% x in [literals], x in A..B, x not in ...
+ex([{atom, A, in} | R], [{'not', _}, Left | Acc], St) ->
+    ex(R, [{')', A} | in_test(Left, A, R, St)] ++ [{'(', A}, {'not', A} | Acc], St, skip_in(R));
+ex([{atom, A, in} | R], [Left | Acc], St) ->
+    ex(R, in_test(Left, A, R, St) ++ Acc, St, skip_in(R));
 ex([{atom, A, N} = T | R], Acc, St) ->
     case erl_scan:text(T) of
         [$' | _] ->
@@ -119,6 +201,21 @@ ex([{'|', A}, {'>', _} = T | R], Acc, St) ->
     end;
 ex([{'#', A}, {'{', B} | R], Acc, St) ->
     ex(R, [{'{', B}, {'#', A} | Acc], [map | St]);
+%% a struct, %Mod{...} (the pre-scan turned '%' into '#'): a map
+%% pattern with its __struct__ key
+ex([{'#', A}, {var, _, N} | R], Acc, St) ->
+    {Segs, R1} = ex_alias(R, [atom_to_list(N)]),
+    Mod = ex_alias_atom(Segs),
+    case R1 of
+        [{'{', B}, {'}', _} = C | R2] ->
+            ex([C | R2], [{atom, A, Mod}, {':=', A}, {atom, A, '__struct__'},
+                          {'{', B}, {'#', A} | Acc], [map | St]);
+        [{'{', B} | R2] ->
+            ex(R2, [{',', A}, {atom, A, Mod}, {':=', A}, {atom, A, '__struct__'},
+                    {'{', B}, {'#', A} | Acc], [map | St]);
+        [T | _] -> ?ERR(anno(T), "expected '{' after the struct's name");
+        [] -> ?ERR(A, "expected '{' after the struct's name")
+    end;
 ex([{C, _} = T | R], Acc, St) when C =:= '('; C =:= '['; C =:= '{'; C =:= '<<' ->
     ex(R, [T | Acc], [other | St]);
 ex([{C, _} = T | R], Acc, St) when C =:= ')'; C =:= ']'; C =:= '}'; C =:= '>>' ->
@@ -148,10 +245,95 @@ ex([{W, A} = T | R], Acc, St) ->
 ex([T | R], Acc, St) ->
     ex(R, [T | Acc], St).
 
+%% ex/4: goes on after the `in' operand.
+ex(_R, Acc, St, Rest) ->
+    ex(Rest, Acc, St).
+
+%% The tokens after `in''s right operand.
+skip_in([{integer, _, _}, {'..', _}, {integer, _, _} | R]) -> R;
+skip_in([{'[', _} | R]) -> skip_list(R, 0);
+skip_in(_) -> [].
+
+skip_list([{']', _} | R], 0) -> R;
+skip_list([{C, _} | R], D) when C =:= '['; C =:= '{'; C =:= '('; C =:= '<<' ->
+    skip_list(R, D + 1);
+skip_list([{C, _} | R], D) when C =:= ']'; C =:= '}'; C =:= ')'; C =:= '>>' ->
+    skip_list(R, D - 1);
+skip_list([_ | R], D) -> skip_list(R, D);
+skip_list([], _) -> [].
+
+%% `Left in ...' as reversed Erlang tokens: an orelse of =:= tests for a
+%% list of literals, a range test for A..B.
+in_test(Left, A, R, _St) ->
+    case element(1, Left) of
+        K when K =:= var; K =:= atom; K =:= integer; K =:= float; K =:= ')';
+               K =:= '>>' ->
+            ok;
+        _ -> ?ERR(A, "'in' needs a variable (or a literal) on its left, "
+                  "e.g. x in [:a, :b]")
+    end,
+    K0 = element(1, Left),
+    (K0 =:= ')' orelse K0 =:= '>>') andalso
+        ?ERR(A, "'in' needs a variable on its left, e.g. x in [:a, :b]"),
+    case R of
+        [{integer, _, Lo}, {'..', _}, {integer, _, Hi} | _] ->
+            lists:reverse(
+              [{'(', A}, {atom, A, is_integer}, {'(', A}, Left, {')', A},
+               {'andalso', A}, Left, {'>=', A}, {integer, A, Lo},
+               {'andalso', A}, Left, {'=<', A}, {integer, A, Hi}, {')', A}]);
+        [{'[', _} | R1] ->
+            Elems = in_elems(R1, A),
+            Tests = [[Left, {'=:=', A} | E] || E <- Elems],
+            case Tests of
+                [] -> [{atom, A, false}];
+                _ -> lists:reverse([{'(', A}] ++ lists:append(
+                                                   lists:join([{'orelse', A}], Tests))
+                                   ++ [{')', A}])
+            end;
+        _ ->
+            ?ERR(A, "'in' needs a literal list ([1, :a, \"s\"]) or an integer "
+                 "range (1..9) on its right: a match spec cannot call "
+                 "Enum.member?/2")
+    end.
+
+%% The elements of a literal list (tokens after '['), translated; each
+%% must be a constant.
+in_elems(Toks, A) ->
+    Inner = lists:reverse(skip_list_keep(Toks, 0, [])),
+    Parts = split_commas(Inner, 0, [], []),
+    [begin
+         E = translate(P),
+         E =/= [] orelse ?ERR(A, "empty element in the list of 'in'"),
+         [?ERR(anno(V), "'in' needs a list of literals (atoms, numbers, "
+               "strings); a variable cannot be used there")
+          || {var, _, _} = V <- E],
+         E
+     end || P <- Parts].
+
+skip_list_keep([{']', _} | _], 0, Acc) -> Acc;
+skip_list_keep([{C, _} = T | R], D, Acc) when C =:= '['; C =:= '{'; C =:= '(';
+                                              C =:= '<<' ->
+    skip_list_keep(R, D + 1, [T | Acc]);
+skip_list_keep([{C, _} = T | R], D, Acc) when C =:= ']'; C =:= '}'; C =:= ')';
+                                              C =:= '>>' ->
+    skip_list_keep(R, D - 1, [T | Acc]);
+skip_list_keep([T | R], D, Acc) -> skip_list_keep(R, D, [T | Acc]);
+skip_list_keep([], _, Acc) -> Acc.
+
+split_commas([], _D, [], Parts) -> lists:reverse(Parts);
+split_commas([], _D, Cur, Parts) -> lists:reverse([lists:reverse(Cur) | Parts]);
+split_commas([{',', _} | R], 0, Cur, Parts) ->
+    split_commas(R, 0, [], [lists:reverse(Cur) | Parts]);
+split_commas([{C, _} = T | R], D, Cur, Parts) when C =:= '['; C =:= '{'; C =:= '(';
+                                                  C =:= '<<' ->
+    split_commas(R, D + 1, [T | Cur], Parts);
+split_commas([{C, _} = T | R], D, Cur, Parts) when C =:= ']'; C =:= '}'; C =:= ')';
+                                                  C =:= '>>' ->
+    split_commas(R, D - 1, [T | Cur], Parts);
+split_commas([T | R], D, Cur, Parts) -> split_commas(R, D, [T | Cur], Parts).
+
 %% An atom name: a function name (after '.' or before '('), true/false/nil,
 %% or else an Elixir variable.
-ex_name(in, A, Prev, _R) when Prev =/= '.' ->
-    ?ERR(A, "the 'in' operator is not supported; combine '==' tests with 'or'");
 ex_name(Name, A, Prev, R) ->
     Next = case R of [N | _] -> element(1, N); [] -> none end,
     case Prev =:= '.' orelse Next =:= '(' orelse

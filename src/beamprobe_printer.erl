@@ -37,7 +37,8 @@
                   rate => {pos_integer(), pos_integer()} | undefined,
                   on_rate => drop | stop,
                   limit => pos_integer() | undefined,
-                  owner => pid()}.
+                  owner => pid(),
+                  syntax => erlang | elixir}.
 
 -record(st, {io :: pid() | atom(),
              ts :: time | ns | none,
@@ -47,13 +48,14 @@
              rate = undefined :: undefined | {pos_integer(), pos_integer()},
              on_rate = drop :: drop | stop,
              limit = undefined :: undefined | pos_integer(),
+             elixir = false :: boolean(),
              names = #{} :: #{pid() | port() => iodata()},
              icalls = #{} :: #{pid() => iodata()},
              stacks = #{} :: #{pid() | port() => stack()},
              lines = 0 :: non_neg_integer()}).
 
 -define(OPTS, [io, timestamp, proc_names, print_re, rate, on_rate, limit,
-               owner]).
+               owner, syntax]).
 
 %% @doc `Opts': `io' (the io server), `timestamp' (`time' = local
 %% HH:MM:SS.micro, the default; `ns' = trace clock; `none'), and for the
@@ -65,13 +67,18 @@
 %% event lines matching this regular expression are printed), `rate' and
 %% `on_rate' (the session's rate limit, for the line that says it
 %% tripped), `limit' (its count limit, likewise), `owner' (the shell
-%% that started the session).
+%% that started the session), `syntax' (`erlang', the default, or
+%% `elixir': terms, functions, pids and names as Elixir's `inspect/2'
+%% prints them, `Shop.buy(:apple, 2)', `%Shop.Order{id: 1}', `"héllo"',
+%% `#PID<0.1.0>': the text of `beamprobe print --syntax elixir',
+%% c_src/bp_elixir.h; the Elixir module `Beamprobe' sets it).
 %% Any other argument is `{error, {bad_option, Key, Value}}' (Key `opts'
 %% for something that is not such a map).
 -spec init(opts() | term()) -> {ok, #st{}} | {error, term()}.
 init(#{io := Io} = Opts) ->
     Ts = maps:get(timestamp, Opts, time),
     Names = maps:get(proc_names, Opts, registered),
+    Syntax = maps:get(syntax, Opts, erlang),
     Re = case maps:find(print_re, Opts) of
              error -> {ok, undefined};
              {ok, R} ->
@@ -87,6 +94,8 @@ init(#{io := Io} = Opts) ->
             {error, {bad_option, timestamp, Ts}};
         _ when Names =/= registered, Names =/= initial_call ->
             {error, {bad_option, proc_names, Names}};
+        _ when Syntax =/= erlang, Syntax =/= elixir ->
+            {error, {bad_option, syntax, Syntax}};
         _ when element(1, Re) =:= error ->
             {error, {bad_option, print_re, maps:get(print_re, Opts)}};
         [] ->
@@ -94,6 +103,7 @@ init(#{io := Io} = Opts) ->
             {ok, MP} = Re,
             {ok, #st{io = Io, ts = Ts, offset = Offset,
                      initial_call = Names =:= initial_call, re = MP,
+                     elixir = Syntax =:= elixir,
                      rate = maps:get(rate, Opts, undefined),
                      on_rate = maps:get(on_rate, Opts, drop),
                      limit = maps:get(limit, Opts, undefined)}}
@@ -164,8 +174,8 @@ line(#{ts := Ts, pid := Pid} = E, St) ->
     St0 = rename(E, St),
     {Name, St1} = name(Pid, St0),
     {Indent, St2} = indent(E, Pid, St1),
-    {What, St3} = describe_named(E, St2),
-    Line = [ts(Ts, St3), pid_text(Pid), Name, " ", Indent, What, "\n"],
+    {What, St3} = describe_named(syntax(E, St2), St2),
+    Line = [ts(Ts, St3), pid_text(Pid, St3), Name, " ", Indent, What, "\n"],
     case St3#st.re of
         undefined -> {Line, St3};
         MP ->
@@ -220,7 +230,11 @@ label(P, St) ->
 %% Names follow register/unregister/exit events (a cached name is only
 %% right until then).
 rename(#{event := register, pid := P, name := N}, #st{names = Ns} = St) ->
-    St#st{names = Ns#{P => [" ", N]}};
+    N1 = case St#st.elixir of
+             true -> elixir_text(N, name);
+             false -> N
+         end,
+    St#st{names = Ns#{P => [" ", N1]}};
 rename(#{event := Ev, pid := P}, #st{names = Ns} = St)
   when Ev =:= unregister; Ev =:= exit ->
     St#st{names = Ns#{P => ""}};
@@ -235,9 +249,35 @@ ts(Ts, #st{ts = time, offset = Off}) ->
     io_lib:format("~2..0b:~2..0b:~2..0b.~6..0b ",
                   [H, M, S, (Ns rem 1000000000) div 1000]).
 
-pid_text(P) when is_pid(P) -> pid_to_list(P);
-pid_text(P) when is_port(P) -> erlang:port_to_list(P);
-pid_text(_) -> "-".
+pid_text(P, #st{elixir = true}) when is_pid(P) -> ["#PID", pid_to_list(P)];
+pid_text(P, _) when is_pid(P) -> pid_to_list(P);
+pid_text(P, _) when is_port(P) -> erlang:port_to_list(P);
+pid_text(_, _) -> "-".
+
+%% The event's texts in Elixir syntax when asked (`syntax => elixir'),
+%% re-rendered from the captured Erlang-syntax text by the C code that
+%% `beamprobe print --syntax elixir' uses (c_src/bp_elixir.h).
+syntax(E, #st{elixir = false}) -> E;
+syntax(E, #st{}) ->
+    maps:map(fun(K, V) when is_binary(V) ->
+                     case kind(K) of
+                         none -> V;
+                         Kind -> elixir_text(V, Kind)
+                     end;
+                (_, V) -> V
+             end, E#{elixir => true}).
+
+kind(mfa) -> mfa;
+kind(args) -> args;
+kind(name) -> name;
+kind(K) when K =:= result; K =:= message; K =:= reason; K =:= to_text;
+             K =:= other_text; K =:= tag; K =:= value; K =:= info -> term;
+kind(_) -> none.
+
+elixir_text(Text, Kind) ->
+    try beamprobe_nif:elixir_text(Text, Kind)
+    catch error:_ -> Text   % too long, or no NIF: as captured
+    end.
 
 %% Registered names, looked up once per process (on this node); in
 %% initial_call mode an unnamed process gets its initial call instead.
@@ -245,7 +285,7 @@ name(P, #st{names = N} = St) when is_pid(P) ->
     {Name, St1} = case N of
                       #{P := Name0} -> {Name0, St};
                       _ ->
-                          Name0 = registered(P),
+                          Name0 = registered(P, St),
                           {Name0, St#st{names = (bounded(N))#{P => Name0}}}
                   end,
     case {Name, St1#st.initial_call} of
@@ -254,12 +294,16 @@ name(P, #st{names = N} = St) when is_pid(P) ->
     end;
 name(_, St) -> {"", St}.
 
-registered(P) when node(P) =:= node() ->
+registered(P, St) when node(P) =:= node() ->
     case catch erlang:process_info(P, registered_name) of
-        {registered_name, R} -> [" ", io_lib:write_atom(R)];
+        {registered_name, R} -> [" ", name_text(R, St)];
         _ -> ""
     end;
-registered(_) -> "".
+registered(_, _) -> "".
+
+name_text(R, #st{elixir = true}) ->
+    elixir_text(iolist_to_binary(io_lib:write_atom(R)), name);
+name_text(R, _) -> io_lib:write_atom(R).
 
 %% "(m:f/N)": the initial call, as proc_lib translates it for its
 %% processes (a gen_server shows its callback module); looked up once.
@@ -269,7 +313,13 @@ icall(P, #st{icalls = C} = St) ->
         _ ->
             T = case initial_call(P) of
                     {M, F, A} when is_atom(M), is_atom(F), is_integer(A) ->
-                        io_lib:format("(~tw:~tw/~b)", [M, F, A]);
+                        Text = io_lib:format("~tw:~tw/~b", [M, F, A]),
+                        ["(", case St#st.elixir of
+                                  true -> elixir_text(
+                                            unicode:characters_to_binary(Text),
+                                            mfa);
+                                  false -> Text
+                              end, ")"];
                     _ -> ""
                 end,
             {T, St#st{icalls = (bounded(C))#{P => T}}}
@@ -358,6 +408,10 @@ describe(#{event := call, mfa := MFA, args := Args, info := Info}) ->
     [call_text(MFA, Args), info(Info)];
 describe(#{event := return_from, mfa := MFA, result := R}) ->
     ["returned from ", MFA, " -> ", R];
+describe(#{event := exception_from, mfa := MFA, class := C, reason := R,
+           elixir := true}) ->
+    %% as Elixir's Exception.format_banner/2
+    ["exception from ", MFA, ": ** (", C, ") ", R];
 describe(#{event := exception_from, mfa := MFA, class := C, reason := R}) ->
     ["exception from ", MFA, ": ", C, ":", R];
 describe(#{event := return_to, mfa := MFA}) ->
@@ -407,7 +461,7 @@ describe(#{event := annotation, tag := T, value := V}) ->
 describe(#{event := Ev} = E) ->
     Fields = [[" ", atom_to_list(K), "=", val(V)]
               || {K, V} <- lists:sort(maps:to_list(E)),
-                 not lists:member(K, [event, ts, pid])],
+                 not lists:member(K, [event, ts, pid, elixir])],
     [atom_to_list(Ev), Fields].
 
 val(V) when is_binary(V) -> V;

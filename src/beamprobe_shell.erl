@@ -176,7 +176,7 @@ start_limited(Base, Limit, Opts) ->
                            owner => Owner,
                            on_rate => maps:get(on_rate, Opts, drop),
                            rate => Rate, limit => Count},
-                         maps:with([print_re], Opts)),
+                         maps:with([print_re, syntax], Opts)),
                        #{batch => 200, credits => 4}},
             Output = case maps:get(output, Opts, []) of
                          T when is_tuple(T) -> [Printer, T];
@@ -215,9 +215,10 @@ start_limited(Base, Limit, Opts) ->
 %% traces replaces that trace, and says so.
 replace(Owner, Spec, Io) ->
     New = targets(Spec),
+    Elixir = syntax(Spec) =:= elixir,
     _ = [begin
              stop_replaced(S),
-             Txt = lists:join(", ", [target_text(T) || T <- Common]),
+             Txt = lists:join(", ", [target_text(T, Elixir) || T <- Common]),
              catch io:format(Io, "% beamprobe: replaced the shell trace on "
                              "~ts~n", [Txt])
          end
@@ -255,6 +256,20 @@ same(_, _) -> false.
 
 target_text({M, F, A}) -> [any(M), ":", any(F), "/", any(A)];
 target_text(K) -> io_lib:format("~tw", [K]).
+
+%% In the printer's syntax (`syntax => elixir': `Enum.sum/_').
+target_text({_, _, _} = T, true) ->
+    try beamprobe_nif:elixir_text(unicode:characters_to_binary(target_text(T)), mfa)
+    catch error:_ -> target_text(T)
+    end;
+target_text(T, _) -> target_text(T).
+
+syntax(#{output := Out}) when is_list(Out) ->
+    case [Sx || {handler, beamprobe_printer, #{syntax := Sx}, _} <- Out] of
+        [Sx | _] -> Sx;
+        [] -> erlang
+    end;
+syntax(_) -> erlang.
 
 %% Ends a replaced session (its printer says `session ended (replaced)')
 %% and waits until it has removed its patterns.

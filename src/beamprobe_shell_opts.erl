@@ -20,7 +20,8 @@
 %%% The result is a map with beamprobe's keys only: `procs', `time',
 %%% `msgs', `return', `args' (a capture depth), `arity', `timestamp',
 %%% `io_server', `on_rate', `output', `force', `buffer', `return_to',
-%%% `print_re'.
+%%% `print_re', `syntax' (`erlang' or `elixir': the printed syntax,
+%%% beamprobe_printer).
 -module(beamprobe_shell_opts).
 
 -export([normalize/1, hint/1]).
@@ -128,6 +129,8 @@ opt(print_re, Re) ->
         _ -> bad
     end;
 opt(print_msec, B) when is_boolean(B) -> ignore;  % microseconds anyway
+opt(syntax, S) when S =:= erlang; S =:= elixir ->   % beamprobe_printer's
+    {set, [{syntax, S}]};
 opt(K, _) ->
     case hint(K) of
         undefined ->
@@ -142,7 +145,7 @@ opt(K, _) ->
 known() ->
     [procs, pid, time, timeout, msgs, return, args, arity, print_depth,
      timestamp, io_server, on_rate, output, force, buffer, return_to, scope,
-     print_re, print_msec].
+     print_re, print_msec, syntax].
 
 %% @doc The beamprobe equivalent of an option of recon_trace or redbug
 %% that beamprobe does not take (`undefined' for any other).

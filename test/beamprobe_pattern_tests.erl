@@ -290,9 +290,17 @@ error_cases() ->
      {"when X", 1, "missing function pattern before 'when'"},
      {"-> return", 1, "missing function pattern before '->'"},
      %% Elixir
-     {"Foo.bar(%S{})", 9, "structs are not supported"},
-     {"Foo.bar(x) when x in [1]", 19, "'in' operator is not supported"},
-     {"Foo.bar(a <> b)", 11, "'<>' operator is not supported"},
+     {"Foo.bar(%s{})", 9, "a struct pattern needs its module's name"},
+     {"Foo.bar(%_{})", 9, "a struct pattern needs its module's name"},
+     {"Foo.bar(%S)", 11, "expected '{' after the struct's name"},
+     {"Foo.bar(x) when x in y", 19, "'in' needs a literal list"},
+     {"Foo.bar(x) when x in [y]", 23, "'in' needs a list of literals"},
+     {"Foo.bar(x) when f(x) in [1]", 22, "'in' needs a variable"},
+     {"Foo.bar(a <> b)", 11, "only \"literal prefix\" <> _rest is supported"},
+     {"Foo.bar(\"a\" <> rest)", 16, "the rest of a \"prefix\" <> rest pattern cannot be bound"},
+     {"Foo.bar(\"a\" <> \"b\")", 16, "only \"literal prefix\" <> _rest"},
+     {"Foo.bar(x) when x > @limit", 21, "module attributes (@name) cannot be used"},
+     {"Foo.bar(@x)", 9, "module attributes"},
      {"Foo.bar(x) when x |> f", 19, "'|>' is not supported"},
      {"Foo.bar(x) :: retrun", 15, "unknown action 'retrun'"},
      {"Foo.bar(\"a#{x}\")", 9, "string interpolation is not supported"},
@@ -577,3 +585,37 @@ collect(P) ->
 
 label(P) when is_binary(P) -> label(binary_to_list(P));
 label(P) -> lists:flatten(io_lib:format("~tp", [P])).
+
+%% ---- Elixir: structs, in, "prefix" <> _ (issue 11) -------------------------
+%% Checked against the VM: erlang:match_spec_test/3 runs the compiled match
+%% spec on arguments that must and must not match.
+
+elixir_semantics_test_() ->
+    Order = fun(S) -> #{'__struct__' => 'Elixir.Shop.Order', id => 1, status => S} end,
+    Cases =
+        [{"Shop.buy(%Shop.Order{status: :paid})",
+          [[Order(paid)]], [[Order(sent)], [#{status => paid}],
+                            [#{'__struct__' => 'Elixir.Other', status => paid}]]},
+         {"Shop.buy(%Shop.Order{})", [[Order(x)]], [[#{}], [x]]},
+         {"Shop.buy(%Shop.Order{status: s}) when s in [:paid, :sent]",
+          [[Order(paid)], [Order(sent)]], [[Order(new)]]},
+         {"Shop.buy(x) when x in [1, :a, \"s\", 2.5]",
+          [[1], [a], [<<"s">>], [2.5]], [[1.0], [b], ["s"], [2]]},
+         {"Shop.buy(x) when x not in [1, 2]", [[3], [a]], [[1], [2]]},
+         {"Shop.buy(x) when x in 1..9", [[1], [9]], [[0], [10], [1.5]]},
+         {"Shop.buy(x) when x in []", [], [[1]]},
+         {"Shop.buy(x, y) when x in [1] and y in [:a]", [[1, a]], [[1, b], [2, a]]},
+         {"Shop.buy(\"ab\" <> _rest)", [[<<"ab">>], [<<"abc">>]],
+          [[<<"a">>], [<<"xab">>], ["abc"], [ab]]},
+         {"Shop.buy(\"hé\" <> _, n) when n > 1", [[<<"héllo"/utf8>>, 2]],
+          [[<<"héllo"/utf8>>, 1], [<<"he">>, 2]]}],
+    [{label(P),
+      fun() ->
+              {ok, #{match_spec := MS}} = beamprobe_pattern:parse(P),
+              [?assertMatch({Args, {ok, true, _, _}},
+                            {Args, erlang:match_spec_test(Args, MS, trace)})
+               || Args <- Yes],
+              [?assertMatch({Args, {ok, false, _, _}},
+                            {Args, erlang:match_spec_test(Args, MS, trace)})
+               || Args <- No]
+      end} || {P, Yes, No} <- Cases].

@@ -9,11 +9,11 @@
 -include_lib("stdlib/include/assert.hrl").
 
 -export([all/0, init_per_suite/1, end_per_suite/1]).
--export([same_lines_as_cli/1]).
+-export([same_lines_as_cli/1, same_elixir_lines_as_cli/1]).
 %% Traced workload.
 -export([fact/1, count/2, boom/1, safe/1, outer/1, inner/1, worker/0]).
 
-all() -> [same_lines_as_cli].
+all() -> [same_lines_as_cli, same_elixir_lines_as_cli].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(beamprobe),
@@ -98,8 +98,16 @@ event_lines(Text) ->
                    L =/= <<>>, binary:first(L) =/= $%].
 
 same_lines_as_cli(Config) ->
+    same_lines(Config, erlang).
+
+%% The same in Elixir syntax (issue 11): the printer with `syntax =>
+%% elixir' and `beamprobe print --syntax elixir'.
+same_elixir_lines_as_cli(Config) ->
+    same_lines(Config, elixir).
+
+same_lines(Config, Syntax) ->
     Priv = ?config(priv_dir, Config),
-    Dir = filename:join(Priv, "both"),
+    Dir = filename:join(Priv, "both_" ++ atom_to_list(Syntax)),
     Cli = filename:join([filename:dirname(code:which(beamprobe)), "..", "bin",
                          "beamprobe"]),
     W = spawn(fun worker/0),
@@ -112,7 +120,8 @@ same_lines_as_cli(Config) ->
                   return => true, exceptions => true, return_to => true,
                   events => [send, 'receive', procs],
                   output => [{file, Dir},
-                             {handler, beamprobe_printer, #{io => Cap}}]}),
+                             {handler, beamprobe_printer,
+                              #{io => Cap, syntax => Syntax}}]}),
     120 = run(W, fun() -> fact(5) end),
     30 = run(W, fun() -> count(30, 0) end),
     caught = run(W, fun() -> safe(1) end),
@@ -129,7 +138,8 @@ same_lines_as_cli(Config) ->
     receive {'DOWN', MRef, process, W, _} -> ok after 5000 -> error(no_exit) end,
     {ok, _Summary} = beamprobe:stop(S),
     Printer = event_lines(wait_ended(Cap, 5000)),
-    Out = os:cmd("TZ=UTC '" ++ Cli ++ "' print '" ++ Dir ++ "' 2>&1"),
+    Out = os:cmd("TZ=UTC '" ++ Cli ++ "' print --syntax " ++
+                     atom_to_list(Syntax) ++ " '" ++ Dir ++ "' 2>&1"),
     %% The file sink's own "drops" record (lost events: none) has no
     %% counterpart in a handler sink, which reports losses as
     %% "% beamprobe: dropped N events" lines.
@@ -143,7 +153,11 @@ same_lines_as_cli(Config) ->
     [?assert(lists:any(fun(L) -> binary:match(L, P) =/= nomatch end, File))
      || P <- [<<"exception from">>, <<"returned to">>, <<"sent ">>,
               <<"received ">>, <<"      call ">>, <<" bp_printer_w ">>,
-              <<"exit bye">>]],
+              <<"exit ">>]],
+    [?assert(lists:any(fun(L) -> binary:match(L, P) =/= nomatch end, File))
+     || Syntax =:= elixir,
+        P <- [<<"#PID<">>, <<"call :beamprobe_printer_SUITE.fact(5)">>,
+              <<"** (error) {:boom, 2}">>, <<"exit :bye">>]],
     Diff = [{N, A, B} || {N, A, B} <- lists:zip3(lists:seq(1, length(File)),
                                                  pad(File, length(Printer)),
                                                  pad(Printer, length(File))),

@@ -34,3 +34,53 @@ bounded_state() ->
     Size40 = erts_debug:flat_size(St40),
     Io ! stop,
     ?assert(Size40 =< 2 * Size10).
+
+%% syntax => elixir (issue 11): every text field of an event in Elixir
+%% syntax, from texts rendered by the tracer's own renderer; the default
+%% stays Erlang; a bad value is refused.
+elixir_syntax_test() ->
+    Self = self(),
+    Io = spawn_link(fun Sink() ->
+                            receive
+                                {io_request, From, Ref, {put_chars, _, Chars}} ->
+                                    Self ! {chars, unicode:characters_to_binary(Chars)},
+                                    From ! {io_reply, Ref, ok}, Sink();
+                                {io_request, From, Ref, {put_chars, _, M, F, A}} ->
+                                    Self ! {chars, unicode:characters_to_binary(apply(M, F, A))},
+                                    From ! {io_reply, Ref, ok}, Sink();
+                                stop -> ok
+                            end
+                    end),
+    Cap = #{depth => 8, list => 16, binary => 64, bytes => 512},
+    Mfa = beamprobe_nif:render_mfa('Elixir.Shop', buy, 2),
+    Order = #{'__struct__' => 'Elixir.Shop.Order', id => 1},
+    Events =
+        [#{event => call, ts => 0, pid => Self, mfa => Mfa,
+           args => beamprobe_nif:render_args([apple, <<"héllo"/utf8>>], Cap),
+           info => <<"true">>},
+         #{event => return_from, ts => 0, pid => Self, mfa => Mfa,
+           result => beamprobe_nif:render({ok, Order}, Cap)},
+         #{event => exception_from, ts => 0, pid => Self, mfa => Mfa,
+           class => <<"error">>, reason => beamprobe_nif:render(badarg, Cap)},
+         #{event => send, ts => 0, pid => Self, to => undefined,
+           to_text => beamprobe_nif:render('Elixir.Shop.Server', Cap),
+           message => beamprobe_nif:render([{a, "abc"}], Cap)},
+         #{event => register, ts => 0, pid => Self, name => <<"'Elixir.Shop.Srv'">>}],
+    Print = fun(Opts) ->
+                    {ok, St} = beamprobe_printer:init(Opts#{io => Io, timestamp => none}),
+                    {ok, _} = beamprobe_printer:handle_events(Events, St),
+                    receive {chars, B} -> string:split(B, "\n", all) end
+            end,
+    Pid = list_to_binary(pid_to_list(Self)),
+    Ex = Print(#{syntax => elixir}),
+    ?assertEqual([<<"#PID", Pid/binary, " call Shop.buy(:apple, \"héllo\")"/utf8>>,
+                     <<"#PID", Pid/binary, " returned from Shop.buy/2 -> {:ok, %Shop.Order{id: 1}}">>,
+                     <<"#PID", Pid/binary, " exception from Shop.buy/2: ** (error) :badarg">>,
+                     <<"#PID", Pid/binary, " sent [a: 'abc'] to Shop.Server">>,
+                     <<"#PID", Pid/binary, " Shop.Srv register Shop.Srv">>, <<>>], Ex),
+    Erl = Print(#{}),
+    ?assertEqual(<<Pid/binary, " call 'Elixir.Shop':buy(apple, <<\"hÃ©llo\">>)"/utf8>>, hd(Erl)),
+    ?assertEqual(Erl, Print(#{syntax => erlang})),
+    ?assertEqual({error, {bad_option, syntax, cobol}},
+                 beamprobe_printer:init(#{io => Io, syntax => cobol})),
+    Io ! stop.

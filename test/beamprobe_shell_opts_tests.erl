@@ -77,6 +77,12 @@ unknown_and_bad_test() ->
     ?assertEqual({error, {bad_option, print_re, "("}}, ?N([{print_re, "("}])),
     ?assertEqual({error, {bad_option, scope, moon}}, ?N([{scope, moon}])).
 
+%% syntax (issue 11): the printer's syntax, erlang or elixir.
+syntax_test() ->
+    ?assertEqual({ok, #{syntax => elixir}}, ?N([{syntax, elixir}])),
+    ?assertEqual({ok, #{syntax => erlang}}, ?N(#{syntax => erlang})),
+    ?assertEqual({error, {bad_option, syntax, cobol}}, ?N([{syntax, cobol}])).
+
 %%% ---- recon_trace's patterns ----------------------------------------------
 
 mfa_forms_test() ->

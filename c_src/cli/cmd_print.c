@@ -18,6 +18,8 @@
 #include "bp_out.h"
 
 #include <getopt.h>
+
+#include "../bp_elixir.h"
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,11 +64,63 @@ static inline void txt(struct bp_out *o, const struct bp_event *e, int i)
 		bp_out_mem(o, e->str[i], e->len[i]);
 }
 
+/* --syntax elixir: term texts are re-rendered in Elixir syntax at
+ * display time (c_src/bp_elixir.h); 0: as captured (Erlang syntax). */
+static int elixir;
+static char *ex_buf; /* scratch for one converted field; owned */
+static size_t ex_cap;
+
+/* The text of string field i in the chosen syntax: *s, *n point to the
+ * captured text or to ex_buf. */
+static void field(const struct bp_event *e, int i, enum bp_elixir_kind k,
+		  const char **s, uint32_t *n)
+{
+	size_t need = BP_ELIXIR_CAP((size_t)e->len[i]);
+
+	*s = e->str[i];
+	*n = e->len[i];
+	if (!elixir || !*n)
+		return;
+	if (need > ex_cap) {
+		char *b = realloc(ex_buf, need);
+		if (!b)
+			return; /* no memory: Erlang syntax */
+		ex_buf = b;
+		ex_cap = need;
+	}
+	*n = (uint32_t)bp_elixir_text(*s, *n, k, ex_buf, ex_cap);
+	*s = ex_buf;
+}
+
+/* String field i, a term text (of kind k), in the chosen syntax. */
+static void term_txt(struct bp_out *o, const struct bp_event *e, int i,
+		     enum bp_elixir_kind k)
+{
+	const char *s;
+	uint32_t n;
+
+	field(e, i, k, &s, &n);
+	if (e->ctl & (1u << i))
+		bp_out_text(o, s, n);
+	else
+		bp_out_mem(o, s, n);
+}
+
+#define TERM(o, e, i) term_txt(o, e, i, BP_ELIXIR_TERM)
+#define MFA(o, e, i) term_txt(o, e, i, BP_ELIXIR_MFA)
+
 /* "m:f/2" + "(1, 2)" -> "m:f(1, 2)"; without args, "m:f/2". */
 static void call_text(struct bp_out *o, const struct bp_event *e)
 {
-	const char *mfa = e->str[BP_FLD(CALL, mfa)];
-	uint32_t n = e->len[BP_FLD(CALL, mfa)];
+	const char *mfa;
+	uint32_t n;
+	char *own = NULL;
+
+	field(e, BP_FLD(CALL, mfa), BP_ELIXIR_MFA, &mfa, &n);
+	if (mfa == ex_buf && (own = malloc(n + 1))) { /* args reuse ex_buf */
+		memcpy(own, mfa, n);
+		mfa = own;
+	}
 
 	if (e->len[BP_FLD(CALL, args)]) {
 		const char *slash = memrchr(mfa, '/', n);
@@ -76,16 +130,19 @@ static void call_text(struct bp_out *o, const struct bp_event *e)
 			bp_out_text(o, mfa, n);
 		else
 			bp_out_mem(o, mfa, n);
-		txt(o, e, BP_FLD(CALL, args));
+		term_txt(o, e, BP_FLD(CALL, args), BP_ELIXIR_ARGS);
+	} else if (e->ctl & (1u << BP_FLD(CALL, mfa))) {
+		bp_out_text(o, mfa, n);
 	} else {
-		txt(o, e, BP_FLD(CALL, mfa));
+		bp_out_mem(o, mfa, n);
 	}
+	free(own);
 	/* The match specification's result: "true" (no action) is not
 	 * shown (nor by the shell printer, src/beamprobe_printer.erl). */
 	uint32_t il = e->len[BP_FLD(CALL, info)];
 	if (il && !(il == 4 && !memcmp(e->str[BP_FLD(CALL, info)], "true", 4))) {
 		bp_out_mem(o, " % ", 3);
-		txt(o, e, BP_FLD(CALL, info));
+		TERM(o, e, BP_FLD(CALL, info));
 	}
 }
 
@@ -124,45 +181,50 @@ static void describe(struct bp_out *o, const struct bp_event *e,
 		break;
 	case BP_EV_RETURN_FROM:
 		bp_out_str(o, "returned from ");
-		txt(o, e, BP_FLD(RETURN_FROM, mfa));
+		MFA(o, e, BP_FLD(RETURN_FROM, mfa));
 		bp_out_mem(o, " -> ", 4);
-		txt(o, e, BP_FLD(RETURN_FROM, result));
+		TERM(o, e, BP_FLD(RETURN_FROM, result));
 		break;
 	case BP_EV_EXCEPTION_FROM:
 		bp_out_str(o, "exception from ");
-		txt(o, e, BP_FLD(EXCEPTION_FROM, mfa));
+		MFA(o, e, BP_FLD(EXCEPTION_FROM, mfa));
 		bp_out_mem(o, ": ", 2);
+		if (elixir) /* as Elixir's Exception.format_banner/2 */
+			bp_out_str(o, "** (");
 		txt(o, e, BP_FLD(EXCEPTION_FROM, class));
-		bp_out_char(o, ':');
-		txt(o, e, BP_FLD(EXCEPTION_FROM, reason));
+		if (elixir)
+			bp_out_str(o, ") ");
+		else
+			bp_out_char(o, ':');
+		TERM(o, e, BP_FLD(EXCEPTION_FROM, reason));
 		break;
 	case BP_EV_RETURN_TO:
 		bp_out_str(o, "returned to ");
-		txt(o, e, BP_FLD(RETURN_TO, mfa));
+		MFA(o, e, BP_FLD(RETURN_TO, mfa));
 		break;
 	case BP_EV_SEND:
 	case BP_EV_SEND_DEAD:
 		bp_out_str(o, "sent ");
-		txt(o, e, BP_FLD(SEND, message));
+		TERM(o, e, BP_FLD(SEND, message));
 		bp_out_str(o, " to ");
-		txt(o, e, BP_FLD(SEND, to_text));
+		TERM(o, e, BP_FLD(SEND, to_text));
 		if (e->id == BP_EV_SEND_DEAD)
 			bp_out_str(o, " (no such process)");
 		break;
 	case BP_EV_RECEIVE:
 		bp_out_str(o, "received ");
-		txt(o, e, BP_FLD(RECEIVE, message));
+		TERM(o, e, BP_FLD(RECEIVE, message));
 		break;
 	case BP_EV_SPAWN:
 	case BP_EV_SPAWNED:
 		bp_out_str(o, e->id == BP_EV_SPAWN ? "spawned " : "spawned by ");
-		txt(o, e, BP_FLD(SPAWN, other_text));
+		TERM(o, e, BP_FLD(SPAWN, other_text));
 		bp_out_str(o, " as ");
-		txt(o, e, BP_FLD(SPAWN, mfa));
+		MFA(o, e, BP_FLD(SPAWN, mfa));
 		break;
 	case BP_EV_EXIT:
 		bp_out_str(o, "exit ");
-		txt(o, e, BP_FLD(EXIT, reason));
+		TERM(o, e, BP_FLD(EXIT, reason));
 		break;
 	case BP_EV_LINK:
 	case BP_EV_UNLINK:
@@ -170,13 +232,13 @@ static void describe(struct bp_out *o, const struct bp_event *e,
 	case BP_EV_GETTING_UNLINKED:
 		bp_out_str(o, bp_event_name(e->id));
 		bp_out_char(o, ' ');
-		txt(o, e, BP_FLD(LINK, other_text));
+		TERM(o, e, BP_FLD(LINK, other_text));
 		break;
 	case BP_EV_REGISTER:
 	case BP_EV_UNREGISTER:
 		bp_out_str(o, bp_event_name(e->id));
 		bp_out_char(o, ' ');
-		txt(o, e, BP_FLD(REGISTER, name));
+		term_txt(o, e, BP_FLD(REGISTER, name), BP_ELIXIR_NAME);
 		break;
 	case BP_EV_SCHED_IN:
 	case BP_EV_SCHED_OUT:
@@ -185,7 +247,7 @@ static void describe(struct bp_out *o, const struct bp_event *e,
 		if (e->num[BP_FLD(SCHED_IN, exiting)])
 			bp_out_str(o, " (exiting)");
 		bp_out_char(o, ' ');
-		txt(o, e, BP_FLD(SCHED_IN, mfa));
+		MFA(o, e, BP_FLD(SCHED_IN, mfa));
 		break;
 	case BP_EV_GC_MINOR_START:
 	case BP_EV_GC_MINOR_END:
@@ -197,19 +259,19 @@ static void describe(struct bp_out *o, const struct bp_event *e,
 		bp_out_str(o, "port_open ");
 		txt(o, e, BP_FLD(PORT_OPEN, name));
 		bp_out_str(o, " by ");
-		txt(o, e, BP_FLD(PORT_OPEN, other_text));
+		TERM(o, e, BP_FLD(PORT_OPEN, other_text));
 		break;
 	case BP_EV_PORT_CLOSED:
 		bp_out_str(o, "port_closed ");
-		txt(o, e, BP_FLD(PORT_CLOSED, reason));
+		TERM(o, e, BP_FLD(PORT_CLOSED, reason));
 		break;
 	case BP_EV_ANNOTATION: /* beamprobe:annotate/1,2 */
 		bp_out_str(o, "annotation ");
 		if (strcmp(e->str[BP_FLD(ANNOTATION, tag)], "undefined")) {
-			txt(o, e, BP_FLD(ANNOTATION, tag));
+			TERM(o, e, BP_FLD(ANNOTATION, tag));
 			bp_out_str(o, ": ");
 		}
-		txt(o, e, BP_FLD(ANNOTATION, value));
+		TERM(o, e, BP_FLD(ANNOTATION, value));
 		break;
 	case BP_EV_DROPS: {
 		int any = 0;
@@ -309,17 +371,28 @@ static void label(struct printer *pr, struct bp_out *o,
 	if (p->index < pr->nlabels)
 		l = &pr->labels[p->index];
 	if (l && (!l->s || l->gen != p->gen)) {
-		const char *t = bp_proc_text(p);
-		size_t tn = strlen(t), nn = p->name ? strlen(p->name) : 0;
-		char *c = malloc(tn + nn + 3);
+		const char *t = bp_proc_text(p), *nm = p->name;
+		char nbuf[BP_ELIXIR_CAP(256)];
+		if (elixir && nm && strlen(nm) < 256) {
+			bp_elixir_text(nm, strlen(nm), BP_ELIXIR_NAME, nbuf,
+				       sizeof nbuf);
+			nm = nbuf;
+		}
+		size_t tn = strlen(t), nn = nm ? strlen(nm) : 0;
+		int hash = elixir && *t == '<'; /* #PID<0.1.0> */
+		char *c = malloc(tn + nn + 7);
 		if (c) {
 			char *d = c;
 			*d++ = ' ';
+			if (hash) {
+				memcpy(d, "#PID", 4);
+				d += 4;
+			}
 			memcpy(d, t, tn);
 			d += tn;
-			if (p->name) {
+			if (nm) {
 				*d++ = ' ';
-				memcpy(d, p->name, nn);
+				memcpy(d, nm, nn);
 				d += nn;
 			}
 			*d++ = ' ';
@@ -334,6 +407,8 @@ static void label(struct printer *pr, struct bp_out *o,
 		return;
 	}
 	bp_out_char(o, ' '); /* out of memory: unbuffered */
+	if (elixir && *bp_proc_text(p) == '<')
+		bp_out_str(o, "#PID");
 	bp_out_str(o, bp_proc_text(p));
 	if (p->name) {
 		bp_out_char(o, ' ');
@@ -405,7 +480,8 @@ static void run(struct printer *pr)
 
 int bp_cmd_print(int argc, char **argv)
 {
-	enum { O_PID = 256, O_PROC, O_MFA, O_EVENT, O_SINCE, O_UNTIL, O_GREP };
+	enum { O_PID = 256, O_PROC, O_MFA, O_EVENT, O_SINCE, O_UNTIL, O_GREP,
+	       O_SYNTAX };
 	static const struct option opts[] = {
 		{"pid", required_argument, 0, O_PID},
 		{"proc", required_argument, 0, O_PROC},
@@ -414,6 +490,7 @@ int bp_cmd_print(int argc, char **argv)
 		{"since", required_argument, 0, O_SINCE},
 		{"until", required_argument, 0, O_UNTIL},
 		{"grep", required_argument, 0, O_GREP},
+		{"syntax", required_argument, 0, O_SYNTAX},
 		{"follow", no_argument, 0, 'f'},
 		{"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0}};
@@ -457,6 +534,18 @@ int bp_cmd_print(int argc, char **argv)
 			break;
 		case O_GREP:
 			pr.f.grep = optarg;
+			break;
+		case O_SYNTAX:
+			if (!strcmp(optarg, "elixir")) {
+				elixir = 1;
+			} else if (!strcmp(optarg, "erlang")) {
+				elixir = 0;
+			} else {
+				bp_cli_usage("print", "unknown syntax '%s' "
+					     "(expected erlang or elixir)",
+					     optarg);
+				goto out;
+			}
 			break;
 		case 'f':
 			follow = 1;
@@ -504,5 +593,9 @@ int bp_cmd_print(int argc, char **argv)
 	free(pr.labels);
 out:
 	bp_filter_free(&pr.f);
+	free(ex_buf);
+	ex_buf = NULL;
+	ex_cap = 0;
+	elixir = 0;
 	return rc;
 }

@@ -40,6 +40,10 @@ static const struct command commands[] = {
 	 "Other options:\n"
 	 "  -f, --follow       keep reading a trace still being written\n"
 	 "                     (new packets and stream files); stop with ^C\n"
+	 "  --syntax SYNTAX    erlang (default) or elixir: terms, functions and\n"
+	 "                     pids as Elixir prints them (Shop.buy(:apple, 2),\n"
+	 "                     %Shop.Order{id: 1}, \"héllo\", #PID<0.1.0>);\n"
+	 "                     --mfa still takes Erlang names ('Elixir.Shop':*)\n"
 	 "  -h, --help         this help\n"},
 	{"stats", bp_cmd_stats, "per-function, per-process and message statistics",
 	 "Usage: beamprobe stats [OPTIONS] DIR\n"

@@ -211,6 +211,33 @@ else
 	skip "callgrind_annotate: not found (package valgrind)"
 fi
 
+echo "# print --syntax elixir"
+run print --syntax elixir $G
+check "print --syntax elixir exits 0" "$rc" 0
+sanitizer_clean && ok "print --syntax elixir: no sanitizer report" || not_ok "print --syntax elixir: no sanitizer report" "$(head -30 "$WORK/err")"
+golden "print --syntax elixir: Elixir terms, functions and pids" "$EXP/basic.elixir.print"
+cp "$WORK/out" "$WORK/ex"
+# the same events, times and indentation as the Erlang text
+check "print --syntax elixir: one line per event" "$(wc -l <"$WORK/ex")" "$(wc -l <"$WORK/all")"
+check "print --syntax elixir: same times" "$(cut -c1-15 "$WORK/ex")" "$(cut -c1-15 "$WORK/all")"
+grep -q "call :lists.seq(1, 10)$" "$WORK/ex" && grep -q "#PID<0.100.0> my_server" "$WORK/ex" &&
+	! grep -q " <0\." "$WORK/ex" && ok "print --syntax elixir: :lists.seq(1, 10), #PID<...>" ||
+	not_ok "print --syntax elixir: :lists.seq(1, 10), #PID<...>" "$(head -5 "$WORK/ex")"
+run print --syntax erlang $G
+check "print --syntax erlang = print" "$(cat "$WORK/out")" "$(cat "$WORK/all")"
+run print --syntax elixir --grep ':lists.seq' $G
+check "print --syntax elixir --grep matches the Elixir text" "$(cat "$WORK/out")" "$(grep ':lists.seq' "$WORK/ex")"
+run print --syntax cobol $G
+check "print --syntax cobol: exit 1" "$rc" 1
+grep -q "unknown syntax 'cobol' (expected erlang or elixir)" "$WORK/err" && ok "print --syntax cobol: names the value" || not_ok "print --syntax cobol: names the value" "$(cat "$WORK/err")"
+run print --help
+grep -q -- "--syntax SYNTAX" "$WORK/out" && ok "print --help lists --syntax" || not_ok "print --help lists --syntax" "$(cat "$WORK/out")"
+for d in $T/damaged/*/; do
+	run print --syntax elixir "${d%/}"
+	if [ "$rc" = 2 ] && sanitizer_clean; then ok "$(basename "$d"): print --syntax elixir exits 2, sanitizer clean"
+	else not_ok "$(basename "$d"): print --syntax elixir exits 2, sanitizer clean" "$(head "$WORK/err")"; fi
+done
+
 echo "# damaged traces"
 for d in $T/damaged/*/; do
 	d=${d%/}

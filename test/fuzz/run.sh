@@ -22,3 +22,8 @@ mkdir -p "$mcorpus"
 cp test/traces/good/basic/metadata test/fuzz/meta-cases/* "$mcorpus/"
 echo "fuzzing the metadata parser for $secs s (corpus: $mcorpus)"
 _build/cli/fuzz_meta -max_total_time="$secs" -timeout=60 -max_len=16384 "$mcorpus"
+ecorpus=_build/fuzz/elixir-corpus
+mkdir -p "$ecorpus"
+cp test/fuzz/elixir-cases/* "$ecorpus/"
+echo "fuzzing the Elixir re-renderer for $secs s (corpus: $ecorpus)"
+_build/cli/fuzz_elixir -max_total_time="$secs" -timeout=10 -max_len=4096 "$ecorpus"
