@@ -39,7 +39,9 @@ static const struct command commands[] = {
 	 "  --grep TEXT        lines containing TEXT\n"
 	 "Other options:\n"
 	 "  -f, --follow       keep reading a trace still being written\n"
-	 "                     (new packets and stream files); stop with ^C\n"
+	 "                     (new packets and stream files) until it is\n"
+	 "                     complete (DIR/.complete, written by receive\n"
+	 "                     and attach) or ^C\n"
 	 "  -h, --help         this help\n"},
 	{"stats", bp_cmd_stats, "per-function, per-process and message statistics",
 	 "Usage: beamprobe stats [OPTIONS] DIR\n"
@@ -70,6 +72,23 @@ static const struct command commands[] = {
 	 "                  callgrind_annotate (event: ns)\n"
 	 "  -o, --output FILE    output file (default: standard output)\n"
 	 "  -h, --help           this help\n"},
+	{"receive", bp_cmd_receive, "write a session's TCP stream as a trace directory",
+	 "Usage: beamprobe receive --listen ADDR -o DIR [--keep]\n"
+	 "\n"
+	 "Listens on ADDR (HOST:PORT, [V6]:PORT, or PORT alone for\n"
+	 "127.0.0.1:PORT; port 0 picks a free one, printed on stderr) for the\n"
+	 "stream of a session started with output => {tcp, \"HOST:PORT\"}\n"
+	 "and writes it into DIR (created 0700; an existing DIR must be\n"
+	 "empty) as it arrives: the same trace the file sink writes.  A\n"
+	 "dropped connection may reconnect and continue the same trace.\n"
+	 "Ends when the session ends (DIR/.complete is then written, where\n"
+	 "'print --follow DIR' stops) or on ^C.\n"
+	 "\n"
+	 "  -l, --listen ADDR  where to listen (only loopback unless a host\n"
+	 "                     address is given)\n"
+	 "  -o, --output DIR   the trace directory\n"
+	 "  -k, --keep         keep listening after the session ended\n"
+	 "  -h, --help         this help\n"},
 	{"info", bp_cmd_info, "node, time span, event counts, losses, files",
 	 "Usage: beamprobe info DIR\n"
 	 "\n"
