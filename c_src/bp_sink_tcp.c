@@ -515,18 +515,18 @@ void bp_tcp_finish(struct bp_session *s)
 		t->fcount++;
 		t->qlen += BP_STREAM_FRAME_HDR;
 	}
+	/* Not connected: one last attempt, now; a receiver that is gone
+	 * (connection refused) is not waited for. */
+	if (t->fd < 0)
+		t->next_try = 0;
 	while (t->fcount && mono_ns() < deadline) {
 		struct pollfd p;
 		bp_tcp_pump(s);
-		if (!t->fcount)
+		if (!t->fcount || t->fd < 0)
 			break;
 		p.fd = t->fd;
 		p.events = POLLOUT;
-		if (t->fd < 0 || poll(&p, 1, 10) <= 0) {
-			struct timespec ts = {0, 10000000};
-			if (t->fd < 0)
-				nanosleep(&ts, NULL);
-		}
+		poll(&p, 1, 10);
 	}
 	/* What could not be sent in time is lost, and counted. */
 	while (t->fcount) {
