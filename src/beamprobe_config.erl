@@ -392,17 +392,25 @@ tcp_address({Host, Port}) when is_integer(Port), Port > 0, Port < 65536 ->
                 _ -> {ok, T, Port}
             end;
         H when is_list(H), H =/= [] ->
-            case io_lib:char_list(H) andalso inet:getaddr(H, inet) of
-                {ok, IP} -> {ok, IP, Port};
-                _ ->
-                    case io_lib:char_list(H) andalso inet:getaddr(H, inet6) of
-                        {ok, IP6} -> {ok, IP6, Port};
-                        _ -> error
-                    end
+            %% An address text needs no resolver (which would start the
+            %% node's inet_gethost_native: attach leaves nothing behind).
+            case io_lib:char_list(H) andalso inet:parse_address(H) of
+                {ok, IPT} -> {ok, IPT, Port};
+                _ -> tcp_name(H, Port)
             end;
         _ -> error
     end;
 tcp_address(_) -> error.
+
+tcp_name(H, Port) ->
+    case inet:getaddr(H, inet) of
+        {ok, IP} -> {ok, IP, Port};
+        _ ->
+            case inet:getaddr(H, inet6) of
+                {ok, IP6} -> {ok, IP6, Port};
+                _ -> error
+            end
+    end.
 
 loopback({127, _, _, _}) -> true;
 loopback({0, 0, 0, 0, 0, 0, 0, 1}) -> true;
