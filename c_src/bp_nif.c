@@ -337,7 +337,7 @@ static int get_tcp(ErlNifEnv *env, ERL_NIF_TERM cfg, struct bp_session *s)
 			 &kinds))
 		return 0;
 	s->tcp_kinds = kinds;
-	s->tcp = bp_tcp_new(&ss, sl, q, s->max_slots, s->packet_size);
+	s->tcp = bp_tcp_new(s, &ss, sl, q, s->max_slots, s->packet_size);
 	return s->tcp != NULL;
 }
 

@@ -25,6 +25,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -51,6 +52,8 @@ struct frame {
 };
 
 struct bp_tcp_sink {
+	struct bp_tcp_sink *next; /* in `live' */
+	struct bp_session *owner;
 	struct sockaddr_storage addr;
 	socklen_t addrlen;
 	int fd;         /* -1: not connected */
@@ -72,6 +75,57 @@ struct bp_tcp_sink {
 	_Atomic int connected;
 };
 
+/* Sinks of running sessions, for the VM's exit (see at_exit). */
+static pthread_mutex_t live_mtx = PTHREAD_MUTEX_INITIALIZER;
+static struct bp_tcp_sink *live;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+static uint64_t mono_ns(void);
+
+/*
+ * halt/0,1 (an escript's end, `erl -eval "..., halt()"') ends the VM
+ * without stopping sessions: the events still in the rings would never
+ * reach the receiver.  exit() runs this: each streaming session's
+ * collector is told to stop (its final drain sends the last packets and
+ * END, waiting at most about a second for the receiver) and waited for,
+ * 2 s at most in all.  Registered with atexit() from the library: glibc
+ * runs it at dlclose() instead if the library is unloaded first (then no
+ * session is left, and it does nothing).
+ */
+static void at_exit(void)
+{
+	uint64_t deadline = mono_ns() + 2000000000ull;
+
+	pthread_mutex_lock(&live_mtx);
+	for (struct bp_tcp_sink *t = live; t; t = t->next) {
+		struct bp_session *s = t->owner;
+		if (!s->thread_started)
+			continue;
+		enif_mutex_lock(s->mtx);
+		s->cmd_stop = 1;
+		enif_mutex_unlock(s->mtx);
+		bp__session_wake(s);
+	}
+	for (struct bp_tcp_sink *t = live; t; t = t->next) {
+		struct bp_session *s = t->owner;
+		int fin = !s->thread_started;
+		while (!fin && mono_ns() < deadline) {
+			struct timespec ts = {0, 5000000};
+			enif_mutex_lock(s->mtx);
+			fin = s->finished;
+			enif_mutex_unlock(s->mtx);
+			if (!fin)
+				nanosleep(&ts, NULL);
+		}
+	}
+	pthread_mutex_unlock(&live_mtx);
+}
+
+static void register_exit(void)
+{
+	atexit(at_exit);
+}
+
 static uint64_t mono_ns(void)
 {
 	struct timespec ts;
@@ -85,7 +139,8 @@ static void bump(_Atomic uint64_t *c, uint64_t n)
 	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
 }
 
-struct bp_tcp_sink *bp_tcp_new(const struct sockaddr_storage *addr,
+struct bp_tcp_sink *bp_tcp_new(struct bp_session *owner,
+			       const struct sockaddr_storage *addr,
 			       socklen_t addrlen, uint64_t queue_bytes,
 			       uint32_t max_slots, size_t packet_size)
 {
@@ -93,6 +148,7 @@ struct bp_tcp_sink *bp_tcp_new(const struct sockaddr_storage *addr,
 
 	if (!t)
 		return NULL;
+	t->owner = owner;
 	if (queue_bytes < 2 * (packet_size + BP_STREAM_FRAME_HDR))
 		queue_bytes = 2 * (packet_size + BP_STREAM_FRAME_HDR);
 	t->addr = *addr;
@@ -107,6 +163,11 @@ struct bp_tcp_sink *bp_tcp_new(const struct sockaddr_storage *addr,
 		bp_tcp_free(t);
 		return NULL;
 	}
+	pthread_once(&exit_once, register_exit);
+	pthread_mutex_lock(&live_mtx);
+	t->next = live;
+	live = t;
+	pthread_mutex_unlock(&live_mtx);
 	return t;
 }
 
@@ -114,6 +175,13 @@ void bp_tcp_free(struct bp_tcp_sink *t)
 {
 	if (!t)
 		return;
+	pthread_mutex_lock(&live_mtx);
+	for (struct bp_tcp_sink **p = &live; *p; p = &(*p)->next)
+		if (*p == t) {
+			*p = t->next;
+			break;
+		}
+	pthread_mutex_unlock(&live_mtx);
 	if (t->fd >= 0)
 		close(t->fd);
 	if (t->streams)

@@ -32,9 +32,10 @@ struct bp_tcp_counts {
 	int connected;
 };
 
-/* Makes the sink for address addr (IPv4 or IPv6) with a send queue of
+/* Makes the sink of session owner for address addr (IPv4 or IPv6) with a send queue of
  * queue_bytes.  NULL on allocation failure.  Control context. */
-struct bp_tcp_sink *bp_tcp_new(const struct sockaddr_storage *addr,
+struct bp_tcp_sink *bp_tcp_new(struct bp_session *owner,
+			       const struct sockaddr_storage *addr,
 			       socklen_t addrlen, uint64_t queue_bytes,
 			       uint32_t max_slots, size_t packet_size);
 void bp_tcp_free(struct bp_tcp_sink *t);
