@@ -647,7 +647,7 @@ static int load_all(struct att *a, const char *nif)
 	}
 	while (rc == 0 && (e = readdir(d))) {
 		size_t l = strlen(e->d_name);
-		char mod[256], file[PATH_MAX + 300];
+		char mod[256], file[PATH_MAX * 2 + 512];
 		if (l < 6 || l >= sizeof mod || strcmp(e->d_name + l - 5, ".beam") ||
 		    !strcmp(e->d_name, "beamprobe_attach.beam"))
 			continue;
