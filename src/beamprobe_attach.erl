@@ -31,7 +31,7 @@
              app_started :: boolean(),
              files = [] :: [file:filename()],
              dirs = [] :: [file:filename()],
-             session :: undefined | pid(),
+             session :: undefined | beamprobe:session(),
              ended = false :: boolean()}).
 
 %% @doc Starts the agent for the C node's process `Cli'; returns its pid.
@@ -108,11 +108,13 @@ loop(St) ->
 
 %% The session ended (its limits) or the command line asked: stop,
 %% clean up, tell the command line, go.
+-spec finish(#ag{}, atom()) -> no_return().
 finish(St, _Why) ->
     Text = cleanup(St),
     St#ag.cli ! {beamprobe_attach_done, Text},
     bye(St).
 
+-spec bye(#ag{}) -> no_return().
 bye(#ag{mods_before = Before}) ->
     case lists:member(?MODULE, Before) of
         true -> ok;
@@ -237,9 +239,7 @@ parse(P) ->
     case beamprobe_pattern:parse(P, #{}) of
         {ok, Parsed} -> Parsed;
         {error, {Col, Msg}} ->
-            throw({bad, text("pattern ~ts, column ~p: ~ts", [P, Col, Msg])});
-        {error, Msg} ->
-            throw({bad, text("pattern ~ts: ~ts", [P, Msg])})
+            throw({bad, text("pattern ~ts, column ~p: ~ts", [P, Col, Msg])})
     end.
 
 with_return(MS, true) ->
