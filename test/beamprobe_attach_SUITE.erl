@@ -16,13 +16,15 @@
 -export([traces_n_calls/1, prints_live/1, session_limit_ends/1,
          sigkill_cleans_within_1s/1, version_refused/1,
          nif_over_distribution/1, bad_cookie/1, no_such_node/1,
-         cookie_file/1]).
+         cookie_file/1, connection_dropped/1, node_has_beamprobe/1,
+         long_names/1]).
 
 -define(N, 500).
 
 all() -> [traces_n_calls, prints_live, session_limit_ends,
           sigkill_cleans_within_1s, version_refused, nif_over_distribution,
-          bad_cookie, no_such_node, cookie_file].
+          bad_cookie, no_such_node, cookie_file, connection_dropped,
+          node_has_beamprobe, long_names].
 
 init_per_suite(Config) ->
     case node() of
@@ -45,10 +47,30 @@ init_per_suite(Config) ->
 
 end_per_suite(_Config) -> ok.
 
+init_per_testcase(long_names, Config) ->
+    %% A node with a long name: the suite's node (short names) cannot
+    %% talk to it; it runs its own workload.
+    Name = "bp_attach_long_" ++ os:getpid(),
+    Erl = os:find_executable("erl"),
+    Port = open_port({spawn_executable, Erl},
+                     [{args, ["-noshell", "-name", Name ++ "@127.0.0.1",
+                              "-setcookie", atom_to_list(erlang:get_cookie()),
+                              "-pa", ?config(work_dir, Config), "-eval",
+                              "F = fun L() -> bp_attach_work:work(1), "
+                              "timer:sleep(50), L() end, F()"]}]),
+    timer:sleep(1500),
+    [{target, list_to_atom(Name ++ "@127.0.0.1")}, {target_port, Port},
+     {out, filename:join(?config(priv_dir, Config), "long_names")},
+     {tmp_before, attach_dirs()} | Config];
 init_per_testcase(Case, Config) ->
     Name = list_to_atom("bp_attach_" ++ atom_to_list(Case) ++ "_" ++
                             os:getpid()),
-    {Node, Port} = start_target(Name, ?config(work_dir, Config)),
+    Args = case Case of
+               node_has_beamprobe ->
+                   ["-pa", filename:dirname(code:which(beamprobe))];
+               _ -> []
+           end,
+    {Node, Port} = start_target(Name, ?config(work_dir, Config), Args),
     put(target_port, Port),
     Out = filename:join(?config(priv_dir, Config), atom_to_list(Case)),
     [{target, Node}, {target_port, Port}, {out, Out},
@@ -218,22 +240,75 @@ cookie_file(Config) ->
     {0, _} = wait_exit(A, 15000),
     assert_clean(Node, Before, Config).
 
+%% The connection drops (the node disconnects the hidden node): the
+%% agent ends the session and cleans up; attach says it lost the node.
+connection_dropped(Config) ->
+    Node = ?config(target, Config),
+    Before = snapshot(Node),
+    A = attach(Config, ["-o", ?config(out, Config), "-q", short(Node),
+                        "bp_attach_work:double/1", "--seconds", "60"]),
+    wait_attached(A),
+    [Cli] = [N || N <- rpc:call(Node, erlang, nodes, [hidden]),
+                  lists:prefix("beamprobe_attach_", atom_to_list(N))],
+    true = rpc:call(Node, erlang, disconnect_node, [Cli]),
+    {2, Text} = wait_exit(A, 15000),
+    ?assertMatch({match, _}, re:run(Text, "lost the connection")),
+    assert_clean(Node, Before, Config).
+
+%% beamprobe on the node's code path: attach uses the node's copy (loads
+%% nothing of its own) and unloads only what was not loaded before.
+node_has_beamprobe(Config) ->
+    Node = ?config(target, Config),
+    {module, beamprobe_pattern} = rpc:call(Node, code, ensure_loaded,
+                                           [beamprobe_pattern]),
+    Before = snapshot(Node),
+    A = attach(Config, ["-o", ?config(out, Config), "-q", short(Node),
+                        "bp_attach_work:double/1"]),
+    Text0 = wait_attached(A),
+    ?assertEqual(nomatch, binary:match(Text0, <<"brought in">>)),
+    %% The node's own files: nothing loaded from attach's.
+    ?assertEqual([], [M || M <- loaded_ours(Node),
+                           lists:prefix("beamprobe-attach:",
+                                        rpc:call(Node, code, which, [M]))]),
+    ok = rpc:call(Node, bp_attach_work, work, [?N]),
+    timer:sleep(300),
+    interrupt(A),
+    {0, _} = wait_exit(A, 15000),
+    ?assertEqual([beamprobe_pattern], loaded_ours(Node)),
+    ?assertEqual(maps:get(apps, Before),
+                 [App || {App, _, _} <- rpc:call(Node, application,
+                                                 loaded_applications, [])]),
+    Evs = beamprobe_test_lib:trace(?config(out, Config)),
+    ?assertEqual(?N, length([E || #{name := <<"call">>} = E <- Evs])).
+
+%% Long names: NODE with a dotted host makes attach a long-named node.
+long_names(Config) ->
+    Node = ?config(target, Config),
+    A = attach(Config, ["-o", ?config(out, Config), "-q", "--max-events",
+                        "20", short(Node), "bp_attach_work:double/1"]),
+    {0, Text} = wait_exit(A, 30000),
+    ct:log("~s", [Text]),
+    ?assertMatch({match, _}, re:run(Text, "node left as it was")),
+    Evs = beamprobe_test_lib:trace(?config(out, Config)),
+    ?assertEqual(20, length([E || #{name := <<"call">>} = E <- Evs])).
+
 %%% ------------------------------------------------------------------------
 
-start_target(Name, WDir) ->
+start_target(Name, WDir, Extra) ->
     Erl = os:find_executable("erl"),
     Cookie = atom_to_list(erlang:get_cookie()),
     Port = open_port({spawn_executable, Erl},
                   [{args, ["-noshell", "-sname", atom_to_list(Name),
-                           "-setcookie", Cookie, "-pa", WDir,
-                           "-eval", "timer:sleep(infinity)"]},
+                           "-setcookie", Cookie, "-pa", WDir |
+                           Extra ++ ["-eval", "timer:sleep(infinity)"]]},
                    {env, [{"ERL_LIBS", false}]}]),
     [_, Host] = string:split(atom_to_list(node()), "@"),
     Node = list_to_atom(atom_to_list(Name) ++ "@" ++ Host),
     _ = beamprobe_test_lib:wait_until(
            fun() -> net_adm:ping(Node) =:= pong end, 10000),
-    %% A plain node: beamprobe is not on its code path.
-    non_existing = rpc:call(Node, code, which, [beamprobe]),
+    %% A plain node: beamprobe is not on its code path (unless asked).
+    true = (Extra =/= []) =/= (non_existing =:= rpc:call(Node, code, which,
+                                                          [beamprobe])),
     {module, bp_attach_work} = rpc:call(Node, code, ensure_loaded,
                                         [bp_attach_work]),
     {Node, Port}.
@@ -321,7 +396,8 @@ attach_dirs() ->
 
 clean_problems(Node, Before, Config) ->
     Now = snapshot(Node),
-    P = [{modules, loaded_ours(Node)} || loaded_ours(Node) =/= []] ++
+    New = loaded_ours(Node) -- maps:get(mods, Before),
+    P = [{modules, New} || New =/= []] ++
         [{apps, maps:get(apps, Now)} || maps:get(apps, Now) =/=
                                             maps:get(apps, Before)] ++
         [{registered, maps:get(names, Now) -- maps:get(names, Before)}

@@ -241,6 +241,25 @@ static int which(struct att *a, const char *mod, char *out, size_t n)
 	return rc;
 }
 
+/* erlang:module_loaded(Mod) on the node (0 when the call fails). */
+static int module_loaded(struct att *a, const char *mod)
+{
+	ei_x_buff args, res;
+	char out[16] = "";
+	int idx = 0;
+
+	ei_x_new(&args);
+	ei_x_new(&res);
+	ei_x_encode_list_header(&args, 1);
+	ei_x_encode_atom(&args, mod);
+	ei_x_encode_empty_list(&args);
+	if (rpc(a, "erlang", "module_loaded", &args, &res) == 0)
+		get_text(res.buff, &idx, out, sizeof out);
+	ei_x_free(&args);
+	ei_x_free(&res);
+	return !strcmp(out, "true");
+}
+
 static int system_info(struct att *a, const char *key, char *out, size_t n)
 {
 	ei_x_buff args, res;
@@ -862,7 +881,7 @@ int bp_cmd_attach(int argc, char **argv)
 	int tmp_dir = 0, loaded_self = 0;
 	long long v;
 	pid_t printer = -1;
-	uint64_t done_at = 0;
+	uint64_t done_at = 0, lost_at = 0;
 
 	memset(&a, 0, sizeof a);
 	memset(&sa, 0, sizeof sa);
@@ -960,11 +979,12 @@ int bp_cmd_attach(int argc, char **argv)
 	int bring = !strcmp(which_bp, "non_existing");
 	if (bring && check_versions(&a) != 0)
 		goto out;
-	if (!strcmp(which_self, "non_existing")) {
-		if (load_self(&a) != 0)
-			goto out;
-		loaded_self = 1;
-	}
+	/* The agent unloads itself at the end unless it was loaded before
+	 * attach came (from the node's own code path, it loads on first
+	 * call). */
+	loaded_self = !module_loaded(&a, "beamprobe_attach");
+	if (!strcmp(which_self, "non_existing") && load_self(&a) != 0)
+		goto out;
 	/* From here on the agent undoes whatever we bring, even if we die. */
 	if (spawn_agent(&a, loaded_self) != 0)
 		goto out;
@@ -1011,6 +1031,8 @@ int bp_cmd_attach(int argc, char **argv)
 				bp_cli_error("lost the connection to %s (the "
 					     "node ends the session)", node);
 				lost = 1;
+				close(a.fd);
+				a.fd = -1;
 			}
 			if (done && !done_at)
 				done_at = now_ms();
@@ -1030,8 +1052,13 @@ int bp_cmd_attach(int argc, char **argv)
 		}
 		if (print && printer < 0 && r.have_uuid)
 			printer = start_printer(dir);
-		if (lost && !r.ended && conn.fd < 0)
-			break;
+		/* Lost the node: the stream's end (or its loss) ends us. */
+		if (lost && (r.ended || conn.fd < 0)) {
+			if (!lost_at)
+				lost_at = now_ms();
+			if (r.ended || now_ms() - lost_at > 1500)
+				break;
+		}
 		if ((done && r.ended) || (done && now_ms() - done_at > 3000))
 			break;
 	}
