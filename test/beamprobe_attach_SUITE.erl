@@ -17,14 +17,14 @@
          sigkill_cleans_within_1s/1, version_refused/1,
          nif_over_distribution/1, bad_cookie/1, no_such_node/1,
          cookie_file/1, connection_dropped/1, node_has_beamprobe/1,
-         long_names/1]).
+         long_names/1, as_if_remote/1]).
 
 -define(N, 500).
 
 all() -> [traces_n_calls, prints_live, session_limit_ends,
           sigkill_cleans_within_1s, version_refused, nif_over_distribution,
           bad_cookie, no_such_node, cookie_file, connection_dropped,
-          node_has_beamprobe, long_names].
+          node_has_beamprobe, long_names, as_if_remote].
 
 init_per_suite(Config) ->
     case node() of
@@ -279,6 +279,25 @@ node_has_beamprobe(Config) ->
                  [App || {App, _, _} <- rpc:call(Node, application,
                                                  loaded_applications, [])]),
     Evs = beamprobe_test_lib:trace(?config(out, Config)),
+    ?assertEqual(?N, length([E || #{name := <<"call">>} = E <- Evs])).
+
+%% The path of a node on another host: the NIF goes over distribution,
+%% the stream comes to this end's address of the connection (remote =>
+%% true); the same trace, the same clean node.
+as_if_remote(Config) ->
+    Node = ?config(target, Config),
+    Out = ?config(out, Config),
+    Before = snapshot(Node),
+    A = attach(Config, ["-o", Out, "-q", short(Node),
+                        "bp_attach_work:double/1"],
+               [{"BEAMPROBE_ATTACH_REMOTE", "1"}]),
+    wait_attached(A),
+    ok = rpc:call(Node, bp_attach_work, work, [?N]),
+    timer:sleep(300),
+    interrupt(A),
+    {0, _} = wait_exit(A, 15000),
+    assert_clean(Node, Before, Config),
+    Evs = beamprobe_test_lib:trace(Out),
     ?assertEqual(?N, length([E || #{name := <<"call">>} = E <- Evs])).
 
 %% Long names: NODE with a dotted host makes attach a long-named node.
