@@ -77,6 +77,13 @@ init_per_testcase(Case, Config) ->
      {tmp_before, attach_dirs()} | Config].
 
 end_per_testcase(_Case, Config) ->
+    %% An attach a failed case left running goes too.
+    _ = [os:cmd("kill -9 " ++ P ++ " 2>/dev/null")
+         || P <- string:lexemes(case file:read_file(pids_file(Config)) of
+                                    {ok, B} -> binary_to_list(B);
+                                    _ -> ""
+                                end, "\n")],
+    _ = file:delete(pids_file(Config)),
     Node = ?config(target, Config),
     {os_pid, Os} = erlang:port_info(?config(target_port, Config), os_pid),
     _ = rpc:call(Node, erlang, halt, [], 2000),
@@ -337,7 +344,7 @@ short(Node) -> atom_to_list(Node).
 attach(Config, Args) -> attach(Config, Args, []).
 attach(Config, Args, Env) ->
     attach(Config, Args, Env, atom_to_list(erlang:get_cookie())).
-attach(_Config, Args, Env, Cookie) ->
+attach(Config, Args, Env, Cookie) ->
     Bin = filename:join([filename:dirname(filename:dirname(
                                             code:which(beamprobe))),
                          "bin", "beamprobe"]),
@@ -345,9 +352,16 @@ attach(_Config, Args, Env, Cookie) ->
                      none -> [];
                      _ -> ["--cookie", Cookie]
                  end,
-    open_port({spawn_executable, Bin},
-              [{args, ["attach" | CookieArgs] ++ Args}, {env, Env},
-               exit_status, binary, stderr_to_stdout, stream]).
+    Port = open_port({spawn_executable, Bin},
+                     [{args, ["attach" | CookieArgs] ++ Args}, {env, Env},
+                      exit_status, binary, stderr_to_stdout, stream]),
+    {os_pid, Os} = erlang:port_info(Port, os_pid),
+    ok = file:write_file(pids_file(Config), [integer_to_list(Os), "\n"],
+                         [append]),
+    Port.
+
+pids_file(Config) ->
+    filename:join(?config(priv_dir, Config), "attach-pids").
 
 wait_attached(A) ->
     wait_output(A, fun(T) -> binary:match(T, <<"attached to">>) =/= nomatch
