@@ -82,7 +82,8 @@ end_per_testcase(_Case, Config) ->
          || P <- string:lexemes(case file:read_file(pids_file(Config)) of
                                     {ok, B} -> binary_to_list(B);
                                     _ -> ""
-                                end, "\n")],
+                                end, "\n"),
+            is_our_attach(P, Config)],
     _ = file:delete(pids_file(Config)),
     Node = ?config(target, Config),
     {os_pid, Os} = erlang:port_info(?config(target_port, Config), os_pid),
@@ -359,6 +360,17 @@ attach(Config, Args, Env, Cookie) ->
     ok = file:write_file(pids_file(Config), [integer_to_list(Os), "\n"],
                          [append]),
     Port.
+
+%% Still our attach (not a pid reused since): its command line names this
+%% case's target node.
+is_our_attach(P, Config) ->
+    case file:read_file("/proc/" ++ P ++ "/cmdline") of
+        {ok, Cmd} ->
+            binary:match(Cmd, <<"attach">>) =/= nomatch andalso
+                binary:match(Cmd, atom_to_binary(?config(target, Config)))
+                =/= nomatch;
+        _ -> false
+    end.
 
 pids_file(Config) ->
     filename:join(?config(priv_dir, Config), "attach-pids").
