@@ -21,6 +21,8 @@
 
 -export([spawn_agent/2, request/2, session_spec/2]).
 
+-include_lib("kernel/include/file.hrl").
+
 -define(PREFIX, "beamprobe-attach:").
 -define(POLL_MS, 200).
 
@@ -201,6 +203,11 @@ private_dir() ->
     Dir = filename:join(Base, Name),
     ok = file:make_dir(Dir),
     ok = file:change_mode(Dir, 8#700),
+    %% Under a lax umask the directory was open to others until the
+    %% chmod: it must still be a directory of ours, and empty (nothing
+    %% planted in it, such as a symlink where the NIF is written).
+    {ok, #file_info{type = directory}} = file:read_link_info(Dir),
+    {ok, []} = file:list_dir(Dir),
     Dir.
 
 %% @doc The session spec of an attach: patterns in the language of
