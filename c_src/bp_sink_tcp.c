@@ -66,12 +66,13 @@ struct bp_tcp_sink {
 	struct frame frames[MAX_FRAMES];
 	uint32_t fhead, fcount;
 	size_t fsent;   /* bytes of the head frame already sent */
+	uint64_t conn_events; /* user events sent whole on this connection */
 	size_t packet_size;
 	uint32_t max_slots;
 	struct tcp_stream *streams;
 	int ended;
 	_Atomic uint64_t packets_sent, bytes_sent, connects, disconnects;
-	_Atomic uint64_t packets_dropped, events_dropped;
+	_Atomic uint64_t packets_dropped, events_dropped, refused;
 	_Atomic int connected;
 };
 
@@ -290,6 +291,7 @@ static int connected(struct bp_tcp_sink *t)
 	t->connecting = 0;
 	t->hello_off = 0;
 	t->fsent = 0;
+	t->conn_events = 0;
 	bump(&t->connects, 1);
 	atomic_store(&t->connected, 1);
 	return 1;
@@ -314,17 +316,33 @@ static ssize_t send_some(struct bp_tcp_sink *t, const uint8_t *p, size_t n)
 	return w;
 }
 
-/* The peer closed its end (it never sends anything)? */
-static void check_peer(struct bp_tcp_sink *t)
+/* The peer closed its end, or refused the stream (its only message: a
+ * REFUSED frame; then nothing sent on this connection was kept, and those
+ * events are counted lost)?  Waits up to ms for it.  1 if the connection
+ * ended. */
+static int check_peer(struct bp_tcp_sink *t, int ms)
 {
 	struct pollfd p = {t->fd, POLLIN, 0};
 	uint8_t b[64];
 
-	if (poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR))) {
+	if (t->fd < 0)
+		return 1;
+	if (poll(&p, 1, ms) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR))) {
 		ssize_t r = recv(t->fd, b, sizeof b, MSG_DONTWAIT);
-		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
+		if (r >= BP_STREAM_FRAME_HDR && bp_get_u32(b) == BP_STREAM_MAGIC &&
+		    bp_get_u32(b + 4) == BP_STREAM_REFUSED) {
+			bump(&t->events_dropped, t->conn_events);
+			bump(&t->refused, 1);
+			t->conn_events = 0;
 			disconnect(t);
+			return 1;
+		}
+		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
+			disconnect(t);
+			return 1;
+		}
 	}
+	return 0;
 }
 
 void bp_tcp_pump(struct bp_session *s)
@@ -336,8 +354,7 @@ void bp_tcp_pump(struct bp_session *s)
 		try_connect(t, now);
 	if (!connected(t))
 		return;
-	check_peer(t);
-	if (t->fd < 0)
+	if (check_peer(t, 0))
 		return;
 	while (t->hello_off < t->hello_len) {
 		ssize_t w = send_some(t, t->hello + t->hello_off,
@@ -357,6 +374,7 @@ void bp_tcp_pump(struct bp_session *s)
 			return; /* the socket is full */
 		t->qoff += f->len;
 		t->fsent = 0;
+		t->conn_events += f->events;
 		t->fhead = (t->fhead + 1) % MAX_FRAMES;
 		t->fcount--;
 		bump(&t->packets_sent, 1);
@@ -607,8 +625,15 @@ void bp_tcp_finish(struct bp_session *s)
 		t->fcount--;
 	}
 	t->qoff = t->qlen = t->fsent = 0;
+	/* The receiver closes after END, or says it refused the stream:
+	 * wait for either (the rest of the second) to count a refusal. */
 	if (t->fd >= 0) {
 		shutdown(t->fd, SHUT_WR);
+		while (t->fd >= 0 && mono_ns() < deadline)
+			if (check_peer(t, 10))
+				break;
+	}
+	if (t->fd >= 0) {
 		close(t->fd);
 		t->fd = -1;
 		atomic_store(&t->connected, 0);
@@ -623,5 +648,6 @@ void bp_tcp_counts(struct bp_tcp_sink *t, struct bp_tcp_counts *c)
 	c->disconnects = atomic_load(&t->disconnects);
 	c->packets_dropped = atomic_load(&t->packets_dropped);
 	c->events_dropped = atomic_load(&t->events_dropped);
+	c->refused = atomic_load(&t->refused);
 	c->connected = atomic_load(&t->connected);
 }

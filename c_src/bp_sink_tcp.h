@@ -22,13 +22,17 @@ enum bp_stream_frame {
 	BP_STREAM_HELLO = 1,  /* u32 version, uuid[16], metadata text */
 	BP_STREAM_PACKET = 2, /* one CTF packet, as in a thread-NNN file */
 	BP_STREAM_END = 3,    /* the session ended; nothing follows */
+	BP_STREAM_REFUSED = 4, /* receiver -> sink: this stream is refused,
+				  nothing sent on the connection was kept */
 };
 #define BP_STREAM_VERSION 1
 
 /* Counters of the sink (info/stop: the `stream' map). */
 struct bp_tcp_counts {
 	uint64_t packets_sent, bytes_sent, connects, disconnects;
-	uint64_t packets_dropped, events_dropped; /* lost at the source */
+	uint64_t packets_dropped, events_dropped; /* lost at the source, or
+						     refused by the receiver */
+	uint64_t refused; /* connections the receiver refused */
 	int connected;
 };
 

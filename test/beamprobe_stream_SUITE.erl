@@ -12,12 +12,12 @@
 -export([all/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([received_trace_is_whole/1, stalled_receiver/1, reconnects/1,
-         loopback_only/1, bad_addresses/1]).
+         loopback_only/1, bad_addresses/1, other_session_refused/1]).
 
 -import(beamprobe_test_lib, [init_case/2, clear_trace_state/0]).
 
 all() -> [received_trace_is_whole, stalled_receiver, reconnects,
-          loopback_only, bad_addresses].
+          loopback_only, bad_addresses, other_session_refused].
 
 init_per_suite(Config) ->
     beamprobe_test_lib:require_tracer(),
@@ -172,15 +172,47 @@ bad_addresses(_Config) ->
               [{tcp, "127.0.0.1:9"}, {tcp, "127.0.0.1:10"}]]],
     ?assertEqual([], beamprobe:list()).
 
+%% A receiver holds one trace: a second session's stream (another UUID)
+%% is refused, its events are counted lost by its sink, and the first
+%% trace is left whole.
+other_session_refused(Config) ->
+    Dir = filename:join(?config(case_dir, Config), "recv"),
+    {Rx, Port} = receiver(Dir, ["--keep"]),
+    Out = {tcp, "127.0.0.1:" ++ integer_to_list(Port)},
+    Is = lists:seq(1, 100),
+    {ok, A} = beamprobe:start(#{calls => [{lists, seq, 2}],
+                                procs => [self()], output => Out}),
+    [lists:seq(1, I rem 3) || I <- Is],
+    {ok, #{events := 100, dropped := #{stream := 0}}} = beamprobe:stop(A),
+    timer:sleep(300),
+    {ok, Meta} = file:read_file(filename:join(Dir, "metadata")),
+    {ok, B} = beamprobe:start(#{calls => [{lists, seq, 2}],
+                                procs => [self()], output => Out}),
+    [lists:seq(1, I rem 3) || I <- Is],
+    timer:sleep(500),
+    {ok, SumB} = beamprobe:stop(B),
+    ct:log("B: ~p", [SumB]),
+    #{events := 100, dropped := #{stream := 100}} = SumB,
+    {os_pid, Os} = erlang:port_info(Rx, os_pid),
+    os:cmd("kill -TERM " ++ integer_to_list(Os)),
+    {_, Text} = wait_port(Rx),
+    ?assertMatch({match, _}, re:run(Text, "another session's stream refused")),
+    %% The directory still holds A's trace alone.
+    {ok, Meta} = file:read_file(filename:join(Dir, "metadata")),
+    Calls = [E || #{name := <<"call">>} = E <- beamprobe_test_lib:trace(Dir)],
+    ?assertEqual(100, length(Calls)).
+
 %%% Helpers
 
 %% Starts `beamprobe receive' on a free loopback port.
-receiver(Dir) ->
+receiver(Dir) -> receiver(Dir, []).
+receiver(Dir, Extra) ->
     Bin = filename:join([filename:dirname(filename:dirname(
                                             code:which(beamprobe))),
                          "bin", "beamprobe"]),
     P = open_port({spawn_executable, Bin},
-                  [{args, ["receive", "--listen", "127.0.0.1:0", "-o", Dir]},
+                  [{args, ["receive", "--listen", "127.0.0.1:0", "-o", Dir
+                           | Extra]},
                    exit_status, binary, stderr_to_stdout, {line, 1000}]),
     receive
         {P, {data, {eol, <<"beamprobe: listening on port ", R/binary>>}}} ->

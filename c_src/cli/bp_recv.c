@@ -187,6 +187,13 @@ static int hello(struct bp_recv *r, struct bp_recv_conn *c, const uint8_t *p,
 	}
 	if (r->have_uuid) {
 		if (memcmp(r->uuid, p + 4, 16) != 0) {
+			/* Tell the sender: it counts what it sent as lost. */
+			uint8_t f[BP_STREAM_FRAME_HDR];
+			bp_put_u32(f, BP_STREAM_MAGIC);
+			bp_put_u32(f + 4, BP_STREAM_REFUSED);
+			bp_put_u32(f + 8, 0);
+			if (send(c->fd, f, sizeof f, MSG_NOSIGNAL) < 0) {
+			}
 			say("stream: another session's stream refused "
 			    "(%s holds one trace)%s", r->dir, "");
 			return -1;
