@@ -178,6 +178,12 @@ bad_addresses(_Config) ->
 other_session_refused(Config) ->
     Dir = filename:join(?config(case_dir, Config), "recv"),
     {Rx, Port} = receiver(Dir, ["--keep"]),
+    {os_pid, RxOs} = erlang:port_info(Rx, os_pid),
+    try refused(Dir, Rx, Port)
+    after os:cmd("kill -TERM " ++ integer_to_list(RxOs) ++ " 2>/dev/null")
+    end.
+
+refused(Dir, Rx, Port) ->
     Out = {tcp, "127.0.0.1:" ++ integer_to_list(Port)},
     Is = lists:seq(1, 100),
     {ok, A} = beamprobe:start(#{calls => [{lists, seq, 2}],
