@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/run.sh -- `make bench`: builds the benchmark helpers and runs them.
-# Usage: bash bench/run.sh [cost|rate|firehose|handler|kinds|overlap|usdt|reader ...]
+# Usage: bash bench/run.sh [cost|rate|firehose|handler|kinds|overlap|usdt|stream|reader ...]
 #        (default: all), or bash bench/run.sh smoke (make test: every
 #        configuration once, tiny counts, no thresholds, < 30 s).
 # kinds: the per-event-kind bench (bench/beamprobe_kinds_bench.erl), on a
@@ -29,6 +29,7 @@ run_rate=0
 run_profile=0
 run_overlap=0
 run_usdt=0
+run_stream=0
 if [ "${1:-}" = smoke ]; then
   # One VM, default flags: every kind x configuration once with tiny
   # counts, then the call-cost and rate code paths, tiny too.
@@ -43,11 +44,13 @@ if [ "${1:-}" = smoke ]; then
     | tee -a "$B/smoke.out" || true
   erl +sbwt none -noshell -pa ebin -pa "$B" -run beamprobe_usdt_bench main smoke \
     | tee -a "$B/smoke.out" || true
+  erl +sbwt none -noshell -pa ebin -pa "$B" -run beamprobe_stream_bench main smoke \
+    | tee -a "$B/smoke.out" || true
   "$B/usdt_guard" 100000 || f_guard=1
   p=$(awk '/^bench smoke part:/ { p += $4 } END { print p + 0 }' "$B/smoke.out")
   f=$(awk '/^bench smoke part:/ { f += $6 } END { print f + 0 }' "$B/smoke.out")
   n=$(grep -c '^bench smoke part:' "$B/smoke.out" || true)
-  [ "$n" = 5 ] || f=$((f + 1))
+  [ "$n" = 6 ] || f=$((f + 1))
   [ -z "${f_guard:-}" ] || f=$((f + 1))   # a VM that died before its closing line
   echo "bench smoke: $p passed, $f failed"
   [ "$f" = 0 ]
@@ -61,6 +64,7 @@ for a in "${args[@]}"; do
     profile) run_profile=1 ;;
     overlap) run_overlap=1 ;;
     usdt) run_usdt=1 ;;
+    stream) run_stream=1 ;;
     *) erl_args+=("$a") ;;
   esac
 done
@@ -84,6 +88,11 @@ usdt() {
   erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell -pa ebin -pa "$B" \
     -run beamprobe_usdt_bench main bench
 }
+# The TCP stream sink next to the file sink (bench/beamprobe_stream_bench.erl).
+stream() {
+  erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell -pa ebin -pa "$B" \
+    -run beamprobe_stream_bench main bench
+}
 overlap() {
   erl -noshell -pa ebin -pa "$B" -run beamprobe_overlap_bench main bench default flags
   erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell -pa ebin -pa "$B" \
@@ -101,6 +110,7 @@ if [ ${#args[@]} -eq 0 ]; then
   profile
   overlap
   usdt
+  stream
 else
   if [ ${#erl_args[@]} -gt 0 ]; then bench "${erl_args[@]}"; fi
   if [ $run_rate = 1 ]; then bench_default rate; fi
@@ -108,6 +118,7 @@ else
   if [ $run_profile = 1 ]; then profile; fi
   if [ $run_overlap = 1 ]; then overlap; fi
   if [ $run_usdt = 1 ]; then usdt; fi
+  if [ $run_stream = 1 ]; then stream; fi
 fi
 if [ ${#args[@]} -eq 0 ] || [ $run_reader = 1 ]; then
   if [ -f bench/reader.sh ]; then bash bench/reader.sh; fi

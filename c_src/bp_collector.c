@@ -8,6 +8,7 @@
 #include "bp_session.h"
 #include "bp_sink_handler.h"
 #include "bp_sink_lttng.h"
+#include "bp_sink_tcp.h"
 
 #include <errno.h>
 #include <linux/futex.h>
@@ -147,6 +148,8 @@ static void add_event(struct bp_session *s, struct bp_slot *sl,
 	}
 	for (uint32_t i = 0; i < s->nhandlers; i++)
 		bp_handler_add(s, &s->handlers[i], ev, len);
+	if (s->tcp && (always || (id < 64 && (s->tcp_kinds & (1ull << id)))))
+		bp_tcp_add(s, sl, ev, len);
 	if (s->has_lttng &&
 	    (always || (id < 64 && (s->lttng_kinds & (1ull << id)))))
 		bp_lttng_emit(ev, len);
@@ -236,6 +239,8 @@ static void flush_all(struct bp_session *s, int force)
 		if (sl)
 			flush_stream(s, sl, force);
 	}
+	if (s->tcp)
+		bp_tcp_flush(s, force);
 }
 
 /* Writes one "drops" event per stream with its slot's loss counts (the
@@ -345,6 +350,8 @@ void bp_collector_finish(struct bp_session *s)
 	bp_session_quiesce(s);
 	drain_all(s);
 	flush_handlers(s, 1);
+	if (s->tcp)
+		bp_tcp_finish(s);
 	write_drops(s);
 	check_files(s);
 	for (uint32_t i = 0; i < s->max_slots; i++) {
@@ -430,6 +437,8 @@ void *bp_collector_main(void *arg)
 		if (!drop_oldest)
 			moved = drain_all(s);
 		flush_handlers(s, 0);
+		if (s->tcp)
+			bp_tcp_pump(s);
 		bp_clock_maintain();
 		now = bp_now();
 		if (now - last_flush >= FLUSH_NS) {

@@ -11,6 +11,7 @@
  * tests in bp_nif_render.c.
  */
 #include <errno.h>
+#include <netinet/in.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -25,6 +26,7 @@
 #include "bp_session.h"
 #include "bp_sink_handler.h"
 #include "bp_sink_lttng.h"
+#include "bp_sink_tcp.h"
 #include "bp_term.h"
 #include "bp_usdt.h"
 
@@ -140,6 +142,8 @@ static void session_dtor(ErlNifEnv *env, void *obj)
 			bp_handler_free(&s->handlers[i]);
 		enif_free(s->handlers);
 	}
+	bp_tcp_free(s->tcp);
+	s->tcp = NULL;
 	if (s->region)
 		munmap(s->region, s->region_size);
 	if (s->cond)
@@ -149,6 +153,7 @@ static void session_dtor(ErlNifEnv *env, void *obj)
 }
 
 /* ---- start ----------------------------------------------------------- */
+
 
 static int get_u64_opt(ErlNifEnv *env, ERL_NIF_TERM map, ERL_NIF_TERM key,
 		       ErlNifUInt64 def, ErlNifUInt64 *out)
@@ -287,6 +292,53 @@ static size_t max_event_size(const struct bp_capture *c)
 {
 	return BP_EVENT_HEADER_SIZE + 8 + 2 * 1040 + 3 * ((size_t)c->bytes + 1) +
 	       64;
+}
+
+/* tcp => {Address :: <<_:32>> | <<_:128>>, Port}, tcp_kinds, tcp_queue:
+ * the TCP stream sink (bp_sink_tcp.c); the Erlang side has checked that
+ * the address is a loopback one unless told otherwise.  1 if absent or
+ * well-formed (s->tcp made), 0 if malformed or out of memory. */
+static int get_tcp(ErlNifEnv *env, ERL_NIF_TERM cfg, struct bp_session *s)
+{
+	ERL_NIF_TERM v;
+	const ERL_NIF_TERM *t;
+	int ar;
+	unsigned port;
+	ErlNifBinary a;
+	ErlNifUInt64 q, kinds;
+	struct sockaddr_storage ss;
+	socklen_t sl;
+
+	if (!enif_get_map_value(env, cfg, enif_make_atom(env, "tcp"), &v))
+		return 1;
+	if (!enif_get_tuple(env, v, &ar, &t) || ar != 2 ||
+	    !enif_inspect_binary(env, t[0], &a) ||
+	    !enif_get_uint(env, t[1], &port) || port < 1 || port > 65535)
+		return 0;
+	memset(&ss, 0, sizeof ss);
+	if (a.size == 4) {
+		struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+		in->sin_family = AF_INET;
+		in->sin_port = htons((uint16_t)port);
+		memcpy(&in->sin_addr, a.data, 4);
+		sl = sizeof *in;
+	} else if (a.size == 16) {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons((uint16_t)port);
+		memcpy(&in6->sin6_addr, a.data, 16);
+		sl = sizeof *in6;
+	} else {
+		return 0;
+	}
+	if (!get_u64_opt(env, cfg, enif_make_atom(env, "tcp_queue"), 8u << 20,
+			 &q) || q > (1ull << 31) ||
+	    !get_u64_opt(env, cfg, enif_make_atom(env, "tcp_kinds"), ~0ull,
+			 &kinds))
+		return 0;
+	s->tcp_kinds = kinds;
+	s->tcp = bp_tcp_new(s, &ss, sl, q, s->max_slots, s->packet_size);
+	return s->tcp != NULL;
 }
 
 static ERL_NIF_TERM start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
@@ -466,6 +518,8 @@ static ERL_NIF_TERM start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
 	if (!s->mtx || !s->cond)
 		return error2(env, "start", "enomem");
 
+	if (!get_tcp(env, cfg, s))
+		return error2(env, "bad_config", "tcp");
 	bp_output_make_uuid(s->uuid);
 	if (file) {
 		/* Everything is created relative to this fd: a symlink planted
@@ -481,8 +535,9 @@ static ERL_NIF_TERM start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
 	}
 	if (!enif_get_map_value(env, cfg, bp_atom.env, &v))
 		v = enif_make_list(env, 0);
-	err = file ? bp_output_write_metadata(env, s, v, realtime_offset_ns())
-		   : 0;
+	err = file || s->tcp ? bp_output_write_metadata(env, s, v,
+							realtime_offset_ns())
+			     : 0;
 	if (err == EINVAL)
 		return error2(env, "bad_config", "env");
 	if (err)
@@ -532,6 +587,14 @@ static ERL_NIF_TERM stats_map(ErlNifEnv *env, struct bp_session *s)
 				  enif_make_atom(env, bp_drop_cause_names[c]),
 				  enif_make_uint64(env, d[c]), &dropped);
 	}
+	if (s->tcp) {
+		struct bp_tcp_counts tc;
+		bp_tcp_counts(s->tcp, &tc);
+		total += tc.events_dropped;
+		enif_make_map_put(env, dropped, enif_make_atom(env, "stream"),
+				  enif_make_uint64(env, tc.events_dropped),
+				  &dropped);
+	}
 	enif_make_map_put(env, dropped, bp_atom.total,
 			  enif_make_uint64(env, total), &dropped);
 	switch (atomic_load(&s->state)) {
@@ -577,6 +640,32 @@ static ERL_NIF_TERM stats_map(ErlNifEnv *env, struct bp_session *s)
 			sinks = enif_make_list_cell(env, hm, sinks);
 	}
 	enif_make_map_put(env, m, bp_atom.handlers, sinks, &m);
+	if (s->tcp) {
+		struct bp_tcp_counts tc;
+		ERL_NIF_TERM tm;
+		bp_tcp_counts(s->tcp, &tc);
+		ERL_NIF_TERM tk[] = {
+			enif_make_atom(env, "packets_sent"),
+			enif_make_atom(env, "bytes_sent"),
+			enif_make_atom(env, "connects"),
+			enif_make_atom(env, "disconnects"),
+			enif_make_atom(env, "packets_dropped"),
+			enif_make_atom(env, "events_dropped"),
+			enif_make_atom(env, "refused"),
+			enif_make_atom(env, "connected")};
+		ERL_NIF_TERM tv[] = {
+			enif_make_uint64(env, tc.packets_sent),
+			enif_make_uint64(env, tc.bytes_sent),
+			enif_make_uint64(env, tc.connects),
+			enif_make_uint64(env, tc.disconnects),
+			enif_make_uint64(env, tc.packets_dropped),
+			enif_make_uint64(env, tc.events_dropped),
+			enif_make_uint64(env, tc.refused),
+			tc.connected ? bp_atom.true_ : bp_atom.false_};
+		if (enif_make_map_from_arrays(env, tk, tv, 8, &tm))
+			enif_make_map_put(env, m, enif_make_atom(env, "stream"),
+					  tm, &m);
+	}
 	return m;
 }
 

@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -17,6 +18,7 @@
 #include "bp_nif.h"
 #include "bp_output.h"
 #include "bp_session.h"
+#include "bp_sink_tcp.h"
 
 /* Limits of the metadata's env block (docs/format.md, "Metadata"): keys
  * from the session, bytes of one value and of all values as written
@@ -123,8 +125,20 @@ int bp_output_write_metadata(ErlNifEnv *env, struct bp_session *s,
 		entries[n].value = trunc;
 		n++;
 	}
-	err = bp_ctf_write_metadata_at(s->dirfd, s->uuid, offset_ns, entries,
-				       n);
+	err = s->has_file ? bp_ctf_write_metadata_at(s->dirfd, s->uuid,
+						      offset_ns, entries, n)
+			  : 0;
+	if (!err && s->tcp) { /* the same text starts every connection */
+		size_t cap = 64 * 1024;
+		char *text = malloc(cap);
+		int tl2 = text ? bp_format_metadata(text, cap, s->uuid,
+						    offset_ns, entries, n)
+			       : -1;
+		err = tl2 < 0 ? ENOMEM
+			      : bp_tcp_set_metadata(s->tcp, s->uuid, text,
+						    (size_t)tl2);
+		free(text);
+	}
 	enif_free(vals);
 	return err;
 }

@@ -36,6 +36,7 @@
 #include "bp_term.h"
 
 struct bp_handler_sink;
+struct bp_tcp_sink;
 
 #define BP_MAX_SLOTS 256
 #define BP_PID_CACHE 1024 /* per-slot "process event already written" set */
@@ -135,6 +136,8 @@ struct bp_session {
 	uint64_t lttng_kinds;             /* event kinds it fires */
 	struct bp_handler_sink *handlers; /* nhandlers; owned */
 	uint32_t nhandlers;
+	struct bp_tcp_sink *tcp;          /* TCP stream (bp_sink_tcp.c) */
+	uint64_t tcp_kinds;               /* event kinds it sends */
 
 	/* Collector. */
 	uint64_t byte_limit; /* 0 = none */

@@ -120,14 +120,25 @@
               | {handler, module(), term()}
               | {handler, module(), term(), map()}
               | lttng | {lttng, #{events => all | [atom()]}}
-              | usdt | {usdt, #{events => all | [atom()]}}.
+              | usdt | {usdt, #{events => all | [atom()]}}
+              | {tcp, tcp_address()}
+              | {tcp, tcp_address(), #{events => all | [atom()],
+                                       remote => boolean(),
+                                       queue => pos_integer()}}.
+-type tcp_address() :: string() | binary()
+                     | {inet:ip_address() | string(), inet:port_number()}.
 %% Where events go: CTF files, an Erlang handler (beamprobe_handler)
 %% with options `events', `procs', `batch', `credits', `overflow',
 %% LTTng-UST tracepoints of provider `beamprobe' (beamprobe_lttng;
 %% `{error, {lttng_unavailable, Why}}' where that cannot run;
 %% docs/tutorial.md, section 19), or the USDT probes of the NIF (`usdt':
 %% the events of the kinds in `events' fire their probe when a tool is
-%% attached, docs/usdt.md).
+%% attached, docs/usdt.md), or a TCP stream (`{tcp, "127.0.0.1:9100"}'):
+%% the trace's packets, unchanged, to `beamprobe receive' or `attach'
+%% (docs/format.md, "Stream"); loopback addresses only unless `remote =>
+%% true'; a receiver that cannot keep up makes the sink drop whole packets
+%% at the source once its `queue' (bytes, 8 MiB) is full, counted in the
+%% summary (`dropped' key `stream', and `stream' counters).
 
 -type summary() ::
         #{events := non_neg_integer(),

@@ -41,8 +41,10 @@
                     on_tamper := report | reinstall,
                     monitor => beamprobe_monitor:thresholds(),
                     sample => beamprobe_sampler:config()}.
--type sink() :: #{type := file | handler | lttng | usdt,
+-type sink() :: #{type := file | handler | lttng | usdt | tcp,
                   module => module(), arg => term(),
+                  addr => inet:ip_address(), port => inet:port_number(),
+                  queue => pos_integer(),
                   kinds := non_neg_integer(), procs := all | [pid()],
                   batch := pos_integer(), credits := pos_integer(),
                   overflow := drop | stop}.
@@ -339,7 +341,80 @@ sinks([{lttng, Opts} | T], S, Acc) when is_map(Opts) ->
             end;
         _ -> {error, {bad_option, output, "at most one lttng sink"}}
     end;
+sinks([{tcp, Addr} | T], S, Acc) -> sinks([{tcp, Addr, #{}} | T], S, Acc);
+sinks([{tcp, Addr, Opts} = O | T], S, Acc) when is_map(Opts) ->
+    Remote = maps:get(remote, Opts, false),
+    Queue = maps:get(queue, Opts, 8 bsl 20),
+    case [X || #{type := tcp} = X <- Acc] of
+        [_ | _] -> {error, {bad_option, output, "at most one tcp sink"}};
+        [] when not is_boolean(Remote) -> bad({output, remote}, Remote);
+        [] when not (is_integer(Queue) andalso Queue >= 65536
+                     andalso Queue =< 1 bsl 31) ->
+            bad({output, queue}, Queue);
+        [] ->
+            case {tcp_address(Addr), sink_opts(maps:without([remote, queue],
+                                                            Opts), [events])} of
+                {error, _} -> bad(output, O);
+                {_, {error, _} = E} -> E;
+                {{ok, IP, Port}, {ok, Common}} ->
+                    case Remote orelse loopback(IP) of
+                        true ->
+                            sinks(T, S, [Common#{type => tcp, addr => IP,
+                                                 port => Port,
+                                                 queue => Queue} | Acc]);
+                        false -> {error, {not_loopback, Addr}}
+                    end
+            end
+    end;
 sinks([O | _], _S, _Acc) -> bad(output, O).
+
+%% A TCP address: "Host:Port", <<"Host:Port">>, {Host, Port} with Host an
+%% IP tuple, a name or an address text ("[::1]:Port" for IPv6 text).
+tcp_address(B) when is_binary(B) ->
+    case unicode:characters_to_list(B) of
+        L when is_list(L) -> tcp_address(L);
+        _ -> error
+    end;
+tcp_address(L) when is_list(L), L =/= [] ->
+    case io_lib:char_list(L) andalso string:split(L, ":", trailing) of
+        [H, P] ->
+            case string:to_integer(P) of
+                {Port, []} -> tcp_address({string:trim(H, both, "[]"), Port});
+                _ -> error
+            end;
+        _ -> error
+    end;
+tcp_address({Host, Port}) when is_integer(Port), Port > 0, Port < 65536 ->
+    case Host of
+        T when is_tuple(T) ->
+            case inet:ntoa(T) of
+                {error, _} -> error;
+                _ -> {ok, T, Port}
+            end;
+        H when is_list(H), H =/= [] ->
+            %% An address text needs no resolver (which would start the
+            %% node's inet_gethost_native: attach leaves nothing behind).
+            case io_lib:char_list(H) andalso inet:parse_address(H) of
+                {ok, IPT} -> {ok, IPT, Port};
+                _ -> tcp_name(H, Port)
+            end;
+        _ -> error
+    end;
+tcp_address(_) -> error.
+
+tcp_name(H, Port) ->
+    case inet:getaddr(H, inet) of
+        {ok, IP} -> {ok, IP, Port};
+        _ ->
+            case inet:getaddr(H, inet6) of
+                {ok, IP6} -> {ok, IP6, Port};
+                _ -> error
+            end
+    end.
+
+loopback({127, _, _, _}) -> true;
+loopback({0, 0, 0, 0, 0, 0, 0, 1}) -> true;
+loopback(_) -> false.
 
 %% A file sink whose name is valid (see file_name/1).
 file_sink(Name, Opts, O, T, S, Acc) ->
@@ -546,6 +621,9 @@ format_error({unknown_option, K}) ->
 format_error({bad_option, K, V}) ->
     f("bad value for option ~tP: ~tP", [K, ?SHOW, V, ?SHOW]);
 format_error({dead_process, P}) -> f("process ~p is not alive", [P]);
+format_error({not_loopback, A}) ->
+    f("tcp address ~tP is not a loopback address; add remote => true to "
+      "send the trace over the network", [A, ?SHOW]);
 format_error({remote_process, P}) ->
     f("process ~p is on another node", [P]);
 format_error({no_such_process, N}) ->

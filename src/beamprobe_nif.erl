@@ -32,6 +32,10 @@
 
 -define(LOAD_ERROR, {?MODULE, load_error}).
 
+%% Where `beamprobe attach' placed the library (the application's env,
+%% set when it loaded beamprobe into a node that does not have it).
+-define(NIF_PATH, application:get_env(beamprobe, nif_path)).
+
 %% Loads the C library.  A library that cannot be loaded does not fail the
 %% module (whose load would then be retried, and fail, at every call): the
 %% module loads with its stubs, and the error, with the path looked at, is
@@ -60,8 +64,9 @@ reloaded() ->
     ok.
 
 lib_path() ->
-    case os:getenv("BEAMPROBE_NIF") of
-        false ->
+    case {os:getenv("BEAMPROBE_NIF"), ?NIF_PATH} of
+        {false, {ok, Placed}} -> Placed;
+        {false, undefined} ->
             Dir = case code:priv_dir(beamprobe) of
                       {error, bad_name} ->
                           filename:join(filename:dirname(filename:dirname(
@@ -69,7 +74,7 @@ lib_path() ->
                       D -> D
                   end,
             filename:join(Dir, "beamprobe_nif");
-        Path -> Path
+        {Path, _} -> Path
     end.
 
 %% @doc `ok' when the C library is loaded; otherwise where it was looked

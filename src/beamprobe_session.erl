@@ -238,7 +238,8 @@ start_nif(#st{config = C, handlers = Hs} = St) ->
                undefined -> Nif0;
                _ -> Nif0#{dir => unicode:characters_to_binary(Dir)}
            end,
-    Nif2 = maps:merge(Nif1, beamprobe_lttng:nif_config(Sinks)),
+    Nif2 = maps:merge(maps:merge(Nif1, beamprobe_lttng:nif_config(Sinks)),
+                      tcp_config(Sinks)),
     Nif = case Rate of
               infinity -> Nif2;
               {N, Ms} -> Nif2#{rate => {N, Ms}}
@@ -501,6 +502,7 @@ finish(#st{res = Res, config = C, started = T0} = St, Why) ->
             threads => maps:get(threads, Stats),
             io_error => maps:get(io_error, Stats),
             handlers => maps:get(handlers, Stats),
+            stream => maps:get(stream, Stats, none),
             matched => St#st.matched,
             nif_reloads => St#st.nif_reloads,
             tag => maps:get(tag, C)},
@@ -525,6 +527,19 @@ unknown_stats(E) ->
     #{events => 0, dropped => #{total => 0}, bytes => 0, threads => 0,
       io_error => none, handlers => [], stop_reason => nif_error,
       nif_error => E}.
+
+%% The TCP stream sink's part of the NIF configuration (bp_sink_tcp.c).
+tcp_config(Sinks) ->
+    case [X || #{type := tcp} = X <- Sinks] of
+        [#{addr := IP, port := Port, kinds := K, queue := Q}] ->
+            Bin = case IP of
+                      {A, B, C, D} -> <<A, B, C, D>>;
+                      {_, _, _, _, _, _, _, _} ->
+                          << <<W:16>> || W <- tuple_to_list(IP) >>
+                  end,
+            #{tcp => {Bin, Port}, tcp_kinds => K, tcp_queue => Q};
+        [] -> #{}
+    end.
 
 stop_reason(Why, #{stop_reason := none}) -> Why;
 stop_reason(_, #{stop_reason := R}) -> R.
@@ -578,6 +593,11 @@ coexist(#st{skipped = Sk}, {Found, N}) ->
       tampered => Found, tampered_count => N}.
 
 output(#{dir := undefined, sinks := Sinks}) ->
-    [case S of #{type := handler, module := M} -> {handler, M}; _ -> usdt end
-     || #{type := T} = S <- Sinks, T =:= handler orelse T =:= usdt];
+    [case S of
+         #{type := handler, module := M} -> {handler, M};
+         #{type := tcp, addr := A, port := P} -> {tcp, {A, P}};
+         _ -> usdt
+     end
+     || #{type := T} = S <- Sinks, T =:= handler orelse T =:= usdt
+            orelse T =:= tcp];
 output(#{dir := Dir}) -> Dir.

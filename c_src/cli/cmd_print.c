@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define FOLLOW_POLL_NS 200000000L
 
@@ -460,16 +461,28 @@ static int print_event(struct printer *pr, const struct bp_event *e)
 	return 0;
 }
 
+/* A followed trace is complete once its receiver wrote DIR/.complete. */
+static int trace_complete(struct printer *pr)
+{
+	char path[4200];
+
+	snprintf(path, sizeof path, "%s/.complete", pr->r.dir);
+	return access(path, F_OK) == 0;
+}
+
 static void run(struct printer *pr)
 {
 	const struct bp_event *e;
+	int complete = 0;
 
 	for (;;) {
 		while (!interrupted && (e = bp_reader_next(&pr->r)))
 			if (print_event(pr, e))
 				return;
-		if (!pr->r.follow || interrupted)
+		if (!pr->r.follow || interrupted || complete)
 			return;
+		/* Seen before the last refresh: everything is read after it. */
+		complete = trace_complete(pr);
 		bp_out_flush(&pr->out);
 		struct timespec ts = {0, FOLLOW_POLL_NS};
 		nanosleep(&ts, NULL);

@@ -65,7 +65,7 @@ echo "# command line"
 run --version; check "--version exits 0" "$rc" 0
 grep -q '^beamprobe [0-9]' "$WORK/out" && ok "--version prints the version" || not_ok "--version prints the version"
 run --help; check "--help exits 0" "$rc" 0
-for c in print stats export info; do
+for c in print stats export info attach receive record; do
 	run "$c" --help
 	if [ "$rc" = 0 ] && grep -q "^Usage: beamprobe $c" "$WORK/out"; then ok "$c --help"; else not_ok "$c --help"; fi
 	run help "$c"; check "help $c exits 0" "$rc" 0
@@ -78,6 +78,27 @@ run export --format nope $T/good/basic; check "bad --format: exit 1" "$rc" 1
 run print --since 25:00:00 $T/good/basic; check "bad --since: exit 1" "$rc" 1
 run print "$WORK/does-not-exist"; check "missing trace: exit 2" "$rc" 2
 grep -q "does-not-exist" "$WORK/err" && ok "missing trace: named in the error" || not_ok "missing trace: named in the error"
+run attach; check "attach without a node: exit 1" "$rc" 1
+run attach somenode@somehost; check "attach without a pattern: exit 1" "$rc" 1
+run attach -q somenode@somehost 'm:f'; check "attach -q without -o: exit 1" "$rc" 1
+run attach --seconds 0 somenode@somehost 'm:f'; check "attach --seconds 0: exit 1" "$rc" 1
+run receive -o "$WORK/rx0"; check "receive without --listen: exit 1" "$rc" 1
+run receive --listen nope -o "$WORK/rx0"; check "receive bad address: exit 1" "$rc" 1
+mkdir -p "$WORK/rx-full" && touch "$WORK/rx-full/x"
+run receive --listen 127.0.0.1:0 -o "$WORK/rx-full"; check "receive into a non-empty dir: exit 1" "$rc" 1
+grep -q "not empty" "$WORK/err" && ok "receive: says the dir is not empty" || not_ok "receive: says the dir is not empty"
+run record 'm:f'; check "record without -- COMMAND: exit 1" "$rc" 1
+run record -- erl; check "record without a pattern: exit 1" "$rc" 1
+# A stream that is not one: refused, exit 2, nothing but an empty dir.
+"$BP" receive --listen 127.0.0.1:0 -o "$WORK/rx-bad" 2>"$WORK/rx-bad.err" &
+rxpid=$!
+for _ in $(seq 50); do grep -q "listening on port" "$WORK/rx-bad.err" 2>/dev/null && break; sleep 0.1; done
+rxport=$(sed -n 's/.*listening on port \([0-9]*\),.*/\1/p' "$WORK/rx-bad.err")
+python3 -c "import socket,sys; s=socket.create_connection(('127.0.0.1', int(sys.argv[1]))); s.sendall(b'GET / HTTP/1.0\r\n\r\n'); s.close()" "$rxport"
+sleep 0.5; kill -TERM $rxpid 2>/dev/null; wait $rxpid; rc=$?
+check "receive of a non-stream: exit 2" "$rc" 2
+grep -q "not a beamprobe stream" "$WORK/rx-bad.err" && ok "receive: names a non-stream" || not_ok "receive: names a non-stream" "$(cat "$WORK/rx-bad.err")"
+[ -z "$(ls -A "$WORK/rx-bad")" ] && ok "receive: nothing written for a non-stream" || not_ok "receive: nothing written for a non-stream"
 
 echo "# golden trace: good/basic"
 G=$T/good/basic

@@ -1,0 +1,653 @@
+/* bp_sink_tcp.c -- the TCP stream sink: the session's CTF packets, built
+ * exactly as the file sink builds them (one packet stream per producing
+ * thread, the same headers, the same first empty packet), sent over one
+ * TCP connection instead of written to thread-NNN files.
+ *
+ * Runs on the collector thread only; the socket is non-blocking and the
+ * collector never waits on it except at the very end (at most about a
+ * second).  A slow or stalled receiver fills the bounded send queue: later
+ * packets are dropped at the source and counted (their events raise the
+ * stream's events_discarded in the next packet, and the `stream' counters).
+ * A connection that breaks is reopened (every RETRY_NS), and the metadata
+ * is sent again first; the packet being sent when it broke is lost and
+ * counted, the queued ones follow.
+ *
+ * Wire format (docs/format.md, "Stream"): frames of a 12-byte header
+ * (u32 magic "BPS1", u32 type, u32 payload length; little endian) and a
+ * payload: HELLO (u32 version, uuid, metadata text), PACKET (one CTF
+ * packet), END.
+ */
+#include "bp_sink_tcp.h"
+#include "bp_session.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RETRY_NS 200000000ull  /* reconnect attempts: every 200 ms */
+#define FINISH_NS 1000000000ull /* the end waits at most this long */
+#define MAX_FRAMES 4096         /* queued frames at most */
+
+/* One producing thread's packet being built. */
+struct tcp_stream {
+	uint8_t *buf; /* packet_size bytes, NULL until the slot produces */
+	size_t len;
+	uint32_t nevents, naux;
+	uint64_t ts_begin, ts_end, last_ts;
+	uint64_t seq;
+	uint64_t lost; /* user events dropped by this sink */
+};
+
+struct frame {
+	uint32_t len;     /* bytes, header included */
+	uint32_t events;  /* user events in it */
+	uint32_t slot;
+};
+
+struct bp_tcp_sink {
+	struct bp_tcp_sink *next; /* in `live' */
+	struct bp_session *owner;
+	struct sockaddr_storage addr;
+	socklen_t addrlen;
+	int fd;         /* -1: not connected */
+	int connecting; /* a non-blocking connect is under way */
+	uint64_t next_try;
+	uint8_t *hello; /* the HELLO frame, whole */
+	size_t hello_len, hello_off; /* hello_off < hello_len: being sent */
+	uint8_t *q;     /* the send queue: frames back to back */
+	size_t qcap, qoff, qlen; /* sent up to qoff; used up to qlen */
+	struct frame frames[MAX_FRAMES];
+	uint32_t fhead, fcount;
+	size_t fsent;   /* bytes of the head frame already sent */
+	uint64_t conn_events; /* user events sent whole on this connection */
+	size_t packet_size;
+	uint32_t max_slots;
+	struct tcp_stream *streams;
+	int ended;
+	_Atomic uint64_t packets_sent, bytes_sent, connects, disconnects;
+	_Atomic uint64_t packets_dropped, events_dropped, refused;
+	_Atomic int connected;
+};
+
+/* Sinks of running sessions, for the VM's exit (see at_exit). */
+static pthread_mutex_t live_mtx = PTHREAD_MUTEX_INITIALIZER;
+static struct bp_tcp_sink *live;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+static uint64_t mono_ns(void);
+
+/*
+ * halt/0,1 (an escript's end, `erl -eval "..., halt()"') ends the VM
+ * without stopping sessions: the events still in the rings would never
+ * reach the receiver.  exit() runs this: each streaming session's
+ * collector is told to stop (its final drain sends the last packets and
+ * END, waiting at most about a second for the receiver) and waited for,
+ * 2 s at most in all.  Registered with atexit() from the library: glibc
+ * runs it at dlclose() instead if the library is unloaded first (then no
+ * session is left, and it does nothing).
+ */
+static void at_exit(void)
+{
+	uint64_t deadline = mono_ns() + 2000000000ull;
+
+	pthread_mutex_lock(&live_mtx);
+	for (struct bp_tcp_sink *t = live; t; t = t->next) {
+		struct bp_session *s = t->owner;
+		if (!s->thread_started)
+			continue;
+		enif_mutex_lock(s->mtx);
+		s->cmd_stop = 1;
+		enif_mutex_unlock(s->mtx);
+		bp__session_wake(s);
+	}
+	for (struct bp_tcp_sink *t = live; t; t = t->next) {
+		struct bp_session *s = t->owner;
+		int fin = !s->thread_started;
+		while (!fin && mono_ns() < deadline) {
+			struct timespec ts = {0, 5000000};
+			enif_mutex_lock(s->mtx);
+			fin = s->finished;
+			enif_mutex_unlock(s->mtx);
+			if (!fin)
+				nanosleep(&ts, NULL);
+		}
+	}
+	pthread_mutex_unlock(&live_mtx);
+}
+
+static void register_exit(void)
+{
+	atexit(at_exit);
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void bump(_Atomic uint64_t *c, uint64_t n)
+{
+	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+struct bp_tcp_sink *bp_tcp_new(struct bp_session *owner,
+			       const struct sockaddr_storage *addr,
+			       socklen_t addrlen, uint64_t queue_bytes,
+			       uint32_t max_slots, size_t packet_size)
+{
+	struct bp_tcp_sink *t = calloc(1, sizeof *t);
+
+	if (!t)
+		return NULL;
+	t->owner = owner;
+	if (queue_bytes < 2 * (packet_size + BP_STREAM_FRAME_HDR))
+		queue_bytes = 2 * (packet_size + BP_STREAM_FRAME_HDR);
+	t->addr = *addr;
+	t->addrlen = addrlen;
+	t->fd = -1;
+	t->qcap = (size_t)queue_bytes;
+	t->q = malloc(t->qcap);
+	t->streams = calloc(max_slots, sizeof *t->streams);
+	t->max_slots = max_slots;
+	t->packet_size = packet_size;
+	if (!t->q || !t->streams) {
+		bp_tcp_free(t);
+		return NULL;
+	}
+	pthread_once(&exit_once, register_exit);
+	pthread_mutex_lock(&live_mtx);
+	t->next = live;
+	live = t;
+	pthread_mutex_unlock(&live_mtx);
+	return t;
+}
+
+void bp_tcp_free(struct bp_tcp_sink *t)
+{
+	if (!t)
+		return;
+	pthread_mutex_lock(&live_mtx);
+	for (struct bp_tcp_sink **p = &live; *p; p = &(*p)->next)
+		if (*p == t) {
+			*p = t->next;
+			break;
+		}
+	pthread_mutex_unlock(&live_mtx);
+	if (t->fd >= 0)
+		close(t->fd);
+	if (t->streams)
+		for (uint32_t i = 0; i < t->max_slots; i++)
+			free(t->streams[i].buf);
+	free(t->streams);
+	free(t->q);
+	free(t->hello);
+	free(t);
+}
+
+static void put_frame_hdr(uint8_t *p, uint32_t type, uint32_t len)
+{
+	bp_put_u32(p, BP_STREAM_MAGIC);
+	bp_put_u32(p + 4, type);
+	bp_put_u32(p + 8, len);
+}
+
+int bp_tcp_set_metadata(struct bp_tcp_sink *t, const uint8_t uuid[16],
+			const char *text, size_t len)
+{
+	size_t n = BP_STREAM_FRAME_HDR + 4 + 16 + len;
+	uint8_t *h = malloc(n);
+
+	if (!h)
+		return ENOMEM;
+	put_frame_hdr(h, BP_STREAM_HELLO, (uint32_t)(n - BP_STREAM_FRAME_HDR));
+	bp_put_u32(h + BP_STREAM_FRAME_HDR, BP_STREAM_VERSION);
+	memcpy(h + BP_STREAM_FRAME_HDR + 4, uuid, 16);
+	memcpy(h + BP_STREAM_FRAME_HDR + 20, text, len);
+	free(t->hello);
+	t->hello = h;
+	t->hello_len = n;
+	t->hello_off = n; /* nothing to send before a connection */
+	return 0;
+}
+
+/* ---- the connection -------------------------------------------------- */
+
+static void disconnect(struct bp_tcp_sink *t)
+{
+	if (t->fd < 0)
+		return;
+	close(t->fd);
+	t->fd = -1;
+	if (!t->connecting)
+		bump(&t->disconnects, 1);
+	t->connecting = 0;
+	atomic_store(&t->connected, 0);
+	t->next_try = mono_ns() + RETRY_NS;
+	/* The frame cut in the middle is lost: the next connection starts
+	 * at a frame boundary. */
+	if (t->fsent && t->fcount) {
+		struct frame *f = &t->frames[t->fhead];
+		bump(&t->packets_dropped, 1);
+		bump(&t->events_dropped, f->events);
+		if (f->slot < t->max_slots)
+			t->streams[f->slot].lost += f->events;
+		t->qoff += f->len;
+		t->fhead = (t->fhead + 1) % MAX_FRAMES;
+		t->fcount--;
+		t->fsent = 0;
+	}
+}
+
+static void try_connect(struct bp_tcp_sink *t, uint64_t now)
+{
+	int fd, one = 1;
+
+	if (t->fd >= 0 || now < t->next_try || !t->hello)
+		return;
+	t->next_try = now + RETRY_NS;
+	fd = socket(t->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		    0);
+	if (fd < 0)
+		return;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	if (connect(fd, (const struct sockaddr *)&t->addr, t->addrlen) != 0 &&
+	    errno != EINPROGRESS) {
+		close(fd);
+		return;
+	}
+	t->fd = fd;
+	t->connecting = 1;
+}
+
+/* Is the connection up (finishing a pending connect)? */
+static int connected(struct bp_tcp_sink *t)
+{
+	struct pollfd p;
+	int err = 0;
+	socklen_t el = sizeof err;
+
+	if (t->fd < 0)
+		return 0;
+	if (!t->connecting)
+		return 1;
+	p.fd = t->fd;
+	p.events = POLLOUT;
+	if (poll(&p, 1, 0) <= 0)
+		return 0;
+	if (getsockopt(t->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err) {
+		disconnect(t);
+		return 0;
+	}
+	t->connecting = 0;
+	t->hello_off = 0;
+	t->fsent = 0;
+	t->conn_events = 0;
+	bump(&t->connects, 1);
+	atomic_store(&t->connected, 1);
+	return 1;
+}
+
+/* Sends n bytes at p: bytes sent, 0 when the socket is full, -1 when the
+ * connection broke (then closed). */
+static ssize_t send_some(struct bp_tcp_sink *t, const uint8_t *p, size_t n)
+{
+	ssize_t w;
+
+	do
+		w = send(t->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (w < 0 && errno == EINTR);
+	if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return 0;
+	if (w <= 0) {
+		disconnect(t);
+		return -1;
+	}
+	bump(&t->bytes_sent, (uint64_t)w);
+	return w;
+}
+
+/* The peer closed its end, or refused the stream (its only message: a
+ * REFUSED frame; then nothing sent on this connection was kept, and those
+ * events are counted lost)?  Waits up to ms for it.  1 if the connection
+ * ended. */
+static int check_peer(struct bp_tcp_sink *t, int ms)
+{
+	struct pollfd p = {t->fd, POLLIN, 0};
+	uint8_t b[64];
+
+	if (t->fd < 0)
+		return 1;
+	if (poll(&p, 1, ms) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR))) {
+		ssize_t r = recv(t->fd, b, sizeof b, MSG_DONTWAIT);
+		if (r >= BP_STREAM_FRAME_HDR && bp_get_u32(b) == BP_STREAM_MAGIC &&
+		    bp_get_u32(b + 4) == BP_STREAM_REFUSED) {
+			bump(&t->events_dropped, t->conn_events);
+			bump(&t->refused, 1);
+			t->conn_events = 0;
+			disconnect(t);
+			return 1;
+		}
+		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
+			disconnect(t);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+void bp_tcp_pump(struct bp_session *s)
+{
+	struct bp_tcp_sink *t = s->tcp;
+	uint64_t now = mono_ns();
+
+	if (t->fd < 0)
+		try_connect(t, now);
+	if (!connected(t))
+		return;
+	if (check_peer(t, 0))
+		return;
+	while (t->hello_off < t->hello_len) {
+		ssize_t w = send_some(t, t->hello + t->hello_off,
+				      t->hello_len - t->hello_off);
+		if (w <= 0)
+			return;
+		t->hello_off += (size_t)w;
+	}
+	while (t->fcount) {
+		struct frame *f = &t->frames[t->fhead];
+		ssize_t w = send_some(t, t->q + t->qoff + t->fsent,
+				      f->len - t->fsent);
+		if (w <= 0)
+			return;
+		t->fsent += (size_t)w;
+		if (t->fsent < f->len)
+			return; /* the socket is full */
+		t->qoff += f->len;
+		t->fsent = 0;
+		t->conn_events += f->events;
+		t->fhead = (t->fhead + 1) % MAX_FRAMES;
+		t->fcount--;
+		bump(&t->packets_sent, 1);
+	}
+	t->qoff = t->qlen = 0; /* all sent */
+}
+
+/* ---- the queue ------------------------------------------------------- */
+
+/* Room for n more bytes at the end of the queue (moving what is left to
+ * the front if that makes room)?  Never while a frame is half sent
+ * (fsent counts from qoff). */
+static int room(struct bp_tcp_sink *t, size_t n)
+{
+	if (t->fcount >= MAX_FRAMES)
+		return 0;
+	if (t->qlen + n <= t->qcap)
+		return 1;
+	if (t->qoff && t->qlen - t->qoff + n <= t->qcap) {
+		memmove(t->q, t->q + t->qoff, t->qlen - t->qoff);
+		t->qlen -= t->qoff;
+		t->qoff = 0;
+		return 1;
+	}
+	return 0;
+}
+
+static void put_header(struct bp_session *s, uint8_t *p, uint32_t thread,
+		       uint64_t ts_begin, uint64_t ts_end, size_t len,
+		       uint64_t discarded, uint64_t seq)
+{
+	bp_put_u32(p + BP_PKT_OFF_MAGIC, BP_CTF_MAGIC);
+	memcpy(p + BP_PKT_OFF_UUID, s->uuid, 16);
+	bp_put_u32(p + BP_PKT_OFF_STREAM_ID, 0);
+	bp_put_u64(p + BP_PKT_OFF_TS_BEGIN, ts_begin);
+	bp_put_u64(p + BP_PKT_OFF_TS_END, ts_end);
+	bp_put_u64(p + BP_PKT_OFF_CONTENT_SIZE, (uint64_t)len * 8);
+	bp_put_u64(p + BP_PKT_OFF_PACKET_SIZE, (uint64_t)len * 8);
+	bp_put_u64(p + BP_PKT_OFF_DISCARDED, discarded);
+	bp_put_u64(p + BP_PKT_OFF_SEQ_NUM, seq);
+	bp_put_u32(p + BP_PKT_OFF_THREAD_ID, thread);
+}
+
+/* Losses a packet of slot i reports: the slot's own (rings, limits...)
+ * and this sink's. */
+static uint64_t discarded(struct bp_session *s, uint32_t i)
+{
+	struct bp_slot *sl = atomic_load_explicit(&s->slots[i],
+						  memory_order_acquire);
+	uint64_t n = s->tcp->streams[i].lost;
+
+	if (!sl)
+		return n;
+	n += atomic_load_explicit(&sl->ring.evicted, memory_order_relaxed) +
+	     atomic_load_explicit(&sl->late_too_big, memory_order_relaxed);
+	for (int c = 0; c < BP_DROP_COUNT; c++)
+		n += atomic_load_explicit(&sl->drops[c], memory_order_relaxed);
+	return n;
+}
+
+/* Queues stream i's packet (a whole frame) or drops it, counted. */
+static void queue_packet(struct bp_session *s, uint32_t i)
+{
+	struct bp_tcp_sink *t = s->tcp;
+	struct tcp_stream *st = &t->streams[i];
+	uint32_t user = st->nevents - st->naux;
+	size_t need = BP_STREAM_FRAME_HDR + st->len;
+
+	if (st->seq == 0) {
+		/* The stream's first packet: empty, nothing discarded yet
+		 * (as the file sink writes it). */
+		size_t n0 = BP_STREAM_FRAME_HDR + BP_PACKET_HEADER_SIZE;
+		if (!room(t, n0 + need))
+			goto drop;
+		put_frame_hdr(t->q + t->qlen, BP_STREAM_PACKET,
+			      BP_PACKET_HEADER_SIZE);
+		put_header(s, t->q + t->qlen + BP_STREAM_FRAME_HDR, i,
+			   st->ts_begin, st->ts_begin, BP_PACKET_HEADER_SIZE,
+			   0, 0);
+		t->frames[(t->fhead + t->fcount) % MAX_FRAMES] =
+			(struct frame){(uint32_t)n0, 0, i};
+		t->fcount++;
+		t->qlen += n0;
+		st->seq = 1;
+	}
+	if (!room(t, need))
+		goto drop;
+	put_header(s, st->buf, i, st->ts_begin, st->ts_end, st->len,
+		   discarded(s, i), st->seq);
+	put_frame_hdr(t->q + t->qlen, BP_STREAM_PACKET, (uint32_t)st->len);
+	memcpy(t->q + t->qlen + BP_STREAM_FRAME_HDR, st->buf, st->len);
+	t->frames[(t->fhead + t->fcount) % MAX_FRAMES] =
+		(struct frame){(uint32_t)need, user, i};
+	t->fcount++;
+	t->qlen += need;
+	st->seq++;
+	goto done;
+drop:
+	bump(&t->packets_dropped, 1);
+	bump(&t->events_dropped, user);
+	st->lost += user;
+done:
+	st->len = BP_PACKET_HEADER_SIZE;
+	st->nevents = st->naux = 0;
+}
+
+static struct tcp_stream *stream(struct bp_tcp_sink *t, uint32_t i)
+{
+	struct tcp_stream *st = &t->streams[i];
+
+	if (!st->buf) {
+		st->buf = malloc(t->packet_size);
+		if (!st->buf)
+			return NULL;
+		st->len = BP_PACKET_HEADER_SIZE;
+	}
+	return st;
+}
+
+static void add_to(struct bp_session *s, uint32_t i, const uint8_t *ev,
+		   uint32_t len, int aux)
+{
+	struct bp_tcp_sink *t = s->tcp;
+	struct tcp_stream *st = stream(t, i);
+	uint64_t ts;
+
+	if (!st || len < BP_EVENT_HEADER_SIZE ||
+	    len > t->packet_size - BP_PACKET_HEADER_SIZE) {
+		if (!aux) {
+			bump(&t->events_dropped, 1);
+			if (st)
+				st->lost++;
+		}
+		return;
+	}
+	if (st->len + len > t->packet_size)
+		queue_packet(s, i);
+	ts = bp_get_u64(ev + BP_EV_OFF_TS);
+	memcpy(st->buf + st->len, ev, len);
+	if (ts < st->last_ts) /* monotonic per stream, as in the files */
+		bp_put_u64(st->buf + st->len + BP_EV_OFF_TS, st->last_ts);
+	else
+		st->last_ts = ts;
+	if (st->nevents == 0)
+		st->ts_begin = st->last_ts;
+	st->ts_end = st->last_ts;
+	st->len += len;
+	st->nevents++;
+	st->naux += aux != 0;
+}
+
+void bp_tcp_add(struct bp_session *s, struct bp_slot *sl, const uint8_t *ev,
+		uint32_t len)
+{
+	uint16_t id = bp_get_u16(ev + BP_EV_OFF_ID);
+
+	add_to(s, sl->index, ev, len, id == BP_EV_PROCESS || id == BP_EV_DROPS);
+}
+
+void bp_tcp_flush(struct bp_session *s, int force)
+{
+	struct bp_tcp_sink *t = s->tcp;
+
+	for (uint32_t i = 0; i < t->max_slots; i++) {
+		struct tcp_stream *st = &t->streams[i];
+		if (st->buf && (st->nevents || (force && st->seq == 0)))
+			queue_packet(s, i);
+	}
+	bp_tcp_pump(s);
+}
+
+/* One drops event per stream: the slot's losses, this sink's as io_error
+ * (the events it could not deliver). */
+static void add_drops(struct bp_session *s)
+{
+	struct bp_tcp_sink *t = s->tcp;
+	uint64_t noslot =
+		atomic_load_explicit(&s->noslot_drops, memory_order_relaxed);
+	uint8_t ev[BP_EVENT_HEADER_SIZE + 8 * BP_DROP_COUNT];
+
+	for (uint32_t i = 0; i < t->max_slots; i++) {
+		struct bp_slot *sl = atomic_load_explicit(&s->slots[i],
+							  memory_order_acquire);
+		uint64_t d[BP_DROP_COUNT], any = noslot;
+		size_t off;
+
+		if (!sl)
+			continue;
+		for (int c = 0; c < BP_DROP_COUNT; c++)
+			any |= d[c] = atomic_load_explicit(
+				&sl->drops[c], memory_order_relaxed);
+		d[BP_DROP_OVERWRITTEN] += atomic_load_explicit(
+			&sl->ring.evicted, memory_order_relaxed);
+		d[BP_DROP_TOO_BIG] += atomic_load_explicit(
+			&sl->late_too_big, memory_order_relaxed);
+		d[BP_DROP_NO_BUFFER] += noslot;
+		d[BP_DROP_IO_ERROR] += t->streams[i].lost;
+		any |= d[BP_DROP_OVERWRITTEN] | d[BP_DROP_TOO_BIG] |
+		       t->streams[i].lost;
+		if (!any && !t->streams[i].buf)
+			continue;
+		noslot = 0;
+		off = bp_ev_header(ev, BP_EV_DROPS, bp_now(), 0);
+		for (int c = 0; c < BP_DROP_COUNT; c++, off += 8)
+			bp_put_u64(ev + off, d[c]);
+		add_to(s, i, ev, (uint32_t)off, 1);
+	}
+}
+
+void bp_tcp_finish(struct bp_session *s)
+{
+	struct bp_tcp_sink *t = s->tcp;
+	uint64_t deadline = mono_ns() + FINISH_NS;
+
+	if (t->ended)
+		return;
+	t->ended = 1;
+	add_drops(s);
+	bp_tcp_flush(s, 0);
+	if (room(t, BP_STREAM_FRAME_HDR)) {
+		put_frame_hdr(t->q + t->qlen, BP_STREAM_END, 0);
+		t->frames[(t->fhead + t->fcount) % MAX_FRAMES] =
+			(struct frame){BP_STREAM_FRAME_HDR, 0, UINT32_MAX};
+		t->fcount++;
+		t->qlen += BP_STREAM_FRAME_HDR;
+	}
+	/* Not connected: one last attempt, now; a receiver that is gone
+	 * (connection refused) is not waited for. */
+	if (t->fd < 0)
+		t->next_try = 0;
+	while (t->fcount && mono_ns() < deadline) {
+		struct pollfd p;
+		bp_tcp_pump(s);
+		if (!t->fcount || t->fd < 0)
+			break;
+		p.fd = t->fd;
+		p.events = POLLOUT;
+		poll(&p, 1, 10);
+	}
+	/* What could not be sent in time is lost, and counted. */
+	while (t->fcount) {
+		struct frame *f = &t->frames[t->fhead];
+		if (f->slot != UINT32_MAX) {
+			bump(&t->packets_dropped, 1);
+			bump(&t->events_dropped, f->events);
+		}
+		t->fhead = (t->fhead + 1) % MAX_FRAMES;
+		t->fcount--;
+	}
+	t->qoff = t->qlen = t->fsent = 0;
+	/* The receiver closes after END, or says it refused the stream:
+	 * wait for either (the rest of the second) to count a refusal. */
+	if (t->fd >= 0) {
+		shutdown(t->fd, SHUT_WR);
+		while (t->fd >= 0 && mono_ns() < deadline)
+			if (check_peer(t, 10))
+				break;
+	}
+	if (t->fd >= 0) {
+		close(t->fd);
+		t->fd = -1;
+		atomic_store(&t->connected, 0);
+	}
+}
+
+void bp_tcp_counts(struct bp_tcp_sink *t, struct bp_tcp_counts *c)
+{
+	c->packets_sent = atomic_load(&t->packets_sent);
+	c->bytes_sent = atomic_load(&t->bytes_sent);
+	c->connects = atomic_load(&t->connects);
+	c->disconnects = atomic_load(&t->disconnects);
+	c->packets_dropped = atomic_load(&t->packets_dropped);
+	c->events_dropped = atomic_load(&t->events_dropped);
+	c->refused = atomic_load(&t->refused);
+	c->connected = atomic_load(&t->connected);
+}

@@ -1,0 +1,67 @@
+/* bp_sink_tcp.h -- the TCP stream sink (output => {tcp, Address}): the
+ * session's CTF packets, unchanged, over one TCP connection (see
+ * bp_sink_tcp.c; the wire protocol is in docs/format.md, "Stream").
+ */
+#ifndef BP_SINK_TCP_H
+#define BP_SINK_TCP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "bp_format.h"
+
+struct bp_session;
+struct bp_slot;
+struct bp_tcp_sink;
+
+/* Frame header on the wire: magic, type, payload length (little endian). */
+#define BP_STREAM_MAGIC 0x31535042u /* "BPS1" */
+#define BP_STREAM_FRAME_HDR 12
+enum bp_stream_frame {
+	BP_STREAM_HELLO = 1,  /* u32 version, uuid[16], metadata text */
+	BP_STREAM_PACKET = 2, /* one CTF packet, as in a thread-NNN file */
+	BP_STREAM_END = 3,    /* the session ended; nothing follows */
+	BP_STREAM_REFUSED = 4, /* receiver -> sink: this stream is refused,
+				  nothing sent on the connection was kept */
+};
+#define BP_STREAM_VERSION 1
+
+/* Counters of the sink (info/stop: the `stream' map). */
+struct bp_tcp_counts {
+	uint64_t packets_sent, bytes_sent, connects, disconnects;
+	uint64_t packets_dropped, events_dropped; /* lost at the source, or
+						     refused by the receiver */
+	uint64_t refused; /* connections the receiver refused */
+	int connected;
+};
+
+/* Makes the sink of session owner for address addr (IPv4 or IPv6) with a send queue of
+ * queue_bytes.  NULL on allocation failure.  Control context. */
+struct bp_tcp_sink *bp_tcp_new(struct bp_session *owner,
+			       const struct sockaddr_storage *addr,
+			       socklen_t addrlen, uint64_t queue_bytes,
+			       uint32_t max_slots, size_t packet_size);
+void bp_tcp_free(struct bp_tcp_sink *t);
+
+/* Keeps the metadata text sent at the start of every connection. */
+int bp_tcp_set_metadata(struct bp_tcp_sink *t, const uint8_t uuid[16],
+			const char *text, size_t len);
+
+/* Adds one event of slot sl (collector thread). */
+void bp_tcp_add(struct bp_session *s, struct bp_slot *sl, const uint8_t *ev,
+		uint32_t len);
+
+/* Queues partial packets (force: even empty ones) and sends what the
+ * socket takes now; connects or reconnects when due.  Never blocks.
+ * Collector thread. */
+void bp_tcp_flush(struct bp_session *s, int force);
+void bp_tcp_pump(struct bp_session *s);
+
+/* Final: drops events, the last packets and the END frame, sent within
+ * about a second at most; then the connection is closed.  Collector. */
+void bp_tcp_finish(struct bp_session *s);
+
+void bp_tcp_counts(struct bp_tcp_sink *t, struct bp_tcp_counts *c);
+
+#endif /* BP_SINK_TCP_H */

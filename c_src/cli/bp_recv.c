@@ -1,0 +1,315 @@
+/* bp_recv.c -- writes a TCP stream (bp_sink_tcp.c on the node) into a
+ * trace directory: DIR/metadata from the HELLO frame, each PACKET frame
+ * appended whole to DIR/thread-NNN (NNN from the packet header), and
+ * DIR/.complete once the END frame came (print --follow stops there).
+ * Files are created 0600, exclusively, never through a symlink.  A
+ * reconnection of the same session (same UUID) continues the same files;
+ * another session's stream is refused.
+ */
+#include "bp_recv.h"
+#include "../bp_format.h"
+#include "../bp_sink_tcp.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void say(const char *fmt, const char *a, const char *b)
+{
+	fputs("beamprobe: ", stderr);
+	fprintf(stderr, fmt, a, b);
+	fputc('\n', stderr);
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int bp_recv_open(struct bp_recv *r, const char *dir)
+{
+	struct stat sb;
+	DIR *d;
+	struct dirent *e;
+
+	memset(r, 0, sizeof *r);
+	r->dirfd = -1;
+	for (int i = 0; i < BP_RECV_MAX_THREADS; i++)
+		r->fds[i] = -1;
+	if (strlen(dir) >= sizeof r->dir) {
+		say("%s: name too long%s", dir, "");
+		return -1;
+	}
+	strcpy(r->dir, dir);
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+		say("%s: %s", dir, strerror(errno));
+		return -1;
+	}
+	r->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (r->dirfd < 0) {
+		say("%s: %s", dir, strerror(errno));
+		return -1;
+	}
+	if (fstat(r->dirfd, &sb) != 0 || sb.st_uid != geteuid() ||
+	    (sb.st_mode & (S_IWGRP | S_IWOTH))) {
+		say("%s: %s", dir,
+		    "not ours alone (another owner, or group/world-writable)");
+		goto fail;
+	}
+	d = fdopendir(dup(r->dirfd));
+	if (!d) {
+		say("%s: %s", dir, strerror(errno));
+		goto fail;
+	}
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+			closedir(d);
+			say("%s: %s", dir, "exists and is not empty");
+			goto fail;
+		}
+	closedir(d);
+	return 0;
+fail:
+	close(r->dirfd);
+	r->dirfd = -1;
+	return -1;
+}
+
+void bp_recv_close(struct bp_recv *r)
+{
+	for (int i = 0; i < BP_RECV_MAX_THREADS; i++)
+		if (r->fds[i] >= 0)
+			close(r->fds[i]);
+	if (r->dirfd >= 0)
+		close(r->dirfd);
+	r->dirfd = -1;
+}
+
+int bp_recv_listen(const char *addr, int *bound_port)
+{
+	char host[256] = "127.0.0.1", port[16];
+	const char *colon = strrchr(addr, ':');
+	struct addrinfo hints, *ai = NULL;
+	int fd, one = 1, rc;
+
+	if (colon) {
+		size_t hl = (size_t)(colon - addr);
+		if (hl >= sizeof host || strlen(colon + 1) >= sizeof port)
+			goto bad;
+		memcpy(host, addr, hl);
+		host[hl] = '\0';
+		if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
+			memmove(host, host + 1, hl - 2);
+			host[hl - 2] = '\0';
+		}
+		strcpy(port, colon + 1);
+	} else {
+		if (strlen(addr) >= sizeof port)
+			goto bad;
+		strcpy(port, addr);
+	}
+	if (!port[0] || strspn(port, "0123456789") != strlen(port))
+		goto bad;
+	memset(&hints, 0, sizeof hints);
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+	if ((rc = getaddrinfo(host, port, &hints, &ai)) != 0) {
+		say("cannot listen on %s: %s", addr, gai_strerror(rc));
+		return -1;
+	}
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+	    bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 8) != 0) {
+		say("cannot listen on %s: %s", addr, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		freeaddrinfo(ai);
+		return -1;
+	}
+	freeaddrinfo(ai);
+	if (bound_port) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof ss;
+		getsockname(fd, (struct sockaddr *)&ss, &sl);
+		*bound_port = ss.ss_family == AF_INET6
+				      ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+				      : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	}
+	return fd;
+bad:
+	say("bad address '%s'%s (expected HOST:PORT or PORT)", addr, "");
+	return -1;
+}
+
+void bp_recv_conn_init(struct bp_recv_conn *c, int fd)
+{
+	memset(c, 0, sizeof *c);
+	c->fd = fd;
+}
+
+void bp_recv_conn_close(struct bp_recv_conn *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	free(c->buf);
+	c->buf = NULL;
+	c->len = c->cap = 0;
+}
+
+static int hello(struct bp_recv *r, struct bp_recv_conn *c, const uint8_t *p,
+		 uint32_t n)
+{
+	int fd;
+
+	if (n < 20 || bp_get_u32(p) != BP_STREAM_VERSION) {
+		say("stream: unsupported version%s%s", "", "");
+		return -1;
+	}
+	if (r->have_uuid) {
+		if (memcmp(r->uuid, p + 4, 16) != 0) {
+			/* Tell the sender: it counts what it sent as lost. */
+			uint8_t f[BP_STREAM_FRAME_HDR];
+			bp_put_u32(f, BP_STREAM_MAGIC);
+			bp_put_u32(f + 4, BP_STREAM_REFUSED);
+			bp_put_u32(f + 8, 0);
+			if (send(c->fd, f, sizeof f, MSG_NOSIGNAL) < 0) {
+			}
+			say("stream: another session's stream refused "
+			    "(%s holds one trace)%s", r->dir, "");
+			return -1;
+		}
+		c->hello = 1;
+		return 1; /* a reconnection: the same files go on */
+	}
+	fd = openat(r->dirfd, "metadata",
+		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 || write_all(fd, p + 20, n - 20) != 0) {
+		say("%s/metadata: %s", r->dir, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	close(fd);
+	memcpy(r->uuid, p + 4, 16);
+	r->have_uuid = 1;
+	c->hello = 1;
+	return 1;
+}
+
+static int packet(struct bp_recv *r, const uint8_t *p, uint32_t n)
+{
+	uint32_t tid;
+
+	if (n < BP_PACKET_HEADER_SIZE || n > BP_PACKET_MAX ||
+	    bp_get_u32(p + BP_PKT_OFF_MAGIC) != BP_CTF_MAGIC ||
+	    memcmp(p + BP_PKT_OFF_UUID, r->uuid, 16) != 0 ||
+	    bp_get_u64(p + BP_PKT_OFF_PACKET_SIZE) != (uint64_t)n * 8 ||
+	    bp_get_u64(p + BP_PKT_OFF_CONTENT_SIZE) > (uint64_t)n * 8) {
+		say("stream: malformed packet%s%s", "", "");
+		return -1;
+	}
+	tid = bp_get_u32(p + BP_PKT_OFF_THREAD_ID);
+	if (tid >= BP_RECV_MAX_THREADS) {
+		say("stream: thread id out of range%s%s", "", "");
+		return -1;
+	}
+	if (r->fds[tid] < 0) {
+		char name[32];
+		snprintf(name, sizeof name, "thread-%03u", tid);
+		r->fds[tid] = openat(r->dirfd, name,
+				     O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW |
+					     O_CLOEXEC,
+				     0600);
+		if (r->fds[tid] < 0) {
+			say("%s/%s", r->dir, strerror(errno));
+			return -1;
+		}
+	}
+	if (write_all(r->fds[tid], p, n) != 0) {
+		say("%s: %s", r->dir, strerror(errno));
+		return -1;
+	}
+	r->packets++;
+	r->bytes += n;
+	return 1;
+}
+
+static void mark_complete(struct bp_recv *r)
+{
+	int fd = openat(r->dirfd, BP_RECV_COMPLETE,
+			O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		close(fd);
+	r->ended = 1;
+}
+
+int bp_recv_conn_read(struct bp_recv *r, struct bp_recv_conn *c)
+{
+	ssize_t got;
+	size_t off = 0;
+	int rc = 1;
+
+	if (!c->buf) {
+		c->cap = BP_STREAM_FRAME_HDR + BP_PACKET_MAX + 64 * 1024;
+		if (!(c->buf = malloc(c->cap)))
+			return -1;
+	}
+	do
+		got = read(c->fd, c->buf + c->len, c->cap - c->len);
+	while (got < 0 && errno == EINTR);
+	if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return 1;
+	if (got <= 0)
+		return 0; /* EOF (a half frame left is dropped) */
+	c->len += (size_t)got;
+	while (rc == 1 && c->len - off >= BP_STREAM_FRAME_HDR) {
+		const uint8_t *h = c->buf + off;
+		uint32_t type = bp_get_u32(h + 4), n = bp_get_u32(h + 8);
+		if (bp_get_u32(h) != BP_STREAM_MAGIC ||
+		    n > c->cap - BP_STREAM_FRAME_HDR) {
+			say("stream: not a beamprobe stream%s%s", "", "");
+			return -1;
+		}
+		if (c->len - off < BP_STREAM_FRAME_HDR + n)
+			break;
+		h += BP_STREAM_FRAME_HDR;
+		if (type == BP_STREAM_HELLO)
+			rc = hello(r, c, h, n);
+		else if (!c->hello) {
+			say("stream: data before the metadata%s%s", "", "");
+			rc = -1;
+		} else if (type == BP_STREAM_PACKET)
+			rc = packet(r, h, n);
+		else if (type == BP_STREAM_END) {
+			mark_complete(r);
+			rc = 0;
+		} else {
+			say("stream: unknown frame%s%s", "", "");
+			rc = -1;
+		}
+		off += BP_STREAM_FRAME_HDR + n;
+	}
+	memmove(c->buf, c->buf + off, c->len - off);
+	c->len -= off;
+	return rc;
+}

@@ -1,0 +1,51 @@
+/* bp_recv.h -- the receiving end of the TCP stream sink (output =>
+ * {tcp, Address}): writes the frames of one session into a trace
+ * directory, whole packets only (see bp_recv.c; wire format:
+ * docs/format.md, "Stream").  Used by `beamprobe receive' and `attach'.
+ */
+#ifndef BP_RECV_H
+#define BP_RECV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define BP_RECV_MAX_THREADS 1024
+#define BP_RECV_COMPLETE ".complete" /* in DIR once the END frame came */
+
+struct bp_recv_conn {
+	int fd;
+	uint8_t *buf; /* one frame at most */
+	size_t len, cap;
+	int hello;    /* the HELLO frame was read */
+};
+
+struct bp_recv {
+	char dir[4096];
+	int dirfd;
+	uint8_t uuid[16];
+	int have_uuid;
+	int fds[BP_RECV_MAX_THREADS]; /* thread-NNN files, -1 until opened */
+	uint64_t packets, bytes, connections;
+	int ended;    /* END frame received */
+	int quiet;
+};
+
+/* Creates dir (0700; an existing one must be empty and ours).  0, or -1
+ * with the reason printed. */
+int bp_recv_open(struct bp_recv *r, const char *dir);
+void bp_recv_close(struct bp_recv *r);
+
+/* Parses "HOST:PORT", "[V6]:PORT" or "PORT" (host 127.0.0.1) and listens
+ * there; port 0 picks one.  The listening fd, or -1 with the reason
+ * printed.  bound_port: the port bound. */
+int bp_recv_listen(const char *addr, int *bound_port);
+
+void bp_recv_conn_init(struct bp_recv_conn *c, int fd);
+void bp_recv_conn_close(struct bp_recv_conn *c);
+
+/* Reads what is available on c and writes the whole frames.  Returns 1
+ * while the connection is open, 0 when it ended (EOF, END frame), -1 when
+ * it sent something malformed (reported; the connection must be closed). */
+int bp_recv_conn_read(struct bp_recv *r, struct bp_recv_conn *c);
+
+#endif /* BP_RECV_H */

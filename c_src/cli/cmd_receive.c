@@ -1,0 +1,108 @@
+/* cmd_receive.c -- `beamprobe receive --listen ADDR -o DIR': the receiving
+ * end of a session's TCP stream (output => {tcp, Address}), written as a
+ * trace directory while it arrives (bp_recv.c).  Ends when the session
+ * ends (its END frame), or on ^C / SIGTERM.
+ */
+#define _GNU_SOURCE
+#include "bp_cli.h"
+#include "bp_recv.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t stop_now;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_now = 1;
+}
+
+int bp_cmd_receive(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"listen", required_argument, 0, 'l'},
+		{"output", required_argument, 0, 'o'},
+		{"keep", no_argument, 0, 'k'},
+		{"help", no_argument, 0, 'h'},
+		{0, 0, 0, 0}};
+	const char *listen_addr = NULL, *dir = NULL;
+	static struct bp_recv r;
+	struct bp_recv_conn conn;
+	struct sigaction sa;
+	int c, lfd, port = 0, keep = 0, rc = BP_EXIT_OK;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "l:o:kh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'l': listen_addr = optarg; break;
+		case 'o': dir = optarg; break;
+		case 'k': keep = 1; break;
+		case 'h': return bp_cli_help("receive");
+		default: return bp_cli_usage("receive", "bad option");
+		}
+	}
+	if (optind != argc)
+		return bp_cli_usage("receive", "unexpected argument '%s'",
+				    argv[optind]);
+	if (!listen_addr || !dir)
+		return bp_cli_usage("receive", "--listen ADDR and -o DIR are "
+						"required");
+	if ((lfd = bp_recv_listen(listen_addr, &port)) < 0)
+		return BP_EXIT_USAGE;
+	if (bp_recv_open(&r, dir) != 0) {
+		close(lfd);
+		return BP_EXIT_USAGE;
+	}
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	fprintf(stderr, "beamprobe: listening on port %d, writing %s\n", port,
+		dir);
+	fflush(stderr);
+	bp_recv_conn_init(&conn, -1);
+	while (!stop_now && !(r.ended && !keep)) {
+		struct pollfd p[2] = {{lfd, POLLIN, 0}, {conn.fd, POLLIN, 0}};
+		int n = poll(p, conn.fd >= 0 ? 2 : 1, 200);
+		if (n < 0 && errno != EINTR)
+			break;
+		if (n <= 0)
+			continue;
+		if (p[0].revents & POLLIN) {
+			int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+			if (fd >= 0 && conn.fd >= 0)
+				close(fd); /* one sender at a time */
+			else if (fd >= 0) {
+				bp_recv_conn_init(&conn, fd);
+				r.connections++;
+				if (r.ended)
+					r.ended = 0; /* --keep: a new run */
+			}
+		}
+		if (conn.fd >= 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+			int k = bp_recv_conn_read(&r, &conn);
+			if (k < 0)
+				rc = BP_EXIT_DAMAGED;
+			if (k <= 0)
+				bp_recv_conn_close(&conn);
+		}
+	}
+	bp_recv_conn_close(&conn);
+	close(lfd);
+	fprintf(stderr, "beamprobe: received %llu packets (%llu bytes) over "
+			"%llu connection%s%s\n",
+		(unsigned long long)r.packets, (unsigned long long)r.bytes,
+		(unsigned long long)r.connections,
+		r.connections == 1 ? "" : "s",
+		r.ended ? "; the session ended" : "; the session did not end");
+	bp_recv_close(&r);
+	return rc;
+}

@@ -1,0 +1,323 @@
+%%% @doc The node side of `beamprobe attach NODE' (c_src/cli/cmd_attach.c):
+%%% an agent process that the command line's hidden C node starts on the
+%%% node, that owns the session, and that leaves the node as it found it.
+%%%
+%%% The C node loads this module first when the node lacks it (by
+%%% `code:load_binary/3', file name `"beamprobe-attach:MOD.beam"'), then
+%%% spawns the agent ({@link spawn_agent/2}) before anything else is
+%%% loaded: the agent takes a snapshot of what beamprobe code and
+%%% application state the node has, and monitors the C node.  Everything
+%%% attach brings afterwards (beamprobe's modules, the application, the
+%%% NIF placed in a private 0700 directory) goes through the agent
+%%% ({@link request/2}), which records it.  The session belongs to the
+%%% agent: it runs until its limits end it, the command line asks it to
+%%% stop (^C), or the connection to the C node drops (the command line
+%%% was killed): then the agent stops the session and undoes what attach
+%%% brought: the application stopped and unloaded, the modules purged and
+%%% deleted (this one last, by a process of `code'), the NIF file and its
+%%% directory removed.  A node that had beamprobe on its code path keeps
+%%% it; only what was not loaded before attach is unloaded.
+-module(beamprobe_attach).
+
+-export([spawn_agent/2, request/2, session_spec/2]).
+
+-include_lib("kernel/include/file.hrl").
+
+-define(PREFIX, "beamprobe-attach:").
+-define(POLL_MS, 200).
+
+-record(ag, {cli :: pid(),
+             cli_node :: node(),
+             mods_before :: [module()],
+             app_loaded :: boolean(),
+             app_started :: boolean(),
+             files = [] :: [file:filename()],
+             dirs = [] :: [file:filename()],
+             session :: undefined | beamprobe:session(),
+             ended = false :: boolean()}).
+
+%% @doc Starts the agent for the C node's process `Cli'; returns its pid.
+%% `Self' is true when this module was loaded by attach (then it is
+%% unloaded at the end too).
+-spec spawn_agent(pid(), boolean()) -> {ok, pid()}.
+spawn_agent(Cli, LoadedSelf) when is_pid(Cli), is_boolean(LoadedSelf) ->
+    Parent = self(),
+    Pid = spawn(fun() -> init(Parent, Cli, LoadedSelf) end),
+    receive {Pid, ready} -> {ok, Pid}
+    after 5000 -> exit(Pid, kill), {ok, Pid}
+    end.
+
+%% @doc One request of the C node to its agent (run by `rpc'):
+%% `{nif_dir, Dir, Nonce}' (is the C node's directory readable here, with
+%% that nonce in `Dir/check'? then its NIF is used from there),
+%% `{place_nif, Binary}' (write the NIF into a private directory here),
+%% `{load_app, AppFileText, NifPath}', `{load, Module, Binary}',
+%% `{start, Patterns, Options}'.  Replies `ok', `{ok, Text}' or
+%% `{error, Text}' (Text: a binary the command line prints).
+-spec request(pid(), term()) -> ok | {ok, binary()} | {error, binary()}.
+request(Agent, Req) ->
+    Ref = monitor(process, Agent),
+    Agent ! {request, self(), Ref, Req},
+    receive
+        {Ref, Reply} -> demonitor(Ref, [flush]), Reply;
+        {'DOWN', Ref, process, _, Why} ->
+            {error, text("the attach agent ended: ~tp", [Why])}
+    after 60000 -> {error, <<"the attach agent did not answer">>}
+    end.
+
+%%% ------------------------------------------------------------------------
+
+init(Parent, Cli, LoadedSelf) ->
+    CliNode = node(Cli),
+    true = monitor_node(CliNode, true),
+    Before = [M || {M, _} <- code:all_loaded(), is_ours(M),
+                   not (LoadedSelf andalso M =:= ?MODULE)],
+    Apps = fun(L) -> lists:keymember(beamprobe, 1, L) end,
+    St = #ag{cli = Cli, cli_node = CliNode, mods_before = Before,
+             app_loaded = Apps(application:loaded_applications()),
+             app_started = Apps(application:which_applications())},
+    Parent ! {self(), ready},
+    loop(St).
+
+is_ours(M) -> lists:prefix("beamprobe", atom_to_list(M)).
+
+loop(St) ->
+    receive
+        {request, From, Ref, Req} ->
+            {Reply, St1} = try handle(Req, St)
+                           catch C:R -> {{error, text("~tp:~tp", [C, R])}, St}
+                           end,
+            From ! {Ref, Reply},
+            loop(St1);
+        {nodedown, Node} when Node =:= St#ag.cli_node ->
+            %% The command line was killed or the connection dropped.
+            _ = cleanup(St),
+            bye(St);
+        {beamprobe_attach_stop} ->
+            finish(St, stopped);
+        _ ->
+            loop(St)
+    after ?POLL_MS ->
+            case St#ag.session of
+                undefined -> loop(St);
+                S ->
+                    case catch beamprobe:info(S) of
+                        {ok, #{state := _}} -> loop(St);
+                        _ -> finish(St, ended)
+                    end
+            end
+    end.
+
+%% The session ended (its limits) or the command line asked: stop,
+%% clean up, tell the command line, go.
+-spec finish(#ag{}, atom()) -> no_return().
+finish(St, _Why) ->
+    Text = cleanup(St),
+    St#ag.cli ! {beamprobe_attach_done, Text},
+    bye(St).
+
+-spec bye(#ag{}) -> no_return().
+bye(#ag{mods_before = Before}) ->
+    case lists:member(?MODULE, Before) of
+        true -> ok;
+        false ->
+            %% This module last: made old now, purged by another process
+            %% once this one is gone.
+            _ = code:delete(?MODULE),
+            _ = spawn(code, purge, [?MODULE]),
+            ok
+    end,
+    exit(normal).
+
+handle({nif_dir, Dir, Nonce}, St) when is_binary(Nonce) ->
+    Check = filename:join(Dir, "check"),
+    case file:read_file(Check) of
+        {ok, Nonce} ->
+            {{ok, unicode:characters_to_binary(
+                    filename:join(Dir, "beamprobe_nif"))},
+             St#ag{files = [filename:join(Dir, "beamprobe_nif.so"), Check
+                            | St#ag.files],
+                   dirs = [Dir | St#ag.dirs]}};
+        _ -> {{error, <<"not readable here">>}, St}
+    end;
+handle({place_nif, Bin}, St) when is_binary(Bin) ->
+    Dir = private_dir(),
+    File = filename:join(Dir, "beamprobe_nif.so"),
+    St1 = St#ag{dirs = [Dir | St#ag.dirs], files = [File | St#ag.files]},
+    case file:write_file(File, Bin) of
+        ok ->
+            ok = file:change_mode(File, 8#600),
+            {{ok, unicode:characters_to_binary(
+                    filename:join(Dir, "beamprobe_nif"))}, St1};
+        {error, R} ->
+            {{error, text("cannot write ~ts: ~tp", [File, R])}, St1}
+    end;
+handle({load_app, Text, NifPath}, St) ->
+    {ok, Toks, _} = erl_scan:string(unicode:characters_to_list(Text)),
+    {ok, {application, beamprobe, Props}} = erl_parse:parse_term(Toks),
+    Env = [{nif_path, unicode:characters_to_list(NifPath)}
+           | proplists:get_value(env, Props, [])],
+    Props1 = lists:keystore(env, 1, Props, {env, Env}),
+    case application:load({application, beamprobe, Props1}) of
+        ok -> {ok, St};
+        {error, R} -> {{error, text("cannot load the application: ~tp",
+                                    [R])}, St}
+    end;
+handle({load, Mod, Bin}, St) when is_atom(Mod), is_binary(Bin) ->
+    case code:load_binary(Mod, ?PREFIX ++ atom_to_list(Mod) ++ ".beam",
+                          Bin) of
+        {module, Mod} -> {ok, St};
+        {error, R} -> {{error, text("cannot load ~tp: ~tp", [Mod, R])}, St}
+    end;
+handle({start, Patterns, Opts}, #ag{session = undefined} = St) ->
+    case session_spec(Patterns, Opts) of
+        {error, Text} -> {{error, Text}, St};
+        {ok, Spec} ->
+            case beamprobe:start(Spec) of
+                {ok, S} ->
+                    {ok, #{matched := M}} = beamprobe:info(S),
+                    {{ok, text("~b function~s matched", [M, plural(M)])},
+                     St#ag{session = S}};
+                {error, R} ->
+                    {{error, unicode:characters_to_binary(
+                               beamprobe:format_error(R))}, St}
+            end
+    end;
+handle(Req, St) ->
+    {{error, text("bad request ~tP", [Req, 8])}, St}.
+
+plural(1) -> "";
+plural(_) -> "es".
+
+%% A fresh directory of this node's user alone, for the NIF sent over
+%% distribution.
+private_dir() ->
+    Base = case os:getenv("TMPDIR") of
+               false -> "/tmp";
+               "" -> "/tmp";
+               T -> T
+           end,
+    Name = "beamprobe-attach-" ++ integer_to_list(
+                                      erlang:unique_integer([positive]))
+        ++ "-" ++ integer_to_list(rand:uniform(1 bsl 40)),
+    Dir = filename:join(Base, Name),
+    ok = file:make_dir(Dir),
+    ok = file:change_mode(Dir, 8#700),
+    %% Under a lax umask the directory was open to others until the
+    %% chmod: it must still be a directory of ours, and empty (nothing
+    %% planted in it, such as a symlink where the NIF is written).
+    {ok, #file_info{type = directory}} = file:read_link_info(Dir),
+    {ok, []} = file:list_dir(Dir),
+    Dir.
+
+%% @doc The session spec of an attach: patterns in the language of
+%% beamprobe:calls/2 and beamprobe:messages/2, options from the command
+%% line (`procs', `events', `seconds', `max_events', `return', `args',
+%% `tcp' => {IP, Port, Remote}).
+-spec session_spec([binary() | string()], map()) ->
+          {ok, beamprobe:spec()} | {error, binary()}.
+session_spec(Patterns, Opts) ->
+    try
+        Parsed = [parse(P) || P <- Patterns],
+        Return = maps:get(return, Opts, false),
+        Calls = [{MFA, with_return(MS, Return)}
+                 || #{kind := call, mfa := MFA, match_spec := MS} <- Parsed],
+        Msgs = [{K, MS} || #{kind := K, match_spec := MS} <- Parsed,
+                           K =/= call],
+        Events = lists:usort([K || {K, _} <- Msgs] ++
+                                 [event(E) || E <- maps:get(events, Opts, [])]),
+        Procs = procs(maps:get(procs, Opts, <<"all">>)),
+        {IP, Port, Remote} = maps:get(tcp, Opts),
+        Limits = #{seconds => maps:get(seconds, Opts, 60),
+                   events => maps:get(max_events, Opts, infinity)},
+        {ok, #{calls => Calls, messages => Msgs, events => Events,
+               procs => Procs,
+               meta => Procs =:= all andalso Events =:= [],
+               return => true, exceptions => true,
+               args => binary_to_existing_atom(
+                         maps:get(args, Opts, <<"full">>), utf8),
+               limits => Limits,
+               tag => beamprobe_attach,
+               output => {tcp, {IP, Port}, #{remote => Remote}}}}
+    catch throw:{bad, Text} -> {error, Text}
+    end.
+
+parse(P) ->
+    case beamprobe_pattern:parse(P, #{}) of
+        {ok, Parsed} -> Parsed;
+        {error, {Col, Msg}} ->
+            throw({bad, text("pattern ~ts, column ~p: ~ts", [P, Col, Msg])})
+    end.
+
+with_return(MS, true) ->
+    [{H, G, lists:usort([{exception_trace} | B])} || {H, G, B} <- MS];
+with_return(MS, false) -> MS.
+
+event(E) ->
+    try binary_to_existing_atom(E, utf8)
+    catch error:badarg -> throw({bad, text("unknown event kind ~ts", [E])})
+    end.
+
+procs(<<"all">>) -> all;
+procs(<<"new">>) -> new;
+procs(<<"existing">>) -> existing;
+procs(Text) ->
+    [proc(P) || P <- string:lexemes(unicode:characters_to_list(Text), ",")].
+
+proc("<" ++ _ = P) ->
+    try list_to_pid(P)
+    catch error:badarg -> throw({bad, text("bad pid ~ts", [P])})
+    end;
+proc(Name) ->
+    try list_to_existing_atom(Name)
+    catch error:badarg ->
+            throw({bad, text("no process is registered as ~ts", [Name])})
+    end.
+
+%% Undoes what attach brought; returns the text the command line prints.
+cleanup(#ag{session = S} = St) ->
+    Sum = case S of
+              undefined -> undefined;
+              _ -> case catch beamprobe:stop(S) of
+                       {ok, Summary} -> Summary;
+                       _ -> undefined
+                   end
+          end,
+    _ = case St#ag.app_started of
+            false -> application:stop(beamprobe);
+            true -> ok
+        end,
+    _ = case St#ag.app_loaded of
+            false -> application:unload(beamprobe);
+            true -> ok
+        end,
+    Unload = [M || {M, _} <- code:all_loaded(), is_ours(M), M =/= ?MODULE,
+                   not lists:member(M, St#ag.mods_before)],
+    _ = [begin
+             _ = code:purge(M),
+             _ = code:delete(M),
+             code:purge(M)
+         end || M <- Unload],
+    _ = [file:delete(F) || F <- St#ag.files],
+    _ = [file:del_dir(D) || D <- St#ag.dirs],
+    summary_text(Sum, length(Unload), St).
+
+summary_text(undefined, Mods, St) ->
+    text("no session ran; node left as it was (~b modules unloaded, ~b "
+         "files removed)", [Mods + unloaded_self(St), length(St#ag.files)]);
+summary_text(#{events := E, dropped := #{total := D}, stop_reason := R} = Sum,
+             Mods, St) ->
+    Matched = maps:get(matched, Sum, 0),
+    text("session ended (~tp): ~b events, ~b lost, ~b function~s matched; "
+         "node left as it was (~b modules unloaded, ~b files removed)",
+         [R, E, D, Matched, plural(Matched), Mods + unloaded_self(St),
+          length(St#ag.files)]).
+
+unloaded_self(#ag{mods_before = B}) ->
+    case lists:member(?MODULE, B) of
+        true -> 0;
+        false -> 1
+    end.
+
+text(Fmt, Args) ->
+    unicode:characters_to_binary(io_lib:format(Fmt, Args)).

@@ -1,0 +1,491 @@
+%%% @doc `beamprobe attach NODE': a separately started node (`erl -sname')
+%%% that has never heard of beamprobe is traced from the command line; the
+%%% local trace holds every call; the node is left as it was (no trace
+%%% flags or patterns, no beamprobe module, application or process, no
+%%% file attach placed) after ^C, after the session's own end, and within
+%%% a second of the command being killed with SIGKILL; a node whose OTP
+%%% release or architecture does not match the NIF is refused before
+%%% anything is loaded; the NIF can be sent over distribution.
+-module(beamprobe_attach_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, init_per_suite/1, end_per_suite/1,
+         init_per_testcase/2, end_per_testcase/2]).
+-export([traces_n_calls/1, prints_live/1, session_limit_ends/1,
+         sigkill_cleans_within_1s/1, version_refused/1,
+         nif_over_distribution/1, bad_cookie/1, no_such_node/1,
+         cookie_file/1, connection_dropped/1, node_has_beamprobe/1,
+         long_names/1, as_if_remote/1]).
+
+-define(N, 500).
+
+all() -> [traces_n_calls, prints_live, session_limit_ends,
+          sigkill_cleans_within_1s, version_refused, nif_over_distribution,
+          bad_cookie, no_such_node, cookie_file, connection_dropped,
+          node_has_beamprobe, long_names, as_if_remote].
+
+init_per_suite(Config) ->
+    case node() of
+        nonode@nohost -> {skip, "the suite needs a distributed node"};
+        _ ->
+            Dir = ?config(priv_dir, Config),
+            %% The workload module, in a directory of its own: the target
+            %% node's only code path addition (no beamprobe there).
+            WDir = filename:join(Dir, "workload"),
+            ok = filelib:ensure_dir(filename:join(WDir, "x")),
+            Src = filename:join(WDir, "bp_attach_work.erl"),
+            ok = file:write_file(Src,
+                "-module(bp_attach_work).\n"
+                "-export([work/1, double/1]).\n"
+                "work(N) -> [?MODULE:double(I) || I <- lists:seq(1, N)], ok.\n"
+                "double(X) -> X * 2.\n"),
+            {ok, _} = compile:file(Src, [{outdir, WDir}]),
+            [{work_dir, WDir} | Config]
+    end.
+
+end_per_suite(_Config) -> ok.
+
+init_per_testcase(long_names, Config) ->
+    %% A node with a long name: the suite's node (short names) cannot
+    %% talk to it; it runs its own workload.
+    Name = "bp_attach_long_" ++ os:getpid(),
+    Erl = os:find_executable("erl"),
+    Port = open_port({spawn_executable, Erl},
+                     [{args, ["-noshell", "-name", Name ++ "@127.0.0.1",
+                              "-setcookie", atom_to_list(erlang:get_cookie()),
+                              "-pa", ?config(work_dir, Config), "-eval",
+                              "F = fun L() -> bp_attach_work:work(1), "
+                              "timer:sleep(50), L() end, F()"]}]),
+    timer:sleep(1500),
+    [{target, list_to_atom(Name ++ "@127.0.0.1")}, {target_port, Port},
+     {out, filename:join(?config(priv_dir, Config), "long_names")},
+     {tmp_before, attach_dirs()} | Config];
+init_per_testcase(Case, Config) ->
+    Name = list_to_atom("bp_attach_" ++ atom_to_list(Case) ++ "_" ++
+                            os:getpid()),
+    Args = case Case of
+               node_has_beamprobe ->
+                   ["-pa", filename:dirname(code:which(beamprobe))];
+               _ -> []
+           end,
+    {Node, Port} = start_target(Name, ?config(work_dir, Config), Args),
+    put(target_port, Port),
+    Out = filename:join(?config(priv_dir, Config), atom_to_list(Case)),
+    [{target, Node}, {target_port, Port}, {out, Out},
+     {tmp_before, attach_dirs()} | Config].
+
+end_per_testcase(_Case, Config) ->
+    %% An attach a failed case left running goes too.
+    _ = [os:cmd("kill -9 " ++ P ++ " 2>/dev/null")
+         || P <- string:lexemes(case file:read_file(pids_file(Config)) of
+                                    {ok, B} -> binary_to_list(B);
+                                    _ -> ""
+                                end, "\n"),
+            is_our_attach(P, Config)],
+    _ = file:delete(pids_file(Config)),
+    Node = ?config(target, Config),
+    {os_pid, Os} = erlang:port_info(?config(target_port, Config), os_pid),
+    _ = rpc:call(Node, erlang, halt, [], 2000),
+    os:cmd("kill -9 " ++ integer_to_list(Os) ++ " 2>/dev/null"),
+    ok.
+
+%%% ------------------------------------------------------------------------
+
+%% The node lacks beamprobe: attach brings it, N calls are traced, the
+%% local trace has N (bin/beamprobe and babeltrace2), ^C ends it and the
+%% node is as before.
+traces_n_calls(Config) ->
+    Node = ?config(target, Config),
+    Out = ?config(out, Config),
+    ?assertEqual(non_existing, rpc:call(Node, code, which, [beamprobe])),
+    Before = snapshot(Node),
+    A = attach(Config, ["-o", Out, "--quiet", short(Node),
+                        "bp_attach_work:double/1"]),
+    wait_attached(A),
+    ok = rpc:call(Node, bp_attach_work, work, [?N]),
+    timer:sleep(300),
+    interrupt(A),
+    {0, Text} = wait_exit(A, 15000),
+    ct:log("attach said:~n~s", [Text]),
+    ?assertMatch({match, _}, re:run(Text, "node left as it was")),
+    assert_clean(Node, Before, Config),
+    Stats = beamprobe_test_lib:cli_ok(["stats", "--json", Out]),
+    {match, [Calls]} = re:run(Stats, "\"calls\": *([0-9]+)",
+                              [{capture, all_but_first, list}]),
+    ?assertEqual(?N, list_to_integer(Calls)),
+    Evs = beamprobe_test_lib:trace(Out),
+    ?assertEqual(?N, length([E || #{name := <<"call">>} = E <- Evs])).
+
+%% Without -o the events are printed as they arrive, before the session
+%% ends (the lines of `print').
+prints_live(Config) ->
+    Node = ?config(target, Config),
+    Before = snapshot(Node),
+    A = attach(Config, [short(Node), "bp_attach_work:double/1 -> return",
+                        "--seconds", "60"]),
+    wait_attached(A),
+    ok = rpc:call(Node, bp_attach_work, work, [20]),
+    %% Still running: the lines are there already.
+    Lines = wait_output(A, fun(T) ->
+                               length(binary:matches(T, <<"returned from">>))
+                                   >= 20
+                       end, 10000),
+    ?assertEqual(20, length(binary:matches(Lines,
+                                           <<"call bp_attach_work:double(">>))),
+    ?assertMatch({match, _}, re:run(Lines, "double/1 -> 40")),
+    interrupt(A),
+    {0, _} = wait_exit(A, 15000),
+    assert_clean(Node, Before, Config).
+
+%% The session's own limit ends it: attach exits 0 by itself.
+session_limit_ends(Config) ->
+    Node = ?config(target, Config),
+    Out = ?config(out, Config),
+    Before = snapshot(Node),
+    A = attach(Config, ["-o", Out, "-q", "--max-events", "10", short(Node),
+                        "bp_attach_work:double/1"]),
+    wait_attached(A),
+    ok = rpc:call(Node, bp_attach_work, work, [100]),
+    {0, Text} = wait_exit(A, 15000),
+    ?assertMatch({match, _}, re:run(Text, "session ended \\(events\\)")),
+    assert_clean(Node, Before, Config),
+    Evs = beamprobe_test_lib:trace(Out),
+    ?assertEqual(10, length([E || #{name := <<"call">>} = E <- Evs])).
+
+%% attach killed with SIGKILL: the node notices the connection drop and is
+%% clean within a second.
+sigkill_cleans_within_1s(Config) ->
+    Node = ?config(target, Config),
+    Before = snapshot(Node),
+    A = attach(Config, ["-o", ?config(out, Config), "-q", short(Node),
+                        "bp_attach_work:double/1", "--seconds", "60"]),
+    wait_attached(A),
+    ok = rpc:call(Node, bp_attach_work, work, [50]),
+    true = [] =/= loaded_ours(Node),
+    {os_pid, Os} = erlang:port_info(A, os_pid),
+    T0 = erlang:monotonic_time(millisecond),
+    os:cmd("kill -KILL " ++ integer_to_list(Os)),
+    Ms = wait_clean(Node, Before, Config, T0, 3000),
+    ct:log("clean after ~p ms", [Ms]),
+    ?assert(Ms =< 1000),
+    receive {A, {exit_status, _}} -> ok after 5000 -> ok end.
+
+%% A NIF built for another OTP release or architecture: refused, nothing
+%% loaded, nothing left.
+version_refused(Config) ->
+    Node = ?config(target, Config),
+    Before = snapshot(Node),
+    Fake = filename:join(?config(priv_dir, Config), "fake.build"),
+    ok = file:write_file(Fake, "otp_release=24\nsystem_architecture="
+                         "aarch64-unknown-linux-gnu\n"),
+    A = attach(Config, [short(Node), "bp_attach_work:double/1"],
+               [{"BEAMPROBE_NIF_BUILD", Fake}]),
+    {2, Text} = wait_exit(A, 15000),
+    ct:log("~s", [Text]),
+    ?assertMatch({match, _}, re:run(Text, "runs OTP 25 on .* built for OTP "
+                                    "24 on aarch64.*nothing was loaded")),
+    assert_clean(Node, Before, Config),
+    ?assertEqual(false, rpc:call(Node, erlang, module_loaded,
+                                 [beamprobe_attach])).
+
+%% The node cannot read our directory (another host, another user): the
+%% NIF goes over distribution into a private directory of the node's, and
+%% is removed at the end.
+nif_over_distribution(Config) ->
+    Node = ?config(target, Config),
+    Out = ?config(out, Config),
+    Before = snapshot(Node),
+    A = attach(Config, ["-o", Out, "-q", short(Node),
+                        "bp_attach_work:double/1"],
+               [{"BEAMPROBE_ATTACH_SEND_NIF", "1"}]),
+    wait_attached(A),
+    %% The library the node loaded is in a directory of its own, 0700.
+    [Lib] = [L || L <- loaded_libs(Node), lists:suffix("beamprobe_nif.so", L)],
+    {ok, #{mode := Mode}} = {ok, maps:from_list(
+                                   [{mode, element(8, element(2,
+                                      file:read_file_info(filename:dirname(Lib))))}])},
+    ?assertEqual(8#700, Mode band 8#777),
+    ok = rpc:call(Node, bp_attach_work, work, [?N]),
+    timer:sleep(300),
+    interrupt(A),
+    {0, _} = wait_exit(A, 15000),
+    assert_clean(Node, Before, Config),
+    ?assertNot(filelib:is_dir(filename:dirname(Lib))),
+    Evs = beamprobe_test_lib:trace(Out),
+    ?assertEqual(?N, length([E || #{name := <<"call">>} = E <- Evs])).
+
+bad_cookie(Config) ->
+    Node = ?config(target, Config),
+    Before = snapshot(Node),
+    A = attach(Config, [short(Node), "bp_attach_work:double/1"],
+               [], "wrongcookie"),
+    {2, Text} = wait_exit(A, 20000),
+    ?assertMatch({match, _}, re:run(Text, "cannot connect to .*cookie")),
+    assert_clean(Node, Before, Config).
+
+no_such_node(Config) ->
+    A = attach(Config, ["bp_attach_nonexistent_node",
+                        "bp_attach_work:double/1"]),
+    {2, Text} = wait_exit(A, 20000),
+    ?assertMatch({match, _}, re:run(Text, "cannot connect to")).
+
+%% --cookie-file, and a second attach while one is active is refused.
+cookie_file(Config) ->
+    Node = ?config(target, Config),
+    File = filename:join(?config(priv_dir, Config), "cookie"),
+    ok = file:write_file(File, [atom_to_list(erlang:get_cookie()), "\n"]),
+    Before = snapshot(Node),
+    A = attach(Config, ["--cookie-file", File, "-o", ?config(out, Config),
+                        "-q", short(Node), "bp_attach_work:double/1"], [],
+               none),
+    wait_attached(A),
+    B = attach(Config, [short(Node), "bp_attach_work:double/1"]),
+    {2, TextB} = wait_exit(B, 15000),
+    ?assertMatch({match, _}, re:run(TextB, "another beamprobe attach")),
+    interrupt(A),
+    {0, _} = wait_exit(A, 15000),
+    assert_clean(Node, Before, Config).
+
+%% The connection drops (the node disconnects the hidden node): the
+%% agent ends the session and cleans up; attach says it lost the node.
+connection_dropped(Config) ->
+    Node = ?config(target, Config),
+    Before = snapshot(Node),
+    A = attach(Config, ["-o", ?config(out, Config), "-q", short(Node),
+                        "bp_attach_work:double/1", "--seconds", "60"]),
+    wait_attached(A),
+    [Cli] = [N || N <- rpc:call(Node, erlang, nodes, [hidden]),
+                  lists:prefix("beamprobe_attach_", atom_to_list(N))],
+    true = rpc:call(Node, erlang, disconnect_node, [Cli]),
+    {2, Text} = wait_exit(A, 15000),
+    ?assertMatch({match, _}, re:run(Text, "lost the connection")),
+    assert_clean(Node, Before, Config).
+
+%% beamprobe on the node's code path: attach uses the node's copy (loads
+%% nothing of its own) and unloads only what was not loaded before.
+node_has_beamprobe(Config) ->
+    Node = ?config(target, Config),
+    {module, beamprobe_pattern} = rpc:call(Node, code, ensure_loaded,
+                                           [beamprobe_pattern]),
+    Before = snapshot(Node),
+    A = attach(Config, ["-o", ?config(out, Config), "-q", short(Node),
+                        "bp_attach_work:double/1"]),
+    Text0 = wait_attached(A),
+    ?assertEqual(nomatch, binary:match(Text0, <<"brought in">>)),
+    %% The node's own files: nothing loaded from attach's.
+    ?assertEqual([], [M || M <- loaded_ours(Node),
+                           lists:prefix("beamprobe-attach:",
+                                        rpc:call(Node, code, which, [M]))]),
+    ok = rpc:call(Node, bp_attach_work, work, [?N]),
+    timer:sleep(300),
+    interrupt(A),
+    {0, _} = wait_exit(A, 15000),
+    ?assertEqual([beamprobe_pattern], loaded_ours(Node)),
+    ?assertEqual(maps:get(apps, Before),
+                 [App || {App, _, _} <- rpc:call(Node, application,
+                                                 loaded_applications, [])]),
+    Evs = beamprobe_test_lib:trace(?config(out, Config)),
+    ?assertEqual(?N, length([E || #{name := <<"call">>} = E <- Evs])).
+
+%% The path of a node on another host: the NIF goes over distribution,
+%% the stream comes to this end's address of the connection (remote =>
+%% true); the same trace, the same clean node.
+as_if_remote(Config) ->
+    Node = ?config(target, Config),
+    Out = ?config(out, Config),
+    Before = snapshot(Node),
+    A = attach(Config, ["-o", Out, "-q", short(Node),
+                        "bp_attach_work:double/1"],
+               [{"BEAMPROBE_ATTACH_REMOTE", "1"}]),
+    wait_attached(A),
+    ok = rpc:call(Node, bp_attach_work, work, [?N]),
+    timer:sleep(300),
+    interrupt(A),
+    {0, _} = wait_exit(A, 15000),
+    assert_clean(Node, Before, Config),
+    Evs = beamprobe_test_lib:trace(Out),
+    ?assertEqual(?N, length([E || #{name := <<"call">>} = E <- Evs])).
+
+%% Long names: NODE with a dotted host makes attach a long-named node.
+long_names(Config) ->
+    Node = ?config(target, Config),
+    A = attach(Config, ["-o", ?config(out, Config), "-q", "--max-events",
+                        "20", short(Node), "bp_attach_work:double/1"]),
+    {0, Text} = wait_exit(A, 30000),
+    ct:log("~s", [Text]),
+    ?assertMatch({match, _}, re:run(Text, "node left as it was")),
+    Evs = beamprobe_test_lib:trace(?config(out, Config)),
+    ?assertEqual(20, length([E || #{name := <<"call">>} = E <- Evs])).
+
+%%% ------------------------------------------------------------------------
+
+start_target(Name, WDir, Extra) ->
+    Erl = os:find_executable("erl"),
+    Cookie = atom_to_list(erlang:get_cookie()),
+    Port = open_port({spawn_executable, Erl},
+                  [{args, ["-noshell", "-sname", atom_to_list(Name),
+                           "-setcookie", Cookie, "-pa", WDir |
+                           Extra ++ ["-eval", "timer:sleep(infinity)"]]},
+                   {env, [{"ERL_LIBS", false}]}]),
+    [_, Host] = string:split(atom_to_list(node()), "@"),
+    Node = list_to_atom(atom_to_list(Name) ++ "@" ++ Host),
+    _ = beamprobe_test_lib:wait_until(
+           fun() -> net_adm:ping(Node) =:= pong end, 10000),
+    %% A plain node: beamprobe is not on its code path (unless asked).
+    true = (Extra =/= []) =/= (non_existing =:= rpc:call(Node, code, which,
+                                                          [beamprobe])),
+    {module, bp_attach_work} = rpc:call(Node, code, ensure_loaded,
+                                        [bp_attach_work]),
+    {Node, Port}.
+
+short(Node) -> atom_to_list(Node).
+
+attach(Config, Args) -> attach(Config, Args, []).
+attach(Config, Args, Env) ->
+    attach(Config, Args, Env, atom_to_list(erlang:get_cookie())).
+attach(Config, Args, Env, Cookie) ->
+    Bin = filename:join([filename:dirname(filename:dirname(
+                                            code:which(beamprobe))),
+                         "bin", "beamprobe"]),
+    CookieArgs = case Cookie of
+                     none -> [];
+                     _ -> ["--cookie", Cookie]
+                 end,
+    Port = open_port({spawn_executable, Bin},
+                     [{args, ["attach" | CookieArgs] ++ Args}, {env, Env},
+                      exit_status, binary, stderr_to_stdout, stream]),
+    {os_pid, Os} = erlang:port_info(Port, os_pid),
+    ok = file:write_file(pids_file(Config), [integer_to_list(Os), "\n"],
+                         [append]),
+    Port.
+
+%% Still our attach (not a pid reused since): its command line names this
+%% case's target node.
+is_our_attach(P, Config) ->
+    case file:read_file("/proc/" ++ P ++ "/cmdline") of
+        {ok, Cmd} ->
+            binary:match(Cmd, <<"attach">>) =/= nomatch andalso
+                binary:match(Cmd, atom_to_binary(?config(target, Config)))
+                =/= nomatch;
+        _ -> false
+    end.
+
+pids_file(Config) ->
+    filename:join(?config(priv_dir, Config), "attach-pids").
+
+wait_attached(A) ->
+    wait_output(A, fun(T) -> binary:match(T, <<"attached to">>) =/= nomatch
+                   end, 20000).
+
+%% Output gathered so far (kept in the process dictionary per port).
+wait_output(A, Pred, Ms) ->
+    Deadline = erlang:monotonic_time(millisecond) + Ms,
+    wait_output1(A, Pred, Deadline).
+wait_output1(A, Pred, Deadline) ->
+    T = get_out(A),
+    case Pred(T) of
+        true -> T;
+        false ->
+            Left = Deadline - erlang:monotonic_time(millisecond),
+            receive
+                {A, {data, D}} -> put({out, A}, <<T/binary, D/binary>>),
+                                  wait_output1(A, Pred, Deadline);
+                {A, {exit_status, S}} ->
+                    ct:fail({attach_exited, S, T})
+            after max(Left, 0) -> ct:fail({no_output, T})
+            end
+    end.
+
+get_out(A) ->
+    case get({out, A}) of
+        undefined -> <<>>;
+        B -> B
+    end.
+
+wait_exit(A, Ms) ->
+    receive
+        {A, {data, D}} -> put({out, A}, <<(get_out(A))/binary, D/binary>>),
+                          wait_exit(A, Ms);
+        {A, {exit_status, S}} -> {S, get_out(A)}
+    after Ms -> ct:fail({attach_did_not_exit, get_out(A)})
+    end.
+
+interrupt(A) ->
+    {os_pid, Os} = erlang:port_info(A, os_pid),
+    os:cmd("kill -INT " ++ integer_to_list(Os)).
+
+%% What the node has that attach must leave alone or restore.
+snapshot(Node) ->
+    #{mods => loaded_ours(Node),
+      apps => [A || {A, _, _} <- rpc:call(Node, application,
+                                          loaded_applications, [])],
+      procs => length(rpc:call(Node, erlang, processes, [])),
+      names => lists:sort(rpc:call(Node, erlang, registered, []))}.
+
+loaded_ours(Node) ->
+    [M || {M, _} <- rpc:call(Node, code, all_loaded, []),
+          lists:prefix("beamprobe", atom_to_list(M))].
+
+loaded_libs(Node) ->
+    Pid = rpc:call(Node, os, getpid, []),
+    {ok, Maps} = file:read_file("/proc/" ++ Pid ++ "/maps"),
+    lists:usort([binary_to_list(P) || L <- binary:split(Maps, <<"\n">>,
+                                                         [global]),
+                                      [_, _, _, _, _, P] <- [string:lexemes(
+                                                               L, " ")]]).
+
+attach_dirs() ->
+    lists:sort(filelib:wildcard("/tmp/beamprobe-attach-*")).
+
+clean_problems(Node, Before, Config) ->
+    Now = snapshot(Node),
+    New = loaded_ours(Node) -- maps:get(mods, Before),
+    P = [{modules, New} || New =/= []] ++
+        [{apps, maps:get(apps, Now)} || maps:get(apps, Now) =/=
+                                            maps:get(apps, Before)] ++
+        [{registered, maps:get(names, Now) -- maps:get(names, Before)}
+         || maps:get(names, Now) -- maps:get(names, Before) =/= []] ++
+        [{new_flags, F} || {flags, F} <- [rpc:call(Node, erlang, trace_info,
+                                                  [new, flags])], F =/= []] ++
+        [{pattern, T} || T <- [rpc:call(Node, erlang, trace_info,
+                                        [{bp_attach_work, double, 1}, all])],
+                         T =/= {all, false}] ++
+        [{files, attach_dirs() -- ?config(tmp_before, Config)}
+         || attach_dirs() -- ?config(tmp_before, Config) =/= []] ++
+        [{nif_mapped, L} || L <- loaded_libs(Node),
+                            lists:suffix("beamprobe_nif.so", L)],
+    %% Every process traced by nobody.
+    Traced = [Pid || Pid <- rpc:call(Node, erlang, processes, []),
+                     {flags, Fs} <- [rpc:call(Node, erlang, trace_info,
+                                             [Pid, flags])], Fs =/= []],
+    P ++ [{traced, Traced} || Traced =/= []].
+
+assert_clean(Node, Before, Config) ->
+    ?assertEqual([], wait_clean_problems(Node, Before, Config, 3000)).
+
+wait_clean_problems(Node, Before, Config, Ms) ->
+    Deadline = erlang:monotonic_time(millisecond) + Ms,
+    wcp(Node, Before, Config, Deadline).
+wcp(Node, Before, Config, Deadline) ->
+    case clean_problems(Node, Before, Config) of
+        [] -> [];
+        P ->
+            case erlang:monotonic_time(millisecond) > Deadline of
+                true -> P;
+                false -> timer:sleep(50), wcp(Node, Before, Config, Deadline)
+            end
+    end.
+
+%% Milliseconds from T0 until the node is clean (fails after Ms).
+wait_clean(Node, Before, Config, T0, Ms) ->
+    case clean_problems(Node, Before, Config) of
+        [] -> erlang:monotonic_time(millisecond) - T0;
+        P ->
+            case erlang:monotonic_time(millisecond) - T0 > Ms of
+                true -> ct:fail({not_clean, P});
+                false -> timer:sleep(20),
+                         wait_clean(Node, Before, Config, T0, Ms)
+            end
+    end.

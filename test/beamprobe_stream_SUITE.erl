@@ -1,0 +1,236 @@
+%%% @doc The TCP stream sink (`output => {tcp, Address}', bp_sink_tcp.c)
+%%% and `beamprobe receive': the packets arrive unchanged (babeltrace2 and
+%%% bin/beamprobe read the received trace, with every event), a stalled
+%%% receiver never blocks the node and its losses are counted, a dropped
+%%% connection is reopened, and only loopback addresses are accepted
+%%% unless `remote => true'.
+-module(beamprobe_stream_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, init_per_suite/1, end_per_suite/1,
+         init_per_testcase/2, end_per_testcase/2]).
+-export([received_trace_is_whole/1, stalled_receiver/1, reconnects/1,
+         loopback_only/1, bad_addresses/1, other_session_refused/1]).
+
+-import(beamprobe_test_lib, [init_case/2, clear_trace_state/0]).
+
+all() -> [received_trace_is_whole, stalled_receiver, reconnects,
+          loopback_only, bad_addresses, other_session_refused].
+
+init_per_suite(Config) ->
+    beamprobe_test_lib:require_tracer(),
+    Config.
+
+end_per_suite(_Config) -> ok.
+
+init_per_testcase(Case, Config) -> init_case(Case, Config).
+
+end_per_testcase(_Case, _Config) ->
+    [beamprobe:stop(S) || S <- beamprobe:list()],
+    clear_trace_state(),
+    ok.
+
+%% `beamprobe receive' writes what a session streams: every event, read by
+%% babeltrace2 (an oracle nobody here wrote) and by bin/beamprobe.
+received_trace_is_whole(Config) ->
+    Dir = filename:join(?config(case_dir, Config), "recv"),
+    {Rx, Port} = receiver(Dir),
+    N = 5000,
+    Is = lists:seq(1, N),
+    {ok, S} = beamprobe:start(#{calls => [{lists, seq, 2}],
+                                procs => [self()],
+                                output => {tcp, "127.0.0.1:" ++
+                                               integer_to_list(Port)}}),
+    [lists:seq(1, I rem 7) || I <- Is],
+    {ok, Sum} = beamprobe:stop(S),
+    #{events := N, dropped := #{total := 0, stream := 0},
+      stream := #{connects := 1, events_dropped := 0}} = Sum,
+    {0, Out} = wait_port(Rx),
+    ct:log("receive: ~s", [Out]),
+    ?assertMatch({match, _}, re:run(Out, "the session ended")),
+    true = filelib:is_file(filename:join(Dir, ".complete")),
+    Calls = [E || #{name := <<"call">>} = E <-
+                      beamprobe_test_lib:trace(Dir)],
+    ?assertEqual(N, length(Calls)),
+    Stats = beamprobe_test_lib:cli_ok(["stats", "--json", Dir]),
+    {match, [Ev]} = re:run(Stats, "\"calls\": *([0-9]+)",
+                           [{capture, all_but_first, list}]),
+    ?assertEqual(N, list_to_integer(Ev)),
+    %% print --follow of a complete trace ends by itself.
+    {0, Lines} = beamprobe_test_lib:cli(["print", "--follow", Dir]),
+    ?assertEqual(N, length(binary:matches(Lines, <<"lists:seq(">>))).
+
+%% A receiver that accepts and never reads: tracing goes on at full speed,
+%% stop returns at once, and every event that could not be sent is
+%% counted (sent + dropped = recorded).
+stalled_receiver(_Config) ->
+    {ok, L} = gen_tcp:listen(0, [binary, {active, false}, {ip, loopback},
+                                 {recbuf, 4096}]),
+    {ok, Port} = inet:port(L),
+    Self = self(),
+    Acceptor = spawn_link(fun() ->
+                                  {ok, A} = gen_tcp:accept(L),
+                                  Self ! accepted,
+                                  receive stop -> gen_tcp:close(A) end
+                          end),
+    {ok, S} = beamprobe:start(#{calls => [{lists, seq, 2}],
+                                procs => [self()], args => full,
+                                output => {tcp, {{127, 0, 0, 1}, Port},
+                                           #{queue => 65536}},
+                                limits => #{seconds => 30}}),
+    receive accepted -> ok after 5000 -> ct:fail(no_connection) end,
+    N = 200000,
+    Is = lists:seq(1, N),
+    T0 = erlang:monotonic_time(millisecond),
+    [lists:seq(1, I rem 7) || I <- Is],
+    Work = erlang:monotonic_time(millisecond) - T0,
+    timer:sleep(300),
+    Info = beamprobe:info(S),
+    ct:log("info: ~p", [Info]),
+    T1 = erlang:monotonic_time(millisecond),
+    {ok, Sum} = beamprobe:stop(S),
+    StopMs = erlang:monotonic_time(millisecond) - T1,
+    ct:log("work ~p ms, stop ~p ms, summary ~p", [Work, StopMs, Sum]),
+    #{events := Ev, dropped := #{stream := Lost, total := Total},
+      stream := #{events_dropped := Lost, packets_dropped := PL}} = Sum,
+    ?assert(Lost > 0),
+    ?assert(PL > 0),
+    ?assert(Total >= Lost),
+    %% Every call was recorded (the source dropped only what the stream
+    %% could not take, and counted it); nothing else was lost.
+    ?assert(Ev >= N),
+    ?assertEqual(Lost, Total),
+    %% The end waits about a second for the receiver, never longer.
+    ?assert(StopMs < 5000),
+    Acceptor ! stop,
+    gen_tcp:close(L).
+
+%% The receiver goes away mid-session and comes back on the same port:
+%% the sink reconnects, sends the metadata again and goes on.
+reconnects(_Config) ->
+    {ok, L} = gen_tcp:listen(0, [binary, {active, false}, {ip, loopback},
+                                 {reuseaddr, true}]),
+    {ok, Port} = inet:port(L),
+    {ok, S} = beamprobe:start(#{calls => [{lists, seq, 2}],
+                                output => {tcp, {{127, 0, 0, 1}, Port}}}),
+    {ok, A1} = gen_tcp:accept(L, 5000),
+    [lists:seq(1, 3) || _ <- lists:seq(1, 100)],
+    {ok, <<"BPS1", 1:32/little, _/binary>>} = gen_tcp:recv(A1, 12, 5000),
+    ok = gen_tcp:close(A1),
+    timer:sleep(300),
+    [lists:seq(1, 3) || _ <- lists:seq(1, 100)],
+    {ok, A2} = gen_tcp:accept(L, 5000),
+    %% A new connection starts with the metadata again.
+    {ok, <<"BPS1", 1:32/little, _/binary>>} = gen_tcp:recv(A2, 12, 5000),
+    Self = self(),
+    Reader = spawn_link(fun() -> Self ! {got, drain(A2, <<>>)} end),
+    {ok, Sum} = beamprobe:stop(S),
+    Bytes = receive {got, B} -> B after 10000 -> ct:fail(no_end) end,
+    ct:log("summary ~p", [Sum]),
+    #{stream := #{connects := 2, disconnects := Disc}} = Sum,
+    ?assert(Disc >= 1),
+    %% The second connection ended with the END frame.
+    ?assertMatch(<<"BPS1", 3:32/little, 0:32>>,
+                 binary:part(Bytes, byte_size(Bytes) - 12, 12)),
+    unlink(Reader),
+    gen_tcp:close(L).
+
+drain(Sock, Acc) ->
+    case gen_tcp:recv(Sock, 0, 5000) of
+        {ok, B} -> drain(Sock, <<Acc/binary, B/binary>>);
+        {error, _} -> Acc
+    end.
+
+%% Only loopback unless told otherwise; nothing is installed on refusal.
+loopback_only(_Config) ->
+    {error, {not_loopback, _} = E} =
+        beamprobe:start(#{calls => [{lists, seq, 2}],
+                          output => {tcp, "192.0.2.1:9"}}),
+    ?assertMatch("tcp address" ++ _, beamprobe:format_error(E)),
+    ?assertEqual([], beamprobe:list()),
+    ?assertEqual(false, erlang:trace_info({lists, seq, 2}, traced) =:=
+                     {traced, global}),
+    %% remote => true: accepted (the connection simply fails and retries;
+    %% what it could not send is counted).
+    {ok, S} = beamprobe:start(#{calls => [{lists, seq, 2}],
+                                output => {tcp, "192.0.2.1:9",
+                                           #{remote => true}}}),
+    lists:seq(1, 3),
+    {ok, #{events := 1, dropped := #{stream := 1},
+           stream := #{connects := 0}}} = beamprobe:stop(S).
+
+bad_addresses(_Config) ->
+    [?assertMatch({error, _}, beamprobe:start(#{calls => [{lists, seq, 2}],
+                                                output => O}))
+     || O <- [{tcp, "nohost"}, {tcp, "127.0.0.1:0"}, {tcp, "127.0.0.1:x"},
+              {tcp, {{127, 0, 0, 1}, 70000}}, {tcp, 42},
+              {tcp, "127.0.0.1:9", #{queue => 1}},
+              {tcp, "127.0.0.1:9", #{remote => maybe}},
+              {tcp, "127.0.0.1:9", #{bogus => 1}},
+              [{tcp, "127.0.0.1:9"}, {tcp, "127.0.0.1:10"}]]],
+    ?assertEqual([], beamprobe:list()).
+
+%% A receiver holds one trace: a second session's stream (another UUID)
+%% is refused, its events are counted lost by its sink, and the first
+%% trace is left whole.
+other_session_refused(Config) ->
+    Dir = filename:join(?config(case_dir, Config), "recv"),
+    {Rx, Port} = receiver(Dir, ["--keep"]),
+    {os_pid, RxOs} = erlang:port_info(Rx, os_pid),
+    try refused(Dir, Rx, Port)
+    after os:cmd("kill -TERM " ++ integer_to_list(RxOs) ++ " 2>/dev/null")
+    end.
+
+refused(Dir, Rx, Port) ->
+    Out = {tcp, "127.0.0.1:" ++ integer_to_list(Port)},
+    Is = lists:seq(1, 100),
+    {ok, A} = beamprobe:start(#{calls => [{lists, seq, 2}],
+                                procs => [self()], output => Out}),
+    [lists:seq(1, I rem 3) || I <- Is],
+    {ok, #{events := 100, dropped := #{stream := 0}}} = beamprobe:stop(A),
+    timer:sleep(300),
+    {ok, Meta} = file:read_file(filename:join(Dir, "metadata")),
+    {ok, B} = beamprobe:start(#{calls => [{lists, seq, 2}],
+                                procs => [self()], output => Out}),
+    [lists:seq(1, I rem 3) || I <- Is],
+    timer:sleep(500),
+    {ok, SumB} = beamprobe:stop(B),
+    ct:log("B: ~p", [SumB]),
+    #{events := 100, dropped := #{stream := 100}} = SumB,
+    {os_pid, Os} = erlang:port_info(Rx, os_pid),
+    os:cmd("kill -TERM " ++ integer_to_list(Os)),
+    {_, Text} = wait_port(Rx),
+    ?assertMatch({match, _}, re:run(Text, "another session's stream refused")),
+    %% The directory still holds A's trace alone.
+    {ok, Meta} = file:read_file(filename:join(Dir, "metadata")),
+    Calls = [E || #{name := <<"call">>} = E <- beamprobe_test_lib:trace(Dir)],
+    ?assertEqual(100, length(Calls)).
+
+%%% Helpers
+
+%% Starts `beamprobe receive' on a free loopback port.
+receiver(Dir) -> receiver(Dir, []).
+receiver(Dir, Extra) ->
+    Bin = filename:join([filename:dirname(filename:dirname(
+                                            code:which(beamprobe))),
+                         "bin", "beamprobe"]),
+    P = open_port({spawn_executable, Bin},
+                  [{args, ["receive", "--listen", "127.0.0.1:0", "-o", Dir
+                           | Extra]},
+                   exit_status, binary, stderr_to_stdout, {line, 1000}]),
+    receive
+        {P, {data, {eol, <<"beamprobe: listening on port ", R/binary>>}}} ->
+            {match, [Num]} = re:run(R, "^[0-9]+", [{capture, first, list}]),
+            {P, list_to_integer(Num)}
+    after 10000 -> ct:fail(receiver_did_not_start)
+    end.
+
+wait_port(P) -> wait_port(P, []).
+wait_port(P, Acc) ->
+    receive
+        {P, {data, {_, L}}} -> wait_port(P, [L, $\n | Acc]);
+        {P, {exit_status, S}} -> {S, iolist_to_binary(lists:reverse(Acc))}
+    after 20000 -> ct:fail(receiver_did_not_end)
+    end.
