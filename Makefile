@@ -73,7 +73,9 @@ VSN := $(shell sed -n 's/^ *{vsn, *"\([^"]*\)"}.*/\1/p' src/beamprobe.app.src)
 INSTALL_ENV = DESTDIR="$(DESTDIR)" BINDIR="$(BINDIR)" MANDIR="$(MANDIR)" \
 	ERL_LIBDIR="$(ERL_LIBDIR)" DOCDIR="$(DOCDIR)" VSN="$(VSN)"
 
-install: all
+# The Elixir modules (Beamprobe, ...) are installed next to the Erlang
+# ones when elixirc is there to build them.
+install: all elixir
 	$(INSTALL_ENV) sh scripts/install.sh install
 
 uninstall:

@@ -4,7 +4,8 @@
 #
 #   BINDIR/beamprobe                       the trace reader (CLI)
 #   MANDIR/man1/beamprobe.1                its man page
-#   ERL_LIBDIR/beamprobe-VSN/ebin          the Erlang application, where
+#   ERL_LIBDIR/beamprobe-VSN/ebin          the Erlang application (and the
+#                                          Elixir modules when built), where
 #                          /priv           code:lib_dir() looks (ERL_LIBDIR
 #                          /include        is PREFIX/lib/erlang/lib: with
 #                          /doc/chunks     PREFIX=/usr that is Debian's
@@ -76,6 +77,10 @@ stage() {  # stage MODE SRC DESTFILE
 # The application directory.
 install -d -m 0755 "$new/ebin" "$new/priv" "$new/include" "$new/doc/chunks" "$new/bin"
 install -m 0644 ebin/*.beam ebin/beamprobe.app "$new/ebin/"
+# The Elixir modules, where make elixir built them (elixirc installed).
+for f in _build/elixir/ebin/*.beam; do
+  [ -f "$f" ] && install -m 0644 "$f" "$new/ebin/"
+done
 install -m 0755 priv/*.so "$new/priv/"
 install -m 0644 include/*.hrl "$new/include/"
 install -m 0644 doc/chunks/*.chunk "$new/doc/chunks/"

@@ -284,8 +284,17 @@ else
     m=$(stat -c %a "$D/${f%:*}" 2>/dev/null); [ "$m" = "${f##*:}" ] || bad="$bad ${f%:*}(mode ${m:-missing})"
   done
   [ "$(readlink "$APP/bin/beamprobe")" = /usr/bin/beamprobe ] || bad="$bad $APP/bin/beamprobe(not a link to /usr/bin/beamprobe)"
-  nbeam=$(ls "$APP"/ebin/*.beam | wc -l); nsrc=$(ls src/*.erl | wc -l)
+  nbeam=$(ls "$APP"/ebin/*.beam | grep -vc '/Elixir\.'); nsrc=$(ls src/*.erl | wc -l)
   [ "$nbeam" -eq "$nsrc" ] || bad="$bad ebin($nbeam beams for $nsrc modules)"
+  # The Elixir modules too, where elixir is installed: the installed
+  # Beamprobe module loads from ERL_LIBS and has its docs.
+  if have elixir; then
+    nex=$(ls "$APP"/ebin/Elixir.*.beam 2>/dev/null | wc -l); nlib=$(ls lib/*.ex lib/*/*.ex 2>/dev/null | wc -l)
+    [ "$nex" -ge "$nlib" ] && [ "$nlib" -gt 0 ] || bad="$bad ebin($nex Elixir beams for $nlib lib/ files)"
+    ERL_LIBS=$D/usr/lib/erlang/lib elixir -e '{:docs_v1, _, :elixir, _, _, _, docs} = Code.fetch_docs(Beamprobe); true = Enum.any?(docs, &match?({{:function, :calls, _}, _, _, %{}, _}, &1)); IO.puts(:code.which(Beamprobe))' > "$TMP/ex_install.txt" 2>&1 \
+      && grep -q "^$APP/ebin/Elixir.Beamprobe.beam" "$TMP/ex_install.txt" \
+      || bad="$bad Beamprobe(not loaded with its docs from the install: $(head -c 300 "$TMP/ex_install.txt"))"
+  else echo "# install: elixir not installed: the Elixir modules not checked"; fi
   if [ -n "$bad" ]; then not_ok $t "installed files wrong:$bad" "$log"
   elif ! have man; then not_ok $t "man is not installed"
   elif ! MANWIDTH=80 man -l "$D/usr/share/man/man1/beamprobe.1" 2>>"$log" | col -b > "$TMP/man.txt" \
