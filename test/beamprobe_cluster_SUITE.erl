@@ -235,13 +235,17 @@ python_env(Dir, Node) ->
         "        e = m.stream.trace.environment\n"
         "        print(e['clock_offset_lo_ns'], e['clock_offset_hi_ns'], e['node'])\n"
         "        break\n",
-    case os:find_executable("python3") =/= false andalso
-        os:cmd("python3 -c 'import bt2' 2>&1") =:= "" of
-        false -> ct:pal("python3-bt2 missing: environment check skipped");
+    %% Debian's python3, where python3-bt2 installs (a python3 first on
+    %% PATH, e.g. pyenv's, lacks it).
+    Python = "/usr/bin/python3",
+    case filelib:is_regular(Python) andalso
+        os:cmd(Python ++ " -c 'import bt2' 2>&1") =:= "" of
+        false -> ct:pal("python3-bt2 missing for /usr/bin/python3: "
+                        "environment check skipped");
         true ->
             File = filename:join(filename:dirname(Dir), "env.py"),
             ok = file:write_file(File, Py),
-            Out = os:cmd("python3 " ++ File ++ " '" ++
+            Out = os:cmd(Python ++ " " ++ File ++ " '" ++
                              filename:join(Dir, atom_to_list(Node)) ++ "'"),
             Env = env(Dir, Node),
             ?assertEqual(maps:get("clock_offset_lo_ns", Env) ++ " " ++
