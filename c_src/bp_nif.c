@@ -6,9 +6,10 @@
  * a dirty I/O scheduler for the ones that wait on disk); they never block
  * a normal scheduler for long and never call exit()/abort().
  *
- * Elsewhere: the output directory and its metadata in bp_output.c, the
- * resource types across reloads in bp_restype.c, the renderer NIFs for
- * tests in bp_nif_render.c.
+ * Elsewhere: start/1 and its config parsing in bp_nif_config.c, the
+ * output directory and its metadata in bp_output.c, the resource types
+ * across reloads in bp_restype.c, the renderer NIFs for tests in
+ * bp_nif_render.c.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -32,16 +33,13 @@
 
 struct bp_atoms bp_atom;
 
-#define DEFAULT_PACKET (64 * 1024)
-#define DEFAULT_MAX_SESSIONS 64
 
 /* Sessions started and not yet stopped (or destroyed), node-wide: each
  * has a collector thread and a mapping, so their number is capped. */
 static _Atomic int live_sessions;
-#define MIN_BUFFER (16 * 1024)
-#define MAX_BUFFER (1ull << 32)
 
-static ERL_NIF_TERM error2(ErlNifEnv *env, const char *what, const char *why)
+ERL_NIF_TERM bp_nif_error2(ErlNifEnv *env, const char *what,
+			   const char *why)
 {
 	return enif_make_tuple2(
 		env, bp_atom.error,
@@ -74,7 +72,8 @@ ERL_NIF_TERM bp_nif_errno_atom(ErlNifEnv *env, int err)
 	return enif_make_atom(env, s);
 }
 
-static ERL_NIF_TERM errno_term(ErlNifEnv *env, const char *what, int err)
+ERL_NIF_TERM bp_nif_errno_term(ErlNifEnv *env, const char *what,
+			       int err)
 {
 	return enif_make_tuple2(
 		env, bp_atom.error,
@@ -98,7 +97,7 @@ static void session_release(struct bp_session *s)
 
 /* Takes one of max places; 0 if all are taken.  Atomic: concurrent
  * starts never exceed max. */
-static int session_reserve(struct bp_session *s, int max)
+int bp_nif_session_reserve(struct bp_session *s, int max)
 {
 	int n = atomic_load(&live_sessions);
 
@@ -152,124 +151,6 @@ static void session_dtor(ErlNifEnv *env, void *obj)
 		enif_mutex_destroy(s->mtx);
 }
 
-/* ---- start ----------------------------------------------------------- */
-
-
-static int get_u64_opt(ErlNifEnv *env, ERL_NIF_TERM map, ERL_NIF_TERM key,
-		       ErlNifUInt64 def, ErlNifUInt64 *out)
-{
-	ERL_NIF_TERM v;
-
-	if (!enif_get_map_value(env, map, key, &v)) {
-		*out = def;
-		return 1;
-	}
-	return enif_get_uint64(env, v, out);
-}
-
-static int get_bool_opt(ErlNifEnv *env, ERL_NIF_TERM map, ERL_NIF_TERM key,
-			int def, int *out)
-{
-	ERL_NIF_TERM v;
-
-	if (!enif_get_map_value(env, map, key, &v)) {
-		*out = def;
-		return 1;
-	}
-	if (v == bp_atom.true_ || v == bp_atom.false_) {
-		*out = v == bp_atom.true_;
-		return 1;
-	}
-	return 0;
-}
-
-int bp_nif_get_capture(ErlNifEnv *env, ERL_NIF_TERM cfg,
-		       struct bp_capture *c)
-{
-	ERL_NIF_TERM m;
-	ErlNifUInt64 d, l, b, n;
-
-	c->depth = BP_CAPTURE_DEFAULT_DEPTH;
-	c->list = BP_CAPTURE_DEFAULT_LIST;
-	c->binary = BP_CAPTURE_DEFAULT_BINARY;
-	c->bytes = BP_CAPTURE_DEFAULT_BYTES;
-	if (!enif_get_map_value(env, cfg, bp_atom.capture, &m))
-		return 1;
-	if (!enif_is_map(env, m) ||
-	    !get_u64_opt(env, m, bp_atom.depth, c->depth, &d) ||
-	    !get_u64_opt(env, m, bp_atom.list, c->list, &l) ||
-	    !get_u64_opt(env, m, bp_atom.binary, c->binary, &b) ||
-	    !get_u64_opt(env, m, bp_atom.bytes, c->bytes, &n))
-		return 0;
-	if (d < 1 || d > 64 || l < 1 || l > 4096 || b > 65536 || n < 16 ||
-	    n > 65536)
-		return 0;
-	c->depth = (unsigned)d;
-	c->list = (unsigned)l;
-	c->binary = (unsigned)b;
-	c->bytes = (unsigned)n;
-	return 1;
-}
-
-/* handlers => [#{pid, kinds, pids, batch, credits, overflow}] */
-static int get_handlers(ErlNifEnv *env, ERL_NIF_TERM cfg, struct bp_session *s)
-{
-	ERL_NIF_TERM list, head, v;
-	unsigned n;
-
-	if (!enif_get_map_value(env, cfg, bp_atom.handlers, &list))
-		return 1;
-	if (!enif_get_list_length(env, list, &n) || n > 16)
-		return 0;
-	if (n == 0)
-		return 1;
-	s->handlers = enif_alloc(sizeof *s->handlers * n);
-	if (!s->handlers)
-		return 0;
-	memset(s->handlers, 0, sizeof *s->handlers * n);
-	for (unsigned i = 0; enif_get_list_cell(env, list, &head, &list); i++) {
-		struct bp_handler_sink *h = &s->handlers[i];
-		ErlNifUInt64 kinds, batch, credits;
-		ERL_NIF_TERM pl, ph;
-		if (bp_handler_init(h) != 0)
-			return 0;
-		s->nhandlers = i + 1;
-		h->index = i;
-		if (!enif_is_map(env, head) ||
-		    !enif_get_map_value(env, head, bp_atom.pid, &v) ||
-		    !enif_get_local_pid(env, v, &h->pid) ||
-		    !get_u64_opt(env, head, bp_atom.kinds, ~0ull, &kinds) ||
-		    !get_u64_opt(env, head, bp_atom.batch, 1000, &batch) ||
-		    !get_u64_opt(env, head, bp_atom.credits, 4, &credits) ||
-		    batch < 1 || batch > 100000 || credits < 1 ||
-		    credits > BP_HANDLER_MAX_CREDITS)
-			return 0;
-		h->kinds = kinds;
-		h->batch_max = (uint32_t)batch;
-		h->credits_max = (uint32_t)credits;
-		if (enif_get_map_value(env, head, bp_atom.overflow, &v))
-			h->overflow_stop = v == bp_atom.stop;
-		if (enif_get_map_value(env, head, bp_atom.pids, &pl)) {
-			while (enif_get_list_cell(env, pl, &ph, &pl)) {
-				if (h->npids >= BP_HANDLER_MAX_PIDS ||
-				    !(enif_is_pid(env, ph) || enif_is_port(env, ph)))
-					return 0;
-				h->pids[h->npids++] = (uint64_t)ph;
-			}
-		}
-	}
-	return 1;
-}
-
-static int64_t realtime_offset_ns(void)
-{
-	struct timespec rt;
-
-	clock_gettime(CLOCK_REALTIME, &rt);
-	uint64_t mono = bp_now();
-	return (int64_t)rt.tv_sec * 1000000000 + rt.tv_nsec - (int64_t)mono;
-}
-
 /* make_dir(Dir :: iodata()) -> created | existing | {error, Why}: the
  * trace directory, created or checked (bp_output.c).  Dirty I/O. */
 static ERL_NIF_TERM nif_make_dir(ErlNifEnv *env, int argc,
@@ -279,284 +160,12 @@ static ERL_NIF_TERM nif_make_dir(ErlNifEnv *env, int argc,
 	return bp_output_make_dir(env, argv[0]);
 }
 
-/* start(Config :: map()) -> {ok, Session} | {error, {What, Why}}
- * Config keys (validated by beamprobe_config.erl): dir, buffer, max_slots,
- * overflow, args, capture, return, exceptions, ms_result, event_limit,
- * byte_limit, notify, env, packet_size.  Creates DIR/metadata; stream files appear as
- * threads produce events. */
-/* The largest event a session can write, from its capture limits (see
- * the reservations in bp_tracer.c: header, a pid key, two MFA texts of at
- * most 1040 bytes, three rendered terms; a process event from annotate/2
- * is at most 18 + 64 + 2 * 1025).  The packet must hold it. */
-static size_t max_event_size(const struct bp_capture *c)
-{
-	return BP_EVENT_HEADER_SIZE + 8 + 2 * 1040 + 3 * ((size_t)c->bytes + 1) +
-	       64;
-}
-
-/* tcp => {Address :: <<_:32>> | <<_:128>>, Port}, tcp_kinds, tcp_queue:
- * the TCP stream sink (bp_sink_tcp.c); the Erlang side has checked that
- * the address is a loopback one unless told otherwise.  1 if absent or
- * well-formed (s->tcp made), 0 if malformed or out of memory. */
-static int get_tcp(ErlNifEnv *env, ERL_NIF_TERM cfg, struct bp_session *s)
-{
-	ERL_NIF_TERM v;
-	const ERL_NIF_TERM *t;
-	int ar;
-	unsigned port;
-	ErlNifBinary a;
-	ErlNifUInt64 q, kinds;
-	struct sockaddr_storage ss;
-	socklen_t sl;
-
-	if (!enif_get_map_value(env, cfg, enif_make_atom(env, "tcp"), &v))
-		return 1;
-	if (!enif_get_tuple(env, v, &ar, &t) || ar != 2 ||
-	    !enif_inspect_binary(env, t[0], &a) ||
-	    !enif_get_uint(env, t[1], &port) || port < 1 || port > 65535)
-		return 0;
-	memset(&ss, 0, sizeof ss);
-	if (a.size == 4) {
-		struct sockaddr_in *in = (struct sockaddr_in *)&ss;
-		in->sin_family = AF_INET;
-		in->sin_port = htons((uint16_t)port);
-		memcpy(&in->sin_addr, a.data, 4);
-		sl = sizeof *in;
-	} else if (a.size == 16) {
-		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-		in6->sin6_family = AF_INET6;
-		in6->sin6_port = htons((uint16_t)port);
-		memcpy(&in6->sin6_addr, a.data, 16);
-		sl = sizeof *in6;
-	} else {
-		return 0;
-	}
-	if (!get_u64_opt(env, cfg, enif_make_atom(env, "tcp_queue"), 8u << 20,
-			 &q) || q > (1ull << 31) ||
-	    !get_u64_opt(env, cfg, enif_make_atom(env, "tcp_kinds"), ~0ull,
-			 &kinds))
-		return 0;
-	s->tcp_kinds = kinds;
-	s->tcp = bp_tcp_new(s, &ss, sl, q, s->max_slots, s->packet_size);
-	return s->tcp != NULL;
-}
-
-static ERL_NIF_TERM start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
-				  struct bp_session **sp, int *ok)
-{
-	ERL_NIF_TERM v, res;
-	struct bp_session *s;
-	ErlNifBinary dir;
-	ErlNifUInt64 buffer, slots, evl, byl, pkt, maxs;
-	int ret, exc, msr, err, file, rstop;
-	ErlNifUInt64 fkinds, lkinds;
-	int lttng = 0;
-	const char *unsafe;
-
-	if (!enif_is_map(env, cfg))
-		return enif_make_badarg(env);
-	if (!get_bool_opt(env, cfg, bp_atom.file, 1, &file))
-		return error2(env, "bad_config", "file");
-	if (!file) {
-		dir.data = (unsigned char *)"";
-		dir.size = 0;
-	} else if (!enif_get_map_value(env, cfg, bp_atom.dir, &v) ||
-		   !enif_inspect_iolist_as_binary(env, v, &dir) ||
-		   dir.size == 0 || dir.size >= sizeof s->dir ||
-		   memchr(dir.data, 0, dir.size)) {
-		return error2(env, "bad_config", "dir");
-	}
-	if (!get_u64_opt(env, cfg, bp_atom.buffer, 8u << 20, &buffer) ||
-	    buffer < MIN_BUFFER || buffer > MAX_BUFFER)
-		return error2(env, "bad_config", "buffer");
-	if (!get_u64_opt(env, cfg, bp_atom.max_slots, 64, &slots) ||
-	    slots < 1 || slots > BP_MAX_SLOTS)
-		return error2(env, "bad_config", "max_slots");
-	if (!get_u64_opt(env, cfg, bp_atom.event_limit, 0, &evl) ||
-	    !get_u64_opt(env, cfg, bp_atom.byte_limit, 0, &byl))
-		return error2(env, "bad_config", "limits");
-	if (!get_u64_opt(env, cfg, bp_atom.packet_size, DEFAULT_PACKET, &pkt) ||
-	    pkt < 4096 || pkt > BP_PACKET_MAX)
-		return error2(env, "bad_config", "packet_size");
-	if (!get_bool_opt(env, cfg, bp_atom.return_, 1, &ret) ||
-	    !get_bool_opt(env, cfg, bp_atom.exceptions, 1, &exc) ||
-	    !get_bool_opt(env, cfg, bp_atom.ms_result, 0, &msr))
-		return error2(env, "bad_config", "return");
-
-	if (!get_u64_opt(env, cfg, bp_atom.file_kinds, ~0ull, &fkinds))
-		return error2(env, "bad_config", "file_kinds");
-	if (!get_bool_opt(env, cfg, bp_atom.rate_stop, 0, &rstop))
-		return error2(env, "bad_config", "rate_stop");
-	if (!get_u64_opt(env, cfg, enif_make_atom(env, "max_sessions"),
-			 DEFAULT_MAX_SESSIONS, &maxs) ||
-	    maxs < 1 || maxs > 100000)
-		return error2(env, "bad_config", "max_sessions");
-
-	/* lttng => Path: the LTTng-UST provider, loaded (once) before
-	 * anything else is made. */
-	if (enif_get_map_value(env, cfg, enif_make_atom(env, "lttng"), &v)) {
-		ErlNifBinary lp;
-		char path[4096], why[600];
-		if (!enif_inspect_iolist_as_binary(env, v, &lp) ||
-		    lp.size == 0 || lp.size >= sizeof path ||
-		    memchr(lp.data, 0, lp.size))
-			return error2(env, "bad_config", "lttng");
-		memcpy(path, lp.data, lp.size);
-		path[lp.size] = '\0';
-		if (bp_lttng_load(path, why, sizeof why))
-			return enif_make_tuple2(
-				env, bp_atom.error,
-				enif_make_tuple2(
-					env,
-					enif_make_atom(env, "lttng_unavailable"),
-					enif_make_string(env, why,
-							 ERL_NIF_LATIN1)));
-		lttng = 1;
-	}
-	if (!get_u64_opt(env, cfg, enif_make_atom(env, "lttng_kinds"), ~0ull,
-			 &lkinds))
-		return error2(env, "bad_config", "lttng_kinds");
-
-	s = bp_restype_alloc();
-	if (!s)
-		return error2(env, "start", "enomem");
-	memset(s, 0, sizeof *s);
-	s->has_lttng = lttng;
-	s->lttng_kinds = lkinds;
-	s->dirfd = -1;
-	res = enif_make_resource(env, s);
-	enif_release_resource(s); /* the term owns it now */
-	*sp = s;
-	if (!session_reserve(s, (int)maxs))
-		return enif_make_tuple2(
-			env, bp_atom.error,
-			enif_make_tuple2(env, enif_make_atom(env,
-							     "too_many_sessions"),
-					 enif_make_uint64(env, maxs)));
-
-	memcpy(s->dir, dir.data, dir.size);
-	s->dir[dir.size] = '\0';
-	s->has_file = file;
-	s->file_kinds = fkinds;
-	if (!get_u64_opt(env, cfg, enif_make_atom(env, "usdt_kinds"), 0,
-			 &s->usdt_kinds))
-		return error2(env, "bad_config", "usdt_kinds");
-	s->rate_stop = rstop;
-	if (enif_get_map_value(env, cfg, bp_atom.rate, &v)) {
-		const ERL_NIF_TERM *rt;
-		int ra;
-		ErlNifUInt64 rn, rms;
-		if (!enif_get_tuple(env, v, &ra, &rt) || ra != 2 ||
-		    !enif_get_uint64(env, rt[0], &rn) ||
-		    !enif_get_uint64(env, rt[1], &rms) || rn < 1 || rms < 1)
-			return error2(env, "bad_config", "rate");
-		s->rate_n = rn;
-		s->rate_window = rms * 1000000ull;
-		atomic_init(&s->rate_start, bp_now());
-	}
-	if (!get_handlers(env, cfg, s))
-		return error2(env, "bad_config", "handlers");
-	s->buffer = buffer & ~(uint64_t)4095;
-	s->max_slots = (uint32_t)slots;
-	s->event_limit = evl;
-	s->byte_limit = byl;
-	s->packet_size = (size_t)pkt;
-	s->flags = (ret ? BP_F_RETURN : 0) | (exc ? BP_F_EXCEPTIONS : 0) |
-		   (msr ? BP_F_MS_RESULT : 0);
-	s->overflow = BP_OVF_DROP_NEWEST;
-	if (enif_get_map_value(env, cfg, bp_atom.overflow, &v)) {
-		if (v == bp_atom.drop_oldest)
-			s->overflow = BP_OVF_DROP_OLDEST;
-		else if (v == bp_atom.stop)
-			s->overflow = BP_OVF_STOP;
-		else if (v != bp_atom.drop_newest)
-			return error2(env, "bad_config", "overflow");
-	}
-	s->args_mode = BP_ARGS_FULL;
-	if (enif_get_map_value(env, cfg, bp_atom.args, &v)) {
-		if (v == bp_atom.none)
-			s->args_mode = BP_ARGS_NONE;
-		else if (v == bp_atom.arity)
-			s->args_mode = BP_ARGS_ARITY;
-		else if (v != bp_atom.full)
-			return error2(env, "bad_config", "args");
-	}
-	if (!bp_nif_get_capture(env, cfg, &s->capture))
-		return error2(env, "bad_config", "capture");
-	/* Every event the capture limits allow fits a packet. */
-	if (s->packet_size < BP_PACKET_HEADER_SIZE + max_event_size(&s->capture))
-		s->packet_size = (BP_PACKET_HEADER_SIZE +
-				  max_event_size(&s->capture) + 4095) &
-				 ~(size_t)4095;
-	if (s->packet_size > BP_PACKET_MAX)
-		s->packet_size = BP_PACKET_MAX;
-	if (enif_get_map_value(env, cfg, bp_atom.notify, &v)) {
-		if (!enif_get_local_pid(env, v, &s->notify))
-			return error2(env, "bad_config", "notify");
-		s->has_notify = 1;
-	}
-	atomic_init(&s->state, BP_S_RUNNING);
-	atomic_init(&s->stop_reason, BP_SR_NONE);
-
-	s->slot_stride = ((sizeof(struct bp_slot) + 63) & ~(size_t)63) + 4096;
-	s->slot_stride = (s->slot_stride & ~(size_t)4095) + s->buffer;
-	s->region_size = s->slot_stride * s->max_slots;
-	s->region = mmap(NULL, s->region_size, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (s->region == MAP_FAILED) {
-		s->region = NULL;
-		return error2(env, "start", "enomem");
-	}
-	s->streams = enif_alloc(sizeof *s->streams * s->max_slots);
-	if (!s->streams)
-		return error2(env, "start", "enomem");
-	memset(s->streams, 0, sizeof *s->streams * s->max_slots);
-	for (uint32_t i = 0; i < s->max_slots; i++)
-		s->streams[i].fd = -1;
-	s->mtx = enif_mutex_create("beamprobe_session");
-	s->cond = enif_cond_create("beamprobe_session");
-	if (!s->mtx || !s->cond)
-		return error2(env, "start", "enomem");
-
-	if (!get_tcp(env, cfg, s))
-		return error2(env, "bad_config", "tcp");
-	bp_output_make_uuid(s->uuid);
-	if (file) {
-		/* Everything is created relative to this fd: a symlink planted
-		 * in place of the directory or of a file is never followed. */
-		s->dirfd = bp_ctf_open_dir(s->dir);
-		if (s->dirfd < 0) {
-			err = -s->dirfd;
-			s->dirfd = -1;
-			return errno_term(env, "file", err);
-		}
-		if ((unsafe = bp_output_dir_unsafe(s->dirfd)))
-			return error2(env, "file", unsafe);
-	}
-	if (!enif_get_map_value(env, cfg, bp_atom.env, &v))
-		v = enif_make_list(env, 0);
-	err = file || s->tcp ? bp_output_write_metadata(env, s, v,
-							realtime_offset_ns())
-			     : 0;
-	if (err == EINVAL)
-		return error2(env, "bad_config", "env");
-	if (err)
-		return errno_term(env, "file", err);
-
-	if (enif_thread_create("beamprobe_collector", &s->tid,
-			       bp_collector_main, s, NULL) != 0)
-		return error2(env, "start", "thread");
-	s->thread_started = 1;
-	*ok = 1;
-	return enif_make_tuple2(env, bp_atom.ok, res);
-}
-
 static ERL_NIF_TERM nif_start(ErlNifEnv *env, int argc,
 			      const ERL_NIF_TERM argv[])
 {
 	struct bp_session *s = NULL;
 	int ok = 0;
-	ERL_NIF_TERM r = start_session(env, argv[0], &s, &ok);
+	ERL_NIF_TERM r = bp_nif_start_session(env, argv[0], &s, &ok);
 
 	(void)argc;
 	if (!ok && s)
@@ -619,7 +228,7 @@ static ERL_NIF_TERM stats_map(ErlNifEnv *env, struct bp_session *s)
 		dropped,
 		st,
 		enif_make_atom(env, reasons[sr < 7 && sr >= 0 ? sr : 0]),
-		ioe ? errno_term(env, "file", ioe) : bp_atom.none,
+		ioe ? bp_nif_errno_term(env, "file", ioe) : bp_atom.none,
 		enif_make_uint(env, threads),
 		enif_make_uint64(env, (uint64_t)threads * s->slot_stride),
 	};

@@ -1,5 +1,6 @@
 /* bp_nif.h -- what the NIF entry points share: the session lookup, the
- * errors and capture options of bp_nif.c, and the tracer callbacks
+ * errors and capture options of bp_nif.c, start/1 (bp_nif_config.c),
+ * and the tracer callbacks
  * (bp_dispatch.c) and renderer NIFs (bp_nif_render.c) for the NIF function
  * table. */
 #ifndef BP_NIF_H
@@ -26,6 +27,23 @@ static inline struct bp_session *bp_session_get(ErlNifEnv *env,
 
 /* An errno value as an atom: eacces, enoent, ... or errno_N. */
 ERL_NIF_TERM bp_nif_errno_atom(ErlNifEnv *env, int err);
+/* {error, {What, Why}} with both atoms. */
+ERL_NIF_TERM bp_nif_error2(ErlNifEnv *env, const char *what,
+			   const char *why);
+/* {error, {What, Errno atom}}. */
+ERL_NIF_TERM bp_nif_errno_term(ErlNifEnv *env, const char *what,
+			       int err);
+
+/* Takes one of max node-wide session places for s (bp_nif.c); 0 if all
+ * are taken.  The place is given back when s is stopped or destroyed. */
+int bp_nif_session_reserve(struct bp_session *s, int max);
+
+/* start/1's work (bp_nif_config.c): a session from its config map.
+ * *sp is the session once allocated (its place is to be given back by
+ * the caller unless *ok is set); the result is {ok, Session} or
+ * {error, {What, Why}}. */
+ERL_NIF_TERM bp_nif_start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
+				  struct bp_session **sp, int *ok);
 
 /* The capture limits of a config map's `capture' key into c (defaults if
  * absent); 0 if they are malformed or out of range. */
