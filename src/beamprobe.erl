@@ -193,7 +193,8 @@ start_matched(Spec) ->
           {ok, session(), non_neg_integer()} | {error, term()}.
 start_matched(Spec, Owner) when is_pid(Owner) ->
     case nif_loaded() of
-        ok when is_map(Spec), is_map_key(follow, Spec) ->
+        ok when is_map(Spec), is_map_key(follow, Spec),
+                not is_map_key(nodes, Spec) ->
             case application:ensure_all_started(beamprobe) of
                 {ok, _} ->
                     case beamprobe_follow:start(Spec, Owner) of

@@ -59,6 +59,7 @@
              dir :: string(),
              send_before :: term(),
              new_set = false :: boolean(),
+             seq_set = false :: boolean(),
              timer :: undefined | reference(),
              started :: integer(),
              budget :: #{events := pos_integer(), ms := pos_integer()},
@@ -100,9 +101,6 @@ call(Pid, Req) ->
 
 %% @doc Checks a follow spec: `{ok, Config}' or the first error.
 -spec check(map()) -> {ok, map()} | {error, term()}.
-check(#{nodes := _}) ->
-    {error, {bad_option, follow,
-             "a followed request is traced on this node only: no nodes"}};
 check(#{follow := F} = Spec) when is_map(F) ->
     Allowed = [follow, output, args, capture, buffer, tag],
     case [K || K <- maps:keys(Spec), not lists:member(K, Allowed)] of
@@ -215,8 +213,8 @@ terminate(_, St) ->
     ok.
 
 install(St) ->
-    Steps = [fun alone/1, fun make_dir/1, fun start_nif/1, fun patterns/1,
-             fun flags/1, fun timer/1],
+    Steps = [fun alone/1, fun make_dir/1, fun start_nif/1, fun seq_tracer/1,
+             fun patterns/1, fun flags/1, fun timer/1],
     run(Steps, St).
 
 run([], St) -> {ok, St};
@@ -248,6 +246,17 @@ alone(#st{mfa = {M, F, A}} = St) ->
                     {error, {follow_conflict, new_processes}, St};
                 {[], _} -> {ok, St#st{send_before = element(2, Send)}}
             end
+    end.
+
+%% The node's system seq_trace tracer (one per node) must be free: the
+%% session becomes it, and records the labelled messages the node's
+%% processes receive (the token's `receive' flag).
+seq_tracer(St) ->
+    case seq_trace:get_system_tracer() of
+        false ->
+            _ = seq_trace:set_system_tracer(tracer_term(St)),
+            {ok, St#st{seq_set = true}};
+        Other -> {error, {follow_conflict, {seq_trace_tracer, Other}}, St}
     end.
 
 make_dir(#st{dir = Dir} = St) ->
@@ -291,25 +300,27 @@ tracer(#st{res = Res}) -> {tracer, beamprobe_nif, Res}.
 %% The root's pattern labels its caller and turns on send and receive
 %% tracing in it; the send pattern follows the label.
 patterns(#st{mfa = MFA} = St) ->
-    Label = {beamprobe_follow, self()},
+    Label = {beamprobe_follow, node(), self()},
     Root = [{'_', [], [{set_seq_token, label, {const, Label}},
-                       {trace, [], [send, 'receive']},
+                       {set_seq_token, 'receive', true},
+                       {trace, [], [send]},
                        {return_trace}]}],
-    Send = [{['$1', '_'], [{is_seq_trace}],
-             [{enable_trace, '$1', send}, {enable_trace, '$1', 'receive'}]}],
+    Send = [{'_', [{is_seq_trace}], []}],
     _ = erlang:trace_pattern(MFA, Root, [local]),
     _ = message_pattern(send, Send),
     {ok, St}.
 
-%% `call' on every process nobody traces (and on new ones): the root's
-%% pattern fires in whichever calls it.
+%% `call' and `send' on every process nobody traces (and on new ones):
+%% the root's pattern fires in whichever calls it, and the send pattern
+%% in whichever carries the label -- also a process that got it from
+%% another node, before this session heard of it.
 flags(St) ->
     T = tracer(St),
     Me = self(),
-    _ = [catch erlang:trace(P, true, [call, T])
+    _ = [catch erlang:trace(P, true, [call, send, T])
          || P <- processes(), P =/= Me,
             trace_info(P, tracer) =:= {tracer, []}],
-    _ = erlang:trace(new, true, [call, T]),
+    _ = erlang:trace(new, true, [call, send, T]),
     {ok, St#st{new_set = true}}.
 
 timer(#st{budget = #{ms := Ms}} = St) ->
@@ -339,9 +350,13 @@ uninstall(#st{mfa = MFA} = St) ->
             Before -> message_pattern(send, Before)
         end,
     _ = St#st.new_set andalso erlang:trace(new, false, [all]),
+    _ = St#st.seq_set andalso seq_trace:get_system_tracer() =:= tracer_term(St)
+        andalso seq_trace:set_system_tracer(false),
     _ = [catch erlang:trace(P, false, [all]) || P <- traced(St)],
     _ = St#st.timer =/= undefined andalso erlang:cancel_timer(St#st.timer),
-    St#st{new_set = false, timer = undefined}.
+    St#st{new_set = false, seq_set = false, timer = undefined}.
+
+tracer_term(St) -> case tracer(St) of {tracer, M, S} -> {M, S} end.
 
 finish(#st{summary = S} = St, _) when S =/= undefined -> St;
 finish(#st{res = undefined} = St, _) -> St;
