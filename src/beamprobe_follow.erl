@@ -1,45 +1,54 @@
 %%% @doc Following a request: a session that starts tracing at a root
-%%% call and spreads along the request's messages.
+%%% call and spreads along the request's messages, on one node or on
+%%% every node of a cluster session.
 %%%
 %%% `beamprobe:start(#{follow => #{from => "m:f/2", budget => #{events =>
-%%% N, ms => T}}, output => {file, Dir}})':
+%%% N, ms => T}}, output => {file, Dir}})' follows on this node; with
+%%% `nodes => [node() | nodes()]' it is a cluster session
+%%% (beamprobe_cluster) whose every node runs one of these, so that a
+%%% request is followed on each listed node its messages reach, wherever
+%%% its root call is made (an unlisted node is not traced: the label
+%%% passes through it).
 %%%
 %%% ```
-%%% any process calls m:f/2 ──(call pattern, every process has `call')──>
-%%%   match spec: seq_trace label {beamprobe_follow, Tag} on the caller,
-%%%               send + 'receive' flags on it, return_trace
-%%% a process carrying that label sends ──(send pattern, guarded by the
-%%%   label)──> send event; enable_trace on the receiver (send, 'receive')
-%%% the receiver receives the message: it carries the label until it
-%%%   receives a message without one (the VM's seq_trace rule)
+%%% every process has `call' and `send' (this session's tracer)
+%%% any process calls m:f/2 --(call pattern)--> match spec: seq_trace
+%%%   label {beamprobe_follow, Node, Session} on the caller, with the
+%%%   token's `receive' flag; return_trace
+%%% a process carrying that label sends --(send pattern guarded by
+%%%   is_seq_trace)--> send event
+%%% a process receives a labelled message --(the VM's seq_trace: this
+%%%   session is the node's system seq_trace tracer)--> receive event,
+%%%   written in the receiver when it takes the message (not when it
+%%%   enters the queue)
+%%% the VM carries the label with each message, to other nodes too, and
+%%%   clears it when a process takes a message without one
 %%% '''
 %%%
-%%% So a send is recorded only while its sender works for a followed
-%%% request (it received a labelled message last, or is the root in or
-%%% after its root call), and tracing reaches every process a request's
-%%% messages reach.  The receives of a followed process are all recorded
-%%% (a receive match spec cannot test the label); `bin/beamprobe request'
-%%% keeps those that belong to the request: a receive whose message
-%%% matches a recorded send (same receiver and text), and a process's
-%%% events from such a receive to its next receive.  The causal chain is
-%%% the matched send -> receive pairs.
+%%% So only the request's messages are recorded: a send only while its
+%%% sender works for a followed request (it took a labelled message last,
+%%% or is the root in or after its root call), a receive only of a
+%%% labelled message.  No process is enabled on the way and nothing
+%%% races: both are decided by the label of the process that acts.
+%%% `bin/beamprobe request' builds each request's tree from them (sends
+%%% matched to receives).
 %%%
 %%% Budget: `events' (default 10000) and `ms' (default 5000) bound the
-%%% whole follow session (all the requests it follows); when either is
-%%% spent, or stop/1 is called, or the owner dies, everything it enabled
-%%% is removed: the call pattern, the send pattern (the one that was there
-%%% before is put back), the flags of every process it traced.  What it
-%%% cannot remove: the seq_trace label stays in the processes that carry
-%%% it until they receive an unlabelled message (no process can clear
-%%% another's token); without the send pattern it has no effect on
-%%% tracing.
+%%% whole follow session on each node (all the requests it follows);
+%%% when either is spent, or stop/1 is called, or the owner dies,
+%%% everything it installed is removed: the call pattern, the send pattern
+%%% (the one that was there before is put back), the flags of every
+%%% process it traced, the system seq_trace tracer (back to none).  What
+%%% it cannot remove: the seq_trace label stays in the processes that
+%%% carry it until they receive an unlabelled message (no process can
+%%% clear another's token); without the send pattern and the system
+%%% tracer it has no effect on tracing.
 %%%
-%%% One node (the processes a request reaches on other nodes are not
-%%% followed: `{error, {bad_option, follow, _}}' with `nodes'); it needs
-%%% the node's trace patterns for itself: it refuses to start while
-%%% another beamprobe session runs, another tool has a pattern on the root
-%%% function or a send pattern, or default flags for new processes are
-%%% set (`{error, {follow_conflict, What}}').
+%%% It needs the node's trace patterns and its one system seq_trace tracer
+%%% for itself: it refuses to start while another beamprobe session runs,
+%%% another tool has a pattern on the root function or a send pattern, a
+%%% system seq_trace tracer is set (`{seq_trace_tracer, T}'), or default
+%%% flags for new processes are set (`{error, {follow_conflict, What}}').
 -module(beamprobe_follow).
 -behaviour(gen_server).
 
