@@ -261,7 +261,7 @@ alone(#st{mfa = {M, F, A}} = St) ->
 %% session becomes it, and records the labelled messages the node's
 %% processes receive (the token's `receive' flag).
 seq_tracer(St) ->
-    case seq_trace:get_system_tracer() of
+    case system_tracer() of
         false ->
             _ = seq_trace:set_system_tracer(tracer_term(St)),
             {ok, St#st{seq_set = true}};
@@ -347,6 +347,11 @@ traced(St) ->
 message_pattern(Kind, MS) ->
     erlang:apply(erlang, trace_pattern, [Kind, MS, []]).
 
+%% seq_trace:get_system_tracer/0: its OTP 25 spec leaves out
+%% {Module, State} tracers too.
+system_tracer() ->
+    erlang:apply(seq_trace, get_system_tracer, []).
+
 trace_info(What, Item) ->
     erlang:apply(erlang, trace_info, [What, Item]).
 
@@ -359,7 +364,7 @@ uninstall(#st{mfa = MFA} = St) ->
             Before -> message_pattern(send, Before)
         end,
     _ = St#st.new_set andalso erlang:trace(new, false, [all]),
-    _ = St#st.seq_set andalso seq_trace:get_system_tracer() =:= tracer_term(St)
+    _ = St#st.seq_set andalso system_tracer() =:= tracer_term(St)
         andalso seq_trace:set_system_tracer(false),
     _ = [catch erlang:trace(P, false, [all]) || P <- traced(St)],
     _ = St#st.timer =/= undefined andalso erlang:cancel_timer(St#st.timer),
