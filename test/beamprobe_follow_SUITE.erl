@@ -11,14 +11,16 @@
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2,
          end_per_testcase/2]).
 -export([exact_events/1, two_requests/1, budget_events/1, budget_ms/1,
-         bad_specs/1, owner_dies/1, across_nodes/1, seq_tracer_taken/1]).
+         bad_specs/1, owner_dies/1, across_nodes/1, seq_tracer_taken/1,
+         across_nodes_two_roots/1, across_nodes_conflict/1]).
 -export([node_state/0]).
 
 -define(L, beamprobe_test_lib).
 
 all() ->
     [exact_events, two_requests, budget_events, budget_ms, bad_specs,
-     owner_dies, across_nodes, seq_tracer_taken].
+     owner_dies, across_nodes, seq_tracer_taken, across_nodes_two_roots,
+     across_nodes_conflict].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -291,3 +293,70 @@ seq_tracer_taken(Config) ->
     end,
     ?L:dir_absent_or_empty(Dir),
     assert_clean(Config).
+
+%% Two followed requests at once through the same servers (mid on the
+%% peer, srv here), one whose root call is made here and one on the
+%% peer: each request holds its own messages only, and each is rooted on
+%% its own node.
+across_nodes_two_roots(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    {Peer, B} = start_peer(),
+    try
+        Srv = spawn(?W, srv, [100]),
+        Mid = erpc:call(B, erlang, spawn, [?W, mid, [Srv]]),
+        {ok, H} = beamprobe:start(#{follow => #{from => "follow_request:root/2"},
+                                    nodes => [node(), B],
+                                    output => {file, Dir}}),
+        Self = self(),
+        Here = spawn(fun() -> receive go -> ok end,
+                              Self ! {done, self(), ?W:root(Mid, 1)} end),
+        There = erpc:call(B, erlang, spawn,
+                          [fun() -> receive go -> ok end,
+                                    Self ! {done, self(), ?W:root(Mid, 2)} end]),
+        Other = spawn(fun() -> plain([Mid, Srv], 20), Self ! plain_done end),
+        Here ! go,
+        There ! go,
+        receive {done, Here, 101} -> ok end,
+        receive {done, There, 102} -> ok end,
+        receive plain_done -> ok end,
+        _ = Other,
+        {ok, _} = beamprobe:stop(H),
+        assert_clean(Config),
+        ?assertMatch(#{traced := [], seq_tracer := false, sessions := []},
+                     erpc:call(B, ?MODULE, node_state, [])),
+        Out = ?L:cli_ok(["request", Dir]),
+        ct:pal("~s", [Out]),
+        Blocks = [B0 || B0 <- binary:split(Out, <<"Request ">>, [global]), B0 =/= <<>>],
+        ?assertEqual(2, length(Blocks)),
+        Roots = lists:sort(
+                  [{V, N} || Blk <- Blocks,
+                             {match, [N]} <- [re:run(Blk, "^[0-9]+: root <[0-9.]+> on (\\S+),", [{capture, all_but_first, binary}])],
+                             V <- lists:usort([V0 || {match, [V0]} <- [re:run(L, "\\{req,<[0-9.]+>,([0-9]+)\\}", [{capture, all_but_first, binary}]) || L <- lines(Blk)]])]),
+        ?assertEqual([{<<"1">>, atom_to_binary(node())}, {<<"2">>, atom_to_binary(B)}], Roots),
+        [?assertMatch({match, _}, re:run(Blk, ", 10 events, 3 processes")) || Blk <- Blocks],
+        [?assertEqual(nomatch, binary:match(Blk, <<"plain">>)) || Blk <- Blocks]
+    after
+        catch peer:stop(Peer)
+    end.
+
+%% The peer's seq_trace system tracer is taken: the cluster follow
+%% session fails to start, naming the node, and neither node keeps
+%% anything (the peer's tracer is left as it was).
+across_nodes_conflict(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    {Peer, B} = start_peer(),
+    try
+        T = erpc:call(B, erlang, spawn, [timer, sleep, [infinity]]),
+        _ = erpc:call(B, seq_trace, set_system_tracer, [T]),
+        ?assertMatch({error, {node_failed, B, {follow_conflict, {seq_trace_tracer, T}}}},
+                     beamprobe:start(#{follow => #{from => "follow_request:root/2"},
+                                       nodes => [node(), B],
+                                       output => {file, Dir}})),
+        assert_clean(Config),
+        ?assertMatch(#{traced := [], seq_tracer := T, sessions := [],
+                       new := {flags, []}, send := {match_spec, _}},
+                     erpc:call(B, ?MODULE, node_state, [])),
+        ?assertMatch({all, false}, erpc:call(B, erlang, trace_info, [{?W, root, 2}, all]))
+    after
+        catch peer:stop(Peer)
+    end.
