@@ -12,7 +12,8 @@
          end_per_testcase/2]).
 -export([exact_events/1, two_requests/1, budget_events/1, budget_ms/1,
          bad_specs/1, owner_dies/1, across_nodes/1, seq_tracer_taken/1,
-         across_nodes_two_roots/1, across_nodes_conflict/1]).
+         across_nodes_two_roots/1, across_nodes_conflict/1,
+         across_nodes_peer_dies/1, across_nodes_budget/1]).
 -export([node_state/0]).
 
 -define(L, beamprobe_test_lib).
@@ -20,7 +21,7 @@
 all() ->
     [exact_events, two_requests, budget_events, budget_ms, bad_specs,
      owner_dies, across_nodes, seq_tracer_taken, across_nodes_two_roots,
-     across_nodes_conflict].
+     across_nodes_conflict, across_nodes_peer_dies, across_nodes_budget].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -357,6 +358,55 @@ across_nodes_conflict(Config) ->
                        new := {flags, []}, send := {match_spec, _}},
                      erpc:call(B, ?MODULE, node_state, [])),
         ?assertMatch({all, false}, erpc:call(B, erlang, trace_info, [{?W, root, 2}, all]))
+    after
+        catch peer:stop(Peer)
+    end.
+
+%% The peer dies in the middle of a request: the request's root still
+%% gets no answer from it, stop returns with this node's trace, names the
+%% lost node, and this node keeps nothing (its seq_trace tracer
+%% restored).
+across_nodes_peer_dies(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    {Peer, B} = start_peer(),
+    Srv = spawn(?W, srv, [100]),
+    Mid = erpc:call(B, erlang, spawn, [?W, mid, [Srv]]),
+    {ok, H} = beamprobe:start(#{follow => #{from => "follow_request:root/2"},
+                                nodes => [node(), B],
+                                output => {file, Dir}}),
+    Self = self(),
+    107 = ?W:root(Mid, 7),
+    peer:stop(Peer),
+    Client = spawn(fun() -> Self ! {done, self(), catch ?W:root(Mid, 8)} end),
+    timer:sleep(100),
+    exit(Client, kill),
+    {ok, #{nodes := Per}} = beamprobe:stop(H),
+    ?assertMatch(#{fetch := {error, _}}, maps:get(B, Per)),
+    ?assertMatch(#{fetch := ok}, maps:get(node(), Per)),
+    assert_clean(Config),
+    Out = ?L:cli_ok(["request", filename:join(Dir, atom_to_list(node()))]),
+    ct:pal("~s", [Out]),
+    ?assertMatch({match, _}, re:run(Out, "returned from follow_request:root/2 -> 107")).
+
+%% The time budget ends the follow session on every node by itself: both
+%% nodes are clean before stop.
+across_nodes_budget(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    {Peer, B} = start_peer(),
+    try
+        Before = erpc:call(B, ?MODULE, node_state, []),
+        {ok, H} = beamprobe:start(#{follow => #{from => "follow_request:root/2",
+                                                budget => #{ms => 300}},
+                                    nodes => [node(), B],
+                                    output => {file, Dir}}),
+        ?assertMatch(#{seq_tracer := {beamprobe_nif, _}},
+                     erpc:call(B, ?MODULE, node_state, [])),
+        timer:sleep(800),
+        assert_clean(Config),
+        ?assertEqual(Before, erpc:call(B, ?MODULE, node_state, [])),
+        {ok, #{nodes := Per}} = beamprobe:stop(H),
+        [?assertMatch(#{summary := {ok, #{stop_reason := budget_ms}}}, V)
+         || V <- maps:values(Per)]
     after
         catch peer:stop(Peer)
     end.
