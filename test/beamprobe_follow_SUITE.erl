@@ -193,6 +193,17 @@ bad_specs(Config) ->
     ?assertMatch({error, {bad_option, calls, _}},
                  beamprobe:start(#{follow => #{from => "lists:seq/2"},
                                    calls => [{lists, seq, 2}]})),
+    %% With nodes, the follow spec is checked before any node starts.
+    ?assertMatch({error, {bad_option, {follow, from}, _}},
+                 beamprobe:start(#{follow => #{}, nodes => [node()],
+                                   output => {file, Dir}})),
+    ?assertMatch({error, {unknown_option, {follow, x}}},
+                 beamprobe:start(#{follow => #{from => "lists:seq/2", x => 1},
+                                   nodes => [node()], output => {file, Dir}})),
+    ?assertMatch({error, {bad_option, events, _}},
+                 beamprobe:start(#{follow => #{from => "lists:seq/2"},
+                                   events => [send], nodes => [node()],
+                                   output => {file, Dir}})),
     %% Another session runs: the follow session needs the node's patterns.
     {ok, S} = beamprobe:start(#{calls => [{lists, seq, 2}],
                                 output => {file, ?L:dir(Config, "other")}}),
