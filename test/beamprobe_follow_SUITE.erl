@@ -13,7 +13,8 @@
 -export([exact_events/1, two_requests/1, budget_events/1, budget_ms/1,
          bad_specs/1, owner_dies/1, across_nodes/1, seq_tracer_taken/1,
          across_nodes_two_roots/1, across_nodes_conflict/1,
-         across_nodes_peer_dies/1, across_nodes_budget/1]).
+         across_nodes_peer_dies/1, across_nodes_budget/1,
+         seq_tracer_replaced/1]).
 -export([node_state/0]).
 
 -define(L, beamprobe_test_lib).
@@ -21,7 +22,8 @@
 all() ->
     [exact_events, two_requests, budget_events, budget_ms, bad_specs,
      owner_dies, across_nodes, seq_tracer_taken, across_nodes_two_roots,
-     across_nodes_conflict, across_nodes_peer_dies, across_nodes_budget].
+     across_nodes_conflict, across_nodes_peer_dies, across_nodes_budget,
+     seq_tracer_replaced].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -421,3 +423,20 @@ across_nodes_budget(Config) ->
     after
         catch peer:stop(Peer)
     end.
+
+%% Another tool takes the seq_trace system tracer while the session
+%% runs: stop leaves that tool's tracer in place (it removes only its
+%% own) and the rest is cleaned as usual.
+seq_tracer_replaced(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    {ok, H} = follow(Dir, #{}),
+    ?assertMatch({beamprobe_nif, _}, seq_trace:get_system_tracer()),
+    T = spawn(fun() -> receive stop -> ok end end),
+    _ = seq_trace:set_system_tracer(T),
+    {ok, _} = beamprobe:stop(H),
+    ?assertEqual(T, seq_trace:get_system_tracer()),
+    _ = seq_trace:set_system_tracer(false),
+    Ref = monitor(process, T),
+    T ! stop,
+    receive {'DOWN', Ref, process, T, _} -> ok end,
+    assert_clean(Config).
