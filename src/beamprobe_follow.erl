@@ -364,13 +364,30 @@ uninstall(#st{mfa = MFA} = St) ->
             Before -> message_pattern(send, Before)
         end,
     _ = St#st.new_set andalso erlang:trace(new, false, [all]),
-    _ = St#st.seq_set andalso system_tracer() =:= tracer_term(St)
-        andalso seq_trace:set_system_tracer(false),
+    _ = St#st.seq_set andalso seq_tracer_off(St),
     _ = [catch erlang:trace(P, false, [all]) || P <- traced(St)],
     _ = St#st.timer =/= undefined andalso erlang:cancel_timer(St#st.timer),
     St#st{new_set = false, seq_set = false, timer = undefined}.
 
 tracer_term(St) -> case tracer(St) of {tracer, M, S} -> {M, S} end.
+
+%% The system seq_trace tracer back to none, if it is still this
+%% session; if another tool replaced it, that tool keeps it, and the
+%% trace says from when on receives may be missing (a `tampered' event).
+seq_tracer_off(#st{res = Res} = St) ->
+    Mine = tracer_term(St),
+    case system_tracer() of
+        Mine -> _ = seq_trace:set_system_tracer(false), ok;
+        Other ->
+            Detail = unicode:characters_to_binary(
+                       io_lib:format("now ~0p: receives of labelled messages "
+                                     "were no longer recorded", [Other])),
+            _ = (catch beamprobe_nif:tampered(Res, undefined,
+                                              [<<"seq_trace_tracer">>,
+                                               <<"node">>, <<"replaced">>,
+                                               Detail])),
+            ok
+    end.
 
 finish(#st{summary = S} = St, _) when S =/= undefined -> St;
 finish(#st{res = undefined} = St, _) -> St;

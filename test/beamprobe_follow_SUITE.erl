@@ -439,4 +439,8 @@ seq_tracer_replaced(Config) ->
     Ref = monitor(process, T),
     T ! stop,
     receive {'DOWN', Ref, process, T, _} -> ok end,
-    assert_clean(Config).
+    assert_clean(Config),
+    %% The trace says so.
+    Print = ?L:cli_ok(["print", Dir]),
+    ct:pal("~s", [Print]),
+    ?assertMatch({match, _}, re:run(Print, "tampered seq_trace_tracer node replaced")).
