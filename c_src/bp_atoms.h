@@ -15,6 +15,7 @@
 	A(send, "send")                                                    \
 	A(send_to_non_existing_process, "send_to_non_existing_process")    \
 	A(receive, "receive") A(spawn, "spawn") A(spawned, "spawned")      \
+	A(seq_trace, "seq_trace")                                          \
 	A(exit, "exit") A(link, "link") A(unlink, "unlink")                \
 	A(getting_linked, "getting_linked")                                \
 	A(getting_unlinked, "getting_unlinked") A(register_, "register")   \

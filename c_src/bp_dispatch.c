@@ -375,9 +375,31 @@ ERL_NIF_TERM bp_tracer_trace_gc(ErlNifEnv *env, int argc,
 	return dispatch(env, argv, BP_HK_GC, bp_tracer_write_gc, 0);
 }
 
-/* trace/5: call events (no trace_call/5, see the top of this file);
- * anything else without a specific callback (e.g. seq_trace) is not
- * recorded. */
+/* A seq_trace event of a node whose system seq_trace tracer is a session
+ * (a follow session, src/beamprobe_follow.erl): trace(seq_trace, State,
+ * Label, {'receive', Serial, From, To, Message}, Opts), called in the
+ * receiver at its receive, is written as a `receive' event of To.  Other
+ * seq_trace events are not recorded. */
+static ERL_NIF_TERM seq_receive(ErlNifEnv *env, const ERL_NIF_TERM argv[])
+{
+	const ERL_NIF_TERM *info;
+	ERL_NIF_TERM a[5];
+	int n;
+
+	if (!enif_get_tuple(env, argv[3], &n, &info) || n != 5 ||
+	    info[0] != bp_atom.receive || !enif_is_pid(env, info[3]))
+		return bp_atom.ok;
+	a[0] = bp_atom.receive;
+	a[1] = argv[1];
+	a[2] = info[3];
+	a[3] = info[4];
+	a[4] = argv[4];
+	return dispatch(env, a, BP_HK_RECEIVE, bp_tracer_write_message, 0);
+}
+
+/* trace/5: call events (no trace_call/5, see the top of this file), a
+ * seq_trace receive (seq_receive()); anything else without a specific
+ * callback is not recorded. */
 ERL_NIF_TERM bp_tracer_trace(ErlNifEnv *env, int argc,
 			     const ERL_NIF_TERM argv[])
 {
@@ -386,5 +408,7 @@ ERL_NIF_TERM bp_tracer_trace(ErlNifEnv *env, int argc,
 	if (tag == bp_atom.call || tag == bp_atom.return_from ||
 	    tag == bp_atom.exception_from || tag == bp_atom.return_to)
 		return bp_tracer_trace_call(env, argc, argv);
+	if (tag == bp_atom.seq_trace)
+		return seq_receive(env, argv);
 	return bp_atom.ok;
 }

@@ -204,7 +204,8 @@ start_matched(Spec) ->
           {ok, session(), non_neg_integer()} | {error, term()}.
 start_matched(Spec, Owner) when is_pid(Owner) ->
     case nif_loaded() of
-        ok when is_map(Spec), is_map_key(follow, Spec) ->
+        ok when is_map(Spec), is_map_key(follow, Spec),
+                not is_map_key(nodes, Spec) ->
             case application:ensure_all_started(beamprobe) of
                 {ok, _} ->
                     case beamprobe_follow:start(Spec, Owner) of
@@ -214,15 +215,27 @@ start_matched(Spec, Owner) when is_pid(Owner) ->
                 {error, _} = E -> E
             end;
         ok when is_map(Spec), is_map_key(nodes, Spec) ->
-            case application:ensure_all_started(beamprobe) of
-                {ok, _} ->
-                    case beamprobe_cluster:start(Spec, Owner) of
-                        {ok, H} -> {ok, H, 0};
-                        {error, _} = E -> E
-                    end;
-                {error, _} = E -> E
+            %% A follow spec is checked here, once, before any node.
+            Follow = case Spec of
+                         #{follow := _} ->
+                             beamprobe_follow:check(maps:remove(nodes, Spec));
+                         #{} -> {ok, #{}}
+                     end,
+            case Follow of
+                {error, _} = FE -> FE;
+                {ok, _} -> start_cluster(Spec, Owner)
             end;
         ok -> start_app(Spec, Owner);
+        {error, _} = E -> E
+    end.
+
+start_cluster(Spec, Owner) ->
+    case application:ensure_all_started(beamprobe) of
+        {ok, _} ->
+            case beamprobe_cluster:start(Spec, Owner) of
+                {ok, H} -> {ok, H, 0};
+                {error, _} = E -> E
+            end;
         {error, _} = E -> E
     end.
 

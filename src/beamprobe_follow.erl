@@ -1,45 +1,54 @@
 %%% @doc Following a request: a session that starts tracing at a root
-%%% call and spreads along the request's messages.
+%%% call and spreads along the request's messages, on one node or on
+%%% every node of a cluster session.
 %%%
 %%% `beamprobe:start(#{follow => #{from => "m:f/2", budget => #{events =>
-%%% N, ms => T}}, output => {file, Dir}})':
+%%% N, ms => T}}, output => {file, Dir}})' follows on this node; with
+%%% `nodes => [node() | nodes()]' it is a cluster session
+%%% (beamprobe_cluster) whose every node runs one of these, so that a
+%%% request is followed on each listed node its messages reach, wherever
+%%% its root call is made (an unlisted node is not traced: the label
+%%% passes through it).
 %%%
 %%% ```
-%%% any process calls m:f/2 ──(call pattern, every process has `call')──>
-%%%   match spec: seq_trace label {beamprobe_follow, Tag} on the caller,
-%%%               send + 'receive' flags on it, return_trace
-%%% a process carrying that label sends ──(send pattern, guarded by the
-%%%   label)──> send event; enable_trace on the receiver (send, 'receive')
-%%% the receiver receives the message: it carries the label until it
-%%%   receives a message without one (the VM's seq_trace rule)
+%%% every process has `call' and `send' (this session's tracer)
+%%% any process calls m:f/2 --(call pattern)--> match spec: seq_trace
+%%%   label {beamprobe_follow, Node, Session} on the caller, with the
+%%%   token's `receive' flag; return_trace
+%%% a process carrying that label sends --(send pattern guarded by
+%%%   is_seq_trace)--> send event
+%%% a process receives a labelled message --(the VM's seq_trace: this
+%%%   session is the node's system seq_trace tracer)--> receive event,
+%%%   written in the receiver when it takes the message (not when it
+%%%   enters the queue)
+%%% the VM carries the label with each message, to other nodes too, and
+%%%   clears it when a process takes a message without one
 %%% '''
 %%%
-%%% So a send is recorded only while its sender works for a followed
-%%% request (it received a labelled message last, or is the root in or
-%%% after its root call), and tracing reaches every process a request's
-%%% messages reach.  The receives of a followed process are all recorded
-%%% (a receive match spec cannot test the label); `bin/beamprobe request'
-%%% keeps those that belong to the request: a receive whose message
-%%% matches a recorded send (same receiver and text), and a process's
-%%% events from such a receive to its next receive.  The causal chain is
-%%% the matched send -> receive pairs.
+%%% So only the request's messages are recorded: a send only while its
+%%% sender works for a followed request (it took a labelled message last,
+%%% or is the root in or after its root call), a receive only of a
+%%% labelled message.  No process is enabled on the way and nothing
+%%% races: both are decided by the label of the process that acts.
+%%% `bin/beamprobe request' builds each request's tree from them (sends
+%%% matched to receives).
 %%%
 %%% Budget: `events' (default 10000) and `ms' (default 5000) bound the
-%%% whole follow session (all the requests it follows); when either is
-%%% spent, or stop/1 is called, or the owner dies, everything it enabled
-%%% is removed: the call pattern, the send pattern (the one that was there
-%%% before is put back), the flags of every process it traced.  What it
-%%% cannot remove: the seq_trace label stays in the processes that carry
-%%% it until they receive an unlabelled message (no process can clear
-%%% another's token); without the send pattern it has no effect on
-%%% tracing.
+%%% whole follow session on each node (all the requests it follows);
+%%% when either is spent, or stop/1 is called, or the owner dies,
+%%% everything it installed is removed: the call pattern, the send pattern
+%%% (the one that was there before is put back), the flags of every
+%%% process it traced, the system seq_trace tracer (back to none).  What
+%%% it cannot remove: the seq_trace label stays in the processes that
+%%% carry it until they receive an unlabelled message (no process can
+%%% clear another's token); without the send pattern and the system
+%%% tracer it has no effect on tracing.
 %%%
-%%% One node (the processes a request reaches on other nodes are not
-%%% followed: `{error, {bad_option, follow, _}}' with `nodes'); it needs
-%%% the node's trace patterns for itself: it refuses to start while
-%%% another beamprobe session runs, another tool has a pattern on the root
-%%% function or a send pattern, or default flags for new processes are
-%%% set (`{error, {follow_conflict, What}}').
+%%% It needs the node's trace patterns and its one system seq_trace tracer
+%%% for itself: it refuses to start while another beamprobe session runs,
+%%% another tool has a pattern on the root function or a send pattern, a
+%%% system seq_trace tracer is set (`{seq_trace_tracer, T}'), or default
+%%% flags for new processes are set (`{error, {follow_conflict, What}}').
 -module(beamprobe_follow).
 -behaviour(gen_server).
 
@@ -59,6 +68,7 @@
              dir :: string(),
              send_before :: term(),
              new_set = false :: boolean(),
+             seq_set = false :: boolean(),
              timer :: undefined | reference(),
              started :: integer(),
              budget :: #{events := pos_integer(), ms := pos_integer()},
@@ -100,9 +110,6 @@ call(Pid, Req) ->
 
 %% @doc Checks a follow spec: `{ok, Config}' or the first error.
 -spec check(map()) -> {ok, map()} | {error, term()}.
-check(#{nodes := _}) ->
-    {error, {bad_option, follow,
-             "a followed request is traced on this node only: no nodes"}};
 check(#{follow := F} = Spec) when is_map(F) ->
     Allowed = [follow, output, args, capture, buffer, tag],
     case [K || K <- maps:keys(Spec), not lists:member(K, Allowed)] of
@@ -215,8 +222,8 @@ terminate(_, St) ->
     ok.
 
 install(St) ->
-    Steps = [fun alone/1, fun make_dir/1, fun start_nif/1, fun patterns/1,
-             fun flags/1, fun timer/1],
+    Steps = [fun alone/1, fun make_dir/1, fun start_nif/1, fun seq_tracer/1,
+             fun patterns/1, fun flags/1, fun timer/1],
     run(Steps, St).
 
 run([], St) -> {ok, St};
@@ -248,6 +255,17 @@ alone(#st{mfa = {M, F, A}} = St) ->
                     {error, {follow_conflict, new_processes}, St};
                 {[], _} -> {ok, St#st{send_before = element(2, Send)}}
             end
+    end.
+
+%% The node's system seq_trace tracer (one per node) must be free: the
+%% session becomes it, and records the labelled messages the node's
+%% processes receive (the token's `receive' flag).
+seq_tracer(St) ->
+    case system_tracer() of
+        false ->
+            _ = seq_trace:set_system_tracer(tracer_term(St)),
+            {ok, St#st{seq_set = true}};
+        Other -> {error, {follow_conflict, {seq_trace_tracer, Other}}, St}
     end.
 
 make_dir(#st{dir = Dir} = St) ->
@@ -291,25 +309,27 @@ tracer(#st{res = Res}) -> {tracer, beamprobe_nif, Res}.
 %% The root's pattern labels its caller and turns on send and receive
 %% tracing in it; the send pattern follows the label.
 patterns(#st{mfa = MFA} = St) ->
-    Label = {beamprobe_follow, self()},
+    Label = {beamprobe_follow, node(), self()},
     Root = [{'_', [], [{set_seq_token, label, {const, Label}},
-                       {trace, [], [send, 'receive']},
+                       {set_seq_token, 'receive', true},
+                       {trace, [], [send]},
                        {return_trace}]}],
-    Send = [{['$1', '_'], [{is_seq_trace}],
-             [{enable_trace, '$1', send}, {enable_trace, '$1', 'receive'}]}],
+    Send = [{'_', [{is_seq_trace}], []}],
     _ = erlang:trace_pattern(MFA, Root, [local]),
     _ = message_pattern(send, Send),
     {ok, St}.
 
-%% `call' on every process nobody traces (and on new ones): the root's
-%% pattern fires in whichever calls it.
+%% `call' and `send' on every process nobody traces (and on new ones):
+%% the root's pattern fires in whichever calls it, and the send pattern
+%% in whichever carries the label -- also a process that got it from
+%% another node, before this session heard of it.
 flags(St) ->
     T = tracer(St),
     Me = self(),
-    _ = [catch erlang:trace(P, true, [call, T])
+    _ = [catch erlang:trace(P, true, [call, send, T])
          || P <- processes(), P =/= Me,
             trace_info(P, tracer) =:= {tracer, []}],
-    _ = erlang:trace(new, true, [call, T]),
+    _ = erlang:trace(new, true, [call, send, T]),
     {ok, St#st{new_set = true}}.
 
 timer(#st{budget = #{ms := Ms}} = St) ->
@@ -327,6 +347,11 @@ traced(St) ->
 message_pattern(Kind, MS) ->
     erlang:apply(erlang, trace_pattern, [Kind, MS, []]).
 
+%% seq_trace:get_system_tracer/0: its OTP 25 spec leaves out
+%% {Module, State} tracers too.
+system_tracer() ->
+    erlang:apply(seq_trace, get_system_tracer, []).
+
 trace_info(What, Item) ->
     erlang:apply(erlang, trace_info, [What, Item]).
 
@@ -339,9 +364,30 @@ uninstall(#st{mfa = MFA} = St) ->
             Before -> message_pattern(send, Before)
         end,
     _ = St#st.new_set andalso erlang:trace(new, false, [all]),
+    _ = St#st.seq_set andalso seq_tracer_off(St),
     _ = [catch erlang:trace(P, false, [all]) || P <- traced(St)],
     _ = St#st.timer =/= undefined andalso erlang:cancel_timer(St#st.timer),
-    St#st{new_set = false, timer = undefined}.
+    St#st{new_set = false, seq_set = false, timer = undefined}.
+
+tracer_term(St) -> case tracer(St) of {tracer, M, S} -> {M, S} end.
+
+%% The system seq_trace tracer back to none, if it is still this
+%% session; if another tool replaced it, that tool keeps it, and the
+%% trace says from when on receives may be missing (a `tampered' event).
+seq_tracer_off(#st{res = Res} = St) ->
+    Mine = tracer_term(St),
+    case system_tracer() of
+        Mine -> _ = seq_trace:set_system_tracer(false), ok;
+        Other ->
+            Detail = unicode:characters_to_binary(
+                       io_lib:format("now ~0p: receives of labelled messages "
+                                     "were no longer recorded", [Other])),
+            _ = (catch beamprobe_nif:tampered(Res, undefined,
+                                              [<<"seq_trace_tracer">>,
+                                               <<"node">>, <<"replaced">>,
+                                               Detail])),
+            ok
+    end.
 
 finish(#st{summary = S} = St, _) when S =/= undefined -> St;
 finish(#st{res = undefined} = St, _) -> St;

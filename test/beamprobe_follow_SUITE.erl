@@ -11,13 +11,19 @@
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2,
          end_per_testcase/2]).
 -export([exact_events/1, two_requests/1, budget_events/1, budget_ms/1,
-         bad_specs/1, owner_dies/1]).
+         bad_specs/1, owner_dies/1, across_nodes/1, seq_tracer_taken/1,
+         across_nodes_two_roots/1, across_nodes_conflict/1,
+         across_nodes_peer_dies/1, across_nodes_budget/1,
+         seq_tracer_replaced/1]).
+-export([node_state/0]).
 
 -define(L, beamprobe_test_lib).
 
 all() ->
     [exact_events, two_requests, budget_events, budget_ms, bad_specs,
-     owner_dies].
+     owner_dies, across_nodes, seq_tracer_taken, across_nodes_two_roots,
+     across_nodes_conflict, across_nodes_peer_dies, across_nodes_budget,
+     seq_tracer_replaced].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -46,7 +52,29 @@ assert_clean(Config) ->
                  erlang:trace_info(send, match_spec)),
     ?assertEqual({all, false}, erlang:trace_info({?W, root, 2}, all)),
     ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
+    ?assertEqual(false, seq_trace:get_system_tracer()),
     ?assertEqual([], beamprobe:list()).
+
+%% What a node has installed (run there by erpc).
+-spec node_state() -> map().
+node_state() ->
+    {module, ?W} = code:ensure_loaded(?W),
+    #{traced => [P || P <- processes(),
+                      erlang:trace_info(P, flags) =/= {flags, []}],
+      send => erlang:trace_info(send, match_spec),
+      root => erlang:trace_info({?W, root, 2}, all),
+      mid => erlang:trace_info({?W, mid, 1}, all),
+      new => erlang:trace_info(new, flags),
+      seq_tracer => seq_trace:get_system_tracer(),
+      sessions => beamprobe:list()}.
+
+start_peer() ->
+    Paths = [filename:dirname(code:which(beamprobe)),
+             filename:dirname(code:which(?W))],
+    {ok, P, N} = peer:start_link(#{name => peer:random_name(),
+                                   args => ["-hidden" |
+                                            lists:append([["-pa", D] || D <- Paths])]}),
+    {P, N}.
 
 follow(Dir, Budget) ->
     beamprobe:start(#{follow => #{from => "follow_request:root/2",
@@ -98,10 +126,11 @@ exact_events(Config) ->
     Indent = [byte_size(I) || L <- Events,
                               {match, [I]} <- [re:run(L, "^\\S+ \\S+ ( *)<", [{capture, all_but_first, binary}])]],
     ?assertEqual([0, 0, 2, 2, 4, 4, 6, 6, 0, 0], Indent),
-    %% The unrelated client's messages did reach the followed servers'
-    %% traces: the view left them out, not the tracer.
+    %% Only labelled messages' receives are recorded: the unrelated
+    %% client's messages to the followed servers are not in the trace.
     Print = ?L:cli_ok(["print", Dir]),
-    ?assert(length(binary:matches(Print, <<"received {plain,">>)) > 0),
+    ?assertEqual(nomatch, binary:match(Print, <<"received {plain,">>)),
+    ?assertEqual(nomatch, binary:match(Print, <<"plain_reply">>)),
     ?assertEqual(nomatch, binary:match(Out, <<"plain">>)).
 
 %% Two followed requests at once through the same servers: each request
@@ -163,12 +192,20 @@ bad_specs(Config) ->
                  F(#{from => "lists:seq/2", budget => #{ms => -1, x => 1}})),
     ?assertMatch({error, {unknown_option, {follow, x}}},
                  F(#{from => "lists:seq/2", x => 1})),
-    ?assertMatch({error, {bad_option, follow, _}},
-                 beamprobe:start(#{follow => #{from => "lists:seq/2"},
-                                   nodes => [node()]})),
     ?assertMatch({error, {bad_option, calls, _}},
                  beamprobe:start(#{follow => #{from => "lists:seq/2"},
                                    calls => [{lists, seq, 2}]})),
+    %% With nodes, the follow spec is checked before any node starts.
+    ?assertMatch({error, {bad_option, {follow, from}, _}},
+                 beamprobe:start(#{follow => #{}, nodes => [node()],
+                                   output => {file, Dir}})),
+    ?assertMatch({error, {unknown_option, {follow, x}}},
+                 beamprobe:start(#{follow => #{from => "lists:seq/2", x => 1},
+                                   nodes => [node()], output => {file, Dir}})),
+    ?assertMatch({error, {bad_option, events, _}},
+                 beamprobe:start(#{follow => #{from => "lists:seq/2"},
+                                   events => [send], nodes => [node()],
+                                   output => {file, Dir}})),
     %% Another session runs: the follow session needs the node's patterns.
     {ok, S} = beamprobe:start(#{calls => [{lists, seq, 2}],
                                 output => {file, ?L:dir(Config, "other")}}),
@@ -190,3 +227,220 @@ owner_dies(Config) ->
     Owner ! die,
     receive {'DOWN', Ref, process, H, _} -> ok after 5000 -> ct:fail(still_running) end,
     assert_clean(Config).
+
+%% A request followed across 3 processes on 2 nodes: the root client
+%% here, mid on a peer node, srv here again (two node crossings each
+%% way), while an unrelated client sends to both servers all along.  The
+%% request view of the cluster directory holds exactly the request's ten
+%% events, in causal order; afterwards neither node has anything
+%% installed (flags, patterns, the seq_trace system tracer).
+across_nodes(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    {Peer, B} = start_peer(),
+    try
+        Before = erpc:call(B, ?MODULE, node_state, []),
+        Srv = spawn(?W, srv, [100]),
+        Mid = erpc:call(B, erlang, spawn, [?W, mid, [Srv]]),
+        {ok, H} = beamprobe:start(#{follow => #{from => "follow_request:root/2",
+                                                budget => #{ms => 20000}},
+                                    nodes => [node(), B],
+                                    output => {file, Dir}}),
+        %% The peer's follow session owns its seq_trace tracer.
+        ?assertMatch({beamprobe_nif, _},
+                     erpc:call(B, seq_trace, get_system_tracer, [])),
+        Self = self(),
+        Other = spawn(?W, plain_until_stop, [[Mid, Srv]]),
+        timer:sleep(20),
+        Client = spawn(fun() -> Self ! {done, self(), ?W:root(Mid, 7)} end),
+        receive {done, Client, 107} -> ok end,
+        timer:sleep(20),
+        Other ! {stop, self()},
+        receive {plain_stopped, Other, Rounds} -> ct:pal("~p plain rounds", [Rounds]) end,
+        {ok, Sum} = beamprobe:stop(H),
+        ct:pal("~p", [Sum]),
+        assert_clean(Config),
+        After = erpc:call(B, ?MODULE, node_state, []),
+        ?assertEqual(Before, After),
+        ?assertMatch(#{traced := [], new := {flags, []}, seq_tracer := false,
+                       sessions := []}, After),
+        Out = ?L:cli_ok(["request", Dir]),
+        ct:pal("~s", [Out]),
+        [Head | Events] = lines(Out),
+        ?assertMatch({match, _}, re:run(Head, "^Request 1: root <0\\.[0-9]+\\.[0-9]+> .*, 10 events, 3 processes")),
+        Expected = ["call follow_request:root\\(<[0-9.]+>, 7\\)$",
+                    "sent \\{req,<[0-9.]+>,7\\} to <",
+                    "received \\{req,<[0-9.]+>,7\\}$",
+                    "sent \\{req,<[0-9.]+>,7\\} to <",
+                    "received \\{req,<[0-9.]+>,7\\}$",
+                    "sent \\{reply,107\\} to <",
+                    "received \\{reply,107\\}$",
+                    "sent \\{reply,107\\} to <",
+                    "received \\{reply,107\\}$",
+                    "returned from follow_request:root/2 -> 107$"],
+        ?assertEqual(length(Expected), length(Events)),
+        [?assertMatch({{match, _}, _}, {re:run(L, RE), L})
+         || {L, RE} <- lists:zip(Events, Expected)],
+        %% The events of mid (receive its request, send on, receive the
+        %% reply, send it back) are the peer node's.
+        Bn = atom_to_binary(B),
+        OnB = [I || {I, L} <- lists:zip(lists:seq(1, 10), Events),
+                    binary:match(L, Bn) =/= nomatch],
+        ?assertEqual([3, 4, 7, 8], OnB),
+        ?assertEqual(nomatch, binary:match(Out, <<"plain">>))
+    after
+        catch peer:stop(Peer)
+    end.
+
+%% Another tool owns a node's seq_trace system tracer: the follow session
+%% refuses to start and leaves it (and everything else) as it was.
+seq_tracer_taken(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    T = spawn(fun() -> receive stop -> ok end end),
+    _ = seq_trace:set_system_tracer(T),
+    try
+        ?assertEqual({error, {follow_conflict, {seq_trace_tracer, T}}},
+                     follow(Dir, #{})),
+        ?assertEqual(T, seq_trace:get_system_tracer())
+    after
+        _ = seq_trace:set_system_tracer(false),
+        T ! stop
+    end,
+    ?L:dir_absent_or_empty(Dir),
+    assert_clean(Config).
+
+%% Two followed requests at once through the same servers (mid on the
+%% peer, srv here), one whose root call is made here and one on the
+%% peer: each request holds its own messages only, and each is rooted on
+%% its own node.
+across_nodes_two_roots(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    {Peer, B} = start_peer(),
+    try
+        Srv = spawn(?W, srv, [100]),
+        Mid = erpc:call(B, erlang, spawn, [?W, mid, [Srv]]),
+        {ok, H} = beamprobe:start(#{follow => #{from => "follow_request:root/2"},
+                                    nodes => [node(), B],
+                                    output => {file, Dir}}),
+        Self = self(),
+        Here = spawn(fun() -> receive go -> ok end,
+                              Self ! {done, self(), ?W:root(Mid, 1)} end),
+        There = erpc:call(B, erlang, spawn,
+                          [fun() -> receive go -> ok end,
+                                    Self ! {done, self(), ?W:root(Mid, 2)} end]),
+        Other = spawn(fun() -> plain([Mid, Srv], 20), Self ! plain_done end),
+        Here ! go,
+        There ! go,
+        receive {done, Here, 101} -> ok end,
+        receive {done, There, 102} -> ok end,
+        receive plain_done -> ok end,
+        _ = Other,
+        {ok, _} = beamprobe:stop(H),
+        assert_clean(Config),
+        ?assertMatch(#{traced := [], seq_tracer := false, sessions := []},
+                     erpc:call(B, ?MODULE, node_state, [])),
+        Out = ?L:cli_ok(["request", Dir]),
+        ct:pal("~s", [Out]),
+        Blocks = [B0 || B0 <- binary:split(Out, <<"Request ">>, [global]), B0 =/= <<>>],
+        ?assertEqual(2, length(Blocks)),
+        Roots = lists:sort(
+                  [{V, N} || Blk <- Blocks,
+                             {match, [N]} <- [re:run(Blk, "^[0-9]+: root <[0-9.]+> on (\\S+),", [{capture, all_but_first, binary}])],
+                             V <- lists:usort([V0 || {match, [V0]} <- [re:run(L, "\\{req,<[0-9.]+>,([0-9]+)\\}", [{capture, all_but_first, binary}]) || L <- lines(Blk)]])]),
+        ?assertEqual([{<<"1">>, atom_to_binary(node())}, {<<"2">>, atom_to_binary(B)}], Roots),
+        [?assertMatch({match, _}, re:run(Blk, ", 10 events, 3 processes")) || Blk <- Blocks],
+        [?assertEqual(nomatch, binary:match(Blk, <<"plain">>)) || Blk <- Blocks]
+    after
+        catch peer:stop(Peer)
+    end.
+
+%% The peer's seq_trace system tracer is taken: the cluster follow
+%% session fails to start, naming the node, and neither node keeps
+%% anything (the peer's tracer is left as it was).
+across_nodes_conflict(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    {Peer, B} = start_peer(),
+    try
+        T = erpc:call(B, erlang, spawn, [timer, sleep, [infinity]]),
+        _ = erpc:call(B, seq_trace, set_system_tracer, [T]),
+        ?assertMatch({error, {node_failed, B, {follow_conflict, {seq_trace_tracer, T}}}},
+                     beamprobe:start(#{follow => #{from => "follow_request:root/2"},
+                                       nodes => [node(), B],
+                                       output => {file, Dir}})),
+        assert_clean(Config),
+        ?assertMatch(#{traced := [], seq_tracer := T, sessions := [],
+                       new := {flags, []}, send := {match_spec, _}},
+                     erpc:call(B, ?MODULE, node_state, [])),
+        ?assertMatch({all, false}, erpc:call(B, erlang, trace_info, [{?W, root, 2}, all]))
+    after
+        catch peer:stop(Peer)
+    end.
+
+%% The peer dies in the middle of a request: the request's root still
+%% gets no answer from it, stop returns with this node's trace, names the
+%% lost node, and this node keeps nothing (its seq_trace tracer
+%% restored).
+across_nodes_peer_dies(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    {Peer, B} = start_peer(),
+    Srv = spawn(?W, srv, [100]),
+    Mid = erpc:call(B, erlang, spawn, [?W, mid, [Srv]]),
+    {ok, H} = beamprobe:start(#{follow => #{from => "follow_request:root/2"},
+                                nodes => [node(), B],
+                                output => {file, Dir}}),
+    Self = self(),
+    107 = ?W:root(Mid, 7),
+    peer:stop(Peer),
+    Client = spawn(fun() -> Self ! {done, self(), catch ?W:root(Mid, 8)} end),
+    timer:sleep(100),
+    exit(Client, kill),
+    {ok, #{nodes := Per}} = beamprobe:stop(H),
+    ?assertMatch(#{fetch := {error, _}}, maps:get(B, Per)),
+    ?assertMatch(#{fetch := ok}, maps:get(node(), Per)),
+    assert_clean(Config),
+    Out = ?L:cli_ok(["request", filename:join(Dir, atom_to_list(node()))]),
+    ct:pal("~s", [Out]),
+    ?assertMatch({match, _}, re:run(Out, "returned from follow_request:root/2 -> 107")).
+
+%% The time budget ends the follow session on every node by itself: both
+%% nodes are clean before stop.
+across_nodes_budget(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    {Peer, B} = start_peer(),
+    try
+        Before = erpc:call(B, ?MODULE, node_state, []),
+        {ok, H} = beamprobe:start(#{follow => #{from => "follow_request:root/2",
+                                                budget => #{ms => 300}},
+                                    nodes => [node(), B],
+                                    output => {file, Dir}}),
+        ?assertMatch(#{seq_tracer := {beamprobe_nif, _}},
+                     erpc:call(B, ?MODULE, node_state, [])),
+        timer:sleep(800),
+        assert_clean(Config),
+        ?assertEqual(Before, erpc:call(B, ?MODULE, node_state, [])),
+        {ok, #{nodes := Per}} = beamprobe:stop(H),
+        [?assertMatch(#{summary := {ok, #{stop_reason := budget_ms}}}, V)
+         || V <- maps:values(Per)]
+    after
+        catch peer:stop(Peer)
+    end.
+
+%% Another tool takes the seq_trace system tracer while the session
+%% runs: stop leaves that tool's tracer in place (it removes only its
+%% own) and the rest is cleaned as usual.
+seq_tracer_replaced(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    {ok, H} = follow(Dir, #{}),
+    ?assertMatch({beamprobe_nif, _}, seq_trace:get_system_tracer()),
+    T = spawn(fun() -> receive stop -> ok end end),
+    _ = seq_trace:set_system_tracer(T),
+    {ok, _} = beamprobe:stop(H),
+    ?assertEqual(T, seq_trace:get_system_tracer()),
+    _ = seq_trace:set_system_tracer(false),
+    Ref = monitor(process, T),
+    T ! stop,
+    receive {'DOWN', Ref, process, T, _} -> ok end,
+    assert_clean(Config),
+    %% The trace says so.
+    Print = ?L:cli_ok(["print", Dir]),
+    ct:pal("~s", [Print]),
+    ?assertMatch({match, _}, re:run(Print, "tampered seq_trace_tracer node replaced")).

@@ -219,6 +219,12 @@ static int walk(const struct bp_cluster *c, struct state *s,
 			rc = -1;
 			break;
 		}
+		if (e->id == BP_EV_PROCESS) {
+			/* A name (written at the session's end), not something
+			 * the process did. */
+			bp_cluster_advance(cur, n);
+			continue;
+		}
 		if (e->id == BP_EV_CALL && is_root(roots[n], e) && !p->root) {
 			struct request *r = new_request(s);
 
