@@ -17,6 +17,14 @@
 %%% deleted (this one last, by a process of `code'), the NIF file and its
 %%% directory removed.  A node that had beamprobe on its code path keeps
 %%% it; only what was not loaded before attach is unloaded.
+%%%
+%%% `attach --cluster' (`{start_cluster, Patterns, Options}'): the agent
+%%% starts an agent of this module on every other node of its cluster
+%%% (watching this node), brings beamprobe through it where missing, owns
+%%% one cluster session (beamprobe_cluster) staged here, sends the node
+%%% traces to the command line at the end (`{beamprobe_attach_file,
+%%% <<"NODE/FILE">>, Chunk}' messages before the done message) and has
+%%% every node's agent undo what it brought.
 -module(beamprobe_attach).
 
 -export([spawn_agent/2, request/2, session_spec/2]).
@@ -42,6 +50,7 @@
              %% --cluster: the agents on the other nodes, the staging dir.
              cluster = false :: boolean(),
              remote = [] :: [{node(), pid()}],
+             brought = 0 :: non_neg_integer(),
              staging :: undefined | file:filename()}).
 
 %% @doc Starts the agent for the C node's process `Cli'; returns its pid.
@@ -60,7 +69,9 @@ spawn_agent(Cli, LoadedSelf) when is_pid(Cli), is_boolean(LoadedSelf) ->
 %% that nonce in `Dir/check'? then its NIF is used from there),
 %% `{place_nif, Binary}' (write the NIF into a private directory here),
 %% `{load_app, AppFileText, NifPath}', `{load, Module, Binary}',
-%% `{start, Patterns, Options}'.  Replies `ok', `{ok, Text}' or
+%% `{start, Patterns, Options}', `{start_cluster, Patterns, Options}' (Options
+%% with `self_beam', this module's object code, for the other nodes).
+%% Replies `ok', `{ok, Text}' or
 %% `{error, Text}' (Text: a binary the command line prints).
 -spec request(pid(), term()) -> ok | {ok, binary()} | {error, binary()}.
 request(Agent, Req) ->
@@ -255,14 +266,18 @@ bring(N, Opts, St) ->
         {_, ?PREFIX ++ _} ->
             {error, text("~ts: another beamprobe attach is active there",
                          [N]), St};
-        {non_existing, SelfWhere} ->
-            case versions(N) of
+        {BpWhere, SelfWhere} ->
+            %% Every node gets an agent, which unloads what the session
+            %% loads; a node lacking beamprobe gets it through its agent.
+            Bring = BpWhere =:= non_existing,
+            case Bring andalso versions(N) of
+                false -> ok;
                 ok -> ok;
                 {error, _} = VE -> throw(erlang:append_element(VE, St))
             end,
             LoadedSelf = not erpc:call(N, erlang, module_loaded, [?MODULE],
                                        10000),
-            case SelfWhere of
+            _ = case SelfWhere of
                 non_existing ->
                     {module, ?MODULE} =
                         erpc:call(N, code, load_binary,
@@ -272,17 +287,22 @@ bring(N, Opts, St) ->
             end,
             {ok, Agent} = erpc:call(N, ?MODULE, spawn_agent,
                                     [self(), LoadedSelf], 10000),
+            %% From here on that agent is ours to stop (cleanup), whatever
+            %% fails.
             St1 = St#ag{remote = [{N, Agent} | St#ag.remote]},
-            {Bins, Nif, App} = what_to_bring(St1),
-            Steps = [{place_nif, Nif}] ++ [{load, M, B} || {M, B} <- Bins,
-                                                          M =/= ?MODULE],
-            case run_steps(N, Agent, Steps, App) of
-                ok -> {ok, St1};
+            try
+                _ = Bring orelse throw(nothing_to_bring),
+                {Bins, Nif, App} = what_to_bring(St1),
+                Steps = [{place_nif, Nif}] ++ [{load, M, B} || {M, B} <- Bins,
+                                                              M =/= ?MODULE],
+                run_steps(N, Agent, Steps, App)
+            of
+                ok -> {ok, St1#ag{brought = St1#ag.brought + 1}};
                 {error, Text} -> {error, text("~ts: ~ts", [N, Text]), St1}
-            end;
-        _ ->
-            %% beamprobe is on that node's code path: nothing to bring.
-            {ok, St}
+            catch
+                throw:nothing_to_bring -> {ok, St1};
+                C:R -> {error, text("~ts: ~tp:~tP", [N, C, R, 10]), St1}
+            end
     end.
 
 run_steps(_N, _Agent, [], _App) -> ok;
@@ -501,11 +521,11 @@ summary_text(#{events := E, dropped := #{total := D}, stop_reason := R,
                nodes := Per}, Mods, #ag{cluster = true} = St) ->
     text("cluster session ended (~tp): ~b events, ~b lost, on ~b nodes; "
          "every node left as it was (here ~b modules unloaded, ~b files "
-         "removed; beamprobe was brought to and removed from ~b other "
-         "node~s)",
+         "removed; ~b other node~s cleaned by their agents, beamprobe "
+         "brought to and removed from ~b)",
          [R, E, D, map_size(Per), Mods + unloaded_self(St),
           length(St#ag.files), length(St#ag.remote),
-          s(length(St#ag.remote))]);
+          s(length(St#ag.remote)), St#ag.brought]);
 summary_text(#{events := E, dropped := #{total := D}, stop_reason := R} = Sum,
              Mods, St) ->
     Matched = maps:get(matched, Sum, 0),

@@ -19,7 +19,7 @@
          nif_over_distribution/1, bad_cookie/1, no_such_node/1,
          cookie_file/1, connection_dropped/1, node_has_beamprobe/1,
          long_names/1, as_if_remote/1, cluster_traces/1,
-         cluster_sigkill_cleans/1]).
+         cluster_sigkill_cleans/1, cluster_mixed/1]).
 
 -define(N, 500).
 -define(CN, 50).
@@ -28,7 +28,7 @@ all() -> [traces_n_calls, prints_live, session_limit_ends,
           sigkill_cleans_within_1s, version_refused, nif_over_distribution,
           bad_cookie, no_such_node, cookie_file, connection_dropped,
           node_has_beamprobe, long_names, as_if_remote, cluster_traces,
-          cluster_sigkill_cleans].
+          cluster_sigkill_cleans, cluster_mixed].
 
 init_per_suite(Config) ->
     case node() of
@@ -69,14 +69,20 @@ init_per_testcase(long_names, Config) ->
      {out, filename:join(?config(priv_dir, Config), "long_names")},
      {tmp_before, attach_dirs()} | Config];
 init_per_testcase(Case, Config) when Case =:= cluster_traces;
-                                    Case =:= cluster_sigkill_cleans ->
+                                    Case =:= cluster_sigkill_cleans;
+                                    Case =:= cluster_mixed ->
     %% Three plain nodes (no beamprobe) connected to each other; this
     %% node talks to them over hidden connections, so it is no part of
     %% their cluster (nodes() there lists the three alone).
+    %% cluster_mixed: c has beamprobe on its code path.
+    Extra = fun($c) when Case =:= cluster_mixed ->
+                    ["-pa", filename:dirname(code:which(beamprobe))];
+               (_) -> []
+            end,
     Targets = [start_hidden_target(list_to_atom(
                                      "bp_attach_" ++ atom_to_list(Case) ++
                                          [$_, C, $_] ++ os:getpid()),
-                                   ?config(work_dir, Config))
+                                   ?config(work_dir, Config), Extra(C))
                || C <- "abc"],
     Nodes = [N || {N, _} <- Targets],
     [true = rpc:call(A, net_kernel, connect_node, [B]) || A <- Nodes,
@@ -372,7 +378,9 @@ cluster_traces(Config) ->
     {0, Text} = wait_exit(A, 30000),
     ct:log("attach said:~n~s", [Text]),
     ?assertMatch({match, _}, re:run(Text, "every node left as it was")),
-    ?assertMatch({match, _}, re:run(Text, "removed from 2 other nodes")),
+    ?assertMatch({match, _}, re:run(Text, "2 other nodes cleaned by their "
+                                    "agents, beamprobe brought to and "
+                                    "removed from 2\\)")),
     _ = [assert_clean(N, B, Config) || {N, B} <- Befores],
     %% No node's staged trace left behind (beamprobe_cluster's).
     ?assertEqual([], filelib:wildcard("/tmp/beamprobe-cluster-*" ++
@@ -422,21 +430,63 @@ cluster_sigkill_cleans(Config) ->
     Ms = [wait_clean(N, B, Config, T0, 10000) || {N, B} <- Befores],
     ct:log("clean after ~w ms", [Ms]).
 
+%% --cluster where one node has beamprobe on its code path: nothing is
+%% brought there, but its agent still unloads what the session loaded; the
+%% two others get beamprobe; all three traced and clean.
+cluster_mixed(Config) ->
+    Nodes = [_, _, C] = [N || {N, _} <- ?config(targets, Config)],
+    Out = ?config(out, Config),
+    ?assertNotEqual(non_existing, rpc:call(C, code, which, [beamprobe])),
+    Befores = [{N, snapshot(N)} || N <- Nodes],
+    A = attach(Config, ["--cluster", "-o", Out, "--max-events", "1000",
+                        "--seconds", "60", short(hd(Nodes)),
+                        "bp_attach_work:double/1"]),
+    _ = wait_attached(A),
+    %% c's beamprobe is its own, nothing from attach.
+    ?assertEqual([], [M || M <- loaded_ours(C),
+                           lists:prefix("beamprobe-attach:",
+                                        rpc:call(C, code, which, [M]))]),
+    ok = rpc:call(hd(Nodes), bp_attach_work, remote, [tl(Nodes), 20]),
+    timer:sleep(500),
+    interrupt(A),
+    {0, Text} = wait_exit(A, 30000),
+    ct:log("attach said:~n~s", [Text]),
+    ?assertMatch({match, _}, re:run(Text, "2 other nodes cleaned by their "
+                                    "agents, beamprobe brought to and "
+                                    "removed from 1\\)")),
+    %% c's own NIF (its priv/, not a file attach brought) may stay mapped,
+    %% as after a plain attach to a node that has beamprobe; the rest is
+    %% as before on every node.
+    Own = filename:join([filename:dirname(filename:dirname(
+                                            code:which(beamprobe))),
+                         "priv", "beamprobe_nif.so"]),
+    _ = [?assertEqual({N, []},
+                      {N, wait_clean_problems(N, B, Config, 3000) --
+                           [{nif_mapped, Own} || N =:= C]})
+         || {N, B} <- Befores],
+    ?assertEqual(lists:sort([atom_to_list(N) || N <- Nodes]),
+                 lists:sort(filelib:wildcard("*", Out))),
+    P = beamprobe_test_lib:cli_ok(["cluster", "--print", Out]),
+    ?assertEqual(40, length(binary:matches(P, <<"call bp_attach_work:double(">>))).
+
 %%% ------------------------------------------------------------------------
 
-%% A plain node this node reaches over a hidden connection only.
-start_hidden_target(Name, WDir) ->
+%% A plain node (plus Extra arguments) this node reaches over a hidden
+%% connection only.
+start_hidden_target(Name, WDir, Extra) ->
     Erl = os:find_executable("erl"),
     Port = open_port({spawn_executable, Erl},
                   [{args, ["-noshell", "-sname", atom_to_list(Name),
                            "-setcookie", atom_to_list(erlang:get_cookie()),
-                           "-pa", WDir, "-eval", "timer:sleep(infinity)"]},
+                           "-pa", WDir | Extra ++
+                               ["-eval", "timer:sleep(infinity)"]]},
                    {env, [{"ERL_LIBS", false}]}]),
     [_, Host] = string:split(atom_to_list(node()), "@"),
     Node = list_to_atom(atom_to_list(Name) ++ "@" ++ Host),
     _ = beamprobe_test_lib:wait_until(
            fun() -> net_kernel:hidden_connect_node(Node) =:= true end, 10000),
-    non_existing = rpc:call(Node, code, which, [beamprobe]),
+    true = (Extra =/= []) =/= (non_existing =:= rpc:call(Node, code, which,
+                                                          [beamprobe])),
     {module, bp_attach_work} = rpc:call(Node, code, ensure_loaded,
                                         [bp_attach_work]),
     {Node, Port}.

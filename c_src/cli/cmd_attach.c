@@ -20,6 +20,10 @@
  *      it and undoes everything; if this process dies or the connection
  *      drops, the agent sees nodedown and does the same.
  *
+ * --cluster: no stream; the agent runs a cluster session over NODE's
+ * cluster (src/beamprobe_attach.erl) and at the end sends the node traces
+ * over distribution into -o DIR/<node>/ (bp_attach_node.c).
+ *
  * This file is the command: options, the flow above, the stream and the
  * printer.  Talking to the node (steps 1-3, the agent's requests and
  * messages): bp_attach_node.c.
