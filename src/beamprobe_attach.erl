@@ -17,6 +17,14 @@
 %%% deleted (this one last, by a process of `code'), the NIF file and its
 %%% directory removed.  A node that had beamprobe on its code path keeps
 %%% it; only what was not loaded before attach is unloaded.
+%%%
+%%% `attach --cluster' (`{start_cluster, Patterns, Options}'): the agent
+%%% starts an agent of this module on every other node of its cluster
+%%% (watching this node), brings beamprobe through it where missing, owns
+%%% one cluster session (beamprobe_cluster) staged here, sends the node
+%%% traces to the command line at the end (`{beamprobe_attach_file,
+%%% <<"NODE/FILE">>, Chunk}' messages before the done message) and has
+%%% every node's agent undo what it brought.
 -module(beamprobe_attach).
 
 -export([spawn_agent/2, request/2, session_spec/2]).
@@ -34,7 +42,16 @@
              files = [] :: [file:filename()],
              dirs = [] :: [file:filename()],
              session :: undefined | beamprobe:session(),
-             ended = false :: boolean()}).
+             ended = false :: boolean(),
+             %% What was brought, kept to bring it to the cluster's nodes.
+             bins = [] :: [{module(), binary()}],
+             nif :: undefined | binary(),
+             app :: undefined | binary(),
+             %% --cluster: the agents on the other nodes, the staging dir.
+             cluster = false :: boolean(),
+             remote = [] :: [{node(), pid()}],
+             brought = 0 :: non_neg_integer(),
+             staging :: undefined | file:filename()}).
 
 %% @doc Starts the agent for the C node's process `Cli'; returns its pid.
 %% `Self' is true when this module was loaded by attach (then it is
@@ -52,7 +69,9 @@ spawn_agent(Cli, LoadedSelf) when is_pid(Cli), is_boolean(LoadedSelf) ->
 %% that nonce in `Dir/check'? then its NIF is used from there),
 %% `{place_nif, Binary}' (write the NIF into a private directory here),
 %% `{load_app, AppFileText, NifPath}', `{load, Module, Binary}',
-%% `{start, Patterns, Options}'.  Replies `ok', `{ok, Text}' or
+%% `{start, Patterns, Options}', `{start_cluster, Patterns, Options}' (Options
+%% with `self_beam', this module's object code, for the other nodes).
+%% Replies `ok', `{ok, Text}' or
 %% `{error, Text}' (Text: a binary the command line prints).
 -spec request(pid(), term()) -> ok | {ok, binary()} | {error, binary()}.
 request(Agent, Req) ->
@@ -91,7 +110,7 @@ loop(St) ->
             loop(St1);
         {nodedown, Node} when Node =:= St#ag.cli_node ->
             %% The command line was killed or the connection dropped.
-            _ = cleanup(St),
+            _ = cleanup(St, false),
             bye(St);
         {beamprobe_attach_stop} ->
             finish(St, stopped);
@@ -100,6 +119,11 @@ loop(St) ->
     after ?POLL_MS ->
             case St#ag.session of
                 undefined -> loop(St);
+                S when St#ag.cluster ->
+                    case cluster_running(S) of
+                        true -> loop(St);
+                        false -> finish(St, ended)
+                    end;
                 S ->
                     case catch beamprobe:info(S) of
                         {ok, #{state := _}} -> loop(St);
@@ -112,7 +136,7 @@ loop(St) ->
 %% clean up, tell the command line, go.
 -spec finish(#ag{}, atom()) -> no_return().
 finish(St, _Why) ->
-    Text = cleanup(St),
+    Text = cleanup(St, true),
     St#ag.cli ! {beamprobe_attach_done, Text},
     bye(St).
 
@@ -133,17 +157,20 @@ handle({nif_dir, Dir, Nonce}, St) when is_binary(Nonce) ->
     Check = filename:join(Dir, "check"),
     case file:read_file(Check) of
         {ok, Nonce} ->
+            {ok, Nif} = file:read_file(filename:join(Dir,
+                                                     "beamprobe_nif.so")),
             {{ok, unicode:characters_to_binary(
                     filename:join(Dir, "beamprobe_nif"))},
              St#ag{files = [filename:join(Dir, "beamprobe_nif.so"), Check
                             | St#ag.files],
-                   dirs = [Dir | St#ag.dirs]}};
+                   dirs = [Dir | St#ag.dirs], nif = Nif}};
         _ -> {{error, <<"not readable here">>}, St}
     end;
 handle({place_nif, Bin}, St) when is_binary(Bin) ->
     Dir = private_dir(),
     File = filename:join(Dir, "beamprobe_nif.so"),
-    St1 = St#ag{dirs = [Dir | St#ag.dirs], files = [File | St#ag.files]},
+    St1 = St#ag{dirs = [Dir | St#ag.dirs], files = [File | St#ag.files],
+                nif = Bin},
     case file:write_file(File, Bin) of
         ok ->
             ok = file:change_mode(File, 8#600),
@@ -159,14 +186,14 @@ handle({load_app, Text, NifPath}, St) ->
            | proplists:get_value(env, Props, [])],
     Props1 = lists:keystore(env, 1, Props, {env, Env}),
     case application:load({application, beamprobe, Props1}) of
-        ok -> {ok, St};
+        ok -> {ok, St#ag{app = unicode:characters_to_binary(Text)}};
         {error, R} -> {{error, text("cannot load the application: ~tp",
                                     [R])}, St}
     end;
 handle({load, Mod, Bin}, St) when is_atom(Mod), is_binary(Bin) ->
     case code:load_binary(Mod, ?PREFIX ++ atom_to_list(Mod) ++ ".beam",
                           Bin) of
-        {module, Mod} -> {ok, St};
+        {module, Mod} -> {ok, St#ag{bins = [{Mod, Bin} | St#ag.bins]}};
         {error, R} -> {{error, text("cannot load ~tp: ~tp", [Mod, R])}, St}
     end;
 handle({start, Patterns, Opts}, #ag{session = undefined} = St) ->
@@ -183,8 +210,189 @@ handle({start, Patterns, Opts}, #ag{session = undefined} = St) ->
                                beamprobe:format_error(R))}, St}
             end
     end;
+handle({start_cluster, Patterns, Opts}, #ag{session = undefined} = St) ->
+    start_cluster(Patterns, Opts, St);
 handle(Req, St) ->
     {{error, text("bad request ~tP", [Req, 8])}, St}.
+
+%%% ---- --cluster ----------------------------------------------------------
+%%% Every other node of this node's cluster that lacks beamprobe gets it
+%%% from here over distribution, through an agent of its own (this module,
+%%% spawned there for this agent: it watches this node and undoes what it
+%%% was given when told to or when this node goes); then one cluster
+%%% session (beamprobe_cluster) owned by this agent writes into a private
+%%% staging directory here, sent to the command line at the end.
+
+start_cluster(Patterns, Opts, St0) ->
+    case session_spec(Patterns, Opts) of
+        {error, Text} -> {{error, Text}, St0};
+        {ok, Spec} ->
+            Nodes = [node() | lists:sort(nodes())],
+            St = St0#ag{cluster = true},
+            case bring_all(Nodes -- [node()], Opts, St) of
+                {error, Text, St1} -> {{error, Text}, St1};
+                {ok, St1} ->
+                    Staging = private_dir(),
+                    St2 = St1#ag{staging = Staging},
+                    case beamprobe:start(Spec#{nodes => Nodes,
+                                               output => {file, Staging}}) of
+                        {ok, S} ->
+                            {{ok, text("cluster session on ~b node~s: ~ts",
+                                       [length(Nodes), s(length(Nodes)),
+                                        lists:join(", ", [atom_to_list(N)
+                                                          || N <- Nodes])])},
+                             St2#ag{session = S}};
+                        {error, R} ->
+                            {{error, unicode:characters_to_binary(
+                                       beamprobe:format_error(R))}, St2}
+                    end
+            end
+    end.
+
+s(1) -> "";
+s(_) -> "s".
+
+bring_all([], _Opts, St) -> {ok, St};
+bring_all([N | Ns], Opts, St) ->
+    case catch bring(N, Opts, St) of
+        {ok, St1} -> bring_all(Ns, Opts, St1);
+        {error, Text, St1} -> {error, Text, St1};
+        Other -> {error, text("~ts: ~tP", [N, Other, 10]), St}
+    end.
+
+bring(N, Opts, St) ->
+    Which = fun(M) -> erpc:call(N, code, which, [M], 10000) end,
+    case {Which(beamprobe), Which(?MODULE)} of
+        {_, ?PREFIX ++ _} ->
+            {error, text("~ts: another beamprobe attach is active there",
+                         [N]), St};
+        {BpWhere, SelfWhere} ->
+            %% Every node gets an agent, which unloads what the session
+            %% loads; a node lacking beamprobe gets it through its agent.
+            Bring = BpWhere =:= non_existing,
+            case Bring andalso versions(N) of
+                false -> ok;
+                ok -> ok;
+                {error, _} = VE -> throw(erlang:append_element(VE, St))
+            end,
+            LoadedSelf = not erpc:call(N, erlang, module_loaded, [?MODULE],
+                                       10000),
+            _ = case SelfWhere of
+                non_existing ->
+                    {module, ?MODULE} =
+                        erpc:call(N, code, load_binary,
+                                  [?MODULE, ?PREFIX ++ "beamprobe_attach.beam",
+                                   maps:get(self_beam, Opts)], 30000);
+                _ -> ok
+            end,
+            {ok, Agent} = erpc:call(N, ?MODULE, spawn_agent,
+                                    [self(), LoadedSelf], 10000),
+            %% From here on that agent is ours to stop (cleanup), whatever
+            %% fails.
+            St1 = St#ag{remote = [{N, Agent} | St#ag.remote]},
+            try
+                _ = Bring orelse throw(nothing_to_bring),
+                {Bins, Nif, App} = what_to_bring(St1),
+                Steps = [{place_nif, Nif}] ++ [{load, M, B} || {M, B} <- Bins,
+                                                              M =/= ?MODULE],
+                run_steps(N, Agent, Steps, App)
+            of
+                ok -> {ok, St1#ag{brought = St1#ag.brought + 1}};
+                {error, Text} -> {error, text("~ts: ~ts", [N, Text]), St1}
+            catch
+                throw:nothing_to_bring -> {ok, St1};
+                C:R -> {error, text("~ts: ~tp:~tP", [N, C, R, 10]), St1}
+            end
+    end.
+
+run_steps(_N, _Agent, [], _App) -> ok;
+run_steps(N, Agent, [Step | Steps], App) ->
+    case request(Agent, Step) of
+        ok -> run_steps(N, Agent, Steps, App);
+        {ok, NifPath} when element(1, Step) =:= place_nif ->
+            case request(Agent, {load_app, App, NifPath}) of
+                ok -> run_steps(N, Agent, Steps, App);
+                {error, _} = E -> E
+            end;
+        {error, _} = E -> E
+    end.
+
+%% The node must run the release and architecture of this one (the NIF
+%% this node runs is sent there).
+versions(N) ->
+    Here = {erlang:system_info(otp_release),
+            erlang:system_info(system_architecture)},
+    There = erpc:call(N, erlang, system_info, [otp_release], 10000),
+    Arch = erpc:call(N, erlang, system_info, [system_architecture], 10000),
+    case {There, Arch} of
+        Here -> ok;
+        _ -> {error, text("~ts runs OTP ~ts on ~ts, the NIF is for OTP ~ts "
+                          "on ~ts: nothing loaded there",
+                          [N, There, Arch, element(1, Here),
+                           element(2, Here)])}
+    end.
+
+%% What attach brought here, or (beamprobe on this node's code path)
+%% what this node has.
+what_to_bring(#ag{bins = Bins, nif = Nif, app = App})
+  when Bins =/= [], is_binary(Nif), is_binary(App) ->
+    {Bins, Nif, App};
+what_to_bring(_) ->
+    {ok, Mods} = application:get_key(beamprobe, modules),
+    Bins = [{M, B} || M <- Mods,
+                      {_, B, _} <- [code:get_object_code(M)]],
+    Ebin = filename:dirname(code:which(beamprobe)),
+    {ok, App} = file:read_file(filename:join(Ebin, "beamprobe.app")),
+    NifPath = case application:get_env(beamprobe, nif_path) of
+                  {ok, P} -> P;
+                  undefined -> filename:join(code:priv_dir(beamprobe),
+                                             "beamprobe_nif")
+              end,
+    {ok, Nif} = file:read_file(NifPath ++ ".so"),
+    {Bins, Nif, App}.
+
+%% Some node's session still runs.
+cluster_running(S) ->
+    case catch beamprobe:info(S) of
+        {ok, #{nodes := Per}} ->
+            lists:any(fun({ok, #{state := _}}) -> true; (_) -> false end,
+                      maps:values(Per));
+        _ -> false
+    end.
+
+%% The staged node traces, to the command line (before the done message;
+%% one sender, so they arrive in order), in 1 MiB chunks.
+send_traces(#ag{staging = undefined}) -> ok;
+send_traces(#ag{staging = Dir, cli = Cli}) ->
+    Files = filelib:wildcard("*/*", Dir),
+    _ = [send_file(Cli, Dir, F) || F <- Files,
+                                   filelib:is_regular(filename:join(Dir, F))],
+    ok.
+
+send_file(Cli, Dir, Rel) ->
+    {ok, Fd} = file:open(filename:join(Dir, Rel), [read, raw, binary]),
+    send_chunks(Cli, Fd, unicode:characters_to_binary(Rel), true),
+    file:close(Fd).
+
+send_chunks(Cli, Fd, Rel, First) ->
+    case file:read(Fd, 1048576) of
+        {ok, Data} ->
+            Cli ! {beamprobe_attach_file, Rel, Data},
+            send_chunks(Cli, Fd, Rel, false);
+        eof when First -> Cli ! {beamprobe_attach_file, Rel, <<>>}, ok;
+        eof -> ok
+    end.
+
+%% Tells every other node's agent to undo what it was given; waits for
+%% them (a node gone cleans up by itself: its agent saw this node go).
+stop_remote(#ag{remote = Remote}) ->
+    Refs = [{monitor(process, A), A} || {_, A} <- Remote],
+    _ = [A ! {beamprobe_attach_stop} || {_, A} <- Remote],
+    [receive
+         {'DOWN', R, process, _, _} -> ok
+     after 15000 -> demonitor(R, [flush])
+     end || {R, _} <- Refs],
+    length(Remote).
 
 plural(1) -> "";
 plural(_) -> "es".
@@ -275,7 +483,8 @@ proc(Name) ->
     end.
 
 %% Undoes what attach brought; returns the text the command line prints.
-cleanup(#ag{session = S} = St) ->
+%% Send: the command line is there to receive the cluster's traces.
+cleanup(#ag{session = S} = St, Send) ->
     Sum = case S of
               undefined -> undefined;
               _ -> case catch beamprobe:stop(S) of
@@ -283,6 +492,9 @@ cleanup(#ag{session = S} = St) ->
                        _ -> undefined
                    end
           end,
+    _ = Send andalso (catch send_traces(St)),
+    _ = stop_remote(St),
+    _ = St#ag.staging =/= undefined andalso file:del_dir_r(St#ag.staging),
     _ = case St#ag.app_started of
             false -> application:stop(beamprobe);
             true -> ok
@@ -305,6 +517,15 @@ cleanup(#ag{session = S} = St) ->
 summary_text(undefined, Mods, St) ->
     text("no session ran; node left as it was (~b modules unloaded, ~b "
          "files removed)", [Mods + unloaded_self(St), length(St#ag.files)]);
+summary_text(#{events := E, dropped := #{total := D}, stop_reason := R,
+               nodes := Per}, Mods, #ag{cluster = true} = St) ->
+    text("cluster session ended (~tp): ~b events, ~b lost, on ~b nodes; "
+         "every node left as it was (here ~b modules unloaded, ~b files "
+         "removed; ~b other node~s cleaned by their agents, beamprobe "
+         "brought to and removed from ~b)",
+         [R, E, D, map_size(Per), Mods + unloaded_self(St),
+          length(St#ag.files), length(St#ag.remote),
+          s(length(St#ag.remote)), St#ag.brought]);
 summary_text(#{events := E, dropped := #{total := D}, stop_reason := R} = Sum,
              Mods, St) ->
     Matched = maps:get(matched, Sum, 0),

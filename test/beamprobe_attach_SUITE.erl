@@ -10,6 +10,7 @@
 
 -include_lib("common_test/include/ct.hrl").
 -include_lib("stdlib/include/assert.hrl").
+-include_lib("kernel/include/file.hrl").
 
 -export([all/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
@@ -17,14 +18,17 @@
          sigkill_cleans_within_1s/1, version_refused/1,
          nif_over_distribution/1, bad_cookie/1, no_such_node/1,
          cookie_file/1, connection_dropped/1, node_has_beamprobe/1,
-         long_names/1, as_if_remote/1]).
+         long_names/1, as_if_remote/1, cluster_traces/1,
+         cluster_sigkill_cleans/1, cluster_mixed/1]).
 
 -define(N, 500).
+-define(CN, 50).
 
 all() -> [traces_n_calls, prints_live, session_limit_ends,
           sigkill_cleans_within_1s, version_refused, nif_over_distribution,
           bad_cookie, no_such_node, cookie_file, connection_dropped,
-          node_has_beamprobe, long_names, as_if_remote].
+          node_has_beamprobe, long_names, as_if_remote, cluster_traces,
+          cluster_sigkill_cleans, cluster_mixed].
 
 init_per_suite(Config) ->
     case node() of
@@ -38,8 +42,10 @@ init_per_suite(Config) ->
             Src = filename:join(WDir, "bp_attach_work.erl"),
             ok = file:write_file(Src,
                 "-module(bp_attach_work).\n"
-                "-export([work/1, double/1]).\n"
+                "-export([work/1, double/1, remote/2]).\n"
                 "work(N) -> [?MODULE:double(I) || I <- lists:seq(1, N)], ok.\n"
+                "remote(Peers, N) -> [erpc:call(P, ?MODULE, double, [I])\n"
+                "                     || P <- Peers, I <- lists:seq(1, N)], ok.\n"
                 "double(X) -> X * 2.\n"),
             {ok, _} = compile:file(Src, [{outdir, WDir}]),
             [{work_dir, WDir} | Config]
@@ -61,6 +67,32 @@ init_per_testcase(long_names, Config) ->
     timer:sleep(1500),
     [{target, list_to_atom(Name ++ "@127.0.0.1")}, {target_port, Port},
      {out, filename:join(?config(priv_dir, Config), "long_names")},
+     {tmp_before, attach_dirs()} | Config];
+init_per_testcase(Case, Config) when Case =:= cluster_traces;
+                                    Case =:= cluster_sigkill_cleans;
+                                    Case =:= cluster_mixed ->
+    %% Three plain nodes (no beamprobe) connected to each other; this
+    %% node talks to them over hidden connections, so it is no part of
+    %% their cluster (nodes() there lists the three alone).
+    %% cluster_mixed: c has beamprobe on its code path.
+    Extra = fun($c) when Case =:= cluster_mixed ->
+                    ["-pa", filename:dirname(code:which(beamprobe))];
+               (_) -> []
+            end,
+    Targets = [start_hidden_target(list_to_atom(
+                                     "bp_attach_" ++ atom_to_list(Case) ++
+                                         [$_, C, $_] ++ os:getpid()),
+                                   ?config(work_dir, Config), Extra(C))
+               || C <- "abc"],
+    Nodes = [N || {N, _} <- Targets],
+    [true = rpc:call(A, net_kernel, connect_node, [B]) || A <- Nodes,
+                                                          B <- Nodes, A < B],
+    _ = [?assertEqual(Nodes -- [N], lists:sort(rpc:call(N, erlang, nodes,
+                                                       [])))
+         || N <- Nodes],
+    [{Node, Port} | _] = Targets,
+    Out = filename:join(?config(priv_dir, Config), atom_to_list(Case)),
+    [{target, Node}, {target_port, Port}, {targets, Targets}, {out, Out},
      {tmp_before, attach_dirs()} | Config];
 init_per_testcase(Case, Config) ->
     Name = list_to_atom("bp_attach_" ++ atom_to_list(Case) ++ "_" ++
@@ -85,10 +117,16 @@ end_per_testcase(_Case, Config) ->
                                 end, "\n"),
             is_our_attach(P, Config)],
     _ = file:delete(pids_file(Config)),
-    Node = ?config(target, Config),
-    {os_pid, Os} = erlang:port_info(?config(target_port, Config), os_pid),
-    _ = rpc:call(Node, erlang, halt, [], 2000),
-    os:cmd("kill -9 " ++ integer_to_list(Os) ++ " 2>/dev/null"),
+    Targets = case ?config(targets, Config) of
+                  undefined -> [{?config(target, Config),
+                                 ?config(target_port, Config)}];
+                  Ts -> Ts
+              end,
+    _ = [begin
+             {os_pid, Os} = erlang:port_info(Port, os_pid),
+             _ = rpc:call(Node, erlang, halt, [], 2000),
+             os:cmd("kill -9 " ++ integer_to_list(Os) ++ " 2>/dev/null")
+         end || {Node, Port} <- Targets],
     ok.
 
 %%% ------------------------------------------------------------------------
@@ -319,7 +357,139 @@ long_names(Config) ->
     Evs = beamprobe_test_lib:trace(?config(out, Config)),
     ?assertEqual(20, length([E || #{name := <<"call">>} = E <- Evs])).
 
+%% --cluster: three plain nodes calling each other's
+%% bp_attach_work:double/1; one command brings beamprobe to all of them,
+%% the limit ends the session, DIR holds one trace per node that
+%% `beamprobe cluster' reads (nodes, offsets recorded), each node's trace
+%% has exactly the calls it served, and every node is left as it was.
+cluster_traces(Config) ->
+    Nodes = [N || {N, _} <- ?config(targets, Config)],
+    Out = ?config(out, Config),
+    Befores = [{N, snapshot(N)} || N <- Nodes],
+    A = attach(Config, ["--cluster", "-o", Out, "--seconds", "8",
+                        short(hd(Nodes)), "bp_attach_work:double/1"]),
+    T = wait_attached(A),
+    ?assertMatch({match, _}, re:run(T, "cluster session on 3 nodes")),
+    %% Each node calls double/1 on each other node ?CN times: every node
+    %% serves 2 * ?CN calls.
+    Ws = [rpc:async_call(N, bp_attach_work, remote, [Nodes -- [N], ?CN])
+          || N <- Nodes],
+    _ = [ok = rpc:yield(W) || W <- Ws],
+    {0, Text} = wait_exit(A, 30000),
+    ct:log("attach said:~n~s", [Text]),
+    ?assertMatch({match, _}, re:run(Text, "every node left as it was")),
+    ?assertMatch({match, _}, re:run(Text, "2 other nodes cleaned by their "
+                                    "agents, beamprobe brought to and "
+                                    "removed from 2\\)")),
+    _ = [assert_clean(N, B, Config) || {N, B} <- Befores],
+    %% No node's staged trace left behind (beamprobe_cluster's).
+    ?assertEqual([], filelib:wildcard("/tmp/beamprobe-cluster-*" ++
+                                          atom_to_list(?FUNCTION_NAME) ++
+                                          "*")),
+    %% One trace per node, and nothing else.
+    ?assertEqual(lists:sort([atom_to_list(N) || N <- Nodes]),
+                 lists:sort(filelib:wildcard("*", Out))),
+    _ = [begin
+             D = filename:join(Out, atom_to_list(N)),
+             {ok, #file_info{mode = M}} = file:read_file_info(
+                                            filename:join(D, "metadata")),
+             ?assertEqual(8#600, M band 8#777),
+             Stats = beamprobe_test_lib:cli_ok(["stats", "--json", D]),
+             {match, [Calls]} = re:run(Stats, "\"calls\": *([0-9]+)",
+                                       [{capture, all_but_first, list}]),
+             ?assertEqual({N, 2 * ?CN}, {N, list_to_integer(Calls)})
+         end || N <- Nodes],
+    J = beamprobe_test_lib:cli_ok(["cluster", "--json", Out]),
+    ct:log("cluster --json:~n~s", [J]),
+    ?assertMatch({match, _}, re:run(J, "\"nodes\": 3,")),
+    ?assertMatch({match, _}, re:run(J, "\"control\": \"" ++
+                                        atom_to_list(hd(Nodes)) ++ "\"")),
+    _ = [?assertMatch({match, _},
+                      re:run(J, "\"node\": \"" ++ atom_to_list(N) ++
+                                 "\", \"recorded\": true"))
+         || N <- Nodes],
+    %% The merged timeline has every node's calls.
+    P = beamprobe_test_lib:cli_ok(["cluster", "--print", Out]),
+    ?assertEqual(3 * 2 * ?CN,
+                 length(binary:matches(P, <<"call bp_attach_work:double(">>))).
+
+%% --cluster, the command killed with SIGKILL mid-session: the agent on
+%% NODE sees it go, stops the cluster session and has every other node's
+%% agent undo what it brought: all three nodes clean within seconds.
+cluster_sigkill_cleans(Config) ->
+    Nodes = [N || {N, _} <- ?config(targets, Config)],
+    Befores = [{N, snapshot(N)} || N <- Nodes],
+    A = attach(Config, ["--cluster", "-o", ?config(out, Config),
+                        short(hd(Nodes)), "bp_attach_work:double/1"]),
+    _ = wait_attached(A),
+    _ = [?assertNotEqual([], loaded_ours(N)) || N <- Nodes],
+    ok = rpc:call(hd(Nodes), bp_attach_work, remote, [tl(Nodes), 10]),
+    {os_pid, Os} = erlang:port_info(A, os_pid),
+    T0 = erlang:monotonic_time(millisecond),
+    os:cmd("kill -9 " ++ integer_to_list(Os)),
+    Ms = [wait_clean(N, B, Config, T0, 10000) || {N, B} <- Befores],
+    ct:log("clean after ~w ms", [Ms]).
+
+%% --cluster where one node has beamprobe on its code path: nothing is
+%% brought there, but its agent still unloads what the session loaded; the
+%% two others get beamprobe; all three traced and clean.
+cluster_mixed(Config) ->
+    Nodes = [_, _, C] = [N || {N, _} <- ?config(targets, Config)],
+    Out = ?config(out, Config),
+    ?assertNotEqual(non_existing, rpc:call(C, code, which, [beamprobe])),
+    Befores = [{N, snapshot(N)} || N <- Nodes],
+    A = attach(Config, ["--cluster", "-o", Out, "--max-events", "1000",
+                        "--seconds", "60", short(hd(Nodes)),
+                        "bp_attach_work:double/1"]),
+    _ = wait_attached(A),
+    %% c's beamprobe is its own, nothing from attach.
+    ?assertEqual([], [M || M <- loaded_ours(C),
+                           lists:prefix("beamprobe-attach:",
+                                        rpc:call(C, code, which, [M]))]),
+    ok = rpc:call(hd(Nodes), bp_attach_work, remote, [tl(Nodes), 20]),
+    timer:sleep(500),
+    interrupt(A),
+    {0, Text} = wait_exit(A, 30000),
+    ct:log("attach said:~n~s", [Text]),
+    ?assertMatch({match, _}, re:run(Text, "2 other nodes cleaned by their "
+                                    "agents, beamprobe brought to and "
+                                    "removed from 1\\)")),
+    %% c's own NIF (its priv/, not a file attach brought) may stay mapped,
+    %% as after a plain attach to a node that has beamprobe; the rest is
+    %% as before on every node.
+    Own = filename:join([filename:dirname(filename:dirname(
+                                            code:which(beamprobe))),
+                         "priv", "beamprobe_nif.so"]),
+    _ = [?assertEqual({N, []},
+                      {N, wait_clean_problems(N, B, Config, 3000) --
+                           [{nif_mapped, Own} || N =:= C]})
+         || {N, B} <- Befores],
+    ?assertEqual(lists:sort([atom_to_list(N) || N <- Nodes]),
+                 lists:sort(filelib:wildcard("*", Out))),
+    P = beamprobe_test_lib:cli_ok(["cluster", "--print", Out]),
+    ?assertEqual(40, length(binary:matches(P, <<"call bp_attach_work:double(">>))).
+
 %%% ------------------------------------------------------------------------
+
+%% A plain node (plus Extra arguments) this node reaches over a hidden
+%% connection only.
+start_hidden_target(Name, WDir, Extra) ->
+    Erl = os:find_executable("erl"),
+    Port = open_port({spawn_executable, Erl},
+                  [{args, ["-noshell", "-sname", atom_to_list(Name),
+                           "-setcookie", atom_to_list(erlang:get_cookie()),
+                           "-pa", WDir | Extra ++
+                               ["-eval", "timer:sleep(infinity)"]]},
+                   {env, [{"ERL_LIBS", false}]}]),
+    [_, Host] = string:split(atom_to_list(node()), "@"),
+    Node = list_to_atom(atom_to_list(Name) ++ "@" ++ Host),
+    _ = beamprobe_test_lib:wait_until(
+           fun() -> net_kernel:hidden_connect_node(Node) =:= true end, 10000),
+    true = (Extra =/= []) =/= (non_existing =:= rpc:call(Node, code, which,
+                                                          [beamprobe])),
+    {module, bp_attach_work} = rpc:call(Node, code, ensure_loaded,
+                                        [bp_attach_work]),
+    {Node, Port}.
 
 start_target(Name, WDir, Extra) ->
     Erl = os:find_executable("erl"),

@@ -657,6 +657,67 @@ void bp_attach_send_stop(struct bp_attach *a)
 
 /* A message from the node: {beamprobe_attach_done, Text} ends the run
  * (1); ticks and others: 0; the connection lost: -1. */
+/* NODE/FILE, each part a plain name (no "..", no other "/"). */
+static int safe_rel(const char *rel)
+{
+	const char *sl = strchr(rel, '/');
+
+	if (!sl || sl == rel || !sl[1] || strchr(sl + 1, '/'))
+		return 0;
+	if (rel[0] == '.' || sl[1] == '.')
+		return 0;
+	return 1;
+}
+
+/* {beamprobe_attach_file, Rel, Data}: appended to out_dirfd/Rel. */
+static void node_file(struct bp_attach *a, const char *buf, int *idx)
+{
+	char rel[512], node[512];
+	int type, size;
+	long len;
+	char *data;
+
+	if (ei_get_type(buf, idx, &type, &size) || type != ERL_BINARY_EXT ||
+	    size >= (int)sizeof rel ||
+	    ei_decode_binary(buf, idx, rel, &len))
+		goto bad;
+	rel[len] = '\0';
+	if (a->out_dirfd < 0 || !safe_rel(rel))
+		goto bad;
+	if (ei_get_type(buf, idx, &type, &size) || type != ERL_BINARY_EXT)
+		goto bad;
+	data = malloc((size_t)size + 1);
+	if (!data || ei_decode_binary(buf, idx, data, &len)) {
+		free(data);
+		goto bad;
+	}
+	snprintf(node, sizeof node, "%.*s", (int)(strchr(rel, '/') - rel),
+		 rel);
+	if (mkdirat(a->out_dirfd, node, 0700) != 0 && errno != EEXIST) {
+		bp_cli_error("%s: %s", node, strerror(errno));
+		a->write_failed = 1;
+		free(data);
+		return;
+	}
+	int fd = openat(a->out_dirfd, rel,
+			O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC,
+			0600);
+	if (fd < 0 || (len > 0 && write(fd, data, (size_t)len) != len)) {
+		bp_cli_error("%s: %s", rel, strerror(errno));
+		a->write_failed = 1;
+	} else {
+		a->bytes_in += len;
+		a->files_in++;
+	}
+	if (fd >= 0)
+		close(fd);
+	free(data);
+	return;
+bad:
+	bp_cli_error("%s: a malformed trace file message (ignored)", a->node);
+	a->write_failed = 1;
+}
+
 int bp_attach_node_message(struct bp_attach *a, int *done)
 {
 	erlang_msg msg;
@@ -683,6 +744,13 @@ int bp_attach_node_message(struct bp_attach *a, int *done)
 		    get_text(x.buff, &idx, text, sizeof text) == 0) {
 			fprintf(stderr, "beamprobe: %s: %s\n", a->node, text);
 			*done = 1;
+		} else if (idx = 0,
+			   ei_decode_version(x.buff, &idx, &ver) == 0 &&
+			   ei_decode_tuple_header(x.buff, &idx, &arity) == 0 &&
+			   arity == 3 &&
+			   ei_decode_atom(x.buff, &idx, tag) == 0 &&
+			   !strcmp(tag, "beamprobe_attach_file")) {
+			node_file(a, x.buff, &idx);
 		}
 	}
 	ei_x_free(&x);

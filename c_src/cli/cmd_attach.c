@@ -20,6 +20,10 @@
  *      it and undoes everything; if this process dies or the connection
  *      drops, the agent sees nodedown and does the same.
  *
+ * --cluster: no stream; the agent runs a cluster session over NODE's
+ * cluster (src/beamprobe_attach.erl) and at the end sends the node traces
+ * over distribution into -o DIR/<node>/ (bp_attach_node.c).
+ *
  * This file is the command: options, the flow above, the stream and the
  * printer.  Talking to the node (steps 1-3, the agent's requests and
  * messages): bp_attach_node.c.
@@ -81,16 +85,20 @@ struct start_arg {
 	long seconds, max_events;
 	const char *procs, *events, *args;
 	int ret;
+	/* --cluster: the agent's own module, for the other nodes. */
+	int cluster;
+	char *self_beam;
+	long self_beam_len;
 };
 
 static void fill_start(ei_x_buff *x, const void *arg)
 {
 	const struct start_arg *s = arg;
 	int n = 4 + (s->max_events > 0) + (s->procs != NULL) +
-		(s->args != NULL);
+		(s->args != NULL) + (s->cluster != 0);
 
 	ei_x_encode_tuple_header(x, 3);
-	ei_x_encode_atom(x, "start");
+	ei_x_encode_atom(x, s->cluster ? "start_cluster" : "start");
 	ei_x_encode_list_header(x, s->npatterns);
 	for (int i = 0; i < s->npatterns; i++)
 		ei_x_encode_binary(x, s->patterns[i],
@@ -104,6 +112,10 @@ static void fill_start(ei_x_buff *x, const void *arg)
 	ei_x_encode_boolean(x, s->remote);
 	ei_x_encode_atom(x, "seconds");
 	ei_x_encode_long(x, s->seconds);
+	if (s->cluster) {
+		ei_x_encode_atom(x, "self_beam");
+		ei_x_encode_binary(x, s->self_beam, s->self_beam_len);
+	}
 	ei_x_encode_atom(x, "return");
 	ei_x_encode_boolean(x, s->ret);
 	if (s->max_events > 0) {
@@ -168,6 +180,48 @@ static int wait_child(pid_t pid, int ms)
 	return -1;
 }
 
+/* --cluster: ebin/beamprobe_attach.beam, which the agent loads into the
+ * cluster's other nodes. */
+static int read_self_beam(const char *home, struct start_arg *sa)
+{
+	char path[PATH_MAX + 32];
+	FILE *f;
+	long n;
+
+	snprintf(path, sizeof path, "%s/ebin/beamprobe_attach.beam", home);
+	f = fopen(path, "rb");
+	if (!f || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) <= 0 ||
+	    fseek(f, 0, SEEK_SET) != 0 || !(sa->self_beam = malloc((size_t)n)) ||
+	    fread(sa->self_beam, 1, (size_t)n, f) != (size_t)n) {
+		bp_cli_error("%s: cannot read it", path);
+		if (f)
+			fclose(f);
+		return -1;
+	}
+	fclose(f);
+	sa->self_beam_len = n;
+	return 0;
+}
+
+/* --cluster --print: `beamprobe cluster --print DIR' once the traces are
+ * in. */
+static void print_cluster(const char *dir)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		char self[PATH_MAX];
+		ssize_t l = readlink("/proc/self/exe", self, sizeof self - 1);
+		if (l <= 0)
+			_exit(127);
+		self[l] = '\0';
+		execl(self, "beamprobe", "cluster", "--print", dir, (char *)NULL);
+		_exit(127);
+	}
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+}
+
 /* ---- the command ----------------------------------------------------- */
 
 static int find_home(char *home, size_t n)
@@ -196,7 +250,7 @@ static int find_home(char *home, size_t n)
 int bp_cmd_attach(int argc, char **argv)
 {
 	enum { O_COOKIE = 256, O_COOKIE_FILE, O_SECONDS, O_MAX, O_PROCS,
-	       O_EVENTS, O_ARGS, O_RETURN, O_NOPRINT };
+	       O_EVENTS, O_ARGS, O_RETURN, O_NOPRINT, O_CLUSTER };
 	static const struct option opts[] = {
 		{"cookie", required_argument, 0, O_COOKIE},
 		{"cookie-file", required_argument, 0, O_COOKIE_FILE},
@@ -207,6 +261,7 @@ int bp_cmd_attach(int argc, char **argv)
 		{"events", required_argument, 0, O_EVENTS},
 		{"args", required_argument, 0, O_ARGS},
 		{"return", no_argument, 0, O_RETURN},
+		{"cluster", no_argument, 0, O_CLUSTER},
 		{"print", no_argument, 0, 'p'},
 		{"quiet", no_argument, 0, 'q'},
 		{"help", no_argument, 0, 'h'},
@@ -228,6 +283,7 @@ int bp_cmd_attach(int argc, char **argv)
 	memset(&a, 0, sizeof a);
 	memset(&sa, 0, sizeof sa);
 	a.fd = -1;
+	a.out_dirfd = -1;
 	sa.seconds = 60;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "o:pqh", opts, NULL)) != -1) {
@@ -257,6 +313,7 @@ int bp_cmd_attach(int argc, char **argv)
 			sa.args = optarg;
 			break;
 		case O_RETURN: sa.ret = 1; break;
+		case O_CLUSTER: sa.cluster = 1; break;
 		case 'h': return bp_cli_help("attach");
 		default: return bp_cli_usage("attach", "bad option");
 		}
@@ -266,6 +323,9 @@ int bp_cmd_attach(int argc, char **argv)
 	if (argc - optind < 2 && !sa.events)
 		return bp_cli_usage("attach", "expected a pattern ('m:f/2', "
 				    "'m:f -> return', 'send') or --events");
+	if (sa.cluster && !out_dir)
+		return bp_cli_usage("attach", "--cluster needs -o DIR (the "
+				    "node traces are written there)");
 	if (print < 0)
 		print = out_dir == NULL;
 	if (!print && !out_dir)
@@ -292,6 +352,8 @@ int bp_cmd_attach(int argc, char **argv)
 		}
 		tmp_dir = 1;
 	}
+	if (sa.cluster && read_self_beam(a.home, &sa) != 0)
+		return EXIT_FAIL;
 	if (bp_recv_open(&r, dir) != 0) {
 		if (tmp_dir)
 			rmdir(dir);
@@ -339,7 +401,10 @@ int bp_cmd_attach(int argc, char **argv)
 	char laddr[INET6_ADDRSTRLEN + 8];
 	snprintf(laddr, sizeof laddr, strchr(a.local_ip, ':') ? "[%s]:0" : "%s:0",
 		 a.local_ip);
-	if ((lfd = bp_recv_listen(laddr, &sa.port)) < 0)
+	/* --cluster: no stream; the node traces come over distribution. */
+	if (sa.cluster)
+		a.out_dirfd = r.dirfd;
+	else if ((lfd = bp_recv_listen(laddr, &sa.port)) < 0)
 		goto out;
 	sa.ip = a.local_ip;
 	sa.remote = !a.same_host;
@@ -404,11 +469,21 @@ int bp_cmd_attach(int argc, char **argv)
 			if (r.ended || now_ms() - lost_at > 1500)
 				break;
 		}
+		if (sa.cluster && (done || lost))
+			break;
 		if ((done && r.ended) || (done && now_ms() - done_at > 3000))
 			break;
 	}
 	bp_recv_conn_close(&conn);
-	rc = done ? BP_EXIT_OK : EXIT_FAIL;
+	rc = done && !a.write_failed ? BP_EXIT_OK : EXIT_FAIL;
+	if (sa.cluster && rc == BP_EXIT_OK) {
+		fprintf(stderr, "beamprobe: %d node trace files (%lld bytes) "
+				"written to %s; read them with 'beamprobe "
+				"cluster %s'\n", a.files_in, a.bytes_in, dir,
+			dir);
+		if (print > 0)
+			print_cluster(dir);
+	}
 	if (!r.ended && r.have_uuid)
 		bp_cli_error("the stream did not end cleanly: the trace in %s "
 			     "may miss its last events", dir);
@@ -424,9 +499,10 @@ out:
 		bp_attach_remove_dir(a.nif_dir);
 	}
 	bp_recv_close(&r);
+	free(sa.self_beam);
 	if (tmp_dir)
 		bp_attach_remove_dir(dir);
-	else if (rc == BP_EXIT_OK && print == 0)
+	else if (rc == BP_EXIT_OK && print == 0 && !sa.cluster)
 		fprintf(stderr, "beamprobe: trace written to %s\n", dir);
 	return rc;
 }

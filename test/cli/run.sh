@@ -82,6 +82,8 @@ run attach; check "attach without a node: exit 1" "$rc" 1
 run attach somenode@somehost; check "attach without a pattern: exit 1" "$rc" 1
 run attach -q somenode@somehost 'm:f'; check "attach -q without -o: exit 1" "$rc" 1
 run attach --seconds 0 somenode@somehost 'm:f'; check "attach --seconds 0: exit 1" "$rc" 1
+run attach --cluster somenode@somehost 'm:f'; check "attach --cluster without -o: exit 1" "$rc" 1
+grep -q -- "--cluster needs -o DIR" "$WORK/err" && ok "attach --cluster: says it needs -o DIR" || not_ok "attach --cluster: says it needs -o DIR"
 run receive -o "$WORK/rx0"; check "receive without --listen: exit 1" "$rc" 1
 run receive --listen nope -o "$WORK/rx0"; check "receive bad address: exit 1" "$rc" 1
 mkdir -p "$WORK/rx-full" && touch "$WORK/rx-full/x"
