@@ -588,11 +588,24 @@ interrupt(A) ->
 
 %% What the node has that attach must leave alone or restore.
 snapshot(Node) ->
+    %% Once the node has booted: a node still starting adds its own
+    %% names (logger_std_h_default) after the snapshot.
+    booted(Node, 100),
     #{mods => loaded_ours(Node),
       apps => [A || {A, _, _} <- rpc:call(Node, application,
                                           loaded_applications, [])],
       procs => length(rpc:call(Node, erlang, processes, [])),
       names => lists:sort(rpc:call(Node, erlang, registered, []))}.
+
+booted(Node, 0) -> ct:fail({not_booted, Node});
+booted(Node, N) ->
+    %% (init:get_status/0 says `starting' while the node's -eval runs:
+    %% the test nodes' -eval never returns.)  The logger's default
+    %% handler is registered late in the boot.
+    case rpc:call(Node, erlang, whereis, [logger_std_h_default]) of
+        P when is_pid(P) -> ok;
+        _ -> timer:sleep(50), booted(Node, N - 1)
+    end.
 
 loaded_ours(Node) ->
     [M || {M, _} <- rpc:call(Node, code, all_loaded, []),
