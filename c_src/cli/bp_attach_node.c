@@ -172,9 +172,10 @@ static int reply(ei_x_buff *res, char *out, size_t n)
 	return -2;
 }
 
-/* Text of code:which(Mod) (a path, or non_existing, preloaded, ...). */
-int bp_attach_which(struct bp_attach *a, const char *mod, char *out,
-		    size_t n)
+/* The text of M:F(Atom) on the node ("?" when it has none); 0 when the
+ * call was made. */
+static int rpc_atom_text(struct bp_attach *a, const char *m, const char *f,
+			 const char *atom, char *out, size_t n)
 {
 	ei_x_buff args, res;
 	int idx = 0, rc;
@@ -182,52 +183,36 @@ int bp_attach_which(struct bp_attach *a, const char *mod, char *out,
 	ei_x_new(&args);
 	ei_x_new(&res);
 	ei_x_encode_list_header(&args, 1);
-	ei_x_encode_atom(&args, mod);
+	ei_x_encode_atom(&args, atom);
 	ei_x_encode_empty_list(&args);
-	rc = rpc(a, "code", "which", &args, &res);
+	rc = rpc(a, m, f, &args, &res);
 	if (rc == 0 && get_text(res.buff, &idx, out, n) != 0)
 		snprintf(out, n, "?");
 	ei_x_free(&args);
 	ei_x_free(&res);
 	return rc;
+}
+
+/* Text of code:which(Mod) (a path, or non_existing, preloaded, ...). */
+int bp_attach_which(struct bp_attach *a, const char *mod, char *out,
+		    size_t n)
+{
+	return rpc_atom_text(a, "code", "which", mod, out, n);
 }
 
 /* erlang:module_loaded(Mod) on the node (0 when the call fails). */
 int bp_attach_module_loaded(struct bp_attach *a, const char *mod)
 {
-	ei_x_buff args, res;
 	char out[16] = "";
-	int idx = 0;
 
-	ei_x_new(&args);
-	ei_x_new(&res);
-	ei_x_encode_list_header(&args, 1);
-	ei_x_encode_atom(&args, mod);
-	ei_x_encode_empty_list(&args);
-	if (rpc(a, "erlang", "module_loaded", &args, &res) == 0)
-		get_text(res.buff, &idx, out, sizeof out);
-	ei_x_free(&args);
-	ei_x_free(&res);
-	return !strcmp(out, "true");
+	return rpc_atom_text(a, "erlang", "module_loaded", mod, out,
+			     sizeof out) == 0 && !strcmp(out, "true");
 }
 
 static int system_info(struct bp_attach *a, const char *key, char *out,
 		       size_t n)
 {
-	ei_x_buff args, res;
-	int idx = 0, rc;
-
-	ei_x_new(&args);
-	ei_x_new(&res);
-	ei_x_encode_list_header(&args, 1);
-	ei_x_encode_atom(&args, key);
-	ei_x_encode_empty_list(&args);
-	rc = rpc(a, "erlang", "system_info", &args, &res);
-	if (rc == 0 && get_text(res.buff, &idx, out, n) != 0)
-		snprintf(out, n, "?");
-	ei_x_free(&args);
-	ei_x_free(&res);
-	return rc;
+	return rpc_atom_text(a, "erlang", "system_info", key, out, n);
 }
 
 /* beamprobe_attach:request(Agent, Req) where Req is built by fill().
@@ -757,3 +742,27 @@ int bp_attach_node_message(struct bp_attach *a, int *done)
 	return 0;
 }
 
+/* The directory beamprobe is built or installed in: $BEAMPROBE_HOME, else
+ * two levels above this executable (bin/beamprobe). */
+int bp_attach_home(char *home, size_t n)
+{
+	char self[PATH_MAX];
+	ssize_t l = readlink("/proc/self/exe", self, sizeof self - 1);
+	const char *env = getenv("BEAMPROBE_HOME");
+
+	if (env) {
+		snprintf(home, n, "%s", env);
+		return 0;
+	}
+	if (l <= 0)
+		return -1;
+	self[l] = '\0';
+	for (int i = 0; i < 2; i++) { /* bin/beamprobe -> the install */
+		char *sl = strrchr(self, '/');
+		if (!sl)
+			return -1;
+		*sl = '\0';
+	}
+	snprintf(home, n, "%s", self[0] ? self : "/");
+	return 0;
+}

@@ -49,6 +49,9 @@ int bp_attach_which(struct bp_attach *a, const char *mod, char *out,
 		    size_t n);
 /* erlang:module_loaded(Mod) on the node (0 when the call fails). */
 int bp_attach_module_loaded(struct bp_attach *a, const char *mod);
+/* The directory beamprobe is built or installed in ($BEAMPROBE_HOME, else
+ * two levels above the running bin/beamprobe); 0, or -1. */
+int bp_attach_home(char *home, size_t n);
 /* The node must run the OTP release and architecture the NIF was built
  * for; checked before anything is loaded. */
 int bp_attach_check_versions(struct bp_attach *a);

@@ -224,29 +224,6 @@ static void print_cluster(const char *dir)
 
 /* ---- the command ----------------------------------------------------- */
 
-static int find_home(char *home, size_t n)
-{
-	char self[PATH_MAX];
-	ssize_t l = readlink("/proc/self/exe", self, sizeof self - 1);
-	const char *env = getenv("BEAMPROBE_HOME");
-
-	if (env) {
-		snprintf(home, n, "%s", env);
-		return 0;
-	}
-	if (l <= 0)
-		return -1;
-	self[l] = '\0';
-	for (int i = 0; i < 2; i++) { /* bin/beamprobe -> the install */
-		char *sl = strrchr(self, '/');
-		if (!sl)
-			return -1;
-		*sl = '\0';
-	}
-	snprintf(home, n, "%s", self[0] ? self : "/");
-	return 0;
-}
-
 int bp_cmd_attach(int argc, char **argv)
 {
 	enum { O_COOKIE = 256, O_COOKIE_FILE, O_SECONDS, O_MAX, O_PROCS,
@@ -334,7 +311,7 @@ int bp_cmd_attach(int argc, char **argv)
 	a.node = node;
 	sa.patterns = argv + optind + 1;
 	sa.npatterns = argc - optind - 1;
-	if (find_home(a.home, sizeof a.home) != 0) {
+	if (bp_attach_home(a.home, sizeof a.home) != 0) {
 		bp_cli_error("cannot find beamprobe's files (set BEAMPROBE_HOME)");
 		return EXIT_FAIL;
 	}

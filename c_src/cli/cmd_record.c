@@ -6,6 +6,7 @@
  * the program's exit status.
  */
 #define _GNU_SOURCE
+#include "bp_attach_node.h"
 #include "bp_cli.h"
 #include "bp_recv.h"
 
@@ -37,29 +38,6 @@ static uint64_t ms_now(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static int install_home(char *home, size_t n)
-{
-	char self[PATH_MAX];
-	ssize_t l = readlink("/proc/self/exe", self, sizeof self - 1);
-	const char *env = getenv("BEAMPROBE_HOME");
-
-	if (env) {
-		snprintf(home, n, "%s", env);
-		return 0;
-	}
-	if (l <= 0)
-		return -1;
-	self[l] = '\0';
-	for (int i = 0; i < 2; i++) {
-		char *sl = strrchr(self, '/');
-		if (!sl)
-			return -1;
-		*sl = '\0';
-	}
-	snprintf(home, n, "%s", self[0] ? self : "/");
-	return 0;
 }
 
 /* Appends "key=value;" to opts. */
@@ -139,7 +117,7 @@ int bp_cmd_record(int argc, char **argv)
 	if (!npat && !events)
 		return bp_cli_usage("record", "expected a pattern or --events");
 	char **cmd = argv + i + 1;
-	if (install_home(home, sizeof home) != 0) {
+	if (bp_attach_home(home, sizeof home) != 0) {
 		bp_cli_error("cannot find beamprobe's files (set BEAMPROBE_HOME)");
 		return 2;
 	}
