@@ -239,11 +239,23 @@ setup(bp, #{bp := Bp}, Targets, Dir) ->
     Spec = maps:merge(#{procs => Procs, return => false, exceptions => false,
                         output => {file, Dir},
                         limits => #{seconds => infinity, bytes => infinity}},
-                      Bp),
+                      maps:merge(Bp, extra_opts())),
     {ok, S} = beamprobe:start(Spec),
     fun() ->
             {ok, #{dropped := #{total := D}}} = beamprobe:stop(S),
             {undefined, D}
+    end.
+
+%% BP_BENCH_OPTS="#{buffer => 65536}": options added to every beamprobe
+%% session of the run (experiments; the A/B of bench/ab.sh passes it on).
+extra_opts() ->
+    case os:getenv("BP_BENCH_OPTS") of
+        false -> #{};
+        "" -> #{};
+        Text ->
+            {ok, Toks, _} = erl_scan:string(Text ++ "."),
+            {ok, Opts} = erl_parse:parse_term(Toks),
+            Opts
     end.
 
 pattern(none, _) -> ok;

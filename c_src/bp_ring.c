@@ -1,42 +1,66 @@
-/* bp_ring.c -- slow paths of the SPSC trace ring: eviction and reading.
- * The algorithm and the memory-ordering contract are in bp_ring.h. */
+/* bp_ring.c -- slow paths of the SPSC trace ring: init, eviction, the
+ * switches between the hot and cold parts, and reading.  The algorithm and
+ * the memory-ordering contract are in bp_ring.h. */
 #include "bp_ring.h"
+
+static void part_init(struct bp_ring_part *p, uint8_t *data, uint64_t cap)
+{
+	atomic_init(&p->head, 0);
+	atomic_init(&p->tail, 0);
+	p->cached_tail = 0;
+	p->head_off = 0;
+	p->cap = cap & ~(uint64_t)7u;
+	p->data = cap ? data : NULL;
+}
+
+void bp_ring_init_split(struct bp_ring *r, uint8_t *data, uint64_t cap,
+			uint64_t hot, int drop_oldest)
+{
+	cap &= ~(uint64_t)7u;
+	hot &= ~(uint64_t)7u;
+	if (drop_oldest || hot < 64 || hot > cap / 2)
+		hot = 0;
+	atomic_init(&r->evicted, 0);
+	r->reserved_at = 0;
+	r->reserved_pad = 0;
+	r->reserved_off = 0;
+	r->cur = hot ? 0 : 1;
+	r->reserved_part = r->cur;
+	r->rd_part = r->cur;
+	r->drop_oldest = (uint8_t)(drop_oldest != 0);
+	part_init(&r->part[0], data, hot);
+	part_init(&r->part[1], data + hot, cap - hot);
+}
 
 void bp_ring_init(struct bp_ring *r, uint8_t *data, uint64_t cap,
 		  int drop_oldest)
 {
-	atomic_init(&r->head, 0);
-	atomic_init(&r->tail, 0);
-	atomic_init(&r->evicted, 0);
-	r->cached_tail = 0;
-	r->reserved_at = 0;
-	r->reserved_pad = 0;
-	r->head_off = 0;
-	r->reserved_off = 0;
-	r->drop_oldest = (uint8_t)(drop_oldest != 0);
-	r->cap = cap & ~(uint64_t)7u;
-	r->data = data;
+	bp_ring_init_split(r, data, cap,
+			   cap >= BP_RING_HOT_MIN ? BP_RING_HOT : 0,
+			   drop_oldest);
 }
 
-static uint32_t rec_total(const struct bp_ring *r, uint64_t at, uint32_t *len)
+static uint32_t rec_total(const struct bp_ring_part *p, uint64_t at,
+			  uint32_t *len)
 {
-	const uint8_t *p = r->data + at % r->cap;
+	const uint8_t *q = p->data + at % p->cap;
 	uint32_t total;
 
-	memcpy(&total, p, 4);
-	memcpy(len, p + 4, 4);
+	memcpy(&total, q, 4);
+	memcpy(len, q + 4, 4);
 	return total;
 }
 
 void bp__ring_evict(struct bp_ring *r, uint64_t need)
 {
-	uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
-	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+	struct bp_ring_part *p = &r->part[1]; /* drop oldest: one part */
+	uint64_t head = atomic_load_explicit(&p->head, memory_order_relaxed);
+	uint64_t tail = atomic_load_explicit(&p->tail, memory_order_relaxed);
 	uint64_t n = 0;
 
-	while (tail < head && head + need - tail > r->cap) {
-		uint32_t len, total = rec_total(r, tail, &len);
-		if (total < BP_RING_HDR || total % 8 || total > r->cap) {
+	while (tail < head && head + need - tail > p->cap) {
+		uint32_t len, total = rec_total(p, tail, &len);
+		if (total < BP_RING_HDR || total % 8 || total > p->cap) {
 			tail = head; /* cannot happen; recover by emptying */
 			break;
 		}
@@ -44,43 +68,108 @@ void bp__ring_evict(struct bp_ring *r, uint64_t need)
 			n++;
 		tail += total;
 	}
-	r->cached_tail = tail;
-	atomic_store_explicit(&r->tail, tail, memory_order_release);
+	p->cached_tail = tail;
+	atomic_store_explicit(&p->tail, tail, memory_order_release);
 	if (n)
 		atomic_fetch_add_explicit(&r->evicted, n, memory_order_relaxed);
+}
+
+/* Writes and publishes an 8-byte marker at p's head (room for it is always
+ * kept free; a marker never needs a PAD: head_off < cap, 8-aligned). */
+static void put_marker(struct bp_ring_part *p, uint32_t mark)
+{
+	uint8_t *q = p->data + p->head_off;
+	uint32_t t32 = BP_RING_HDR;
+	uint64_t head = atomic_load_explicit(&p->head, memory_order_relaxed);
+
+	memcpy(q, &t32, 4);
+	memcpy(q + 4, &mark, 4);
+	p->head_off += BP_RING_HDR;
+	if (p->head_off == p->cap)
+		p->head_off = 0;
+	atomic_store_explicit(&p->head, head + BP_RING_HDR,
+			      memory_order_release);
+}
+
+int bp__ring_place(struct bp_ring *r, uint64_t need, uint64_t *pad)
+{
+
+	struct bp_ring_part *hot = &r->part[0], *cold = &r->part[1];
+
+	if (r->cur == 1) {
+		/* In the cold part: back to the hot one as soon as it has
+		 * room (the consumer reads the cold part up to the BACK
+		 * marker first). */
+		if (need <= hot->cap / 2 && bp__ring_fits(hot, need, 8, pad)) {
+			put_marker(cold, BP_RING_BACK);
+			r->cur = 0;
+			return 0;
+		}
+		if (need <= cold->cap / 2 && bp__ring_fits(cold, need, 8, pad))
+			return 1;
+		return -1;
+	}
+	/* The hot part is full or the record too big for it. */
+	if (need > cold->cap / 2 || !bp__ring_fits(cold, need, 8, pad))
+		return -1;
+	put_marker(hot, BP_RING_SPILL);
+	r->cur = 1;
+	return 1;
 }
 
 void bp_ring_read_begin(struct bp_ring *r, struct bp_ring_reader *rd)
 {
 	rd->r = r;
-	rd->pos = atomic_load_explicit(&r->tail, memory_order_relaxed);
-	rd->head = atomic_load_explicit(&r->head, memory_order_acquire);
+	rd->part = r->rd_part;
+	for (int i = 0; i < 2; i++) {
+		rd->pos[i] = atomic_load_explicit(&r->part[i].tail,
+						  memory_order_relaxed);
+		rd->head[i] = atomic_load_explicit(&r->part[i].head,
+						   memory_order_acquire);
+	}
 }
 
 const uint8_t *bp_ring_read_next(struct bp_ring_reader *rd, uint32_t *len)
 {
 	struct bp_ring *r = rd->r;
 
-	while (rd->pos < rd->head) {
-		uint32_t l, total = rec_total(r, rd->pos, &l);
-		if (l != BP_RING_PAD)
+	for (;;) {
+		int k = rd->part;
+		struct bp_ring_part *p = &r->part[k];
+
+		if (rd->pos[k] >= rd->head[k])
+			return NULL;
+		uint32_t l, total = rec_total(p, rd->pos[k], &l);
+		int marker = l == BP_RING_PAD || l == BP_RING_SPILL ||
+			     l == BP_RING_BACK;
+		if (!marker)
 			l &= ~BP_RING_AUX;
-		if (total < BP_RING_HDR || total % 8 || total > r->cap ||
-		    (l != BP_RING_PAD && (uint64_t)l + BP_RING_HDR > total)) {
-			rd->pos = rd->head;
+		if (total < BP_RING_HDR || total % 8 || total > p->cap ||
+		    (!marker && (uint64_t)l + BP_RING_HDR > total) ||
+		    (l == BP_RING_SPILL && k != 0) ||
+		    (l == BP_RING_BACK && k != 1)) {
+			rd->pos[k] = rd->head[k];
 			return NULL;
 		}
-		const uint8_t *p = r->data + rd->pos % r->cap + BP_RING_HDR;
-		rd->pos += total;
+		const uint8_t *q = p->data + rd->pos[k] % p->cap + BP_RING_HDR;
+		rd->pos[k] += total;
+		if (l == BP_RING_SPILL || l == BP_RING_BACK) {
+			rd->part = 1 - k;
+			continue;
+		}
 		if (l == BP_RING_PAD)
 			continue;
 		*len = l;
-		return p;
+		return q;
 	}
-	return NULL;
 }
 
 void bp_ring_read_end(struct bp_ring_reader *rd)
 {
-	atomic_store_explicit(&rd->r->tail, rd->pos, memory_order_release);
+	struct bp_ring *r = rd->r;
+
+	r->rd_part = (uint8_t)rd->part;
+	for (int i = 0; i < 2; i++)
+		atomic_store_explicit(&r->part[i].tail, rd->pos[i],
+				      memory_order_release);
 }

@@ -291,8 +291,7 @@ static inline uint8_t *bp_session_reserve(struct bp_session *s,
 	uint8_t *p = bp_ring_reserve(&sl->ring, max_len);
 
 	if (!p) {
-		bp_slot_drop(sl, bp_ring_align(BP_RING_HDR + (uint64_t)max_len) >
-					 sl->ring.cap / 2
+		bp_slot_drop(sl, max_len > bp_ring_max_len(&sl->ring)
 				     ? BP_DROP_TOO_BIG
 				     : BP_DROP_RING_FULL);
 		if (s->overflow == BP_OVF_STOP)

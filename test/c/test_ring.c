@@ -65,12 +65,12 @@ static double now_s(void)
 
 static uint64_t ring_head(struct bp_ring *r)
 {
-	return atomic_load_explicit(&r->head, memory_order_relaxed);
+	return atomic_load_explicit(&r->part[1].head, memory_order_relaxed);
 }
 
 static uint64_t ring_tail(struct bp_ring *r)
 {
-	return atomic_load_explicit(&r->tail, memory_order_relaxed);
+	return atomic_load_explicit(&r->part[1].tail, memory_order_relaxed);
 }
 
 static uint64_t ring_evicted(struct bp_ring *r)
@@ -183,7 +183,7 @@ static void oracle_write(struct bp_ring *r, struct model *m, uint64_t *s,
 	if (!p || !want)
 		return;
 	uint64_t rec = m->head + pad;
-	check_u((uint64_t)(p - r->data), rec % m->cap + BP_RING_HDR);
+	check_u((uint64_t)(p - r->part[1].data), rec % m->cap + BP_RING_HDR);
 	/* The whole reservation lies inside the data, never wraps. */
 	check(rec % m->cap + bp_ring_align(BP_RING_HDR + max_len) <= m->cap);
 	if (pad)
@@ -235,7 +235,7 @@ static void oracle_read(struct bp_ring *r, struct model *m, size_t k,
 			break;
 		struct mrec *f = mfront(m);
 		check_u(len, f->len); /* BP_RING_AUX not passed on */
-		check_u((uint64_t)(p - r->data), f->rec % m->cap + BP_RING_HDR);
+		check_u((uint64_t)(p - r->part[1].data), f->rec % m->cap + BP_RING_HDR);
 		check_u(first_diff(p, len < f->len ? len : f->len, f->seq),
 			len < f->len ? len : f->len);
 		m->tail = f->end;
@@ -351,7 +351,8 @@ static void test_init(void)
 	struct bp_ring r;
 
 	bp_ring_init(&r, data, sizeof data, 0);
-	is_u(r.cap, 4096, "init rounds cap down to a multiple of 8");
+	is_u(r.part[1].cap, 4096, "init rounds cap down to a multiple of 8");
+	is_u(r.part[0].cap, 0, "a ring under 1 MiB has one part");
 	is_u(bp_ring_used(&r), 0, "a new ring is empty");
 	struct bp_ring_reader rd;
 	uint32_t len;
@@ -531,6 +532,9 @@ static void *consumer_main(void *arg)
 	return NULL;
 }
 
+/* Hot part of the stress rings: (uint64_t)-1 for bp_ring_init's default. */
+static uint64_t stress_hot = (uint64_t)-1;
+
 /* Runs one stress variant; returns nothing, reports TAP lines. */
 static void stress_run(const char *name, uint64_t cap, uint32_t max_payload,
 		       uint32_t work, double seconds, uint64_t limit,
@@ -545,7 +549,11 @@ static void stress_run(const char *name, uint64_t cap, uint32_t max_payload,
 	for (uint32_t i = 0; i < NPROD; i++) {
 		struct producer *pr = &st.p[i];
 		pr->data = malloc(cap);
-		bp_ring_init(&pr->ring, pr->data, cap, 0);
+		if (stress_hot == (uint64_t)-1)
+			bp_ring_init(&pr->ring, pr->data, cap, 0);
+		else
+			bp_ring_init_split(&pr->ring, pr->data, cap, stress_hot,
+					   0);
 		pr->id = i;
 		pr->max_payload = max_payload;
 		pr->limit = limit;
@@ -730,6 +738,141 @@ static void test_flight_recorder_no_evict(void)
 	free(data);
 }
 
+/* ---- 5. hot and cold parts ------------------------------------------------ */
+
+/*
+ * A split ring driven by random writes (reserve, commit shorter, some
+ * abandoned) and reads of random length, one thread.  Asserts: records
+ * come out in the order they were committed with their bytes intact (a
+ * FIFO of sequence numbers is the model), read + refused == attempted,
+ * a refusal happens only when neither part has room (used bytes + the
+ * record and its padding in each part + the two markers' room > the
+ * capacity) or the record is bigger than bp_ring_max_len(), and the
+ * producer went to the cold part and back many times.
+ */
+static void test_split(uint64_t cap, uint64_t hot, unsigned long ops,
+		       uint64_t seed)
+{
+	struct bp_ring r;
+	uint8_t *data = malloc(cap);
+	uint64_t s = seed, seq = 0, qhead = 0, qtail = 0;
+	uint64_t *q = calloc(ops + 1, sizeof *q);
+	unsigned long spills = 0, backs = 0, refused = 0, refused_big = 0,
+		      early = 0, bad = 0, reads = 0, writes = 0;
+	uint8_t cur;
+
+	bp_ring_init_split(&r, data, cap, hot, 0);
+	cur = r.cur;
+	for (unsigned long i = 0; i < ops; i++) {
+		uint64_t op = rnd(&s) % 100;
+		int phase = (int)(i / 3000 % 3); /* mixed, fill, drain */
+		if (phase == 1 ? op < 97 : phase == 2 ? op < 30 : op < 62) {
+			uint32_t len = 12 + (uint32_t)(rnd(&s) %
+						       (rnd(&s) % 50 == 0
+							    ? hot
+							    : hot / 16 + 1));
+			uint32_t max = len + (uint32_t)(rnd(&s) % 24);
+			uint64_t used = bp_ring_used(&r);
+			if (rnd(&s) % 300 == 0)
+				max = (uint32_t)bp_ring_max_len(&r) + 1 +
+				      (uint32_t)(rnd(&s) % 64);
+			uint8_t *p = bp_ring_reserve(&r, max);
+			uint64_t need = bp_ring_align(BP_RING_HDR + max);
+			if (r.cur != cur) {
+				r.cur ? spills++ : backs++;
+				cur = r.cur;
+			}
+			if (!p) {
+				refused++;
+				if (max > bp_ring_max_len(&r))
+					refused_big++;
+				else if (used + 4 * need + 16 <= cap)
+					early++;
+				continue;
+			}
+			if (op < 2)
+				continue; /* abandoned reservation */
+			memcpy(p, &seq, 8);
+			memcpy(p + 8, &len, 4);
+			for (uint32_t k = 12; k < len; k++)
+				p[k] = pat(seq, k - 12);
+			if (op % 5 == 0)
+				bp_ring_commit_aux(&r, len);
+			else
+				bp_ring_commit(&r, len);
+			q[qtail++] = seq++;
+			writes++;
+		} else {
+			struct bp_ring_reader rd;
+			const uint8_t *p;
+			uint32_t len;
+			uint64_t n = op < 90 || phase == 1 ? rnd(&s) % 8
+							: UINT64_MAX;
+			bp_ring_read_begin(&r, &rd);
+			while (n-- && (p = bp_ring_read_next(&rd, &len))) {
+				uint64_t got;
+				uint32_t l2;
+				memcpy(&got, p, 8);
+				memcpy(&l2, p + 8, 4);
+				if (qhead == qtail || got != q[qhead] ||
+				    l2 != len || first_diff(p + 12, len - 12,
+							    got) != len - 12)
+					bad++;
+				qhead++;
+				reads++;
+			}
+			bp_ring_read_end(&rd);
+		}
+	}
+	/* Drain. */
+	for (int pass = 0; pass < 3; pass++) {
+		struct bp_ring_reader rd;
+		const uint8_t *p;
+		uint32_t len;
+		bp_ring_read_begin(&r, &rd);
+		while ((p = bp_ring_read_next(&rd, &len))) {
+			uint64_t got;
+			memcpy(&got, p, 8);
+			if (qhead == qtail || got != q[qhead])
+				bad++;
+			qhead++;
+			reads++;
+		}
+		bp_ring_read_end(&rd);
+	}
+	is_u(bad, 0, "split cap=%" PRIu64 " hot=%" PRIu64 ": %lu records read "
+	     "in commit order, bytes intact", cap, hot, reads);
+	is_u(reads, writes, "split cap=%" PRIu64 " hot=%" PRIu64
+	     ": every committed record read", cap, hot);
+	is_u(bp_ring_used(&r), 0, "split cap=%" PRIu64 ": empty at the end",
+	     cap);
+	is_u(early, 0, "split cap=%" PRIu64 " hot=%" PRIu64 ": no record "
+	     "refused while both parts had room (%lu refused, %lu too big)",
+	     cap, hot, refused, refused_big);
+	ok(spills > 10 && backs > 10 && refused > refused_big &&
+		   refused_big > 0,
+	   "split cap=%" PRIu64 " hot=%" PRIu64 ": %lu spills to the cold "
+	   "part, %lu returns, %lu refused when full, %lu too big", cap, hot,
+	   spills, backs, refused - refused_big, refused_big);
+	free(q);
+	free(data);
+}
+
+static void test_split_default(void)
+{
+	static uint8_t data[(8u << 20) + 64];
+	struct bp_ring r;
+
+	bp_ring_init(&r, data, 8u << 20, 0);
+	is_u(r.part[0].cap, BP_RING_HOT, "an 8 MiB ring has a hot part");
+	is_u(r.part[0].cap + r.part[1].cap, 8u << 20,
+	     "the two parts hold the whole buffer");
+	bp_ring_init(&r, data, 8u << 20, 1);
+	is_u(r.part[0].cap, 0, "a flight recorder has one part");
+	bp_ring_init(&r, data, BP_RING_HOT_MIN - 8, 0);
+	is_u(r.part[0].cap, 0, "a ring under BP_RING_HOT_MIN has one part");
+}
+
 int main(void)
 {
 	static const uint64_t caps[] = {64, 72, 256, 1000, 4096, 65536};
@@ -759,5 +902,20 @@ int main(void)
 	stress_run("no-drop 32 MiB", 32u << 20, 48, 0, 0, 200000, 0, 1);
 	/* Producers wait for room: wraps all the time, nothing lost. */
 	stress_run("lossless retry 4 KiB", 4096, 200, 0, 0, 500000, 1, 1);
+
+	test_split_default();
+	test_split(65536, 4096, 400000, 77);
+	test_split(65536, 8192, 400000, 78);
+	test_split(1u << 20, BP_RING_HOT, 200000, 79);
+	/* Split rings under threads: spills and returns while the consumer
+	 * reads concurrently. */
+	stress_hot = 1024;
+	stress_run("split drop 16 KiB, hot 1 KiB", 16384, 200, 0, 2.0, 0, 0, 0);
+	stress_hot = 4096;
+	stress_run("split drop 64 KiB, hot 4 KiB", 65536, 1000, 400, 2.0, 0, 0,
+		   0);
+	stress_run("split lossless retry 64 KiB, hot 4 KiB", 65536, 200, 0, 0,
+		   500000, 1, 1);
+	stress_hot = (uint64_t)-1;
 	return tap_done();
 }

@@ -209,8 +209,8 @@ static void *consumer(void *arg)
 	return NULL;
 }
 
-static void variant(const char *name, uint64_t cap, uint32_t max_payload,
-		    uint64_t produce, int drop_oldest)
+static void variant(const char *name, uint64_t cap, uint64_t hot,
+		    uint32_t max_payload, uint64_t produce, int drop_oldest)
 {
 	static struct run r; /* static: _Alignas(64) ring members */
 	pthread_t pt, ct;
@@ -224,7 +224,7 @@ static void variant(const char *name, uint64_t cap, uint32_t max_payload,
 	r.drop_oldest = drop_oldest;
 	r.committed = calloc(produce / 8 + 1, 1);
 	r.seen = calloc(produce / 8 + 1, 1);
-	bp_ring_init(&r.ring, r.data, cap, drop_oldest);
+	bp_ring_init_split(&r.ring, r.data, cap, hot, drop_oldest);
 	pthread_create(&ct, NULL, consumer, &r);
 	pthread_create(&pt, NULL, producer, &r);
 	pthread_join(pt, NULL);
@@ -243,7 +243,7 @@ static void variant(const char *name, uint64_t cap, uint32_t max_payload,
 		 ", %" PRIu64 " read passes, ring wrapped %" PRIu64 " times",
 		 name, r.prod_user, r.prod_aux, r.read_user, r.read_aux,
 		 r.drop_user, r.drop_aux, evicted, r.paused_user, r.passes,
-		 atomic_load(&r.ring.head) / cap);
+		 bp_ring_written(&r.ring) / cap);
 	is_u(r.prod_user + r.prod_aux, produce, "%s: every record attempted",
 	     name);
 	is_u(r.bad_len, 0, "%s: no torn or bad-length record", name);
@@ -251,7 +251,7 @@ static void variant(const char *name, uint64_t cap, uint32_t max_payload,
 	is_u(r.bad_order, 0, "%s: records read in order", name);
 	is_u(extra, 0, "%s: nothing read that was not committed", name);
 	is_u(bp_ring_used(&r.ring), 0, "%s: ring empty at the end", name);
-	ok(atomic_load(&r.ring.head) / cap > 10,
+	ok(bp_ring_written(&r.ring) / cap > 10,
 	   "%s: the ring wrapped more than 10 times", name);
 	if (!drop_oldest) {
 		is_u(missing, 0, "%s: every committed record read", name);
@@ -280,9 +280,15 @@ static void variant(const char *name, uint64_t cap, uint32_t max_payload,
 int main(void)
 {
 	/* Small rings: many wraps and overflows in a short run. */
-	variant("drop_newest cap=4096", 4096, 200, 400000, 0);
-	variant("drop_newest cap=65536", 65536, 1500, 200000, 0);
-	variant("drop_oldest cap=4096", 4096, 200, 400000, 1);
-	variant("drop_oldest cap=65536", 65536, 1500, 200000, 1);
+	variant("drop_newest cap=4096", 4096, 0, 200, 400000, 0);
+	variant("drop_newest cap=65536", 65536, 0, 1500, 200000, 0);
+	variant("drop_oldest cap=4096", 4096, 0, 200, 400000, 1);
+	variant("drop_oldest cap=65536", 65536, 0, 1500, 200000, 1);
+	/* Split rings: the producer spills to the cold part and comes back
+	 * while the consumer reads. */
+	variant("split drop_newest cap=8192 hot=1024", 8192, 1024, 200, 400000,
+		0);
+	variant("split drop_newest cap=65536 hot=4096", 65536, 4096, 1500,
+		200000, 0);
 	return tap_done();
 }
