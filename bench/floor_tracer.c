@@ -6,6 +6,7 @@
  * bench (bench/beamprobe_kinds_bench.erl) goes through its own callback, as
  * it does in beamprobe's tracer. */
 #include <erl_nif.h>
+#include <time.h>
 
 static ERL_NIF_TERM atom_trace, atom_ok;
 
@@ -19,6 +20,20 @@ static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
 	(void)env; (void)argc; (void)argv;
 	return atom_ok;
+}
+
+/* thread_cpu_ns(): CPU time of the calling scheduler thread, in ns (for
+ * benches on a busy machine: time the thread was not running does not
+ * count). */
+static ERL_NIF_TERM thread_cpu_ns(ErlNifEnv *env, int argc,
+				  const ERL_NIF_TERM argv[])
+{
+	struct timespec ts;
+
+	(void)argc; (void)argv;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return enif_make_uint64(env, (ErlNifUInt64)ts.tv_sec * 1000000000u +
+					     (ErlNifUInt64)ts.tv_nsec);
 }
 
 static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
@@ -36,6 +51,7 @@ static int upgrade(ErlNifEnv *env, void **priv, void **old, ERL_NIF_TERM info)
 }
 
 static ErlNifFunc funcs[] = {
+	{"thread_cpu_ns", 0, thread_cpu_ns, 0},
 	{"enabled", 3, enabled, 0},
 	{"enabled_call", 3, enabled, 0},
 	{"enabled_send", 3, enabled, 0},

@@ -1,6 +1,7 @@
 %%% @doc A do-nothing NIF tracer (bench/floor_tracer.c): the VM floor.
 %%% Every erl_tracer callback is there: each event kind takes its own.
 -module(floor_tracer).
+-export([thread_cpu_ns/0]).
 -export([enabled/3, enabled_call/3, enabled_send/3, enabled_receive/3,
          enabled_procs/3, enabled_ports/3, enabled_running_procs/3,
          enabled_running_ports/3, enabled_garbage_collection/3,
@@ -12,6 +13,11 @@
 load() ->
     Dir = filename:dirname(code:which(?MODULE)),
     erlang:load_nif(filename:join(Dir, "floor_tracer"), 0).
+
+%% @doc CPU time of the calling scheduler thread in ns (benches on a busy
+%% machine: time the thread was not running does not count).
+-spec thread_cpu_ns() -> non_neg_integer().
+thread_cpu_ns() -> erlang:nif_error(not_loaded).
 
 -define(E(F), F(_, _, _) -> erlang:nif_error(not_loaded)).
 -define(T(F), F(_, _, _, _, _) -> erlang:nif_error(not_loaded)).

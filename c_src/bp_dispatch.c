@@ -116,7 +116,7 @@ static ERL_NIF_TERM dispatch(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 
 	if (argv[1] == bp_atom.beamprobe_hub) {
 		uint64_t live[BP_HUB_WORDS], key = (uint64_t)argv[2];
-		struct ev_ctx c = {1, NULL, 0, 0, 0, 0};
+		struct ev_ctx c = {.hub = 1};
 		struct bp_session *first = NULL;
 		uint32_t nw;
 		int idx;
@@ -143,7 +143,7 @@ static ERL_NIF_TERM dispatch(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 	}
 	if (argv[1] != bp_atom.beamprobe_hub_meta &&
 	    (s = get_session(env, argv[1]))) {
-		struct ev_ctx c = {0, NULL, 0, 0, 0, 0};
+		struct ev_ctx c = {.hub = 0};
 		w(env, s, argv, arg, &c);
 	}
 	return bp_atom.ok;
@@ -232,9 +232,8 @@ static ERL_NIF_TERM hub_call(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 	ERL_NIF_TERM tag = argv[0];
 	uint64_t live[BP_HUB_WORDS], route[BP_HUB_WORDS] = {0, 0, 0, 0};
 	uint64_t key = (uint64_t)argv[2], mw = 0, fw = 0;
-	const ERL_NIF_TERM *e;
 	unsigned arity = 0;
-	int idx, routed = 0, n, is_ret_to = tag == bp_atom.return_to;
+	int idx, routed = 0, is_ret_to = tag == bp_atom.return_to;
 	uint32_t kind = meta	    ? BP_HK_META
 			: is_ret_to ? BP_HK_RETURN_TO
 				    : BP_HK_CALL,
@@ -243,10 +242,10 @@ static ERL_NIF_TERM hub_call(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 	 * return stack of their own per process. */
 	uint64_t rkey = meta ? (uint64_t)argv[2] ^ BP_RET_META
 			     : (uint64_t)argv[2];
-	struct ev_ctx c = {1, NULL, 0, 0, 0, 0};
+	struct ev_ctx c = {.hub = 1};
 	struct bp_session *first = NULL;
 	struct route_info infos[ROUTE_INFOS];
-	struct ev_ctx c2 = {1, NULL, 0, 1, 0, 0};
+	struct ev_ctx c2 = {.hub = 1, .has_info = 1, .fired = 0};
 	uint64_t rmask[BP_HUB_WORDS] = {0, 0, 0, 0};
 	uint64_t xmask[BP_HUB_WORDS] = {0, 0, 0, 0};
 	int ninfos = 0, ret = 0;
@@ -258,12 +257,18 @@ static ERL_NIF_TERM hub_call(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 	if (tag == bp_atom.call && routes)
 		routed = call_route(env, argv[4], route, infos, &ninfos, &ret,
 				    rmask, xmask);
-	if ((!routed || ret) && enif_get_tuple(env, argv[3], &n, &e) &&
-	    n == 3) {
-		mw = (uint64_t)e[0];
-		fw = (uint64_t)e[1];
-		if (!enif_get_uint(env, e[2], &arity))
-			enif_get_list_length(env, e[2], &arity);
+	if (!routed || ret) {
+		bp_mfa_decode(env, argv[3], &c.mfa);
+		if (c.mfa.state > 0) {
+			mw = (uint64_t)c.mfa.e[0];
+			fw = (uint64_t)c.mfa.e[1];
+			arity = c.mfa.arity;
+		}
+		/* Field by field: a whole-struct copy right after the
+		 * decoder's stores stalls on store forwarding. */
+		c2.mfa.state = c.mfa.state;
+		c2.mfa.arity = c.mfa.arity;
+		c2.mfa.e = c.mfa.e;
 	}
 	if (ret) {
 		/* The VM will trace this call's return: remember whose. */
@@ -325,7 +330,7 @@ ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 	if (argv[1] == bp_atom.beamprobe_hub_meta)
 		return hub_call(env, argv, 1);
 	if ((s = get_session(env, argv[1]))) {
-		struct ev_ctx c = {0, NULL, 0, 0, 0, 0};
+		struct ev_ctx c = {.hub = 0};
 		bp_tracer_write_call(env, s, argv, 0, &c);
 	}
 	return bp_atom.ok;

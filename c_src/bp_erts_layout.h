@@ -75,6 +75,22 @@ static inline const ERL_NIF_UINT *bp_erts_boxed(ERL_NIF_TERM t)
 	return (const ERL_NIF_UINT *)(uintptr_t)(t & ~(ERL_NIF_TERM)ERTS_PRIMARY_MASK);
 }
 
+/* The arity and elements of tuple t from its header word (ARITYVAL: tag
+ * 0, the arity above it); 0 if t is not a tuple or the layout is not one
+ * this file knows (then the caller asks enif_get_tuple). */
+static inline int bp_erts_tuple(ERL_NIF_TERM t, int *arity,
+				const ERL_NIF_TERM **elems)
+{
+	const ERL_NIF_UINT *p = bp_erts_boxed(t);
+
+	if (!p || sizeof(ERL_NIF_TERM) != 8 ||
+	    (p[0] & ERTS_HEADER_TAG_MASK) != 0)
+		return 0;
+	*arity = (int)(p[0] >> ERTS_HEADER_ARITY_SHIFT);
+	*elems = (const ERL_NIF_TERM *)(p + 1);
+	return 1;
+}
+
 #define ERTS_PRIMARY_LIST 0x1
 
 /* The head and tail of list cell t from the cons cell's two words

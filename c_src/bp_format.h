@@ -51,6 +51,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define BP_FORMAT_MAJOR 1
 #define BP_FORMAT_MINOR 4
@@ -325,7 +326,14 @@ int bp_format_metadata(char *buf, size_t len, const uint8_t uuid[16],
 /* Formats uuid as 36 characters plus NUL into out. */
 void bp_format_uuid(const uint8_t uuid[16], char out[37]);
 
-/* Little-endian helpers (the format is LE on every host). */
+/* Little-endian helpers (the format is LE on every host): one store or
+ * load on a little-endian host, byte by byte elsewhere. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define BP_HOST_LE 1
+#else
+#define BP_HOST_LE 0
+#endif
+
 static inline void bp_put_u16(uint8_t *p, uint16_t v)
 {
 	p[0] = (uint8_t)v;
@@ -334,12 +342,20 @@ static inline void bp_put_u16(uint8_t *p, uint16_t v)
 
 static inline void bp_put_u32(uint8_t *p, uint32_t v)
 {
+	if (BP_HOST_LE) {
+		memcpy(p, &v, 4);
+		return;
+	}
 	for (int i = 0; i < 4; i++)
 		p[i] = (uint8_t)(v >> (8 * i));
 }
 
 static inline void bp_put_u64(uint8_t *p, uint64_t v)
 {
+	if (BP_HOST_LE) {
+		memcpy(p, &v, 8);
+		return;
+	}
 	for (int i = 0; i < 8; i++)
 		p[i] = (uint8_t)(v >> (8 * i));
 }
@@ -351,6 +367,12 @@ static inline uint16_t bp_get_u16(const uint8_t *p)
 
 static inline uint32_t bp_get_u32(const uint8_t *p)
 {
+	uint32_t v;
+
+	if (BP_HOST_LE) {
+		memcpy(&v, p, 4);
+		return v;
+	}
 	return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
 	       ((uint32_t)p[3] << 24);
 }
@@ -358,6 +380,11 @@ static inline uint32_t bp_get_u32(const uint8_t *p)
 static inline uint64_t bp_get_u64(const uint8_t *p)
 {
 	uint64_t v = 0;
+
+	if (BP_HOST_LE) {
+		memcpy(&v, p, 8);
+		return v;
+	}
 	for (int i = 7; i >= 0; i--)
 		v = (v << 8) | p[i];
 	return v;

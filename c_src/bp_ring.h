@@ -124,7 +124,8 @@ int bp__ring_place(struct bp_ring *r, uint64_t need, uint64_t *pad);
 
 /* Room for `need` bytes (+ `keep`) at the head of part p: the filler
  * needed before it in *pad, 1 if it fits. */
-static inline int bp__ring_fits(struct bp_ring_part *p, uint64_t need,
+static inline __attribute__((always_inline)) int
+bp__ring_fits(struct bp_ring_part *p, uint64_t need,
 				uint64_t keep, uint64_t *pad)
 {
 	uint64_t head = atomic_load_explicit(&p->head, memory_order_relaxed);
@@ -143,7 +144,8 @@ static inline int bp__ring_fits(struct bp_ring_part *p, uint64_t need,
  * ring is full; either mode: max_len > bp_ring_max_len()).  Nothing is
  * visible to the consumer until bp_ring_commit().  Producer thread only.
  */
-static inline uint8_t *bp_ring_reserve(struct bp_ring *r, uint32_t max_len)
+static inline __attribute__((always_inline)) uint8_t *
+bp_ring_reserve(struct bp_ring *r, uint32_t max_len)
 {
 	uint64_t need = bp_ring_align(BP_RING_HDR + (uint64_t)max_len);
 	uint64_t pad;

@@ -10,17 +10,16 @@
 #include <unistd.h>
 
 static _Atomic int next_slot;
-/* initial-exec: a plain %fs-relative load, no __tls_get_addr call. */
-static __thread int tls_slot __attribute__((tls_model("initial-exec"))) = -1;
+__thread int bp__tls_slot __attribute__((tls_model("initial-exec"))) = -1;
 
-int bp_thread_slot(void)
+int bp__thread_slot_new(void)
 {
-	if (__builtin_expect(tls_slot >= 0, 1))
-		return tls_slot;
+	if (bp__tls_slot >= 0)
+		return bp__tls_slot;
 	int n = atomic_fetch_add_explicit(&next_slot, 1, memory_order_relaxed);
 	if (n >= BP_MAX_SLOTS)
 		return -1; /* tls_slot stays -1: checked again, stays full */
-	tls_slot = n;
+	bp__tls_slot = n;
 	return n;
 }
 

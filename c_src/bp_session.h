@@ -168,9 +168,19 @@ struct bp_session {
 	_Atomic int counted; /* holds one of the node's session places */
 };
 
+/* The calling thread's slot number, -1 until it has one (initial-exec:
+ * a plain %fs-relative load, no __tls_get_addr call). */
+extern __thread int bp__tls_slot __attribute__((tls_model("initial-exec")));
+int bp__thread_slot_new(void);
+
 /* Process-wide slot number of the calling thread, or -1 if all
  * BP_MAX_SLOTS are taken.  Any thread; lock-free. */
-int bp_thread_slot(void);
+static inline int bp_thread_slot(void)
+{
+	int i = bp__tls_slot;
+
+	return __builtin_expect(i >= 0, 1) ? i : bp__thread_slot_new();
+}
 
 /* The calling thread's slot in s, created on first use (no allocation:
  * carved from s->region).  NULL if the thread has no slot in s (counted as
@@ -210,7 +220,8 @@ int bp__session_rate_ok(struct bp_session *s);
  * NULL when the event must not be written (the loss is already counted).
  * On success the caller must call bp_session_leave().  Producer context.
  */
-static inline struct bp_slot *bp__session_enter(struct bp_session *s,
+static inline __attribute__((always_inline)) struct bp_slot *
+bp__session_enter(struct bp_session *s,
 						 int own_busy)
 {
 	struct bp_slot *sl = bp_session_slot(s);

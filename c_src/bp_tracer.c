@@ -30,6 +30,7 @@
 #include "bp_session.h"
 #include "bp_term.h"
 #include "bp_tracer.h"
+#include "bp_erts_layout.h"
 #include "bp_usdt.h"
 
 #define MFA_MAX 1040 /* two quoted 255-char latin-1 atoms in UTF-8 + /arity */
@@ -161,38 +162,33 @@ static inline void wr_args(ErlNifEnv *env, const struct bp_session *s,
 					   &sl->terms) + 1;
 }
 
-/* MFA: "m:f/arity" from {M, F, Arity | Args} (undefined if it is not
- * one), through the slot's cache of rendered texts.  Needs MFA_MAX. */
-static void wr_mfa(ErlNifEnv *env, struct bp_slot *sl, struct wr *w,
-		   ERL_NIF_TERM mfa, const ERL_NIF_TERM **elems_out)
+void bp_mfa_decode(ErlNifEnv *env, ERL_NIF_TERM mfa, struct bp_mfa *d)
 {
-	const ERL_NIF_TERM *e;
-	struct bp_mfa_entry *c;
-	unsigned arity = 0;
-	size_t len = 0;
-	uint64_t h;
-	uint8_t *p = w->p;
 	int n;
+	int64_t v;
 
-	if (!enif_get_tuple(env, mfa, &n, &e) || n != 3) {
-		wr_undefined(w, BP_K_MFA);
+	d->arity = 0;
+	if ((!bp_erts_tuple(mfa, &n, &d->e) &&
+	     !enif_get_tuple(env, mfa, &n, &d->e)) || n != 3) {
+		d->state = -1;
 		return;
 	}
-	wr_want(w, BP_K_MFA);
-	if (elems_out)
-		*elems_out = e;
-	if (!enif_get_uint(env, e[2], &arity))
-		enif_get_list_length(env, e[2], &arity);
-	h = ((uint64_t)e[0] * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)e[1] >> 3) ^
-	    arity;
-	c = &sl->mfa[(h ^ (h >> 29)) % BP_MFA_CACHE];
-	if (c->len && c->m == (uint64_t)e[0] && c->f == (uint64_t)e[1] &&
-	    c->arity == arity) {
-		memcpy(p, c->text, c->len + 1);
-		w->p = p + c->len + 1;
-		return;
-	}
-	len = bp_term_render_mfa(env, e[0], e[1], arity, (char *)p, MFA_MAX);
+	d->state = 1;
+	if (bp_erts_small(d->e[2], &v))
+		d->arity = v >= 0 && v <= (int64_t)UINT32_MAX ? (unsigned)v : 0;
+	else if (!enif_get_uint(env, d->e[2], &d->arity))
+		enif_get_list_length(env, d->e[2], &d->arity);
+}
+
+/* The cache miss of wr_mfa: renders d's "m:f/arity" at w and keeps it in
+ * entry c when it fits. */
+static void wr_mfa_render(ErlNifEnv *env, struct wr *w,
+			  const struct bp_mfa *d, struct bp_mfa_entry *c)
+{
+	uint8_t *p = w->p;
+	size_t len = bp_term_render_mfa(env, d->e[0], d->e[1], d->arity,
+					(char *)p, MFA_MAX);
+
 	if (!len) { /* cannot happen for atoms; no half text */
 		memcpy(p, "undefined", 10);
 		w->p = p + 10;
@@ -200,13 +196,55 @@ static void wr_mfa(ErlNifEnv *env, struct bp_slot *sl, struct wr *w,
 	}
 	p[len] = '\0';
 	if (len < BP_MFA_TEXT) {
-		c->m = (uint64_t)e[0];
-		c->f = (uint64_t)e[1];
-		c->arity = arity;
+		c->m = (uint64_t)d->e[0];
+		c->f = (uint64_t)d->e[1];
+		c->arity = d->arity;
 		memcpy(c->text, p, len + 1);
 		c->len = (uint32_t)len;
 	}
 	w->p = p + len + 1;
+}
+
+/* MFA: "m:f/arity" from {M, F, Arity | Args} (undefined if it is not
+ * one), decoded in d (or here if d has not been), through the slot's cache
+ * of rendered texts.  Needs MFA_MAX. */
+static inline void wr_mfa(ErlNifEnv *env, struct bp_slot *sl, struct wr *w,
+			  ERL_NIF_TERM mfa, struct bp_mfa *d,
+			  const ERL_NIF_TERM **elems_out)
+{
+	struct bp_mfa_entry *c;
+	struct bp_mfa local;
+	uint64_t h;
+
+	if (!d)
+		d = &local, d->state = 0;
+	if (!d->state)
+		bp_mfa_decode(env, mfa, d);
+	if (d->state < 0) {
+		wr_undefined(w, BP_K_MFA);
+		return;
+	}
+	wr_want(w, BP_K_MFA);
+	if (elems_out)
+		*elems_out = d->e;
+	h = ((uint64_t)d->e[0] * 0x9E3779B97F4A7C15ull) ^
+	    ((uint64_t)d->e[1] >> 3) ^ d->arity;
+	c = &sl->mfa[(h ^ (h >> 29)) % BP_MFA_CACHE];
+	if (__builtin_expect(c->len && c->m == (uint64_t)d->e[0] &&
+				     c->f == (uint64_t)d->e[1] &&
+				     c->arity == d->arity,
+			     1)) {
+		/* A fixed-size copy for the usual short text (the record
+		 * has room: MFA_MAX; bytes past the NUL are overwritten by
+		 * the next field or lie past the record's end). */
+		if (c->len < 32)
+			memcpy(w->p, c->text, 32);
+		else
+			memcpy(w->p, c->text, c->len + 1);
+		w->p += c->len + 1;
+		return;
+	}
+	wr_mfa_render(env, w, d, c);
 }
 
 /* Starts event `id' about the entity with key `key' at start. */
@@ -256,16 +294,13 @@ static inline void ev_leave(struct bp_slot *sl, const struct ev_ctx *c)
  * Inside enter/leave.  A process event that does not fit is retried at the
  * entity's next event (it is not a user event, so not counted as a loss).
  */
-static void note_entity(ErlNifEnv *env, struct bp_slot *sl, ERL_NIF_TERM who,
-			uint64_t key)
+static void note_entity_write(ErlNifEnv *env, struct bp_slot *sl,
+			      ERL_NIF_TERM who, uint64_t key, uint64_t *seen)
 {
-	uint64_t *seen = &sl->pid_seen[(key >> 4) % BP_PID_CACHE];
 	uint8_t *start;
 	struct wr w;
 	int n;
 
-	if (*seen == key || key == 0)
-		return;
 	start = bp_ring_reserve(&sl->ring, BP_EVENT_HEADER_SIZE +
 						   PID_TEXT_MAX + 20);
 	if (!start)
@@ -284,6 +319,16 @@ static void note_entity(ErlNifEnv *env, struct bp_slot *sl, ERL_NIF_TERM who,
 	wr_undefined(&w, BP_K_MFA);  /* initial call */
 	bp_ring_commit_aux(&sl->ring, wr_len(&w, start));
 	*seen = key;
+}
+
+static inline void note_entity(ErlNifEnv *env, struct bp_slot *sl,
+			       ERL_NIF_TERM who, uint64_t key)
+{
+	uint64_t *seen = &sl->pid_seen[(key >> 4) % BP_PID_CACHE];
+
+	if (__builtin_expect(*seen == key || key == 0, 1))
+		return;
+	note_entity_write(env, sl, who, key, seen);
 }
 
 /* Common prologue: session, slot, entity; NULL if not to be written. */
@@ -421,7 +466,7 @@ void bp_tracer_write_call(ErlNifEnv *env, struct bp_session *s,
 	if (tag == bp_atom.call) {
 		ERL_NIF_TERM info;
 		w = wr_begin(start, BP_EV_CALL, key);
-		wr_mfa(env, sl, &w, argv[3], &e);
+		wr_mfa(env, sl, &w, argv[3], &c->mfa, &e);
 		if (s->args_mode == BP_ARGS_FULL && e && enif_is_list(env, e[2]))
 			wr_args(env, s, sl, &w, e[2]);
 		else
@@ -441,14 +486,14 @@ void bp_tracer_write_call(ErlNifEnv *env, struct bp_session *s,
 		}
 	} else if (tag == bp_atom.return_from) {
 		w = wr_begin(start, BP_EV_RETURN_FROM, key);
-		wr_mfa(env, sl, &w, argv[3], NULL);
+		wr_mfa(env, sl, &w, argv[3], &c->mfa, NULL);
 		wr_term(env, s, sl, &w, opt(env, argv[4], bp_atom.extra, &found));
 	} else if (tag == bp_atom.exception_from) {
 		ERL_NIF_TERM x = opt(env, argv[4], bp_atom.extra, &found);
 		const ERL_NIF_TERM *cv;
 		int n;
 		w = wr_begin(start, BP_EV_EXCEPTION_FROM, key);
-		wr_mfa(env, sl, &w, argv[3], NULL);
+		wr_mfa(env, sl, &w, argv[3], &c->mfa, NULL);
 		if (enif_get_tuple(env, x, &n, &cv) && n == 2) {
 			wr_atom(env, sl, &w, cv[0]);
 			wr_term(env, s, sl, &w, cv[1]);
@@ -458,7 +503,7 @@ void bp_tracer_write_call(ErlNifEnv *env, struct bp_session *s,
 		}
 	} else if (tag == bp_atom.return_to) {
 		w = wr_begin(start, BP_EV_RETURN_TO, key);
-		wr_mfa(env, sl, &w, argv[3], NULL);
+		wr_mfa(env, sl, &w, argv[3], &c->mfa, NULL);
 	} else {
 		goto out; /* reservation dropped: nothing published */
 	}
@@ -614,10 +659,7 @@ void bp_tracer_write_running(ErlNifEnv *env, struct bp_session *s,
 					 BP_EVENT_HEADER_SIZE + MFA_MAX + 1)))
 		goto out;
 	w = wr_begin(start, in ? BP_EV_SCHED_IN : BP_EV_SCHED_OUT, key);
-	if (enif_is_tuple(env, argv[3]))
-		wr_mfa(env, sl, &w, argv[3], NULL);
-	else
-		wr_undefined(&w, BP_K_MFA);
+	wr_mfa(env, sl, &w, argv[3], &c->mfa, NULL); /* undefined: not one */
 	wr_u8(&w, (uint8_t)exiting);
 	finish(env, s, argv[2], sl, start, &w, c);
 out:

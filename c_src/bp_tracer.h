@@ -13,6 +13,17 @@ struct bp_session;
  * busy flag stands for the session's, bp_hub.h), and the last record
  * written for this event, which members that render it the same way get
  * as a copy (render once, copy for the others). */
+/* {M, F, Arity | Args} of a call event, decoded once per event (by the
+ * hub, for every member it writes to). */
+struct bp_mfa {
+	int state; /* 0: not decoded yet, 1: valid, -1: not an MFA */
+	unsigned arity;
+	const ERL_NIF_TERM *e; /* the tuple's three elements */
+};
+
+/* Decodes mfa into d (state 1, or -1 if it is not a 3-tuple). */
+void bp_mfa_decode(ErlNifEnv *env, ERL_NIF_TERM mfa, struct bp_mfa *d);
+
 struct ev_ctx {
 	int hub;
 	const uint8_t *rec; /* in the ring of the session that wrote it */
@@ -20,6 +31,7 @@ struct ev_ctx {
 	int has_info;      /* a routed call with this member's call info */
 	ERL_NIF_TERM info; /* (its `message' action's value) */
 	int fired;         /* its USDT probe fired (bp_usdt.h) */
+	struct bp_mfa mfa; /* call events: argv[3] decoded (state 0: not) */
 };
 
 /* The writers: each writes the event of the callback arguments argv into

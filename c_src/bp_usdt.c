@@ -382,7 +382,7 @@ ERL_NIF_TERM bp_usdt_nif_annotate(ErlNifEnv *env, int argc,
 	if (bp_hub_any()) {
 		uint64_t live[BP_HUB_WORDS];
 		/* fired = 1: the probe fires once, below */
-		struct ev_ctx c = {1, NULL, 0, 0, 0, 1};
+		struct ev_ctx c = {.hub = 1, .has_info = 0, .fired = 1};
 		uint32_t nw;
 		int idx;
 
