@@ -43,7 +43,7 @@ __attribute__((noinline)) static void write_plain(struct bp_session *s,
 __attribute__((noinline)) static void write_hooked(struct bp_session *s,
 						   unsigned i)
 {
-	struct ev_ctx c = {1, NULL, 0, 0, 0, 0};
+	struct ev_ctx c = {.hub = 1};
 	uint8_t *p = ring + (i * 64) % RING;
 
 	memcpy(p, rec, 64);
