@@ -230,7 +230,9 @@ static ERL_NIF_TERM hub_call(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 			     int meta)
 {
 	ERL_NIF_TERM tag = argv[0];
-	uint64_t live[BP_HUB_WORDS], route[BP_HUB_WORDS] = {0, 0, 0, 0};
+	/* route, rmask, xmask and c2 are set only on the paths that use
+	 * them: zeroing them on every call event costs the single session. */
+	uint64_t live[BP_HUB_WORDS], route[BP_HUB_WORDS];
 	uint64_t key = (uint64_t)argv[2], mw = 0, fw = 0;
 	unsigned arity = 0;
 	int idx, routed = 0, is_ret_to = tag == bp_atom.return_to;
@@ -245,18 +247,21 @@ static ERL_NIF_TERM hub_call(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 	struct ev_ctx c = {.hub = 1};
 	struct bp_session *first = NULL;
 	struct route_info infos[ROUTE_INFOS];
-	struct ev_ctx c2 = {.hub = 1, .has_info = 1, .fired = 0};
-	uint64_t rmask[BP_HUB_WORDS] = {0, 0, 0, 0};
-	uint64_t xmask[BP_HUB_WORDS] = {0, 0, 0, 0};
+	struct ev_ctx c2;
+	uint64_t rmask[BP_HUB_WORDS], xmask[BP_HUB_WORDS];
 	int ninfos = 0, ret = 0;
 	uint32_t routes;
 
 	if (!(nw = bp_hub_enter(&idx, live)))
 		return bp_atom.ok;
 	routes = atomic_load_explicit(&bp_hub.routes, memory_order_relaxed);
-	if (tag == bp_atom.call && routes)
+	if (tag == bp_atom.call && routes) {
+		memset(route, 0, sizeof route);
+		memset(rmask, 0, sizeof rmask);
+		memset(xmask, 0, sizeof xmask);
 		routed = call_route(env, argv[4], route, infos, &ninfos, &ret,
 				    rmask, xmask);
+	}
 	if (!routed || ret) {
 		bp_mfa_decode(env, argv[3], &c.mfa);
 		if (c.mfa.state > 0) {
@@ -264,6 +269,9 @@ static ERL_NIF_TERM hub_call(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 			fw = (uint64_t)c.mfa.e[1];
 			arity = c.mfa.arity;
 		}
+	}
+	if (ninfos) {
+		c2 = (struct ev_ctx){.hub = 1, .has_info = 1};
 		/* Field by field: a whole-struct copy right after the
 		 * decoder's stores stalls on store forwarding. */
 		c2.mfa.state = c.mfa.state;
