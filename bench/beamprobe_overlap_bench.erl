@@ -12,7 +12,8 @@
 %%% session also costs its collector's CPU (its own copy of every event
 %%% written to its own files), which on a 2-core machine competes with
 %%% the traced process.  Every configuration runs once per round,
-%%% interleaved; a figure is the median of the rounds.
+%%% interleaved; a run is timed in 20 windows and counts its
+%%% 10th-percentile window; a figure is the median of the rounds.
 %%%
 %%% `smoke' runs every configuration once with tiny counts and no
 %%% thresholds (`make test'), ending with `bench smoke part: N passed, M
@@ -74,13 +75,13 @@ overflow({fr, _}) -> drop_oldest;
 overflow(_) -> drop_newest.
 
 run(Config, N, Tmp) ->
-    W = bench_target:timed_worker(N, 42),
+    W = bench_target:windowed_worker(N, 42, 20),
     Undo = setup(Config, W, Tmp),
     erlang:garbage_collect(),
     W ! go,
-    Ns = receive {done, W, T} -> T end,
+    Ws = receive {done, W, T} -> T end,
     Drops = Undo(),
-    {Ns / N, Drops}.
+    {bench_target:p10(Ws), Drops}.
 
 setup(untraced, _W, _Tmp) ->
     fun() -> 0 end;

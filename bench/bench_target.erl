@@ -1,6 +1,7 @@
 %%% @doc The functions the benchmark traces.
 -module(bench_target).
--export([loop/2, f/1, spin/1, loop_exc/2, g/1, timed_worker/2]).
+-export([loop/2, f/1, spin/1, loop_exc/2, g/1, timed_worker/2,
+         windowed_worker/3, p10/1]).
 
 %% @doc Calls f/1 N times (a local call: the traced one).
 -spec loop(non_neg_integer(), term()) -> ok.
@@ -41,3 +42,27 @@ timed_worker(N, X) ->
                   T1 = erlang:monotonic_time(nanosecond),
                   Parent ! {done, self(), T1 - T0}
           end).
+
+%% @doc Like timed_worker/2, but runs the N calls in K windows and sends
+%% {done, Pid, [NsPerCall]}, one figure per window (see p10/1).
+-spec windowed_worker(non_neg_integer(), term(), pos_integer()) -> pid().
+windowed_worker(N, X, K) ->
+    Parent = self(),
+    Win = max(1, N div K),
+    spawn(fun() ->
+                  receive go -> ok end,
+                  Ws = [begin
+                            T0 = erlang:monotonic_time(nanosecond),
+                            _ = loop(Win, X),
+                            (erlang:monotonic_time(nanosecond) - T0) / Win
+                        end || _ <- lists:seq(1, N div Win)],
+                  Parent ! {done, self(), Ws}
+          end).
+
+%% @doc The 10th percentile of a run's windows: a window in which the OS
+%% ran something else on the core does not count (2 cores shared with
+%% builds and tests).
+-spec p10([number()]) -> number().
+p10(Ws) ->
+    S = lists:sort(Ws),
+    lists:nth(max(1, (length(S) + 5) div 10), S).
