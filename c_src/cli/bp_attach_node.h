@@ -20,11 +20,12 @@ struct bp_attach {
 	int same_host;
 	char local_ip[INET6_ADDRSTRLEN];
 	char nif_dir[PATH_MAX]; /* ours, when we made one */
-	/* --cluster: the node traces the agent sends land here (-1: none);
-	 * files and bytes received. */
-	int out_dirfd;
-	int files_in;
-	long long bytes_in;
+	/* --cluster: each node's clock offsets (metadata env lines) the
+	 * agent sends at the end, handed to on_env (0, or -1: not
+	 * recorded, reported). */
+	int (*on_env)(void *ctx, const char *node, const char *lines,
+		      size_t len);
+	void *env_ctx;
 	int write_failed;
 };
 
@@ -73,9 +74,8 @@ int bp_attach_request(struct bp_attach *a,
 /* Asks the agent to stop the session. */
 void bp_attach_send_stop(struct bp_attach *a);
 /* A message from the node: {beamprobe_attach_done, Text} ends the run
- * (*done set); {beamprobe_attach_file, NODE/FILE, Data} (--cluster)
- * appends Data to out_dirfd's NODE/FILE; ticks and others: 0; the
- * connection lost: -1. */
+ * (*done set); {beamprobe_attach_env, NODE, Lines} (--cluster) goes to
+ * on_env; ticks and others: 0; the connection lost: -1. */
 int bp_attach_node_message(struct bp_attach *a, int *done);
 
 #endif /* BP_ATTACH_NODE_H */
