@@ -527,11 +527,11 @@ summary_text(undefined, Mods, St) ->
          "files removed)", [Mods + unloaded_self(St), length(St#ag.files)]);
 summary_text(#{events := E, dropped := #{total := D}, stop_reason := R,
                nodes := Per}, Mods, #ag{cluster = true} = St) ->
-    text("cluster session ended (~tp): ~b events, ~b lost, on ~b nodes; "
-         "every node left as it was (here ~b modules unloaded, ~b files "
-         "removed; ~b other node~s cleaned by their agents, beamprobe "
+    text("cluster session ended (~tp): ~b events, ~b lost, on ~b nodes "
+         "(~ts); every node left as it was (here ~b modules unloaded, ~b "
+         "files removed; ~b other node~s cleaned by their agents, beamprobe "
          "brought to and removed from ~b)",
-         [R, E, D, map_size(Per), Mods + unloaded_self(St),
+         [R, E, D, map_size(Per), per_node(Per), Mods + unloaded_self(St),
           length(St#ag.files), length(St#ag.remote),
           s(length(St#ag.remote)), St#ag.brought]);
 summary_text(#{events := E, dropped := #{total := D}, stop_reason := R} = Sum,
@@ -541,6 +541,17 @@ summary_text(#{events := E, dropped := #{total := D}, stop_reason := R} = Sum,
          "node left as it was (~b modules unloaded, ~b files removed)",
          [R, E, D, Matched, plural(Matched), Mods + unloaded_self(St),
           length(St#ag.files)]).
+
+%% "NODE: E events, D lost; ..." (every loss counted, per node).
+per_node(Per) ->
+    lists:join("; ",
+               [case R of
+                    #{summary := {ok, #{events := E, dropped := #{total := D}}}} ->
+                        io_lib:format("~ts: ~b events, ~b lost", [N, E, D]);
+                    #{summary := Other} ->
+                        io_lib:format("~ts: ~tP", [N, Other, 6]);
+                    _ -> io_lib:format("~ts: ?", [N])
+                end || {N, R} <- lists:sort(maps:to_list(Per))]).
 
 unloaded_self(#ag{mods_before = B}) ->
     case lists:member(?MODULE, B) of
