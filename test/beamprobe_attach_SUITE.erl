@@ -20,7 +20,7 @@
          cookie_file/1, connection_dropped/1, node_has_beamprobe/1,
          long_names/1, as_if_remote/1, cluster_traces/1,
          cluster_sigkill_cleans/1, cluster_mixed/1, cluster_prints_live/1,
-         cluster_node_killed/1]).
+         cluster_node_killed/1, cluster_node_killed_nif_sent/1]).
 
 -define(N, 500).
 -define(CN, 50).
@@ -30,7 +30,7 @@ all() -> [traces_n_calls, prints_live, session_limit_ends,
           bad_cookie, no_such_node, cookie_file, connection_dropped,
           node_has_beamprobe, long_names, as_if_remote, cluster_traces,
           cluster_sigkill_cleans, cluster_mixed, cluster_prints_live,
-          cluster_node_killed].
+          cluster_node_killed, cluster_node_killed_nif_sent].
 
 init_per_suite(Config) ->
     case node() of
@@ -74,7 +74,8 @@ init_per_testcase(Case, Config) when Case =:= cluster_traces;
                                     Case =:= cluster_sigkill_cleans;
                                     Case =:= cluster_mixed;
                                     Case =:= cluster_prints_live;
-                                    Case =:= cluster_node_killed ->
+                                    Case =:= cluster_node_killed;
+                                    Case =:= cluster_node_killed_nif_sent ->
     %% Three plain nodes (no beamprobe) connected to each other; this
     %% node talks to them over hidden connections, so it is no part of
     %% their cluster (nodes() there lists the three alone).
@@ -97,7 +98,7 @@ init_per_testcase(Case, Config) when Case =:= cluster_traces;
     [{Node, Port} | _] = Targets,
     Out = filename:join(?config(priv_dir, Config), atom_to_list(Case)),
     [{target, Node}, {target_port, Port}, {targets, Targets}, {out, Out},
-     {tmp_before, attach_dirs()} | Config];
+     {case_name, Case}, {tmp_before, attach_dirs()} | Config];
 init_per_testcase(Case, Config) ->
     Name = list_to_atom("bp_attach_" ++ atom_to_list(Case) ++ "_" ++
                             os:getpid()),
@@ -511,11 +512,20 @@ cluster_prints_live(Config) ->
 %% directory, which this command made, is removed); DIR keeps the partial
 %% node traces, readable by `print'.
 cluster_node_killed(Config) ->
+    node_killed(Config, []).
+
+%% The same, NODE's NIF sent over distribution into a directory its agent
+%% made (as for a node of another user): NODE dead, the command (same
+%% host) removes that directory.
+cluster_node_killed_nif_sent(Config) ->
+    node_killed(Config, [{"BEAMPROBE_ATTACH_SEND_NIF", "1"}]).
+
+node_killed(Config, Env) ->
     Nodes = [Node | Others] = [N || {N, _} <- ?config(targets, Config)],
     Out = ?config(out, Config),
     Befores = [{N, snapshot(N)} || N <- Others],
     A = attach(Config, ["--cluster", "-p", "-o", Out, "--seconds", "60",
-                        short(Node), "bp_attach_work:double/1"]),
+                        short(Node), "bp_attach_work:double/1"], Env),
     _ = wait_attached(A),
     ok = rpc:call(Node, bp_attach_work, remote, [Others, 10]),
     _ = [ok = rpc:call(N, bp_attach_work, remote, [Nodes -- [N], 10])
@@ -543,7 +553,7 @@ cluster_node_killed(Config) ->
     ?assert(lists:max(Ms) =< 1000),
     _ = [?assertEqual({N, []}, {N, [F || F <- loaded_ours(N)]})
          || N <- Others],
-    ?assertEqual([], cluster_staged(?FUNCTION_NAME)),
+    ?assertEqual([], cluster_staged(?config(case_name, Config))),
     ?assertEqual([], attach_dirs() -- ?config(tmp_before, Config)),
     %% DIR: the node traces as far as they came, nothing else.
     ?assertEqual(lists:sort([atom_to_list(N) || N <- Nodes]),

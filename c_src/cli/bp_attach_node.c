@@ -579,7 +579,40 @@ int bp_attach_place_nif(struct bp_attach *a, char *out, size_t n)
 			a->nif_dir[0] = '\0';
 		}
 	}
-	return bp_attach_request(a, fill_place_nif, so, "placing the NIF", out, n);
+	if (bp_attach_request(a, fill_place_nif, so, "placing the NIF", out,
+			      n) != 0)
+		return -1;
+	if (a->same_host) { /* out: DIR/beamprobe_nif */
+		char *sl = strrchr(out, '/');
+		if (sl && (size_t)(sl - out) < sizeof a->node_nif_dir)
+			snprintf(a->node_nif_dir, sizeof a->node_nif_dir,
+				 "%.*s", (int)(sl - out), out);
+	}
+	return 0;
+}
+
+void bp_attach_remove_node_nif_dir(struct bp_attach *a)
+{
+	const char *base = bp_attach_tmp_base(), *d = a->node_nif_dir;
+	size_t bl = strlen(base);
+	struct stat sb;
+	DIR *dir;
+	struct dirent *e;
+	int other = 0;
+
+	if (!d[0] || strncmp(d, base, bl) || d[bl] != '/' ||
+	    strncmp(d + bl + 1, "beamprobe-attach-", 17) ||
+	    strchr(d + bl + 1, '/') || lstat(d, &sb) != 0 ||
+	    !S_ISDIR(sb.st_mode) || sb.st_uid != geteuid() ||
+	    (sb.st_mode & 0777) != 0700 || !(dir = opendir(d)))
+		return;
+	while ((e = readdir(dir)))
+		other |= strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+			 strcmp(e->d_name, "beamprobe_nif.so");
+	closedir(dir);
+	if (!other)
+		bp_attach_remove_dir(d);
+	a->node_nif_dir[0] = '\0';
 }
 
 /* Loads the application and every module of ebin/ but beamprobe_attach. */

@@ -20,6 +20,9 @@ struct bp_attach {
 	int same_host;
 	char local_ip[INET6_ADDRSTRLEN];
 	char nif_dir[PATH_MAX]; /* ours, when we made one */
+	/* The private directory the node's agent made for the NIF sent over
+	 * distribution, when the node is on this host (else ""). */
+	char node_nif_dir[PATH_MAX];
 	/* --cluster: each node's clock offsets (metadata env lines) the
 	 * agent sends at the end, handed to on_env (0, or -1: not
 	 * recorded, reported). */
@@ -63,6 +66,11 @@ int bp_attach_spawn_agent(struct bp_attach *a, int loaded_self);
 /* Places the NIF: our private directory if the node reads it (same host,
  * same user), else sent over distribution.  Path without ".so" in out. */
 int bp_attach_place_nif(struct bp_attach *a, char *out, size_t n);
+/* The node died (its agent could not clean up): removes the NIF
+ * directory its agent made on this host, if it is still one of this
+ * user's private (0700) beamprobe-attach-* directories under $TMPDIR
+ * holding nothing but the NIF. */
+void bp_attach_remove_node_nif_dir(struct bp_attach *a);
 /* Loads the application and every module of ebin/ but beamprobe_attach. */
 int bp_attach_load_all(struct bp_attach *a, const char *nif);
 

@@ -568,6 +568,11 @@ out:
 		/* The agent removed it; if it could not, we do. */
 		bp_attach_remove_dir(a.nif_dir);
 	}
+	/* The node lost (dead, most likely): the NIF directory its agent
+	 * made on this host goes too (if the node still runs, its agent
+	 * removes it as well). */
+	if (lost)
+		bp_attach_remove_node_nif_dir(&a);
 	if (sa.cluster && !bp_attach_streams_begun(&ss) && !tmp_dir)
 		for (int i = 0; ss.s && i < ss.n; i++) {
 			char p[PATH_MAX + 300]; /* empty: nothing came */
