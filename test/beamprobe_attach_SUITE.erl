@@ -20,7 +20,8 @@
          cookie_file/1, connection_dropped/1, node_has_beamprobe/1,
          long_names/1, as_if_remote/1, cluster_traces/1,
          cluster_sigkill_cleans/1, cluster_mixed/1, cluster_prints_live/1,
-         cluster_node_killed/1, cluster_node_killed_nif_sent/1]).
+         cluster_node_killed/1, cluster_node_killed_nif_sent/1,
+         cluster_no_output/1]).
 
 -define(N, 500).
 -define(CN, 50).
@@ -30,7 +31,8 @@ all() -> [traces_n_calls, prints_live, session_limit_ends,
           bad_cookie, no_such_node, cookie_file, connection_dropped,
           node_has_beamprobe, long_names, as_if_remote, cluster_traces,
           cluster_sigkill_cleans, cluster_mixed, cluster_prints_live,
-          cluster_node_killed, cluster_node_killed_nif_sent].
+          cluster_node_killed, cluster_node_killed_nif_sent,
+          cluster_no_output].
 
 init_per_suite(Config) ->
     case node() of
@@ -75,7 +77,8 @@ init_per_testcase(Case, Config) when Case =:= cluster_traces;
                                     Case =:= cluster_mixed;
                                     Case =:= cluster_prints_live;
                                     Case =:= cluster_node_killed;
-                                    Case =:= cluster_node_killed_nif_sent ->
+                                    Case =:= cluster_node_killed_nif_sent;
+                                    Case =:= cluster_no_output ->
     %% Three plain nodes (no beamprobe) connected to each other; this
     %% node talks to them over hidden connections, so it is no part of
     %% their cluster (nodes() there lists the three alone).
@@ -503,6 +506,35 @@ cluster_prints_live(Config) ->
                       re:run(J, "\"node\": \"" ++ atom_to_list(N) ++
                                  "\", \"recorded\": true"))
          || N <- Nodes].
+
+%% --cluster without -o: printed live as always, the node traces in a
+%% temporary directory (of $TMPDIR) that is removed at the end.
+cluster_no_output(Config) ->
+    Nodes = [N || {N, _} <- ?config(targets, Config)],
+    Tmp = filename:join(?config(priv_dir, Config), "tmp"),
+    ok = file:make_dir(Tmp),
+    A = attach(Config, ["--cluster", "--seconds", "60", short(hd(Nodes)),
+                        "bp_attach_work:double/1"], [{"TMPDIR", Tmp}]),
+    _ = wait_attached(A),
+    %% The node traces are being written there.
+    [TraceDir] = [D || D <- filelib:wildcard(filename:join(Tmp, "*")),
+                       lists:prefix("beamprobe-trace-", filename:basename(D))],
+    ?assertEqual(lists:sort([atom_to_list(N) || N <- Nodes]),
+                 lists:sort(filelib:wildcard("*", TraceDir))),
+    _ = [ok = rpc:call(N, bp_attach_work, remote, [Nodes -- [N], 5])
+         || N <- Nodes],
+    _ = wait_output(A, fun(T) ->
+                               lists:all(fun(N) ->
+                                   length(binary:matches(
+                                            T, <<(atom_to_binary(N))/binary,
+                                                 " <">>)) >= 10
+                               end, Nodes)
+                       end, 20000),
+    interrupt(A),
+    {0, Text} = wait_exit(A, 30000),
+    ct:log("attach said:~n~s", [Text]),
+    ?assertEqual(nomatch, binary:match(Text, <<"written to">>)),
+    ?assertEqual({ok, []}, file:list_dir(Tmp)).
 
 %% --cluster, NODE itself killed mid-session: the command notices at once,
 %% says so and exits 2 within a second; the other nodes' sessions end

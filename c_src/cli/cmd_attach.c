@@ -497,9 +497,10 @@ int bp_cmd_attach(int argc, char **argv)
 				lost_at = now_ms();
 			/* Lost NODE: the others' streams end as their sessions
 			 * stop (their coordinator is gone); we go within a
-			 * second whatever they do. */
+			 * second whatever they do (0.4 s for them, at most
+			 * 0.3 s for the printer). */
 			if (lost && (bp_attach_streams_done(&ss) ||
-				     now_ms() - lost_at > 500))
+				     now_ms() - lost_at > 400))
 				break;
 			if (done && (bp_attach_streams_done(&ss) ||
 				     now_ms() - done_at > 3000))
@@ -539,7 +540,8 @@ int bp_cmd_attach(int argc, char **argv)
 			rc = EXIT_FAIL;
 		if (printer > 0) {
 			mark_dir(dir, 1);
-			wait_child(printer, done && ended ? 5000 : 500);
+			wait_child(printer, done && ended ? 5000
+				   : done ? 500 : 300);
 			printer = -1;
 			mark_dir(dir, 0);
 		}
