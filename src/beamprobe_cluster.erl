@@ -384,8 +384,13 @@ finish(#st{nodes = Ns, dir = Dir, started = T0} = St, Why) ->
     Summary = Sum#{seconds => (erlang:monotonic_time(millisecond) - T0) / 1000,
                    output => output(St, Dir),
                    stop_reason => Why,
-                   nodes => maps:from_list(Per)},
+                   nodes => maps:from_list([streamed(St, P) || P <- Per])},
     St#st{summary = Summary}.
+
+%% A streamed node's output: its stream.
+streamed(#st{dir = undefined, streams = M}, {Name, #{output := undefined} = R}) ->
+    {Name, R#{output => maps:get(Name, M, undefined)}};
+streamed(_, P) -> P.
 
 output(#st{streams = M}, undefined) -> {streams, M};
 output(_, Dir) -> Dir.
