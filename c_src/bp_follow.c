@@ -1,0 +1,359 @@
+/* bp_follow.c -- the per-request budget of a follow session: see
+ * bp_follow.h.  Producer context (bp_tracer.c's rules: no lock, no
+ * malloc, no enif_make_*), but for bp_follow_new/free.
+ *
+ * Who writes what: a process's entry in `procs' is written only in that
+ * process's own context (its root call, its receives), so one writer per
+ * key; an entry is claimed (CAS to BUSY, then its request, then its key)
+ * by the process it is for, from an empty entry or one whose request has
+ * left the table.  A message's entry is put by its sender and taken out
+ * (key back to 0) by its receiver.  Readers check the key again after
+ * reading the request, so an entry reclaimed meanwhile reads as absent.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "bp_atoms.h"
+#include "bp_clock.h"
+#include "bp_follow.h"
+#include "bp_session.h"
+#include "bp_tracer.h"
+
+#define BUSY (~(uint64_t)0)
+#define PROBE 16     /* entries looked at for one key */
+#define REQ_PROBE 64 /* request slots tried for a new request */
+#define PROCS_PER_REQ 8
+#define MSGS_PER_REQ 16
+
+static inline void count(struct bp_follow *f, enum bp_follow_count i)
+{
+	atomic_fetch_add_explicit(&f->count[i].v, 1, memory_order_relaxed);
+}
+
+static uint32_t pow2(uint64_t n)
+{
+	uint32_t p = 1;
+
+	while (p < n)
+		p <<= 1;
+	return p;
+}
+
+struct bp_follow *bp_follow_new(uint64_t events, uint64_t ms,
+				uint32_t requests)
+{
+	struct bp_follow *f;
+
+	if (events < 1 || ms < 1 || requests < 1 ||
+	    requests > BP_FOLLOW_MAX_REQUESTS)
+		return NULL;
+	f = enif_alloc(sizeof *f);
+	if (!f)
+		return NULL;
+	memset(f, 0, sizeof *f);
+	f->events = events;
+	f->ms_ns = ms * 1000000ull;
+	f->nreqs = pow2(requests);
+	f->nprocs = f->nreqs * PROCS_PER_REQ;
+	f->nmsgs = f->nreqs * MSGS_PER_REQ;
+	f->reqs = enif_alloc(sizeof *f->reqs * f->nreqs);
+	f->procs = enif_alloc(sizeof *f->procs * f->nprocs);
+	f->msgs = enif_alloc(sizeof *f->msgs * f->nmsgs);
+	if (!f->reqs || !f->procs || !f->msgs) {
+		bp_follow_free(f);
+		return NULL;
+	}
+	memset(f->reqs, 0, sizeof *f->reqs * f->nreqs);
+	memset(f->procs, 0, sizeof *f->procs * f->nprocs);
+	memset(f->msgs, 0, sizeof *f->msgs * f->nmsgs);
+	return f;
+}
+
+void bp_follow_free(struct bp_follow *f)
+{
+	if (!f)
+		return;
+	if (f->reqs)
+		enif_free(f->reqs);
+	if (f->procs)
+		enif_free(f->procs);
+	if (f->msgs)
+		enif_free(f->msgs);
+	enif_free(f);
+}
+
+static inline uint64_t mix(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	x ^= x >> 33;
+	return x;
+}
+
+/* The key of message (sender key, serial): never 0 or BUSY. */
+static inline uint64_t msg_key(uint64_t pid, uint64_t serial)
+{
+	uint64_t k = mix(pid * 0x9E3779B97F4A7C15ull ^ serial) | 1;
+
+	return k == BUSY ? 1 : k;
+}
+
+static inline struct bp_follow_req *req_of(struct bp_follow *f, uint64_t h)
+{
+	return &f->reqs[h & (f->nreqs - 1)];
+}
+
+/* Is request h still in the table? */
+static inline int live(struct bp_follow *f, uint64_t h)
+{
+	return h && atomic_load(&req_of(f, h)->id) == h;
+}
+
+/* Request of an entry's key k in table t (n entries), 0 if none. */
+static uint64_t ent_get(struct bp_follow_ent *t, uint32_t n, uint64_t k,
+			int take)
+{
+	uint32_t i = (uint32_t)mix(k) & (n - 1);
+
+	for (int p = 0; p < PROBE; p++, i = (i + 1) & (n - 1)) {
+		struct bp_follow_ent *e = &t[i];
+		uint64_t h;
+
+		if (atomic_load(&e->key) != k)
+			continue;
+		h = atomic_load(&e->req);
+		if (atomic_load(&e->key) != k)
+			return 0; /* reclaimed meanwhile */
+		if (take) {
+			uint64_t kk = k;
+			if (!atomic_compare_exchange_strong(&e->key, &kk, 0))
+				return 0;
+		}
+		return h;
+	}
+	return 0;
+}
+
+/* Sets k -> h in table t: k's entry, else an empty one or one whose
+ * request has left the table.  0 if none within the probe. */
+static int ent_put(struct bp_follow *f, struct bp_follow_ent *t, uint32_t n,
+		   uint64_t k, uint64_t h)
+{
+	uint32_t i = (uint32_t)mix(k) & (n - 1);
+
+	for (int p = 0; p < PROBE; p++, i = (i + 1) & (n - 1)) {
+		struct bp_follow_ent *e = &t[i];
+		uint64_t old = atomic_load(&e->key);
+
+		if (old == k) { /* only k's writer writes it */
+			atomic_store(&e->req, h);
+			return 1;
+		}
+		if (old == BUSY || (old && live(f, atomic_load(&e->req))))
+			continue;
+		if (!atomic_compare_exchange_strong(&e->key, &old, BUSY))
+			continue;
+		atomic_store(&e->req, h);
+		atomic_store(&e->key, k);
+		return 1;
+	}
+	return 0;
+}
+
+static inline uint64_t proc_get(struct bp_follow *f, uint64_t pid)
+{
+	return ent_get(f->procs, f->nprocs, pid, 0);
+}
+
+/* proc[pid] = h (h 0: works for no request); counts a full table. */
+static void proc_set(struct bp_follow *f, uint64_t pid, uint64_t h)
+{
+	if (!h) {
+		uint32_t i = (uint32_t)mix(pid) & (f->nprocs - 1);
+		for (int p = 0; p < PROBE; p++, i = (i + 1) & (f->nprocs - 1))
+			if (atomic_load(&f->procs[i].key) == pid) {
+				atomic_store(&f->procs[i].req, 0);
+				return;
+			}
+		return;
+	}
+	if (!ent_put(f, f->procs, f->nprocs, pid, h))
+		count(f, BP_FC_TABLE);
+}
+
+/* A new request whose first process is pid, started at now: its handle,
+ * or 0 if every slot tried holds a request in its root call and younger
+ * than ms (counted). */
+static uint64_t new_request(struct bp_follow *f, uint64_t pid, uint64_t now,
+			    int open)
+{
+	uint32_t tries = f->nreqs < REQ_PROBE ? f->nreqs : REQ_PROBE;
+
+	for (uint32_t t = 0; t < tries; t++) {
+		uint64_t c = atomic_fetch_add(&f->cursor, 1);
+		struct bp_follow_req *r = &f->reqs[c & (f->nreqs - 1)];
+		uint64_t id = atomic_load(&r->id), h;
+
+		if (id == BUSY) /* being set up by another thread */
+			continue;
+		if (id && atomic_load(&r->open) &&
+		    now - atomic_load(&r->start) <= f->ms_ns)
+			continue; /* in its root call, within its time */
+		if (!atomic_compare_exchange_strong(&r->id, &id, BUSY))
+			continue;
+		h = ((atomic_fetch_add(&f->seq, 1) + 1) << 16) |
+		    (c & (f->nreqs - 1));
+		atomic_store(&r->start, now);
+		atomic_store(&r->used, 0);
+		atomic_store(&r->root, pid);
+		atomic_store(&r->open, (uint32_t)open);
+		atomic_store(&r->cut, 0);
+		atomic_store(&r->id, h);
+		count(f, BP_FC_STARTED);
+		return h;
+	}
+	count(f, BP_FC_REFUSED);
+	return 0;
+}
+
+/* Takes one event of request h at now: 1 to write it, 0 if it is past the
+ * request's budget or the request has left the table (counted; the first
+ * cut of a request is marked in the trace). */
+static int take(ErlNifEnv *env, struct bp_session *s, struct bp_follow *f,
+		uint64_t h, uint64_t now, struct ev_ctx *c)
+{
+	struct bp_follow_req *r = req_of(f, h);
+	uint64_t start = atomic_load(&r->start), n;
+	uint32_t zero = 0;
+	char text[48];
+	int why;
+
+	if (atomic_load(&r->id) != h) {
+		count(f, BP_FC_TABLE);
+		return 0;
+	}
+	if (now > start && now - start > f->ms_ns) {
+		why = BP_FC_MS;
+	} else {
+		n = atomic_fetch_add(&r->used, 1);
+		if (n < f->events)
+			return 1;
+		why = BP_FC_EVENTS;
+	}
+	count(f, (enum bp_follow_count)why);
+	if (atomic_compare_exchange_strong(&r->cut, &zero, 1)) {
+		count(f, BP_FC_CUT);
+		if (why == BP_FC_MS)
+			snprintf(text, sizeof text, "{ms,%llu}",
+				 (unsigned long long)(f->ms_ns / 1000000));
+		else
+			snprintf(text, sizeof text, "{events,%llu}",
+				 (unsigned long long)f->events);
+		bp_tracer_write_cut(env, s, atomic_load(&r->root), text, c);
+	}
+	return 0;
+}
+
+static inline uint64_t local_pid(ErlNifEnv *env, ERL_NIF_TERM t)
+{
+	ErlNifPid p;
+
+	return enif_get_local_pid(env, t, &p) ? (uint64_t)t : 0;
+}
+
+void bp_follow_call(ErlNifEnv *env, struct bp_session *s,
+		    const ERL_NIF_TERM argv[], struct ev_ctx *c)
+{
+	struct bp_follow *f = s->follow;
+	uint64_t pid = local_pid(env, argv[2]), now = bp_now(), h;
+	struct bp_follow_req *r;
+
+	if (!pid)
+		return;
+	h = proc_get(f, pid);
+	r = req_of(f, h);
+	if (argv[0] == bp_atom.call) {
+		if (live(f, h) && atomic_load(&r->root) == pid &&
+		    atomic_load(&r->open)) {
+			/* A root call inside its own root call: the same
+			 * request. */
+			atomic_fetch_add(&r->open, 1);
+		} else {
+			h = new_request(f, pid, now, 1);
+			proc_set(f, pid, h);
+			if (!h)
+				return;
+		}
+		if (take(env, s, f, h, now, c))
+			bp_tracer_write_call(env, s, argv, 0, c);
+		return;
+	}
+	if (argv[0] != bp_atom.return_from &&
+	    argv[0] != bp_atom.exception_from)
+		return;
+	if (!h) {
+		count(f, BP_FC_OUTSIDE);
+		return;
+	}
+	if (take(env, s, f, h, now, c))
+		bp_tracer_write_call(env, s, argv, 0, c);
+	/* The root call has returned: the root works for it no more. */
+	if (live(f, h) && atomic_load(&r->root) == pid &&
+	    atomic_load(&r->open) &&
+	    atomic_fetch_sub(&r->open, 1) == 1)
+		proc_set(f, pid, 0);
+}
+
+void bp_follow_seq(ErlNifEnv *env, struct bp_session *s,
+		   const ERL_NIF_TERM argv[], struct ev_ctx *c)
+{
+	struct bp_follow *f = s->follow;
+	const ERL_NIF_TERM *info, *ser;
+	ErlNifUInt64 prev, serial;
+	uint64_t from, to, now, h;
+	int n;
+
+	if (!enif_get_tuple(env, argv[3], &n, &info) || n != 5 ||
+	    !enif_get_tuple(env, info[1], &n, &ser) || n != 2 ||
+	    !enif_get_uint64(env, ser[0], &prev) ||
+	    !enif_get_uint64(env, ser[1], &serial))
+		return;
+	from = local_pid(env, info[2]);
+	to = local_pid(env, info[3]);
+	now = bp_now();
+	if (info[0] == bp_atom.send) {
+		if (!from)
+			return;
+		h = proc_get(f, from);
+		if (!h) {
+			count(f, BP_FC_OUTSIDE);
+			return;
+		}
+		if (!ent_put(f, f->msgs, f->nmsgs, msg_key(from, serial), h))
+			count(f, BP_FC_TABLE); /* its receive will be outside */
+		if (take(env, s, f, h, now, c))
+			bp_tracer_write_msg(env, s, 1, info[2], info[3],
+					    info[4], c);
+		return;
+	}
+	if (info[0] != bp_atom.receive || !to)
+		return;
+	if (from) {
+		h = ent_get(f->msgs, f->nmsgs, msg_key(from, serial), 1);
+	} else {
+		/* From another node: an answer to what `to' sent for a
+		 * request, else a new part of the request on this node. */
+		h = ent_get(f->msgs, f->nmsgs, msg_key(to, prev), 0);
+		if (!live(f, h))
+			h = new_request(f, to, now, 0);
+	}
+	proc_set(f, to, h); /* 0: it works for no request now */
+	if (!h) {
+		count(f, BP_FC_OUTSIDE);
+		return;
+	}
+	if (take(env, s, f, h, now, c))
+		bp_tracer_write_msg(env, s, 0, info[3], info[2], info[4], c);
+}
