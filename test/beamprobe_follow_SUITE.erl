@@ -14,7 +14,8 @@
          bad_specs/1, owner_dies/1, across_nodes/1, seq_tracer_taken/1,
          across_nodes_two_roots/1, across_nodes_conflict/1,
          across_nodes_peer_dies/1, across_nodes_budget/1,
-         seq_tracer_replaced/1]).
+         seq_tracer_replaced/1, request_events/1, request_ms/1,
+         request_table/1]).
 -export([node_state/0]).
 
 -define(L, beamprobe_test_lib).
@@ -23,7 +24,7 @@ all() ->
     [exact_events, two_requests, budget_events, budget_ms, bad_specs,
      owner_dies, across_nodes, seq_tracer_taken, across_nodes_two_roots,
      across_nodes_conflict, across_nodes_peer_dies, across_nodes_budget,
-     seq_tracer_replaced].
+     seq_tracer_replaced, request_events, request_ms, request_table].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -159,24 +160,29 @@ two_requests(Config) ->
     ?assertEqual([[<<"1">>], [<<"2">>]], lists:sort(Values)),
     [?assertEqual(nomatch, binary:match(B, <<"plain">>)) || B <- Blocks].
 
-%% The event budget ends the session by itself, and what it enabled is
-%% gone.
+%% The session-wide event bound (limits) ends the session by itself, and
+%% what it enabled is gone.
 budget_events(Config) ->
     Dir = ?L:dir(Config, "f"),
     {Mid, _} = servers(),
-    {ok, H} = follow(Dir, #{events => 3}),
+    {ok, H} = beamprobe:start(#{follow => #{from => "follow_request:root/2"},
+                                limits => #{events => 3},
+                                output => {file, Dir}}),
     107 = (fun() -> ?W:root(Mid, 7) end)(),
     _ = ?L:wait_until(fun() -> erlang:trace_info(new, flags) =:= {flags, []} end, 5000),
     assert_clean(Config),
-    {ok, #{stop_reason := budget_events}} = beamprobe:stop(H).
+    {ok, #{stop_reason := limit_events}} = beamprobe:stop(H).
 
-%% So does the time budget.
+%% So does the session-wide time bound.
 budget_ms(Config) ->
     Dir = ?L:dir(Config, "f"),
-    {ok, H} = follow(Dir, #{ms => 200}),
+    {ok, H} = beamprobe:start(#{follow => #{from => "follow_request:root/2",
+                                            budget => #{ms => 100}},
+                                limits => #{seconds => 0.2},
+                                output => {file, Dir}}),
     timer:sleep(400),
     assert_clean(Config),
-    {ok, #{stop_reason := budget_ms}} = beamprobe:stop(H),
+    {ok, #{stop_reason := limit_seconds}} = beamprobe:stop(H),
     ?assertEqual({error, not_found}, beamprobe:stop(H)).
 
 bad_specs(Config) ->
@@ -408,8 +414,8 @@ across_nodes_budget(Config) ->
     {Peer, B} = start_peer(),
     try
         Before = erpc:call(B, ?MODULE, node_state, []),
-        {ok, H} = beamprobe:start(#{follow => #{from => "follow_request:root/2",
-                                                budget => #{ms => 300}},
+        {ok, H} = beamprobe:start(#{follow => #{from => "follow_request:root/2"},
+                                    limits => #{seconds => 0.3},
                                     nodes => [node(), B],
                                     output => {file, Dir}}),
         ?assertMatch(#{seq_tracer := {beamprobe_nif, _}},
@@ -418,7 +424,7 @@ across_nodes_budget(Config) ->
         assert_clean(Config),
         ?assertEqual(Before, erpc:call(B, ?MODULE, node_state, [])),
         {ok, #{nodes := Per}} = beamprobe:stop(H),
-        [?assertMatch(#{summary := {ok, #{stop_reason := budget_ms}}}, V)
+        [?assertMatch(#{summary := {ok, #{stop_reason := limit_seconds}}}, V)
          || V <- maps:values(Per)]
     after
         catch peer:stop(Peer)
@@ -444,3 +450,153 @@ seq_tracer_replaced(Config) ->
     Print = ?L:cli_ok(["print", Dir]),
     ct:pal("~s", [Print]),
     ?assertMatch({match, _}, re:run(Print, "tampered seq_trace_tracer node replaced")).
+
+%%% ------------------------------------------------------------------------
+%%% The budget is per request
+
+%% Requests of `bin/beamprobe request' Out: [{Head, EventLines}].
+blocks(Out) ->
+    [begin
+         [H | Ls] = lines(<<"Request ", B/binary>>),
+         {H, [L || L <- Ls, binary:match(L, <<"Per-request budget:">>) =:= nomatch]}
+     end
+     || B <- binary:split(Out, <<"Request ">>, [global]), B =/= <<>>,
+        binary:match(B, <<": root ">>) =/= nomatch].
+
+%% The request of ask/2 tagged Id, from the blocks: its event lines.
+request_of(Id, Blocks) ->
+    Tag = iolist_to_binary(io_lib:format("{~p,", [Id])),
+    case [{H, Ls} || {H, Ls} <- Blocks, binary:match(hd(Ls), Tag) =/= nomatch] of
+        [R] -> R;
+        Other -> ct:fail({request, Id, Other})
+    end.
+
+%% What ask(Echo, {Id, Plan}) does, event by event (the regexps of its
+%% request's lines), all its events.
+ask_events(Id, N) ->
+    T = fun(I) -> io_lib:format("\\{~p,~p\\}", [Id, I]) end,
+    ["call follow_request:ask\\(<[0-9.]+>, \\{" ++ integer_to_list(Id) ++ ","] ++
+        lists:append(
+          [["sent \\{echo,<[0-9.]+>," ++ T(I) ++ "\\} to <",
+            "received \\{echo,<[0-9.]+>," ++ T(I) ++ "\\}$",
+            "sent \\{echoed," ++ T(I) ++ "\\} to <",
+            "received \\{echoed," ++ T(I) ++ "\\}$"] || I <- lists:seq(0, N - 1)]) ++
+        ["returned from follow_request:ask/2 -> " ++ integer_to_list(N) ++ "$"].
+
+assert_events(Lines, REs) ->
+    ?assertEqual({length(REs), Lines}, {length(Lines), Lines}),
+    [?assertMatch({{match, _}, _}, {re:run(L, lists:flatten(RE)), L})
+     || {L, RE} <- lists:zip(Lines, REs)].
+
+ask_follow(Dir, Budget) ->
+    beamprobe:start(#{follow => #{from => "follow_request:ask/2",
+                                  budget => Budget},
+                      output => {file, Dir}}).
+
+run_asks(Echo, Asks) ->
+    Self = self(),
+    Ps = [{Id, spawn(fun() -> receive go -> ok end,
+                              Self ! {asked, Id, ?W:ask(Echo, {Id, Plan})} end)}
+          || {Id, Plan} <- Asks],
+    [P ! go || {_, P} <- Ps],
+    [receive {asked, Id, N} -> ?assertEqual(length(Plan), N) end
+     || {Id, Plan} <- Asks].
+
+%% A root function called by several requests at once, one long (50
+%% round trips through a shared server, 202 events) and six short (one
+%% round trip, 6 events), then three more short ones: with a budget of 20
+%% events per request the long request is cut at exactly its 20th event
+%% (the first 20 events of what it did), every short request is whole,
+%% event by event, and the 182 events cut are counted exactly; the cut is
+%% marked in the trace and shown by `beamprobe request'.
+request_events(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    Echo = spawn(?W, echo, []),
+    {ok, H} = ask_follow(Dir, #{events => 20}),
+    Long = {1, lists:duplicate(50, 0)},
+    Shorts = [{Id, [0]} || Id <- lists:seq(2, 7)],
+    run_asks(Echo, [Long | Shorts]),
+    Later = [{Id, [0]} || Id <- lists:seq(8, 10)],
+    run_asks(Echo, Later),
+    {ok, Sum} = beamprobe:stop(H),
+    ct:pal("~p", [Sum]),
+    assert_clean(Config),
+    #{dropped := D, requests := R} = Sum,
+    ?assertMatch(#{request_events := 182, request_ms := 0, request_table := 0,
+                   ring_full := 0}, D),
+    ?assertMatch(#{started := 10, cut := 1, refused := 0}, R),
+    Out = ?L:cli_ok(["request", Dir]),
+    ct:pal("~s", [Out]),
+    Blocks = blocks(Out),
+    ?assertEqual(10, length(Blocks)),
+    {LongHead, LongLines} = request_of(1, Blocks),
+    assert_events(LongLines, lists:sublist(ask_events(1, 50), 20)),
+    ?assertMatch({match, _}, re:run(LongHead, ", 20 events, [0-9]+ process.*, cut: events budget \\(20\\)")),
+    [begin
+         {SH, SL} = request_of(Id, Blocks),
+         assert_events(SL, ask_events(Id, 1)),
+         ?assertEqual(nomatch, binary:match(SH, <<"cut">>))
+     end || {Id, _} <- Shorts ++ Later],
+    %% The trace records the cut and the counts.
+    Print = ?L:cli_ok(["print", Dir]),
+    ?assertEqual(1, length(binary:matches(Print, <<"annotation follow_cut: {events,20}">>))),
+    Info = ?L:cli_ok(["info", Dir]),
+    ?assertMatch({match, _}, re:run(Info, "follow_dropped_request_events.*182")),
+    ?assertMatch({match, _}, re:run(Out, "\nPer-request budget: 182 events cut by the events budget, 0 by the ms budget, 0 lost to the request table; 0 requests refused")).
+
+%% The time budget per request: a request that sleeps past it is cut at
+%% its first event after it (its remaining 5 events counted), while a
+%% request that starts during that sleep, and one after, are whole.
+request_ms(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    Echo = spawn(?W, echo, []),
+    {ok, H} = ask_follow(Dir, #{ms => 300}),
+    Self = self(),
+    Slow = spawn(fun() -> Self ! {asked, 1, ?W:ask(Echo, {1, [0, 600]})} end),
+    timer:sleep(100),
+    run_asks(Echo, [{2, [0, 50]}]),
+    receive {asked, 1, 2} -> ok end,
+    _ = Slow,
+    run_asks(Echo, [{3, [0, 0]}]),
+    {ok, Sum} = beamprobe:stop(H),
+    ct:pal("~p", [Sum]),
+    assert_clean(Config),
+    ?assertMatch(#{request_ms := 5, request_events := 0, request_table := 0},
+                 maps:get(dropped, Sum)),
+    ?assertMatch(#{started := 3, cut := 1}, maps:get(requests, Sum)),
+    Out = ?L:cli_ok(["request", Dir]),
+    ct:pal("~s", [Out]),
+    Blocks = blocks(Out),
+    {SlowHead, SlowLines} = request_of(1, Blocks),
+    assert_events(SlowLines, lists:sublist(ask_events(1, 2), 5)),
+    ?assertMatch({match, _}, re:run(SlowHead, "cut: ms budget \\(300\\)")),
+    [begin
+         {SH, SL} = request_of(Id, Blocks),
+         assert_events(SL, ask_events(Id, 2)),
+         ?assertEqual(nomatch, binary:match(SH, <<"cut">>))
+     end || Id <- [2, 3]].
+
+%% More requests in their root call at once than the table holds
+%% (requests => 4): the others are refused and counted, recorded not at
+%% all (not even in part), every call still answers, the node is left
+%% clean, and once the table has room again a request is followed.
+request_table(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    Echo = spawn(?W, echo, []),
+    {ok, H} = ask_follow(Dir, #{requests => 4}),
+    run_asks(Echo, [{Id, [300]} || Id <- lists:seq(1, 8)]),
+    run_asks(Echo, [{9, [0]}]),
+    {ok, Sum} = beamprobe:stop(H),
+    ct:pal("~p", [Sum]),
+    assert_clean(Config),
+    ?assertMatch(#{started := 5, refused := 4, cut := 0},
+                 maps:get(requests, Sum)),
+    ?assertMatch(#{request_table := 0, total := 0}, maps:get(dropped, Sum)),
+    Out = ?L:cli_ok(["request", Dir]),
+    ct:pal("~s", [Out]),
+    Blocks = blocks(Out),
+    ?assertEqual(5, length(Blocks)),
+    [?assertMatch({match, _}, re:run(Hd, ", 6 events, 2 processes")) || {Hd, _} <- Blocks],
+    {_, L9} = request_of(9, Blocks),
+    assert_events(L9, ask_events(9, 1)),
+    ?assertMatch({match, _}, re:run(Out, "4 requests refused \\(table full\\)")).

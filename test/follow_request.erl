@@ -3,7 +3,8 @@
 %%% module: beamprobe refuses patterns on beamprobe's modules, the suite
 %%% included.)
 -module(follow_request).
--export([root/2, mid/1, srv/1, plain/2, plain_until_stop/1, servers/0]).
+-export([root/2, mid/1, srv/1, plain/2, plain_until_stop/1, servers/0,
+         ask/2, echo/0]).
 
 %% @doc The root of a request: asks Mid for X's reply.
 -spec root(pid(), integer()) -> integer().
@@ -56,3 +57,21 @@ servers() ->
     Srv = spawn(?MODULE, srv, [100]),
     Mid = spawn(?MODULE, mid, [Srv]),
     {Mid, Srv}.
+
+%% @doc Another root: one round trip to the echo server Echo per element
+%% of Plan, each after sleeping that many ms; messages tagged
+%% {Id, I}.  Returns the number of round trips.
+-spec ask(pid(), {term(), [non_neg_integer()]}) -> non_neg_integer().
+ask(Echo, {Id, Plan}) ->
+    lists:foldl(fun(Ms, I) ->
+                        receive after Ms -> ok end,
+                        Echo ! {echo, self(), {Id, I}},
+                        receive {echoed, {Id, I}} -> I + 1 end
+                end, 0, Plan).
+
+%% @doc The echo server of ask/2.
+-spec echo() -> no_return().
+echo() ->
+    receive
+        {echo, From, Tag} -> From ! {echoed, Tag}, echo()
+    end.

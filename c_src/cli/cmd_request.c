@@ -14,6 +14,11 @@
  * the process a request came from, may have sends shown in the wrong
  * request.  The depth (indentation) is the number of
  * messages between the root and the process.
+ *
+ * A request the follow session cut (its per-request budget, bp_follow.h)
+ * has an annotation event `follow_cut' about its first process: the
+ * request is marked "cut: events budget (N)" or "cut: ms budget (T)";
+ * the counts of events cut (env follow_dropped_*) are printed at the end.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -34,6 +39,7 @@ struct pending {
 
 struct proc {
 	uint32_t req;    /* the root's request, in its root call */
+	uint32_t last;   /* the last request rooted here */
 	uint32_t depth;
 	int root;        /* the root process, in its root call */
 	uint32_t npend;  /* requests it works for, oldest first */
@@ -45,6 +51,7 @@ struct request {
 	uint64_t pid, start, end; /* control clock */
 	uint64_t events;
 	uint32_t procs;
+	char cut[40];    /* "events budget (20)", or "" */
 	struct bp_out lines;
 };
 
@@ -195,6 +202,20 @@ static int follow_other(const struct bp_cluster *c, struct state *s,
 	return 0;
 }
 
+/* "{events,20}" -> "events budget (20)". */
+static void mark_cut(struct request *r, const char *v)
+{
+	const char *comma = strchr(v, ',');
+	int kind = comma && v[0] == '{' ? (int)(comma - v - 1) : 0;
+	int num = comma ? (int)strcspn(comma + 1, "}") : 0;
+
+	if (kind <= 0 || kind > 8 || num <= 0 || num > 20)
+		snprintf(r->cut, sizeof r->cut, "budget");
+	else
+		snprintf(r->cut, sizeof r->cut, "%.*s budget (%.*s)", kind,
+			 v + 1, num, comma + 1);
+}
+
 static int walk(const struct bp_cluster *c, struct state *s,
 		const char *root_opt)
 {
@@ -219,6 +240,17 @@ static int walk(const struct bp_cluster *c, struct state *s,
 			rc = -1;
 			break;
 		}
+		if (e->id == BP_EV_ANNOTATION &&
+		    strcmp(e->str[BP_FLD(ANNOTATION, tag)], "follow_cut") == 0) {
+			/* About the cut request's first process. */
+			uint32_t q = p->last ? p->last
+				     : p->npend ? p->pend[0].req : 0;
+			if (q)
+				mark_cut(&s->reqs[q - 1],
+					 e->str[BP_FLD(ANNOTATION, value)]);
+			bp_cluster_advance(cur, n);
+			continue;
+		}
 		if (e->id == BP_EV_PROCESS) {
 			/* A name (written at the session's end), not something
 			 * the process did. */
@@ -237,6 +269,7 @@ static int walk(const struct bp_cluster *c, struct state *s,
 			r->start = r->end = (uint64_t)bp_cluster_when(c, n, e->ts);
 			r->procs = 1;
 			p->req = s->nreqs;
+			p->last = s->nreqs;
 			p->depth = 0;
 			p->root = 1;
 		} else if (!p->root) {
@@ -289,9 +322,49 @@ static void print(const struct bp_cluster *c, const struct state *s,
 		bp_out_u64(o, r->procs);
 		bp_out_str(o, r->procs == 1 ? " process, " : " processes, ");
 		bp_out_dur(o, r->end - r->start);
+		if (r->cut[0]) {
+			bp_out_str(o, ", cut: ");
+			bp_out_str(o, r->cut);
+		}
 		bp_out_char(o, '\n');
 		bp_out_mem(o, r->lines.buf, r->lines.len);
 	}
+}
+
+/* The events the per-request budget cut, summed over the nodes (env
+ * follow_dropped_*, written when the follow session stopped). */
+static void print_cut_counts(const struct bp_cluster *c, struct bp_out *o)
+{
+	static const char *const keys[] = {"follow_dropped_request_events",
+					   "follow_dropped_request_ms",
+					   "follow_dropped_request_table",
+					   "follow_refused"};
+	unsigned long long v[4] = {0, 0, 0, 0};
+	struct bp_cluster_cursor cur[BP_CLUSTER_MAX_NODES];
+	int any = 0;
+
+	bp_cluster_open_all(c, cur);
+	for (unsigned i = 0; i < c->n; i++)
+		for (int k = 0; k < 4 && cur[i].open; k++) {
+			const char *t = bp_meta_env(&cur[i].r.meta, keys[k]);
+			if (t) {
+				v[k] += strtoull(t, NULL, 10);
+				any = 1;
+			}
+		}
+	bp_cluster_close_all(c, cur);
+	if (!any || !(v[0] | v[1] | v[2] | v[3]))
+		return;
+	bp_out_str(o, "Per-request budget: ");
+	bp_out_u64(o, v[0]);
+	bp_out_str(o, " events cut by the events budget, ");
+	bp_out_u64(o, v[1]);
+	bp_out_str(o, " by the ms budget, ");
+	bp_out_u64(o, v[2]);
+	bp_out_str(o, " lost to the request table; ");
+	bp_out_u64(o, v[3]);
+	bp_out_str(o, v[3] == 1 ? " request refused (table full)\n"
+				: " requests refused (table full)\n");
 }
 
 int bp_cmd_request(int argc, char **argv)
@@ -345,6 +418,8 @@ int bp_cmd_request(int argc, char **argv)
 				       "in the trace (env follow_root, or "
 				       "--root M:F/A)\n");
 		print(&c, &s, &o, (long)only);
+		if (!only)
+			print_cut_counts(&c, &o);
 		if (bp_out_close(&o))
 			rc = BP_EXIT_DAMAGED;
 	}
