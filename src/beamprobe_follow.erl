@@ -3,7 +3,8 @@
 %%% every node of a cluster session.
 %%%
 %%% `beamprobe:start(#{follow => #{from => "m:f/2", budget => #{events =>
-%%% N, ms => T}}, output => {file, Dir}})' follows on this node; with
+%%% N, ms => T, requests => R}}, output => {file, Dir}})' follows on this
+%%% node; with
 %%% `nodes => [node() | nodes()]' it is a cluster session
 %%% (beamprobe_cluster) whose every node runs one of these, so that a
 %%% request is followed on each listed node its messages reach, wherever
@@ -11,16 +12,15 @@
 %%% passes through it).
 %%%
 %%% ```
-%%% every process has `call' and `send' (this session's tracer)
+%%% every process has `call' (this session's tracer)
 %%% any process calls m:f/2 --(call pattern)--> match spec: seq_trace
 %%%   label {beamprobe_follow, Node, Session} on the caller, with the
-%%%   token's `receive' flag; return_trace
-%%% a process carrying that label sends --(send pattern guarded by
-%%%   is_seq_trace)--> send event
-%%% a process receives a labelled message --(the VM's seq_trace: this
-%%%   session is the node's system seq_trace tracer)--> receive event,
-%%%   written in the receiver when it takes the message (not when it
-%%%   enters the queue)
+%%%   token's `send' and `receive' flags; return_trace
+%%% a process carrying that label sends --(the VM's seq_trace: this
+%%%   session is the node's system seq_trace tracer)--> send event
+%%% a process receives a labelled message --(seq_trace)--> receive
+%%%   event, written in the receiver when it takes the message (not when
+%%%   it enters the queue)
 %%% the VM carries the label with each message, to other nodes too, and
 %%%   clears it when a process takes a message without one
 %%% '''
@@ -33,22 +33,45 @@
 %%% `bin/beamprobe request' builds each request's tree from them (sends
 %%% matched to receives).
 %%%
-%%% Budget: `events' (default 10000) and `ms' (default 5000) bound the
-%%% whole follow session on each node (all the requests it follows);
-%%% when either is spent, or stop/1 is called, or the owner dies,
-%%% everything it installed is removed: the call pattern, the send pattern
-%%% (the one that was there before is put back), the flags of every
-%%% process it traced, the system seq_trace tracer (back to none).  What
-%%% it cannot remove: the seq_trace label stays in the processes that
-%%% carry it until they receive an unlabelled message (no process can
-%%% clear another's token); without the send pattern and the system
-%%% tracer it has no effect on tracing.
+%%% Budget, per request (c_src/bp_follow.h): every request has the same
+%%% label (on OTP 25 a match spec cannot give each root call a label of
+%%% its own), so the tracer tells requests apart: each root call starts a
+%%% request; a message belongs to the request its sender works for (by
+%%% the seq_trace serial the VM gives each labelled message: sender and
+%%% serial at the send, the same at the receive); a process works for the
+%%% request of the message it took last (as its seq_trace token does),
+%%% the root until its root call returns.  Each request may record
+%%% `events' events (default 10000) within `ms' ms of its root call
+%%% (default 5000); later events of it are not written and are counted
+%%% (`dropped' `request_events', `request_ms'), and its first cut event
+%%% writes an annotation `follow_cut' ({events, N} or {ms, T}) about its
+%%% root process.  `requests' (default 1024, at most 16384) bounds the
+%%% requests the tracer keeps apart at once (fixed tables, allocated at
+%%% start): a root call when that many requests are in their root calls
+%%% (and younger than `ms') is refused (`requests' `refused', nothing of
+%%% it recorded); an event of a request pushed out of the tables by newer
+%%% ones is counted as `request_table'.  On another node, a labelled
+%%% message from a remote process that is not an answer to one this node
+%%% sent for a request (the sender's first send after taking it) starts a
+%%% part of the request with a budget of its own: each node bounds what
+%%% it records of a request, per part.
+%%%
+%%% The session as a whole is bounded by `limits' (as any session:
+%%% `events' 1000000 here unless given, `bytes', `seconds' 60); when one
+%%% is reached (`stop_reason' `limit_events', `limit_bytes',
+%%% `limit_seconds'), or stop/1 is called, or the owner dies, everything
+%%% it installed is removed: the call pattern, the flags of every process
+%%% it traced, the system seq_trace tracer (back to none).  What it cannot
+%%% remove: the seq_trace label stays in the processes that carry it
+%%% until they receive an unlabelled message (no process can clear
+%%% another's token); without the system tracer it has no effect on
+%%% tracing.
 %%%
 %%% It needs the node's trace patterns and its one system seq_trace tracer
 %%% for itself: it refuses to start while another beamprobe session runs,
-%%% another tool has a pattern on the root function or a send pattern, a
-%%% system seq_trace tracer is set (`{seq_trace_tracer, T}'), or default
-%%% flags for new processes are set (`{error, {follow_conflict, What}}').
+%%% another tool has a pattern on the root function, a system seq_trace
+%%% tracer is set (`{seq_trace_tracer, T}'), or default flags for new
+%%% processes are set (`{error, {follow_conflict, What}}').
 -module(beamprobe_follow).
 -behaviour(gen_server).
 
