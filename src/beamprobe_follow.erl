@@ -318,7 +318,7 @@ make_dir(#st{dir = Dir} = St) ->
         _ -> {ok, St}
     end.
 
-start_nif(#st{dir = Dir, budget = #{events := E, ms := Ms, requests := R}} = St) ->
+start_nif(#st{dir = Dir, budget = #{events := E, ms := Ms, requests := Rq}} = St) ->
     C = get(config),
     #{limits := #{events := N, bytes := Bytes}} = C,
     Nif = maps:merge(
@@ -333,7 +333,7 @@ start_nif(#st{dir = Dir, budget = #{events := E, ms := Ms, requests := R}} = St)
               capture => maps:get(capture, C), return => true,
               exceptions => true, event_limit => zero_if_infinity(N),
               byte_limit => zero_if_infinity(Bytes), notify => self(),
-              follow => {E, Ms, R},
+              follow => {E, Ms, Rq},
               max_sessions => application:get_env(beamprobe, max_sessions, 64),
               env => env(St)},
             beamprobe_lttng:nif_config([])),
