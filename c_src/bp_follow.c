@@ -262,6 +262,13 @@ static int take(ErlNifEnv *env, struct bp_session *s, struct bp_follow *f,
 	return 0;
 }
 
+/* The key of a process on another node (or a name): its hash. */
+static inline uint64_t remote_key(ERL_NIF_TERM t)
+{
+	return enif_hash(ERL_NIF_INTERNAL_HASH, t, 0x6270666f6c6c6f77ull) |
+	       2;
+}
+
 static inline uint64_t local_pid(ErlNifEnv *env, ERL_NIF_TERM t)
 {
 	ErlNifPid p;
@@ -357,7 +364,10 @@ void bp_follow_seq(ErlNifEnv *env, struct bp_session *s,
 			count(f, BP_FC_OUTSIDE);
 			return;
 		}
-		if (!ent_put(f, f->msgs, f->nmsgs, msg_key(from, serial), h,
+		/* To another node: keyed by the receiver, whose first send
+		 * after taking it names this serial as its previous one. */
+		if (!ent_put(f, f->msgs, f->nmsgs,
+			     msg_key(to ? from : remote_key(info[3]), serial), h,
 			     1))
 			count(f, BP_FC_TABLE); /* its receive will be outside */
 		if (take(env, s, f, h, now, c))
@@ -370,11 +380,20 @@ void bp_follow_seq(ErlNifEnv *env, struct bp_session *s,
 	if (from) {
 		h = ent_get(f->msgs, f->nmsgs, msg_key(from, serial), 1);
 	} else {
-		/* From another node: an answer to what `to' sent for a
-		 * request, else a new part of the request on this node. */
-		h = ent_get(f->msgs, f->nmsgs, msg_key(to, prev), 0);
-		if (!live(f, h))
-			h = new_request(f, to, now, 0);
+		/* From another node: the sender's first send after taking a
+		 * message this node sent for a request belongs to it; else,
+		 * to a root in its root call, to its request; else a new
+		 * part of the request on this node. */
+		h = ent_get(f->msgs, f->nmsgs,
+			    msg_key(remote_key(info[2]), prev), 1);
+		if (!live(f, h)) {
+			uint64_t r = proc_get(f, to);
+			struct bp_follow_req *q = req_of(f, r);
+			h = live(f, r) && atomic_load(&q->root) == to &&
+					    atomic_load(&q->open)
+				    ? r
+				    : new_request(f, to, now, 0);
+		}
 	}
 	proc_set(f, to, h); /* 0: it works for no request now */
 	if (!h) {

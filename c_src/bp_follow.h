@@ -11,13 +11,16 @@
  *   root call in P        a new request R (or the same one for a nested
  *                         call of the root in P's own root call);
  *                         proc[P] = R
- *   send by P             of proc[P]; msg[(P, serial)] = R
+ *   send by P             of proc[P]; msg[(P, serial)] = R, or for a
+ *                         receiver X on another node msg[(X, serial)] = R
  *   receive by Q of a     msg[(From, serial)] (taken out); proc[Q] = R
  *     local message
- *   receive by Q of a     msg[(Q, previous serial)] if the message answers
- *     remote message      one Q sent for a request (the sender's first
- *                         send after taking Q's message), else a new
- *                         part of the request on this node (its own R)
+ *   receive by Q of a     msg[(From, previous serial)]: From's first send
+ *     remote message      after taking a message this node sent it for
+ *                         R names that message's serial as its previous
+ *                         one; else Q's request if Q is a root in its
+ *                         root call; else a new part of the request on
+ *                         this node (its own R and budget)
  *   root return in P      of proc[P]; then P no longer works for it
  *
  * Each request has its own event count and start time: an event past

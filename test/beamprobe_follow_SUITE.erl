@@ -15,7 +15,7 @@
          across_nodes_two_roots/1, across_nodes_conflict/1,
          across_nodes_peer_dies/1, across_nodes_budget/1,
          seq_tracer_replaced/1, request_events/1, request_ms/1,
-         request_table/1]).
+         request_table/1, across_nodes_request_budget/1]).
 -export([node_state/0]).
 
 -define(L, beamprobe_test_lib).
@@ -24,7 +24,8 @@ all() ->
     [exact_events, two_requests, budget_events, budget_ms, bad_specs,
      owner_dies, across_nodes, seq_tracer_taken, across_nodes_two_roots,
      across_nodes_conflict, across_nodes_peer_dies, across_nodes_budget,
-     seq_tracer_replaced, request_events, request_ms, request_table].
+     seq_tracer_replaced, request_events, request_ms, request_table,
+     across_nodes_request_budget].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -600,3 +601,66 @@ request_table(Config) ->
     {_, L9} = request_of(9, Blocks),
     assert_events(L9, ask_events(9, 1)),
     ?assertMatch({match, _}, re:run(Out, "4 requests refused \\(table full\\)")).
+
+%% The budget per request across nodes: roots here ask an echo server on
+%% a peer; each node counts the part of a request it sees (here: the
+%% root's call, sends, receives and return; there: the echo's receives
+%% and sends, one part per request, the echo's answers and the root's
+%% next messages kept in it by their serials).  With 7 events per
+%% request, the long request (10 round trips) is cut after 7 events on
+%% each node, exactly 15 cut here and 13 there, and the short ones are
+%% whole on both.
+across_nodes_request_budget(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    {Peer, B} = start_peer(),
+    try
+        Echo = erpc:call(B, erlang, spawn, [?W, echo, []]),
+        {ok, H} = beamprobe:start(#{follow => #{from => "follow_request:ask/2",
+                                                budget => #{events => 7}},
+                                    nodes => [node(), B],
+                                    output => {file, Dir}}),
+        Shorts = [{Id, [0]} || Id <- lists:seq(2, 4)],
+        run_asks(Echo, [{1, lists:duplicate(10, 0)} | Shorts]),
+        {ok, #{nodes := Per}} = beamprobe:stop(H),
+        ct:pal("~p", [Per]),
+        assert_clean(Config),
+        ?assertMatch(#{traced := [], seq_tracer := false, sessions := []},
+                     erpc:call(B, ?MODULE, node_state, [])),
+        #{summary := {ok, Here}} = maps:get(node(), Per),
+        #{summary := {ok, There}} = maps:get(B, Per),
+        ?assertMatch(#{dropped := #{request_events := 15, request_table := 0},
+                       requests := #{started := 4, cut := 1, refused := 0}}, Here),
+        %% (There, labelled messages of no request from here, e.g. the
+        %% stop of the cluster session by this process, which took
+        %% the roots' labelled answers, start parts of their own.)
+        ?assertMatch(#{dropped := #{request_events := 13, request_table := 0},
+                       requests := #{started := S, cut := 1, refused := 0}}
+                       when S >= 4, There),
+        Out = ?L:cli_ok(["request", Dir]),
+        ct:pal("~s", [Out]),
+        Blocks = blocks(Out),
+        ?assertEqual(4, length(Blocks)),
+        Bn = atom_to_binary(B),
+        OnB = fun(Ls) -> [L || L <- Ls, binary:match(L, <<" ", Bn/binary, " ">>) =/= nomatch] end,
+        Here1 = fun(Ls) -> Ls -- OnB(Ls) end,
+        {LongHead, LongLines} = request_of(1, Blocks),
+        ?assertMatch({match, _}, re:run(LongHead, "cut: events budget \\(7\\)")),
+        All = ask_events(1, 10),
+        %% Here: call, then (sent, received) per round trip.
+        assert_events(Here1(LongLines),
+                      lists:sublist([E || {I, E} <- lists:zip(lists:seq(1, length(All)), All),
+                                          I =:= 1 orelse (I - 2) rem 4 =:= 0 orelse (I - 2) rem 4 =:= 3], 7)),
+        %% There: (received, sent) per round trip; its 7th event, the
+        %% receive of a message whose send was cut here, has no send to
+        %% be matched with in the request view.
+        assert_events(OnB(LongLines),
+                      lists:sublist([E || {I, E} <- lists:zip(lists:seq(1, length(All)), All),
+                                          I > 1, (I - 2) rem 4 =:= 1 orelse (I - 2) rem 4 =:= 2], 6)),
+        [begin
+             {SH, SL} = request_of(Id, Blocks),
+             assert_events(SL, ask_events(Id, 1)),
+             ?assertEqual(nomatch, binary:match(SH, <<"cut">>))
+         end || {Id, _} <- Shorts]
+    after
+        catch peer:stop(Peer)
+    end.
