@@ -156,15 +156,41 @@ static int ent_put(struct bp_follow *f, struct bp_follow_ent *t, uint32_t n,
 		struct bp_follow_ent *e = &t[i];
 		uint64_t old = atomic_load(&e->key);
 
-		if (old == BUSY || (old && live(f, atomic_load(&e->req))))
+		if (old == BUSY || (old && (live(f, atomic_load(&e->req)) ||
+					    live(f, atomic_load(&e->own)))))
 			continue;
 		if (!atomic_compare_exchange_strong(&e->key, &old, BUSY))
 			continue;
 		atomic_store(&e->req, h);
+		atomic_store(&e->own, 0);
 		atomic_store(&e->key, k);
 		return 1;
 	}
 	return 0;
+}
+
+/* pid's entry in procs, NULL if none.  Only pid's own events use it. */
+static struct bp_follow_ent *proc_ent(struct bp_follow *f, uint64_t pid)
+{
+	uint32_t i = (uint32_t)mix(pid) & (f->nprocs - 1);
+
+	for (int p = 0; p < PROBE; p++, i = (i + 1) & (f->nprocs - 1))
+		if (atomic_load(&f->procs[i].key) == pid)
+			return &f->procs[i];
+	return NULL;
+}
+
+/* The request pid is the root of, in its root call: 0 if none. */
+static uint64_t own_get(struct bp_follow *f, uint64_t pid)
+{
+	struct bp_follow_ent *e = proc_ent(f, pid);
+	uint64_t h = e ? atomic_load(&e->own) : 0;
+
+	if (!e || atomic_load(&e->key) != pid || !live(f, h) ||
+	    atomic_load(&req_of(f, h)->root) != pid ||
+	    !atomic_load(&req_of(f, h)->open))
+		return 0;
+	return h;
 }
 
 static inline uint64_t proc_get(struct bp_follow *f, uint64_t pid)
@@ -172,20 +198,23 @@ static inline uint64_t proc_get(struct bp_follow *f, uint64_t pid)
 	return ent_get(f->procs, f->nprocs, pid, 0);
 }
 
-/* proc[pid] = h (h 0: works for no request); counts a full table. */
-static void proc_set(struct bp_follow *f, uint64_t pid, uint64_t h)
+/* proc[pid] = h (h 0: works for no request); with own, pid is h's
+ * root.  Counts a full table. */
+static void proc_set(struct bp_follow *f, uint64_t pid, uint64_t h, int own)
 {
+	struct bp_follow_ent *e;
+
 	if (!h) {
-		uint32_t i = (uint32_t)mix(pid) & (f->nprocs - 1);
-		for (int p = 0; p < PROBE; p++, i = (i + 1) & (f->nprocs - 1))
-			if (atomic_load(&f->procs[i].key) == pid) {
-				atomic_store(&f->procs[i].req, 0);
-				return;
-			}
+		if ((e = proc_ent(f, pid)))
+			atomic_store(&e->req, 0);
 		return;
 	}
-	if (!ent_put(f, f->procs, f->nprocs, pid, h, 0))
+	if (!ent_put(f, f->procs, f->nprocs, pid, h, 0)) {
 		count(f, BP_FC_TABLE);
+		return;
+	}
+	if (own && (e = proc_ent(f, pid)))
+		atomic_store(&e->own, h);
 }
 
 /* A new request whose first process is pid, started at now: its handle,
@@ -285,17 +314,18 @@ void bp_follow_call(ErlNifEnv *env, struct bp_session *s,
 
 	if (!pid)
 		return;
-	h = proc_get(f, pid);
+	/* The request pid is the root of, in its root call (it may have
+	 * taken messages of other requests meanwhile). */
+	h = own_get(f, pid);
 	r = req_of(f, h);
 	if (argv[0] == bp_atom.call) {
-		if (live(f, h) && atomic_load(&r->root) == pid &&
-		    atomic_load(&r->open)) {
+		if (h) {
 			/* A root call inside its own root call: the same
 			 * request. */
 			atomic_fetch_add(&r->open, 1);
 		} else {
 			h = new_request(f, pid, now, 1);
-			proc_set(f, pid, h);
+			proc_set(f, pid, h, 1);
 			if (!h)
 				return;
 		}
@@ -313,10 +343,13 @@ void bp_follow_call(ErlNifEnv *env, struct bp_session *s,
 	if (take(env, s, f, h, now, c))
 		bp_tracer_write_call(env, s, argv, 0, c);
 	/* The root call has returned: the root works for it no more. */
-	if (live(f, h) && atomic_load(&r->root) == pid &&
-	    atomic_load(&r->open) &&
-	    atomic_fetch_sub(&r->open, 1) == 1)
-		proc_set(f, pid, 0);
+	if (atomic_fetch_sub(&r->open, 1) == 1) {
+		struct bp_follow_ent *e = proc_ent(f, pid);
+		if (e && atomic_load(&e->req) == h)
+			atomic_store(&e->req, 0);
+		if (e)
+			atomic_store(&e->own, 0);
+	}
 }
 
 /* A serial of a seq_trace event: Lamport clocks carried by every
@@ -387,15 +420,12 @@ void bp_follow_seq(ErlNifEnv *env, struct bp_session *s,
 		h = ent_get(f->msgs, f->nmsgs,
 			    msg_key(remote_key(info[2]), prev), 1);
 		if (!live(f, h)) {
-			uint64_t r = proc_get(f, to);
-			struct bp_follow_req *q = req_of(f, r);
-			h = live(f, r) && atomic_load(&q->root) == to &&
-					    atomic_load(&q->open)
-				    ? r
-				    : new_request(f, to, now, 0);
+			h = own_get(f, to);
+			if (!h)
+				h = new_request(f, to, now, 0);
 		}
 	}
-	proc_set(f, to, h); /* 0: it works for no request now */
+	proc_set(f, to, h, 0); /* 0: it works for no request now */
 	if (!h) {
 		count(f, BP_FC_OUTSIDE);
 		return;

@@ -10,7 +10,7 @@
  *
  *   root call in P        a new request R (or the same one for a nested
  *                         call of the root in P's own root call);
- *                         proc[P] = R
+ *                         proc[P] = R, own[P] = R
  *   send by P             of proc[P]; msg[(P, serial)] = R, or for a
  *                         receiver X on another node msg[(X, serial)] = R
  *   receive by Q of a     msg[(From, serial)] (taken out); proc[Q] = R
@@ -21,7 +21,9 @@
  *                         one; else Q's request if Q is a root in its
  *                         root call; else a new part of the request on
  *                         this node (its own R and budget)
- *   root return in P      of proc[P]; then P no longer works for it
+ *   root return in P      of own[P] (P may have taken messages of other
+ *                         requests meanwhile); at the outermost return
+ *                         P no longer works for it
  *
  * Each request has its own event count and start time: an event past
  * `events' or more than `ms' after the request's start is not written
@@ -64,6 +66,8 @@ struct bp_follow_req {
 struct bp_follow_ent {
 	_Atomic uint64_t key; /* 0 empty, ~0 being written */
 	_Atomic uint64_t req; /* request handle */
+	_Atomic uint64_t own; /* a process's: the request it is the root of
+				 (in its root call); a message's: 0 */
 };
 
 /* Counters: per cause, padded (many threads). */

@@ -61,7 +61,15 @@ servers() ->
 %% @doc Another root: one round trip to the echo server Echo per element
 %% of Plan, each after sleeping that many ms; messages tagged
 %% {Id, I}.  Returns the number of round trips.
--spec ask(pid(), {term(), [non_neg_integer()]}) -> non_neg_integer().
+%% ask(_, {serve, N}) instead serves N echo requests itself (the root
+%% of a request that takes other requests' messages).
+-spec ask(pid() | none, {term(), [non_neg_integer()] | pos_integer()}) ->
+          non_neg_integer().
+ask(_, {serve, N}) when is_integer(N) ->
+    lists:foreach(fun(_) ->
+                          receive {echo, From, Tag} -> From ! {echoed, Tag} end
+                  end, lists:seq(1, N)),
+    N;
 ask(Echo, {Id, Plan}) ->
     lists:foldl(fun(Ms, I) ->
                         receive after Ms -> ok end,
