@@ -411,7 +411,11 @@ void bp_follow_seq(ErlNifEnv *env, struct bp_session *s,
 	if (info[0] != bp_atom.receive || !to)
 		return;
 	if (from) {
+		/* Of the request its send was of; a message of no request
+		 * taken by a root in its root call: of the root's. */
 		h = ent_get(f->msgs, f->nmsgs, msg_key(from, serial), 1);
+		if (!h)
+			h = own_get(f, to);
 	} else {
 		/* From another node: the sender's first send after taking a
 		 * message this node sent for a request belongs to it; else,

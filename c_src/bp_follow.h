@@ -13,8 +13,9 @@
  *                         proc[P] = R, own[P] = R
  *   send by P             of proc[P]; msg[(P, serial)] = R, or for a
  *                         receiver X on another node msg[(X, serial)] = R
- *   receive by Q of a     msg[(From, serial)] (taken out); proc[Q] = R
- *     local message
+ *   receive by Q of a     msg[(From, serial)] (taken out), else Q's
+ *     local message       request if Q is a root in its root call;
+ *                         proc[Q] = R
  *   receive by Q of a     msg[(From, previous serial)]: From's first send
  *     remote message      after taking a message this node sent it for
  *                         R names that message's serial as its previous

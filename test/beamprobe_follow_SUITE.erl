@@ -16,7 +16,7 @@
          across_nodes_peer_dies/1, across_nodes_budget/1,
          seq_tracer_replaced/1, request_events/1, request_ms/1,
          request_table/1, across_nodes_request_budget/1,
-         root_serves_others/1]).
+         root_serves_others/1, root_takes_unrelated/1]).
 -export([node_state/0]).
 
 -define(L, beamprobe_test_lib).
@@ -26,7 +26,7 @@ all() ->
      owner_dies, across_nodes, seq_tracer_taken, across_nodes_two_roots,
      across_nodes_conflict, across_nodes_peer_dies, across_nodes_budget,
      seq_tracer_replaced, request_events, request_ms, request_table,
-     across_nodes_request_budget, root_serves_others].
+     across_nodes_request_budget, root_serves_others, root_takes_unrelated].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -710,3 +710,32 @@ root_serves_others(Config) ->
     Print = ?L:cli_ok(["print", Dir]),
     [?assertMatch({match, _}, re:run(Print, RE, [multiline]))
      || RE <- ask_events(1, 1)].
+
+%% A root in its root call takes a labelled message of no request (from
+%% a process that holds the label after its own root call returned): it
+%% counts in the root's request, and so does the answer it sends.
+root_takes_unrelated(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    Echo = spawn(?W, echo, []),
+    {ok, H} = ask_follow(Dir, #{}),
+    %% This process is a root once: afterwards it holds the label.
+    1 = ?W:ask(Echo, {1, [0]}),
+    ?assertMatch({_, {beamprobe_follow, _, _}, _, _, _}, seq_trace:get_token()),
+    Self = self(),
+    Server = spawn(fun() -> Self ! {served, ?W:ask(none, {serve, 1})} end),
+    timer:sleep(50),
+    Server ! {echo, self(), {x, 0}},
+    receive {echoed, {x, 0}} -> ok end,
+    receive {served, 1} -> ok end,
+    _ = seq_trace:set_token([]),
+    {ok, Sum} = beamprobe:stop(H),
+    ct:pal("~p", [Sum]),
+    assert_clean(Config),
+    ?assertMatch(#{started := 2, refused := 0, cut := 0}, maps:get(requests, Sum)),
+    Print = ?L:cli_ok(["print", Dir]),
+    ct:pal("~s", [Print]),
+    [?assertMatch({match, _}, re:run(Print, RE, [multiline]))
+     || RE <- ["call follow_request:ask\\(none, \\{serve,1\\}\\)$",
+               "received \\{echo,<[0-9.]+>,\\{x,0\\}\\}$",
+               "sent \\{echoed,\\{x,0\\}\\} to <",
+               "returned from follow_request:ask/2 -> 1$"]].
