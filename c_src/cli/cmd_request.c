@@ -59,6 +59,7 @@ struct state {
 	struct proc *procs;
 	uint32_t nprocs, capprocs;
 	struct bp_map proc_of;       /* hash(node, pid) -> index */
+	struct bp_map in_req;        /* hash(request, node, pid): counted */
 	struct request *reqs;
 	uint32_t nreqs, capreqs;
 	uint32_t *pair_req, *pair_depth; /* per matched pair */
@@ -123,6 +124,18 @@ static void emit(const struct bp_cluster *c, struct request *r,
 		r->end = (uint64_t)t;
 }
 
+/* Counts process (node, pid) in request q once. */
+static void count_proc(struct state *s, uint32_t q, unsigned node,
+		       uint64_t pid)
+{
+	uint64_t k = bp_hash_u64(bp_hash_u64(pid ^ ((uint64_t)node << 58)) ^ q);
+
+	if (bp_map_get(&s->in_req, k) != BP_MAP_NONE)
+		return;
+	if (bp_map_put(&s->in_req, k, 1) == 0)
+		s->reqs[q - 1].procs++;
+}
+
 static int is_root(const char *root, const struct bp_event *e)
 {
 	return root && (e->id == BP_EV_CALL || e->id == BP_EV_RETURN_FROM ||
@@ -171,7 +184,7 @@ static int follow_other(const struct bp_cluster *c, struct state *s,
 			p->pend[p->npend].rnode = snd->node;
 			p->pend[p->npend].rpid = snd->pid;
 			p->npend++;
-			s->reqs[q - 1].procs++;
+			count_proc(s, q, n, e->pid);
 		}
 		emit(c, &s->reqs[q - 1], cf, n, e, depth);
 		return 0;
@@ -267,7 +280,7 @@ static int walk(const struct bp_cluster *c, struct state *s,
 			r->node = n;
 			r->pid = e->pid;
 			r->start = r->end = (uint64_t)bp_cluster_when(c, n, e->ts);
-			r->procs = 1;
+			count_proc(s, s->nreqs, n, e->pid);
 			p->req = s->nreqs;
 			p->last = s->nreqs;
 			p->depth = 0;
@@ -406,6 +419,7 @@ int bp_cmd_request(int argc, char **argv)
 		return BP_EXIT_DAMAGED;
 	memset(&s, 0, sizeof s);
 	bp_map_init(&s.proc_of);
+	bp_map_init(&s.in_req);
 	s.pair_req = calloc(c.npairs + 1, sizeof *s.pair_req);
 	s.pair_depth = calloc(c.npairs + 1, sizeof *s.pair_depth);
 	if (!s.pair_req || !s.pair_depth || walk(&c, &s, root) != 0) {
@@ -430,6 +444,7 @@ int bp_cmd_request(int argc, char **argv)
 	free(s.pair_req);
 	free(s.pair_depth);
 	bp_map_free(&s.proc_of);
+	bp_map_free(&s.in_req);
 	if (rc == BP_EXIT_OK && c.problems) {
 		bp_cli_error("%s: %u problem%s in the trace; the output covers "
 			     "the part that could be read", c.dir, c.problems,
