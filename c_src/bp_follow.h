@@ -35,9 +35,10 @@
  * written and not a loss (outside).
  *
  * Bounded memory, allocated when the session starts: `requests' request
- * slots (a slot is taken by a new request when the request in it has left
- * its root call or is older than `ms'; none free within a bounded probe:
- * the new request is refused, counted), 8 process entries and 16 message
+ * slots, taken in turn (a slot is taken by a new request when the
+ * request in it has left its root call or is older than `ms'; none free
+ * among the next 64 in turn: the new request is refused, counted; the
+ * slots in turn hold the oldest requests), 8 process entries and 16 message
  * entries per request slot (an entry whose request has left the table is
  * reused; no room: counted as request_table).  No lock, no allocation:
  * atomics only, any scheduler thread.
