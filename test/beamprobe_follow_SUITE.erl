@@ -16,7 +16,8 @@
          across_nodes_peer_dies/1, across_nodes_budget/1,
          seq_tracer_replaced/1, request_events/1, request_ms/1,
          request_table/1, across_nodes_request_budget/1,
-         root_serves_others/1, root_takes_unrelated/1]).
+         root_serves_others/1, root_takes_unrelated/1,
+         process_table_full/1]).
 -export([node_state/0]).
 
 -define(L, beamprobe_test_lib).
@@ -26,7 +27,8 @@ all() ->
      owner_dies, across_nodes, seq_tracer_taken, across_nodes_two_roots,
      across_nodes_conflict, across_nodes_peer_dies, across_nodes_budget,
      seq_tracer_replaced, request_events, request_ms, request_table,
-     across_nodes_request_budget, root_serves_others, root_takes_unrelated].
+     across_nodes_request_budget, root_serves_others, root_takes_unrelated,
+     process_table_full].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -739,3 +741,33 @@ root_takes_unrelated(Config) ->
                "received \\{echo,<[0-9.]+>,\\{x,0\\}\\}$",
                "sent \\{echoed,\\{x,0\\}\\} to <",
                "returned from follow_request:ask/2 -> 1$"]].
+
+%% One request through more processes than the tracer's tables hold
+%% (requests => 1: 8 process entries): the process it cannot remember
+%% is counted (request_table), what it does after is not written, the
+%% root's own events still are, the call answers and the node is left
+%% clean; a second request after it is followed again.
+process_table_full(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    Fs = [spawn(?W, forward, []) || _ <- lists:seq(1, 12)],
+    {ok, H} = ask_follow(Dir, #{requests => 1}),
+    Self = self(),
+    spawn(fun() -> Self ! {asked, ?W:ask(none, {chain, Fs})} end),
+    receive {asked, 12} -> ok end,
+    Echo = spawn(?W, echo, []),
+    run_asks(Echo, [{2, [0]}]),
+    {ok, Sum} = beamprobe:stop(H),
+    ct:pal("~p", [Sum]),
+    assert_clean(Config),
+    #{dropped := #{request_table := T}} = Sum,
+    ?assert(T >= 1),
+    Print = ?L:cli_ok(["print", Dir]),
+    ct:pal("~s", [Print]),
+    %% The root and the first 7 forwarders have entries; the 8th's
+    %% receive is written, its send (and the rest of the chain) not.
+    ?assertEqual(8, length(binary:matches(Print, <<"received {fwd,">>))),
+    ?assertEqual(7, length(binary:matches(Print, <<"sent {fwd,">>)) - 1),
+    ?assertMatch({match, _}, re:run(Print, "received \\{done,x\\}\\n.*returned from follow_request:ask/2 -> 12")),
+    Out = ?L:cli_ok(["request", Dir]),
+    {_, L2} = request_of(2, blocks(Out)),
+    assert_events(L2, ask_events(2, 1)).

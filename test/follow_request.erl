@@ -4,7 +4,7 @@
 %%% included.)
 -module(follow_request).
 -export([root/2, mid/1, srv/1, plain/2, plain_until_stop/1, servers/0,
-         ask/2, echo/0]).
+         ask/2, echo/0, forward/0]).
 
 %% @doc The root of a request: asks Mid for X's reply.
 -spec root(pid(), integer()) -> integer().
@@ -62,9 +62,14 @@ servers() ->
 %% of Plan, each after sleeping that many ms; messages tagged
 %% {Id, I}.  Returns the number of round trips.
 %% ask(_, {serve, N}) instead serves N echo requests itself (the root
-%% of a request that takes other requests' messages).
--spec ask(pid() | none, {term(), [non_neg_integer()] | pos_integer()}) ->
+%% of a request that takes other requests' messages); ask(_, {chain,
+%% Pids}) sends through forwarders (forward/0) in turn, the last
+%% answering.
+-spec ask(pid() | none, {term(), [non_neg_integer()] | [pid()] | pos_integer()}) ->
           non_neg_integer().
+ask(_, {chain, [First | Rest] = Ps}) ->
+    First ! {fwd, Rest, self(), x},
+    receive {done, x} -> length(Ps) end;
 ask(_, {serve, N}) when is_integer(N) ->
     lists:foreach(fun(_) ->
                           receive {echo, From, Tag} -> From ! {echoed, Tag} end
@@ -82,4 +87,12 @@ ask(Echo, {Id, Plan}) ->
 echo() ->
     receive
         {echo, From, Tag} -> From ! {echoed, Tag}, echo()
+    end.
+
+%% @doc A forwarder of ask(_, {chain, Pids}).
+-spec forward() -> no_return().
+forward() ->
+    receive
+        {fwd, [Next | Rest], Root, X} -> Next ! {fwd, Rest, Root, X}, forward();
+        {fwd, [], Root, X} -> Root ! {done, X}, forward()
     end.
