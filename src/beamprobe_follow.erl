@@ -50,7 +50,8 @@
 %%% start): a root call when that many requests are in their root calls
 %%% (and younger than `ms') is refused (`requests' `refused', nothing of
 %%% it recorded); an event of a request pushed out of the tables by newer
-%%% ones is counted as `request_table'.  On another node, a labelled
+%%% ones, and a process or message the tables could not hold (8 and 16
+%%% per request slot), is counted as `request_table'.  On another node, a labelled
 %%% message from a remote process that is not an answer to one this node
 %%% sent for a request (the sender's first send after taking it) starts a
 %%% part of the request with a budget of its own: each node bounds what
