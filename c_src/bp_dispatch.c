@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "bp_atoms.h"
+#include "bp_follow.h"
 #include "bp_hub.h"
 #include "bp_nif.h"
 #include "bp_retstack.h"
@@ -339,7 +340,10 @@ ERL_NIF_TERM bp_tracer_trace_call(ErlNifEnv *env, int argc,
 		return hub_call(env, argv, 1);
 	if ((s = get_session(env, argv[1]))) {
 		struct ev_ctx c = {.hub = 0};
-		bp_tracer_write_call(env, s, argv, 0, &c);
+		if (s->follow)
+			bp_follow_call(env, s, argv, &c);
+		else
+			bp_tracer_write_call(env, s, argv, 0, &c);
 	}
 	return bp_atom.ok;
 }
@@ -390,28 +394,24 @@ ERL_NIF_TERM bp_tracer_trace_gc(ErlNifEnv *env, int argc,
 
 /* A seq_trace event of a node whose system seq_trace tracer is a session
  * (a follow session, src/beamprobe_follow.erl): trace(seq_trace, State,
- * Label, {'receive', Serial, From, To, Message}, Opts), called in the
- * receiver at its receive, is written as a `receive' event of To.  Other
- * seq_trace events are not recorded. */
-static ERL_NIF_TERM seq_receive(ErlNifEnv *env, const ERL_NIF_TERM argv[])
+ * Label, {send | 'receive', Serial, From, To, Message}, Opts), called in
+ * the sender at its send and in the receiver when it takes the message:
+ * written as a `send' of From or a `receive' of To, within the budget of
+ * the request it belongs to (bp_follow.c).  Other seq_trace events, and
+ * those of a session without a follow budget, are not recorded. */
+static ERL_NIF_TERM seq_event(ErlNifEnv *env, const ERL_NIF_TERM argv[])
 {
-	const ERL_NIF_TERM *info;
-	ERL_NIF_TERM a[5];
-	int n;
+	struct bp_session *s = get_session(env, argv[1]);
 
-	if (!enif_get_tuple(env, argv[3], &n, &info) || n != 5 ||
-	    info[0] != bp_atom.receive || !enif_is_pid(env, info[3]))
-		return bp_atom.ok;
-	a[0] = bp_atom.receive;
-	a[1] = argv[1];
-	a[2] = info[3];
-	a[3] = info[4];
-	a[4] = argv[4];
-	return dispatch(env, a, BP_HK_RECEIVE, bp_tracer_write_message, 0);
+	if (s && s->follow) {
+		struct ev_ctx c = {.hub = 0};
+		bp_follow_seq(env, s, argv, &c);
+	}
+	return bp_atom.ok;
 }
 
 /* trace/5: call events (no trace_call/5, see the top of this file), a
- * seq_trace receive (seq_receive()); anything else without a specific
+ * seq_trace send or receive (seq_event()); anything else without a specific
  * callback is not recorded. */
 ERL_NIF_TERM bp_tracer_trace(ErlNifEnv *env, int argc,
 			     const ERL_NIF_TERM argv[])
@@ -422,6 +422,6 @@ ERL_NIF_TERM bp_tracer_trace(ErlNifEnv *env, int argc,
 	    tag == bp_atom.exception_from || tag == bp_atom.return_to)
 		return bp_tracer_trace_call(env, argc, argv);
 	if (tag == bp_atom.seq_trace)
-		return seq_receive(env, argv);
+		return seq_event(env, argv);
 	return bp_atom.ok;
 }

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "bp_atoms.h"
+#include "bp_follow.h"
 #include "bp_hub.h"
 #include "bp_retstack.h"
 #include "bp_nif.h"
@@ -143,6 +144,8 @@ static void session_dtor(ErlNifEnv *env, void *obj)
 	}
 	bp_tcp_free(s->tcp);
 	s->tcp = NULL;
+	bp_follow_free(s->follow);
+	s->follow = NULL;
 	if (s->region)
 		munmap(s->region, s->region_size);
 	if (s->cond)
@@ -204,6 +207,22 @@ static ERL_NIF_TERM stats_map(ErlNifEnv *env, struct bp_session *s)
 				  enif_make_uint64(env, tc.events_dropped),
 				  &dropped);
 	}
+	if (s->follow) {
+		/* A follow session's per-request budget (bp_follow.h). */
+		static const struct {
+			const char *name;
+			enum bp_follow_count i;
+		} fl[] = {{"request_events", BP_FC_EVENTS},
+			  {"request_ms", BP_FC_MS},
+			  {"request_table", BP_FC_TABLE}};
+		for (size_t i = 0; i < sizeof fl / sizeof *fl; i++) {
+			uint64_t v = bp_follow_count(s->follow, fl[i].i);
+			total += v;
+			enif_make_map_put(env, dropped,
+					  enif_make_atom(env, fl[i].name),
+					  enif_make_uint64(env, v), &dropped);
+		}
+	}
 	enif_make_map_put(env, dropped, bp_atom.total,
 			  enif_make_uint64(env, total), &dropped);
 	switch (atomic_load(&s->state)) {
@@ -249,6 +268,25 @@ static ERL_NIF_TERM stats_map(ErlNifEnv *env, struct bp_session *s)
 			sinks = enif_make_list_cell(env, hm, sinks);
 	}
 	enif_make_map_put(env, m, bp_atom.handlers, sinks, &m);
+	if (s->follow) {
+		ERL_NIF_TERM fk[] = {enif_make_atom(env, "started"),
+				     enif_make_atom(env, "cut"),
+				     enif_make_atom(env, "refused"),
+				     enif_make_atom(env, "outside")};
+		ERL_NIF_TERM fv[] = {
+			enif_make_uint64(env, bp_follow_count(s->follow,
+							      BP_FC_STARTED)),
+			enif_make_uint64(env,
+					 bp_follow_count(s->follow, BP_FC_CUT)),
+			enif_make_uint64(env, bp_follow_count(s->follow,
+							      BP_FC_REFUSED)),
+			enif_make_uint64(env, bp_follow_count(s->follow,
+							      BP_FC_OUTSIDE))};
+		ERL_NIF_TERM fm;
+		if (enif_make_map_from_arrays(env, fk, fv, 4, &fm))
+			enif_make_map_put(env, m, enif_make_atom(env, "requests"),
+					  fm, &m);
+	}
 	if (s->tcp) {
 		struct bp_tcp_counts tc;
 		ERL_NIF_TERM tm;

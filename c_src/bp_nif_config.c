@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "bp_atoms.h"
+#include "bp_follow.h"
 #include "bp_nif.h"
 #include "bp_output.h"
 #include "bp_restype.h"
@@ -148,7 +149,7 @@ static int64_t realtime_offset_ns(void)
 /* start(Config :: map()) -> {ok, Session} | {error, {What, Why}}
  * Config keys (validated by beamprobe_config.erl): dir, buffer, max_slots,
  * overflow, args, capture, return, exceptions, ms_result, event_limit,
- * byte_limit, notify, env, packet_size.  Creates DIR/metadata; stream files appear as
+ * byte_limit, notify, env, packet_size, follow.  Creates DIR/metadata; stream files appear as
  * threads produce events. */
 /* The largest event a session can write, from its capture limits (see
  * the reservations in bp_tracer.c: header, a pid key, two MFA texts of at
@@ -319,6 +320,21 @@ ERL_NIF_TERM bp_nif_start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
 		s->rate_n = rn;
 		s->rate_window = rms * 1000000ull;
 		atomic_init(&s->rate_start, bp_now());
+	}
+	/* follow => {Events, Ms, Requests}: a follow session's per-request
+	 * budget (bp_follow.h). */
+	if (enif_get_map_value(env, cfg, enif_make_atom(env, "follow"), &v)) {
+		const ERL_NIF_TERM *ft;
+		int fa;
+		ErlNifUInt64 fe, fms, fr;
+		if (!enif_get_tuple(env, v, &fa, &ft) || fa != 3 ||
+		    !enif_get_uint64(env, ft[0], &fe) ||
+		    !enif_get_uint64(env, ft[1], &fms) ||
+		    !enif_get_uint64(env, ft[2], &fr) || fe < 1 || fms < 1 ||
+		    fr < 1 || fr > BP_FOLLOW_MAX_REQUESTS)
+			return bp_nif_error2(env, "bad_config", "follow");
+		if (!(s->follow = bp_follow_new(fe, fms, (uint32_t)fr)))
+			return bp_nif_error2(env, "start", "enomem");
 	}
 	if (!get_handlers(env, cfg, s))
 		return bp_nif_error2(env, "bad_config", "handlers");

@@ -35,6 +35,7 @@
 #include "bp_ring.h"
 #include "bp_term.h"
 
+struct bp_follow;
 struct bp_handler_sink;
 struct bp_tcp_sink;
 
@@ -104,6 +105,8 @@ struct bp_session {
 	uint64_t usdt_kinds; /* event ids whose USDT probes fire (bp_usdt.h) */
 	struct bp_capture capture;
 	uint64_t event_limit; /* 0 = none */
+	struct bp_follow *follow; /* a follow session's per-request budget
+				     (bp_follow.h); owned; else NULL */
 	uint32_t max_slots;
 	uint64_t buffer;      /* ring bytes per slot */
 	size_t slot_stride;   /* bytes per slot in the mapping */

@@ -512,34 +512,75 @@ out:
 	ev_leave(sl, c);
 }
 
-void bp_tracer_write_message(ErlNifEnv *env, struct bp_session *s,
-			     const ERL_NIF_TERM argv[], int is_send,
-			     struct ev_ctx *c)
+/* A send (id BP_EV_SEND or BP_EV_SEND_DEAD, to `to') or a receive
+ * (BP_EV_RECEIVE) of msg by the tracee. */
+static void write_msg(ErlNifEnv *env, struct bp_session *s, int id,
+		      ERL_NIF_TERM tracee, ERL_NIF_TERM to, ERL_NIF_TERM msg,
+		      struct ev_ctx *c)
 {
 	struct bp_slot *sl;
 	uint8_t *start;
 	struct wr w;
 	uint64_t key;
-	int found;
 
-	if (!(sl = open_event(env, s, argv[2], &key, c)))
+	if (!(sl = open_event(env, s, tracee, &key, c)))
 		return;
 	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE + 8 +
 							2 * text_max(s))))
 		goto out;
-	if (is_send) {
-		ERL_NIF_TERM to = opt(env, argv[4], bp_atom.extra, &found);
-		w = wr_begin(start,
-			     argv[0] == bp_atom.send ? BP_EV_SEND
-						     : BP_EV_SEND_DEAD,
-			     key);
+	w = wr_begin(start, id, key);
+	if (id != BP_EV_RECEIVE) {
 		wr_pid(env, &w, to);
 		wr_term(env, s, sl, &w, to);
-	} else {
-		w = wr_begin(start, BP_EV_RECEIVE, key);
 	}
-	wr_term(env, s, sl, &w, argv[3]);
-	finish(env, s, argv[2], sl, start, &w, c);
+	wr_term(env, s, sl, &w, msg);
+	finish(env, s, tracee, sl, start, &w, c);
+out:
+	ev_leave(sl, c);
+}
+
+void bp_tracer_write_message(ErlNifEnv *env, struct bp_session *s,
+			     const ERL_NIF_TERM argv[], int is_send,
+			     struct ev_ctx *c)
+{
+	int found;
+
+	if (is_send)
+		write_msg(env, s,
+			  argv[0] == bp_atom.send ? BP_EV_SEND
+						  : BP_EV_SEND_DEAD,
+			  argv[2], opt(env, argv[4], bp_atom.extra, &found),
+			  argv[3], c);
+	else
+		write_msg(env, s, BP_EV_RECEIVE, argv[2], 0, argv[3], c);
+}
+
+void bp_tracer_write_msg(ErlNifEnv *env, struct bp_session *s, int is_send,
+			 ERL_NIF_TERM tracee, ERL_NIF_TERM other,
+			 ERL_NIF_TERM msg, struct ev_ctx *c)
+{
+	write_msg(env, s, is_send ? BP_EV_SEND : BP_EV_RECEIVE, tracee, other,
+		  msg, c);
+}
+
+void bp_tracer_write_cut(ErlNifEnv *env, struct bp_session *s, uint64_t root,
+			 const char *value, struct ev_ctx *c)
+{
+	struct bp_slot *sl;
+	uint8_t *start;
+	struct wr w;
+	uint64_t key;
+
+	/* root is a local pid's term word (bp_follow.c). */
+	if (!(sl = open_event(env, s, (ERL_NIF_TERM)root, &key, c)))
+		return;
+	if (!(start = bp_session_reserve(s, sl, BP_EVENT_HEADER_SIZE + 16 +
+							strlen(value))))
+		goto out;
+	w = wr_begin(start, BP_EV_ANNOTATION, key);
+	wr_cstr(&w, BP_K_TERM, "follow_cut");
+	wr_cstr(&w, BP_K_TERM, value);
+	finish(env, s, (ERL_NIF_TERM)root, sl, start, &w, c);
 out:
 	ev_leave(sl, c);
 }

@@ -55,6 +55,18 @@ void bp_tracer_write_gc(ErlNifEnv *env, struct bp_session *s,
 			const ERL_NIF_TERM argv[], int unused,
 			struct ev_ctx *c);
 
+/* A follow session's send (is_send: to `other') or receive of msg by the
+ * tracee, from a seq_trace event (bp_follow.c). */
+void bp_tracer_write_msg(ErlNifEnv *env, struct bp_session *s, int is_send,
+			 ERL_NIF_TERM tracee, ERL_NIF_TERM other,
+			 ERL_NIF_TERM msg, struct ev_ctx *c);
+
+/* A follow session's request was cut (bp_follow.h): an annotation event
+ * `follow_cut' with value text `value' ({events, N} or {ms, T}) about the
+ * request's first process, whose local pid term word is root. */
+void bp_tracer_write_cut(ErlNifEnv *env, struct bp_session *s, uint64_t root,
+			 const char *value, struct ev_ctx *c);
+
 /* Writes the record c holds (rendered for another session) into s, with
  * its process event first if s has not seen the tracee, and the limits
  * and loss accounting of s as for any event. */

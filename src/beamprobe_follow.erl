@@ -3,7 +3,8 @@
 %%% every node of a cluster session.
 %%%
 %%% `beamprobe:start(#{follow => #{from => "m:f/2", budget => #{events =>
-%%% N, ms => T}}, output => {file, Dir}})' follows on this node; with
+%%% N, ms => T, requests => R}}, output => {file, Dir}})' follows on this
+%%% node; with
 %%% `nodes => [node() | nodes()]' it is a cluster session
 %%% (beamprobe_cluster) whose every node runs one of these, so that a
 %%% request is followed on each listed node its messages reach, wherever
@@ -11,16 +12,15 @@
 %%% passes through it).
 %%%
 %%% ```
-%%% every process has `call' and `send' (this session's tracer)
+%%% every process has `call' (this session's tracer)
 %%% any process calls m:f/2 --(call pattern)--> match spec: seq_trace
 %%%   label {beamprobe_follow, Node, Session} on the caller, with the
-%%%   token's `receive' flag; return_trace
-%%% a process carrying that label sends --(send pattern guarded by
-%%%   is_seq_trace)--> send event
-%%% a process receives a labelled message --(the VM's seq_trace: this
-%%%   session is the node's system seq_trace tracer)--> receive event,
-%%%   written in the receiver when it takes the message (not when it
-%%%   enters the queue)
+%%%   token's `send' and `receive' flags; return_trace
+%%% a process carrying that label sends --(the VM's seq_trace: this
+%%%   session is the node's system seq_trace tracer)--> send event
+%%% a process receives a labelled message --(seq_trace)--> receive
+%%%   event, written in the receiver when it takes the message (not when
+%%%   it enters the queue)
 %%% the VM carries the label with each message, to other nodes too, and
 %%%   clears it when a process takes a message without one
 %%% '''
@@ -33,22 +33,46 @@
 %%% `bin/beamprobe request' builds each request's tree from them (sends
 %%% matched to receives).
 %%%
-%%% Budget: `events' (default 10000) and `ms' (default 5000) bound the
-%%% whole follow session on each node (all the requests it follows);
-%%% when either is spent, or stop/1 is called, or the owner dies,
-%%% everything it installed is removed: the call pattern, the send pattern
-%%% (the one that was there before is put back), the flags of every
-%%% process it traced, the system seq_trace tracer (back to none).  What
-%%% it cannot remove: the seq_trace label stays in the processes that
-%%% carry it until they receive an unlabelled message (no process can
-%%% clear another's token); without the send pattern and the system
-%%% tracer it has no effect on tracing.
+%%% Budget, per request (c_src/bp_follow.h): every request has the same
+%%% label (on OTP 25 a match spec cannot give each root call a label of
+%%% its own), so the tracer tells requests apart: each root call starts a
+%%% request; a message belongs to the request its sender works for (by
+%%% the seq_trace serial the VM gives each labelled message: sender and
+%%% serial at the send, the same at the receive); a process works for the
+%%% request of the message it took last (as its seq_trace token does),
+%%% the root until its root call returns.  Each request may record
+%%% `events' events (default 10000) within `ms' ms of its root call
+%%% (default 5000); later events of it are not written and are counted
+%%% (`dropped' `request_events', `request_ms'), and its first cut event
+%%% writes an annotation `follow_cut' ({events, N} or {ms, T}) about its
+%%% root process.  `requests' (default 1024, at most 16384) bounds the
+%%% requests the tracer keeps apart at once (fixed tables, allocated at
+%%% start): a root call when that many requests are in their root calls
+%%% (and younger than `ms') is refused (`requests' `refused', nothing of
+%%% it recorded); an event of a request pushed out of the tables by newer
+%%% ones, and a process or message the tables could not hold (8 and 16
+%%% per request slot), is counted as `request_table'.  On another node, a labelled
+%%% message from a remote process that is not an answer to one this node
+%%% sent for a request (the sender's first send after taking it) starts a
+%%% part of the request with a budget of its own: each node bounds what
+%%% it records of a request, per part.
+%%%
+%%% The session as a whole is bounded by `limits' (as any session:
+%%% `events' 1000000 here unless given, `bytes', `seconds' 60); when one
+%%% is reached (`stop_reason' `limit_events', `limit_bytes',
+%%% `limit_seconds'), or stop/1 is called, or the owner dies, everything
+%%% it installed is removed: the call pattern, the flags of every process
+%%% it traced, the system seq_trace tracer (back to none).  What it cannot
+%%% remove: the seq_trace label stays in the processes that carry it
+%%% until they receive an unlabelled message (no process can clear
+%%% another's token); without the system tracer it has no effect on
+%%% tracing.
 %%%
 %%% It needs the node's trace patterns and its one system seq_trace tracer
 %%% for itself: it refuses to start while another beamprobe session runs,
-%%% another tool has a pattern on the root function or a send pattern, a
-%%% system seq_trace tracer is set (`{seq_trace_tracer, T}'), or default
-%%% flags for new processes are set (`{error, {follow_conflict, What}}').
+%%% another tool has a pattern on the root function, a system seq_trace
+%%% tracer is set (`{seq_trace_tracer, T}'), or default flags for new
+%%% processes are set (`{error, {follow_conflict, What}}').
 -module(beamprobe_follow).
 -behaviour(gen_server).
 
@@ -60,18 +84,22 @@
 -define(EVENTS, 10000).
 -define(MS, 5000).
 -define(MAX_MS, 3600000).
+-define(REQUESTS, 1024).
+-define(MAX_REQUESTS, 16384).
+%% The session-wide bounds (limits), unless given.
+-define(SESSION_EVENTS, 1000000).
 
 -record(st, {owner :: pid(),
              monitor :: reference(),
              res :: undefined | beamprobe_nif:session(),
              mfa :: {module(), atom(), arity() | '_'},
              dir :: string(),
-             send_before :: term(),
              new_set = false :: boolean(),
              seq_set = false :: boolean(),
              timer :: undefined | reference(),
              started :: integer(),
-             budget :: #{events := pos_integer(), ms := pos_integer()},
+             budget :: #{events := pos_integer(), ms := pos_integer(),
+                         requests := pos_integer()},
              summary :: undefined | map()}).
 
 %%% ------------------------------------------------------------------------
@@ -111,12 +139,17 @@ call(Pid, Req) ->
 %% @doc Checks a follow spec: `{ok, Config}' or the first error.
 -spec check(map()) -> {ok, map()} | {error, term()}.
 check(#{follow := F} = Spec) when is_map(F) ->
-    Allowed = [follow, output, args, capture, buffer, tag],
+    Allowed = [follow, output, args, capture, buffer, tag, limits],
     case [K || K <- maps:keys(Spec), not lists:member(K, Allowed)] of
         [K | _] ->
             {error, {bad_option, K, "not with follow (allowed: output, "
-                     "args, capture, buffer, tag)"}};
-        [] -> check_follow(F, Spec)
+                     "args, capture, buffer, tag, limits)"}};
+        [] ->
+            case maps:get(limits, Spec, #{}) of
+                #{rate := R} when R =/= infinity ->
+                    {error, {bad_option, {limits, rate}, "not with follow"}};
+                _ -> check_follow(F, Spec)
+            end
     end;
 check(#{follow := F}) -> {error, {bad_option, follow, F}}.
 
@@ -132,7 +165,9 @@ check_follow(F, Spec) ->
                     %% The rest is checked as a session spec would be.
                     Base = maps:without([follow], Spec),
                     case beamprobe_config:validate(Base#{calls => [MFA]}) of
-                        {ok, C} -> {ok, C#{root => MFA, budget => B}};
+                        {ok, C} ->
+                            {ok, C#{root => MFA, budget => B,
+                                    limits => session_limits(Spec, C)}};
                         {error, _} = E -> E
                     end
             end
@@ -151,15 +186,26 @@ root(P) when is_list(P); is_binary(P) ->
 root(P) -> {error, {bad_option, {follow, from}, P}}.
 
 budget(B) when is_map(B) ->
-    M = maps:merge(#{events => ?EVENTS, ms => ?MS}, B),
+    M = maps:merge(#{events => ?EVENTS, ms => ?MS, requests => ?REQUESTS}, B),
     case M of
-        _ when map_size(M) > 2 -> {error, {bad_option, {follow, budget}, B}};
-        #{events := E, ms := Ms} when is_integer(E), E > 0,
-                                      is_integer(Ms), Ms > 0, Ms =< ?MAX_MS ->
+        _ when map_size(M) > 3 -> {error, {bad_option, {follow, budget}, B}};
+        #{events := E, ms := Ms, requests := R}
+          when is_integer(E), E > 0, E =< 16#FFFFFFFFFFFFFFFF,
+               is_integer(Ms), Ms > 0, Ms =< ?MAX_MS,
+               is_integer(R), R > 0, R =< ?MAX_REQUESTS ->
             {ok, M};
         _ -> {error, {bad_option, {follow, budget}, B}}
     end;
 budget(B) -> {error, {bad_option, {follow, budget}, B}}.
+
+%% The session-wide bounds: `limits' as for any session, but `events'
+%% is ?SESSION_EVENTS unless given (a follow session records on every
+%% process of the node).
+session_limits(Spec, #{limits := L}) ->
+    case maps:get(limits, Spec, #{}) of
+        #{events := _} -> L;
+        _ -> L#{events := ?SESSION_EVENTS}
+    end.
 
 %%% ------------------------------------------------------------------------
 %%% The session process
@@ -207,10 +253,12 @@ handle_cast(_, St) -> {noreply, St}.
 -spec handle_info(term(), #st{}) -> {noreply, #st{}} | {stop, normal, #st{}}.
 handle_info({'DOWN', Ref, process, _, _}, #st{monitor = Ref} = St) ->
     {stop, normal, finish(St, owner_down)};
-handle_info(budget_ms, St) ->
-    {noreply, finish(St, budget_ms)};
+handle_info(limit_seconds, St) ->
+    {noreply, finish(St, limit_seconds)};
 handle_info({beamprobe_stop, events}, St) ->
-    {noreply, finish(St, budget_events)};
+    {noreply, finish(St, limit_events)};
+handle_info({beamprobe_stop, bytes}, St) ->
+    {noreply, finish(St, limit_bytes)};
 handle_info({beamprobe_stop, Why}, St) ->
     {noreply, finish(St, Why)};
 handle_info(_, St) -> {noreply, St}.
@@ -234,26 +282,23 @@ run([F | Fs], St) ->
     catch C:R:Stack -> {error, {install_failed, {C, R, hd(Stack ++ [none])}}, St}
     end.
 
-%% The node's call pattern on the root, its send pattern and the default
-%% flags of new processes must be free.
+%% The node's call pattern on the root and the default flags of new
+%% processes must be free.
 alone(#st{mfa = {M, F, A}} = St) ->
     {module, M} = code:ensure_loaded(M),
     Fs = [{M, F, Ar} || {Fn, Ar} <- M:module_info(functions), Fn =:= F,
                         A =:= '_' orelse Ar =:= A],
     Taken = [MFA || MFA <- Fs,
                     erlang:trace_info(MFA, traced) =/= {traced, false}],
-    Send = trace_info(send, match_spec),
     if
         Fs =:= [] -> {error, {no_such_function, St#st.mfa}, St};
         Taken =/= [] -> {error, {follow_conflict, {pattern, hd(Taken)}}, St};
-        Send =/= {match_spec, []}, Send =/= {match_spec, true} ->
-            {error, {follow_conflict, {send_pattern, Send}}, St};
         true ->
             case {beamprobe:list(), erlang:trace_info(new, flags)} of
                 {[S | _], _} -> {error, {follow_conflict, {session, S}}, St};
                 {[], {flags, [_ | _]}} ->
                     {error, {follow_conflict, new_processes}, St};
-                {[], _} -> {ok, St#st{send_before = element(2, Send)}}
+                {[], _} -> {ok, St}
             end
     end.
 
@@ -274,8 +319,9 @@ make_dir(#st{dir = Dir} = St) ->
         _ -> {ok, St}
     end.
 
-start_nif(#st{dir = Dir, budget = #{events := N}} = St) ->
+start_nif(#st{dir = Dir, budget = #{events := E, ms := Ms, requests := Rq}} = St) ->
     C = get(config),
+    #{limits := #{events := N, bytes := Bytes}} = C,
     Nif = maps:merge(
             #{file => true, dir => unicode:characters_to_binary(Dir),
               file_kinds => 16#FFFFFFFFFFFFFFFF, usdt_kinds => 0,
@@ -286,8 +332,9 @@ start_nif(#st{dir = Dir, budget = #{events := N}} = St) ->
                                    erlang:system_info(dirty_io_schedulers) + 8),
               overflow => drop_newest, args => maps:get(args, C),
               capture => maps:get(capture, C), return => true,
-              exceptions => true, event_limit => N,
-              byte_limit => 1024 * 1024 * 1024, notify => self(),
+              exceptions => true, event_limit => zero_if_infinity(N),
+              byte_limit => zero_if_infinity(Bytes), notify => self(),
+              follow => {E, Ms, Rq},
               max_sessions => application:get_env(beamprobe, max_sessions, 64),
               env => env(St)},
             beamprobe_lttng:nif_config([])),
@@ -296,44 +343,51 @@ start_nif(#st{dir = Dir, budget = #{events := N}} = St) ->
         {error, R} -> {error, R, St}
     end.
 
-env(#st{mfa = {M, F, A}, budget = #{events := E, ms := Ms}}) ->
+zero_if_infinity(infinity) -> 0;
+zero_if_infinity(N) -> N.
+
+env(#st{mfa = {M, F, A}, budget = #{events := E, ms := Ms, requests := R}}) ->
     {ok, Host} = inet:gethostname(),
     [{<<"node">>, atom_to_binary(node())},
      {<<"hostname">>, list_to_binary(Host)},
      {<<"otp_release">>, list_to_binary(erlang:system_info(otp_release))},
      {<<"follow_root">>, iolist_to_binary(io_lib:format("~p:~p/~p", [M, F, A]))},
-     {<<"follow_budget">>, iolist_to_binary(io_lib:format("events=~b,ms=~b", [E, Ms]))}].
+     {<<"follow_budget">>,
+      iolist_to_binary(io_lib:format("events=~b,ms=~b,requests=~b", [E, Ms, R]))}].
 
 tracer(#st{res = Res}) -> {tracer, beamprobe_nif, Res}.
 
-%% The root's pattern labels its caller and turns on send and receive
-%% tracing in it; the send pattern follows the label.
+%% The root's pattern labels its caller, with the token's `send' and
+%% `receive' flags: the VM then reports every send and every receive of
+%% a labelled message to the system seq_trace tracer (this session).
 patterns(#st{mfa = MFA} = St) ->
     Label = {beamprobe_follow, node(), self()},
     Root = [{'_', [], [{set_seq_token, label, {const, Label}},
+                       {set_seq_token, send, true},
                        {set_seq_token, 'receive', true},
-                       {trace, [], [send]},
                        {return_trace}]}],
-    Send = [{'_', [{is_seq_trace}], []}],
     _ = erlang:trace_pattern(MFA, Root, [local]),
-    _ = message_pattern(send, Send),
     {ok, St}.
 
-%% `call' and `send' on every process nobody traces (and on new ones):
-%% the root's pattern fires in whichever calls it, and the send pattern
-%% in whichever carries the label -- also a process that got it from
-%% another node, before this session heard of it.
+%% `call' on every process nobody traces (and on new ones): the root's
+%% pattern fires in whichever calls it.
 flags(St) ->
     T = tracer(St),
     Me = self(),
-    _ = [catch erlang:trace(P, true, [call, send, T])
+    _ = [catch erlang:trace(P, true, [call, T])
          || P <- processes(), P =/= Me,
             trace_info(P, tracer) =:= {tracer, []}],
-    _ = erlang:trace(new, true, [call, send, T]),
+    _ = erlang:trace(new, true, [call, T]),
     {ok, St#st{new_set = true}}.
 
-timer(#st{budget = #{ms := Ms}} = St) ->
-    {ok, St#st{timer = erlang:send_after(Ms, self(), budget_ms)}}.
+%% The session-wide time bound (limits => #{seconds => S}).
+timer(St) ->
+    case get(config) of
+        #{limits := #{seconds := infinity}} -> {ok, St};
+        #{limits := #{seconds := S}} ->
+            {ok, St#st{timer = erlang:send_after(round(S * 1000), self(),
+                                                 limit_seconds)}}
+    end.
 
 %% Processes traced with this session as their tracer.
 traced(#st{res = undefined}) -> [];
@@ -341,12 +395,9 @@ traced(St) ->
     T = case tracer(St) of {tracer, M, S} -> {M, S} end,
     [P || P <- processes(), trace_info(P, tracer) =:= {tracer, T}].
 
-%% erlang:trace_pattern(send, ...) and erlang:trace_info/2 through apply:
-%% their OTP 25 specs leave out message patterns and {Module, State}
-%% tracers, which dialyzer then calls impossible (as beamprobe_janitor).
-message_pattern(Kind, MS) ->
-    erlang:apply(erlang, trace_pattern, [Kind, MS, []]).
-
+%% erlang:trace_info/2 through apply: its OTP 25 spec leaves out
+%% {Module, State} tracers, which dialyzer then calls impossible (as
+%% beamprobe_janitor).
 %% seq_trace:get_system_tracer/0: its OTP 25 spec leaves out
 %% {Module, State} tracers too.
 system_tracer() ->
@@ -359,10 +410,6 @@ trace_info(What, Item) ->
 uninstall(#st{res = undefined} = St) -> St;
 uninstall(#st{mfa = MFA} = St) ->
     _ = erlang:trace_pattern(MFA, false, [local]),
-    _ = case St#st.send_before of
-            undefined -> ok;
-            Before -> message_pattern(send, Before)
-        end,
     _ = St#st.new_set andalso erlang:trace(new, false, [all]),
     _ = St#st.seq_set andalso seq_tracer_off(St),
     _ = [catch erlang:trace(P, false, [all]) || P <- traced(St)],
@@ -397,10 +444,25 @@ finish(#st{res = Res} = St, Why) ->
                 {ok, S} -> S
             catch _:E -> #{nif_error => E}
             end,
+    Dropped = maps:get(dropped, Stats, #{total => 0}),
+    Reqs = maps:get(requests, Stats, #{}),
     Sum = #{events => maps:get(events, Stats, 0),
-            dropped => maps:get(dropped, Stats, #{total => 0}),
+            dropped => Dropped,
+            requests => Reqs,
             bytes => maps:get(bytes, Stats, 0),
             seconds => (erlang:monotonic_time(millisecond) - St#st.started) / 1000,
             output => St#st.dir, root => St#st.mfa, budget => St#st.budget,
             stop_reason => Why},
+    _ = record_counts(St1, Dropped, Reqs),
     St1#st{summary = Sum}.
+
+%% The per-request budget's counts, in the trace's metadata env (added
+%% at the end, as a cluster session's clock offsets): `beamprobe request'
+%% prints them.
+record_counts(#st{dir = Dir}, Dropped, Reqs) ->
+    Env = [{"follow_" ++ atom_to_list(K), integer_to_list(V)}
+           || {K, V} <- lists:sort(maps:to_list(Reqs)), is_integer(V)] ++
+          [{"follow_dropped_" ++ atom_to_list(K), integer_to_list(V)}
+           || K <- [request_events, request_ms, request_table],
+              {ok, V} <- [maps:find(K, Dropped)], is_integer(V)],
+    catch beamprobe_cluster:rewrite_env(filename:join(Dir, "metadata"), Env).

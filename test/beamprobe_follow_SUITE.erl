@@ -14,7 +14,10 @@
          bad_specs/1, owner_dies/1, across_nodes/1, seq_tracer_taken/1,
          across_nodes_two_roots/1, across_nodes_conflict/1,
          across_nodes_peer_dies/1, across_nodes_budget/1,
-         seq_tracer_replaced/1]).
+         seq_tracer_replaced/1, request_events/1, request_ms/1,
+         request_table/1, across_nodes_request_budget/1,
+         root_serves_others/1, root_takes_unrelated/1,
+         process_table_full/1]).
 -export([node_state/0]).
 
 -define(L, beamprobe_test_lib).
@@ -23,7 +26,9 @@ all() ->
     [exact_events, two_requests, budget_events, budget_ms, bad_specs,
      owner_dies, across_nodes, seq_tracer_taken, across_nodes_two_roots,
      across_nodes_conflict, across_nodes_peer_dies, across_nodes_budget,
-     seq_tracer_replaced].
+     seq_tracer_replaced, request_events, request_ms, request_table,
+     across_nodes_request_budget, root_serves_others, root_takes_unrelated,
+     process_table_full].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -159,24 +164,29 @@ two_requests(Config) ->
     ?assertEqual([[<<"1">>], [<<"2">>]], lists:sort(Values)),
     [?assertEqual(nomatch, binary:match(B, <<"plain">>)) || B <- Blocks].
 
-%% The event budget ends the session by itself, and what it enabled is
-%% gone.
+%% The session-wide event bound (limits) ends the session by itself, and
+%% what it enabled is gone.
 budget_events(Config) ->
     Dir = ?L:dir(Config, "f"),
     {Mid, _} = servers(),
-    {ok, H} = follow(Dir, #{events => 3}),
+    {ok, H} = beamprobe:start(#{follow => #{from => "follow_request:root/2"},
+                                limits => #{events => 3},
+                                output => {file, Dir}}),
     107 = (fun() -> ?W:root(Mid, 7) end)(),
     _ = ?L:wait_until(fun() -> erlang:trace_info(new, flags) =:= {flags, []} end, 5000),
     assert_clean(Config),
-    {ok, #{stop_reason := budget_events}} = beamprobe:stop(H).
+    {ok, #{stop_reason := limit_events}} = beamprobe:stop(H).
 
-%% So does the time budget.
+%% So does the session-wide time bound.
 budget_ms(Config) ->
     Dir = ?L:dir(Config, "f"),
-    {ok, H} = follow(Dir, #{ms => 200}),
+    {ok, H} = beamprobe:start(#{follow => #{from => "follow_request:root/2",
+                                            budget => #{ms => 100}},
+                                limits => #{seconds => 0.2},
+                                output => {file, Dir}}),
     timer:sleep(400),
     assert_clean(Config),
-    {ok, #{stop_reason := budget_ms}} = beamprobe:stop(H),
+    {ok, #{stop_reason := limit_seconds}} = beamprobe:stop(H),
     ?assertEqual({error, not_found}, beamprobe:stop(H)).
 
 bad_specs(Config) ->
@@ -192,6 +202,19 @@ bad_specs(Config) ->
                  F(#{from => "lists:seq/2", budget => #{ms => -1, x => 1}})),
     ?assertMatch({error, {unknown_option, {follow, x}}},
                  F(#{from => "lists:seq/2", x => 1})),
+    [?assertMatch({error, {bad_option, {follow, budget}, _}},
+                  F(#{from => "lists:seq/2", budget => #{requests => R}}))
+     || R <- [0, 16385, -1, many, 1.5]],
+    ?assertMatch({error, {bad_option, {follow, budget}, _}},
+                 F(#{from => "lists:seq/2", budget => #{ms => 3600001}})),
+    ?assertMatch({error, {bad_option, {limits, rate}, _}},
+                 beamprobe:start(#{follow => #{from => "lists:seq/2"},
+                                   limits => #{rate => {10, 1000}},
+                                   output => {file, Dir}})),
+    ?assertMatch({error, {bad_option, {limits, seconds}, _}},
+                 beamprobe:start(#{follow => #{from => "lists:seq/2"},
+                                   limits => #{seconds => -1},
+                                   output => {file, Dir}})),
     ?assertMatch({error, {bad_option, calls, _}},
                  beamprobe:start(#{follow => #{from => "lists:seq/2"},
                                    calls => [{lists, seq, 2}]})),
@@ -408,8 +431,8 @@ across_nodes_budget(Config) ->
     {Peer, B} = start_peer(),
     try
         Before = erpc:call(B, ?MODULE, node_state, []),
-        {ok, H} = beamprobe:start(#{follow => #{from => "follow_request:root/2",
-                                                budget => #{ms => 300}},
+        {ok, H} = beamprobe:start(#{follow => #{from => "follow_request:root/2"},
+                                    limits => #{seconds => 0.3},
                                     nodes => [node(), B],
                                     output => {file, Dir}}),
         ?assertMatch(#{seq_tracer := {beamprobe_nif, _}},
@@ -418,7 +441,7 @@ across_nodes_budget(Config) ->
         assert_clean(Config),
         ?assertEqual(Before, erpc:call(B, ?MODULE, node_state, [])),
         {ok, #{nodes := Per}} = beamprobe:stop(H),
-        [?assertMatch(#{summary := {ok, #{stop_reason := budget_ms}}}, V)
+        [?assertMatch(#{summary := {ok, #{stop_reason := limit_seconds}}}, V)
          || V <- maps:values(Per)]
     after
         catch peer:stop(Peer)
@@ -444,3 +467,307 @@ seq_tracer_replaced(Config) ->
     Print = ?L:cli_ok(["print", Dir]),
     ct:pal("~s", [Print]),
     ?assertMatch({match, _}, re:run(Print, "tampered seq_trace_tracer node replaced")).
+
+%%% ------------------------------------------------------------------------
+%%% The budget is per request
+
+%% Requests of `bin/beamprobe request' Out: [{Head, EventLines}].
+blocks(Out) ->
+    [begin
+         [H | Ls] = lines(<<"Request ", B/binary>>),
+         {H, [L || L <- Ls, binary:match(L, <<"Per-request budget:">>) =:= nomatch]}
+     end
+     || B <- binary:split(Out, <<"Request ">>, [global]), B =/= <<>>,
+        binary:match(B, <<": root ">>) =/= nomatch].
+
+%% The request of ask/2 tagged Id, from the blocks: its event lines.
+request_of(Id, Blocks) ->
+    Tag = iolist_to_binary(io_lib:format("{~p,", [Id])),
+    case [{H, Ls} || {H, Ls} <- Blocks, binary:match(hd(Ls), Tag) =/= nomatch] of
+        [R] -> R;
+        Other -> ct:fail({request, Id, Other})
+    end.
+
+%% What ask(Echo, {Id, Plan}) does, event by event (the regexps of its
+%% request's lines), all its events.
+ask_events(Id, N) ->
+    T = fun(I) -> io_lib:format("\\{~p,~p\\}", [Id, I]) end,
+    ["call follow_request:ask\\(<[0-9.]+>, \\{" ++ integer_to_list(Id) ++ ","] ++
+        lists:append(
+          [["sent \\{echo,<[0-9.]+>," ++ T(I) ++ "\\} to <",
+            "received \\{echo,<[0-9.]+>," ++ T(I) ++ "\\}$",
+            "sent \\{echoed," ++ T(I) ++ "\\} to <",
+            "received \\{echoed," ++ T(I) ++ "\\}$"] || I <- lists:seq(0, N - 1)]) ++
+        ["returned from follow_request:ask/2 -> " ++ integer_to_list(N) ++ "$"].
+
+assert_events(Lines, REs) ->
+    ?assertEqual({length(REs), Lines}, {length(Lines), Lines}),
+    [?assertMatch({{match, _}, _}, {re:run(L, lists:flatten(RE)), L})
+     || {L, RE} <- lists:zip(Lines, REs)].
+
+ask_follow(Dir, Budget) ->
+    beamprobe:start(#{follow => #{from => "follow_request:ask/2",
+                                  budget => Budget},
+                      output => {file, Dir}}).
+
+run_asks(Echo, Asks) ->
+    Self = self(),
+    Ps = [{Id, spawn(fun() -> receive go -> ok end,
+                              Self ! {asked, Id, ?W:ask(Echo, {Id, Plan})} end)}
+          || {Id, Plan} <- Asks],
+    [P ! go || {_, P} <- Ps],
+    [receive {asked, Id, N} -> ?assertEqual(length(Plan), N) end
+     || {Id, Plan} <- Asks].
+
+%% A root function called by several requests at once, one long (50
+%% round trips through a shared server, 202 events) and six short (one
+%% round trip, 6 events), then three more short ones: with a budget of 20
+%% events per request the long request is cut at exactly its 20th event
+%% (the first 20 events of what it did), every short request is whole,
+%% event by event, and the 182 events cut are counted exactly; the cut is
+%% marked in the trace and shown by `beamprobe request'.
+request_events(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    Echo = spawn(?W, echo, []),
+    {ok, H} = ask_follow(Dir, #{events => 20}),
+    Long = {1, lists:duplicate(50, 0)},
+    Shorts = [{Id, [0]} || Id <- lists:seq(2, 7)],
+    run_asks(Echo, [Long | Shorts]),
+    Later = [{Id, [0]} || Id <- lists:seq(8, 10)],
+    run_asks(Echo, Later),
+    {ok, Sum} = beamprobe:stop(H),
+    ct:pal("~p", [Sum]),
+    assert_clean(Config),
+    #{dropped := D, requests := R} = Sum,
+    ?assertMatch(#{request_events := 182, request_ms := 0, request_table := 0,
+                   ring_full := 0}, D),
+    ?assertMatch(#{started := 10, cut := 1, refused := 0}, R),
+    Out = ?L:cli_ok(["request", Dir]),
+    ct:pal("~s", [Out]),
+    Blocks = blocks(Out),
+    ?assertEqual(10, length(Blocks)),
+    {LongHead, LongLines} = request_of(1, Blocks),
+    assert_events(LongLines, lists:sublist(ask_events(1, 50), 20)),
+    ?assertMatch({match, _}, re:run(LongHead, ", 20 events, 2 processes, .*, cut: events budget \\(20\\)")),
+    [begin
+         {SH, SL} = request_of(Id, Blocks),
+         assert_events(SL, ask_events(Id, 1)),
+         ?assertEqual(nomatch, binary:match(SH, <<"cut">>))
+     end || {Id, _} <- Shorts ++ Later],
+    %% The trace records the cut and the counts.
+    Print = ?L:cli_ok(["print", Dir]),
+    ?assertEqual(1, length(binary:matches(Print, <<"annotation follow_cut: {events,20}">>))),
+    Info = ?L:cli_ok(["info", Dir]),
+    ?assertMatch({match, _}, re:run(Info, "follow_dropped_request_events.*182")),
+    ?assertMatch({match, _}, re:run(Out, "\nPer-request budget: 182 events cut by the events budget, 0 by the ms budget, 0 lost to the request table; 0 requests refused")).
+
+%% The time budget per request: a request that sleeps past it is cut at
+%% its first event after it (its remaining 5 events counted), while a
+%% request that starts during that sleep, and one after, are whole.
+request_ms(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    Echo = spawn(?W, echo, []),
+    {ok, H} = ask_follow(Dir, #{ms => 300}),
+    Self = self(),
+    Slow = spawn(fun() -> Self ! {asked, 1, ?W:ask(Echo, {1, [0, 600]})} end),
+    timer:sleep(100),
+    run_asks(Echo, [{2, [0, 50]}]),
+    receive {asked, 1, 2} -> ok end,
+    _ = Slow,
+    run_asks(Echo, [{3, [0, 0]}]),
+    {ok, Sum} = beamprobe:stop(H),
+    ct:pal("~p", [Sum]),
+    assert_clean(Config),
+    ?assertMatch(#{request_ms := 5, request_events := 0, request_table := 0},
+                 maps:get(dropped, Sum)),
+    ?assertMatch(#{started := 3, cut := 1}, maps:get(requests, Sum)),
+    Out = ?L:cli_ok(["request", Dir]),
+    ct:pal("~s", [Out]),
+    Blocks = blocks(Out),
+    {SlowHead, SlowLines} = request_of(1, Blocks),
+    assert_events(SlowLines, lists:sublist(ask_events(1, 2), 5)),
+    ?assertMatch({match, _}, re:run(SlowHead, "cut: ms budget \\(300\\)")),
+    [begin
+         {SH, SL} = request_of(Id, Blocks),
+         assert_events(SL, ask_events(Id, 2)),
+         ?assertEqual(nomatch, binary:match(SH, <<"cut">>))
+     end || Id <- [2, 3]].
+
+%% More requests in their root call at once than the table holds
+%% (requests => 4): the others are refused and counted, recorded not at
+%% all (not even in part), every call still answers, the node is left
+%% clean, and once the table has room again a request is followed.
+request_table(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    Echo = spawn(?W, echo, []),
+    {ok, H} = ask_follow(Dir, #{requests => 4}),
+    run_asks(Echo, [{Id, [300]} || Id <- lists:seq(1, 8)]),
+    run_asks(Echo, [{9, [0]}]),
+    {ok, Sum} = beamprobe:stop(H),
+    ct:pal("~p", [Sum]),
+    assert_clean(Config),
+    ?assertMatch(#{started := 5, refused := 4, cut := 0},
+                 maps:get(requests, Sum)),
+    ?assertMatch(#{request_table := 0, total := 0}, maps:get(dropped, Sum)),
+    Out = ?L:cli_ok(["request", Dir]),
+    ct:pal("~s", [Out]),
+    Blocks = blocks(Out),
+    ?assertEqual(5, length(Blocks)),
+    [?assertMatch({match, _}, re:run(Hd, ", 6 events, 2 processes")) || {Hd, _} <- Blocks],
+    {_, L9} = request_of(9, Blocks),
+    assert_events(L9, ask_events(9, 1)),
+    ?assertMatch({match, _}, re:run(Out, "4 requests refused \\(table full\\)")).
+
+%% The budget per request across nodes: roots here ask an echo server on
+%% a peer; each node counts the part of a request it sees (here: the
+%% root's call, sends, receives and return; there: the echo's receives
+%% and sends, one part per request, the echo's answers and the root's
+%% next messages kept in it by their serials).  With 7 events per
+%% request, the long request (10 round trips) is cut after 7 events on
+%% each node, exactly 15 cut here and 13 there, and the short ones are
+%% whole on both.
+across_nodes_request_budget(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    {Peer, B} = start_peer(),
+    try
+        Echo = erpc:call(B, erlang, spawn, [?W, echo, []]),
+        {ok, H} = beamprobe:start(#{follow => #{from => "follow_request:ask/2",
+                                                budget => #{events => 7}},
+                                    nodes => [node(), B],
+                                    output => {file, Dir}}),
+        Shorts = [{Id, [0]} || Id <- lists:seq(2, 4)],
+        run_asks(Echo, [{1, lists:duplicate(10, 0)} | Shorts]),
+        %% This process took the roots' answers, which carry the label
+        %% (sent after their root calls: of no request): without it, the
+        %% cluster's stop would start parts of its own on both nodes.
+        _ = seq_trace:set_token([]),
+        {ok, #{nodes := Per}} = beamprobe:stop(H),
+        ct:pal("~p", [Per]),
+        assert_clean(Config),
+        ?assertMatch(#{traced := [], seq_tracer := false, sessions := []},
+                     erpc:call(B, ?MODULE, node_state, [])),
+        #{summary := {ok, Here}} = maps:get(node(), Per),
+        #{summary := {ok, There}} = maps:get(B, Per),
+        ?assertMatch(#{dropped := #{request_events := 15, request_table := 0},
+                       requests := #{started := 4, cut := 1, refused := 0}}, Here),
+        ?assertMatch(#{dropped := #{request_events := 13, request_table := 0},
+                       requests := #{started := 4, cut := 1, refused := 0}}, There),
+        Out = ?L:cli_ok(["request", Dir]),
+        ct:pal("~s", [Out]),
+        Blocks = blocks(Out),
+        ?assertEqual(4, length(Blocks)),
+        Bn = atom_to_binary(B),
+        OnB = fun(Ls) -> [L || L <- Ls, binary:match(L, <<" ", Bn/binary, " ">>) =/= nomatch] end,
+        Here1 = fun(Ls) -> Ls -- OnB(Ls) end,
+        {LongHead, LongLines} = request_of(1, Blocks),
+        ?assertMatch({match, _}, re:run(LongHead, "cut: events budget \\(7\\)")),
+        All = ask_events(1, 10),
+        %% Here: call, then (sent, received) per round trip.
+        assert_events(Here1(LongLines),
+                      lists:sublist([E || {I, E} <- lists:zip(lists:seq(1, length(All)), All),
+                                          I =:= 1 orelse (I - 2) rem 4 =:= 0 orelse (I - 2) rem 4 =:= 3], 7)),
+        %% There: (received, sent) per round trip; its 7th event, the
+        %% receive of a message whose send was cut here, has no send to
+        %% be matched with in the request view.
+        assert_events(OnB(LongLines),
+                      lists:sublist([E || {I, E} <- lists:zip(lists:seq(1, length(All)), All),
+                                          I > 1, (I - 2) rem 4 =:= 1 orelse (I - 2) rem 4 =:= 2], 6)),
+        [begin
+             {SH, SL} = request_of(Id, Blocks),
+             assert_events(SL, ask_events(Id, 1)),
+             ?assertEqual(nomatch, binary:match(SH, <<"cut">>))
+         end || {Id, _} <- Shorts]
+    after
+        catch peer:stop(Peer)
+    end.
+
+%% A root that, in its root call, serves another request (takes its
+%% message, answers it): its answer counts in the other request (as its
+%% seq_trace token says), its root call's return in its own, which then
+%% ends: with room for two requests in their root calls at once, two
+%% more requests after it are both followed (none refused), and the
+%% request it served is whole.
+root_serves_others(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    {ok, H} = ask_follow(Dir, #{requests => 2}),
+    Self = self(),
+    Server = spawn(fun() -> Self ! {served, ?W:ask(none, {serve, 1})} end),
+    timer:sleep(50),
+    run_asks(Server, [{1, [0]}]),
+    receive {served, 1} -> ok end,
+    %% Both requests have left their root calls: two more fit at once.
+    run_asks(Server, []),
+    Echo = spawn(?W, echo, []),
+    run_asks(Echo, [{2, [100]}, {3, [100]}]),
+    {ok, Sum} = beamprobe:stop(H),
+    ct:pal("~p", [Sum]),
+    assert_clean(Config),
+    ?assertMatch(#{request_events := 0, request_table := 0}, maps:get(dropped, Sum)),
+    ?assertMatch(#{started := 4, cut := 0, refused := 0}, maps:get(requests, Sum)),
+    %% The server's own request: its root call and its return.
+    Out = ?L:cli_ok(["request", Dir]),
+    ct:pal("~s", [Out]),
+    ?assertMatch({match, _}, re:run(Out, "(?s)call follow_request:ask\\(none, \\{serve,1\\}\\)\n.*returned from follow_request:ask/2 -> 1\n")),
+    %% The served request's six events are all in the trace.
+    Print = ?L:cli_ok(["print", Dir]),
+    [?assertMatch({match, _}, re:run(Print, RE, [multiline]))
+     || RE <- ask_events(1, 1)].
+
+%% A root in its root call takes a labelled message of no request (from
+%% a process that holds the label after its own root call returned): it
+%% counts in the root's request, and so does the answer it sends.
+root_takes_unrelated(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    Echo = spawn(?W, echo, []),
+    {ok, H} = ask_follow(Dir, #{}),
+    %% This process is a root once: afterwards it holds the label.
+    1 = ?W:ask(Echo, {1, [0]}),
+    ?assertMatch({_, {beamprobe_follow, _, _}, _, _, _}, seq_trace:get_token()),
+    Self = self(),
+    Server = spawn(fun() -> Self ! {served, ?W:ask(none, {serve, 1})} end),
+    timer:sleep(50),
+    Server ! {echo, self(), {x, 0}},
+    receive {echoed, {x, 0}} -> ok end,
+    receive {served, 1} -> ok end,
+    _ = seq_trace:set_token([]),
+    {ok, Sum} = beamprobe:stop(H),
+    ct:pal("~p", [Sum]),
+    assert_clean(Config),
+    ?assertMatch(#{started := 2, refused := 0, cut := 0}, maps:get(requests, Sum)),
+    Print = ?L:cli_ok(["print", Dir]),
+    ct:pal("~s", [Print]),
+    [?assertMatch({match, _}, re:run(Print, RE, [multiline]))
+     || RE <- ["call follow_request:ask\\(none, \\{serve,1\\}\\)$",
+               "received \\{echo,<[0-9.]+>,\\{x,0\\}\\}$",
+               "sent \\{echoed,\\{x,0\\}\\} to <",
+               "returned from follow_request:ask/2 -> 1$"]].
+
+%% One request through more processes than the tracer's tables hold
+%% (requests => 1: 8 process entries): the process it cannot remember
+%% is counted (request_table), what it does after is not written, the
+%% root's own events still are, the call answers and the node is left
+%% clean; a second request after it is followed again.
+process_table_full(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    Fs = [spawn(?W, forward, []) || _ <- lists:seq(1, 12)],
+    {ok, H} = ask_follow(Dir, #{requests => 1}),
+    Self = self(),
+    spawn(fun() -> Self ! {asked, ?W:ask(none, {chain, Fs})} end),
+    receive {asked, 12} -> ok end,
+    Echo = spawn(?W, echo, []),
+    run_asks(Echo, [{2, [0]}]),
+    {ok, Sum} = beamprobe:stop(H),
+    ct:pal("~p", [Sum]),
+    assert_clean(Config),
+    #{dropped := #{request_table := T}} = Sum,
+    ?assert(T >= 1),
+    Print = ?L:cli_ok(["print", Dir]),
+    ct:pal("~s", [Print]),
+    %% The root and the first 7 forwarders have entries; the 8th's
+    %% receive is written, its send (and the rest of the chain) not.
+    ?assertEqual(8, length(binary:matches(Print, <<"received {fwd,">>))),
+    ?assertEqual(7, length(binary:matches(Print, <<"sent {fwd,">>)) - 1),
+    ?assertMatch({match, _}, re:run(Print, "received \\{done,x\\}\\n.*returned from follow_request:ask/2 -> 12")),
+    Out = ?L:cli_ok(["request", Dir]),
+    {_, L2} = request_of(2, blocks(Out)),
+    assert_events(L2, ask_events(2, 1)).

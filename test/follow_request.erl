@@ -3,7 +3,8 @@
 %%% module: beamprobe refuses patterns on beamprobe's modules, the suite
 %%% included.)
 -module(follow_request).
--export([root/2, mid/1, srv/1, plain/2, plain_until_stop/1, servers/0]).
+-export([root/2, mid/1, srv/1, plain/2, plain_until_stop/1, servers/0,
+         ask/2, echo/0, forward/0]).
 
 %% @doc The root of a request: asks Mid for X's reply.
 -spec root(pid(), integer()) -> integer().
@@ -56,3 +57,42 @@ servers() ->
     Srv = spawn(?MODULE, srv, [100]),
     Mid = spawn(?MODULE, mid, [Srv]),
     {Mid, Srv}.
+
+%% @doc Another root: one round trip to the echo server Echo per element
+%% of Plan, each after sleeping that many ms; messages tagged
+%% {Id, I}.  Returns the number of round trips.
+%% ask(_, {serve, N}) instead serves N echo requests itself (the root
+%% of a request that takes other requests' messages); ask(_, {chain,
+%% Pids}) sends through forwarders (forward/0) in turn, the last
+%% answering.
+-spec ask(pid() | none, {term(), [non_neg_integer()] | [pid()] | pos_integer()}) ->
+          non_neg_integer().
+ask(_, {chain, [First | Rest] = Ps}) ->
+    First ! {fwd, Rest, self(), x},
+    receive {done, x} -> length(Ps) end;
+ask(_, {serve, N}) when is_integer(N) ->
+    lists:foreach(fun(_) ->
+                          receive {echo, From, Tag} -> From ! {echoed, Tag} end
+                  end, lists:seq(1, N)),
+    N;
+ask(Echo, {Id, Plan}) ->
+    lists:foldl(fun(Ms, I) ->
+                        receive after Ms -> ok end,
+                        Echo ! {echo, self(), {Id, I}},
+                        receive {echoed, {Id, I}} -> I + 1 end
+                end, 0, Plan).
+
+%% @doc The echo server of ask/2.
+-spec echo() -> no_return().
+echo() ->
+    receive
+        {echo, From, Tag} -> From ! {echoed, Tag}, echo()
+    end.
+
+%% @doc A forwarder of ask(_, {chain, Pids}).
+-spec forward() -> no_return().
+forward() ->
+    receive
+        {fwd, [Next | Rest], Root, X} -> Next ! {fwd, Rest, Root, X}, forward();
+        {fwd, [], Root, X} -> Root ! {done, X}, forward()
+    end.

@@ -14,6 +14,11 @@
  * the process a request came from, may have sends shown in the wrong
  * request.  The depth (indentation) is the number of
  * messages between the root and the process.
+ *
+ * A request the follow session cut (its per-request budget, bp_follow.h)
+ * has an annotation event `follow_cut' about its first process: the
+ * request is marked "cut: events budget (N)" or "cut: ms budget (T)";
+ * the counts of events cut (env follow_dropped_*) are printed at the end.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -34,6 +39,7 @@ struct pending {
 
 struct proc {
 	uint32_t req;    /* the root's request, in its root call */
+	uint32_t last;   /* the last request rooted here */
 	uint32_t depth;
 	int root;        /* the root process, in its root call */
 	uint32_t npend;  /* requests it works for, oldest first */
@@ -45,6 +51,7 @@ struct request {
 	uint64_t pid, start, end; /* control clock */
 	uint64_t events;
 	uint32_t procs;
+	char cut[40];    /* "events budget (20)", or "" */
 	struct bp_out lines;
 };
 
@@ -52,6 +59,7 @@ struct state {
 	struct proc *procs;
 	uint32_t nprocs, capprocs;
 	struct bp_map proc_of;       /* hash(node, pid) -> index */
+	struct bp_map in_req;        /* hash(request, node, pid): counted */
 	struct request *reqs;
 	uint32_t nreqs, capreqs;
 	uint32_t *pair_req, *pair_depth; /* per matched pair */
@@ -116,6 +124,18 @@ static void emit(const struct bp_cluster *c, struct request *r,
 		r->end = (uint64_t)t;
 }
 
+/* Counts process (node, pid) in request q once. */
+static void count_proc(struct state *s, uint32_t q, unsigned node,
+		       uint64_t pid)
+{
+	uint64_t k = bp_hash_u64(bp_hash_u64(pid ^ ((uint64_t)node << 58)) ^ q);
+
+	if (bp_map_get(&s->in_req, k) != BP_MAP_NONE)
+		return;
+	if (bp_map_put(&s->in_req, k, 1) == 0)
+		s->reqs[q - 1].procs++;
+}
+
 static int is_root(const char *root, const struct bp_event *e)
 {
 	return root && (e->id == BP_EV_CALL || e->id == BP_EV_RETURN_FROM ||
@@ -164,7 +184,7 @@ static int follow_other(const struct bp_cluster *c, struct state *s,
 			p->pend[p->npend].rnode = snd->node;
 			p->pend[p->npend].rpid = snd->pid;
 			p->npend++;
-			s->reqs[q - 1].procs++;
+			count_proc(s, q, n, e->pid);
 		}
 		emit(c, &s->reqs[q - 1], cf, n, e, depth);
 		return 0;
@@ -195,6 +215,20 @@ static int follow_other(const struct bp_cluster *c, struct state *s,
 	return 0;
 }
 
+/* "{events,20}" -> "events budget (20)". */
+static void mark_cut(struct request *r, const char *v)
+{
+	const char *comma = strchr(v, ',');
+	int kind = comma && v[0] == '{' ? (int)(comma - v - 1) : 0;
+	int num = comma ? (int)strcspn(comma + 1, "}") : 0;
+
+	if (kind <= 0 || kind > 8 || num <= 0 || num > 20)
+		snprintf(r->cut, sizeof r->cut, "budget");
+	else
+		snprintf(r->cut, sizeof r->cut, "%.*s budget (%.*s)", kind,
+			 v + 1, num, comma + 1);
+}
+
 static int walk(const struct bp_cluster *c, struct state *s,
 		const char *root_opt)
 {
@@ -219,6 +253,17 @@ static int walk(const struct bp_cluster *c, struct state *s,
 			rc = -1;
 			break;
 		}
+		if (e->id == BP_EV_ANNOTATION &&
+		    strcmp(e->str[BP_FLD(ANNOTATION, tag)], "follow_cut") == 0) {
+			/* About the cut request's first process. */
+			uint32_t q = p->last ? p->last
+				     : p->npend ? p->pend[0].req : 0;
+			if (q)
+				mark_cut(&s->reqs[q - 1],
+					 e->str[BP_FLD(ANNOTATION, value)]);
+			bp_cluster_advance(cur, n);
+			continue;
+		}
 		if (e->id == BP_EV_PROCESS) {
 			/* A name (written at the session's end), not something
 			 * the process did. */
@@ -235,8 +280,9 @@ static int walk(const struct bp_cluster *c, struct state *s,
 			r->node = n;
 			r->pid = e->pid;
 			r->start = r->end = (uint64_t)bp_cluster_when(c, n, e->ts);
-			r->procs = 1;
+			count_proc(s, s->nreqs, n, e->pid);
 			p->req = s->nreqs;
+			p->last = s->nreqs;
 			p->depth = 0;
 			p->root = 1;
 		} else if (!p->root) {
@@ -289,9 +335,49 @@ static void print(const struct bp_cluster *c, const struct state *s,
 		bp_out_u64(o, r->procs);
 		bp_out_str(o, r->procs == 1 ? " process, " : " processes, ");
 		bp_out_dur(o, r->end - r->start);
+		if (r->cut[0]) {
+			bp_out_str(o, ", cut: ");
+			bp_out_str(o, r->cut);
+		}
 		bp_out_char(o, '\n');
 		bp_out_mem(o, r->lines.buf, r->lines.len);
 	}
+}
+
+/* The events the per-request budget cut, summed over the nodes (env
+ * follow_dropped_*, written when the follow session stopped). */
+static void print_cut_counts(const struct bp_cluster *c, struct bp_out *o)
+{
+	static const char *const keys[] = {"follow_dropped_request_events",
+					   "follow_dropped_request_ms",
+					   "follow_dropped_request_table",
+					   "follow_refused"};
+	unsigned long long v[4] = {0, 0, 0, 0};
+	struct bp_cluster_cursor cur[BP_CLUSTER_MAX_NODES];
+	int any = 0;
+
+	bp_cluster_open_all(c, cur);
+	for (unsigned i = 0; i < c->n; i++)
+		for (int k = 0; k < 4 && cur[i].open; k++) {
+			const char *t = bp_meta_env(&cur[i].r.meta, keys[k]);
+			if (t) {
+				v[k] += strtoull(t, NULL, 10);
+				any = 1;
+			}
+		}
+	bp_cluster_close_all(c, cur);
+	if (!any || !(v[0] | v[1] | v[2] | v[3]))
+		return;
+	bp_out_str(o, "Per-request budget: ");
+	bp_out_u64(o, v[0]);
+	bp_out_str(o, " events cut by the events budget, ");
+	bp_out_u64(o, v[1]);
+	bp_out_str(o, " by the ms budget, ");
+	bp_out_u64(o, v[2]);
+	bp_out_str(o, " lost to the request table; ");
+	bp_out_u64(o, v[3]);
+	bp_out_str(o, v[3] == 1 ? " request refused (table full)\n"
+				: " requests refused (table full)\n");
 }
 
 int bp_cmd_request(int argc, char **argv)
@@ -333,6 +419,7 @@ int bp_cmd_request(int argc, char **argv)
 		return BP_EXIT_DAMAGED;
 	memset(&s, 0, sizeof s);
 	bp_map_init(&s.proc_of);
+	bp_map_init(&s.in_req);
 	s.pair_req = calloc(c.npairs + 1, sizeof *s.pair_req);
 	s.pair_depth = calloc(c.npairs + 1, sizeof *s.pair_depth);
 	if (!s.pair_req || !s.pair_depth || walk(&c, &s, root) != 0) {
@@ -345,6 +432,8 @@ int bp_cmd_request(int argc, char **argv)
 				       "in the trace (env follow_root, or "
 				       "--root M:F/A)\n");
 		print(&c, &s, &o, (long)only);
+		if (!only)
+			print_cut_counts(&c, &o);
 		if (bp_out_close(&o))
 			rc = BP_EXIT_DAMAGED;
 	}
@@ -355,6 +444,7 @@ int bp_cmd_request(int argc, char **argv)
 	free(s.pair_req);
 	free(s.pair_depth);
 	bp_map_free(&s.proc_of);
+	bp_map_free(&s.in_req);
 	if (rc == BP_EXIT_OK && c.problems) {
 		bp_cli_error("%s: %u problem%s in the trace; the output covers "
 			     "the part that could be read", c.dir, c.problems,
