@@ -20,7 +20,8 @@
 -export([counts_equal/1, json_same_numbers/1, interrupt_prints_table/1,
          sigkill_cleans_within_1s/1, bad_patterns/1, usage_errors/1,
          no_such_node/1, bad_cookie/1, profile_running/1,
-         node_dies_mid_run/1, no_timing_top/1]).
+         node_dies_mid_run/1, no_timing_top/1, second_profile_refused/1,
+         counters_held_by_cprof/1]).
 
 -define(N, 1234).
 -define(W, bp_pcli_work).
@@ -30,7 +31,7 @@
 all() -> [counts_equal, json_same_numbers, interrupt_prints_table,
           sigkill_cleans_within_1s, bad_patterns, usage_errors,
           no_such_node, bad_cookie, profile_running, node_dies_mid_run,
-          no_timing_top].
+          no_timing_top, second_profile_refused, counters_held_by_cprof].
 
 init_per_suite(Config) ->
     case node() of
@@ -309,6 +310,51 @@ no_timing_top(Config) ->
     ?assertMatch({match, _}, re:run(Text, " +" ++ integer_to_list(?N) ++
                                         " +- +0ns +- ")),
     assert_clean(Node, Before, Config).
+
+%% A second profile (or attach) while one runs on the node: refused before
+%% anything is loaded; the first goes on and ends with its table.
+second_profile_refused(Config) ->
+    Node = ?config(target, Config),
+    Before = snapshot(Node),
+    A = profile(Config, ["--seconds", "600", short(Node),
+                         "bp_pcli_work:double/1"]),
+    wait_started(A),
+    B = profile(Config, [short(Node), "bp_pcli_work:double/1"]),
+    {2, TextB} = wait_exit(B, 20000),
+    ?assertMatch({match, _}, re:run(TextB, "another beamprobe attach or "
+                                    "profile is active")),
+    ok = rpc:call(Node, ?W, work, [?N]),
+    signal(A, "INT"),
+    {0, TextA} = wait_exit(A, 30000),
+    ?assertEqual(?N, table_calls(TextA, "bp_pcli_work:double/1")),
+    assert_clean(Node, Before, Config).
+
+%% cprof counts on the node: its counters are refused (named in the
+%% message), never touched: cprof still has its own count afterwards.
+counters_held_by_cprof(Config) ->
+    Node = ?config(target, Config),
+    case rpc:call(Node, code, which, [cprof]) of
+        non_existing -> {skip, "cprof (tools) is not installed"};
+        _ ->
+            N = rpc:call(Node, cprof, start, [?W]),
+            ?assert(N >= 2),
+            Before = snapshot(Node),
+            ok = rpc:call(Node, ?W, work, [5]),
+            P = profile(Config, [short(Node), "bp_pcli_work:double/1"]),
+            {2, Text} = wait_exit(P, 20000),
+            ct:log("~s", [Text]),
+            ?assertMatch({match, _}, re:run(Text, "cannot profile: 1 "
+                                            "function\\(s\\) already have "
+                                            "call_count")),
+            ok = rpc:call(Node, ?W, work, [5]),
+            ?assertMatch({call_count, 10},
+                         rpc:call(Node, erlang, trace_info,
+                                  [?DOUBLE, call_count])),
+            ?assertEqual([{counters, [?DOUBLE, ?WORK]}],
+                         wait_clean_problems(Node, Before, Config, 3000)),
+            _ = rpc:call(Node, cprof, stop, []),
+            ok
+    end.
 
 %%% ------------------------------------------------------------------------
 
