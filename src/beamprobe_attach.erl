@@ -72,13 +72,13 @@ spawn_agent(Cli, LoadedSelf) when is_pid(Cli), is_boolean(LoadedSelf) ->
 %% `{place_nif, Binary}' (write the NIF into a private directory here),
 %% `{load_app, AppFileText, NifPath}', `{load, Module, Binary}',
 %% `{start, Patterns, Options}', `{start_cluster, Patterns, Options}' (Options
-%% with `self_beam', this module's object code, for the other nodes),
-%% `{profile, Patterns, Options}' (`beamprobe profile': a profile run,
-%% src/beamprobe_attach_profile.erl, its table sent to the command line
-%% as `{beamprobe_attach_profile, ok | error, Text}' before the done
-%% message).
+%% with `self_beam', this module's object code, for the other nodes).
 %% Replies `ok', `{ok, Text}' or
 %% `{error, Text}' (Text: a binary the command line prints).
+%% `{profile, Patterns, Options}' (`beamprobe profile'): a profile run
+%% (src/beamprobe_attach_profile.erl), its table sent to the command line
+%% as `{beamprobe_attach_profile, ok | error, Text}' before the done
+%% message.
 -spec request(pid(), term()) -> ok | {ok, binary()} | {error, binary()}.
 request(Agent, Req) ->
     Ref = monitor(process, Agent),

@@ -220,7 +220,6 @@ int bp_cmd_profile(int argc, char **argv)
 	memset(&pa, 0, sizeof pa);
 	memset(&run, 0, sizeof run);
 	a.fd = -1;
-	a.out_dirfd = -1;
 	pa.seconds = 5; /* profile/2's default time */
 	pa.timing = 1;
 	pa.sort = "own";
