@@ -60,7 +60,8 @@
           return_to => boolean(),        % false: return_to events
           events => [call | send | 'receive' | procs | running | gc
                      | ports],           % []
-          output => sink() | [sink()],   % {file, "./beamprobe-NODE-TIME"}
+          output => sink() | [sink()]    % {file, "./beamprobe-NODE-TIME"}
+                    | {streams, #{node() => sink()}}, % nodes: one each
           args => none | arity | full,   % full (bounded capture)
           capture => #{depth => pos_integer(),      % 4
                        list => pos_integer(),       % 16
@@ -112,7 +113,9 @@
 %% take; the traces end up in `Dir/<node>/' of `output => {file, Dir}' on
 %% this node with their clock offsets (beamprobe_cluster;
 %% `bin/beamprobe cluster Dir' reads them as one; docs/tutorial.md,
-%% section 20).
+%% section 22), or, with `output => {streams, #{Node => {tcp, ...}}}',
+%% each node streams to its own receiver and the summary gives each
+%% node's clock offsets as metadata env lines (`clock_env').
 
 -type mfa_pattern() :: {module() | '_', atom() | '_', arity() | '_'}.
 -type sink() :: {file, file:filename()}

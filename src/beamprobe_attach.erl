@@ -18,13 +18,19 @@
 %%% directory removed.  A node that had beamprobe on its code path keeps
 %%% it; only what was not loaded before attach is unloaded.
 %%%
-%%% `attach --cluster' (`{start_cluster, Patterns, Options}'): the agent
-%%% starts an agent of this module on every other node of its cluster
-%%% (watching this node), brings beamprobe through it where missing, owns
-%%% one cluster session (beamprobe_cluster) staged here, sends the node
-%%% traces to the command line at the end (`{beamprobe_attach_file,
-%%% <<"NODE/FILE">>, Chunk}' messages before the done message) and has
-%%% every node's agent undo what it brought.
+%%% `attach --cluster': the command line asks for the cluster's nodes
+%%% (`cluster_nodes'), listens for one TCP stream per node, then
+%%% (`{start_cluster, Patterns, Options}') the agent starts an agent of
+%%% this module on every other node of its cluster (watching this node),
+%%% brings beamprobe through it where missing, and owns one streamed
+%%% cluster session (beamprobe_cluster, `output => {streams, ...}'): every
+%%% node's session streams its events to the command line live, nothing
+%%% is staged on any node.  At the end the agent sends each node's clock
+%%% offsets (`{beamprobe_attach_env, <<"NODE">>, EnvLines}' messages
+%%% before the done message; the command line adds them to that node's
+%%% metadata) and has every node's agent undo what it brought.  If this
+%%% node dies, the other nodes' sessions end (their coordinator is gone)
+%%% and their agents undo what they were given (they watch this node).
 -module(beamprobe_attach).
 
 -export([spawn_agent/2, request/2, session_spec/2]).
@@ -49,11 +55,10 @@
              bins = [] :: [{module(), binary()}],
              nif :: undefined | binary(),
              app :: undefined | binary(),
-             %% --cluster: the agents on the other nodes, the staging dir.
+             %% --cluster: the agents on the other nodes.
              cluster = false :: boolean(),
              remote = [] :: [{node(), pid()}],
-             brought = 0 :: non_neg_integer(),
-             staging :: undefined | file:filename()}).
+             brought = 0 :: non_neg_integer()}).
 
 %% @doc Starts the agent for the C node's process `Cli'; returns its pid.
 %% `Self' is true when this module was loaded by attach (then it is
@@ -71,8 +76,11 @@ spawn_agent(Cli, LoadedSelf) when is_pid(Cli), is_boolean(LoadedSelf) ->
 %% that nonce in `Dir/check'? then its NIF is used from there),
 %% `{place_nif, Binary}' (write the NIF into a private directory here),
 %% `{load_app, AppFileText, NifPath}', `{load, Module, Binary}',
-%% `{start, Patterns, Options}', `{start_cluster, Patterns, Options}' (Options
-%% with `self_beam', this module's object code, for the other nodes).
+%% `{start, Patterns, Options}', `cluster_nodes' (`{ok, Text}': this node
+%% and the others of its cluster, one a line), `{start_cluster, Patterns,
+%% Options}' (Options with `self_beam', this module's object code, for the
+%% other nodes, and `streams', `[{NodeName, Port}]': where each node's
+%% session streams to).
 %% Replies `ok', `{ok, Text}' or
 %% `{error, Text}' (Text: a binary the command line prints).
 %% `{profile, Patterns, Options}' (`beamprobe profile'): a profile run
@@ -218,6 +226,9 @@ handle({start, Patterns, Opts}, #ag{session = undefined} = St) ->
                                beamprobe:format_error(R))}, St}
             end
     end;
+handle(cluster_nodes, St) ->
+    {{ok, iolist_to_binary([[atom_to_list(N), "\n"]
+                            || N <- [node() | lists:sort(nodes())]])}, St};
 handle({start_cluster, Patterns, Opts}, #ag{session = undefined} = St) ->
     start_cluster(Patterns, Opts, St);
 handle({profile, Patterns, Opts},
@@ -234,22 +245,21 @@ handle(Req, St) ->
 %%% from here over distribution, through an agent of its own (this module,
 %%% spawned there for this agent: it watches this node and undoes what it
 %%% was given when told to or when this node goes); then one cluster
-%%% session (beamprobe_cluster) owned by this agent writes into a private
-%%% staging directory here, sent to the command line at the end.
+%%% session (beamprobe_cluster) owned by this agent, every node's session
+%%% streaming to the command line (a port per node).
 
 start_cluster(Patterns, Opts, St0) ->
-    case session_spec(Patterns, Opts) of
-        {error, Text} -> {{error, Text}, St0};
-        {ok, Spec} ->
-            Nodes = [node() | lists:sort(nodes())],
+    case {session_spec(Patterns, Opts), streams(Opts)} of
+        {{error, Text}, _} -> {{error, Text}, St0};
+        {_, {error, Text}} -> {{error, Text}, St0};
+        {{ok, Spec}, {ok, Streams}} ->
+            Nodes = [node() | lists:sort(maps:keys(Streams) -- [node()])],
             St = St0#ag{cluster = true},
             case bring_all(Nodes -- [node()], Opts, St) of
                 {error, Text, St1} -> {{error, Text}, St1};
-                {ok, St1} ->
-                    Staging = private_dir(),
-                    St2 = St1#ag{staging = Staging},
+                {ok, St2} ->
                     case beamprobe:start(Spec#{nodes => Nodes,
-                                               output => {file, Staging}}) of
+                                               output => {streams, Streams}}) of
                         {ok, S} ->
                             {{ok, text("cluster session on ~b node~s: ~ts",
                                        [length(Nodes), s(length(Nodes)),
@@ -262,6 +272,19 @@ start_cluster(Patterns, Opts, St0) ->
                     end
             end
     end.
+
+%% Each node's stream: the command line's address, a port per node.
+streams(#{streams := L, tcp := {IP, _, Remote}}) when is_list(L), L =/= [] ->
+    try
+        {ok, maps:from_list(
+               [{binary_to_existing_atom(N, utf8),
+                 {tcp, {IP, Port}, #{remote => Remote}}}
+                || {N, Port} <- L])}
+    catch error:badarg ->
+            {error, text("--cluster: a node the command line named is not "
+                         "known here: ~tp", [[N || {N, _} <- L]])}
+    end;
+streams(_) -> {error, <<"--cluster: no streams">>}.
 
 s(1) -> "";
 s(_) -> "s".
@@ -374,28 +397,14 @@ cluster_running(S) ->
         _ -> false
     end.
 
-%% The staged node traces, to the command line (before the done message;
-%% one sender, so they arrive in order), in 1 MiB chunks.
-send_traces(#ag{staging = undefined}) -> ok;
-send_traces(#ag{staging = Dir, cli = Cli}) ->
-    Files = filelib:wildcard("*/*", Dir),
-    _ = [send_file(Cli, Dir, F) || F <- Files,
-                                   filelib:is_regular(filename:join(Dir, F))],
-    ok.
-
-send_file(Cli, Dir, Rel) ->
-    {ok, Fd} = file:open(filename:join(Dir, Rel), [read, raw, binary]),
-    send_chunks(Cli, Fd, unicode:characters_to_binary(Rel), true),
-    file:close(Fd).
-
-send_chunks(Cli, Fd, Rel, First) ->
-    case file:read(Fd, 1048576) of
-        {ok, Data} ->
-            Cli ! {beamprobe_attach_file, Rel, Data},
-            send_chunks(Cli, Fd, Rel, false);
-        eof when First -> Cli ! {beamprobe_attach_file, Rel, <<>>}, ok;
-        eof -> ok
-    end.
+%% Every node's clock offsets, to the command line (before the done
+%% message; one sender, so they arrive in order): the metadata env lines
+%% it adds to that node's streamed trace.
+send_envs(#ag{cli = Cli}, #{nodes := Per}) ->
+    _ = [Cli ! {beamprobe_attach_env, atom_to_binary(N, utf8), Env}
+         || {N, #{clock_env := Env}} <- lists:sort(maps:to_list(Per))],
+    ok;
+send_envs(_, _) -> ok.
 
 %% Tells every other node's agent to undo what it was given; waits for
 %% them (a node gone cleans up by itself: its agent saw this node go).
@@ -510,9 +519,8 @@ cleanup(#ag{session = S} = St, Send) ->
                        _ -> undefined
                    end
           end,
-    _ = Send andalso (catch send_traces(St)),
+    _ = Send andalso is_map(Sum) andalso (catch send_envs(St, Sum)),
     _ = stop_remote(St),
-    _ = St#ag.staging =/= undefined andalso file:del_dir_r(St#ag.staging),
     _ = case St#ag.app_started of
             false -> application:stop(beamprobe);
             true -> ok
@@ -537,11 +545,11 @@ summary_text(undefined, Mods, St) ->
          "files removed)", [Mods + unloaded_self(St), length(St#ag.files)]);
 summary_text(#{events := E, dropped := #{total := D}, stop_reason := R,
                nodes := Per}, Mods, #ag{cluster = true} = St) ->
-    text("cluster session ended (~tp): ~b events, ~b lost, on ~b nodes; "
-         "every node left as it was (here ~b modules unloaded, ~b files "
-         "removed; ~b other node~s cleaned by their agents, beamprobe "
+    text("cluster session ended (~tp): ~b events, ~b lost, on ~b nodes "
+         "(~ts); every node left as it was (here ~b modules unloaded, ~b "
+         "files removed; ~b other node~s cleaned by their agents, beamprobe "
          "brought to and removed from ~b)",
-         [R, E, D, map_size(Per), Mods + unloaded_self(St),
+         [R, E, D, map_size(Per), per_node(Per), Mods + unloaded_self(St),
           length(St#ag.files), length(St#ag.remote),
           s(length(St#ag.remote)), St#ag.brought]);
 summary_text(#{events := E, dropped := #{total := D}, stop_reason := R} = Sum,
@@ -551,6 +559,17 @@ summary_text(#{events := E, dropped := #{total := D}, stop_reason := R} = Sum,
          "node left as it was (~b modules unloaded, ~b files removed)",
          [R, E, D, Matched, plural(Matched), Mods + unloaded_self(St),
           length(St#ag.files)]).
+
+%% "NODE: E events, D lost; ..." (every loss counted, per node).
+per_node(Per) ->
+    lists:join("; ",
+               [case R of
+                    #{summary := {ok, #{events := E, dropped := #{total := D}}}} ->
+                        io_lib:format("~ts: ~b events, ~b lost", [N, E, D]);
+                    #{summary := Other} ->
+                        io_lib:format("~ts: ~tP", [N, Other, 6]);
+                    _ -> io_lib:format("~ts: ?", [N])
+                end || {N, R} <- lists:sort(maps:to_list(Per))]).
 
 unloaded_self(#ag{mods_before = B}) ->
     case lists:member(?MODULE, B) of

@@ -33,12 +33,20 @@
 %%% "lo,hi,min_rtt,probes") with `dist_ids', the node's numbers of the
 %%% other nodes (how it prints their pids, `<N.x.y>'), which the reader
 %%% (`bin/beamprobe cluster') needs to match messages across nodes.
+%%%
+%%% Streamed (`output => {streams, #{Node => {tcp, Address, Opts}}}', one
+%%% TCP stream per node, as `beamprobe attach --cluster' uses): every
+%%% node's session streams its packets to its own receiver as they are
+%%% written (no staging, nothing fetched); since the traces are not here,
+%%% the clock offsets cannot be written into them: the summary gives each
+%%% node's metadata env lines (`clock_env', text to add to the env block
+%%% of that node's metadata) for the receiver to record.
 -module(beamprobe_cluster).
 -behaviour(gen_server).
 
 -export([start/2, is_handle/1, call/2]).
 -export([agent_start/3, agent_files/1, agent_read/3, agent_cleanup/1,
-         dist_ids/1, rewrite_env/2, probe_bounds/1]).
+         dist_ids/1, rewrite_env/2, env_lines/1, probe_bounds/1]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2,
          terminate/2]).
 
@@ -51,11 +59,12 @@
                session :: pid() | undefined,   % local session
                agent :: pid() | undefined,     % remote agent
                staged :: string() | undefined, % remote staging dir
-               dir :: string()}).              % DIR/<node> here
+               dir :: string() | undefined}).  % DIR/<node> here (files)
 
 -record(st, {owner :: pid(),
              monitor :: reference(),
-             dir :: string(),
+             dir :: string() | undefined,      % undefined: streamed
+             streams = #{} :: #{node() => tuple()},
              id :: string(),
              nodes = [] :: [#node{}],
              created = false :: boolean(),
@@ -111,6 +120,14 @@ check(Nodes, Spec) ->
             case {procs_ok(maps:get(procs, Base, all)), dir(Base)} of
                 {{error, _} = E, _} -> E;
                 {_, {error, _} = E} -> E;
+                {ok, {ok, Dir}} when is_map(Dir) ->
+                    case [N || N <- Ns, not is_map_key(N, Dir)] of
+                        [] -> {ok, Ns, Dir, maps:remove(output, Base)};
+                        [N | _] -> {error, {bad_option, output,
+                                            lists:flatten(io_lib:format(
+                                              "no stream for node ~tp",
+                                              [N]))}}
+                    end;
                 {ok, {ok, Dir}} -> {ok, Ns, Dir, maps:remove(output, Base)}
             end
     end.
@@ -153,6 +170,13 @@ proper(L) ->
     end.
 
 dir(#{output := {file, Dir}}) -> dir_ok(Dir);
+dir(#{output := {streams, M}}) when is_map(M), map_size(M) > 0 ->
+    case [O || {_, O} <- maps:to_list(M),
+               {error, _} <- [beamprobe_config:validate(
+                                #{events => [procs], output => O})]] of
+        [] -> {ok, M};
+        [O | _] -> {error, {bad_option, output, O}}
+    end;
 dir(#{output := O}) ->
     {error, {bad_option, output,
              lists:flatten(io_lib:format(
@@ -177,13 +201,18 @@ dir_ok(Dir) ->
 %%% ------------------------------------------------------------------------
 
 %% @private
--spec init({pid(), string()}) -> {ok, #st{}}.
-init({Owner, Dir}) ->
+-spec init({pid(), string() | map()}) -> {ok, #st{}}.
+init({Owner, Dir0}) ->
+    {Dir, Streams} = case is_map(Dir0) of
+                         true -> {undefined, Dir0};
+                         false -> {Dir0, #{}}
+                     end,
     put(?MARK, true),
     process_flag(trap_exit, true),
     Id = integer_to_list(erlang:unique_integer([positive])) ++ "-" ++
         integer_to_list(rand:uniform(1 bsl 40)),
     {ok, #st{owner = Owner, monitor = monitor(process, Owner), dir = Dir,
+             streams = Streams,
              id = Id, started = erlang:monotonic_time(millisecond)}}.
 
 %% @private
@@ -196,7 +225,8 @@ handle_call({start, Ns, Base}, _From, St) ->
             {reply, ok, St1#st{probes_start = Probes}};
         {error, R, St1} ->
             _ = stop_nodes(St1, failed),
-            _ = [file:del_dir_r(N#node.dir) || N <- St1#st.nodes],
+            _ = [file:del_dir_r(N#node.dir) || N <- St1#st.nodes,
+                                                N#node.dir =/= undefined],
             _ = [agent_cleanup_remote(N) || N <- St1#st.nodes],
             _ = St1#st.created andalso file:del_dir(St#st.dir),
             {stop, normal, {error, R}, St1#st{nodes = []}}
@@ -228,6 +258,27 @@ terminate(_, St) ->
     ok.
 
 start_nodes([], _Base, St) -> {ok, St};
+start_nodes([N | Ns], Base, #st{dir = undefined, nodes = Acc} = St) ->
+    %% Streamed: each node's session writes to its own stream.
+    Spec = Base#{output => maps:get(N, St#st.streams)},
+    R = case N =:= node() of
+            true -> local_start(Spec);
+            false ->
+                try erpc:call(N, ?MODULE, agent_start,
+                              [self(), Spec, St#st.id], ?CALL_TIMEOUT)
+                catch Class:Err -> {error, {Class, Err}}
+                end
+        end,
+    case R of
+        {ok, S} when is_pid(S) ->
+            start_nodes(Ns, Base, St#st{nodes = Acc ++ [#node{name = N,
+                                                              session = S}]});
+        {ok, Agent, Staged} ->
+            start_nodes(Ns, Base,
+                        St#st{nodes = Acc ++ [#node{name = N, agent = Agent,
+                                                    staged = Staged}]});
+        {error, Failure} -> {error, {node_failed, N, Failure}, St}
+    end;
 start_nodes([N | Ns], Base, #st{dir = Dir, nodes = Acc} = St) ->
     Local = filename:join(Dir, atom_to_list(N)),
     R = case N =:= node() of
@@ -274,12 +325,13 @@ ensure_dir(Dir) ->
 
 %% A remote node's staged trace of a start that failed elsewhere.
 agent_cleanup_remote(#node{agent = undefined}) -> ok;
+agent_cleanup_remote(#node{staged = undefined}) -> ok;
 agent_cleanup_remote(#node{name = N, staged = Staged}) ->
     catch erpc:call(N, ?MODULE, agent_cleanup, [Staged], 5000).
 
-info(#st{nodes = Ns, dir = Dir, started = T0}) ->
+info(#st{nodes = Ns, dir = Dir, started = T0} = St) ->
     Per = maps:from_list([{N#node.name, node_call(N, info)} || N <- Ns]),
-    #{nodes => Per, output => Dir,
+    #{nodes => Per, output => output(St, Dir),
       seconds => (erlang:monotonic_time(millisecond) - T0) / 1000}.
 
 node_call(#node{session = S}, Req) when is_pid(S) ->
@@ -319,7 +371,7 @@ finish(#st{nodes = []} = St, _) -> St;
 finish(#st{nodes = Ns, dir = Dir, started = T0} = St, Why) ->
     ProbesStop = probe_all(Ns),
     Stops = stop_nodes(St, Why),
-    _ = ensure_dir(Dir),
+    _ = Dir =/= undefined andalso ensure_dir(Dir),
     Names = [N#node.name || N <- Ns],
     Per = [try node_result(N, R, St#st.probes_start, ProbesStop, Names)
            catch Class:Err ->
@@ -330,10 +382,18 @@ finish(#st{nodes = Ns, dir = Dir, started = T0} = St, Why) ->
                       #{events => 0, dropped => #{total => 0}, bytes => 0},
                       [R || {_, R} <- Stops]),
     Summary = Sum#{seconds => (erlang:monotonic_time(millisecond) - T0) / 1000,
-                   output => Dir,
+                   output => output(St, Dir),
                    stop_reason => Why,
-                   nodes => maps:from_list(Per)},
+                   nodes => maps:from_list([streamed(St, P) || P <- Per])},
     St#st{summary = Summary}.
+
+%% A streamed node's output: its stream.
+streamed(#st{dir = undefined, streams = M}, {Name, #{output := undefined} = R}) ->
+    {Name, R#{output => maps:get(Name, M, undefined)}};
+streamed(_, P) -> P.
+
+output(#st{streams = M}, undefined) -> {streams, M};
+output(_, Dir) -> Dir.
 
 add(#{events := E, dropped := #{total := D}, bytes := B},
     #{events := E0, dropped := #{total := D0}, bytes := B0} = A) ->
@@ -353,6 +413,7 @@ node_result(#node{name = Name, dir = Local} = N, Stop, P0, P1, Names) ->
           end,
     Env = env(Clock, Ids, Names),
     Rec = case Fetch of
+              ok when Local =:= undefined -> ok;
               ok -> rewrite_env(filename:join(Local, "metadata"), Env);
               _ -> Fetch
           end,
@@ -361,6 +422,8 @@ node_result(#node{name = Name, dir = Local} = N, Stop, P0, P1, Names) ->
                                                     is_integer(V)]),
            output => Local},
     R1 = case Fetch of
+             ok when Local =:= undefined ->
+                 R0#{clock_env => iolist_to_binary(env_lines(Env))};
              ok -> R0#{fetch => ok};
              {error, _} = E -> R0#{fetch => E, staged => N#node.staged}
          end,
@@ -369,6 +432,7 @@ node_result(#node{name = Name, dir = Local} = N, Stop, P0, P1, Names) ->
 %% Copies a remote node's staged trace into its local directory and
 %% deletes the staged copy; the local node's trace is already there.
 fetch(#node{agent = undefined}) -> ok;
+fetch(#node{staged = undefined}) -> ok;
 fetch(#node{name = Name, staged = Staged, dir = Local}) ->
     try
         {ok, Files} = erpc:call(Name, ?MODULE, agent_files, [Staged],
@@ -500,8 +564,7 @@ node_num(N) ->
 rewrite_env(Path, Env) ->
     case file:read_file(Path) of
         {ok, Text} ->
-            Lines = [["\t", K, " = \"", escape(lists:flatten(io_lib:format("~ts", [V]))), "\";\n"]
-                     || {K, V} <- Env],
+            Lines = env_lines(Env),
             case binary:split(Text, <<"env {\n">>) of
                 [Before, After] ->
                     New = [Before, <<"env {\n">>, Lines, After],
@@ -516,6 +579,14 @@ rewrite_env(Path, Env) ->
             end;
         {error, R} -> {error, {metadata, R}}
     end.
+
+%% @doc The lines of a metadata env block for `Env' (key, value), as
+%% {@link rewrite_env/2} adds them: `\tKEY = "VALUE";\n', quotes and
+%% backslashes escaped, control characters replaced.
+-spec env_lines([{string(), iodata()}]) -> iolist().
+env_lines(Env) ->
+    [["\t", K, " = \"", escape(lists:flatten(io_lib:format("~ts", [V]))),
+      "\";\n"] || {K, V} <- Env].
 
 escape(S) ->
     lists:flatmap(fun($") -> "\\\""; ($\\) -> "\\\\";
@@ -532,22 +603,30 @@ escape(S) ->
 %% directory, owned by an agent process that ends it when the coordinator
 %% goes away (caller dead, connection lost).
 -spec agent_start(pid(), map(), string()) ->
-          {ok, pid(), string()} | {error, term()}.
+          {ok, pid(), string() | undefined} | {error, term()}.
 agent_start(Coord, Spec, Id) ->
     Tmp = case os:getenv("TMPDIR") of
               false -> "/tmp";
               "" -> "/tmp";
               T -> T
           end,
-    Staged = filename:join(Tmp, "beamprobe-cluster-" ++ Id ++ "-" ++
-                               atom_to_list(node())),
+    %% Streamed (the spec has its output): nothing staged here.
+    Staged = case Spec of
+                 #{output := _} -> undefined;
+                 #{} -> filename:join(Tmp, "beamprobe-cluster-" ++ Id ++ "-" ++
+                                          atom_to_list(node()))
+             end,
     Caller = self(),
     Ref = make_ref(),
     {Agent, MRef} =
         spawn_monitor(fun() ->
                               _ = erlang:trace(self(), false, [all]),
                               CRef = monitor(process, Coord),
-                              case local_start(Spec#{output => {file, Staged}}) of
+                              Out = case Staged of
+                                        undefined -> maps:get(output, Spec);
+                                        _ -> {file, Staged}
+                                    end,
+                              case local_start(Spec#{output => Out}) of
                                   {ok, S} ->
                                       Caller ! {Ref, ok},
                                       agent_loop(CRef, S);

@@ -19,7 +19,9 @@
          nif_over_distribution/1, bad_cookie/1, no_such_node/1,
          cookie_file/1, connection_dropped/1, node_has_beamprobe/1,
          long_names/1, as_if_remote/1, cluster_traces/1,
-         cluster_sigkill_cleans/1, cluster_mixed/1]).
+         cluster_sigkill_cleans/1, cluster_mixed/1, cluster_prints_live/1,
+         cluster_node_killed/1, cluster_node_killed_nif_sent/1,
+         cluster_no_output/1]).
 
 -define(N, 500).
 -define(CN, 50).
@@ -28,7 +30,9 @@ all() -> [traces_n_calls, prints_live, session_limit_ends,
           sigkill_cleans_within_1s, version_refused, nif_over_distribution,
           bad_cookie, no_such_node, cookie_file, connection_dropped,
           node_has_beamprobe, long_names, as_if_remote, cluster_traces,
-          cluster_sigkill_cleans, cluster_mixed].
+          cluster_sigkill_cleans, cluster_mixed, cluster_prints_live,
+          cluster_node_killed, cluster_node_killed_nif_sent,
+          cluster_no_output].
 
 init_per_suite(Config) ->
     case node() of
@@ -70,7 +74,11 @@ init_per_testcase(long_names, Config) ->
      {tmp_before, attach_dirs()} | Config];
 init_per_testcase(Case, Config) when Case =:= cluster_traces;
                                     Case =:= cluster_sigkill_cleans;
-                                    Case =:= cluster_mixed ->
+                                    Case =:= cluster_mixed;
+                                    Case =:= cluster_prints_live;
+                                    Case =:= cluster_node_killed;
+                                    Case =:= cluster_node_killed_nif_sent;
+                                    Case =:= cluster_no_output ->
     %% Three plain nodes (no beamprobe) connected to each other; this
     %% node talks to them over hidden connections, so it is no part of
     %% their cluster (nodes() there lists the three alone).
@@ -93,7 +101,7 @@ init_per_testcase(Case, Config) when Case =:= cluster_traces;
     [{Node, Port} | _] = Targets,
     Out = filename:join(?config(priv_dir, Config), atom_to_list(Case)),
     [{target, Node}, {target_port, Port}, {targets, Targets}, {out, Out},
-     {tmp_before, attach_dirs()} | Config];
+     {case_name, Case}, {tmp_before, attach_dirs()} | Config];
 init_per_testcase(Case, Config) ->
     Name = list_to_atom("bp_attach_" ++ atom_to_list(Case) ++ "_" ++
                             os:getpid()),
@@ -123,9 +131,14 @@ end_per_testcase(_Case, Config) ->
                   Ts -> Ts
               end,
     _ = [begin
-             {os_pid, Os} = erlang:port_info(Port, os_pid),
              _ = rpc:call(Node, erlang, halt, [], 2000),
-             os:cmd("kill -9 " ++ integer_to_list(Os) ++ " 2>/dev/null")
+             %% (A node a case killed has no port left.)
+             case erlang:port_info(Port, os_pid) of
+                 {os_pid, Os} ->
+                     os:cmd("kill -9 " ++ integer_to_list(Os) ++
+                                " 2>/dev/null");
+                 undefined -> ok
+             end
          end || {Node, Port} <- Targets],
     ok.
 
@@ -427,8 +440,160 @@ cluster_sigkill_cleans(Config) ->
     {os_pid, Os} = erlang:port_info(A, os_pid),
     T0 = erlang:monotonic_time(millisecond),
     os:cmd("kill -9 " ++ integer_to_list(Os)),
-    Ms = [wait_clean(N, B, Config, T0, 10000) || {N, B} <- Befores],
-    ct:log("clean after ~w ms", [Ms]).
+    Ms = [wait_clean(N, B, Config, T0, 3000) || {N, B} <- Befores],
+    ct:log("clean after ~w ms", [Ms]),
+    ?assert(lists:max(Ms) =< 1000),
+    %% Nothing staged on any node either.
+    ?assertEqual([], cluster_staged(?FUNCTION_NAME)).
+
+%% --cluster prints every node's events as they arrive, each line with its
+%% node's name (while the session runs: the lines are there before it
+%% ends), and the node traces in DIR hold exactly what was printed, per
+%% node; the clock offsets are recorded in them at the end.
+cluster_prints_live(Config) ->
+    Nodes = [N || {N, _} <- ?config(targets, Config)],
+    Out = ?config(out, Config),
+    Befores = [{N, snapshot(N)} || N <- Nodes],
+    A = attach(Config, ["--cluster", "-p", "-o", Out, "--seconds", "60",
+                        short(hd(Nodes)), "bp_attach_work:double/1"]),
+    _ = wait_attached(A),
+    Ws = [rpc:async_call(N, bp_attach_work, remote, [Nodes -- [N], ?CN])
+          || N <- Nodes],
+    _ = [ok = rpc:yield(W) || W <- Ws],
+    %% Still running (60 s): every node's calls are printed already.
+    Count = fun(T, N) ->
+                    length([L || L <- binary:split(T, <<"\n">>, [global]),
+                                 binary:match(L, <<"call bp_attach_work:"
+                                                   "double(">>) =/= nomatch,
+                                 lists:member(atom_to_binary(N),
+                                              binary:split(L, <<" ">>,
+                                                           [global]))])
+            end,
+    Live = wait_output(A, fun(T) ->
+                                  lists:all(fun(N) -> Count(T, N) >= 2 * ?CN
+                                            end, Nodes)
+                          end, 20000),
+    ?assertEqual([{N, 2 * ?CN} || N <- Nodes],
+                 [{N, Count(Live, N)} || N <- Nodes]),
+    %% A line: time, node, pid, event.
+    ?assertMatch({match, _},
+                 re:run(Live, "^[0-9:.]+ " ++ atom_to_list(lists:last(Nodes))
+                        ++ " <[0-9.]+> +call bp_attach_work:double\\([0-9]+\\)$",
+                        [multiline])),
+    interrupt(A),
+    {0, Text} = wait_exit(A, 30000),
+    ct:log("attach said:~n~s", [Text]),
+    ?assertEqual([{N, 2 * ?CN} || N <- Nodes],
+                 [{N, Count(Text, N)} || N <- Nodes]),
+    ?assertMatch({match, _}, re:run(Text, "0 lost on|, 0 lost, on")),
+    _ = [?assertMatch({match, _},
+                      re:run(Text, atom_to_list(N) ++ ": [0-9]+ events, 0 lost"))
+         || N <- Nodes],
+    _ = [assert_clean(N, B, Config) || {N, B} <- Befores],
+    ?assertEqual([], cluster_staged(?FUNCTION_NAME)),
+    %% The final traces: the same count per node, offsets recorded.
+    ?assertEqual(lists:sort([atom_to_list(N) || N <- Nodes]),
+                 lists:sort(filelib:wildcard("*", Out))),
+    _ = [begin
+             Stats = beamprobe_test_lib:cli_ok(
+                       ["stats", "--json", filename:join(Out, atom_to_list(N))]),
+             {match, [Calls]} = re:run(Stats, "\"calls\": *([0-9]+)",
+                                       [{capture, all_but_first, list}]),
+             ?assertEqual({N, 2 * ?CN}, {N, list_to_integer(Calls)})
+         end || N <- Nodes],
+    J = beamprobe_test_lib:cli_ok(["cluster", "--json", Out]),
+    _ = [?assertMatch({match, _},
+                      re:run(J, "\"node\": \"" ++ atom_to_list(N) ++
+                                 "\", \"recorded\": true"))
+         || N <- Nodes].
+
+%% --cluster without -o: printed live as always, the node traces in a
+%% temporary directory (of $TMPDIR) that is removed at the end.
+cluster_no_output(Config) ->
+    Nodes = [N || {N, _} <- ?config(targets, Config)],
+    Tmp = filename:join(?config(priv_dir, Config), "tmp"),
+    ok = file:make_dir(Tmp),
+    A = attach(Config, ["--cluster", "--seconds", "60", short(hd(Nodes)),
+                        "bp_attach_work:double/1"], [{"TMPDIR", Tmp}]),
+    _ = wait_attached(A),
+    %% The node traces are being written there.
+    [TraceDir] = [D || D <- filelib:wildcard(filename:join(Tmp, "*")),
+                       lists:prefix("beamprobe-trace-", filename:basename(D))],
+    ?assertEqual(lists:sort([atom_to_list(N) || N <- Nodes]),
+                 lists:sort(filelib:wildcard("*", TraceDir))),
+    _ = [ok = rpc:call(N, bp_attach_work, remote, [Nodes -- [N], 5])
+         || N <- Nodes],
+    _ = wait_output(A, fun(T) ->
+                               lists:all(fun(N) ->
+                                   length(binary:matches(
+                                            T, <<(atom_to_binary(N))/binary,
+                                                 " <">>)) >= 10
+                               end, Nodes)
+                       end, 20000),
+    interrupt(A),
+    {0, Text} = wait_exit(A, 30000),
+    ct:log("attach said:~n~s", [Text]),
+    ?assertEqual(nomatch, binary:match(Text, <<"written to">>)),
+    ?assertEqual({ok, []}, file:list_dir(Tmp)).
+
+%% --cluster, NODE itself killed mid-session: the command notices at once,
+%% says so and exits 2 within a second; the other nodes' sessions end
+%% (their coordinator is gone) and their agents undo what attach brought:
+%% no trace flags, patterns, beamprobe modules or processes, no files,
+%% within a second; no staging directory is left in /tmp (NODE's NIF
+%% directory, which this command made, is removed); DIR keeps the partial
+%% node traces, readable by `print'.
+cluster_node_killed(Config) ->
+    node_killed(Config, []).
+
+%% The same, NODE's NIF sent over distribution into a directory its agent
+%% made (as for a node of another user): NODE dead, the command (same
+%% host) removes that directory.
+cluster_node_killed_nif_sent(Config) ->
+    node_killed(Config, [{"BEAMPROBE_ATTACH_SEND_NIF", "1"}]).
+
+node_killed(Config, Env) ->
+    Nodes = [Node | Others] = [N || {N, _} <- ?config(targets, Config)],
+    Out = ?config(out, Config),
+    Befores = [{N, snapshot(N)} || N <- Others],
+    A = attach(Config, ["--cluster", "-p", "-o", Out, "--seconds", "60",
+                        short(Node), "bp_attach_work:double/1"], Env),
+    _ = wait_attached(A),
+    ok = rpc:call(Node, bp_attach_work, remote, [Others, 10]),
+    _ = [ok = rpc:call(N, bp_attach_work, remote, [Nodes -- [N], 10])
+         || N <- Others],
+    %% Every node's events are flowing.
+    _ = wait_output(A, fun(T) ->
+                               lists:all(fun(N) ->
+                                   binary:match(T, <<(atom_to_binary(N))/binary,
+                                                     " <">>) =/= nomatch
+                               end, Nodes)
+                       end, 20000),
+    _ = [?assertNotEqual([], loaded_ours(N)) || N <- Others],
+    ?assertNotEqual([], attach_dirs() -- ?config(tmp_before, Config)),
+    {os_pid, NodeOs} = erlang:port_info(?config(target_port, Config), os_pid),
+    T0 = erlang:monotonic_time(millisecond),
+    os:cmd("kill -9 " ++ integer_to_list(NodeOs)),
+    {2, Text} = wait_exit(A, 5000),
+    CliMs = erlang:monotonic_time(millisecond) - T0,
+    ct:log("attach said (exit after ~b ms):~n~s", [CliMs, Text]),
+    ?assertMatch({match, _}, re:run(Text, "lost the connection to " ++
+                                        atom_to_list(Node))),
+    ?assert(CliMs =< 1000),
+    Ms = [wait_clean(N, B, Config, T0, 3000) || {N, B} <- Befores],
+    ct:log("other nodes clean after ~w ms", [Ms]),
+    ?assert(lists:max(Ms) =< 1000),
+    _ = [?assertEqual({N, []}, {N, [F || F <- loaded_ours(N)]})
+         || N <- Others],
+    ?assertEqual([], cluster_staged(?config(case_name, Config))),
+    ?assertEqual([], attach_dirs() -- ?config(tmp_before, Config)),
+    %% DIR: the node traces as far as they came, nothing else.
+    ?assertEqual(lists:sort([atom_to_list(N) || N <- Nodes]),
+                 lists:sort(filelib:wildcard("*", Out))),
+    ?assertNot(filelib:is_file(filename:join(Out, ".complete"))),
+    _ = [beamprobe_test_lib:cli_ok(["print", filename:join(Out,
+                                                            atom_to_list(N))])
+         || N <- Others].
 
 %% --cluster where one node has beamprobe on its code path: nothing is
 %% brought there, but its agent still unloads what the session loaded; the
@@ -622,6 +787,12 @@ loaded_libs(Node) ->
 attach_dirs() ->
     lists:sort(filelib:wildcard("/tmp/beamprobe-attach-*")).
 
+%% A cluster session's staged traces (beamprobe_cluster's) on this case's
+%% nodes.
+cluster_staged(Case) ->
+    filelib:wildcard("/tmp/beamprobe-cluster-*bp_attach_" ++
+                         atom_to_list(Case) ++ "_*").
+
 clean_problems(Node, Before, Config) ->
     Now = snapshot(Node),
     New = loaded_ours(Node) -- maps:get(mods, Before),
@@ -639,11 +810,22 @@ clean_problems(Node, Before, Config) ->
          || attach_dirs() -- ?config(tmp_before, Config) =/= []] ++
         [{nif_mapped, L} || L <- loaded_libs(Node),
                             lists:suffix("beamprobe_nif.so", L)],
-    %% Every process traced by nobody.
+    %% Every process traced by nobody; none runs beamprobe's code.
     Traced = [Pid || Pid <- rpc:call(Node, erlang, processes, []),
                      {flags, Fs} <- [rpc:call(Node, erlang, trace_info,
                                              [Pid, flags])], Fs =/= []],
-    P ++ [{traced, Traced} || Traced =/= []].
+    Ours = [{Pid, I} || Pid <- rpc:call(Node, erlang, processes, []),
+                        I <- [rpc:call(Node, erlang, process_info,
+                                       [Pid, [current_function,
+                                              initial_call]])],
+                        is_list(I),
+                        lists:any(fun({_, {M, _, _}}) ->
+                                          lists:prefix("beamprobe",
+                                                       atom_to_list(M));
+                                     (_) -> false
+                                  end, I)],
+    P ++ [{traced, Traced} || Traced =/= []] ++
+        [{beamprobe_procs, Ours} || Ours =/= []].
 
 assert_clean(Node, Before, Config) ->
     ?assertEqual([], wait_clean_problems(Node, Before, Config, 3000)).

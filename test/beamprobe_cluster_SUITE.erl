@@ -349,6 +349,19 @@ bad_specs(Config) ->
     ?assertMatch({error, {bad_option, output, _}},
                  beamprobe:start(#{nodes => Nodes, output => usdt,
                                    events => [send]})),
+    %% Streamed: a stream for every node, each a sink a session takes.
+    ?assertMatch({error, {bad_option, output, "no stream for node" ++ _}},
+                 beamprobe:start(#{nodes => Nodes, events => [send],
+                                   output => {streams,
+                                              #{node() => {tcp, "127.0.0.1:9"}}}})),
+    ?assertMatch({error, {bad_option, output, _}},
+                 beamprobe:start(#{nodes => Nodes, events => [send],
+                                   output => {streams,
+                                              maps:from_list([{N, nonsense}
+                                                              || N <- Nodes])}})),
+    ?assertMatch({error, {bad_option, output, _}},
+                 beamprobe:start(#{nodes => Nodes, events => [send],
+                                   output => {streams, #{}}})),
     %% A node without beamprobe on its code path.
     {ok, Bare, BareNode} = peer:start_link(#{name => peer:random_name(),
                                              args => ["-hidden"]}),

@@ -6,7 +6,7 @@
  * loading src/beamprobe_attach.erl's module and spawning its agent,
  * placing the NIF where the node can load it and loading the application
  * and its modules, the agent's requests, and the messages of the session
- * (stop, done).  The command itself (options, flow, stream, printer):
+ * (stop, done, --cluster's clock offsets).  The command itself (options, flow, stream, printer):
  * cmd_attach.c.
  */
 #define _GNU_SOURCE
@@ -579,7 +579,40 @@ int bp_attach_place_nif(struct bp_attach *a, char *out, size_t n)
 			a->nif_dir[0] = '\0';
 		}
 	}
-	return bp_attach_request(a, fill_place_nif, so, "placing the NIF", out, n);
+	if (bp_attach_request(a, fill_place_nif, so, "placing the NIF", out,
+			      n) != 0)
+		return -1;
+	if (a->same_host) { /* out: DIR/beamprobe_nif */
+		char *sl = strrchr(out, '/');
+		if (sl && (size_t)(sl - out) < sizeof a->node_nif_dir)
+			snprintf(a->node_nif_dir, sizeof a->node_nif_dir,
+				 "%.*s", (int)(sl - out), out);
+	}
+	return 0;
+}
+
+void bp_attach_remove_node_nif_dir(struct bp_attach *a)
+{
+	const char *base = bp_attach_tmp_base(), *d = a->node_nif_dir;
+	size_t bl = strlen(base);
+	struct stat sb;
+	DIR *dir;
+	struct dirent *e;
+	int other = 0;
+
+	if (!d[0] || strncmp(d, base, bl) || d[bl] != '/' ||
+	    strncmp(d + bl + 1, "beamprobe-attach-", 17) ||
+	    strchr(d + bl + 1, '/') || lstat(d, &sb) != 0 ||
+	    !S_ISDIR(sb.st_mode) || sb.st_uid != geteuid() ||
+	    (sb.st_mode & 0777) != 0700 || !(dir = opendir(d)))
+		return;
+	while ((e = readdir(dir)))
+		other |= strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+			 strcmp(e->d_name, "beamprobe_nif.so");
+	closedir(dir);
+	if (!other)
+		bp_attach_remove_dir(d);
+	a->node_nif_dir[0] = '\0';
 }
 
 /* Loads the application and every module of ebin/ but beamprobe_attach. */
@@ -640,35 +673,18 @@ void bp_attach_send_stop(struct bp_attach *a)
 	ei_x_free(&x);
 }
 
-/* A message from the node: {beamprobe_attach_done, Text} ends the run
- * (1); ticks and others: 0; the connection lost: -1. */
-/* NODE/FILE, each part a plain name (no "..", no other "/"). */
-static int safe_rel(const char *rel)
+/* {beamprobe_attach_env, Node, Lines} (--cluster): handed to on_env. */
+static void node_env(struct bp_attach *a, const char *buf, int *idx)
 {
-	const char *sl = strchr(rel, '/');
-
-	if (!sl || sl == rel || !sl[1] || strchr(sl + 1, '/'))
-		return 0;
-	if (rel[0] == '.' || sl[1] == '.')
-		return 0;
-	return 1;
-}
-
-/* {beamprobe_attach_file, Rel, Data}: appended to out_dirfd/Rel. */
-static void node_file(struct bp_attach *a, const char *buf, int *idx)
-{
-	char rel[512], node[512];
+	char node[512];
 	int type, size;
 	long len;
 	char *data;
 
 	if (ei_get_type(buf, idx, &type, &size) || type != ERL_BINARY_EXT ||
-	    size >= (int)sizeof rel ||
-	    ei_decode_binary(buf, idx, rel, &len))
+	    size >= (int)sizeof node || ei_decode_binary(buf, idx, node, &len))
 		goto bad;
-	rel[len] = '\0';
-	if (a->out_dirfd < 0 || !safe_rel(rel))
-		goto bad;
+	node[len] = '\0';
 	if (ei_get_type(buf, idx, &type, &size) || type != ERL_BINARY_EXT)
 		goto bad;
 	data = malloc((size_t)size + 1);
@@ -676,30 +692,13 @@ static void node_file(struct bp_attach *a, const char *buf, int *idx)
 		free(data);
 		goto bad;
 	}
-	snprintf(node, sizeof node, "%.*s", (int)(strchr(rel, '/') - rel),
-		 rel);
-	if (mkdirat(a->out_dirfd, node, 0700) != 0 && errno != EEXIST) {
-		bp_cli_error("%s: %s", node, strerror(errno));
+	data[len] = '\0';
+	if (!a->on_env || a->on_env(a->env_ctx, node, data, (size_t)len) != 0)
 		a->write_failed = 1;
-		free(data);
-		return;
-	}
-	int fd = openat(a->out_dirfd, rel,
-			O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC,
-			0600);
-	if (fd < 0 || (len > 0 && write(fd, data, (size_t)len) != len)) {
-		bp_cli_error("%s: %s", rel, strerror(errno));
-		a->write_failed = 1;
-	} else {
-		a->bytes_in += len;
-		a->files_in++;
-	}
-	if (fd >= 0)
-		close(fd);
 	free(data);
 	return;
 bad:
-	bp_cli_error("%s: a malformed trace file message (ignored)", a->node);
+	bp_cli_error("%s: a malformed clock offsets message (ignored)", a->node);
 	a->write_failed = 1;
 }
 
@@ -734,8 +733,8 @@ int bp_attach_node_message(struct bp_attach *a, int *done)
 			   ei_decode_tuple_header(x.buff, &idx, &arity) == 0 &&
 			   arity == 3 &&
 			   ei_decode_atom(x.buff, &idx, tag) == 0 &&
-			   !strcmp(tag, "beamprobe_attach_file")) {
-			node_file(a, x.buff, &idx);
+			   !strcmp(tag, "beamprobe_attach_env")) {
+			node_env(a, x.buff, &idx);
 		}
 	}
 	ei_x_free(&x);

@@ -20,11 +20,15 @@ struct bp_attach {
 	int same_host;
 	char local_ip[INET6_ADDRSTRLEN];
 	char nif_dir[PATH_MAX]; /* ours, when we made one */
-	/* --cluster: the node traces the agent sends land here (-1: none);
-	 * files and bytes received. */
-	int out_dirfd;
-	int files_in;
-	long long bytes_in;
+	/* The private directory the node's agent made for the NIF sent over
+	 * distribution, when the node is on this host (else ""). */
+	char node_nif_dir[PATH_MAX];
+	/* --cluster: each node's clock offsets (metadata env lines) the
+	 * agent sends at the end, handed to on_env (0, or -1: not
+	 * recorded, reported). */
+	int (*on_env)(void *ctx, const char *node, const char *lines,
+		      size_t len);
+	void *env_ctx;
 	int write_failed;
 };
 
@@ -69,6 +73,11 @@ int bp_attach_spawn_agent(struct bp_attach *a, int loaded_self);
 /* Places the NIF: our private directory if the node reads it (same host,
  * same user), else sent over distribution.  Path without ".so" in out. */
 int bp_attach_place_nif(struct bp_attach *a, char *out, size_t n);
+/* The node died (its agent could not clean up): removes the NIF
+ * directory its agent made on this host, if it is still one of this
+ * user's private (0700) beamprobe-attach-* directories under $TMPDIR
+ * holding nothing but the NIF. */
+void bp_attach_remove_node_nif_dir(struct bp_attach *a);
 /* Loads the application and every module of ebin/ but beamprobe_attach. */
 int bp_attach_load_all(struct bp_attach *a, const char *nif);
 
@@ -80,9 +89,8 @@ int bp_attach_request(struct bp_attach *a,
 /* Asks the agent to stop the session. */
 void bp_attach_send_stop(struct bp_attach *a);
 /* A message from the node: {beamprobe_attach_done, Text} ends the run
- * (*done set); {beamprobe_attach_file, NODE/FILE, Data} (--cluster)
- * appends Data to out_dirfd's NODE/FILE; ticks and others: 0; the
- * connection lost: -1. */
+ * (*done set); {beamprobe_attach_env, NODE, Lines} (--cluster) goes to
+ * on_env; ticks and others: 0; the connection lost: -1. */
 int bp_attach_node_message(struct bp_attach *a, int *done);
 
 #endif /* BP_ATTACH_NODE_H */

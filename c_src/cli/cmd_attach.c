@@ -20,9 +20,17 @@
  *      it and undoes everything; if this process dies or the connection
  *      drops, the agent sees nodedown and does the same.
  *
- * --cluster: no stream; the agent runs a cluster session over NODE's
- * cluster (src/beamprobe_attach.erl) and at the end sends the node traces
- * over distribution into -o DIR/<node>/ (bp_attach_node.c).
+ * --cluster: the agent names NODE's cluster; a stream per node is listened
+ * for and written live into DIR/<node> (bp_attach_streams.c); the agent
+ * runs one cluster session over the cluster (src/beamprobe_attach.erl),
+ * every node's session streaming to its port; the events are printed as
+ * they arrive, each line with its node's name (a `print --follow --nodes
+ * DIR' child); at the end the agent sends each node's clock offsets,
+ * added to that node's metadata, and `beamprobe cluster DIR' reads the
+ * merged timeline.  If NODE dies, the other nodes end their sessions and
+ * clean up by themselves (their coordinator and agent's node is gone); we
+ * stop within a second, keeping what the streams brought (partial node
+ * traces, without clock offsets).
  *
  * This file is the command: options, the flow above, the stream and the
  * printer.  Talking to the node (steps 1-3, the agent's requests and
@@ -30,6 +38,7 @@
  */
 #define _GNU_SOURCE
 #include "bp_attach_node.h"
+#include "bp_attach_streams.h"
 #include "bp_cli.h"
 #include "bp_recv.h"
 
@@ -85,17 +94,19 @@ struct start_arg {
 	long seconds, max_events;
 	const char *procs, *events, *args;
 	int ret;
-	/* --cluster: the agent's own module, for the other nodes. */
+	/* --cluster: the agent's own module, for the other nodes; a stream
+	 * per node. */
 	int cluster;
 	char *self_beam;
 	long self_beam_len;
+	const struct bp_attach_streams *ss;
 };
 
 static void fill_start(ei_x_buff *x, const void *arg)
 {
 	const struct start_arg *s = arg;
 	int n = 4 + (s->max_events > 0) + (s->procs != NULL) +
-		(s->args != NULL) + (s->cluster != 0);
+		(s->args != NULL) + 2 * (s->cluster != 0);
 
 	ei_x_encode_tuple_header(x, 3);
 	ei_x_encode_atom(x, s->cluster ? "start_cluster" : "start");
@@ -115,6 +126,15 @@ static void fill_start(ei_x_buff *x, const void *arg)
 	if (s->cluster) {
 		ei_x_encode_atom(x, "self_beam");
 		ei_x_encode_binary(x, s->self_beam, s->self_beam_len);
+		ei_x_encode_atom(x, "streams");
+		ei_x_encode_list_header(x, s->ss->n);
+		for (int i = 0; i < s->ss->n; i++) {
+			ei_x_encode_tuple_header(x, 2);
+			ei_x_encode_binary(x, s->ss->s[i].node,
+					   (long)strlen(s->ss->s[i].node));
+			ei_x_encode_long(x, s->ss->s[i].port);
+		}
+		ei_x_encode_empty_list(x);
 	}
 	ei_x_encode_atom(x, "return");
 	ei_x_encode_boolean(x, s->ret);
@@ -143,7 +163,7 @@ static void fill_start(ei_x_buff *x, const void *arg)
 	ei_x_encode_empty_list(x);
 }
 
-static pid_t start_printer(const char *dir)
+static pid_t start_printer(const char *dir, int nodes)
 {
 	pid_t pid = fork();
 
@@ -159,7 +179,12 @@ static pid_t start_printer(const char *dir)
 		if (l <= 0)
 			_exit(127);
 		self[l] = '\0';
-		execl(self, "beamprobe", "print", "--follow", dir, (char *)NULL);
+		if (nodes)
+			execl(self, "beamprobe", "print", "--follow", "--nodes",
+			      dir, (char *)NULL);
+		else
+			execl(self, "beamprobe", "print", "--follow", dir,
+			      (char *)NULL);
 		_exit(127);
 	}
 	return pid;
@@ -203,23 +228,40 @@ static int read_self_beam(const char *home, struct start_arg *sa)
 	return 0;
 }
 
-/* --cluster --print: `beamprobe cluster --print DIR' once the traces are
- * in. */
-static void print_cluster(const char *dir)
+static void fill_cluster_nodes(ei_x_buff *x, const void *arg)
 {
-	pid_t pid = fork();
+	(void)arg;
+	ei_x_encode_atom(x, "cluster_nodes");
+}
 
-	if (pid == 0) {
-		char self[PATH_MAX];
-		ssize_t l = readlink("/proc/self/exe", self, sizeof self - 1);
-		if (l <= 0)
-			_exit(127);
-		self[l] = '\0';
-		execl(self, "beamprobe", "cluster", "--print", dir, (char *)NULL);
-		_exit(127);
+/* --cluster: DIR/.complete tells `print --follow --nodes DIR' that every
+ * stream is in; it goes again once the printer is done. */
+static void mark_dir(const char *dir, int on)
+{
+	char p[PATH_MAX + 32];
+
+	snprintf(p, sizeof p, "%s/%s", dir, BP_RECV_COMPLETE);
+	if (on) {
+		int fd = open(p, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+			      0600);
+		if (fd >= 0)
+			close(fd);
+	} else {
+		unlink(p);
 	}
-	if (pid > 0)
-		waitpid(pid, NULL, 0);
+}
+
+/* A temporary cluster directory: its node directories, then itself. */
+static void remove_cluster_dir(const char *dir,
+			       const struct bp_attach_streams *ss)
+{
+	char p[PATH_MAX + 300];
+
+	for (int i = 0; ss->s && i < ss->n; i++) {
+		snprintf(p, sizeof p, "%s/%s", dir, ss->s[i].node);
+		bp_attach_remove_dir(p);
+	}
+	bp_attach_remove_dir(dir);
 }
 
 /* ---- the command ----------------------------------------------------- */
@@ -245,12 +287,13 @@ int bp_cmd_attach(int argc, char **argv)
 		{0, 0, 0, 0}};
 	static struct bp_attach a;
 	static struct bp_recv r;
+	static struct bp_attach_streams ss;
 	struct start_arg sa;
 	struct bp_recv_conn conn;
 	struct sigaction sig;
 	const char *cookie_opt = NULL, *cookie_file = NULL, *out_dir = NULL;
 	char cookie[512], node[512], dir[PATH_MAX], text[2048], which_self[1024],
-		which_bp[1024], nif[PATH_MAX + 64];
+		which_bp[1024], nif[PATH_MAX + 64], nodes_text[16384];
 	int c, print = -1, rc = EXIT_FAIL, lfd = -1, done = 0, lost = 0;
 	int tmp_dir = 0, loaded_self = 0;
 	long long v;
@@ -259,8 +302,8 @@ int bp_cmd_attach(int argc, char **argv)
 
 	memset(&a, 0, sizeof a);
 	memset(&sa, 0, sizeof sa);
+	memset(&ss, 0, sizeof ss);
 	a.fd = -1;
-	a.out_dirfd = -1;
 	sa.seconds = 60;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "o:pqh", opts, NULL)) != -1) {
@@ -300,9 +343,6 @@ int bp_cmd_attach(int argc, char **argv)
 	if (argc - optind < 2 && !sa.events)
 		return bp_cli_usage("attach", "expected a pattern ('m:f/2', "
 				    "'m:f -> return', 'send') or --events");
-	if (sa.cluster && !out_dir)
-		return bp_cli_usage("attach", "--cluster needs -o DIR (the "
-				    "node traces are written there)");
 	if (print < 0)
 		print = out_dir == NULL;
 	if (!print && !out_dir)
@@ -378,11 +418,20 @@ int bp_cmd_attach(int argc, char **argv)
 	char laddr[INET6_ADDRSTRLEN + 8];
 	snprintf(laddr, sizeof laddr, strchr(a.local_ip, ':') ? "[%s]:0" : "%s:0",
 		 a.local_ip);
-	/* --cluster: no stream; the node traces come over distribution. */
-	if (sa.cluster)
-		a.out_dirfd = r.dirfd;
-	else if ((lfd = bp_recv_listen(laddr, &sa.port)) < 0)
+	/* --cluster: a stream per node of NODE's cluster, into DIR/<node>. */
+	if (sa.cluster) {
+		if (bp_attach_request(&a, fill_cluster_nodes, NULL,
+				      "cannot list the cluster's nodes",
+				      nodes_text, sizeof nodes_text) != 0 ||
+		    bp_attach_streams_open(&ss, dir, nodes_text,
+					   a.local_ip) != 0)
+			goto out;
+		sa.ss = &ss;
+		a.on_env = bp_attach_streams_env;
+		a.env_ctx = &ss;
+	} else if ((lfd = bp_recv_listen(laddr, &sa.port)) < 0) {
 		goto out;
+	}
 	sa.ip = a.local_ip;
 	sa.remote = !a.same_host;
 	if (bp_attach_request(&a, fill_start, &sa, "cannot start the session",
@@ -396,11 +445,16 @@ int bp_cmd_attach(int argc, char **argv)
 
 	bp_recv_conn_init(&conn, -1);
 	for (;;) {
-		struct pollfd p[4] = {{sig_pipe[0], POLLIN, 0},
-				      {a.fd, POLLIN, 0},
-				      {lfd, POLLIN, 0},
-				      {conn.fd, POLLIN, 0}};
-		int n = poll(p, conn.fd >= 0 ? 4 : 3, 100);
+		struct pollfd p[4 + 2 * BP_ATTACH_MAX_NODES] = {
+			{sig_pipe[0], POLLIN, 0}, {a.fd, POLLIN, 0},
+			{lfd, POLLIN, 0}, {conn.fd, POLLIN, 0}};
+		int np = 4;
+		if (sa.cluster)
+			np = 2 + bp_attach_streams_fds(&ss, p + 2,
+						       2 * BP_ATTACH_MAX_NODES);
+		else if (conn.fd < 0)
+			np = 3;
+		int n = poll(p, (nfds_t)np, 100);
 		if (n < 0 && errno != EINTR)
 			break;
 		if (n > 0 && (p[0].revents & POLLIN)) {
@@ -415,14 +469,43 @@ int bp_cmd_attach(int argc, char **argv)
 		}
 		if (n > 0 && !lost && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
 			if (bp_attach_node_message(&a, &done) < 0) {
-				bp_cli_error("lost the connection to %s (the "
-					     "node ends the session)", node);
+				if (sa.cluster)
+					bp_cli_error("lost the connection to %s "
+						     "(the node died or is "
+						     "unreachable): the other "
+						     "nodes end their sessions "
+						     "and undo what attach "
+						     "brought by themselves",
+						     node);
+				else
+					bp_cli_error("lost the connection to %s "
+						     "(the node ends the "
+						     "session)", node);
 				lost = 1;
 				close(a.fd);
 				a.fd = -1;
 			}
 			if (done && !done_at)
 				done_at = now_ms();
+		}
+		if (sa.cluster) {
+			if (n > 0)
+				bp_attach_streams_serve(&ss, p + 2, np - 2);
+			if (print && printer < 0 && bp_attach_streams_begun(&ss))
+				printer = start_printer(dir, 1);
+			if (lost && !lost_at)
+				lost_at = now_ms();
+			/* Lost NODE: the others' streams end as their sessions
+			 * stop (their coordinator is gone); we go within a
+			 * second whatever they do (0.4 s for them, at most
+			 * 0.3 s for the printer). */
+			if (lost && (bp_attach_streams_done(&ss) ||
+				     now_ms() - lost_at > 400))
+				break;
+			if (done && (bp_attach_streams_done(&ss) ||
+				     now_ms() - done_at > 3000))
+				break;
+			continue;
 		}
 		if (n > 0 && (p[2].revents & POLLIN)) {
 			int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
@@ -438,7 +521,7 @@ int bp_cmd_attach(int argc, char **argv)
 				bp_recv_conn_close(&conn);
 		}
 		if (print && printer < 0 && r.have_uuid)
-			printer = start_printer(dir);
+			printer = start_printer(dir, 0);
 		/* Lost the node: the stream's end (or its loss) ends us. */
 		if (lost && (r.ended || conn.fd < 0)) {
 			if (!lost_at)
@@ -446,24 +529,36 @@ int bp_cmd_attach(int argc, char **argv)
 			if (r.ended || now_ms() - lost_at > 1500)
 				break;
 		}
-		if (sa.cluster && (done || lost))
-			break;
 		if ((done && r.ended) || (done && now_ms() - done_at > 3000))
 			break;
 	}
 	bp_recv_conn_close(&conn);
 	rc = done && !a.write_failed ? BP_EXIT_OK : EXIT_FAIL;
-	if (sa.cluster && rc == BP_EXIT_OK) {
-		fprintf(stderr, "beamprobe: %d node trace files (%lld bytes) "
-				"written to %s; read them with 'beamprobe "
-				"cluster %s'\n", a.files_in, a.bytes_in, dir,
-			dir);
-		if (print > 0)
-			print_cluster(dir);
-	}
-	if (!r.ended && r.have_uuid)
+	if (sa.cluster) {
+		int ended = bp_attach_streams_done(&ss);
+		if (done && bp_attach_streams_record(&ss) != 0)
+			rc = EXIT_FAIL;
+		if (printer > 0) {
+			mark_dir(dir, 1);
+			wait_child(printer, done && ended ? 5000
+				   : done ? 500 : 300);
+			printer = -1;
+			mark_dir(dir, 0);
+		}
+		bp_attach_streams_report(&ss);
+		if (done && !tmp_dir)
+			fprintf(stderr, "beamprobe: node traces written to %s; "
+					"the merged timeline: 'beamprobe "
+					"cluster --print %s'\n", dir, dir);
+		else if (!done && !tmp_dir)
+			fprintf(stderr, "beamprobe: %s keeps what the streams "
+					"brought: partial node traces, without "
+					"clock offsets ('beamprobe print "
+					"%s/NODE' reads each)\n", dir, dir);
+	} else if (!r.ended && r.have_uuid) {
 		bp_cli_error("the stream did not end cleanly: the trace in %s "
 			     "may miss its last events", dir);
+	}
 out:
 	if (printer > 0)
 		wait_child(printer, r.ended ? 5000 : 500);
@@ -475,11 +570,25 @@ out:
 		/* The agent removed it; if it could not, we do. */
 		bp_attach_remove_dir(a.nif_dir);
 	}
+	/* The node lost (dead, most likely): the NIF directory its agent
+	 * made on this host goes too (if the node still runs, its agent
+	 * removes it as well). */
+	if (lost)
+		bp_attach_remove_node_nif_dir(&a);
+	if (sa.cluster && !bp_attach_streams_begun(&ss) && !tmp_dir)
+		for (int i = 0; ss.s && i < ss.n; i++) {
+			char p[PATH_MAX + 300]; /* empty: nothing came */
+			snprintf(p, sizeof p, "%s/%s", dir, ss.s[i].node);
+			rmdir(p);
+		}
 	bp_recv_close(&r);
 	free(sa.self_beam);
-	if (tmp_dir)
+	if (tmp_dir && sa.cluster)
+		remove_cluster_dir(dir, &ss);
+	else if (tmp_dir)
 		bp_attach_remove_dir(dir);
 	else if (rc == BP_EXIT_OK && print == 0 && !sa.cluster)
 		fprintf(stderr, "beamprobe: trace written to %s\n", dir);
+	bp_attach_streams_close(&ss);
 	return rc;
 }

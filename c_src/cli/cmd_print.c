@@ -8,7 +8,11 @@
  * the trace began (the tracer may only know them at the end); then names
  * follow register/unregister/exit events in time, so a line shows the
  * name its process held at that moment and --proc selects on it.
- * --follow tails a live trace.
+ * --follow tails a live trace.  --nodes DIR: the node traces of a
+ * cluster (DIR/<node>, as `beamprobe attach --cluster' streams them),
+ * each followed by a printer of its own, every line with its node's name
+ * after the time, printed in the order they are read (the merged
+ * timeline with clock offsets: `beamprobe cluster --print DIR').
  */
 #define _GNU_SOURCE /* memmem, memrchr */
 #include "bp_cli.h"
@@ -17,6 +21,7 @@
 #include "bp_names.h"
 #include "bp_out.h"
 
+#include <dirent.h>
 #include <getopt.h>
 
 #include "../bp_elixir.h"
@@ -53,6 +58,10 @@ struct printer {
 	struct bp_clock_fmt clk;
 	struct label *labels; /* owned; by bp_proc.index */
 	uint32_t nlabels;
+	/* --nodes: the node's name on every line, which goes whole into
+	 * the printers' shared output. */
+	const char *node;
+	struct bp_out *shared;
 };
 
 /* String field i of e, escaped only if the decoder saw a control
@@ -423,6 +432,10 @@ static void format_line(struct printer *pr, struct bp_out *o,
 			uint32_t depth)
 {
 	bp_out_clock(o, &pr->clk, bp_reader_wall(&pr->r, e->ts));
+	if (pr->node) {
+		bp_out_char(o, ' ');
+		bp_out_str(o, pr->node);
+	}
 	if (p)
 		label(pr, o, p);
 	else
@@ -449,15 +462,17 @@ static int print_event(struct printer *pr, const struct bp_event *e)
 	uint32_t depth = p ? (e->id == BP_EV_CALL ? before
 						  : p->depth + p->lost_depth)
 			   : 0;
-	if (!pr->f.grep) {
+	if (!pr->f.grep && !pr->shared) {
 		format_line(pr, &pr->out, e, p, depth);
 		return 0;
 	}
 	pr->line.len = 0;
 	format_line(pr, &pr->line, e, p, depth);
-	if (pr->line.len && memmem(pr->line.buf, pr->line.len, pr->f.grep,
-				   strlen(pr->f.grep)))
-		bp_out_mem(&pr->out, pr->line.buf, pr->line.len);
+	if (pr->line.len && (!pr->f.grep ||
+			     memmem(pr->line.buf, pr->line.len, pr->f.grep,
+				    strlen(pr->f.grep))))
+		bp_out_mem(pr->shared ? pr->shared : &pr->out, pr->line.buf,
+			   pr->line.len);
 	return 0;
 }
 
@@ -491,10 +506,120 @@ static void run(struct printer *pr)
 	}
 }
 
+/* ---- --nodes DIR ------------------------------------------------------ */
+
+#define NODES_MAX 64
+
+struct node_printers {
+	struct printer *p[NODES_MAX];
+	char *name[NODES_MAX];
+	int n;
+};
+
+/* A printer for each node trace that appeared (its metadata is there). */
+static void nodes_scan(struct node_printers *np, const char *dir,
+		       struct bp_out *out)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char path[4200];
+
+	if (!d)
+		return;
+	while (np->n < NODES_MAX && (e = readdir(d))) {
+		int known = 0;
+		if (e->d_name[0] == '.')
+			continue;
+		for (int i = 0; i < np->n; i++)
+			known |= !strcmp(np->name[i], e->d_name);
+		snprintf(path, sizeof path, "%s/%s/metadata", dir, e->d_name);
+		if (known || access(path, F_OK) != 0)
+			continue;
+		struct printer *pr = calloc(1, sizeof *pr);
+		char *name = strdup(e->d_name);
+		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+		if (!pr || !name) {
+			free(pr);
+			free(name);
+			break;
+		}
+		bp_filter_init(&pr->f);
+		bp_model_init(&pr->m, NULL, NULL);
+		bp_names_prepare(&pr->m, path);
+		if (bp_reader_open(&pr->r, path, BP_READER_FOLLOW) != 0) {
+			bp_model_free(&pr->m);
+			bp_filter_free(&pr->f);
+			free(pr);
+			free(name);
+			continue; /* tried again at the next round */
+		}
+		bp_filter_resolve(&pr->f, &pr->r);
+		bp_clock_fmt_init(&pr->clk);
+		bp_out_init_mem(&pr->line);
+		pr->node = name;
+		pr->shared = out;
+		np->p[np->n] = pr;
+		np->name[np->n++] = name;
+	}
+	closedir(d);
+}
+
+/* Follows every node trace under dir until dir/.complete (written once
+ * every stream is in) was seen before a last read. */
+static int print_nodes(const char *dir)
+{
+	static struct node_printers np;
+	struct bp_out out;
+	char mark[4200];
+	int complete = 0, rc = BP_EXIT_OK, err;
+
+	memset(&np, 0, sizeof np);
+	snprintf(mark, sizeof mark, "%s/.complete", dir);
+	if ((err = bp_out_open(&out, NULL)) != 0) {
+		bp_cli_error("standard output: %s", strerror(err));
+		return BP_EXIT_DAMAGED;
+	}
+	for (;;) {
+		nodes_scan(&np, dir, &out);
+		for (int i = 0; i < np.n; i++) {
+			const struct bp_event *e;
+			while (!interrupted && (e = bp_reader_next(&np.p[i]->r)))
+				print_event(np.p[i], e);
+		}
+		if (interrupted || complete)
+			break;
+		complete = access(mark, F_OK) == 0;
+		bp_out_flush(&out);
+		struct timespec ts = {0, FOLLOW_POLL_NS};
+		nanosleep(&ts, NULL);
+		for (int i = 0; i < np.n && !interrupted; i++)
+			bp_reader_refresh(&np.p[i]->r);
+	}
+	err = bp_out_close(&out);
+	for (int i = 0; i < np.n; i++) {
+		struct printer *pr = np.p[i];
+		int r = bp_cli_finish(&pr->r, err, "standard output",
+				      BP_EXIT_OK);
+		if (r != BP_EXIT_OK)
+			rc = r;
+		err = 0;
+		bp_out_close(&pr->line);
+		bp_reader_close(&pr->r);
+		bp_model_free(&pr->m);
+		bp_filter_free(&pr->f);
+		for (uint32_t j = 0; j < pr->nlabels; j++)
+			free(pr->labels[j].s);
+		free(pr->labels);
+		free(pr);
+		free(np.name[i]);
+	}
+	return rc;
+}
+
 int bp_cmd_print(int argc, char **argv)
 {
 	enum { O_PID = 256, O_PROC, O_MFA, O_EVENT, O_SINCE, O_UNTIL, O_GREP,
-	       O_SYNTAX };
+	       O_SYNTAX, O_NODES };
 	static const struct option opts[] = {
 		{"pid", required_argument, 0, O_PID},
 		{"proc", required_argument, 0, O_PROC},
@@ -505,10 +630,11 @@ int bp_cmd_print(int argc, char **argv)
 		{"grep", required_argument, 0, O_GREP},
 		{"syntax", required_argument, 0, O_SYNTAX},
 		{"follow", no_argument, 0, 'f'},
+		{"nodes", no_argument, 0, O_NODES},
 		{"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0}};
 	static struct printer pr;
-	int c, follow = 0, rc = BP_EXIT_USAGE, err;
+	int c, follow = 0, nodes = 0, filters = 0, rc = BP_EXIT_USAGE, err;
 	char bad[64];
 
 	memset(&pr, 0, sizeof pr);
@@ -563,6 +689,9 @@ int bp_cmd_print(int argc, char **argv)
 		case 'f':
 			follow = 1;
 			break;
+		case O_NODES:
+			nodes = 1;
+			break;
 		case 'h':
 			rc = bp_cli_help("print");
 			goto out;
@@ -573,6 +702,23 @@ int bp_cmd_print(int argc, char **argv)
 	}
 	if (optind != argc - 1) {
 		bp_cli_usage("print", "expected one trace directory");
+		goto out;
+	}
+	filters = pr.f.pids.n || pr.f.procs.n || pr.f.mfas.n || pr.f.grep ||
+		  pr.f.kinds || pr.f.since_spec.kind != BP_TIME_NONE ||
+		  pr.f.until_spec.kind != BP_TIME_NONE;
+	if (nodes && (!follow || filters)) {
+		bp_cli_usage("print", "--nodes goes with --follow, and without "
+			     "filters");
+		goto out;
+	}
+	if (nodes) {
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = on_sigint;
+		sigaction(SIGINT, &sa, NULL);
+		sigaction(SIGTERM, &sa, NULL);
+		rc = print_nodes(argv[optind]);
 		goto out;
 	}
 	bp_model_init(&pr.m, NULL, NULL);

@@ -82,8 +82,10 @@ run attach; check "attach without a node: exit 1" "$rc" 1
 run attach somenode@somehost; check "attach without a pattern: exit 1" "$rc" 1
 run attach -q somenode@somehost 'm:f'; check "attach -q without -o: exit 1" "$rc" 1
 run attach --seconds 0 somenode@somehost 'm:f'; check "attach --seconds 0: exit 1" "$rc" 1
-run attach --cluster somenode@somehost 'm:f'; check "attach --cluster without -o: exit 1" "$rc" 1
-grep -q -- "--cluster needs -o DIR" "$WORK/err" && ok "attach --cluster: says it needs -o DIR" || not_ok "attach --cluster: says it needs -o DIR"
+run attach --cluster -q somenode@somehost 'm:f'; check "attach --cluster -q without -o: exit 1" "$rc" 1
+run print --nodes "$WORK"; check "print --nodes without --follow: exit 1" "$rc" 1
+grep -q -- "--nodes goes with --follow" "$WORK/err" && ok "print --nodes: says it goes with --follow" || not_ok "print --nodes: says it goes with --follow"
+run print --follow --nodes --pid '<0.1.0>' "$WORK"; check "print --follow --nodes with a filter: exit 1" "$rc" 1
 run receive -o "$WORK/rx0"; check "receive without --listen: exit 1" "$rc" 1
 run receive --listen nope -o "$WORK/rx0"; check "receive bad address: exit 1" "$rc" 1
 mkdir -p "$WORK/rx-full" && touch "$WORK/rx-full/x"
@@ -534,6 +536,26 @@ kill -INT $fpid
 wait $fpid; frc=$?
 check "--follow: exits 0 on SIGINT" "$frc" 0
 check "--follow: picked up the stream file added later" "$(grep -c '<0.101.0>' "$WORK/follow.out")" "$(grep -c '<0.101.0>' "$EXP/basic.print")"
+
+echo "# --follow --nodes (attach --cluster's printer)"
+mkdir -p "$WORK/nodes/a@h"
+cp $G/metadata $G/thread-* "$WORK/nodes/a@h/"
+timeout 20 "$BP" print --follow --nodes "$WORK/nodes" >"$WORK/nodes.out" 2>"$WORK/nodes.err" &
+fpid=$!
+sleep 1
+# A node whose trace appears later; then every stream is in.
+mkdir "$WORK/nodes/.tmp" && cp $G/metadata $G/thread-* "$WORK/nodes/.tmp/" && mv "$WORK/nodes/.tmp" "$WORK/nodes/b@h"
+sleep 1
+touch "$WORK/nodes/.complete"
+wait $fpid; frc=$?
+check "--follow --nodes: ends 0 once DIR/.complete is there" "$frc" 0
+for nd in a@h b@h; do
+	sed -n "s/^\([^ ]*\) $nd /\1 /p" "$WORK/nodes.out" >"$WORK/nodes.$nd"
+	if cmp -s "$WORK/nodes.$nd" "$EXP/basic.print"; then ok "--follow --nodes: $nd's lines are print's, with its name after the time"
+	else not_ok "--follow --nodes: $nd's lines are print's, with its name after the time" "$(diff "$WORK/nodes.$nd" "$EXP/basic.print" | head)"; fi
+done
+check "--follow --nodes: no other lines" "$(grep -c . "$WORK/nodes.out")" "$((2 * $(grep -c . "$EXP/basic.print")))"
+! grep -qE 'AddressSanitizer|LeakSanitizer|runtime error:' "$WORK/nodes.err" && ok "--follow --nodes: sanitizer clean" || not_ok "--follow --nodes: sanitizer clean" "$(head -20 "$WORK/nodes.err")"
 
 echo "# fuzz target"
 if have clang && make -s -C c_src/cli fuzz >"$WORK/fuzz.log" 2>&1; then
