@@ -350,6 +350,10 @@ out:
 		close(a.fd); /* the agent, if still there, cleans up now */
 	if (a.nif_dir[0])
 		bp_attach_remove_dir(a.nif_dir); /* if the agent could not */
+	/* The node lost (dead, most likely): the NIF directory its agent
+	 * made on this host goes too, as attach does. */
+	if (lost)
+		bp_attach_remove_node_nif_dir(&a);
 	if (sig_pipe[0] >= 0) {
 		close(sig_pipe[0]);
 		close(sig_pipe[1]);
