@@ -21,7 +21,7 @@
          sigkill_cleans_within_1s/1, bad_patterns/1, usage_errors/1,
          no_such_node/1, bad_cookie/1, profile_running/1,
          node_dies_mid_run/1, no_timing_top/1, second_profile_refused/1,
-         counters_held_by_cprof/1]).
+         counters_held_by_cprof/1, per_process_timed/1]).
 
 -define(N, 1234).
 -define(W, bp_pcli_work).
@@ -31,7 +31,8 @@
 all() -> [counts_equal, json_same_numbers, interrupt_prints_table,
           sigkill_cleans_within_1s, bad_patterns, usage_errors,
           no_such_node, bad_cookie, profile_running, node_dies_mid_run,
-          no_timing_top, second_profile_refused, counters_held_by_cprof].
+          no_timing_top, second_profile_refused, counters_held_by_cprof,
+          per_process_timed].
 
 init_per_suite(Config) ->
     case node() of
@@ -43,8 +44,11 @@ init_per_suite(Config) ->
             Src = filename:join(WDir, "bp_pcli_work.erl"),
             ok = file:write_file(Src,
                 "-module(bp_pcli_work).\n"
-                "-export([work/1, double/1]).\n"
+                "-export([work/1, double/1, start_loop/0]).\n"
                 "work(N) -> [?MODULE:double(I) || I <- lists:seq(1, N)], ok.\n"
+                "start_loop() -> register(bp_pcli_loop, spawn(fun loop/0)), ok.\n"
+                "loop() -> receive {work, N, From} -> work(N),\n"
+                "          From ! {done, self()}, loop() end.\n"
                 "double(X) -> X * 2.\n"),
             {ok, _} = compile:file(Src, [{outdir, WDir}]),
             [{work_dir, WDir} | Config]
@@ -360,6 +364,35 @@ counters_held_by_cprof(Config) ->
             _ = rpc:call(Node, cprof, stop, []),
             ok
     end.
+
+%% --per-process --json: a process of the node's that existed before the
+%% run (so it carries the call flag) calls double/1 ?N times: every call
+%% timed, own time above zero, and the per-process entry names that pid
+%% (the node's text of it) with all ?N calls.
+per_process_timed(Config) ->
+    Node = ?config(target, Config),
+    ok = rpc:call(Node, ?W, start_loop, []),
+    Loop = rpc:call(Node, erlang, whereis, [bp_pcli_loop]),
+    LoopText = rpc:call(Node, erlang, pid_to_list, [Loop]),
+    Before = snapshot(Node),
+    P = profile(Config, ["--per-process", "--json", "--seconds", "2",
+                         short(Node), "bp_pcli_work:double/1"]),
+    wait_started(P),
+    Loop ! {work, ?N, self()},
+    receive {done, Loop} -> ok after 10000 -> ct:fail(loop_did_not_work) end,
+    {0, Text} = wait_exit(P, 30000),
+    [Json] = [L || L <- binary:split(Text, <<"\n">>, [global]),
+                   binary:match(L, <<"{\"mode\":\"profile\"">>) =:= {0, 17}],
+    ct:log("~s", [Json]),
+    Py = python(Config, Json,
+                "[g] = d['functions']\n"
+                "[p] = g['processes']\n"
+                "print(g['calls'], g['timed_calls'], g['own_ns'] > 0,"
+                " g['mean_ns'] == g['own_ns'] // g['calls'],"
+                " p['pid'], p['calls'], p['own_ns'] == g['own_ns'])"),
+    ?assertEqual(lists:flatten(io_lib:format("~b ~b True True ~s ~b True",
+                                             [?N, ?N, LoopText, ?N])), Py),
+    assert_clean(Node, Before, Config).
 
 %%% ------------------------------------------------------------------------
 
