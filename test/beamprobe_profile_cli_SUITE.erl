@@ -226,6 +226,7 @@ usage_errors(Config) ->
     Node = ?config(target, Config),
     Cases = [{[], "expected NODE and patterns: profile mode runs on a node"},
              {[short(Node)], "expected a pattern after NODE"},
+             {["bp_pcli_work:double/1"], "expected NODE and patterns"},
              {["--sort", "total", short(Node), "m:f/1"], "--sort: calls, own "
               "or mean"},
              {["--seconds", "0", short(Node), "m:f/1"], "--seconds: 1 to 3600"},

@@ -257,7 +257,8 @@ int bp_cmd_profile(int argc, char **argv)
 		default: return bp_cli_usage("profile", "bad option");
 		}
 	}
-	if (argc - optind < 1)
+	/* A node name has no ':' or '/'; a pattern first means no NODE. */
+	if (argc - optind < 1 || strpbrk(argv[optind], ":/("))
 		return bp_cli_usage("profile", "expected NODE and patterns: "
 				    "profile mode runs on a node (name@host, "
 				    "or name for this host); in an Erlang "
