@@ -191,6 +191,44 @@ static int node_message(int fd, struct run *r)
 	return 0;
 }
 
+/* Until the agent's done message (or a second ^C, or the deadline); the
+ * first ^C asks the agent to stop.  1: the connection was lost. */
+static int wait_done(struct bp_attach *a, struct run *r, long long deadline,
+		     int *stopping)
+{
+	while (!r->done) {
+		struct pollfd p[2] = {{sig_pipe[0], POLLIN, 0},
+				      {a->fd, POLLIN, 0}};
+		int n = poll(p, 2, 200);
+		if (n < 0 && errno != EINTR)
+			break;
+		if (n > 0 && (p[0].revents & POLLIN)) {
+			char b[16];
+			while (read(sig_pipe[0], b, sizeof b) > 0) {
+			}
+			if (signals >= 2)
+				break; /* twice: go now (the node cleans up) */
+			if (!*stopping) {
+				fprintf(stderr, "beamprobe: ending the profile "
+						"on %s early...\n", r->node);
+				bp_attach_send_stop(a);
+				*stopping = 1;
+			}
+		}
+		if (n > 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
+		    node_message(a->fd, r) < 0) {
+			return 1;
+		}
+		if (now_ms() > deadline) {
+			bp_cli_error("no answer from %s in time; giving up "
+				     "(the node removes the counters and what "
+				     "attach brought when we go)", r->node);
+			break;
+		}
+	}
+	return 0;
+}
+
 int bp_cmd_profile(int argc, char **argv)
 {
 	enum { O_COOKIE = 256, O_COOKIE_FILE, O_SECONDS, O_TIMING,
@@ -292,51 +330,29 @@ int bp_cmd_profile(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	ei_init();
-	if (bp_attach_bring(&a, cookie, node, sizeof node, &brought) != 0)
+	run.node = node;
+	run.json = pa.json;
+	if (bp_attach_bring(&a, cookie, node, sizeof node, &brought) != 0 ||
+	    bp_attach_request(&a, fill_profile, &pa, "cannot profile", text,
+			      sizeof text) != 0) {
+		/* Refused or failed once the agent runs: it undoes what it
+		 * brought now, and we wait for that (the node is as it was
+		 * when we exit; the next attach is not refused). */
+		if (a.have_agent && a.fd >= 0) {
+			bp_attach_send_stop(&a);
+			stopping = 1;
+			lost = wait_done(&a, &run, now_ms() + 15000, &stopping);
+		}
 		goto out;
-	if (bp_attach_request(&a, fill_profile, &pa, "cannot profile", text,
-			      sizeof text) != 0)
-		goto out;
+	}
 	fprintf(stderr, "beamprobe: profiling on %s%s: %s; %s, ^C to stop "
 			"early\n", node,
 		brought ? " (beamprobe brought in)" : "", text,
 		pa.timing ? "calls and own time" : "calls only");
 	fflush(stderr);
 
-	run.node = node;
-	run.json = pa.json;
 	deadline = now_ms() + pa.seconds * 1000 + GRACE_MS;
-	while (!run.done) {
-		struct pollfd p[2] = {{sig_pipe[0], POLLIN, 0},
-				      {a.fd, POLLIN, 0}};
-		int n = poll(p, 2, 200);
-		if (n < 0 && errno != EINTR)
-			break;
-		if (n > 0 && (p[0].revents & POLLIN)) {
-			char b[16];
-			while (read(sig_pipe[0], b, sizeof b) > 0) {
-			}
-			if (signals >= 2)
-				break; /* twice: go now (the node cleans up) */
-			if (!stopping) {
-				fprintf(stderr, "beamprobe: ending the profile "
-						"on %s early...\n", node);
-				bp_attach_send_stop(&a);
-				stopping = 1;
-			}
-		}
-		if (n > 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
-		    node_message(a.fd, &run) < 0) {
-			lost = 1;
-			break;
-		}
-		if (now_ms() > deadline) {
-			bp_cli_error("%s did not send the profile in time; "
-				     "giving up (the node removes the counters "
-				     "when we go)", node);
-			break;
-		}
-	}
+	lost = wait_done(&a, &run, deadline, &stopping);
 	if (lost)
 		bp_cli_error("lost the connection to %s%s", node,
 			     run.got ? "" : " before the profile ended: no "
