@@ -21,7 +21,7 @@
          sigkill_cleans_within_1s/1, bad_patterns/1, usage_errors/1,
          no_such_node/1, bad_cookie/1, profile_running/1,
          node_dies_mid_run/1, no_timing_top/1, second_profile_refused/1,
-         counters_held_by_cprof/1, per_process_timed/1]).
+         counters_held_by_cprof/1, per_process_timed/1, asan_clean/1]).
 
 -define(N, 1234).
 -define(W, bp_pcli_work).
@@ -32,7 +32,7 @@ all() -> [counts_equal, json_same_numbers, interrupt_prints_table,
           sigkill_cleans_within_1s, bad_patterns, usage_errors,
           no_such_node, bad_cookie, profile_running, node_dies_mid_run,
           no_timing_top, second_profile_refused, counters_held_by_cprof,
-          per_process_timed].
+          per_process_timed, asan_clean].
 
 init_per_suite(Config) ->
     case node() of
@@ -398,6 +398,49 @@ per_process_timed(Config) ->
                                              [?N, ?N, LoopText, ?N])), Py),
     assert_clean(Node, Before, Config).
 
+%% The ASan+UBSan build of the command (c_src/cli's `asan' target) through
+%% a whole run (--per-process --json, a table of several kB), a ^C run and
+%% a refused run: the same results, not one sanitizer report.
+asan_clean(Config) ->
+    Root = filename:dirname(filename:dirname(code:which(beamprobe))),
+    Asan = filename:join([Root, "_build", "cli", "beamprobe-asan"]),
+    Build = os:cmd("make -s -C " ++ filename:join([Root, "c_src", "cli"]) ++
+                       " asan 2>&1; echo rc=$?"),
+    case filelib:is_regular(Asan) andalso lists:suffix("rc=0\n", Build) of
+        false -> {skip, "no ASan build of the command: " ++ Build};
+        true ->
+            Node = ?config(target, Config),
+            ok = rpc:call(Node, ?W, start_loop, []),
+            Loop = rpc:call(Node, erlang, whereis, [bp_pcli_loop]),
+            Before = snapshot(Node),
+            Env = [{"ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0"},
+                   {"UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1"},
+                   {"BEAMPROBE_HOME", Root}],
+            Run = fun(Args) -> run_bin(Config, Asan, Args, Env) end,
+            A = Run(["--per-process", "--json", "--seconds", "2", short(Node),
+                     "bp_pcli_work:_/_"]),
+            wait_started(A),
+            Loop ! {work, ?N, self()},
+            receive {done, Loop} -> ok after 10000 -> ct:fail(no_work) end,
+            {0, TA} = wait_exit(A, 60000),
+            B = Run(["--seconds", "600", short(Node), "bp_pcli_work:double/1"]),
+            wait_started(B),
+            signal(B, "INT"),
+            {0, TB} = wait_exit(B, 60000),
+            {2, TC} = wait_exit(Run([short(Node), "bp_pcli_work:double(1)"]),
+                                60000),
+            _ = [begin
+                     ct:log("~s", [T]),
+                     ?assertEqual(nomatch,
+                                  re:run(T, "AddressSanitizer|LeakSanitizer|"
+                                            "runtime error:"))
+                 end || T <- [TA, TB, TC]],
+            ?assertMatch({match, _}, re:run(TA, "\"calls\":" ++
+                                                integer_to_list(?N) ++ ",")),
+            ?assertMatch({match, _}, re:run(TB, "calls +total")),
+            assert_clean(Node, Before, Config)
+    end.
+
 %%% ------------------------------------------------------------------------
 
 start_target(Name, WDir, Extra) ->
@@ -426,6 +469,11 @@ profile(Config, Args, Env, Cookie) ->
     Bin = filename:join([filename:dirname(filename:dirname(
                                             code:which(beamprobe))),
                          "bin", "beamprobe"]),
+    run_bin(Config, Bin, Args, Env, Cookie).
+
+run_bin(Config, Bin, Args, Env) ->
+    run_bin(Config, Bin, Args, Env, atom_to_list(erlang:get_cookie())).
+run_bin(Config, Bin, Args, Env, Cookie) ->
     CookieArgs = case Cookie of
                      none -> [];
                      _ -> ["--cookie", Cookie]
