@@ -21,7 +21,8 @@
          sigkill_cleans_within_1s/1, bad_patterns/1, usage_errors/1,
          no_such_node/1, bad_cookie/1, profile_running/1,
          node_dies_mid_run/1, no_timing_top/1, second_profile_refused/1,
-         counters_held_by_cprof/1, per_process_timed/1, asan_clean/1]).
+         counters_held_by_cprof/1, per_process_timed/1, asan_clean/1,
+         coexists_with_session/1]).
 
 -define(N, 1234).
 -define(W, bp_pcli_work).
@@ -32,7 +33,7 @@ all() -> [counts_equal, json_same_numbers, interrupt_prints_table,
           sigkill_cleans_within_1s, bad_patterns, usage_errors,
           no_such_node, bad_cookie, profile_running, node_dies_mid_run,
           no_timing_top, second_profile_refused, counters_held_by_cprof,
-          per_process_timed, asan_clean].
+          per_process_timed, asan_clean, coexists_with_session].
 
 init_per_suite(Config) ->
     case node() of
@@ -44,11 +45,18 @@ init_per_suite(Config) ->
             Src = filename:join(WDir, "bp_pcli_work.erl"),
             ok = file:write_file(Src,
                 "-module(bp_pcli_work).\n"
-                "-export([work/1, double/1, start_loop/0]).\n"
+                "-export([work/1, double/1, start_loop/0, own_session/1]).\n"
                 "work(N) -> [?MODULE:double(I) || I <- lists:seq(1, N)], ok.\n"
                 "start_loop() -> register(bp_pcli_loop, spawn(fun loop/0)), ok.\n"
                 "loop() -> receive {work, N, From} -> work(N),\n"
                 "          From ! {done, self()}, loop() end.\n"
+                "own_session(Dir) -> spawn(fun() ->\n"
+                "    {ok, S} = beamprobe:start(#{calls => [{?MODULE, double, 1}],\n"
+                "        procs => all, args => arity, output => {file, Dir}}),\n"
+                "    register(bp_pcli_session, self()), session_loop(S) end), ok.\n"
+                "session_loop(S) -> receive\n"
+                "    {info, F} -> F ! {session, beamprobe:info(S)}, session_loop(S);\n"
+                "    {stop, F} -> F ! {session, beamprobe:stop(S)} end.\n"
                 "double(X) -> X * 2.\n"),
             {ok, _} = compile:file(Src, [{outdir, WDir}]),
             [{work_dir, WDir} | Config]
@@ -60,7 +68,8 @@ init_per_testcase(Case, Config) ->
     Name = list_to_atom("bp_pcli_" ++ atom_to_list(Case) ++ "_" ++
                             os:getpid()),
     Extra = case Case of
-                profile_running ->
+                _ when Case =:= profile_running;
+                       Case =:= coexists_with_session ->
                     ["-pa", filename:dirname(code:which(beamprobe))];
                 _ -> []
             end,
@@ -440,6 +449,56 @@ asan_clean(Config) ->
             ?assertMatch({match, _}, re:run(TB, "calls +total")),
             assert_clean(Node, Before, Config)
     end.
+
+%% The node (beamprobe on its code path) runs a trace session of its own
+%% on double/1, every process: the profile counts what the session records
+%% (?N calls: the counts equal), and the session goes on untouched (its
+%% processes' flags, its modules, its events) after the profile is gone.
+coexists_with_session(Config) ->
+    Node = ?config(target, Config),
+    Dir = filename:join(?config(priv_dir, Config), "node_session"),
+    ok = rpc:call(Node, ?W, own_session, [Dir]),
+    _ = beamprobe_test_lib:wait_until(
+          fun() -> is_pid(rpc:call(Node, erlang, whereis,
+                                   [bp_pcli_session])) end, 10000),
+    Session = rpc:call(Node, erlang, whereis, [bp_pcli_session]),
+    Before = snapshot(Node),
+    TracedBefore = traced(Node),
+    ?assertNotEqual([], TracedBefore),
+    Tracers = fun() -> [{Pid, T} || Pid <- TracedBefore,
+                                    {tracer, T} <- [rpc:call(Node, erlang,
+                                                             trace_info,
+                                                             [Pid, tracer])]]
+              end,
+    TracersBefore = Tracers(),
+    P = profile(Config, ["--seconds", "2", short(Node),
+                         "bp_pcli_work:double/1"]),
+    Started = wait_started(P),
+    ?assertEqual(nomatch, binary:match(Started, <<"brought in">>)),
+    ok = rpc:call(Node, ?W, work, [?N]),
+    {0, Text} = wait_exit(P, 30000),
+    ct:log("~s", [Text]),
+    ?assertEqual(?N, table_calls(Text, "bp_pcli_work:double/1")),
+    %% The node as before, the session's tracing included.
+    %% (The node's own NIF, of its code path, stays mapped: its session.)
+    Own = filename:join([filename:dirname(filename:dirname(
+                                            code:which(beamprobe))),
+                         "priv", "beamprobe_nif.so"]),
+    Problems = wait_clean_problems(Node, Before, Config, 3000),
+    ?assertEqual([], [X || X <- Problems, element(1, X) =/= traced,
+                           element(1, X) =/= new_flags,
+                           X =/= {nif_mapped, Own}]),
+    %% Every process the session traced (still alive) keeps its tracer.
+    ?assertEqual([], Tracers() -- TracersBefore),
+    Session ! {info, self()},
+    receive {session, {ok, #{state := _}}} -> ok
+    after 5000 -> ct:fail(session_gone)
+    end,
+    ok = rpc:call(Node, ?W, work, [10]),
+    Session ! {stop, self()},
+    Sum = receive {session, {ok, S}} -> S after 10000 -> ct:fail(no_stop) end,
+    ct:log("the node's session: ~p", [Sum]),
+    ?assertMatch(#{events := E} when E =:= ?N + 10, Sum).
 
 %%% ------------------------------------------------------------------------
 
