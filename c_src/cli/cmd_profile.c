@@ -118,7 +118,6 @@ struct run {
 	const char *node;
 	int got;      /* the outcome came: 1 the table, -1 an error */
 	int done;     /* the agent's done message came */
-	int json;
 };
 
 /* Writes all of p, or fails. */
@@ -331,7 +330,6 @@ int bp_cmd_profile(int argc, char **argv)
 
 	ei_init();
 	run.node = node;
-	run.json = pa.json;
 	if (bp_attach_bring(&a, cookie, node, sizeof node, &brought) != 0 ||
 	    bp_attach_request(&a, fill_profile, &pa, "cannot profile", text,
 			      sizeof text) != 0) {
