@@ -48,6 +48,8 @@
              files = [] :: [file:filename()],
              dirs = [] :: [file:filename()],
              session :: undefined | beamprobe:session(),
+             %% `beamprobe profile': the run (beamprobe_attach_profile).
+             profiler :: undefined | pid() | {done, {ok | error, binary()}},
              ended = false :: boolean(),
              %% What was brought, kept to bring it to the cluster's nodes.
              bins = [] :: [{module(), binary()}],
@@ -81,6 +83,10 @@ spawn_agent(Cli, LoadedSelf) when is_pid(Cli), is_boolean(LoadedSelf) ->
 %% session streams to).
 %% Replies `ok', `{ok, Text}' or
 %% `{error, Text}' (Text: a binary the command line prints).
+%% `{profile, Patterns, Options}' (`beamprobe profile'): a profile run
+%% (src/beamprobe_attach_profile.erl), its table sent to the command line
+%% as `{beamprobe_attach_profile, ok | error, Text}' before the done
+%% message.
 -spec request(pid(), term()) -> ok | {ok, binary()} | {error, binary()}.
 request(Agent, Req) ->
     Ref = monitor(process, Agent),
@@ -122,6 +128,8 @@ loop(St) ->
             bye(St);
         {beamprobe_attach_stop} ->
             finish(St, stopped);
+        {beamprobe_attach_profile, P, Outcome} when P =:= St#ag.profiler ->
+            finish(St#ag{profiler = {done, Outcome}}, ended);
         _ ->
             loop(St)
     after ?POLL_MS ->
@@ -223,6 +231,12 @@ handle(cluster_nodes, St) ->
                             || N <- [node() | lists:sort(nodes())]])}, St};
 handle({start_cluster, Patterns, Opts}, #ag{session = undefined} = St) ->
     start_cluster(Patterns, Opts, St);
+handle({profile, Patterns, Opts},
+       #ag{session = undefined, profiler = undefined} = St) ->
+    case beamprobe_attach_profile:start(Patterns, Opts) of
+        {ok, P, Text} -> {{ok, Text}, St#ag{profiler = P}};
+        {error, Text} -> {{error, Text}, St}
+    end;
 handle(Req, St) ->
     {{error, text("bad request ~tP", [Req, 8])}, St}.
 
@@ -494,6 +508,10 @@ proc(Name) ->
 %% Undoes what attach brought; returns the text the command line prints.
 %% Send: the command line is there to receive the cluster's traces.
 cleanup(#ag{session = S} = St, Send) ->
+    %% A profile run ends (its counters removed) before anything unloads.
+    _ = St#ag.profiler =:= undefined orelse
+        beamprobe_attach_profile:finish(St#ag.profiler,
+                                        Send andalso St#ag.cli),
     Sum = case S of
               undefined -> undefined;
               _ -> case catch beamprobe:stop(S) of

@@ -15,7 +15,9 @@
 %%% touched (trace_pattern's `call_count'/`call_time' flags are separate
 %%% breakpoints); the `call' flag is set only on processes nobody else
 %%% traces, with this worker as their tracer, and cleared at the end.
-%%% One profile runs at a time (the worker is registered).
+%%% One profile runs at a time (the worker is registered).  A
+%%% `{beamprobe_profile, stop}' message to the registered worker ends the
+%%% run early, with its table (how `bin/beamprobe profile' stops on ^C).
 -module(beamprobe_profile).
 
 -export([profile/2, to_json/1, format/1]).
@@ -264,6 +266,7 @@ set([MFA | R], How, Timing) ->
 wait(CRef, Timer, N) ->
     receive
         {timeout, Timer, done} -> N;
+        {?NAME, stop} -> N;                     % ended early (attach's ^C)
         {'DOWN', CRef, process, _, _} -> throw(caller_down);
         M when element(1, M) =:= trace; element(1, M) =:= trace_ts ->
             wait(CRef, Timer, N + 1)

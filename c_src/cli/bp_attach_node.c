@@ -765,3 +765,39 @@ int bp_attach_home(char *home, size_t n)
 	snprintf(home, n, "%s", self[0] ? self : "/");
 	return 0;
 }
+
+/* Steps 1-3 of cmd_attach.c's flow, for commands that run something
+ * else than a trace session through the agent (cmd_profile.c). */
+int bp_attach_bring(struct bp_attach *a, const char *cookie, char *full,
+		    size_t fulln, int *brought)
+{
+	char which_self[1024], which_bp[1024], nif[PATH_MAX + 64];
+	int loaded_self;
+
+	*brought = 0;
+	if (bp_attach_connect(a, cookie, full, fulln) != 0)
+		return -1;
+	bp_attach_peer_info(a);
+	if (bp_attach_which(a, "beamprobe_attach", which_self,
+			    sizeof which_self) ||
+	    bp_attach_which(a, "beamprobe", which_bp, sizeof which_bp))
+		return -1;
+	if (!strncmp(which_self, "beamprobe-attach:", 17)) {
+		bp_cli_error("%s: another beamprobe attach or profile is active "
+			     "on this node (or one is still cleaning up)", full);
+		return -1;
+	}
+	*brought = !strcmp(which_bp, "non_existing");
+	if (*brought && bp_attach_check_versions(a) != 0)
+		return -1;
+	loaded_self = !bp_attach_module_loaded(a, "beamprobe_attach");
+	if (!strcmp(which_self, "non_existing") && bp_attach_load_self(a) != 0)
+		return -1;
+	/* From here on the agent undoes whatever we bring, even if we die. */
+	if (bp_attach_spawn_agent(a, loaded_self) != 0)
+		return -1;
+	if (*brought && (bp_attach_place_nif(a, nif, sizeof nif) != 0 ||
+			 bp_attach_load_all(a, nif) != 0))
+		return -1;
+	return 0;
+}

@@ -47,6 +47,13 @@ int bp_attach_connect(struct bp_attach *a, const char *cookie, char *full,
 		      size_t fulln);
 /* Same host: the connection's two ends have the same address. */
 void bp_attach_peer_info(struct bp_attach *a);
+/* Steps 1-3 of an attach in one call (used by `profile'): connects to
+ * a->node (completed with this host in full), refuses a node where
+ * another attach is active, spawns the agent and brings beamprobe when
+ * the node lacks it (*brought then set).  0, or -1 with the reason
+ * printed (what was brought is undone by the agent once a->fd closes). */
+int bp_attach_bring(struct bp_attach *a, const char *cookie, char *full,
+		    size_t fulln, int *brought);
 
 /* Text of code:which(Mod) (a path, or non_existing, preloaded, ...). */
 int bp_attach_which(struct bp_attach *a, const char *mod, char *out,

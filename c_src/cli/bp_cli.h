@@ -30,6 +30,7 @@ int bp_cmd_request(int argc, char **argv);
 int bp_cmd_receive(int argc, char **argv);
 int bp_cmd_attach(int argc, char **argv);
 int bp_cmd_record(int argc, char **argv);
+int bp_cmd_profile(int argc, char **argv);
 
 /* Prints the help of cmd (NULL: the overview) to stdout.  Returns
  * BP_EXIT_OK, or BP_EXIT_USAGE for an unknown command. */

@@ -65,7 +65,7 @@ echo "# command line"
 run --version; check "--version exits 0" "$rc" 0
 grep -q '^beamprobe [0-9]' "$WORK/out" && ok "--version prints the version" || not_ok "--version prints the version"
 run --help; check "--help exits 0" "$rc" 0
-for c in print stats export info attach receive record; do
+for c in print stats export info attach profile receive record; do
 	run "$c" --help
 	if [ "$rc" = 0 ] && grep -q "^Usage: beamprobe $c" "$WORK/out"; then ok "$c --help"; else not_ok "$c --help"; fi
 	run help "$c"; check "help $c exits 0" "$rc" 0
@@ -83,6 +83,15 @@ run attach somenode@somehost; check "attach without a pattern: exit 1" "$rc" 1
 run attach -q somenode@somehost 'm:f'; check "attach -q without -o: exit 1" "$rc" 1
 run attach --seconds 0 somenode@somehost 'm:f'; check "attach --seconds 0: exit 1" "$rc" 1
 run attach --cluster -q somenode@somehost 'm:f'; check "attach --cluster -q without -o: exit 1" "$rc" 1
+run profile; check "profile without a node: exit 1" "$rc" 1
+grep -q "profile mode runs on a node" "$WORK/err" && ok "profile without a node: says it needs one" || not_ok "profile without a node: says it needs one" "$(cat "$WORK/err")"
+run profile somenode@somehost; check "profile without a pattern: exit 1" "$rc" 1
+run profile --sort total somenode@somehost 'm:f/1'; check "profile --sort total: exit 1" "$rc" 1
+run profile --seconds 3601 somenode@somehost 'm:f/1'; check "profile --seconds 3601: exit 1" "$rc" 1
+run profile --no-timing --per-process somenode@somehost 'm:f/1'; check "profile --no-timing --per-process: exit 1" "$rc" 1
+run profile --cookie c bp_cli_no_such_node_$$ 'm:f/1'
+check "profile, no such node: exit 2" "$rc" 2
+grep -q "cannot connect to bp_cli_no_such_node_$$@" "$WORK/err" && sanitizer_clean && ok "profile, no such node: named, sanitizer clean" || not_ok "profile, no such node: named, sanitizer clean" "$(cat "$WORK/err")"
 run print --nodes "$WORK"; check "print --nodes without --follow: exit 1" "$rc" 1
 grep -q -- "--nodes goes with --follow" "$WORK/err" && ok "print --nodes: says it goes with --follow" || not_ok "print --nodes: says it goes with --follow"
 run print --follow --nodes --pid '<0.1.0>' "$WORK"; check "print --follow --nodes with a filter: exit 1" "$rc" 1
