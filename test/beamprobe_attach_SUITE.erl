@@ -20,6 +20,7 @@
          cookie_file/1, connection_dropped/1, node_has_beamprobe/1,
          long_names/1, as_if_remote/1, cluster_traces/1,
          cluster_sigkill_cleans/1, cluster_mixed/1, cluster_prints_live/1,
+         cluster_other_host/1,
          cluster_node_killed/1, cluster_node_killed_nif_sent/1,
          cluster_no_output/1]).
 
@@ -31,6 +32,7 @@ all() -> [traces_n_calls, prints_live, session_limit_ends,
           bad_cookie, no_such_node, cookie_file, connection_dropped,
           node_has_beamprobe, long_names, as_if_remote, cluster_traces,
           cluster_sigkill_cleans, cluster_mixed, cluster_prints_live,
+          cluster_other_host,
           cluster_node_killed, cluster_node_killed_nif_sent,
           cluster_no_output].
 
@@ -76,6 +78,7 @@ init_per_testcase(Case, Config) when Case =:= cluster_traces;
                                     Case =:= cluster_sigkill_cleans;
                                     Case =:= cluster_mixed;
                                     Case =:= cluster_prints_live;
+                                    Case =:= cluster_other_host;
                                     Case =:= cluster_node_killed;
                                     Case =:= cluster_node_killed_nif_sent;
                                     Case =:= cluster_no_output ->
@@ -506,6 +509,45 @@ cluster_prints_live(Config) ->
                       re:run(J, "\"node\": \"" ++ atom_to_list(N) ++
                                  "\", \"recorded\": true"))
          || N <- Nodes].
+
+%% --cluster with nodes on another host: the node streams must reach the
+%% command from there, so the listeners take this host's address on the
+%% route to that host and the sessions connect with remote => true
+%% (BEAMPROBE_ATTACH_OTHER_HOSTS makes this machine's host name count as
+%% another host's); every node's events still arrive, the nodes are left
+%% clean.
+cluster_other_host(Config) ->
+    Nodes = [N || {N, _} <- ?config(targets, Config)],
+    Out = ?config(out, Config),
+    Befores = [{N, snapshot(N)} || N <- Nodes],
+    [_, Host] = string:split(atom_to_list(hd(Nodes)), "@"),
+    A = attach(Config, ["--cluster", "-p", "-o", Out, "--seconds", "60",
+                        short(hd(Nodes)), "bp_attach_work:double/1"],
+               [{"BEAMPROBE_ATTACH_OTHER_HOSTS", "elsewhere," ++ Host}]),
+    _ = wait_attached(A),
+    _ = [ok = rpc:call(N, bp_attach_work, work, [?CN]) || N <- Nodes],
+    _ = wait_output(A, fun(T) ->
+                               lists:all(fun(N) ->
+                                   length(binary:matches(
+                                            T, <<(atom_to_binary(N))/binary,
+                                                 " <">>)) >= ?CN
+                               end, Nodes)
+                       end, 20000),
+    interrupt(A),
+    {0, Text} = wait_exit(A, 30000),
+    ct:log("attach said:~n~s", [Text]),
+    ?assertMatch({match, _}, re:run(Text, "a node on another host \\(")),
+    _ = [?assertMatch({match, _},
+                      re:run(Text, atom_to_list(N) ++ ": [0-9]+ events, 0 lost"))
+         || N <- Nodes],
+    _ = [begin
+             Stats = beamprobe_test_lib:cli_ok(
+                       ["stats", "--json", filename:join(Out, atom_to_list(N))]),
+             {match, [Calls]} = re:run(Stats, "\"calls\": *([0-9]+)",
+                                       [{capture, all_but_first, list}]),
+             ?assertEqual({N, ?CN}, {N, list_to_integer(Calls)})
+         end || N <- Nodes],
+    _ = [assert_clean(N, B, Config) || {N, B} <- Befores].
 
 %% --cluster without -o: printed live as always, the node traces in a
 %% temporary directory (of $TMPDIR) that is removed at the end.

@@ -49,6 +49,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -203,6 +204,110 @@ static int wait_child(pid_t pid, int ms)
 	kill(pid, SIGTERM);
 	waitpid(pid, &st, 0);
 	return -1;
+}
+
+/* Is host (a node name's part after '@') another host than this one?  Its
+ * addresses are resolved; one that is neither loopback nor this host's
+ * own address on the route to it is another host's, and then *route gets
+ * this host's address on that route (a UDP "connect" picks it; nothing is
+ * sent).  BEAMPROBE_ATTACH_OTHER_HOSTS (comma-separated host names)
+ * treats the hosts it names as other hosts: how the suite tests the path
+ * on one machine. */
+static int other_host(const char *host, char *route, size_t cap)
+{
+	const char *fake = getenv("BEAMPROBE_ATTACH_OTHER_HOSTS");
+	struct addrinfo hints, *res = NULL, *ai;
+	int other = 0;
+
+	if (fake) {
+		size_t n = strlen(host);
+		for (const char *p = fake; p && *p;) {
+			const char *e = strchr(p, ',');
+			size_t l = e ? (size_t)(e - p) : strlen(p);
+			if (l == n && !strncmp(p, host, n))
+				other = 1;
+			p = e ? e + 1 : NULL;
+		}
+	}
+	memset(&hints, 0, sizeof hints);
+	hints.ai_socktype = SOCK_DGRAM;
+	if (getaddrinfo(host, "9", &hints, &res) != 0)
+		return 0; /* cannot tell: the NODE's address stays */
+	for (ai = res; ai; ai = ai->ai_next) {
+		struct sockaddr_storage l;
+		socklen_t ll = sizeof l;
+		int fd, same = 0, loop = 0;
+
+		if (ai->ai_family == AF_INET)
+			loop = (ntohl(((struct sockaddr_in *)ai->ai_addr)
+					      ->sin_addr.s_addr) >> 24) == 127;
+		else if (ai->ai_family == AF_INET6)
+			loop = IN6_IS_ADDR_LOOPBACK(
+				&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr);
+		else
+			continue;
+		fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			continue;
+		if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 ||
+		    getsockname(fd, (struct sockaddr *)&l, &ll) != 0) {
+			close(fd);
+			continue;
+		}
+		close(fd);
+		if (l.ss_family == AF_INET) {
+			struct in_addr a = ((struct sockaddr_in *)&l)->sin_addr;
+			same = a.s_addr == ((struct sockaddr_in *)ai->ai_addr)
+						   ->sin_addr.s_addr;
+			inet_ntop(AF_INET, &a, route, (socklen_t)cap);
+		} else {
+			struct in6_addr a = ((struct sockaddr_in6 *)&l)->sin6_addr;
+			same = !memcmp(&a, &((struct sockaddr_in6 *)ai->ai_addr)
+						    ->sin6_addr,
+				       sizeof a);
+			inet_ntop(AF_INET6, &a, route, (socklen_t)cap);
+		}
+		if (other || (!loop && !same)) {
+			freeaddrinfo(res);
+			return 1;
+		}
+	}
+	freeaddrinfo(res);
+	return 0;
+}
+
+/* --cluster: where the node streams connect.  Every node on this host:
+ * the address NODE's connection gave (127.0.0.1 for a node here: the
+ * listeners stay on loopback).  A node on another host: this host's
+ * address on the route to it, remote => true, so that it can reach the
+ * listeners (nodes here reach that address as well).  Says so. */
+static void cluster_route(const char *nodes_text, struct bp_attach *a,
+			  int *remote)
+{
+	char route[INET6_ADDRSTRLEN] = "";
+
+	for (const char *p = nodes_text; *p;) {
+		const char *e = strchr(p, '\n'), *at;
+		size_t l = e ? (size_t)(e - p) : strlen(p);
+		char host[256];
+
+		at = memchr(p, '@', l);
+		if (at && (size_t)(p + l - at - 1) < sizeof host) {
+			snprintf(host, sizeof host, "%.*s",
+				 (int)(p + l - at - 1), at + 1);
+			if (other_host(host, route, sizeof route)) {
+				snprintf(a->local_ip, sizeof a->local_ip, "%s",
+					 route);
+				*remote = 1;
+				fprintf(stderr,
+					"beamprobe: a node on another host "
+					"(%.*s): the node streams connect to "
+					"%s\n", (int)l, p, route);
+				return;
+			}
+		}
+		p += l + (e != NULL);
+	}
 }
 
 /* --cluster: ebin/beamprobe_attach.beam, which the agent loads into the
@@ -419,11 +524,14 @@ int bp_cmd_attach(int argc, char **argv)
 	snprintf(laddr, sizeof laddr, strchr(a.local_ip, ':') ? "[%s]:0" : "%s:0",
 		 a.local_ip);
 	/* --cluster: a stream per node of NODE's cluster, into DIR/<node>. */
+	sa.remote = !a.same_host;
 	if (sa.cluster) {
 		if (bp_attach_request(&a, fill_cluster_nodes, NULL,
 				      "cannot list the cluster's nodes",
-				      nodes_text, sizeof nodes_text) != 0 ||
-		    bp_attach_streams_open(&ss, dir, nodes_text,
+				      nodes_text, sizeof nodes_text) != 0)
+			goto out;
+		cluster_route(nodes_text, &a, &sa.remote);
+		if (bp_attach_streams_open(&ss, dir, nodes_text,
 					   a.local_ip) != 0)
 			goto out;
 		sa.ss = &ss;
@@ -433,7 +541,6 @@ int bp_cmd_attach(int argc, char **argv)
 		goto out;
 	}
 	sa.ip = a.local_ip;
-	sa.remote = !a.same_host;
 	if (bp_attach_request(&a, fill_start, &sa, "cannot start the session",
 			      text, sizeof text) != 0)
 		goto out;
