@@ -64,7 +64,7 @@ ERL_NIF_TERM bp_tracer_enabled(ErlNifEnv *env, int argc,
 	 * flag when the last session ends; this is the safety net). */
 	if (argv[1] == bp_atom.beamprobe_hub ||
 	    argv[1] == bp_atom.beamprobe_hub_meta)
-		return bp_hub_any() || argv[0] != bp_atom.trace_status
+		return argv[0] != bp_atom.trace_status || bp_hub_any()
 			       ? bp_atom.trace
 			       : bp_atom.remove;
 	s = get_session(env, argv[1]);
