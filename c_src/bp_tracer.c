@@ -45,6 +45,13 @@ static inline uint64_t local_key(ErlNifEnv *env, ERL_NIF_TERM t)
 	ErlNifPid pid;
 	ErlNifPort port;
 
+	/* A local pid or port is an immediate (tag 0x3 or 0x7, erl_term.h;
+	 * remote ones are boxed): no call into the VM on a known layout. */
+	if (sizeof(ERL_NIF_TERM) == 8 && bp_erts_layout_ok())
+		return (t & ERTS_IMMED1_MASK) == ERTS_IMMED1_PID ||
+			       (t & ERTS_IMMED1_MASK) == ERTS_IMMED1_PORT
+			       ? (uint64_t)t
+			       : 0;
 	if (enif_get_local_pid(env, t, &pid) ||
 	    enif_get_local_port(env, t, &port))
 		return (uint64_t)t;
@@ -596,7 +603,8 @@ static void wr_mfargs(ErlNifEnv *env, const struct bp_session *s,
 	char *q = (char *)w->p;
 
 	wr_want(w, BP_K_MFARGS);
-	if (enif_get_tuple(env, t, &n, &e) && n == 3 &&
+	if ((bp_erts_tuple(t, &n, &e) || enif_get_tuple(env, t, &n, &e)) &&
+	    n == 3 &&
 	    (m = bp_term_render_atom_cached(env, e[0], q, MFA_MAX,
 					    &sl->terms)) &&
 	    (f = bp_term_render_atom_cached(env, e[1], q + m + 1, MFA_MAX,
