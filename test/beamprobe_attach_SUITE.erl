@@ -12,6 +12,10 @@
 -include_lib("stdlib/include/assert.hrl").
 -include_lib("kernel/include/file.hrl").
 
+%% Node checks shared with the other suite that brings beamprobe to a
+%% node (test/bp_node_clean.erl).
+-import(bp_node_clean, [loaded_ours/1, loaded_libs/1, attach_dirs/0]).
+
 -export([all/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([traces_n_calls/1, prints_live/1, session_limit_ends/1,
@@ -814,21 +818,6 @@ booted(Node, N) ->
         _ -> timer:sleep(50), booted(Node, N - 1)
     end.
 
-loaded_ours(Node) ->
-    [M || {M, _} <- rpc:call(Node, code, all_loaded, []),
-          lists:prefix("beamprobe", atom_to_list(M))].
-
-loaded_libs(Node) ->
-    Pid = rpc:call(Node, os, getpid, []),
-    {ok, Maps} = file:read_file("/proc/" ++ Pid ++ "/maps"),
-    lists:usort([binary_to_list(P) || L <- binary:split(Maps, <<"\n">>,
-                                                         [global]),
-                                      [_, _, _, _, _, P] <- [string:lexemes(
-                                                               L, " ")]]).
-
-attach_dirs() ->
-    lists:sort(filelib:wildcard("/tmp/beamprobe-attach-*")).
-
 %% A cluster session's staged traces (beamprobe_cluster's) on this case's
 %% nodes.
 cluster_staged(Case) ->
@@ -873,26 +862,10 @@ assert_clean(Node, Before, Config) ->
     ?assertEqual([], wait_clean_problems(Node, Before, Config, 3000)).
 
 wait_clean_problems(Node, Before, Config, Ms) ->
-    Deadline = erlang:monotonic_time(millisecond) + Ms,
-    wcp(Node, Before, Config, Deadline).
-wcp(Node, Before, Config, Deadline) ->
-    case clean_problems(Node, Before, Config) of
-        [] -> [];
-        P ->
-            case erlang:monotonic_time(millisecond) > Deadline of
-                true -> P;
-                false -> timer:sleep(50), wcp(Node, Before, Config, Deadline)
-            end
-    end.
+    bp_node_clean:wait_problems(
+      fun() -> clean_problems(Node, Before, Config) end, Ms).
 
 %% Milliseconds from T0 until the node is clean (fails after Ms).
 wait_clean(Node, Before, Config, T0, Ms) ->
-    case clean_problems(Node, Before, Config) of
-        [] -> erlang:monotonic_time(millisecond) - T0;
-        P ->
-            case erlang:monotonic_time(millisecond) - T0 > Ms of
-                true -> ct:fail({not_clean, P});
-                false -> timer:sleep(20),
-                         wait_clean(Node, Before, Config, T0, Ms)
-            end
-    end.
+    bp_node_clean:wait_clean(
+      fun() -> clean_problems(Node, Before, Config) end, T0, Ms).

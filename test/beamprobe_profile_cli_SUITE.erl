@@ -15,6 +15,10 @@
 -include_lib("common_test/include/ct.hrl").
 -include_lib("stdlib/include/assert.hrl").
 
+%% Node checks shared with the other suite that brings beamprobe to a
+%% node (test/bp_node_clean.erl).
+-import(bp_node_clean, [loaded_ours/1, loaded_libs/1, attach_dirs/0]).
+
 -export([all/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([counts_equal/1, json_same_numbers/1, interrupt_prints_table/1,
@@ -634,25 +638,10 @@ booted(Node, N) ->
         _ -> timer:sleep(50), booted(Node, N - 1)
     end.
 
-loaded_ours(Node) ->
-    [M || {M, _} <- rpc:call(Node, code, all_loaded, []),
-          lists:prefix("beamprobe", atom_to_list(M))].
-
-attach_dirs() ->
-    lists:sort(filelib:wildcard("/tmp/beamprobe-attach-*")).
-
 traced(Node) ->
     [Pid || Pid <- rpc:call(Node, erlang, processes, []),
             {flags, Fs} <- [rpc:call(Node, erlang, trace_info, [Pid, flags])],
             Fs =/= []].
-
-loaded_libs(Node) ->
-    Pid = rpc:call(Node, os, getpid, []),
-    {ok, Maps} = file:read_file("/proc/" ++ Pid ++ "/maps"),
-    lists:usort([binary_to_list(P) || L <- binary:split(Maps, <<"\n">>,
-                                                         [global]),
-                                      [_, _, _, _, _, P] <- [string:lexemes(
-                                                               L, " ")]]).
 
 clean_problems(Node, Before, Config) ->
     Now = snapshot(Node),
@@ -680,25 +669,10 @@ assert_clean(Node, Before, Config) ->
     ?assertEqual([], wait_clean_problems(Node, Before, Config, 3000)).
 
 wait_clean_problems(Node, Before, Config, Ms) ->
-    wcp(Node, Before, Config, erlang:monotonic_time(millisecond) + Ms).
-wcp(Node, Before, Config, Deadline) ->
-    case clean_problems(Node, Before, Config) of
-        [] -> [];
-        P ->
-            case erlang:monotonic_time(millisecond) > Deadline of
-                true -> P;
-                false -> timer:sleep(50), wcp(Node, Before, Config, Deadline)
-            end
-    end.
+    bp_node_clean:wait_problems(
+      fun() -> clean_problems(Node, Before, Config) end, Ms).
 
 %% Milliseconds from T0 until the node is clean (fails after Ms).
 wait_clean(Node, Before, Config, T0, Ms) ->
-    case clean_problems(Node, Before, Config) of
-        [] -> erlang:monotonic_time(millisecond) - T0;
-        P ->
-            case erlang:monotonic_time(millisecond) - T0 > Ms of
-                true -> ct:fail({not_clean, P});
-                false -> timer:sleep(20),
-                         wait_clean(Node, Before, Config, T0, Ms)
-            end
-    end.
+    bp_node_clean:wait_clean(
+      fun() -> clean_problems(Node, Before, Config) end, T0, Ms).
