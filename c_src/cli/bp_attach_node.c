@@ -801,3 +801,42 @@ int bp_attach_bring(struct bp_attach *a, const char *cookie, char *full,
 		return -1;
 	return 0;
 }
+
+/* ---- signals ------------------------------------------------------------ */
+
+volatile sig_atomic_t bp_attach_signals;
+static int sig_pipe[2] = {-1, -1};
+
+static void on_signal(int sig)
+{
+	int e = errno;
+
+	(void)sig;
+	bp_attach_signals++;
+	if (write(sig_pipe[1], "x", 1) < 0) {
+	}
+	errno = e;
+}
+
+int bp_attach_catch_signals(void)
+{
+	struct sigaction sa;
+
+	if (sig_pipe[0] < 0 && pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+		return -1;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	return sig_pipe[0];
+}
+
+void bp_attach_signal_read(int fd)
+{
+	char b[16];
+
+	while (read(fd, b, sizeof b) > 0) {
+	}
+}

@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <ei.h>
 #include <limits.h>
+#include <signal.h>
 #include <stddef.h>
 
 /* One attach: the connection to the node and what it brought. */
@@ -92,5 +93,15 @@ void bp_attach_send_stop(struct bp_attach *a);
  * (*done set); {beamprobe_attach_env, NODE, Lines} (--cluster) goes to
  * on_env; ticks and others: 0; the connection lost: -1. */
 int bp_attach_node_message(struct bp_attach *a, int *done);
+
+/* ^C, SIGTERM and SIGHUP while attached: each is counted in
+ * bp_attach_signals and written as a byte into a non-blocking pipe whose
+ * read end bp_attach_catch_signals() returns (poll it, then
+ * bp_attach_signal_read()); SIGPIPE is ignored.  -1 on failure, with
+ * errno.  Once per process. */
+extern volatile sig_atomic_t bp_attach_signals;
+int bp_attach_catch_signals(void);
+/* Empties the pipe after poll said it has bytes. */
+void bp_attach_signal_read(int fd);
 
 #endif /* BP_ATTACH_NODE_H */

@@ -65,19 +65,6 @@
 
 #define EXIT_FAIL 2
 
-static volatile sig_atomic_t signals;
-static int sig_pipe[2] = {-1, -1};
-
-static void on_signal(int sig)
-{
-	int e = errno;
-	(void)sig;
-	signals++;
-	if (write(sig_pipe[1], "x", 1) < 0) {
-	}
-	errno = e;
-}
-
 static uint64_t now_ms(void)
 {
 	struct timespec ts;
@@ -395,12 +382,11 @@ int bp_cmd_attach(int argc, char **argv)
 	static struct bp_attach_streams ss;
 	struct start_arg sa;
 	struct bp_recv_conn conn;
-	struct sigaction sig;
 	const char *cookie_opt = NULL, *cookie_file = NULL, *out_dir = NULL;
-	char cookie[512], node[512], dir[PATH_MAX], text[2048], which_self[1024],
-		which_bp[1024], nif[PATH_MAX + 64], nodes_text[16384];
+	char cookie[512], node[512], dir[PATH_MAX], text[2048],
+		nodes_text[16384];
 	int c, print = -1, rc = EXIT_FAIL, lfd = -1, done = 0, lost = 0;
-	int tmp_dir = 0, loaded_self = 0;
+	int tmp_dir = 0, bring = 0, sig_fd = -1;
 	long long v;
 	pid_t printer = -1;
 	uint64_t done_at = 0, lost_at = 0;
@@ -482,43 +468,13 @@ int bp_cmd_attach(int argc, char **argv)
 		return BP_EXIT_USAGE;
 	}
 	r.quiet = 1;
-	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+	if ((sig_fd = bp_attach_catch_signals()) < 0)
 		goto out;
-	memset(&sig, 0, sizeof sig);
-	sig.sa_handler = on_signal;
-	sigaction(SIGINT, &sig, NULL);
-	sigaction(SIGTERM, &sig, NULL);
-	sigaction(SIGHUP, &sig, NULL);
-	signal(SIGPIPE, SIG_IGN);
 
 	ei_init();
-	if (bp_attach_connect(&a, cookie, node, sizeof node) != 0)
-		goto out;
-	bp_attach_peer_info(&a);
-	if (bp_attach_which(&a, "beamprobe_attach", which_self,
-			    sizeof which_self) ||
-	    bp_attach_which(&a, "beamprobe", which_bp, sizeof which_bp))
-		goto out;
-	if (!strncmp(which_self, "beamprobe-attach:", 17)) {
-		bp_cli_error("%s: another beamprobe attach is active on this "
-			     "node (or one is still cleaning up)", node);
-		goto out;
-	}
-	int bring = !strcmp(which_bp, "non_existing");
-	if (bring && bp_attach_check_versions(&a) != 0)
-		goto out;
-	/* The agent unloads itself at the end unless it was loaded before
-	 * attach came (from the node's own code path, it loads on first
-	 * call). */
-	loaded_self = !bp_attach_module_loaded(&a, "beamprobe_attach");
-	if (!strcmp(which_self, "non_existing") &&
-	    bp_attach_load_self(&a) != 0)
-		goto out;
-	/* From here on the agent undoes whatever we bring, even if we die. */
-	if (bp_attach_spawn_agent(&a, loaded_self) != 0)
-		goto out;
-	if (bring && (bp_attach_place_nif(&a, nif, sizeof nif) != 0 ||
-		      bp_attach_load_all(&a, nif) != 0))
+	/* Connect, and bring beamprobe if the node lacks it (the agent
+	 * undoes whatever is brought, even if we die). */
+	if (bp_attach_bring(&a, cookie, node, sizeof node, &bring) != 0)
 		goto out;
 	char laddr[INET6_ADDRSTRLEN + 8];
 	snprintf(laddr, sizeof laddr, strchr(a.local_ip, ':') ? "[%s]:0" : "%s:0",
@@ -553,7 +509,7 @@ int bp_cmd_attach(int argc, char **argv)
 	bp_recv_conn_init(&conn, -1);
 	for (;;) {
 		struct pollfd p[4 + 2 * BP_ATTACH_MAX_NODES] = {
-			{sig_pipe[0], POLLIN, 0}, {a.fd, POLLIN, 0},
+			{sig_fd, POLLIN, 0}, {a.fd, POLLIN, 0},
 			{lfd, POLLIN, 0}, {conn.fd, POLLIN, 0}};
 		int np = 4;
 		if (sa.cluster)
@@ -565,10 +521,8 @@ int bp_cmd_attach(int argc, char **argv)
 		if (n < 0 && errno != EINTR)
 			break;
 		if (n > 0 && (p[0].revents & POLLIN)) {
-			char b[16];
-			while (read(sig_pipe[0], b, sizeof b) > 0) {
-			}
-			if (signals >= 2 || lost)
+			bp_attach_signal_read(p[0].fd);
+			if (bp_attach_signals >= 2 || lost)
 				break; /* twice: go now (the node cleans up) */
 			fprintf(stderr, "beamprobe: stopping the session on "
 					"%s...\n", node);

@@ -42,18 +42,8 @@
  * clean up before we give up on it. */
 #define GRACE_MS 60000
 
-static volatile sig_atomic_t signals;
-static int sig_pipe[2] = {-1, -1};
-
-static void on_signal(int sig)
-{
-	int e = errno;
-	(void)sig;
-	signals++;
-	if (write(sig_pipe[1], "x", 1) < 0) {
-	}
-	errno = e;
-}
+/* Read end of the signal pipe (bp_attach_catch_signals). */
+static int sig_fd = -1;
 
 static long long now_ms(void)
 {
@@ -196,16 +186,14 @@ static int wait_done(struct bp_attach *a, struct run *r, long long deadline,
 		     int *stopping)
 {
 	while (!r->done) {
-		struct pollfd p[2] = {{sig_pipe[0], POLLIN, 0},
+		struct pollfd p[2] = {{sig_fd, POLLIN, 0},
 				      {a->fd, POLLIN, 0}};
 		int n = poll(p, 2, 200);
 		if (n < 0 && errno != EINTR)
 			break;
 		if (n > 0 && (p[0].revents & POLLIN)) {
-			char b[16];
-			while (read(sig_pipe[0], b, sizeof b) > 0) {
-			}
-			if (signals >= 2)
+			bp_attach_signal_read(p[0].fd);
+			if (bp_attach_signals >= 2)
 				break; /* twice: go now (the node cleans up) */
 			if (!*stopping) {
 				fprintf(stderr, "beamprobe: ending the profile "
@@ -247,7 +235,6 @@ int bp_cmd_profile(int argc, char **argv)
 	static struct bp_attach a;
 	struct profile_arg pa;
 	struct run run;
-	struct sigaction sig;
 	const char *cookie_opt = NULL, *cookie_file = NULL;
 	char cookie[512], node[512], text[2048];
 	int c, rc = EXIT_FAIL, brought = 0, lost = 0, stopping = 0;
@@ -317,16 +304,10 @@ int bp_cmd_profile(int argc, char **argv)
 	if (bp_attach_read_cookie(cookie_opt, cookie_file, cookie,
 				  sizeof cookie) != 0)
 		return BP_EXIT_USAGE;
-	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+	if ((sig_fd = bp_attach_catch_signals()) < 0) {
 		bp_cli_error("pipe: %s", strerror(errno));
 		return EXIT_FAIL;
 	}
-	memset(&sig, 0, sizeof sig);
-	sig.sa_handler = on_signal;
-	sigaction(SIGINT, &sig, NULL);
-	sigaction(SIGTERM, &sig, NULL);
-	sigaction(SIGHUP, &sig, NULL);
-	signal(SIGPIPE, SIG_IGN);
 
 	ei_init();
 	run.node = node;
@@ -356,7 +337,7 @@ int bp_cmd_profile(int argc, char **argv)
 			     run.got ? "" : " before the profile ended: no "
 			     "table (if the node is still up, it removed the "
 			     "counters and what attach brought)");
-	else if (signals >= 2 && !run.got)
+	else if (bp_attach_signals >= 2 && !run.got)
 		bp_cli_error("interrupted: no table (%s removes the counters "
 			     "and what attach brought)", node);
 	rc = run.got == 1 ? BP_EXIT_OK : EXIT_FAIL;
@@ -369,10 +350,5 @@ out:
 	 * made on this host goes too, as attach does. */
 	if (lost)
 		bp_attach_remove_node_nif_dir(&a);
-	if (sig_pipe[0] >= 0) {
-		close(sig_pipe[0]);
-		close(sig_pipe[1]);
-		sig_pipe[0] = sig_pipe[1] = -1;
-	}
 	return rc;
 }
