@@ -88,6 +88,29 @@ follow(Dir, Budget) ->
 
 lines(Bin) -> [L || L <- binary:split(Bin, <<"\n">>, [global]), L =/= <<>>].
 
+%% The one request of root(Mid, 7) through mid and srv (three processes),
+%% as `bin/beamprobe request Dir' prints it: its header, then its ten
+%% events in causal order; returns the output and the event lines.
+chain_request(Dir) ->
+    Out = ?L:cli_ok(["request", Dir]),
+    ct:pal("~s", [Out]),
+    [Head | Events] = lines(Out),
+    ?assertMatch({match, _}, re:run(Head, "^Request 1: root <0\\.[0-9]+\\.[0-9]+> .*, 10 events, 3 processes")),
+    Expected = ["call follow_request:root\\(<[0-9.]+>, 7\\)$",
+                "sent \\{req,<[0-9.]+>,7\\} to <",
+                "received \\{req,<[0-9.]+>,7\\}$",
+                "sent \\{req,<[0-9.]+>,7\\} to <",
+                "received \\{req,<[0-9.]+>,7\\}$",
+                "sent \\{reply,107\\} to <",
+                "received \\{reply,107\\}$",
+                "sent \\{reply,107\\} to <",
+                "received \\{reply,107\\}$",
+                "returned from follow_request:root/2 -> 107$"],
+    ?assertEqual(length(Expected), length(Events)),
+    [?assertMatch({{match, _}, _}, {re:run(L, RE), L})
+     || {L, RE} <- lists:zip(Events, Expected)],
+    {Out, Events}.
+
 %%% ------------------------------------------------------------------------
 
 %% One followed request over three processes while an unrelated client
@@ -110,23 +133,7 @@ exact_events(Config) ->
     {ok, Sum} = beamprobe:stop(H),
     ct:pal("~p", [Sum]),
     assert_clean(Config),
-    Out = ?L:cli_ok(["request", Dir]),
-    ct:pal("~s", [Out]),
-    [Head | Events] = lines(Out),
-    ?assertMatch({match, _}, re:run(Head, "^Request 1: root <0\\.[0-9]+\\.[0-9]+> .*, 10 events, 3 processes")),
-    Expected = ["call follow_request:root\\(<0\\.[0-9.]+>, 7\\)$",
-                "sent \\{req,<[0-9.]+>,7\\} to <",
-                "received \\{req,<[0-9.]+>,7\\}$",
-                "sent \\{req,<[0-9.]+>,7\\} to <",
-                "received \\{req,<[0-9.]+>,7\\}$",
-                "sent \\{reply,107\\} to <",
-                "received \\{reply,107\\}$",
-                "sent \\{reply,107\\} to <",
-                "received \\{reply,107\\}$",
-                "returned from follow_request:root/2 -> 107$"],
-    ?assertEqual(length(Expected), length(Events)),
-    [?assertMatch({{match, _}, _}, {re:run(L, RE), L})
-     || {L, RE} <- lists:zip(Events, Expected)],
+    {Out, Events} = chain_request(Dir),
     %% Depth: root 0, mid 1, srv 2 (indentation after the node name).
     Indent = [byte_size(I) || L <- Events,
                               {match, [I]} <- [re:run(L, "^\\S+ \\S+ ( *)<", [{capture, all_but_first, binary}])]],
@@ -286,23 +293,7 @@ across_nodes(Config) ->
         ?assertEqual(Before, After),
         ?assertMatch(#{traced := [], new := {flags, []}, seq_tracer := false,
                        sessions := []}, After),
-        Out = ?L:cli_ok(["request", Dir]),
-        ct:pal("~s", [Out]),
-        [Head | Events] = lines(Out),
-        ?assertMatch({match, _}, re:run(Head, "^Request 1: root <0\\.[0-9]+\\.[0-9]+> .*, 10 events, 3 processes")),
-        Expected = ["call follow_request:root\\(<[0-9.]+>, 7\\)$",
-                    "sent \\{req,<[0-9.]+>,7\\} to <",
-                    "received \\{req,<[0-9.]+>,7\\}$",
-                    "sent \\{req,<[0-9.]+>,7\\} to <",
-                    "received \\{req,<[0-9.]+>,7\\}$",
-                    "sent \\{reply,107\\} to <",
-                    "received \\{reply,107\\}$",
-                    "sent \\{reply,107\\} to <",
-                    "received \\{reply,107\\}$",
-                    "returned from follow_request:root/2 -> 107$"],
-        ?assertEqual(length(Expected), length(Events)),
-        [?assertMatch({{match, _}, _}, {re:run(L, RE), L})
-         || {L, RE} <- lists:zip(Events, Expected)],
+        {Out, Events} = chain_request(Dir),
         %% The events of mid (receive its request, send on, receive the
         %% reply, send it back) are the peer node's.
         Bn = atom_to_binary(B),
