@@ -11,17 +11,64 @@
 
 atomic_int bp_erts_known = -1;
 
-NOINLINE int bp__erts_layout_probe(void)
+static int release_known(void)
 {
 	ErlNifSysInfo si;
-	int v;
 
 	memset(&si, 0, sizeof si);
 	enif_system_info(&si, sizeof si);
-	v = si.otp_release && (!strcmp(si.otp_release, "24") ||
-			       !strcmp(si.otp_release, "25"));
+	return sizeof(ERL_NIF_TERM) == 8 && si.otp_release &&
+	       (!strcmp(si.otp_release, "24") || !strcmp(si.otp_release, "25"));
+}
+
+/* Without load() (the library's own decision comes from there). */
+NOINLINE int bp__erts_layout_probe(void)
+{
+	int v = release_known();
+
 	atomic_store_explicit(&bp_erts_known, v, memory_order_relaxed);
 	return v;
+}
+
+/* Terms of every kind the renderer reads from its words, made by the VM
+ * and read back as bp_erts_layout.h reads them. */
+static int terms_known(ErlNifEnv *env)
+{
+	ERL_NIF_TERM nil = enif_make_list(env, 0), keys[2], vals[2], m, hd, tl;
+	ERL_NIF_TERM tup = enif_make_tuple2(env, enif_make_int(env, 7), nil);
+	ERL_NIF_TERM cons = enif_make_list_cell(env, enif_make_int(env, -3), nil);
+	const ERL_NIF_TERM *e, *ks, *vs;
+	size_t n;
+	double d;
+	int64_t v;
+	int arity;
+
+	keys[0] = enif_make_atom(env, "a");
+	keys[1] = enif_make_atom(env, "b");
+	vals[0] = enif_make_int(env, 1);
+	vals[1] = enif_make_double(env, 2.5);
+	if (!enif_make_map_from_arrays(env, keys, vals, 2, &m))
+		return 0;
+	return nil == ERTS_NIL &&
+	       (keys[0] & ERTS_IMMED2_MASK) == ERTS_IMMED2_ATOM &&
+	       bp_erts_float(vals[1], &d) && d == 2.5 &&
+	       bp_erts_tuple(tup, &arity, &e) && arity == 2 &&
+	       bp_erts_small(e[0], &v) && v == 7 && e[1] == nil &&
+	       bp_erts_cell(cons, &hd, &tl) && bp_erts_small(hd, &v) &&
+	       v == -3 && tl == nil &&
+	       bp_erts_flatmap(m, &n, &ks, &vs) && n == 2 &&
+	       ks[0] == keys[0] && ks[1] == keys[1] && vs[0] == vals[0] &&
+	       vs[1] == vals[1];
+}
+
+void bp_erts_layout_check(ErlNifEnv *env)
+{
+	int v = release_known();
+
+	/* the accessors below read only while bp_erts_known is 1 */
+	atomic_store_explicit(&bp_erts_known, v, memory_order_relaxed);
+	if (v && !terms_known(env))
+		atomic_store_explicit(&bp_erts_known, 0, memory_order_relaxed);
 }
 
 /* Reads the bitstring t from the ERTS layout (bp_erts_layout.h). */

@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <erl_nif.h>
 
 #include "bp_term.h"
@@ -37,6 +38,17 @@
 #define ERTS_HEADER_REFC_BIN 0x20
 #define ERTS_HEADER_HEAP_BIN 0x24
 #define ERTS_HEADER_SUB_BIN 0x28
+#define ERTS_HEADER_FLOAT 0x18
+#define ERTS_HEADER_MAP 0x3c
+#define ERTS_IMMED2_MASK 0x3f
+#define ERTS_IMMED2_ATOM 0x0b
+/* Whole header words (checked against terms the VM makes, by
+ * bp_erts_layout_check): a float (one data word) and a flatmap (map
+ * subtag, map type 0 in bits 6-7, "arity" 1 above them, erl_map.h). */
+#define ERTS_FLOAT_HEADER ((1u << ERTS_HEADER_ARITY_SHIFT) | ERTS_HEADER_FLOAT)
+#define ERTS_FLATMAP_HEADER (0x100u | ERTS_HEADER_MAP)
+/* [] (erl_term.h of OTP 24/25: the immediate-2 tag 0x3b, zeros above). */
+#define ERTS_NIL ((ERL_NIF_TERM)0x3b)
 
 /* ProcBin, ErlHeapBin (header, size, data...) and ErlSubBin of OTP 25's
  * erl_binary.h (the same in OTP 24). */
@@ -59,6 +71,11 @@ struct erts_sub_bin {
  * laid out otherwise. */
 extern atomic_int bp_erts_known; /* -1: not asked yet */
 int bp__erts_layout_probe(void);
+
+/* Decides bp_erts_known from the release and from terms made in env
+ * ([], an atom, a float, a flatmap, a tuple, a cons cell: each must be
+ * laid out as this file reads it).  From load(). */
+void bp_erts_layout_check(ErlNifEnv *env);
 
 static inline int bp_erts_layout_ok(void)
 {
@@ -93,6 +110,40 @@ static inline int bp_erts_tuple(ERL_NIF_TERM t, int *arity,
 }
 
 #define ERTS_PRIMARY_LIST 0x1
+
+/* The double of float t (boxed, FLOAT header, the value in word 1); 0 if
+ * t is not a float of this layout. */
+static inline int bp_erts_float(ERL_NIF_TERM t, double *d)
+{
+	const ERL_NIF_UINT *p = bp_erts_boxed(t);
+
+	if (!p || sizeof(ERL_NIF_TERM) != 8 || p[0] != ERTS_FLOAT_HEADER)
+		return 0;
+	memcpy(d, p + 1, sizeof *d);
+	return 1;
+}
+
+/* A flat map (up to 32 keys: erl_map.h's flatmap_t, the header, the
+ * size, the boxed tuple of the keys, then the values): its size, keys and
+ * values in the order enif_map_iterator walks them; 0 if t is not one
+ * (a hashmap, or not this layout), then the caller uses the iterator.
+ * The keys tuple's arity must equal the size. */
+static inline int bp_erts_flatmap(ERL_NIF_TERM t, size_t *n,
+				  const ERL_NIF_TERM **keys,
+				  const ERL_NIF_TERM **vals)
+{
+	const ERL_NIF_UINT *p = bp_erts_boxed(t), *k;
+
+	if (!p || sizeof(ERL_NIF_TERM) != 8 || p[0] != ERTS_FLATMAP_HEADER ||
+	    !(k = bp_erts_boxed(p[2])) ||
+	    (k[0] & ERTS_HEADER_TAG_MASK) != 0 ||
+	    k[0] >> ERTS_HEADER_ARITY_SHIFT != p[1])
+		return 0;
+	*n = p[1];
+	*keys = (const ERL_NIF_TERM *)(k + 1);
+	*vals = (const ERL_NIF_TERM *)(p + 3);
+	return 1;
+}
 
 /* The head and tail of list cell t from the cons cell's two words
  * (primary tag 0x1, erl_term.h); 0 if t is not a cell or the layout is

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "bp_atoms.h"
+#include "bp_erts_layout.h"
 #include "bp_follow.h"
 #include "bp_hub.h"
 #include "bp_retstack.h"
@@ -655,6 +656,7 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
 	BP_ATOMS(BP__MAKE_ATOM)
 #undef BP__MAKE_ATOM
 	bp_handler_load(env);
+	bp_erts_layout_check(env);
 	bp_clock_init();
 	if (bp_hub_init())
 		return -1;

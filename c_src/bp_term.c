@@ -57,6 +57,9 @@
 #include "bp_float.h"
 
 #include <stdatomic.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 #include <stdint.h>
 #include <string.h>
 
@@ -96,6 +99,42 @@ static const unsigned char cls[256] = {
 	[192 ... 214] = PN,	[215] = PP,	   [216 ... 222] = PN,
 	[223 ... 246] = PL,	[247] = PP,	   [248 ... 255] = PL,
 };
+
+/* A byte written as itself inside "...": printable ASCII but the quote
+ * and the backslash. */
+static inline int plain_byte(unsigned char c)
+{
+	return c < 128 && (cls[c] & C_PLAIN) && c != '"' && c != '\\';
+}
+
+/* How many of p[0..n) from the start are plain_byte()s: 16 at a time
+ * (SSE2, every x86-64) where the bytes are there, then one by one. */
+static inline size_t plain_run(const unsigned char *p, size_t n)
+{
+	size_t i = 0;
+
+#if defined(__x86_64__)
+	const __m128i sp = _mm_set1_epi8(0x20), tilde = _mm_set1_epi8(0x7e);
+	const __m128i qu = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\');
+
+	for (; i + 16 <= n; i += 16) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + i));
+		/* signed compares: bytes >= 0x80 are negative, below ' ' */
+		__m128i bad = _mm_or_si128(
+			_mm_or_si128(_mm_cmplt_epi8(v, sp),
+				     _mm_cmpgt_epi8(v, tilde)),
+			_mm_or_si128(_mm_cmpeq_epi8(v, qu),
+				     _mm_cmpeq_epi8(v, bs)));
+		unsigned m = (unsigned)_mm_movemask_epi8(bad);
+
+		if (m)
+			return i + (size_t)__builtin_ctz(m);
+	}
+#endif
+	while (i < n && plain_byte(p[i]))
+		i++;
+	return i;
+}
 
 static void ctx_init(struct ctx *x, ErlNifEnv *env,
 		     const struct bp_capture *c, char *buf, size_t cap)
@@ -170,25 +209,39 @@ static inline void put_run(struct ctx *x, const char *s, size_t n)
 		cut(x);
 }
 
+/* One byte: put(x, &c, 1) without the copy. */
 static inline void put_ch(struct ctx *x, char c)
 {
+	if (__builtin_expect(!x->full && x->pos < x->lim, 1)) {
+		x->buf[x->pos++] = c;
+		if (x->lim - x->pos >= 3)
+			x->safe = x->pos;
+		return;
+	}
 	put(x, &c, 1);
 }
 
+/* An integer as one token: written in place when it fits (the common
+ * case), else through put() and its cut. */
 static void put_u64(struct ctx *x, uint64_t u, int neg)
 {
 	char b[21];
-	size_t i = sizeof b;
+	size_t i = sizeof b, n = (size_t)neg + 1;
 
-	if (u < 100) { /* one or two digits: the common small integer */
-		if (u >= 10) {
-			b[--i] = (char)('0' + u % 10);
+	for (uint64_t v = u; v >= 10; v /= 10)
+		n++;
+	if (__builtin_expect(!x->full && n <= x->lim - x->pos, 1)) {
+		char *q = x->buf + x->pos + n;
+
+		do {
+			*--q = (char)('0' + u % 10);
 			u /= 10;
-		}
-		b[--i] = (char)('0' + u);
+		} while (u);
 		if (neg)
-			b[--i] = '-';
-		put(x, b + i, sizeof b - i);
+			*--q = '-';
+		x->pos += n;
+		if (x->lim - x->pos >= 3)
+			x->safe = x->pos;
 		return;
 	}
 	do {
@@ -198,6 +251,40 @@ static void put_u64(struct ctx *x, uint64_t u, int neg)
 	if (neg)
 		b[--i] = '-';
 	put(x, b + i, sizeof b - i);
+}
+
+/* ",V" (or "V" if !comma) for a small integer V, two tokens, when both
+ * fit whole: the text and `safe' of put_ch(',') then put_u64(V), with
+ * the position read once and stored once.  0 (nothing written) when
+ * they do not fit: the caller writes them with the cut. */
+static inline int put_small_elem(struct ctx *x, int64_t v, int comma)
+{
+	uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+	size_t pos = x->pos, lim = x->lim, n = (size_t)(v < 0) + 1;
+	size_t need, mid;
+	char *q;
+
+	for (uint64_t w = u; w >= 10; w /= 10)
+		n++;
+	need = n + (size_t)comma;
+	if (x->full || need > lim - pos)
+		return 0;
+	mid = pos + (size_t)comma; /* after the comma */
+	q = x->buf + pos + need;
+	do {
+		*--q = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	if (v < 0)
+		*--q = '-';
+	if (comma)
+		x->buf[pos] = ',';
+	x->pos = pos + need;
+	if (lim - (pos + need) >= 3)
+		x->safe = pos + need;
+	else if (comma && lim - mid >= 3)
+		x->safe = mid;
+	return 1;
 }
 
 /* Latin-1 code point c, escaped as in an Erlang string quoted with q. */
@@ -483,9 +570,7 @@ static void put_binary(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
 	text = b.bitsize == 0;
 	i = 0;
 	if (text && !b.bitoffs) /* the plain ASCII prefix: printable */
-		while (i < n && b.p[i] < 128 && (cls[b.p[i]] & C_PLAIN) &&
-		       b.p[i] != '"' && b.p[i] != '\\')
-			i++;
+		i = plain_run(b.p, n);
 	if (text && i == n) { /* all of it written as itself */
 		PUTS(x, "<<\"");
 		put_run(x, (const char *)b.p, n);
@@ -503,10 +588,7 @@ static void put_binary(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
 			size_t j = i;
 
 			if (!b.bitoffs) /* a run of bytes written as themselves */
-				while (j < n && b.p[j] < 128 &&
-				       (cls[b.p[j]] & C_PLAIN) && b.p[j] != '"' &&
-				       b.p[j] != '\\')
-					j++;
+				j += plain_run(b.p + j, n - j);
 			if (j > i) {
 				put_run(x, (const char *)b.p + i, j - i);
 				i = j;
@@ -548,6 +630,14 @@ static inline int cell(struct ctx *x, ERL_NIF_TERM t, ERL_NIF_TERM *hd,
 	return bp_erts_cell(t, hd, tl) || enif_get_list_cell(x->env, t, hd, tl);
 }
 
+/* t == [] (one compare where the layout is known). */
+static inline int is_nil(struct ctx *x, ERL_NIF_TERM t)
+{
+	if (sizeof(ERL_NIF_TERM) == 8 && bp_erts_layout_ok())
+		return t == ERTS_NIL;
+	return enif_is_empty_list(x->env, t);
+}
+
 /* *c = t if t is an integer that fits an int: from the word for a small
  * integer (see term()), else through enif_get_int. */
 static inline int get_char(struct ctx *x, ERL_NIF_TERM t, int *c)
@@ -578,7 +668,7 @@ static int is_string(struct ctx *x, ERL_NIF_TERM t)
 		    !(cls[c] & C_PRINT))
 			return 0;
 	}
-	return enif_is_empty_list(x->env, t);
+	return is_nil(x, t);
 }
 
 static void put_list(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
@@ -587,7 +677,7 @@ static void put_list(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
 	unsigned i;
 	int c;
 
-	if (enif_is_empty_list(x->env, t)) {
+	if (is_nil(x, t)) {
 		PUTS(x, "[]");
 		return;
 	}
@@ -596,29 +686,51 @@ static void put_list(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
 		return;
 	}
 	if (is_string(x, t)) {
+		/* Plain characters gathered in runs and written by put_run
+		 * (each its own token, as put_ch would): no store and reload
+		 * of the position per character. */
+		char run[64];
+		size_t k = 0;
+
 		put_ch(x, '"');
 		for (i = 0; cell(x, t, &hd, &t); i++) {
 			if (i == x->text || x->full) {
+				put_run(x, run, k);
 				PUTS(x, "\"...");
 				return;
 			}
 			get_char(x, hd, &c);
-			put_esc(x, (unsigned)c, '"');
+			if (plain_byte((unsigned char)c)) {
+				run[k++] = (char)c;
+				if (k == sizeof run) {
+					put_run(x, run, k);
+					k = 0;
+				}
+			} else {
+				put_run(x, run, k);
+				k = 0;
+				put_esc(x, (unsigned)c, '"');
+			}
 		}
+		put_run(x, run, k);
 		put_ch(x, '"');
 		return;
 	}
 	put_ch(x, '[');
 	for (i = 0; cell(x, t, &hd, &t); i++) {
+		int64_t v;
 		if (i == x->list || x->full) {
 			PUTS(x, "|...]");
 			return;
 		}
+		/* the common element, without a call */
+		if (bp_erts_small(hd, &v) && put_small_elem(x, v, i > 0))
+			continue;
 		if (i)
 			put_ch(x, ',');
 		term(x, hd, depth - 1);
 	}
-	if (!enif_is_empty_list(x->env, t)) {
+	if (!is_nil(x, t)) {
 		put_ch(x, '|');
 		term(x, t, depth - 1);
 	}
@@ -630,7 +742,8 @@ static void put_tuple(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
 	const ERL_NIF_TERM *e;
 	int n;
 
-	if (!enif_get_tuple(x->env, t, &n, &e) || n == 0) {
+	if ((!bp_erts_tuple(t, &n, &e) && !enif_get_tuple(x->env, t, &n, &e)) ||
+	    n == 0) {
 		PUTS(x, "{}");
 		return;
 	}
@@ -658,6 +771,33 @@ static void put_map(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
 	size_t size = 0;
 	unsigned i;
 
+	const ERL_NIF_TERM *ks, *vs;
+
+	if (bp_erts_flatmap(t, &size, &ks, &vs)) {
+		/* up to 32 keys, in the iterator's order, from the words */
+		if (!size) {
+			PUTS(x, "#{}");
+			return;
+		}
+		if (!depth) {
+			PUTS(x, "#{...}");
+			return;
+		}
+		PUTS(x, "#{");
+		for (i = 0; i < size; i++) {
+			if (i == x->list || x->full) {
+				PUTS(x, ",...");
+				break;
+			}
+			if (i)
+				put_ch(x, ',');
+			term(x, ks[i], depth - 1);
+			PUTS(x, " => ");
+			term(x, vs[i], depth - 1);
+		}
+		put_ch(x, '}');
+		return;
+	}
 	if (!enif_get_map_size(x->env, t, &size) || size == 0) {
 		PUTS(x, "#{}");
 		return;
@@ -702,6 +842,40 @@ static void term(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
 		int64_t v = (int64_t)t >> 4;
 		put_u64(x, v < 0 ? 0 - (uint64_t)v : (uint64_t)v, v < 0);
 		return;
+	}
+	if (sizeof(ERL_NIF_TERM) == 8 && bp_erts_layout_ok()) {
+		/* the common kinds from their words, without enif_term_type */
+		const ERL_NIF_UINT *p;
+
+		if ((t & ERTS_PRIMARY_MASK) == ERTS_PRIMARY_LIST) {
+			put_list(x, t, depth);
+			return;
+		}
+		if (t == ERTS_NIL) {
+			PUTS(x, "[]");
+			return;
+		}
+		if ((p = bp_erts_boxed(t))) {
+			switch (p[0] & ERTS_HEADER_TAG_MASK) {
+			case 0: /* ARITYVAL: a tuple */
+				put_tuple(x, t, depth);
+				return;
+			case ERTS_HEADER_FLOAT:
+				if (bp_erts_float(t, &f)) {
+					put_float(x, f);
+					return;
+				}
+				break;
+			case ERTS_HEADER_REFC_BIN:
+			case ERTS_HEADER_HEAP_BIN:
+			case ERTS_HEADER_SUB_BIN:
+				put_binary(x, t, depth);
+				return;
+			case ERTS_HEADER_MAP:
+				put_map(x, t, depth);
+				return;
+			}
+		}
 	}
 	if ((e = imm_entry(x, t)) && e->word == (uint64_t)t) {
 		put(x, e->text, e->len);

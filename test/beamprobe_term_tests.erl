@@ -558,3 +558,111 @@ many_local_pids_test_() ->
         T = list_to_tuple(lists:sublist(Sample, 300)),
         ?assertEqual(p(T), full(T))
     end}.
+
+%% ---- the cut, token by token ------------------------------------------------
+%% The renderer's fast paths (a list of small integers and a string
+%% written without a store of the position per token, flat maps and
+%% floats read from their words, binaries scanned 16 bytes at a time) must
+%% cut exactly where writing one token at a time cuts: the text is whole
+%% if it fits in `bytes`, else the longest prefix of whole tokens that
+%% leaves room for "...", then "...".  The tokens are modelled here from
+%% the term, independently of the C code.
+
+cut_model(Tokens, N) ->
+    Full = iolist_to_binary(Tokens),
+    case byte_size(Full) =< N of
+        true -> Full;
+        false -> <<(prefix(Tokens, N - 3, <<>>))/binary, "...">>
+    end.
+
+prefix([T | Ts], Room, Acc) when byte_size(Acc) + byte_size(T) =< Room ->
+    prefix(Ts, Room, <<Acc/binary, T/binary>>);
+prefix(_, _, Acc) -> Acc.
+
+int_tokens(L, Limit) ->
+    {Shown, More} = case length(L) > Limit of
+                        true -> {lists:sublist(L, Limit), true};
+                        false -> {L, false}
+                    end,
+    Ints = [integer_to_binary(I) || I <- Shown],
+    [<<"[">> | lists:join(<<",">>, Ints)] ++
+        [case More of true -> <<"|...]">>; false -> <<"]">> end].
+
+char_token($") -> <<"\\\"">>;
+char_token($\\) -> <<"\\\\">>;
+char_token($\n) -> <<"\\n">>;
+char_token($\t) -> <<"\\t">>;
+char_token(C) when C >= 160 -> unicode:characters_to_binary([C]);
+char_token(C) -> <<C>>.
+
+string_tokens(S, Text) ->
+    case length(S) > Text of
+        true -> [<<"\"">> | [char_token(C) || C <- lists:sublist(S, Text)]]
+                    ++ [<<"\"...">>];
+        false -> [<<"\"">> | [char_token(C) || C <- S]] ++ [<<"\"">>]
+    end.
+
+int_list_cut_test() ->
+    rand:seed(exsss, {7, 11, 13}),
+    [begin
+         Len = rand:uniform(40) - 1,
+         L = [case rand:uniform(4) of
+                  1 -> rand:uniform(9);
+                  2 -> -rand:uniform(999);
+                  3 -> rand:uniform(1 bsl 40);
+                  4 -> -(1 bsl 59) + rand:uniform(1000)
+              end || _ <- lists:seq(1, Len)],
+         Limit = rand:uniform(30),
+         N = 15 + rand:uniform(120),
+         Cap = #{list => Limit, bytes => N},
+         %% (a list that is a string prints as one: string_cut_test)
+         Str = L =/= [] andalso io_lib:printable_latin1_list(
+                                  lists:sublist(L, max(Limit, 64))),
+         Str orelse ?assertEqual({L, Cap, cut_model(int_tokens(L, Limit), N)},
+                                 {L, Cap, r(L, Cap)})
+     end || _ <- lists:seq(1, 3000)].
+
+string_cut_test() ->
+    rand:seed(exsss, {17, 19, 23}),
+    Chars = lists:seq($a, $z) ++ " .,;:!?-_" ++ [$", $\\, $\n, $\t, 233, 255, 160],
+    [begin
+         Len = 1 + rand:uniform(150),
+         S = [lists:nth(rand:uniform(length(Chars)), Chars)
+              || _ <- lists:seq(1, Len)],
+         Text = rand:uniform(100),
+         N = 15 + rand:uniform(200),
+         Cap = #{list => 1, binary => Text, bytes => N},
+         ?assertEqual({S, Cap, cut_model(string_tokens(S, Text), N)},
+                      {S, Cap, r(S, Cap)})
+     end || _ <- lists:seq(1, 3000)].
+
+%% Flat maps (read from their words) and hashmaps (the iterator) with the
+%% same random contents print as ~0p does, cut at `list` pairs alike.
+flatmap_test() ->
+    rand:seed(exsss, {29, 31, 37}),
+    Val = fun() -> case rand:uniform(5) of
+                       1 -> rand:uniform(1000);
+                       2 -> rand:uniform() * 100;
+                       3 -> "str";
+                       4 -> {t, [1, 2]};
+                       5 -> #{n => rand:uniform(3)}
+                   end end,
+    [begin
+         M = maps:from_list([{case rand:uniform(3) of
+                                  1 -> rand:uniform(100);
+                                  2 -> list_to_atom([$a + rand:uniform(20)]);
+                                  3 -> {k, rand:uniform(9)}
+                              end, Val()} || _ <- lists:seq(1, rand:uniform(40))]),
+         same_as_p(M),
+         Limit = rand:uniform(5),
+         %% the pairs in maps:to_list/1 order (the iterator's), each
+         %% part rendered one level deeper with the same limits
+         Shown = lists:sublist(maps:to_list(M), Limit),
+         Sub = #{list => Limit, bytes => 4096, depth => 9},
+         Expect = iolist_to_binary(
+                    ["#{", lists:join(",", [[r(K, Sub), " => ", r(V, Sub)]
+                                            || {K, V} <- Shown]),
+                     case map_size(M) > Limit of true -> ",..."; false -> "" end,
+                     "}"]),
+         ?assertEqual({M, Expect}, {M, r(M, Sub#{depth => 10})})
+     end || _ <- lists:seq(1, 500)].
