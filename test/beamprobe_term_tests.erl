@@ -102,7 +102,23 @@ float_text_test_() ->
      T("short decimals, small exponents",
        fun() -> float_batch(fun() -> rand:uniform(1000000) / math:pow(10, rand:uniform(30) - 8) end,
                             300000) end),
+     %% bp_float.c's short_decimal: c / 10^k for k =< 4 in its whole
+     %% range (1.0e-4 to 1.0e10) and a few ulps around each
+     T("decimals of up to 4 fraction digits and their neighbours",
+       fun() -> float_batch(fun near_short_decimal/0, 300000) end),
      T("powers, extremes and their neighbours", fun float_special/0)].
+
+near_short_decimal() ->
+    K = rand:uniform(5) - 1,
+    F = rand:uniform(pow10(rand:uniform(14))) / pow10(K),
+    <<I:64>> = <<F/float>>,
+    case rand:uniform(3) of
+        1 -> F;
+        _ -> case float_of_bits(max(0, I + rand:uniform(7) - 4)) of
+                 none -> F;
+                 G -> G
+             end
+    end.
 
 float_batch(Gen, N) ->
     rand:seed(exsss, {N, 17, 42}),
