@@ -671,11 +671,97 @@ static int is_string(struct ctx *x, ERL_NIF_TERM t)
 	return is_nil(x, t);
 }
 
-static void put_list(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
+/* The leading small integers of list t ("1,2,3" after a '['), written
+ * as put_small_elem would write each, with the position, the limit and
+ * `safe' kept in registers: a run stops before an element that is not a
+ * small integer, does not fit whole, or is past x->list.  Returns how
+ * many were written; *t is the rest of the list. */
+static unsigned small_run(struct ctx *x, ERL_NIF_TERM *t)
+{
+	size_t pos = x->pos, lim = x->lim, safe = x->safe;
+	unsigned i = 0, list = x->list;
+	ERL_NIF_TERM l = *t;
+	char *buf = x->buf;
+
+	if (sizeof(ERL_NIF_TERM) != 8 || !bp_erts_layout_ok() || x->full)
+		return 0;
+	while ((l & ERTS_PRIMARY_MASK) == ERTS_PRIMARY_LIST && i < list) {
+		const ERL_NIF_TERM *p =
+			(const ERL_NIF_TERM *)(uintptr_t)(l - ERTS_PRIMARY_LIST);
+		ERL_NIF_TERM h = p[0];
+		int64_t v = (int64_t)h >> 4;
+		uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+		size_t n = (size_t)(v < 0) + 1, need, mid;
+		char *q;
+
+		if ((h & ERTS_IMMED1_MASK) != ERTS_IMMED1_SMALL)
+			break;
+		for (uint64_t w = u; w >= 10; w /= 10)
+			n++;
+		need = n + (i > 0);
+		if (need > lim - pos)
+			break;
+		mid = pos + (i > 0);
+		q = buf + pos + need;
+		do {
+			*--q = (char)('0' + u % 10);
+			u /= 10;
+		} while (u);
+		if (v < 0)
+			*--q = '-';
+		if (i > 0)
+			buf[pos] = ',';
+		pos += need;
+		if (lim - pos >= 3)
+			safe = pos;
+		else if (i > 0 && lim - mid >= 3)
+			safe = mid;
+		l = p[1];
+		i++;
+	}
+	x->pos = pos;
+	x->safe = safe;
+	*t = l;
+	return i;
+}
+
+/* Strings of up to this many characters are checked and gathered in one
+ * pass (gather_string); longer ones are checked, then walked again. */
+#define STR_GATHER 256
+
+/* Walks list t once as is_string() would: returns the number of its
+ * characters gathered in g (*more: the list goes on past x->text of
+ * them) if it is a string, -1 if it is not, -2 if it is longer than
+ * STR_GATHER characters so far (not decided). */
+static int gather_string(struct ctx *x, ERL_NIF_TERM t, char g[STR_GATHER],
+			 int *more)
 {
 	ERL_NIF_TERM hd;
 	unsigned i;
 	int c;
+
+	*more = 0;
+	for (i = 0; cell(x, t, &hd, &t); i++) {
+		if (i == x->text) {
+			*more = 1;
+			return (int)i;
+		}
+		if (i == STR_GATHER)
+			return -2;
+		if (!get_char(x, hd, &c) || c < 0 || c > 255 ||
+		    !(cls[c] & C_PRINT))
+			return -1;
+		g[i] = (char)c;
+	}
+	return is_nil(x, t) ? (int)i : -1;
+}
+
+static void put_list(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
+{
+	ERL_NIF_TERM hd;
+	unsigned i;
+	int c, k, more;
+	char g[STR_GATHER];
 
 	if (is_nil(x, t)) {
 		PUTS(x, "[]");
@@ -685,39 +771,60 @@ static void put_list(struct ctx *x, ERL_NIF_TERM t, unsigned depth)
 		PUTS(x, "[...]");
 		return;
 	}
-	if (is_string(x, t)) {
+	if ((k = gather_string(x, t, g, &more)) >= 0) {
+		/* One pass found a string and its characters: written in
+		 * runs of plain ones (put_run: each its own token, as
+		 * put_ch would) and escapes. */
+		size_t j;
+
+		put_ch(x, '"');
+		for (size_t i0 = 0; i0 < (size_t)k && !x->full; i0 = j) {
+			j = i0 + plain_run((const unsigned char *)g + i0,
+					   (size_t)k - i0);
+			put_run(x, g + i0, j - i0);
+			if (j < (size_t)k)
+				put_esc(x, (unsigned char)g[j++], '"');
+		}
+		if (more)
+			PUTS(x, "\"...");
+		else
+			put_ch(x, '"');
+		return;
+	}
+	if (k == -2 && is_string(x, t)) {
 		/* Plain characters gathered in runs and written by put_run
 		 * (each its own token, as put_ch would): no store and reload
 		 * of the position per character. */
 		char run[64];
-		size_t k = 0;
+		size_t n = 0;
 
 		put_ch(x, '"');
 		for (i = 0; cell(x, t, &hd, &t); i++) {
 			if (i == x->text || x->full) {
-				put_run(x, run, k);
+				put_run(x, run, n);
 				PUTS(x, "\"...");
 				return;
 			}
 			get_char(x, hd, &c);
 			if (plain_byte((unsigned char)c)) {
-				run[k++] = (char)c;
-				if (k == sizeof run) {
-					put_run(x, run, k);
-					k = 0;
+				run[n++] = (char)c;
+				if (n == sizeof run) {
+					put_run(x, run, n);
+					n = 0;
 				}
 			} else {
-				put_run(x, run, k);
-				k = 0;
+				put_run(x, run, n);
+				n = 0;
 				put_esc(x, (unsigned)c, '"');
 			}
 		}
-		put_run(x, run, k);
+		put_run(x, run, n);
 		put_ch(x, '"');
 		return;
 	}
 	put_ch(x, '[');
-	for (i = 0; cell(x, t, &hd, &t); i++) {
+	i = small_run(x, &t);
+	for (; cell(x, t, &hd, &t); i++) {
 		int64_t v;
 		if (i == x->list || x->full) {
 			PUTS(x, "|...]");
