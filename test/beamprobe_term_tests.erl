@@ -684,3 +684,45 @@ flatmap_test() ->
                      "}"]),
          ?assertEqual({M, Expect}, {M, r(M, Sub#{depth => 10})})
      end || _ <- lists:seq(1, 500)].
+
+%% Random nested terms of every kind the renderer reads from its words
+%% (lists, strings, improper lists, tuples, flat and hash maps, floats,
+%% binaries and sub-binaries, small and big integers, atoms, pids), with
+%% limits that cut nothing: the text is ~0p's.
+random_terms_test() ->
+    rand:seed(exsss, {41, 43, 47}),
+    [begin
+         T = rand_term(4),
+         ?assertEqual({T, p(T)}, {T, r(T, #{list => 4096, binary => 65536,
+                                            bytes => 65536, depth => 20})})
+     end || _ <- lists:seq(1, 4000)].
+
+rand_term(0) -> rand_leaf();
+rand_term(D) ->
+    case rand:uniform(10) of
+        1 -> [rand_term(D - 1) || _ <- lists:seq(1, rand:uniform(6) - 1)];
+        2 -> list_to_tuple([rand_term(D - 1) || _ <- lists:seq(1, rand:uniform(5) - 1)]);
+        3 -> maps:from_list([{rand_leaf(), rand_term(D - 1)}
+                             || _ <- lists:seq(1, rand:uniform(6) - 1)]);
+        4 -> maps:from_list([{I, rand_leaf()} || I <- lists:seq(1, 30 + rand:uniform(10))]);
+        5 -> [rand_term(D - 1) | rand_leaf()];
+        6 -> [$a + rand:uniform(25) || _ <- lists:seq(1, rand:uniform(20))];
+        _ -> rand_leaf()
+    end.
+
+rand_leaf() ->
+    case rand:uniform(12) of
+        1 -> rand:uniform(1000) - 500;
+        2 -> rand:uniform(1 bsl 62) * (1 bsl 10);
+        3 -> rand:uniform() * 1000;
+        4 -> rand:uniform(99999) / 100;
+        5 -> list_to_atom([$a + rand:uniform(25) || _ <- lists:seq(1, rand:uniform(6))]);
+        6 -> 'Quoted atom';
+        7 -> list_to_binary([rand:uniform(255) || _ <- lists:seq(1, rand:uniform(40))]);
+        8 -> B = list_to_binary(lists:duplicate(100, $q)),
+             binary:part(B, rand:uniform(50), rand:uniform(40));
+        9 -> <<"text with \"quotes\" and \\ and spaces">>;
+        10 -> self();
+        11 -> [];
+        12 -> {}
+    end.
