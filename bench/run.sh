@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/run.sh -- `make bench`: builds the benchmark helpers and runs them.
-# Usage: bash bench/run.sh [cost|rate|firehose|handler|kinds|overlap|usdt|stream|reader ...]
+# Usage: bash bench/run.sh [cost|rate|firehose|handler|kinds|overlap|usdt|stream|render|reader ...]
 #        (default: all), or bash bench/run.sh smoke (make test: every
 #        configuration once, tiny counts, no thresholds, < 30 s).
 # kinds: the per-event-kind bench (bench/beamprobe_kinds_bench.erl), on a
@@ -17,6 +17,9 @@ B=_build/bench
 mkdir -p "$B"
 ERL_INCLUDE=$(erl -noshell -eval 'io:put_chars(filename:join([code:root_dir(), "usr", "include"])), halt().')
 gcc -O2 -fPIC -shared -Wall -Wextra -Werror -I"$ERL_INCLUDE" -o "$B/floor_tracer.so" bench/floor_tracer.c
+# The term renderer alone, from the library's own sources.
+gcc -std=gnu11 -O2 -fPIC -shared -Wall -Wextra -Werror -Ic_src -I"$ERL_INCLUDE" \
+  -o "$B/render_bench.so" bench/render_bench.c c_src/bp_term.c c_src/bp_erts_layout.c c_src/bp_float.c
 erlc +warnings_as_errors -pa ebin -o "$B" bench/*.erl
 # The USDT hook alone (needs the probes header/object of `make c').
 gcc -std=gnu11 -O2 -Wall -Wextra -Werror -Ic_src -I_build/c/gen -I"$ERL_INCLUDE" \
@@ -30,6 +33,7 @@ run_profile=0
 run_overlap=0
 run_usdt=0
 run_stream=0
+run_render=0
 if [ "${1:-}" = smoke ]; then
   # One VM, default flags: every kind x configuration once with tiny
   # counts, then the call-cost and rate code paths, tiny too.
@@ -46,11 +50,12 @@ if [ "${1:-}" = smoke ]; then
     | tee -a "$B/smoke.out" || true
   erl +sbwt none -noshell -pa ebin -pa "$B" -run beamprobe_stream_bench main smoke \
     | tee -a "$B/smoke.out" || true
+  erl -noshell -pa "$B" -run render_bench main smoke | tee -a "$B/smoke.out" || true
   "$B/usdt_guard" 100000 || f_guard=1
   p=$(awk '/^bench smoke part:/ { p += $4 } END { print p + 0 }' "$B/smoke.out")
   f=$(awk '/^bench smoke part:/ { f += $6 } END { print f + 0 }' "$B/smoke.out")
   n=$(grep -c '^bench smoke part:' "$B/smoke.out" || true)
-  [ "$n" = 6 ] || f=$((f + 1))
+  [ "$n" = 7 ] || f=$((f + 1))
   [ -z "${f_guard:-}" ] || f=$((f + 1))   # a VM that died before its closing line
   echo "bench smoke: $p passed, $f failed"
   [ "$f" = 0 ]
@@ -65,6 +70,7 @@ for a in "${args[@]}"; do
     overlap) run_overlap=1 ;;
     usdt) run_usdt=1 ;;
     stream) run_stream=1 ;;
+    render) run_render=1 ;;
     *) erl_args+=("$a") ;;
   esac
 done
@@ -93,6 +99,10 @@ stream() {
   erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell -pa ebin -pa "$B" \
     -run beamprobe_stream_bench main bench
 }
+# The term renderer alone (bench/render_bench.c), ns per rendered term.
+render() {
+  erl -noshell -pa "$B" -run render_bench main
+}
 overlap() {
   erl -noshell -pa ebin -pa "$B" -run beamprobe_overlap_bench main bench default flags
   erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell -pa ebin -pa "$B" \
@@ -111,6 +121,7 @@ if [ ${#args[@]} -eq 0 ]; then
   overlap
   usdt
   stream
+  render
 else
   if [ ${#erl_args[@]} -gt 0 ]; then bench "${erl_args[@]}"; fi
   if [ $run_rate = 1 ]; then bench_default rate; fi
@@ -119,6 +130,7 @@ else
   if [ $run_overlap = 1 ]; then overlap; fi
   if [ $run_usdt = 1 ]; then usdt; fi
   if [ $run_stream = 1 ]; then stream; fi
+  if [ $run_render = 1 ]; then render; fi
 fi
 if [ ${#args[@]} -eq 0 ] || [ $run_reader = 1 ]; then
   if [ -f bench/reader.sh ]; then bash bench/reader.sh; fi
