@@ -38,6 +38,8 @@ main(Args) ->
              {"  1.5", 1.5},
              {"small argument 42", 42},
              {"a pid", self()},
+             {"a spawn's arguments [Fun, []]", [fun() -> ok end, []]},
+             {"the atom normal", normal},
              {"a float with 17 digits", 0.1 + 0.2}],
     io:format("== the term renderer alone: ns per rendered argument list "
               "(best of 5 runs of ~p), default capture ==~n", [N]),
