@@ -337,8 +337,10 @@ static void dump(struct bp_session *s)
 	for (uint32_t i = 0; i < s->max_slots; i++) {
 		struct bp_slot *sl =
 			atomic_load_explicit(&s->slots[i], memory_order_acquire);
-		if (sl)
+		if (sl) {
 			memset(sl->pid_seen, 0, sizeof sl->pid_seen);
+			sl->ring.owner_word = 0;
+		}
 	}
 	int paused = BP_S_PAUSED;
 	atomic_compare_exchange_strong(&s->state, &paused, BP_S_RUNNING);

@@ -28,8 +28,10 @@ void bp_ring_init_split(struct bp_ring *r, uint8_t *data, uint64_t cap,
 	r->reserved_part = r->cur;
 	r->rd_part = r->cur;
 	r->drop_oldest = (uint8_t)(drop_oldest != 0);
+	r->owner_word = 0;
 	part_init(&r->part[0], data, hot);
 	part_init(&r->part[1], data + hot, cap - hot);
+	r->ready = 1;
 }
 
 void bp_ring_init(struct bp_ring *r, uint8_t *data, uint64_t cap,

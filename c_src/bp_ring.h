@@ -83,7 +83,12 @@ struct bp_ring {
 	uint8_t cur;             /* part written: 0 hot, 1 cold */
 	uint8_t reserved_part;   /* part of the open reservation */
 	uint8_t drop_oldest;     /* overflow mode */
+	uint8_t ready;           /* 1 once initialised (zero memory: 0) */
 	_Atomic uint64_t evicted; /* records evicted in drop-oldest mode */
+	/* One word of the producer's own, on the line every reservation
+	 * reads anyway (bp_session.h: the key whose process event was last
+	 * known written).  0 after init. */
+	uint64_t owner_word;
 	/* Consumer's state (consumer only). */
 	_Alignas(64) uint8_t rd_part; /* part being read */
 	/* [0] hot (cap 0 when the ring is not split), [1] cold. */

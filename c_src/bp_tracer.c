@@ -326,15 +326,25 @@ static void note_entity_write(ErlNifEnv *env, struct bp_slot *sl,
 	wr_undefined(&w, BP_K_MFA);  /* initial call */
 	bp_ring_commit_aux(&sl->ring, wr_len(&w, start));
 	*seen = key;
+	sl->ring.owner_word = key;
 }
 
+/* The tracee's process event is written once per slot: checked first
+ * against the last key found (ring.owner_word, on the line the
+ * reservation reads anyway: a run of events of one process touches no
+ * other line), then against the set. */
 static inline void note_entity(ErlNifEnv *env, struct bp_slot *sl,
 			       ERL_NIF_TERM who, uint64_t key)
 {
-	uint64_t *seen = &sl->pid_seen[(key >> 4) % BP_PID_CACHE];
+	uint64_t *seen;
 
-	if (__builtin_expect(*seen == key || key == 0, 1))
+	if (__builtin_expect(sl->ring.owner_word == key, 1))
+		return; /* (key 0, not a local entity: nothing to write) */
+	seen = &sl->pid_seen[(key >> 4) % BP_PID_CACHE];
+	if (*seen == key || key == 0) {
+		sl->ring.owner_word = key;
 		return;
+	}
 	note_entity_write(env, sl, who, key, seen);
 }
 
