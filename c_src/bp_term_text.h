@@ -1,0 +1,315 @@
+/* bp_term_text.h -- the term renderer's text: a bounded buffer that is
+ * written token by token and cut, when full, after the last whole token
+ * that leaves room for "..." (struct bp_text and its writers), the
+ * latin-1 character classes io_lib uses, the cache of immediates' texts,
+ * and the writers of the scalar kinds (bp_term_scalar.c).  Private to the
+ * renderer: bp_term.c (containers, dispatch, the API of bp_term.h) and
+ * bp_term_scalar.c (atoms, pids, ports, refs, funs, integers, floats,
+ * binaries).  Producer context: no allocation, no lock.
+ */
+#ifndef BP_TERM_TEXT_H
+#define BP_TERM_TEXT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+#include <erl_nif.h>
+
+#include "bp_erts_layout.h"
+#include "bp_term.h"
+
+struct bp_text {
+	ErlNifEnv *env;
+	char *buf;
+	size_t pos;  /* text bytes written */
+	size_t lim;  /* text bytes allowed */
+	size_t safe; /* end of the last whole token with room for "..." */
+	int full;    /* text was cut: write nothing more */
+	unsigned list, binary, text;
+	struct bp_term_cache *cache; /* NULL: none */
+};
+
+/* Character classes of latin-1 code points, as io_lib sees them. */
+enum {
+	BP_TEXT_PRINT = 1, /* printable (io_lib:printable_latin1_list/1) */
+	BP_TEXT_PLAIN = 2, /* written as itself inside quotes */
+	BP_TEXT_NAME = 4,  /* may appear in an unquoted atom */
+	BP_TEXT_LOWER = 8, /* may start an unquoted atom */
+};
+
+#define PP (BP_TEXT_PRINT | BP_TEXT_PLAIN)
+#define PN (BP_TEXT_PRINT | BP_TEXT_PLAIN | BP_TEXT_NAME)
+#define PL (BP_TEXT_PRINT | BP_TEXT_PLAIN | BP_TEXT_NAME | BP_TEXT_LOWER)
+
+static const unsigned char bp_text_cls[256] = {
+	[8 ... 13] = BP_TEXT_PRINT,	[27] = BP_TEXT_PRINT,	   [' ' ... '/'] = PP,
+	['0' ... '9'] = PN,	[':' ... '?'] = PP, ['@' ... 'Z'] = PN,
+	['[' ... '^'] = PP,	['_'] = PN,	   ['`'] = PP,
+	['a' ... 'z'] = PL,	['{' ... '~'] = PP, [160 ... 191] = PP,
+	[192 ... 214] = PN,	[215] = PP,	   [216 ... 222] = PN,
+	[223 ... 246] = PL,	[247] = PP,	   [248 ... 255] = PL,
+};
+
+/* A byte written as itself inside "...": printable ASCII but the quote
+ * and the backslash. */
+static inline int bp_text_plain_byte(unsigned char c)
+{
+	return c < 128 && (bp_text_cls[c] & BP_TEXT_PLAIN) && c != '"' && c != '\\';
+}
+
+/* How many of p[0..n) from the start are bp_text_plain_byte()s: 16 at a time
+ * (SSE2, every x86-64) where the bytes are there, then one by one. */
+static inline size_t bp_text_plain_run(const unsigned char *p, size_t n)
+{
+	size_t i = 0;
+
+#if defined(__x86_64__)
+	const __m128i sp = _mm_set1_epi8(0x20), tilde = _mm_set1_epi8(0x7e);
+	const __m128i qu = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\');
+
+	for (; i + 16 <= n; i += 16) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + i));
+		/* signed compares: bytes >= 0x80 are negative, below ' ' */
+		__m128i bad = _mm_or_si128(
+			_mm_or_si128(_mm_cmplt_epi8(v, sp),
+				     _mm_cmpgt_epi8(v, tilde)),
+			_mm_or_si128(_mm_cmpeq_epi8(v, qu),
+				     _mm_cmpeq_epi8(v, bs)));
+		unsigned m = (unsigned)_mm_movemask_epi8(bad);
+
+		if (m)
+			return i + (size_t)__builtin_ctz(m);
+	}
+#endif
+	while (i < n && bp_text_plain_byte(p[i]))
+		i++;
+	return i;
+}
+
+static inline void bp_text_init(struct bp_text *x, ErlNifEnv *env,
+		     const struct bp_capture *c, char *buf, size_t cap)
+{
+	size_t bytes = c && c->bytes ? c->bytes : BP_CAPTURE_DEFAULT_BYTES;
+
+	x->env = env;
+	x->cache = NULL;
+	x->buf = buf;
+	x->pos = 0;
+	x->safe = 0;
+	x->full = 0;
+	x->lim = cap - 1 < bytes ? cap - 1 : bytes;
+	x->list = c && c->list ? c->list : BP_CAPTURE_DEFAULT_LIST;
+	x->binary = c && c->binary ? c->binary : BP_CAPTURE_DEFAULT_BINARY;
+	x->text = x->list > x->binary ? x->list : x->binary;
+}
+
+static inline size_t bp_text_end(struct bp_text *x)
+{
+	x->buf[x->pos] = '\0';
+	return x->pos;
+}
+
+/* Ends the text with "..." after the last whole token that leaves room. */
+static inline void bp_text_cut(struct bp_text *x)
+{
+	size_t n = x->lim < 3 ? x->lim : 3;
+
+	x->full = 1;
+	x->pos = x->lim < 3 ? 0 : x->safe;
+	memcpy(x->buf + x->pos, "...", n);
+	x->pos += n;
+}
+
+/* Appends a token (whole UTF-8 characters), or cuts if it does not fit. */
+static inline void bp_text_put(struct bp_text *x, const char *s, size_t n)
+{
+	if (x->full)
+		return;
+	if (n > x->lim - x->pos) {
+		bp_text_cut(x);
+		return;
+	}
+	memcpy(x->buf + x->pos, s, n);
+	x->pos += n;
+	if (x->lim - x->pos >= 3)
+		x->safe = x->pos;
+}
+
+#define BP_TEXT_PUTS(x, lit) bp_text_put((x), "" lit, sizeof(lit) - 1) /* literals only */
+
+/* Appends n one-byte characters, each its own token: the same text as n
+ * bp_text_put() calls of one byte (cut after the last whole one that fits), with
+ * one copy. */
+static inline void bp_text_run(struct bp_text *x, const char *s, size_t n)
+{
+	size_t room, k;
+
+	if (x->full || !n)
+		return;
+	room = x->lim - x->pos;
+	k = n < room ? n : room;
+	memcpy(x->buf + x->pos, s, k);
+	x->pos += k;
+	if (x->lim - x->pos >= 3)
+		x->safe = x->pos;
+	else if (x->lim >= 3 && x->lim - 3 > x->safe &&
+		 x->lim - 3 >= x->pos - k + 1)
+		x->safe = x->lim - 3;
+	if (k < n)
+		bp_text_cut(x);
+}
+
+/* One byte: bp_text_put(x, &c, 1) without the copy. */
+static inline void bp_text_ch(struct bp_text *x, char c)
+{
+	if (__builtin_expect(!x->full && x->pos < x->lim, 1)) {
+		x->buf[x->pos++] = c;
+		if (x->lim - x->pos >= 3)
+			x->safe = x->pos;
+		return;
+	}
+	bp_text_put(x, &c, 1);
+}
+
+/* An integer as one token: written in place when it fits (the common
+ * case), else through bp_text_put() and its cut. */
+static inline void bp_text_u64(struct bp_text *x, uint64_t u, int neg)
+{
+	char b[21];
+	size_t i = sizeof b, n = (size_t)neg + 1;
+
+	for (uint64_t v = u; v >= 10; v /= 10)
+		n++;
+	if (__builtin_expect(!x->full && n <= x->lim - x->pos, 1)) {
+		char *q = x->buf + x->pos + n;
+
+		do {
+			*--q = (char)('0' + u % 10);
+			u /= 10;
+		} while (u);
+		if (neg)
+			*--q = '-';
+		x->pos += n;
+		if (x->lim - x->pos >= 3)
+			x->safe = x->pos;
+		return;
+	}
+	do {
+		b[--i] = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	if (neg)
+		b[--i] = '-';
+	bp_text_put(x, b + i, sizeof b - i);
+}
+
+/* ",V" (or "V" if !comma) for a small integer V, two tokens, when both
+ * fit whole: the text and `safe' of bp_text_ch(',') then bp_text_u64(V), with
+ * the position read once and stored once.  0 (nothing written) when
+ * they do not fit: the caller writes them with the cut. */
+static inline int bp_text_small_elem(struct bp_text *x, int64_t v, int comma)
+{
+	uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+	size_t pos = x->pos, lim = x->lim, n = (size_t)(v < 0) + 1;
+	size_t need, mid;
+	char *q;
+
+	for (uint64_t w = u; w >= 10; w /= 10)
+		n++;
+	need = n + (size_t)comma;
+	if (x->full || need > lim - pos)
+		return 0;
+	mid = pos + (size_t)comma; /* after the comma */
+	q = x->buf + pos + need;
+	do {
+		*--q = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	if (v < 0)
+		*--q = '-';
+	if (comma)
+		x->buf[pos] = ',';
+	x->pos = pos + need;
+	if (lim - (pos + need) >= 3)
+		x->safe = pos + need;
+	else if (comma && lim - mid >= 3)
+		x->safe = mid;
+	return 1;
+}
+
+/* Latin-1 code point c, escaped as in an Erlang string quoted with q. */
+static inline void bp_text_esc(struct bp_text *x, unsigned c, char q)
+{
+	char b[4];
+
+	if (c == (unsigned char)q || c == '\\') {
+		b[0] = '\\';
+		b[1] = (char)c;
+		bp_text_put(x, b, 2);
+	} else if (c < 128 && (bp_text_cls[c] & BP_TEXT_PLAIN)) {
+		bp_text_ch(x, (char)c);
+	} else if (c >= 160) {
+		b[0] = (char)(0xc0 | c >> 6);
+		b[1] = (char)(0x80 | (c & 0x3f));
+		bp_text_put(x, b, 2);
+	} else {
+		const char *e = NULL;
+
+		switch (c) {
+		case '\n': e = "\\n"; break;
+		case '\r': e = "\\r"; break;
+		case '\t': e = "\\t"; break;
+		case '\v': e = "\\v"; break;
+		case '\b': e = "\\b"; break;
+		case '\f': e = "\\f"; break;
+		case 27: e = "\\e"; break;
+		case 127: e = "\\d"; break;
+		}
+		if (e) {
+			bp_text_put(x, e, 2);
+			return;
+		}
+		b[0] = '\\';
+		b[1] = (char)('0' + (c >> 6));
+		b[2] = (char)('0' + ((c >> 3) & 7));
+		b[3] = (char)('0' + (c & 7));
+		bp_text_put(x, b, 4);
+	}
+}
+
+/* The cache entry for immediate term word t; NULL if t is boxed (its word
+ * is an address: never a key) or there is no cache. */
+static inline struct bp_term_imm *bp_text_imm_entry(struct bp_text *x, ERL_NIF_TERM t)
+{
+	uint64_t h;
+
+	if (!x->cache || (t & ERTS_PRIMARY_MASK) != ERTS_PRIMARY_IMMED)
+		return NULL;
+	h = (uint64_t)t * 0x9E3779B97F4A7C15ull;
+	return &x->cache->e[h >> 58 & (BP_TERM_IMM_CACHE - 1)];
+}
+
+/* Keeps text s (written by the caller as one token) for immediate t. */
+static inline void bp_text_imm_store(struct bp_term_imm *e, ERL_NIF_TERM t,
+			     const char *s, size_t n)
+{
+	if (!e || n > BP_TERM_IMM_TEXT)
+		return;
+	memcpy(e->text, s, n);
+	e->len = (uint8_t)n;
+	e->word = (uint64_t)t;
+}
+
+/* The scalar kinds (bp_term_scalar.c).  `e': t's entry in the cache of
+ * immediates, or NULL. */
+void bp_term_put_T(struct bp_text *x, ERL_NIF_TERM t, struct bp_term_imm *e);
+void bp_term_put_fun(struct bp_text *x, ERL_NIF_TERM t);
+void bp_term_put_atom(struct bp_text *x, ERL_NIF_TERM t, struct bp_term_imm *e);
+void bp_term_put_int(struct bp_text *x, ERL_NIF_TERM t);
+void bp_term_put_float(struct bp_text *x, double v);
+void bp_term_put_binary(struct bp_text *x, ERL_NIF_TERM t, unsigned depth);
+
+#endif /* BP_TERM_TEXT_H */
