@@ -129,33 +129,11 @@ static unsigned small_run(struct bp_text *x, ERL_NIF_TERM *t)
 		const ERL_NIF_TERM *p =
 			(const ERL_NIF_TERM *)(uintptr_t)(l - ERTS_PRIMARY_LIST);
 		ERL_NIF_TERM h = p[0];
-		int64_t v = (int64_t)h >> 4;
-		uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-		size_t n = (size_t)(v < 0) + 1, need, mid;
-		char *q;
 
-		if ((h & ERTS_IMMED1_MASK) != ERTS_IMMED1_SMALL)
+		if ((h & ERTS_IMMED1_MASK) != ERTS_IMMED1_SMALL ||
+		    !bp_text_small_at(buf, &pos, lim, &safe, (int64_t)h >> 4,
+				      i > 0))
 			break;
-		for (uint64_t w = u; w >= 10; w /= 10)
-			n++;
-		need = n + (i > 0);
-		if (need > lim - pos)
-			break;
-		mid = pos + (i > 0);
-		q = buf + pos + need;
-		do {
-			*--q = (char)('0' + u % 10);
-			u /= 10;
-		} while (u);
-		if (v < 0)
-			*--q = '-';
-		if (i > 0)
-			buf[pos] = ',';
-		pos += need;
-		if (lim - pos >= 3)
-			safe = pos;
-		else if (i > 0 && lim - mid >= 3)
-			safe = mid;
 		l = p[1];
 		i++;
 	}

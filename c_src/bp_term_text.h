@@ -206,24 +206,25 @@ static inline void bp_text_u64(struct bp_text *x, uint64_t u, int neg)
 	bp_text_put(x, b + i, sizeof b - i);
 }
 
-/* ",V" (or "V" if !comma) for a small integer V, two tokens, when both
- * fit whole: the text and `safe' of bp_text_ch(',') then bp_text_u64(V), with
- * the position read once and stored once.  0 (nothing written) when
- * they do not fit: the caller writes them with the cut. */
-static inline int bp_text_small_elem(struct bp_text *x, int64_t v, int comma)
+/* ",V" (or "V" if !comma) for a small integer V written at buf[*pos],
+ * two tokens, when both fit whole below lim: the text and the cut point
+ * (*safe) of bp_text_ch(',') then bp_text_u64(V).  0 (nothing written)
+ * when they do not fit: the caller writes them with the cut.  On plain
+ * variables, so that a loop keeps them in registers (bp_term.c). */
+static inline int bp_text_small_at(char *buf, size_t *pos, size_t lim,
+				   size_t *safe, int64_t v, int comma)
 {
 	uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-	size_t pos = x->pos, lim = x->lim, n = (size_t)(v < 0) + 1;
-	size_t need, mid;
+	size_t p = *pos, n = (size_t)(v < 0) + 1, need, mid;
 	char *q;
 
 	for (uint64_t w = u; w >= 10; w /= 10)
 		n++;
 	need = n + (size_t)comma;
-	if (x->full || need > lim - pos)
+	if (need > lim - p)
 		return 0;
-	mid = pos + (size_t)comma; /* after the comma */
-	q = x->buf + pos + need;
+	mid = p + (size_t)comma; /* after the comma */
+	q = buf + p + need;
 	do {
 		*--q = (char)('0' + u % 10);
 		u /= 10;
@@ -231,12 +232,24 @@ static inline int bp_text_small_elem(struct bp_text *x, int64_t v, int comma)
 	if (v < 0)
 		*--q = '-';
 	if (comma)
-		x->buf[pos] = ',';
-	x->pos = pos + need;
-	if (lim - (pos + need) >= 3)
-		x->safe = pos + need;
+		buf[p] = ',';
+	*pos = p + need;
+	if (lim - *pos >= 3)
+		*safe = *pos;
 	else if (comma && lim - mid >= 3)
-		x->safe = mid;
+		*safe = mid;
+	return 1;
+}
+
+/* bp_text_small_at on x's text. */
+static inline int bp_text_small_elem(struct bp_text *x, int64_t v, int comma)
+{
+	size_t pos = x->pos, safe = x->safe;
+
+	if (x->full || !bp_text_small_at(x->buf, &pos, x->lim, &safe, v, comma))
+		return 0;
+	x->pos = pos;
+	x->safe = safe;
 	return 1;
 }
 
