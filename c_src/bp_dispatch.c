@@ -30,14 +30,6 @@ static inline struct bp_session *get_session(ErlNifEnv *env, ERL_NIF_TERM t)
 	return bp_session_get(env, t);
 }
 
-static ERL_NIF_TERM opt(ErlNifEnv *env, ERL_NIF_TERM opts, ERL_NIF_TERM k,
-			int *found)
-{
-	ERL_NIF_TERM v = bp_atom.undefined;
-
-	*found = enif_is_map(env, opts) && enif_get_map_value(env, opts, k, &v);
-	return v;
-}
 
 /* The per-kind enabled_* callbacks: always trace.  Whether the session
  * still records is decided once, in the trace callback (which counts a
@@ -179,7 +171,7 @@ static int call_route(ErlNifEnv *env, ERL_NIF_TERM opts,
 	const ERL_NIF_TERM *e, *mi;
 	int n, found, arity;
 
-	r = opt(env, opts, bp_atom.match_spec_result, &found);
+	r = bp_tracer_opt(env, opts, bp_atom.match_spec_result, &found);
 	if (!found || !enif_get_tuple(env, r, &n, &e) || n < 1 ||
 	    (e[0] != bp_atom.bp_route && e[0] != bp_atom.bp_route_ret))
 		return 0;

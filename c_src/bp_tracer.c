@@ -363,14 +363,6 @@ static inline struct bp_slot *open_event(ErlNifEnv *env, struct bp_session *s,
 	return sl;
 }
 
-static ERL_NIF_TERM opt(ErlNifEnv *env, ERL_NIF_TERM opts, ERL_NIF_TERM k,
-			int *found)
-{
-	ERL_NIF_TERM v = bp_atom.undefined;
-
-	*found = enif_is_map(env, opts) && enif_get_map_value(env, opts, k, &v);
-	return v;
-}
 
 /*
  * A `stack' action's process dump, as "stack: m:f/1 <- m:g/3 <- ..." from
@@ -490,7 +482,7 @@ void bp_tracer_write_call(ErlNifEnv *env, struct bp_session *s,
 			wr_undefined(&w, BP_K_ARGS);
 		found = 0;
 		if ((s->flags & BP_F_MS_RESULT) && !routed)
-			info = opt(env, argv[4], bp_atom.match_spec_result,
+			info = bp_tracer_opt(env, argv[4], bp_atom.match_spec_result,
 				   &found);
 		else if ((s->flags & BP_F_MS_RESULT) && c->has_info) {
 			info = c->info; /* this member's part of the route */
@@ -504,9 +496,9 @@ void bp_tracer_write_call(ErlNifEnv *env, struct bp_session *s,
 	} else if (tag == bp_atom.return_from) {
 		w = wr_begin(start, BP_EV_RETURN_FROM, key);
 		wr_mfa(env, sl, &w, argv[3], &c->mfa, NULL);
-		wr_term(env, s, sl, &w, opt(env, argv[4], bp_atom.extra, &found));
+		wr_term(env, s, sl, &w, bp_tracer_opt(env, argv[4], bp_atom.extra, &found));
 	} else if (tag == bp_atom.exception_from) {
-		ERL_NIF_TERM x = opt(env, argv[4], bp_atom.extra, &found);
+		ERL_NIF_TERM x = bp_tracer_opt(env, argv[4], bp_atom.extra, &found);
 		const ERL_NIF_TERM *cv;
 		int n;
 		w = wr_begin(start, BP_EV_EXCEPTION_FROM, key);
@@ -566,7 +558,7 @@ void bp_tracer_write_message(ErlNifEnv *env, struct bp_session *s,
 		write_msg(env, s,
 			  argv[0] == bp_atom.send ? BP_EV_SEND
 						  : BP_EV_SEND_DEAD,
-			  argv[2], opt(env, argv[4], bp_atom.extra, &found),
+			  argv[2], bp_tracer_opt(env, argv[4], bp_atom.extra, &found),
 			  argv[3], c);
 	else
 		write_msg(env, s, BP_EV_RECEIVE, argv[2], 0, argv[3], c);
@@ -657,7 +649,7 @@ void bp_tracer_write_procs_ports(ErlNifEnv *env, struct bp_session *s,
 			     key);
 		wr_pid(env, &w, term);
 		wr_term(env, s, sl, &w, term);
-		wr_mfargs(env, s, sl, &w, opt(env, argv[4], bp_atom.extra, &found));
+		wr_mfargs(env, s, sl, &w, bp_tracer_opt(env, argv[4], bp_atom.extra, &found));
 	} else if (tag == bp_atom.exit) {
 		w = wr_begin(start, BP_EV_EXIT, key);
 		wr_term(env, s, sl, &w, term);
@@ -683,7 +675,7 @@ void bp_tracer_write_procs_ports(ErlNifEnv *env, struct bp_session *s,
 		w = wr_begin(start, BP_EV_PORT_OPEN, key);
 		wr_pid(env, &w, term);
 		wr_term(env, s, sl, &w, term);
-		wr_term(env, s, sl, &w, opt(env, argv[4], bp_atom.extra, &found));
+		wr_term(env, s, sl, &w, bp_tracer_opt(env, argv[4], bp_atom.extra, &found));
 	} else if (tag == bp_atom.closed) {
 		w = wr_begin(start, BP_EV_PORT_CLOSED, key);
 		wr_term(env, s, sl, &w, term);

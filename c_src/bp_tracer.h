@@ -7,6 +7,9 @@
 #include <stdint.h>
 #include <erl_nif.h>
 
+#include "bp_atoms.h"
+#include "bp_erts_layout.h"
+
 struct bp_session;
 
 /* How an event is being written: through the hub (the producer's hub
@@ -33,6 +36,30 @@ struct ev_ctx {
 	int fired;         /* its USDT probe fired (bp_usdt.h) */
 	struct bp_mfa mfa; /* call events: argv[3] decoded (state 0: not) */
 };
+
+/* The value of key k (an atom) in the callback's options map opts, or
+ * `undefined' with *found = 0.  A flat map (what the VM passes: a few
+ * keys) is read from its words, the keys compared as atom words; any
+ * other map through enif_get_map_value. */
+static inline ERL_NIF_TERM bp_tracer_opt(ErlNifEnv *env, ERL_NIF_TERM opts,
+					 ERL_NIF_TERM k, int *found)
+{
+	ERL_NIF_TERM v = bp_atom.undefined;
+	const ERL_NIF_TERM *ks, *vs;
+	size_t n;
+
+	if (bp_erts_flatmap(opts, &n, &ks, &vs)) {
+		for (size_t i = 0; i < n; i++)
+			if (ks[i] == k) {
+				*found = 1;
+				return vs[i];
+			}
+		*found = 0;
+		return v;
+	}
+	*found = enif_is_map(env, opts) && enif_get_map_value(env, opts, k, &v);
+	return v;
+}
 
 /* The writers: each writes the event of the callback arguments argv into
  * session s (or nothing, counting the loss), and on success leaves the
