@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "bp_atoms.h"
+#include "bp_erts_layout.h"
 #include "bp_follow.h"
 #include "bp_hub.h"
 #include "bp_nif.h"
@@ -118,7 +119,7 @@ static ERL_NIF_TERM dispatch(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 			return bp_atom.ok;
 		/* Ports are traced only for members that record port events
 		 * (a port also sends messages: not to a send-only member). */
-		if (enif_is_port(env, argv[2]))
+		if (bp_erts_is_local_port(env, argv[2])) /* a tracee: local */
 			kind |= BP_HK_PORTS;
 		for (uint32_t wd = 0; wd < nw; wd++)
 			while (live[wd]) {

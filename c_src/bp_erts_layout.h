@@ -111,6 +111,25 @@ static inline int bp_erts_tuple(ERL_NIF_TERM t, int *arity,
 
 #define ERTS_PRIMARY_LIST 0x1
 
+/* Is t a list (a cons cell or [])?  Is it a local port (an immediate)?
+ * From the word on a known layout, else through the NIF API. */
+static inline int bp_erts_is_list(ErlNifEnv *env, ERL_NIF_TERM t)
+{
+	if (sizeof(ERL_NIF_TERM) == 8 && bp_erts_layout_ok())
+		return (t & ERTS_PRIMARY_MASK) == ERTS_PRIMARY_LIST ||
+		       t == ERTS_NIL;
+	return enif_is_list(env, t);
+}
+
+static inline int bp_erts_is_local_port(ErlNifEnv *env, ERL_NIF_TERM t)
+{
+	ErlNifPort port;
+
+	if (sizeof(ERL_NIF_TERM) == 8 && bp_erts_layout_ok())
+		return (t & ERTS_IMMED1_MASK) == ERTS_IMMED1_PORT;
+	return enif_get_local_port(env, t, &port);
+}
+
 /* The double of float t (boxed, FLOAT header, the value in word 1); 0 if
  * t is not a float of this layout. */
 static inline int bp_erts_float(ERL_NIF_TERM t, double *d)

@@ -476,7 +476,8 @@ void bp_tracer_write_call(ErlNifEnv *env, struct bp_session *s,
 		ERL_NIF_TERM info;
 		w = wr_begin(start, BP_EV_CALL, key);
 		wr_mfa(env, sl, &w, argv[3], &c->mfa, &e);
-		if (s->args_mode == BP_ARGS_FULL && e && enif_is_list(env, e[2]))
+		if (s->args_mode == BP_ARGS_FULL && e &&
+		    bp_erts_is_list(env, e[2]))
 			wr_args(env, s, sl, &w, e[2]);
 		else
 			wr_undefined(&w, BP_K_ARGS);
@@ -611,7 +612,7 @@ static void wr_mfargs(ErlNifEnv *env, const struct bp_session *s,
 					    &sl->terms)) &&
 	    (f = bp_term_render_atom_cached(env, e[1], q + m + 1, MFA_MAX,
 					    &sl->terms)) &&
-	    enif_is_list(env, e[2])) {
+	    bp_erts_is_list(env, e[2])) {
 		q[m] = ':';
 		q += m + 1 + f;
 		w->p = (uint8_t *)q +
