@@ -174,11 +174,59 @@ static int gather_string(struct bp_text *x, ERL_NIF_TERM t, char g[STR_GATHER],
 	return is_nil(x, t) ? (int)i : -1;
 }
 
+/* Characters g[0..n) of a string: runs of plain ones (bp_text_run: each
+ * its own token, as bp_text_ch would) and escapes. */
+static void put_chars(struct bp_text *x, const char *g, size_t n)
+{
+	size_t j;
+
+	for (size_t i = 0; i < n && !x->full; i = j) {
+		j = i + bp_text_plain_run((const unsigned char *)g + i, n - i);
+		bp_text_run(x, g + i, j - i);
+		if (j < n)
+			bp_text_esc(x, (unsigned char)g[j++], '"');
+	}
+}
+
+/* String t (is_string said so) longer than STR_GATHER characters: its
+ * first x->text characters, gathered and written STR_GATHER at a time,
+ * then the closing quote, or "\"..." if it goes on. */
+static void put_long_string(struct bp_text *x, ERL_NIF_TERM t)
+{
+	char g[STR_GATHER];
+	ERL_NIF_TERM hd, rest = t;
+	unsigned i = 0;
+	int c, more = 0;
+
+	bp_text_ch(x, '"');
+	while (!x->full) {
+		size_t k = 0;
+
+		while (k < STR_GATHER && cell(x, rest, &hd, &t)) {
+			if (i == x->text) {
+				more = 1;
+				break;
+			}
+			get_char(x, hd, &c);
+			g[k++] = (char)c;
+			rest = t;
+			i++;
+		}
+		put_chars(x, g, k);
+		if (k < STR_GATHER)
+			break;
+	}
+	if (more)
+		BP_TEXT_PUTS(x, "\"...");
+	else
+		bp_text_ch(x, '"');
+}
+
 static void put_list(struct bp_text *x, ERL_NIF_TERM t, unsigned depth)
 {
 	ERL_NIF_TERM hd;
 	unsigned i;
-	int c, k, more;
+	int k, more;
 	char g[STR_GATHER];
 
 	if (is_nil(x, t)) {
@@ -190,19 +238,9 @@ static void put_list(struct bp_text *x, ERL_NIF_TERM t, unsigned depth)
 		return;
 	}
 	if ((k = gather_string(x, t, g, &more)) >= 0) {
-		/* One pass found a string and its characters: written in
-		 * runs of plain ones (bp_text_run: each its own token, as
-		 * bp_text_ch would) and escapes. */
-		size_t j;
-
+		/* one pass found a string and its characters */
 		bp_text_ch(x, '"');
-		for (size_t i0 = 0; i0 < (size_t)k && !x->full; i0 = j) {
-			j = i0 + bp_text_plain_run((const unsigned char *)g + i0,
-					   (size_t)k - i0);
-			bp_text_run(x, g + i0, j - i0);
-			if (j < (size_t)k)
-				bp_text_esc(x, (unsigned char)g[j++], '"');
-		}
+		put_chars(x, g, (size_t)k);
 		if (more)
 			BP_TEXT_PUTS(x, "\"...");
 		else
@@ -210,34 +248,7 @@ static void put_list(struct bp_text *x, ERL_NIF_TERM t, unsigned depth)
 		return;
 	}
 	if (k == -2 && is_string(x, t)) {
-		/* Plain characters gathered in runs and written by bp_text_run
-		 * (each its own token, as bp_text_ch would): no store and reload
-		 * of the position per character. */
-		char run[64];
-		size_t n = 0;
-
-		bp_text_ch(x, '"');
-		for (i = 0; cell(x, t, &hd, &t); i++) {
-			if (i == x->text || x->full) {
-				bp_text_run(x, run, n);
-				BP_TEXT_PUTS(x, "\"...");
-				return;
-			}
-			get_char(x, hd, &c);
-			if (bp_text_plain_byte((unsigned char)c)) {
-				run[n++] = (char)c;
-				if (n == sizeof run) {
-					bp_text_run(x, run, n);
-					n = 0;
-				}
-			} else {
-				bp_text_run(x, run, n);
-				n = 0;
-				bp_text_esc(x, (unsigned)c, '"');
-			}
-		}
-		bp_text_run(x, run, n);
-		bp_text_ch(x, '"');
+		put_long_string(x, t);
 		return;
 	}
 	bp_text_ch(x, '[');
