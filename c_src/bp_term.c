@@ -48,8 +48,15 @@
  *   - floats: the shortest round-trip digits (what Ryu finds for
  *     float_to_list(F, [short])), computed in bp_float.c.
  *   - pids, ports, refs and funs: %T, whose text for them is small and the
- *     same as ~p's.  Maps: enif_map_iterator order, which is ~p's in OTP 25.
+ *     same as ~p's.  Maps: enif_map_iterator order, which is ~p's in OTP 25
+ *     (a flat map, up to 32 keys, read from its words in that order).
  *   - term types unknown to this file print as "...".
+ * Speed: the common kinds (small integers, lists, [], tuples, floats,
+ * binaries, flat maps) are told and read from their words on a layout
+ * checked at load (bp_erts_layout.h), without the NIF API's calls; text
+ * is written token by token, but runs of them (a string's characters, a
+ * list's leading integers, a binary's plain bytes found 16 at a time) in
+ * one go (`bash bench/run.sh render`, docs/performance.md).
  * Every term type is thus O(limits): tested on a 100 MB unaligned
  * sub-binary, a 100 MB bitstring, a 10^6-digit bignum, a fun closing over
  * a 10^7-element list, a 10^6-key map and a 10^7-element improper list
