@@ -307,55 +307,34 @@ static void put_tuple(struct bp_text *x, ERL_NIF_TERM t, unsigned depth)
 	bp_text_ch(x, '}');
 }
 
+/* A map: a flat map (up to 32 keys) from its words, any other through
+ * enif_map_iterator; the same order, ~p's in OTP 25. */
 static void put_map(struct bp_text *x, ERL_NIF_TERM t, unsigned depth)
 {
 	ErlNifMapIterator it;
 	ERL_NIF_TERM k, v;
+	const ERL_NIF_TERM *ks = NULL, *vs = NULL;
 	size_t size = 0;
-	unsigned i;
+	int flat = bp_erts_flatmap(t, &size, &ks, &vs);
 
-	const ERL_NIF_TERM *ks, *vs;
-
-	if (bp_erts_flatmap(t, &size, &ks, &vs)) {
-		/* up to 32 keys, in the iterator's order, from the words */
-		if (!size) {
-			BP_TEXT_PUTS(x, "#{}");
-			return;
-		}
-		if (!depth) {
-			BP_TEXT_PUTS(x, "#{...}");
-			return;
-		}
-		BP_TEXT_PUTS(x, "#{");
-		for (i = 0; i < size; i++) {
-			if (i == x->list || x->full) {
-				BP_TEXT_PUTS(x, ",...");
-				break;
-			}
-			if (i)
-				bp_text_ch(x, ',');
-			term(x, ks[i], depth - 1);
-			BP_TEXT_PUTS(x, " => ");
-			term(x, vs[i], depth - 1);
-		}
-		bp_text_ch(x, '}');
-		return;
-	}
-	if (!enif_get_map_size(x->env, t, &size) || size == 0) {
+	if ((!flat && !enif_get_map_size(x->env, t, &size)) || size == 0) {
 		BP_TEXT_PUTS(x, "#{}");
 		return;
 	}
-	if (!depth) {
-		BP_TEXT_PUTS(x, "#{...}");
-		return;
-	}
-	if (!enif_map_iterator_create(x->env, t, &it,
-				      ERL_NIF_MAP_ITERATOR_FIRST)) {
+	if (!depth || (!flat && !enif_map_iterator_create(
+					  x->env, t, &it,
+					  ERL_NIF_MAP_ITERATOR_FIRST))) {
 		BP_TEXT_PUTS(x, "#{...}");
 		return;
 	}
 	BP_TEXT_PUTS(x, "#{");
-	for (i = 0; enif_map_iterator_get_pair(x->env, &it, &k, &v); i++) {
+	for (size_t i = 0; i < size; i++) {
+		if (flat) {
+			k = ks[i];
+			v = vs[i];
+		} else if (!enif_map_iterator_get_pair(x->env, &it, &k, &v)) {
+			break;
+		}
 		if (i == x->list || x->full) {
 			BP_TEXT_PUTS(x, ",...");
 			break;
@@ -365,9 +344,11 @@ static void put_map(struct bp_text *x, ERL_NIF_TERM t, unsigned depth)
 		term(x, k, depth - 1);
 		BP_TEXT_PUTS(x, " => ");
 		term(x, v, depth - 1);
-		enif_map_iterator_next(x->env, &it);
+		if (!flat)
+			enif_map_iterator_next(x->env, &it);
 	}
-	enif_map_iterator_destroy(x->env, &it);
+	if (!flat)
+		enif_map_iterator_destroy(x->env, &it);
 	bp_text_ch(x, '}');
 }
 
