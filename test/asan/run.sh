@@ -9,7 +9,8 @@
 # honours it).  Every sanitizer report is written under _build/asan/log/
 # (log_path); any report fails the run, even if the suites passed.
 #
-#   bash test/asan/run.sh [SUITE ...]   default: ASAN_SUITES below
+#   bash test/asan/run.sh [SUITE ...]   default: ASAN_SUITES below, then
+#                                       the EUnit modules in ASAN_EUNIT
 #
 # Prints "asan: N passed, M failed" (the suites' cases, plus one failure per
 # sanitizer report file).
@@ -53,6 +54,27 @@ for s in $SUITES; do
   p=$(echo "$line" | grep -Eo '[0-9]+ ok' | grep -Eo '[0-9]+'); passed=$((passed + ${p:-0}))
   f=$(echo "$line" | grep -Eo '[0-9]+ failed' | grep -Eo '[0-9]+'); failed=$((failed + ${f:-0}))
   [ -z "$line" ] && { echo "asan: suite $s did not complete"; failed=$((failed + 1)); }
+done
+
+# The renderer's EUnit tests (its hostile terms: 100 MB and unaligned
+# binaries, million-element lists, random terms cut at every limit) under
+# the sanitizers too: they drive bp_term*.c and bp_float.c harder than any
+# suite.  Each test counts as a case.
+for m in ${ASAN_EUNIT-beamprobe_term_tests}; do
+  log=$out/asan-$m.log
+  LD_PRELOAD="$libasan${libubsan:+ $libubsan}" erl -noshell -pa "$PWD/ebin" -pa "$PWD/$out" \
+    -eval "eunit:test($m, []), halt()." 2>&1 | tee "$log"
+  if line=$(grep -Eo 'All [0-9]+ tests passed' "$log"); then
+    passed=$((passed + $(echo "$line" | grep -Eo '[0-9]+')))
+  elif line=$(grep -E 'Failed: [0-9]+\. +Skipped: [0-9]+\. +Passed: [0-9]+' "$log"); then
+    p=$(echo "$line" | sed -E 's/.*Passed: ([0-9]+).*/\1/'); passed=$((passed + p))
+    f=$(echo "$line" | sed -E 's/.*Failed: ([0-9]+).*/\1/'); failed=$((failed + f))
+  else
+    echo "asan: $m did not complete"; failed=$((failed + 1))
+  fi
+  if grep -qE 'AddressSanitizer|runtime error' "$log"; then
+    echo "asan: sanitizer report in $log"; failed=$((failed + 1))
+  fi
 done
 
 # The sanitized NIF must actually have been loaded: its build has the ASan
