@@ -101,23 +101,6 @@ static inline int get_char(struct bp_text *x, ERL_NIF_TERM t, int *c)
 	return enif_get_int(x->env, t, c);
 }
 
-/* 1: t is a string: latin-1 printable characters, proper up to `text`. */
-static int is_string(struct bp_text *x, ERL_NIF_TERM t)
-{
-	ERL_NIF_TERM hd;
-	unsigned i;
-	int c;
-
-	for (i = 0; cell(x, t, &hd, &t); i++) {
-		if (i == x->text)
-			return 1;
-		if (!get_char(x, hd, &c) || c < 0 || c > 255 ||
-		    !(bp_text_cls[c] & BP_TEXT_PRINT))
-			return 0;
-	}
-	return is_nil(x, t);
-}
-
 /* The leading small integers of list t ("1,2,3" after a '['), written
  * as bp_text_small_elem would write each, with the position, the limit and
  * `safe' kept in registers: a run stops before an element that is not a
@@ -154,10 +137,10 @@ static unsigned small_run(struct bp_text *x, ERL_NIF_TERM *t)
  * pass (gather_string); longer ones are checked, then walked again. */
 #define STR_GATHER 256
 
-/* Walks list t once as is_string() would: returns the number of its
- * characters gathered in g (*more: the list goes on past x->text of
- * them) if it is a string, -1 if it is not, -2 if it is longer than
- * STR_GATHER characters so far (not decided). */
+/* Decides whether list t is a string -- latin-1 printable characters,
+ * proper up to x->text of them -- and gathers its first STR_GATHER
+ * characters in g.  Returns how many characters it has up to x->text
+ * (*more: the list goes on past them), or -1 if it is not a string. */
 static int gather_string(struct bp_text *x, ERL_NIF_TERM t, char g[STR_GATHER],
 			 int *more)
 {
@@ -171,12 +154,11 @@ static int gather_string(struct bp_text *x, ERL_NIF_TERM t, char g[STR_GATHER],
 			*more = 1;
 			return (int)i;
 		}
-		if (i == STR_GATHER)
-			return -2;
 		if (!get_char(x, hd, &c) || c < 0 || c > 255 ||
 		    !(bp_text_cls[c] & BP_TEXT_PRINT))
 			return -1;
-		g[i] = (char)c;
+		if (i < STR_GATHER)
+			g[i] = (char)c;
 	}
 	return is_nil(x, t) ? (int)i : -1;
 }
@@ -195,7 +177,7 @@ static void put_chars(struct bp_text *x, const char *g, size_t n)
 	}
 }
 
-/* String t (is_string said so) longer than STR_GATHER characters: its
+/* String t (gather_string said so) longer than STR_GATHER characters: its
  * first x->text characters, gathered and written STR_GATHER at a time,
  * then the closing quote, or "\"..." if it goes on. */
 static void put_long_string(struct bp_text *x, ERL_NIF_TERM t)
@@ -244,7 +226,11 @@ static void put_list(struct bp_text *x, ERL_NIF_TERM t, unsigned depth)
 		BP_TEXT_PUTS(x, "[...]");
 		return;
 	}
-	if ((k = gather_string(x, t, g, &more)) >= 0) {
+	if ((k = gather_string(x, t, g, &more)) > STR_GATHER) {
+		put_long_string(x, t);
+		return;
+	}
+	if (k >= 0) {
 		/* one pass found a string and its characters */
 		bp_text_ch(x, '"');
 		put_chars(x, g, (size_t)k);
@@ -252,10 +238,6 @@ static void put_list(struct bp_text *x, ERL_NIF_TERM t, unsigned depth)
 			BP_TEXT_PUTS(x, "\"...");
 		else
 			bp_text_ch(x, '"');
-		return;
-	}
-	if (k == -2 && is_string(x, t)) {
-		put_long_string(x, t);
 		return;
 	}
 	bp_text_ch(x, '[');
