@@ -147,8 +147,8 @@ static void session_dtor(ErlNifEnv *env, void *obj)
 	s->tcp = NULL;
 	bp_follow_free(s->follow);
 	s->follow = NULL;
-	if (s->region)
-		munmap(s->region, s->region_size);
+	if (s->map)
+		munmap(s->map, s->region_size);
 	if (s->cond)
 		enif_cond_destroy(s->cond);
 	if (s->mtx)

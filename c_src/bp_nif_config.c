@@ -382,13 +382,14 @@ ERL_NIF_TERM bp_nif_start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
 
 	s->slot_stride = ((sizeof(struct bp_slot) + 63) & ~(size_t)63) + 4096;
 	s->slot_stride = (s->slot_stride & ~(size_t)4095) + s->buffer;
-	s->region_size = s->slot_stride * s->max_slots;
-	s->region = mmap(NULL, s->region_size, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (s->region == MAP_FAILED) {
-		s->region = NULL;
+	s->region_size = s->slot_stride * s->max_slots + BP_SESSION_COLORS;
+	s->map = mmap(NULL, s->region_size, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (s->map == MAP_FAILED) {
+		s->map = NULL;
 		return bp_nif_error2(env, "start", "enomem");
 	}
+	s->region = s->map + bp_session_color();
 	s->streams = enif_alloc(sizeof *s->streams * s->max_slots);
 	if (!s->streams)
 		return bp_nif_error2(env, "start", "enomem");

@@ -42,6 +42,14 @@ struct bp_slot *bp__session_slot_create(struct bp_session *s, int idx)
 	return sl;
 }
 
+size_t bp_session_color(void)
+{
+	static _Atomic uint32_t next;
+	uint32_t n = atomic_fetch_add_explicit(&next, 1, memory_order_relaxed);
+
+	return (size_t)(n % 15) * (4096 + 64);
+}
+
 void bp__session_wake(struct bp_session *s)
 {
 	if (atomic_exchange_explicit(&s->sleeping, 0, memory_order_seq_cst))

@@ -110,13 +110,14 @@ struct bp_session {
 	uint64_t rate_n;      /* rate limit: events per window, 0 = none */
 	uint64_t event_limit; /* 0 = none */
 	size_t slot_stride;   /* bytes per slot in the mapping */
-	uint8_t *region;      /* the mapping; owned */
+	uint8_t *region;      /* slot 0: map + this session's colour */
 	uint64_t usdt_kinds; /* event ids whose USDT probes fire (bp_usdt.h) */
 	struct bp_capture capture;
 	struct bp_follow *follow; /* a follow session's per-request budget
 				     (bp_follow.h); owned; else NULL */
 	uint64_t buffer;      /* ring bytes per slot */
-	size_t region_size;
+	uint8_t *map;         /* the mapping; owned */
+	size_t region_size;   /* its size */
 	struct bp_slot *_Atomic slots[BP_MAX_SLOTS];
 
 	/* Written by many threads: kept off the read-mostly lines above.
@@ -174,6 +175,21 @@ struct bp_session {
 	int finished;      /* collector ended (under mtx) */
 	_Atomic int counted; /* holds one of the node's session places */
 };
+
+/*
+ * Colours.  Every session's mapping starts on a page (a 2 MiB page, for
+ * a large one), and its slots, ring headers and records lie at the same
+ * offsets in each: the lines an event touches in N overlapping sessions
+ * would all fall in the same L1 set (4 KiB apart in the index bits) and
+ * the same L2 set (64 KiB), more than the ways, and evict each other on
+ * every event.  So each session's slots start at a colour of its own: a
+ * multiple of 4096 + 64 bytes below BP_SESSION_COLORS, which moves the
+ * lines of the first 15 sessions to distinct sets of both caches.
+ */
+#define BP_SESSION_COLORS 65536u
+
+/* The colour of the next session (round robin).  Any thread. */
+size_t bp_session_color(void);
 
 /* The calling thread's slot number, -1 until it has one (initial-exec:
  * a plain %fs-relative load, no __tls_get_addr call). */
@@ -309,20 +325,27 @@ static inline void bp_session_leave(struct bp_slot *sl)
 	atomic_store_explicit(&sl->busy, 0, memory_order_release);
 }
 
-/* Reserves room for an event in sl's ring; on failure counts the loss
- * (and ends the session under overflow => stop).  Producer context. */
-static inline uint8_t *bp_session_reserve(struct bp_session *s,
-					  struct bp_slot *sl, uint32_t max_len)
+/* Counts an event of max_len bytes that did not fit in sl's ring (and
+ * ends the session under overflow => stop).  Producer context. */
+static inline void bp_session_lost(struct bp_session *s, struct bp_slot *sl,
+				   uint32_t max_len)
+{
+	bp_slot_drop(sl, max_len > bp_ring_max_len(&sl->ring)
+			     ? BP_DROP_TOO_BIG
+			     : BP_DROP_RING_FULL);
+	if (s->overflow == BP_OVF_STOP)
+		bp_session_request_stop(s, BP_SR_OVERFLOW);
+}
+
+/* Reserves room for an event in sl's ring; on failure counts the loss.
+ * Producer context. */
+static inline __attribute__((always_inline)) uint8_t *
+bp_session_reserve(struct bp_session *s, struct bp_slot *sl, uint32_t max_len)
 {
 	uint8_t *p = bp_ring_reserve(&sl->ring, max_len);
 
-	if (!p) {
-		bp_slot_drop(sl, max_len > bp_ring_max_len(&sl->ring)
-				     ? BP_DROP_TOO_BIG
-				     : BP_DROP_RING_FULL);
-		if (s->overflow == BP_OVF_STOP)
-			bp_session_request_stop(s, BP_SR_OVERFLOW);
-	}
+	if (!p)
+		bp_session_lost(s, sl, max_len);
 	return p;
 }
 
