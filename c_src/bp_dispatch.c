@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "bp_atoms.h"
+#include "bp_copy.h"
 #include "bp_erts_layout.h"
 #include "bp_follow.h"
 #include "bp_hub.h"
@@ -71,33 +72,19 @@ ERL_NIF_TERM bp_tracer_enabled(ErlNifEnv *env, int argc,
 typedef void (*writer_fn)(ErlNifEnv *env, struct bp_session *s,
 			  const ERL_NIF_TERM argv[], int arg, struct ev_ctx *c);
 
-/* Do sessions a and b render every event the same way (same record)? */
-static inline int same_render(const struct bp_session *a,
-			      const struct bp_session *b)
+/* Writes the event into member m: a copy of the record c holds when the
+ * member that wrote it is of m's render class, else rendered by w. */
+static inline __attribute__((always_inline)) void
+hub_write(ErlNifEnv *env, const struct bp_hub_member *m,
+	  const ERL_NIF_TERM argv[], writer_fn w, int arg, struct ev_ctx *c)
 {
-	const uint32_t f = BP_F_RETURN | BP_F_EXCEPTIONS | BP_F_MS_RESULT;
-
-	return a->args_mode == b->args_mode && (a->flags & f) == (b->flags & f) &&
-	       a->capture.depth == b->capture.depth &&
-	       a->capture.list == b->capture.list &&
-	       a->capture.binary == b->capture.binary &&
-	       a->capture.bytes == b->capture.bytes;
-}
-
-/* Writes the event into member s: a copy of the record c holds when the
- * member that wrote it renders the same way, else rendered by w. */
-static inline void hub_write(ErlNifEnv *env, struct bp_session *s,
-			     const ERL_NIF_TERM argv[], writer_fn w, int arg,
-			     struct ev_ctx *c, struct bp_session **first)
-{
-	if (c->rec && same_render(*first, s)) {
-		bp_tracer_copy_event(env, s, argv[2], c);
+	if (c->rec && c->rec_render == m->render) {
+		bp_tracer_copy_event(env, m->s, argv[2], c);
 		return;
 	}
 	c->rec = NULL;
-	w(env, s, argv, arg, c);
-	if (c->rec)
-		*first = s;
+	w(env, m->s, argv, arg, c);
+	c->rec_render = m->render;
 }
 
 /* Writes the event with w into every hub member that records `kind' (and
@@ -111,7 +98,6 @@ static ERL_NIF_TERM dispatch(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 	if (argv[1] == bp_atom.beamprobe_hub) {
 		uint64_t live[BP_HUB_WORDS], key = (uint64_t)argv[2];
 		struct ev_ctx c = {.hub = 1};
-		struct bp_session *first = NULL;
 		uint32_t nw;
 		int idx;
 
@@ -129,8 +115,7 @@ static ERL_NIF_TERM dispatch(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 				live[wd] &= live[wd] - 1;
 				if (m && (m->kinds & kind) == kind &&
 				    bp_hub_includes(m, key))
-					hub_write(env, m->s, argv, w, arg, &c,
-						  &first);
+					hub_write(env, m, argv, w, arg, &c);
 			}
 		bp_hub_leave(idx);
 		return bp_atom.ok;
@@ -239,7 +224,6 @@ static ERL_NIF_TERM hub_call(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 	uint64_t rkey = meta ? (uint64_t)argv[2] ^ BP_RET_META
 			     : (uint64_t)argv[2];
 	struct ev_ctx c = {.hub = 1};
-	struct bp_session *first = NULL;
 	struct route_info infos[ROUTE_INFOS];
 	struct ev_ctx c2;
 	uint64_t rmask[BP_HUB_WORDS], xmask[BP_HUB_WORDS];
@@ -313,8 +297,7 @@ static ERL_NIF_TERM hub_call(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 				bp_tracer_write_call(env, m->s, argv, routed, &c2);
 				continue;
 			}
-			hub_write(env, m->s, argv, bp_tracer_write_call, routed, &c,
-				  &first);
+			hub_write(env, m, argv, bp_tracer_write_call, routed, &c);
 		}
 	bp_hub_leave(idx);
 	return bp_atom.ok;

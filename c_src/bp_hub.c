@@ -124,6 +124,32 @@ static int get_pats(ErlNifEnv *env, ERL_NIF_TERM list, struct bp_hub_member *m)
 	return 1;
 }
 
+/* Do sessions a and b render every event the same way (same record)? */
+static int same_render(const struct bp_session *a, const struct bp_session *b)
+{
+	const uint32_t f = BP_F_RETURN | BP_F_EXCEPTIONS | BP_F_MS_RESULT;
+
+	return a->args_mode == b->args_mode && (a->flags & f) == (b->flags & f) &&
+	       a->capture.depth == b->capture.depth &&
+	       a->capture.list == b->capture.list &&
+	       a->capture.binary == b->capture.binary &&
+	       a->capture.bytes == b->capture.bytes;
+}
+
+/* The render class of s: that of a member that renders alike, else a
+ * new one.  Under hub_mtx. */
+static uint32_t render_class(const struct bp_session *s)
+{
+	static uint32_t next_class;
+
+	for (int i = 0; i < BP_HUB_MAX; i++) {
+		struct bp_hub_member *o = atomic_load(&bp_hub.members[i]);
+		if (o && same_render(o->s, s))
+			return o->render;
+	}
+	return ++next_class;
+}
+
 int bp_hub_add(ErlNifEnv *env, struct bp_session *s, ERL_NIF_TERM spec)
 {
 	struct bp_hub_member *m = enif_alloc(sizeof *m);
@@ -166,6 +192,7 @@ int bp_hub_add(ErlNifEnv *env, struct bp_session *s, ERL_NIF_TERM spec)
 	if (slot >= 0) {
 		enif_keep_resource(s);
 		m->s = s;
+		m->render = render_class(s);
 		atomic_store(&bp_hub.members[slot], m);
 		if (atomic_load(&bp_hub.nwords) < (uint32_t)slot / 64 + 1)
 			atomic_store(&bp_hub.nwords, (uint32_t)slot / 64 + 1);

@@ -67,6 +67,11 @@ struct bp_hub_pat {
 
 struct bp_hub_member {
 	struct bp_session *s; /* a resource reference is held */
+	/* Render class: members of one class render every event into the
+	 * same record (args mode, return/exception/call-info flags, capture
+	 * limits), so a record written for one is copied into the others
+	 * (bp_copy.h).  Numbered from 1 at bp_hub_add, never reused. */
+	uint32_t render;
 	uint32_t kinds;
 	uint8_t procs; /* enum bp_hub_procs */
 	uint32_t set_mask; /* open addressing table of set_mask + 1 words */

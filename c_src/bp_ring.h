@@ -221,6 +221,49 @@ static inline void bp_ring_commit_aux(struct bp_ring *r, uint32_t len)
 	bp_ring_commit_flags(r, len, BP_RING_AUX);
 }
 
+/* Writes a whole record of len payload bytes from src (not inside the
+ * ring): reserve, copy and commit in one, keeping no reservation state on
+ * the hot part's fast path.  0 if it does not fit, as bp_ring_reserve.
+ * copy(dst, src, len) moves the payload.  Producer thread only. */
+static inline __attribute__((always_inline)) int
+bp_ring_put(struct bp_ring *r, const uint8_t *src, uint32_t len,
+	    void (*copy)(uint8_t *, const uint8_t *, uint32_t))
+{
+	uint64_t total = bp_ring_align(BP_RING_HDR + (uint64_t)len), pad;
+	struct bp_ring_part *p = &r->part[0];
+	uint8_t *d;
+
+	if (__builtin_expect(r->cur == 0 && total <= p->cap / 2 &&
+				     bp__ring_fits(p, total, 8, &pad),
+			     1)) {
+		uint64_t head = atomic_load_explicit(&p->head,
+						     memory_order_relaxed);
+		uint64_t pos = p->head_off;
+		uint32_t t32 = (uint32_t)total, l32 = len;
+		uint8_t *q;
+
+		if (pad) {
+			uint32_t p32 = (uint32_t)pad, mark = BP_RING_PAD;
+			memcpy(p->data + pos, &p32, 4);
+			memcpy(p->data + pos + 4, &mark, 4);
+			pos = 0;
+		}
+		q = p->data + pos;
+		copy(q + BP_RING_HDR, src, len);
+		memcpy(q, &t32, 4);
+		memcpy(q + 4, &l32, 4);
+		p->head_off = pos + total == p->cap ? 0 : pos + total;
+		atomic_store_explicit(&p->head, head + pad + total,
+				      memory_order_release);
+		return 1;
+	}
+	if (!(d = bp_ring_reserve(r, len)))
+		return 0;
+	copy(d, src, len);
+	bp_ring_commit(r, len);
+	return 1;
+}
+
 /* Bytes published and not yet consumed.  Any thread (approximate). */
 static inline uint64_t bp_ring_used(struct bp_ring *r)
 {

@@ -30,6 +30,7 @@
 #include "bp_session.h"
 #include "bp_term.h"
 #include "bp_tracer.h"
+#include "bp_copy.h"
 #include "bp_erts_layout.h"
 #include "bp_usdt.h"
 
@@ -301,8 +302,9 @@ static inline void ev_leave(struct bp_slot *sl, const struct ev_ctx *c)
  * Inside enter/leave.  A process event that does not fit is retried at the
  * entity's next event (it is not a user event, so not counted as a loss).
  */
-static void note_entity_write(ErlNifEnv *env, struct bp_slot *sl,
-			      ERL_NIF_TERM who, uint64_t key, uint64_t *seen)
+void bp__tracer_note_entity_write(ErlNifEnv *env, struct bp_slot *sl,
+				  ERL_NIF_TERM who, uint64_t key,
+				  uint64_t *seen)
 {
 	uint8_t *start;
 	struct wr w;
@@ -329,25 +331,6 @@ static void note_entity_write(ErlNifEnv *env, struct bp_slot *sl,
 	sl->ring.owner_word = key;
 }
 
-/* The tracee's process event is written once per slot: checked first
- * against the last key found (ring.owner_word, on the line the
- * reservation reads anyway: a run of events of one process touches no
- * other line), then against the set. */
-static inline void note_entity(ErlNifEnv *env, struct bp_slot *sl,
-			       ERL_NIF_TERM who, uint64_t key)
-{
-	uint64_t *seen;
-
-	if (__builtin_expect(sl->ring.owner_word == key, 1))
-		return; /* (key 0, not a local entity: nothing to write) */
-	seen = &sl->pid_seen[(key >> 4) % BP_PID_CACHE];
-	if (*seen == key || key == 0) {
-		sl->ring.owner_word = key;
-		return;
-	}
-	note_entity_write(env, sl, who, key, seen);
-}
-
 /* Common prologue: session, slot, entity; NULL if not to be written. */
 static inline struct bp_slot *open_event(ErlNifEnv *env, struct bp_session *s,
 					 ERL_NIF_TERM tracee, uint64_t *key,
@@ -359,7 +342,7 @@ static inline struct bp_slot *open_event(ErlNifEnv *env, struct bp_session *s,
 		return NULL;
 	/* The tracee is always a local pid or port (an immediate word) */
 	*key = (uint64_t)tracee;
-	note_entity(env, sl, tracee, *key);
+	bp_tracer_note_entity(env, sl, tracee, *key);
 	return sl;
 }
 
@@ -762,26 +745,6 @@ void bp_tracer_write_gc(ErlNifEnv *env, struct bp_session *s,
 		wr_u64(&w, vals[i]);
 	finish(env, s, argv[2], sl, start, &w, c);
 out:
-	ev_leave(sl, c);
-}
-
-/* Writes the record c holds (rendered for another member) into s: its
- * process event first if s has not seen the tracee, the limits and loss
- * accounting of s as for any event. */
-void bp_tracer_copy_event(ErlNifEnv *env, struct bp_session *s,
-			  ERL_NIF_TERM tracee, struct ev_ctx *c)
-{
-	struct bp_slot *sl;
-	uint8_t *start;
-	uint64_t key;
-
-	if (!(sl = open_event(env, s, tracee, &key, c)))
-		return;
-	if ((start = bp_session_reserve(s, sl, c->len))) {
-		memcpy(start, c->rec, c->len);
-		bp_ring_commit(&sl->ring, c->len);
-		bp_usdt_event(env, s, tracee, start, c->len, c);
-	}
 	ev_leave(sl, c);
 }
 

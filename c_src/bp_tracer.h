@@ -31,6 +31,7 @@ struct ev_ctx {
 	int hub;
 	const uint8_t *rec; /* in the ring of the session that wrote it */
 	uint32_t len;
+	uint32_t rec_render; /* its render class (bp_hub_member.render) */
 	int has_info;      /* a routed call with this member's call info */
 	ERL_NIF_TERM info; /* (its `message' action's value) */
 	int fired;         /* its USDT probe fired (bp_usdt.h) */
@@ -93,12 +94,6 @@ void bp_tracer_write_msg(ErlNifEnv *env, struct bp_session *s, int is_send,
  * request's first process, whose local pid term word is root. */
 void bp_tracer_write_cut(ErlNifEnv *env, struct bp_session *s, uint64_t root,
 			 const char *value, struct ev_ctx *c);
-
-/* Writes the record c holds (rendered for another session) into s, with
- * its process event first if s has not seen the tracee, and the limits
- * and loss accounting of s as for any event. */
-void bp_tracer_copy_event(ErlNifEnv *env, struct bp_session *s,
-			  ERL_NIF_TERM tracee, struct ev_ctx *c);
 
 /* beamprobe:annotate(Tag, Value) of process `who' (the caller) into s. */
 void bp_tracer_write_annotation(ErlNifEnv *env, struct bp_session *s,

@@ -750,15 +750,23 @@ static void test_flight_recorder_no_evict(void)
  * capacity) or the record is bigger than bp_ring_max_len(), and the
  * producer went to the cold part and back many times.
  */
-static void test_split(uint64_t cap, uint64_t hot, unsigned long ops,
-		       uint64_t seed)
+static void copy_plain(uint8_t *d, const uint8_t *src, uint32_t len)
 {
+	memcpy(d, src, len);
+}
+
+/* use_put: half the records are written whole with bp_ring_put (the
+ * copy path of overlapping sessions) instead of reserve + commit. */
+static void test_split(uint64_t cap, uint64_t hot, unsigned long ops,
+		       uint64_t seed, int use_put)
+{
+	uint8_t *src = malloc(hot);
 	struct bp_ring r;
 	uint8_t *data = malloc(cap);
 	uint64_t s = seed, seq = 0, qhead = 0, qtail = 0;
 	uint64_t *q = calloc(ops + 1, sizeof *q);
 	unsigned long spills = 0, backs = 0, refused = 0, refused_big = 0,
-		      early = 0, bad = 0, reads = 0, writes = 0;
+		      early = 0, bad = 0, reads = 0, writes = 0, puts = 0;
 	uint8_t cur;
 
 	bp_ring_init_split(&r, data, cap, hot, 0);
@@ -776,6 +784,30 @@ static void test_split(uint64_t cap, uint64_t hot, unsigned long ops,
 			if (rnd(&s) % 300 == 0)
 				max = (uint32_t)bp_ring_max_len(&r) + 1 +
 				      (uint32_t)(rnd(&s) % 64);
+			if (use_put && op % 2 && op >= 2 && max <= hot) {
+				/* A whole record, bytes as below. */
+				uint64_t needp = bp_ring_align(BP_RING_HDR + len);
+				memcpy(src, &seq, 8);
+				memcpy(src + 8, &len, 4);
+				for (uint32_t k = 12; k < len; k++)
+					src[k] = pat(seq, k - 12);
+				if (!bp_ring_put(&r, src, len, copy_plain)) {
+					refused++;
+					if (len > bp_ring_max_len(&r))
+						refused_big++;
+					else if (used + 4 * needp + 16 <= cap)
+						early++;
+				} else {
+					q[qtail++] = seq++;
+					writes++;
+					puts++;
+				}
+				if (r.cur != cur) {
+					r.cur ? spills++ : backs++;
+					cur = r.cur;
+				}
+				continue;
+			}
 			uint8_t *p = bp_ring_reserve(&r, max);
 			uint64_t need = bp_ring_align(BP_RING_HDR + max);
 			if (r.cur != cur) {
@@ -854,8 +886,12 @@ static void test_split(uint64_t cap, uint64_t hot, unsigned long ops,
 	   "split cap=%" PRIu64 " hot=%" PRIu64 ": %lu spills to the cold "
 	   "part, %lu returns, %lu refused when full, %lu too big", cap, hot,
 	   spills, backs, refused - refused_big, refused_big);
+	if (use_put)
+		ok(puts > ops / 10, "split cap=%" PRIu64 " hot=%" PRIu64
+		   ": %lu records written whole (bp_ring_put)", cap, hot, puts);
 	free(q);
 	free(data);
+	free(src);
 }
 
 static void test_split_default(void)
@@ -904,9 +940,11 @@ int main(void)
 	stress_run("lossless retry 4 KiB", 4096, 200, 0, 0, 500000, 1, 1);
 
 	test_split_default();
-	test_split(65536, 4096, 400000, 77);
-	test_split(65536, 8192, 400000, 78);
-	test_split(1u << 20, BP_RING_HOT, 200000, 79);
+	test_split(65536, 4096, 400000, 77, 0);
+	test_split(65536, 8192, 400000, 78, 0);
+	test_split(1u << 20, BP_RING_HOT, 200000, 79, 0);
+	test_split(65536, 4096, 400000, 80, 1);
+	test_split(1u << 20, BP_RING_HOT, 200000, 81, 1);
 	/* Split rings under threads: spills and returns while the consumer
 	 * reads concurrently. */
 	stress_hot = 1024;
