@@ -35,7 +35,7 @@ main([Mode | Label]) ->
     Smoke = Mode =:= "smoke",
     {Rounds, Ops} = case Smoke of
                         true -> {1, 1000};
-                        false -> {?ROUNDS, 500000}
+                        false -> {rounds(), 500000}
                     end,
     io:format("~n== overlapping sessions: ns added per traced call "
               "(args => arity); VM: ~s; OTP ~s, ~p schedulers; median of ~p "
@@ -59,6 +59,14 @@ main([Mode | Label]) ->
     os:cmd("rm -rf " ++ Tmp),
     Failed = report(Res, Smoke),
     halt(case Smoke andalso Failed > 0 of true -> 1; false -> 0 end).
+
+%% BEAMPROBE_BENCH_ROUNDS overrides the number of rounds (an A/B script
+%% runs one round per VM, alternating builds).
+rounds() ->
+    case string:to_integer(os:getenv("BEAMPROBE_BENCH_ROUNDS", "")) of
+        {N, []} when N > 0 -> N;
+        _ -> ?ROUNDS
+    end.
 
 configs() ->
     [untraced, floor, {same, 1}, {same, 2}, {same, 8}, {cond_, 1},
