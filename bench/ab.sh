@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/ab.sh -- A/B of one event kind between a git revision and the
 # working tree, interleaved in the same run (docs/performance.md, "Rerun").
-# Usage: bash bench/ab.sh REV KIND [ROUNDS] [VMFLAGS...]
+# Usage: bash bench/ab.sh REV|DIR KIND [ROUNDS] [VMFLAGS...]  (DIR: a built tree)
 #   Builds REV (git archive) into _build/ab/REV, then ROUNDS times (default
 #   5) runs KIND in a fresh VM under: the floor, then beamprobe at REV
 #   and beamprobe of the working tree (which goes first alternates), each VM
@@ -13,18 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rev=$1 kind=$2 rounds=${3:-5}
 shift $(( $# < 3 ? $# : 3 ))
-B=_build/bench
-mkdir -p "$B"
-ERL_INCLUDE=$(erl -noshell -eval 'io:put_chars(filename:join([code:root_dir(), "usr", "include"])), halt().')
-gcc -O2 -fPIC -shared -Wall -Wextra -Werror -I"$ERL_INCLUDE" -o "$B/floor_tracer.so" bench/floor_tracer.c
-erlc +warnings_as_errors -pa ebin -o "$B" bench/*.erl
-sha=$(git rev-parse --short "$rev")
-A=_build/ab/$sha
-if [ ! -f "$A/priv/beamprobe_nif.so" ]; then
-  rm -rf "$A" && mkdir -p "$A"
-  git archive "$sha" | tar -x -C "$A"
-  make -C "$A" c erl >/dev/null
-fi
+. bench/ab_prep.sh
 one() { # dir config [vmflags] -> best ns/op of AB_REPS (3) runs
   local d=$1 c=$2; shift 2
   erl "$@" -noshell -pa "$d/ebin" -pa "$B" -run beamprobe_kinds_bench main only "$kind" "$c" "${AB_REPS:-3}" \

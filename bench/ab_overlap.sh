@@ -12,22 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rev=$1 rounds=${2:-5}
 shift $(( $# < 2 ? $# : 2 ))
-B=_build/bench
-mkdir -p "$B"
-ERL_INCLUDE=$(erl -noshell -eval 'io:put_chars(filename:join([code:root_dir(), "usr", "include"])), halt().')
-gcc -O2 -fPIC -shared -Wall -Wextra -Werror -I"$ERL_INCLUDE" -o "$B/floor_tracer.so" bench/floor_tracer.c
-erlc +warnings_as_errors -pa ebin -o "$B" bench/*.erl
-if [ -f "$rev/priv/beamprobe_nif.so" ]; then # a built tree
-  A=$rev
-else
-  sha=$(git rev-parse --short "$rev")
-  A=_build/ab/$sha
-fi
-if [ ! -f "$A/priv/beamprobe_nif.so" ]; then
-  rm -rf "$A" && mkdir -p "$A"
-  git archive "$sha" | tar -x -C "$A"
-  make -C "$A" c erl >/dev/null
-fi
+. bench/ab_prep.sh
 one() { # dir [vmflags] -> "floor one extra2 extra8 fr_extra8"
   local d=$1; shift
   BEAMPROBE_BENCH_ROUNDS=1 erl "$@" -noshell -pa "$d/ebin" -pa "$B" \
