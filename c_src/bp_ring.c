@@ -80,12 +80,9 @@ void bp__ring_evict(struct bp_ring *r, uint64_t need)
  * kept free; a marker never needs a PAD: head_off < cap, 8-aligned). */
 static void put_marker(struct bp_ring_part *p, uint32_t mark)
 {
-	uint8_t *q = p->data + p->head_off;
-	uint32_t t32 = BP_RING_HDR;
 	uint64_t head = atomic_load_explicit(&p->head, memory_order_relaxed);
 
-	memcpy(q, &t32, 4);
-	memcpy(q + 4, &mark, 4);
+	bp__ring_hdr(p->data + p->head_off, BP_RING_HDR, mark);
 	p->head_off += BP_RING_HDR;
 	if (p->head_off == p->cap)
 		p->head_off = 0;

@@ -143,6 +143,15 @@ bp__ring_fits(struct bp_ring_part *p, uint64_t need,
 	return head + *pad + need + keep - p->cached_tail <= p->cap;
 }
 
+/* Writes a record header (or a marker: len = BP_RING_PAD, ...) at q. */
+static inline void bp__ring_hdr(uint8_t *q, uint64_t total, uint32_t len)
+{
+	uint32_t t32 = (uint32_t)total;
+
+	memcpy(q, &t32, 4);
+	memcpy(q + 4, &len, 4);
+}
+
 /*
  * Reserves room for a payload of up to `max_len` bytes.  Returns where to
  * write the payload, or NULL when it does not fit (drop-newest mode: the
@@ -178,10 +187,7 @@ bp_ring_reserve(struct bp_ring *r, uint32_t max_len)
 	}
 	uint64_t pos = p->head_off;
 	if (pad) {
-		uint8_t *q = p->data + pos;
-		uint32_t t32 = (uint32_t)pad, pad_mark = BP_RING_PAD;
-		memcpy(q, &t32, 4);
-		memcpy(q + 4, &pad_mark, 4);
+		bp__ring_hdr(p->data + pos, pad, BP_RING_PAD);
 		pos = 0;
 	}
 	r->reserved_part = (uint8_t)k;
@@ -198,11 +204,7 @@ static inline void bp_ring_commit_flags(struct bp_ring *r, uint32_t len,
 {
 	struct bp_ring_part *p = &r->part[r->reserved_part];
 	uint64_t total = bp_ring_align(BP_RING_HDR + (uint64_t)len);
-	uint8_t *q = p->data + r->reserved_off;
-	uint32_t t32 = (uint32_t)total, l32 = len | flags;
-
-	memcpy(q, &t32, 4);
-	memcpy(q + 4, &l32, 4);
+	bp__ring_hdr(p->data + r->reserved_off, total, len | flags);
 	p->head_off = r->reserved_off + total;
 	if (p->head_off == p->cap)
 		p->head_off = 0;
@@ -239,19 +241,13 @@ bp_ring_put(struct bp_ring *r, const uint8_t *src, uint32_t len,
 		uint64_t head = atomic_load_explicit(&p->head,
 						     memory_order_relaxed);
 		uint64_t pos = p->head_off;
-		uint32_t t32 = (uint32_t)total, l32 = len;
-		uint8_t *q;
 
 		if (pad) {
-			uint32_t p32 = (uint32_t)pad, mark = BP_RING_PAD;
-			memcpy(p->data + pos, &p32, 4);
-			memcpy(p->data + pos + 4, &mark, 4);
+			bp__ring_hdr(p->data + pos, pad, BP_RING_PAD);
 			pos = 0;
 		}
-		q = p->data + pos;
-		copy(q + BP_RING_HDR, src, len);
-		memcpy(q, &t32, 4);
-		memcpy(q + 4, &l32, 4);
+		copy(p->data + pos + BP_RING_HDR, src, len);
+		bp__ring_hdr(p->data + pos, total, len);
 		p->head_off = pos + total == p->cap ? 0 : pos + total;
 		atomic_store_explicit(&p->head, head + pad + total,
 				      memory_order_release);
