@@ -29,8 +29,9 @@
                   work := fun((pos_integer(), [pid()]) -> term())}.
 
 %% @doc `main(["kinds", VMLabel])' or `main(["smoke", VMLabel])', or
-%% `main(["only", Kind, Config, Rounds])': runs one kind under one
-%% configuration Rounds times, printing ns per op (for `perf record').
+%% `main(["only", Kind, Configs, Rounds])': runs one kind under one
+%% configuration (or several, comma-separated, in turn) Rounds times,
+%% printing ns per op (for `perf record').
 -spec main([string()]) -> no_return().
 main(["only", Kind, Config, Rounds]) ->
     {ok, _} = application:ensure_all_started(beamprobe),
@@ -38,9 +39,10 @@ main(["only", Kind, Config, Rounds]) ->
                         "beamprobe-kbench-" ++ os:getpid()),
     ok = filelib:ensure_dir(filename:join(Tmp, "x")),
     [K] = [K || #{id := Id} = K <- kinds(false), atom_to_list(Id) =:= Kind],
-    C = list_to_existing_atom(Config),
-    [io:format("~s ~s: ~.1f ns per op~n", [Kind, Config, element(1, run(K, C, Tmp))])
-     || _ <- lists:seq(1, list_to_integer(Rounds))],
+    %% Config may name several, comma-separated: run in turn each round.
+    Cs = [list_to_existing_atom(C) || C <- string:lexemes(Config, ",")],
+    [io:format("~s ~s: ~.1f ns per op~n", [Kind, C, element(1, run(K, C, Tmp))])
+     || _ <- lists:seq(1, list_to_integer(Rounds)), C <- Cs],
     os:cmd("rm -rf " ++ Tmp),
     halt(0);
 main([Mode | Label]) ->

@@ -68,9 +68,20 @@ rounds() ->
         _ -> ?ROUNDS
     end.
 
+%% BEAMPROBE_BENCH_CONFIGS="same1 fr1" runs only those (and untraced
+%% and floor, which every figure needs): for profiling one of them.
 configs() ->
-    [untraced, floor, {same, 1}, {same, 2}, {same, 8}, {cond_, 1},
-     {cond_, 2}, {cond_, 8}, {fr, 1}, {fr, 8}].
+    All = [untraced, floor, {same, 1}, {same, 2}, {same, 8}, {cond_, 1},
+           {cond_, 2}, {cond_, 8}, {fr, 1}, {fr, 8}],
+    case string:lexemes(os:getenv("BEAMPROBE_BENCH_CONFIGS", ""), " ,") of
+        [] -> All;
+        Names -> [C || C <- All, lists:member(config_name(C),
+                                             ["untraced", "floor" | Names])]
+    end.
+
+config_name({Kind, K}) ->
+    string:trim(atom_to_list(Kind), trailing, "_") ++ integer_to_list(K);
+config_name(C) -> atom_to_list(C).
 
 %% Session I's match spec: the same for every session, or a condition of
 %% its own that holds for the bench's argument (42).
@@ -128,6 +139,15 @@ report(Res, Smoke) ->
     Failed = length([R || L <- maps:values(Res), R <- L, not Ok(R)]),
     Passed = length([R || L <- maps:values(Res), R <- L, Ok(R)]),
     case Failed of
+        0 when map_size(Res) < 10 ->
+            %% A subset (BEAMPROBE_BENCH_CONFIGS): each one's added cost.
+            U = median([Ns || {Ns, _} <- maps:get(untraced, Res)]),
+            Fl = median([Ns || {Ns, _} <- maps:get(floor, Res)]) - U,
+            [io:format("~-10s added ~8.1f ns, ~5.2f x floor, drops ~p~n",
+                       [config_name(C), A, A / Fl,
+                        lists:sum([D || {_, D} <- maps:get(C, Res)])])
+             || C <- configs(),
+                A <- [median([Ns || {Ns, _} <- maps:get(C, Res)]) - U]];
         0 ->
             Med = fun(C) -> median([Ns || {Ns, _} <- maps:get(C, Res)]) end,
             Drops = fun(C) -> lists:sum([D || {_, D} <- maps:get(C, Res)]) end,
