@@ -42,6 +42,7 @@
 	A(stopped, "stopped") A(stop_reason, "stop_reason")                \
 	A(io_error, "io_error") A(aux_events, "aux_events")                \
 	A(threads, "threads") A(memory, "memory") A(badarg, "badarg")      \
+	A(prefaulted, "prefaulted")                                        \
 	A(not_flight_recorder, "not_flight_recorder")                      \
 	A(enomem, "enomem") A(uuid, "uuid") A(ms_result, "ms_result")   \
 	A(handlers, "handlers") A(pid, "pid") A(kinds, "kinds")            \

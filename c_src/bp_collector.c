@@ -5,6 +5,7 @@
  * Runs on its own thread (not a scheduler: enif_monotonic_time and
  * process-bound calls are not available; enif_send with a NULL env is).
  */
+#include "bp_prefault.h"
 #include "bp_session.h"
 #include "bp_sink_handler.h"
 #include "bp_sink_lttng.h"
@@ -419,7 +420,7 @@ void *bp_collector_main(void *arg)
 	int drop_oldest = s->overflow == BP_OVF_DROP_OLDEST;
 
 	for (;;) {
-		int stop, want_dump;
+		int stop, want_dump, mapping;
 		uint64_t moved = 0, now;
 
 		enif_mutex_lock(s->mtx);
@@ -438,6 +439,9 @@ void *bp_collector_main(void *arg)
 		}
 		if (!drop_oldest)
 			moved = drain_all(s);
+		/* Ring pages mapped before the producers reach them (a step
+		 * between drains; bp_prefault.h). */
+		mapping = bp_prefault_step(s);
 		flush_handlers(s, 0);
 		if (s->tcp)
 			bp_tcp_pump(s);
@@ -467,6 +471,8 @@ void *bp_collector_main(void *arg)
 			last_busy = now;
 			continue;
 		}
+		if (mapping)
+			continue; /* more to map: no sleep meanwhile */
 		if (now - last_busy < DEEP_AFTER_NS) {
 			/* Recent traffic: poll, without waking producers. */
 			struct timespec ts = {0, POLL_NS};

@@ -138,6 +138,8 @@ static void session_dtor(ErlNifEnv *env, void *obj)
 			bp_ctf_stream_close(&s->streams[i], 0);
 		enif_free(s->streams);
 	}
+	if (s->prefault_done)
+		enif_free(s->prefault_done);
 	if (s->handlers) {
 		for (uint32_t i = 0; i < s->nhandlers; i++)
 			bp_handler_free(&s->handlers[i]);
@@ -239,7 +241,7 @@ static ERL_NIF_TERM stats_map(ErlNifEnv *env, struct bp_session *s)
 			       bp_atom.bytes,	 bp_atom.dropped,
 			       bp_atom.state,	 bp_atom.stop_reason,
 			       bp_atom.io_error, bp_atom.threads,
-			       bp_atom.memory};
+			       bp_atom.memory,	 bp_atom.prefaulted};
 	int ioe = atomic_load(&s->io_error);
 	ERL_NIF_TERM vals[] = {
 		enif_make_uint64(env, atomic_load(&s->events)),
@@ -251,8 +253,9 @@ static ERL_NIF_TERM stats_map(ErlNifEnv *env, struct bp_session *s)
 		ioe ? bp_nif_errno_term(env, "file", ioe) : bp_atom.none,
 		enif_make_uint(env, threads),
 		enif_make_uint64(env, (uint64_t)threads * s->slot_stride),
+		enif_make_uint64(env, atomic_load(&s->prefaulted)),
 	};
-	if (!enif_make_map_from_arrays(env, keys, vals, 9, &m))
+	if (!enif_make_map_from_arrays(env, keys, vals, 10, &m))
 		return enif_make_badarg(env);
 	ERL_NIF_TERM sinks = enif_make_list(env, 0);
 	for (uint32_t i = s->nhandlers; i-- > 0;) {

@@ -396,6 +396,10 @@ ERL_NIF_TERM bp_nif_start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
 	memset(s->streams, 0, sizeof *s->streams * s->max_slots);
 	for (uint32_t i = 0; i < s->max_slots; i++)
 		s->streams[i].fd = -1;
+	s->prefault_done = enif_alloc(sizeof *s->prefault_done * s->max_slots);
+	if (!s->prefault_done)
+		return bp_nif_error2(env, "start", "enomem");
+	memset(s->prefault_done, 0, sizeof *s->prefault_done * s->max_slots);
 	s->mtx = enif_mutex_create("beamprobe_session");
 	s->cond = enif_cond_create("beamprobe_session");
 	if (!s->mtx || !s->cond)

@@ -11,9 +11,11 @@
  *   control     NIF calls from the session's Erlang process (bp_nif.c).
  *
  * Memory: one anonymous mapping per session holding max_slots slots of
- * (struct bp_slot + buffer bytes).  Pages are touched only by threads that
- * produce, so resident memory is bounded by buffer x producing threads;
- * nothing is allocated on the producer path.
+ * (struct bp_slot + buffer bytes).  Only the slots of threads that
+ * produce are touched (first by the collector, which maps each slot a
+ * window ahead of its producer: bp_prefault.h), so resident memory is
+ * bounded by buffer x producing threads; nothing is allocated on the
+ * producer path.
  *
  * Stop/dump protocol (exact accounting without a lock on the hot path):
  * a producer sets slot->busy = 1 and then reads state (both seq_cst);
@@ -155,6 +157,11 @@ struct bp_session {
 	uint8_t uuid[16];
 	size_t packet_size;
 	struct bp_ctf_stream *streams; /* max_slots entries; collector-owned */
+	/* Ring memory mapped ahead of the producers (bp_prefault.h). */
+	uint64_t *prefault_done;     /* bytes per slot; max_slots entries;
+					collector-owned */
+	int prefault_off;            /* madvise refused: map nothing ahead */
+	_Atomic uint64_t prefaulted; /* bytes mapped ahead, all slots */
 	_Atomic uint64_t events;       /* user events in the files (whole
 					  packets) or delivered to sinks
 					  other than the file */

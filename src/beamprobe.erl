@@ -295,7 +295,11 @@ stop_as(Session, Why) when is_pid(Session), is_atom(Why) ->
 stop_as(_, _) ->
     {error, not_found}.
 
-%% @doc Counters and configuration of a running session.
+%% @doc Counters and configuration of a running session.  Among them:
+%% `events', `dropped' (per cause), `bytes', `threads' (threads that
+%% wrote), `memory' (their rings' bytes: the bound of what is resident)
+%% and `prefaulted' (how many of those bytes the collector has mapped
+%% ahead of the traced processes: what they reached plus 1 MiB).
 -spec info(session() | pid()) -> {ok, map()} | {error, term()}.
 info(Session) ->
     call(Session, info).

@@ -16,10 +16,11 @@
          init_per_testcase/2, end_per_testcase/2]).
 -export([default_keeps_tail_loop/1, return_grows_tail_loop/1,
          owner_death_many_procs/1, stop_unrelated_pid/1,
-         shell_return_only_when_asked/1, match_spec_asks_return/1]).
+         shell_return_only_when_asked/1, match_spec_asks_return/1,
+         rings_mapped_ahead_flight_recorder/1, rings_mapped_ahead_drained/1]).
 %% The traced gen_server, and what the peer node runs.
 -export([init/1, handle_call/3, handle_cast/2]).
--export([peer_owner_death/1, tail_loop/2, null_io/0]).
+-export([peer_owner_death/1, tail_loop/2, null_io/0, hit/1]).
 
 -define(L, beamprobe_test_lib).
 -define(CALLS, 100000).
@@ -30,6 +31,7 @@ all() ->
     [default_keeps_tail_loop, return_grows_tail_loop,
      shell_return_only_when_asked, match_spec_asks_return,
      stop_unrelated_pid,
+     rings_mapped_ahead_flight_recorder, rings_mapped_ahead_drained,
      owner_death_many_procs].
 
 init_per_suite(Config) ->
@@ -252,3 +254,120 @@ traced_by_beamprobe(P) ->
 wait_janitor() ->
     _ = sys:get_state(beamprobe_janitor),
     ok.
+
+%%% ------------------------------------------------------------------------
+%%% The traced process takes no page faults on beamprobe's rings
+%%% (c_src/bp_prefault.h: the collector maps them ahead)
+%%% ------------------------------------------------------------------------
+
+-define(RING, (8 * 1024 * 1024)).
+-define(HITS, 400000).
+-define(AHEAD, (1024 * 1024)).  % BP_PREFAULT_AHEAD
+
+%% The traced function.
+-spec hit(term()) -> term().
+hit(X) -> X.
+
+hits(0) -> ok;
+hits(N) -> _ = ?MODULE:hit(N), hits(N - 1).
+
+%% The minor page faults of the node's scheduler threads so far (field 10
+%% of /proc/self/task/T/stat of each thread named N_scheduler): the
+%% traced process's, not those of the collector's mapping.
+minflt() ->
+    {ok, Ts} = file:list_dir("/proc/self/task"),
+    lists:sum([task_minflt("/proc/self/task/" ++ T) || T <- Ts]).
+
+task_minflt(Dir) ->
+    case {file:read_file(Dir ++ "/comm"), file:read_file(Dir ++ "/stat")} of
+        {{ok, Comm}, {ok, Stat}} ->
+            case binary:match(Comm, <<"_scheduler">>) of
+                nomatch -> 0;
+                _ ->
+                    [_, Rest] = binary:split(Stat, <<") ">>),
+                    binary_to_integer(
+                      lists:nth(8, binary:split(Rest, <<" ">>, [global])))
+            end;
+        _ -> 0   % a thread that just ended
+    end.
+
+%% A process that runs hits(N) for each {run, N} and answers with the
+%% minor faults of the scheduler threads meanwhile.
+hitter() ->
+    Parent = self(),
+    spawn_link(fun Loop() ->
+                       receive
+                           {run, N} ->
+                               F0 = minflt(),
+                               hits(N),
+                               Parent ! {ran, self(), minflt() - F0},
+                               Loop()
+                       end
+               end).
+
+run_hits(W, N) ->
+    W ! {run, N},
+    receive {ran, W, Faults} -> Faults after 60000 -> error(hits_timeout) end.
+
+%% Polls info/1 until the collector has mapped at least Bytes.
+wait_prefaulted(S, Bytes, Deadline) ->
+    {ok, #{prefaulted := P}} = beamprobe:info(S),
+    case P >= Bytes of
+        true -> P;
+        false ->
+            case erlang:monotonic_time(millisecond) > Deadline of
+                true -> P;
+                false -> timer:sleep(20), wait_prefaulted(S, Bytes, Deadline)
+            end
+    end.
+
+%% Faults taken while W runs ?HITS traced calls into session Opts, once
+%% the collector has mapped what it maps for W's slot (one event creates
+%% it), minus the faults of the same run untraced.
+ring_faults(Config, Name, Opts) ->
+    W = hitter(),
+    _ = run_hits(W, ?HITS),                    % warm: code, heap
+    Untraced = run_hits(W, ?HITS),
+    S = ?L:start(maps:merge(#{procs => [W], calls => [{?MODULE, hit, 1}],
+                              args => arity, buffer => ?RING,
+                              output => {file, ?L:dir(Config, Name)}},
+                            Opts)),
+    _ = run_hits(W, 1),                        % W's slot now exists
+    %% The collector maps the slot's header and a window past the
+    %% producer's first record (c_src/bp_prefault.h), then follows it.
+    Mapped = wait_prefaulted(S, ?AHEAD, erlang:monotonic_time(millisecond)
+                             + 10000),
+    Traced = run_hits(W, ?HITS),
+    {ok, #{memory := Mem, prefaulted := MappedEnd}} = beamprobe:info(S),
+    Sum = ?L:stop(S),
+    unlink(W),
+    exit(W, kill),
+    ct:log("~s: ring memory ~p, mapped ahead ~p before the run, ~p after; "
+           "faults untraced ~p, traced ~p; ~p",
+           [Name, Mem, Mapped, MappedEnd, Untraced, Traced, Sum]),
+    ?assert(Mem >= ?RING),
+    ?assert(Mapped >= ?AHEAD),
+    ?assert(MappedEnd =< Mem),
+    {Traced - Untraced, MappedEnd, Sum}.
+
+%% A flight recorder (one 8 MiB part, written all through and over again
+%% by 400 k call records): its producer used to take a fault on each of
+%% its 2,048 pages; the collector maps them first.
+rings_mapped_ahead_flight_recorder(Config) ->
+    {Faults, Mapped, Sum} = ring_faults(Config, "fr",
+                                        #{overflow => drop_oldest}),
+    ?assert(Mapped >= ?RING),   % written through: all of it mapped
+    ?assert(maps:get(events, Sum) + maps:get(overwritten,
+                                             maps:get(dropped, Sum), 0)
+            >= ?HITS),
+    ?assert(Faults < 300).
+
+%% A drained session: the producer writes the 512 KiB hot part (128
+%% pages, each a fault before) while the collector keeps up; what is
+%% mapped is that and a window past it, not the 8 MiB ring.
+rings_mapped_ahead_drained(Config) ->
+    {Faults, Mapped, Sum} = ring_faults(Config, "drained", #{}),
+    ?assert(Mapped < ?RING div 2),
+    ?assertEqual(?HITS + 1, maps:get(events, Sum)
+                 + maps:get(total, maps:get(dropped, Sum))),
+    ?assert(Faults < 100).
