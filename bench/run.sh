@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # bench/run.sh -- `make bench`: builds the benchmark helpers and runs them.
-# Usage: bash bench/run.sh [cost|rate|firehose|handler|kinds|overlap|usdt|stream|render|reader ...]
+# Usage: bash bench/run.sh [cost|rate|firehose|handler|kinds|overlap|firstpass|usdt|stream|render|reader ...]
 #        (default: all), or bash bench/run.sh smoke (make test: every
 #        configuration once, tiny counts, no thresholds, < 30 s).
 # kinds: the per-event-kind bench (bench/beamprobe_kinds_bench.erl), on a
 # VM with the default flags and again with +sbwt none +sbwtdcpu none
 # +sbwtdio none.  overlap: 1, 2 and 8 overlapping sessions next to one
 # and the floor (bench/beamprobe_overlap_bench.erl), default VM and +sbwt
-# none.  usdt: the cost of a usdt sink per event with no tool attached
+# none.  firstpass: the first calls traced after a session starts, while
+# the rings are new memory (bench/beamprobe_firstpass_bench.erl, default
+# VM).  usdt: the cost of a usdt sink per event with no tool attached
 # and per probe fired with bpftrace attached (bench/beamprobe_usdt_bench.erl,
 # +sbwt none).  rate runs on a VM with the default flags; cost, handler
 # and firehose under +sbwt none, as they always have.
@@ -31,6 +33,7 @@ run_kinds=0
 run_rate=0
 run_profile=0
 run_overlap=0
+run_firstpass=0
 run_usdt=0
 run_stream=0
 run_render=0
@@ -46,6 +49,8 @@ if [ "${1:-}" = smoke ]; then
     | tee -a "$B/smoke.out" || true
   erl -noshell -pa ebin -pa "$B" -run beamprobe_overlap_bench main smoke default flags \
     | tee -a "$B/smoke.out" || true
+  erl -noshell -pa ebin -pa "$B" -run beamprobe_firstpass_bench main smoke default flags \
+    | tee -a "$B/smoke.out" || true
   erl +sbwt none -noshell -pa ebin -pa "$B" -run beamprobe_usdt_bench main smoke \
     | tee -a "$B/smoke.out" || true
   erl +sbwt none -noshell -pa ebin -pa "$B" -run beamprobe_stream_bench main smoke \
@@ -55,7 +60,7 @@ if [ "${1:-}" = smoke ]; then
   p=$(awk '/^bench smoke part:/ { p += $4 } END { print p + 0 }' "$B/smoke.out")
   f=$(awk '/^bench smoke part:/ { f += $6 } END { print f + 0 }' "$B/smoke.out")
   n=$(grep -c '^bench smoke part:' "$B/smoke.out" || true)
-  [ "$n" = 7 ] || f=$((f + 1))
+  [ "$n" = 8 ] || f=$((f + 1))
   [ -z "${f_guard:-}" ] || f=$((f + 1))   # a VM that died before its closing line
   echo "bench smoke: $p passed, $f failed"
   [ "$f" = 0 ]
@@ -68,6 +73,7 @@ for a in "${args[@]}"; do
     rate) run_rate=1 ;;
     profile) run_profile=1 ;;
     overlap) run_overlap=1 ;;
+    firstpass) run_firstpass=1 ;;
     usdt) run_usdt=1 ;;
     stream) run_stream=1 ;;
     render) run_render=1 ;;
@@ -88,6 +94,9 @@ kinds() {
   erl -noshell -pa ebin -pa "$B" -run beamprobe_kinds_bench main kinds default flags
   erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell -pa ebin -pa "$B" \
     -run beamprobe_kinds_bench main kinds sbwt=none sbwtdcpu=none sbwtdio=none
+}
+firstpass() {
+  erl -noshell -pa ebin -pa "$B" -run beamprobe_firstpass_bench main bench default flags
 }
 usdt() {
   "$B/usdt_guard"
@@ -119,6 +128,7 @@ if [ ${#args[@]} -eq 0 ]; then
   kinds
   profile
   overlap
+  firstpass
   usdt
   stream
   render
@@ -128,6 +138,7 @@ else
   if [ $run_kinds = 1 ]; then kinds; fi
   if [ $run_profile = 1 ]; then profile; fi
   if [ $run_overlap = 1 ]; then overlap; fi
+  if [ $run_firstpass = 1 ]; then firstpass; fi
   if [ $run_usdt = 1 ]; then usdt; fi
   if [ $run_stream = 1 ]; then stream; fi
   if [ $run_render = 1 ]; then render; fi
