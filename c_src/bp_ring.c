@@ -163,12 +163,86 @@ const uint8_t *bp_ring_read_next(struct bp_ring_reader *rd, uint32_t *len)
 	}
 }
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+
+/* 1 if the CPU has CLFLUSHOPT (CPUID.7.0:EBX[23]), 0 if only CLFLUSH;
+ * -1 until asked (a benign race: every thread finds the same). */
+static _Atomic int has_clflushopt = -1;
+
+static int clflushopt_ok(void)
+{
+	int v = atomic_load_explicit(&has_clflushopt, memory_order_relaxed);
+	unsigned a, b, c, d;
+
+	if (v < 0) {
+		v = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b >> 23 & 1);
+		atomic_store_explicit(&has_clflushopt, v, memory_order_relaxed);
+	}
+	return v;
+}
+#endif
+
+#define EVICT_MIN_CAP ((uint64_t)256 << 10)
+
+/* Evicts the whole cache lines of part p's bytes [from, to) (free-running
+ * positions) from every cache, once the consumer has read them: else the
+ * consumer's core keeps a shared copy of each line, and the producer, when
+ * it comes round to the line again, must first have that copy invalidated
+ * -- a cross-core round trip per line that its next fence waits for
+ * (docs/performance.md, "The collector's copies of the lines").  A line
+ * only partly read is left for the next pass.  A flush writes back
+ * what it evicts: no byte changes, so a line the producer writes at the
+ * same moment is only slower.  Consumer thread. */
+static void evict_read(const struct bp_ring_part *p, uint64_t from,
+		       uint64_t to)
+{
+#if defined(__x86_64__)
+	uintptr_t base = (uintptr_t)p->data, a, b;
+	int opt;
+
+	/* A small ring (tests, a small `buffer'): the producer is always a
+	 * few lines ahead, where flushing would only make both miss. */
+	if (p->cap < EVICT_MIN_CAP || to <= from)
+		return;
+	if (to - from > p->cap)
+		from = to - p->cap;
+	opt = clflushopt_ok();
+	while (from < to) {
+		uint64_t off = from % p->cap,
+			 n = to - from < p->cap - off ? to - from : p->cap - off;
+		/* From the line holding `from' (its bytes before `from' were
+		 * read in an earlier pass) to the last whole line read. */
+		a = (base + off) & ~(uintptr_t)63;
+		b = (base + off + n) & ~(uintptr_t)63;
+		for (; a < b; a += 64) {
+			if (opt)
+				__asm__ volatile(".byte 0x66; clflush (%0)"
+						 : : "r"(a) : "memory");
+			else
+				__asm__ volatile("clflush (%0)"
+						 : : "r"(a) : "memory");
+		}
+		from += n;
+	}
+#else
+	(void)p;
+	(void)from;
+	(void)to;
+#endif
+}
+
 void bp_ring_read_end(struct bp_ring_reader *rd)
 {
 	struct bp_ring *r = rd->r;
 
 	r->rd_part = (uint8_t)rd->part;
-	for (int i = 0; i < 2; i++)
-		atomic_store_explicit(&r->part[i].tail, rd->pos[i],
+	for (int i = 0; i < 2; i++) {
+		struct bp_ring_part *p = &r->part[i];
+		evict_read(p,
+			   atomic_load_explicit(&p->tail, memory_order_relaxed),
+			   rd->pos[i]);
+		atomic_store_explicit(&p->tail, rd->pos[i],
 				      memory_order_release);
+	}
 }

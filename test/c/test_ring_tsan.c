@@ -290,5 +290,10 @@ int main(void)
 		0);
 	variant("split drop_newest cap=65536 hot=4096", 65536, 4096, 1500,
 		200000, 0);
+	/* Parts of >= 256 KiB: the consumer evicts the lines it has read
+	 * from every cache (bp_ring.c, evict_read) while the producer writes
+	 * next to them: no byte may change. */
+	variant("split drop_newest cap=512KiB hot=256KiB", 1 << 19, 256 << 10,
+		1500, 200000, 0);
 	return tap_done();
 }
