@@ -221,10 +221,80 @@ static uint64_t drain_slot(struct bp_session *s, struct bp_slot *sl)
 	return n;
 }
 
+/* One slot's reader in a merged drain. */
+struct bp_merge_in {
+	struct bp_slot *sl;
+	struct bp_ring_reader rd;
+	const uint8_t *p; /* its next record (read, not yet added) */
+	uint32_t len;
+	uint64_t ts, n, discarded;
+};
+
+/* Moves every published record of every slot into the sinks, in
+ * timestamp order across the slots (each slot's own order kept): what a
+ * handler or an LTTng sink receives is one sequence, and a process that
+ * moved to another scheduler thread (another slot) between two drains'
+ * worth of events would otherwise have its later events delivered before
+ * its earlier ones.  The file sink keeps one stream per slot either way.
+ * Each slot's head is read once, all of them before the first record is
+ * moved, so records published during the pass wait for the next one.
+ * Returns the number of records moved. */
+static uint64_t drain_merged(struct bp_session *s)
+{
+	struct bp_merge_in *in = s->merge;
+	uint32_t k = 0;
+	uint64_t moved = 0;
+
+	for (uint32_t i = 0; i < s->max_slots; i++) {
+		struct bp_slot *sl = slot_at(s, i);
+		if (!sl || !bp_ring_used(&sl->ring))
+			continue;
+		in[k].sl = sl;
+		in[k].n = 0;
+		in[k].discarded = slot_discarded(sl);
+		bp_ring_read_begin(&sl->ring, &in[k].rd);
+		k++;
+	}
+	for (uint32_t j = 0; j < k;) {
+		if ((in[j].p = bp_ring_read_next(&in[j].rd, &in[j].len))) {
+			in[j].ts = bp_get_u64(in[j].p + BP_EV_OFF_TS);
+			j++;
+		} else {
+			bp_ring_read_end(&in[j].rd);
+			in[j] = in[--k];
+		}
+	}
+	while (k) {
+		uint32_t m = 0;
+		for (uint32_t j = 1; j < k; j++)
+			if (in[j].ts < in[m].ts)
+				m = j;
+		add_event(s, in[m].sl, in[m].p, in[m].len, in[m].discarded);
+		moved++;
+		/* The record is consumed: free its room now and then. */
+		if (++in[m].n % RELEASE_EVERY == 0)
+			bp_ring_read_end(&in[m].rd);
+		if ((in[m].p = bp_ring_read_next(&in[m].rd, &in[m].len))) {
+			in[m].ts = bp_get_u64(in[m].p + BP_EV_OFF_TS);
+		} else {
+			bp_ring_read_end(&in[m].rd);
+			in[m] = in[--k];
+		}
+	}
+	return moved;
+}
+
+struct bp_merge_in *bp_collector_merge_alloc(uint32_t n)
+{
+	return enif_alloc(sizeof(struct bp_merge_in) * (n ? n : 1));
+}
+
 static uint64_t drain_all(struct bp_session *s)
 {
 	uint64_t n = 0;
 
+	if (s->merge && (s->nhandlers || s->has_lttng))
+		return drain_merged(s);
 	for (uint32_t i = 0; i < s->max_slots; i++) {
 		struct bp_slot *sl = slot_at(s, i);
 		if (sl)

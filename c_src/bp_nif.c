@@ -140,6 +140,8 @@ static void session_dtor(ErlNifEnv *env, void *obj)
 	}
 	if (s->prefault_done)
 		enif_free(s->prefault_done);
+	if (s->merge)
+		enif_free(s->merge);
 	if (s->handlers) {
 		for (uint32_t i = 0; i < s->nhandlers; i++)
 			bp_handler_free(&s->handlers[i]);

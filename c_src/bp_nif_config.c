@@ -400,6 +400,8 @@ ERL_NIF_TERM bp_nif_start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
 	if (!s->prefault_done)
 		return bp_nif_error2(env, "start", "enomem");
 	memset(s->prefault_done, 0, sizeof *s->prefault_done * s->max_slots);
+	if (!(s->merge = bp_collector_merge_alloc(s->max_slots)))
+		return bp_nif_error2(env, "start", "enomem");
 	s->mtx = enif_mutex_create("beamprobe_session");
 	s->cond = enif_cond_create("beamprobe_session");
 	if (!s->mtx || !s->cond)

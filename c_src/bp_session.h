@@ -95,6 +95,8 @@ struct bp_slot {
 	struct bp_term_cache terms;            /* producer only */
 };
 
+struct bp_merge_in; /* bp_collector.c */
+
 struct bp_session {
 	/* Read by producers on every event. */
 	_Atomic int state;
@@ -157,6 +159,9 @@ struct bp_session {
 	uint8_t uuid[16];
 	size_t packet_size;
 	struct bp_ctf_stream *streams; /* max_slots entries; collector-owned */
+	/* The merged drain's readers (bp_collector.c): max_slots entries,
+	 * for sessions with handler or LTTng sinks; collector-owned. */
+	struct bp_merge_in *merge;
 	/* Ring memory mapped ahead of the producers (bp_prefault.h). */
 	uint64_t *prefault_done;     /* bytes per slot; max_slots entries;
 					collector-owned */
@@ -363,6 +368,10 @@ void bp_session_drops(struct bp_session *s, uint64_t out[BP_DROP_COUNT]);
 /* Waits until no producer is inside s (see protocol; a producer inside
  * the hub counts as inside every member, bp_hub.h).  Collector/control. */
 void bp_session_quiesce(struct bp_session *s);
+
+/* The merged drain's readers for n slots (bp_collector.c), or NULL;
+ * enif_free'd with the session. */
+struct bp_merge_in *bp_collector_merge_alloc(uint32_t n);
 
 /* Collector thread entry point (bp_collector.c). */
 void *bp_collector_main(void *arg);

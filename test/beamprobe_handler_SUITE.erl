@@ -18,7 +18,8 @@
 -export([all/0, groups/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([handler_flow_control/1, handler_flow_control_credits_2/1,
-         handler_every_event/1, several_sinks/1, sink_filter/1,
+         handler_every_event/1, handler_order_across_threads/1,
+         several_sinks/1, sink_filter/1,
          concurrent_sessions/1, clear_restores/1, remote_shell/1]).
 %% Peer-side helper (spawned by MFA).
 -export([remote_shell_proc/3]).
@@ -46,7 +47,8 @@ all() ->
 
 groups() ->
     [{handlers, [], [handler_flow_control, handler_flow_control_credits_2,
-                     handler_every_event, several_sinks, sink_filter]},
+                     handler_every_event, handler_order_across_threads,
+                     several_sinks, sink_filter]},
      {sessions, [], [concurrent_sessions, clear_restores]}].
 
 init_per_suite(Config) ->
@@ -163,6 +165,55 @@ handler_every_event(_Config) ->
     ?assertEqual([iolist_to_binary(["(", integer_to_list(I), ")"])
                   || I <- lists:seq(1, 10000)],
                  [A || #{args := A} <- Evs]),
+    beamprobe_workload:stop_worker(W).
+
+%% A process that moves between scheduler threads writes its events into
+%% one ring per thread; the handler still gets them in the order they
+%% happened (the collector merges the rings by timestamp), not one
+%% thread's worth after the other's.
+handler_order_across_threads(_Config) ->
+    case erlang:system_info(schedulers_online) of
+        N when N >= 2 -> order_across_threads();
+        N -> {skip, io_lib:format("~b scheduler online: a process cannot "
+                                  "move between scheduler threads", [N])}
+    end.
+
+order_across_threads() ->
+    W = worker(),
+    S = start(#{procs => [W], calls => [{?T, f, 1}], return => false,
+                exceptions => false,
+                output => {handler, ?H, #{parent => self()}}}),
+    H = handler_pid(),
+    %% 10,000 calls in chunks of 50, each chunk on the other scheduler
+    %% (process_flag(scheduler, N) binds the process to scheduler N).
+    [ok = run(W, fun() ->
+                         _ = process_flag(scheduler, 1 + (I div 50) rem 2),
+                         erlang:yield(),
+                         ?T:loop(f, I, I + 49)
+                 end)
+     || I <- lists:seq(1, 10000, 50)],
+    ok = run(W, fun() -> _ = process_flag(scheduler, 0), ok end),
+    ?L:wait_until(fun() ->
+                          {ok, #{events := E}} = beamprobe:info(S),
+                          E =:= 10000
+                  end, 5000),
+    Sum = stop(S),
+    {requested, _Totals} = handler_done(H),
+    Evs = handler_events(H),
+    ct:log("summary ~p", [Sum]),
+    ?assertMatch(#{threads := T} when T >= 2, Sum),
+    ?assertEqual(10000, length(Evs)),
+    Args = [A || #{args := A} <- Evs],
+    Want = [iolist_to_binary(["(", integer_to_list(I), ")"])
+            || I <- lists:seq(1, 10000)],
+    case Args =:= Want of
+        true -> ok;
+        false ->
+            First = hd([{I, A, B} || {I, A, B} <- lists:zip3(
+                                                   lists:seq(1, 10000),
+                                                   Args, Want), A =/= B]),
+            ct:fail({out_of_order, First})
+    end,
     beamprobe_workload:stop_worker(W).
 
 %% A file and a handler in one session see the same events.
