@@ -52,19 +52,24 @@ main(Parent, Remote) ->
     receive {Child1, got, 3} -> ok end,
     unregister('diff child'),
     unlink(Child1),
+    %% Each process that ends is monitored before it is made to end, so
+    %% its 'DOWN' reason is the same in every run (not noproc when it
+    %% happened to end first).
+    Ref1 = monitor(process, Child1),
     Child1 ! stop,
-    wait_down(Child1),
+    down(Ref1, Child1),
     Remote ! {remote, 4},
     link(Remote),
     unlink(Remote),
     Dead = dead_pid(),
     Dead ! {dead, 5},
     Child2 = spawn(?MODULE, idle, [self(), none]),
+    Ref2 = monitor(process, Child2),
     exit(Child2, kill),
-    wait_down(Child2),
-    Gc = spawn(?MODULE, gc_proc, [self()]),
+    down(Ref2, Child2),
+    {Gc, RefGc} = spawn_monitor(?MODULE, gc_proc, [self()]),
     receive {Gc, gc_done} -> ok end,
-    wait_down(Gc),
+    down(RefGc, Gc),
     %% A port: open, a command sent to it, its reply, close.
     Port = open_port({spawn_executable, "/bin/cat"}, [binary]),
     Port ! {self(), {command, <<"ping">>}},
@@ -78,13 +83,12 @@ main(Parent, Remote) ->
                                named => Named, unnamed => Unnamed,
                                port1 => Port}}.
 
-wait_down(P) ->
-    Ref = monitor(process, P),
+down(Ref, P) ->
     receive {'DOWN', Ref, process, P, _} -> ok end.
 
 dead_pid() ->
-    P = spawn(fun() -> ok end),
-    wait_down(P),
+    {P, Ref} = spawn_monitor(fun() -> ok end),
+    down(Ref, P),
     P.
 
 %% @doc child1: sends main an alias, answers three messages, exits.
