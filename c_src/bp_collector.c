@@ -202,25 +202,6 @@ static void check_files(struct bp_session *s)
 	}
 }
 
-/* Moves every published record of sl into its stream.  Returns the number
- * of records moved. */
-static uint64_t drain_slot(struct bp_session *s, struct bp_slot *sl)
-{
-	struct bp_ring_reader rd;
-	const uint8_t *p;
-	uint32_t len;
-	uint64_t n = 0, discarded = slot_discarded(sl);
-
-	bp_ring_read_begin(&sl->ring, &rd);
-	while ((p = bp_ring_read_next(&rd, &len))) {
-		add_event(s, sl, p, len, discarded);
-		if (++n % RELEASE_EVERY == 0)
-			bp_ring_read_end(&rd);
-	}
-	bp_ring_read_end(&rd);
-	return n;
-}
-
 /* One slot's reader in a merged drain. */
 struct bp_merge_in {
 	struct bp_slot *sl;
@@ -229,6 +210,20 @@ struct bp_merge_in {
 	uint32_t len;
 	uint64_t ts, n, discarded;
 };
+
+/* Reads in[j]'s next record; when its ring has none left, frees what was
+ * read and drops in[j] (the last reader takes its place).  Returns 1 if
+ * in[j] now holds a record. */
+static int merge_next(struct bp_merge_in *in, uint32_t j, uint32_t *k)
+{
+	if ((in[j].p = bp_ring_read_next(&in[j].rd, &in[j].len))) {
+		in[j].ts = bp_get_u64(in[j].p + BP_EV_OFF_TS);
+		return 1;
+	}
+	bp_ring_read_end(&in[j].rd);
+	in[j] = in[--*k];
+	return 0;
+}
 
 /* Moves every published record of every slot into the sinks, in
  * timestamp order across the slots (each slot's own order kept): what a
@@ -239,12 +234,14 @@ struct bp_merge_in {
  * Each slot's head is read once, all of them before the first record is
  * moved, so records published during the pass wait for the next one.
  * Returns the number of records moved. */
-static uint64_t drain_merged(struct bp_session *s)
+static uint64_t drain_all(struct bp_session *s)
 {
 	struct bp_merge_in *in = s->merge;
 	uint32_t k = 0;
 	uint64_t moved = 0;
 
+	if (!in)
+		return 0; /* cannot happen: start allocates it first */
 	for (uint32_t i = 0; i < s->max_slots; i++) {
 		struct bp_slot *sl = slot_at(s, i);
 		if (!sl || !bp_ring_used(&sl->ring))
@@ -255,15 +252,8 @@ static uint64_t drain_merged(struct bp_session *s)
 		bp_ring_read_begin(&sl->ring, &in[k].rd);
 		k++;
 	}
-	for (uint32_t j = 0; j < k;) {
-		if ((in[j].p = bp_ring_read_next(&in[j].rd, &in[j].len))) {
-			in[j].ts = bp_get_u64(in[j].p + BP_EV_OFF_TS);
-			j++;
-		} else {
-			bp_ring_read_end(&in[j].rd);
-			in[j] = in[--k];
-		}
-	}
+	for (uint32_t j = 0; j < k;)
+		j += (uint32_t)merge_next(in, j, &k);
 	while (k) {
 		uint32_t m = 0;
 		for (uint32_t j = 1; j < k; j++)
@@ -274,12 +264,7 @@ static uint64_t drain_merged(struct bp_session *s)
 		/* The record is consumed: free its room now and then. */
 		if (++in[m].n % RELEASE_EVERY == 0)
 			bp_ring_read_end(&in[m].rd);
-		if ((in[m].p = bp_ring_read_next(&in[m].rd, &in[m].len))) {
-			in[m].ts = bp_get_u64(in[m].p + BP_EV_OFF_TS);
-		} else {
-			bp_ring_read_end(&in[m].rd);
-			in[m] = in[--k];
-		}
+		(void)merge_next(in, m, &k);
 	}
 	return moved;
 }
@@ -289,19 +274,6 @@ struct bp_merge_in *bp_collector_merge_alloc(uint32_t n)
 	return enif_alloc(sizeof(struct bp_merge_in) * (n ? n : 1));
 }
 
-static uint64_t drain_all(struct bp_session *s)
-{
-	uint64_t n = 0;
-
-	if (s->merge && (s->nhandlers || s->has_lttng))
-		return drain_merged(s);
-	for (uint32_t i = 0; i < s->max_slots; i++) {
-		struct bp_slot *sl = slot_at(s, i);
-		if (sl)
-			n += drain_slot(s, sl);
-	}
-	return n;
-}
 
 static void flush_all(struct bp_session *s, int force)
 {

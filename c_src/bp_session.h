@@ -159,8 +159,8 @@ struct bp_session {
 	uint8_t uuid[16];
 	size_t packet_size;
 	struct bp_ctf_stream *streams; /* max_slots entries; collector-owned */
-	/* The merged drain's readers (bp_collector.c): max_slots entries,
-	 * for sessions with handler or LTTng sinks; collector-owned. */
+	/* The drain's readers, one per slot (bp_collector.c: the slots'
+	 * records merged by timestamp); max_slots entries; collector-owned. */
 	struct bp_merge_in *merge;
 	/* Ring memory mapped ahead of the producers (bp_prefault.h). */
 	uint64_t *prefault_done;     /* bytes per slot; max_slots entries;
@@ -369,7 +369,7 @@ void bp_session_drops(struct bp_session *s, uint64_t out[BP_DROP_COUNT]);
  * the hub counts as inside every member, bp_hub.h).  Collector/control. */
 void bp_session_quiesce(struct bp_session *s);
 
-/* The merged drain's readers for n slots (bp_collector.c), or NULL;
+/* The drain's readers for n slots (bp_collector.c), or NULL;
  * enif_free'd with the session. */
 struct bp_merge_in *bp_collector_merge_alloc(uint32_t n);
 
