@@ -209,7 +209,7 @@ bad:
 
 void bp_hub_quiesce(void)
 {
-	atomic_thread_fence(memory_order_seq_cst);
+	bp_membar_sync(); /* the remover's half of bp_membar_busy() */
 	for (int i = 0; i < BP_MAX_SLOTS; i++)
 		while (atomic_load_explicit(&bp_hub.busy[i].busy,
 					    memory_order_seq_cst))

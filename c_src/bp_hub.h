@@ -18,9 +18,9 @@
  *              processes (NIF calls), serialised by a mutex.
  *
  * Removal protocol (Dekker, as the session stop protocol): a producer
- * sets its thread's busy flag and then reads the live mask (both
- * seq_cst); remove clears the member's bit (seq_cst), then waits until
- * every busy flag is 0: after that no producer can still use the member,
+ * sets its thread's busy flag and then reads the live mask; remove clears
+ * the member's bit (seq_cst), then waits until every busy flag is 0 (the
+ * barriers between store and load are asymmetric, bp_membar.h): after that no producer can still use the member,
  * and its reference is released.  A session's own stop protocol
  * (bp_session.h) also waits on these flags, so a producer inside the hub
  * needs no second busy flag per session.
@@ -32,6 +32,7 @@
 #include <stdint.h>
 #include <erl_nif.h>
 
+#include "bp_membar.h"
 #include "bp_session.h"
 
 #define BP_HUB_WORDS 4
@@ -134,8 +135,7 @@ static inline uint32_t bp_hub_enter(int *idx, uint64_t live[BP_HUB_WORDS])
 
 	if (__builtin_expect(i < 0, 0))
 		return 0; /* no slot: the sessions count nothing (rare) */
-	atomic_exchange_explicit(&bp_hub.busy[i].busy, 1,
-				 memory_order_seq_cst);
+	bp_membar_busy(&bp_hub.busy[i].busy);
 	n = atomic_load_explicit(&bp_hub.nwords, memory_order_relaxed);
 	for (uint32_t w = 0; w < n; w++) {
 		live[w] = atomic_load_explicit(&bp_hub.live[w],

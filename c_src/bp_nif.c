@@ -22,6 +22,7 @@
 #include "bp_erts_layout.h"
 #include "bp_follow.h"
 #include "bp_hub.h"
+#include "bp_membar.h"
 #include "bp_retstack.h"
 #include "bp_nif.h"
 #include "bp_output.h"
@@ -568,11 +569,12 @@ static ERL_NIF_TERM nif_hub_list(ErlNifEnv *env, int argc,
 	return l;
 }
 
-/* hub_stats() -> #{members, routes, return_frames_lost}. */
+/* hub_stats() -> #{members, routes, return_frames_lost, barrier,
+ * barrier_failures}. */
 static ERL_NIF_TERM nif_hub_stats(ErlNifEnv *env, int argc,
 				  const ERL_NIF_TERM argv[])
 {
-	ERL_NIF_TERM k[3], v[3], m;
+	ERL_NIF_TERM k[5], v[5], m;
 	int n = 0;
 
 	(void)argc;
@@ -585,7 +587,12 @@ static ERL_NIF_TERM nif_hub_stats(ErlNifEnv *env, int argc,
 	v[1] = enif_make_uint(env, atomic_load(&bp_hub.routes));
 	k[2] = enif_make_atom(env, "return_frames_lost");
 	v[2] = enif_make_uint64(env, atomic_load(&bp_retstack_lost));
-	if (!enif_make_map_from_arrays(env, k, v, 3, &m))
+	/* How the producers' busy flags are ordered (bp_membar.h). */
+	k[3] = enif_make_atom(env, "barrier");
+	v[3] = enif_make_atom(env, bp_membar_fast ? "membarrier" : "fence");
+	k[4] = enif_make_atom(env, "barrier_failures");
+	v[4] = enif_make_uint64(env, bp_membar_failures());
+	if (!enif_make_map_from_arrays(env, k, v, 5, &m))
 		return enif_make_badarg(env);
 	return m;
 }
@@ -663,6 +670,7 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
 	bp_handler_load(env);
 	bp_erts_layout_check(env);
 	bp_clock_init();
+	bp_membar_init(); /* else the busy flags keep full barriers */
 	if (bp_hub_init())
 		return -1;
 	return bp_restype_open(env, session_dtor);

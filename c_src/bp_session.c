@@ -90,8 +90,10 @@ void bp_session_drops(struct bp_session *s, uint64_t out[BP_DROP_COUNT])
 
 void bp_session_quiesce(struct bp_session *s)
 {
-	/* The caller stored the new state with seq_cst; busy is read with
-	 * seq_cst below, completing the Dekker pair of bp_session_enter. */
+	/* The caller stored the new state with seq_cst; after the remover's
+	 * barrier (bp_membar.h) busy is read below, completing the Dekker
+	 * pair of bp_session_enter. */
+	bp_membar_sync();
 	for (uint32_t i = 0; i < s->max_slots; i++) {
 		struct bp_slot *sl =
 			atomic_load_explicit(&s->slots[i], memory_order_acquire);

@@ -18,10 +18,11 @@
  * producer path.
  *
  * Stop/dump protocol (exact accounting without a lock on the hot path):
- * a producer sets slot->busy = 1 and then reads state (both seq_cst);
- * it writes only if state is RUNNING and clears busy when done.  The
- * collector stores state, issues a full fence, then waits until every
- * slot's busy is 0.  After that no producer can write until state is
+ * a producer sets slot->busy = 1 and then reads state (a barrier
+ * between, bp_membar.h); it writes only if state is RUNNING and clears
+ * busy when done.  The collector stores state (seq_cst), runs the
+ * remover's barrier (bp_membar_sync), then waits until every slot's busy
+ * is 0.  After that no producer can write until state is
  * RUNNING again, and every later event is counted as dropped.
  */
 #ifndef BP_SESSION_H
@@ -34,6 +35,7 @@
 #include "bp_clock.h"
 #include "bp_ctf.h"
 #include "bp_format.h"
+#include "bp_membar.h"
 #include "bp_ring.h"
 #include "bp_term.h"
 
@@ -275,12 +277,13 @@ bp__session_enter(struct bp_session *s,
 					  memory_order_relaxed);
 		return NULL;
 	}
-	/* seq_cst exchange + seq_cst load: the Dekker half of the protocol
-	 * (on x86 one locked xchg, no mfence).  A producer inside the hub has
+	/* Busy store, barrier, state load: the producer's half of the Dekker
+	 * protocol (bp_membar.h: a plain store when the remover's half is a
+	 * membarrier, else one locked xchg).  A producer inside the hub has
 	 * set its hub busy flag instead, which bp_session_quiesce() also
 	 * waits on (bp_hub.h). */
 	if (own_busy)
-		atomic_exchange_explicit(&sl->busy, 1, memory_order_seq_cst);
+		bp_membar_busy(&sl->busy);
 	st = atomic_load_explicit(&s->state, memory_order_seq_cst);
 	if (st != BP_S_RUNNING) {
 		/* Events after the event limit are the limit's losses. */

@@ -123,10 +123,15 @@ hub_list() -> ?NOT_LOADED.
 %% @doc The hub's counters: members, combined match specs installed
 %% (`routes'), and the return frames that could not be kept
 %% (`return_frames_lost': their returns were routed by function,
-%% c_src/bp_retstack.h).
+%% c_src/bp_retstack.h); how the producers' busy flags are ordered
+%% against session stops (`barrier': `membarrier' when the kernel takes
+%% the remover's side, else `fence'; c_src/bp_membar.h) and the
+%% membarrier calls that failed (`barrier_failures', expected 0).
 -spec hub_stats() -> #{members := non_neg_integer(),
                        routes := non_neg_integer(),
-                       return_frames_lost := non_neg_integer()}.
+                       return_frames_lost := non_neg_integer(),
+                       barrier := membarrier | fence,
+                       barrier_failures := non_neg_integer()}.
 hub_stats() -> ?NOT_LOADED.
 
 %% @doc The number of the hub's members (for tests).

@@ -86,11 +86,18 @@ concurrent_all_starts(Config) ->
 %% stopped by 200 processes at once: the pattern is gone afterwards.
 simultaneous_stops(Config) ->
     N = 200,
-    %% More sessions than the default cap (max_sessions, 64).
-    {ok, Cap} = application:get_env(beamprobe, max_sessions),
+    %% More sessions than the default cap (max_sessions, 64).  The env
+    %% may be unset (an earlier suite in this VM unloaded the
+    %% application): beamprobe then uses the default, and so does the
+    %% restore.
+    Cap = application:get_env(beamprobe, max_sessions),
     ok = application:set_env(beamprobe, max_sessions, N + 10),
     try simultaneous_stops(Config, N)
-    after ok = application:set_env(beamprobe, max_sessions, Cap)
+    after
+        case Cap of
+            {ok, C} -> ok = application:set_env(beamprobe, max_sessions, C);
+            undefined -> ok = application:unset_env(beamprobe, max_sessions)
+        end
     end.
 
 simultaneous_stops(Config, N) ->
@@ -112,7 +119,13 @@ simultaneous_stops(Config, N) ->
     ?assertEqual(N, length([ok || {ok, #{}} <- Rs])),
     ?assertEqual({all, false}, erlang:trace_info(MFA, all)),
     [W ! stop || W <- Ws],
-    ?assertEqual([], beamprobe:list()).
+    ?assertEqual([], beamprobe:list()),
+    %% Every stop ran the remover's barrier (c_src/bp_membar.h): none of
+    %% the membarrier calls failed.
+    Hub = beamprobe_nif:hub_stats(),
+    ct:log("hub: ~p", [Hub]),
+    ?assertMatch(#{barrier := B} when B =:= membarrier; B =:= fence, Hub),
+    ?assertEqual(0, maps:get(barrier_failures, Hub)).
 
 %% calls("m:f/1", 1) on a function another process calls in a tight loop:
 %% the count is reached (and the session ends) before calls/2 returns.
