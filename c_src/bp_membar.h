@@ -15,8 +15,9 @@
  * store (the argument of liburcu's and folly's asymmetric barriers).
  *
  * Where the kernel refuses membarrier (older than 4.14, a seccomp filter),
+ * or the environment says BEAMPROBE_BARRIER=fence when the library loads,
  * bp_membar_init() leaves bp_membar_fast at 0 and both sides use a full
- * barrier (a locked exchange on the producer's side), as before.
+ * barrier (a locked exchange on the producer's side).
  */
 #ifndef BP_MEMBAR_H
 #define BP_MEMBAR_H

@@ -13,12 +13,12 @@
          init_per_testcase/2, end_per_testcase/2]).
 -export([concurrent_all_starts/1, simultaneous_stops/1,
          shell_count_reached/1, killed_mid_install/1,
-         janitor_restarted/1]).
+         janitor_restarted/1, fence_fallback/1]).
 %% A beamprobe_handler whose init/1 blocks until told (to hold a session
 %% in the middle of its install).
 -export([init/1, handle_events/2, terminate/2]).
 %% Traced functions and helpers.
--export([busy/1, shared/1, null_io/0]).
+-export([busy/1, shared/1, null_io/0, fence_peer/2]).
 
 -define(L, beamprobe_test_lib).
 
@@ -26,7 +26,7 @@ suite() -> [{timetrap, {seconds, 180}}].
 
 all() ->
     [concurrent_all_starts, simultaneous_stops, shell_count_reached,
-     killed_mid_install, janitor_restarted].
+     killed_mid_install, janitor_restarted, fence_fallback].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -168,6 +168,64 @@ killed_mid_install(Config) ->
     W ! stop.
 
 %% The janitor killed (and restarted by its supervisor) while a session
+
+%% Where the kernel refuses membarrier, producers and removers keep full
+%% barriers (c_src/bp_membar.h); BEAMPROBE_BARRIER=fence forces that path.
+%% On a peer node started so: the hub says `fence', and two overlapping
+%% sessions, one of them stopped while the worker keeps calling, count
+%% exactly what they should.
+fence_fallback(Config) ->
+    Paths = lists:append([["-pa", filename:dirname(code:which(M))]
+                          || M <- [beamprobe, ?MODULE]]),
+    {ok, Peer, Node} = peer:start_link(#{name => peer:random_name(?MODULE),
+                                         args => Paths,
+                                         env => [{"BEAMPROBE_BARRIER",
+                                                  "fence"}]}),
+    try
+        Dir = proplists:get_value(case_dir, Config),
+        R = erpc:call(Node, ?MODULE, fence_peer, [Dir, 200000], 120000),
+        ct:log("~p", [R]),
+        #{hub := Hub, long := Long, short := Short, calls := N} = R,
+        ?assertMatch(#{barrier := fence, barrier_failures := 0}, Hub),
+        %% The long session saw every call; the short one, stopped while
+        %% the worker called on, at least the first 1,000 and not all.
+        ?assertEqual(N, maps:get(events, Long)),
+        ?assertEqual(0, maps:get(total, maps:get(dropped, Long))),
+        ?assert(maps:get(events, Short) >= 1000),
+        ?assert(maps:get(events, Short) < N)
+    after
+        peer:stop(Peer)
+    end.
+
+%% Runs on the peer: N calls of busy/1 by a worker traced by two sessions;
+%% the second is stopped once the worker has made 1,000 of them.
+fence_peer(Dir, N) ->
+    {ok, _} = application:ensure_all_started(beamprobe),
+    Parent = self(),
+    W = spawn(fun() ->
+                      receive go -> ok end,
+                      _ = [?MODULE:busy(I) || I <- lists:seq(1, 1000)],
+                      Parent ! {self(), running},
+                      _ = [?MODULE:busy(I) || I <- lists:seq(1001, N)],
+                      Parent ! {self(), done}
+              end),
+    Start = fun(Name) ->
+                    {ok, S} = beamprobe:start(
+                                #{procs => [W], calls => [{?MODULE, busy, 1}],
+                                  args => arity, return => false,
+                                  output => {file, filename:join(Dir, Name)}}),
+                    S
+            end,
+    L = Start("long"),
+    S = Start("short"),
+    W ! go,
+    receive {W, running} -> ok after 60000 -> exit(worker_timeout) end,
+    {ok, Short} = beamprobe:stop(S),
+    receive {W, done} -> ok after 60000 -> exit(worker_timeout) end,
+    {ok, Long} = beamprobe:stop(L),
+    #{hub => beamprobe_nif:hub_stats(), long => Long, short => Short,
+      calls => N}.
+
 %% runs: the session still stops with its summary and removes its pattern.
 janitor_restarted(Config) ->
     W = spawn_link(fun() -> receive stop -> ok end end),
