@@ -6,7 +6,7 @@
 %%% On OTP 25 a function has one match spec.  When several sessions trace
 %%% a function and their match specs differ, the installed match spec is
 %%% their union: each clause of each session's match spec becomes a
-%%% condition over the argument list (head `'$1''), and the body sends
+%%% condition over the arguments, and the body sends
 %%% `{message, {bp_route, E1, ..., Ek}}' where `Ei' evaluates to the
 %%% session's hub member number (plus 256 or 768 when its clause asks for
 %%% return_trace or exception_trace) when its condition holds, else to
@@ -20,6 +20,13 @@
 %%% exception_from with the call and send it to the members whose clause
 %%% asked for it (c_src/bp_retstack.h).
 %%%
+%%% The conditions read the arguments from a head of their own: when the
+%%% key names one arity A, the head `['$1', ..., '$A']' (each argument a
+%%% variable, the whole list `'$_''); for a key of any arity (`{m, f,
+%%% '_'}'), the head `'$1'' (the list, walked with `hd'/`tl' after a
+%%% length check).  The first is what the VM runs fastest: no list is
+%%% built and nothing walked (docs/performance.md, "Own conditions").
+%%%
 %%% A clause's `message' action (call info: `{caller}', `{process_dump}',
 %%% `{caller_line}', ...) is evaluated only in that session's element,
 %%% which is then `{Member, Info}'.
@@ -27,7 +34,8 @@
 %%% Pure functions: the janitor applies the result.
 -module(beamprobe_combine).
 
--export([desired/1, compile_clause/1, covers/2, routes/1]).
+-export([desired/1, compile_clause/1, compile_clause/2, covers/2,
+         routes/1]).
 
 -type mfa_pat() :: {atom(), atom(), arity() | '_'}.
 -type ms() :: true | [tuple()].
@@ -83,8 +91,8 @@ meet(_, _) -> none.
 routes(Patterns) ->
     length([K || {K, MS} <- maps:to_list(Patterns), is_route(MS)]).
 
-is_route([{'$1', _, [{message, {T}} | _]} | _]) when is_tuple(T),
-                                                    tuple_size(T) > 0 ->
+is_route([{_, _, [{message, {T}} | _]} | _]) when is_tuple(T),
+                                                 tuple_size(T) > 0 ->
     lists:member(element(1, T), [{const, bp_route}, {const, bp_route_ret}]);
 is_route(_) -> false.
 
@@ -118,11 +126,14 @@ session_ms(K, Ps) ->
     MS.
 
 %% The combined match spec of key K for [{Member, MatchSpec}].
-combine(K, Cover) ->
+combine({_, _, A} = K, Cover) ->
+    Arity = case is_integer(A) of true -> A; false -> any end,
     Elems = lists:append(
               [begin
-                   Clauses = clauses(MS),
-                   Compiled = [compile(K, C) || C <- Clauses],
+                   %% A clause whose head has another arity never matches
+                   %% on this key (with one arity): left out.
+                   Clauses = [C || C <- clauses(MS), fits(C, Arity)],
+                   Compiled = [compile(K, Arity, C) || C <- Clauses],
                    Conds = [Cond || {Cond, _} <- Compiled],
                    %% A clause runs only if no earlier clause of the same
                    %% match spec matched: its actions need that too.
@@ -141,9 +152,20 @@ combine(K, Cover) ->
     %% (one return_from or exception_from per traced call, whatever
     %% happens: the tracer pairs it with the call, bp_retstack.h), and
     %% the tag bp_route_ret says that one will come.
-    [{'$1', [First], [Route(bp_route_ret), {exception_trace}]}
+    Head = combined_head(Arity),
+    [{Head, [First], [Route(bp_route_ret), {exception_trace}]}
      || {_, _, First, {R, _}} <- Elems, R =/= none] ++
-        [{'$1', [Cond], [Route(bp_route)]} || {_, Cond, _, _} <- Elems].
+        [{Head, [Cond], [Route(bp_route)]} || {_, Cond, _, _} <- Elems].
+
+%% The head of a combined match spec's clauses: each argument a variable
+%% for one arity, the argument list for any.
+combined_head(any) -> '$1';
+combined_head(A) -> [arg_var(I) || I <- lists:seq(1, A)].
+
+arg_var(I) -> list_to_atom("$" ++ integer_to_list(I)).
+
+fits({Args, _, _}, A) when is_list(Args), is_integer(A) -> length(Args) =:= A;
+fits(_, _) -> true.
 
 %% A route element's value when the clause matched: the member number
 %% plus 256 if the clause asks for return_trace, 768 for exception_trace;
@@ -190,8 +212,8 @@ actions(K, Body, Bind) when is_list(Body) ->
                 end, {none, none}, Body);
 actions(K, Body, _Bind) -> throw({cannot_combine, K, {body, Body}}).
 
-compile(K, Clause) ->
-    try compile2(Clause)
+compile(K, Arity, Clause) ->
+    try compile2(Clause, Arity)
     catch throw:{unsupported, What} -> throw({cannot_combine, K, What})
     end.
 
@@ -201,33 +223,55 @@ compile(K, Clause) ->
 %% paths, then its guards.  Throws `{unsupported, What}'.
 -spec compile_clause(tuple()) -> term().
 compile_clause(Clause) ->
-    element(1, compile2(Clause)).
+    element(1, compile2(Clause, any)).
+
+%% @doc The same for calls of arity `Arity', as a condition under the head
+%% `['$1', ..., '$Arity']' (a clause whose head is a list of another
+%% length never matches them: not compiled, `{unsupported, _}').
+-spec compile_clause(tuple(), arity()) -> term().
+compile_clause(Clause, Arity) ->
+    case fits(Clause, Arity) of
+        true -> element(1, compile2(Clause, Arity));
+        false -> throw({unsupported, {arity, Clause}})
+    end.
 
 %% The condition and the variables' access paths.
-compile2({Head, Guards, _Body}) when is_list(Guards) ->
-    {Checks, Bind} = head(Head),
+compile2({Head, Guards, _Body}, Arity) when is_list(Guards) ->
+    {Checks, Bind0} = head(Head, Arity),
+    Bind = Bind0#{{args} => args(Arity)},
     Conds = Checks ++ [subst(raising(G), Bind) || G <- Guards],
     {case Conds of
          [] -> true;
          [One] -> One;
          _ -> list_to_tuple(['andalso' | Conds])
      end, Bind};
-compile2(C) -> throw({unsupported, {clause, C}}).
+compile2(C, _) -> throw({unsupported, {clause, C}}).
 
-head('_') -> {[], #{}};
-head(V) when is_atom(V) ->
+head('_', _) -> {[], #{}};
+head(V, Arity) when is_atom(V) ->
     case var(V) of
-        true -> {[], #{V => '$1'}};
+        true -> {[], #{V => args(Arity)}};
         false -> throw({unsupported, {head, V}})
     end;
-head(Args) when is_list(Args) ->
+head(Args, any) when is_list(Args) ->
     {Checks, Bind, _} =
         lists:foldl(fun(A, {Cs, B, Path}) ->
                             {Cs1, B1} = pat(A, {hd, Path}, B),
                             {Cs ++ Cs1, B1, {tl, Path}}
                     end, {[], #{}, '$1'}, Args),
     {[{'=:=', {length, '$1'}, length(Args)} | Checks], Bind};
-head(H) -> throw({unsupported, {head, H}}).
+head(Args, Arity) when is_list(Args), length(Args) =:= Arity ->
+    %% One arity: argument I is the head's variable '$I'.
+    lists:foldl(fun({I, A}, {Cs, B}) ->
+                        {Cs1, B1} = pat(A, arg_var(I), B),
+                        {Cs ++ Cs1, B1}
+                end, {[], #{}}, lists:enumerate(Args));
+head(H, _) -> throw({unsupported, {head, H}}).
+
+%% The argument list: the head itself for any arity, '$_' (the VM's whole
+%% argument list in a trace match spec) under a head of one arity.
+args(any) -> '$1';
+args(_) -> '$_'.
 
 pat('_', _Path, B) -> {[], B};
 pat(V, Path, B) when is_atom(V) ->
@@ -317,10 +361,10 @@ var(A) ->
     end.
 
 %% A guard or body expression with the clause's variables replaced.
-subst('$_', _B) -> '$1';
+subst('$_', B) -> maps:get({args}, B, '$1');
 subst('$$', B) ->
     [P || {_, P} <- lists:sort([{list_to_integer(tl(atom_to_list(V))), P}
-                               || {V, P} <- maps:to_list(B)])];
+                               || {V, P} <- maps:to_list(B), is_atom(V)])];
 subst(A, B) when is_atom(A) ->
     case var(A) of
         true ->

@@ -69,6 +69,24 @@ compile_clause_test_() ->
                end || Args <- args()]
       end} || C <- clauses()].
 
+%% The same under a head of one arity (`['$1', '$2']'), how a key that
+%% names one arity is combined: the arguments are the head's variables.
+compile_clause_fixed_test_() ->
+    [{lists:flatten(io_lib:format("~p", [C])),
+      fun() ->
+              Cond = beamprobe_combine:compile_clause(C, 2),
+              Guard = [{['$1', '$2'], [Cond], []}],
+              Body = [{['$1', '$2'], [], [{message, {{Cond}}}]}],
+              [begin
+                   Want = vm_match(Args, [C]),
+                   ?assertEqual({C, Args, Want},
+                                {C, Args, vm_match(Args, Guard)}),
+                   {ok, {Val}, _, _} =
+                       erlang:match_spec_test(Args, Body, trace),
+                   ?assertEqual({C, Args, Want}, {C, Args, Val =:= true})
+               end || Args <- args()]
+      end} || C <- clauses()].
+
 %% The route of a call: the members named in the result of the combined
 %% match spec (first element of a member counts), each with its info and
 %% the return tracing its clause asked for; and whether the VM traces the
@@ -118,14 +136,33 @@ alone(Args, Sessions) ->
 %% puts the strongest return tracing any of them asked for, and carries
 %% each matching session's call info.
 combined_routes_test() ->
+    combined_routes({m, f, 2}).
+
+%% The same on a key of any arity (`{m, f, '_'}': head '$1', the list).
+combined_routes_any_arity_test() ->
+    combined_routes({m, f, '_'}).
+
+%% A key of one arity gets a head of one arity: no list is built.
+fixed_head_test() ->
+    {ok, #{{m, f, 2} := MS}} =
+        beamprobe_combine:desired([{0, [{{m, f, 2}, [{['$1', '_'], [], []}]}]},
+                                   {1, [{{m, f, 2}, [{['_', '$1'], [], []}]}]}]),
+    ?assertEqual([['$1', '$2']], lists:usort([H || {H, _, _} <- MS])),
+    {ok, #{{m, f, '_'} := MS2}} =
+        beamprobe_combine:desired([{0, [{{m, f, '_'}, [{['$1', '_'], [], []}]}]},
+                                   {1, [{{m, f, '_'}, [{['_', '$1'], [], []}]}]}]),
+    ?assertEqual(['$1'], lists:usort([H || {H, _, _} <- MS2])).
+
+combined_routes(K) ->
     Sessions = [{0, [{['$1', '_'], [{'>', '$1', 5}], []}]},
                 {3, [{['$1', '_'], [{'=<', '$1', 5}], [{return_trace}]}]},
                 {5, true},
                 {7, [{[{ok, '$1'}, '_'], [], [{message, {{got, '$1'}}}]},
                      {['$1', '_'], [{is_atom, '$1'}], [{exception_trace}]}]},
                 {9, [{['$1', '$2'], [{'>', {'+', '$1', '$2'}, 3}],
-                      [{message, '$2'}, {return_trace}]}]}],
-    K = {m, f, 2},
+                      [{message, '$2'}, {return_trace}]}]},
+                %% A head of another arity: never matches a call of 2.
+                {11, [{['$1'], [], []}, {['$1', b], [], [{message, '$_'}]}]}],
     {ok, #{K := MS}} = beamprobe_combine:desired(
                          [{M, [{K, S}]} || {M, S} <- Sessions]),
     [begin
