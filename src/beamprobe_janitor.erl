@@ -473,8 +473,9 @@ set_flags(#{procs := Procs, flags := Flags0, arity := Arity,
            end,
     case Full(E) of
         true ->
-            _ = safely(fun() -> erlang:trace(existing_processes, false,
-                                             [arity, ?TRACER]) end),
+            _ = safely(fun() -> beamprobe_each:trace(existing_processes,
+                                                     false, [arity, ?TRACER])
+                       end),
             _ = new_is_hub() andalso
                 safely(fun() -> erlang:trace(new_processes, false,
                                              [arity]) end);
@@ -495,12 +496,14 @@ add_flags(L, _Ports, Flags) when is_list(L) ->
              _ -> ok
          end || P <- L],
     ok;
+%% Existing processes one at a time (beamprobe_each: the VM's one pass
+%% can crash OTP 25.2 when a process runs on a dirty scheduler).
 add_flags(Spec0, Ports, Flags) ->
     Spec = case Ports of
                true -> Spec0;
                false -> processes_only(Spec0)
            end,
-    _ = erlang:trace(Spec, true, Flags ++ [?TRACER]),
+    _ = beamprobe_each:trace(Spec, true, Flags ++ [?TRACER]),
     ok.
 
 %% beamprobe never traces itself: its sessions, their handlers, the
@@ -550,9 +553,9 @@ remove_flags1(#{procs := Procs, flags := Flags} = E, Others) ->
                 [remove_from(P, Base, Partial) || P <- L];
             _ when not Shared ->
                 %% No other session needs any of them anywhere.
-                [safely(fun() -> erlang:trace(W, false, Base ++ [?TRACER])
-                        end)
-                 || W <- [existing_processes, existing_ports]];
+                safely(fun() -> beamprobe_each:trace(existing, false,
+                                                     Base ++ [?TRACER])
+                       end);
             _ ->
                 [remove_from(P, Base, Partial)
                  || P <- processes() ++ erlang:ports(), includes(E, P)]
@@ -584,16 +587,14 @@ includes(#{procs := existing, snapshot := S}, P) -> is_map_key(P, S);
 includes(#{procs := new, snapshot := S}, P) -> not is_map_key(P, S);
 includes(_, _) -> false.
 
-%% Every process and port whose tracer is the hub, in one pass of the VM
-%% each.  erlang:trace(_, false, [all, {tracer, T}]) leaves a process
-%% alone when another tracer that is still enabled traces it
-%% (erl_bif_trace.c, start_trace/5): another tool's flags are never
+%% Every process and port whose tracer is the hub (processes one at a
+%% time, beamprobe_each: the VM's one pass can crash OTP 25.2).  A process
+%% another tracer traces is left alone: another tool's flags are never
 %% touched.  `new' first, so that no process spawned meanwhile gets the
 %% tracer.
 untrace_node() ->
     _ = new_is_hub() andalso (catch erlang:trace(new, false, [all])),
-    _ = [catch erlang:trace(Which, false, [all, ?TRACER])
-         || Which <- [existing_processes, existing_ports]],
+    _ = (catch beamprobe_each:trace(existing, false, [all, ?TRACER])),
     ok.
 
 %%% ------------------------------------------------------------------------

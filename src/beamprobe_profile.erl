@@ -240,7 +240,10 @@ profile_locked(CRef, MFAs, Held, #{time := Ms} = O) ->
 %% this worker is their tracer: it receives only the events of functions
 %% other tools trace with a local or global pattern, and drops them.
 flag(all, Self) ->
-    N = erlang:trace(existing, true, [call, set_on_spawn, {tracer, Self}]),
+    %% One process at a time (beamprobe_each: the VM's one pass can crash
+    %% OTP 25.2).
+    N = beamprobe_each:trace(existing_processes, true,
+                             [call, set_on_spawn, {tracer, Self}]),
     {N, max(0, erlang:system_info(process_count) - N)};
 flag(Pids, Self) ->
     lists:foldl(fun(P, {T, U}) ->
@@ -253,7 +256,8 @@ flag(Pids, Self) ->
 
 %% Only the processes whose tracer is this worker are changed.
 unflag(_, Self) ->
-    _ = erlang:trace(existing, false, [call, set_on_spawn, {tracer, Self}]),
+    _ = beamprobe_each:trace(existing_processes, false,
+                             [call, set_on_spawn, {tracer, Self}]),
     true.
 
 %% No lists:foreach: a profiled lists would count the profiler's calls.

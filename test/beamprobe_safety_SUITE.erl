@@ -17,10 +17,12 @@
 -export([default_keeps_tail_loop/1, return_grows_tail_loop/1,
          owner_death_many_procs/1, stop_unrelated_pid/1,
          shell_return_only_when_asked/1, match_spec_asks_return/1,
-         rings_mapped_ahead_flight_recorder/1, rings_mapped_ahead_drained/1]).
+         rings_mapped_ahead_flight_recorder/1, rings_mapped_ahead_drained/1,
+         dirty_scheduler_toggles/1]).
 %% The traced gen_server, and what the peer node runs.
 -export([init/1, handle_call/3, handle_cast/2]).
--export([peer_owner_death/1, tail_loop/2, null_io/0, hit/1]).
+-export([peer_owner_death/1, tail_loop/2, null_io/0, hit/1,
+         peer_toggles/2]).
 
 -define(L, beamprobe_test_lib).
 -define(CALLS, 100000).
@@ -32,7 +34,7 @@ all() ->
      shell_return_only_when_asked, match_spec_asks_return,
      stop_unrelated_pid,
      rings_mapped_ahead_flight_recorder, rings_mapped_ahead_drained,
-     owner_death_many_procs].
+     owner_death_many_procs, dirty_scheduler_toggles].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -195,6 +197,64 @@ owner_death_many_procs(_Config) ->
         ?assert(Ms < 1000)
     after
         peer:stop(Peer)
+    end.
+
+%% OTP 25.2 crashes (SIGSEGV on a dirty I/O scheduler, erlang/otp#6448)
+%% when flags of every process are changed in one pass of the VM while
+%% processes run dirty NIFs; beamprobe changes them one process at a time
+%% (src/beamprobe_each.erl).  On a peer node, 8 processes call
+%% file:read_file_info/1 (a dirty I/O NIF) in a loop while the hub's
+%% `send' flag is set on `all' and cleared, as the janitor does it, for
+%% 25 s: the peer must still answer.  (With the clear in one pass the
+%% peer died within 2 s; with set and clear in one pass, `bulk' here, the
+%% do-nothing tracer's VM within 22 s in 4 runs of 4: docs/design.md,
+%% "Dirty schedulers".)
+dirty_scheduler_toggles(_Config) ->
+    Ebin = filename:dirname(code:which(beamprobe)),
+    Test = filename:dirname(code:which(?MODULE)),
+    {ok, Peer, Node} = peer:start_link(
+                         #{name => peer:random_name(?FUNCTION_NAME),
+                           args => ["-pa", Ebin, "-pa", Test]}),
+    try
+        R = (catch erpc:call(Node, ?MODULE, peer_toggles, [each, 25000],
+                             120000)),
+        ct:log("~p", [R]),
+        ?assertEqual(pong, net_adm:ping(Node)),
+        ?assertMatch(#{toggles := N} when N > 100, R)
+    after
+        catch peer:stop(Peer)
+    end.
+
+%% @private Runs on the peer node: Mode each (beamprobe_each) or bulk
+%% (the VM's one pass, to show the crash by hand).
+peer_toggles(Mode, Ms) ->
+    {ok, _} = application:ensure_all_started(beamprobe),
+    Dir = "/tmp/bp-toggles-" ++ os:getpid(),
+    %% A live hub member, so that the tracer says `trace'.
+    {ok, S} = beamprobe:start(#{procs => [self()], events => [gc],
+                                output => {file, Dir}}),
+    Io = [spawn(fun Loop() -> _ = file:read_file_info("/tmp"), Loop() end)
+          || _ <- lists:seq(1, 8)],
+    T = {tracer, beamprobe_nif, beamprobe_hub},
+    End = erlang:monotonic_time(millisecond) + Ms,
+    N = toggle(Mode, T, End, 0),
+    _ = [exit(P, kill) || P <- Io],
+    _ = beamprobe_each:trace(all, false, [all, T]),
+    {ok, _} = beamprobe:stop(S),
+    os:cmd("rm -rf " ++ Dir),
+    #{toggles => N}.
+
+toggle(Mode, T, End, N) ->
+    case erlang:monotonic_time(millisecond) > End of
+        true -> N;
+        false ->
+            _ = case Mode of
+                    each -> beamprobe_each:trace(all, true, [send, T]),
+                            beamprobe_each:trace(all, false, [send, T]);
+                    bulk -> erlang:trace(all, true, [send, T]),
+                            erlang:trace(all, false, [send, T])
+                end,
+            toggle(Mode, T, End, N + 1)
     end.
 
 %% @private Runs on the peer node.
