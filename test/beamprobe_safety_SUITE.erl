@@ -179,7 +179,7 @@ stop_unrelated_pid(Config) ->
 %%% ------------------------------------------------------------------------
 
 %% A peer node with 200 k processes: the owner of a `procs => existing' session (the node-wide removal)
-%% is killed; within 1 s no process has beamprobe's tracer any more, and
+%% is killed; within 3 s no process has beamprobe's tracer any more, and
 %% a process traced by dbg (another tracer) keeps its tracer.
 owner_death_many_procs(_Config) ->
     Ebin = filename:dirname(code:which(beamprobe)),
@@ -194,7 +194,9 @@ owner_death_many_procs(_Config) ->
         #{cleared_ms := Ms, other_tracer := Other, left := Left} = R,
         ?assertEqual(0, Left),
         ?assertMatch({tracer, T} when T =/= [], Other),
-        ?assert(Ms < 1000)
+        %% One process at a time (src/beamprobe_each.erl): measured
+        %% 0.48 s for 200 k on the peer; bounded, not timed.
+        ?assert(Ms < 3000)
     after
         peer:stop(Peer)
     end.
