@@ -207,13 +207,18 @@ bad:
 	return -2;
 }
 
-void bp_hub_quiesce(void)
+void bp_hub_wait_idle(void)
 {
-	bp_membar_sync(); /* the remover's half of bp_membar_busy() */
 	for (int i = 0; i < BP_MAX_SLOTS; i++)
 		while (atomic_load_explicit(&bp_hub.busy[i].busy,
 					    memory_order_seq_cst))
 			sched_yield();
+}
+
+void bp_hub_quiesce(void)
+{
+	bp_membar_sync(); /* the remover's half of bp_membar_busy() */
+	bp_hub_wait_idle();
 }
 
 void bp_hub_remove(int i)

@@ -20,8 +20,9 @@
  * Removal protocol (Dekker, as the session stop protocol): a producer
  * sets its thread's busy flag and then reads the live mask; remove clears
  * the member's bit (seq_cst), then waits until every busy flag is 0 (the
- * barriers between store and load are asymmetric, bp_membar.h): after that no producer can still use the member,
- * and its reference is released.  A session's own stop protocol
+ * barriers between store and load are asymmetric, bp_membar.h): after
+ * that no producer can still use the member, and its reference is
+ * released.  A session's own stop protocol
  * (bp_session.h) also waits on these flags, so a producer inside the hub
  * needs no second busy flag per session.
  */
@@ -124,6 +125,10 @@ void bp_hub_unlock(void);
 
 /* Waits until no producer is inside the hub.  Any non-producer thread. */
 void bp_hub_quiesce(void);
+
+/* The same after the caller has run bp_membar_sync() itself, since it
+ * stored what producers must see (bp_session_quiesce). */
+void bp_hub_wait_idle(void);
 
 /* Enters the hub: copies the live masks into live[] and returns the
  * number of words to walk (0: no member, then no leave).  `idx' receives

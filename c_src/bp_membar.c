@@ -18,9 +18,8 @@ static long membarrier(int cmd)
 
 int bp_membar_init(void)
 {
-	long cmds;
-
 	const char *force = getenv("BEAMPROBE_BARRIER");
+	long cmds;
 
 	if (bp_membar_fast)
 		return 1;

@@ -102,7 +102,7 @@ void bp_session_quiesce(struct bp_session *s)
 		while (atomic_load_explicit(&sl->busy, memory_order_seq_cst))
 			sched_yield();
 	}
-	bp_hub_quiesce();
+	bp_hub_wait_idle(); /* the barrier above serves the hub's flags too */
 }
 
 int bp__session_rate_ok(struct bp_session *s)

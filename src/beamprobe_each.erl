@@ -54,7 +54,10 @@ trace(Which, How, Flags) ->
              false -> []
          end,
     _ = New =/= none andalso erlang:trace(New, How, Flags),
-    NP = run(Ws, processes()),
+    NP = case Old of
+             true -> run(Ws, processes() -- Ws);
+             false -> 0
+         end,
     NPo = case Ports of
               true -> erlang:trace(existing_ports, How, Flags);
               false -> 0
@@ -81,7 +84,8 @@ tracer(Flags) ->
 %% One worker per online scheduler (each call takes the process's locks:
 %% ≈ 4 µs here, so 200,000 processes take ≈ 1 s on one scheduler).  A
 %% worker is linked to its caller and ends when it is done or the caller
-%% dies.
+%% dies; the workers leave themselves out (beamprobe never traces its
+%% own processes).
 workers(How, Flags, Tracer) ->
     Self = self(),
     [spawn_link(fun() ->
@@ -93,13 +97,17 @@ workers(How, Flags, Tracer) ->
                 end)
      || _ <- lists:seq(1, erlang:system_info(schedulers_online))].
 
-run([], _Ps) -> 0;
 run(Ws, Ps) ->
-    K = length(Ws),
-    _ = [W ! {chunk, self(), [P || {J, P} <- lists:enumerate(Ps),
-                                   J rem K =:= I rem K]}
-         || {I, W} <- lists:enumerate(Ws)],
+    _ = [W ! {chunk, self(), C} || {W, C} <- lists:zip(Ws, deal(Ps, Ws))],
     lists:sum([receive {done, W, N} -> N end || W <- Ws]).
+
+%% Ps dealt round-robin into one list per worker.
+deal(Ps, Ws) ->
+    deal(Ps, [[] || _ <- Ws], []).
+
+deal([], Hands, Done) -> lists:reverse(Done, Hands);
+deal(Ps, [], Done) -> deal(Ps, lists:reverse(Done), []);
+deal([P | Ps], [H | Hands], Done) -> deal(Ps, Hands, [[P | H] | Done]).
 
 each([], _How, _Flags, _Tracer, N) -> N;
 each([P | Ps], How, Flags, Tracer, N) ->

@@ -54,29 +54,21 @@ vm_match(Args, MS) ->
 %% guard, and as a body expression (how a combined match spec's route is
 %% computed; a body evaluates a raising sub-expression to 'EXIT').
 compile_clause_test_() ->
-    [{lists:flatten(io_lib:format("~p", [C])),
-      fun() ->
-              Cond = beamprobe_combine:compile_clause(C),
-              Guard = [{'$1', [Cond], []}],
-              Body = [{'$1', [], [{message, {{Cond}}}]}],
-              [begin
-                   Want = vm_match(Args, [C]),
-                   ?assertEqual({C, Args, Want},
-                                {C, Args, vm_match(Args, Guard)}),
-                   {ok, {Val}, _, _} =
-                       erlang:match_spec_test(Args, Body, trace),
-                   ?assertEqual({C, Args, Want}, {C, Args, Val =:= true})
-               end || Args <- args()]
-      end} || C <- clauses()].
+    clause_cases('$1', fun beamprobe_combine:compile_clause/1).
 
 %% The same under a head of one arity (`['$1', '$2']'), how a key that
 %% names one arity is combined: the arguments are the head's variables.
 compile_clause_fixed_test_() ->
+    clause_cases(['$1', '$2'],
+                 fun(C) -> beamprobe_combine:compile_clause(C, 2) end).
+
+%% One case per clause: Compile(C) under Head against the VM's own match.
+clause_cases(Head, Compile) ->
     [{lists:flatten(io_lib:format("~p", [C])),
       fun() ->
-              Cond = beamprobe_combine:compile_clause(C, 2),
-              Guard = [{['$1', '$2'], [Cond], []}],
-              Body = [{['$1', '$2'], [], [{message, {{Cond}}}]}],
+              Cond = Compile(C),
+              Guard = [{Head, [Cond], []}],
+              Body = [{Head, [], [{message, {{Cond}}}]}],
               [begin
                    Want = vm_match(Args, [C]),
                    ?assertEqual({C, Args, Want},

@@ -134,17 +134,11 @@ sample_queue(H, Until, Max, N) ->
 %% A handler that keeps up gets every event.
 handler_every_event(_Config) ->
     W = worker(),
-    S = start(#{procs => [W], calls => [{?T, f, 1}], return => false,
-                exceptions => false,
-                output => {handler, ?H, #{parent => self()}}}),
-    H = handler_pid(),
+    {S, H} = f_to_handler(W),
     %% 10,000 calls at a modest rate: 500 every 5 ms.
     [ok = run(W, fun() -> ?T:loop(f, I, I + 499), timer:sleep(5) end)
      || I <- lists:seq(1, 10000, 500)],
-    ?L:wait_until(fun() ->
-                          {ok, #{events := E}} = beamprobe:info(S),
-                          E =:= 10000
-                  end, 5000),
+    wait_events(S, 10000),
     Sum = stop(S),
     {requested, Totals} = handler_done(H),
     Evs = handler_events(H),
@@ -162,9 +156,7 @@ handler_every_event(_Config) ->
                  lists:usort([{E, P, M} || #{event := E, pid := P, mfa := M}
                                                <- Evs])),
     %% In order, with their arguments.
-    ?assertEqual([iolist_to_binary(["(", integer_to_list(I), ")"])
-                  || I <- lists:seq(1, 10000)],
-                 [A || #{args := A} <- Evs]),
+    ?assertEqual(args_text(10000), [A || #{args := A} <- Evs]),
     beamprobe_workload:stop_worker(W).
 
 %% A process that moves between scheduler threads writes its events into
@@ -180,10 +172,7 @@ handler_order_across_threads(_Config) ->
 
 order_across_threads() ->
     W = worker(),
-    S = start(#{procs => [W], calls => [{?T, f, 1}], return => false,
-                exceptions => false,
-                output => {handler, ?H, #{parent => self()}}}),
-    H = handler_pid(),
+    {S, H} = f_to_handler(W),
     %% 10,000 calls in chunks of 50, each chunk on the other scheduler
     %% (process_flag(scheduler, N) binds the process to scheduler N).
     [ok = run(W, fun() ->
@@ -193,10 +182,7 @@ order_across_threads() ->
                  end)
      || I <- lists:seq(1, 10000, 50)],
     ok = run(W, fun() -> _ = process_flag(scheduler, 0), ok end),
-    ?L:wait_until(fun() ->
-                          {ok, #{events := E}} = beamprobe:info(S),
-                          E =:= 10000
-                  end, 5000),
+    wait_events(S, 10000),
     Sum = stop(S),
     {requested, _Totals} = handler_done(H),
     Evs = handler_events(H),
@@ -204,8 +190,7 @@ order_across_threads() ->
     ?assertMatch(#{threads := T} when T >= 2, Sum),
     ?assertEqual(10000, length(Evs)),
     Args = [A || #{args := A} <- Evs],
-    Want = [iolist_to_binary(["(", integer_to_list(I), ")"])
-            || I <- lists:seq(1, 10000)],
+    Want = args_text(10000),
     case Args =:= Want of
         true -> ok;
         false ->
@@ -444,3 +429,22 @@ remote_shell_proc(Tester, Cap, Pattern) ->
         {clear, From} -> From ! {self(), cleared, beamprobe:clear()}
     after 30000 -> ok
     end.
+
+%% A session of W's calls of f/1 (no returns) into the test handler, and
+%% the handler's pid.
+f_to_handler(W) ->
+    S = start(#{procs => [W], calls => [{?T, f, 1}], return => false,
+                exceptions => false,
+                output => {handler, ?H, #{parent => self()}}}),
+    {S, handler_pid()}.
+
+%% Waits until session S has recorded N events.
+wait_events(S, N) ->
+    ?L:wait_until(fun() ->
+                          {ok, #{events := E}} = beamprobe:info(S),
+                          E =:= N
+                  end, 5000).
+
+%% The args text of f(1) .. f(N).
+args_text(N) ->
+    [iolist_to_binary(["(", integer_to_list(I), ")"]) || I <- lists:seq(1, N)].
