@@ -98,7 +98,14 @@ join(Session, Spec) ->
 %% nothing.
 -spec leave(pid(), map() | undefined) -> ok.
 leave(Session, Entry) ->
-    try gen_server:call(?MODULE, {leave, Session, Entry}, infinity)
+    %% The entry is sent only to a janitor that does not know the session:
+    %% for `procs => existing | new' it holds every pid alive at the start
+    %% (500,000 processes: ≈ 0.3 s to copy, on the way to clearing the
+    %% flags of a session whose owner died).
+    try gen_server:call(?MODULE, {leave, Session}, infinity) of
+        unknown ->
+            gen_server:call(?MODULE, {leave, Session, Entry}, infinity);
+        ok -> ok
     catch exit:_ -> ok
     end.
 
@@ -181,6 +188,11 @@ handle_call({join, Session, Spec}, _From, St) ->
         {ok, Matched, St1} ->
             {reply, {ok, Matched, entry(Session, St1)}, St1};
         {error, Reason, St1} -> {reply, {error, Reason}, St1}
+    end;
+handle_call({leave, Session}, _From, #st{sessions = Ss} = St) ->
+    case lists:any(fun(#{pid := P}) -> P =:= Session end, maps:values(Ss)) of
+        true -> {reply, ok, drop(Session, St)};
+        false -> {reply, unknown, St}
     end;
 handle_call({leave, Session, Entry}, _From, St) ->
     {reply, ok, drop(Session, adopt(Session, Entry, St))};

