@@ -374,9 +374,11 @@ patterns(#st{mfa = MFA} = St) ->
 flags(St) ->
     T = tracer(St),
     Me = self(),
+    %% A process nobody traces has no flags: read as its flags (≈ 0.2 µs;
+    %% asking its tracer takes ≈ 4 µs, 2 s for 500,000 processes).
     _ = [catch erlang:trace(P, true, [call, T])
          || P <- processes(), P =/= Me,
-            trace_info(P, tracer) =:= {tracer, []}],
+            erlang:process_info(P, trace) =:= {trace, 0}],
     _ = erlang:trace(new, true, [call, T]),
     {ok, St#st{new_set = true}}.
 
@@ -393,7 +395,8 @@ timer(St) ->
 traced(#st{res = undefined}) -> [];
 traced(St) ->
     T = case tracer(St) of {tracer, M, S} -> {M, S} end,
-    [P || P <- processes(), trace_info(P, tracer) =:= {tracer, T}].
+    [P || P <- processes(), erlang:process_info(P, trace) =/= {trace, 0},
+          trace_info(P, tracer) =:= {tracer, T}].
 
 %% erlang:trace_info/2 through apply: its OTP 25 spec leaves out
 %% {Module, State} tracers, which dialyzer then calls impossible (as
