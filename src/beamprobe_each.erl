@@ -40,12 +40,14 @@
 %%% off, only of processes already known to be another tool's (found by
 %%% an earlier call in the same process: the janitor, whose every start
 %%% asks); any other is cleared at once, and one the VM refuses becomes
-%%% known.  Measured (docs/design.md, "Dirty schedulers"): a dead owner's
+%%% known.  Turning on, the same when the caller gives the processes
+%%% other tools hold ({@link trace/4}).  Measured (docs/design.md, "Dirty
+%%% schedulers"): a dead owner's
 %%% `procs => existing' session on 500,000 processes is cleared in
 %%% ≈ 0.6 s that way, against ≈ 2 s asking each.
 -module(beamprobe_each).
 
--export([trace/3]).
+-export([trace/3, trace/4]).
 
 %% Nodes with at most this many processes: the tracer of every traced
 %% process is asked before it is turned off (no error report ever).
@@ -67,6 +69,18 @@
 %% ports changed.
 -spec trace(which(), boolean(), [term()]) -> non_neg_integer().
 trace(Which, How, Flags) ->
+    trace(Which, How, Flags, careful).
+
+%% @doc As {@link trace/3}; turning on with `{tracer, ...}' in `Flags' on
+%% a node of more than 20,000 processes, `Others' (every process another
+%% tool traced a moment ago, as the caller just found: a session's
+%% `beamprobe_watch:skip/2') spares asking each traced process its tracer:
+%% a process not among them is changed at once, and the VM refuses one
+%% whose tracer is another live one (with its error report: a process
+%% another tool started tracing since).  `careful': ask each.
+-spec trace(which(), boolean(), [term()], careful | [pid()]) ->
+          non_neg_integer().
+trace(Which, How, Flags, Others) ->
     {New, Old, Ports} = parts(Which),
     %% The worker first: spawned before the new-process defaults change,
     %% it is never traced itself.
@@ -76,7 +90,7 @@ trace(Which, How, Flags) ->
         end,
     _ = New =/= none andalso erlang:trace(New, How, Flags),
     NP = case Old of
-             true -> run(W, mode(How, tracer(Flags)));
+             true -> run(W, mode(How, tracer(Flags), Others));
              false -> 0
          end,
     NPo = case Ports of
@@ -124,14 +138,18 @@ worker(How, Flags, Tracer) ->
                end).
 
 %% careful: the tracer of every traced process is asked first; {fast,
-%% Known}: only of those in Known (turning off, our tracer named: the VM
-%% refuses another tool's process itself).
-mode(false, Tracer) when Tracer =/= none ->
+%% Known}: only of those in Known (our tracer named: the VM refuses
+%% another tool's process itself).  Turning on, only with the other
+%% tools' processes given by the caller.
+mode(How, Tracer, Others) when Tracer =/= none,
+                               not How orelse is_list(Others) ->
     case erlang:system_info(process_count) > ?CAREFUL_UP_TO of
+        true when is_list(Others) ->
+            {fast, maps:merge(known(), maps:from_keys(Others, true))};
         true -> {fast, known()};
         false -> careful
     end;
-mode(_How, _Tracer) -> careful.
+mode(_How, _Tracer, _Others) -> careful.
 
 run(W, Mode) ->
     W ! {go, self(), Mode},
@@ -185,7 +203,7 @@ wanted(P, How, Tracer, Mode) ->
     end.
 
 wanted_traced(_P, false, none, _Mode) -> true;
-wanted_traced(P, false, _Tracer, {fast, Known}) when not is_map_key(P, Known) ->
+wanted_traced(P, _How, _Tracer, {fast, Known}) when not is_map_key(P, Known) ->
     unasked;
 wanted_traced(P, How, Tracer, _Mode) ->
     case erlang:trace_info(P, tracer) of

@@ -53,7 +53,8 @@
                   calls := [{mfa_pat(), true | list()}],
                   msgs := [{send | 'receive', term()}],
                   handlers := [pid()],
-                  relied => [mfa()]}.
+                  relied => [mfa()],
+                  others => careful | [pid()]}.
 -export_type([spec/0]).
 
 -define(HUB, beamprobe_hub).
@@ -272,7 +273,10 @@ adopt(_Session, _Other, St) -> St.
 
 do_join(Session, Spec, #st{sessions = Ss} = St) ->
     Ref = monitor(process, Session),
-    E0 = Spec#{pid => Session},
+    %% `others': the processes other tools held when the session looked
+    %% (beamprobe_watch:skip/2), for this install only.
+    E0 = maps:remove(others, Spec#{pid => Session}),
+    Others = maps:get(others, Spec, careful),
     case conflicts(E0, maps:values(Ss)) of
         {Pid, What} ->
             demonitor(Ref, [flush]),
@@ -281,7 +285,7 @@ do_join(Session, Spec, #st{sessions = Ss} = St) ->
             case add_member(E0) of
                 {ok, E} ->
                     St1 = St#st{sessions = Ss#{Ref => E}},
-                    try install(E, St1) of
+                    try install(E#{others => Others}, St1) of
                         {ok, Matched, St2} -> {ok, Matched, St2};
                         {error, Reason, St2} ->
                             {error, Reason, drop(Session, St2)}
@@ -496,13 +500,14 @@ set_flags(#{procs := Procs, flags := Flags0, arity := Arity,
     Flags = Flags0 ++ [arity || Arity, not lists:any(Full, Others)],
     _ = case Flags of
             [] -> ok;
-            _ -> add_flags(Procs, Ports, Flags)
+            _ -> add_flags(Procs, Ports, Flags,
+                           maps:get(others, E, careful))
         end,
     %% Also the processes of a session started while the hub traces new
     %% processes: its handlers got the defaults when they were spawned.
     untrace_own(Ss).
 
-add_flags(L, _Ports, Flags) when is_list(L) ->
+add_flags(L, _Ports, Flags, _Others) when is_list(L) ->
     _ = [case catch erlang:trace(P, true, Flags ++ [?TRACER]) of
              {'EXIT', _} -> throw({trace_failed, L, Flags});
              _ -> ok
@@ -510,12 +515,12 @@ add_flags(L, _Ports, Flags) when is_list(L) ->
     ok;
 %% Existing processes one at a time (beamprobe_each: the VM's one pass
 %% can crash OTP 25.2 when a process runs on a dirty scheduler).
-add_flags(Spec0, Ports, Flags) ->
+add_flags(Spec0, Ports, Flags, Others) ->
     Spec = case Ports of
                true -> Spec0;
                false -> processes_only(Spec0)
            end,
-    _ = beamprobe_each:trace(Spec, true, Flags ++ [?TRACER]),
+    _ = beamprobe_each:trace(Spec, true, Flags ++ [?TRACER], Others),
     ok.
 
 %% beamprobe never traces itself: its sessions, their handlers, the

@@ -345,7 +345,10 @@ join(#st{config = C, res = Res, handlers = Hs} = St) ->
              relied => case {Meta, St#st.skipped} of
                            {false, #{calls := Sk}} -> Sk;
                            _ -> []
-                       end},
+                       end,
+             %% The processes other tools hold (just checked, each one):
+             %% the janitor need not ask each traced process again.
+             others => others(St#st.skipped)},
     case beamprobe_janitor:join(self(), Spec) of
         {ok, Matched, Entry} ->
             {ok, St#st{matched = Matched, traced = Procs, hub = Entry,
@@ -353,6 +356,12 @@ join(#st{config = C, res = Res, handlers = Hs} = St) ->
                        msg_patterns = [K || {K, _} <- maps:get(messages, C)]}};
         {error, R} -> {error, R, St}
     end.
+
+%% The processes beamprobe_watch:skip/2 found traced by other tools, when
+%% it listed them all (it keeps at most a thousand).
+others(#{procs := L, procs_count := N}) when length(L) =:= N ->
+    [P || P <- L, is_pid(P)];
+others(_) -> careful.
 
 %% The event kinds the session records through the hub (c_src/bp_hub.h;
 %% 256: the calls of its meta patterns).

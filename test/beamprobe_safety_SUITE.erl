@@ -15,14 +15,15 @@
 -export([all/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([default_keeps_tail_loop/1, return_grows_tail_loop/1,
-         owner_death_many_procs/1, stop_unrelated_pid/1,
+         owner_death_many_procs/1, second_session_many_procs/1,
+         stop_unrelated_pid/1,
          shell_return_only_when_asked/1, match_spec_asks_return/1,
          rings_mapped_ahead_flight_recorder/1, rings_mapped_ahead_drained/1,
          dirty_scheduler_toggles/1]).
 %% The traced gen_server, and what the peer node runs.
 -export([init/1, handle_call/3, handle_cast/2]).
 -export([peer_owner_death/1, tail_loop/2, null_io/0, hit/1,
-         peer_toggles/2, log/2]).
+         peer_toggles/2, log/2, peer_second_session/1]).
 
 -define(L, beamprobe_test_lib).
 -define(CALLS, 100000).
@@ -34,7 +35,8 @@ all() ->
      shell_return_only_when_asked, match_spec_asks_return,
      stop_unrelated_pid,
      rings_mapped_ahead_flight_recorder, rings_mapped_ahead_drained,
-     owner_death_many_procs, dirty_scheduler_toggles].
+     owner_death_many_procs, second_session_many_procs,
+     dirty_scheduler_toggles].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -186,26 +188,71 @@ stop_unrelated_pid(Config) ->
 %% it), one after (unknown to beamprobe on a node this big: the VM
 %% refuses to clear it, with its one error report).
 owner_death_many_procs(_Config) ->
+    R = on_big_peer(?FUNCTION_NAME, peer_owner_death, 500000),
+    #{cleared_ms := Ms, other_tracer := Other, left := Left,
+      before_tracer := Before, one_tracer_reports := Reports} = R,
+    ?assertEqual(0, Left),
+    ?assertMatch({tracer, T} when T =/= [], Other),
+    ?assertMatch({tracer, T} when T =/= [], Before),
+    ?assertEqual(1, Reports),
+    %% Measured 0.65 s for 500 k here (src/beamprobe_each.erl).
+    ?assert(Ms =< 1000).
+
+%% Runs ?MODULE:F(N) on a new peer node made for N processes, logs and
+%% returns its result.
+on_big_peer(Name, F, N) ->
     Ebin = filename:dirname(code:which(beamprobe)),
     Test = filename:dirname(code:which(?MODULE)),
     {ok, Peer, Node} = peer:start_link(
-                         #{name => peer:random_name(?FUNCTION_NAME),
-                           args => ["+P", "2097152", "-pa", Ebin,
-                                    "-pa", Test]}),
+                         #{name => peer:random_name(Name),
+                           args => ["+P", integer_to_list(4 * N),
+                                    "-pa", Ebin, "-pa", Test]}),
     try
-        R = erpc:call(Node, ?MODULE, peer_owner_death, [500000], 120000),
+        R = erpc:call(Node, ?MODULE, F, [N], 120000),
         ct:log("~p", [R]),
-        #{cleared_ms := Ms, other_tracer := Other, left := Left,
-          before_tracer := Before, one_tracer_reports := Reports} = R,
-        ?assertEqual(0, Left),
-        ?assertMatch({tracer, T} when T =/= [], Other),
-        ?assertMatch({tracer, T} when T =/= [], Before),
-        ?assertEqual(1, Reports),
-        %% Measured 0.65 s for 500 k here (src/beamprobe_each.erl).
-        ?assert(Ms =< 1000)
+        R
     after
         peer:stop(Peer)
     end.
+
+%% A second node-wide session on a peer node of 100 k processes, all
+%% traced by the first (src/beamprobe_each.erl: the flags are added
+%% without asking each process its tracer, the other tools' processes
+%% being those the session just found): every process gets both
+%% sessions' flags; a process another tool traced before either session
+%% keeps its tracer, and no error report is logged; after both stop no
+%% process has beamprobe's tracer.
+second_session_many_procs(_Config) ->
+    R = on_big_peer(?FUNCTION_NAME, peer_second_session, 100000),
+    ?assertMatch(#{both_flags := 1000, other_tracer := {tracer, T},
+                   one_tracer_reports := 0, left := 0}
+                   when is_pid(T), R).
+
+%% @private Runs on the peer node.
+-spec peer_second_session(pos_integer()) -> map().
+peer_second_session(N) ->
+    {Idle, Dbg} = peer_setup(N),
+    Other = spawn(fun() -> receive stop -> ok end end),
+    1 = erlang:trace(Other, true, [send, {tracer, Dbg}]),
+    Dir = "/tmp/bp-second-" ++ os:getpid(),
+    {ok, S1} = beamprobe:start(#{procs => all, events => [send],
+                                 output => {file, Dir ++ "-1"}}),
+    {ok, S2} = beamprobe:start(#{procs => all, events => ['receive'],
+                                 output => {file, Dir ++ "-2"}}),
+    Sample = [lists:nth(I * (N div 1000), Idle) || I <- lists:seq(1, 1000)],
+    Both = length([P || P <- Sample,
+                        {flags, F} <- [erlang:trace_info(P, flags)],
+                        lists:member(send, F), lists:member('receive', F)]),
+    OtherT = erlang:trace_info(Other, tracer),
+    _ = beamprobe:stop(S2),
+    _ = beamprobe:stop(S1),
+    Left = length([P || P <- processes(), traced_by_beamprobe(P)]),
+    _ = [P ! stop || P <- [Other | Idle]],
+    timer:sleep(200),
+    ok = logger:remove_handler(bp_capture),
+    _ = [file:del_dir_r(Dir ++ X) || X <- ["-1", "-2"]],
+    #{both_flags => Both, other_tracer => OtherT, left => Left,
+      one_tracer_reports => one_tracer_reports(0)}.
 
 %% OTP 25.2 crashes (SIGSEGV on a dirty I/O scheduler, erlang/otp#6448)
 %% when flags of every process are changed in one pass of the VM while
@@ -267,12 +314,7 @@ toggle(Mode, T, End, N) ->
 
 %% @private Runs on the peer node.
 peer_owner_death(N) ->
-    {ok, _} = application:ensure_all_started(beamprobe),
-    ok = logger:add_handler(bp_capture, ?MODULE,
-                            #{config => #{pid => self()}}),
-    Idle = [spawn(fun() -> receive stop -> ok end end)
-            || _ <- lists:seq(1, N)],
-    Dbg = spawn(fun Sink() -> receive _ -> Sink() end end),
+    {Idle, Dbg} = peer_setup(N),
     %% Another tool's tracer on a process before the session starts.
     Before = spawn(fun() -> receive stop -> ok end end),
     1 = erlang:trace(Before, true, ['receive', {tracer, Dbg}]),
@@ -306,6 +348,17 @@ peer_owner_death(N) ->
     ok = logger:remove_handler(bp_capture),
     #{cleared_ms => Ms, left => Left, other_tracer => OtherT,
       before_tracer => BeforeT, one_tracer_reports => one_tracer_reports(0)}.
+
+%% On the peer: beamprobe started, the logger's events sent to this
+%% process (one_tracer_reports/1), N idle processes and a tracer process
+%% of "another tool" that takes every message.
+peer_setup(N) ->
+    {ok, _} = application:ensure_all_started(beamprobe),
+    ok = logger:add_handler(bp_capture, ?MODULE,
+                            #{config => #{pid => self()}}),
+    Idle = [spawn(fun() -> receive stop -> ok end end)
+            || _ <- lists:seq(1, N)],
+    {Idle, spawn(fun Sink() -> receive _ -> Sink() end end)}.
 
 %% The error reports "can only have one tracer per process" the peer's
 %% logger received (the VM's refusal to change another tracer's process).
