@@ -376,7 +376,11 @@ run_examples(Bt) ->
                {"gc_pauses.bt", ["@pause_us[~s, minor]", "@max_us[~s]"]},
                {"offcpu.bt", ["@erlang_wait_us[~s]"]},
                {"annotations.bt", ["usdt_loop: "]}],
-    {Node, OsPid} = start_node(["loop", integer_to_list(4 * length(Scripts) + 4)]),
+    %% A budget far beyond the scripts' 4 s each (bpftrace's own start
+    %% takes 1-3 s here, more on a loaded machine: with 4 s a script the
+    %% node once ended before the last one attached); ended when they are
+    %% done (SIGTERM: init:stop/0).
+    {Node, OsPid} = start_node(["loop", integer_to_list(15 * length(Scripts))]),
     {match, [W, Sink]} = re:run(element(2, Node), "worker (<[0-9.]+>) sink (<[0-9.]+>)",
                                 [{capture, all_but_first, list}]),
     Results =
@@ -388,6 +392,7 @@ run_examples(Bt) ->
                                 Want <- [fmt(Want0, W, Sink)],
                                 binary:match(Out, Want) =:= nomatch]
          end || {Script, Wants} <- Scripts],
+    _ = os:cmd("kill -TERM " ++ OsPid),
     _ = node_wait(Node),
     ?assertEqual([], lists:append(Results)).
 
