@@ -374,11 +374,9 @@ patterns(#st{mfa = MFA} = St) ->
 flags(St) ->
     T = tracer(St),
     Me = self(),
-    %% A process nobody traces has no flags: read as its flags (≈ 0.2 µs;
-    %% asking its tracer takes ≈ 4 µs, 2 s for 500,000 processes).
     _ = [catch erlang:trace(P, true, [call, T])
          || P <- processes(), P =/= Me,
-            erlang:process_info(P, trace) =:= {trace, 0}],
+            beamprobe_each:tracer_of(P) =:= []],
     _ = erlang:trace(new, true, [call, T]),
     {ok, St#st{new_set = true}}.
 
@@ -395,19 +393,13 @@ timer(St) ->
 traced(#st{res = undefined}) -> [];
 traced(St) ->
     T = case tracer(St) of {tracer, M, S} -> {M, S} end,
-    [P || P <- processes(), erlang:process_info(P, trace) =/= {trace, 0},
-          trace_info(P, tracer) =:= {tracer, T}].
+    [P || P <- processes(), beamprobe_each:tracer_of(P) =:= T].
 
-%% erlang:trace_info/2 through apply: its OTP 25 spec leaves out
-%% {Module, State} tracers, which dialyzer then calls impossible (as
-%% beamprobe_janitor).
-%% seq_trace:get_system_tracer/0: its OTP 25 spec leaves out
-%% {Module, State} tracers too.
+%% seq_trace:get_system_tracer/0 through apply: its OTP 25 spec leaves
+%% out {Module, State} tracers, which dialyzer then calls impossible (as
+%% erlang:trace_info/2's, beamprobe_each:tracer_of/1).
 system_tracer() ->
     erlang:apply(seq_trace, get_system_tracer, []).
-
-trace_info(What, Item) ->
-    erlang:apply(erlang, trace_info, [What, Item]).
 
 %% Patterns first, then flags: nothing of it stays.
 uninstall(#st{res = undefined} = St) -> St;

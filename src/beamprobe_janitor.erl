@@ -191,7 +191,7 @@ handle_call({join, Session, Spec}, _From, St) ->
         {error, Reason, St1} -> {reply, {error, Reason}, St1}
     end;
 handle_call({leave, Session}, _From, #st{sessions = Ss} = St) ->
-    case lists:any(fun(#{pid := P}) -> P =:= Session end, maps:values(Ss)) of
+    case knows(Session, Ss) of
         true -> {reply, ok, drop(Session, St)};
         false -> {reply, unknown, St}
     end;
@@ -256,7 +256,7 @@ entry(Session, #st{sessions = Ss}) ->
 adopt(_Session, undefined, St) -> St;
 adopt(Session, #{pid := Session} = E,
       #st{sessions = Ss, msgpats = MP} = St) ->
-    case lists:any(fun(#{pid := P}) -> P =:= Session end, maps:values(Ss)) of
+    case knows(Session, Ss) of
         true -> St;
         false ->
             St1 = St#st{sessions = Ss#{monitor(process, Session) => E},
@@ -270,6 +270,9 @@ adopt(Session, #{pid := Session} = E,
                         end, St1, [false, true])
     end;
 adopt(_Session, _Other, St) -> St.
+
+knows(Session, Ss) ->
+    lists:any(fun(#{pid := P}) -> P =:= Session end, maps:values(Ss)).
 
 do_join(Session, Spec, #st{sessions = Ss} = St) ->
     Ref = monitor(process, Session),
