@@ -158,12 +158,7 @@ TEST_STEPS := "$(MAKE) schema-check" \
 	"bash scripts/dialyzer.sh" \
 	"bash test/build/run.sh"
 test: deps all
-	@failed=""; for step in $(TEST_STEPS); do \
-	  echo "=== make test: $$step"; \
-	  sh -c "$$step" || failed="$$failed\n  $$step"; \
-	done; \
-	if [ -n "$$failed" ]; then printf "make test: FAILED steps:$$failed\n"; exit 1; fi; \
-	echo "make test: every step passed"
+	@bash scripts/test_steps.sh $(TEST_STEPS)
 
 # The NIF built with ASan + UBSan (_build/c/asan/beamprobe_nif.so) and the
 # core Common Test suites run in a VM that loads it (test/asan/run.sh).

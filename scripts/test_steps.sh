@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# scripts/test_steps.sh STEP... -- runs each test step (a shell command),
+# every one even if an earlier one failed, and fails if any did.
+#
+# Each step's output goes to the terminal and to _build/test-logs/N.log.
+# The closing summary repeats, for each failed step, the lines that say what
+# failed (TAP "not ok", Common Test and EUnit failures, sanitizer reports),
+# so that the last screen of a long run is enough to know why.
+set -u
+logs=_build/test-logs
+rm -rf "$logs"
+mkdir -p "$logs"
+n=0
+failed=()
+for step in "$@"; do
+	n=$((n + 1))
+	echo "=== make test: $step"
+	log="$logs/$n.log"
+	# To the log, shown as it grows; not through a pipe, which a daemon
+	# started by a step (epmd) would hold open.
+	sh -c "$step" > "$log" 2>&1 < /dev/null &
+	pid=$!
+	tail -n +1 -s 0.2 -f --pid="$pid" "$log" &
+	wait "$pid"
+	rc=$?
+	wait $!
+	if [ "$rc" -ne 0 ]; then
+		failed+=("$n:$step")
+	fi
+done
+if [ ${#failed[@]} -eq 0 ]; then
+	echo "make test: every step passed"
+	exit 0
+fi
+echo "make test: FAILED steps:"
+for f in "${failed[@]}"; do
+	echo "  ${f#*:}"
+done
+for f in "${failed[@]}"; do
+	n=${f%%:*}
+	echo "--- what failed in: ${f#*:} (whole output: $logs/$n.log)"
+	grep -a -n -E 'not ok|FAILED|[Ff]ailed:|^== .*(rc|exit)|Bail out|ERROR|Sanitizer|runtime error|Assertion|\*\*\* |{error,|Segmentation|core dumped|Killed|timed out|TIMEOUT' \
+		"$logs/$n.log" | grep -v -E '^[0-9]+:ok ' | tail -40
+	echo "--- its last 15 lines:"
+	tail -15 "$logs/$n.log"
+done
+exit 1
