@@ -50,8 +50,13 @@ static inline void bp_membar_busy(_Atomic uint32_t *busy)
  * (microseconds); control context only. */
 void bp_membar_sync(void);
 
-/* Number of membarrier calls that failed after registration (the remover
- * then fell back to its own fence; expected 0). */
+/* Number of membarrier calls that failed after registration (expected
+ * 0; the remover then retries, falls back to the global membarrier, and
+ * at last waits 10 ms: bp_membar.c). */
 uint64_t bp_membar_failures(void);
+
+/* Tests only (test/c/test_membar.c): while non-zero, every expedited
+ * membarrier call fails, so that the fallback of bp_membar_sync runs. */
+extern int bp_membar_test_refuse;
 
 #endif

@@ -125,6 +125,14 @@ int main(void)
 		is_u(bad, 0, "membarrier: no round where both missed the "
 			     "other (%u rounds)", n);
 		is_u(bp_membar_failures(), 0, "no membarrier call failed");
+		/* The remover's fallback when the expedited call fails: the
+		 * global membarrier (a grace period per round: few rounds). */
+		bp_membar_test_refuse = 1;
+		bad = run(PROPER, 200);
+		bp_membar_test_refuse = 0;
+		is_u(bad, 0, "expedited membarrier failing: no round where both "
+			     "missed the other (200 rounds)");
+		is_u(bp_membar_failures(), 200, "each failed call counted");
 	}
 	/* The fallback: a locked exchange on the producer's side. */
 	bp_membar_fast = 0;

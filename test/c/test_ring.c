@@ -394,6 +394,7 @@ struct producer {
 	int lossless;      /* retry a NULL reserve instead of dropping */
 	_Atomic int *stop; /* set by the main thread when limit == 0 */
 	uint64_t attempted, drops, retries; /* results */
+	_Atomic int filled; /* set at the first drop, for the consumer */
 };
 
 struct consumer_view {
@@ -435,7 +436,10 @@ static void *producer_main(void *arg)
 		pr->attempted++;
 		while (!(p = bp_ring_reserve(&pr->ring, max_len))) {
 			if (!pr->lossless) {
-				pr->drops++;
+				if (!pr->drops++)
+					atomic_store_explicit(
+						&pr->filled, 1,
+						memory_order_relaxed);
 				break;
 			}
 			pr->retries++;
@@ -521,10 +525,29 @@ static uint64_t drain(struct stress *st)
 	return total;
 }
 
+/* Whether every producer has dropped a record (or all are done). */
+static int all_filled(struct stress *st)
+{
+	if (atomic_load_explicit(&st->producers_done, memory_order_acquire))
+		return 1;
+	for (uint32_t i = 0; i < NPROD; i++)
+		if (!atomic_load_explicit(&st->p[i].filled,
+					  memory_order_relaxed))
+			return 0;
+	return 1;
+}
+
 static void *consumer_main(void *arg)
 {
 	struct stress *st = arg;
 
+	/* A timed run that may drop asserts its rings did fill: the consumer
+	 * starts reading only once each has, so that a fast consumer (or a
+	 * slow producer on a loaded machine) cannot make the run lossless
+	 * by chance.  Producers drop within microseconds of a full ring. */
+	if (!st->p[0].limit && !st->p[0].lossless)
+		while (!all_filled(st))
+			sched_yield();
 	while (!atomic_load_explicit(&st->producers_done, memory_order_acquire))
 		if (!drain(st))
 			sched_yield(); /* idle: let producers have the CPU */

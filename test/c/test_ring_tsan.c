@@ -44,6 +44,7 @@ struct run {
 	_Atomic uint32_t busy, state;
 	_Atomic int done;
 	_Atomic uint64_t progress; /* records attempted so far */
+	_Atomic int overflowed; /* set at the first user record dropped */
 	/* producer results */
 	uint64_t prod_user, prod_aux, drop_user, drop_aux, paused_user,
 		paused_aux;
@@ -102,6 +103,9 @@ static void *producer(void *arg)
 		p = bp_ring_reserve(&r->ring, max);
 		if (!p) {
 			aux ? r->drop_aux++ : r->drop_user++;
+			if (!aux)
+				atomic_store_explicit(&r->overflowed, 1,
+						      memory_order_relaxed);
 			/* A full ring: let the consumer run now and then, or
 			 * on a loaded machine (both threads on one core) the
 			 * run is all drops and the ring hardly wraps. */
@@ -173,6 +177,15 @@ static void *consumer(void *arg)
 	struct run *r = arg;
 	uint64_t next = 0;
 
+	/* The small rings must overflow (asserted below): read nothing until
+	 * the producer has been refused once, so that the timing of a run
+	 * (a slow producer under a sanitizer or on a loaded machine) cannot
+	 * keep every record in. */
+	if (!r->drop_oldest && r->cap < (256u << 10))
+		while (!atomic_load_explicit(&r->overflowed,
+					     memory_order_relaxed) &&
+		       !atomic_load_explicit(&r->done, memory_order_acquire))
+			sched_yield();
 	for (;;) {
 		int done = atomic_load_explicit(&r->done, memory_order_acquire);
 		if (r->drop_oldest && !done &&
