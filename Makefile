@@ -189,6 +189,11 @@ clean:
 	$(MAKE) -C c_src/cli clean
 	rm -rf ebin/*.beam ebin/*.app _build doc/chunks
 
+# Targets share outputs (the NIF and its asan build write one generated
+# header directory; test steps start nodes of one name): a `-j` from the
+# environment must not run them side by side.
+.NOTPARALLEL:
+
 .PHONY: FORCE schema schema-check demo fuzz all c erl cli chunks install uninstall deps check-deps test test-asan asan-nif bench dialyzer clean
 FORCE:
 
