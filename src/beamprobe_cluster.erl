@@ -20,6 +20,8 @@
 %%% `DIR/<node>' on the caller's node and deletes the staged copy.  A node
 %%% that cannot be reached at stop keeps its staged trace; the summary
 %%% names it (`nodes => #{N => #{fetch => {error, R}, staged => Path}}').
+%%% A coordinator that dies while a node is connected never fetches: that
+%%% node's agent ends the session and removes the staged trace.
 %%%
 %%% Clocks: before the first and after the last event the coordinator
 %%% probes every node (`?PROBES' round trips reading the trace clock there
@@ -629,7 +631,7 @@ agent_start(Coord, Spec, Id) ->
                               case local_start(Spec#{output => Out}) of
                                   {ok, S} ->
                                       Caller ! {Ref, ok},
-                                      agent_loop(CRef, S);
+                                      agent_loop(CRef, S, Staged);
                                   {error, _} = E -> Caller ! {Ref, E}
                               end
                       end),
@@ -639,18 +641,30 @@ agent_start(Coord, Spec, Id) ->
         {'DOWN', MRef, process, _, Why} -> {error, {agent_down, Why}}
     end.
 
-agent_loop(CRef, S) ->
+agent_loop(CRef, S, Staged) ->
     receive
         {?MODULE, From, Ref, stop} ->
             From ! {?MODULE, Ref, beamprobe:stop(S)};
         {?MODULE, From, Ref, info} ->
             From ! {?MODULE, Ref, beamprobe:info(S)},
-            agent_loop(CRef, S);
-        {'DOWN', CRef, process, _, _} ->
-            %% The coordinator is gone: end the session (the trace stays
-            %% staged: nobody will fetch it).
-            _ = beamprobe:stop(S)
+            agent_loop(CRef, S, Staged);
+        {'DOWN', CRef, process, _, noconnection} ->
+            %% The coordinator's node is out of reach: end the session and
+            %% keep the staged trace (a coordinator that is still alive
+            %% names it in its stop summary: fetch => {error, _}, staged).
+            _ = beamprobe:stop(S);
+        {'DOWN', CRef, process, _, Why} ->
+            %% The coordinator died while this node was connected: it will
+            %% never fetch the staged trace, so it is not left behind.
+            _ = beamprobe:stop(S),
+            drop_staged(Staged, Why)
     end.
+
+drop_staged(undefined, _) -> ok;
+drop_staged(Dir, Why) ->
+    _ = agent_cleanup(Dir),
+    logger:notice("beamprobe: cluster session's coordinator died (~0tP): "
+                  "its staged trace ~ts was removed", [Why, 10, Dir]).
 
 %% @private
 -spec agent_files(string()) -> {ok, [{string(), non_neg_integer()}]}.

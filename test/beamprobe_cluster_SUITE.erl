@@ -17,7 +17,7 @@
          end_per_testcase/2]).
 -export([start_stop_three_nodes/1, flows_matched_not_reversed/1,
          refined_offsets/1, bad_specs/1, node_fails_to_start/1,
-         owner_dies/1, node_killed/1]).
+         owner_dies/1, coordinator_killed/1, node_killed/1]).
 %% Run on the nodes.
 -export([pong/0, ping/3, node_clean/0, chain_start/2]).
 -export([init/1, handle_call/3, handle_cast/2]).
@@ -26,7 +26,8 @@
 
 all() ->
     [start_stop_three_nodes, flows_matched_not_reversed, refined_offsets,
-     bad_specs, node_fails_to_start, owner_dies, node_killed].
+     bad_specs, node_fails_to_start, owner_dies, coordinator_killed,
+     node_killed].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -427,6 +428,32 @@ owner_dies(Config) ->
     [?assert(filelib:is_file(filename:join([Dir, atom_to_list(N), "metadata"])))
      || N <- Nodes].
 
+%% The coordinator itself is killed while every node is connected: nobody
+%% will fetch the nodes' staged traces, so each node ends its session and
+%% removes its staged directory (a node that only lost the connection
+%% keeps it: node_killed).
+coordinator_killed(Config) ->
+    Nodes = [N1 | Peers] = nodes_of(Config),
+    ?assertEqual(node(), N1),
+    Dir = ?L:dir(Config, "coord"),
+    Staged = fun() -> lists:sort([F || N <- Peers,
+                                       F <- erpc:call(N, filelib, wildcard,
+                                                      ["/tmp/beamprobe-cluster-*-"
+                                                       ++ atom_to_list(N)])])
+             end,
+    Before = Staged(),
+    {ok, H} = beamprobe:start(#{nodes => Nodes, events => [send],
+                                output => {file, Dir}}),
+    New = Staged() -- Before,
+    ct:log("staged: ~p", [New]),
+    ?assertEqual(length(Peers), length(New)),
+    Ref = monitor(process, H),
+    exit(H, kill),
+    receive {'DOWN', Ref, process, H, killed} -> ok after 5000 -> ct:fail(alive) end,
+    assert_clean(Config, Nodes),
+    _ = (catch ?L:wait_until(fun() -> Staged() -- Before =:= [] end, 5000)),
+    ?assertEqual([], Staged() -- Before).
+
 %% A node dies mid-session: stop still returns, with the other nodes'
 %% traces, and names the lost one.
 node_killed(Config) ->
@@ -439,4 +466,9 @@ node_killed(Config) ->
     {ok, #{nodes := Per}} = beamprobe:stop(H),
     ?assertMatch(#{fetch := ok}, maps:get(N2, Per)),
     ?assertMatch(#{fetch := {error, _}}, maps:get(N3, Per)),
+    %% Its staged trace stays on its disk (here, this machine's /tmp):
+    %% the summary names it; the test removes it.
+    #{staged := Left} = maps:get(N3, Per),
+    ?assert(filelib:is_dir(Left)),
+    ok = file:del_dir_r(Left),
     assert_clean(Config, Nodes -- [N3]).

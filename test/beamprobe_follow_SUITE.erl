@@ -410,6 +410,11 @@ across_nodes_peer_dies(Config) ->
     {ok, #{nodes := Per}} = beamprobe:stop(H),
     ?assertMatch(#{fetch := {error, _}}, maps:get(B, Per)),
     ?assertMatch(#{fetch := ok}, maps:get(node(), Per)),
+    %% The dead peer's staged trace is named; it is on this machine's
+    %% /tmp, and the test removes it.
+    #{staged := Left} = maps:get(B, Per),
+    ?assert(filelib:is_dir(Left)),
+    ok = file:del_dir_r(Left),
     assert_clean(Config),
     Out = ?L:cli_ok(["request", filename:join(Dir, atom_to_list(node()))]),
     ct:pal("~s", [Out]),

@@ -126,7 +126,8 @@ load_target(_Node) ->
     %% caller_line).
     {ok, bprs_target, Bin} = compile:file(Src, [binary, return_errors]),
     {module, bprs_target} = code:load_binary(bprs_target, Src, Bin),
-    ok.
+    %% The line table keeps the name; the file is no longer needed.
+    ok = file:del_dir_r(Dir).
 
 %%% ------------------------------------------------------------------------
 %%% A shell on the peer, its group leader here

@@ -319,8 +319,8 @@ peer_owner_death(N) ->
     Before = spawn(fun() -> receive stop -> ok end end),
     1 = erlang:trace(Before, true, ['receive', {tracer, Dbg}]),
     Parent = self(),
+    Dir = "/tmp/bp-owner-death-" ++ os:getpid(),
     Owner = spawn(fun() ->
-                          Dir = "/tmp/bp-owner-death-" ++ os:getpid(),
                           R = beamprobe:start(#{procs => existing,
                                                 events => [gc],
                                                 output => {file, Dir}}),
@@ -346,6 +346,7 @@ peer_owner_death(N) ->
     _ = [P ! stop || P <- [Other, Before | Idle]],
     timer:sleep(200),
     ok = logger:remove_handler(bp_capture),
+    _ = file:del_dir_r(Dir),
     #{cleared_ms => Ms, left => Left, other_tracer => OtherT,
       before_tracer => BeforeT, one_tracer_reports => one_tracer_reports(0)}.
 
