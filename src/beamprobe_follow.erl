@@ -96,6 +96,7 @@
              dir :: string(),
              new_set = false :: boolean(),
              seq_set = false :: boolean(),
+             created_dir = false :: boolean(),
              timer :: undefined | reference(),
              started :: integer(),
              budget :: #{events := pos_integer(), ms := pos_integer(),
@@ -229,8 +230,7 @@ handle_call(install, _From, St) ->
     case install(St) of
         {ok, St1} -> {reply, ok, St1};
         {error, R, St1} ->
-            St2 = uninstall(St1),
-            {stop, normal, {error, R}, St2}
+            {stop, normal, {error, R}, discard(uninstall(St1))}
     end;
 handle_call(stop, _From, St) ->
     St1 = finish(St, requested),
@@ -294,11 +294,16 @@ alone(#st{mfa = {M, F, A}} = St) ->
         Fs =:= [] -> {error, {no_such_function, St#st.mfa}, St};
         Taken =/= [] -> {error, {follow_conflict, {pattern, hd(Taken)}}, St};
         true ->
-            case {beamprobe:list(), erlang:trace_info(new, flags)} of
-                {[S | _], _} -> {error, {follow_conflict, {session, S}}, St};
-                {[], {flags, [_ | _]}} ->
+            case {beamprobe:list(), erlang:trace_info(new, flags),
+                  system_tracer()} of
+                {[S | _], _, _} -> {error, {follow_conflict, {session, S}}, St};
+                {[], {flags, [_ | _]}, _} ->
                     {error, {follow_conflict, new_processes}, St};
-                {[], _} -> {ok, St}
+                {[], _, false} -> {ok, St};
+                %% Checked again when set (seq_tracer/1): before anything
+                %% is created, the usual conflict costs nothing to undo.
+                {[], _, Other} ->
+                    {error, {follow_conflict, {seq_trace_tracer, Other}}, St}
             end
     end.
 
@@ -316,8 +321,22 @@ seq_tracer(St) ->
 make_dir(#st{dir = Dir} = St) ->
     case beamprobe_nif:make_dir(unicode:characters_to_binary(Dir)) of
         {error, R} -> {error, {unwritable, Dir, R}, St};
-        _ -> {ok, St}
+        created -> {ok, St#st{created_dir = true}};
+        existing -> {ok, St}
     end.
+
+%% After a failed install: the NIF session ended without a summary, and
+%% the directory removed if this session created it (nothing
+%% half-installed stays behind).
+discard(#st{res = Res, created_dir = Created, dir = Dir} = St) ->
+    _ = Res =/= undefined andalso (catch beamprobe_nif:stop(Res)),
+    _ = Created andalso
+        begin
+            {ok, Files} = file:list_dir(Dir),
+            _ = [file:delete(filename:join(Dir, F)) || F <- Files],
+            file:del_dir(Dir)
+        end,
+    St#st{res = undefined, created_dir = false}.
 
 start_nif(#st{dir = Dir, budget = #{events := E, ms := Ms, requests := Rq}} = St) ->
     C = get(config),

@@ -392,7 +392,7 @@ node_fails_to_start(Config) ->
     {error, {node_failed, Failed, {no_such_module, M}}} = R,
     ?assert(lists:member(Failed, [N2, N3])),
     ?assertEqual([], beamprobe:list()),
-    ?L:dir_absent_or_empty(Dir),
+    ?assert(?L:dir_absent_or_empty(Dir)),
     assert_clean(Config, Nodes),
     Staged = [F || N <- Nodes, F <- erpc:call(N, filelib, wildcard,
                                               ["/tmp/beamprobe-cluster-*"])],

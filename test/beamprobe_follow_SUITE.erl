@@ -244,7 +244,7 @@ bad_specs(Config) ->
     ?assertMatch({error, {follow_conflict, {session, S}}},
                  F(#{from => "follow_request:root/2"})),
     {ok, _} = beamprobe:stop(S),
-    ?L:dir_absent_or_empty(Dir),
+    ?assert(?L:dir_absent_or_empty(Dir)),
     assert_clean(Config).
 
 %% The owner dies: the follow session ends, nothing stays.
@@ -319,7 +319,7 @@ seq_tracer_taken(Config) ->
         _ = seq_trace:set_system_tracer(false),
         T ! stop
     end,
-    ?L:dir_absent_or_empty(Dir),
+    ?assert(?L:dir_absent_or_empty(Dir)),
     assert_clean(Config).
 
 %% Two followed requests at once through the same servers (mid on the
@@ -376,10 +376,16 @@ across_nodes_conflict(Config) ->
     try
         T = erpc:call(B, erlang, spawn, [timer, sleep, [infinity]]),
         _ = erpc:call(B, seq_trace, set_system_tracer, [T]),
+        Staged = fun() -> erpc:call(B, filelib, wildcard,
+                                    ["/tmp/beamprobe-cluster-*-" ++ atom_to_list(B)])
+                 end,
         ?assertMatch({error, {node_failed, B, {follow_conflict, {seq_trace_tracer, T}}}},
                      beamprobe:start(#{follow => #{from => "follow_request:root/2"},
                                        nodes => [node(), B],
                                        output => {file, Dir}})),
+        %% Nothing half-installed: not even the peer's staging directory.
+        ?assertEqual([], Staged()),
+        ?assert(?L:dir_absent_or_empty(Dir)),
         assert_clean(Config),
         ?assertMatch(#{traced := [], seq_tracer := T, sessions := [],
                        new := {flags, []}, send := {match_spec, _}},
