@@ -8,6 +8,25 @@ out=_build/test
 mkdir -p "$out" _build/ct_logs
 passed=0; failed=0
 
+# What a step leaves in /tmp (the trace directory of a failed start, a dead
+# node's staged trace, ...) is a failure of that step: nothing beamprobe
+# does may leave files nobody will remove.  (Another test run on the
+# machine at the same time would be blamed too.)
+tmp_entries() {
+  ls -d /tmp/beamprobe-* /tmp/bp-* /tmp/bp_* /tmp/bprs-* 2>/dev/null | sort
+}
+check_tmp() { # $1: what ran; compares with $before, then resets it
+  local left
+  left=$(comm -13 <(echo "$before") <(tmp_entries))
+  if [ -n "$left" ]; then
+    echo "not ok - $1 left in /tmp:"; echo "$left" | sed 's/^/    /'
+    failed=$((failed + 1))
+    echo "$left" | xargs -r rm -rf
+  fi
+  before=$(tmp_entries)
+}
+before=$(tmp_entries)
+
 for f in test/*.erl; do
   erlc +warnings_as_errors +debug_info -I include -pa ebin -o "$out" "$f" || { echo "compile failed: $f"; exit 1; }
 done
@@ -25,6 +44,7 @@ if [ -n "$mods" ]; then
     f=$(echo "$p" | sed -E 's/Failed: ([0-9]+).*/\1/'); ok=$(echo "$p" | sed -E 's/.*Passed: ([0-9]+).*/\1/')
     passed=$((passed + ${ok:-0})); failed=$((failed + ${f:-1}))
   fi
+  check_tmp "the EUnit tests"
 fi
 
 # Common Test (a node name of its own: several runs may share the machine).
@@ -39,6 +59,7 @@ for s in $suites; do
   p=$(echo "$line" | grep -Eo '[0-9]+ ok' | grep -Eo '[0-9]+'); passed=$((passed + ${p:-0}))
   f=$(echo "$line" | grep -Eo '[0-9]+ failed' | grep -Eo '[0-9]+'); failed=$((failed + ${f:-0}))
   [ -z "$line" ] && { echo "suite $s did not complete"; failed=$((failed + 1)); }
+  check_tmp "$s"
 done
 
 echo "erlang: $passed passed, $failed failed"
