@@ -330,12 +330,7 @@ make_dir(#st{dir = Dir} = St) ->
 %% half-installed stays behind).
 discard(#st{res = Res, created_dir = Created, dir = Dir} = St) ->
     _ = Res =/= undefined andalso (catch beamprobe_nif:stop(Res)),
-    _ = Created andalso
-        begin
-            {ok, Files} = file:list_dir(Dir),
-            _ = [file:delete(filename:join(Dir, F)) || F <- Files],
-            file:del_dir(Dir)
-        end,
+    _ = Created andalso beamprobe_nif:remove_dir(Dir),
     St#st{res = undefined, created_dir = false}.
 
 start_nif(#st{dir = Dir, budget = #{events := E, ms := Ms, requests := Rq}} = St) ->

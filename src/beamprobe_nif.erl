@@ -17,7 +17,7 @@
          trace_garbage_collection/5]).
 -export([start/1, stop/1, info/1, dump/1, annotate/2, tampered/3, notice/4, ack/2,
          render/2, render_args/2, render_mfa/3, elixir_text/2, thread_slot/0, clock/0,
-         make_dir/1, live_sessions/0, hub_add/2, hub_remove/1,
+         make_dir/1, remove_dir/1, live_sessions/0, hub_add/2, hub_remove/1,
          hub_members/0, hub_routes/1, hub_list/0, hub_stats/0,
          user_annotate/2, usdt_enabled/1]).
 -export([loaded/0, is_loaded/0]).
@@ -283,6 +283,19 @@ clock() -> ?NOT_LOADED.
 %% empty, not a symlink, owned by this user and not group/world-writable.
 -spec make_dir(iodata()) -> created | existing | {error, atom()}.
 make_dir(_Dir) -> ?NOT_LOADED.
+
+%% @doc Undoes make_dir/1 after a start that failed: removes the directory
+%% it `created', with the files the session wrote in it (its metadata); a
+%% directory already gone is left as it is.  Plain Erlang, no NIF.
+-spec remove_dir(file:filename()) -> ok.
+remove_dir(Dir) ->
+    case file:list_dir(Dir) of
+        {ok, Files} ->
+            _ = [file:delete(filename:join(Dir, F)) || F <- Files],
+            _ = file:del_dir(Dir),
+            ok;
+        {error, _} -> ok
+    end.
 
 %% @doc Sessions started and not yet stopped, node-wide (for tests).
 -spec live_sessions() -> non_neg_integer().

@@ -560,13 +560,7 @@ abort(#st{res = Res, created_dir = Created, config = #{dir := Dir}} = St) ->
     St1 = uninstall(St),
     _ = Res =/= undefined andalso nif(fun() -> beamprobe_nif:stop(Res) end),
     [begin unlink(H), exit(H, kill) end || H <- St#st.handlers],
-    _ = case Created of
-        true ->
-            {ok, Files} = file:list_dir(Dir),
-            _ = [file:delete(filename:join(Dir, F)) || F <- Files],
-            _ = file:del_dir(Dir);
-        false -> ok
-    end,
+    _ = Created andalso beamprobe_nif:remove_dir(Dir),
     St1#st{res = undefined}.
 
 %% Removes every trace flag and pattern this session set that no other
