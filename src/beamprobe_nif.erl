@@ -285,17 +285,12 @@ clock() -> ?NOT_LOADED.
 make_dir(_Dir) -> ?NOT_LOADED.
 
 %% @doc Undoes make_dir/1 after a start that failed: removes the directory
-%% it `created', with the files the session wrote in it (its metadata); a
+%% it `created', with what the session wrote in it (its metadata); a
 %% directory already gone is left as it is.  Plain Erlang, no NIF.
 -spec remove_dir(file:filename()) -> ok.
 remove_dir(Dir) ->
-    case file:list_dir(Dir) of
-        {ok, Files} ->
-            _ = [file:delete(filename:join(Dir, F)) || F <- Files],
-            _ = file:del_dir(Dir),
-            ok;
-        {error, _} -> ok
-    end.
+    _ = file:del_dir_r(Dir),
+    ok.
 
 %% @doc Sessions started and not yet stopped, node-wide (for tests).
 -spec live_sessions() -> non_neg_integer().

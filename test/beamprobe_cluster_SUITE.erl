@@ -436,11 +436,7 @@ coordinator_killed(Config) ->
     Nodes = [N1 | Peers] = nodes_of(Config),
     ?assertEqual(node(), N1),
     Dir = ?L:dir(Config, "coord"),
-    Staged = fun() -> lists:sort([F || N <- Peers,
-                                       F <- erpc:call(N, filelib, wildcard,
-                                                      ["/tmp/beamprobe-cluster-*-"
-                                                       ++ atom_to_list(N)])])
-             end,
+    Staged = fun() -> lists:append([?L:staged_dirs(N) || N <- Peers]) end,
     Before = Staged(),
     {ok, H} = beamprobe:start(#{nodes => Nodes, events => [send],
                                 output => {file, Dir}}),

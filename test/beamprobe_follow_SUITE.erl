@@ -376,15 +376,12 @@ across_nodes_conflict(Config) ->
     try
         T = erpc:call(B, erlang, spawn, [timer, sleep, [infinity]]),
         _ = erpc:call(B, seq_trace, set_system_tracer, [T]),
-        Staged = fun() -> erpc:call(B, filelib, wildcard,
-                                    ["/tmp/beamprobe-cluster-*-" ++ atom_to_list(B)])
-                 end,
         ?assertMatch({error, {node_failed, B, {follow_conflict, {seq_trace_tracer, T}}}},
                      beamprobe:start(#{follow => #{from => "follow_request:root/2"},
                                        nodes => [node(), B],
                                        output => {file, Dir}})),
         %% Nothing half-installed: not even the peer's staging directory.
-        ?assertEqual([], Staged()),
+        ?assertEqual([], ?L:staged_dirs(B)),
         ?assert(?L:dir_absent_or_empty(Dir)),
         assert_clean(Config),
         ?assertMatch(#{traced := [], seq_tracer := T, sessions := [],

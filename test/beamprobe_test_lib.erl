@@ -20,7 +20,8 @@
 -export([wait_until/2, wait_ended/2, elapsed_ms/1]).
 -export([cli/1, cli_ok/1]).
 -export([pattern_removed/1, assert_no_trace_state/2, no_pattern/1,
-         traced_by_others/0, dir_absent_or_empty/1]).
+         traced_by_others/0, dir_absent_or_empty/1,
+         staged_dirs/1]).
 %% Set-up and the helpers the suites share (imported by them).
 -export([require_tracer/0, init_case/2, clear_trace_state/0]).
 -export([dir/2, start/1, stop/1, trace/1, one/3, assert_field/3,
@@ -420,6 +421,13 @@ traced_by_others() ->
               undefined -> false;
               _ -> true
           end].
+
+%% @doc The staging directories of cluster sessions on Node
+%% (beamprobe_cluster: `beamprobe-cluster-<Id>-<Node>' in its /tmp).
+-spec staged_dirs(node()) -> [string()].
+staged_dirs(Node) ->
+    lists:sort(erpc:call(Node, filelib, wildcard,
+                         ["/tmp/beamprobe-cluster-*-" ++ atom_to_list(Node)])).
 
 %% @doc True if Dir does not exist or is an empty directory.
 -spec dir_absent_or_empty(file:filename()) -> boolean().
