@@ -33,39 +33,32 @@ static inline struct bp_session *get_session(ErlNifEnv *env, ERL_NIF_TERM t)
 }
 
 
-/* The per-kind enabled_* callbacks: always trace.  Whether the session
- * still records is decided once, in the trace callback (which counts a
- * loss); after the session stops, enabled/3 answers `remove' to the VM's
- * trace_status check and the tracer goes away. */
-ERL_NIF_TERM bp_tracer_enabled_kind(ErlNifEnv *env, int argc,
-				    const ERL_NIF_TERM argv[])
-{
-	(void)env;
-	(void)argc;
-	(void)argv;
-	return bp_atom.trace;
-}
-
-/* enabled/3 (trace_status and anything without enabled_*): trace while
- * the session lives, remove the tracer after. */
+/* enabled/3 and every enabled_* callback, one function: the VM calls the
+ * callbacks through one indirect call site (erts_nif_call_function), and
+ * on this machine's CPUs that call costs ~30 ns more per traced call when
+ * enabled_call and enabled are two functions than when they are one (an
+ * A/B of the do-nothing floor tracer both ways, docs/performance.md).
+ * Every event kind: trace.  Whether the session still records is decided
+ * once, in the trace callback (which counts a loss).  trace_status (the
+ * VM asking whether the tracer is still wanted): a hub tracer is while
+ * the hub has members (the janitor removes every flag when the last
+ * session ends; this is the safety net); a session tracer state while its
+ * session lives; else the tracer is removed. */
 ERL_NIF_TERM bp_tracer_enabled(ErlNifEnv *env, int argc,
 			       const ERL_NIF_TERM argv[])
 {
 	struct bp_session *s;
 
 	(void)argc;
-	/* The hub: trace while it has members (the janitor removes every
-	 * flag when the last session ends; this is the safety net). */
+	if (argv[0] != bp_atom.trace_status)
+		return bp_atom.trace;
 	if (argv[1] == bp_atom.beamprobe_hub ||
 	    argv[1] == bp_atom.beamprobe_hub_meta)
-		return argv[0] != bp_atom.trace_status || bp_hub_any()
-			       ? bp_atom.trace
-			       : bp_atom.remove;
+		return bp_hub_any() ? bp_atom.trace : bp_atom.remove;
 	s = get_session(env, argv[1]);
 	if (!s || atomic_load_explicit(&s->state, memory_order_relaxed) ==
 			  BP_S_STOPPED)
-		return argv[0] == bp_atom.trace_status ? bp_atom.remove
-						       : bp_atom.discard;
+		return bp_atom.remove;
 	return bp_atom.trace;
 }
 

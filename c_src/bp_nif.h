@@ -70,13 +70,13 @@ ERL_NIF_TERM bp_nif_render_mfa(ErlNifEnv *env, int argc,
 
 #define BP_TRACER_NIFS(N)                                                  \
 	N(enabled, 3, bp_tracer_enabled)                                   \
-	N(enabled_call, 3, bp_tracer_enabled_kind)                              \
-	N(enabled_send, 3, bp_tracer_enabled_kind)                              \
-	N(enabled_receive, 3, bp_tracer_enabled_kind)                           \
-	N(enabled_procs, 3, bp_tracer_enabled_kind)                             \
-	N(enabled_ports, 3, bp_tracer_enabled_kind)                             \
-	N(enabled_running_procs, 3, bp_tracer_enabled_kind)                     \
-	N(enabled_garbage_collection, 3, bp_tracer_enabled_kind)                \
+	N(enabled_call, 3, bp_tracer_enabled)                              \
+	N(enabled_send, 3, bp_tracer_enabled)                              \
+	N(enabled_receive, 3, bp_tracer_enabled)                           \
+	N(enabled_procs, 3, bp_tracer_enabled)                             \
+	N(enabled_ports, 3, bp_tracer_enabled)                             \
+	N(enabled_running_procs, 3, bp_tracer_enabled)                     \
+	N(enabled_garbage_collection, 3, bp_tracer_enabled)                \
 	N(trace, 5, bp_tracer_trace)                                       \
 	N(trace_send, 5, bp_tracer_trace_send)                             \
 	N(trace_receive, 5, bp_tracer_trace_receive)                       \

@@ -181,9 +181,46 @@ static int clflushopt_ok(void)
 	}
 	return v;
 }
+
+/* 1 if the CPU has PREFETCHW (CPUID.80000001H:ECX[8]), else 0 (then a
+ * read prefetch: the line comes in exclusive when no other cache holds
+ * it, which is the case after the consumer's eviction); -1 until asked. */
+static _Atomic int has_prefetchw = -1;
+
+static int prefetchw_ok(void)
+{
+	int v = atomic_load_explicit(&has_prefetchw, memory_order_relaxed);
+	unsigned a, b, c, d;
+
+	if (v < 0) {
+		v = __get_cpuid(0x80000001u, &a, &b, &c, &d) && (c >> 8 & 1);
+		atomic_store_explicit(&has_prefetchw, v, memory_order_relaxed);
+	}
+	return v;
+}
 #endif
 
-#define EVICT_MIN_CAP ((uint64_t)256 << 10)
+void bp__ring_ahead_block(const struct bp_ring_part *p, uint64_t to)
+{
+	uint64_t off = (to & ~(BP_RING_AHEAD_BLOCK - 1)) + BP_RING_AHEAD;
+#if defined(__x86_64__)
+	int w = prefetchw_ok();
+#endif
+
+	for (uint64_t i = 0; i < BP_RING_AHEAD_BLOCK; i += 64) {
+		uint64_t o = (off + i) % p->cap;
+#if defined(__x86_64__)
+		if (w)
+			__asm__ volatile("prefetchw (%0)" : : "r"(p->data + o));
+		else
+			__builtin_prefetch(p->data + o, 1, 3);
+#else
+		__builtin_prefetch(p->data + o, 1, 3);
+#endif
+	}
+}
+
+#define EVICT_MIN_CAP BP_RING_LARGE_PART
 
 /* Evicts the whole cache lines of part p's bytes [from, to) (free-running
  * positions) from every cache, once the consumer has read them: else the

@@ -62,6 +62,12 @@
 #define BP_RING_HDR 8u
 #define BP_RING_HOT ((uint64_t)512 << 10) /* hot part of a split ring */
 #define BP_RING_HOT_MIN ((uint64_t)1 << 20) /* smallest ring split */
+/* Parts of at least this size are large ones: the consumer evicts the
+ * lines it has read and the producer asks for the lines it will write
+ * ahead of time (bp__ring_ahead). */
+#define BP_RING_LARGE_PART ((uint64_t)256 << 10)
+#define BP_RING_AHEAD_BLOCK ((uint64_t)4096) /* asked for at a time */
+#define BP_RING_AHEAD ((uint64_t)8192)       /* this far ahead */
 
 /* One byte circle. */
 struct bp_ring_part {
@@ -126,6 +132,29 @@ void bp__ring_evict(struct bp_ring *r, uint64_t need);
  * sends the consumer over).  Returns the part and its filler in *pad, or
  * -1 (refused: full, or too big). */
 int bp__ring_place(struct bp_ring *r, uint64_t need, uint64_t *pad);
+
+/* Asks the cache for the block of part p BP_RING_AHEAD bytes past data
+ * offset `to' (prefetch: no byte changes, no fault).  bp_ring.c. */
+void bp__ring_ahead_block(const struct bp_ring_part *p, uint64_t to);
+
+/* The producer moved from data offset `from' to `to' in part p.  When it
+ * enters a new 4 KiB block of a large part, asks for the whole block
+ * 8 KiB ahead.  Why: the consumer has evicted every line it read
+ * (bp_ring_read_end), so each line the producer comes round to misses
+ * to memory, and the VM's fence after the tracer callback returns waits
+ * for that miss -- on this project's machine ~60 ns per call event.
+ * Asked for 64 lines at once, the misses overlap and complete long
+ * before the producer gets there (docs/performance.md, "Lines asked for
+ * ahead").  Once per 4 KiB of records: a shift and a compare per
+ * record. */
+static inline __attribute__((always_inline)) void
+bp__ring_ahead(const struct bp_ring_part *p, uint64_t from, uint64_t to)
+{
+	if (__builtin_expect(((from ^ to) & ~(BP_RING_AHEAD_BLOCK - 1)) != 0,
+			     0) &&
+	    p->cap >= BP_RING_LARGE_PART)
+		bp__ring_ahead_block(p, to);
+}
 
 /* Room for `need` bytes (+ `keep`) at the head of part p: the filler
  * needed before it in *pad, 1 if it fits. */
@@ -208,6 +237,7 @@ static inline void bp_ring_commit_flags(struct bp_ring *r, uint32_t len,
 	p->head_off = r->reserved_off + total;
 	if (p->head_off == p->cap)
 		p->head_off = 0;
+	bp__ring_ahead(p, r->reserved_off, p->head_off);
 	atomic_store_explicit(&p->head, r->reserved_at + r->reserved_pad + total,
 			      memory_order_release);
 }
@@ -249,6 +279,7 @@ bp_ring_put(struct bp_ring *r, const uint8_t *src, uint32_t len,
 		copy(p->data + pos + BP_RING_HDR, src, len);
 		bp__ring_hdr(p->data + pos, total, len);
 		p->head_off = pos + total == p->cap ? 0 : pos + total;
+		bp__ring_ahead(p, pos, p->head_off);
 		atomic_store_explicit(&p->head, head + pad + total,
 				      memory_order_release);
 		return 1;
