@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "bp_atoms.h"
+#include "bp_clock.h"
 #include "bp_erts_layout.h"
 #include "bp_follow.h"
 #include "bp_hub.h"
@@ -570,11 +571,11 @@ static ERL_NIF_TERM nif_hub_list(ErlNifEnv *env, int argc,
 }
 
 /* hub_stats() -> #{members, routes, return_frames_lost, barrier,
- * barrier_failures}. */
+ * barrier_failures, clock}. */
 static ERL_NIF_TERM nif_hub_stats(ErlNifEnv *env, int argc,
 				  const ERL_NIF_TERM argv[])
 {
-	ERL_NIF_TERM k[5], v[5], m;
+	ERL_NIF_TERM k[6], v[6], m;
 	int n = 0;
 
 	(void)argc;
@@ -592,7 +593,10 @@ static ERL_NIF_TERM nif_hub_stats(ErlNifEnv *env, int argc,
 	v[3] = enif_make_atom(env, bp_membar_fast ? "membarrier" : "fence");
 	k[4] = enif_make_atom(env, "barrier_failures");
 	v[4] = enif_make_uint64(env, bp_membar_failures());
-	if (!enif_make_map_from_arrays(env, k, v, 5, &m))
+	/* How events are stamped (bp_clock.h). */
+	k[5] = enif_make_atom(env, "clock");
+	v[5] = enif_make_atom(env, bp_clock.use_tsc ? "tsc" : "monotonic");
+	if (!enif_make_map_from_arrays(env, k, v, 6, &m))
 		return enif_make_badarg(env);
 	return m;
 }

@@ -126,12 +126,15 @@ hub_list() -> ?NOT_LOADED.
 %% c_src/bp_retstack.h); how the producers' busy flags are ordered
 %% against session stops (`barrier': `membarrier' when the kernel takes
 %% the remover's side, else `fence'; c_src/bp_membar.h) and the
-%% membarrier calls that failed (`barrier_failures', expected 0).
+%% membarrier calls that failed (`barrier_failures', expected 0); how
+%% events are stamped (`clock': `tsc', the TSC mapped to CLOCK_MONOTONIC,
+%% or `monotonic', clock_gettime; c_src/bp_clock.h).
 -spec hub_stats() -> #{members := non_neg_integer(),
                        routes := non_neg_integer(),
                        return_frames_lost := non_neg_integer(),
                        barrier := membarrier | fence,
-                       barrier_failures := non_neg_integer()}.
+                       barrier_failures := non_neg_integer(),
+                       clock := tsc | monotonic}.
 hub_stats() -> ?NOT_LOADED.
 
 %% @doc The number of the hub's members (for tests).
