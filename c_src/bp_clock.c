@@ -159,8 +159,9 @@ void bp_clock_init(void)
 	uint64_t mult;
 	int trust;
 
-	if (bp_clock.use_tsc || !(trust = tsc_trusted()) || !bp_clock_ticks())
-		return; /* already done (upgrade), or clock_gettime */
+	if (atomic_load(&bp_clock.use_tsc) || atomic_load(&bp_clock.jumps) ||
+	    !(trust = tsc_trusted()) || !bp_clock_ticks())
+		return; /* already done (upgrade), jumped, or clock_gettime */
 	sample(&base_c, &base_t);
 	nanosleep(&pause, NULL);
 	sample(&c1, &t1);
@@ -172,7 +173,15 @@ void bp_clock_init(void)
 		return;
 	publish(c1, t1, mult);
 	atomic_store(&last_anchor, t1);
-	bp_clock.use_tsc = 1;
+	atomic_store(&bp_clock.use_tsc, 1);
+}
+
+void bp_clock_test_skew(int64_t ns)
+{
+	publish(atomic_load(&bp_clock.c0),
+		atomic_load(&bp_clock.t0) + (uint64_t)ns,
+		atomic_load(&bp_clock.mult));
+	atomic_store(&last_anchor, 0);
 }
 
 void bp_clock_maintain(void)
@@ -180,7 +189,7 @@ void bp_clock_maintain(void)
 	uint64_t c, t;
 	int expected = 0;
 
-	if (!bp_clock.use_tsc)
+	if (!atomic_load(&bp_clock.use_tsc))
 		return;
 	t = bp_clock_mono();
 	if (t - atomic_load(&last_anchor) < 1000000000ull)
@@ -188,6 +197,21 @@ void bp_clock_maintain(void)
 	if (!atomic_compare_exchange_strong(&writing, &expected, 1))
 		return; /* another collector is at it */
 	sample(&c, &t);
+	{
+		/* Where the current mapping puts that instant. */
+		uint64_t c0 = atomic_load(&bp_clock.c0),
+			 t0 = atomic_load(&bp_clock.t0),
+			 mult = atomic_load(&bp_clock.mult);
+		uint64_t m = c < c0 ? t0
+				    : t0 + (uint64_t)(((unsigned __int128)(c - c0) *
+						       mult) >> 32);
+		if (m > t + BP_CLOCK_JUMP_NS || t > m + BP_CLOCK_JUMP_NS) {
+			atomic_fetch_add(&bp_clock.jumps, 1);
+			atomic_store(&bp_clock.use_tsc, 0);
+			atomic_store(&writing, 0);
+			return;
+		}
+	}
 	if (c > base_c && t > base_t)
 		publish(c, t,
 			(uint64_t)(((unsigned __int128)(t - base_t) << 32) /

@@ -14,8 +14,10 @@
  * BEAMPROBE_CLOCK=monotonic in the VM's environment turns the TSC off.
  * The mapping is re-anchored to CLOCK_MONOTONIC about once a second by the
  * collector threads, so it never drifts from the clock the metadata's
- * offset is computed for.  Elsewhere the clock is clock_gettime(
- * CLOCK_MONOTONIC).  Which one is in use: beamprobe_nif:hub_stats(),
+ * offset is computed for; a re-anchoring that finds the mapping more than
+ * BP_CLOCK_JUMP_NS off (the TSC jumped) counts a jump and turns the TSC
+ * off for good (the streams' timestamps are clamped never to go back).
+ * Elsewhere the clock is clock_gettime(CLOCK_MONOTONIC).  Which one is in use: beamprobe_nif:hub_stats(),
  * `clock'.
  *
  * Readers are lock-free (a sequence counter); any thread.
@@ -29,7 +31,11 @@
 
 struct bp_clock {
 	_Atomic uint32_t seq;  /* odd while the mapping is being written */
-	int use_tsc;
+	_Atomic int use_tsc;   /* 1: the TSC mapping; 0: clock_gettime */
+	/* Re-anchorings that found the mapping more than BP_CLOCK_JUMP_NS
+	 * off CLOCK_MONOTONIC (the TSC jumped, e.g. the guest moved): the
+	 * clock is clock_gettime from the first one on. */
+	_Atomic uint64_t jumps;
 	_Atomic uint64_t c0;   /* TSC at the anchor */
 	_Atomic uint64_t t0;   /* CLOCK_MONOTONIC ns at the anchor */
 	_Atomic uint64_t mult; /* ns per TSC tick, 32.32 fixed point */
@@ -63,7 +69,7 @@ static inline uint64_t bp_now(void)
 	uint32_t s1, s2;
 	uint64_t c0, t0, mult, c;
 
-	if (!bp_clock.use_tsc)
+	if (!atomic_load_explicit(&bp_clock.use_tsc, memory_order_relaxed))
 		return bp_clock_mono();
 	do {
 		s1 = atomic_load_explicit(&bp_clock.seq, memory_order_acquire);
@@ -82,6 +88,15 @@ static inline uint64_t bp_now(void)
 
 /* Decides TSC or clock_gettime and calibrates (~20 ms).  From load(). */
 void bp_clock_init(void);
+
+/* Largest disagreement of the mapping with CLOCK_MONOTONIC at a
+ * re-anchoring that is still drift (the calibration's few ppm over a
+ * second), not a jump. */
+#define BP_CLOCK_JUMP_NS 50000
+
+/* Tests: moves the mapping by ns and makes the next bp_clock_maintain()
+ * due, as a jump of the TSC would. */
+void bp_clock_test_skew(int64_t ns);
 
 /* Re-anchors the mapping to CLOCK_MONOTONIC if the last re-anchoring is
  * older than a second.  Collector threads; cheap when nothing to do. */

@@ -571,11 +571,11 @@ static ERL_NIF_TERM nif_hub_list(ErlNifEnv *env, int argc,
 }
 
 /* hub_stats() -> #{members, routes, return_frames_lost, barrier,
- * barrier_failures, clock}. */
+ * barrier_failures, clock, clock_jumps}. */
 static ERL_NIF_TERM nif_hub_stats(ErlNifEnv *env, int argc,
 				  const ERL_NIF_TERM argv[])
 {
-	ERL_NIF_TERM k[6], v[6], m;
+	ERL_NIF_TERM k[7], v[7], m;
 	int n = 0;
 
 	(void)argc;
@@ -595,8 +595,11 @@ static ERL_NIF_TERM nif_hub_stats(ErlNifEnv *env, int argc,
 	v[4] = enif_make_uint64(env, bp_membar_failures());
 	/* How events are stamped (bp_clock.h). */
 	k[5] = enif_make_atom(env, "clock");
-	v[5] = enif_make_atom(env, bp_clock.use_tsc ? "tsc" : "monotonic");
-	if (!enif_make_map_from_arrays(env, k, v, 6, &m))
+	v[5] = enif_make_atom(env, atomic_load(&bp_clock.use_tsc) ? "tsc"
+								  : "monotonic");
+	k[6] = enif_make_atom(env, "clock_jumps");
+	v[6] = enif_make_uint64(env, atomic_load(&bp_clock.jumps));
+	if (!enif_make_map_from_arrays(env, k, v, 7, &m))
 		return enif_make_badarg(env);
 	return m;
 }

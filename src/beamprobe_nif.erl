@@ -128,13 +128,16 @@ hub_list() -> ?NOT_LOADED.
 %% the remover's side, else `fence'; c_src/bp_membar.h) and the
 %% membarrier calls that failed (`barrier_failures', expected 0); how
 %% events are stamped (`clock': `tsc', the TSC mapped to CLOCK_MONOTONIC,
-%% or `monotonic', clock_gettime; c_src/bp_clock.h).
+%% or `monotonic', clock_gettime; c_src/bp_clock.h) and how many times
+%% a re-anchoring found the TSC jumped (`clock_jumps'; from the first on,
+%% the clock is `monotonic').
 -spec hub_stats() -> #{members := non_neg_integer(),
                        routes := non_neg_integer(),
                        return_frames_lost := non_neg_integer(),
                        barrier := membarrier | fence,
                        barrier_failures := non_neg_integer(),
-                       clock := tsc | monotonic}.
+                       clock := tsc | monotonic,
+                       clock_jumps := non_neg_integer()}.
 hub_stats() -> ?NOT_LOADED.
 
 %% @doc The number of the hub's members (for tests).

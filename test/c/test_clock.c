@@ -97,11 +97,12 @@ int main(void)
 	/* The operator's switch, before anything else initialises it. */
 	setenv("BEAMPROBE_CLOCK", "monotonic", 1);
 	bp_clock_init();
-	ok(!bp_clock.use_tsc, "BEAMPROBE_CLOCK=monotonic: clock_gettime");
+	ok(!atomic_load(&bp_clock.use_tsc),
+	   "BEAMPROBE_CLOCK=monotonic: clock_gettime");
 	unsetenv("BEAMPROBE_CLOCK");
 	bp_clock_init();
 	tap_diag("trace clock on this machine: %s",
-		 bp_clock.use_tsc ? "TSC mapped to CLOCK_MONOTONIC"
+		 atomic_load(&bp_clock.use_tsc) ? "TSC mapped to CLOCK_MONOTONIC"
 				  : "clock_gettime(CLOCK_MONOTONIC)");
 
 	sched_getaffinity(0, sizeof all, &all);
@@ -137,6 +138,31 @@ int main(void)
 		   "by more than %d ns (worst %lld and %lld ns)",
 		   cpus[0], cpus[1], ORDER_NS, (long long)worst_back[0],
 		   (long long)worst_back[1]);
+	}
+	/* A jump of the TSC (the guest moved): the next re-anchoring finds
+	 * the mapping off, counts it and goes back to clock_gettime. */
+	if (!atomic_load(&bp_clock.use_tsc)) {
+		tap_skip("the TSC is not used here: no jump to detect");
+	} else {
+		uint64_t before = bp_now(), after, mono;
+
+		bp_clock_maintain(); /* due in a second: nothing yet */
+		ok(atomic_load(&bp_clock.use_tsc) &&
+			   atomic_load(&bp_clock.jumps) == 0,
+		   "a re-anchoring of a mapping in step finds no jump");
+		bp_clock_test_skew(-(int64_t)BP_CLOCK_JUMP_NS * 4);
+		bp_clock_maintain();
+		after = bp_now();
+		mono = bp_clock_mono();
+		ok(!atomic_load(&bp_clock.use_tsc) &&
+			   atomic_load(&bp_clock.jumps) == 1,
+		   "a mapping 200 us off: one jump counted, clock_gettime "
+		   "from then on");
+		ok(after >= before && after <= mono && mono - after < AGREE_NS,
+		   "after the jump the clock is CLOCK_MONOTONIC again");
+		bp_clock_init();
+		ok(!atomic_load(&bp_clock.use_tsc),
+		   "a reload does not trust the TSC again after a jump");
 	}
 	return tap_done();
 }
