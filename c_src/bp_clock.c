@@ -181,21 +181,28 @@ void bp_clock_test_skew(int64_t ns)
 	publish(atomic_load(&bp_clock.c0),
 		atomic_load(&bp_clock.t0) + (uint64_t)ns,
 		atomic_load(&bp_clock.mult));
-	atomic_store(&last_anchor, 0);
+	atomic_store(&last_anchor, bp_clock_mono() - 1000000000ull);
 }
 
-void bp_clock_maintain(void)
+/* Re-anchors the mapping to CLOCK_MONOTONIC now (force) or if the last
+ * re-anchoring is older than a second; checks first that the current
+ * mapping still puts this instant where CLOCK_MONOTONIC does, within
+ * BP_CLOCK_JUMP_NS plus 100 ppm of the time since the last anchoring
+ * (the calibration's drift, a few ppm here); further off, the TSC jumped:
+ * counted, and clock_gettime from now on. */
+static void anchor(int force)
 {
-	uint64_t c, t;
+	uint64_t c, t, last;
 	int expected = 0;
 
 	if (!atomic_load(&bp_clock.use_tsc))
 		return;
 	t = bp_clock_mono();
-	if (t - atomic_load(&last_anchor) < 1000000000ull)
+	last = atomic_load(&last_anchor);
+	if (!force && t - last < 1000000000ull)
 		return;
 	if (!atomic_compare_exchange_strong(&writing, &expected, 1))
-		return; /* another collector is at it */
+		return; /* another thread is at it */
 	sample(&c, &t);
 	{
 		/* Where the current mapping puts that instant. */
@@ -205,7 +212,9 @@ void bp_clock_maintain(void)
 		uint64_t m = c < c0 ? t0
 				    : t0 + (uint64_t)(((unsigned __int128)(c - c0) *
 						       mult) >> 32);
-		if (m > t + BP_CLOCK_JUMP_NS || t > m + BP_CLOCK_JUMP_NS) {
+		uint64_t slack = BP_CLOCK_JUMP_NS + (t > last ? t - last : 0) /
+							     10000;
+		if (m > t + slack || t > m + slack) {
 			atomic_fetch_add(&bp_clock.jumps, 1);
 			atomic_store(&bp_clock.use_tsc, 0);
 			atomic_store(&writing, 0);
@@ -218,4 +227,14 @@ void bp_clock_maintain(void)
 				   (c - base_c)));
 	atomic_store(&last_anchor, t);
 	atomic_store(&writing, 0);
+}
+
+void bp_clock_maintain(void)
+{
+	anchor(0);
+}
+
+void bp_clock_reanchor(void)
+{
+	anchor(1);
 }

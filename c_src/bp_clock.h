@@ -94,8 +94,14 @@ void bp_clock_init(void);
  * second), not a jump. */
 #define BP_CLOCK_JUMP_NS 50000
 
+/* Re-anchors the mapping now (the same checks as bp_clock_maintain):
+ * when a session starts, before its metadata's clock offset is taken, so
+ * that a mapping left alone while no session ran (no collector to
+ * re-anchor it) starts fresh.  Any thread. */
+void bp_clock_reanchor(void);
+
 /* Tests: moves the mapping by ns and makes the next bp_clock_maintain()
- * due, as a jump of the TSC would. */
+ * due (the last anchoring a second ago), as a jump of the TSC would. */
 void bp_clock_test_skew(int64_t ns);
 
 /* Re-anchors the mapping to CLOCK_MONOTONIC if the last re-anchoring is

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "bp_atoms.h"
+#include "bp_clock.h"
 #include "bp_follow.h"
 #include "bp_nif.h"
 #include "bp_output.h"
@@ -424,6 +425,7 @@ ERL_NIF_TERM bp_nif_start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
 	}
 	if (!enif_get_map_value(env, cfg, bp_atom.env, &v))
 		v = enif_make_list(env, 0);
+	bp_clock_reanchor();
 	err = file || s->tcp ? bp_output_write_metadata(env, s, v,
 							realtime_offset_ns())
 			     : 0;
