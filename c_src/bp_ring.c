@@ -202,13 +202,18 @@ static int prefetchw_ok(void)
 
 void bp__ring_ahead_block(const struct bp_ring_part *p, uint64_t to)
 {
-	uint64_t off = (to & ~(BP_RING_AHEAD_BLOCK - 1)) + BP_RING_AHEAD;
+	/* cap >= BP_RING_LARGE_PART > BP_RING_AHEAD + BP_RING_AHEAD_BLOCK and
+	 * to < cap: one subtraction wraps (no division per line). */
+	uint64_t o = (to & ~(BP_RING_AHEAD_BLOCK - 1)) + BP_RING_AHEAD;
 #if defined(__x86_64__)
 	int w = prefetchw_ok();
 #endif
 
-	for (uint64_t i = 0; i < BP_RING_AHEAD_BLOCK; i += 64) {
-		uint64_t o = (off + i) % p->cap;
+	if (o >= p->cap)
+		o -= p->cap;
+	for (uint64_t i = 0; i < BP_RING_AHEAD_BLOCK; i += 64, o += 64) {
+		if (o >= p->cap)
+			o -= p->cap;
 #if defined(__x86_64__)
 		if (w)
 			__asm__ volatile("prefetchw (%0)" : : "r"(p->data + o));
