@@ -95,6 +95,13 @@ static void publish(uint64_t c0, uint64_t t0, uint64_t mult)
 	atomic_store_explicit(&bp_clock.seq, s + 2, memory_order_release);
 }
 
+/* ns per tick (32.32 fixed point) from the first anchor to (c, t). */
+static uint64_t calibrated_mult(uint64_t c, uint64_t t)
+{
+	return (uint64_t)(((unsigned __int128)(t - base_t) << 32) /
+			  (c - base_c));
+}
+
 /* The largest difference between CPUs of (TSC mapped to ns) - CLOCK_
  * MONOTONIC that still counts as in step: a few reads' windows. */
 #define IN_STEP_NS 2000
@@ -127,8 +134,7 @@ static void *in_step_main(void *arg)
 		if (sched_setaffinity(0, sizeof one, &one) != 0)
 			return NULL;
 		sample(&c, &t);
-		d = (int64_t)(st->t0 + (uint64_t)(((unsigned __int128)(c - st->c0) *
-						    st->mult) >> 32)) -
+		d = (int64_t)bp_clock_map(c, st->c0, st->t0, st->mult) -
 		    (int64_t)t;
 		lo = d < lo ? d : lo;
 		hi = d > hi ? d : hi;
@@ -155,7 +161,6 @@ void bp_clock_init(void)
 {
 	uint64_t c1, t1;
 	struct timespec pause = {0, 20000000};
-
 	uint64_t mult;
 	int trust;
 
@@ -167,8 +172,7 @@ void bp_clock_init(void)
 	sample(&c1, &t1);
 	if (c1 <= base_c || t1 <= base_t)
 		return;
-	mult = (uint64_t)(((unsigned __int128)(t1 - base_t) << 32) /
-			  (c1 - base_c));
+	mult = calibrated_mult(c1, t1);
 	if (trust == 2 && !tsc_in_step(c1, t1, mult))
 		return;
 	publish(c1, t1, mult);
@@ -192,7 +196,7 @@ void bp_clock_test_skew(int64_t ns)
  * counted, and clock_gettime from now on. */
 static void anchor(int force)
 {
-	uint64_t c, t, last;
+	uint64_t c, t, last, m, slack;
 	int expected = 0;
 
 	if (!atomic_load(&bp_clock.use_tsc))
@@ -204,27 +208,18 @@ static void anchor(int force)
 	if (!atomic_compare_exchange_strong(&writing, &expected, 1))
 		return; /* another thread is at it */
 	sample(&c, &t);
-	{
-		/* Where the current mapping puts that instant. */
-		uint64_t c0 = atomic_load(&bp_clock.c0),
-			 t0 = atomic_load(&bp_clock.t0),
-			 mult = atomic_load(&bp_clock.mult);
-		uint64_t m = c < c0 ? t0
-				    : t0 + (uint64_t)(((unsigned __int128)(c - c0) *
-						       mult) >> 32);
-		uint64_t slack = BP_CLOCK_JUMP_NS + (t > last ? t - last : 0) /
-							     10000;
-		if (m > t + slack || t > m + slack) {
-			atomic_fetch_add(&bp_clock.jumps, 1);
-			atomic_store(&bp_clock.use_tsc, 0);
-			atomic_store(&writing, 0);
-			return;
-		}
+	/* Where the current mapping puts that instant. */
+	m = bp_clock_map(c, atomic_load(&bp_clock.c0),
+			 atomic_load(&bp_clock.t0), atomic_load(&bp_clock.mult));
+	slack = BP_CLOCK_JUMP_NS + (t > last ? t - last : 0) / 10000;
+	if (m > t + slack || t > m + slack) {
+		atomic_fetch_add(&bp_clock.jumps, 1);
+		atomic_store(&bp_clock.use_tsc, 0);
+		atomic_store(&writing, 0);
+		return;
 	}
 	if (c > base_c && t > base_t)
-		publish(c, t,
-			(uint64_t)(((unsigned __int128)(t - base_t) << 32) /
-				   (c - base_c)));
+		publish(c, t, calibrated_mult(c, t));
 	atomic_store(&last_anchor, t);
 	atomic_store(&writing, 0);
 }

@@ -17,8 +17,8 @@
  * offset is computed for; a re-anchoring that finds the mapping more than
  * BP_CLOCK_JUMP_NS off (the TSC jumped) counts a jump and turns the TSC
  * off for good (the streams' timestamps are clamped never to go back).
- * Elsewhere the clock is clock_gettime(CLOCK_MONOTONIC).  Which one is in use: beamprobe_nif:hub_stats(),
- * `clock'.
+ * Elsewhere the clock is clock_gettime(CLOCK_MONOTONIC).  Which one is in
+ * use: beamprobe_nif:hub_stats(), `clock'.
  *
  * Readers are lock-free (a sequence counter); any thread.
  */
@@ -63,6 +63,15 @@ static inline uint64_t bp_clock_ticks(void)
 }
 #endif
 
+/* TSC value c in ns by the mapping (c0, t0, mult); t0 before c0. */
+static inline uint64_t bp_clock_map(uint64_t c, uint64_t c0, uint64_t t0,
+				    uint64_t mult)
+{
+	if (c < c0)
+		return t0;
+	return t0 + (uint64_t)(((unsigned __int128)(c - c0) * mult) >> 32);
+}
+
 /* The trace clock now, in ns.  Any thread, lock-free. */
 static inline uint64_t bp_now(void)
 {
@@ -81,9 +90,7 @@ static inline uint64_t bp_now(void)
 		s2 = atomic_load_explicit(&bp_clock.seq, memory_order_relaxed);
 	} while (s1 != s2 || (s1 & 1));
 	c = bp_clock_ticks();
-	if (c < c0)
-		return t0;
-	return t0 + (uint64_t)(((unsigned __int128)(c - c0) * mult) >> 32);
+	return bp_clock_map(c, c0, t0, mult);
 }
 
 /* Decides TSC or clock_gettime and calibrates (~20 ms).  From load(). */

@@ -225,8 +225,6 @@ void bp__ring_ahead_block(const struct bp_ring_part *p, uint64_t to)
 	}
 }
 
-#define EVICT_MIN_CAP BP_RING_LARGE_PART
-
 /* Evicts the whole cache lines of part p's bytes [from, to) (free-running
  * positions) from every cache, once the consumer has read them: else the
  * consumer's core keeps a shared copy of each line, and the producer, when
@@ -245,7 +243,7 @@ static void evict_read(const struct bp_ring_part *p, uint64_t from,
 
 	/* A small ring (tests, a small `buffer'): the producer is always a
 	 * few lines ahead, where flushing would only make both miss. */
-	if (p->cap < EVICT_MIN_CAP || to <= from)
+	if (p->cap < BP_RING_LARGE_PART || to <= from)
 		return;
 	if (to - from > p->cap)
 		from = to - p->cap;

@@ -29,10 +29,7 @@ all() -> [stamps_between_os_reads, monotonic_switch].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
-    case os:find_executable("babeltrace2") of
-        false -> {skip, "babeltrace2 is not installed (make deps)"};
-        _ -> Config
-    end.
+    Config.
 
 end_per_suite(_Config) ->
     ok.
@@ -56,12 +53,7 @@ stamps_between_os_reads(Config) ->
 %% BEAMPROBE_CLOCK=monotonic: the peer stamps with clock_gettime, and its
 %% events are as true.
 monotonic_switch(Config) ->
-    Paths = lists:append([["-pa", filename:dirname(code:which(M))]
-                          || M <- [beamprobe, ?MODULE]]),
-    {ok, Peer, Node} = peer:start_link(#{name => peer:random_name(?MODULE),
-                                         args => Paths,
-                                         env => [{"BEAMPROBE_CLOCK",
-                                                  "monotonic"}]}),
+    {Peer, Node} = ?L:env_peer(?MODULE, [{"BEAMPROBE_CLOCK", "monotonic"}]),
     try
         Dir = ?L:dir(Config, "peer"),
         {Hub, Result} = erpc:call(
@@ -93,8 +85,7 @@ bracketed(Dir, N) ->
                     {I, T0, os:system_time(nanosecond)}
                 end || I <- lists:seq(1, N)],
     {ok, Sum} = beamprobe:stop(S),
-    Out = os:cmd("babeltrace2 --clock-seconds " ++ Dir ++ " 2>&1"),
-    {Brackets, Sum, Out}.
+    {Brackets, Sum, ?L:babeltrace_ok(Dir, ["--clock-seconds"])}.
 
 check({Brackets, Sum, Out}) ->
     ct:log("summary: ~p", [Sum]),
@@ -122,6 +113,6 @@ event_times(Out) ->
          atom_to_list(?MODULE) ++ ":stamp/1\", args = \"\\(([0-9]+)\\)\"",
     [{list_to_integer(I),
       list_to_integer(Sec) * 1000000000 + list_to_integer(Ns)}
-     || L <- string:split(Out, "\n", all),
+     || L <- binary:split(Out, <<"\n">>, [global]),
         {match, [Sec, Ns, I]} <- [re:run(L, Re, [{capture, all_but_first,
                                                    list}])]].

@@ -175,12 +175,7 @@ killed_mid_install(Config) ->
 %% sessions, one of them stopped while the worker keeps calling, count
 %% exactly what they should.
 fence_fallback(Config) ->
-    Paths = lists:append([["-pa", filename:dirname(code:which(M))]
-                          || M <- [beamprobe, ?MODULE]]),
-    {ok, Peer, Node} = peer:start_link(#{name => peer:random_name(?MODULE),
-                                         args => Paths,
-                                         env => [{"BEAMPROBE_BARRIER",
-                                                  "fence"}]}),
+    {Peer, Node} = ?L:env_peer(?MODULE, [{"BEAMPROBE_BARRIER", "fence"}]),
     try
         Dir = proplists:get_value(case_dir, Config),
         R = erpc:call(Node, ?MODULE, fence_peer, [Dir, 200000], 120000),

@@ -15,13 +15,14 @@
 %%% each field name (binary) to a binary (strings, unescaped) or an integer.
 -module(beamprobe_test_lib).
 
--export([babeltrace/1, babeltrace_ok/1, parse/1, events/2, events/3,
+-export([babeltrace/1, babeltrace/2, babeltrace_ok/1, babeltrace_ok/2,
+         parse/1, events/2, events/3,
          field/2, pid_key/2, count/2, has_event/3]).
 -export([wait_until/2, wait_ended/2, elapsed_ms/1]).
 -export([cli/1, cli_ok/1]).
 -export([pattern_removed/1, assert_no_trace_state/2, no_pattern/1,
          traced_by_others/0, dir_absent_or_empty/1,
-         staged_dirs/1]).
+         staged_dirs/1, env_peer/2]).
 %% Set-up and the helpers the suites share (imported by them).
 -export([require_tracer/0, init_case/2, clear_trace_state/0]).
 -export([dir/2, start/1, stop/1, trace/1, one/3, assert_field/3,
@@ -187,6 +188,12 @@ cli_ok(Args) ->
 %% @doc Runs `babeltrace2 Dir'; returns {ExitStatus, Stdout, Stderr}.
 -spec babeltrace(file:filename()) -> {integer(), binary(), binary()}.
 babeltrace(Dir) ->
+    babeltrace(Dir, []).
+
+%% @doc Runs `babeltrace2 Opts... Dir' (e.g. ["--clock-seconds"]).
+-spec babeltrace(file:filename(), [string()]) ->
+          {integer(), binary(), binary()}.
+babeltrace(Dir, Opts) ->
     Bt = case os:find_executable("babeltrace2") of
              false -> erlang:error(babeltrace2_not_found);
              B -> B
@@ -196,8 +203,8 @@ babeltrace(Dir) ->
                                           erlang:unique_integer([positive]))),
     Sh = os:find_executable("sh"),
     Port = open_port({spawn_executable, Sh},
-                     [{args, ["-c", "exec \"$0\" \"$1\" 2>\"$2\"",
-                              Bt, Dir, Err]},
+                     [{args, ["-c", "e=$1; shift; exec \"$@\" 2>\"$e\"",
+                              "sh", Err, Bt | Opts ++ [Dir]]},
                       exit_status, binary, stream, use_stdio]),
     {Status, Out} = collect(Port, []),
     {ok, ErrText} = file:read_file(Err),
@@ -216,7 +223,12 @@ collect(Port, Acc) ->
 %% @doc Runs babeltrace2 on Dir, asserts exit status 0, returns stdout.
 -spec babeltrace_ok(file:filename()) -> binary().
 babeltrace_ok(Dir) ->
-    {Status, Out, Err} = babeltrace(Dir),
+    babeltrace_ok(Dir, []).
+
+%% @doc The same with babeltrace2's options Opts before Dir.
+-spec babeltrace_ok(file:filename(), [string()]) -> binary().
+babeltrace_ok(Dir, Opts) ->
+    {Status, Out, Err} = babeltrace(Dir, Opts),
     case Status of
         0 -> Out;
         _ ->
@@ -421,6 +433,16 @@ traced_by_others() ->
               undefined -> false;
               _ -> true
           end].
+
+%% @doc Starts a linked peer node that has beamprobe's and Suite's code,
+%% with Env (`[{Name, Value}]') in its environment.
+-spec env_peer(module(), [{string(), string()}]) -> {pid(), node()}.
+env_peer(Suite, Env) ->
+    Paths = lists:append([["-pa", filename:dirname(code:which(M))]
+                          || M <- [beamprobe, Suite]]),
+    {ok, Peer, Node} = peer:start_link(#{name => peer:random_name(Suite),
+                                         args => Paths, env => Env}),
+    {Peer, Node}.
 
 %% @doc The staging directories of cluster sessions on Node
 %% (beamprobe_cluster: `beamprobe-cluster-<Id>-<Node>' in its /tmp).
