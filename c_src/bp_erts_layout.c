@@ -172,9 +172,9 @@ int bp_erts_fun_text_matches(const char *text, size_t n,
 		tail[k++] = '.';
 		if (v < 0) {
 			tail[k++] = '-';
-			k += bp_pid_u64_text(tail + k, 0 - (uint64_t)(int64_t)v);
+			k += bp_digits_u64(tail + k, 0 - (uint64_t)(int64_t)v);
 		} else {
-			k += bp_pid_u64_text(tail + k, (uint64_t)v);
+			k += bp_digits_u64(tail + k, (uint64_t)v);
 		}
 	}
 	tail[k++] = '>';

@@ -25,6 +25,7 @@
  * doubles (test/beamprobe_term_tests.erl, float_text_*).
  */
 #include "bp_float.h"
+#include "bp_digits.h"
 
 #include <float.h>
 #include <inttypes.h>
@@ -410,16 +411,7 @@ static void shortest(double a, uint64_t *m, int *e)
 /* The decimal digits of m (no leading zeros) into d; their count. */
 static int digits(uint64_t m, char d[24])
 {
-	char b[24];
-	int i = sizeof b, n;
-
-	do {
-		b[--i] = (char)('0' + m % 10);
-		m /= 10;
-	} while (m);
-	n = (int)sizeof b - i;
-	memcpy(d, b + i, (size_t)n);
-	return n;
+	return (int)bp_digits_u64(d, m);
 }
 
 /* A float as float_to_list(F, [short]) writes it (OTP 25, to_chars.h):

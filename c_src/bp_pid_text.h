@@ -15,22 +15,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "bp_digits.h"
+
 #define BP_PID_TEXT 24 /* "<0." + 5 + "." + 4 + ">": room to spare */
-
-/* Decimal digits of u < 10^20 at out; their count. */
-static inline size_t bp_pid_u64_text(char *out, uint64_t u)
-{
-	char b[20];
-	size_t i = sizeof b, n;
-
-	do {
-		b[--i] = (char)('0' + u % 10);
-		u /= 10;
-	} while (u);
-	n = sizeof b - i;
-	memcpy(out, b + i, n);
-	return n;
-}
 
 /* The 28 bits of pid data of a local pid's word. */
 static inline uint32_t bp_pid_data(uint64_t word)
@@ -46,9 +33,9 @@ static inline size_t bp_pid_text(uint64_t word, char out[BP_PID_TEXT])
 	size_t n = 3;
 
 	memcpy(out, "<0.", 3);
-	n += bp_pid_u64_text(out + n, d & ((1u << 15) - 1));
+	n += bp_digits_u64(out + n, d & ((1u << 15) - 1));
 	out[n++] = '.';
-	n += bp_pid_u64_text(out + n, d >> 15);
+	n += bp_digits_u64(out + n, d >> 15);
 	out[n++] = '>';
 	return n;
 }

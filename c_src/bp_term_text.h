@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "bp_digits.h"
 #if defined(__x86_64__)
 #include <emmintrin.h>
 #endif
@@ -178,18 +180,11 @@ static inline void bp_text_ch(struct bp_text *x, char c)
  * case), else through bp_text_put() and its cut. */
 static inline void bp_text_u64(struct bp_text *x, uint64_t u, int neg)
 {
-	char b[21];
-	size_t i = sizeof b, n = (size_t)neg + 1;
+	char b[21], *q;
+	size_t n = (size_t)neg + bp_digits_count(u);
 
-	for (uint64_t v = u; v >= 10; v /= 10)
-		n++;
 	if (__builtin_expect(!x->full && n <= x->lim - x->pos, 1)) {
-		char *q = x->buf + x->pos + n;
-
-		do {
-			*--q = (char)('0' + u % 10);
-			u /= 10;
-		} while (u);
+		q = bp_digits_back(x->buf + x->pos + n, u);
 		if (neg)
 			*--q = '-';
 		x->pos += n;
@@ -197,13 +192,10 @@ static inline void bp_text_u64(struct bp_text *x, uint64_t u, int neg)
 			x->safe = x->pos;
 		return;
 	}
-	do {
-		b[--i] = (char)('0' + u % 10);
-		u /= 10;
-	} while (u);
+	q = bp_digits_back(b + sizeof b, u);
 	if (neg)
-		b[--i] = '-';
-	bp_text_put(x, b + i, sizeof b - i);
+		*--q = '-';
+	bp_text_put(x, q, (size_t)(b + sizeof b - q));
 }
 
 /* ",V" (or "V" if !comma) for a small integer V written at buf[*pos],
@@ -215,20 +207,14 @@ static inline int bp_text_small_at(char *buf, size_t *pos, size_t lim,
 				   size_t *safe, int64_t v, int comma)
 {
 	uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-	size_t p = *pos, n = (size_t)(v < 0) + 1, need, mid;
+	size_t p = *pos, n = (size_t)(v < 0) + bp_digits_count(u), need, mid;
 	char *q;
 
-	for (uint64_t w = u; w >= 10; w /= 10)
-		n++;
 	need = n + (size_t)comma;
 	if (need > lim - p)
 		return 0;
 	mid = p + (size_t)comma; /* after the comma */
-	q = buf + p + need;
-	do {
-		*--q = (char)('0' + u % 10);
-		u /= 10;
-	} while (u);
+	q = bp_digits_back(buf + p + need, u);
 	if (v < 0)
 		*--q = '-';
 	if (comma)
