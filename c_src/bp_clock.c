@@ -188,6 +188,14 @@ void bp_clock_test_skew(int64_t ns)
 	atomic_store(&last_anchor, bp_clock_mono() - 1000000000ull);
 }
 
+void bp_clock_test_hold(int hold)
+{
+	uint32_t s = atomic_load(&bp_clock.seq);
+
+	if (!!hold != !!(s & 1))
+		atomic_store(&bp_clock.seq, s + 1);
+}
+
 /* Re-anchors the mapping to CLOCK_MONOTONIC now (force) or if the last
  * re-anchoring is older than a second; checks first that the current
  * mapping still puts this instant where CLOCK_MONOTONIC does, within

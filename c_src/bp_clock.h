@@ -72,7 +72,17 @@ static inline uint64_t bp_clock_map(uint64_t c, uint64_t c0, uint64_t t0,
 	return t0 + (uint64_t)(((unsigned __int128)(c - c0) * mult) >> 32);
 }
 
-/* The trace clock now, in ns.  Any thread, lock-free. */
+/* Reads of the mapping that may find it being rewritten before bp_now
+ * gives up on it for this read. */
+#define BP_CLOCK_READ_TRIES 8
+
+/* The trace clock now, in ns.  Any thread, lock-free and wait-free: a
+ * reader never waits for the writer of the mapping.  A writer preempted
+ * between its two sequence stores would otherwise keep every scheduler
+ * that stamps an event spinning until the kernel ran it again; after
+ * BP_CLOCK_READ_TRIES reads that find the mapping mid-write this read is
+ * clock_gettime's, which the mapping is anchored to (within 2 us; the
+ * streams' timestamps are clamped never to go back). */
 static inline uint64_t bp_now(void)
 {
 	uint32_t s1, s2;
@@ -80,7 +90,7 @@ static inline uint64_t bp_now(void)
 
 	if (!atomic_load_explicit(&bp_clock.use_tsc, memory_order_relaxed))
 		return bp_clock_mono();
-	do {
+	for (int tries = 0;; tries++) {
 		s1 = atomic_load_explicit(&bp_clock.seq, memory_order_acquire);
 		c0 = atomic_load_explicit(&bp_clock.c0, memory_order_relaxed);
 		t0 = atomic_load_explicit(&bp_clock.t0, memory_order_relaxed);
@@ -88,7 +98,14 @@ static inline uint64_t bp_now(void)
 					    memory_order_relaxed);
 		atomic_thread_fence(memory_order_acquire);
 		s2 = atomic_load_explicit(&bp_clock.seq, memory_order_relaxed);
-	} while (s1 != s2 || (s1 & 1));
+		if (__builtin_expect(s1 == s2 && !(s1 & 1), 1))
+			break;
+		if (tries == BP_CLOCK_READ_TRIES - 1)
+			return bp_clock_mono();
+#if defined(__x86_64__)
+		__builtin_ia32_pause();
+#endif
+	}
 	c = bp_clock_ticks();
 	return bp_clock_map(c, c0, t0, mult);
 }
@@ -110,6 +127,10 @@ void bp_clock_reanchor(void);
 /* Tests: moves the mapping by ns and makes the next bp_clock_maintain()
  * due (the last anchoring a second ago), as a jump of the TSC would. */
 void bp_clock_test_skew(int64_t ns);
+
+/* Tests: leaves the mapping's sequence odd (hold), as a writer preempted
+ * mid-write would, or even again (!hold). */
+void bp_clock_test_hold(int hold);
 
 /* Re-anchors the mapping to CLOCK_MONOTONIC if the last re-anchoring is
  * older than a second.  Collector threads; cheap when nothing to do. */

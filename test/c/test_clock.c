@@ -4,8 +4,8 @@
  * The TSC path (the kernel's clocksource is the TSC, or kvm-clock over an
  * invariant TSC found in step on every CPU) must agree with clock_gettime
  * on every CPU, never go backwards on a thread, and order two CPUs'
- * reads as CLOCK_MONOTONIC would; BEAMPROBE_CLOCK=monotonic must turn it
- * off.  Where the TSC is not used (another architecture, another
+ * reads as CLOCK_MONOTONIC would, and never wait for a writer of the
+ * mapping stalled mid-write; BEAMPROBE_CLOCK=monotonic must turn it off.  Where the TSC is not used (another architecture, another
  * clocksource) the same checks run on clock_gettime; which one was
  * checked is printed.
  */
@@ -90,6 +90,58 @@ static void *pingpong(void *arg)
 	return NULL;
 }
 
+/* A reader while the mapping's writer is stalled mid-write. */
+static _Atomic int stalled_done;
+static uint64_t stalled_read;
+
+static void *stalled_reader(void *arg)
+{
+	(void)arg;
+	stalled_read = bp_now();
+	atomic_store(&stalled_done, 1);
+	return NULL;
+}
+
+/* The writer of the mapping preempted between its two sequence stores
+ * (bp_clock_test_hold): a read must not wait for it.  The reader runs in
+ * a thread so that a reader that spins is reported, not hung on. */
+static void stalled_writer(void)
+{
+	pthread_t th;
+	uint64_t t0, mono, waited;
+
+	if (!atomic_load(&bp_clock.use_tsc)) {
+		tap_skip("the TSC is not used here: no mapping to stall");
+		return;
+	}
+	bp_clock_test_hold(1);
+	t0 = bp_clock_mono();
+	pthread_create(&th, NULL, stalled_reader, NULL);
+	while (!atomic_load(&stalled_done) &&
+	       bp_clock_mono() - t0 < 2000000000ull)
+		usleep(100);
+	waited = bp_clock_mono() - t0;
+	if (!atomic_load(&stalled_done)) {
+		ok(0, "a read while the mapping's writer is stalled mid-write "
+		      "returns (still spinning after 2 s)");
+		fflush(stdout);
+		_exit(1); /* the reader spins for good: no join */
+	}
+	pthread_join(th, NULL);
+	mono = bp_clock_mono();
+	ok(stalled_read >= t0 && stalled_read <= mono,
+	   "a read while the mapping's writer is stalled mid-write returns "
+	   "at once (%llu us, the thread's start included) with the time "
+	   "(clock_gettime's)",
+	   (unsigned long long)(waited / 1000));
+	bp_clock_test_hold(0);
+	t0 = bp_clock_mono();
+	mono = bp_now();
+	ok((mono > t0 ? mono - t0 : t0 - mono) < AGREE_NS,
+	   "the writer done, reads use the mapping again and agree with "
+	   "clock_gettime");
+}
+
 int main(void)
 {
 	cpu_set_t all;
@@ -139,6 +191,7 @@ int main(void)
 		   cpus[0], cpus[1], ORDER_NS, (long long)worst_back[0],
 		   (long long)worst_back[1]);
 	}
+	stalled_writer();
 	/* A jump of the TSC (the guest moved): the next re-anchoring finds
 	 * the mapping off, counts it and goes back to clock_gettime. */
 	if (!atomic_load(&bp_clock.use_tsc)) {
