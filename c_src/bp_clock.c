@@ -188,6 +188,20 @@ void bp_clock_test_skew(int64_t ns)
 	atomic_store(&last_anchor, bp_clock_mono() - 1000000000ull);
 }
 
+uint64_t bp__clock_now_contended(void)
+{
+	uint64_t ns;
+
+	for (int tries = 1; tries < BP_CLOCK_READ_TRIES; tries++) {
+#if defined(__x86_64__)
+		__builtin_ia32_pause();
+#endif
+		if (bp__clock_try(&ns))
+			return ns;
+	}
+	return bp_clock_mono();
+}
+
 void bp_clock_test_hold(int hold)
 {
 	uint32_t s = atomic_load(&bp_clock.seq);

@@ -76,38 +76,47 @@ static inline uint64_t bp_clock_map(uint64_t c, uint64_t c0, uint64_t t0,
  * gives up on it for this read. */
 #define BP_CLOCK_READ_TRIES 8
 
+/* One read of the mapping: 1 with the time in *ns if it was not being
+ * rewritten (the sequence even and unchanged across the read). */
+static inline int bp__clock_try(uint64_t *ns)
+{
+	uint32_t s1, s2;
+	uint64_t c0, t0, mult;
+
+	/* Acquire loads (plain moves on x86): the second load of the
+	 * sequence cannot come before them. */
+	s1 = atomic_load_explicit(&bp_clock.seq, memory_order_acquire);
+	c0 = atomic_load_explicit(&bp_clock.c0, memory_order_acquire);
+	t0 = atomic_load_explicit(&bp_clock.t0, memory_order_acquire);
+	mult = atomic_load_explicit(&bp_clock.mult, memory_order_acquire);
+	s2 = atomic_load_explicit(&bp_clock.seq, memory_order_relaxed);
+	if (__builtin_expect(s1 != s2 || (s1 & 1), 0))
+		return 0;
+	*ns = bp_clock_map(bp_clock_ticks(), c0, t0, mult);
+	return 1;
+}
+
+/* bp_now when its first read found the mapping being rewritten: up to
+ * BP_CLOCK_READ_TRIES - 1 more, then clock_gettime (bp_clock.c). */
+uint64_t bp__clock_now_contended(void);
+
 /* The trace clock now, in ns.  Any thread, lock-free and wait-free: a
  * reader never waits for the writer of the mapping.  A writer preempted
  * between its two sequence stores would otherwise keep every scheduler
  * that stamps an event spinning until the kernel ran it again; after
  * BP_CLOCK_READ_TRIES reads that find the mapping mid-write this read is
  * clock_gettime's, which the mapping is anchored to (within 2 us; the
- * streams' timestamps are clamped never to go back). */
+ * streams' timestamps are clamped never to go back).  Inline: one read;
+ * the retries are out of line. */
 static inline uint64_t bp_now(void)
 {
-	uint32_t s1, s2;
-	uint64_t c0, t0, mult, c;
+	uint64_t ns;
 
 	if (!atomic_load_explicit(&bp_clock.use_tsc, memory_order_relaxed))
 		return bp_clock_mono();
-	for (int tries = 0;; tries++) {
-		s1 = atomic_load_explicit(&bp_clock.seq, memory_order_acquire);
-		c0 = atomic_load_explicit(&bp_clock.c0, memory_order_relaxed);
-		t0 = atomic_load_explicit(&bp_clock.t0, memory_order_relaxed);
-		mult = atomic_load_explicit(&bp_clock.mult,
-					    memory_order_relaxed);
-		atomic_thread_fence(memory_order_acquire);
-		s2 = atomic_load_explicit(&bp_clock.seq, memory_order_relaxed);
-		if (__builtin_expect(s1 == s2 && !(s1 & 1), 1))
-			break;
-		if (tries == BP_CLOCK_READ_TRIES - 1)
-			return bp_clock_mono();
-#if defined(__x86_64__)
-		__builtin_ia32_pause();
-#endif
-	}
-	c = bp_clock_ticks();
-	return bp_clock_map(c, c0, t0, mult);
+	if (__builtin_expect(bp__clock_try(&ns), 1))
+		return ns;
+	return bp__clock_now_contended();
 }
 
 /* Decides TSC or clock_gettime and calibrates (~20 ms).  From load(). */
