@@ -90,6 +90,20 @@ static void *pingpong(void *arg)
 	return NULL;
 }
 
+/* The smallest |bp_now() - clock_gettime| of 5 back-to-back pairs: a
+ * preemption between the two reads of one pair is not a disagreement. */
+static uint64_t best_gap(void)
+{
+	uint64_t best = UINT64_MAX;
+
+	for (int i = 0; i < 5; i++) {
+		uint64_t m = bp_clock_mono(), n = bp_now(),
+			 d = n > m ? n - m : m - n;
+		best = d < best ? d : best;
+	}
+	return best;
+}
+
 /* A reader while the mapping's writer is stalled mid-write. */
 static _Atomic int stalled_done;
 static uint64_t stalled_read;
@@ -135,11 +149,10 @@ static void stalled_writer(void)
 	   "(clock_gettime's)",
 	   (unsigned long long)(waited / 1000));
 	bp_clock_test_hold(0);
-	t0 = bp_clock_mono();
-	mono = bp_now();
-	ok((mono > t0 ? mono - t0 : t0 - mono) < AGREE_NS,
+	waited = best_gap();
+	ok(waited < AGREE_NS,
 	   "the writer done, reads use the mapping again and agree with "
-	   "clock_gettime");
+	   "clock_gettime (%llu ns)", (unsigned long long)waited);
 }
 
 int main(void)
@@ -197,7 +210,7 @@ int main(void)
 	if (!atomic_load(&bp_clock.use_tsc)) {
 		tap_skip("the TSC is not used here: no jump to detect");
 	} else {
-		uint64_t before = bp_now(), after, mono;
+		uint64_t before = bp_now(), after, gap;
 
 		bp_clock_maintain(); /* due in a second: nothing yet */
 		ok(atomic_load(&bp_clock.use_tsc) &&
@@ -207,22 +220,20 @@ int main(void)
 		 * the slack (50 us + 100 ppm), and re-anchored away. */
 		bp_clock_test_skew(30000);
 		bp_clock_maintain();
-		mono = bp_clock_mono();
-		after = bp_now();
+		gap = best_gap();
 		ok(atomic_load(&bp_clock.use_tsc) &&
-			   atomic_load(&bp_clock.jumps) == 0 &&
-			   (after > mono ? after - mono : mono - after) < 5000,
+			   atomic_load(&bp_clock.jumps) == 0 && gap < 5000,
 		   "30 us of drift a second after the last anchoring: "
 		   "re-anchored, not a jump");
 		bp_clock_test_skew(-1000000);
 		bp_clock_maintain();
 		after = bp_now();
-		mono = bp_clock_mono();
+		gap = best_gap();
 		ok(!atomic_load(&bp_clock.use_tsc) &&
 			   atomic_load(&bp_clock.jumps) == 1,
 		   "a mapping 1 ms off: one jump counted, clock_gettime "
 		   "from then on");
-		ok(after >= before && after <= mono && mono - after < AGREE_NS,
+		ok(after >= before && gap < AGREE_NS,
 		   "after the jump the clock is CLOCK_MONOTONIC again");
 		bp_clock_init();
 		ok(!atomic_load(&bp_clock.use_tsc),
