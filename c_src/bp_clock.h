@@ -20,7 +20,8 @@
  * Elsewhere the clock is clock_gettime(CLOCK_MONOTONIC).  Which one is in
  * use: beamprobe_nif:hub_stats(), `clock'.
  *
- * Readers are lock-free (a sequence counter); any thread.
+ * Readers are wait-free (a sequence counter; a read that finds the
+ * mapping mid-write a few times is clock_gettime's): any thread.
  */
 #ifndef BP_CLOCK_H
 #define BP_CLOCK_H

@@ -427,12 +427,6 @@ static void shortest(double a, uint64_t *m, int *e)
 	strip(m, e);
 }
 
-/* The decimal digits of m (no leading zeros) into d; their count. */
-static int digits(uint64_t m, char d[24])
-{
-	return (int)bp_digits_u64(d, m);
-}
-
 /* A float as float_to_list(F, [short]) writes it (OTP 25, to_chars.h):
  * fixed notation within a window of exponents, else scientific. */
 size_t bp_float_text(double v, char b[BP_FLOAT_TEXT])
@@ -449,7 +443,7 @@ size_t bp_float_text(double v, char b[BP_FLOAT_TEXT])
 		return (size_t)(p + 3 - b);
 	}
 	shortest(neg ? -v : v, &m, &e);
-	n = digits(m, d);
+	n = (int)bp_digits_u64(d, m);
 	sci = e + n - 1;
 	lower = n == 1 ? -4 : -(n + 2);
 	upper = n == 1 || sci >= 10 ? 2 : 1;
@@ -491,7 +485,7 @@ size_t bp_float_text(double v, char b[BP_FLOAT_TEXT])
 			*p++ = '-';
 			sci = -sci;
 		}
-		p += digits((uint64_t)sci, p);
+		p += bp_digits_u64(p, (uint64_t)sci);
 	}
 	*p = '\0';
 	return (size_t)(p - b);

@@ -172,6 +172,19 @@ __attribute__((format(printf, 1, 2))) TAP_FN void tap_skip(const char *fmt,
 	fflush(stdout);
 }
 
+/* xorshift64*: small, fast, deterministic random numbers for the tests;
+ * *s is the state (any non-zero seed). */
+TAP_FN uint64_t tap_rand(uint64_t *s)
+{
+	uint64_t x = *s;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*s = x;
+	return x * 0x2545F4914F6CDD1DULL;
+}
+
 /* Bulk checks: silent on success. */
 TAP_FN void tap_bulk_fail(const char *file, int line, const char *what)
 {

@@ -122,7 +122,7 @@ static void *stalled_reader(void *arg)
 static void stalled_writer(void)
 {
 	pthread_t th;
-	uint64_t t0, mono, waited;
+	uint64_t t0, mono, waited, gap;
 
 	if (!atomic_load(&bp_clock.use_tsc)) {
 		tap_skip("the TSC is not used here: no mapping to stall");
@@ -149,10 +149,10 @@ static void stalled_writer(void)
 	   "(clock_gettime's)",
 	   (unsigned long long)(waited / 1000));
 	bp_clock_test_hold(0);
-	waited = best_gap();
-	ok(waited < AGREE_NS,
+	gap = best_gap();
+	ok(gap < AGREE_NS,
 	   "the writer done, reads use the mapping again and agree with "
-	   "clock_gettime (%llu ns)", (unsigned long long)waited);
+	   "clock_gettime (%llu ns)", (unsigned long long)gap);
 }
 
 int main(void)

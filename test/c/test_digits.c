@@ -9,14 +9,6 @@
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
-static uint64_t next(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
-
 /* One number: count, digits and the guard bytes around them. */
 static int same(uint64_t u)
 {
@@ -57,7 +49,7 @@ int main(void)
 	}
 	ok_bulk("powers of ten and of two, their neighbours, 2^64 - 1");
 	for (int i = 0; i < 1000000; i++)
-		check(same(next() >> (next() & 63)));
+		check(same(tap_rand(&rng) >> (tap_rand(&rng) & 63)));
 	ok_bulk("a million random numbers of every length");
 	return tap_done();
 }

@@ -19,14 +19,6 @@
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 
-static uint64_t next(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
-
 static double from_bits(uint64_t u)
 {
 	double d;
@@ -85,12 +77,12 @@ static void one(double a)
 int main(void)
 {
 	for (int i = 0; i < 100000; i++)
-		one(from_bits(next()));
+		one(from_bits(tap_rand(&rng)));
 	ok_bulk("100,000 random bit patterns: read back, shortest");
 	for (int i = 0; i < 100000; i++) {
 		/* a decimal of 1-17 digits, at a random scale */
-		int digits = 1 + (int)(next() % 17), e = (int)(next() % 40) - 20;
-		uint64_t m = next() % 100000000000000000ull;
+		int digits = 1 + (int)(tap_rand(&rng) % 17), e = (int)(tap_rand(&rng) % 40) - 20;
+		uint64_t m = tap_rand(&rng) % 100000000000000000ull;
 		char b[64];
 		double a;
 

@@ -27,18 +27,6 @@
 
 /* ---- helpers ----------------------------------------------------------- */
 
-/* xorshift64*: small, fast, deterministic. */
-static uint64_t rnd(uint64_t *s)
-{
-	uint64_t x = *s;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*s = x;
-	return x * 0x2545F4914F6CDD1DULL;
-}
-
 /* Payload byte i of the record with sequence number seq. */
 static uint8_t pat(uint64_t seq, uint32_t i)
 {
@@ -160,15 +148,15 @@ static int mreserve(struct model *m, uint32_t max_len, uint64_t *pad,
 
 static uint32_t pick_len(uint64_t *s, uint64_t cap)
 {
-	uint64_t half = cap / 2, r = rnd(s) % 100;
+	uint64_t half = cap / 2, r = tap_rand(s) % 100;
 
 	if (r < 55)
-		return (uint32_t)(rnd(s) % 33); /* small */
+		return (uint32_t)(tap_rand(s) % 33); /* small */
 	if (r < 85)
-		return (uint32_t)(rnd(s) % (half - 8 + 1)); /* up to the max */
+		return (uint32_t)(tap_rand(s) % (half - 8 + 1)); /* up to the max */
 	if (r < 95) /* around the limit: half-15 .. half+8 */
-		return (uint32_t)(half - 15 + rnd(s) % 24);
-	return (uint32_t)(half + rnd(s) % (2 * cap)); /* too big */
+		return (uint32_t)(half - 15 + tap_rand(s) % 24);
+	return (uint32_t)(half + tap_rand(s) % (2 * cap)); /* too big */
 }
 
 static void oracle_write(struct bp_ring *r, struct model *m, uint64_t *s,
@@ -194,11 +182,11 @@ static void oracle_write(struct bp_ring *r, struct model *m, uint64_t *s,
 		st->abandoned++;
 		return;
 	}
-	len = max_len && rnd(s) % 4 == 0 ? (uint32_t)(rnd(s) % max_len)
+	len = max_len && tap_rand(s) % 4 == 0 ? (uint32_t)(tap_rand(s) % max_len)
 					 : max_len;
 	for (uint32_t i = 0; i < len; i++)
 		p[i] = pat(*seq, i);
-	int aux = rnd(s) % 8 == 0;
+	int aux = tap_rand(s) % 8 == 0;
 	if (aux) {
 		bp_ring_commit_aux(r, len);
 		st->aux++;
@@ -264,13 +252,13 @@ static void oracle_run(uint64_t cap, int drop_oldest, unsigned long ops,
 	m.qcap = cap / BP_RING_HDR + 1;
 	m.q = calloc(m.qcap, sizeof *m.q);
 	for (st.ops = 0; st.ops < ops; st.ops++) {
-		uint64_t op = rnd(&s) % 100;
+		uint64_t op = tap_rand(&s) % 100;
 		if (op < 60)
 			oracle_write(&r, &m, &s, &seq, 0, &st);
 		else if (op < 65)
 			oracle_write(&r, &m, &s, &seq, 1, &st);
 		else if (op < 90)
-			oracle_read(&r, &m, rnd(&s) % 6, &st);
+			oracle_read(&r, &m, tap_rand(&s) % 6, &st);
 		else
 			oracle_read(&r, &m, SIZE_MAX, &st);
 		check_u(ring_head(&r), m.head);
@@ -424,13 +412,13 @@ static void *producer_main(void *arg)
 				 atomic_load_explicit(stop, memory_order_relaxed)))
 			break;
 		if (pr->work) { /* the tracer's own work between events */
-			for (uint64_t w = rnd(&s) % pr->work; w; w--)
-				rnd(&s);
+			for (uint64_t w = tap_rand(&s) % pr->work; w; w--)
+				tap_rand(&s);
 		}
-		uint32_t plen = (uint32_t)(rnd(&s) % (pr->max_payload + 1));
+		uint32_t plen = (uint32_t)(tap_rand(&s) % (pr->max_payload + 1));
 		uint32_t len = REC_HDR + plen;
 		/* Sometimes reserve more than is committed. */
-		uint32_t max_len = len + (rnd(&s) % 4 == 0 ? 24 : 0);
+		uint32_t max_len = len + (tap_rand(&s) % 4 == 0 ? 24 : 0);
 		uint8_t *p;
 
 		pr->attempted++;
@@ -458,7 +446,7 @@ static void *producer_main(void *arg)
 		memcpy(p + 4, &len, 4);
 		memcpy(p + 8, &seq, 8);
 		for (uint32_t i = 0; i < plen; i++)
-			p[REC_HDR + i] = (uint8_t)rnd(&s);
+			p[REC_HDR + i] = (uint8_t)tap_rand(&s);
 		uint32_t sum = rec_sum(p, len);
 		memcpy(p + 16, &sum, 4);
 		bp_ring_commit(&pr->ring, len);
@@ -671,7 +659,7 @@ static void test_flight_recorder(uint64_t cap, uint64_t n, int aux,
 	for (int round = 0; round < 3; round++) {
 		/* Write without any consumer... */
 		for (uint64_t k = 0; k < n / 3; k++) {
-			uint32_t l = (uint32_t)(8 + rnd(&s) % (cap / 8));
+			uint32_t l = (uint32_t)(8 + tap_rand(&s) % (cap / 8));
 			uint8_t *q = bp_ring_reserve(&r, l);
 			check(q != NULL); /* drop-oldest never refuses */
 			if (!q)
@@ -795,18 +783,18 @@ static void test_split(uint64_t cap, uint64_t hot, unsigned long ops,
 	bp_ring_init_split(&r, data, cap, hot, 0);
 	cur = r.cur;
 	for (unsigned long i = 0; i < ops; i++) {
-		uint64_t op = rnd(&s) % 100;
+		uint64_t op = tap_rand(&s) % 100;
 		int phase = (int)(i / 3000 % 3); /* mixed, fill, drain */
 		if (phase == 1 ? op < 97 : phase == 2 ? op < 30 : op < 62) {
-			uint32_t len = 12 + (uint32_t)(rnd(&s) %
-						       (rnd(&s) % 50 == 0
+			uint32_t len = 12 + (uint32_t)(tap_rand(&s) %
+						       (tap_rand(&s) % 50 == 0
 							    ? hot
 							    : hot / 16 + 1));
-			uint32_t max = len + (uint32_t)(rnd(&s) % 24);
+			uint32_t max = len + (uint32_t)(tap_rand(&s) % 24);
 			uint64_t used = bp_ring_used(&r);
-			if (rnd(&s) % 300 == 0)
+			if (tap_rand(&s) % 300 == 0)
 				max = (uint32_t)bp_ring_max_len(&r) + 1 +
-				      (uint32_t)(rnd(&s) % 64);
+				      (uint32_t)(tap_rand(&s) % 64);
 			if (use_put && op % 2 && op >= 2 && max <= hot) {
 				/* A whole record, bytes as below. */
 				uint64_t needp = bp_ring_align(BP_RING_HDR + len);
@@ -861,7 +849,7 @@ static void test_split(uint64_t cap, uint64_t hot, unsigned long ops,
 			struct bp_ring_reader rd;
 			const uint8_t *p;
 			uint32_t len;
-			uint64_t n = op < 90 || phase == 1 ? rnd(&s) % 8
+			uint64_t n = op < 90 || phase == 1 ? tap_rand(&s) % 8
 							: UINT64_MAX;
 			bp_ring_read_begin(&r, &rd);
 			while (n-- && (p = bp_ring_read_next(&rd, &len))) {
