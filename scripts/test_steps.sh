@@ -12,9 +12,11 @@ rm -rf "$logs"
 mkdir -p "$logs"
 n=0
 failed=()
+times=()
 for step in "$@"; do
 	n=$((n + 1))
 	echo "=== make test: $step"
+	t0=$(date +%s)
 	log="$logs/$n.log"
 	# To the log, shown as it grows; not through a pipe, which a daemon
 	# started by a step (epmd) would hold open.
@@ -27,7 +29,10 @@ for step in "$@"; do
 	if [ "$rc" -ne 0 ]; then
 		failed+=("$n:$step")
 	fi
+	times+=("$(printf '%5d s  rc %d  %s' $(($(date +%s) - t0)) "$rc" "$step")")
 done
+echo "make test: the steps' times"
+printf '  %s\n' "${times[@]}"
 if [ ${#failed[@]} -eq 0 ]; then
 	echo "make test: every step passed"
 	exit 0
@@ -39,8 +44,8 @@ done
 for f in "${failed[@]}"; do
 	n=${f%%:*}
 	echo "--- what failed in: ${f#*:} (whole output: $logs/$n.log)"
-	grep -a -n -E 'not ok|FAILED|[Ff]ailed:|^== .*(rc|exit)|Bail out|ERROR|Sanitizer|runtime error|Assertion|\*\*\* |{error,|Segmentation|core dumped|Killed|timed out|TIMEOUT' \
-		"$logs/$n.log" | grep -v -E '^[0-9]+:ok ' | tail -40
+	grep -a -n -E 'not ok|failed case|FAILED|[Ff]ailed:|^== .*(rc|exit)|Bail out|ERROR|Sanitizer|runtime error|Assertion|\*\*\* |{error,|Segmentation|core dumped|Killed|timed out|TIMEOUT' \
+		"$logs/$n.log" | grep -v -E '^[0-9]+:(ok |=ERROR REPORT)' | tail -40
 	echo "--- its last 15 lines:"
 	tail -15 "$logs/$n.log"
 done

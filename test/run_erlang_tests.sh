@@ -6,7 +6,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=_build/test
 mkdir -p "$out" _build/ct_logs
-passed=0; failed=0
+passed=0; failed=0; cases=
 
 # What a step leaves in /tmp (the trace directory of a failed start, a dead
 # node's staged trace, ...) is a failure of that step: nothing beamprobe
@@ -58,9 +58,13 @@ for s in $suites; do
   line=$(grep -E 'TEST COMPLETE' "$log" | tail -1)
   p=$(echo "$line" | grep -Eo '[0-9]+ ok' | grep -Eo '[0-9]+'); passed=$((passed + ${p:-0}))
   f=$(echo "$line" | grep -Eo '[0-9]+ failed' | grep -Eo '[0-9]+'); failed=$((failed + ${f:-0}))
-  [ -z "$line" ] && { echo "suite $s did not complete"; failed=$((failed + 1)); }
+  [ -z "$line" ] && { echo "suite $s did not complete"; failed=$((failed + 1)); cases+="$s: did not complete"$'\n'; }
+  cases+=$(grep -aE -A1 "^$s:[a-z0-9_]+ failed" "$log" | grep -v "^--$" | paste -d" " - -)$'\n'
   check_tmp "$s"
 done
 
+# The failed cases again, last: a long run's closing lines are all some
+# readers get to see.
+echo "$cases" | sed '/^$/d; s/^/failed case: /'
 echo "erlang: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -44,7 +44,7 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$logdir/ubsan"
 export BEAMPROBE_NIF=$nif
 export BEAMPROBE_ASAN=1
 
-passed=0; failed=0
+passed=0; failed=0; cases=
 for s in $SUITES; do
   [ -f "test/$s.erl" ] || { echo "no suite $s"; failed=$((failed + 1)); continue; }
   log=$out/asan-$s.log
@@ -53,7 +53,8 @@ for s in $SUITES; do
   line=$(grep -E 'TEST COMPLETE' "$log" | tail -1)
   p=$(echo "$line" | grep -Eo '[0-9]+ ok' | grep -Eo '[0-9]+'); passed=$((passed + ${p:-0}))
   f=$(echo "$line" | grep -Eo '[0-9]+ failed' | grep -Eo '[0-9]+'); failed=$((failed + ${f:-0}))
-  [ -z "$line" ] && { echo "asan: suite $s did not complete"; failed=$((failed + 1)); }
+  [ -z "$line" ] && { echo "asan: suite $s did not complete"; failed=$((failed + 1)); cases+="$s: did not complete"$'\n'; }
+  cases+=$(grep -aE -A1 "^$s:[a-z0-9_]+ failed" "$log" | grep -v "^--$" | paste -d" " - -)$'\n'
 done
 
 # The renderer's EUnit tests (its hostile terms: 100 MB and unaligned
@@ -94,5 +95,8 @@ if [ "$reports" -gt 0 ]; then
   for r in "$logdir"/*; do echo "=== sanitizer report $r"; head -60 "$r"; done
   failed=$((failed + reports))
 fi
+# The failed cases again, last: a long run's closing lines are all some
+# readers get to see.
+echo "$cases" | sed '/^$/d; s/^/failed case: /'
 echo "asan: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
