@@ -72,8 +72,15 @@ void bp__ring_evict(struct bp_ring *r, uint64_t need)
 	}
 	p->cached_tail = tail;
 	atomic_store_explicit(&p->tail, tail, memory_order_release);
+	/* The producer is the only writer of evicted (others only read it):
+	 * a relaxed load and store is exact, and not a locked instruction,
+	 * which would wait for every store still in flight -- the records
+	 * just written into this and the other sessions' rings. */
 	if (n)
-		atomic_fetch_add_explicit(&r->evicted, n, memory_order_relaxed);
+		atomic_store_explicit(&r->evicted,
+				      atomic_load_explicit(&r->evicted,
+							   memory_order_relaxed) + n,
+				      memory_order_relaxed);
 }
 
 /* Writes and publishes an 8-byte marker at p's head (room for it is always
