@@ -5,6 +5,7 @@
  * Runs on its own thread (not a scheduler: enif_monotonic_time and
  * process-bound calls are not available; enif_send with a NULL env is).
  */
+#include "bp_counter.h"
 #include "bp_prefault.h"
 #include "bp_session.h"
 #include "bp_sink_handler.h"
@@ -38,12 +39,7 @@ static struct bp_slot *slot_at(struct bp_session *s, uint32_t i)
 }
 
 /* The collector is the only writer of a slot's io_error count and of
- * late_too_big: a relaxed load + store is exact. */
-static void add_relaxed(_Atomic uint64_t *c, uint64_t n)
-{
-	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
-			      memory_order_relaxed);
-}
+ * late_too_big: bp_counter_add. */
 
 static uint64_t slot_discarded(struct bp_slot *sl)
 {
@@ -83,7 +79,7 @@ static void account(struct bp_session *s, uint32_t idx)
 				  memory_order_relaxed);
 	st->seen_aux = st->aux_events;
 	if (sl)
-		add_relaxed(&sl->drops[BP_DROP_IO_ERROR],
+		bp_counter_add(&sl->drops[BP_DROP_IO_ERROR],
 			    st->lost - st->seen_lost);
 	st->seen_lost = st->lost;
 }
@@ -116,11 +112,11 @@ static void write_event(struct bp_session *s, struct bp_slot *sl,
 
 	if (err == EMSGSIZE) {
 		if (!aux)
-			add_relaxed(&sl->late_too_big, 1);
+			bp_counter_add(&sl->late_too_big, 1);
 	} else if (err) {
 		note_io_error(s, err);
 		if (!aux)
-			add_relaxed(&sl->drops[BP_DROP_IO_ERROR], 1);
+			bp_counter_add(&sl->drops[BP_DROP_IO_ERROR], 1);
 	}
 	account(s, sl->index);
 }
@@ -142,7 +138,7 @@ static void add_event(struct bp_session *s, struct bp_slot *sl,
 		if (st)
 			write_event(s, sl, st, ev, len, discarded, aux);
 		else if (!aux) /* the stream file cannot be created */
-			add_relaxed(&sl->drops[BP_DROP_IO_ERROR], 1);
+			bp_counter_add(&sl->drops[BP_DROP_IO_ERROR], 1);
 	} else {
 		atomic_fetch_add_explicit(aux ? &s->aux_events : &s->events, 1,
 					  memory_order_relaxed);

@@ -2,6 +2,7 @@
  * switches between the hot and cold parts, and reading.  The algorithm and
  * the memory-ordering contract are in bp_ring.h. */
 #include "bp_ring.h"
+#include "bp_counter.h"
 
 static void part_init(struct bp_ring_part *p, uint8_t *data, uint64_t cap)
 {
@@ -72,15 +73,8 @@ void bp__ring_evict(struct bp_ring *r, uint64_t need)
 	}
 	p->cached_tail = tail;
 	atomic_store_explicit(&p->tail, tail, memory_order_release);
-	/* The producer is the only writer of evicted (others only read it):
-	 * a relaxed load and store is exact, and not a locked instruction,
-	 * which would wait for every store still in flight -- the records
-	 * just written into this and the other sessions' rings. */
-	if (n)
-		atomic_store_explicit(&r->evicted,
-				      atomic_load_explicit(&r->evicted,
-							   memory_order_relaxed) + n,
-				      memory_order_relaxed);
+	if (n) /* the producer is evicted's only writer */
+		bp_counter_add(&r->evicted, n);
 }
 
 /* Writes and publishes an 8-byte marker at p's head (room for it is always

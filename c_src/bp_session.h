@@ -33,6 +33,7 @@
 #include <erl_nif.h>
 
 #include "bp_clock.h"
+#include "bp_counter.h"
 #include "bp_ctf.h"
 #include "bp_format.h"
 #include "bp_membar.h"
@@ -245,9 +246,7 @@ static inline struct bp_slot *bp_session_slot(struct bp_session *s)
 
 static inline void bp_slot_drop(struct bp_slot *sl, enum bp_drop_cause c)
 {
-	/* Single writer: a relaxed load + store is exact. */
-	uint64_t v = atomic_load_explicit(&sl->drops[c], memory_order_relaxed);
-	atomic_store_explicit(&sl->drops[c], v + 1, memory_order_relaxed);
+	bp_counter_add(&sl->drops[c], 1); /* the slot's thread: its only writer */
 }
 
 /* Wakes the collector if it sleeps (see `sleeping').  Any thread. */
