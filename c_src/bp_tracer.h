@@ -38,6 +38,14 @@ struct ev_ctx {
 	struct bp_mfa mfa; /* call events: argv[3] decoded (state 0: not) */
 };
 
+/* Every callback clears one of these ({.hub = 1}).  Up to 64 bytes gcc
+ * clears it with a few stores; a larger one it clears with `rep stos',
+ * whose start-up costs tens of cycles per event (a 96-byte ev_ctx,
+ * cleared once per member, added ≈ 40 ns per call with 8 sessions:
+ * docs/performance.md, "Overlapping sessions written once"). */
+_Static_assert(sizeof(struct ev_ctx) <= 64,
+	       "struct ev_ctx is cleared per event: keep it to one line");
+
 /* The value of key k (an atom) in the callback's options map opts, or
  * `undefined' with *found = 0.  A flat map (what the VM passes: a few
  * keys) is read from its words, the keys compared as atom words; any
