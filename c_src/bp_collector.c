@@ -38,9 +38,6 @@ static struct bp_slot *slot_at(struct bp_session *s, uint32_t i)
 	return atomic_load_explicit(&s->slots[i], memory_order_acquire);
 }
 
-/* The collector is the only writer of a slot's io_error count and of
- * late_too_big: bp_counter_add. */
-
 static uint64_t slot_discarded(struct bp_slot *sl)
 {
 	uint64_t n = atomic_load_explicit(&sl->ring.evicted,

@@ -6,7 +6,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=_build/test
 mkdir -p "$out" _build/ct_logs
-passed=0; failed=0; cases=
+. test/ct_tally.sh
 
 # What a step leaves in /tmp (the trace directory of a failed start, a dead
 # node's staged trace, ...) is a failure of that step: nothing beamprobe
@@ -55,16 +55,10 @@ for s in $suites; do
   # other ct_run on the machine.
   ct_run -noshell -sname "ct_$$_$s" -pa "$PWD/ebin" -pa "$PWD/$out" -dir test -suite "$s" \
     -logdir _build/ct_logs -cover_stop false 2>&1 | tee "$log"
-  line=$(grep -E 'TEST COMPLETE' "$log" | tail -1)
-  p=$(echo "$line" | grep -Eo '[0-9]+ ok' | grep -Eo '[0-9]+'); passed=$((passed + ${p:-0}))
-  f=$(echo "$line" | grep -Eo '[0-9]+ failed' | grep -Eo '[0-9]+'); failed=$((failed + ${f:-0}))
-  [ -z "$line" ] && { echo "suite $s did not complete"; failed=$((failed + 1)); cases+="$s: did not complete"$'\n'; }
-  cases+=$(grep -aE -A1 "^$s:[a-z0-9_]+ failed" "$log" | grep -v "^--$" | paste -d" " - -)$'\n'
+  ct_tally "$s" "$log"
   check_tmp "$s"
 done
 
-# The failed cases again, last: a long run's closing lines are all some
-# readers get to see.
-echo "$cases" | sed '/^$/d; s/^/failed case: /'
+ct_failed_cases
 echo "erlang: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -44,17 +44,13 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$logdir/ubsan"
 export BEAMPROBE_NIF=$nif
 export BEAMPROBE_ASAN=1
 
-passed=0; failed=0; cases=
+. test/ct_tally.sh
 for s in $SUITES; do
   [ -f "test/$s.erl" ] || { echo "no suite $s"; failed=$((failed + 1)); continue; }
   log=$out/asan-$s.log
   LD_PRELOAD="$libasan${libubsan:+ $libubsan}" ct_run -noshell -sname "asan_$$_$s" -pa "$PWD/ebin" -pa "$PWD/$out" -dir test \
     -suite "$s" -logdir _build/ct_logs -cover_stop false 2>&1 | tee "$log"
-  line=$(grep -E 'TEST COMPLETE' "$log" | tail -1)
-  p=$(echo "$line" | grep -Eo '[0-9]+ ok' | grep -Eo '[0-9]+'); passed=$((passed + ${p:-0}))
-  f=$(echo "$line" | grep -Eo '[0-9]+ failed' | grep -Eo '[0-9]+'); failed=$((failed + ${f:-0}))
-  [ -z "$line" ] && { echo "asan: suite $s did not complete"; failed=$((failed + 1)); cases+="$s: did not complete"$'\n'; }
-  cases+=$(grep -aE -A1 "^$s:[a-z0-9_]+ failed" "$log" | grep -v "^--$" | paste -d" " - -)$'\n'
+  ct_tally "$s" "$log" "asan: "
 done
 
 # The renderer's EUnit tests (its hostile terms: 100 MB and unaligned
@@ -95,8 +91,6 @@ if [ "$reports" -gt 0 ]; then
   for r in "$logdir"/*; do echo "=== sanitizer report $r"; head -60 "$r"; done
   failed=$((failed + reports))
 fi
-# The failed cases again, last: a long run's closing lines are all some
-# readers get to see.
-echo "$cases" | sed '/^$/d; s/^/failed case: /'
+ct_failed_cases
 echo "asan: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,0 +1,26 @@
+# test/ct_tally.sh -- sourced by the runners of Common Test suites
+# (test/run_erlang_tests.sh, test/asan/run.sh): counts a suite's cases
+# from its console log and keeps its failed cases, to be repeated last.
+passed=0; failed=0; cases=
+
+# ct_tally SUITE LOG [PREFIX]: adds the suite's ok and failed cases to
+# $passed and $failed (a suite that did not complete counts as one
+# failure) and its failed cases, with their line and reason, to $cases.
+ct_tally() {
+  local s=$1 log=$2 prefix=${3:-} line p f
+  line=$(grep -E 'TEST COMPLETE' "$log" | tail -1)
+  p=$(echo "$line" | grep -Eo '[0-9]+ ok' | grep -Eo '[0-9]+'); passed=$((passed + ${p:-0}))
+  f=$(echo "$line" | grep -Eo '[0-9]+ failed' | grep -Eo '[0-9]+'); failed=$((failed + ${f:-0}))
+  if [ -z "$line" ]; then
+    echo "${prefix}suite $s did not complete"
+    failed=$((failed + 1))
+    cases+="$s: did not complete"$'\n'
+  fi
+  cases+=$(grep -aE -A1 "^$s:[a-z0-9_]+ failed" "$log" | grep -v "^--$" | paste -d" " - -)$'\n'
+}
+
+# The failed cases again, last: a long run's closing lines are all some
+# readers get to see.
+ct_failed_cases() {
+  echo "$cases" | sed '/^$/d; s/^/failed case: /'
+}
