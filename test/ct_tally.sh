@@ -5,7 +5,8 @@ passed=0; failed=0; cases=
 
 # ct_tally SUITE LOG [PREFIX]: adds the suite's ok and failed cases to
 # $passed and $failed (a suite that did not complete counts as one
-# failure) and its failed cases, with their line and reason, to $cases.
+# failure) and its failed cases, with their line and reason, to $cases
+# (a failure inside a fun names the fun: SUITE:'-case/1-fun-0-').
 ct_tally() {
   local s=$1 log=$2 prefix=${3:-} line p f
   line=$(grep -E 'TEST COMPLETE' "$log" | tail -1)
@@ -16,7 +17,7 @@ ct_tally() {
     failed=$((failed + 1))
     cases+="$s: did not complete"$'\n'
   fi
-  cases+=$(grep -aE -A1 "^$s:[a-z0-9_]+ failed" "$log" | grep -v "^--$" | paste -d" " - -)$'\n'
+  cases+=$(grep -aE -A1 "^$s:[^ ]+ failed" "$log" | grep -v "^--$" | paste -d" " - -)$'\n'
 }
 
 # The failed cases again, last: a long run's closing lines are all some
