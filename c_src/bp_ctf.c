@@ -87,6 +87,7 @@ int bp_ctf_stream_open_at(struct bp_ctf_stream *s, int dirfd,
 			  size_t packet_cap)
 {
 	char name[32];
+	int err;
 
 	memset(s, 0, sizeof *s);
 	s->fd = -1;
@@ -95,19 +96,21 @@ int bp_ctf_stream_open_at(struct bp_ctf_stream *s, int dirfd,
 	if (packet_cap < BP_PACKET_HEADER_SIZE + 64)
 		return EINVAL;
 	snprintf(name, sizeof name, "thread-%03u", thread_id);
-	s->buf = malloc(packet_cap);
-	if (!s->buf)
-		return ENOMEM;
 	s->fd = create_file(dirfd, name);
-	if (s->fd < 0) {
-		int err = errno;
-		free(s->buf);
-		s->buf = NULL;
+	if (s->fd < 0)
+		return errno;
+	/* Room for the stream's first, empty packet before the first one
+	 * built (see bp_ctf_stream_flush). */
+	if ((err = bp_dio_init(&s->dio, s->fd,
+			       packet_cap + BP_PACKET_HEADER_SIZE))) {
+		close(s->fd);
+		s->fd = -1;
 		return err;
 	}
 	memcpy(s->uuid, uuid, 16);
 	s->thread_id = thread_id;
 	s->cap = packet_cap;
+	s->buf = bp_dio_room(&s->dio) + BP_PACKET_HEADER_SIZE;
 	s->len = BP_PACKET_HEADER_SIZE;
 	return 0;
 }
@@ -150,59 +153,79 @@ void bp_ctf_stream_fail(struct bp_ctf_stream *s, int err)
 		return;
 	s->err = err ? err : EIO;
 	s->lost += s->nevents - s->naux;
+	if (s->dio.buf)
+		s->lost += bp_dio_pending(&s->dio).events;
 	s->nevents = 0;
 	s->naux = 0;
 	s->len = BP_PACKET_HEADER_SIZE;
 }
 
-/* A write that failed part-way: cut the file back to its whole packets
- * (readers reject a stream whose last packet is truncated), then fail. */
-static int write_failed(struct bp_ctf_stream *s, int err)
+/* After a write: what the file holds now, and where the next packet is
+ * built; or, if it failed, the stream fails. */
+static int written(struct bp_ctf_stream *s, int err)
 {
-	int r;
+	s->bytes = s->dio.in_file.bytes;
+	s->events = s->dio.in_file.events;
+	s->aux_events = s->dio.in_file.aux;
+	if (err) {
+		bp_ctf_stream_fail(s, err);
+		return err;
+	}
+	s->buf = bp_dio_room(&s->dio);
+	return 0;
+}
 
-	do
-		r = ftruncate(s->fd, (off_t)s->bytes);
-	while (r != 0 && errno == EINTR);
-	bp_ctf_stream_fail(s, err);
-	return err;
+/* Closes the open packet into the writer (which may write it, or keep it
+ * for a later block). */
+static int close_packet(struct bp_ctf_stream *s, uint64_t discarded,
+			int force)
+{
+	int err;
+
+	if (s->nevents == 0 && !force)
+		return 0;
+	if (s->nevents == 0)
+		s->ts_begin = s->ts_end = s->last_ts;
+	if (s->seq == 0) {
+		/* The stream's first packet: empty, nothing discarded yet,
+		 * in the room left before the first packet built. */
+		uint8_t *open = s->buf;
+		put_header(s, bp_dio_room(&s->dio), s->ts_begin, s->ts_begin,
+			   BP_PACKET_HEADER_SIZE, 0, 0);
+		if ((err = written(s, bp_dio_commit(&s->dio,
+						    BP_PACKET_HEADER_SIZE, 0,
+						    0))))
+			return err;
+		s->seq = 1;
+		/* The open packet follows it when the writer kept it (the
+		 * room starts there); else it moves to the room's start. */
+		if (s->buf != open)
+			memmove(s->buf, open, s->len);
+	}
+	put_header(s, s->buf, s->ts_begin, s->ts_end, s->len, discarded,
+		   s->seq);
+	err = bp_dio_commit(&s->dio, s->len, s->nevents - s->naux, s->naux);
+	/* The packet is the writer's now: in the file, staged, or (err)
+	 * given up and counted by bp_ctf_stream_fail as the writer's. */
+	s->seq++;
+	s->len = BP_PACKET_HEADER_SIZE;
+	s->nevents = 0;
+	s->naux = 0;
+	return written(s, err);
 }
 
 int bp_ctf_stream_flush(struct bp_ctf_stream *s, uint64_t discarded,
 			int force)
 {
-	uint8_t *p = s->buf;
 	int err;
 
 	if (s->fd < 0)
 		return EBADF;
 	if (s->err)
 		return s->err;
-	if (s->nevents == 0 && !force)
-		return 0;
-	if (s->nevents == 0)
-		s->ts_begin = s->ts_end = s->last_ts;
-	if (s->seq == 0) {
-		/* The stream's first packet: empty, nothing discarded yet. */
-		uint8_t first[BP_PACKET_HEADER_SIZE];
-		put_header(s, first, s->ts_begin, s->ts_begin, sizeof first, 0,
-			   0);
-		if ((err = write_all(s->fd, first, sizeof first)))
-			return write_failed(s, err);
-		s->bytes += sizeof first;
-		s->seq = 1;
-	}
-	put_header(s, p, s->ts_begin, s->ts_end, s->len, discarded, s->seq);
-	if ((err = write_all(s->fd, p, s->len)))
-		return write_failed(s, err);
-	s->bytes += s->len;
-	s->events += s->nevents - s->naux;
-	s->aux_events += s->naux;
-	s->seq++;
-	s->len = BP_PACKET_HEADER_SIZE;
-	s->nevents = 0;
-	s->naux = 0;
-	return 0;
+	if ((err = close_packet(s, discarded, force)))
+		return err;
+	return written(s, bp_dio_sync(&s->dio));
 }
 
 int bp_ctf_stream_add(struct bp_ctf_stream *s, const uint8_t *ev,
@@ -219,7 +242,7 @@ int bp_ctf_stream_add(struct bp_ctf_stream *s, const uint8_t *ev,
 	    (size_t)len > s->cap - BP_PACKET_HEADER_SIZE)
 		return EMSGSIZE;
 	if (s->len + len > s->cap) {
-		int err = bp_ctf_stream_flush(s, discarded, 0);
+		int err = close_packet(s, discarded, 0);
 		if (err)
 			return err;
 	}
@@ -250,7 +273,7 @@ int bp_ctf_stream_close(struct bp_ctf_stream *s, uint64_t discarded)
 			err = errno;
 		s->fd = -1;
 	}
-	free(s->buf);
+	bp_dio_free(&s->dio);
 	s->buf = NULL;
 	return err;
 }

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bp_dio.h"
 #include "bp_format.h"
 
 struct bp_ctf_stream {
@@ -18,8 +19,9 @@ struct bp_ctf_stream {
 	uint8_t uuid[16];
 	uint32_t thread_id;
 	uint64_t seq;          /* next packet_seq_num */
-	uint8_t *buf;          /* packet being built; owned */
-	size_t cap;            /* buf size */
+	uint8_t *buf;          /* packet being built: in the writer's
+				  staging buffer (bp_dio_room) */
+	size_t cap;            /* largest packet */
 	size_t len;            /* bytes used in buf (header included) */
 	uint64_t ts_begin, ts_end;
 	uint32_t nevents;      /* events in the open packet */
@@ -31,6 +33,8 @@ struct bp_ctf_stream {
 	uint64_t last_ts;      /* timestamp of the last event added */
 	int err;               /* first errno met, 0 if none: the stream then
 				  refuses every event */
+	struct bp_dio dio;     /* the file's writer: packets reach the file
+				  in blocks, around the page cache */
 	/* Collector bookkeeping: what it has already accounted for. */
 	uint64_t seen_bytes, seen_events, seen_aux, seen_lost;
 };
@@ -82,16 +86,19 @@ int bp_ctf_stream_open(struct bp_ctf_stream *s, const char *dir,
 int bp_ctf_stream_add(struct bp_ctf_stream *s, const uint8_t *ev,
 		      uint32_t len, uint64_t discarded);
 
-/* Writes the open packet, if it holds events or `force` is set (an empty
- * packet records a new `discarded` value).  Returns 0 or an errno value.
- * A packet that cannot be written whole is cut off the file again
- * (ftruncate to the last whole packet), its user events are added to
+/* Closes the open packet, if it holds events or `force` is set (an empty
+ * packet records a new `discarded` value), and writes every closed packet
+ * to the file (packets closed because they were full wait in the writer's
+ * staging buffer until then: bp_dio.h).  Returns 0 or an errno value.
+ * When packets cannot be written whole, the file is cut back to its last
+ * whole packet, the user events of the packets not in it are added to
  * `lost`, and the stream fails: err is set and later calls return it. */
 int bp_ctf_stream_flush(struct bp_ctf_stream *s, uint64_t discarded,
 			int force);
 
-/* Fails the stream with err (if it has not failed yet): the open packet's
- * user events are added to `lost` and the packet is discarded. */
+/* Fails the stream with err (if it has not failed yet): the user events
+ * of the open packet and of the packets not yet in the file are added to
+ * `lost`, and those packets are discarded. */
 void bp_ctf_stream_fail(struct bp_ctf_stream *s, int err);
 
 /* Flushes and closes; frees the packet buffer.  Returns 0 or an errno. */

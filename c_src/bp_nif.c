@@ -20,6 +20,7 @@
 
 #include "bp_atoms.h"
 #include "bp_clock.h"
+#include "bp_dio.h"
 #include "bp_erts_layout.h"
 #include "bp_follow.h"
 #include "bp_hub.h"
@@ -677,6 +678,7 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
 	bp_handler_load(env);
 	bp_erts_layout_check(env);
 	bp_clock_init();
+	bp_dio_configure();
 	bp_membar_init(); /* else the busy flags keep full barriers */
 	if (bp_hub_init())
 		return -1;

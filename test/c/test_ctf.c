@@ -19,6 +19,16 @@
  *       d. bp_format_metadata: too-small buffers, the header line, the
  *          clock offset normalisation, env escaping.
  *  3. Error paths of the writer (EEXIST, EINVAL, EMSGSIZE, EBADF...).
+ *  4. Faults: planted symlinks, a write that fails part-way.
+ *  5. Writes around the page cache (c_src/bp_dio): streams of random
+ *     events, random flushes and forced empty packets written once with
+ *     O_DIRECT and once through the page cache are byte-identical files
+ *     with the same counts, and a failure mid-stream leaves whole packets
+ *     and counts every event as written or lost.
+ *
+ * Sections 2-4 check the writer's packet-by-packet contract (each packet
+ * reaches the file as it is closed): they run with bp_dio_enabled = 0,
+ * the writer beamprobe falls back to where O_DIRECT is refused.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -837,6 +847,171 @@ static void test_faults(const char *tmp)
 	close(dfd);
 }
 
+/* ---- 5. writes around the page cache ------------------------------------ */
+
+static uint64_t rng_state;
+
+static uint32_t rnd(void)
+{
+	rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+	return (uint32_t)(rng_state >> 33);
+}
+
+static int same_file(const char *a, const char *b)
+{
+	size_t la, lb;
+	uint8_t *fa = slurp(a, &la), *fb = slurp(b, &lb);
+	int same = fa && fb && la == lb && memcmp(fa, fb, la) == 0;
+
+	free(fa);
+	free(fb);
+	return same;
+}
+
+/* Writes one random stream twice, O_DIRECT on and off. */
+static void direct_vs_buffered(const char *tmp, unsigned seed, size_t cap,
+			       unsigned nev)
+{
+	char da[256], db[256], pa[300], pb[300];
+	struct bp_ctf_stream sa, sb;
+	uint8_t ev[1024];
+	int direct = 0, ea = 0, eb = 0;
+
+	snprintf(da, sizeof da, "%s/dio-%u-a", tmp, seed);
+	snprintf(db, sizeof db, "%s/dio-%u-b", tmp, seed);
+	mkdir(da, 0700);
+	mkdir(db, 0700);
+	bp_dio_enabled = 0;
+	ea |= bp_ctf_stream_open(&sa, da, 3, uuid, cap);
+	bp_dio_enabled = 1;
+	eb |= bp_ctf_stream_open(&sb, db, 3, uuid, cap);
+	if (!ok(ea == 0 && eb == 0, "seed %u: both streams open", seed))
+		return;
+	direct = sb.dio.direct;
+	rng_state = seed;
+	for (unsigned i = 0; i < nev; i++) {
+		uint32_t r = rnd(), len = BP_EVENT_HEADER_SIZE + r % 300;
+		if (r % 97 == 0) /* now and then a large one */
+			len = BP_EVENT_HEADER_SIZE + 400 + r % 500;
+		bp_ev_header(ev, (uint16_t)(r % BP_EV_COUNT), 1000 + i, i);
+		for (uint32_t j = BP_EVENT_HEADER_SIZE; j < len; j++)
+			ev[j] = (uint8_t)(i * 31 + j);
+		ea |= bp_ctf_stream_add(&sa, ev, len, i / 1000);
+		eb |= bp_ctf_stream_add(&sb, ev, len, i / 1000);
+		if (r % 1500 == 1) { /* the collector's periodic flush */
+			ea |= bp_ctf_stream_flush(&sa, i / 1000, 0);
+			eb |= bp_ctf_stream_flush(&sb, i / 1000, 0);
+		} else if (r % 4000 == 2) { /* an empty packet: a new count */
+			ea |= bp_ctf_stream_flush(&sa, i / 1000, 0);
+			eb |= bp_ctf_stream_flush(&sb, i / 1000, 0);
+			ea |= bp_ctf_stream_flush(&sa, i / 1000 + 1, 1);
+			eb |= bp_ctf_stream_flush(&sb, i / 1000 + 1, 1);
+		}
+	}
+	is_i(ea | eb, 0, "seed %u: %u events added and flushed, no error",
+	     seed, nev);
+	is_i(bp_ctf_stream_flush(&sb, nev / 1000, 0), 0, "seed %u: flush",
+	     seed);
+	is_i(bp_ctf_stream_flush(&sa, nev / 1000, 0), 0, "seed %u: flush (page cache)",
+	     seed);
+	ok(sa.bytes == sb.bytes && sa.events == sb.events &&
+		   sa.aux_events == sb.aux_events && sb.lost == 0,
+	   "seed %u: after a flush both count %llu bytes, %llu + %llu events "
+	   "in the file (direct: %llu, %llu + %llu)",
+	   seed, (unsigned long long)sa.bytes,
+	   (unsigned long long)sa.events, (unsigned long long)sa.aux_events,
+	   (unsigned long long)sb.bytes, (unsigned long long)sb.events,
+	   (unsigned long long)sb.aux_events);
+	is_u(sa.events + sa.aux_events, nev, "seed %u: every event", seed);
+	is_i(bp_ctf_stream_close(&sa, 0), 0, "seed %u: close", seed);
+	is_i(bp_ctf_stream_close(&sb, 0), 0, "seed %u: close (direct)", seed);
+	snprintf(pa, sizeof pa, "%s/thread-003", da);
+	snprintf(pb, sizeof pb, "%s/thread-003", db);
+	ok(same_file(pa, pb),
+	   "seed %u: the file written with O_DIRECT (%s) is byte for byte "
+	   "the one written through the page cache (%llu bytes)",
+	   seed, direct ? "on" : "refused here: written through the cache",
+	   (unsigned long long)sa.bytes);
+	if (!direct)
+		tap_diag("O_DIRECT was refused on %s: the direct path was not "
+			 "exercised", db);
+}
+
+/* A direct stream whose writes fail part-way (file size limit, aligned:
+ * a direct write is cut short, then EFBIG). */
+static void direct_fails(const char *tmp)
+{
+	char dir[256], path[300];
+	struct bp_ctf_stream s;
+	struct rlimit old, lim;
+	struct stat sb;
+	uint8_t ev[200];
+	unsigned added = 0;
+	int err = 0;
+
+	snprintf(dir, sizeof dir, "%s/dio-fail", tmp);
+	mkdir(dir, 0700);
+	signal(SIGXFSZ, SIG_IGN);
+	if (!ok(bp_ctf_stream_open(&s, dir, 1, uuid, 65536) == 0,
+		"open a stream with O_DIRECT"))
+		return;
+	ok(s.dio.direct, "O_DIRECT is on for it");
+	memset(ev, 7, sizeof ev);
+	getrlimit(RLIMIT_FSIZE, &old);
+	lim = old;
+	lim.rlim_cur = 600 * 1024;
+	ok(setrlimit(RLIMIT_FSIZE, &lim) == 0, "file size limit 600 KiB");
+	for (unsigned i = 0; i < 8000 && !err; i++) {
+		bp_ev_header(ev, BP_EV_RETURN_TO, 100 + i, 7);
+		err = bp_ctf_stream_add(&s, ev, sizeof ev, 0);
+		added += err == 0;
+	}
+	if (!err)
+		err = bp_ctf_stream_flush(&s, 0, 0);
+	setrlimit(RLIMIT_FSIZE, &old);
+	is_i(err, EFBIG, "the write error is returned");
+	ok(s.bytes > 0 && s.bytes <= 600 * 1024,
+	   "the file kept what was written before (%llu bytes)",
+	   (unsigned long long)s.bytes);
+	if (fstat(s.fd, &sb) != 0)
+		sb.st_size = -1;
+	ok((uint64_t)sb.st_size == s.bytes,
+	   "the file was cut back to its whole packets (%lld bytes)",
+	   (long long)sb.st_size);
+	is_u(s.events + s.lost, added,
+	   "every event added is in the file or lost (%llu + %llu)",
+	   (unsigned long long)s.events, (unsigned long long)s.lost);
+	ok(s.lost > 0, "the packets not written are counted lost");
+	is_i(bp_ctf_stream_close(&s, 0), EFBIG, "close reports the error");
+	/* The file parses: packets back to back up to its end. */
+	snprintf(path, sizeof path, "%s/thread-001", dir);
+	{
+		size_t flen, off = 0;
+		uint8_t *f = slurp(path, &flen);
+		uint64_t n = 0;
+		while (f && off + BP_PACKET_HEADER_SIZE <= flen &&
+		       bp_get_u32(f + off + BP_PKT_OFF_MAGIC) == BP_CTF_MAGIC) {
+			off += bp_get_u64(f + off + BP_PKT_OFF_PACKET_SIZE) / 8;
+			n++;
+		}
+		ok(f && off == flen && n > 1,
+		   "the file is %llu whole packets, nothing after",
+		   (unsigned long long)n);
+		free(f);
+	}
+}
+
+static void test_direct(const char *tmp)
+{
+	/* Small packets (many per block, the end of a block mid-packet),
+	 * the default 64 KiB and the largest. */
+	direct_vs_buffered(tmp, 1, 1024, 30000);
+	direct_vs_buffered(tmp, 2, 65536, 60000);
+	direct_vs_buffered(tmp, 3, BP_PACKET_MAX, 40000);
+	direct_vs_buffered(tmp, 4, 4096, 300); /* smaller than one block */
+	direct_fails(tmp);
+}
+
 /* ---- main ---------------------------------------------------------------------- */
 
 int main(void)
@@ -852,6 +1027,7 @@ int main(void)
 	mkdir(dir, 0700);
 
 	test_event_table();
+	bp_dio_enabled = 0; /* sections 2-4: see the top of this file */
 	old = umask(0); /* the writer itself must ask for 0600 */
 	if (write_trace(dir) == 0) {
 		umask(old);
@@ -866,6 +1042,8 @@ int main(void)
 	test_metadata(dir);
 	test_errors(tmp);
 	test_faults(tmp);
+	bp_dio_enabled = 1;
+	test_direct(tmp);
 
 	if (tap_failed) {
 		tap_diag("trace kept for inspection in %s", tmp);
