@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/run.sh -- `make bench`: builds the benchmark helpers and runs them.
-# Usage: bash bench/run.sh [cost|rate|firehose|handler|kinds|overlap|firstpass|usdt|stream|render|reader ...]
+# Usage: bash bench/run.sh [cost|rate|firehose|handler|kinds|overlap|firstpass|usdt|stream|render|files|reader ...]
 #        (default: all), or bash bench/run.sh smoke (make test: every
 #        configuration once, tiny counts, no thresholds, < 30 s).
 # kinds: the per-event-kind bench (bench/beamprobe_kinds_bench.erl), on a
@@ -9,7 +9,9 @@
 # and the floor (bench/beamprobe_overlap_bench.erl), default VM and +sbwt
 # none.  firstpass: the first calls traced after a session starts, while
 # the rings are new memory (bench/beamprobe_firstpass_bench.erl, default
-# VM).  usdt: the cost of a usdt sink per event with no tool attached
+# VM).  files: the trace files' writer, O_DIRECT against the page cache
+# (bench/beamprobe_files_bench.erl, default VM).  usdt: the cost of a
+# usdt sink per event with no tool attached
 # and per probe fired with bpftrace attached (bench/beamprobe_usdt_bench.erl,
 # +sbwt none).  rate runs on a VM with the default flags; cost, handler
 # and firehose under +sbwt none, as they always have.
@@ -37,6 +39,7 @@ run_firstpass=0
 run_usdt=0
 run_stream=0
 run_render=0
+run_files=0
 if [ "${1:-}" = smoke ]; then
   # One VM, default flags: every kind x configuration once with tiny
   # counts, then the call-cost and rate code paths, tiny too.
@@ -55,12 +58,14 @@ if [ "${1:-}" = smoke ]; then
     | tee -a "$B/smoke.out" || true
   erl +sbwt none -noshell -pa ebin -pa "$B" -run beamprobe_stream_bench main smoke \
     | tee -a "$B/smoke.out" || true
+  erl -noshell -pa ebin -pa "$B" -run beamprobe_files_bench main smoke \
+    | tee -a "$B/smoke.out" || true
   erl -noshell -pa "$B" -run render_bench main smoke | tee -a "$B/smoke.out" || true
   "$B/usdt_guard" 100000 || f_guard=1
   p=$(awk '/^bench smoke part:/ { p += $4 } END { print p + 0 }' "$B/smoke.out")
   f=$(awk '/^bench smoke part:/ { f += $6 } END { print f + 0 }' "$B/smoke.out")
   n=$(grep -c '^bench smoke part:' "$B/smoke.out" || true)
-  [ "$n" = 8 ] || f=$((f + 1))
+  [ "$n" = 9 ] || f=$((f + 1))
   [ -z "${f_guard:-}" ] || f=$((f + 1))   # a VM that died before its closing line
   echo "bench smoke: $p passed, $f failed"
   [ "$f" = 0 ]
@@ -77,6 +82,7 @@ for a in "${args[@]}"; do
     usdt) run_usdt=1 ;;
     stream) run_stream=1 ;;
     render) run_render=1 ;;
+    files) run_files=1 ;;
     *) erl_args+=("$a") ;;
   esac
 done
@@ -112,6 +118,14 @@ stream() {
 render() {
   erl -noshell -pa "$B" -run render_bench main
 }
+# The trace files' writer: O_DIRECT against the page cache
+# (BEAMPROBE_NO_DIRECT_IO), three VMs of each, alternating; default VM.
+files() {
+  for r in 1 2 3; do
+    erl -noshell -pa ebin -pa "$B" -run beamprobe_files_bench main bench
+    BEAMPROBE_NO_DIRECT_IO=1 erl -noshell -pa ebin -pa "$B" -run beamprobe_files_bench main bench
+  done
+}
 overlap() {
   erl -noshell -pa ebin -pa "$B" -run beamprobe_overlap_bench main bench default flags
   erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell -pa ebin -pa "$B" \
@@ -132,6 +146,7 @@ if [ ${#args[@]} -eq 0 ]; then
   usdt
   stream
   render
+  files
 else
   if [ ${#erl_args[@]} -gt 0 ]; then bench "${erl_args[@]}"; fi
   if [ $run_rate = 1 ]; then bench_default rate; fi
@@ -142,6 +157,7 @@ else
   if [ $run_usdt = 1 ]; then usdt; fi
   if [ $run_stream = 1 ]; then stream; fi
   if [ $run_render = 1 ]; then render; fi
+  if [ $run_files = 1 ]; then files; fi
 fi
 if [ ${#args[@]} -eq 0 ] || [ $run_reader = 1 ]; then
   if [ -f bench/reader.sh ]; then bash bench/reader.sh; fi
