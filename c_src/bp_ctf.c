@@ -131,9 +131,11 @@ int bp_ctf_stream_open(struct bp_ctf_stream *s, const char *dir,
 	return err;
 }
 
+/* The header of a packet of len bytes of content followed by pad bytes
+ * of padding. */
 static void put_header(const struct bp_ctf_stream *s, uint8_t *p,
 		       uint64_t ts_begin, uint64_t ts_end, size_t len,
-		       uint64_t discarded, uint64_t seq)
+		       size_t pad, uint64_t discarded, uint64_t seq)
 {
 	bp_put_u32(p + BP_PKT_OFF_MAGIC, BP_CTF_MAGIC);
 	memcpy(p + BP_PKT_OFF_UUID, s->uuid, 16);
@@ -141,10 +143,11 @@ static void put_header(const struct bp_ctf_stream *s, uint8_t *p,
 	bp_put_u64(p + BP_PKT_OFF_TS_BEGIN, ts_begin);
 	bp_put_u64(p + BP_PKT_OFF_TS_END, ts_end);
 	bp_put_u64(p + BP_PKT_OFF_CONTENT_SIZE, (uint64_t)len * 8);
-	bp_put_u64(p + BP_PKT_OFF_PACKET_SIZE, (uint64_t)len * 8);
+	bp_put_u64(p + BP_PKT_OFF_PACKET_SIZE, (uint64_t)(len + pad) * 8);
 	bp_put_u64(p + BP_PKT_OFF_DISCARDED, discarded);
 	bp_put_u64(p + BP_PKT_OFF_SEQ_NUM, seq);
 	bp_put_u32(p + BP_PKT_OFF_THREAD_ID, s->thread_id);
+	memset(p + len, 0, pad);
 }
 
 void bp_ctf_stream_fail(struct bp_ctf_stream *s, int err)
@@ -176,10 +179,11 @@ static int written(struct bp_ctf_stream *s, int err)
 }
 
 /* Closes the open packet into the writer (which may write it, or keep it
- * for a later block). */
+ * for a later block).  `syncing': a sync of the writer follows. */
 static int close_packet(struct bp_ctf_stream *s, uint64_t discarded,
-			int force)
+			int force, int syncing)
 {
+	size_t pad;
 	int err;
 
 	if (s->nevents == 0 && !force)
@@ -191,7 +195,7 @@ static int close_packet(struct bp_ctf_stream *s, uint64_t discarded,
 		 * in the room left before the first packet built. */
 		uint8_t *open = s->buf;
 		put_header(s, bp_dio_room(&s->dio), s->ts_begin, s->ts_begin,
-			   BP_PACKET_HEADER_SIZE, 0, 0);
+			   BP_PACKET_HEADER_SIZE, 0, 0, 0);
 		if ((err = written(s, bp_dio_commit(&s->dio,
 						    BP_PACKET_HEADER_SIZE, 0,
 						    0))))
@@ -202,9 +206,13 @@ static int close_packet(struct bp_ctf_stream *s, uint64_t discarded,
 		if (s->buf != open)
 			memmove(s->buf, open, s->len);
 	}
-	put_header(s, s->buf, s->ts_begin, s->ts_end, s->len, discarded,
+	/* A packet that ends a block written with O_DIRECT is padded to
+	 * the block's aligned end (bp_dio.h). */
+	pad = bp_dio_pad_for(&s->dio, s->len, syncing);
+	put_header(s, s->buf, s->ts_begin, s->ts_end, s->len, pad, discarded,
 		   s->seq);
-	err = bp_dio_commit(&s->dio, s->len, s->nevents - s->naux, s->naux);
+	err = bp_dio_commit(&s->dio, s->len + pad, s->nevents - s->naux,
+			    s->naux);
 	/* The packet is the writer's now: in the file, staged, or (err)
 	 * given up and counted by bp_ctf_stream_fail as the writer's. */
 	s->seq++;
@@ -223,7 +231,7 @@ int bp_ctf_stream_flush(struct bp_ctf_stream *s, uint64_t discarded,
 		return EBADF;
 	if (s->err)
 		return s->err;
-	if ((err = close_packet(s, discarded, force)))
+	if ((err = close_packet(s, discarded, force, 1)))
 		return err;
 	return written(s, bp_dio_sync(&s->dio));
 }
@@ -242,7 +250,7 @@ int bp_ctf_stream_add(struct bp_ctf_stream *s, const uint8_t *ev,
 	    (size_t)len > s->cap - BP_PACKET_HEADER_SIZE)
 		return EMSGSIZE;
 	if (s->len + len > s->cap) {
-		int err = close_packet(s, discarded, 0);
+		int err = close_packet(s, discarded, 0, 0);
 		if (err)
 			return err;
 	}

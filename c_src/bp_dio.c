@@ -33,14 +33,16 @@ static int set_direct(int fd, int on)
 
 int bp_dio_init(struct bp_dio *d, int fd, size_t rec_max)
 {
-	size_t cap = rec_max + BP_DIO_ALIGN;
+	/* Room for a record of rec_max and its padding at all times, after
+	 * a block's unaligned end (< BP_DIO_ALIGN). */
+	size_t cap = rec_max + 2 * BP_DIO_ALIGN;
 	void *p;
 
 	memset(d, 0, sizeof *d);
 	d->fd = fd;
 	d->rec_max = rec_max;
 	if (bp_dio_enabled)
-		cap += BP_DIO_STAGE + BP_DIO_ALIGN;
+		cap += BP_DIO_STAGE;
 	cap = ALIGN_DOWN(cap + BP_DIO_ALIGN - 1);
 	if (posix_memalign(&p, BP_DIO_ALIGN, cap) != 0)
 		return ENOMEM;
@@ -114,44 +116,56 @@ static int fall_back(struct bp_dio *d)
 }
 
 /*
- * Writes everything committed: the staging buffer's aligned prefix with
- * O_DIRECT, then the rest (less than BP_DIO_ALIGN bytes: the end of the
- * last record) through the page cache, so that the file ends at a record's
- * end.  The rest stays at the buffer's front, to be written again,
- * completed, by the next direct write (which starts at an aligned offset).
+ * Writes everything committed.  A block that ends on an aligned offset
+ * (its last record padded: bp_dio_pad_for) is written whole with
+ * O_DIRECT; any other only from what is not in the file yet, through the
+ * page cache.  Either way one write, which ends at a record's end.  The
+ * last unaligned bytes stay at the buffer's front, to be written again by
+ * the next direct write, which must start at an aligned offset.
  */
 static int drain(struct bp_dio *d)
 {
-	size_t pre = ALIGN_DOWN(d->len);
-	size_t end = pre > d->done ? pre : d->done; /* in the file */
+	size_t pre;
 	int err;
 
-	if (pre > d->done &&
-	    (err = pwrite_all(d->fd, d->buf, pre, d->base))) {
+	if (d->len == d->done)
+		return 0;
+	if (d->len % BP_DIO_ALIGN == 0) {
+		err = pwrite_all(d->fd, d->buf, d->len, d->base);
 		if (err == EINVAL)
 			return fall_back(d);
-		return fail(d, err);
-	}
-	if (d->len > end) {
-		if ((err = set_direct(d->fd, 0)))
-			return fail(d, err);
-		err = pwrite_all(d->fd, d->buf + end, d->len - end,
-				 d->base + end);
 		if (err)
 			return fail(d, err);
-		if (set_direct(d->fd, 1) != 0) {
-			/* Cannot set it again: go on without it. */
-			d->direct = 0;
-			d->done = d->len;
-			return write_rest(d);
-		}
+	} else {
+		if ((err = set_direct(d->fd, 0)))
+			return fail(d, err);
+		err = pwrite_all(d->fd, d->buf + d->done, d->len - d->done,
+				 d->base + d->done);
+		if (err)
+			return fail(d, err);
+		if (set_direct(d->fd, 1) != 0)
+			d->direct = 0; /* cannot set it again: without */
 	}
 	d->in_file = d->cum;
+	pre = ALIGN_DOWN(d->len);
 	memmove(d->buf, d->buf + pre, d->len - pre);
 	d->base += pre;
 	d->len -= pre;
 	d->done = d->len;
 	return 0;
+}
+
+/* Would committing len more bytes now write a block (staging full, or a
+ * sync with at least BP_DIO_SYNC_MIN new bytes)? */
+size_t bp_dio_pad_for(const struct bp_dio *d, size_t len, int syncing)
+{
+	size_t end = d->len + len;
+
+	if (!d->direct ||
+	    (d->cap - end >= d->rec_max + BP_DIO_ALIGN &&
+	     !(syncing && end - d->done >= BP_DIO_SYNC_MIN)))
+		return 0;
+	return ALIGN_DOWN(end + BP_DIO_ALIGN - 1) - end;
 }
 
 int bp_dio_commit(struct bp_dio *d, size_t len, uint64_t events,
@@ -165,7 +179,7 @@ int bp_dio_commit(struct bp_dio *d, size_t len, uint64_t events,
 	d->cum.aux += aux;
 	if (!d->direct)
 		return write_rest(d);
-	if (d->cap - d->len < d->rec_max)
+	if (d->cap - d->len < d->rec_max + BP_DIO_ALIGN)
 		return drain(d);
 	return 0;
 }
@@ -174,7 +188,7 @@ int bp_dio_sync(struct bp_dio *d)
 {
 	if (d->err)
 		return d->err;
-	if (!d->direct || d->done == d->len)
+	if (!d->direct)
 		return 0;
 	return drain(d);
 }

@@ -10,17 +10,21 @@
  * (docs/performance.md, "Trace files written around the page cache").
  *
  * How: records are built in place in an aligned staging buffer
- * (bp_dio_room, bp_dio_commit).  When the buffer cannot take another
- * record of the largest size, and at each bp_dio_sync, everything in it
- * is written: its aligned prefix with O_DIRECT, then the tail (less than
- * BP_DIO_ALIGN bytes, the end of the last record) through the page cache
- * (O_DIRECT cleared for that one write).  The tail stays at the buffer's
- * front, to be written again, completed, by the next direct write.
+ * (bp_dio_room, bp_dio_commit).  The buffer is written when it cannot take
+ * another record of the largest size, and at each bp_dio_sync.  A direct
+ * write must end on an aligned offset, and the file must end at a
+ * record's end whenever the writer is killed (a trace whose last packet is
+ * cut is refused whole by babeltrace2).  So the record that ends a block
+ * is padded to the next aligned offset: before committing it, the caller
+ * asks bp_dio_pad_for how many bytes to add (CTF packets can carry padding:
+ * packet_size > content_size).  The block is then one O_DIRECT write.  A
+ * sync with less than BP_DIO_SYNC_MIN new bytes (a quiet stream, flushed
+ * every 100 ms) pads nothing and writes the new bytes through the page
+ * cache (O_DIRECT cleared for that one write); their unaligned end stays
+ * at the buffer's front, to be written again by the next direct write.
+ * Every write ends at a record's end.
  *
- * So the file ends at a record's end except while a write is under way,
- * as when each record was written with one write(): a node killed at any
- * other time leaves only whole records.  A write that fails is cut back
- * (ftruncate) to the last whole record.
+ * A write that fails is cut back (ftruncate) to the last whole record.
  *
  * Where O_DIRECT cannot be set or a direct write is refused (EINVAL: a
  * file system without it, stricter alignment), the writer falls back for
@@ -39,6 +43,7 @@
 
 #define BP_DIO_ALIGN 4096u
 #define BP_DIO_STAGE ((size_t)512 << 10) /* direct writes of about this */
+#define BP_DIO_SYNC_MIN ((size_t)64 << 10) /* a sync's least direct write */
 
 /* Counts of what is in the file: whole records only. */
 struct bp_dio_count {
@@ -53,8 +58,8 @@ struct bp_dio {
 	size_t rec_max;      /* largest record bp_dio_room is asked for */
 	uint64_t base;       /* file offset of buf[0] (aligned when direct) */
 	size_t len;          /* committed bytes in buf */
-	size_t done;         /* of which already in the file (the last
-				block's end, written through the page cache) */
+	size_t done;         /* of which already in the file (the
+				unaligned end of the last block) */
 	struct bp_dio_count cum;     /* everything committed */
 	struct bp_dio_count in_file; /* of which in the file */
 	int err;             /* first error; every later call returns it */
@@ -73,16 +78,24 @@ void bp_dio_configure(void);
  */
 int bp_dio_init(struct bp_dio *d, int fd, size_t rec_max);
 
-/* Where to build the next record (rec_max bytes of room).  Stable until
- * the next bp_dio_commit or bp_dio_sync. */
+/* Where to build the next record (rec_max bytes of room, and
+ * BP_DIO_ALIGN more for its padding).  Stable until the next
+ * bp_dio_commit or bp_dio_sync. */
 static inline uint8_t *bp_dio_room(struct bp_dio *d)
 {
 	return d->buf + d->len;
 }
 
+/* Bytes of padding to add to a record of len bytes about to be committed
+ * so that it ends a direct block: 0 unless committing it will write the
+ * buffer (it is full then) or, with `syncing', the bp_dio_sync that
+ * follows will have at least BP_DIO_SYNC_MIN bytes to write.  Less than
+ * BP_DIO_ALIGN; there is room for it after the record's rec_max bytes. */
+size_t bp_dio_pad_for(const struct bp_dio *d, size_t len, int syncing);
+
 /*
- * Commits the record of len bytes built at bp_dio_room(), holding the
- * given counts.  May write to the file.  Returns 0 or an errno value; on
+ * Commits the record of len bytes (its padding included) built at
+ * bp_dio_room(), holding the given counts.  May write to the file.  Returns 0 or an errno value; on
  * an error the file is cut back to its whole records, the records not in
  * it are given up (their counts are never added to in_file), and the
  * writer fails: every later call returns the error.

@@ -18,7 +18,9 @@
  *       24     8  timestamp_begin        ns, clock "monotonic"
  *       32     8  timestamp_end          ns
  *       40     8  content_size           bits, header included
- *       48     8  packet_size            bits (== content_size: no padding)
+ *       48     8  packet_size            bits: content_size, plus the zero
+ *                                        padding (< 4 KiB) of a packet that
+ *                                        ends a direct block (bp_dio.h)
  *       56     8  events_discarded       running total of lost events
  *       64     8  packet_seq_num         0, 1, 2, ... per stream
  *       72     4  thread_id              producing thread's slot

@@ -857,47 +857,87 @@ static uint32_t rnd(void)
 	return (uint32_t)(rng_state >> 33);
 }
 
-static int same_file(const char *a, const char *b)
+/*
+ * The packets of a stream file with their padding taken out (packet_size
+ * set to content_size), appended to *out; counts the padded packets and
+ * checks the padding is zeros and every packet whole.  Returns 0 if the
+ * file is a sequence of sound packets up to its end.
+ */
+static int unpadded(const char *path, uint8_t **out, size_t *olen,
+		    unsigned *npadded)
 {
-	size_t la, lb;
-	uint8_t *fa = slurp(a, &la), *fb = slurp(b, &lb);
-	int same = fa && fb && la == lb && memcmp(fa, fb, la) == 0;
+	size_t flen, off = 0;
+	uint8_t *f = slurp(path, &flen);
+	int bad = f == NULL;
 
-	free(fa);
-	free(fb);
-	return same;
+	*out = malloc(flen + 1);
+	*olen = 0;
+	*npadded = 0;
+	while (!bad && off < flen) {
+		const uint8_t *p = f + off;
+		uint64_t content, psize;
+		if (flen - off < BP_PACKET_HEADER_SIZE ||
+		    bp_get_u32(p + BP_PKT_OFF_MAGIC) != BP_CTF_MAGIC) {
+			bad = 1;
+			break;
+		}
+		content = bp_get_u64(p + BP_PKT_OFF_CONTENT_SIZE) / 8;
+		psize = bp_get_u64(p + BP_PKT_OFF_PACKET_SIZE) / 8;
+		if (content < BP_PACKET_HEADER_SIZE || psize < content ||
+		    psize - content >= BP_DIO_ALIGN || psize > flen - off) {
+			bad = 1;
+			break;
+		}
+		for (uint64_t i = content; i < psize; i++)
+			bad |= p[i] != 0;
+		*npadded += psize > content;
+		memcpy(*out + *olen, p, content);
+		bp_put_u64(*out + *olen + BP_PKT_OFF_PACKET_SIZE, content * 8);
+		*olen += content;
+		off += psize;
+	}
+	free(f);
+	return bad;
 }
 
-/* Writes one random stream twice, O_DIRECT on and off. */
+/*
+ * Writes one stream of valid events of every class (random classes and
+ * flushes, forced empty packets) twice: through the page cache and with
+ * O_DIRECT.  The files hold the same packets, the direct one with some
+ * padded, and babeltrace2 reads both alike.
+ */
 static void direct_vs_buffered(const char *tmp, unsigned seed, size_t cap,
 			       unsigned nev)
 {
-	char da[256], db[256], pa[300], pb[300];
+	char da[256], db[256], pa[300], pb[300], errpath[300];
 	struct bp_ctf_stream sa, sb;
-	uint8_t ev[1024];
-	int direct = 0, ea = 0, eb = 0;
+	struct tev *e = calloc(1, sizeof *e);
+	uint8_t *ua = NULL, *ub = NULL;
+	size_t la = 0, lb = 0;
+	unsigned pada = 0, padb = 0;
+	int direct, ea = 0, eb = 0, bada, badb;
 
 	snprintf(da, sizeof da, "%s/dio-%u-a", tmp, seed);
 	snprintf(db, sizeof db, "%s/dio-%u-b", tmp, seed);
 	mkdir(da, 0700);
 	mkdir(db, 0700);
+	ea |= bp_ctf_write_metadata(da, uuid, offset_ns, env, 3);
+	eb |= bp_ctf_write_metadata(db, uuid, offset_ns, env, 3);
 	bp_dio_enabled = 0;
 	ea |= bp_ctf_stream_open(&sa, da, 3, uuid, cap);
 	bp_dio_enabled = 1;
 	eb |= bp_ctf_stream_open(&sb, db, 3, uuid, cap);
-	if (!ok(ea == 0 && eb == 0, "seed %u: both streams open", seed))
+	if (!ok(e && ea == 0 && eb == 0, "seed %u: both streams open", seed))
 		return;
 	direct = sb.dio.direct;
 	rng_state = seed;
 	for (unsigned i = 0; i < nev; i++) {
-		uint32_t r = rnd(), len = BP_EVENT_HEADER_SIZE + r % 300;
-		if (r % 97 == 0) /* now and then a large one */
-			len = BP_EVENT_HEADER_SIZE + 400 + r % 500;
-		bp_ev_header(ev, (uint16_t)(r % BP_EV_COUNT), 1000 + i, i);
-		for (uint32_t j = BP_EVENT_HEADER_SIZE; j < len; j++)
-			ev[j] = (uint8_t)(i * 31 + j);
-		ea |= bp_ctf_stream_add(&sa, ev, len, i / 1000);
-		eb |= bp_ctf_stream_add(&sb, ev, len, i / 1000);
+		uint32_t r = rnd();
+		make_event(e, r % NCLASSES, 0, i);
+		e->ts = 1000000 + 10u * i;
+		encode(e);
+		ea |= bp_ctf_stream_add(&sa, e->enc, e->len, i / 1000);
+		eb |= bp_ctf_stream_add(&sb, e->enc, e->len, i / 1000);
 		if (r % 1500 == 1) { /* the collector's periodic flush */
 			ea |= bp_ctf_stream_flush(&sa, i / 1000, 0);
 			eb |= bp_ctf_stream_flush(&sb, i / 1000, 0);
@@ -908,33 +948,65 @@ static void direct_vs_buffered(const char *tmp, unsigned seed, size_t cap,
 			eb |= bp_ctf_stream_flush(&sb, i / 1000 + 1, 1);
 		}
 	}
+	free(e);
 	is_i(ea | eb, 0, "seed %u: %u events added and flushed, no error",
 	     seed, nev);
-	is_i(bp_ctf_stream_flush(&sb, nev / 1000, 0), 0, "seed %u: flush",
+	is_i(bp_ctf_stream_flush(&sa, nev / 1000, 0), 0, "seed %u: flush",
 	     seed);
-	is_i(bp_ctf_stream_flush(&sa, nev / 1000, 0), 0, "seed %u: flush (page cache)",
-	     seed);
-	ok(sa.bytes == sb.bytes && sa.events == sb.events &&
-		   sa.aux_events == sb.aux_events && sb.lost == 0,
-	   "seed %u: after a flush both count %llu bytes, %llu + %llu events "
-	   "in the file (direct: %llu, %llu + %llu)",
-	   seed, (unsigned long long)sa.bytes,
-	   (unsigned long long)sa.events, (unsigned long long)sa.aux_events,
-	   (unsigned long long)sb.bytes, (unsigned long long)sb.events,
-	   (unsigned long long)sb.aux_events);
-	is_u(sa.events + sa.aux_events, nev, "seed %u: every event", seed);
+	is_i(bp_ctf_stream_flush(&sb, nev / 1000, 0), 0,
+	     "seed %u: flush (O_DIRECT)", seed);
+	ok(sa.events == sb.events && sa.aux_events == sb.aux_events &&
+		   sa.events + sa.aux_events == nev && sb.lost == 0 &&
+		   sb.bytes >= sa.bytes,
+	   "seed %u: after a flush both have every event in the file: %llu + "
+	   "%llu, %llu bytes (O_DIRECT: %llu + %llu, %llu bytes)",
+	   seed, (unsigned long long)sa.events,
+	   (unsigned long long)sa.aux_events, (unsigned long long)sa.bytes,
+	   (unsigned long long)sb.events, (unsigned long long)sb.aux_events,
+	   (unsigned long long)sb.bytes);
 	is_i(bp_ctf_stream_close(&sa, 0), 0, "seed %u: close", seed);
-	is_i(bp_ctf_stream_close(&sb, 0), 0, "seed %u: close (direct)", seed);
+	is_i(bp_ctf_stream_close(&sb, 0), 0, "seed %u: close (O_DIRECT)", seed);
 	snprintf(pa, sizeof pa, "%s/thread-003", da);
 	snprintf(pb, sizeof pb, "%s/thread-003", db);
-	ok(same_file(pa, pb),
-	   "seed %u: the file written with O_DIRECT (%s) is byte for byte "
-	   "the one written through the page cache (%llu bytes)",
-	   seed, direct ? "on" : "refused here: written through the cache",
-	   (unsigned long long)sa.bytes);
+	bada = unpadded(pa, &ua, &la, &pada);
+	badb = unpadded(pb, &ub, &lb, &padb);
+	ok(!bada && !badb && pada == 0,
+	   "seed %u: both files are whole packets to their end, padding all "
+	   "zeros; %u padded with O_DIRECT, none without",
+	   seed, padb);
+	ok(la == lb && memcmp(ua, ub, la) == 0,
+	   "seed %u: without their padding, the packets written with O_DIRECT "
+	   "(%s) are byte for byte those written through the page cache",
+	   seed, direct ? "on" : "refused here");
+	free(ua);
+	free(ub);
 	if (!direct)
 		tap_diag("O_DIRECT was refused on %s: the direct path was not "
 			 "exercised", db);
+	else if (nev >= 10000)
+		ok(padb > 0, "seed %u: blocks were written with O_DIRECT (%u "
+			     "padded packets)", seed, padb);
+	if (!have_babeltrace()) {
+		tap_skip("babeltrace2 not installed");
+		return;
+	}
+	{
+		char *oa, *ob, *xa, *xb;
+		int sta, stb;
+		snprintf(errpath, sizeof errpath, "%s/dio-%u.err", tmp, seed);
+		sta = run_babeltrace(da, errpath, &oa, &xa);
+		stb = run_babeltrace(db, errpath, &ob, &xb);
+		ok(sta == 0 && stb == 0 && strcmp(oa, ob) == 0 &&
+			   strlen(oa) > 0,
+		   "seed %u: babeltrace2 reads both (exit %d, %d) and prints "
+		   "the same %zu bytes", seed, sta, stb, strlen(oa));
+		if (stb != 0)
+			tap_diag("stderr: %.2000s", xb);
+		free(oa);
+		free(ob);
+		free(xa);
+		free(xb);
+	}
 }
 
 /* A direct stream whose writes fail part-way (file size limit, aligned:
