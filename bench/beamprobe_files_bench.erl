@@ -71,6 +71,10 @@ run(K, N, Tmp) ->
     Ev = N * K,
     Tick = 1.0e9 / 100, %% clock ticks (USER_HZ) in ns
     Lost = lists:sum([maps:get(total, maps:get(dropped, Sum)) || Sum <- Sums]),
+    _ = Lost > 0 andalso
+        io:format("files: ~p sessions lost events: ~p~n",
+                  [K, [maps:filter(fun(_, V) -> V > 0 end,
+                                   maps:get(dropped, Sum)) || Sum <- Sums]]),
     {Ns / N, U * Tick / Ev, Sy * Tick / Ev, max(0, M1 - M0) div 1024, Lost}.
 
 sub({A, B}, {C, D}) -> {A - C, B - D}.

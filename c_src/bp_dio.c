@@ -7,11 +7,22 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define ALIGN_DOWN(n) ((n) & ~(size_t)(BP_DIO_ALIGN - 1))
 
 int bp_dio_enabled = 1;
+uint64_t bp_dio_slow_ns = 10000000ull;  /* 10 ms */
+uint64_t bp_dio_cool_ns = 5000000000ull; /* 5 s */
+
+static uint64_t mono_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
 
 void bp_dio_configure(void)
 {
@@ -130,12 +141,22 @@ static int drain(struct bp_dio *d)
 
 	if (d->len == d->done)
 		return 0;
+	if (d->cached && mono_ns() >= d->cached_until)
+		d->cached = 0; /* the next block goes direct again */
 	if (d->len % BP_DIO_ALIGN == 0) {
+		uint64_t t0 = mono_ns(), took;
 		err = pwrite_all(d->fd, d->buf, d->len, d->base);
 		if (err == EINVAL)
 			return fall_back(d);
 		if (err)
 			return fail(d, err);
+		if ((took = mono_ns() - t0) >= bp_dio_slow_ns) {
+			/* The device is slow: the page cache absorbs the next
+			 * blocks, so the collector does not wait on it. */
+			d->slow++;
+			d->cached = 1;
+			d->cached_until = t0 + took + bp_dio_cool_ns;
+		}
 	} else {
 		if ((err = set_direct(d->fd, 0)))
 			return fail(d, err);
@@ -161,7 +182,7 @@ size_t bp_dio_pad_for(const struct bp_dio *d, size_t len, int syncing)
 {
 	size_t end = d->len + len;
 
-	if (!d->direct ||
+	if (!d->direct || d->cached ||
 	    (d->cap - end >= d->rec_max + BP_DIO_ALIGN &&
 	     !(syncing && end - d->done >= BP_DIO_SYNC_MIN)))
 		return 0;

@@ -24,6 +24,13 @@
  * at the buffer's front, to be written again by the next direct write.
  * Every write ends at a record's end.
  *
+ * A direct write waits for the device, and while it waits the collector
+ * does not drain the rings (8 MiB each hold ~50 ms of a busy stream).  So
+ * a direct write that takes bp_dio_slow_ns or more (10 ms) sends the
+ * stream's next blocks through the page cache, which absorbs a slow or
+ * stalled device as it always did, for bp_dio_cool_ns (5 s); then direct
+ * writes resume.  `slow' counts those writes.
+ *
  * A write that fails is cut back (ftruncate) to the last whole record.
  *
  * Where O_DIRECT cannot be set or a direct write is refused (EINVAL: a
@@ -63,6 +70,9 @@ struct bp_dio {
 	struct bp_dio_count cum;     /* everything committed */
 	struct bp_dio_count in_file; /* of which in the file */
 	int err;             /* first error; every later call returns it */
+	int cached;          /* 1: through the page cache until cached_until */
+	uint64_t cached_until; /* CLOCK_MONOTONIC ns */
+	uint64_t slow;       /* direct writes that took bp_dio_slow_ns or more */
 };
 
 /* Whether bp_dio_init tries O_DIRECT at all: 1 unless the environment
@@ -70,6 +80,9 @@ struct bp_dio {
  * any writer thread exists: at NIF load, at a CLI's start). */
 extern int bp_dio_enabled;
 void bp_dio_configure(void);
+/* A direct write this slow (ns) sends the next blocks through the page
+ * cache for bp_dio_cool_ns.  Set only before any writer exists (tests). */
+extern uint64_t bp_dio_slow_ns, bp_dio_cool_ns;
 
 /*
  * Sets d up to write fd (a new, empty file opened for writing) with

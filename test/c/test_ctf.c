@@ -22,9 +22,12 @@
  *  4. Faults: planted symlinks, a write that fails part-way.
  *  5. Writes around the page cache (c_src/bp_dio): streams of random
  *     events, random flushes and forced empty packets written once with
- *     O_DIRECT and once through the page cache are byte-identical files
- *     with the same counts, and a failure mid-stream leaves whole packets
- *     and counts every event as written or lost.
+ *     O_DIRECT and once through the page cache hold the same packets
+ *     once the direct file's padding is taken out, with the same counts,
+ *     and babeltrace2 prints the same for both; a slow direct write sends
+ *     the next blocks through the page cache until the cool-down ends; a
+ *     failure mid-stream leaves whole packets and counts every event as
+ *     written or lost.
  *
  * Sections 2-4 check the writer's packet-by-packet contract (each packet
  * reaches the file as it is closed): they run with bp_dio_enabled = 0,
@@ -907,7 +910,7 @@ static int unpadded(const char *path, uint8_t **out, size_t *olen,
  * padded, and babeltrace2 reads both alike.
  */
 static void direct_vs_buffered(const char *tmp, unsigned seed, size_t cap,
-			       unsigned nev)
+			       unsigned nev, uint64_t *slow, unsigned *padded)
 {
 	char da[256], db[256], pa[300], pb[300], errpath[300];
 	struct bp_ctf_stream sa, sb;
@@ -964,6 +967,7 @@ static void direct_vs_buffered(const char *tmp, unsigned seed, size_t cap,
 	   (unsigned long long)sa.aux_events, (unsigned long long)sa.bytes,
 	   (unsigned long long)sb.events, (unsigned long long)sb.aux_events,
 	   (unsigned long long)sb.bytes);
+	*slow = sb.dio.slow;
 	is_i(bp_ctf_stream_close(&sa, 0), 0, "seed %u: close", seed);
 	is_i(bp_ctf_stream_close(&sb, 0), 0, "seed %u: close (O_DIRECT)", seed);
 	snprintf(pa, sizeof pa, "%s/thread-003", da);
@@ -980,6 +984,7 @@ static void direct_vs_buffered(const char *tmp, unsigned seed, size_t cap,
 	   seed, direct ? "on" : "refused here");
 	free(ua);
 	free(ub);
+	*padded = padb;
 	if (!direct)
 		tap_diag("O_DIRECT was refused on %s: the direct path was not "
 			 "exercised", db);
@@ -1075,12 +1080,31 @@ static void direct_fails(const char *tmp)
 
 static void test_direct(const char *tmp)
 {
+	uint64_t slow;
+	unsigned padded;
+
 	/* Small packets (many per block, the end of a block mid-packet),
 	 * the default 64 KiB and the largest. */
-	direct_vs_buffered(tmp, 1, 1024, 30000);
-	direct_vs_buffered(tmp, 2, 65536, 60000);
-	direct_vs_buffered(tmp, 3, BP_PACKET_MAX, 40000);
-	direct_vs_buffered(tmp, 4, 4096, 300); /* smaller than one block */
+	direct_vs_buffered(tmp, 1, 1024, 30000, &slow, &padded);
+	direct_vs_buffered(tmp, 2, 65536, 60000, &slow, &padded);
+	direct_vs_buffered(tmp, 3, BP_PACKET_MAX, 40000, &slow, &padded);
+	direct_vs_buffered(tmp, 4, 4096, 300, &slow, &padded); /* < a block */
+	/* Every direct write "slow": after the first block, the page cache
+	 * takes the rest for the cool-down, then direct writes resume. */
+	bp_dio_slow_ns = 0;
+	bp_dio_cool_ns = 3600ull * 1000000000ull;
+	direct_vs_buffered(tmp, 5, 65536, 60000, &slow, &padded);
+	ok(slow == 1 && padded == 1,
+	   "a slow direct write: the next blocks go through the page cache "
+	   "(%llu slow write, %u padded packet)", (unsigned long long)slow,
+	   padded);
+	bp_dio_cool_ns = 0;
+	direct_vs_buffered(tmp, 6, 65536, 60000, &slow, &padded);
+	ok(slow > 1 && slow == padded,
+	   "a cool-down over: direct writes resume (%llu slow writes, %u "
+	   "padded packets)", (unsigned long long)slow, padded);
+	bp_dio_slow_ns = 10000000ull;
+	bp_dio_cool_ns = 5000000000ull;
 	direct_fails(tmp);
 }
 
