@@ -3,11 +3,12 @@
  *
  * Why: a session writing every event of a busy process writes 100-200 MB/s
  * per stream.  Through the page cache every 4 KiB of it costs the kernel a
- * fresh page (and the application's cached files get evicted to make room):
- * on this project's machine 8 such sessions spent 2.8 s of kernel time per
- * 4 M traced calls in write(), on the 2 cores the traced node runs on.  With
- * O_DIRECT in blocks of 512 KiB the same bytes cost 0.13 s
- * (docs/performance.md, "Trace files written around the page cache").
+ * page, and the node's own cached files are evicted to make room: 8 such
+ * sessions tracing 2 M calls grew the page cache by 760-764 MiB, and their
+ * collectors spent 27-34 ns of kernel time per event each, on the cores
+ * the traced node runs on.  Written with O_DIRECT in blocks of 512 KiB:
+ * 0-5 MiB and 7-17 ns (docs/performance.md, "Trace files written around
+ * the page cache"; bench/run.sh files).
  *
  * How: records are built in place in an aligned staging buffer
  * (bp_dio_room, bp_dio_commit).  The buffer is written when it cannot take
