@@ -95,6 +95,10 @@ static struct bp_ctf_stream *stream_for(struct bp_session *s, uint32_t idx)
 		if (err) {
 			st->err = err;
 			note_io_error(s, err);
+		} else {
+			atomic_fetch_add_explicit(&s->file_buffers,
+						  st->dio.cap,
+						  memory_order_relaxed);
 		}
 	}
 	return st->fd >= 0 ? st : NULL;

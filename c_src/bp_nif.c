@@ -257,7 +257,10 @@ static ERL_NIF_TERM stats_map(ErlNifEnv *env, struct bp_session *s)
 		enif_make_atom(env, reasons[sr < 7 && sr >= 0 ? sr : 0]),
 		ioe ? bp_nif_errno_term(env, "file", ioe) : bp_atom.none,
 		enif_make_uint(env, threads),
-		enif_make_uint64(env, (uint64_t)threads * s->slot_stride),
+		enif_make_uint64(env, (uint64_t)threads * s->slot_stride +
+					      atomic_load_explicit(
+						      &s->file_buffers,
+						      memory_order_relaxed)),
 		enif_make_uint64(env, atomic_load(&s->prefaulted)),
 	};
 	if (!enif_make_map_from_arrays(env, keys, vals, 10, &m))

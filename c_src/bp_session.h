@@ -170,6 +170,8 @@ struct bp_session {
 					collector-owned */
 	int prefault_off;            /* madvise refused: map nothing ahead */
 	_Atomic uint64_t prefaulted; /* bytes mapped ahead, all slots */
+	_Atomic uint64_t file_buffers; /* the stream files' write buffers'
+					  bytes (bp_dio.h), all slots */
 	_Atomic uint64_t events;       /* user events in the files (whole
 					  packets) or delivered to sinks
 					  other than the file */

@@ -297,7 +297,8 @@ stop_as(_, _) ->
 
 %% @doc Counters and configuration of a running session.  Among them:
 %% `events', `dropped' (per cause), `bytes', `threads' (threads that
-%% wrote), `memory' (their rings' bytes: the bound of what is resident)
+%% wrote), `memory' (their rings' bytes and their trace files' write
+%% buffers', about 584 KiB each: the bound of what is resident)
 %% and `prefaulted' (how many of those bytes the collector has mapped
 %% ahead of the traced processes: what they reached plus 1 MiB).
 -spec info(session() | pid()) -> {ok, map()} | {error, term()}.
