@@ -497,6 +497,14 @@ sigkill_peer(Config) ->
     {ok, Files} = file:list_dir(Dir),
     ct:log("files: ~p", [[{F, filelib:file_size(filename:join(Dir, F))}
                           || F <- Files]]),
+    %% Whole packets to the end of every stream file, and some of them end
+    %% blocks written with O_DIRECT (padded: c_src/bp_dio.h), so the kill
+    %% came while blocks were being written that way.
+    Packets = [packets(filename:join(Dir, F))
+               || "thread-" ++ _ = F <- Files],
+    ct:log("stream files: {packets, padded, whole to the end}: ~p", [Packets]),
+    ?assertEqual([], [P || {_, _, false} = P <- Packets]),
+    ?assert(lists:sum([Pad || {_, Pad, _} <- Packets]) > 0),
     {BtStatus, BtOut, BtErr} = ?L:babeltrace(Dir),
     ct:log("babeltrace2 exit ~p: ~s", [BtStatus, BtErr]),
     ?assertEqual({babeltrace2_exit, 0}, {babeltrace2_exit, BtStatus}),
@@ -509,6 +517,21 @@ sigkill_peer(Config) ->
     ?assert(BtCalls > 0),
     ?assertEqual({calls, BtCalls}, {calls, PrCalls}).
 
+%% A stream file's packets: {how many, how many padded (packet_size >
+%% content_size), whether they reach exactly to the end of the file}.
+packets(Path) ->
+    {ok, Bin} = file:read_file(Path),
+    packets(Bin, 0, 0, 0).
+
+packets(Bin, Off, N, Pad) when Off + 76 =< byte_size(Bin) ->
+    <<_:Off/binary, 16#C1FC1FC1:32/little, _:36/binary,
+      Content:64/little, Size:64/little, _/binary>> = Bin,
+    true = Size >= Content andalso Size rem 8 =:= 0 andalso Size > 0,
+    packets(Bin, Off + Size div 8, N + 1,
+            Pad + case Size > Content of true -> 1; false -> 0 end);
+packets(Bin, Off, N, Pad) ->
+    {N, Pad, Off =:= byte_size(Bin)}.
+
 %% @doc On the peer: starts a session on itself and calls add/2 forever.
 -spec peer_tracer(file:filename(), pid()) -> no_return().
 peer_tracer(Dir, Parent) ->
@@ -517,10 +540,11 @@ peer_tracer(Dir, Parent) ->
     Parent ! {self(), started},
     peer_loop(0).
 
-%% About 20,000 calls a second: enough for many packets in 1.5 s, little
-%% enough for babeltrace2's text output.
+%% About 40,000 calls a second: enough for many packets in 1.5 s, and for
+%% more than 64 KiB per 100 ms flush, so that blocks are written with
+%% O_DIRECT (c_src/bp_dio.h); little enough for babeltrace2's text output.
 peer_loop(N) ->
-    _ = [?W:add(N, I) || I <- lists:seq(1, 20)],
+    _ = [?W:add(N, I) || I <- lists:seq(1, 40)],
     timer:sleep(1),
     peer_loop(N + 1).
 
