@@ -8,24 +8,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* write() all of buf, retrying on EINTR and short writes. */
-static int write_all(int fd, const uint8_t *buf, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, buf, len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return errno;
-		}
-		if (n == 0)
-			return EIO;
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 int bp_ctf_open_dir(const char *dir)
 {
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -62,7 +44,7 @@ int bp_ctf_write_metadata_at(int dirfd, const uint8_t uuid[16],
 		free(text);
 		return err;
 	}
-	err = write_all(fd, (const uint8_t *)text, (size_t)n);
+	err = bp_dio_pwrite_all(fd, (const uint8_t *)text, (size_t)n, 0);
 	if (close(fd) != 0 && !err)
 		err = errno;
 	free(text);

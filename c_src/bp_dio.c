@@ -70,8 +70,7 @@ void bp_dio_free(struct bp_dio *d)
 	d->len = d->done = 0;
 }
 
-/* pwrite() all of p at off, retrying on EINTR and short writes. */
-static int pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off)
+int bp_dio_pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off)
 {
 	while (n) {
 		ssize_t w = pwrite(fd, p, n, (off_t)off);
@@ -106,8 +105,8 @@ static int fail(struct bp_dio *d, int err)
  * empty. */
 static int write_rest(struct bp_dio *d)
 {
-	int err = pwrite_all(d->fd, d->buf + d->done, d->len - d->done,
-			     d->base + d->done);
+	int err = bp_dio_pwrite_all(d->fd, d->buf + d->done,
+				    d->len - d->done, d->base + d->done);
 
 	if (err)
 		return fail(d, err);
@@ -145,7 +144,7 @@ static int drain(struct bp_dio *d)
 		d->cached = 0; /* the next block goes direct again */
 	if (d->len % BP_DIO_ALIGN == 0) {
 		uint64_t t0 = mono_ns(), took;
-		err = pwrite_all(d->fd, d->buf, d->len, d->base);
+		err = bp_dio_pwrite_all(d->fd, d->buf, d->len, d->base);
 		if (err == EINVAL)
 			return fall_back(d);
 		if (err)
@@ -160,8 +159,8 @@ static int drain(struct bp_dio *d)
 	} else {
 		if ((err = set_direct(d->fd, 0)))
 			return fail(d, err);
-		err = pwrite_all(d->fd, d->buf + d->done, d->len - d->done,
-				 d->base + d->done);
+		err = bp_dio_pwrite_all(d->fd, d->buf + d->done,
+					d->len - d->done, d->base + d->done);
 		if (err)
 			return fail(d, err);
 		if (set_direct(d->fd, 1) != 0)

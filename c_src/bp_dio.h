@@ -109,8 +109,9 @@ size_t bp_dio_pad_for(const struct bp_dio *d, size_t len, int syncing);
 
 /*
  * Commits the record of len bytes (its padding included) built at
- * bp_dio_room(), holding the given counts.  May write to the file.  Returns 0 or an errno value; on
- * an error the file is cut back to its whole records, the records not in
+ * bp_dio_room(), holding the given counts.  May write to the file.
+ * Returns 0 or an errno value; on an error the file is cut back to its
+ * whole records, the records not in
  * it are given up (their counts are never added to in_file), and the
  * writer fails: every later call returns the error.
  */
@@ -123,6 +124,10 @@ int bp_dio_sync(struct bp_dio *d);
 
 /* Counts committed and not in the file (given up after an error). */
 struct bp_dio_count bp_dio_pending(const struct bp_dio *d);
+
+/* pwrite()s all of p at off, retrying on EINTR and short writes.
+ * Returns 0 or an errno value (EIO for a write of 0 bytes). */
+int bp_dio_pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off);
 
 /* Frees the buffer; the fd is the caller's to close.  Does not write. */
 void bp_dio_free(struct bp_dio *d);

@@ -862,12 +862,12 @@ static uint32_t rnd(void)
 
 /*
  * The packets of a stream file with their padding taken out (packet_size
- * set to content_size), appended to *out; counts the padded packets and
- * checks the padding is zeros and every packet whole.  Returns 0 if the
- * file is a sequence of sound packets up to its end.
+ * set to content_size), appended to *out; counts the packets and the
+ * padded ones and checks the padding is zeros and every packet whole.
+ * Returns 0 if the file is a sequence of sound packets up to its end.
  */
 static int unpadded(const char *path, uint8_t **out, size_t *olen,
-		    unsigned *npadded)
+		    unsigned *npackets, unsigned *npadded)
 {
 	size_t flen, off = 0;
 	uint8_t *f = slurp(path, &flen);
@@ -875,6 +875,7 @@ static int unpadded(const char *path, uint8_t **out, size_t *olen,
 
 	*out = malloc(flen + 1);
 	*olen = 0;
+	*npackets = 0;
 	*npadded = 0;
 	while (!bad && off < flen) {
 		const uint8_t *p = f + off;
@@ -893,6 +894,7 @@ static int unpadded(const char *path, uint8_t **out, size_t *olen,
 		}
 		for (uint64_t i = content; i < psize; i++)
 			bad |= p[i] != 0;
+		*npackets += 1;
 		*npadded += psize > content;
 		memcpy(*out + *olen, p, content);
 		bp_put_u64(*out + *olen + BP_PKT_OFF_PACKET_SIZE, content * 8);
@@ -917,7 +919,7 @@ static void direct_vs_buffered(const char *tmp, unsigned seed, size_t cap,
 	struct tev *e = calloc(1, sizeof *e);
 	uint8_t *ua = NULL, *ub = NULL;
 	size_t la = 0, lb = 0;
-	unsigned pada = 0, padb = 0;
+	unsigned pada = 0, padb = 0, npkt;
 	int direct, ea = 0, eb = 0, bada, badb;
 
 	snprintf(da, sizeof da, "%s/dio-%u-a", tmp, seed);
@@ -972,8 +974,8 @@ static void direct_vs_buffered(const char *tmp, unsigned seed, size_t cap,
 	is_i(bp_ctf_stream_close(&sb, 0), 0, "seed %u: close (O_DIRECT)", seed);
 	snprintf(pa, sizeof pa, "%s/thread-003", da);
 	snprintf(pb, sizeof pb, "%s/thread-003", db);
-	bada = unpadded(pa, &ua, &la, &pada);
-	badb = unpadded(pb, &ub, &lb, &padb);
+	bada = unpadded(pa, &ua, &la, &npkt, &pada);
+	badb = unpadded(pb, &ub, &lb, &npkt, &padb);
 	ok(!bada && !badb && pada == 0,
 	   "seed %u: both files are whole packets to their end, padding all "
 	   "zeros; %u padded with O_DIRECT, none without",
@@ -1063,18 +1065,13 @@ static void direct_fails(const char *tmp)
 	/* The file parses: packets back to back up to its end. */
 	snprintf(path, sizeof path, "%s/thread-001", dir);
 	{
-		size_t flen, off = 0;
-		uint8_t *f = slurp(path, &flen);
-		uint64_t n = 0;
-		while (f && off + BP_PACKET_HEADER_SIZE <= flen &&
-		       bp_get_u32(f + off + BP_PKT_OFF_MAGIC) == BP_CTF_MAGIC) {
-			off += bp_get_u64(f + off + BP_PKT_OFF_PACKET_SIZE) / 8;
-			n++;
-		}
-		ok(f && off == flen && n > 1,
-		   "the file is %llu whole packets, nothing after",
-		   (unsigned long long)n);
-		free(f);
+		uint8_t *u = NULL;
+		size_t ulen;
+		unsigned n, npad;
+		int bad = unpadded(path, &u, &ulen, &n, &npad);
+		ok(!bad && n > 1, "the file is %u whole packets, nothing after",
+		   n);
+		free(u);
 	}
 }
 
