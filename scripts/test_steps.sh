@@ -7,6 +7,11 @@
 # failed (TAP "not ok", Common Test and EUnit failures, sanitizer reports),
 # so that the last screen of a long run is enough to know why.
 set -u
+. "$(dirname "$0")/../test/guard.sh"
+# A step that runs longer than this is stopped and fails, so that one hang
+# cannot take the whole run past CI's limit (the longest step, the Erlang
+# suites, takes about 8 minutes here).
+step_secs=${STEP_TIMEOUT:-2400}
 logs=_build/test-logs
 rm -rf "$logs"
 mkdir -p "$logs"
@@ -18,14 +23,10 @@ for step in "$@"; do
 	echo "=== make test: $step"
 	t0=$(date +%s)
 	log="$logs/$n.log"
-	# To the log, shown as it grows; not through a pipe, which a daemon
-	# started by a step (epmd) would hold open.
-	sh -c "$step" > "$log" 2>&1 < /dev/null &
-	pid=$!
-	tail -n +1 -s 0.2 -f --pid="$pid" "$log" &
-	wait "$pid"
+	# To the log, shown as it grows; stopped after STEP_TIMEOUT s; what
+	# it left running is killed and fails it (test/guard.sh).
+	guarded "$log" "$step_secs" sh -c "$step"
 	rc=$?
-	wait $!
 	if [ "$rc" -ne 0 ]; then
 		failed+=("$n:$step")
 	fi

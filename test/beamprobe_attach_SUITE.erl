@@ -63,7 +63,19 @@ init_per_suite(Config) ->
 
 end_per_suite(_Config) -> ok.
 
-init_per_testcase(long_names, Config) ->
+%% A case whose init fails is skipped without end_per_testcase: the nodes
+%% it started would live on (and hold Common Test's output open), so
+%% they go here.  (They also halt by themselves when this node exits:
+%% see halt_on_eof/0.)
+init_per_testcase(Case, Config) ->
+    put(started_ports, []),
+    try init_case(Case, Config)
+    catch C:R:St ->
+            _ = [kill_port(P) || P <- get(started_ports)],
+            erlang:raise(C, R, St)
+    end.
+
+init_case(long_names, Config) ->
     %% A node with a long name: the suite's node (short names) cannot
     %% talk to it; it runs its own workload.
     Name = "bp_attach_long_" ++ os:getpid(),
@@ -72,13 +84,15 @@ init_per_testcase(long_names, Config) ->
                      [{args, ["-noshell", "-name", Name ++ "@127.0.0.1",
                               "-setcookie", atom_to_list(erlang:get_cookie()),
                               "-pa", ?config(work_dir, Config), "-eval",
+                              "spawn(fun() -> io:get_line(''), halt() end), "
                               "F = fun L() -> bp_attach_work:work(1), "
                               "timer:sleep(50), L() end, F()"]}]),
+    started(Port),
     timer:sleep(1500),
     [{target, list_to_atom(Name ++ "@127.0.0.1")}, {target_port, Port},
      {out, filename:join(?config(priv_dir, Config), "long_names")},
      {tmp_before, attach_dirs()} | Config];
-init_per_testcase(Case, Config) when Case =:= cluster_traces;
+init_case(Case, Config) when Case =:= cluster_traces;
                                     Case =:= cluster_sigkill_cleans;
                                     Case =:= cluster_mixed;
                                     Case =:= cluster_prints_live;
@@ -102,14 +116,18 @@ init_per_testcase(Case, Config) when Case =:= cluster_traces;
     Nodes = [N || {N, _} <- Targets],
     [true = rpc:call(A, net_kernel, connect_node, [B]) || A <- Nodes,
                                                           B <- Nodes, A < B],
-    _ = [?assertEqual(Nodes -- [N], lists:sort(rpc:call(N, erlang, nodes,
-                                                       [])))
-         || N <- Nodes],
+    %% (The far end of a connection lists it a moment later.)
+    Peers = fun(N) -> lists:sort(rpc:call(N, erlang, nodes, [])) end,
+    _ = [begin
+             _ = catch beamprobe_test_lib:wait_until(
+                         fun() -> Peers(N) =:= Nodes -- [N] end, 5000),
+             ?assertEqual(Nodes -- [N], Peers(N))
+         end || N <- Nodes],
     [{Node, Port} | _] = Targets,
     Out = filename:join(?config(priv_dir, Config), atom_to_list(Case)),
     [{target, Node}, {target_port, Port}, {targets, Targets}, {out, Out},
      {case_name, Case}, {tmp_before, attach_dirs()} | Config];
-init_per_testcase(Case, Config) ->
+init_case(Case, Config) ->
     Name = list_to_atom("bp_attach_" ++ atom_to_list(Case) ++ "_" ++
                             os:getpid()),
     Args = case Case of
@@ -139,15 +157,23 @@ end_per_testcase(_Case, Config) ->
               end,
     _ = [begin
              _ = rpc:call(Node, erlang, halt, [], 2000),
-             %% (A node a case killed has no port left.)
-             case erlang:port_info(Port, os_pid) of
-                 {os_pid, Os} ->
-                     os:cmd("kill -9 " ++ integer_to_list(Os) ++
-                                " 2>/dev/null");
-                 undefined -> ok
-             end
+             kill_port(Port)
          end || {Node, Port} <- Targets],
     ok.
+
+%% (A node a case killed has no port left.)
+kill_port(Port) ->
+    case erlang:port_info(Port, os_pid) of
+        {os_pid, Os} ->
+            os:cmd("kill -9 " ++ integer_to_list(Os) ++ " 2>/dev/null");
+        undefined -> ok
+    end.
+
+started(Port) -> put(started_ports, [Port | get(started_ports)]).
+
+%% The target's -eval: the node halts once its standard input (the port
+%% from this node) closes, so no target outlives this node.
+halt_on_eof() -> "io:get_line(''), halt()".
 
 %%% ------------------------------------------------------------------------
 
@@ -690,8 +716,9 @@ start_hidden_target(Name, WDir, Extra) ->
                   [{args, ["-noshell", "-sname", atom_to_list(Name),
                            "-setcookie", atom_to_list(erlang:get_cookie()),
                            "-pa", WDir | Extra ++
-                               ["-eval", "timer:sleep(infinity)"]]},
+                               ["-eval", halt_on_eof()]]},
                    {env, [{"ERL_LIBS", false}]}]),
+    started(Port),
     [_, Host] = string:split(atom_to_list(node()), "@"),
     Node = list_to_atom(atom_to_list(Name) ++ "@" ++ Host),
     _ = beamprobe_test_lib:wait_until(
@@ -708,8 +735,9 @@ start_target(Name, WDir, Extra) ->
     Port = open_port({spawn_executable, Erl},
                   [{args, ["-noshell", "-sname", atom_to_list(Name),
                            "-setcookie", Cookie, "-pa", WDir |
-                           Extra ++ ["-eval", "timer:sleep(infinity)"]]},
+                           Extra ++ ["-eval", halt_on_eof()]]},
                    {env, [{"ERL_LIBS", false}]}]),
+    started(Port),
     [_, Host] = string:split(atom_to_list(node()), "@"),
     Node = list_to_atom(atom_to_list(Name) ++ "@" ++ Host),
     _ = beamprobe_test_lib:wait_until(

@@ -512,16 +512,27 @@ start_target(Name, WDir, Extra) ->
     Port = open_port({spawn_executable, Erl},
                      [{args, ["-noshell", "-sname", atom_to_list(Name),
                               "-setcookie", Cookie, "-pa", WDir |
-                              Extra ++ ["-eval", "timer:sleep(infinity)"]]},
+                              %% (It halts once its standard input,
+                              %% the port from this node, closes: no
+                              %% target outlives this node.)
+                              Extra ++ ["-eval", "io:get_line(''), halt()"]]},
                       {env, [{"ERL_LIBS", false}]}]),
-    [_, Host] = string:split(atom_to_list(node()), "@"),
-    Node = list_to_atom(atom_to_list(Name) ++ "@" ++ Host),
-    _ = beamprobe_test_lib:wait_until(
-           fun() -> net_adm:ping(Node) =:= pong end, 10000),
-    true = (Extra =/= []) =/= (non_existing =:= rpc:call(Node, code, which,
-                                                          [beamprobe])),
-    {module, ?W} = rpc:call(Node, code, ensure_loaded, [?W]),
-    {Node, Port}.
+    %% A failed start is a skipped case without end_per_testcase: the
+    %% node goes now.
+    try
+        [_, Host] = string:split(atom_to_list(node()), "@"),
+        Node = list_to_atom(atom_to_list(Name) ++ "@" ++ Host),
+        _ = beamprobe_test_lib:wait_until(
+               fun() -> net_adm:ping(Node) =:= pong end, 10000),
+        true = (Extra =/= []) =/= (non_existing =:= rpc:call(Node, code, which,
+                                                              [beamprobe])),
+        {module, ?W} = rpc:call(Node, code, ensure_loaded, [?W]),
+        {Node, Port}
+    catch C:R:St ->
+            {os_pid, Os} = erlang:port_info(Port, os_pid),
+            os:cmd("kill -9 " ++ integer_to_list(Os) ++ " 2>/dev/null"),
+            erlang:raise(C, R, St)
+    end.
 
 short(Node) -> atom_to_list(Node).
 

@@ -7,6 +7,10 @@ cd "$(dirname "$0")/.."
 out=_build/test
 mkdir -p "$out" _build/ct_logs
 . test/ct_tally.sh
+. test/guard.sh
+# A suite that runs longer than this is stopped (and fails): a hang must
+# not take the rest of the run with it.
+suite_secs=${SUITE_TIMEOUT:-900}
 
 # What a step leaves in /tmp (the trace directory of a failed start, a dead
 # node's staged trace, ...) is a failure of that step: nothing beamprobe
@@ -35,9 +39,10 @@ done
 mods=$(ls test/*_tests.erl 2>/dev/null | xargs -r -n1 basename | sed 's/\.erl$//' | paste -sd, -)
 if [ -n "$mods" ]; then
   log=$out/eunit.log
-  erl -noshell -pa ebin -pa "$out" -eval "
+  guarded "$log" "$suite_secs" erl -noshell -pa ebin -pa "$out" -eval "
     R = eunit:test([$mods], [verbose]),
-    halt(case R of ok -> 0; _ -> 1 end)." 2>&1 | tee "$log"
+    halt(case R of ok -> 0; _ -> 1 end)."
+  [ $? -eq 125 ] && failed=$((failed + 1))
   p=$(grep -Eo 'All [0-9]+ tests passed' "$log" | grep -Eo '[0-9]+' | tail -1)
   if [ -n "$p" ]; then passed=$((passed + p)); else
     p=$(grep -Eo 'Failed: [0-9]+\.  Skipped: [0-9]+\.  Passed: [0-9]+' "$log" | tail -1)
@@ -53,9 +58,12 @@ for s in $suites; do
   log=$out/$s.log
   # A node name of its own: ct_run's default (ct@host) clashes with any
   # other ct_run on the machine.
-  ct_run -noshell -sname "ct_$$_$s" -pa "$PWD/ebin" -pa "$PWD/$out" -dir test -suite "$s" \
-    -logdir _build/ct_logs -cover_stop false 2>&1 | tee "$log"
+  guarded "$log" "$suite_secs" ct_run -noshell -sname "ct_$$_$s" -pa "$PWD/ebin" -pa "$PWD/$out" \
+    -dir test -suite "$s" -logdir _build/ct_logs -cover_stop false
+  rc=$?
   ct_tally "$s" "$log"
+  # (Processes left running: a failure even if every case passed.)
+  if [ "$rc" -eq 125 ]; then failed=$((failed + 1)); cases+="$s: left processes running"$'\n'; fi
   check_tmp "$s"
 done
 

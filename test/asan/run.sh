@@ -45,12 +45,17 @@ export BEAMPROBE_NIF=$nif
 export BEAMPROBE_ASAN=1
 
 . test/ct_tally.sh
+. test/guard.sh
+suite_secs=${SUITE_TIMEOUT:-900}
 for s in $SUITES; do
   [ -f "test/$s.erl" ] || { echo "no suite $s"; failed=$((failed + 1)); continue; }
   log=$out/asan-$s.log
-  LD_PRELOAD="$libasan${libubsan:+ $libubsan}" ct_run -noshell -sname "asan_$$_$s" -pa "$PWD/ebin" -pa "$PWD/$out" -dir test \
-    -suite "$s" -logdir _build/ct_logs -cover_stop false 2>&1 | tee "$log"
+  guarded "$log" "$suite_secs" env LD_PRELOAD="$libasan${libubsan:+ $libubsan}" ct_run -noshell \
+    -sname "asan_$$_$s" -pa "$PWD/ebin" -pa "$PWD/$out" -dir test \
+    -suite "$s" -logdir _build/ct_logs -cover_stop false
+  rc=$?
   ct_tally "$s" "$log" "asan: "
+  if [ "$rc" -eq 125 ]; then failed=$((failed + 1)); cases+="$s: left processes running"$'\n'; fi
 done
 
 # The renderer's EUnit tests (its hostile terms: 100 MB and unaligned
@@ -59,8 +64,9 @@ done
 # suite.  Each test counts as a case.
 for m in ${ASAN_EUNIT-beamprobe_term_tests}; do
   log=$out/asan-$m.log
-  LD_PRELOAD="$libasan${libubsan:+ $libubsan}" erl -noshell -pa "$PWD/ebin" -pa "$PWD/$out" \
-    -eval "eunit:test($m, []), halt()." 2>&1 | tee "$log"
+  guarded "$log" "$suite_secs" env LD_PRELOAD="$libasan${libubsan:+ $libubsan}" erl -noshell \
+    -pa "$PWD/ebin" -pa "$PWD/$out" -eval "eunit:test($m, []), halt()."
+  [ $? -eq 125 ] && failed=$((failed + 1))
   if line=$(grep -Eo 'All [0-9]+ tests passed' "$log"); then
     passed=$((passed + $(echo "$line" | grep -Eo '[0-9]+')))
   elif line=$(grep -E 'Failed: [0-9]+\. +Skipped: [0-9]+\. +Passed: [0-9]+' "$log"); then
