@@ -43,30 +43,35 @@ run_files=0
 if [ "${1:-}" = smoke ]; then
   # One VM, default flags: every kind x configuration once with tiny
   # counts, then the call-cost and rate code paths, tiny too.
-  ok=0
-  erl -noshell -pa ebin -pa "$B" -run beamprobe_kinds_bench main smoke default flags \
-    | tee "$B/smoke.out" || true
-  BEAMPROBE_BENCH_SMOKE=1 erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell \
-    -pa ebin -pa "$B" -run beamprobe_bench main cost rate | tee -a "$B/smoke.out" || true
-  erl +sbwt none -noshell -pa ebin -pa "$B" -run beamprobe_profile_bench main smoke \
-    | tee -a "$B/smoke.out" || true
-  erl -noshell -pa ebin -pa "$B" -run beamprobe_overlap_bench main smoke default flags \
-    | tee -a "$B/smoke.out" || true
-  erl -noshell -pa ebin -pa "$B" -run beamprobe_firstpass_bench main smoke default flags \
-    | tee -a "$B/smoke.out" || true
-  erl +sbwt none -noshell -pa ebin -pa "$B" -run beamprobe_usdt_bench main smoke \
-    | tee -a "$B/smoke.out" || true
-  erl +sbwt none -noshell -pa ebin -pa "$B" -run beamprobe_stream_bench main smoke \
-    | tee -a "$B/smoke.out" || true
-  erl -noshell -pa ebin -pa "$B" -run beamprobe_files_bench main smoke \
-    | tee -a "$B/smoke.out" || true
-  erl -noshell -pa "$B" -run render_bench main smoke | tee -a "$B/smoke.out" || true
+  # Each part under test/guard.sh: its output to a log of its own, shown
+  # and added to smoke.out; stopped after 600 s; what it leaves running is
+  # killed and counts as a failure (as does a part that hangs).
+  . test/guard.sh
+  : > "$B/smoke.out"
+  f_parts=0
+  part() {
+    local rc=0
+    guarded "$B/smoke-part.log" 600 "$@" || rc=$?
+    if [ "$rc" -eq 124 ] || [ "$rc" -eq 125 ]; then f_parts=$((f_parts + 1)); fi
+    cat "$B/smoke-part.log" >> "$B/smoke.out"
+  }
+  part erl -noshell -pa ebin -pa "$B" -run beamprobe_kinds_bench main smoke default flags
+  part env BEAMPROBE_BENCH_SMOKE=1 erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell \
+    -pa ebin -pa "$B" -run beamprobe_bench main cost rate
+  part erl +sbwt none -noshell -pa ebin -pa "$B" -run beamprobe_profile_bench main smoke
+  part erl -noshell -pa ebin -pa "$B" -run beamprobe_overlap_bench main smoke default flags
+  part erl -noshell -pa ebin -pa "$B" -run beamprobe_firstpass_bench main smoke default flags
+  part erl +sbwt none -noshell -pa ebin -pa "$B" -run beamprobe_usdt_bench main smoke
+  part erl +sbwt none -noshell -pa ebin -pa "$B" -run beamprobe_stream_bench main smoke
+  part erl -noshell -pa ebin -pa "$B" -run beamprobe_files_bench main smoke
+  part erl -noshell -pa "$B" -run render_bench main smoke
   "$B/usdt_guard" 100000 || f_guard=1
   p=$(awk '/^bench smoke part:/ { p += $4 } END { print p + 0 }' "$B/smoke.out")
   f=$(awk '/^bench smoke part:/ { f += $6 } END { print f + 0 }' "$B/smoke.out")
   n=$(grep -c '^bench smoke part:' "$B/smoke.out" || true)
   [ "$n" = 9 ] || f=$((f + 1))
   [ -z "${f_guard:-}" ] || f=$((f + 1))   # a VM that died before its closing line
+  f=$((f + f_parts))
   echo "bench smoke: $p passed, $f failed"
   [ "$f" = 0 ]
   exit

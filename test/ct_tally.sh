@@ -18,6 +18,20 @@ ct_tally() {
     cases+="$s: did not complete"$'\n'
   fi
   cases+=$(grep -aE -A1 "^$s:[^ ]+ failed" "$log" | grep -v "^--$" | paste -d" " - -)$'\n'
+  # A case skipped because its init crashed (auto_skipped in the suite's
+  # log) is a failure: the console line is the same as for a case that
+  # skips itself with a reason (a tool this machine lacks).
+  local dir slog c r
+  dir=$(grep -aoE 'CWD set to: "[^"]+"' "$log" | tail -1 | sed -E 's/^CWD set to: "(.*)"$/\1/')
+  [ -n "$dir" ] || return 0
+  for slog in "$dir"/*.logs/run.*/suite.log; do
+    [ -f "$slog" ] || continue
+    while IFS=$'\t' read -r c r; do
+      echo "${prefix}not ok - $c: skipped because its setup failed: $r"
+      failed=$((failed + 1))
+      cases+="$c: auto-skipped: $r"$'\n'
+    done < <(awk '/^=case / { c = $2 } /^=result +auto_skipped/ { sub(/^=result +auto_skipped: */, ""); print c "\t" substr($0, 1, 200) }' "$slog")
+  done
 }
 
 # The failed cases again, last: a long run's closing lines are all some

@@ -31,7 +31,7 @@ guard_leftovers() {
 # SECONDS it is stopped (TERM, then KILL 15 s later).  Returns CMD's
 # status, 124 if it timed out, 125 if it passed but left processes.
 guarded() {
-  local log=$1 secs=$2 mark pid tpid rc left
+  local log=$1 secs=$2 mark pid tpid rc=0 left
   shift 2
   guard_seq=$((guard_seq + 1))
   mark="$$_${guard_seq}_$(date +%s%N)"
@@ -39,9 +39,9 @@ guarded() {
   pid=$!
   tail -n +1 -s 0.2 -f --pid="$pid" "$log" &
   tpid=$!
-  wait "$pid"
-  rc=$?
-  wait "$tpid"
+  # (Written to hold under set -e and pipefail: bench/run.sh has them.)
+  wait "$pid" || rc=$?
+  wait "$tpid" || true
   if [ "$rc" -eq 124 ]; then
     echo "not ok - timed out after $secs s (stopped): $*" | tee -a "$log"
   fi
@@ -49,8 +49,8 @@ guarded() {
   if [ -n "$left" ]; then
     { echo "not ok - left running after it ended (killed now): $*"
       echo "$left" | sed 's/^/    /'; } | tee -a "$log"
-    echo "$left" | awk '{print $1}' | xargs -r kill -9 2>/dev/null
-    [ "$rc" -eq 0 ] && rc=125
+    echo "$left" | awk '{print $1}' | xargs -r kill -9 2>/dev/null || true
+    if [ "$rc" -eq 0 ]; then rc=125; fi
   fi
   return "$rc"
 }

@@ -14,8 +14,11 @@ fi
 make --no-print-directory elixir >/dev/null || { echo "test/elixir: make elixir failed"; echo "0 passed, 1 failed"; exit 1; }
 OUT=$(mktemp)
 trap 'rm -f "$OUT"' EXIT
-elixir -pa ebin -pa _build/elixir/ebin -r test/elixir/test_helper.exs -r "test/elixir/*_test.exs" -e ":ok" 2>&1 | tee "$OUT"
-rc=${PIPESTATUS[0]}
+# (test/guard.sh: no pipe a leftover process could hold open; a hang is
+# stopped after 600 s; what the suite leaves running fails it.)
+. test/guard.sh
+guarded "$OUT" 600 elixir -pa ebin -pa _build/elixir/ebin -r test/elixir/test_helper.exs -r "test/elixir/*_test.exs" -e ":ok"
+rc=$?
 line=$(grep -E '^[0-9]+ (tests?|doctests?)' "$OUT" | tail -1)
 # "3 doctests, 20 tests, 1 failure" -> passed = doctests + tests - failures
 total=$(echo "$line" | grep -oE '[0-9]+ (doctests?|tests?)' | awk '{s += $1} END {print s + 0}')
