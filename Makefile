@@ -143,9 +143,12 @@ schema-check: $(SCHEMA_BUILD)/beamprobe_events.hrl $(SCHEMA_BUILD)/format.md
 # Every suite: C unit tests (ASan+UBSan, the ring under TSan), Erlang
 # EUnit + Common Test, the NIF under ASan+UBSan, a short fuzz run of the
 # reader, the CLI tests, a smoke run of the bench (tiny counts, no
-# thresholds: the bench code cannot rot); each prints "N passed, M failed".  Every step runs
+# thresholds: the bench code cannot rot); each prints "N passed, M failed".
+# Each runs under test/guard.sh (a time limit; what it leaves running
+# fails it), checked first by test/guard_test.sh.  Every step runs
 # even if an earlier one failed; the target fails if any did.
-TEST_STEPS := "$(MAKE) schema-check" \
+TEST_STEPS := "bash test/guard_test.sh" \
+	"$(MAKE) schema-check" \
 	"$(MAKE) -C test/c run" \
 	"bash test/run_erlang_tests.sh" \
 	"bash test/schema_check.sh" \

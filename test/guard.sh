@@ -35,6 +35,7 @@ guarded() {
   shift 2
   guard_seq=$((guard_seq + 1))
   mark="$$_${guard_seq}_$(date +%s%N)"
+  : > "$log" # (before tail opens it: the job's own redirection may come later)
   env "BP_GUARD_$mark=1" timeout -k 15 "$secs" "$@" > "$log" 2>&1 < /dev/null &
   pid=$!
   tail -n +1 -s 0.2 -f --pid="$pid" "$log" &
