@@ -14,7 +14,8 @@
 
 %% Node checks shared with the other suite that brings beamprobe to a
 %% node (test/bp_node_clean.erl).
--import(bp_node_clean, [loaded_ours/1, loaded_libs/1, attach_dirs/0]).
+-import(bp_node_clean, [loaded_ours/1, loaded_libs/1, attach_dirs/0,
+                        kill_port/1]).
 
 -export([all/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
@@ -66,7 +67,7 @@ end_per_suite(_Config) -> ok.
 %% A case whose init fails is skipped without end_per_testcase: the nodes
 %% it started would live on (and hold Common Test's output open), so
 %% they go here.  (They also halt by themselves when this node exits:
-%% see halt_on_eof/0.)
+%% bp_node_clean:start_target/5.)
 init_per_testcase(Case, Config) ->
     put(started_ports, []),
     try init_case(Case, Config)
@@ -84,6 +85,7 @@ init_case(long_names, Config) ->
                      [{args, ["-noshell", "-name", Name ++ "@127.0.0.1",
                               "-setcookie", atom_to_list(erlang:get_cookie()),
                               "-pa", ?config(work_dir, Config), "-eval",
+                              %% (Halts when this node's port closes.)
                               "spawn(fun() -> io:get_line(''), halt() end), "
                               "F = fun L() -> bp_attach_work:work(1), "
                               "timer:sleep(50), L() end, F()"]}]),
@@ -161,19 +163,7 @@ end_per_testcase(_Case, Config) ->
          end || {Node, Port} <- Targets],
     ok.
 
-%% (A node a case killed has no port left.)
-kill_port(Port) ->
-    case erlang:port_info(Port, os_pid) of
-        {os_pid, Os} ->
-            os:cmd("kill -9 " ++ integer_to_list(Os) ++ " 2>/dev/null");
-        undefined -> ok
-    end.
-
 started(Port) -> put(started_ports, [Port | get(started_ports)]).
-
-%% The target's -eval: the node halts once its standard input (the port
-%% from this node) closes, so no target outlives this node.
-halt_on_eof() -> "io:get_line(''), halt()".
 
 %%% ------------------------------------------------------------------------
 
@@ -708,46 +698,19 @@ cluster_mixed(Config) ->
 
 %%% ------------------------------------------------------------------------
 
-%% A plain node (plus Extra arguments) this node reaches over a hidden
-%% connection only.
+%% A plain node (plus Extra arguments), reached over a hidden connection
+%% (start_hidden_target) or a normal one; either way in started_ports.
 start_hidden_target(Name, WDir, Extra) ->
-    Erl = os:find_executable("erl"),
-    Port = open_port({spawn_executable, Erl},
-                  [{args, ["-noshell", "-sname", atom_to_list(Name),
-                           "-setcookie", atom_to_list(erlang:get_cookie()),
-                           "-pa", WDir | Extra ++
-                               ["-eval", halt_on_eof()]]},
-                   {env, [{"ERL_LIBS", false}]}]),
-    started(Port),
-    [_, Host] = string:split(atom_to_list(node()), "@"),
-    Node = list_to_atom(atom_to_list(Name) ++ "@" ++ Host),
-    _ = beamprobe_test_lib:wait_until(
-           fun() -> net_kernel:hidden_connect_node(Node) =:= true end, 10000),
-    true = (Extra =/= []) =/= (non_existing =:= rpc:call(Node, code, which,
-                                                          [beamprobe])),
-    {module, bp_attach_work} = rpc:call(Node, code, ensure_loaded,
-                                        [bp_attach_work]),
-    {Node, Port}.
+    started_target(Name, WDir, Extra, hidden).
 
 start_target(Name, WDir, Extra) ->
-    Erl = os:find_executable("erl"),
-    Cookie = atom_to_list(erlang:get_cookie()),
-    Port = open_port({spawn_executable, Erl},
-                  [{args, ["-noshell", "-sname", atom_to_list(Name),
-                           "-setcookie", Cookie, "-pa", WDir |
-                           Extra ++ ["-eval", halt_on_eof()]]},
-                   {env, [{"ERL_LIBS", false}]}]),
+    started_target(Name, WDir, Extra, ping).
+
+started_target(Name, WDir, Extra, Connect) ->
+    {_, Port} = T = bp_node_clean:start_target(Name, WDir, Extra,
+                                               bp_attach_work, Connect),
     started(Port),
-    [_, Host] = string:split(atom_to_list(node()), "@"),
-    Node = list_to_atom(atom_to_list(Name) ++ "@" ++ Host),
-    _ = beamprobe_test_lib:wait_until(
-           fun() -> net_adm:ping(Node) =:= pong end, 10000),
-    %% A plain node: beamprobe is not on its code path (unless asked).
-    true = (Extra =/= []) =/= (non_existing =:= rpc:call(Node, code, which,
-                                                          [beamprobe])),
-    {module, bp_attach_work} = rpc:call(Node, code, ensure_loaded,
-                                        [bp_attach_work]),
-    {Node, Port}.
+    T.
 
 short(Node) -> atom_to_list(Node).
 

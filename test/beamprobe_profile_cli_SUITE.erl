@@ -91,12 +91,7 @@ end_per_testcase(_Case, Config) ->
     _ = file:delete(pids_file(Config)),
     Node = ?config(target, Config),
     _ = rpc:call(Node, erlang, halt, [], 2000),
-    case catch erlang:port_info(?config(target_port, Config), os_pid) of
-        {os_pid, Os} -> os:cmd("kill -9 " ++ integer_to_list(Os) ++
-                                   " 2>/dev/null");
-        _ -> ok
-    end,
-    ok.
+    bp_node_clean:kill_port(?config(target_port, Config)).
 
 %%% ------------------------------------------------------------------------
 
@@ -507,32 +502,7 @@ coexists_with_session(Config) ->
 %%% ------------------------------------------------------------------------
 
 start_target(Name, WDir, Extra) ->
-    Erl = os:find_executable("erl"),
-    Cookie = atom_to_list(erlang:get_cookie()),
-    Port = open_port({spawn_executable, Erl},
-                     [{args, ["-noshell", "-sname", atom_to_list(Name),
-                              "-setcookie", Cookie, "-pa", WDir |
-                              %% (It halts once its standard input,
-                              %% the port from this node, closes: no
-                              %% target outlives this node.)
-                              Extra ++ ["-eval", "io:get_line(''), halt()"]]},
-                      {env, [{"ERL_LIBS", false}]}]),
-    %% A failed start is a skipped case without end_per_testcase: the
-    %% node goes now.
-    try
-        [_, Host] = string:split(atom_to_list(node()), "@"),
-        Node = list_to_atom(atom_to_list(Name) ++ "@" ++ Host),
-        _ = beamprobe_test_lib:wait_until(
-               fun() -> net_adm:ping(Node) =:= pong end, 10000),
-        true = (Extra =/= []) =/= (non_existing =:= rpc:call(Node, code, which,
-                                                              [beamprobe])),
-        {module, ?W} = rpc:call(Node, code, ensure_loaded, [?W]),
-        {Node, Port}
-    catch C:R:St ->
-            {os_pid, Os} = erlang:port_info(Port, os_pid),
-            os:cmd("kill -9 " ++ integer_to_list(Os) ++ " 2>/dev/null"),
-            erlang:raise(C, R, St)
-    end.
+    bp_node_clean:start_target(Name, WDir, Extra, ?W, ping).
 
 short(Node) -> atom_to_list(Node).
 

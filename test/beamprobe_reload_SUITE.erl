@@ -119,7 +119,7 @@ upgrade_keeps_tracing(Config) ->
                        [Events() | Acc]
                end, [], lists:seq(1, 15)),
     ct:log("events after each upgrade: ~p", [lists:reverse(Counts)]),
-    ?assertEqual(15, length(lists:usort(Counts))),  % strictly growing
+    ?assertEqual(lists:reverse(Counts), lists:usort(Counts)),  % growing
     {ok, Sum} = beamprobe:stop(S),
     ?assertMatch(#{stop_reason := requested}, Sum),
     ?assert(?L:count(?L:trace(?L:dir(Config, "upgrade")), "call") > 0),

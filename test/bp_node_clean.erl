@@ -1,11 +1,57 @@
 %%% @doc Test helper for the suites that bring beamprobe to a node from
-%%% outside (beamprobe_attach_SUITE, beamprobe_profile_cli_SUITE): what of
-%%% beamprobe's is loaded or mapped there, the attach directories in /tmp,
-%%% and waiting until a node is clean.  Each suite says what "clean" means
-%%% for it: a fun returning the problems left, [] when there are none.
+%%% outside (beamprobe_attach_SUITE, beamprobe_profile_cli_SUITE): their
+%%% plain target nodes, what of beamprobe's is loaded or mapped there, the
+%%% attach directories in /tmp, and waiting until a node is clean.  Each
+%%% suite says what "clean" means for it: a fun returning the problems
+%%% left, [] when there are none.
 -module(bp_node_clean).
--export([wait_problems/2, wait_clean/3, loaded_ours/1, loaded_libs/1,
-         attach_dirs/0]).
+-export([start_target/5, kill_port/1, wait_problems/2, wait_clean/3,
+         loaded_ours/1, loaded_libs/1, attach_dirs/0]).
+
+%% @doc Starts a plain node `Name@thishost' (`erl -sname', this node's
+%% cookie, `WDir' and `Extra' on its command line, no ERL_LIBS) and waits
+%% until it answers (`Connect': `ping', or `hidden' for a hidden
+%% connection) with the workload module `Work' loaded; beamprobe is on its
+%% code path only if `Extra' puts it there.  The node halts once its
+%% standard input (the port from this node) closes, so none outlives this
+%% node; if it does not come up it is killed before the error is raised
+%% (a failed init_per_testcase gets no end_per_testcase).
+-spec start_target(atom(), string(), [string()], module(), ping | hidden) ->
+          {node(), port()}.
+start_target(Name, WDir, Extra, Work, Connect) ->
+    Port = open_port({spawn_executable, os:find_executable("erl")},
+                     [{args, ["-noshell", "-sname", atom_to_list(Name),
+                              "-setcookie", atom_to_list(erlang:get_cookie()),
+                              "-pa", WDir | Extra ++
+                                  ["-eval", "io:get_line(''), halt()"]]},
+                      {env, [{"ERL_LIBS", false}]}]),
+    try
+        [_, Host] = string:split(atom_to_list(node()), "@"),
+        Node = list_to_atom(atom_to_list(Name) ++ "@" ++ Host),
+        Up = case Connect of
+                 ping -> fun() -> net_adm:ping(Node) =:= pong end;
+                 hidden ->
+                     fun() -> net_kernel:hidden_connect_node(Node) =:= true end
+             end,
+        _ = beamprobe_test_lib:wait_until(Up, 10000),
+        true = (Extra =/= []) =/= (non_existing =:= rpc:call(Node, code, which,
+                                                              [beamprobe])),
+        {module, Work} = rpc:call(Node, code, ensure_loaded, [Work]),
+        {Node, Port}
+    catch C:R:St ->
+            kill_port(Port),
+            erlang:raise(C, R, St)
+    end.
+
+%% @doc Kills the OS process of a port's node (none left: a case killed it).
+-spec kill_port(port()) -> ok.
+kill_port(Port) ->
+    _ = case erlang:port_info(Port, os_pid) of
+            {os_pid, Os} ->
+                os:cmd("kill -9 " ++ integer_to_list(Os) ++ " 2>/dev/null");
+            undefined -> ok
+        end,
+    ok.
 
 %% @doc Polls Problems until it returns [] or Ms have passed; returns the
 %% last problems ([] when clean).

@@ -34,6 +34,15 @@ ct_tally() {
   done
 }
 
+# ct_left NAME STATUS: a guarded run (test/guard.sh) that left processes
+# running (status 125) is one more failure, even if every case passed.
+ct_left() {
+  if [ "$2" -eq 125 ]; then
+    failed=$((failed + 1))
+    cases+="$1: left processes running"$'\n'
+  fi
+}
+
 # The failed cases again, last: a long run's closing lines are all some
 # readers get to see.
 ct_failed_cases() {

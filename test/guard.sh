@@ -1,6 +1,7 @@
 # test/guard.sh -- sourced by the test runners (scripts/test_steps.sh,
-# test/run_erlang_tests.sh, test/asan/run.sh): runs one test command so
-# that it can neither hang the run nor leave processes behind.
+# test/run_erlang_tests.sh, test/asan/run.sh, test/elixir/run.sh, the
+# bench smoke run): runs one test command so that it can neither hang the
+# run nor leave processes behind.
 #
 # A process a test started and did not stop (a node whose case was
 # skipped before its cleanup ran, say) keeps running after the test, with
@@ -15,8 +16,9 @@ guard_seq=0
 
 # guard_leftovers MARK: "PID NAME COMMAND" of each live process whose
 # environment holds BP_GUARD_MARK=1 (one variable per guarded command, so
-# that a step's mark and those of the suites it runs all stay), epmd aside (the port mapper the
-# first distributed node of a machine starts, shared by all that follow).
+# that a step's mark and those of the suites it runs all stay), epmd
+# aside (the port mapper the first distributed node of a machine starts,
+# shared by all that follow).
 guard_leftovers() {
   local p comm
   for p in /proc/[0-9]*; do

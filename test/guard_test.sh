@@ -53,5 +53,9 @@ out=$(bash -c ". test/ct_tally.sh; ct_tally m_SUITE '$d/ct/console.log'; echo \"
 echo "$out" | grep -q "passed=1 failed=1" && ok "ct_tally: init crash = failure, own skip = none" || nok "ct_tally: $out"
 echo "$out" | grep -q "m_SUITE:b: skipped because its setup failed" && ok "ct_tally names the case" || nok "ct_tally: $out"
 
+out=$(bash -c ". test/ct_tally.sh; ct_left m_SUITE 0; ct_left m_SUITE 1; ct_left m_SUITE 125; echo \"failed=\$failed\"; ct_failed_cases")
+echo "$out" | grep -q "failed=1" && echo "$out" | grep -q "m_SUITE: left processes running" \
+  && ok "ct_left: a run that left processes (125) is one failure, named" || nok "ct_left: $out"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -42,7 +42,7 @@ if [ -n "$mods" ]; then
   guarded "$log" "$suite_secs" erl -noshell -pa ebin -pa "$out" -eval "
     R = eunit:test([$mods], [verbose]),
     halt(case R of ok -> 0; _ -> 1 end)."
-  [ $? -eq 125 ] && failed=$((failed + 1))
+  ct_left eunit $?
   p=$(grep -Eo 'All [0-9]+ tests passed' "$log" | grep -Eo '[0-9]+' | tail -1)
   if [ -n "$p" ]; then passed=$((passed + p)); else
     p=$(grep -Eo 'Failed: [0-9]+\.  Skipped: [0-9]+\.  Passed: [0-9]+' "$log" | tail -1)
@@ -62,8 +62,7 @@ for s in $suites; do
     -dir test -suite "$s" -logdir _build/ct_logs -cover_stop false
   rc=$?
   ct_tally "$s" "$log"
-  # (Processes left running: a failure even if every case passed.)
-  if [ "$rc" -eq 125 ]; then failed=$((failed + 1)); cases+="$s: left processes running"$'\n'; fi
+  ct_left "$s" "$rc"
   check_tmp "$s"
 done
 

@@ -55,7 +55,7 @@ for s in $SUITES; do
     -suite "$s" -logdir _build/ct_logs -cover_stop false
   rc=$?
   ct_tally "$s" "$log" "asan: "
-  if [ "$rc" -eq 125 ]; then failed=$((failed + 1)); cases+="$s: left processes running"$'\n'; fi
+  ct_left "$s" "$rc"
 done
 
 # The renderer's EUnit tests (its hostile terms: 100 MB and unaligned
@@ -66,7 +66,7 @@ for m in ${ASAN_EUNIT-beamprobe_term_tests}; do
   log=$out/asan-$m.log
   guarded "$log" "$suite_secs" env LD_PRELOAD="$libasan${libubsan:+ $libubsan}" erl -noshell \
     -pa "$PWD/ebin" -pa "$PWD/$out" -eval "eunit:test($m, []), halt()."
-  [ $? -eq 125 ] && failed=$((failed + 1))
+  ct_left "$m" $?
   if line=$(grep -Eo 'All [0-9]+ tests passed' "$log"); then
     passed=$((passed + $(echo "$line" | grep -Eo '[0-9]+')))
   elif line=$(grep -E 'Failed: [0-9]+\. +Skipped: [0-9]+\. +Passed: [0-9]+' "$log"); then
