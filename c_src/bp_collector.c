@@ -119,7 +119,6 @@ static void write_event(struct bp_session *s, struct bp_slot *sl,
 		if (!aux)
 			bp_counter_add(&sl->drops[BP_DROP_IO_ERROR], 1);
 	}
-	account(s, sl->index);
 }
 
 /* Counts one event and hands it to every sink that wants it.  An event
@@ -263,6 +262,11 @@ static uint64_t drain_all(struct bp_session *s)
 			bp_ring_read_end(&in[m].rd);
 		(void)merge_next(in, m, &k);
 	}
+	/* What the streams wrote, once per pass (not per event). */
+	if (moved && s->has_file)
+		for (uint32_t i = 0; i < s->max_slots; i++)
+			if (s->streams[i].fd >= 0)
+				account(s, i);
 	return moved;
 }
 

@@ -129,6 +129,9 @@ void bp_ring_read_begin(struct bp_ring *r, struct bp_ring_reader *rd)
 	}
 }
 
+/* How far ahead of its position the consumer asks for lines. */
+#define READ_AHEAD 1024u
+
 const uint8_t *bp_ring_read_next(struct bp_ring_reader *rd, uint32_t *len)
 {
 	struct bp_ring *r = rd->r;
@@ -152,6 +155,17 @@ const uint8_t *bp_ring_read_next(struct bp_ring_reader *rd, uint32_t *len)
 			return NULL;
 		}
 		const uint8_t *q = p->data + rd->pos[k] % p->cap + BP_RING_HDR;
+		/* Once per 64 bytes read, ask for the line READ_AHEAD bytes
+		 * on if it is wholly published (a line the producer may still
+		 * write must stay in its cache alone): the lines come from
+		 * the producer's core, and waiting for each one in turn was
+		 * half of the collector's time (docs/performance.md). */
+		if (((rd->pos[k] ^ (rd->pos[k] + total)) & ~(uint64_t)63) &&
+		    ((rd->pos[k] + READ_AHEAD) | 63) < rd->head[k] &&
+		    p->cap >= 2 * READ_AHEAD)
+			__builtin_prefetch(
+				p->data + (rd->pos[k] + READ_AHEAD) % p->cap, 0,
+				0);
 		rd->pos[k] += total;
 		if (l == BP_RING_SPILL || l == BP_RING_BACK) {
 			rd->part = 1 - k;
