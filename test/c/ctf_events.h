@@ -176,7 +176,8 @@ static void encode(struct tev *e)
 
 /* Decodes one event at p (n bytes left) and compares it with e.  Returns
  * the event's length, 0 if it cannot be decoded. */
-static uint32_t decode_check(const uint8_t *p, size_t n, const struct tev *e)
+static __attribute__((unused)) uint32_t
+decode_check(const uint8_t *p, size_t n, const struct tev *e)
 {
 	size_t off = 18;
 
