@@ -5,8 +5,11 @@
 %%%
 %%% On OTP 25 a function has one match spec.  When several sessions trace
 %%% a function and their match specs differ, the installed match spec is
-%%% their union: each clause of each session's match spec becomes a
-%%% condition over the arguments, and the body sends
+%%% their union.  For up to four sessions of one clause each without call
+%%% info, the routes are constants (enumerated/2: one clause per set of
+%%% sessions that can match together).  Otherwise each clause of each
+%%% session's match spec becomes a condition over the arguments, and the
+%%% body sends
 %%% `{message, {bp_route, E1, ..., Ek}}' where `Ei' evaluates to the
 %%% session's hub member number (plus 256 or 768 when its clause asks for
 %%% return_trace or exception_trace) when its condition holds, else to
@@ -25,7 +28,8 @@
 %%% variable, the whole list `'$_''); for a key of any arity (`{m, f,
 %%% '_'}'), the head `'$1'' (the list, walked with `hd'/`tl' after a
 %%% length check).  The first is what the VM runs fastest: no list is
-%%% built and nothing walked (docs/performance.md, "Own conditions").
+%%% built and nothing walked (docs/performance/stops-22-24.md, "No
+%%% locked instruction per event; combined heads of one arity").
 %%%
 %%% A clause's `message' action (call info: `{caller}', `{process_dump}',
 %%% `{caller_line}', ...) is evaluated only in that session's element,
@@ -36,6 +40,9 @@
 
 -export([desired/1, compile_clause/1, compile_clause/2, covers/2,
          routes/1]).
+
+%% Most members on one key whose routes are literals (2^n - 1 clauses).
+-define(ENUM_MAX, 4).
 
 -type mfa_pat() :: {atom(), atom(), arity() | '_'}.
 -type ms() :: true | [tuple()].
@@ -94,6 +101,9 @@ routes(Patterns) ->
 is_route([{_, _, [{message, {T}} | _]} | _]) when is_tuple(T),
                                                  tuple_size(T) > 0 ->
     lists:member(element(1, T), [{const, bp_route}, {const, bp_route_ret}]);
+is_route([{_, _, [{message, {const, T}} | _]} | _]) when is_tuple(T),
+                                                        tuple_size(T) > 0 ->
+    lists:member(element(1, T), [bp_route, bp_route_ret]);
 is_route(_) -> false.
 
 %% @doc Does pattern `General' name every function `Key' names?
@@ -125,9 +135,76 @@ session_ms(K, Ps) ->
     {_, _, MS} = hd(Sorted),
     MS.
 
-%% The combined match spec of key K for [{Member, MatchSpec}].
+%% The combined match spec of key K for [{Member, MatchSpec}]: with
+%% literal routes when the sessions allow it (enumerated/3), else with
+%% routes the VM builds per call.
 combine({_, _, A} = K, Cover) ->
     Arity = case is_integer(A) of true -> A; false -> any end,
+    case units(K, Arity, Cover) of
+        {ok, Units} when length(Units) =< ?ENUM_MAX ->
+            enumerated(combined_head(Arity), Units);
+        _ ->
+            built(K, Arity, Cover)
+    end.
+
+%% Each member as one unit {Member, Cond, Returns} when its match spec has
+%% one clause for this key and no `message' action (its route element a
+%% constant: the member number and its return tracing); a member none of
+%% whose clauses fits the key's arity never matches and is left out.
+%% `none' when a member has more clauses or call info.
+units(K, Arity, Cover) ->
+    try
+        {ok, lists:append(
+               [case [C || C <- clauses(MS), fits(C, Arity)] of
+                    [] -> [];
+                    [{_, _, Body} = C] ->
+                        {Cond, Bind} = compile(K, Arity, C),
+                        case actions(K, Body, Bind) of
+                            {R, none} -> [{Member, Cond, R}];
+                            _ -> throw(not_units)
+                        end;
+                    _ -> throw(not_units)
+                end || {Member, MS} <- Cover])}
+    catch throw:not_units -> none
+    end.
+
+%% The match spec of units with literal routes: one clause per set of
+%% units that can hold together, largest sets first, guarded by the
+%% conditions of its units, whose body is the route of that set as a
+%% constant.  The VM runs the first clause that matches, which is the
+%% clause of exactly the units whose conditions hold (a set that matches
+%% is a subset of those; every larger one that matches would come
+%% first), and a constant costs it nothing per call, where a route built
+%% per call costs ~150-200 ns of heap and its cleanup
+%% (docs/performance/stop-29.md, "Own conditions: routes as literals").  A unit whose condition is `true'
+%% is in every set (the sets without it can never be first).  2^n - 1
+%% clauses at most: only for a few units (?ENUM_MAX).
+enumerated(Head, Units) ->
+    {Always, Some} = lists:partition(fun({_, Cond, _}) -> Cond =:= true end,
+                                     Units),
+    Sets = [Always ++ S || S <- subsets(Some), Always ++ S =/= []],
+    Sorted = lists:sort(fun(X, Y) -> length(X) >= length(Y) end, Sets),
+    [{Head, [Cond || {_, Cond, _} <- Set, Cond =/= true], literal_route(Set)}
+     || Set <- Sorted].
+
+subsets([]) -> [[]];
+subsets([U | Us]) ->
+    Rest = subsets(Us),
+    [[U | S] || S <- Rest] ++ Rest.
+
+literal_route(Set) ->
+    Vs = [route_value(M, R, none) || {M, _, R} <- Set],
+    case lists:any(fun({_, _, R}) -> R =/= none end, Set) of
+        true ->
+            [{message, {const, list_to_tuple([bp_route_ret | Vs])}},
+             {exception_trace}];
+        false ->
+            [{message, {const, list_to_tuple([bp_route | Vs])}}]
+    end.
+
+%% The combined match spec whose clauses build the route per call: each
+%% element evaluates to its member's value if its condition holds.
+built(K, Arity, Cover) ->
     Elems = lists:append(
               [begin
                    %% A clause whose head has another arity never matches

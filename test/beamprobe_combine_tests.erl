@@ -192,3 +192,43 @@ refused_test() ->
                    {['_'], [], [{set_seq_token, label, 1}]},
                    {[#{'$1' => 1}], [], []},
                    {['_'], [{'>', '$3', 1}], []}]].
+
+%% Up to four sessions of one clause each and no call info: the combined
+%% match spec's routes are literals (one clause per set of sessions that
+%% can match together, largest first) and route every call exactly as
+%% the sessions alone would have matched it, with their return tracing.
+%% Sessions drawn from every clause kind above, raising guards included.
+literal_routes_test_() ->
+    Cs = clauses(),
+    N = length(Cs),
+    Rets = [[], [{return_trace}], [{exception_trace}]],
+    Combos = [[{M * 2, [setelement(3, lists:nth((I + M * 7) rem N + 1, Cs),
+                                   lists:nth((I + M) rem 3 + 1, Rets))]}
+               || M <- lists:seq(0, K - 1)]
+              || K <- [2, 3, 4], I <- lists:seq(0, N - 1)],
+    [{lists:flatten(io_lib:format("~p sessions, combo ~p", [length(S), J])),
+      fun() -> literal_routes({m, f, 2}, S) end}
+     || {J, S} <- lists:enumerate(Combos)].
+
+literal_routes(K, Sessions) ->
+    {ok, #{K := MS}} = beamprobe_combine:desired(
+                         [{M, [{K, S}]} || {M, S} <- Sessions]),
+    ?assertEqual(1, beamprobe_combine:routes(#{K => MS})),
+    ?assert(length(MS) < 1 bsl length(Sessions)),
+    [?assertMatch({message, {const, _}}, hd(Body)) || {_, _, Body} <- MS],
+    [?assertEqual({Args, alone(Args, Sessions)}, {Args, route(Args, MS)})
+     || Args <- args()].
+
+%% Five such sessions: the routes are built per call again (2^5 - 1
+%% clauses would cost more than they save), and still exact.
+five_sessions_build_routes_test() ->
+    K = {m, f, 2},
+    Sessions = [{M, [{['$1', '_'], [{'>', '$1', M}], []}]}
+                || M <- lists:seq(0, 4)],
+    {ok, #{K := MS}} = beamprobe_combine:desired(
+                         [{M, [{K, S}]} || {M, S} <- Sessions]),
+    ?assertEqual(5, length(MS)),
+    [?assertMatch({message, {T}} when is_tuple(T), hd(Body))
+     || {_, _, Body} <- MS],
+    [?assertEqual({Args, alone(Args, Sessions)}, {Args, route(Args, MS)})
+     || Args <- args()].
