@@ -193,7 +193,7 @@ refused_test() ->
                    {[#{'$1' => 1}], [], []},
                    {['_'], [{'>', '$3', 1}], []}]].
 
-%% Up to four sessions of one clause each and no call info: the combined
+%% Up to three sessions of one clause each and no call info: the combined
 %% match spec's routes are literals (one clause per set of sessions that
 %% can match together, largest first) and route every call exactly as
 %% the sessions alone would have matched it, with their return tracing.
@@ -205,7 +205,7 @@ literal_routes_test_() ->
     Combos = [[{M * 2, [setelement(3, lists:nth((I + M * 7) rem N + 1, Cs),
                                    lists:nth((I + M) rem 3 + 1, Rets))]}
                || M <- lists:seq(0, K - 1)]
-              || K <- [2, 3, 4], I <- lists:seq(0, N - 1)],
+              || K <- [2, 3], I <- lists:seq(0, N - 1)],
     [{lists:flatten(io_lib:format("~p sessions, combo ~p", [length(S), J])),
       fun() -> literal_routes({m, f, 2}, S) end}
      || {J, S} <- lists:enumerate(Combos)].
@@ -214,20 +214,25 @@ literal_routes(K, Sessions) ->
     {ok, #{K := MS}} = beamprobe_combine:desired(
                          [{M, [{K, S}]} || {M, S} <- Sessions]),
     ?assertEqual(1, beamprobe_combine:routes(#{K => MS})),
-    ?assert(length(MS) < 1 bsl length(Sessions)),
-    [?assertMatch({message, {const, _}}, hd(Body)) || {_, _, Body} <- MS],
+    %% 2^n - 1 sets at most, after a clause that ends a call none wants.
+    Sets = case MS of
+               [{_, _, [{message, false}]} | Rest] -> Rest;
+               _ -> MS
+           end,
+    ?assert(length(Sets) < 1 bsl length(Sessions)),
+    [?assertMatch({message, {const, _}}, hd(Body)) || {_, _, Body} <- Sets],
     [?assertEqual({Args, alone(Args, Sessions)}, {Args, route(Args, MS)})
      || Args <- args()].
 
-%% Five such sessions: the routes are built per call again (2^5 - 1
-%% clauses would cost more than they save), and still exact.
-five_sessions_build_routes_test() ->
+%% Four such sessions: the routes are built per call again (the VM would
+%% try 15 clauses in turn), and still exact.
+four_sessions_build_routes_test() ->
     K = {m, f, 2},
     Sessions = [{M, [{['$1', '_'], [{'>', '$1', M}], []}]}
-                || M <- lists:seq(0, 4)],
+                || M <- lists:seq(0, 3)],
     {ok, #{K := MS}} = beamprobe_combine:desired(
                          [{M, [{K, S}]} || {M, S} <- Sessions]),
-    ?assertEqual(5, length(MS)),
+    ?assertEqual(4, length(MS)),
     [?assertMatch({message, {T}} when is_tuple(T), hd(Body))
      || {_, _, Body} <- MS],
     [?assertEqual({Args, alone(Args, Sessions)}, {Args, route(Args, MS)})
