@@ -10,7 +10,7 @@
 %%%
 %%% `smoke' runs every configuration once with tiny counts and no
 %%% thresholds (`make test'), ending with `bench smoke part: N passed, M
-%%% failed'.  See docs/performance.md, "Ring memory mapped ahead".
+%%% failed'.  See docs/performance/stops-22-23.md, "Ring memory mapped ahead".
 -module(beamprobe_firstpass_bench).
 -export([main/1]).
 

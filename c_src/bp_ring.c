@@ -158,8 +158,9 @@ const uint8_t *bp_ring_read_next(struct bp_ring_reader *rd, uint32_t *len)
 		/* Once per 64 bytes read, ask for the line READ_AHEAD bytes
 		 * on if it is wholly published (a line the producer may still
 		 * write must stay in its cache alone): the lines come from
-		 * the producer's core, and waiting for each one in turn was
-		 * half of the collector's time (docs/performance.md). */
+		 * the producer's core, where the record header's load waited
+		 * for each in turn (docs/performance/stop-29.md, "The
+		 * collector asks for the ring's lines ahead"). */
 		if (((rd->pos[k] ^ (rd->pos[k] + total)) & ~(uint64_t)63) &&
 		    ((rd->pos[k] + READ_AHEAD) | 63) < rd->head[k] &&
 		    p->cap >= 2 * READ_AHEAD)
@@ -245,7 +246,7 @@ void bp__ring_ahead_block(const struct bp_ring_part *p, uint64_t to)
  * consumer's core keeps a shared copy of each line, and the producer, when
  * it comes round to the line again, must first have that copy invalidated
  * -- a cross-core round trip per line that its next fence waits for
- * (docs/performance.md, "The collector's copies of the lines").  A line
+ * (docs/performance/stops-22-23.md, "The collector's copies of the lines").  A line
  * only partly read is left for the next pass.  A flush writes back
  * what it evicts: no byte changes, so a line the producer writes at the
  * same moment is only slower.  Consumer thread. */

@@ -42,7 +42,7 @@ struct ev_ctx {
  * clears it with a few stores; a larger one it clears with `rep stos',
  * whose start-up costs tens of cycles per event (a 96-byte ev_ctx,
  * cleared once per member, added ≈ 40 ns per call with 8 sessions:
- * docs/performance.md, "Overlapping sessions written once"). */
+ * docs/performance/stops-24-28.md, "Overlapping sessions written once"). */
 _Static_assert(sizeof(struct ev_ctx) <= 64,
 	       "struct ev_ctx is cleared per event: keep it to one line");
 

@@ -28,7 +28,7 @@
 %%% variable, the whole list `'$_''); for a key of any arity (`{m, f,
 %%% '_'}'), the head `'$1'' (the list, walked with `hd'/`tl' after a
 %%% length check).  The first is what the VM runs fastest: no list is
-%%% built and nothing walked (docs/performance/stops-22-24.md, "No
+%%% built and nothing walked (docs/performance/stops-22-23.md, "No
 %%% locked instruction per event; combined heads of one arity").
 %%%
 %%% A clause's `message' action (call info: `{caller}', `{process_dump}',
