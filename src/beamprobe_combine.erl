@@ -5,9 +5,11 @@
 %%%
 %%% On OTP 25 a function has one match spec.  When several sessions trace
 %%% a function and their match specs differ, the installed match spec is
-%%% their union.  For up to three sessions of one clause each without call
-%%% info, the routes are constants (enumerated/2: one clause per set of
-%%% sessions that can match together).  Otherwise each clause of each
+%%% their union.  When each session's match spec is one clause without
+%%% call info, the routes are constants the VM does not build per call:
+%%% for two sessions one clause per set of sessions that can match
+%%% together (enumerated/2), for three to eight a tree of constant maps
+%%% indexed by the conditions (tree/2).  Otherwise each clause of each
 %%% session's match spec becomes a condition over the arguments, and the
 %%% body sends
 %%% `{message, {bp_route, E1, ..., Ek}}' where `Ei' evaluates to the
@@ -41,8 +43,12 @@
 -export([desired/1, compile_clause/1, compile_clause/2, covers/2,
          routes/1]).
 
-%% Most members on one key whose routes are literals (2^n - 1 clauses).
--define(ENUM_MAX, 3).
+%% Routes without a built term (docs/performance/stop-29.md, "Own
+%% conditions: routes as literals"): one clause per set of members for
+%% at most this many members on a key (2^n - 1 clauses) ...
+-define(ENUM_MAX, 2).
+%% ... and a tree of constant maps (2^n leaves) for at most this many.
+-define(TREE_MAX, 8).
 
 -type mfa_pat() :: {atom(), atom(), arity() | '_'}.
 -type ms() :: true | [tuple()].
@@ -107,6 +113,7 @@ is_route_clause({_, _, [{message, {T}} | _]}) when is_tuple(T),
 is_route_clause({_, _, [{message, {const, T}} | _]}) when is_tuple(T),
                                                          tuple_size(T) > 0 ->
     lists:member(element(1, T), [bp_route, bp_route_ret]);
+is_route_clause({_, _, [{message, {map_get, _, _}} | _]}) -> true;
 is_route_clause(_) -> false.
 
 %% @doc Does pattern `General' name every function `Key' names?
@@ -146,9 +153,41 @@ combine({_, _, A} = K, Cover) ->
     case units(K, Arity, Cover) of
         {ok, Units} when length(Units) =< ?ENUM_MAX ->
             enumerated(combined_head(Arity), Units);
+        {ok, Units} when length(Units) =< ?TREE_MAX ->
+            tree(combined_head(Arity), Units);
         _ ->
             built(K, Arity, Cover)
     end.
+
+%% The match spec of more units: the clauses of built/3 (one per unit,
+%% guarded by its condition, those asking for return tracing first),
+%% whose body finds the route in a constant tree of maps instead of
+%% building it: `map_get' of each unit's condition, as true or false, in
+%% the map the previous one gave, down to the literal route of exactly
+%% the units whose conditions hold.  Each condition runs once and nothing
+%% is built.  The tree has 2^n leaves: only up to ?TREE_MAX units.
+tree(Head, Units) ->
+    Tree = lists:foldl(
+             fun({_, Cond, _}, Acc) ->
+                     %% A condition that raises is 'EXIT' in a body:
+                     %% =:= true makes it false, as in a guard.
+                     {map_get, {'=:=', Cond, true}, Acc}
+             end, {const, route_tree(Units, [])}, Units),
+    [{Head, [Cond], [{message, Tree}, {exception_trace}]}
+     || {_, Cond, R} <- Units, R =/= none] ++
+        [{Head, [Cond], [{message, Tree}]} || {_, Cond, _} <- Units].
+
+%% Keyed by the first unit's condition, then the next one's...: the
+%% route of the units found true (Held, in reverse) at each leaf.
+route_tree([], Held) ->
+    case lists:reverse(Held) of
+        [] -> {bp_route};
+        Set ->
+            [{message, {const, Route}} | _] = literal_route(Set),
+            Route
+    end;
+route_tree([U | Us], Held) ->
+    #{true => route_tree(Us, [U | Held]), false => route_tree(Us, Held)}.
 
 %% Each member as one unit {Member, Cond, Returns} when its match spec has
 %% one clause for this key and no `message' action (its route element a
@@ -178,17 +217,15 @@ units(K, Arity, Cover) ->
 %% clause of exactly the units whose conditions hold (a set that matches
 %% is a subset of those; every larger one that matches would come
 %% first), and a constant costs it nothing per call, where a route built
-%% per call costs ~150-200 ns of heap and its cleanup
-%% (docs/performance/stop-29.md, "Own conditions: routes as literals").  A unit whose condition is `true'
-%% is in every set (the sets without it can never be first).  2^n - 1
-%% clauses at most: only for a few units (?ENUM_MAX: with four, a call
-%% that one of them wants cost the do-nothing tracer 1030 ns against 771
-%% with the route built, as the VM tries the 15 clauses in turn; with
-%% three 731 against 775, and every other case cheaper).  When no unit is
-%% always in, a first clause ends a call none of them wants at once (no
-%% call event: `{message, false}'), where the VM would otherwise try
-%% every clause (a condition that raises fails that first guard: the call
-%% goes on to the sets, which route it exactly).
+%% per call costs ~150 ns of heap and its cleanup.  A unit whose
+%% condition is `true' is in every set (the sets without it can never be
+%% first).  2^n - 1 clauses, which the VM tries in turn: for two units
+%% (?ENUM_MAX) the cheapest form; with three, a call that one of them
+%% wants costs more than with tree/2, with four more than built/3.  When
+%% no unit is always in, a first clause ends a call none of them wants at
+%% once (no call event: `{message, false}'), where the VM would otherwise
+%% try every clause (a condition that raises fails that first guard: the
+%% call goes on to the sets, which route it exactly).
 enumerated(Head, Units) ->
     {Always, Some} = lists:partition(fun({_, Cond, _}) -> Cond =:= true end,
                                      Units),
