@@ -6,8 +6,8 @@
  * locked add (atomic_fetch_add) is a full barrier on x86, and on the
  * tracer's hot path it would wait for every store still in flight -- the
  * records just written into this and the other sessions' rings
- * (docs/performance/stops-24-28.md, "Where an extra session's ≈ 20 ns go").  Readers
- * see the count with relaxed loads.
+ * (docs/performance/stops-24-28.md, "Where an extra session's ≈ 20 ns
+ * go").  Readers see the count with relaxed loads.
  */
 #ifndef BP_COUNTER_H
 #define BP_COUNTER_H

@@ -5,8 +5,9 @@
  * the hundred digit pairs it is one division by 100 per two digits, and a
  * number below 100 needs none.  Rendering the 16 shown elements of a
  * list of small integers in the tracer took ~80 ns less this way (see
- * docs/performance/stops-24-28.md, "Two digits at a time").  Header-only, no erl_nif:
- * the C unit tests and the render bench include it.
+ * docs/performance/stops-24-28.md, "Two digits at a time").
+ * Header-only, no erl_nif: the C unit tests and the render bench include
+ * it.
  */
 #ifndef BP_DIGITS_H
 #define BP_DIGITS_H

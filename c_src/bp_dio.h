@@ -7,8 +7,8 @@
  * sessions tracing 2 M calls grew the page cache by 760-764 MiB, and their
  * collectors spent 27-34 ns of kernel time per event each, on the cores
  * the traced node runs on.  Written with O_DIRECT in blocks of 512 KiB:
- * 0-5 MiB and 7-17 ns (docs/performance/stops-24-28.md, "Trace files written around
- * the page cache"; bench/run.sh files).
+ * 0-5 MiB and 7-17 ns (docs/performance/stops-24-28.md, "Trace files
+ * written around the page cache"; bench/run.sh files).
  *
  * How: records are built in place in an aligned staging buffer
  * (bp_dio_room, bp_dio_commit).  The buffer is written when it cannot take

@@ -7,8 +7,9 @@
  * fault, taken by whichever thread touches it first -- without this, the
  * traced process writing its event, once per page (about 64 call
  * records).  A fault costs about a microsecond on bare metal and 8-18 us
- * in a guest with shadow paging (docs/performance/stops-22-23.md, "Ring memory mapped
- * ahead"): about 200 ns per event over the first pass through a ring.
+ * in a guest with shadow paging (docs/performance/stops-22-23.md, "Ring
+ * memory mapped ahead"): about 200 ns per event over the first pass
+ * through a ring.
  *
  * The collector thread takes that cost instead, in steps of at most
  * BP_PREFAULT_STEP bytes between two drains: it populates the pages

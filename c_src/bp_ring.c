@@ -246,10 +246,10 @@ void bp__ring_ahead_block(const struct bp_ring_part *p, uint64_t to)
  * consumer's core keeps a shared copy of each line, and the producer, when
  * it comes round to the line again, must first have that copy invalidated
  * -- a cross-core round trip per line that its next fence waits for
- * (docs/performance/stops-22-23.md, "The collector's copies of the lines").  A line
- * only partly read is left for the next pass.  A flush writes back
- * what it evicts: no byte changes, so a line the producer writes at the
- * same moment is only slower.  Consumer thread. */
+ * (docs/performance/stops-22-23.md, "The collector's copies of the
+ * lines").  A line only partly read is left for the next pass.  A flush
+ * writes back what it evicts: no byte changes, so a line the producer
+ * writes at the same moment is only slower.  Consumer thread. */
 static void evict_read(const struct bp_ring_part *p, uint64_t from,
 		       uint64_t to)
 {

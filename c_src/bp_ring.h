@@ -144,9 +144,9 @@ void bp__ring_ahead_block(const struct bp_ring_part *p, uint64_t to);
  * to memory, and the VM's fence after the tracer callback returns waits
  * for that miss -- on this project's machine ~60 ns per call event.
  * Asked for 64 lines at once, the misses overlap and complete long
- * before the producer gets there (docs/performance/stops-22-23.md, "The VM's call
- * site, lines asked for ahead, the TSC under kvm-clock").  Once per 4 KiB of records: a shift and a compare per
- * record. */
+ * before the producer gets there (docs/performance/stops-22-23.md, "The
+ * VM's call site, lines asked for ahead, the TSC under kvm-clock").  Once
+ * per 4 KiB of records: a shift and a compare per record. */
 static inline __attribute__((always_inline)) void
 bp__ring_ahead(const struct bp_ring_part *p, uint64_t from, uint64_t to)
 {

@@ -146,8 +146,8 @@ session_ms(K, Ps) ->
     MS.
 
 %% The combined match spec of key K for [{Member, MatchSpec}]: with
-%% literal routes when the sessions allow it (enumerated/3), else with
-%% routes the VM builds per call.
+%% routes the VM does not build when the sessions allow it (enumerated/2,
+%% tree/2), else with routes it builds per call (built/3).
 combine({_, _, A} = K, Cover) ->
     Arity = case is_integer(A) of true -> A; false -> any end,
     case units(K, Arity, Cover) of
@@ -180,12 +180,7 @@ tree(Head, Units) ->
 %% Keyed by the first unit's condition, then the next one's...: the
 %% route of the units found true (Held, in reverse) at each leaf.
 route_tree([], Held) ->
-    case lists:reverse(Held) of
-        [] -> {bp_route};
-        Set ->
-            [{message, {const, Route}} | _] = literal_route(Set),
-            Route
-    end;
+    route_tuple(lists:reverse(Held));
 route_tree([U | Us], Held) ->
     #{true => route_tree(Us, [U | Held]), false => route_tree(Us, Held)}.
 
@@ -246,15 +241,24 @@ subsets([U | Us]) ->
     Rest = subsets(Us),
     [[U | S] || S <- Rest] ++ Rest.
 
+%% The clause body sending Set's route as a constant (exception_trace
+%% when the route's tag says the VM traces the return).
 literal_route(Set) ->
-    Vs = [route_value(M, R, none) || {M, _, R} <- Set],
-    case lists:any(fun({_, _, R}) -> R =/= none end, Set) of
-        true ->
-            [{message, {const, list_to_tuple([bp_route_ret | Vs])}},
-             {exception_trace}];
-        false ->
-            [{message, {const, list_to_tuple([bp_route | Vs])}}]
+    case route_tuple(Set) of
+        Route when element(1, Route) =:= bp_route_ret ->
+            [{message, {const, Route}}, {exception_trace}];
+        Route ->
+            [{message, {const, Route}}]
     end.
+
+%% The route of exactly the units in Set, tagged bp_route_ret when one of
+%% them asks for return tracing.
+route_tuple(Set) ->
+    Tag = case lists:any(fun({_, _, R}) -> R =/= none end, Set) of
+              true -> bp_route_ret;
+              false -> bp_route
+          end,
+    list_to_tuple([Tag | [route_value(M, R, none) || {M, _, R} <- Set]]).
 
 %% The combined match spec whose clauses build the route per call: each
 %% element evaluates to its member's value if its condition holds.

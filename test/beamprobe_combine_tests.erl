@@ -199,64 +199,62 @@ refused_test() ->
 %% the sessions alone would have matched it, with their return tracing.
 %% Sessions drawn from every clause kind above, raising guards included.
 literal_routes_test_() ->
-    Cs = clauses(),
-    N = length(Cs),
-    Rets = [[], [{return_trace}], [{exception_trace}]],
-    Combos = [[{M * 2, [setelement(3, lists:nth((I + M * 7) rem N + 1, Cs),
-                                   lists:nth((I + M) rem 3 + 1, Rets))]}
-               || M <- lists:seq(0, K - 1)]
-              || K <- [2], I <- lists:seq(0, N - 1)],
-    [{lists:flatten(io_lib:format("~p sessions, combo ~p", [length(S), J])),
-      fun() -> literal_routes({m, f, 2}, S) end}
-     || {J, S} <- lists:enumerate(Combos)].
+    [{Name, fun() -> literal_routes({m, f, 2}, S) end}
+     || {Name, S} <- combos([2], 1, fun(M) -> M * 2 end, 7, 1)].
 
 literal_routes(K, Sessions) ->
-    {ok, #{K := MS}} = beamprobe_combine:desired(
-                         [{M, [{K, S}]} || {M, S} <- Sessions]),
-    ?assertEqual(1, beamprobe_combine:routes(#{K => MS})),
+    MS = exact_routes(K, Sessions),
     %% 2^n - 1 sets at most, after a clause that ends a call none wants.
     Sets = case MS of
                [{_, _, [{message, false}]} | Rest] -> Rest;
                _ -> MS
            end,
     ?assert(length(Sets) < 1 bsl length(Sessions)),
-    [?assertMatch({message, {const, _}}, hd(Body)) || {_, _, Body} <- Sets],
-    [?assertEqual({Args, alone(Args, Sessions)}, {Args, route(Args, MS)})
-     || Args <- args()].
+    [?assertMatch({message, {const, _}}, hd(Body)) || {_, _, Body} <- Sets].
 
 %% Three to eight such sessions: the route comes from a tree of constant
 %% maps (each condition evaluated once, the leaf the literal route of the
 %% sessions whose conditions hold), exactly as the sessions alone.
 tree_routes_test_() ->
-    Cs = clauses(),
-    N = length(Cs),
-    Rets = [[], [{return_trace}], [{exception_trace}]],
-    Combos = [[{M * 3 + 1, [setelement(3, lists:nth((I + M * 5) rem N + 1, Cs),
-                                       lists:nth((I + 2 * M) rem 3 + 1, Rets))]}
-               || M <- lists:seq(0, K - 1)]
-              || K <- [3, 4, 6, 8], I <- lists:seq(0, N - 1, 2)],
-    [{lists:flatten(io_lib:format("~p sessions, combo ~p", [length(S), J])),
-      fun() -> tree_routes({m, f, 2}, S) end}
-     || {J, S} <- lists:enumerate(Combos)].
+    [{Name, fun() -> tree_routes({m, f, 2}, S) end}
+     || {Name, S} <- combos([3, 4, 6, 8], 2, fun(M) -> M * 3 + 1 end, 5, 2)].
 
 tree_routes(K, Sessions) ->
-    {ok, #{K := MS}} = beamprobe_combine:desired(
-                         [{M, [{K, S}]} || {M, S} <- Sessions]),
-    ?assertEqual(1, beamprobe_combine:routes(#{K => MS})),
-    [?assertMatch({message, {map_get, _, _}}, hd(Body)) || {_, _, Body} <- MS],
-    [?assertEqual({Args, alone(Args, Sessions)}, {Args, route(Args, MS)})
-     || Args <- args()].
+    MS = exact_routes(K, Sessions),
+    [?assertMatch({message, {map_get, _, _}}, hd(Body)) || {_, _, Body} <- MS].
 
 %% Nine such sessions: the routes are built per call again (a tree of
 %% 512 leaves would be too large a constant), and still exact.
 nine_sessions_build_routes_test() ->
-    K = {m, f, 2},
     Sessions = [{M, [{['$1', '_'], [{'>', '$1', M}], []}]}
                 || M <- lists:seq(0, 8)],
-    {ok, #{K := MS}} = beamprobe_combine:desired(
-                         [{M, [{K, S}]} || {M, S} <- Sessions]),
+    MS = exact_routes({m, f, 2}, Sessions),
     ?assertEqual(9, length(MS)),
     [?assertMatch({message, {T}} when is_tuple(T), hd(Body))
-     || {_, _, Body} <- MS],
+     || {_, _, Body} <- MS].
+
+%% Named sets of K sessions (K in Ks) of one clause each: session M is
+%% member Member(M) with clause (I + M * CStep) of clauses() and the
+%% return tracing (I + M * RStep) of none, return, exception; one set per
+%% I-th clause, every Step-th.
+combos(Ks, Step, Member, CStep, RStep) ->
+    Cs = clauses(),
+    N = length(Cs),
+    Rets = [[], [{return_trace}], [{exception_trace}]],
+    Combos = [[{Member(M),
+                [setelement(3, lists:nth((I + M * CStep) rem N + 1, Cs),
+                            lists:nth((I + RStep * M) rem 3 + 1, Rets))]}
+               || M <- lists:seq(0, K - 1)]
+              || K <- Ks, I <- lists:seq(0, N - 1, Step)],
+    [{lists:flatten(io_lib:format("~p sessions, combo ~p", [length(S), J])), S}
+     || {J, S} <- lists:enumerate(Combos)].
+
+%% The combined match spec of Sessions on key K: counted as a route, and
+%% routing every call of args() exactly as the sessions alone match it.
+exact_routes(K, Sessions) ->
+    {ok, #{K := MS}} = beamprobe_combine:desired(
+                         [{M, [{K, S}]} || {M, S} <- Sessions]),
+    ?assertEqual(1, beamprobe_combine:routes(#{K => MS})),
     [?assertEqual({Args, alone(Args, Sessions)}, {Args, route(Args, MS)})
-     || Args <- args()].
+     || Args <- args()],
+    MS.

@@ -1,6 +1,7 @@
 /* ctf_util.h -- helpers of the CTF writer's tests (test_ctf.c,
  * test_ctf_direct.c): a whole file read into memory, babeltrace2 run on a
- * trace directory.  Header-only, as tap.h. */
+ * trace directory, the temporary directory's end.  Header-only, as
+ * tap.h. */
 #ifndef CTF_UTIL_H
 #define CTF_UTIL_H
 
@@ -11,6 +12,7 @@
 #include <sys/wait.h>
 
 #include "bp_format.h"
+#include "tap.h"
 
 /* The trace's uuid, clock offset and env block (a value that needs
  * escaping) in every test trace. */
@@ -78,6 +80,22 @@ static int run_babeltrace(const char *dir, const char *errpath, char **out,
 	if (!*err)
 		*err = strdup("");
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The end of a test program: its temporary directory removed, or kept
+ * and named when a check failed; returns tap_done()'s status. */
+static int ctf_finish(const char *tmp)
+{
+	char cmd[400];
+
+	if (tap_failed) {
+		tap_diag("files kept for inspection in %s", tmp);
+	} else {
+		snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+		if (system(cmd) != 0)
+			tap_diag("could not remove %s", tmp);
+	}
+	return tap_done();
 }
 
 #endif /* CTF_UTIL_H */

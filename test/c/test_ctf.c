@@ -782,7 +782,7 @@ static void test_faults(const char *tmp)
 
 int main(void)
 {
-	char tmp[] = "/tmp/bp_test_ctf.XXXXXX", dir[256], cmd[400];
+	char tmp[] = "/tmp/bp_test_ctf.XXXXXX", dir[256];
 	mode_t old;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -809,12 +809,5 @@ int main(void)
 	test_errors(tmp);
 	test_faults(tmp);
 
-	if (tap_failed) {
-		tap_diag("trace kept for inspection in %s", tmp);
-	} else {
-		snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-		if (system(cmd) != 0)
-			tap_diag("could not remove %s", tmp);
-	}
-	return tap_done();
+	return ctf_finish(tmp);
 }

@@ -280,7 +280,7 @@ static void test_direct(const char *tmp)
 
 int main(void)
 {
-	char tmp[] = "/tmp/bp_test_ctf_direct.XXXXXX", cmd[400];
+	char tmp[] = "/tmp/bp_test_ctf_direct.XXXXXX";
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	tap_diag("test_ctf_direct: CTF writer around the page cache "
@@ -289,12 +289,5 @@ int main(void)
 		return tap_done();
 	bp_dio_enabled = 1;
 	test_direct(tmp);
-	if (tap_failed) {
-		tap_diag("files kept for inspection in %s", tmp);
-	} else {
-		snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-		if (system(cmd) != 0)
-			tap_diag("could not remove %s", tmp);
-	}
-	return tap_done();
+	return ctf_finish(tmp);
 }
