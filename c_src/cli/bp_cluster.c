@@ -295,6 +295,9 @@ static int read_node(struct bp_cluster *c, unsigned idx, struct buf *b)
 	struct bp_reader r;
 	const struct bp_event *e;
 	struct names nm;
+	uint64_t *last = NULL; /* per stream: ts of its last record read,
+				  process and drops records aside */
+	uint32_t nlast = 0;
 	int rc = 0;
 
 	if (bp_reader_open(&r, nd->dir, 0) != 0)
@@ -315,6 +318,21 @@ static int read_node(struct bp_cluster *c, unsigned idx, struct buf *b)
 		m.off = e->off;
 		m.stream = e->stream;
 		m.node = (uint16_t)idx;
+		if (e->stream >= nlast) {
+			uint32_t nn = e->stream + 16;
+			uint64_t *l = realloc(last, nn * sizeof *l);
+
+			if (!l) {
+				rc = -1;
+				break;
+			}
+			memset(l + nlast, 0, (nn - nlast) * sizeof *l);
+			last = l;
+			nlast = nn;
+		}
+		m.before = last[e->stream];
+		if (e->id != BP_EV_PROCESS && e->id != BP_EV_DROPS)
+			last[e->stream] = e->ts;
 		switch (e->id) {
 		case BP_EV_PROCESS:
 			set_name(&nm, e->pid, e->str[BP_FLD(PROCESS, name)],
@@ -401,6 +419,7 @@ static int read_node(struct bp_cluster *c, unsigned idx, struct buf *b)
 			break;
 		}
 	}
+	free(last);
 	c->problems += r.diag.problems;
 	bp_map_free(&nm.of);
 	bp_strtab_free(&nm.tab);
@@ -629,8 +648,10 @@ static int solve(struct bp_cluster *c)
 		const struct bp_cmsg *s = &c->sends[c->flows[i].send];
 		const struct bp_cmsg *r = &c->recvs[c->flows[i].recv];
 		size_t at = (size_t)s->node * n + r->node;
-		int64_t v = (int64_t)s->ts - (int64_t)r->ts;
+		int64_t v = (int64_t)s->before - (int64_t)r->ts;
 
+		if (!s->before)
+			continue; /* nothing known to precede the send */
 		if (!has[at] || v > k[at])
 			k[at] = v;
 		has[at] = 1;
@@ -679,14 +700,17 @@ static int solve(struct bp_cluster *c)
 				  : nd->has_clock ? nd->rec_off : 0;
 		}
 	}
-	c->reversed = 0;
+	c->reversed = c->late_stamps = 0;
 	for (uint32_t i = 0; i < c->nflows; i++) {
 		const struct bp_cmsg *s = &c->sends[c->flows[i].send];
 		const struct bp_cmsg *r = &c->recvs[c->flows[i].recv];
+		int64_t rt = (int64_t)r->ts + c->nodes[r->node].off,
+			so = c->nodes[s->node].off;
 
-		if ((int64_t)r->ts + c->nodes[r->node].off <
-		    (int64_t)s->ts + c->nodes[s->node].off)
+		if (s->before && rt < (int64_t)s->before + so)
 			c->reversed++;
+		else if (rt < (int64_t)s->ts + so)
+			c->late_stamps++;
 	}
 	free(k);
 	free(has);

@@ -6,11 +6,24 @@
  * Clock model: each node's trace clock plus an offset D is the control
  * node's clock.  The trace records D's bounds [lo, hi] from round-trip
  * probes (env clock_offset_lo_ns / clock_offset_hi_ns; the control node:
- * 0).  Every matched message a -> b adds the causality constraint
- * recv_ts + D_b >= send_ts + D_a; bp_cluster_solve() narrows the bounds
- * with them (difference constraints, propagated to a fixpoint) and picks
- * one offset per node inside them such that no matched message arrives
- * before it was sent, whenever the constraints are consistent.
+ * 0).  Every matched message a -> b adds a causality constraint, and it
+ * is not recv_ts + D_b >= send_ts + D_a: for a send to another node the
+ * VM (OTP 25, bif.c remote_send) hands the message to the distribution
+ * first and calls the tracer after, so the send's timestamp can come
+ * after its arrival (a sender thread descheduled in between: 181 us in
+ * one run on 2 cores, the receive stamped 55 us before the send).  What
+ * is known to precede the actual send is the record before it in its
+ * stream: the same thread wrote it earlier, before the VM sent (the
+ * "process" record written in the send's own callback does not count).
+ * So the constraint is recv_ts + D_b >= before_ts + D_a, none for a
+ * send that is its stream's first record.  bp_cluster_solve() narrows
+ * the bounds with them (difference constraints, propagated to a
+ * fixpoint) and picks one offset per node inside them such that no
+ * matched message arrives before the last record its sender's thread
+ * wrote before sending it, whenever the constraints are consistent.
+ * Flows whose receive still comes before the send's own timestamp are
+ * counted as late send stamps (the VM's order, not a clock error); a
+ * flow received before that earlier record is reversed (a clock error).
  *
  * Message identity: a send and a receive match when the receiver (the
  * destination pid, or its registered name for {Name, Node} sends) and the
@@ -59,6 +72,9 @@ struct bp_cmsg {
 	uint64_t key2;     /* receives: by registered name, 0 if none */
 	uint64_t key3;     /* receives: by node only (sends to an alias) */
 	uint64_t ts;       /* the node's clock */
+	uint64_t before;   /* sends: the ts of the record before it in its
+			      stream (not counting process records), 0 if
+			      none: the send came after it */
 	uint64_t pid;
 	uint64_t off;      /* event's byte offset in its stream file */
 	uint32_t stream;
@@ -87,7 +103,10 @@ struct bp_cluster {
 	uint32_t nflows, capflows;
 	uint64_t local_matched;  /* same-node pairs (not flows) */
 	uint64_t unmatched_sends; /* cross-node sends without a receive */
-	uint32_t reversed;       /* flows received before sent, after solving */
+	uint32_t reversed;       /* flows received before their send's
+				    `before', after solving */
+	uint32_t late_stamps;    /* flows received before their send's own
+				    timestamp, not reversed */
 	struct bp_map flow_of;   /* (node, stream, off) -> flow + 1 */
 	unsigned problems;       /* damage reported while reading */
 };

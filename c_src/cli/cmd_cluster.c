@@ -145,6 +145,18 @@ void bp_cluster_event_text(struct bp_out *o, const struct bp_event *e)
 	}
 }
 
+/* A latency, negative when the receive was stamped before the send (a
+ * send to another node is stamped after it left, bp_cluster.h). */
+static void out_sdur(struct bp_out *o, int64_t v)
+{
+	if (v < 0) {
+		bp_out_char(o, '-');
+		bp_out_dur(o, (uint64_t)0 - (uint64_t)v);
+	} else {
+		bp_out_dur(o, (uint64_t)v);
+	}
+}
+
 static void print_event(struct bp_out *o, const struct bp_cluster *c,
 			unsigned n, const struct bp_event *e,
 			struct bp_clock_fmt *cf)
@@ -178,11 +190,14 @@ static void print_event(struct bp_out *o, const struct bp_cluster *c,
 			bp_out_str(o, c->nodes[r->node].name);
 		}
 		bp_out_str(o, ", ");
+		out_sdur(o, lat);
 		if (lat < 0) {
-			bp_out_str(o, "-");
-			bp_out_dur(o, (uint64_t)-lat);
-		} else {
-			bp_out_dur(o, (uint64_t)lat);
+			/* Received before the send's stamp, but not before
+			 * what its thread wrote earlier: the VM stamps a send
+			 * to another node after sending it (bp_cluster.h). */
+			if (!s->before || when(c, r->node, r->ts) >=
+						  when(c, s->node, s->before))
+				bp_out_str(o, ", send stamped after it left");
 		}
 		bp_out_char(o, ']');
 	}
@@ -372,6 +387,8 @@ static int do_json(const struct bp_cluster *c, struct pair *p)
 	bp_out_u64(&o, c->nflows);
 	bp_out_str(&o, ", \"reversed\": ");
 	bp_out_u64(&o, c->reversed);
+	bp_out_str(&o, ", \"late_send_stamps\": ");
+	bp_out_u64(&o, c->late_stamps);
 	bp_out_str(&o, ", \"unmatched_sends\": ");
 	bp_out_u64(&o, c->unmatched_sends);
 	bp_out_str(&o, ", \"local_matched\": ");
@@ -484,6 +501,8 @@ static int do_text(const struct bp_cluster *c, struct pair *p)
 	bp_out_u64(&o, c->nflows);
 	bp_out_str(&o, ", reversed ");
 	bp_out_u64(&o, c->reversed);
+	bp_out_str(&o, ", sends stamped after they left ");
+	bp_out_u64(&o, c->late_stamps);
 	bp_out_str(&o, ", sends not received in the traces ");
 	bp_out_u64(&o, c->unmatched_sends);
 	bp_out_char(&o, '\n');
@@ -500,11 +519,11 @@ static int do_text(const struct bp_cluster *c, struct pair *p)
 			bp_out_str(&o, ": ");
 			bp_out_u64(&o, q->flows);
 			bp_out_str(&o, " messages, latency min ");
-			bp_out_dur(&o, q->min < 0 ? 0 : (uint64_t)q->min);
+			out_sdur(&o, q->min);
 			bp_out_str(&o, " mean ");
-			bp_out_dur(&o, q->sum < 0 ? 0 : (uint64_t)(q->sum / (int64_t)q->flows));
+			out_sdur(&o, q->sum / (int64_t)q->flows);
 			bp_out_str(&o, " max ");
-			bp_out_dur(&o, q->max < 0 ? 0 : (uint64_t)q->max);
+			out_sdur(&o, q->max);
 			bp_out_char(&o, '\n');
 		}
 	return bp_out_close(&o) ? BP_EXIT_DAMAGED : BP_EXIT_OK;

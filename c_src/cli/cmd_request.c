@@ -63,6 +63,7 @@ struct state {
 	struct request *reqs;
 	uint32_t nreqs, capreqs;
 	uint32_t *pair_req, *pair_depth; /* per matched pair */
+	uint8_t *pair_sent;  /* per matched pair: its send walked */
 };
 
 static struct proc *proc(struct state *s, unsigned node, uint64_t pid)
@@ -229,6 +230,29 @@ static void mark_cut(struct request *r, const char *v)
 			 v + 1, num, comma + 1);
 }
 
+/* A receive met before its send: the VM stamps a send to another node
+ * after the message left (bp_cluster.h), so the receive can come first in
+ * the merged timeline.  The sender has sent it by then, for the request
+ * it serves now: taken from its state, as its send would give it.
+ * 0, or -1 out of memory. */
+static int early_receive(const struct bp_cluster *c, struct state *s,
+			 uint32_t pair)
+{
+	const struct bp_cmsg *snd = &c->sends[c->pairs[pair - 1].send];
+	struct proc *q = proc(s, snd->node, snd->pid);
+
+	if (!q)
+		return -1;
+	if (q->root && q->req) {
+		s->pair_req[pair - 1] = q->req;
+		s->pair_depth[pair - 1] = q->depth;
+	} else if (!q->root && q->npend) {
+		s->pair_req[pair - 1] = q->pend[0].req;
+		s->pair_depth[pair - 1] = q->pend[0].depth;
+	}
+	return 0;
+}
+
 static int walk(const struct bp_cluster *c, struct state *s,
 		const char *root_opt)
 {
@@ -246,9 +270,17 @@ static int walk(const struct bp_cluster *c, struct state *s,
 			   : cur[i].open ? bp_meta_env(&cur[i].r.meta, "follow_root")
 					 : NULL;
 	while (rc == 0 && (e = bp_cluster_next(c, cur, &n))) {
-		struct proc *p = proc(s, n, e->pid);
 		uint32_t pair = bp_cluster_pair_of(c, n, e);
+		struct proc *p;
 
+		if (pair && e->id == BP_EV_RECEIVE && !s->pair_sent[pair - 1] &&
+		    early_receive(c, s, pair) != 0) {
+			rc = -1;
+			break;
+		}
+		if (pair && e->id != BP_EV_RECEIVE)
+			s->pair_sent[pair - 1] = 1;
+		p = proc(s, n, e->pid); /* after early_receive's proc() */
 		if (!p) {
 			rc = -1;
 			break;
@@ -422,7 +454,9 @@ int bp_cmd_request(int argc, char **argv)
 	bp_map_init(&s.in_req);
 	s.pair_req = calloc(c.npairs + 1, sizeof *s.pair_req);
 	s.pair_depth = calloc(c.npairs + 1, sizeof *s.pair_depth);
-	if (!s.pair_req || !s.pair_depth || walk(&c, &s, root) != 0) {
+	s.pair_sent = calloc(c.npairs + 1, sizeof *s.pair_sent);
+	if (!s.pair_req || !s.pair_depth || !s.pair_sent ||
+	    walk(&c, &s, root) != 0) {
 		bp_cli_error("%s: out of memory", argv[optind]);
 		rc = BP_EXIT_DAMAGED;
 	} else {
@@ -443,6 +477,7 @@ int bp_cmd_request(int argc, char **argv)
 	free(s.procs);
 	free(s.pair_req);
 	free(s.pair_depth);
+	free(s.pair_sent);
 	bp_map_free(&s.proc_of);
 	bp_map_free(&s.in_req);
 	if (rc == BP_EXIT_OK && c.problems) {

@@ -24,6 +24,12 @@
  *   gen_trace deep DIR N     N-deep direct recursion and N-deep mutual
  *                            recursion, every level with own time (17)
  *   gen_trace many DIR N     N short-lived processes (item 20)
+ *   gen_trace xnode DIR      DIR/a and DIR/b, a two-node cluster trace
+ *                            whose second pong is received 50 us before
+ *                            its send's stamp (the VM stamps a send to
+ *                            another node after it left), a process record
+ *                            just before that send; b's recorded bounds
+ *                            [-40, 40] us refine to [-25, 30]
  *
  * Known values of "basic" (all times in microseconds), checked by
  * test/cli/run.sh:
@@ -589,8 +595,71 @@ static void gen_many(const char *dir, uint64_t n)
 	check(bp_ctf_stream_close(&a, 0), "close");
 }
 
+/* A node of the xnode cluster: its trace directory, with the env of a
+ * cluster session's node (src/beamprobe_cluster.erl). */
+static void xnode_metadata(const char *dir, const char *node,
+			   const char *ids, const char *lo, const char *hi)
+{
+	const struct bp_env_entry env[] = {
+		{"node", node},
+		{"otp_release", "25"},
+		{"hostname", "h"},
+		{"start_time", "2024-01-02T12:00:00Z"},
+		{"cluster_control", "a@h"},
+		{"cluster_nodes", "a@h,b@h"},
+		{"dist_ids", ids},
+		{"clock_offset_ns", "0"},
+		{"clock_offset_lo_ns", lo},
+		{"clock_offset_hi_ns", hi},
+	};
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+		check(errno, dir);
+	check(bp_ctf_write_metadata(dir, uuid7, WALL0 * 1000000000ll - (int64_t)T0,
+				    env, sizeof env / sizeof env[0]),
+	      "metadata");
+}
+
+/* Local pid <0.N.0> as the VM's immediate word (the key events carry). */
+#define XPID(n) (((uint64_t)(n) << 4) | 0x3u)
+
+static void gen_xnode(const char *dir)
+{
+	struct bp_ctf_stream a, b0, b1;
+	char path[4096];
+
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+		check(errno, dir);
+	snprintf(path, sizeof path, "%s/a", dir);
+	xnode_metadata(path, "a@h", "0=a@h,7=b@h", "0", "0");
+	check(bp_ctf_stream_open(&a, path, 0, uuid7, 4096), "a/thread-000");
+	snprintf(path, sizeof path, "%s/b", dir);
+	xnode_metadata(path, "b@h", "8=a@h,0=b@h", "-40000", "40000");
+	check(bp_ctf_stream_open(&b0, path, 0, uuid7, 4096), "b/thread-000");
+	check(bp_ctf_stream_open(&b1, path, 1, uuid7, 4096), "b/thread-001");
+	call(&a, US(5), XPID(100), "m:f/0", "()", "");
+	send(&a, BP_EV_SEND, US(10), XPID(100), 0, "<7.200.0>", "{ping,1}");
+	one_str(&b0, BP_EV_RECEIVE, US(30), XPID(200), "{ping,1}");
+	send(&b0, BP_EV_SEND, US(35), XPID(200), 0, "<8.100.0>", "{pong,1}");
+	one_str(&a, BP_EV_RECEIVE, US(60), XPID(100), "{pong,1}");
+	send(&a, BP_EV_SEND, US(100), XPID(100), 0, "<7.200.0>", "{ping,2}");
+	call(&b1, US(110), XPID(300), "m:g/0", "()", "");
+	one_str(&b0, BP_EV_RECEIVE, US(120), XPID(200), "{ping,2}");
+	one_str(&a, BP_EV_RECEIVE, US(150), XPID(100), "{pong,2}");
+	/* The sender moved to thread 1, which notes it first, then the
+	 * send: stamped 50 us after its receive on a. */
+	process(&b1, US(199), XPID(200), "<0.200.0>", "", "");
+	send(&b1, BP_EV_SEND, US(200), XPID(200), 0, "<8.100.0>", "{pong,2}");
+	check(bp_ctf_stream_close(&a, 0), "close");
+	check(bp_ctf_stream_close(&b0, 0), "close");
+	check(bp_ctf_stream_close(&b1, 0), "close");
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 3 && strcmp(argv[1], "xnode") == 0) {
+		gen_xnode(argv[2]);
+		return 0;
+	}
 	if (argc == 3 && strcmp(argv[1], "flows") == 0) {
 		gen_flows(argv[2]);
 		return 0;
@@ -632,6 +701,6 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	fprintf(stderr, "usage: gen_trace basic|flows|names|exitsched|drops|"
-			"tampered DIR | gen_trace big|deep|many DIR N\n");
+			"tampered|xnode DIR | gen_trace big|deep|many DIR N\n");
 	return 1;
 }

@@ -516,6 +516,30 @@ run cluster --perfetto "$WORK/cl.json" "$CL"
 if have python3 && python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["traceEvents"]) > 3' "$WORK/cl.json" 2>"$WORK/py.err"; then ok "cluster --perfetto: valid JSON with events"; else not_ok "cluster --perfetto: valid JSON" "$(cat "$WORK/py.err")"; fi
 run cluster --json "$CL"
 if python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["nodes"] == 3 and d["control"] == "demo@testhost" and d["offsets"][1]["refined_lo_ns"] == 4000' "$WORK/out" 2>"$WORK/py.err"; then ok "cluster --json: valid, control node and bounds"; else not_ok "cluster --json" "$(cat "$WORK/py.err" "$WORK/out")"; fi
+# A send to another node is stamped by the VM after it left: b's second
+# pong is received on a 50 us before its send's stamp.  The constraint
+# comes from the record b's thread wrote before that send (110 us), not
+# from the send's stamp (200 us, which would put b 50 us behind a and
+# contradict its recorded bounds) nor from the process record of the
+# send's own callback (199 us); test/cli/gen_trace.c, gen_xnode.
+"$GEN" xnode "$WORK/xn"
+run cluster --json "$WORK/xn"
+if python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); b=d["offsets"][1]
+assert (d["consistent"], d["reversed"], d["late_send_stamps"], d["flows"]) == (True, 0, 1, 4), d
+assert (b["node"], b["refined_lo_ns"], b["refined_hi_ns"]) == ("b@h", -25000, 30000), b
+assert b["refined_lo_ns"] <= b["offset_ns"] <= b["refined_hi_ns"]' "$WORK/out" 2>"$WORK/py.err"
+then ok "cluster: a send stamped after its receive is the VM's order: consistent, bounds from the record before it"
+else not_ok "cluster: late send stamp" "$(cat "$WORK/py.err" "$WORK/out")"; fi
+sanitizer_clean && ok "cluster (late send stamp): sanitizer clean" || not_ok "cluster (late send stamp): sanitizer clean" "$(head -20 "$WORK/err")"
+run cluster "$WORK/xn"
+check "cluster: the late stamp counted apart from reversed, its negative latency shown" \
+	"$rc $(grep -c 'reversed 0, sends stamped after they left 1,' "$WORK/out") $(grep -c 'b@h -> a@h: 2 messages, latency min -52.500us mean -15.000us max 22.500us' "$WORK/out")" "0 1 1"
+run cluster --print "$WORK/xn"
+check "cluster --print: both ends of the late-stamped flow marked, no other flow" \
+	"$(grep -c '{pong,2}.*\[flow 4 .*, -52.500us, send stamped after it left\]$' "$WORK/out") $(grep -c 'stamped after' "$WORK/out")" "2 2"
+run request --root 'm:f/0' "$WORK/xn"
+check "request: a reply received before its send's stamp stays in its request (9 events)" \
+	"$rc $(grep -c '^Request 1: root <0.100.0> on a@h, 9 events, 2 processes' "$WORK/out") $(grep -c 'a@h <0.100.0> received {pong,2}$' "$WORK/out")" "0 1 1"
 run cluster "$G"
 check "cluster on a single trace: exit 2, says why" "$rc $(grep -c 'no node traces in it' "$WORK/err")" "2 1"
 run cluster
