@@ -556,6 +556,7 @@ static int match(struct bp_cluster *c)
 		}
 		c->flows[c->nflows].send = (uint32_t)best;
 		c->flows[c->nflows].recv = i;
+		c->flows[c->nflows].late = 0;
 		c->nflows++;
 		c->sends[best].flow = c->nflows;
 		r->flow = c->nflows;
@@ -648,10 +649,11 @@ static int solve(struct bp_cluster *c)
 		const struct bp_cmsg *s = &c->sends[c->flows[i].send];
 		const struct bp_cmsg *r = &c->recvs[c->flows[i].recv];
 		size_t at = (size_t)s->node * n + r->node;
-		int64_t v = (int64_t)s->before - (int64_t)r->ts;
+		int64_t v;
 
 		if (!s->before)
 			continue; /* nothing known to precede the send */
+		v = (int64_t)s->before - (int64_t)r->ts;
 		if (!has[at] || v > k[at])
 			k[at] = v;
 		has[at] = 1;
@@ -702,15 +704,19 @@ static int solve(struct bp_cluster *c)
 	}
 	c->reversed = c->late_stamps = 0;
 	for (uint32_t i = 0; i < c->nflows; i++) {
-		const struct bp_cmsg *s = &c->sends[c->flows[i].send];
-		const struct bp_cmsg *r = &c->recvs[c->flows[i].recv];
+		struct bp_cflow *f = &c->flows[i];
+		const struct bp_cmsg *s = &c->sends[f->send];
+		const struct bp_cmsg *r = &c->recvs[f->recv];
 		int64_t rt = (int64_t)r->ts + c->nodes[r->node].off,
 			so = c->nodes[s->node].off;
 
+		f->late = 0;
 		if (s->before && rt < (int64_t)s->before + so)
 			c->reversed++;
-		else if (rt < (int64_t)s->ts + so)
+		else if (rt < (int64_t)s->ts + so) {
+			f->late = 1;
 			c->late_stamps++;
+		}
 	}
 	free(k);
 	free(has);

@@ -85,6 +85,8 @@ struct bp_cmsg {
 
 struct bp_cflow {
 	uint32_t send, recv; /* indices in sends[], recvs[] */
+	uint32_t late;       /* flows: received before the send's own stamp,
+				not reversed (counted in late_stamps) */
 };
 
 struct bp_cluster {

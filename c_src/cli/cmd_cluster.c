@@ -191,14 +191,8 @@ static void print_event(struct bp_out *o, const struct bp_cluster *c,
 		}
 		bp_out_str(o, ", ");
 		out_sdur(o, lat);
-		if (lat < 0) {
-			/* Received before the send's stamp, but not before
-			 * what its thread wrote earlier: the VM stamps a send
-			 * to another node after sending it (bp_cluster.h). */
-			if (!s->before || when(c, r->node, r->ts) >=
-						  when(c, s->node, s->before))
-				bp_out_str(o, ", send stamped after it left");
-		}
+		if (fl->late) /* the VM's order, not a clock error */
+			bp_out_str(o, ", send stamped after it left");
 		bp_out_char(o, ']');
 	}
 	bp_out_char(o, '\n');

@@ -109,6 +109,17 @@ static void check(int err, const char *what)
 	}
 }
 
+/* dir (created if need be) and its metadata with these env entries. */
+static void metadata_env(const char *dir, const uint8_t uuid[16],
+			 const struct bp_env_entry *env, size_t n)
+{
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+		check(errno, dir);
+	check(bp_ctf_write_metadata(dir, uuid, WALL0 * 1000000000ll - (int64_t)T0,
+				    env, n),
+	      "metadata");
+}
+
 static void metadata(const char *dir, const uint8_t uuid[16])
 {
 	static const struct bp_env_entry env[] = {
@@ -117,11 +128,7 @@ static void metadata(const char *dir, const uint8_t uuid[16])
 		{"hostname", "testhost"},
 		{"start_time", "2024-01-02T12:00:00Z"},
 	};
-	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-		check(errno, dir);
-	check(bp_ctf_write_metadata(dir, uuid, WALL0 * 1000000000ll - (int64_t)T0,
-				    env, sizeof env / sizeof env[0]),
-	      "metadata");
+	metadata_env(dir, uuid, env, sizeof env / sizeof env[0]);
 }
 
 #define P1 0x10u   /* <0.100.0> my_server */
@@ -612,11 +619,7 @@ static void xnode_metadata(const char *dir, const char *node,
 		{"clock_offset_lo_ns", lo},
 		{"clock_offset_hi_ns", hi},
 	};
-	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-		check(errno, dir);
-	check(bp_ctf_write_metadata(dir, uuid7, WALL0 * 1000000000ll - (int64_t)T0,
-				    env, sizeof env / sizeof env[0]),
-	      "metadata");
+	metadata_env(dir, uuid7, env, sizeof env / sizeof env[0]);
 }
 
 /* Local pid <0.N.0> as the VM's immediate word (the key events carry). */
