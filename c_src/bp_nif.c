@@ -311,6 +311,7 @@ static ERL_NIF_TERM stats_map(ErlNifEnv *env, struct bp_session *s)
 			enif_make_atom(env, "packets_dropped"),
 			enif_make_atom(env, "events_dropped"),
 			enif_make_atom(env, "refused"),
+			enif_make_atom(env, "events_unconfirmed"),
 			enif_make_atom(env, "connected")};
 		ERL_NIF_TERM tv[] = {
 			enif_make_uint64(env, tc.packets_sent),
@@ -320,8 +321,9 @@ static ERL_NIF_TERM stats_map(ErlNifEnv *env, struct bp_session *s)
 			enif_make_uint64(env, tc.packets_dropped),
 			enif_make_uint64(env, tc.events_dropped),
 			enif_make_uint64(env, tc.refused),
+			enif_make_uint64(env, tc.events_unconfirmed),
 			tc.connected ? bp_atom.true_ : bp_atom.false_};
-		if (enif_make_map_from_arrays(env, tk, tv, 8, &tm))
+		if (enif_make_map_from_arrays(env, tk, tv, 9, &tm))
 			enif_make_map_put(env, m, enif_make_atom(env, "stream"),
 					  tm, &m);
 	}

@@ -8,14 +8,21 @@
  * second).  A slow or stalled receiver fills the bounded send queue: later
  * packets are dropped at the source and counted (their events raise the
  * stream's events_discarded in the next packet, and the `stream' counters).
- * A connection that breaks is reopened (every RETRY_NS), and the metadata
- * is sent again first; the packet being sent when it broke is lost and
- * counted, the queued ones follow.
+ *
+ * A frame leaves the queue only when the receiver confirms it (an ACK
+ * frame: how many frames of this connection it has written), not when the
+ * kernel takes its bytes: bytes a socket accepted can still be lost with
+ * the connection.  A connection that breaks is reopened (every RETRY_NS)
+ * and every unconfirmed frame is sent again after the metadata; the
+ * receiver skips a packet it already wrote (its stream's packet sequence
+ * number).  At the end, what was not confirmed within the wait is counted
+ * lost (events_unconfirmed says how many of those were sent and may have
+ * arrived: the count errs towards loss, never towards delivery).
  *
  * Wire format (docs/format.md, "Stream"): frames of a 12-byte header
  * (u32 magic "BPS1", u32 type, u32 payload length; little endian) and a
  * payload: HELLO (u32 version, uuid, metadata text), PACKET (one CTF
- * packet), END.
+ * packet), END; from the receiver ACK (u64 frames written) and REFUSED.
  */
 #include "bp_sink_tcp.h"
 #include "bp_session.h"
@@ -62,17 +69,24 @@ struct bp_tcp_sink {
 	uint8_t *hello; /* the HELLO frame, whole */
 	size_t hello_len, hello_off; /* hello_off < hello_len: being sent */
 	uint8_t *q;     /* the send queue: frames back to back */
-	size_t qcap, qoff, qlen; /* sent up to qoff; used up to qlen */
+	size_t qcap, qoff, qlen; /* confirmed up to qoff; used up to qlen */
 	struct frame frames[MAX_FRAMES];
 	uint32_t fhead, fcount;
-	size_t fsent;   /* bytes of the head frame already sent */
-	uint64_t conn_events; /* user events sent whole on this connection */
+	/* This connection: frames (from the head) sent whole and not yet
+	 * confirmed, bytes of the next one sent, where the next byte to send
+	 * is in q, frames the receiver confirmed. */
+	uint32_t nsent;
+	size_t fsent, spos;
+	uint64_t acked;
+	uint8_t in[64]; /* the receiver's frames, read so far */
+	size_t inlen;
 	size_t packet_size;
 	uint32_t max_slots;
 	struct tcp_stream *streams;
 	int ended;
 	_Atomic uint64_t packets_sent, bytes_sent, connects, disconnects;
 	_Atomic uint64_t packets_dropped, events_dropped, refused;
+	_Atomic uint64_t events_unconfirmed;
 	_Atomic int connected;
 };
 
@@ -228,24 +242,18 @@ static void disconnect(struct bp_tcp_sink *t)
 		return;
 	close(t->fd);
 	t->fd = -1;
-	if (!t->connecting)
+	if (!t->connecting && !(t->ended && !t->fcount))
 		bump(&t->disconnects, 1);
 	t->connecting = 0;
 	atomic_store(&t->connected, 0);
 	t->next_try = mono_ns() + RETRY_NS;
-	/* The frame cut in the middle is lost: the next connection starts
-	 * at a frame boundary. */
-	if (t->fsent && t->fcount) {
-		struct frame *f = &t->frames[t->fhead];
-		bump(&t->packets_dropped, 1);
-		bump(&t->events_dropped, f->events);
-		if (f->slot < t->max_slots)
-			t->streams[f->slot].lost += f->events;
-		t->qoff += f->len;
-		t->fhead = (t->fhead + 1) % MAX_FRAMES;
-		t->fcount--;
-		t->fsent = 0;
-	}
+	/* Nothing is lost yet: what was not confirmed is sent again on the
+	 * next connection, from the first unconfirmed frame. */
+	t->nsent = 0;
+	t->fsent = 0;
+	t->spos = t->qoff;
+	t->acked = 0;
+	t->inlen = 0;
 }
 
 static void try_connect(struct bp_tcp_sink *t, uint64_t now)
@@ -290,8 +298,11 @@ static int connected(struct bp_tcp_sink *t)
 	}
 	t->connecting = 0;
 	t->hello_off = 0;
+	t->nsent = 0;
 	t->fsent = 0;
-	t->conn_events = 0;
+	t->spos = t->qoff;
+	t->acked = 0;
+	t->inlen = 0;
 	bump(&t->connects, 1);
 	atomic_store(&t->connected, 1);
 	return 1;
@@ -316,31 +327,74 @@ static ssize_t send_some(struct bp_tcp_sink *t, const uint8_t *p, size_t n)
 	return w;
 }
 
-/* The peer closed its end, or refused the stream (its only message: a
- * REFUSED frame; then nothing sent on this connection was kept, and those
- * events are counted lost)?  Waits up to ms for it.  1 if the connection
- * ended. */
+/* The receiver confirmed n frames of this connection: they leave the
+ * queue (a count beyond what was sent is taken as all of it). */
+static void confirmed(struct bp_tcp_sink *t, uint64_t n)
+{
+	while (t->acked < n && t->nsent) {
+		struct frame *f = &t->frames[t->fhead];
+		if (f->slot != UINT32_MAX)
+			bump(&t->packets_sent, 1);
+		t->qoff += f->len;
+		t->fhead = (t->fhead + 1) % MAX_FRAMES;
+		t->fcount--;
+		t->nsent--;
+		t->acked++;
+	}
+	if (!t->fcount && !t->fsent)
+		t->qoff = t->qlen = t->spos = 0;
+}
+
+/* Reads the receiver's frames (ACK, REFUSED), waiting up to ms for the
+ * first bytes.  1 if the connection ended: closed by the peer, refused
+ * (the receiver holds another session's trace: counted, and the frames
+ * are tried again on the next connection, as after any break), or
+ * something else than these two frames came. */
 static int check_peer(struct bp_tcp_sink *t, int ms)
 {
 	struct pollfd p = {t->fd, POLLIN, 0};
-	uint8_t b[64];
 
 	if (t->fd < 0)
 		return 1;
-	if (poll(&p, 1, ms) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR))) {
-		ssize_t r = recv(t->fd, b, sizeof b, MSG_DONTWAIT);
-		if (r >= BP_STREAM_FRAME_HDR && bp_get_u32(b) == BP_STREAM_MAGIC &&
-		    bp_get_u32(b + 4) == BP_STREAM_REFUSED) {
-			bump(&t->events_dropped, t->conn_events);
-			bump(&t->refused, 1);
-			t->conn_events = 0;
+	if (poll(&p, 1, ms) <= 0 ||
+	    !(p.revents & (POLLIN | POLLHUP | POLLERR)))
+		return 0;
+	for (int reads = 0; reads < 64; reads++) {
+		ssize_t r = recv(t->fd, t->in + t->inlen,
+				 sizeof t->in - t->inlen, MSG_DONTWAIT);
+		size_t off = 0;
+
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0;
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
 			disconnect(t);
 			return 1;
 		}
-		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
-			disconnect(t);
-			return 1;
+		t->inlen += (size_t)r;
+		while (t->inlen - off >= BP_STREAM_FRAME_HDR) {
+			const uint8_t *h = t->in + off;
+			uint32_t type = bp_get_u32(h + 4), n = bp_get_u32(h + 8);
+			if (bp_get_u32(h) != BP_STREAM_MAGIC ||
+			    (type == BP_STREAM_ACK && n != 8) ||
+			    (type != BP_STREAM_ACK &&
+			     type != BP_STREAM_REFUSED)) {
+				disconnect(t); /* not a receiver of ours */
+				return 1;
+			}
+			if (type == BP_STREAM_REFUSED) {
+				bump(&t->refused, 1);
+				disconnect(t);
+				return 1;
+			}
+			if (t->inlen - off < BP_STREAM_FRAME_HDR + 8)
+				break;
+			confirmed(t, bp_get_u64(h + BP_STREAM_FRAME_HDR));
+			off += BP_STREAM_FRAME_HDR + 8;
 		}
+		memmove(t->in, t->in + off, t->inlen - off);
+		t->inlen -= off;
 	}
 	return 0;
 }
@@ -363,30 +417,24 @@ void bp_tcp_pump(struct bp_session *s)
 			return;
 		t->hello_off += (size_t)w;
 	}
-	while (t->fcount) {
-		struct frame *f = &t->frames[t->fhead];
-		ssize_t w = send_some(t, t->q + t->qoff + t->fsent,
-				      f->len - t->fsent);
+	while (t->nsent < t->fcount) {
+		struct frame *f = &t->frames[(t->fhead + t->nsent) % MAX_FRAMES];
+		ssize_t w = send_some(t, t->q + t->spos, f->len - t->fsent);
 		if (w <= 0)
 			return;
 		t->fsent += (size_t)w;
+		t->spos += (size_t)w;
 		if (t->fsent < f->len)
 			return; /* the socket is full */
-		t->qoff += f->len;
 		t->fsent = 0;
-		t->conn_events += f->events;
-		t->fhead = (t->fhead + 1) % MAX_FRAMES;
-		t->fcount--;
-		bump(&t->packets_sent, 1);
+		t->nsent++;
 	}
-	t->qoff = t->qlen = 0; /* all sent */
 }
 
 /* ---- the queue ------------------------------------------------------- */
 
 /* Room for n more bytes at the end of the queue (moving what is left to
- * the front if that makes room)?  Never while a frame is half sent
- * (fsent counts from qoff). */
+ * the front if that makes room)? */
 static int room(struct bp_tcp_sink *t, size_t n)
 {
 	if (t->fcount >= MAX_FRAMES)
@@ -396,6 +444,7 @@ static int room(struct bp_tcp_sink *t, size_t n)
 	if (t->qoff && t->qlen - t->qoff + n <= t->qcap) {
 		memmove(t->q, t->q + t->qoff, t->qlen - t->qoff);
 		t->qlen -= t->qoff;
+		t->spos -= t->qoff;
 		t->qoff = 0;
 		return 1;
 	}
@@ -611,28 +660,25 @@ void bp_tcp_finish(struct bp_session *s)
 		if (!t->fcount || t->fd < 0)
 			break;
 		p.fd = t->fd;
-		p.events = POLLOUT;
+		p.events = POLLIN;
+		if (t->connecting || t->hello_off < t->hello_len ||
+		    t->nsent < t->fcount)
+			p.events |= POLLOUT;
 		poll(&p, 1, 10);
 	}
-	/* What could not be sent in time is lost, and counted. */
-	while (t->fcount) {
-		struct frame *f = &t->frames[t->fhead];
-		if (f->slot != UINT32_MAX) {
-			bump(&t->packets_dropped, 1);
-			bump(&t->events_dropped, f->events);
-		}
-		t->fhead = (t->fhead + 1) % MAX_FRAMES;
-		t->fcount--;
+	/* What the receiver did not confirm in time is lost, and counted;
+	 * of it, what was sent may still have arrived (unconfirmed). */
+	for (uint32_t i = 0; i < t->fcount; i++) {
+		struct frame *f = &t->frames[(t->fhead + i) % MAX_FRAMES];
+		if (f->slot == UINT32_MAX)
+			continue;
+		bump(&t->packets_dropped, 1);
+		bump(&t->events_dropped, f->events);
+		if (t->fd >= 0 && (i < t->nsent || (i == t->nsent && t->fsent)))
+			bump(&t->events_unconfirmed, f->events);
 	}
-	t->qoff = t->qlen = t->fsent = 0;
-	/* The receiver closes after END, or says it refused the stream:
-	 * wait for either (the rest of the second) to count a refusal. */
-	if (t->fd >= 0) {
-		shutdown(t->fd, SHUT_WR);
-		while (t->fd >= 0 && mono_ns() < deadline)
-			if (check_peer(t, 10))
-				break;
-	}
+	t->fhead = t->fcount = t->nsent = 0;
+	t->qoff = t->qlen = t->fsent = t->spos = 0;
 	if (t->fd >= 0) {
 		close(t->fd);
 		t->fd = -1;
@@ -649,5 +695,6 @@ void bp_tcp_counts(struct bp_tcp_sink *t, struct bp_tcp_counts *c)
 	c->packets_dropped = atomic_load(&t->packets_dropped);
 	c->events_dropped = atomic_load(&t->events_dropped);
 	c->refused = atomic_load(&t->refused);
+	c->events_unconfirmed = atomic_load(&t->events_unconfirmed);
 	c->connected = atomic_load(&t->connected);
 }

@@ -24,15 +24,22 @@ enum bp_stream_frame {
 	BP_STREAM_END = 3,    /* the session ended; nothing follows */
 	BP_STREAM_REFUSED = 4, /* receiver -> sink: this stream is refused,
 				  nothing sent on the connection was kept */
+	BP_STREAM_ACK = 5,     /* receiver -> sink: u64 frames of this
+				  connection (after HELLO) written */
 };
-#define BP_STREAM_VERSION 1
+#define BP_STREAM_VERSION 2
 
 /* Counters of the sink (info/stop: the `stream' map). */
 struct bp_tcp_counts {
 	uint64_t packets_sent, bytes_sent, connects, disconnects;
-	uint64_t packets_dropped, events_dropped; /* lost at the source, or
-						     refused by the receiver */
+	uint64_t packets_dropped, events_dropped; /* not confirmed written by
+						     the receiver: dropped at
+						     the source, refused, or
+						     unconfirmed at the end */
 	uint64_t refused; /* connections the receiver refused */
+	uint64_t events_unconfirmed; /* of events_dropped: sent, but not
+					confirmed before the end's wait ran
+					out (they may have arrived) */
 	int connected;
 };
 

@@ -105,15 +105,9 @@ void bp_attach_streams_serve(struct bp_attach_streams *ss,
 {
 	for (int i = 0; i < ss->n && 2 * i + 1 < np; i++) {
 		struct bp_attach_stream *st = &ss->s[i];
-		if (p[2 * i].revents & POLLIN) {
-			int fd = accept4(st->lfd, NULL, NULL, SOCK_CLOEXEC);
-			if (fd >= 0 && st->conn.fd >= 0) {
-				close(fd); /* one stream per node */
-			} else if (fd >= 0) {
-				bp_recv_conn_init(&st->conn, fd);
-				st->connected = 1;
-			}
-		}
+		if ((p[2 * i].revents & POLLIN) &&
+		    bp_recv_accept(&st->r, st->lfd, &st->conn))
+			st->connected = 1; /* one stream per node */
 		if (st->conn.fd >= 0 && p[2 * i + 1].fd == st->conn.fd &&
 		    (p[2 * i + 1].revents & (POLLIN | POLLHUP | POLLERR))) {
 			if (bp_recv_conn_read(&st->r, &st->conn) <= 0)

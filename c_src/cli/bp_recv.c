@@ -4,8 +4,12 @@
  * DIR/.complete once the END frame came (print --follow stops there).
  * Files are created 0600, exclusively, never through a symlink.  A
  * reconnection of the same session (same UUID) continues the same files;
- * another session's stream is refused.
+ * another session's stream is refused.  Written frames are confirmed to
+ * the sender (ACK), which sends unconfirmed ones again after a
+ * reconnection: a packet below its thread's next sequence number is
+ * skipped.
  */
+#define _GNU_SOURCE /* accept4 */
 #include "bp_recv.h"
 #include "../bp_format.h"
 #include "../bp_sink_tcp.h"
@@ -20,7 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <poll.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static void say(const char *fmt, const char *a, const char *b)
@@ -160,10 +166,118 @@ bad:
 	return -1;
 }
 
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 void bp_recv_conn_init(struct bp_recv_conn *c, int fd)
 {
 	memset(c, 0, sizeof *c);
 	c->fd = fd;
+	c->since_ms = mono_ms();
+}
+
+static void peer_name(const struct sockaddr_storage *ss, char *out,
+		      size_t cap)
+{
+	char h[INET6_ADDRSTRLEN] = "?";
+	unsigned port = 0;
+
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const void *)ss;
+		inet_ntop(AF_INET, &a->sin_addr, h, sizeof h);
+		port = ntohs(a->sin_port);
+		snprintf(out, cap, "%s:%u", h, port);
+	} else if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const void *)ss;
+		inet_ntop(AF_INET6, &a->sin6_addr, h, sizeof h);
+		port = ntohs(a->sin6_port);
+		snprintf(out, cap, "[%s]:%u", h, port);
+	} else {
+		snprintf(out, cap, "?");
+	}
+}
+
+int bp_recv_accept(struct bp_recv *r, int lfd, struct bp_recv_conn *c)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	char peer[64];
+	int fd;
+
+	memset(&ss, 0, sizeof ss);
+	do
+		fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
+	while (fd < 0 && errno == EINTR);
+	if (fd < 0) {
+		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+		    errno == ENOMEM) {
+			static int told;
+			struct timespec ts = {0, 100000000};
+			if (!told++)
+				say("cannot take a connection: %s%s",
+				    strerror(errno), "");
+			nanosleep(&ts, NULL);
+		}
+		return 0;
+	}
+	peer_name(&ss, peer, sizeof peer);
+	if (c->fd >= 0 && !c->hello &&
+	    mono_ms() - c->since_ms >= BP_RECV_HELLO_MS) {
+		say("%s sent no stream in 3 s: its place goes to %s",
+		    c->peer, peer);
+		bp_recv_conn_close(c);
+	}
+	if (c->fd >= 0) {
+		/* The sender closed the connection held and comes back at
+		 * once: the end of the old one, not read yet, frees it. */
+		char b;
+		if (recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
+			bp_recv_conn_close(c);
+			bp_recv_conn_init(c, fd);
+			snprintf(c->peer, sizeof c->peer, "%s", peer);
+			return 1;
+		}
+		if (!r->turned_away++)
+			say("%s turned away: %s holds the stream (one sender "
+			    "at a time)", peer, c->peer);
+		close(fd);
+		return 0;
+	}
+	bp_recv_conn_init(c, fd);
+	snprintf(c->peer, sizeof c->peer, "%s", peer);
+	return 1;
+}
+
+/* Tells the sender how many frames of this connection are written (the
+ * sink keeps them queued until then).  Not waited for (a later ACK says
+ * as much), but for the last one (wait: up to a second). */
+static void send_ack(struct bp_recv_conn *c, int wait)
+{
+	uint8_t f[BP_STREAM_FRAME_HDR + 8];
+	ssize_t w;
+
+	if (c->frames == c->acked || c->fd < 0)
+		return;
+	bp_put_u32(f, BP_STREAM_MAGIC);
+	bp_put_u32(f + 4, BP_STREAM_ACK);
+	bp_put_u32(f + 8, 8);
+	bp_put_u64(f + BP_STREAM_FRAME_HDR, c->frames);
+	if (wait) {
+		struct pollfd p = {c->fd, POLLOUT, 0};
+		if (poll(&p, 1, 1000) <= 0)
+			return;
+	}
+	do
+		w = send(c->fd, f, sizeof f, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (w < 0 && errno == EINTR);
+	/* 20 bytes into an empty buffer go whole or not at all. */
+	if (w == (ssize_t)sizeof f)
+		c->acked = c->frames;
 }
 
 void bp_recv_conn_close(struct bp_recv_conn *c)
@@ -182,7 +296,11 @@ static int hello(struct bp_recv *r, struct bp_recv_conn *c, const uint8_t *p,
 	int fd;
 
 	if (n < 20 || bp_get_u32(p) != BP_STREAM_VERSION) {
-		say("stream: unsupported version%s%s", "", "");
+		char v[16], w[16];
+		snprintf(v, sizeof v, "%u", n < 4 ? 0 : bp_get_u32(p));
+		snprintf(w, sizeof w, "%u", BP_STREAM_VERSION);
+		say("stream: version %s, this beamprobe reads version %s "
+		    "(sender and receiver must be the same release)", v, w);
 		return -1;
 	}
 	if (r->have_uuid) {
@@ -219,6 +337,7 @@ static int hello(struct bp_recv *r, struct bp_recv_conn *c, const uint8_t *p,
 static int packet(struct bp_recv *r, const uint8_t *p, uint32_t n)
 {
 	uint32_t tid;
+	uint64_t seq;
 
 	if (n < BP_PACKET_HEADER_SIZE || n > BP_PACKET_MAX ||
 	    bp_get_u32(p + BP_PKT_OFF_MAGIC) != BP_CTF_MAGIC ||
@@ -233,15 +352,21 @@ static int packet(struct bp_recv *r, const uint8_t *p, uint32_t n)
 		say("stream: thread id out of range%s%s", "", "");
 		return -1;
 	}
+	seq = bp_get_u64(p + BP_PKT_OFF_SEQ_NUM);
+	if (r->fds[tid] >= 0 && seq < r->next_seq[tid]) {
+		r->resent++; /* written before its confirmation was lost */
+		return 1;
+	}
 	if (r->fds[tid] < 0) {
-		char name[32];
+		char name[32], path[sizeof r->dir + 32];
 		snprintf(name, sizeof name, "thread-%03u", tid);
 		r->fds[tid] = openat(r->dirfd, name,
 				     O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW |
 					     O_CLOEXEC,
 				     0600);
 		if (r->fds[tid] < 0) {
-			say("%s/%s", r->dir, strerror(errno));
+			snprintf(path, sizeof path, "%s/%s", r->dir, name);
+			say("%s: %s", path, strerror(errno));
 			return -1;
 		}
 	}
@@ -249,6 +374,7 @@ static int packet(struct bp_recv *r, const uint8_t *p, uint32_t n)
 		say("%s: %s", r->dir, strerror(errno));
 		return -1;
 	}
+	r->next_seq[tid] = seq + 1;
 	r->packets++;
 	r->bytes += n;
 	return 1;
@@ -279,15 +405,30 @@ int bp_recv_conn_read(struct bp_recv *r, struct bp_recv_conn *c)
 	while (got < 0 && errno == EINTR);
 	if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 		return 1;
-	if (got <= 0)
-		return 0; /* EOF (a half frame left is dropped) */
+	if (got <= 0) {
+		if (c->len) {
+			char n[32];
+			snprintf(n, sizeof n, "%zu", c->len);
+			say("stream: the connection ended in the middle of a "
+			    "frame (%s bytes of it dropped; the sender sends "
+			    "it again)%s", n, "");
+		}
+		return 0;
+	}
 	c->len += (size_t)got;
 	while (rc == 1 && c->len - off >= BP_STREAM_FRAME_HDR) {
 		const uint8_t *h = c->buf + off;
 		uint32_t type = bp_get_u32(h + 4), n = bp_get_u32(h + 8);
-		if (bp_get_u32(h) != BP_STREAM_MAGIC ||
-		    n > c->cap - BP_STREAM_FRAME_HDR) {
+		if (bp_get_u32(h) != BP_STREAM_MAGIC) {
 			say("stream: not a beamprobe stream%s%s", "", "");
+			return -1;
+		}
+		if (n > c->cap - BP_STREAM_FRAME_HDR) {
+			char a[16], b[16];
+			snprintf(a, sizeof a, "%u", n);
+			snprintf(b, sizeof b, "%zu", c->cap - BP_STREAM_FRAME_HDR);
+			say("stream: a frame of %s bytes, larger than any "
+			    "packet (%s)", a, b);
 			return -1;
 		}
 		if (c->len - off < BP_STREAM_FRAME_HDR + n)
@@ -298,10 +439,12 @@ int bp_recv_conn_read(struct bp_recv *r, struct bp_recv_conn *c)
 		else if (!c->hello) {
 			say("stream: data before the metadata%s%s", "", "");
 			rc = -1;
-		} else if (type == BP_STREAM_PACKET)
+		} else if (type == BP_STREAM_PACKET) {
 			rc = packet(r, h, n);
-		else if (type == BP_STREAM_END) {
+			c->frames += rc == 1;
+		} else if (type == BP_STREAM_END) {
 			mark_complete(r);
+			c->frames++;
 			rc = 0;
 		} else {
 			say("stream: unknown frame%s%s", "", "");
@@ -311,5 +454,8 @@ int bp_recv_conn_read(struct bp_recv *r, struct bp_recv_conn *c)
 	}
 	memmove(c->buf, c->buf + off, c->len - off);
 	c->len -= off;
+	if (rc == 0)
+		c->len = 0; /* after END: nothing is a half frame */
+	send_ack(c, rc == 0);
 	return rc;
 }

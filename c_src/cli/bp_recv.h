@@ -17,6 +17,9 @@ struct bp_recv_conn {
 	uint8_t *buf; /* one frame at most */
 	size_t len, cap;
 	int hello;    /* the HELLO frame was read */
+	uint64_t frames, acked; /* frames written after HELLO; confirmed */
+	uint64_t since_ms;      /* accepted at (CLOCK_MONOTONIC) */
+	char peer[64];          /* its address, for messages */
 };
 
 struct bp_recv {
@@ -26,6 +29,12 @@ struct bp_recv {
 	int have_uuid;
 	int fds[BP_RECV_MAX_THREADS]; /* thread-NNN files, -1 until opened */
 	uint64_t packets, bytes, connections;
+	/* Next packet sequence number per thread: a packet sent again after
+	 * a reconnection (its confirmation was lost) is skipped. */
+	uint64_t next_seq[BP_RECV_MAX_THREADS];
+	uint64_t resent;   /* packets skipped so */
+	uint64_t turned_away; /* connections refused: another sender held
+				 the place */
 	int ended;    /* END frame received */
 	int quiet;
 };
@@ -41,6 +50,15 @@ void bp_recv_close(struct bp_recv *r);
 int bp_recv_listen(const char *addr, int *bound_port);
 
 void bp_recv_conn_init(struct bp_recv_conn *c, int fd);
+
+/* A connection waiting on lfd is accepted into c if c is free, or if c
+ * has not sent its HELLO within BP_RECV_HELLO_MS (it gives its place);
+ * else it is closed (counted in r->turned_away, the first one named).
+ * When the process is out of descriptors the call waits 100 ms, so that
+ * a caller's poll loop does not spin on the waiting connection.
+ * 1 if a connection was taken. */
+#define BP_RECV_HELLO_MS 3000
+int bp_recv_accept(struct bp_recv *r, int lfd, struct bp_recv_conn *c);
 void bp_recv_conn_close(struct bp_recv_conn *c);
 
 /* Reads what is available on c and writes the whole frames.  Returns 1

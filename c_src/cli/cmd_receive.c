@@ -76,16 +76,10 @@ int bp_cmd_receive(int argc, char **argv)
 			break;
 		if (n <= 0)
 			continue;
-		if (p[0].revents & POLLIN) {
-			int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-			if (fd >= 0 && conn.fd >= 0)
-				close(fd); /* one sender at a time */
-			else if (fd >= 0) {
-				bp_recv_conn_init(&conn, fd);
-				r.connections++;
-				if (r.ended)
-					r.ended = 0; /* --keep: a new run */
-			}
+		if ((p[0].revents & POLLIN) && bp_recv_accept(&r, lfd, &conn)) {
+			r.connections++;
+			if (r.ended)
+				r.ended = 0; /* --keep: a new run */
 		}
 		if (conn.fd >= 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
 			int k = bp_recv_conn_read(&r, &conn);
@@ -103,6 +97,12 @@ int bp_cmd_receive(int argc, char **argv)
 		(unsigned long long)r.connections,
 		r.connections == 1 ? "" : "s",
 		r.ended ? "; the session ended" : "; the session did not end");
+	if (r.resent || r.turned_away)
+		fprintf(stderr, "beamprobe: %llu packets sent again after a "
+				"reconnection (already written: skipped), "
+				"%llu connections turned away\n",
+			(unsigned long long)r.resent,
+			(unsigned long long)r.turned_away);
 	bp_recv_close(&r);
 	return rc;
 }

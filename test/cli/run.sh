@@ -113,6 +113,51 @@ check "receive of a non-stream: exit 2" "$rc" 2
 grep -q "not a beamprobe stream" "$WORK/rx-bad.err" && ok "receive: names a non-stream" || not_ok "receive: names a non-stream" "$(cat "$WORK/rx-bad.err")"
 [ -z "$(ls -A "$WORK/rx-bad")" ] && ok "receive: nothing written for a non-stream" || not_ok "receive: nothing written for a non-stream"
 
+# A node name longer than any node's: refused with a message (it crashed
+# the command, and left its temporary directory).
+ls -d /tmp/beamprobe-trace-* 2>/dev/null | sort > "$WORK/tmp-before"
+run attach --cookie x "$(printf 'a%.0s' $(seq 600))" m:f/1
+check "attach with a 600-character node name: exit 2" "$rc" 2
+grep -q "node name too long" "$WORK/err" && ok "attach: says the node name is too long" || not_ok "attach: says the node name is too long" "$(cat "$WORK/err")"
+ls -d /tmp/beamprobe-trace-* 2>/dev/null | sort | cmp -s - "$WORK/tmp-before" && ok "attach with a bad node name: no directory left in /tmp" || not_ok "attach with a bad node name: no directory left in /tmp"
+
+# receive confirms what it wrote, and skips a packet sent again.
+timeout 30 "$BP" receive --listen 127.0.0.1:0 -o "$WORK/rx-ack" 2>"$WORK/rx-ack.err" &
+rxpid=$!
+for _ in $(seq 50); do grep -q "listening on port" "$WORK/rx-ack.err" 2>/dev/null && break; sleep 0.1; done
+rxport=$(sed -n 's/.*listening on port \([0-9]*\),.*/\1/p' "$WORK/rx-ack.err")
+acks=$(timeout 20 python3 test/cli/stream_client.py "$rxport" resend 2>&1)
+wait $rxpid; rc=$?
+check "receive: confirms 2 frames, then 3 after a reconnection (packet 1 sent twice)" "$acks" "acks 2 3"
+check "receive of a resent stream: exit 0" "$rc" 0
+check "receive: packet 1 written once (3 packets of 76 bytes)" "$(stat -c %s "$WORK/rx-ack/thread-000" 2>/dev/null)" 228
+grep -q "1 packets sent again" "$WORK/rx-ack.err" && ok "receive: counts the packet sent again" || not_ok "receive: counts the packet sent again" "$(cat "$WORK/rx-ack.err")"
+
+# Out of file descriptors: a waiting connection it cannot accept does not
+# make receive spin (it waits 100 ms between attempts; it used to take a
+# whole core), and a file it cannot open is named.
+( ulimit -n 16; exec "$BP" receive --listen 127.0.0.1:0 -o "$WORK/rx-fd" ) 2>"$WORK/rx-fd.err" &
+rxpid=$!
+for _ in $(seq 50); do grep -q "listening on port" "$WORK/rx-fd.err" 2>/dev/null && break; sleep 0.1; done
+rxport=$(sed -n 's/.*listening on port \([0-9]*\),.*/\1/p' "$WORK/rx-fd.err")
+# (1) files up to the limit: the connection that asked for one more is
+# closed, (2) a silent connection takes its descriptor, (3) one more
+# connection cannot be accepted.
+timeout 30 python3 test/cli/stream_client.py "$rxport" fill >"$WORK/rx-fd.out" 2>&1
+python3 -c "import socket,sys,time; s=socket.create_connection(('127.0.0.1', int(sys.argv[1]))); time.sleep(4)" "$rxport" &
+clpid=$!
+sleep 0.5
+python3 -c "import socket,sys,time; s=socket.create_connection(('127.0.0.1', int(sys.argv[1]))); time.sleep(3)" "$rxport" &
+sqpid=$!
+sleep 0.3
+t0=$(awk '{print $14+$15}' /proc/$rxpid/stat)
+sleep 2
+t1=$(awk '{print $14+$15}' /proc/$rxpid/stat)
+wait $clpid; wait $sqpid; kill -TERM $rxpid 2>/dev/null; wait $rxpid
+[ $((t1 - t0)) -lt 60 ] && ok "receive out of descriptors: $((t1 - t0)) CPU ticks in 2 s (not spinning)" || not_ok "receive out of descriptors spins: $((t1 - t0)) CPU ticks in 2 s" "$(cat "$WORK/rx-fd.err")"
+grep -q "cannot take a connection: Too many open files" "$WORK/rx-fd.err" && ok "receive: says it cannot take a connection" || not_ok "receive: says it cannot take a connection" "$(cat "$WORK/rx-fd.err")"
+grep -Eq "rx-fd/thread-[0-9]+: Too many open files" "$WORK/rx-fd.err" && ok "receive: names the file it could not open" || not_ok "receive: names the file it could not open" "$(cat "$WORK/rx-fd.err")"
+
 echo "# golden trace: good/basic"
 G=$T/good/basic
 for cmd in print stats info; do

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""test/cli/stream_client.py -- a hand-made sender of beamprobe's TCP stream
+(docs/format.md, "Stream") for the CLI tests of `beamprobe receive`.
+
+  stream_client.py PORT fill            HELLO, then an empty first packet
+      for threads 0, 1, ... (one file each on the receiver) until the
+      receiver closes the connection (it could not open the next file)
+  stream_client.py PORT resend           HELLO, packets 0 and 1 of thread 0,
+      reads the ACK, then sends packet 1 again and packet 2, then END;
+      prints the ACK counts it got
+"""
+import select
+import socket
+import struct
+import sys
+import time
+import uuid as U
+
+MAGIC = 0x31535042
+HELLO, PACKET, END, ACK = 1, 2, 3, 5
+
+
+def frame(t, p):
+    return struct.pack('<III', MAGIC, t, len(p)) + p
+
+
+def hello(u):
+    return frame(HELLO, struct.pack('<I', 2) + u + b'/* CTF 1.8 */\n')
+
+
+def packet(u, tid, seq):
+    n = 76
+    return frame(PACKET, struct.pack('<I', 0xC1FC1FC1) + u +
+                 struct.pack('<IQQQQQQI', 0, 0, 0, n * 8, n * 8, 0, seq, tid))
+
+
+def acks(s, want):
+    """Reads ACK frames until one says `want' frames (or 5 s)."""
+    s.settimeout(5)
+    got, buf = [], b''
+    while not got or got[-1] < want:
+        b = s.recv(4096)
+        if not b:
+            break
+        buf += b
+        while len(buf) >= 20:
+            m, t, n = struct.unpack('<III', buf[:12])
+            assert m == MAGIC and t == ACK and n == 8, (m, t, n)
+            got.append(struct.unpack('<Q', buf[12:20])[0])
+            buf = buf[20:]
+    return got
+
+
+def main():
+    port, mode = int(sys.argv[1]), sys.argv[2]
+    u = U.uuid4().bytes
+    s = socket.create_connection(('127.0.0.1', port))
+    s.sendall(hello(u))
+    if mode == 'fill':
+        t = 0
+        try:
+            while t < 5000:
+                s.sendall(packet(u, t, 0))
+                t += 1
+                r, _, _ = select.select([s], [], [], 0.02)
+                if r and not s.recv(4096):
+                    break
+        except OSError:
+            pass
+        print('files', t, flush=True)
+    elif mode == 'resend':
+        s.sendall(packet(u, 0, 0) + packet(u, 0, 1))
+        a1 = acks(s, 2)
+        s.close()
+        # A reconnection that sends packet 1 again: it is skipped.
+        s = socket.create_connection(('127.0.0.1', port))
+        s.sendall(hello(u) + packet(u, 0, 1) + packet(u, 0, 2) +
+                  frame(END, b''))
+        a2 = acks(s, 3)
+        print('acks', a1[-1] if a1 else None, a2[-1] if a2 else None)
+    s.close()
+
+
+main()
