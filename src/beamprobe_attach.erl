@@ -62,13 +62,23 @@
 
 %% @doc Starts the agent for the C node's process `Cli'; returns its pid.
 %% `Self' is true when this module was loaded by attach (then it is
-%% unloaded at the end too).
--spec spawn_agent(pid(), boolean()) -> {ok, pid()}.
+%% unloaded at the end too).  When this module was brought by an attach
+%% (not on the node's own code path), the agent is registered as
+%% `beamprobe_attach_agent': one such attach at a time, and a second one
+%% that loaded this module at the same moment gets `{error, busy}' (the
+%% first one's agent unloads it).  A module loaded by attach with no
+%% agent registered is one whose attach died before its agent started:
+%% the next attach removes it.
+-spec spawn_agent(pid(), boolean()) -> {ok, pid()} | {error, busy | timeout}.
 spawn_agent(Cli, LoadedSelf) when is_pid(Cli), is_boolean(LoadedSelf) ->
     Parent = self(),
     Pid = spawn(fun() -> init(Parent, Cli, LoadedSelf) end),
-    receive {Pid, ready} -> {ok, Pid}
-    after 5000 -> exit(Pid, kill), {ok, Pid}
+    Ref = monitor(process, Pid),
+    receive
+        {Pid, ready} -> demonitor(Ref, [flush]), {ok, Pid};
+        {Pid, busy} -> demonitor(Ref, [flush]), {error, busy};
+        {'DOWN', Ref, process, Pid, _} -> {error, busy}
+    after 5000 -> exit(Pid, kill), demonitor(Ref, [flush]), {error, timeout}
     end.
 
 %% @doc One request of the C node to its agent (run by `rpc'):
@@ -101,6 +111,15 @@ request(Agent, Req) ->
 %%% ------------------------------------------------------------------------
 
 init(Parent, Cli, LoadedSelf) ->
+    Brought = case code:which(?MODULE) of
+                  W when is_list(W) -> lists:prefix(?PREFIX, W);
+                  _ -> false
+              end,
+    case not Brought orelse
+        (catch register(beamprobe_attach_agent, self())) =:= true of
+        true -> ok;
+        false -> Parent ! {self(), busy}, exit(normal)
+    end,
     CliNode = node(Cli),
     true = monitor_node(CliNode, true),
     Before = [M || {M, _} <- code:all_loaded(), is_ours(M),
@@ -160,14 +179,26 @@ finish(St, _Why) ->
 bye(#ag{mods_before = Before}) ->
     case lists:member(?MODULE, Before) of
         true -> ok;
-        false ->
-            %% This module last: made old now, purged by another process
-            %% once this one is gone.
-            _ = code:delete(?MODULE),
-            _ = spawn(code, purge, [?MODULE]),
-            ok
+        false -> unload_self_after_exit()
     end,
     exit(normal).
+
+%% This module last, by a process that runs none of its code (erl_eval):
+%% once this one is gone, every version of it is purged, whichever this
+%% process runs (another attach that loaded it at the same moment made
+%% this one's version old: a plain delete would then fail and leave the
+%% newer one loaded).
+unload_self_after_exit() ->
+    {ok, Ts, _} = erl_scan:string(
+                    "R = erlang:monitor(process, Agent), "
+                    "receive {'DOWN', R, process, _, _} -> ok end, "
+                    "code:purge(M), code:delete(M), code:purge(M)."),
+    {ok, Es} = erl_parse:parse_exprs(Ts),
+    B = erl_eval:add_binding('Agent', self(),
+                             erl_eval:add_binding('M', ?MODULE,
+                                                  erl_eval:new_bindings())),
+    _ = spawn(erl_eval, exprs, [Es, B]),
+    ok.
 
 handle({nif_dir, Dir, Nonce}, St) when is_binary(Nonce) ->
     Check = filename:join(Dir, "check"),
@@ -218,8 +249,10 @@ handle({start, Patterns, Opts}, #ag{session = undefined} = St) ->
         {ok, Spec} ->
             case beamprobe:start(Spec) of
                 {ok, S} ->
-                    {ok, #{matched := M}} = beamprobe:info(S),
-                    {{ok, text("~b function~s matched", [M, plural(M)])},
+                    {ok, #{matched := M} = I} = beamprobe:info(S),
+                    {{ok, iolist_to_binary(
+                            [text("~b function~s matched", [M, s(M)]),
+                             skipped_text(I)])},
                      St#ag{session = S}};
                 {error, R} ->
                     {{error, unicode:characters_to_binary(
@@ -322,8 +355,15 @@ bring(N, Opts, St) ->
                                    maps:get(self_beam, Opts)], 30000);
                 _ -> ok
             end,
-            {ok, Agent} = erpc:call(N, ?MODULE, spawn_agent,
-                                    [self(), LoadedSelf], 10000),
+            Agent = case erpc:call(N, ?MODULE, spawn_agent,
+                                   [self(), LoadedSelf], 10000) of
+                        {ok, A} -> A;
+                        {error, Why} ->
+                            throw({error, text("~s: its attach agent did "
+                                               "not start (~p: another "
+                                               "attach is active there)",
+                                               [N, Why]), St})
+                    end,
             %% From here on that agent is ours to stop (cleanup), whatever
             %% fails.
             St1 = St#ag{remote = [{N, Agent} | St#ag.remote]},
@@ -417,8 +457,23 @@ stop_remote(#ag{remote = Remote}) ->
      end || {R, _} <- Refs],
     length(Remote).
 
-plural(1) -> "";
-plural(_) -> "es".
+%% What another tool (dbg, recon_trace, redbug) holds and the session
+%% left to it (beamprobe takes nothing from them).
+skipped_text(#{skipped := #{calls := C, procs_count := P}})
+  when C =/= []; P > 0 ->
+    text("; left to another tool that traces them: ~b function~s~ts, ~b "
+         "process~ts", [length(C), s(length(C)),
+                        case C of
+                            [] -> "";
+                            _ -> io_lib:format(" (~tP)", [C, 8])
+                        end, P, case P of 1 -> ""; _ -> "es" end]);
+skipped_text(_) -> "".
+
+%% Patterns or flags another tool took from the session while it ran.
+tampered_text(#{tampered_count := N}) when N > 0 ->
+    text("; ~b pattern~s or flag~s removed by another tool while it ran",
+         [N, s(N), s(N)]);
+tampered_text(_) -> "".
 
 %% A fresh directory of this node's user alone, for the NIF sent over
 %% distribution.
@@ -555,10 +610,10 @@ summary_text(#{events := E, dropped := #{total := D}, stop_reason := R,
 summary_text(#{events := E, dropped := #{total := D}, stop_reason := R} = Sum,
              Mods, St) ->
     Matched = maps:get(matched, Sum, 0),
-    text("session ended (~tp): ~b events, ~b lost, ~b function~s matched; "
+    text("session ended (~tp): ~b events, ~b lost, ~b function~s matched~ts; "
          "node left as it was (~b modules unloaded, ~b files removed)",
-         [R, E, D, Matched, plural(Matched), Mods + unloaded_self(St),
-          length(St#ag.files)]).
+         [R, E, D, Matched, s(Matched), tampered_text(Sum),
+          Mods + unloaded_self(St), length(St#ag.files)]).
 
 %% "NODE: E events, D lost; ..." (every loss counted, per node).
 per_node(Per) ->

@@ -27,7 +27,8 @@
          cluster_sigkill_cleans/1, cluster_mixed/1, cluster_prints_live/1,
          cluster_other_host/1,
          cluster_node_killed/1, cluster_node_killed_nif_sent/1,
-         cluster_no_output/1]).
+         cluster_no_output/1, two_at_once/1, orphan_agent_module/1,
+         events_only/1, skipped_reported/1]).
 
 -define(N, 500).
 -define(CN, 50).
@@ -39,7 +40,8 @@ all() -> [traces_n_calls, prints_live, session_limit_ends,
           cluster_sigkill_cleans, cluster_mixed, cluster_prints_live,
           cluster_other_host,
           cluster_node_killed, cluster_node_killed_nif_sent,
-          cluster_no_output].
+          cluster_no_output, two_at_once, orphan_agent_module,
+          events_only, skipped_reported].
 
 init_per_suite(Config) ->
     case node() of
@@ -53,7 +55,12 @@ init_per_suite(Config) ->
             Src = filename:join(WDir, "bp_attach_work.erl"),
             ok = file:write_file(Src,
                 "-module(bp_attach_work).\n"
-                "-export([work/1, double/1, remote/2]).\n"
+                "-export([work/1, double/1, remote/2, hold_dbg/1]).\n"
+                "hold_dbg(To) -> spawn(fun() -> {ok, _} = dbg:tracer(),\n"
+                "    P = spawn(timer, sleep, [60000]),\n"
+                "    {ok, _} = dbg:p(P, [c]),\n"
+                "    {ok, _} = dbg:tpl(?MODULE, double, 1, []),\n"
+                "    To ! {dbg_on, P}, receive stop -> dbg:stop() end end).\n"
                 "work(N) -> [?MODULE:double(I) || I <- lists:seq(1, N)], ok.\n"
                 "remote(Peers, N) -> [erpc:call(P, ?MODULE, double, [I])\n"
                 "                     || P <- Peers, I <- lists:seq(1, N)], ok.\n"
@@ -362,6 +369,90 @@ node_has_beamprobe(Config) ->
                                                  loaded_applications, [])]),
     Evs = beamprobe_test_lib:trace(?config(out, Config)),
     ?assertEqual(?N, length([E || #{name := <<"call">>} = E <- Evs])).
+
+%% Two attaches started at the same moment on a node without beamprobe:
+%% one traces, the other is refused, and the node is left clean (both had
+%% loaded the agent's module: the first one's purge takes every version;
+%% before, both failed and the module stayed, refusing every later
+%% attach).  Several offsets, as the race's window moves.
+two_at_once(Config) ->
+    Node = ?config(target, Config),
+    Before = snapshot(Node),
+    [begin
+         Out = ?config(out, Config) ++ "_" ++ integer_to_list(Ms),
+         Args = fun(X) -> ["-q", "--seconds", "1", "-o", Out ++ X,
+                           short(Node), "bp_attach_work:double/1"]
+                end,
+         A = attach(Config, Args("a")),
+         timer:sleep(Ms),
+         B = attach(Config, Args("b")),
+         Ra = wait_exit(A, 30000),
+         Rb = wait_exit(B, 30000),
+         ct:log("offset ~b ms:~nA ~p~nB ~p", [Ms, Ra, Rb]),
+         Codes = lists:sort([element(1, Ra), element(1, Rb)]),
+         ?assertEqual([0, 2], Codes),
+         [{2, Refused}] = [R || {2, _} = R <- [Ra, Rb]],
+         ?assertMatch({match, _}, re:run(Refused, "another beamprobe attach")),
+         assert_clean(Node, Before, Config)
+     end || Ms <- [0, 5, 20]].
+
+%% An attach that died between loading its agent's module and starting
+%% the agent left the module behind: the next attach removes it (after a
+%% second, to let a live attach in that window start its agent), says so,
+%% and traces.
+orphan_agent_module(Config) ->
+    Node = ?config(target, Config),
+    Before = snapshot(Node),
+    {ok, Bin} = file:read_file(code:which(beamprobe_attach)),
+    {module, beamprobe_attach} =
+        rpc:call(Node, code, load_binary,
+                 [beamprobe_attach, "beamprobe-attach:beamprobe_attach.beam",
+                  Bin]),
+    A = attach(Config, ["-q", "--seconds", "1", "-o", ?config(out, Config),
+                        short(Node), "bp_attach_work:double/1"]),
+    {0, Text} = wait_exit(A, 30000),
+    ct:log("attach said:~n~s", [Text]),
+    ?assertMatch({match, _}, re:run(Text, "removed the beamprobe_attach "
+                                    "module")),
+    assert_clean(Node, Before, Config).
+
+%% --events alone, no pattern (the list of patterns used to be encoded
+%% with two tails, and every such attach failed).
+events_only(Config) ->
+    Node = ?config(target, Config),
+    Before = snapshot(Node),
+    A = attach(Config, ["-q", "--seconds", "1", "--events", "send,receive",
+                        "-o", ?config(out, Config), short(Node)]),
+    {0, Text} = wait_exit(A, 30000),
+    ct:log("attach said:~n~s", [Text]),
+    ?assertMatch({match, _}, re:run(Text, "0 functions matched")),
+    assert_clean(Node, Before, Config).
+
+%% dbg traces a function and a process on the node: attach leaves both to
+%% it and says which, and they are dbg's afterwards.
+skipped_reported(Config) ->
+    Node = ?config(target, Config),
+    Holder = rpc:call(Node, bp_attach_work, hold_dbg, [self()]),
+    P = receive {dbg_on, Pid} -> Pid after 10000 -> ct:fail(no_dbg) end,
+    %% (--events: a session of local patterns and process flags; alone,
+    %% a pattern is traced through meta patterns, which coexist with
+    %% dbg's local one and take no process.)
+    A = attach(Config, ["--seconds", "1", "--events", "send",
+                        "-o", ?config(out, Config),
+                        short(Node), "bp_attach_work:double/1"]),
+    {0, Text} = wait_exit(A, 30000),
+    ct:log("attach said:~n~s", [Text]),
+    ?assertMatch({match, _}, re:run(Text, "0 functions matched; left to "
+                                    "another tool that traces them: 1 "
+                                    "function \\(\\[\\{bp_attach_work,double,1\\}\\]\\), 1 process")),
+    %% dbg's pattern and flags are dbg's still.
+    ?assertMatch({traced, local},
+                 rpc:call(Node, erlang, trace_info,
+                          [{bp_attach_work, double, 1}, traced])),
+    ?assertMatch({flags, [call]}, rpc:call(Node, erlang, trace_info,
+                                           [P, flags])),
+    Holder ! stop,
+    ok.
 
 %% The path of a node on another host: the NIF goes over distribution,
 %% the stream comes to this end's address of the connection (remote =>

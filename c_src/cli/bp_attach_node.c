@@ -106,18 +106,29 @@ static int get_text(const char *buf, int *idx, char *out, size_t n)
 	out[0] = '\0';
 	switch (type) {
 	case ERL_STRING_EXT:
-		if ((size_t)size >= n)
+	case ERL_BINARY_EXT: {
+		/* A text longer than out is cut, and says so. */
+		char *t = (size_t)size < n ? out : malloc((size_t)size + 1);
+		int rc;
+		if (!t)
 			return -1;
-		return ei_decode_string(buf, idx, out);
+		if (type == ERL_STRING_EXT) {
+			rc = ei_decode_string(buf, idx, t);
+			len = size;
+		} else {
+			rc = ei_decode_binary(buf, idx, t, &len);
+		}
+		if (rc == 0)
+			t[len] = '\0';
+		if (t != out) {
+			if (rc == 0 && n > 4)
+				snprintf(out, n, "%.*s...", (int)(n - 4), t);
+			free(t);
+		}
+		return rc < 0 ? -1 : 0;
+	}
 	case ERL_NIL_EXT:
 		return ei_decode_list_header(buf, idx, &size);
-	case ERL_BINARY_EXT:
-		if ((size_t)size >= n)
-			return -1;
-		if (ei_decode_binary(buf, idx, out, &len) < 0)
-			return -1;
-		out[len] = '\0';
-		return 0;
 	case ERL_ATOM_EXT:
 	case ERL_SMALL_ATOM_EXT:
 	case ERL_ATOM_UTF8_EXT:
@@ -270,6 +281,8 @@ int bp_attach_read_cookie(const char *opt, const char *file, char *out,
 		b[--len] = '\0';
 	snprintf(out, n, "%s", b);
 	free(b);
+	if (!len)
+		bp_cli_error("the cookie in %s is empty", file);
 	return len ? 0 : -1;
 }
 
@@ -292,6 +305,12 @@ int bp_attach_connect(struct bp_attach *a, const char *cookie, char *full,
 		size_t l = strlen(full);
 		snprintf(full + l, fulln - l, "@%s", h);
 		at = strchr(full, '@');
+		if (!at) {
+			bp_cli_error("node name too long (%zu characters at most)",
+				     fulln - 2 - strlen(h));
+			(void)l;
+			return -1;
+		}
 	}
 	longnames = strchr(at + 1, '.') != NULL;
 	snprintf(alive, sizeof alive, "beamprobe_attach_%ld", (long)getpid());
@@ -485,7 +504,18 @@ int bp_attach_spawn_agent(struct bp_attach *a, int loaded_self)
 	if (rc == 0 && (ei_decode_tuple_header(res.buff, &idx, &arity) ||
 			ei_decode_atom(res.buff, &idx, tag) || strcmp(tag, "ok") ||
 			ei_decode_pid(res.buff, &idx, &a->agent))) {
-		bp_cli_error("%s: the attach agent did not start", a->node);
+		char why[MAXATOMLEN_UTF8] = "";
+		idx = 0;
+		if (!ei_decode_tuple_header(res.buff, &idx, &arity) &&
+		    arity == 2 && !ei_decode_atom(res.buff, &idx, tag) &&
+		    !strcmp(tag, "error"))
+			ei_decode_atom(res.buff, &idx, why);
+		if (!strcmp(why, "busy"))
+			bp_cli_error("%s: another beamprobe attach or profile "
+				     "is active on this node", a->node);
+		else
+			bp_cli_error("%s: the attach agent did not start",
+				     a->node);
 		rc = -1;
 	}
 	a->have_agent = rc == 0;
@@ -766,6 +796,40 @@ int bp_attach_home(char *home, size_t n)
 	return 0;
 }
 
+/* beamprobe_attach was brought by an attach: is its agent there?  When
+ * it is not, even a second later (an attach between loading it and
+ * starting its agent takes one call), that attach died in between: the
+ * module is removed and which_self says so.  0 if it was an orphan. */
+static int orphan(struct bp_attach *a, char *which_self, size_t n)
+{
+	char out[64];
+	struct timespec ts = {1, 0};
+
+	for (int i = 0; i < 2; i++) {
+		if (rpc_atom_text(a, "erlang", "whereis",
+				  "beamprobe_attach_agent", out,
+				  sizeof out) != 0 ||
+		    strcmp(out, "undefined"))
+			return -1; /* an agent (a pid), or no answer */
+		if (i == 0)
+			nanosleep(&ts, NULL);
+	}
+	if (bp_attach_which(a, "beamprobe_attach", which_self, n) ||
+	    strncmp(which_self, "beamprobe-attach:", 17))
+		return 0; /* gone meanwhile (its attach cleaned up) */
+	rpc_atom_text(a, "code", "purge", "beamprobe_attach", out, sizeof out);
+	rpc_atom_text(a, "code", "delete", "beamprobe_attach", out,
+		      sizeof out);
+	rpc_atom_text(a, "code", "purge", "beamprobe_attach", out, sizeof out);
+	if (bp_attach_which(a, "beamprobe_attach", which_self, n) ||
+	    strcmp(which_self, "non_existing"))
+		return -1;
+	fprintf(stderr, "beamprobe: %s: removed the beamprobe_attach module "
+			"an attach that died before its agent started had "
+			"left\n", a->node);
+	return 0;
+}
+
 /* Steps 1-3 of cmd_attach.c's flow, for commands that run something
  * else than a trace session through the agent (cmd_profile.c). */
 int bp_attach_bring(struct bp_attach *a, const char *cookie, char *full,
@@ -782,7 +846,8 @@ int bp_attach_bring(struct bp_attach *a, const char *cookie, char *full,
 			    sizeof which_self) ||
 	    bp_attach_which(a, "beamprobe", which_bp, sizeof which_bp))
 		return -1;
-	if (!strncmp(which_self, "beamprobe-attach:", 17)) {
+	if (!strncmp(which_self, "beamprobe-attach:", 17) &&
+	    orphan(a, which_self, sizeof which_self) != 0) {
 		bp_cli_error("%s: another beamprobe attach or profile is active "
 			     "on this node (or one is still cleaning up)", full);
 		return -1;

@@ -98,10 +98,14 @@ static void fill_start(ei_x_buff *x, const void *arg)
 
 	ei_x_encode_tuple_header(x, 3);
 	ei_x_encode_atom(x, s->cluster ? "start_cluster" : "start");
-	ei_x_encode_list_header(x, s->npatterns);
-	for (int i = 0; i < s->npatterns; i++)
-		ei_x_encode_binary(x, s->patterns[i],
-				   (long)strlen(s->patterns[i]));
+	/* A list header of 0 elements is already the empty list: only a
+	 * non-empty list takes its tail. */
+	if (s->npatterns) {
+		ei_x_encode_list_header(x, s->npatterns);
+		for (int i = 0; i < s->npatterns; i++)
+			ei_x_encode_binary(x, s->patterns[i],
+					   (long)strlen(s->patterns[i]));
+	}
 	ei_x_encode_empty_list(x);
 	ei_x_encode_map_header(x, n);
 	ei_x_encode_atom(x, "tcp");
@@ -115,7 +119,8 @@ static void fill_start(ei_x_buff *x, const void *arg)
 		ei_x_encode_atom(x, "self_beam");
 		ei_x_encode_binary(x, s->self_beam, s->self_beam_len);
 		ei_x_encode_atom(x, "streams");
-		ei_x_encode_list_header(x, s->ss->n);
+		if (s->ss->n)
+			ei_x_encode_list_header(x, s->ss->n);
 		for (int i = 0; i < s->ss->n; i++) {
 			ei_x_encode_tuple_header(x, 2);
 			ei_x_encode_binary(x, s->ss->s[i].node,
@@ -140,12 +145,15 @@ static void fill_start(ei_x_buff *x, const void *arg)
 	}
 	ei_x_encode_atom(x, "events");
 	if (s->events) {
-		char buf[512], *save = NULL, *tok;
-		snprintf(buf, sizeof buf, "%s", s->events);
-		for (tok = strtok_r(buf, ",", &save); tok;
-		     tok = strtok_r(NULL, ",", &save)) {
+		const char *tok = s->events, *end;
+		for (; *tok; tok = *end ? end + 1 : end) {
+			end = strchr(tok, ',');
+			if (!end)
+				end = tok + strlen(tok);
+			if (end == tok)
+				continue;
 			ei_x_encode_list_header(x, 1);
-			ei_x_encode_binary(x, tok, (long)strlen(tok));
+			ei_x_encode_binary(x, tok, (long)(end - tok));
 		}
 	}
 	ei_x_encode_empty_list(x);
@@ -386,7 +394,7 @@ int bp_cmd_attach(int argc, char **argv)
 	char cookie[512], node[512], dir[PATH_MAX], text[2048],
 		nodes_text[16384];
 	int c, print = -1, rc = EXIT_FAIL, lfd = -1, done = 0, lost = 0;
-	int tmp_dir = 0, bring = 0, sig_fd = -1;
+	int tmp_dir = 0, bring = 0, sig_fd = -1, printer_cut = 0;
 	long long v;
 	pid_t printer = -1;
 	uint64_t done_at = 0, lost_at = 0;
@@ -568,13 +576,8 @@ int bp_cmd_attach(int argc, char **argv)
 				break;
 			continue;
 		}
-		if (n > 0 && (p[2].revents & POLLIN)) {
-			int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-			if (fd >= 0 && conn.fd >= 0)
-				close(fd);
-			else if (fd >= 0)
-				bp_recv_conn_init(&conn, fd);
-		}
+		if (n > 0 && (p[2].revents & POLLIN))
+			bp_recv_accept(&r, lfd, &conn);
 		if (n > 0 && conn.fd >= 0 &&
 		    (p[3].revents & (POLLIN | POLLHUP | POLLERR))) {
 			int k = bp_recv_conn_read(&r, &conn);
@@ -601,8 +604,8 @@ int bp_cmd_attach(int argc, char **argv)
 			rc = EXIT_FAIL;
 		if (printer > 0) {
 			mark_dir(dir, 1);
-			wait_child(printer, done && ended ? 5000
-				   : done ? 500 : 300);
+			printer_cut = wait_child(printer, done && ended ? 5000
+						 : done ? 500 : 300) != 0;
 			printer = -1;
 			mark_dir(dir, 0);
 		}
@@ -622,7 +625,17 @@ int bp_cmd_attach(int argc, char **argv)
 	}
 out:
 	if (printer > 0)
-		wait_child(printer, r.ended ? 5000 : 500);
+		printer_cut = wait_child(printer, r.ended ? 5000 : 500) != 0;
+	if (printer_cut && tmp_dir && (r.have_uuid || sa.cluster)) {
+		/* Its output was read too slowly to print everything in
+		 * time: what it did not print stays readable. */
+		fprintf(stderr, "beamprobe: the printer was stopped before "
+				"the end of the trace (its output is read "
+				"slowly): the whole trace is kept in %s "
+				"('beamprobe %s %s')\n", dir,
+			sa.cluster ? "cluster --print" : "print", dir);
+		tmp_dir = 0;
+	}
 	if (a.fd >= 0)
 		close(a.fd); /* the agent, if still there, cleans up now */
 	if (lfd >= 0)
