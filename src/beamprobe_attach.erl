@@ -238,8 +238,18 @@ handle({load_app, Text, NifPath}, St) ->
                                     [R])}, St}
     end;
 handle({load, Mod, Bin}, St) when is_atom(Mod), is_binary(Bin) ->
-    case code:load_binary(Mod, ?PREFIX ++ atom_to_list(Mod) ++ ".beam",
-                          Bin) of
+    %% A module of the node's own (beamprobe itself not on its code path,
+    %% one of its modules loaded some other way): replacing it would purge
+    %% what runs it, and it would not come back.
+    Own = Mod =/= ?MODULE andalso code:is_loaded(Mod),
+    case Own =:= false andalso
+        code:load_binary(Mod, ?PREFIX ++ atom_to_list(Mod) ++ ".beam", Bin) of
+        false ->
+            {file, Where} = Own,
+            {{error, text("~tp is already loaded on this node (from ~tp): "
+                          "attach would replace it, so it brings nothing; "
+                          "put beamprobe on the node's code path to use "
+                          "the node's own copy", [Mod, Where])}, St};
         {module, Mod} -> {ok, St#ag{bins = [{Mod, Bin} | St#ag.bins]}};
         {error, R} -> {{error, text("cannot load ~tp: ~tp", [Mod, R])}, St}
     end;

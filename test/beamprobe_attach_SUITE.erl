@@ -28,7 +28,7 @@
          cluster_other_host/1,
          cluster_node_killed/1, cluster_node_killed_nif_sent/1,
          cluster_no_output/1, two_at_once/1, orphan_agent_module/1,
-         events_only/1, skipped_reported/1]).
+         events_only/1, skipped_reported/1, own_module_kept/1]).
 
 -define(N, 500).
 -define(CN, 50).
@@ -41,7 +41,7 @@ all() -> [traces_n_calls, prints_live, session_limit_ends,
           cluster_other_host,
           cluster_node_killed, cluster_node_killed_nif_sent,
           cluster_no_output, two_at_once, orphan_agent_module,
-          events_only, skipped_reported].
+          events_only, skipped_reported, own_module_kept].
 
 init_per_suite(Config) ->
     case node() of
@@ -415,6 +415,26 @@ orphan_agent_module(Config) ->
     ?assertMatch({match, _}, re:run(Text, "removed the beamprobe_attach "
                                     "module")),
     assert_clean(Node, Before, Config).
+
+%% A node that has one of beamprobe's modules loaded from elsewhere (not
+%% beamprobe itself on its path): attach refuses to replace it, says
+%% which, and the node keeps its own copy and nothing else (attach used
+%% to load its copy over it and leave that).
+own_module_kept(Config) ->
+    Node = ?config(target, Config),
+    Own = filename:rootname(code:which(beamprobe_pattern)),
+    {module, beamprobe_pattern} = rpc:call(Node, code, load_abs, [Own]),
+    ?assertEqual(non_existing, rpc:call(Node, code, which, [beamprobe])),
+    Before = snapshot(Node),
+    A = attach(Config, ["-q", "--seconds", "1", "-o", ?config(out, Config),
+                        short(Node), "bp_attach_work:double/1"]),
+    {2, Text} = wait_exit(A, 30000),
+    ct:log("attach said:~n~s", [Text]),
+    ?assertMatch({match, _}, re:run(Text, "beamprobe_pattern is already "
+                                    "loaded on this node")),
+    assert_clean(Node, Before, Config),
+    ?assertEqual(Own ++ ".beam",
+                 rpc:call(Node, code, which, [beamprobe_pattern])).
 
 %% --events alone, no pattern (the list of patterns used to be encoded
 %% with two tails, and every such attach failed).
