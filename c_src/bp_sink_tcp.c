@@ -434,14 +434,17 @@ void bp_tcp_pump(struct bp_session *s)
 /* ---- the queue ------------------------------------------------------- */
 
 /* Room for n more bytes at the end of the queue (moving what is left to
- * the front if that makes room)? */
+ * the front if that makes room)?  It moves only when at least a quarter
+ * of the queue is free at its front: each byte is moved at most a few
+ * times, not once per packet queued behind a slow receiver (with a queue
+ * of up to 2 GiB, a move per packet would keep the collector busy). */
 static int room(struct bp_tcp_sink *t, size_t n)
 {
 	if (t->fcount >= MAX_FRAMES)
 		return 0;
 	if (t->qlen + n <= t->qcap)
 		return 1;
-	if (t->qoff && t->qlen - t->qoff + n <= t->qcap) {
+	if (t->qoff >= t->qcap / 4 && t->qlen - t->qoff + n <= t->qcap) {
 		memmove(t->q, t->q + t->qoff, t->qlen - t->qoff);
 		t->qlen -= t->qoff;
 		t->spos -= t->qoff;
