@@ -206,7 +206,14 @@ static int get_tcp(ErlNifEnv *env, ERL_NIF_TERM cfg, struct bp_session *s)
 		return 0;
 	s->tcp_kinds = kinds;
 	s->tcp = bp_tcp_new(s, &ss, sl, q, s->max_slots, s->packet_size);
-	return s->tcp != NULL;
+	if (!s->tcp)
+		return 0;
+	if (enif_get_map_value(env, cfg, enif_make_atom(env, "tcp_token"),
+			       &v) &&
+	    (!enif_inspect_binary(env, v, &a) ||
+	     bp_tcp_set_token(s->tcp, a.data, a.size) != 0))
+		return 0;
+	return 1;
 }
 
 ERL_NIF_TERM bp_nif_start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,

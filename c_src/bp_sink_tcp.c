@@ -21,8 +21,9 @@
  *
  * Wire format (docs/format.md, "Stream"): frames of a 12-byte header
  * (u32 magic "BPS1", u32 type, u32 payload length; little endian) and a
- * payload: HELLO (u32 version, uuid, metadata text), PACKET (one CTF
- * packet), END; from the receiver ACK (u64 frames written) and REFUSED.
+ * payload: HELLO (u32 version, uuid, u32 token length, token, metadata
+ * text), PACKET (one CTF packet), END; from the receiver ACK (u64 frames
+ * written) and REFUSED.
  */
 #include "bp_sink_tcp.h"
 #include "bp_session.h"
@@ -67,6 +68,8 @@ struct bp_tcp_sink {
 	int connecting; /* a non-blocking connect is under way */
 	uint64_t next_try;
 	uint8_t *hello; /* the HELLO frame, whole */
+	uint8_t token[BP_STREAM_TOKEN_MAX]; /* what the receiver expects */
+	uint32_t token_len;
 	size_t hello_len, hello_off; /* hello_off < hello_len: being sent */
 	uint8_t *q;     /* the send queue: frames back to back */
 	size_t qcap, qoff, qlen; /* confirmed up to qoff; used up to qlen */
@@ -215,18 +218,31 @@ static void put_frame_hdr(uint8_t *p, uint32_t type, uint32_t len)
 	bp_put_u32(p + 8, len);
 }
 
+int bp_tcp_set_token(struct bp_tcp_sink *t, const uint8_t *token,
+		     size_t len)
+{
+	if (len > BP_STREAM_TOKEN_MAX)
+		return EINVAL;
+	memcpy(t->token, token, len);
+	t->token_len = (uint32_t)len;
+	return 0;
+}
+
 int bp_tcp_set_metadata(struct bp_tcp_sink *t, const uint8_t uuid[16],
 			const char *text, size_t len)
 {
-	size_t n = BP_STREAM_FRAME_HDR + 4 + 16 + len;
-	uint8_t *h = malloc(n);
+	size_t n = BP_STREAM_FRAME_HDR + 4 + 16 + 4 + t->token_len + len;
+	uint8_t *h = malloc(n), *p;
 
 	if (!h)
 		return ENOMEM;
 	put_frame_hdr(h, BP_STREAM_HELLO, (uint32_t)(n - BP_STREAM_FRAME_HDR));
-	bp_put_u32(h + BP_STREAM_FRAME_HDR, BP_STREAM_VERSION);
-	memcpy(h + BP_STREAM_FRAME_HDR + 4, uuid, 16);
-	memcpy(h + BP_STREAM_FRAME_HDR + 20, text, len);
+	p = h + BP_STREAM_FRAME_HDR;
+	bp_put_u32(p, BP_STREAM_VERSION);
+	memcpy(p + 4, uuid, 16);
+	bp_put_u32(p + 20, t->token_len);
+	memcpy(p + 24, t->token, t->token_len);
+	memcpy(p + 24 + t->token_len, text, len);
 	free(t->hello);
 	t->hello = h;
 	t->hello_len = n;

@@ -19,7 +19,8 @@ struct bp_tcp_sink;
 #define BP_STREAM_MAGIC 0x31535042u /* "BPS1" */
 #define BP_STREAM_FRAME_HDR 12
 enum bp_stream_frame {
-	BP_STREAM_HELLO = 1,  /* u32 version, uuid[16], metadata text */
+	BP_STREAM_HELLO = 1,  /* u32 version, uuid[16], u32 token length,
+				 token, metadata text */
 	BP_STREAM_PACKET = 2, /* one CTF packet, as in a thread-NNN file */
 	BP_STREAM_END = 3,    /* the session ended; nothing follows */
 	BP_STREAM_REFUSED = 4, /* receiver -> sink: this stream is refused,
@@ -28,6 +29,9 @@ enum bp_stream_frame {
 				  connection (after HELLO) written */
 };
 #define BP_STREAM_VERSION 2
+/* A token the receiver checks (output => {tcp, A, #{token => T}},
+ * `receive --token-file', given by attach itself): at most this long. */
+#define BP_STREAM_TOKEN_MAX 256
 
 /* Counters of the sink (info/stop: the `stream' map). */
 struct bp_tcp_counts {
@@ -50,6 +54,11 @@ struct bp_tcp_sink *bp_tcp_new(struct bp_session *owner,
 			       socklen_t addrlen, uint64_t queue_bytes,
 			       uint32_t max_slots, size_t packet_size);
 void bp_tcp_free(struct bp_tcp_sink *t);
+
+/* The token sent in every HELLO (before bp_tcp_set_metadata); EINVAL
+ * when longer than BP_STREAM_TOKEN_MAX. */
+int bp_tcp_set_token(struct bp_tcp_sink *t, const uint8_t *token,
+		     size_t len);
 
 /* Keeps the metadata text sent at the start of every connection. */
 int bp_tcp_set_metadata(struct bp_tcp_sink *t, const uint8_t uuid[16],

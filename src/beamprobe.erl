@@ -127,7 +127,8 @@
               | {tcp, tcp_address()}
               | {tcp, tcp_address(), #{events => all | [atom()],
                                        remote => boolean(),
-                                       queue => pos_integer()}}.
+                                       queue => pos_integer(),
+                                       token => binary()}}.
 -type tcp_address() :: string() | binary()
                      | {inet:ip_address() | string(), inet:port_number()}.
 %% Where events go: CTF files, an Erlang handler (beamprobe_handler)
@@ -141,7 +142,9 @@
 %% (docs/format.md, "Stream"); loopback addresses only unless `remote =>
 %% true'; a receiver that cannot keep up makes the sink drop whole packets
 %% at the source once its `queue' (bytes, 8 MiB) is full, counted in the
-%% summary (`dropped' key `stream', and `stream' counters).
+%% summary (`dropped' key `stream', and `stream' counters); `token' (up to
+%% 256 bytes) is sent in the stream's greeting for a receiver started
+%% with `--token-file' (attach makes and checks one by itself).
 
 -type summary() ::
         #{events := non_neg_integer(),

@@ -317,11 +317,12 @@ start_cluster(Patterns, Opts, St0) ->
     end.
 
 %% Each node's stream: the command line's address, a port per node.
-streams(#{streams := L, tcp := {IP, _, Remote}}) when is_list(L), L =/= [] ->
+streams(#{streams := L, tcp := {IP, _, Remote, Token}})
+  when is_list(L), L =/= [] ->
     try
         {ok, maps:from_list(
                [{binary_to_existing_atom(N, utf8),
-                 {tcp, {IP, Port}, #{remote => Remote}}}
+                 {tcp, {IP, Port}, #{remote => Remote, token => Token}}}
                 || {N, Port} <- L])}
     catch error:badarg ->
             {error, text("--cluster: a node the command line named is not "
@@ -509,7 +510,8 @@ private_dir() ->
 %% @doc The session spec of an attach: patterns in the language of
 %% beamprobe:calls/2 and beamprobe:messages/2, options from the command
 %% line (`procs', `events', `seconds', `max_events', `return', `args',
-%% `tcp' => {IP, Port, Remote}).
+%% `tcp' => {IP, Port, Remote, Token}: where to stream, and the token the
+%% command line's receiver checks).
 -spec session_spec([binary() | string()], map()) ->
           {ok, beamprobe:spec()} | {error, binary()}.
 session_spec(Patterns, Opts) ->
@@ -523,7 +525,7 @@ session_spec(Patterns, Opts) ->
         Events = lists:usort([K || {K, _} <- Msgs] ++
                                  [event(E) || E <- maps:get(events, Opts, [])]),
         Procs = procs(maps:get(procs, Opts, <<"all">>)),
-        {IP, Port, Remote} = maps:get(tcp, Opts),
+        {IP, Port, Remote, Token} = maps:get(tcp, Opts),
         Limits = #{seconds => maps:get(seconds, Opts, 60),
                    events => maps:get(max_events, Opts, infinity)},
         {ok, #{calls => Calls, messages => Msgs, events => Events,
@@ -534,7 +536,8 @@ session_spec(Patterns, Opts) ->
                          maps:get(args, Opts, <<"full">>), utf8),
                limits => Limits,
                tag => beamprobe_attach,
-               output => {tcp, {IP, Port}, #{remote => Remote}}}}
+               output => {tcp, {IP, Port}, #{remote => Remote,
+                                             token => Token}}}}
     catch throw:{bad, Text} -> {error, Text}
     end.
 

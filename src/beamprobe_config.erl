@@ -345,15 +345,19 @@ sinks([{tcp, Addr} | T], S, Acc) -> sinks([{tcp, Addr, #{}} | T], S, Acc);
 sinks([{tcp, Addr, Opts} = O | T], S, Acc) when is_map(Opts) ->
     Remote = maps:get(remote, Opts, false),
     Queue = maps:get(queue, Opts, 8 bsl 20),
+    Token = maps:get(token, Opts, <<>>),
     case [X || #{type := tcp} = X <- Acc] of
         [_ | _] -> {error, {bad_option, output, "at most one tcp sink"}};
         [] when not is_boolean(Remote) -> bad({output, remote}, Remote);
+        [] when not (is_binary(Token) andalso byte_size(Token) =< 256) ->
+            bad({output, token}, Token);
         [] when not (is_integer(Queue) andalso Queue >= 65536
                      andalso Queue =< 1 bsl 31) ->
             bad({output, queue}, Queue);
         [] ->
-            case {tcp_address(Addr), sink_opts(maps:without([remote, queue],
-                                                            Opts), [events])} of
+            case {tcp_address(Addr),
+                  sink_opts(maps:without([remote, queue, token], Opts),
+                            [events])} of
                 {error, _} -> bad(output, O);
                 {_, {error, _} = E} -> E;
                 {{ok, IP, Port}, {ok, Common}} ->
@@ -361,7 +365,8 @@ sinks([{tcp, Addr, Opts} = O | T], S, Acc) when is_map(Opts) ->
                         true ->
                             sinks(T, S, [Common#{type => tcp, addr => IP,
                                                  port => Port,
-                                                 queue => Queue} | Acc]);
+                                                 queue => Queue,
+                                                 token => Token} | Acc]);
                         false -> {error, {not_loopback, Addr}}
                     end
             end

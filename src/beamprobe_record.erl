@@ -46,8 +46,11 @@ start() ->
 owner(Parent, Addr, Pats, OptText) ->
     [Host, Port] = string:split(Addr, ":", trailing),
     Opts0 = maps:from_list([kv(KV) || KV <- string:lexemes(OptText, ";")]),
+    Token = binary:decode_hex(list_to_binary(
+                                os:getenv("BEAMPROBE_RECORD_TOKEN", ""))),
     Opts = maps:merge(#{seconds => infinity},
-                      Opts0#{tcp => {Host, list_to_integer(Port), false}}),
+                      Opts0#{tcp => {Host, list_to_integer(Port), false,
+                                     Token}}),
     Patterns = [unicode:characters_to_binary(P)
                 || P <- string:lexemes(Pats, "\n")],
     Reply = case beamprobe_attach:session_spec(Patterns, Opts) of

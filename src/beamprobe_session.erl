@@ -541,13 +541,14 @@ unknown_stats(E) ->
 %% The TCP stream sink's part of the NIF configuration (bp_sink_tcp.c).
 tcp_config(Sinks) ->
     case [X || #{type := tcp} = X <- Sinks] of
-        [#{addr := IP, port := Port, kinds := K, queue := Q}] ->
+        [#{addr := IP, port := Port, kinds := K, queue := Q} = X] ->
             Bin = case IP of
                       {A, B, C, D} -> <<A, B, C, D>>;
                       {_, _, _, _, _, _, _, _} ->
                           << <<W:16>> || W <- tuple_to_list(IP) >>
                   end,
-            #{tcp => {Bin, Port}, tcp_kinds => K, tcp_queue => Q};
+            #{tcp => {Bin, Port}, tcp_kinds => K, tcp_queue => Q,
+              tcp_token => maps:get(token, X, <<>>)};
         [] -> #{}
     end.
 

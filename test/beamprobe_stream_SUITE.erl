@@ -14,14 +14,14 @@
 -export([received_trace_is_whole/1, stalled_receiver/1, reconnects/1,
          loopback_only/1, bad_addresses/1, other_session_refused/1,
          connection_cut_loses_nothing/1, receiver_that_drops_counted/1,
-         silent_squatter_gives_way/1]).
+         silent_squatter_gives_way/1, token_checked/1]).
 
 -import(beamprobe_test_lib, [init_case/2, clear_trace_state/0]).
 
 all() -> [received_trace_is_whole, stalled_receiver, reconnects,
           loopback_only, bad_addresses, other_session_refused,
           connection_cut_loses_nothing, receiver_that_drops_counted,
-          silent_squatter_gives_way].
+          silent_squatter_gives_way, token_checked].
 
 init_per_suite(Config) ->
     beamprobe_test_lib:require_tracer(),
@@ -316,6 +316,50 @@ squatter(Dir, Rx, Port) ->
     Calls = [E || #{name := <<"call">>} = E <-
                       beamprobe_test_lib:trace(Dir)],
     ?assertEqual(1000, length(Calls)).
+
+%% A receiver started with --token-file takes only a session that sends
+%% that token: one with another token sees nothing confirmed and counts
+%% every event lost; one with the token is received whole.
+token_checked(Config) ->
+    Dir = filename:join(?config(case_dir, Config), "recv"),
+    File = filename:join(?config(case_dir, Config), "token"),
+    ok = file:write_file(File, <<"s3cret\n">>),
+    {Rx, Port} = receiver(Dir, ["--token-file", File]),
+    {os_pid, RxOs} = erlang:port_info(Rx, os_pid),
+    try tokens(Dir, Rx, Port)
+    after os:cmd("kill -TERM " ++ integer_to_list(RxOs) ++ " 2>/dev/null")
+    end.
+
+tokens(Dir, Rx, Port) ->
+    Addr = {{127, 0, 0, 1}, Port},
+    Is = lists:seq(1, 100),
+    {error, {bad_option, {output, token}, _}} =
+        beamprobe:start(#{calls => [{lists, seq, 2}],
+                          output => {tcp, Addr, #{token => "s3cret"}}}),
+    {ok, A} = beamprobe:start(#{calls => [{lists, seq, 2}],
+                                procs => [self()],
+                                output => {tcp, Addr,
+                                           #{token => <<"guess">>}}}),
+    [lists:seq(1, I rem 3) || I <- Is],
+    timer:sleep(300),
+    {ok, SumA} = beamprobe:stop(A),
+    ct:log("wrong token: ~p", [SumA]),
+    #{events := 100, dropped := #{stream := 100},
+      stream := #{packets_sent := 0}} = SumA,
+    {ok, B} = beamprobe:start(#{calls => [{lists, seq, 2}],
+                                procs => [self()],
+                                output => {tcp, Addr,
+                                           #{token => <<"s3cret">>}}}),
+    [lists:seq(1, I rem 3) || I <- Is],
+    {ok, SumB} = beamprobe:stop(B),
+    #{events := 100, dropped := #{total := 0}} = SumB,
+    {_, Out} = wait_port(Rx),
+    ct:log("receive: ~s", [Out]),
+    ?assertMatch({match, _}, re:run(Out, "refused: wrong token")),
+    ?assertMatch({match, _}, re:run(Out, "the session ended")),
+    Calls = [E || #{name := <<"call">>} = E <-
+                      beamprobe_test_lib:trace(Dir)],
+    ?assertEqual(100, length(Calls)).
 
 %%% Helpers
 

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <poll.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -166,6 +167,46 @@ bad:
 	return -1;
 }
 
+int bp_recv_new_token(struct bp_recv *r, char hex[33])
+{
+	if (getrandom(r->token, 16, 0) != 16) {
+		say("cannot make a stream token: %s%s", strerror(errno), "");
+		return -1;
+	}
+	r->token_len = 16;
+	for (int i = 0; i < 16; i++)
+		snprintf(hex + 2 * i, 3, "%02x", r->token[i]);
+	return 0;
+}
+
+int bp_recv_token_file(struct bp_recv *r, const char *file)
+{
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
+	uint8_t b[BP_STREAM_TOKEN_MAX + 3];
+	ssize_t n;
+
+	if (fd < 0) {
+		say("%s: %s", file, strerror(errno));
+		return -1;
+	}
+	n = read(fd, b, sizeof b);
+	close(fd);
+	if (n < 0) {
+		say("%s: %s", file, strerror(errno));
+		return -1;
+	}
+	while (n > 0 && (b[n - 1] == '\n' || b[n - 1] == '\r'))
+		n--;
+	if (n == 0 || n > BP_STREAM_TOKEN_MAX) {
+		say("%s: %s", file, n ? "longer than 256 bytes"
+				      : "empty: no token in it");
+		return -1;
+	}
+	memcpy(r->token, b, (size_t)n);
+	r->token_len = (size_t)n;
+	return 0;
+}
+
 static uint64_t mono_ms(void)
 {
 	struct timespec ts;
@@ -295,13 +336,28 @@ static int hello(struct bp_recv *r, struct bp_recv_conn *c, const uint8_t *p,
 {
 	int fd;
 
-	if (n < 20 || bp_get_u32(p) != BP_STREAM_VERSION) {
+	uint32_t tl;
+
+	if (n < 24 || bp_get_u32(p) != BP_STREAM_VERSION) {
 		char v[16], w[16];
 		snprintf(v, sizeof v, "%u", n < 4 ? 0 : bp_get_u32(p));
 		snprintf(w, sizeof w, "%u", BP_STREAM_VERSION);
 		say("stream: version %s, this beamprobe reads version %s "
 		    "(sender and receiver must be the same release)", v, w);
 		return -1;
+	}
+	tl = bp_get_u32(p + 20);
+	if (tl > n - 24 || tl > BP_STREAM_TOKEN_MAX) {
+		say("stream: malformed greeting from %s%s", c->peer, "");
+		return -1;
+	}
+	if (r->token_len &&
+	    (tl != r->token_len || memcmp(p + 24, r->token, tl) != 0)) {
+		if (r->bad_token++ < 3) /* a sender retries: named thrice */
+			say("stream from %s refused: %s", c->peer,
+			    tl ? "wrong token"
+			       : "no token (this receiver expects one)");
+		return 0; /* not ours: closed, and not a damaged stream */
 	}
 	if (r->have_uuid) {
 		if (memcmp(r->uuid, p + 4, 16) != 0) {
@@ -321,7 +377,7 @@ static int hello(struct bp_recv *r, struct bp_recv_conn *c, const uint8_t *p,
 	}
 	fd = openat(r->dirfd, "metadata",
 		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0 || write_all(fd, p + 20, n - 20) != 0) {
+	if (fd < 0 || write_all(fd, p + 24 + tl, n - 24 - tl) != 0) {
 		say("%s/metadata: %s", r->dir, strerror(errno));
 		if (fd >= 0)
 			close(fd);

@@ -35,7 +35,12 @@ struct bp_recv {
 	uint64_t resent;   /* packets skipped so */
 	uint64_t turned_away; /* connections refused: another sender held
 				 the place */
+	uint64_t bad_token;   /* connections refused: wrong or no token */
 	int ended;    /* END frame received */
+	/* A sender must send this token in its HELLO (token_len 0: any
+	 * sender; see bp_recv_token). */
+	uint8_t token[256];
+	size_t token_len;
 	int quiet;
 };
 
@@ -48,6 +53,14 @@ void bp_recv_close(struct bp_recv *r);
  * there; port 0 picks one.  The listening fd, or -1 with the reason
  * printed.  bound_port: the port bound. */
 int bp_recv_listen(const char *addr, int *bound_port);
+
+/* Makes a random token for r (16 bytes from getrandom), written as hex
+ * into hex (33 bytes); 0, or -1 with the reason printed.  For the
+ * commands that start the sender themselves (attach, record). */
+int bp_recv_new_token(struct bp_recv *r, char hex[33]);
+/* Reads r's token from file (its bytes, a final newline dropped); 0, or
+ * -1 with the reason printed. */
+int bp_recv_token_file(struct bp_recv *r, const char *file);
 
 void bp_recv_conn_init(struct bp_recv_conn *c, int fd);
 

@@ -87,6 +87,9 @@ struct start_arg {
 	int cluster;
 	char *self_beam;
 	long self_beam_len;
+	/* The token the streams' greetings must carry (bp_recv.h). */
+	const uint8_t *token;
+	size_t token_len;
 	const struct bp_attach_streams *ss;
 };
 
@@ -109,10 +112,11 @@ static void fill_start(ei_x_buff *x, const void *arg)
 	ei_x_encode_empty_list(x);
 	ei_x_encode_map_header(x, n);
 	ei_x_encode_atom(x, "tcp");
-	ei_x_encode_tuple_header(x, 3);
+	ei_x_encode_tuple_header(x, 4);
 	ei_x_encode_string(x, s->ip);
 	ei_x_encode_long(x, s->port);
 	ei_x_encode_boolean(x, s->remote);
+	ei_x_encode_binary(x, s->token, (long)s->token_len);
 	ei_x_encode_atom(x, "seconds");
 	ei_x_encode_long(x, s->seconds);
 	if (s->cluster) {
@@ -476,6 +480,13 @@ int bp_cmd_attach(int argc, char **argv)
 		return BP_EXIT_USAGE;
 	}
 	r.quiet = 1;
+	/* Only the node's session can send us its stream: a token of ours
+	 * in its greeting (another local user cannot know it). */
+	char tokhex[33];
+	if (bp_recv_new_token(&r, tokhex) != 0)
+		goto out;
+	sa.token = r.token;
+	sa.token_len = r.token_len;
 	if ((sig_fd = bp_attach_catch_signals()) < 0)
 		goto out;
 
@@ -498,6 +509,10 @@ int bp_cmd_attach(int argc, char **argv)
 		if (bp_attach_streams_open(&ss, dir, nodes_text,
 					   a.local_ip) != 0)
 			goto out;
+		for (int i = 0; i < ss.n; i++) {
+			memcpy(ss.s[i].r.token, r.token, r.token_len);
+			ss.s[i].r.token_len = r.token_len;
+		}
 		sa.ss = &ss;
 		a.on_env = bp_attach_streams_env;
 		a.env_ctx = &ss;

@@ -30,17 +30,19 @@ int bp_cmd_receive(int argc, char **argv)
 		{"listen", required_argument, 0, 'l'},
 		{"output", required_argument, 0, 'o'},
 		{"keep", no_argument, 0, 'k'},
+		{"token-file", required_argument, 0, 't'},
 		{"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0}};
-	const char *listen_addr = NULL, *dir = NULL;
-	static struct bp_recv r;
+	const char *listen_addr = NULL, *dir = NULL, *token_file = NULL;
+	static struct bp_recv r, tok;
 	struct bp_recv_conn conn;
 	struct sigaction sa;
 	int c, lfd, port = 0, keep = 0, rc = BP_EXIT_OK;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "l:o:kh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "l:o:kt:h", opts, NULL)) != -1) {
 		switch (c) {
+		case 't': token_file = optarg; break;
 		case 'l': listen_addr = optarg; break;
 		case 'o': dir = optarg; break;
 		case 'k': keep = 1; break;
@@ -56,10 +58,17 @@ int bp_cmd_receive(int argc, char **argv)
 						"required");
 	if ((lfd = bp_recv_listen(listen_addr, &port)) < 0)
 		return BP_EXIT_USAGE;
+	/* The token first: a bad one leaves no directory made. */
+	if (token_file && bp_recv_token_file(&tok, token_file) != 0) {
+		close(lfd);
+		return BP_EXIT_USAGE;
+	}
 	if (bp_recv_open(&r, dir) != 0) {
 		close(lfd);
 		return BP_EXIT_USAGE;
 	}
+	memcpy(r.token, tok.token, tok.token_len);
+	r.token_len = tok.token_len;
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = on_signal;
 	sigaction(SIGINT, &sa, NULL);
@@ -97,6 +106,10 @@ int bp_cmd_receive(int argc, char **argv)
 		(unsigned long long)r.connections,
 		r.connections == 1 ? "" : "s",
 		r.ended ? "; the session ended" : "; the session did not end");
+	if (r.bad_token)
+		fprintf(stderr, "beamprobe: %llu connections refused for a "
+				"wrong or missing token\n",
+			(unsigned long long)r.bad_token);
 	if (r.resent || r.turned_away)
 		fprintf(stderr, "beamprobe: %llu packets sent again after a "
 				"reconnection (already written: skipped), "

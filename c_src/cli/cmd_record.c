@@ -135,6 +135,12 @@ int bp_cmd_record(int argc, char **argv)
 		 home, old ? " " : "", old ? old : "");
 	setenv("ERL_AFLAGS", aflags, 1);
 	setenv("BEAMPROBE_RECORD_ADDR", addr, 1);
+	/* The program's session sends it: no other local user can stream
+	 * into this trace meanwhile. */
+	char tokhex[33];
+	if (bp_recv_new_token(&r, tokhex) != 0)
+		return 2;
+	setenv("BEAMPROBE_RECORD_TOKEN", tokhex, 1);
 	setenv("BEAMPROBE_RECORD_PATTERNS", pats, 1);
 	setenv("BEAMPROBE_RECORD_OPTS", opts, 1);
 

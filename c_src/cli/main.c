@@ -218,7 +218,7 @@ static const struct command commands[] = {
 	 "  --max-events N, --procs, --events, --return, --args: as attach\n"
 	 "  -h, --help           this help\n"},
 	{"receive", bp_cmd_receive, "write a session's TCP stream as a trace directory",
-	 "Usage: beamprobe receive --listen ADDR -o DIR [--keep]\n"
+	 "Usage: beamprobe receive --listen ADDR -o DIR [--keep] [--token-file F]\n"
 	 "\n"
 	 "Listens on ADDR (HOST:PORT, [V6]:PORT, or PORT alone for\n"
 	 "127.0.0.1:PORT; port 0 picks a free one, printed on stderr) for the\n"
@@ -228,7 +228,9 @@ static const struct command commands[] = {
 	 "confirms each packet written; a dropped connection reconnects and\n"
 	 "the sender sends what was not confirmed again (a packet already\n"
 	 "written is skipped).  One sender at a time: a connection silent\n"
-	 "for 3 s gives its place to the next; senders are not authenticated.\n"
+	 "for 3 s gives its place to the next.  With --token-file, only a\n"
+	 "sender that sends that token (output => {tcp, A, #{token => T}})\n"
+	 "is taken; without, any sender that connects first is.\n"
 	 "Ends when the session ends (DIR/.complete is then written, where\n"
 	 "'print --follow DIR' stops) or on ^C.\n"
 	 "\n"
@@ -236,6 +238,8 @@ static const struct command commands[] = {
 	 "                     address is given)\n"
 	 "  -o, --output DIR   the trace directory\n"
 	 "  -k, --keep         keep listening after the session ended\n"
+	 "  -t, --token-file F the token senders must send (F's bytes, a\n"
+	 "                     final newline dropped; at most 256)\n"
 	 "  -h, --help         this help\n"},
 	{"info", bp_cmd_info, "node, time span, event counts, losses, files",
 	 "Usage: beamprobe info DIR\n"

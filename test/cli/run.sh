@@ -133,6 +133,26 @@ check "receive of a resent stream: exit 0" "$rc" 0
 check "receive: packet 1 written once (3 packets of 76 bytes)" "$(stat -c %s "$WORK/rx-ack/thread-000" 2>/dev/null)" 228
 grep -q "1 packets sent again" "$WORK/rx-ack.err" && ok "receive: counts the packet sent again" || not_ok "receive: counts the packet sent again" "$(cat "$WORK/rx-ack.err")"
 
+# --token-file: a sender without the token, or with another, is refused
+# and named; the one with it is taken.
+printf 's3cret\n' > "$WORK/token"
+timeout 30 "$BP" receive --listen 127.0.0.1:0 --token-file "$WORK/token" -o "$WORK/rx-tok" 2>"$WORK/rx-tok.err" &
+rxpid=$!
+for _ in $(seq 50); do grep -q "listening on port" "$WORK/rx-tok.err" 2>/dev/null && break; sleep 0.1; done
+rxport=$(sed -n 's/.*listening on port \([0-9]*\),.*/\1/p' "$WORK/rx-tok.err")
+a1=$(timeout 20 python3 test/cli/stream_client.py "$rxport" token wrong 2>&1)
+a2=$(timeout 20 python3 test/cli/stream_client.py "$rxport" token "" 2>&1)
+a3=$(timeout 20 python3 test/cli/stream_client.py "$rxport" token s3cret 2>&1)
+wait $rxpid
+check "receive --token-file: a wrong token gets nothing confirmed" "$a1" "acks 0"
+check "receive --token-file: no token gets nothing confirmed" "$a2" "acks 0"
+check "receive --token-file: the token is taken (packet and END confirmed)" "$a3" "acks 2"
+grep -q "refused: wrong token" "$WORK/rx-tok.err" && grep -q "refused: no token" "$WORK/rx-tok.err" && ok "receive --token-file: names both refusals" || not_ok "receive --token-file: names both refusals" "$(cat "$WORK/rx-tok.err")"
+check "receive --token-file: one packet written (76 bytes)" "$(stat -c %s "$WORK/rx-tok/thread-000" 2>/dev/null)" 76
+run receive --listen 127.0.0.1:0 --token-file "$WORK/nonexistent" -o "$WORK/rx-tok2"
+check "receive with a missing token file: exit 1" "$rc" 1
+[ ! -e "$WORK/rx-tok2" ] && ok "receive with a missing token file: no directory made" || not_ok "receive with a missing token file: no directory made"
+
 # Out of file descriptors: a waiting connection it cannot accept does not
 # make receive spin (it waits 100 ms between attempts; it used to take a
 # whole core), and a file it cannot open is named.

@@ -5,6 +5,8 @@
   stream_client.py PORT fill            HELLO, then an empty first packet
       for threads 0, 1, ... (one file each on the receiver) until the
       receiver closes the connection (it could not open the next file)
+  stream_client.py PORT token TOKEN     HELLO with TOKEN, a packet, END;
+      prints the frames the receiver confirmed (0 if it closed)
   stream_client.py PORT resend           HELLO, packets 0 and 1 of thread 0,
       reads the ACK, then sends packet 1 again and packet 2, then END;
       prints the ACK counts it got
@@ -24,8 +26,9 @@ def frame(t, p):
     return struct.pack('<III', MAGIC, t, len(p)) + p
 
 
-def hello(u):
-    return frame(HELLO, struct.pack('<I', 2) + u + b'/* CTF 1.8 */\n')
+def hello(u, token=b''):
+    return frame(HELLO, struct.pack('<I', 2) + u +
+                 struct.pack('<I', len(token)) + token + b'/* CTF 1.8 */\n')
 
 
 def packet(u, tid, seq):
@@ -55,6 +58,17 @@ def main():
     port, mode = int(sys.argv[1]), sys.argv[2]
     u = U.uuid4().bytes
     s = socket.create_connection(('127.0.0.1', port))
+    if mode == 'token':
+        # HELLO with token argv[3], one packet, END: prints the last ACK
+        # count (0 when the receiver closed instead).
+        s.sendall(hello(u, sys.argv[3].encode()) + packet(u, 0, 0) +
+                  frame(END, b''))
+        try:
+            a = acks(s, 2)
+        except OSError:
+            a = []
+        print('acks', a[-1] if a else 0)
+        return
     s.sendall(hello(u))
     if mode == 'fill':
         t = 0
