@@ -252,6 +252,17 @@ int bp_tcp_set_metadata(struct bp_tcp_sink *t, const uint8_t uuid[16],
 
 /* ---- the connection -------------------------------------------------- */
 
+/* A connection (re)starts from the first unconfirmed frame: nothing of
+ * the previous one is lost yet, what it did not confirm is sent again. */
+static void conn_begin(struct bp_tcp_sink *t)
+{
+	t->nsent = 0;
+	t->fsent = 0;
+	t->spos = t->qoff;
+	t->acked = 0;
+	t->inlen = 0;
+}
+
 static void disconnect(struct bp_tcp_sink *t)
 {
 	if (t->fd < 0)
@@ -263,13 +274,7 @@ static void disconnect(struct bp_tcp_sink *t)
 	t->connecting = 0;
 	atomic_store(&t->connected, 0);
 	t->next_try = mono_ns() + RETRY_NS;
-	/* Nothing is lost yet: what was not confirmed is sent again on the
-	 * next connection, from the first unconfirmed frame. */
-	t->nsent = 0;
-	t->fsent = 0;
-	t->spos = t->qoff;
-	t->acked = 0;
-	t->inlen = 0;
+	conn_begin(t);
 }
 
 static void try_connect(struct bp_tcp_sink *t, uint64_t now)
@@ -314,11 +319,7 @@ static int connected(struct bp_tcp_sink *t)
 	}
 	t->connecting = 0;
 	t->hello_off = 0;
-	t->nsent = 0;
-	t->fsent = 0;
-	t->spos = t->qoff;
-	t->acked = 0;
-	t->inlen = 0;
+	conn_begin(t);
 	bump(&t->connects, 1);
 	atomic_store(&t->connected, 1);
 	return 1;
@@ -357,7 +358,7 @@ static void confirmed(struct bp_tcp_sink *t, uint64_t n)
 		t->nsent--;
 		t->acked++;
 	}
-	if (!t->fcount && !t->fsent)
+	if (!t->fcount)
 		t->qoff = t->qlen = t->spos = 0;
 }
 
@@ -686,14 +687,16 @@ void bp_tcp_finish(struct bp_session *s)
 		poll(&p, 1, 10);
 	}
 	/* What the receiver did not confirm in time is lost, and counted;
-	 * of it, what was sent may still have arrived (unconfirmed). */
+	 * of it, what was sent whole on the connection still open may have
+	 * arrived (unconfirmed; a break resets nsent, and a half-sent frame
+	 * is never written). */
 	for (uint32_t i = 0; i < t->fcount; i++) {
 		struct frame *f = &t->frames[(t->fhead + i) % MAX_FRAMES];
 		if (f->slot == UINT32_MAX)
 			continue;
 		bump(&t->packets_dropped, 1);
 		bump(&t->events_dropped, f->events);
-		if (t->fd >= 0 && (i < t->nsent || (i == t->nsent && t->fsent)))
+		if (i < t->nsent)
 			bump(&t->events_unconfirmed, f->events);
 	}
 	t->fhead = t->fcount = t->nsent = 0;

@@ -181,11 +181,7 @@ bad_addresses(_Config) ->
 %% trace is left whole.
 other_session_refused(Config) ->
     Dir = filename:join(?config(case_dir, Config), "recv"),
-    {Rx, Port} = receiver(Dir, ["--keep"]),
-    {os_pid, RxOs} = erlang:port_info(Rx, os_pid),
-    try refused(Dir, Rx, Port)
-    after os:cmd("kill -TERM " ++ integer_to_list(RxOs) ++ " 2>/dev/null")
-    end.
+    with_receiver(Dir, ["--keep"], fun refused/3).
 
 refused(Dir, Rx, Port) ->
     Out = {tcp, "127.0.0.1:" ++ integer_to_list(Port)},
@@ -221,11 +217,7 @@ refused(Dir, Rx, Port) ->
 %% acknowledgements: 47 % of the events vanished, counted as sent.)
 connection_cut_loses_nothing(Config) ->
     Dir = filename:join(?config(case_dir, Config), "recv"),
-    {Rx, RxPort} = receiver(Dir),
-    {os_pid, RxOs} = erlang:port_info(Rx, os_pid),
-    try cut(Dir, Rx, RxPort)
-    after os:cmd("kill -TERM " ++ integer_to_list(RxOs) ++ " 2>/dev/null")
-    end.
+    with_receiver(Dir, [], fun cut/3).
 
 cut(Dir, Rx, RxPort) ->
     {Proxy, PPort} = cutting_proxy(RxPort, 100000),
@@ -289,11 +281,7 @@ receiver_that_drops_counted(_Config) ->
 %% whole, and receive names both peers.
 silent_squatter_gives_way(Config) ->
     Dir = filename:join(?config(case_dir, Config), "recv"),
-    {Rx, Port} = receiver(Dir),
-    {os_pid, RxOs} = erlang:port_info(Rx, os_pid),
-    try squatter(Dir, Rx, Port)
-    after os:cmd("kill -TERM " ++ integer_to_list(RxOs) ++ " 2>/dev/null")
-    end.
+    with_receiver(Dir, [], fun squatter/3).
 
 squatter(Dir, Rx, Port) ->
     {ok, Squat} = gen_tcp:connect({127, 0, 0, 1}, Port, [binary]),
@@ -324,11 +312,7 @@ token_checked(Config) ->
     Dir = filename:join(?config(case_dir, Config), "recv"),
     File = filename:join(?config(case_dir, Config), "token"),
     ok = file:write_file(File, <<"s3cret\n">>),
-    {Rx, Port} = receiver(Dir, ["--token-file", File]),
-    {os_pid, RxOs} = erlang:port_info(Rx, os_pid),
-    try tokens(Dir, Rx, Port)
-    after os:cmd("kill -TERM " ++ integer_to_list(RxOs) ++ " 2>/dev/null")
-    end.
+    with_receiver(Dir, ["--token-file", File], fun tokens/3).
 
 tokens(Dir, Rx, Port) ->
     Addr = {{127, 0, 0, 1}, Port},
@@ -410,6 +394,15 @@ pipe_loop(From, To, Left) ->
             gen_tcp:close(From), gen_tcp:close(To)
     end.
 
+
+%% Runs Fun(Dir, Rx, Port) with `beamprobe receive' (arguments Extra) on
+%% a free loopback port, and stops the receiver whatever Fun does.
+with_receiver(Dir, Extra, Fun) ->
+    {Rx, Port} = receiver(Dir, Extra),
+    {os_pid, RxOs} = erlang:port_info(Rx, os_pid),
+    try Fun(Dir, Rx, Port)
+    after os:cmd("kill -TERM " ++ integer_to_list(RxOs) ++ " 2>/dev/null")
+    end.
 
 %% Starts `beamprobe receive' on a free loopback port.
 receiver(Dir) -> receiver(Dir, []).

@@ -308,7 +308,6 @@ int bp_attach_connect(struct bp_attach *a, const char *cookie, char *full,
 		if (!at) {
 			bp_cli_error("node name too long (%zu characters at most)",
 				     fulln - 2 - strlen(h));
-			(void)l;
 			return -1;
 		}
 	}

@@ -174,7 +174,7 @@ int bp_recv_new_token(struct bp_recv *r, char hex[33])
 		return -1;
 	}
 	r->token_len = 16;
-	for (int i = 0; i < 16; i++)
+	for (int i = 0; hex && i < 16; i++)
 		snprintf(hex + 2 * i, 3, "%02x", r->token[i]);
 	return 0;
 }
@@ -272,17 +272,14 @@ int bp_recv_accept(struct bp_recv *r, int lfd, struct bp_recv_conn *c)
 		say("%s sent no stream in 3 s: its place goes to %s",
 		    c->peer, peer);
 		bp_recv_conn_close(c);
-	}
-	if (c->fd >= 0) {
+	} else if (c->fd >= 0) {
 		/* The sender closed the connection held and comes back at
 		 * once: the end of the old one, not read yet, frees it. */
 		char b;
-		if (recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
+		if (recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
 			bp_recv_conn_close(c);
-			bp_recv_conn_init(c, fd);
-			snprintf(c->peer, sizeof c->peer, "%s", peer);
-			return 1;
-		}
+	}
+	if (c->fd >= 0) {
 		if (!r->turned_away++)
 			say("%s turned away: %s holds the stream (one sender "
 			    "at a time)", peer, c->peer);

@@ -55,7 +55,7 @@ void bp_recv_close(struct bp_recv *r);
 int bp_recv_listen(const char *addr, int *bound_port);
 
 /* Makes a random token for r (16 bytes from getrandom), written as hex
- * into hex (33 bytes); 0, or -1 with the reason printed.  For the
+ * into hex (33 bytes) unless NULL; 0, or -1 with the reason printed.  For the
  * commands that start the sender themselves (attach, record). */
 int bp_recv_new_token(struct bp_recv *r, char hex[33]);
 /* Reads r's token from file (its bytes, a final newline dropped); 0, or

@@ -482,8 +482,7 @@ int bp_cmd_attach(int argc, char **argv)
 	r.quiet = 1;
 	/* Only the node's session can send us its stream: a token of ours
 	 * in its greeting (another local user cannot know it). */
-	char tokhex[33];
-	if (bp_recv_new_token(&r, tokhex) != 0)
+	if (bp_recv_new_token(&r, NULL) != 0)
 		goto out;
 	sa.token = r.token;
 	sa.token_len = r.token_len;
