@@ -200,13 +200,20 @@ traces_n_calls(Config) ->
     ?assertEqual(?N, length([E || #{name := <<"call">>} = E <- Evs])).
 
 %% Without -o the events are printed as they arrive, before the session
-%% ends (the lines of `print').
+%% ends (the lines of `print'); the cookie is not left on the command
+%% line.
 prints_live(Config) ->
     Node = ?config(target, Config),
     Before = snapshot(Node),
     A = attach(Config, [short(Node), "bp_attach_work:double/1 -> return",
                         "--seconds", "60"]),
     wait_attached(A),
+    %% The cookie given with --cookie is out of the command line that
+    %% ps shows.
+    {os_pid, Os} = erlang:port_info(A, os_pid),
+    {ok, Cmd} = file:read_file("/proc/" ++ integer_to_list(Os) ++ "/cmdline"),
+    ?assertEqual(nomatch, binary:match(Cmd, atom_to_binary(erlang:get_cookie()))),
+    ?assertNotEqual(nomatch, binary:match(Cmd, <<"--cookie">>)),
     ok = rpc:call(Node, bp_attach_work, work, [20]),
     %% Still running: the lines are there already.
     Lines = wait_output(A, fun(T) ->

@@ -262,7 +262,17 @@ int bp_attach_read_cookie(const char *opt, const char *file, char *out,
 	size_t len;
 
 	if (opt) {
-		snprintf(out, n, "%s", opt);
+		len = strlen(opt);
+		if (len >= n || !len) {
+			bp_cli_error("--cookie: %s", len ? "longer than 511 bytes"
+							: "empty");
+			return -1;
+		}
+		memcpy(out, opt, len + 1);
+		/* Out of the command line others can read (ps, /proc): a
+		 * cookie is the node's password.  Only from now on: the man
+		 * page says to prefer --cookie-file. */
+		memset((char *)opt, 'x', len);
 		return 0;
 	}
 	if (!file) {
@@ -279,6 +289,11 @@ int bp_attach_read_cookie(const char *opt, const char *file, char *out,
 	while (len && (b[len - 1] == '\n' || b[len - 1] == '\r' ||
 		       b[len - 1] == ' '))
 		b[--len] = '\0';
+	if (len >= n) {
+		bp_cli_error("the cookie in %s is longer than 511 bytes", file);
+		free(b);
+		return -1;
+	}
 	snprintf(out, n, "%s", b);
 	free(b);
 	if (!len)

@@ -120,6 +120,12 @@ run attach --cookie x "$(printf 'a%.0s' $(seq 600))" m:f/1
 check "attach with a 600-character node name: exit 2" "$rc" 2
 grep -q "node name too long" "$WORK/err" && ok "attach: says the node name is too long" || not_ok "attach: says the node name is too long" "$(cat "$WORK/err")"
 ls -d /tmp/beamprobe-trace-* 2>/dev/null | sort | cmp -s - "$WORK/tmp-before" && ok "attach with a bad node name: no directory left in /tmp" || not_ok "attach with a bad node name: no directory left in /tmp"
+run attach --cookie "$(printf 'c%.0s' $(seq 600))" somenode@127.0.0.1 m:f/1
+check "attach with a 600-byte cookie: exit 1 (usage)" "$rc" 1
+grep -q -- "--cookie: longer than 511 bytes" "$WORK/err" && ok "attach: says the cookie is too long (it was cut without a word)" || not_ok "attach: says the cookie is too long" "$(cat "$WORK/err")"
+run profile --cookie "" somenode@127.0.0.1 m:f/1
+check "profile with an empty --cookie: exit 1 (usage)" "$rc" 1
+grep -q -- "--cookie: empty" "$WORK/err" && ok "profile: says the cookie is empty" || not_ok "profile: says the cookie is empty" "$(cat "$WORK/err")"
 
 # receive confirms what it wrote, and skips a packet sent again.
 timeout 30 "$BP" receive --listen 127.0.0.1:0 -o "$WORK/rx-ack" 2>"$WORK/rx-ack.err" &
