@@ -264,9 +264,7 @@ handle({start, Patterns, Opts}, #ag{session = undefined} = St) ->
                             [text("~b function~s matched", [M, s(M)]),
                              skipped_text(I)])},
                      St#ag{session = S}};
-                {error, R} ->
-                    {{error, unicode:characters_to_binary(
-                               beamprobe:format_error(R))}, St}
+                {error, R} -> {{error, start_error(R)}, St}
             end
     end;
 handle(cluster_nodes, St) ->
@@ -309,9 +307,7 @@ start_cluster(Patterns, Opts, St0) ->
                                         lists:join(", ", [atom_to_list(N)
                                                           || N <- Nodes])])},
                              St2#ag{session = S}};
-                        {error, R} ->
-                            {{error, unicode:characters_to_binary(
-                                       beamprobe:format_error(R))}, St2}
+                        {error, R} -> {{error, start_error(R)}, St2}
                     end
             end
     end.
@@ -510,13 +506,15 @@ private_dir() ->
 %% @doc The session spec of an attach: patterns in the language of
 %% beamprobe:calls/2 and beamprobe:messages/2, options from the command
 %% line (`procs', `events', `seconds', `max_events', `return', `args',
+%% `force',
 %% `tcp' => {IP, Port, Remote, Token}: where to stream, and the token the
 %% command line's receiver checks).
 -spec session_spec([binary() | string()], map()) ->
           {ok, beamprobe:spec()} | {error, binary()}.
 session_spec(Patterns, Opts) ->
     try
-        Parsed = [parse(P) || P <- Patterns],
+        Force = maps:get(force, Opts, false) =:= true,
+        Parsed = [parse(P, Force) || P <- Patterns],
         Return = maps:get(return, Opts, false),
         Calls = [{MFA, with_return(MS, Return)}
                  || #{kind := call, mfa := MFA, match_spec := MS} <- Parsed],
@@ -535,18 +533,29 @@ session_spec(Patterns, Opts) ->
                args => binary_to_existing_atom(
                          maps:get(args, Opts, <<"full">>), utf8),
                limits => Limits,
+               force => Force,
                tag => beamprobe_attach,
                output => {tcp, {IP, Port}, #{remote => Remote,
                                              token => Token}}}}
     catch throw:{bad, Text} -> {error, Text}
     end.
 
-parse(P) ->
-    case beamprobe_pattern:parse(P, #{}) of
+parse(P, Force) ->
+    case beamprobe_pattern:parse(P, #{force => Force}) of
         {ok, Parsed} -> Parsed;
         {error, {Col, Msg}} ->
-            throw({bad, text("pattern ~ts, column ~p: ~ts", [P, Col, Msg])})
+            throw({bad, cli_words(text("pattern ~ts, column ~p: ~ts",
+                                       [P, Col, Msg]))})
     end.
+
+%% Why a session did not start, in the command line's words: its option
+%% --force where the text names the spec's force => true.
+start_error(R) ->
+    cli_words(unicode:characters_to_binary(beamprobe:format_error(R))).
+
+cli_words(Text) ->
+    iolist_to_binary(string:replace(Text, <<"force => true">>, <<"--force">>,
+                                    all)).
 
 with_return(MS, true) ->
     [{H, G, lists:usort([{exception_trace} | B])} || {H, G, B} <- MS];

@@ -28,7 +28,8 @@
          cluster_other_host/1,
          cluster_node_killed/1, cluster_node_killed_nif_sent/1,
          cluster_no_output/1, two_at_once/1, orphan_agent_module/1,
-         events_only/1, skipped_reported/1, own_module_kept/1]).
+         events_only/1, skipped_reported/1, own_module_kept/1,
+         force_option/1]).
 
 -define(N, 500).
 -define(CN, 50).
@@ -41,7 +42,7 @@ all() -> [traces_n_calls, prints_live, session_limit_ends,
           cluster_other_host,
           cluster_node_killed, cluster_node_killed_nif_sent,
           cluster_no_output, two_at_once, orphan_agent_module,
-          events_only, skipped_reported, own_module_kept].
+          events_only, skipped_reported, own_module_kept, force_option].
 
 init_per_suite(Config) ->
     case node() of
@@ -478,6 +479,43 @@ skipped_reported(Config) ->
                           [{bp_attach_work, double, 1}, traced])),
     ?assertMatch({flags, [call]}, rpc:call(Node, erlang, trace_info,
                                            [P, flags])),
+    Holder ! stop,
+    ok.
+
+%% --force: a refusal that force => true would lift names the option;
+%% with it, the pattern over every module starts, and a function dbg
+%% traces is taken (and traced) instead of left to dbg.
+force_option(Config) ->
+    Node = ?config(target, Config),
+    Before = snapshot(Node),
+    A = attach(Config, ["--seconds", "1", "-q", "-o", ?config(out, Config),
+                        short(Node), "_:_"]),
+    {2, Text} = wait_exit(A, 30000),
+    ct:log("attach said:~n~s", [Text]),
+    ?assertMatch({match, _}, re:run(Text, "use --force")),
+    ?assertEqual(nomatch, re:run(Text, "force => true")),
+    assert_clean(Node, Before, Config),
+    Out2 = filename:join(?config(priv_dir, Config), "forced"),
+    B = attach(Config, ["--seconds", "5", "--max-events", "50", "-q",
+                        "-o", Out2, "--force", short(Node), "_:_"]),
+    {0, TextB} = wait_exit(B, 60000),
+    ct:log("attach --force said:~n~s", [TextB]),
+    ?assertMatch({match, _}, re:run(TextB, "[0-9]{4,} functions matched")),
+    assert_clean(Node, Before, Config),
+    Holder = rpc:call(Node, bp_attach_work, hold_dbg, [self()]),
+    receive {dbg_on, _} -> ok after 10000 -> ct:fail(no_dbg) end,
+    Out3 = filename:join(?config(priv_dir, Config), "taken"),
+    C = attach(Config, ["--seconds", "2", "--events", "send", "-q",
+                        "-o", Out3, "--force", short(Node),
+                        "bp_attach_work:double/1"]),
+    wait_attached(C),
+    ok = rpc:call(Node, bp_attach_work, work, [7]),
+    {0, TextC} = wait_exit(C, 30000),
+    ct:log("attach --force said:~n~s", [TextC]),
+    ?assertMatch({match, _}, re:run(TextC, "1 function matched")),
+    ?assertEqual(nomatch, re:run(TextC, "left to another tool")),
+    Evs = beamprobe_test_lib:trace(Out3),
+    ?assertEqual(7, length([E || #{name := <<"call">>} = E <- Evs])),
     Holder ! stop,
     ok.
 

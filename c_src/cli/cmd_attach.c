@@ -81,7 +81,7 @@ struct start_arg {
 	int port, remote;
 	long seconds, max_events;
 	const char *procs, *events, *args;
-	int ret;
+	int ret, force;
 	/* --cluster: the agent's own module, for the other nodes; a stream
 	 * per node. */
 	int cluster;
@@ -97,7 +97,7 @@ static void fill_start(ei_x_buff *x, const void *arg)
 {
 	const struct start_arg *s = arg;
 	int n = 4 + (s->max_events > 0) + (s->procs != NULL) +
-		(s->args != NULL) + 2 * (s->cluster != 0);
+		(s->args != NULL) + 2 * (s->cluster != 0) + (s->force != 0);
 
 	ei_x_encode_tuple_header(x, 3);
 	ei_x_encode_atom(x, s->cluster ? "start_cluster" : "start");
@@ -135,6 +135,10 @@ static void fill_start(ei_x_buff *x, const void *arg)
 	}
 	ei_x_encode_atom(x, "return");
 	ei_x_encode_boolean(x, s->ret);
+	if (s->force) {
+		ei_x_encode_atom(x, "force");
+		ei_x_encode_boolean(x, 1);
+	}
 	if (s->max_events > 0) {
 		ei_x_encode_atom(x, "max_events");
 		ei_x_encode_long(x, s->max_events);
@@ -373,7 +377,7 @@ static void remove_cluster_dir(const char *dir,
 int bp_cmd_attach(int argc, char **argv)
 {
 	enum { O_COOKIE = 256, O_COOKIE_FILE, O_SECONDS, O_MAX, O_PROCS,
-	       O_EVENTS, O_ARGS, O_RETURN, O_NOPRINT, O_CLUSTER };
+	       O_EVENTS, O_ARGS, O_RETURN, O_NOPRINT, O_CLUSTER, O_FORCE };
 	static const struct option opts[] = {
 		{"cookie", required_argument, 0, O_COOKIE},
 		{"cookie-file", required_argument, 0, O_COOKIE_FILE},
@@ -385,6 +389,7 @@ int bp_cmd_attach(int argc, char **argv)
 		{"args", required_argument, 0, O_ARGS},
 		{"return", no_argument, 0, O_RETURN},
 		{"cluster", no_argument, 0, O_CLUSTER},
+		{"force", no_argument, 0, O_FORCE},
 		{"print", no_argument, 0, 'p'},
 		{"quiet", no_argument, 0, 'q'},
 		{"help", no_argument, 0, 'h'},
@@ -437,6 +442,7 @@ int bp_cmd_attach(int argc, char **argv)
 			break;
 		case O_RETURN: sa.ret = 1; break;
 		case O_CLUSTER: sa.cluster = 1; break;
+		case O_FORCE: sa.force = 1; break;
 		case 'h': return bp_cli_help("attach");
 		default: return bp_cli_usage("attach", "bad option");
 		}
