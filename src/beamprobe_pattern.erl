@@ -201,6 +201,8 @@ parse(Pattern, Opts) when is_map(Opts) ->
                 throw:{?MODULE, Loc, Msg} ->
                     {error, {column(Loc, Str), lists:flatten(Msg)}}
             end;
+        {error, Col, Msg} ->
+            {error, {Col, Msg}};
         error ->
             {error, {1, "a pattern must be a string or a binary"}}
     end.
@@ -216,7 +218,15 @@ format_error({Column, Message}) ->
 to_chars(B) when is_binary(B) ->
     case unicode:characters_to_list(B) of
         L when is_list(L) -> {ok, L};
-        _ -> error
+        {_, Good, Rest} ->
+            %% Bytes that are not UTF-8 (a pattern from a terminal in
+            %% latin-1, or cut in the middle of a character): where.
+            Bad = binary:first(iolist_to_binary(Rest)),
+            {error, length(Good) + 1,
+             lists:flatten(io_lib:format(
+                             "byte ~b (16#~.16B) is not UTF-8 here: patterns "
+                             "are UTF-8 text", [byte_size(B) - iolist_size(Rest)
+                                                 + 1, Bad]))}
     end;
 to_chars(L) when is_list(L) ->
     try unicode:characters_to_list(L) of

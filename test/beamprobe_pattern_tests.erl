@@ -376,8 +376,17 @@ force_keeps_syntax_errors_test() ->
 bad_input_test() ->
     ?assertEqual({error, {1, "a pattern must be a string or a binary"}},
                  beamprobe_pattern:parse([foo])),
-    ?assertEqual({error, {1, "a pattern must be a string or a binary"}},
+    %% Not UTF-8: the column and the byte, not "not a string".
+    ?assertEqual({error, {1, "byte 1 (16#FF) is not UTF-8 here: patterns "
+                          "are UTF-8 text"}},
                  beamprobe_pattern:parse(<<255, 0>>)),
+    ?assertEqual({error, {7, "byte 8 (16#E9) is not UTF-8 here: patterns "
+                          "are UTF-8 text"}},
+                 beamprobe_pattern:parse(<<"m:f(", 16#c3, 16#a9, "t", 16#e9,
+                                           ")">>)),
+    %% Cut in the middle of a character.
+    ?assertMatch({error, {4, "byte 4 (16#C3) is not UTF-8" ++ _}},
+                 beamprobe_pattern:parse(<<"m:f", 16#c3>>)),
     ?assertError(badarg, beamprobe_pattern:parse("m", #{force => yes})).
 
 format_error_test() ->
