@@ -289,6 +289,7 @@ static void try_connect(struct bp_tcp_sink *t, uint64_t now)
 	if (fd < 0)
 		return;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	bp_stream_keepalive(fd);
 	if (connect(fd, (const struct sockaddr *)&t->addr, t->addrlen) != 0 &&
 	    errno != EINPROGRESS) {
 		close(fd);

@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include "bp_format.h"
@@ -32,6 +34,27 @@ enum bp_stream_frame {
 /* A token the receiver checks (output => {tcp, A, #{token => T}},
  * `receive --token-file', given by attach itself): at most this long. */
 #define BP_STREAM_TOKEN_MAX 256
+
+/* Both ends of a stream connection: a peer that is gone without a word
+ * (its host down, a NAT or firewall that forgot the connection) is
+ * noticed after BP_STREAM_DEAD_S s of silence (keepalive probes every 5
+ * s after 10 idle, 3 unanswered); data not acknowledged for that long
+ * ends the connection too (TCP_USER_TIMEOUT).  The sink then reconnects
+ * and sends again what was not confirmed; the receiver frees its place
+ * for it.  The probes also keep an idle stream's NAT mapping alive. */
+#define BP_STREAM_DEAD_S 25
+static inline void bp_stream_keepalive(int fd)
+{
+	int one = 1, idle = 10, intvl = 5, cnt = 3;
+	unsigned ms = BP_STREAM_DEAD_S * 1000;
+
+	/* Best effort: a socket without them still works. */
+	(void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof ms);
+}
 
 /* Counters of the sink (info/stop: the `stream' map). */
 struct bp_tcp_counts {

@@ -14,14 +14,15 @@
 -export([received_trace_is_whole/1, stalled_receiver/1, reconnects/1,
          loopback_only/1, bad_addresses/1, other_session_refused/1,
          connection_cut_loses_nothing/1, receiver_that_drops_counted/1,
-         silent_squatter_gives_way/1, token_checked/1]).
+         silent_squatter_gives_way/1, token_checked/1,
+         dead_peers_noticed/1]).
 
 -import(beamprobe_test_lib, [init_case/2, clear_trace_state/0]).
 
 all() -> [received_trace_is_whole, stalled_receiver, reconnects,
           loopback_only, bad_addresses, other_session_refused,
           connection_cut_loses_nothing, receiver_that_drops_counted,
-          silent_squatter_gives_way, token_checked].
+          silent_squatter_gives_way, token_checked, dead_peers_noticed].
 
 init_per_suite(Config) ->
     beamprobe_test_lib:require_tracer(),
@@ -394,6 +395,42 @@ pipe_loop(From, To, Left) ->
             gen_tcp:close(From), gen_tcp:close(To)
     end.
 
+
+%% A peer gone without a word (its host down, a NAT that forgot the
+%% connection) must not hold either end for the kernel's hours: both the
+%% sink's and the receiver's sockets send keepalive probes (10 s idle),
+%% as `ss' shows of the kernel's own timers.  (The probes themselves
+%% cannot be made to fail here: this sandbox's kernel has no netem and no
+%% packet filter to drop them.)
+dead_peers_noticed(Config) ->
+    Dir = filename:join(?config(case_dir, Config), "recv"),
+    with_receiver(Dir, [], fun keepalives/3).
+
+keepalives(_Dir, Rx, Port) ->
+    {ok, S} = beamprobe:start(#{calls => [{lists, seq, 2}],
+                                procs => [self()],
+                                output => {tcp, "127.0.0.1:" ++
+                                               integer_to_list(Port)}}),
+    _ = lists:seq(1, 3),
+    wait_connected(S, 100),
+    P = integer_to_list(Port),
+    Ss = os:cmd("ss -tnoH state established '( sport = :" ++ P ++
+                    " or dport = :" ++ P ++ " )'"),
+    ct:log("ss:~n~s", [Ss]),
+    Lines = [L || L <- string:split(Ss, "\n", all), L =/= ""],
+    ?assertEqual(2, length(Lines)),
+    %% Both ends: the sink (to the port) and the receiver (from it).
+    [?assertMatch({match, _}, re:run(L, "timer:\\(keepalive,"))
+     || L <- Lines],
+    {ok, #{dropped := #{total := 0}}} = beamprobe:stop(S),
+    {0, _} = wait_port(Rx).
+
+wait_connected(S, 0) -> ct:fail({not_connected, beamprobe:info(S)});
+wait_connected(S, N) ->
+    case beamprobe:info(S) of
+        {ok, #{stream := #{connects := C}}} when C >= 1 -> ok;
+        _ -> timer:sleep(50), wait_connected(S, N - 1)
+    end.
 
 %% Runs Fun(Dir, Rx, Port) with `beamprobe receive' (arguments Extra) on
 %% a free loopback port, and stops the receiver whatever Fun does.

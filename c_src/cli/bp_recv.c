@@ -286,6 +286,7 @@ int bp_recv_accept(struct bp_recv *r, int lfd, struct bp_recv_conn *c)
 		close(fd);
 		return 0;
 	}
+	bp_stream_keepalive(fd);
 	bp_recv_conn_init(c, fd);
 	snprintf(c->peer, sizeof c->peer, "%s", peer);
 	return 1;
