@@ -51,7 +51,8 @@
 	A(rate_stop, "rate_stop") A(delivered, "delivered")            \
 	A(in_flight, "in_flight") A(beamprobe_hub, "beamprobe_hub")       \
 	A(beamprobe_hub_meta, "beamprobe_hub_meta")       \
-	A(bp_route, "bp_route") A(bp_route_ret, "bp_route_ret")
+	A(bp_route, "bp_route") A(bp_route_ret, "bp_route_ret")          \
+	A(beamprobe_follow, "beamprobe_follow")
 
 struct bp_atoms {
 #define BP__ATOM_FIELD(name, text) ERL_NIF_TERM name;

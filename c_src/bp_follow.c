@@ -373,6 +373,26 @@ static int serial_of(ErlNifEnv *env, ERL_NIF_TERM t, uint64_t *v)
 	return 0;
 }
 
+/* Is a seq_trace label one of a follow session's, {beamprobe_follow,
+ * Node, SessionPid} (beamprobe_follow.erl), and of this node not an
+ * earlier session's (left in a process's token)?  The application's own
+ * labels, and other tools', are none of ours: not recorded, and not new
+ * requests.  Another node's follow sessions' labels are taken (a request
+ * that came from there). */
+static int our_label(ErlNifEnv *env, struct bp_session *s, ERL_NIF_TERM l)
+{
+	const ERL_NIF_TERM *e;
+	ErlNifPid p;
+	int n;
+
+	if (!enif_get_tuple(env, l, &n, &e) || n != 3 ||
+	    e[0] != bp_atom.beamprobe_follow)
+		return 0;
+	if (enif_get_local_pid(env, e[2], &p))
+		return s->has_notify && enif_compare_pids(&p, &s->notify) == 0;
+	return 1;
+}
+
 void bp_follow_seq(ErlNifEnv *env, struct bp_session *s,
 		   const ERL_NIF_TERM argv[], struct ev_ctx *c)
 {
@@ -382,7 +402,8 @@ void bp_follow_seq(ErlNifEnv *env, struct bp_session *s,
 	uint64_t from, to, now, h;
 	int n;
 
-	if (!enif_get_tuple(env, argv[3], &n, &info) || n != 5 ||
+	if (!our_label(env, s, argv[2]) ||
+	    !enif_get_tuple(env, argv[3], &n, &info) || n != 5 ||
 	    !enif_get_tuple(env, info[1], &n, &ser) || n != 2 ||
 	    !serial_of(env, ser[0], &prev) || !serial_of(env, ser[1], &serial))
 		return;

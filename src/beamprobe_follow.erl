@@ -89,6 +89,9 @@
 %% The session-wide bounds (limits), unless given.
 -define(SESSION_EVENTS, 1000000).
 
+%% The registered name of the node's follow session while installed.
+-define(CLAIM, beamprobe_follow_session).
+
 -record(st, {owner :: pid(),
              monitor :: reference(),
              res :: undefined | beamprobe_nif:session(),
@@ -96,6 +99,8 @@
              dir :: string(),
              new_set = false :: boolean(),
              seq_set = false :: boolean(),
+             pat_set = false :: boolean(),
+             claimed = false :: boolean(),
              created_dir = false :: boolean(),
              timer :: undefined | reference(),
              started :: integer(),
@@ -284,7 +289,18 @@ run([F | Fs], St) ->
 
 %% The node's call pattern on the root and the default flags of new
 %% processes must be free.
-alone(#st{mfa = {M, F, A}} = St) ->
+alone(St) ->
+    %% The node's one follow session: this process's registered name
+    %% while it is installed, so that two sessions started at the same
+    %% moment cannot both pass the checks below (and the loser, undoing
+    %% what it set, cannot touch what the winner set).
+    try register(?CLAIM, self()) of
+        true -> alone1(St#st{claimed = true})
+    catch error:badarg ->
+            {error, {follow_conflict, {session, whereis(?CLAIM)}}, St}
+    end.
+
+alone1(#st{mfa = {M, F, A}} = St) ->
     {module, M} = code:ensure_loaded(M),
     Fs = [{M, F, Ar} || {Fn, Ar} <- M:module_info(functions), Fn =:= F,
                         A =:= '_' orelse Ar =:= A],
@@ -381,7 +397,7 @@ patterns(#st{mfa = MFA} = St) ->
                        {set_seq_token, 'receive', true},
                        {return_trace}]}],
     _ = erlang:trace_pattern(MFA, Root, [local]),
-    {ok, St}.
+    {ok, St#st{pat_set = true}}.
 
 %% `call' on every process nobody traces (and on new ones): the root's
 %% pattern fires in whichever calls it.
@@ -416,14 +432,21 @@ system_tracer() ->
     erlang:apply(seq_trace, get_system_tracer, []).
 
 %% Patterns first, then flags: nothing of it stays.
-uninstall(#st{res = undefined} = St) -> St;
+uninstall(#st{res = undefined} = St) -> unclaim(St);
 uninstall(#st{mfa = MFA} = St) ->
-    _ = erlang:trace_pattern(MFA, false, [local]),
+    _ = St#st.pat_set andalso erlang:trace_pattern(MFA, false, [local]),
     _ = St#st.new_set andalso erlang:trace(new, false, [all]),
     _ = St#st.seq_set andalso seq_tracer_off(St),
     _ = [catch erlang:trace(P, false, [all]) || P <- traced(St)],
     _ = St#st.timer =/= undefined andalso erlang:cancel_timer(St#st.timer),
-    St#st{new_set = false, seq_set = false, timer = undefined}.
+    unclaim(St#st{new_set = false, seq_set = false, pat_set = false,
+                  timer = undefined}).
+
+%% Only what alone/1 registered: another session's name is its own.
+unclaim(#st{claimed = true} = St) ->
+    _ = (catch unregister(?CLAIM)),
+    St#st{claimed = false};
+unclaim(St) -> St.
 
 tracer_term(St) -> case tracer(St) of {tracer, M, S} -> {M, S} end.
 
