@@ -48,6 +48,7 @@
 
 -export([start/2, is_handle/1, call/2]).
 -export([agent_start/3, agent_files/1, agent_read/3, agent_cleanup/1,
+         copy/4,
          dist_ids/1, rewrite_env/2, env_lines/1, probe_bounds/1]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2,
          terminate/2]).
@@ -449,6 +450,10 @@ fetch(#node{name = Name, staged = Staged, dir = Local}) ->
     catch Class:Why -> {error, {fetch_failed, {Class, Why}}}
     end.
 
+%% @private
+%% Copies Size bytes of Node's file From into the new local file To
+%% (0600); raises `{short_copy, From, Detail}' when fewer come.
+-spec copy(node(), string(), string(), non_neg_integer()) -> ok.
 copy(Node, From, To, Size) ->
     {ok, Fd} = file:open(To, [write, raw, binary]),
     try
@@ -458,6 +463,9 @@ copy(Node, From, To, Size) ->
         file:close(Fd)
     end.
 
+%% The file whole, or an error naming how much came: a copy cut short
+%% (the staged file shorter than listed, a read error there) used to
+%% count as fetched, and the staged file was then deleted.
 copy_chunks(_Node, _From, _Fd, Off, Size) when Off >= Size -> ok;
 copy_chunks(Node, From, Fd, Off, Size) ->
     case erpc:call(Node, ?MODULE, agent_read, [From, Off, ?CHUNK],
@@ -465,7 +473,9 @@ copy_chunks(Node, From, Fd, Off, Size) ->
         {ok, Bin} when byte_size(Bin) > 0 ->
             ok = file:write(Fd, Bin),
             copy_chunks(Node, From, Fd, Off + byte_size(Bin), Size);
-        _ -> ok
+        Other ->
+            error({short_copy, From, #{copied => Off, size => Size,
+                                       read => Other}})
     end.
 
 %%% ------------------------------------------------------------------------

@@ -12,13 +12,14 @@
 
 -include_lib("common_test/include/ct.hrl").
 -include_lib("stdlib/include/assert.hrl").
+-include_lib("kernel/include/file.hrl").
 
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2,
          end_per_testcase/2]).
 -export([start_stop_three_nodes/1, flows_matched_not_reversed/1,
          refined_offsets/1, bad_specs/1, node_fails_to_start/1,
          owner_dies/1, coordinator_killed/1, node_killed/1,
-         exited_not_traced/1]).
+         exited_not_traced/1, short_copy_refused/1]).
 %% Run on the nodes.
 -export([pong/0, ping/3, node_clean/0, chain_start/2]).
 -export([init/1, handle_call/3, handle_cast/2]).
@@ -28,7 +29,7 @@
 all() ->
     [start_stop_three_nodes, flows_matched_not_reversed, refined_offsets,
      bad_specs, node_fails_to_start, owner_dies, coordinator_killed,
-     node_killed, exited_not_traced].
+     node_killed, exited_not_traced, short_copy_refused].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -507,3 +508,28 @@ exited_not_traced(_Config) ->
         erlang:trace(Live, false, [all]),
         Live ! stop
     end.
+
+%% Fetching a node's trace: a file that comes shorter than listed (cut,
+%% or a read error on the node) is an error naming what came, not a
+%% fetch that worked (the staged copy was then deleted: a trace cut
+%% without a word).
+short_copy_refused(Config) ->
+    [_, N2, _] = nodes_of(Config),
+    Dir = ?L:dir(Config, "copy"),
+    ok = filelib:ensure_dir(filename:join(Dir, "x")),
+    From = filename:join(Dir, "remote-file"),
+    Data = crypto:strong_rand_bytes(3 * 1048576 + 17),
+    ok = file:write_file(From, Data),
+    To1 = filename:join(Dir, "whole"),
+    ok = beamprobe_cluster:copy(N2, From, To1, byte_size(Data)),
+    ?assertEqual({ok, Data}, file:read_file(To1)),
+    {ok, #file_info{mode = Mode}} = file:read_file_info(To1),
+    ?assertEqual(8#600, Mode band 8#777),
+    To2 = filename:join(Dir, "short"),
+    ?assertError({short_copy, From, #{copied := 3145745, size := 3145755,
+                                      read := eof}},
+                 beamprobe_cluster:copy(N2, From, To2, byte_size(Data) + 10)),
+    %% (A file gone on the node: the read there raises, as before.)
+    To3 = filename:join(Dir, "gone"),
+    ?assertError({exception, {badmatch, {error, enoent}}, _},
+                 beamprobe_cluster:copy(N2, From ++ ".missing", To3, 5)).
