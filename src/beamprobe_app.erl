@@ -6,6 +6,8 @@
 %% @doc Starts the session supervisor.
 -spec start(application:start_type(), term()) -> {ok, pid()} | {error, term()}.
 start(_Type, _Args) ->
+    %% Before any session: its scratch process must be traced by none.
+    _ = beamprobe_watch:running_bits(),
     beamprobe_sup:start_link().
 
 %% @doc Nothing to clean up: sessions stop with their supervisor.

@@ -86,7 +86,7 @@
 -module(beamprobe_watch).
 -behaviour(gen_server).
 
--export([skip/2, to_set/2, start_link/2, stop/1, rebase/1, findings/1,
+-export([running_bits/0, skip/2, to_set/2, start_link/2, stop/1, rebase/1, findings/1,
          skipped_note/1]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 
@@ -400,6 +400,7 @@ installed({undefined, _}, _) -> false;
 installed({_, _}, #w{meta = Meta}) -> not Meta.
 
 sample(#w{traced = Traced} = W) ->
+    _ = [erase(K) || {{?MODULE, _} = K, _} <- get()],
     Mine = {tracer, {beamprobe_nif, beamprobe_hub}},
     Pids = case Traced of
                L when is_list(L) -> L;
@@ -439,11 +440,37 @@ fun_state(F, true) ->
 %% the flags are the union of what every beamprobe session on the process
 %% needs (beamprobe_janitor), and another session leaving removes its own.
 proc_state(P, #w{flags = Own}) ->
-    Flags = case val(trace_info(P, flags)) of
+    {Tracer, All} = proc_info(P),
+    Flags = case val(All) of
                 L when is_list(L), is_list(Own) -> [F || F <- L, lists:member(F, Own)];
                 Other -> Other
             end,
-    {trace_info(P, tracer), Flags}.
+    {Tracer, Flags}.
+
+%% trace_info/2's tracer and flags of P.  On OTP 25 trace_info/2 of a
+%% process is a signal it must be scheduled to answer: a session (this
+%% one or another) recording `running' on P recorded every check as P
+%% running (an idle process showed an in/out pair per check, 500 ms
+%% apart).  So a local P traced for `running' is read again only when
+%% its trace flags (process_info(P, trace): no signal to P) changed since
+%% the last read.  What that cannot see: a tool that takes such a P and
+%% sets exactly the flags it had, `running' included, between two checks.
+proc_info(P) when is_pid(P), node(P) =:= node() ->
+    Run = running_bits(),
+    case erlang:process_info(P, trace) of
+        undefined -> {undefined, undefined};
+        {trace, Bits} when Bits band Run =:= 0 ->
+            {trace_info(P, tracer), trace_info(P, flags)};
+        {trace, Bits} ->
+            case get({?MODULE, P}) of
+                {Bits, Info} -> Info;
+                _ ->
+                    Info = {trace_info(P, tracer), trace_info(P, flags)},
+                    put({?MODULE, P}, {Bits, Info}),
+                    Info
+            end
+    end;
+proc_info(P) -> {trace_info(P, tracer), trace_info(P, flags)}.
 
 val({_, V}) -> V;
 val(undefined) -> undefined.
@@ -521,7 +548,9 @@ take1(N, {A, Done}) ->
     {Batch, {Rest, lists:reverse(Batch, Done)}}.
 
 drop_dead({A, B}) ->
-    Alive = fun({P, _}) -> is_process_alive(P) end,
+    Alive = fun({P, _}) ->
+                    is_process_alive(P) orelse erase({?MODULE, P}) =:= x
+            end,
     {lists:filter(Alive, A), lists:filter(Alive, B)}.
 
 fun_diff(Base, Base, _W) -> same;
@@ -715,4 +744,31 @@ reinstalled(Key, #w{reported = R} = W) ->
 trace_info(What, Item) ->
     try erlang:apply(erlang, trace_info, [What, Item])
     catch error:badarg -> undefined
+    end.
+
+%% @private
+%% The process_info(P, trace) bits of the `running' flags, found once per
+%% VM on a scratch process (the layout is the VM's own), when the
+%% application starts (beamprobe_app: before any session traces new
+%% processes).  Should a session trace the scratch process after all, or
+%% the VM refuse, every bit counts as `running' (tracers read only when
+%% flags change).
+-spec running_bits() -> non_neg_integer().
+running_bits() ->
+    case persistent_term:get({?MODULE, running_bits}, undefined) of
+        undefined ->
+            P = spawn(fun() -> receive stop -> ok end end),
+            Bits = try
+                       _ = erlang:trace(P, false, [all]),
+                       1 = erlang:trace(P, true, [running, {tracer, self()}]),
+                       {trace, B} = erlang:process_info(P, trace),
+                       B
+                   catch _:_ -> -1
+                   after
+                       _ = (catch erlang:trace(P, false, [all])),
+                       exit(P, kill)
+                   end,
+            persistent_term:put({?MODULE, running_bits}, Bits),
+            Bits;
+        Bits -> Bits
     end.

@@ -33,7 +33,7 @@
          no_report_same_function/1, no_report_on_reload/1,
          shell_note/1, watchdog_not_traced/1, tampered_nif_args/1,
          relied_pattern_removed/1, shell_next_to_dbg/1,
-         redbug_wipe_reported/1]).
+         redbug_wipe_reported/1, idle_not_running/1]).
 
 -define(W, beamprobe_workload).
 -define(L, beamprobe_test_lib).
@@ -53,7 +53,7 @@ all() ->
      no_report_on_stop, no_report_second_session, no_report_same_function,
      no_report_on_reload, shell_note, watchdog_not_traced,
      tampered_nif_args, relied_pattern_removed, shell_next_to_dbg,
-     redbug_wipe_reported].
+     redbug_wipe_reported, idle_not_running].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -812,3 +812,30 @@ compile_tool(Src, Dest, Files, Mod) ->
             io:format("~s~n", [Why]),
             {skip, Why}
     end.
+
+%% The watchdog's checks do not make an idle process look busy: on OTP
+%% 25 erlang:trace_info/2 of a process is a signal it is scheduled to
+%% answer, and a session recording `running' recorded each check (every
+%% 500 ms) as a sched_in/sched_out pair of a process blocked in receive
+%% (14 in 3 s).  Now its flags are read without a signal, and its tracer
+%% only when they change: what is left is the first reads' (2 here, once).
+idle_not_running(Config) ->
+    Dir = ?L:dir(Config, "t"),
+    Idle = spawn(fun() -> receive stop -> ok end end),
+    Busy = spawn(fun Loop() -> receive stop -> ok after 50 -> Loop() end end),
+    S = ?L:start(#{procs => [Idle, Busy], events => [running],
+                   output => {file, Dir}}),
+    timer:sleep(3000),
+    Sum = ?L:stop(S),
+    ct:log("~p", [Sum]),
+    Evs = ?L:trace(Dir),
+    InBusy = length(?L:events(Evs, "sched_in", Busy)),
+    InIdle = try length(?L:events(Evs, "sched_in", Idle))
+             catch error:{no_process_event, _} -> 0
+             end,
+    ct:log("sched_in: busy ~b, idle ~b", [InBusy, InIdle]),
+    %% The busy one wakes 20 times a second: the session records running.
+    ?assert(InBusy >= 30),
+    ?assert(InIdle =< 2),
+    Idle ! stop,
+    Busy ! stop.
