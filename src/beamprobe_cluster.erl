@@ -56,13 +56,19 @@
 -define(PROBES, 16).
 -define(CHUNK, 1048576).
 -define(CALL_TIMEOUT, 60000).
+-define(LINGER_MS, 600000).
 -define(MARK, '$beamprobe_cluster').
 
 -record(node, {name :: node(),
                session :: pid() | undefined,   % local session
                agent :: pid() | undefined,     % remote agent
                staged :: string() | undefined, % remote staging dir
-               dir :: string() | undefined}).  % DIR/<node> here (files)
+               dir :: string() | undefined,    % DIR/<node> here (files)
+               %% The agent was seen going (its node disconnected, or
+               %% it died): {MonotonicMs, Reason}.  A disconnected
+               %% agent ends its session and keeps its summary for a
+               %% while (?LINGER_MS), for the stop after a reconnection.
+               lost :: undefined | {integer(), term()}}).
 
 -record(st, {owner :: pid(),
              monitor :: reference(),
@@ -252,6 +258,19 @@ handle_cast(_, St) -> {noreply, St}.
 -spec handle_info(term(), #st{}) -> {noreply, #st{}} | {stop, normal, #st{}}.
 handle_info({'DOWN', Ref, process, _, _}, #st{monitor = Ref} = St) ->
     {stop, normal, finish(St, owner_down)};
+handle_info({'DOWN', _, process, Pid, Why}, #st{nodes = Ns} = St) ->
+    %% A node's agent went (disconnected, or died): said in info/1 and
+    %% in the stop summary, instead of a session that looks whole.
+    Now = erlang:monotonic_time(millisecond),
+    Ns1 = [case N of
+               #node{agent = Pid, lost = undefined} ->
+                   logger:warning("beamprobe: cluster session: node ~p lost "
+                                  "(~0tp): its session ends there",
+                                  [N#node.name, Why]),
+                   N#node{lost = {Now, Why}};
+               _ -> N
+           end || N <- Ns],
+    {noreply, St#st{nodes = Ns1}};
 handle_info(_, St) -> {noreply, St}.
 
 %% @private
@@ -277,6 +296,7 @@ start_nodes([N | Ns], Base, #st{dir = undefined, nodes = Acc} = St) ->
             start_nodes(Ns, Base, St#st{nodes = Acc ++ [#node{name = N,
                                                               session = S}]});
         {ok, Agent, Staged} ->
+            _ = monitor(process, Agent),
             start_nodes(Ns, Base,
                         St#st{nodes = Acc ++ [#node{name = N, agent = Agent,
                                                     staged = Staged}]});
@@ -305,6 +325,7 @@ start_nodes([N | Ns], Base, #st{dir = Dir, nodes = Acc} = St) ->
                                                               session = S,
                                                               dir = Local}]});
         {ok, Agent, Staged} ->
+            _ = monitor(process, Agent),
             start_nodes(Ns, Base,
                         St#st{nodes = Acc ++ [#node{name = N, agent = Agent,
                                                     staged = Staged,
@@ -334,8 +355,17 @@ agent_cleanup_remote(#node{name = N, staged = Staged}) ->
 
 info(#st{nodes = Ns, dir = Dir, started = T0} = St) ->
     Per = maps:from_list([{N#node.name, node_call(N, info)} || N <- Ns]),
-    #{nodes => Per, output => output(St, Dir),
-      seconds => (erlang:monotonic_time(millisecond) - T0) / 1000}.
+    lost(St, #{nodes => Per, output => output(St, Dir),
+               seconds => (erlang:monotonic_time(millisecond) - T0) / 1000}).
+
+%% `lost': the nodes whose agent was seen going, with when (seconds
+%% into the session) and why; absent when none was.
+lost(#st{nodes = Ns, started = T0}, M) ->
+    case [{N#node.name, #{after_seconds => (T - T0) / 1000, reason => Why}}
+          || #node{lost = {T, Why}} = N <- Ns] of
+        [] -> M;
+        L -> M#{lost => maps:from_list(L)}
+    end.
 
 node_call(#node{session = S}, Req) when is_pid(S) ->
     case Req of
@@ -348,6 +378,9 @@ node_call(#node{agent = A}, Req) ->
 %% A request to an agent; an agent that is gone or unreachable is an
 %% error, never a hang.
 acall(Agent, Req) ->
+    %% (After a disconnection: connect again first, so that the monitor
+    %% below reaches an agent that is still there.)
+    _ = net_kernel:connect_node(node(Agent)),
     Ref = monitor(process, Agent),
     Agent ! {?MODULE, self(), Ref, Req},
     receive
@@ -388,7 +421,7 @@ finish(#st{nodes = Ns, dir = Dir, started = T0} = St, Why) ->
                    output => output(St, Dir),
                    stop_reason => Why,
                    nodes => maps:from_list([streamed(St, P) || P <- Per])},
-    St#st{summary = Summary}.
+    St#st{summary = lost(St, Summary)}.
 
 %% A streamed node's output: its stream.
 streamed(#st{dir = undefined, streams = M}, {Name, #{output := undefined} = R}) ->
@@ -661,13 +694,31 @@ agent_loop(CRef, S, Staged) ->
         {'DOWN', CRef, process, _, noconnection} ->
             %% The coordinator's node is out of reach: end the session and
             %% keep the staged trace (a coordinator that is still alive
-            %% names it in its stop summary: fetch => {error, _}, staged).
-            _ = beamprobe:stop(S);
+            %% names it in its stop summary: fetch => {error, _}, staged),
+            %% and the session's summary, for the coordinator's stop if
+            %% the connection comes back within ?LINGER_MS.
+            Sum = case beamprobe:stop(S) of
+                      {ok, M} -> {ok, M#{stop_reason => coordinator_unreachable}};
+                      Other -> Other
+                  end,
+            linger(Sum, erlang:monotonic_time(millisecond) + ?LINGER_MS);
         {'DOWN', CRef, process, _, Why} ->
             %% The coordinator died while this node was connected: it will
             %% never fetch the staged trace, so it is not left behind.
             _ = beamprobe:stop(S),
             drop_staged(Staged, Why)
+    end.
+
+%% A disconnected agent's last duty: its session's summary to the
+%% coordinator's stop or info (stop ends it), until the deadline.
+linger(Sum, Deadline) ->
+    Left = Deadline - erlang:monotonic_time(millisecond),
+    receive
+        {?MODULE, From, Ref, stop} -> From ! {?MODULE, Ref, Sum};
+        {?MODULE, From, Ref, info} ->
+            From ! {?MODULE, Ref, Sum},
+            linger(Sum, Deadline)
+    after max(0, Left) -> ok
     end.
 
 drop_staged(undefined, _) -> ok;

@@ -19,7 +19,8 @@
 -export([start_stop_three_nodes/1, flows_matched_not_reversed/1,
          refined_offsets/1, bad_specs/1, node_fails_to_start/1,
          owner_dies/1, coordinator_killed/1, node_killed/1,
-         exited_not_traced/1, short_copy_refused/1]).
+         exited_not_traced/1, short_copy_refused/1,
+         disconnect_reported/1]).
 %% Run on the nodes.
 -export([pong/0, ping/3, node_clean/0, chain_start/2]).
 -export([init/1, handle_call/3, handle_cast/2]).
@@ -29,7 +30,8 @@
 all() ->
     [start_stop_three_nodes, flows_matched_not_reversed, refined_offsets,
      bad_specs, node_fails_to_start, owner_dies, coordinator_killed,
-     node_killed, exited_not_traced, short_copy_refused].
+     node_killed, exited_not_traced, short_copy_refused,
+     disconnect_reported].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -533,3 +535,54 @@ short_copy_refused(Config) ->
     To3 = filename:join(Dir, "gone"),
     ?assertError({exception, {badmatch, {error, enoent}}, _},
                  beamprobe_cluster:copy(N2, From ++ ".missing", To3, 5)).
+
+%% A node disconnected for a moment in the middle: its session ends there
+%% (its agent cannot know whether the coordinator lives), and the
+%% coordinator says so (`lost' in info/1 and in the stop summary, with
+%% when), and after the reconnection its stop gets that node's own
+%% summary (stop_reason coordinator_unreachable, its events counted in
+%% the totals), not `agent_down' with the node's events missing from the
+%% totals as before.
+disconnect_reported(Config) ->
+    %% (A peer of its own, controlled over its standard input: a peer
+    %% controlled over distribution ends when disconnected.)
+    Paths = [filename:dirname(code:which(beamprobe)),
+             filename:dirname(code:which(?MODULE))],
+    {ok, P2, N2} = peer:start_link(#{name => peer:random_name(),
+                                     connection => standard_io,
+                                     args => ["-hidden" |
+                                              lists:append([["-pa", D] || D <- Paths])]}),
+    true = net_kernel:connect_node(N2),
+    try disconnect_reported(Config, N2)
+    after catch peer:stop(P2)
+    end.
+
+disconnect_reported(Config, N2) ->
+    Nodes = [node(), N2],
+    Clean = erpc:call(N2, ?MODULE, node_clean, []),
+    Dir = ?L:dir(Config, "disc"),
+    {ok, H} = beamprobe:start(#{nodes => Nodes, events => [send],
+                                output => {file, Dir}}),
+    _ = ping_pong(Nodes, 5),
+    true = erlang:disconnect_node(N2),
+    _ = ?L:wait_until(fun() ->
+                               case beamprobe:info(H) of
+                                   {ok, #{lost := #{N2 := _}}} -> true;
+                                   _ -> false
+                               end
+                       end, 5000),
+    {ok, #{lost := #{N2 := #{after_seconds := At, reason := noconnection}}}} =
+        beamprobe:info(H),
+    ?assert(is_float(At) andalso At >= 0),
+    true = net_kernel:connect_node(N2),
+    {ok, Sum} = beamprobe:stop(H),
+    ct:log("~p", [Sum]),
+    #{lost := #{N2 := _}, nodes := Per, events := Total} = Sum,
+    #{summary := {ok, #{stop_reason := coordinator_unreachable,
+                        events := E2}}} = maps:get(N2, Per),
+    ?assert(E2 > 0),
+    ?assertEqual(Total, lists:sum([E || {_, #{summary := {ok, #{events := E}}}}
+                                            <- maps:to_list(Per)])),
+    ?assertMatch(#{fetch := ok}, maps:get(N2, Per)),
+    assert_clean(Config, [node()]),
+    ?assertEqual(Clean, erpc:call(N2, ?MODULE, node_clean, [])).
