@@ -317,11 +317,15 @@ static void write_drops(struct bp_session *s)
 		if (!any && s->streams[i].fd < 0)
 			continue; /* nothing to say, no file to say it in */
 		noslot = 0;
-		if (!s->has_file || !(st = stream_for(s, i)))
-			continue;
 		off = bp_ev_header(ev, BP_EV_DROPS, bp_now(), 0);
 		for (int c = 0; c < BP_DROP_COUNT; c++, off += 8)
 			bp_put_u64(ev + off, d[c]);
+		/* The LTTng trace is told the same (it has no packet header's
+		 * events_discarded to say losses). */
+		if (s->has_lttng)
+			bp_lttng_emit(ev, (uint32_t)off);
+		if (!s->has_file || !(st = stream_for(s, i)))
+			continue;
 		write_event(s, sl, st, ev, (uint32_t)off, slot_discarded(sl), 1);
 	}
 }
