@@ -25,7 +25,7 @@
 -module(beamprobe_monitor).
 -behaviour(gen_server).
 
--export([start_link/0, join/3, leave/1, stats/0, check/1]).
+-export([start_link/0, join/3, leave/1, stats/0, check/1, asks_nothing/1]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -define(MAX_QUEUE, 10000).
@@ -67,6 +67,12 @@ check(M) when is_map(M), map_size(M) > 0 ->
     end;
 check(M) -> {error, {bad_option, monitor, M}}.
 
+%% @doc True if the thresholds ask for no report at all (only port flags,
+%% all `false'): the session then joins nothing.
+-spec asks_nothing(thresholds()) -> boolean().
+asks_nothing(T) ->
+    lists:all(fun({_, V}) -> V =:= false end, maps:to_list(T)).
+
 valid(K, V) when K =:= long_gc; K =:= long_schedule; K =:= large_heap ->
     is_integer(V) andalso V >= 1 andalso V < 1 bsl 32;
 valid(K, V) when K =:= busy_port; K =:= busy_dist_port -> is_boolean(V);
@@ -106,7 +112,51 @@ stats() ->
 -spec init([]) -> {ok, #st{}}.
 init([]) ->
     process_flag(trap_exit, true),
-    {ok, #st{}}.
+    {ok, resume(#st{})}.
+
+%% After a restart (this process was killed, or crashed): the sessions
+%% that had joined, and the monitor to give back at the end, as the last
+%% one left them (persist/1).  The VM dropped the system monitor when its
+%% receiver ended: set again, and each session told that reports of the
+%% meantime are missing (a `tampered' event), instead of sessions that
+%% silently get no more reports and a monitor never given back.
+resume(St) ->
+    case persistent_term:get(?MODULE, none) of
+        {L, Prev} when L =/= [] ->
+            Live = [E || {Pid, _, _} = E <- L, is_process_alive(Pid)],
+            S = maps:from_list([{Pid, {monitor(process, Pid), Res, T}}
+                                || {Pid, Res, T} <- Live]),
+            Detail = <<"beamprobe's system monitor owner ended and was "
+                       "restarted: reports in between are missing">>,
+            _ = [catch beamprobe_nif:tampered(Res, undefined,
+                                              [<<"system_monitor">>,
+                                               <<"node">>, <<"restarted">>,
+                                               Detail])
+                 || {_, Res, _} <- Live],
+            St1 = St#st{sessions = S, previous = Prev},
+            case map_size(S) of
+                0 ->
+                    %% Nobody left to monitor for: give the monitor back
+                    %% (the VM cleared it when its receiver, this
+                    %% process's predecessor, ended).
+                    _ = erlang:system_monitor() =:= undefined andalso
+                        give_back(Prev),
+                    persist(St),
+                    St;
+                _ -> set(St1), persist(St1), arm(St1)
+            end;
+        _ -> St
+    end.
+
+%% What resume/1 needs, kept outside this process (joins and leaves are
+%% rare: a persistent_term update each is cheap enough).
+persist(#st{sessions = S, previous = Prev}) ->
+    L = [{Pid, Res, T} || {Pid, {_, Res, T}} <- maps:to_list(S)],
+    case {L, persistent_term:get(?MODULE, none)} of
+        {[], none} -> ok;
+        {[], _} -> _ = persistent_term:erase(?MODULE), ok;
+        _ -> persistent_term:put(?MODULE, {L, Prev})
+    end.
 
 %% @private
 -spec handle_call(term(), gen_server:from(), #st{}) -> {reply, term(), #st{}}.
@@ -132,6 +182,7 @@ handle_call({join, Pid, Res, T, Force}, _From, #st{sessions = S} = St) ->
                  end,
             St1 = St#st{sessions = S1, previous = Prev, lost = false},
             set(St1),
+            persist(St1),
             {reply, ok, arm(St1)}
     end;
 handle_call({leave, Pid}, _From, St) ->
@@ -148,12 +199,15 @@ handle_cast(_, St) -> {noreply, St}.
 
 %% @private
 -spec handle_info(term(), #st{}) -> {noreply, #st{}}.
-handle_info({monitor, Who, What, Info}, #st{reports = R} = St) ->
+handle_info({monitor, Who, What, Info}, #st{reports = R} = St)
+  when is_atom(What), is_list(Info) orelse is_port(Info) ->
     case process_info(self(), message_queue_len) of
         {message_queue_len, N} when N > ?MAX_QUEUE ->
             {noreply, St#st{reports = R + 1, dropped = St#st.dropped + 1}};
         _ ->
-            report(Who, What, Info, St),
+            %% (A message of that shape from anyone but the VM may hold
+            %% anything: it must not end this process.)
+            _ = (catch report(Who, What, Info, St)),
             {noreply, St#st{reports = R + 1}}
     end;
 handle_info({'DOWN', _, process, Pid, _}, St) ->
@@ -174,7 +228,12 @@ terminate(_, _) -> ok.
 
 %%% ------------------------------------------------------------------------
 
-drop(Pid, #st{sessions = S} = St) ->
+drop(Pid, St) ->
+    St1 = drop1(Pid, St),
+    persist(St1),
+    St1.
+
+drop1(Pid, #st{sessions = S} = St) ->
     case maps:take(Pid, S) of
         error -> St;
         {{Ref, _, _}, S1} when map_size(S1) =:= 0 ->
@@ -238,21 +297,25 @@ set(#st{sessions = S}) ->
 %% The monitor set before the first session joined, if its receiver still
 %% lives; none otherwise.  Only if the monitor is still ours: another
 %% tool that took it since keeps it.
-restore(#st{previous = Prev}) ->
+restore(#st{previous = Prev}) -> restore_prev(Prev).
+
+restore_prev(Prev) ->
     Self = self(),
     case erlang:system_monitor() of
-        {Self, _} ->
-            _ = case Prev of
-                    {P, Opts} when is_pid(P) ->
-                        case is_process_alive(P) of
-                            true -> erlang:system_monitor(P, Opts);
-                            false -> erlang:system_monitor(undefined)
-                        end;
-                    _ -> erlang:system_monitor(undefined)
-                end,
-            ok;
+        {Self, _} -> give_back(Prev);
         _ -> ok
     end.
+
+give_back(Prev) ->
+    _ = case Prev of
+            {P, Opts} when is_pid(P) ->
+                case is_process_alive(P) of
+                    true -> erlang:system_monitor(P, Opts);
+                    false -> erlang:system_monitor(undefined)
+                end;
+            _ -> erlang:system_monitor(undefined)
+        end,
+    ok.
 
 %% Writes the report into every session whose thresholds it passes.
 %% A `process' event first names the process (the readers show its pid

@@ -27,7 +27,14 @@ check(C) ->
 start(Res, C) ->
     Mon = case C of
               #{monitor := T} ->
-                  beamprobe_monitor:join(Res, T, maps:get(force, C, false));
+                  case beamprobe_monitor:asks_nothing(T) of
+                      %% Only `false' port flags: nothing to monitor, and
+                      %% the node's monitor (another tool's) left alone.
+                      true -> none;
+                      false ->
+                          beamprobe_monitor:join(Res, T,
+                                                 maps:get(force, C, false))
+                  end;
               _ -> none
           end,
     case Mon of

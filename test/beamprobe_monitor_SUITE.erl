@@ -20,7 +20,8 @@
          own_processes_untraced/1, taken_while_held/1,
          concurrent_sessions/1, monitor_only/1, sample_only/1,
          busy_port_event/1, busy_dist_port_event/1,
-         large_heap_event/1]).
+         large_heap_event/1,
+         owner_killed_resumes/1, false_flags_ask_nothing/1]).
 
 -define(L, beamprobe_test_lib).
 -define(ADD, {beamprobe_workload, add, 2}).
@@ -33,7 +34,8 @@ all() ->
      samples_counter_tracks, samples_bounded, handler_gets_monitor,
      lttng_unavailable, lttng_capture, own_processes_untraced,
      taken_while_held, concurrent_sessions, monitor_only, sample_only,
-     busy_port_event, busy_dist_port_event, large_heap_event].
+     busy_port_event, busy_dist_port_event, large_heap_event,
+     owner_killed_resumes, false_flags_ask_nothing].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -756,3 +758,59 @@ large_heap_event(Config) ->
     [E | _] = Mine,
     ?assertNotEqual(nomatch, binary:match(?L:field(E, "detail"), <<"heap_block_size">>)),
     ?assertEqual(undefined, erlang:system_monitor()).
+
+%% beamprobe's monitor process killed (or crashed by a message of the
+%% report's shape that any process can send): it comes back with the
+%% sessions that had joined, sets the system monitor again, tells each
+%% session in its trace that reports of the meantime are missing, and at
+%% the end gives the other tool's monitor back.  It used to come back
+%% empty: sessions silently got no more reports, and the other tool's
+%% monitor was never given back.
+owner_killed_resumes(Config) ->
+    Dir = ?L:dir(Config, "t"),
+    Tool = spawn(fun() -> receive stop -> ok end end),
+    erlang:system_monitor(Tool, [{long_gc, 500}]),
+    S = ?L:start(spec(Dir, #{monitor => #{long_gc => 1}, force => true})),
+    Old = whereis(beamprobe_monitor),
+    %% A malformed report is ignored, not a crash.
+    Old ! {monitor, self(), "x", []},
+    Old ! {monitor, self(), long_gc, not_a_list},
+    timer:sleep(100),
+    ?assertEqual(Old, whereis(beamprobe_monitor)),
+    exit(Old, kill),
+    _ = ?L:wait_until(fun() ->
+                              case whereis(beamprobe_monitor) of
+                                  P when is_pid(P), P =/= Old ->
+                                      {P, [{long_gc, 1}]} =:=
+                                          erlang:system_monitor();
+                                  _ -> false
+                              end
+                      end, 5000),
+    {ok, #{sessions := 1}} = beamprobe_monitor:stats(),
+    P = big_gc(),
+    timer:sleep(100),
+    _ = ?L:stop(S),
+    exit(P, kill),
+    ?assertEqual({Tool, [{long_gc, 500}]}, erlang:system_monitor()),
+    Evs = ?L:trace(Dir),
+    ?assertMatch([_], [E || E <- ?L:events(Evs, "tampered"),
+                            ?L:field(E, "how") =:= <<"restarted">>]),
+    ?assertNotEqual([], [E || E <- monitor_events(Evs, long_gc),
+                              ?L:field(E, "process") =:= pid_text(P)]),
+    erlang:system_monitor(undefined),
+    exit(Tool, kill).
+
+%% monitor => #{busy_port => false}: asks for no report, so it neither
+%% switches the node's monitor off nor is refused because a tool holds it.
+false_flags_ask_nothing(Config) ->
+    Tool = spawn(fun() -> receive stop -> ok end end),
+    erlang:system_monitor(Tool, [{long_gc, 500}]),
+    S = ?L:start(spec(?L:dir(Config, "t"),
+                      #{monitor => #{busy_port => false,
+                                     busy_dist_port => false}})),
+    ?assertEqual({Tool, [{long_gc, 500}]}, erlang:system_monitor()),
+    {ok, #{sessions := 0}} = beamprobe_monitor:stats(),
+    _ = ?L:stop(S),
+    ?assertEqual({Tool, [{long_gc, 500}]}, erlang:system_monitor()),
+    erlang:system_monitor(undefined),
+    exit(Tool, kill).
