@@ -30,6 +30,19 @@ static inline void count(struct bp_follow *f, enum bp_follow_count i)
 	atomic_fetch_add_explicit(&f->count[i].v, 1, memory_order_relaxed);
 }
 
+/* A labelled event placed in no request, not written.  Once the tables
+ * have been full (a process or message not held), such an event may be
+ * what followed the one not held -- the receive of a message not
+ * remembered, what that process did next -- so from then on it counts as
+ * the table's loss, not as outside: the count errs towards loss. */
+static inline void outside(struct bp_follow *f)
+{
+	count(f, atomic_load_explicit(&f->count[BP_FC_TABLE].v,
+				      memory_order_relaxed)
+			 ? BP_FC_TABLE
+			 : BP_FC_OUTSIDE);
+}
+
 static uint32_t pow2(uint64_t n)
 {
 	uint32_t p = 1;
@@ -337,7 +350,7 @@ void bp_follow_call(ErlNifEnv *env, struct bp_session *s,
 	    argv[0] != bp_atom.exception_from)
 		return;
 	if (!h) {
-		count(f, BP_FC_OUTSIDE);
+		outside(f);
 		return;
 	}
 	if (take(env, s, f, h, now, c))
@@ -415,7 +428,7 @@ void bp_follow_seq(ErlNifEnv *env, struct bp_session *s,
 			return;
 		h = proc_get(f, from);
 		if (!h) {
-			count(f, BP_FC_OUTSIDE);
+			outside(f);
 			return;
 		}
 		/* To another node: keyed by the receiver, whose first send
@@ -452,7 +465,7 @@ void bp_follow_seq(ErlNifEnv *env, struct bp_session *s,
 	}
 	proc_set(f, to, h, 0); /* 0: it works for no request now */
 	if (!h) {
-		count(f, BP_FC_OUTSIDE);
+		outside(f);
 		return;
 	}
 	if (take(env, s, f, h, now, c))

@@ -110,8 +110,31 @@ check(S) ->
     Steps = [fun force/1, fun on_tamper/1, fun procs/1, fun calls/1, fun bools/1,
              fun events/1, fun args/1, fun capture/1, fun buffer/1,
              fun overflow/1, fun limits/1, fun on_rate/1, fun output/1,
-             fun meta/1, fun messages/1, fun vm/1, fun nothing/1],
+             fun meta/1, fun messages/1, fun actions/1, fun vm/1,
+             fun nothing/1],
     run(Steps, S).
+
+%% Match-spec actions that change trace flags -- of the calling process
+%% (`silent', `trace') or of others (`enable_trace', `disable_trace') --
+%% are refused unless force => true.  They take flags from other tools
+%% and outlive the session (nothing knows to undo them), and on OTP 25.2
+%% a process left `silent' with no tracer by such a clause takes the
+%% node down at the next send trace set on all processes (a segfault in
+%% the VM, with no beamprobe involved once the flag is set).
+actions(#{force := true} = S) -> {ok, S};
+actions(#{calls := Calls, messages := Msgs} = S) ->
+    MSs = [MS || {{_, _, _}, MS} <- Calls, is_list(MS)] ++
+          [MS || {_, MS} <- Msgs, is_list(MS)],
+    case [A || MS <- MSs, {_, _, Body} <- MS, is_list(Body),
+               A <- Body, flag_action(A)] of
+        [] -> {ok, S};
+        [A | _] -> {error, {flag_action, A}}
+    end.
+
+flag_action(A) when is_tuple(A), tuple_size(A) >= 1 ->
+    lists:member(element(1, A), [silent, trace, enable_trace, disable_trace]);
+flag_action(A) -> lists:member(A, [silent, trace, enable_trace,
+                                   disable_trace]).
 
 run([], S) -> {ok, maps:remove(output, S)};
 run([F | Fs], S) ->
@@ -640,6 +663,11 @@ format_error({no_such_function, {M, F, A}}) ->
     f("~tp:~tp/~p does not exist", [M, F, A]);
 format_error({no_match, MFA}) ->
     f("pattern ~tP matches no function", [MFA, ?SHOW]);
+format_error({flag_action, A}) ->
+    f("match spec action ~tP changes trace flags: it takes them from other "
+      "tools, outlives the session (nothing undoes it), and `silent' can "
+      "crash an OTP 25 node at the next send trace; add force => true if "
+      "you mean it", [A, ?SHOW]);
 format_error({force_required, X}) ->
     f("~tP would trace every module; add force => true if you mean it",
       [X, ?SHOW]);

@@ -116,8 +116,12 @@ fun_to_ms(Fun) ->
                     {error, "the fun is not a match specification: " ++
                          lists:flatten(ms_transform:format_error(Code))};
                 MS when is_list(MS) ->
-                    check_ms(MS) =:= ok orelse throw(bad),
-                    {ok, MS};
+                    %% (Not a throw: this is the `of' part of the try,
+                    %% which its catch does not cover.)
+                    case check_ms(MS) of
+                        ok -> {ok, MS};
+                        {error, _} = E -> E
+                    end;
                 _ ->
                     {error, "the fun is not a match specification"}
             catch _:_ ->

@@ -379,3 +379,45 @@ outputs(Base) ->
                         {already_traced, [self()]}, {remote_process, self()},
                         {something_else, 1}]]
       end}].
+
+%% Match-spec actions that change trace flags are refused unless forced:
+%% {silent, true} left a process in a state where OTP 25.2 segfaulted at
+%% the next send trace on all processes (reached from calls/2 without
+%% force); trace/enable_trace/disable_trace take other tools' flags.
+flag_actions_test_() ->
+    {setup, fun setup/0, fun cleanup/1,
+     fun(Base) ->
+             Out = out(Base, "fa"),
+             MS = fun(A) -> [{'_', [], [A]}] end,
+             Bad = [{silent, true}, {trace, [send], []},
+                    {trace, self(), [], [call]}, {enable_trace, send},
+                    {disable_trace, self(), call}],
+             [?_assertEqual({error, {flag_action, A}},
+                            v(#{calls => [{{lists, seq, 2}, MS(A)}],
+                                output => Out}))
+              || A <- Bad] ++
+             [?_assertEqual({error, {flag_action, {silent, true}}},
+                            v(#{events => [send],
+                                messages => [{send, MS({silent, true})}],
+                                output => Out})),
+              ?_assertMatch({ok, _},
+                            v(#{calls => [{{lists, seq, 2}, MS({silent, true})}],
+                                force => true, output => Out})),
+              ?_assertMatch({ok, _},
+                            v(#{calls => [{{lists, seq, 2},
+                                           MS({return_trace})}],
+                                output => Out})),
+              ?_assertMatch("match spec action {silent,true} changes trace "
+                            "flags" ++ _,
+                            beamprobe_config:format_error(
+                              {flag_action, {silent, true}}))]
+     end}.
+
+%% A fun typed in the shell whose match spec is not valid: an error to
+%% return, not a throw out of calls/2 (it killed the shell's evaluator).
+shell_fun_invalid_ms_test() ->
+    {ok, Toks, _} = erl_scan:string("fun([A, _]) -> self() ! hi end."),
+    {ok, [Expr]} = erl_parse:parse_exprs(Toks),
+    {value, F, _} = erl_eval:expr(Expr, []),
+    ?assertMatch({error, "not a valid match specification" ++ _},
+                 beamprobe_pattern_recon:parse({lists, seq, F}, false)).
