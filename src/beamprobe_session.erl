@@ -343,7 +343,7 @@ join(#st{config = C, res = Res, handlers = Hs} = St) ->
              %% Functions another tool's pattern covers: their call
              %% events still reach this session (beamprobe_watch:skip/2).
              relied => case {Meta, St#st.skipped} of
-                           {false, #{calls := Sk}} -> Sk;
+                           {false, #{relied := Sk}} -> Sk;
                            _ -> []
                        end,
              %% The processes other tools hold (just checked, each one):
@@ -475,7 +475,7 @@ start_watch(#st{res = Res, patterns = Pats, config = C, traced = T} = St) ->
                 self(), #{res => Res, meta => maps:get(meta, C),
                           patterns => Pats, procs => T, flags => Flags,
                           relied => case St#st.skipped of
-                                        #{calls := Sk} -> Sk;
+                                        #{relied := Sk} -> Sk;
                                         _ -> []
                                     end,
                           on_tamper => maps:get(on_tamper, C, report)}),

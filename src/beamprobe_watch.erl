@@ -105,7 +105,7 @@
 
 -type mfa_pat() :: {atom(), atom(), arity() | '_'}.
 -type skipped() :: #{procs := [pid() | new], procs_count := non_neg_integer(),
-                     calls := [mfa()]}.
+                     calls := [mfa()], relied => [mfa()]}.
 -type finding() :: {pattern, mfa() | {functions, pos_integer()},
                     removed | replaced, integer()}
                  | {procs, pid() | new | {processes, pos_integer()},
@@ -158,13 +158,28 @@ skip_calls(#{calls := Calls, meta := Meta} = C, Self, Procs, N) ->
                [] -> [];
                _ -> beamprobe_janitor:others_patterns(Self)
            end,
-    Taken = [F || Call <- Calls, F <- functions(pat(Call)),
-                  taken_fun(F, Meta, Held)],
+    TakenBy = [{F, Call} || Call <- Calls, F <- functions(pat(Call)),
+                            taken_fun(F, Meta, Held)],
+    Taken = lists:usort([F || {F, _} <- TakenBy]),
+    %% A function another tool's pattern holds still gives this session's
+    %% processes its call events, filtered by that tool's match spec:
+    %% used (relied on) only if this session asked for every call of it
+    %% as it is; a guard or an action of its own would be broken by it.
+    Relied = case Meta of
+                 true -> [];
+                 false -> lists:usort([F || {F, Call} <- TakenBy,
+                                            accepts_all(Call)])
+             end,
     Skipped = #{procs => lists:sublist(Procs, ?MAX_SKIPPED),
-                procs_count => N, calls => lists:usort(Taken)},
-    case Meta andalso Calls =/= [] andalso to_set(Calls, Skipped) =:= []
-        andalso maps:get(messages, C) =:= [] of
-        true -> {error, {already_traced, lists:usort(Taken)}};
+                procs_count => N, calls => Taken, relied => Relied},
+    %% Nothing of its own left to record: refused, as starting would
+    %% record nothing (or only what the other tool's match spec lets by).
+    Nothing = Calls =/= [] andalso to_set(Calls, Skipped) =:= []
+        andalso maps:get(messages, C) =:= []
+        andalso (Meta orelse
+                 (Relied =:= [] andalso maps:get(events, C, []) -- [call] =:= [])),
+    case Nothing of
+        true -> {error, {already_traced, Taken}};
         false -> {ok, C, Skipped}
     end.
 
@@ -184,6 +199,17 @@ to_set(Calls, #{calls := Skipped}) when Skipped =/= [] ->
            end
        end || Call <- Calls]);
 to_set(Calls, _) -> Calls.
+
+%% A pattern that asks for every call as it is: no head, guard or action.
+accepts_all({{_, _, _}, true}) -> true;
+accepts_all({{_, _, _}, MS}) when is_list(MS) ->
+    lists:any(fun({H, [], []}) -> H =:= '_' orelse
+                                      (is_list(H) andalso
+                                       lists:all(fun(X) -> X =:= '_' end, H));
+                 (_) -> false
+              end, MS);
+accepts_all({_, _, _}) -> true;
+accepts_all(_) -> false.
 
 pat({{_, _, _} = MFA, _MS}) -> MFA;
 pat({_, _, _} = MFA) -> MFA.

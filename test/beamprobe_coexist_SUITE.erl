@@ -33,7 +33,8 @@
          no_report_same_function/1, no_report_on_reload/1,
          shell_note/1, watchdog_not_traced/1, tampered_nif_args/1,
          relied_pattern_removed/1, shell_next_to_dbg/1,
-         redbug_wipe_reported/1, idle_not_running/1]).
+         redbug_wipe_reported/1, idle_not_running/1,
+         own_guard_not_relied/1]).
 
 -define(W, beamprobe_workload).
 -define(L, beamprobe_test_lib).
@@ -53,7 +54,7 @@ all() ->
      no_report_on_stop, no_report_second_session, no_report_same_function,
      no_report_on_reload, shell_note, watchdog_not_traced,
      tampered_nif_args, relied_pattern_removed, shell_next_to_dbg,
-     redbug_wipe_reported, idle_not_running].
+     redbug_wipe_reported, idle_not_running, own_guard_not_relied].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -839,3 +840,28 @@ idle_not_running(Config) ->
     ?assert(InIdle =< 2),
     Idle ! stop,
     Busy ! stop.
+
+%% A session whose only function dbg holds, with a guard of its own:
+%% dbg's match spec would filter its calls (f(1) shown against `X > 100',
+%% f(500) never), so it is refused (already_traced) instead of starting
+%% and printing calls its own guard rejects.  Next to a function of its
+%% own, the held one is left to dbg and gives it no event.
+own_guard_not_relied(Config) ->
+    _ = dbg_collector(),
+    {ok, _} = dbg:tpl(?W, add, 2, [{['$1', '_'], [{'<', '$1', 10}], []}]),
+    Guarded = [{['$1', '_'], [{'>', '$1', 100}], []}],
+    Dir = ?L:dir(Config, "trace"),
+    ?assertEqual({error, {already_traced, [?ADD]}},
+                 beamprobe:start(#{procs => all, calls => [{?ADD, Guarded}],
+                                   output => {file, Dir}})),
+    S = ?L:start(#{procs => all,
+                   calls => [{?ADD, Guarded}, {{?W, tick, 1}, true}],
+                   output => {file, ?L:dir(Config, "t2")}}),
+    B = ?W:start_worker(),
+    ?W:run(B, fun() -> [?W:add(X, 1) || X <- [1, 500]], ?W:tick(1) end),
+    _ = ?L:stop(S),
+    Evs = ?L:trace(?L:dir(Config, "t2")),
+    Calls = [iolist_to_binary(?L:field(E, "mfa"))
+             || E <- ?L:events(Evs, "call", B)],
+    ?assertEqual([<<"beamprobe_workload:tick/1">>], Calls),
+    ?W:stop_worker(B).
