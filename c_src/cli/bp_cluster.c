@@ -261,12 +261,15 @@ static size_t pid_ident(const char *s, size_t n, const char **id, long *x)
 /* Names of processes as they change (process and register events). */
 struct names {
 	struct bp_map of;     /* pid -> string id */
+	struct bp_map last;   /* pid -> the last name it had, kept after an
+				 unregister */
 	struct bp_strtab tab;
 };
 
-static const char *name_of(const struct names *nm, uint64_t pid, size_t *n)
+static const char *name_in(const struct names *nm, const struct bp_map *m,
+			   uint64_t pid, size_t *n)
 {
-	uint32_t id = bp_map_get(&nm->of, pid);
+	uint32_t id = bp_map_get(m, pid);
 	const struct bp_str *s;
 
 	if (id == BP_MAP_NONE)
@@ -276,17 +279,28 @@ static const char *name_of(const struct names *nm, uint64_t pid, size_t *n)
 	return s->s;
 }
 
-static void set_name(struct names *nm, uint64_t pid, const char *s, size_t n)
+/* Hash of a name on node n (c->named). */
+static uint64_t name_hash(int n, const char *s, size_t len)
+{
+	return bp_hash_u64(bp_hash_bytes(s, len) ^ (uint64_t)(unsigned)n);
+}
+
+/* 0, or -1 out of memory. */
+static int set_name(struct bp_cluster *c, int node, struct names *nm,
+		    uint64_t pid, const char *s, size_t n)
 {
 	uint32_t id;
 
 	/* `undefined': no name known here (the tracer's first sight of a
 	 * process), not an unregistering. */
 	if (n == 0 || (n == 9 && memcmp(s, "undefined", 9) == 0))
-		return;
+		return 0;
 	id = bp_strtab_intern(&nm->tab, s, n);
-	if (id != BP_MAP_NONE)
-		(void)bp_map_put(&nm->of, pid, id);
+	if (id == BP_MAP_NONE || bp_map_put(&nm->of, pid, id) ||
+	    bp_map_put(&nm->last, pid, id) ||
+	    bp_map_put(&c->named, name_hash(node, s, n), 1))
+		return -1;
+	return 0;
 }
 
 static int read_node(struct bp_cluster *c, unsigned idx, struct buf *b)
@@ -297,13 +311,14 @@ static int read_node(struct bp_cluster *c, unsigned idx, struct buf *b)
 	struct names nm;
 	uint64_t *last = NULL; /* per stream: ts of its last record read,
 				  process and drops records aside */
-	uint32_t nlast = 0;
+	uint32_t nlast = 0, first_recv = c->nrecvs;
 	int rc = 0;
 
 	if (bp_reader_open(&r, nd->dir, 0) != 0)
 		return -1;
 	memset(&nm, 0, sizeof nm);
 	bp_map_init(&nm.of);
+	bp_map_init(&nm.last);
 	bp_strtab_init(&nm.tab);
 	while ((e = bp_reader_next(&r)) && rc == 0) {
 		struct bp_cmsg m;
@@ -335,12 +350,14 @@ static int read_node(struct bp_cluster *c, unsigned idx, struct buf *b)
 			last[e->stream] = e->ts;
 		switch (e->id) {
 		case BP_EV_PROCESS:
-			set_name(&nm, e->pid, e->str[BP_FLD(PROCESS, name)],
-				 e->len[BP_FLD(PROCESS, name)]);
+			rc = set_name(c, (int)idx, &nm, e->pid,
+				      e->str[BP_FLD(PROCESS, name)],
+				      e->len[BP_FLD(PROCESS, name)]);
 			break;
 		case BP_EV_REGISTER:
-			set_name(&nm, e->pid, e->str[BP_FLD(REGISTER, name)],
-				 e->len[BP_FLD(REGISTER, name)]);
+			rc = set_name(c, (int)idx, &nm, e->pid,
+				      e->str[BP_FLD(REGISTER, name)],
+				      e->len[BP_FLD(REGISTER, name)]);
 			break;
 		case BP_EV_UNREGISTER:
 			bp_map_del(&nm.of, e->pid);
@@ -375,6 +392,8 @@ static int read_node(struct bp_cluster *c, unsigned idx, struct buf *b)
 					break;
 				m.key = msg_key(1, dn, to + 1,
 						(size_t)(comma - to - 1), mh);
+				m.name = name_hash(dn, to + 1,
+						   (size_t)(comma - to - 1));
 			} else if (ton > 6 && memcmp(to, "#Ref<", 5) == 0 &&
 				   isdigit((unsigned char)to[5])) {
 				/* An alias (gen_server replies): the receiver
@@ -386,10 +405,12 @@ static int read_node(struct bp_cluster *c, unsigned idx, struct buf *b)
 			} else if (ton > 0 && to[0] != '<' && to[0] != '#') {
 				dn = (int)idx;
 				m.key = msg_key(1, dn, to, ton, mh);
+				m.name = name_hash(dn, to, ton);
 			} else {
 				break;
 			}
 			m.dnode = (uint16_t)dn;
+			m.mh = mh;
 			rc = push(&c->sends, &c->nsends, &c->capsends, &m);
 			break;
 		}
@@ -408,7 +429,8 @@ static int read_node(struct bp_cluster *c, unsigned idx, struct buf *b)
 			if (!(idn = pid_ident(t, tn, &id, &x)))
 				break;
 			m.key = msg_key(0, (int)idx, id, idn, mh);
-			if ((name = name_of(&nm, e->pid, &nn)))
+			m.mh = mh;
+			if ((name = name_in(&nm, &nm.of, e->pid, &nn)))
 				m.key2 = msg_key(1, (int)idx, name, nn, mh);
 			m.key3 = msg_key(2, (int)idx, "", 0, mh);
 			m.dnode = (uint16_t)idx;
@@ -419,9 +441,20 @@ static int read_node(struct bp_cluster *c, unsigned idx, struct buf *b)
 			break;
 		}
 	}
+	/* A receive by a process not named then: the last name its trace
+	 * gives it (a follow session names its processes at its end). */
+	for (uint32_t i = first_recv; i < c->nrecvs && rc == 0; i++) {
+		struct bp_cmsg *m = &c->recvs[i];
+		const char *name;
+		size_t nn;
+
+		if (!m->key2 && (name = name_in(&nm, &nm.last, m->pid, &nn)))
+			m->key2 = msg_key(1, (int)idx, name, nn, m->mh);
+	}
 	free(last);
 	c->problems += r.diag.problems;
 	bp_map_free(&nm.of);
+	bp_map_free(&nm.last);
 	bp_strtab_free(&nm.tab);
 	bp_reader_close(&r);
 	return rc;
@@ -487,6 +520,15 @@ static int match(struct bp_cluster *c)
 {
 	struct bp_map cur;
 
+	/* A send to a name no process has in the receiving node's trace
+	 * (a follow session's trace names none): its receiver is known by
+	 * its node only, as for an alias. */
+	for (uint32_t i = 0; i < c->nsends; i++) {
+		struct bp_cmsg *s = &c->sends[i];
+
+		if (s->name && bp_map_get(&c->named, s->name) == BP_MAP_NONE)
+			s->key = msg_key(2, s->dnode, "", 0, s->mh);
+	}
 	sort_c = c;
 	if (c->nsends)
 		qsort(c->sends, c->nsends, sizeof *c->sends, cmp_send);
@@ -745,6 +787,7 @@ static int open_dir(struct bp_cluster *c, const char *dir, int single)
 	c->control = -1;
 	bp_map_init(&c->flow_of);
 	bp_map_init(&c->pair_of);
+	bp_map_init(&c->named);
 	if (single && has_metadata(dir)) {
 		n = (subs[0] = strdup(dir)) ? 1 : -1;
 		if (n < 0)
@@ -865,6 +908,7 @@ void bp_cluster_close(struct bp_cluster *c)
 	free(c->control_name);
 	bp_map_free(&c->flow_of);
 	bp_map_free(&c->pair_of);
+	bp_map_free(&c->named);
 	memset(c, 0, sizeof *c);
 	c->control = -1;
 }

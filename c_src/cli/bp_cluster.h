@@ -28,7 +28,12 @@
  * Message identity: a send and a receive match when the receiver (the
  * destination pid, or its registered name for {Name, Node} sends) and the
  * message text agree (for a send to an alias, a reference: the
- * receiving node and the text), after the node numbers inside pids, refs and ports
+ * receiving node and the text; for a send to a name that no process
+ * has in the receiving node's trace -- a follow session's trace names
+ * none -- also the receiving node and the text).  A receiving process's
+ * name is the one it has at the receive, else the last one its trace
+ * gives it (a follow session writes names at its end).  This is done
+ * after the node numbers inside pids, refs and ports
  * (`<N.x.y>', `#Ref<N...>', `#Port<N.x>', printed per node) are replaced
  * by node names (env dist_ids).  Equal messages to one receiver are
  * matched in send order (Erlang keeps order per sender/receiver pair).
@@ -70,7 +75,11 @@ struct bp_cnode {
 struct bp_cmsg {
 	uint64_t key;      /* receiver + normalised message */
 	uint64_t key2;     /* receives: by registered name, 0 if none */
-	uint64_t key3;     /* receives: by node only (sends to an alias) */
+	uint64_t key3;     /* receives: by node only (sends to an alias, and
+			      to a name no process has in the receiver's
+			      trace) */
+	uint64_t mh;       /* hash of the normalised message text */
+	uint64_t name;     /* sends to a name: hash of (node, name), else 0 */
 	uint64_t ts;       /* the node's clock */
 	uint64_t before;   /* sends: the ts of the record before it in its
 			      stream (not counting process records), 0 if
@@ -110,6 +119,8 @@ struct bp_cluster {
 	uint32_t late_stamps;    /* flows received before their send's own
 				    timestamp, not reversed */
 	struct bp_map flow_of;   /* (node, stream, off) -> flow + 1 */
+	struct bp_map named;     /* hash of (node, name) of every name a
+				    process has in a node's trace -> 1 */
 	unsigned problems;       /* damage reported while reading */
 };
 

@@ -9,7 +9,8 @@
  * receiver and text, bp_cluster.h) -- the messages that carried the
  * seq_trace label that spread the tracing -- until it sends back to the
  * process that message came from (follow_other()).  Receives of other
- * messages are left out.  Limits: a process that takes the messages of
+ * messages are left out, and counted (printed after the requests), as
+ * are the events of processes working for no request then.  Limits: a process that takes the messages of
  * two followed requests out of their arrival order, or never answers
  * the process a request came from, may have sends shown in the wrong
  * request.  The depth (indentation) is the number of
@@ -64,6 +65,9 @@ struct state {
 	uint32_t nreqs, capreqs;
 	uint32_t *pair_req, *pair_depth; /* per matched pair */
 	uint8_t *pair_sent;  /* per matched pair: its send walked */
+	uint64_t out_recv;   /* receives left out: of no request's message */
+	uint64_t out_other;  /* other events left out: of a process that
+				works for no request then */
 };
 
 static struct proc *proc(struct state *s, unsigned node, uint64_t pid)
@@ -163,8 +167,10 @@ static int follow_other(const struct bp_cluster *c, struct state *s,
 		uint32_t depth;
 		int known = 0;
 
-		if (!q)
+		if (!q) {
+			s->out_recv++;
 			return 0;
+		}
 		depth = s->pair_depth[pair - 1] + 1;
 		for (uint32_t i = 0; i < p->npend; i++)
 			if (p->pend[i].req == q) {
@@ -190,8 +196,11 @@ static int follow_other(const struct bp_cluster *c, struct state *s,
 		emit(c, &s->reqs[q - 1], cf, n, e, depth);
 		return 0;
 	}
-	if (!p->npend)
+	if (!p->npend) {
+		if (e->id != BP_EV_DROPS)
+			s->out_other++;
 		return 0;
+	}
 	emit(c, &s->reqs[p->pend[0].req - 1], cf, n, e, p->pend[0].depth);
 	if (e->id == BP_EV_SEND || e->id == BP_EV_SEND_DEAD) {
 		const struct pending *h = &p->pend[0];
@@ -326,6 +335,7 @@ static int walk(const struct bp_cluster *c, struct state *s,
 
 			if (q != p->req) {
 				/* Not the root's request: left out. */
+				s->out_recv++;
 				bp_cluster_advance(cur, n);
 				continue;
 			}
@@ -374,6 +384,20 @@ static void print(const struct bp_cluster *c, const struct state *s,
 		bp_out_char(o, '\n');
 		bp_out_mem(o, r->lines.buf, r->lines.len);
 	}
+}
+
+/* The events of the trace that are in no request, said. */
+static void print_left_out(const struct state *s, struct bp_out *o)
+{
+	if (!s->nreqs || !(s->out_recv | s->out_other))
+		return;
+	bp_out_str(o, "Left out (in no request): ");
+	bp_out_u64(o, s->out_recv);
+	bp_out_str(o, s->out_recv == 1 ? " receive" : " receives");
+	bp_out_str(o, " of messages no request's process is seen sending, ");
+	bp_out_u64(o, s->out_other);
+	bp_out_str(o, s->out_other == 1 ? " other event" : " other events");
+	bp_out_str(o, " of processes then working for no request\n");
 }
 
 /* The events the per-request budget cut, summed over the nodes (env
@@ -466,8 +490,10 @@ int bp_cmd_request(int argc, char **argv)
 				       "in the trace (env follow_root, or "
 				       "--root M:F/A)\n");
 		print(&c, &s, &o, (long)only);
-		if (!only)
+		if (!only) {
+			print_left_out(&s, &o);
 			print_cut_counts(&c, &o);
+		}
 		if (bp_out_close(&o))
 			rc = BP_EXIT_DAMAGED;
 	}

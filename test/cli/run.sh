@@ -611,6 +611,22 @@ check "cluster --print: both ends of the late-stamped flow marked, no other flow
 run request --root 'm:f/0' "$WORK/xn"
 check "request: a reply received before its send's stamp stays in its request (9 events)" \
 	"$rc $(grep -c '^Request 1: root <0.100.0> on a@h, 9 events, 2 processes' "$WORK/out") $(grep -c 'a@h <0.100.0> received {pong,2}$' "$WORK/out")" "0 1 1"
+# F2: a follow session's request that sends to {Name, Node}: the name is
+# in no process record of the receiving trace (or only in the one written
+# at the session's end); the hops and the replies stay in the request,
+# and the receive of no request's message is counted, not dropped.
+"$GEN" xname "$WORK/xname"
+run request "$WORK/xname"
+check "request: sends to {Name, Node} matched, the whole request (10 events, 3 processes)" \
+	"$rc $(grep -c '^Request 1: root <0.100.0> on a@h, 10 events, 3 processes' "$WORK/out") $(grep -c 'b@h   <0.20[01].0> \(received\|sent\)' "$WORK/out") $(grep -c 'a@h <0.100.0> received' "$WORK/out")" "0 1 4 2"
+check "request: what is in no request is counted and said" \
+	"$(grep -c '^Left out (in no request): 1 receive of messages no request.s process is seen sending, 0 other events' "$WORK/out")" 1
+sanitizer_clean && ok "request (sends to names): sanitizer clean" || not_ok "request (sends to names): sanitizer clean" "$(head -20 "$WORK/err")"
+run cluster --json "$WORK/xname"
+if python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+assert (d["flows"], d["unmatched_sends"]) == (4, 0), d' "$WORK/out" 2>"$WORK/py.err"
+then ok "cluster: sends to a name the receiving trace does not give matched by node and text"
+else not_ok "cluster: sends to unnamed names" "$(cat "$WORK/py.err" "$WORK/out")"; fi
 run cluster "$G"
 check "cluster on a single trace: exit 2, says why" "$rc $(grep -c 'no node traces in it' "$WORK/err")" "2 1"
 run cluster
