@@ -548,7 +548,8 @@ static int match(struct bp_cluster *c)
 				continue;
 			s = &c->sends[p];
 			if (cts(c, s) > cts(c, r) + width(&c->nodes[s->node]) +
-						  width(&c->nodes[r->node]))
+						  width(&c->nodes[r->node]) +
+						  BP_CLUSTER_MATCH_SLACK_NS)
 				continue;
 			if (best < 0 || cts(c, s) < cts(c, &c->sends[best]))
 				best = p;
@@ -599,6 +600,7 @@ static int match(struct bp_cluster *c)
 		c->flows[c->nflows].send = (uint32_t)best;
 		c->flows[c->nflows].recv = i;
 		c->flows[c->nflows].late = 0;
+		c->flows[c->nflows].rev = 0;
 		c->nflows++;
 		c->sends[best].flow = c->nflows;
 		r->flow = c->nflows;
@@ -752,9 +754,11 @@ static int solve(struct bp_cluster *c)
 		int64_t rt = (int64_t)r->ts + c->nodes[r->node].off,
 			so = c->nodes[s->node].off;
 
-		f->late = 0;
-		if (s->before && rt < (int64_t)s->before + so)
+		f->late = f->rev = 0;
+		if (s->before && rt < (int64_t)s->before + so) {
+			f->rev = 1;
 			c->reversed++;
+		}
 		else if (rt < (int64_t)s->ts + so) {
 			f->late = 1;
 			c->late_stamps++;

@@ -25,6 +25,12 @@
  * counted as late send stamps (the VM's order, not a clock error); a
  * flow received before that earlier record is reversed (a clock error).
  *
+ * Pairing does not trust the recorded offsets: a send may pair with a
+ * receive that comes before it on the recorded clocks by up to the
+ * bounds' widths plus BP_CLUSTER_MATCH_SLACK_NS (a send later than that
+ * is not the receive's: its own was not traced), so that wrong bounds
+ * contradict the messages instead of leaving them unmatched.
+ *
  * Message identity: a send and a receive match when the receiver (the
  * destination pid, or its registered name for {Name, Node} sends) and the
  * message text agree (for a send to an alias, a reference: the
@@ -54,6 +60,11 @@
 #include "bp_reader.h"
 
 #define BP_CLUSTER_MAX_NODES 64
+/* A send is not paired with a receive that comes before it, on the
+ * recorded clocks, by more than the two nodes' recorded bound widths
+ * plus this: a bound wrong by less shows up as reversed flows
+ * (consistent: false), not as messages left unmatched. */
+#define BP_CLUSTER_MATCH_SLACK_NS 1000000000ll
 /* Bytes of a normalised message text that identify it. */
 #define BP_CLUSTER_MSG_PREFIX 128
 
@@ -94,8 +105,10 @@ struct bp_cmsg {
 
 struct bp_cflow {
 	uint32_t send, recv; /* indices in sends[], recvs[] */
-	uint32_t late;       /* flows: received before the send's own stamp,
+	uint16_t late;       /* flows: received before the send's own stamp,
 				not reversed (counted in late_stamps) */
+	uint16_t rev;        /* flows: reversed (received before the record
+				before the send: a clock error) */
 };
 
 struct bp_cluster {

@@ -193,9 +193,23 @@ static void print_event(struct bp_out *o, const struct bp_cluster *c,
 		out_sdur(o, lat);
 		if (fl->late) /* the VM's order, not a clock error */
 			bp_out_str(o, ", send stamped after it left");
+		if (fl->rev) /* a clock error: the bounds are wrong */
+			bp_out_str(o, ", reversed: received before sent");
 		bp_out_char(o, ']');
 	}
 	bp_out_char(o, '\n');
+}
+
+/* For the modes without a summary (--print, --perfetto): the clock
+ * bounds the messages contradict, said on stderr. */
+static void warn_clock(const struct bp_cluster *c)
+{
+	if (!c->consistent || c->reversed)
+		bp_cli_error("%s: the messages contradict the recorded clock "
+			     "bounds (consistent: %s): recorded offsets used, "
+			     "%u flow%s received before sent (reversed)",
+			     c->dir, c->consistent ? "true" : "false",
+			     c->reversed, c->reversed == 1 ? "" : "s");
 }
 
 static int do_print(const struct bp_cluster *c, const char *path)
@@ -569,6 +583,8 @@ int bp_cmd_cluster(int argc, char **argv)
 	}
 	pairs(&c, p);
 	rc = BP_EXIT_OK;
+	if (print || (perfetto && !json))
+		warn_clock(&c);
 	if (perfetto)
 		rc = do_perfetto(&c, perfetto);
 	if (rc == BP_EXIT_OK)

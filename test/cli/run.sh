@@ -611,6 +611,21 @@ check "cluster --print: both ends of the late-stamped flow marked, no other flow
 run request --root 'm:f/0' "$WORK/xn"
 check "request: a reply received before its send's stamp stays in its request (9 events)" \
 	"$rc $(grep -c '^Request 1: root <0.100.0> on a@h, 9 events, 2 processes' "$WORK/out") $(grep -c 'a@h <0.100.0> received {pong,2}$' "$WORK/out")" "0 1 1"
+# F5: b's recorded bounds 5 ms off (xnode's b is within [-40, 40] us):
+# the pongs b -> a then arrive 5 ms before they were sent; they are paired
+# anyway (the pairing does not trust the bounds), so the bounds are found
+# inconsistent and the flows reversed, not left "not received".
+cp -a "$WORK/xn" "$WORK/xshift"
+sed -i -E 's/clock_offset_lo_ns = "[-0-9]+"/clock_offset_lo_ns = "5000000"/; s/clock_offset_hi_ns = "[-0-9]+"/clock_offset_hi_ns = "5010000"/; s/clock_offset_ns = "[-0-9]+"/clock_offset_ns = "5005000"/' "$WORK/xshift/b/metadata"
+run cluster --json "$WORK/xshift"
+if python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+assert (d["consistent"], d["reversed"], d["flows"], d["unmatched_sends"]) == (False, 2, 4, 0), d' "$WORK/out" 2>"$WORK/py.err"
+then ok "cluster: bounds 5 ms wrong: inconsistent, 2 flows reversed, none unmatched"
+else not_ok "cluster: wrong bounds caught" "$(cat "$WORK/py.err" "$WORK/out")"; fi
+run cluster --print "$WORK/xshift"
+check "cluster --print: wrong bounds said on stderr, both ends of the reversed flows marked" \
+	"$rc $(grep -c 'contradict the recorded clock bounds (consistent: false).*2 flows received before sent' "$WORK/err") $(grep -c '{pong,[12]}.*reversed: received before sent\]$' "$WORK/out")" "0 1 4"
+sanitizer_clean && ok "cluster (wrong bounds): sanitizer clean" || not_ok "cluster (wrong bounds): sanitizer clean" "$(head -20 "$WORK/err")"
 # F2: a follow session's request that sends to {Name, Node}: the name is
 # in no process record of the receiving trace (or only in the one written
 # at the session's end); the hops and the replies stay in the request,
