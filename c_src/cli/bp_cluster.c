@@ -7,6 +7,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -463,7 +464,7 @@ static int read_node(struct bp_cluster *c, unsigned idx, struct buf *b)
 /* Corrected time of a message with the recorded offsets. */
 static int64_t cts(const struct bp_cluster *c, const struct bp_cmsg *m)
 {
-	return (int64_t)m->ts + c->nodes[m->node].rec_off;
+	return bp_cluster_add(bp_cluster_ts(m->ts), c->nodes[m->node].rec_off);
 }
 
 static const struct bp_cluster *sort_c;
@@ -513,7 +514,7 @@ static int64_t head(struct bp_cluster *c, struct bp_map *cur, uint64_t k)
 
 static int64_t width(const struct bp_cnode *n)
 {
-	return n->has_clock ? n->rec_hi - n->rec_lo : INF / 4;
+	return n->has_clock ? bp_cluster_sub(n->rec_hi, n->rec_lo) : INF / 4;
 }
 
 static int match(struct bp_cluster *c)
@@ -547,9 +548,11 @@ static int match(struct bp_cluster *c)
 			if (!keys[k] || (p = head(c, &cur, keys[k])) < 0)
 				continue;
 			s = &c->sends[p];
-			if (cts(c, s) > cts(c, r) + width(&c->nodes[s->node]) +
-						  width(&c->nodes[r->node]) +
-						  BP_CLUSTER_MATCH_SLACK_NS)
+			if (cts(c, s) >
+			    bp_cluster_add(bp_cluster_add(cts(c, r),
+						  BP_CLUSTER_MATCH_SLACK_NS),
+					   bp_cluster_add(width(&c->nodes[s->node]),
+							  width(&c->nodes[r->node]))))
 				continue;
 			if (best < 0 || cts(c, s) < cts(c, &c->sends[best]))
 				best = p;
@@ -648,12 +651,14 @@ static int propagate(struct bp_cluster *c, const int64_t *k, const char *has)
 
 				if (!has[a * n + b])
 					continue;
-				if (na->lo > -INF && na->lo + v > nb->lo) {
-					nb->lo = na->lo + v;
+				if (na->lo > -INF &&
+				    bp_cluster_add(na->lo, v) > nb->lo) {
+					nb->lo = bp_cluster_add(na->lo, v);
 					changed = 1;
 				}
-				if (nb->hi < INF && nb->hi - v < na->hi) {
-					na->hi = nb->hi - v;
+				if (nb->hi < INF &&
+				    bp_cluster_sub(nb->hi, v) < na->hi) {
+					na->hi = bp_cluster_sub(nb->hi, v);
 					changed = 1;
 				}
 			}
@@ -674,7 +679,7 @@ static int64_t pick(int64_t lo, int64_t hi)
 		return hi;
 	if (hi >= INF)
 		return lo;
-	return lo + (hi - lo) / 2;
+	return bp_cluster_add(lo, bp_cluster_sub(hi, lo) / 2);
 }
 
 static int solve(struct bp_cluster *c)
@@ -697,7 +702,7 @@ static int solve(struct bp_cluster *c)
 
 		if (!s->before)
 			continue; /* nothing known to precede the send */
-		v = (int64_t)s->before - (int64_t)r->ts;
+		v = bp_cluster_sub(bp_cluster_ts(s->before), bp_cluster_ts(r->ts));
 		if (!has[at] || v > k[at])
 			k[at] = v;
 		has[at] = 1;
@@ -751,15 +756,16 @@ static int solve(struct bp_cluster *c)
 		struct bp_cflow *f = &c->flows[i];
 		const struct bp_cmsg *s = &c->sends[f->send];
 		const struct bp_cmsg *r = &c->recvs[f->recv];
-		int64_t rt = (int64_t)r->ts + c->nodes[r->node].off,
+		int64_t rt = bp_cluster_add(bp_cluster_ts(r->ts),
+					    c->nodes[r->node].off),
 			so = c->nodes[s->node].off;
 
 		f->late = f->rev = 0;
-		if (s->before && rt < (int64_t)s->before + so) {
+		if (s->before &&
+		    rt < bp_cluster_add(bp_cluster_ts(s->before), so)) {
 			f->rev = 1;
 			c->reversed++;
-		}
-		else if (rt < (int64_t)s->ts + so) {
+		} else if (rt < bp_cluster_add(bp_cluster_ts(s->ts), so)) {
 			f->late = 1;
 			c->late_stamps++;
 		}
@@ -770,6 +776,74 @@ static int solve(struct bp_cluster *c)
 }
 
 static int open_dir(struct bp_cluster *c, const char *dir, int single);
+
+/* env key k as an integer: 1, 0 if absent, -1 (said) if not one. */
+static int clock_key(const struct bp_cnode *nd, const struct bp_meta *m,
+		     const char *k, int64_t *v)
+{
+	const char *t = bp_meta_env(m, k);
+
+	if (!t)
+		return 0;
+	if (env_i64(m, k, v))
+		return 1;
+	bp_cli_error("%s: %s = \"%.40s\" is not an integer: the recorded clock "
+		     "bounds are ignored", nd->dir, k, t);
+	return -1;
+}
+
+/* The recorded offset bounds of node i, checked (bp_cluster.h). */
+static void read_clock(struct bp_cluster *c, unsigned i,
+		       const struct bp_meta *m)
+{
+	struct bp_cnode *nd = &c->nodes[i];
+	int64_t lo = 0, hi = 0, off = 0, wall;
+	int klo = clock_key(nd, m, "clock_offset_lo_ns", &lo);
+	int khi = clock_key(nd, m, "clock_offset_hi_ns", &hi);
+	int koff = clock_key(nd, m, "clock_offset_ns", &off);
+
+	nd->has_clock = 0;
+	nd->rec_off = 0;
+	if (klo < 0 || khi < 0 || koff < 0) {
+		nd->clock_refused = 1;
+		return;
+	}
+	if (!klo || !khi)
+		return; /* none recorded */
+	nd->clock_refused = 1;
+	if (lo > hi) {
+		bp_cli_error("%s: clock_offset_lo_ns %" PRId64 " > clock_offset_hi_ns "
+			     "%" PRId64 ": the recorded clock bounds are ignored",
+			     nd->dir, lo, hi);
+		return;
+	}
+	if (lo < -BP_CLUSTER_MAX_OFF_NS || hi > BP_CLUSTER_MAX_OFF_NS) {
+		bp_cli_error("%s: recorded clock offset bounds [%" PRId64 ", %" PRId64
+			     "] ns are beyond +-%" PRId64 " ns: implausible, "
+			     "ignored", nd->dir, lo, hi,
+			     (int64_t)BP_CLUSTER_MAX_OFF_NS);
+		return;
+	}
+	if (c->control >= 0 && (int)i != c->control) {
+		wall = bp_cluster_sub(nd->wall_ns, c->nodes[c->control].wall_ns);
+		if (bp_cluster_sub(lo, wall) > BP_CLUSTER_WALL_TOL_NS ||
+		    bp_cluster_sub(wall, hi) > BP_CLUSTER_WALL_TOL_NS) {
+			bp_cli_error("%s: recorded clock offset bounds [%" PRId64
+				     ", %" PRId64 "] ns are more than %" PRId64
+				     " s from the %" PRId64 " ns the wall clocks "
+				     "of this trace and the control node's give: "
+				     "implausible, ignored", nd->dir, lo, hi,
+				     (int64_t)(BP_CLUSTER_WALL_TOL_NS / 1000000000),
+				     wall);
+			return;
+		}
+	}
+	nd->clock_refused = 0;
+	nd->has_clock = 1;
+	nd->rec_lo = lo;
+	nd->rec_hi = hi;
+	nd->rec_off = koff && off >= lo && off <= hi ? off : pick(lo, hi);
+}
 
 int bp_cluster_open(struct bp_cluster *c, const char *dir)
 {
@@ -826,15 +900,6 @@ static int open_dir(struct bp_cluster *c, const char *dir, int single)
 		name = bp_meta_env(&r.meta, "node");
 		nd->name = strdup(name ? name : strrchr(nd->dir, '/') + 1);
 		nd->wall_ns = r.meta.offset_ns;
-		nd->has_clock =
-			env_i64(&r.meta, "clock_offset_lo_ns", &nd->rec_lo) &&
-			env_i64(&r.meta, "clock_offset_hi_ns", &nd->rec_hi) &&
-			nd->rec_lo <= nd->rec_hi;
-		if (!env_i64(&r.meta, "clock_offset_ns", &nd->rec_off) ||
-		    !nd->has_clock || nd->rec_off < nd->rec_lo ||
-		    nd->rec_off > nd->rec_hi)
-			nd->rec_off = nd->has_clock ? pick(nd->rec_lo, nd->rec_hi)
-						    : 0;
 		/* Resolved below, once every node's name is known. */
 		if (!c->control_name &&
 		    (name = bp_meta_env(&r.meta, "cluster_control")))
@@ -845,19 +910,20 @@ static int open_dir(struct bp_cluster *c, const char *dir, int single)
 			return -1;
 		}
 	}
-	/* Ids need every node's name first. */
+	if (c->control_name)
+		c->control = node_index(c, c->control_name,
+					strlen(c->control_name));
+	/* Ids need every node's name first; clocks the control node's. */
 	for (unsigned i = 0; i < c->n; i++) {
 		struct bp_reader r;
 
 		if (bp_reader_open(&r, c->nodes[i].dir, BP_READER_QUIET |
 							      BP_READER_UNPRIMED) == 0) {
 			parse_ids(c, &c->nodes[i], bp_meta_env(&r.meta, "dist_ids"));
+			read_clock(c, i, &r.meta);
 			bp_reader_close(&r);
 		}
 	}
-	if (c->control_name)
-		c->control = node_index(c, c->control_name,
-					strlen(c->control_name));
 	for (unsigned i = 0; i < c->n; i++)
 		if (read_node(c, i, &b) != 0) {
 			free(b.p);

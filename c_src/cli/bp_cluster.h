@@ -65,13 +65,23 @@
  * plus this: a bound wrong by less shows up as reversed flows
  * (consistent: false), not as messages left unmatched. */
 #define BP_CLUSTER_MATCH_SLACK_NS 1000000000ll
+/* Recorded clock bounds are refused (the node counts as without them,
+ * a message names it and the value) when they are not integers, when lo
+ * > hi, when beyond +-BP_CLUSTER_MAX_OFF_NS, or, with the control node's
+ * trace at hand, when farther than BP_CLUSTER_WALL_TOL_NS from the
+ * offset the two traces' wall-clock origins give (wall = origin + ts on
+ * each node: D ~ origin(node) - origin(control), up to the hosts' wall
+ * clock disagreement). */
+#define BP_CLUSTER_MAX_OFF_NS (INT64_MAX / 8)      /* ~36 years */
+#define BP_CLUSTER_WALL_TOL_NS 3600000000000ll     /* 1 hour */
 /* Bytes of a normalised message text that identify it. */
 #define BP_CLUSTER_MSG_PREFIX 128
 
 struct bp_cnode {
 	char *name;        /* env "node", else the directory name; owned */
 	char *dir;         /* owned */
-	int has_clock;     /* recorded bounds present */
+	int has_clock;     /* recorded bounds present and plausible */
+	int clock_refused; /* recorded bounds present but refused (said) */
 	int64_t rec_off, rec_lo, rec_hi; /* recorded (probes) */
 	int64_t lo, hi;    /* refined */
 	int64_t off;       /* chosen, lo <= off <= hi when consistent */
@@ -171,6 +181,33 @@ uint32_t bp_cluster_flow_of(const struct bp_cluster *c, unsigned node,
 int bp_cluster_is_cluster_dir(const char *dir);
 
 void bp_cluster_close(struct bp_cluster *c);
+
+/* Time arithmetic on values a trace gives (timestamps, offsets):
+ * saturating, never undefined. */
+static inline int64_t bp_cluster_add(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	if (__builtin_add_overflow(a, b, &r))
+		return b > 0 ? INT64_MAX : INT64_MIN;
+	return r;
+}
+
+static inline int64_t bp_cluster_sub(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	if (__builtin_sub_overflow(a, b, &r))
+		return b < 0 ? INT64_MAX : INT64_MIN;
+	return r;
+}
+
+/* A timestamp as a signed value (a damaged one beyond INT64_MAX is cut
+ * there). */
+static inline int64_t bp_cluster_ts(uint64_t ts)
+{
+	return ts > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)ts;
+}
 
 /* The merged timeline (cmd_cluster.c): one reader per node, events in
  * the control node's time. */

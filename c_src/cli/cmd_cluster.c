@@ -18,12 +18,12 @@
 /* Control node's clock of an event. */
 int64_t bp_cluster_when(const struct bp_cluster *c, unsigned n, uint64_t ts)
 {
-	return (int64_t)ts + c->nodes[n].off;
+	return bp_cluster_add(bp_cluster_ts(ts), c->nodes[n].off);
 }
 
 static int64_t when(const struct bp_cluster *c, unsigned n, uint64_t ts)
 {
-	return (int64_t)ts + c->nodes[n].off;
+	return bp_cluster_when(c, n, ts);
 }
 
 int64_t bp_cluster_wall_base(const struct bp_cluster *c)
@@ -163,7 +163,8 @@ static void print_event(struct bp_out *o, const struct bp_cluster *c,
 {
 	uint32_t f = bp_cluster_flow_of(c, n, e);
 
-	bp_out_clock(o, cf, bp_cluster_wall_base(c) + when(c, n, e->ts));
+	bp_out_clock(o, cf, bp_cluster_add(bp_cluster_wall_base(c),
+					   when(c, n, e->ts)));
 	bp_out_char(o, ' ');
 	bp_out_str(o, c->nodes[n].name);
 	bp_out_char(o, ' ');
@@ -176,7 +177,8 @@ static void print_event(struct bp_out *o, const struct bp_cluster *c,
 		const struct bp_cflow *fl = &c->flows[f - 1];
 		const struct bp_cmsg *s = &c->sends[fl->send];
 		const struct bp_cmsg *r = &c->recvs[fl->recv];
-		int64_t lat = when(c, r->node, r->ts) - when(c, s->node, s->ts);
+		int64_t lat = bp_cluster_sub(when(c, r->node, r->ts),
+					     when(c, s->node, s->ts));
 
 		bp_out_str(o, " [flow ");
 		bp_out_u64(o, f);
@@ -287,7 +289,7 @@ static int do_perfetto(const struct bp_cluster *c, const char *path)
 		bp_out_str(&o, "}}");
 	}
 	while ((e = bp_cluster_next(c, cur, &n))) {
-		uint64_t ns = (uint64_t)(when(c, n, e->ts) - base);
+		uint64_t ns = (uint64_t)bp_cluster_sub(when(c, n, e->ts), base);
 		uint32_t f = bp_cluster_flow_of(c, n, e);
 		uint64_t tk = ((uint64_t)n << 32) ^ bp_pid_data(e->pid);
 		const char *name = bp_event_name(e->id);
@@ -346,7 +348,8 @@ static int do_perfetto(const struct bp_cluster *c, const char *path)
 /* Per ordered node pair: flows and their latency on the merged clock. */
 struct pair {
 	uint64_t flows;
-	int64_t min, max, sum;
+	int64_t min, max;
+	__int128 sum;  /* of int64 latencies: cannot overflow */
 };
 
 static void pairs(const struct bp_cluster *c, struct pair *p)
@@ -356,7 +359,8 @@ static void pairs(const struct bp_cluster *c, struct pair *p)
 		const struct bp_cmsg *s = &c->sends[c->flows[i].send];
 		const struct bp_cmsg *r = &c->recvs[c->flows[i].recv];
 		struct pair *q = &p[s->node * c->n + r->node];
-		int64_t lat = when(c, r->node, r->ts) - when(c, s->node, s->ts);
+		int64_t lat = bp_cluster_sub(when(c, r->node, r->ts),
+					     when(c, s->node, s->ts));
 
 		if (!q->flows || lat < q->min)
 			q->min = lat;
@@ -410,6 +414,8 @@ static int do_json(const struct bp_cluster *c, struct pair *p)
 		bp_out_json_str(&o, nd->name, strlen(nd->name));
 		bp_out_str(&o, ", \"recorded\": ");
 		bp_out_str(&o, nd->has_clock ? "true" : "false");
+		bp_out_str(&o, ", \"recorded_refused\": ");
+		bp_out_str(&o, nd->clock_refused ? "true" : "false");
 		bp_out_str(&o, ", \"recorded_lo_ns\": ");
 		json_i64_or_null(&o, nd->has_clock ? nd->rec_lo : INT64_MAX);
 		bp_out_str(&o, ", \"recorded_hi_ns\": ");
@@ -441,7 +447,7 @@ static int do_json(const struct bp_cluster *c, struct pair *p)
 			bp_out_str(&o, ", \"min_latency_ns\": ");
 			bp_out_i64(&o, q->min);
 			bp_out_str(&o, ", \"mean_latency_ns\": ");
-			bp_out_i64(&o, q->sum / (int64_t)q->flows);
+			bp_out_i64(&o, (int64_t)(q->sum / (__int128)q->flows));
 			bp_out_str(&o, ", \"max_latency_ns\": ");
 			bp_out_i64(&o, q->max);
 			bp_out_str(&o, "}");
@@ -492,7 +498,7 @@ static int do_text(const struct bp_cluster *c, struct pair *p)
 			bp_out_str(&o, ", ");
 			bp_out_i64(&o, nd->rec_hi);
 		} else {
-			bp_out_str(&o, "none");
+			bp_out_str(&o, nd->clock_refused ? "refused" : "none");
 		}
 		bp_out_str(&o, "]  refined [");
 		out_bound(&o, nd->lo);
@@ -529,7 +535,7 @@ static int do_text(const struct bp_cluster *c, struct pair *p)
 			bp_out_str(&o, " messages, latency min ");
 			out_sdur(&o, q->min);
 			bp_out_str(&o, " mean ");
-			out_sdur(&o, q->sum / (int64_t)q->flows);
+			out_sdur(&o, (int64_t)(q->sum / (__int128)q->flows));
 			bp_out_str(&o, " max ");
 			out_sdur(&o, q->max);
 			bp_out_char(&o, '\n');

@@ -49,7 +49,8 @@ struct proc {
 
 struct request {
 	unsigned node;
-	uint64_t pid, start, end; /* control clock */
+	uint64_t pid;
+	int64_t start, end; /* control clock */
 	uint64_t events;
 	uint32_t procs;
 	char cut[40];    /* "events budget (20)", or "" */
@@ -115,7 +116,7 @@ static void emit(const struct bp_cluster *c, struct request *r,
 	struct bp_out *o = &r->lines;
 	int64_t t = bp_cluster_when(c, n, e->ts);
 
-	bp_out_clock(o, cf, bp_cluster_wall_base(c) + t);
+	bp_out_clock(o, cf, bp_cluster_add(bp_cluster_wall_base(c), t));
 	bp_out_char(o, ' ');
 	bp_out_str(o, c->nodes[n].name);
 	bp_out_char(o, ' ');
@@ -125,8 +126,8 @@ static void emit(const struct bp_cluster *c, struct request *r,
 	bp_cluster_event_text(o, e);
 	bp_out_char(o, '\n');
 	r->events++;
-	if ((uint64_t)t > r->end)
-		r->end = (uint64_t)t;
+	if (t > r->end)
+		r->end = t;
 }
 
 /* Counts process (node, pid) in request q once. */
@@ -320,7 +321,7 @@ static int walk(const struct bp_cluster *c, struct state *s,
 			}
 			r->node = n;
 			r->pid = e->pid;
-			r->start = r->end = (uint64_t)bp_cluster_when(c, n, e->ts);
+			r->start = r->end = bp_cluster_when(c, n, e->ts);
 			count_proc(s, s->nreqs, n, e->pid);
 			p->req = s->nreqs;
 			p->last = s->nreqs;
@@ -376,7 +377,7 @@ static void print(const struct bp_cluster *c, const struct state *s,
 		bp_out_str(o, " events, ");
 		bp_out_u64(o, r->procs);
 		bp_out_str(o, r->procs == 1 ? " process, " : " processes, ");
-		bp_out_dur(o, r->end - r->start);
+		bp_out_dur(o, (uint64_t)bp_cluster_sub(r->end, r->start));
 		if (r->cut[0]) {
 			bp_out_str(o, ", cut: ");
 			bp_out_str(o, r->cut);

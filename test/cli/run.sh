@@ -575,7 +575,7 @@ run cluster "$CL"
 check "cluster: reads three node traces, exit 0" "$rc $(grep -c '^Cluster: 3 node traces' "$WORK/out")" "0 1"
 sanitizer_clean && ok "cluster: sanitizer clean" || not_ok "cluster: sanitizer clean" "$(head -20 "$WORK/err")"
 check "cluster: b's recorded bounds are shown and kept" "$(grep -c 'b@testhost .*offset 5000  recorded \[4000, 6000\]  refined \[4000, 6000\]' "$WORK/out")" 1
-check "cluster: c's contradictory clock keys count as none" "$(grep -c 'c@testhost .*recorded \[none\]' "$WORK/out")" 1
+check "cluster: c's contradictory clock keys are refused, and said" "$(grep -c 'c@testhost .*recorded \[refused\]' "$WORK/out") $(grep -c 'cl/c: clock_offset_ns = "12abc" is not an integer: the recorded clock bounds are ignored' "$WORK/err")" "1 1"
 run cluster --print "$CL"
 if have babeltrace2; then
 	check "cluster --print: every event of every node, once (babeltrace2 counts them)" "$rc $(grep -c ' demo@testhost ' "$WORK/out") $(grep -c ' b@testhost ' "$WORK/out") $(grep -c ' c@testhost ' "$WORK/out")" "0 $(babeltrace2 $G 2>/dev/null | wc -l) $(babeltrace2 $G 2>/dev/null | wc -l) $(babeltrace2 $G 2>/dev/null | wc -l)"
@@ -626,6 +626,31 @@ run cluster --print "$WORK/xshift"
 check "cluster --print: wrong bounds said on stderr, both ends of the reversed flows marked" \
 	"$rc $(grep -c 'contradict the recorded clock bounds (consistent: false).*2 flows received before sent' "$WORK/err") $(grep -c '{pong,[12]}.*reversed: received before sent\]$' "$WORK/out")" "0 1 4"
 sanitizer_clean && ok "cluster (wrong bounds): sanitizer clean" || not_ok "cluster (wrong bounds): sanitizer clean" "$(head -20 "$WORK/err")"
+# F9: hostile clock metadata: no undefined behaviour (UBSan halts on
+# it), the bounds refused with the node and the value named.
+for v in "full -9223372036854775808 9223372036854775807 0" \
+	 "huge 9000000000000000000 9000000000000000000 9000000000000000000" \
+	 "near 2305843009213693000 2305843009213693000 2305843009213693000" \
+	 "wall 7200000000000 7200000000010 7200000000005" \
+	 "inverted 40000 -40000 0"; do
+	set -- $v
+	cp -a "$WORK/xn" "$WORK/x$1"
+	sed -i -E "s/clock_offset_lo_ns = \"[-0-9]+\"/clock_offset_lo_ns = \"$2\"/; s/clock_offset_hi_ns = \"[-0-9]+\"/clock_offset_hi_ns = \"$3\"/; s/clock_offset_ns = \"[-0-9]+\"/clock_offset_ns = \"$4\"/" "$WORK/x$1/b/metadata"
+	run cluster "$WORK/x$1"
+	case $1 in
+	wall) want="x$1/b: recorded clock offset bounds \\[$2, $3\\] ns are more than 3600 s from the 0 ns the wall clocks" ;;
+	inverted) want="x$1/b: clock_offset_lo_ns $2 > clock_offset_hi_ns $3: the recorded clock bounds are ignored" ;;
+	*) want="x$1/b: recorded clock offset bounds \\[$2, $3\\] ns are beyond .*: implausible, ignored" ;;
+	esac
+	check "cluster, clock bounds $1 ($2, $3): refused and named, exit 0, flows still matched" \
+		"$rc $(grep -c "$want" "$WORK/err") $(grep -c 'b@h .*recorded \[refused\]' "$WORK/out") $(grep -c 'Flows .*: 4, reversed 0' "$WORK/out")" "0 1 1 1"
+	sanitizer_clean && ok "cluster, clock bounds $1: sanitizer clean" || not_ok "cluster, clock bounds $1: sanitizer clean" "$(head -20 "$WORK/err")"
+	for m in --json --print "--perfetto $WORK/x$1.json"; do
+		run cluster $m "$WORK/x$1"
+		sanitizer_clean || break
+	done
+	sanitizer_clean && ok "cluster --json/--print/--perfetto, clock bounds $1: sanitizer clean" || not_ok "cluster $m, clock bounds $1: sanitizer clean" "$(head -20 "$WORK/err")"
+done
 # F2: a follow session's request that sends to {Name, Node}: the name is
 # in no process record of the receiving trace (or only in the one written
 # at the session's end); the hops and the replies stay in the request,
