@@ -46,8 +46,9 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The subdirectories of dir that hold a trace, sorted; their count (at
- * most max), -1 if dir cannot be read. */
+/* The subdirectories of dir that hold a trace, sorted; their count, -1
+ * if dir cannot be read.  A count above max is returned with none of
+ * them in out (never a part chosen by readdir order). */
 static int list_traces(const char *dir, char **out, int max)
 {
 	DIR *d = opendir(dir);
@@ -56,7 +57,7 @@ static int list_traces(const char *dir, char **out, int max)
 
 	if (!d)
 		return -1;
-	while ((de = readdir(d)) && n < max) {
+	while ((de = readdir(d))) {
 		char *p;
 		struct stat st;
 
@@ -64,14 +65,24 @@ static int list_traces(const char *dir, char **out, int max)
 			continue;
 		p = join(dir, de->d_name);
 		if (p && stat(p, &st) == 0 && S_ISDIR(st.st_mode) &&
-		    has_metadata(p))
-			out[n++] = p;
-		else
+		    has_metadata(p)) {
+			if (n < max)
+				out[n] = p;
+			else
+				free(p);
+			if (n < INT32_MAX)
+				n++;
+		} else {
 			free(p);
+		}
 	}
 	closedir(d);
-	if (n > 1)
+	if (n > max) {
+		for (int i = 0; i < max; i++)
+			free(out[i]);
+	} else if (n > 1) {
 		qsort(out, (size_t)n, sizeof *out, cmp_str);
+	}
 	return n;
 }
 
@@ -83,7 +94,7 @@ int bp_cluster_is_cluster_dir(const char *dir)
 	if (has_metadata(dir))
 		return 0;
 	n = list_traces(dir, subs, BP_CLUSTER_MAX_NODES);
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n && i < BP_CLUSTER_MAX_NODES; i++)
 		free(subs[i]);
 	return n > 0;
 }
@@ -875,6 +886,13 @@ static int open_dir(struct bp_cluster *c, const char *dir, int single)
 	}
 	if (n < 0) {
 		bp_cli_error("%s: %s", dir, strerror(errno));
+		return -1;
+	}
+	if (n > BP_CLUSTER_MAX_NODES) {
+		bp_cli_error("%s: %d node traces, more than the %d beamprobe reads "
+			     "as one cluster; none read (move some out, or read "
+			     "each DIR/<node> on its own)", dir, n,
+			     BP_CLUSTER_MAX_NODES);
 		return -1;
 	}
 	if (n == 0) {

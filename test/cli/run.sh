@@ -651,6 +651,23 @@ for v in "full -9223372036854775808 9223372036854775807 0" \
 	done
 	sanitizer_clean && ok "cluster --json/--print/--perfetto, clock bounds $1: sanitizer clean" || not_ok "cluster $m, clock bounds $1: sanitizer clean" "$(head -20 "$WORK/err")"
 done
+# F8: more node traces than beamprobe reads at once (64): refused, the
+# count and the limit named, exit 2 -- never a part cut by readdir order.
+mkdir -p "$WORK/many"
+cp -a "$WORK/xn/a" "$WORK/many/a"
+for i in $(seq -w 2 64); do
+	mkdir "$WORK/many/n$i" && cp "$WORK/xn/b/thread-000" "$WORK/many/n$i/"
+	sed "s/node = \"b@h\"/node = \"n$i@h\"/" "$WORK/xn/b/metadata" >"$WORK/many/n$i/metadata"
+done
+run cluster "$WORK/many"
+check "cluster: 64 node traces read, exit 0" "$rc $(grep -c '^Cluster: 64 node traces' "$WORK/out")" "0 1"
+mkdir "$WORK/many/n65" && cp "$WORK/xn/b/thread-000" "$WORK/xn/b/metadata" "$WORK/many/n65/"
+run cluster "$WORK/many"
+check "cluster: 65 node traces refused, count and limit named, exit 2" \
+	"$rc $(grep -c 'many: 65 node traces, more than the 64 beamprobe reads as one cluster; none read' "$WORK/err") $(wc -c <"$WORK/out")" "2 1 0"
+sanitizer_clean && ok "cluster (65 node traces): sanitizer clean" || not_ok "cluster (65 node traces): sanitizer clean" "$(head -20 "$WORK/err")"
+run request "$WORK/many"
+check "request: 65 node traces refused too, exit 2" "$rc $(grep -c '65 node traces, more than the 64' "$WORK/err")" "2 1"
 # F2: a follow session's request that sends to {Name, Node}: the name is
 # in no process record of the receiving trace (or only in the one written
 # at the session's end); the hops and the replies stay in the request,
