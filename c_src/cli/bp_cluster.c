@@ -1,6 +1,6 @@
 /* bp_cluster.c -- a directory of node traces read as one (bp_cluster.h):
- * open, read the message events, match sends to receives, solve the
- * clock offsets.
+ * open, read the message events, match sends to receives (the clock
+ * offsets are solved by bp_cluster_solve(), cmd_cluster.c).
  */
 #include "bp_cluster.h"
 
@@ -16,7 +16,7 @@
 #include "../bp_pid_text.h"
 #include "bp_cli.h"
 
-#define INF (INT64_MAX / 4)
+#define INF BP_CLUSTER_INF
 
 static char *join(const char *a, const char *b)
 {
@@ -115,6 +115,12 @@ static int env_i64(const struct bp_meta *m, const char *k, int64_t *v)
 	return 1;
 }
 
+static int same_name(const char *a, const char *name, size_t n)
+{
+	return strlen(a) == n && memcmp(a, name, n) == 0;
+}
+
+/* Index of the node trace named so, -1 if none. */
 static int node_index(const struct bp_cluster *c, const char *name, size_t n)
 {
 	if (n >= 2 && name[0] == '\'' && name[n - 1] == '\'') {
@@ -122,10 +128,65 @@ static int node_index(const struct bp_cluster *c, const char *name, size_t n)
 		n -= 2;
 	}
 	for (unsigned i = 0; i < c->n; i++)
-		if (strlen(c->nodes[i].name) == n &&
-		    memcmp(c->nodes[i].name, name, n) == 0)
+		if (same_name(c->nodes[i].name, name, n))
 			return (int)i;
 	return -1;
+}
+
+/* As a destination: node_index(), else n + k for c->missing[k]. */
+static int dest_index(const struct bp_cluster *c, const char *name, size_t n)
+{
+	int i = node_index(c, name, n);
+
+	if (i >= 0)
+		return i;
+	if (n >= 2 && name[0] == '\'' && name[n - 1] == '\'') {
+		name++;
+		n -= 2;
+	}
+	for (unsigned k = 0; k < c->nmissing; k++)
+		if (same_name(c->missing[k], name, n))
+			return (int)(c->n + k);
+	return -1;
+}
+
+/* The names of env cluster_nodes ("a@h,b@h") added to c->missing once
+ * each (the traced ones are taken out once all are known).  0, or -1
+ * out of memory. */
+static int add_listed(struct bp_cluster *c, const char *s)
+{
+	while (s && *s) {
+		size_t len = strcspn(s, ",");
+		unsigned k;
+
+		for (k = 0; k < c->nmissing; k++)
+			if (same_name(c->missing[k], s, len))
+				break;
+		if (len && k == c->nmissing &&
+		    c->nmissing < BP_CLUSTER_MAX_NODES) {
+			if (!(c->missing[c->nmissing] = strndup(s, len)))
+				return -1;
+			c->nmissing++;
+		}
+		s += len;
+		if (*s)
+			s++;
+	}
+	return 0;
+}
+
+/* c->missing without the nodes that have a trace here. */
+static void drop_traced(struct bp_cluster *c)
+{
+	unsigned k = 0;
+
+	for (unsigned i = 0; i < c->nmissing; i++) {
+		if (node_index(c, c->missing[i], strlen(c->missing[i])) >= 0)
+			free(c->missing[i]);
+		else
+			c->missing[k++] = c->missing[i];
+	}
+	c->nmissing = k;
 }
 
 /* "num=node,num=node" into the node's table. */
@@ -146,7 +207,7 @@ static void parse_ids(struct bp_cluster *c, struct bp_cnode *nd,
 		if (end == eq) {
 			nd->id_num[nd->nids] = num;
 			nd->id_node[nd->nids] =
-				node_index(c, eq + 1, (size_t)(comma - eq - 1));
+				dest_index(c, eq + 1, (size_t)(comma - eq - 1));
 			nd->nids++;
 		}
 		s = *comma ? comma + 1 : comma;
@@ -385,8 +446,10 @@ static int read_node(struct bp_cluster *c, unsigned idx, struct buf *b)
 
 			if ((idn = pid_ident(to, ton, &id, &x))) {
 				dn = node_of_num(nd, (int)idx, x);
-				if (dn < 0)
+				if (dn < 0) {
+					c->outside_sends++;
 					break;
+				}
 				m.key = msg_key(0, dn, id, idn, mh);
 			} else if (ton > 2 && to[0] == '{' && to[ton - 1] == '}') {
 				const char *comma = NULL;
@@ -398,10 +461,12 @@ static int read_node(struct bp_cluster *c, unsigned idx, struct buf *b)
 					}
 				if (!comma)
 					break;
-				dn = node_index(c, comma + 1,
+				dn = dest_index(c, comma + 1,
 						(size_t)(to + ton - 1 - comma - 1));
-				if (dn < 0)
+				if (dn < 0) {
+					c->outside_sends++;
 					break;
+				}
 				m.key = msg_key(1, dn, to + 1,
 						(size_t)(comma - to - 1), mh);
 				m.name = name_hash(dn, to + 1,
@@ -411,8 +476,10 @@ static int read_node(struct bp_cluster *c, unsigned idx, struct buf *b)
 				/* An alias (gen_server replies): the receiver
 				 * is not named; the node and the message are. */
 				dn = node_of_num(nd, (int)idx, strtol(to + 5, NULL, 10));
-				if (dn < 0)
+				if (dn < 0) {
+					c->outside_sends++;
 					break;
+				}
 				m.key = msg_key(2, dn, "", 0, mh);
 			} else if (ton > 0 && to[0] != '<' && to[0] != '#') {
 				dn = (int)idx;
@@ -626,6 +693,8 @@ static int match(struct bp_cluster *c)
 		if (s->flow || s->dnode == s->node)
 			continue;
 		c->unmatched_sends++;
+		if (s->dnode >= c->n)
+			c->missing_sends[s->dnode - c->n]++;
 		if (bp_map_put(&c->flow_of,
 			       bp_cluster_ev_key(s->node, s->stream, s->off),
 			       BP_CLUSTER_NO_FLOW))
@@ -643,146 +712,6 @@ static int match(struct bp_cluster *c)
 			       i + 1))
 			return -1;
 	}
-	return 0;
-}
-
-/* Bounds propagation over the constraints off[b] - off[a] >= k[a][b];
- * 0, or -1 when some node's bounds become empty. */
-static int propagate(struct bp_cluster *c, const int64_t *k, const char *has)
-{
-	unsigned n = c->n;
-
-	for (unsigned round = 0; round < n * n + 2; round++) {
-		int changed = 0;
-
-		for (unsigned a = 0; a < n; a++)
-			for (unsigned b = 0; b < n; b++) {
-				struct bp_cnode *na = &c->nodes[a], *nb = &c->nodes[b];
-				int64_t v = k[a * n + b];
-
-				if (!has[a * n + b])
-					continue;
-				if (na->lo > -INF &&
-				    bp_cluster_add(na->lo, v) > nb->lo) {
-					nb->lo = bp_cluster_add(na->lo, v);
-					changed = 1;
-				}
-				if (nb->hi < INF &&
-				    bp_cluster_sub(nb->hi, v) < na->hi) {
-					na->hi = bp_cluster_sub(nb->hi, v);
-					changed = 1;
-				}
-			}
-		for (unsigned i = 0; i < n; i++)
-			if (c->nodes[i].lo > c->nodes[i].hi)
-				return -1;
-		if (!changed)
-			return 0;
-	}
-	return 0;
-}
-
-static int64_t pick(int64_t lo, int64_t hi)
-{
-	if (lo <= -INF && hi >= INF)
-		return 0;
-	if (lo <= -INF)
-		return hi;
-	if (hi >= INF)
-		return lo;
-	return bp_cluster_add(lo, bp_cluster_sub(hi, lo) / 2);
-}
-
-static int solve(struct bp_cluster *c)
-{
-	unsigned n = c->n;
-	int64_t *k = calloc((size_t)n * n, sizeof *k);
-	char *has = calloc((size_t)n * n, 1);
-	int64_t rlo[BP_CLUSTER_MAX_NODES], rhi[BP_CLUSTER_MAX_NODES];
-
-	if (!k || !has) {
-		free(k);
-		free(has);
-		return -1;
-	}
-	for (uint32_t i = 0; i < c->nflows; i++) {
-		const struct bp_cmsg *s = &c->sends[c->flows[i].send];
-		const struct bp_cmsg *r = &c->recvs[c->flows[i].recv];
-		size_t at = (size_t)s->node * n + r->node;
-		int64_t v;
-
-		if (!s->before)
-			continue; /* nothing known to precede the send */
-		v = bp_cluster_sub(bp_cluster_ts(s->before), bp_cluster_ts(r->ts));
-		if (!has[at] || v > k[at])
-			k[at] = v;
-		has[at] = 1;
-		c->nodes[r->node].constraints++;
-		c->nodes[s->node].constraints++;
-	}
-	for (unsigned i = 0; i < n; i++) {
-		struct bp_cnode *nd = &c->nodes[i];
-
-		if ((int)i == c->control) {
-			nd->lo = nd->hi = 0;
-		} else if (nd->has_clock) {
-			nd->lo = nd->rec_lo;
-			nd->hi = nd->rec_hi;
-		} else {
-			nd->lo = -INF;
-			nd->hi = INF;
-		}
-	}
-	c->consistent = propagate(c, k, has) == 0;
-	if (c->consistent) {
-		for (unsigned i = 0; i < n; i++) {
-			rlo[i] = c->nodes[i].lo;
-			rhi[i] = c->nodes[i].hi;
-		}
-		for (unsigned i = 0; i < n; i++) {
-			int64_t o = pick(c->nodes[i].lo, c->nodes[i].hi);
-
-			c->nodes[i].lo = c->nodes[i].hi = o;
-			if (propagate(c, k, has) != 0)
-				break; /* cannot happen for difference
-					* constraints; keep what we have */
-		}
-		for (unsigned i = 0; i < n; i++) {
-			c->nodes[i].off = c->nodes[i].lo;
-			c->nodes[i].lo = rlo[i];
-			c->nodes[i].hi = rhi[i];
-		}
-	} else {
-		for (unsigned i = 0; i < n; i++) {
-			struct bp_cnode *nd = &c->nodes[i];
-
-			nd->lo = nd->has_clock ? nd->rec_lo : -INF;
-			nd->hi = nd->has_clock ? nd->rec_hi : INF;
-			nd->off = (int)i == c->control ? 0
-				  : nd->has_clock ? nd->rec_off : 0;
-		}
-	}
-	c->reversed = c->late_stamps = 0;
-	for (uint32_t i = 0; i < c->nflows; i++) {
-		struct bp_cflow *f = &c->flows[i];
-		const struct bp_cmsg *s = &c->sends[f->send];
-		const struct bp_cmsg *r = &c->recvs[f->recv];
-		int64_t rt = bp_cluster_add(bp_cluster_ts(r->ts),
-					    c->nodes[r->node].off),
-			so = c->nodes[s->node].off;
-
-		f->late = f->rev = 0;
-		if (s->before &&
-		    rt < bp_cluster_add(bp_cluster_ts(s->before), so)) {
-			f->rev = 1;
-			c->reversed++;
-		} else if (rt < bp_cluster_add(bp_cluster_ts(s->ts), so)) {
-			f->late = 1;
-			c->late_stamps++;
-		}
-	}
-	free(k);
-	free(has);
 	return 0;
 }
 
@@ -853,7 +782,8 @@ static void read_clock(struct bp_cluster *c, unsigned i,
 	nd->has_clock = 1;
 	nd->rec_lo = lo;
 	nd->rec_hi = hi;
-	nd->rec_off = koff && off >= lo && off <= hi ? off : pick(lo, hi);
+	nd->rec_off = koff && off >= lo && off <= hi ? off
+						      : bp_cluster_pick(lo, hi);
 }
 
 int bp_cluster_open(struct bp_cluster *c, const char *dir)
@@ -922,12 +852,19 @@ static int open_dir(struct bp_cluster *c, const char *dir, int single)
 		if (!c->control_name &&
 		    (name = bp_meta_env(&r.meta, "cluster_control")))
 			c->control_name = strdup(name);
+		if (add_listed(c, bp_meta_env(&r.meta, "cluster_nodes"))) {
+			bp_reader_close(&r);
+			bp_cli_error("%s: out of memory", nd->dir);
+			bp_cluster_close(c);
+			return -1;
+		}
 		bp_reader_close(&r);
 		if (!nd->name) {
 			bp_cluster_close(c);
 			return -1;
 		}
 	}
+	drop_traced(c);
 	if (c->control_name)
 		c->control = node_index(c, c->control_name,
 					strlen(c->control_name));
@@ -950,10 +887,19 @@ static int open_dir(struct bp_cluster *c, const char *dir, int single)
 			return -1;
 		}
 	free(b.p);
-	if (match(c) != 0 || solve(c) != 0) {
+	if (match(c) != 0 || bp_cluster_solve(c) != 0) {
 		bp_cli_error("%s: out of memory", dir);
 		bp_cluster_close(c);
 		return -1;
+	}
+	for (unsigned k = 0; k < c->nmissing; k++) {
+		bp_cli_error("%s: node %s ran the session (env cluster_nodes) "
+			     "but its trace %s/ is not here: its events are "
+			     "missing; %" PRIu64 " send%s to it counted as not "
+			     "received", dir, c->missing[k], c->missing[k],
+			     c->missing_sends[k],
+			     c->missing_sends[k] == 1 ? "" : "s");
+		c->problems++;
 	}
 	return 0;
 }
@@ -994,6 +940,8 @@ void bp_cluster_close(struct bp_cluster *c)
 	free(c->pairs);
 	free(c->dir);
 	free(c->control_name);
+	for (unsigned k = 0; k < c->nmissing; k++)
+		free(c->missing[k]);
 	bp_map_free(&c->flow_of);
 	bp_map_free(&c->pair_of);
 	bp_map_free(&c->named);

@@ -49,7 +49,9 @@
  * that quote pid-like text in a string, may be matched with each other
  * or not at all; messages sent before
  * the receiver's node started tracing, or received after it stopped, stay
- * unmatched and are counted.
+ * unmatched and are counted.  So are sends to a node the session ran
+ * on (env cluster_nodes) whose trace is not in the directory: such a
+ * node is named (on stderr, counted as a problem, and in the summary).
  */
 #ifndef BP_CLUSTER_H
 #define BP_CLUSTER_H
@@ -145,6 +147,13 @@ struct bp_cluster {
 	struct bp_map named;     /* hash of (node, name) of every name a
 				    process has in a node's trace -> 1 */
 	unsigned problems;       /* damage reported while reading */
+	/* Nodes the session ran on (env cluster_nodes of any trace) whose
+	 * trace is not in the directory: destination index n + k. */
+	char *missing[BP_CLUSTER_MAX_NODES]; /* owned */
+	unsigned nmissing;
+	uint64_t missing_sends[BP_CLUSTER_MAX_NODES]; /* counted unmatched */
+	uint64_t outside_sends;  /* sends to nodes in no cluster_nodes: not
+				    counted in unmatched_sends */
 };
 
 /*
@@ -181,6 +190,17 @@ uint32_t bp_cluster_flow_of(const struct bp_cluster *c, unsigned node,
 int bp_cluster_is_cluster_dir(const char *dir);
 
 void bp_cluster_close(struct bp_cluster *c);
+
+/* An unbounded offset bound (+-). */
+#define BP_CLUSTER_INF (INT64_MAX / 4)
+
+/* Narrows the nodes' bounds with the flows, picks the offsets, counts
+ * reversed flows and late send stamps (cmd_cluster.c).  0, or -1 out of
+ * memory. */
+int bp_cluster_solve(struct bp_cluster *c);
+/* A value inside [lo, hi] (the middle; the finite end of a half-open
+ * one; 0 for an unbounded one). */
+int64_t bp_cluster_pick(int64_t lo, int64_t hi);
 
 /* Time arithmetic on values a trace gives (timestamps, offsets):
  * saturating, never undefined. */

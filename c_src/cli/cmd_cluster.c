@@ -2,7 +2,7 @@
  * session read as one (bp_cluster.h): clock offsets with their recorded
  * and refined bounds, messages matched into flows across nodes, the
  * merged timeline (--print) and a Perfetto trace with flow arrows
- * (--perfetto FILE).
+ * (--perfetto FILE); and the offset solver, bp_cluster_solve().
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -14,6 +14,150 @@
 #include "bp_cluster.h"
 #include "bp_out.h"
 
+
+#define INF BP_CLUSTER_INF
+
+/* The offset solver (bp_cluster.h), here for bp_cluster.c's size. */
+
+/* Bounds propagation over the constraints off[b] - off[a] >= k[a][b];
+ * 0, or -1 when some node's bounds become empty. */
+static int propagate(struct bp_cluster *c, const int64_t *k, const char *has)
+{
+	unsigned n = c->n;
+
+	for (unsigned round = 0; round < n * n + 2; round++) {
+		int changed = 0;
+
+		for (unsigned a = 0; a < n; a++)
+			for (unsigned b = 0; b < n; b++) {
+				struct bp_cnode *na = &c->nodes[a], *nb = &c->nodes[b];
+				int64_t v = k[a * n + b];
+
+				if (!has[a * n + b])
+					continue;
+				if (na->lo > -INF &&
+				    bp_cluster_add(na->lo, v) > nb->lo) {
+					nb->lo = bp_cluster_add(na->lo, v);
+					changed = 1;
+				}
+				if (nb->hi < INF &&
+				    bp_cluster_sub(nb->hi, v) < na->hi) {
+					na->hi = bp_cluster_sub(nb->hi, v);
+					changed = 1;
+				}
+			}
+		for (unsigned i = 0; i < n; i++)
+			if (c->nodes[i].lo > c->nodes[i].hi)
+				return -1;
+		if (!changed)
+			return 0;
+	}
+	return 0;
+}
+
+int64_t bp_cluster_pick(int64_t lo, int64_t hi)
+{
+	if (lo <= -INF && hi >= INF)
+		return 0;
+	if (lo <= -INF)
+		return hi;
+	if (hi >= INF)
+		return lo;
+	return bp_cluster_add(lo, bp_cluster_sub(hi, lo) / 2);
+}
+
+int bp_cluster_solve(struct bp_cluster *c)
+{
+	unsigned n = c->n;
+	int64_t *k = calloc((size_t)n * n, sizeof *k);
+	char *has = calloc((size_t)n * n, 1);
+	int64_t rlo[BP_CLUSTER_MAX_NODES], rhi[BP_CLUSTER_MAX_NODES];
+
+	if (!k || !has) {
+		free(k);
+		free(has);
+		return -1;
+	}
+	for (uint32_t i = 0; i < c->nflows; i++) {
+		const struct bp_cmsg *s = &c->sends[c->flows[i].send];
+		const struct bp_cmsg *r = &c->recvs[c->flows[i].recv];
+		size_t at = (size_t)s->node * n + r->node;
+		int64_t v;
+
+		if (!s->before)
+			continue; /* nothing known to precede the send */
+		v = bp_cluster_sub(bp_cluster_ts(s->before), bp_cluster_ts(r->ts));
+		if (!has[at] || v > k[at])
+			k[at] = v;
+		has[at] = 1;
+		c->nodes[r->node].constraints++;
+		c->nodes[s->node].constraints++;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		struct bp_cnode *nd = &c->nodes[i];
+
+		if ((int)i == c->control) {
+			nd->lo = nd->hi = 0;
+		} else if (nd->has_clock) {
+			nd->lo = nd->rec_lo;
+			nd->hi = nd->rec_hi;
+		} else {
+			nd->lo = -INF;
+			nd->hi = INF;
+		}
+	}
+	c->consistent = propagate(c, k, has) == 0;
+	if (c->consistent) {
+		for (unsigned i = 0; i < n; i++) {
+			rlo[i] = c->nodes[i].lo;
+			rhi[i] = c->nodes[i].hi;
+		}
+		for (unsigned i = 0; i < n; i++) {
+			int64_t o = bp_cluster_pick(c->nodes[i].lo, c->nodes[i].hi);
+
+			c->nodes[i].lo = c->nodes[i].hi = o;
+			if (propagate(c, k, has) != 0)
+				break; /* cannot happen for difference
+					* constraints; keep what we have */
+		}
+		for (unsigned i = 0; i < n; i++) {
+			c->nodes[i].off = c->nodes[i].lo;
+			c->nodes[i].lo = rlo[i];
+			c->nodes[i].hi = rhi[i];
+		}
+	} else {
+		for (unsigned i = 0; i < n; i++) {
+			struct bp_cnode *nd = &c->nodes[i];
+
+			nd->lo = nd->has_clock ? nd->rec_lo : -INF;
+			nd->hi = nd->has_clock ? nd->rec_hi : INF;
+			nd->off = (int)i == c->control ? 0
+				  : nd->has_clock ? nd->rec_off : 0;
+		}
+	}
+	c->reversed = c->late_stamps = 0;
+	for (uint32_t i = 0; i < c->nflows; i++) {
+		struct bp_cflow *f = &c->flows[i];
+		const struct bp_cmsg *s = &c->sends[f->send];
+		const struct bp_cmsg *r = &c->recvs[f->recv];
+		int64_t rt = bp_cluster_add(bp_cluster_ts(r->ts),
+					    c->nodes[r->node].off),
+			so = c->nodes[s->node].off;
+
+		f->late = f->rev = 0;
+		if (s->before &&
+		    rt < bp_cluster_add(bp_cluster_ts(s->before), so)) {
+			f->rev = 1;
+			c->reversed++;
+		} else if (rt < bp_cluster_add(bp_cluster_ts(s->ts), so)) {
+			f->late = 1;
+			c->late_stamps++;
+		}
+	}
+	free(k);
+	free(has);
+	return 0;
+}
 
 /* Control node's clock of an event. */
 int64_t bp_cluster_when(const struct bp_cluster *c, unsigned n, uint64_t ts)
@@ -405,6 +549,17 @@ static int do_json(const struct bp_cluster *c, struct pair *p)
 	bp_out_u64(&o, c->unmatched_sends);
 	bp_out_str(&o, ", \"local_matched\": ");
 	bp_out_u64(&o, c->local_matched);
+	bp_out_str(&o, ", \"outside_sends\": ");
+	bp_out_u64(&o, c->outside_sends);
+	bp_out_str(&o, ",\n \"missing_nodes\": [");
+	for (unsigned k = 0; k < c->nmissing; k++) {
+		bp_out_str(&o, k ? ", {\"node\": " : "{\"node\": ");
+		bp_out_json_str(&o, c->missing[k], strlen(c->missing[k]));
+		bp_out_str(&o, ", \"sends\": ");
+		bp_out_u64(&o, c->missing_sends[k]);
+		bp_out_char(&o, '}');
+	}
+	bp_out_char(&o, ']');
 	bp_out_str(&o, ",\n \"offsets\": [");
 	for (unsigned i = 0; i < c->n; i++) {
 		const struct bp_cnode *nd = &c->nodes[i];
@@ -483,6 +638,15 @@ static int do_text(const struct bp_cluster *c, struct pair *p)
 	} else {
 		bp_out_str(&o, "unknown (no cluster_control)");
 	}
+	for (unsigned k = 0; k < c->nmissing; k++) {
+		bp_out_str(&o, k ? ", " : "\nMissing node traces (the session ran "
+					 "on them): ");
+		bp_out_str(&o, c->missing[k]);
+		bp_out_str(&o, " (");
+		bp_out_u64(&o, c->missing_sends[k]);
+		bp_out_str(&o, c->missing_sends[k] == 1 ? " send to it not received)"
+							: " sends to it not received)");
+	}
 	bp_out_str(&o, "\nClock offsets (ns, added to a node's timestamps "
 		       "to get the control node's clock):\n");
 	for (unsigned i = 0; i < c->n; i++) {
@@ -519,6 +683,10 @@ static int do_text(const struct bp_cluster *c, struct pair *p)
 	bp_out_u64(&o, c->late_stamps);
 	bp_out_str(&o, ", sends not received in the traces ");
 	bp_out_u64(&o, c->unmatched_sends);
+	if (c->outside_sends) {
+		bp_out_str(&o, ", sends to nodes outside the cluster ");
+		bp_out_u64(&o, c->outside_sends);
+	}
 	bp_out_char(&o, '\n');
 	for (unsigned a = 0; a < c->n; a++)
 		for (unsigned b = 0; b < c->n; b++) {

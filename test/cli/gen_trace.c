@@ -30,6 +30,8 @@
  *                            another node after it left), a process record
  *                            just before that send; b's recorded bounds
  *                            [-40, 40] us refine to [-25, 30]
+ *   gen_trace xlost DIR      xnode, with c@h in cluster_nodes but no trace
+ *                            of it, and 2 sends to it (1 to d@h, outside)
  *   gen_trace xname DIR      a follow session's two-node trace: a request
  *                            that sends to {Name, Node} (gen_xname)
  *
@@ -607,6 +609,8 @@ static void gen_many(const char *dir, uint64_t n)
 /* A node of the xnode cluster: its trace directory, with the env of a
  * cluster session's node (src/beamprobe_cluster.erl). */
 static int follow;
+/* xlost: the session also ran on c@h, whose trace is lost. */
+static int lost;
 
 static void xnode_metadata(const char *dir, const char *node,
 			   const char *ids, const char *lo, const char *hi)
@@ -618,7 +622,7 @@ static void xnode_metadata(const char *dir, const char *node,
 		{"hostname", "h"},
 		{"start_time", "2024-01-02T12:00:00Z"},
 		{"cluster_control", "a@h"},
-		{"cluster_nodes", "a@h,b@h"},
+		{"cluster_nodes", lost ? "a@h,b@h,c@h" : "a@h,b@h"},
 		{"dist_ids", ids},
 		{"clock_offset_ns", "0"},
 		{"clock_offset_lo_ns", lo},
@@ -639,10 +643,12 @@ static void gen_xnode(const char *dir)
 	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
 		check(errno, dir);
 	snprintf(path, sizeof path, "%s/a", dir);
-	xnode_metadata(path, "a@h", "0=a@h,7=b@h", "0", "0");
+	xnode_metadata(path, "a@h", lost ? "0=a@h,7=b@h,9=c@h" : "0=a@h,7=b@h",
+		       "0", "0");
 	check(bp_ctf_stream_open(&a, path, 0, uuid7, 4096), "a/thread-000");
 	snprintf(path, sizeof path, "%s/b", dir);
-	xnode_metadata(path, "b@h", "8=a@h,0=b@h", "-40000", "40000");
+	xnode_metadata(path, "b@h", lost ? "8=a@h,0=b@h,9=c@h" : "8=a@h,0=b@h",
+		       "-40000", "40000");
 	check(bp_ctf_stream_open(&b0, path, 0, uuid7, 4096), "b/thread-000");
 	check(bp_ctf_stream_open(&b1, path, 1, uuid7, 4096), "b/thread-001");
 	call(&a, US(5), XPID(100), "m:f/0", "()", "");
@@ -658,6 +664,13 @@ static void gen_xnode(const char *dir)
 	 * send: stamped 50 us after its receive on a. */
 	process(&b1, US(199), XPID(200), "<0.200.0>", "", "");
 	send(&b1, BP_EV_SEND, US(200), XPID(200), 0, "<8.100.0>", "{pong,2}");
+	if (lost) {
+		/* Three sends to c@h, by pid, by name and to a node outside
+		 * the cluster. */
+		send(&a, BP_EV_SEND, US(300), XPID(100), 0, "<9.50.0>", "{ping,3}");
+		send(&a, BP_EV_SEND, US(310), XPID(100), 0, "{echo,c@h}", "{ping,4}");
+		send(&b1, BP_EV_SEND, US(320), XPID(200), 0, "{echo,d@h}", "{ping,5}");
+	}
 	check(bp_ctf_stream_close(&a, 0), "close");
 	check(bp_ctf_stream_close(&b0, 0), "close");
 	check(bp_ctf_stream_close(&b1, 0), "close");
@@ -702,6 +715,11 @@ static void gen_xname(const char *dir)
 
 int main(int argc, char **argv)
 {
+	if (argc == 3 && strcmp(argv[1], "xlost") == 0) {
+		lost = 1;
+		gen_xnode(argv[2]);
+		return 0;
+	}
 	if (argc == 3 && strcmp(argv[1], "xname") == 0) {
 		gen_xname(argv[2]);
 		return 0;
@@ -751,6 +769,6 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	fprintf(stderr, "usage: gen_trace basic|flows|names|exitsched|drops|"
-			"tampered|xnode|xname DIR | gen_trace big|deep|many DIR N\n");
+			"tampered|xnode|xname|xlost DIR | gen_trace big|deep|many DIR N\n");
 	return 1;
 }

@@ -654,8 +654,8 @@ done
 # F8: more node traces than beamprobe reads at once (64): refused, the
 # count and the limit named, exit 2 -- never a part cut by readdir order.
 mkdir -p "$WORK/many"
-cp -a "$WORK/xn/a" "$WORK/many/a"
-for i in $(seq -w 2 64); do
+cp -a "$WORK/xn/a" "$WORK/xn/b" "$WORK/many/"
+for i in $(seq -w 3 64); do
 	mkdir "$WORK/many/n$i" && cp "$WORK/xn/b/thread-000" "$WORK/many/n$i/"
 	sed "s/node = \"b@h\"/node = \"n$i@h\"/" "$WORK/xn/b/metadata" >"$WORK/many/n$i/metadata"
 done
@@ -668,6 +668,23 @@ check "cluster: 65 node traces refused, count and limit named, exit 2" \
 sanitizer_clean && ok "cluster (65 node traces): sanitizer clean" || not_ok "cluster (65 node traces): sanitizer clean" "$(head -20 "$WORK/err")"
 run request "$WORK/many"
 check "request: 65 node traces refused too, exit 2" "$rc $(grep -c '65 node traces, more than the 64' "$WORK/err")" "2 1"
+# F6: a node the session ran on (cluster_nodes) whose trace is lost: named,
+# the sends to it counted as not received, exit 2; a send to a node in
+# no cluster_nodes is counted apart.
+"$GEN" xlost "$WORK/xlost"
+run cluster "$WORK/xlost"
+check "cluster: a lost node trace named on stderr, its 2 sends counted, exit 2" \
+	"$rc $(grep -c 'xlost: node c@h ran the session (env cluster_nodes) but its trace c@h/ is not here: its events are missing; 2 sends to it counted as not received' "$WORK/err")" "2 1"
+check "cluster: the summary names it and counts the sends (2 to it, 1 outside)" \
+	"$(grep -c '^Missing node traces (the session ran on them): c@h (2 sends to it not received)$' "$WORK/out") $(grep -c 'sends not received in the traces 2, sends to nodes outside the cluster 1$' "$WORK/out")" "1 1"
+sanitizer_clean && ok "cluster (lost node trace): sanitizer clean" || not_ok "cluster (lost node trace): sanitizer clean" "$(head -20 "$WORK/err")"
+run cluster --json "$WORK/xlost"
+if python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+assert (d["nodes"], d["unmatched_sends"], d["outside_sends"], d["missing_nodes"], d["flows"]) == (2, 2, 1, [{"node": "c@h", "sends": 2}], 4), d' "$WORK/out" 2>"$WORK/py.err"
+then ok "cluster --json: missing_nodes and the sends to them"
+else not_ok "cluster --json: missing nodes" "$(cat "$WORK/py.err" "$WORK/out")"; fi
+run request --root 'm:f/0' "$WORK/xlost"
+check "request: the lost node trace said too, exit 2" "$rc $(grep -c 'node c@h ran the session' "$WORK/err")" "2 1"
 # F2: a follow session's request that sends to {Name, Node}: the name is
 # in no process record of the receiving trace (or only in the one written
 # at the session's end); the hops and the replies stay in the request,
