@@ -399,7 +399,8 @@ static int read_node(struct bp_cluster *c, unsigned idx, struct buf *b)
 		size_t idn;
 		long x;
 
-		nd->events++;
+		if (e->id != BP_EV_PROCESS && e->id != BP_EV_DROPS)
+			nd->events++; /* as info and stats count them */
 		memset(&m, 0, sizeof m);
 		m.ts = e->ts;
 		m.pid = e->pid;

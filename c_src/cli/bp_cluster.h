@@ -91,7 +91,9 @@ struct bp_cnode {
 	unsigned nids;
 	long id_num[BP_CLUSTER_MAX_NODES];  /* how this node numbers ... */
 	int id_node[BP_CLUSTER_MAX_NODES];  /* ... node index (-1 unknown) */
-	uint64_t events, constraints;
+	uint64_t events;   /* events as info counts them: process and drops
+			      records aside */
+	uint64_t constraints;
 };
 
 /* A message event: a send (to a pid or a name) or a receive. */

@@ -685,6 +685,12 @@ then ok "cluster --json: missing_nodes and the sends to them"
 else not_ok "cluster --json: missing nodes" "$(cat "$WORK/py.err" "$WORK/out")"; fi
 run request --root 'm:f/0' "$WORK/xlost"
 check "request: the lost node trace said too, exit 2" "$rc $(grep -c 'node c@h ran the session' "$WORK/err")" "2 1"
+# F11: a node's events are counted as info counts them (its process
+# records aside: b's trace has one).
+run cluster --json "$WORK/xn"
+cl_ev=$(json_get "$WORK/out" "' '.join(str(o['events']) for o in d['offsets'])")
+info_ev=$(for nd in a b; do "$BP" info "$WORK/xn/$nd" | sed -n 's/^events: *\([0-9]*\).*/\1/p'; done | tr '\n' ' ' | sed 's/ $//')
+check "cluster: per-node events equal info's (process records aside)" "$cl_ev" "$info_ev"
 # F2: a follow session's request that sends to {Name, Node}: the name is
 # in no process record of the receiving trace (or only in the one written
 # at the session's end); the hops and the replies stay in the request,
