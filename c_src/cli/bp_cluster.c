@@ -1,12 +1,13 @@
 /* bp_cluster.c -- a directory of node traces read as one (bp_cluster.h):
- * open, read the message events, match sends to receives, solve the
- * clock offsets.
+ * open, read the message events, match sends to receives (the clock
+ * offsets are solved by bp_cluster_solve(), cmd_cluster.c).
  */
 #include "bp_cluster.h"
 
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,7 @@
 #include "../bp_pid_text.h"
 #include "bp_cli.h"
 
-#define INF (INT64_MAX / 4)
+#define INF BP_CLUSTER_INF
 
 static char *join(const char *a, const char *b)
 {
@@ -45,8 +46,9 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The subdirectories of dir that hold a trace, sorted; their count (at
- * most max), -1 if dir cannot be read. */
+/* The subdirectories of dir that hold a trace, sorted; their count, -1
+ * if dir cannot be read.  A count above max is returned with none of
+ * them in out (never a part chosen by readdir order). */
 static int list_traces(const char *dir, char **out, int max)
 {
 	DIR *d = opendir(dir);
@@ -55,7 +57,7 @@ static int list_traces(const char *dir, char **out, int max)
 
 	if (!d)
 		return -1;
-	while ((de = readdir(d)) && n < max) {
+	while ((de = readdir(d))) {
 		char *p;
 		struct stat st;
 
@@ -63,14 +65,24 @@ static int list_traces(const char *dir, char **out, int max)
 			continue;
 		p = join(dir, de->d_name);
 		if (p && stat(p, &st) == 0 && S_ISDIR(st.st_mode) &&
-		    has_metadata(p))
-			out[n++] = p;
-		else
+		    has_metadata(p)) {
+			if (n < max)
+				out[n] = p;
+			else
+				free(p);
+			if (n < INT32_MAX)
+				n++;
+		} else {
 			free(p);
+		}
 	}
 	closedir(d);
-	if (n > 1)
+	if (n > max) {
+		for (int i = 0; i < max; i++)
+			free(out[i]);
+	} else if (n > 1) {
 		qsort(out, (size_t)n, sizeof *out, cmp_str);
+	}
 	return n;
 }
 
@@ -82,7 +94,7 @@ int bp_cluster_is_cluster_dir(const char *dir)
 	if (has_metadata(dir))
 		return 0;
 	n = list_traces(dir, subs, BP_CLUSTER_MAX_NODES);
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n && i < BP_CLUSTER_MAX_NODES; i++)
 		free(subs[i]);
 	return n > 0;
 }
@@ -103,6 +115,12 @@ static int env_i64(const struct bp_meta *m, const char *k, int64_t *v)
 	return 1;
 }
 
+static int same_name(const char *a, const char *name, size_t n)
+{
+	return strlen(a) == n && memcmp(a, name, n) == 0;
+}
+
+/* Index of the node trace named so, -1 if none. */
 static int node_index(const struct bp_cluster *c, const char *name, size_t n)
 {
 	if (n >= 2 && name[0] == '\'' && name[n - 1] == '\'') {
@@ -110,10 +128,65 @@ static int node_index(const struct bp_cluster *c, const char *name, size_t n)
 		n -= 2;
 	}
 	for (unsigned i = 0; i < c->n; i++)
-		if (strlen(c->nodes[i].name) == n &&
-		    memcmp(c->nodes[i].name, name, n) == 0)
+		if (same_name(c->nodes[i].name, name, n))
 			return (int)i;
 	return -1;
+}
+
+/* As a destination: node_index(), else n + k for c->missing[k]. */
+static int dest_index(const struct bp_cluster *c, const char *name, size_t n)
+{
+	int i = node_index(c, name, n);
+
+	if (i >= 0)
+		return i;
+	if (n >= 2 && name[0] == '\'' && name[n - 1] == '\'') {
+		name++;
+		n -= 2;
+	}
+	for (unsigned k = 0; k < c->nmissing; k++)
+		if (same_name(c->missing[k], name, n))
+			return (int)(c->n + k);
+	return -1;
+}
+
+/* The names of env cluster_nodes ("a@h,b@h") added to c->missing once
+ * each (the traced ones are taken out once all are known).  0, or -1
+ * out of memory. */
+static int add_listed(struct bp_cluster *c, const char *s)
+{
+	while (s && *s) {
+		size_t len = strcspn(s, ",");
+		unsigned k;
+
+		for (k = 0; k < c->nmissing; k++)
+			if (same_name(c->missing[k], s, len))
+				break;
+		if (len && k == c->nmissing &&
+		    c->nmissing < BP_CLUSTER_MAX_NODES) {
+			if (!(c->missing[c->nmissing] = strndup(s, len)))
+				return -1;
+			c->nmissing++;
+		}
+		s += len;
+		if (*s)
+			s++;
+	}
+	return 0;
+}
+
+/* c->missing without the nodes that have a trace here. */
+static void drop_traced(struct bp_cluster *c)
+{
+	unsigned k = 0;
+
+	for (unsigned i = 0; i < c->nmissing; i++) {
+		if (node_index(c, c->missing[i], strlen(c->missing[i])) >= 0)
+			free(c->missing[i]);
+		else
+			c->missing[k++] = c->missing[i];
+	}
+	c->nmissing = k;
 }
 
 /* "num=node,num=node" into the node's table. */
@@ -134,7 +207,7 @@ static void parse_ids(struct bp_cluster *c, struct bp_cnode *nd,
 		if (end == eq) {
 			nd->id_num[nd->nids] = num;
 			nd->id_node[nd->nids] =
-				node_index(c, eq + 1, (size_t)(comma - eq - 1));
+				dest_index(c, eq + 1, (size_t)(comma - eq - 1));
 			nd->nids++;
 		}
 		s = *comma ? comma + 1 : comma;
@@ -261,12 +334,15 @@ static size_t pid_ident(const char *s, size_t n, const char **id, long *x)
 /* Names of processes as they change (process and register events). */
 struct names {
 	struct bp_map of;     /* pid -> string id */
+	struct bp_map last;   /* pid -> the last name it had, kept after an
+				 unregister */
 	struct bp_strtab tab;
 };
 
-static const char *name_of(const struct names *nm, uint64_t pid, size_t *n)
+static const char *name_in(const struct names *nm, const struct bp_map *m,
+			   uint64_t pid, size_t *n)
 {
-	uint32_t id = bp_map_get(&nm->of, pid);
+	uint32_t id = bp_map_get(m, pid);
 	const struct bp_str *s;
 
 	if (id == BP_MAP_NONE)
@@ -276,17 +352,28 @@ static const char *name_of(const struct names *nm, uint64_t pid, size_t *n)
 	return s->s;
 }
 
-static void set_name(struct names *nm, uint64_t pid, const char *s, size_t n)
+/* Hash of a name on node n (c->named). */
+static uint64_t name_hash(int n, const char *s, size_t len)
+{
+	return bp_hash_u64(bp_hash_bytes(s, len) ^ (uint64_t)(unsigned)n);
+}
+
+/* 0, or -1 out of memory. */
+static int set_name(struct bp_cluster *c, int node, struct names *nm,
+		    uint64_t pid, const char *s, size_t n)
 {
 	uint32_t id;
 
 	/* `undefined': no name known here (the tracer's first sight of a
 	 * process), not an unregistering. */
 	if (n == 0 || (n == 9 && memcmp(s, "undefined", 9) == 0))
-		return;
+		return 0;
 	id = bp_strtab_intern(&nm->tab, s, n);
-	if (id != BP_MAP_NONE)
-		(void)bp_map_put(&nm->of, pid, id);
+	if (id == BP_MAP_NONE || bp_map_put(&nm->of, pid, id) ||
+	    bp_map_put(&nm->last, pid, id) ||
+	    bp_map_put(&c->named, name_hash(node, s, n), 1))
+		return -1;
+	return 0;
 }
 
 static int read_node(struct bp_cluster *c, unsigned idx, struct buf *b)
@@ -297,13 +384,14 @@ static int read_node(struct bp_cluster *c, unsigned idx, struct buf *b)
 	struct names nm;
 	uint64_t *last = NULL; /* per stream: ts of its last record read,
 				  process and drops records aside */
-	uint32_t nlast = 0;
+	uint32_t nlast = 0, first_recv = c->nrecvs;
 	int rc = 0;
 
 	if (bp_reader_open(&r, nd->dir, 0) != 0)
 		return -1;
 	memset(&nm, 0, sizeof nm);
 	bp_map_init(&nm.of);
+	bp_map_init(&nm.last);
 	bp_strtab_init(&nm.tab);
 	while ((e = bp_reader_next(&r)) && rc == 0) {
 		struct bp_cmsg m;
@@ -311,7 +399,8 @@ static int read_node(struct bp_cluster *c, unsigned idx, struct buf *b)
 		size_t idn;
 		long x;
 
-		nd->events++;
+		if (e->id != BP_EV_PROCESS && e->id != BP_EV_DROPS)
+			nd->events++; /* as info and stats count them */
 		memset(&m, 0, sizeof m);
 		m.ts = e->ts;
 		m.pid = e->pid;
@@ -335,12 +424,14 @@ static int read_node(struct bp_cluster *c, unsigned idx, struct buf *b)
 			last[e->stream] = e->ts;
 		switch (e->id) {
 		case BP_EV_PROCESS:
-			set_name(&nm, e->pid, e->str[BP_FLD(PROCESS, name)],
-				 e->len[BP_FLD(PROCESS, name)]);
+			rc = set_name(c, (int)idx, &nm, e->pid,
+				      e->str[BP_FLD(PROCESS, name)],
+				      e->len[BP_FLD(PROCESS, name)]);
 			break;
 		case BP_EV_REGISTER:
-			set_name(&nm, e->pid, e->str[BP_FLD(REGISTER, name)],
-				 e->len[BP_FLD(REGISTER, name)]);
+			rc = set_name(c, (int)idx, &nm, e->pid,
+				      e->str[BP_FLD(REGISTER, name)],
+				      e->len[BP_FLD(REGISTER, name)]);
 			break;
 		case BP_EV_UNREGISTER:
 			bp_map_del(&nm.of, e->pid);
@@ -356,8 +447,10 @@ static int read_node(struct bp_cluster *c, unsigned idx, struct buf *b)
 
 			if ((idn = pid_ident(to, ton, &id, &x))) {
 				dn = node_of_num(nd, (int)idx, x);
-				if (dn < 0)
+				if (dn < 0) {
+					c->outside_sends++;
 					break;
+				}
 				m.key = msg_key(0, dn, id, idn, mh);
 			} else if (ton > 2 && to[0] == '{' && to[ton - 1] == '}') {
 				const char *comma = NULL;
@@ -369,27 +462,35 @@ static int read_node(struct bp_cluster *c, unsigned idx, struct buf *b)
 					}
 				if (!comma)
 					break;
-				dn = node_index(c, comma + 1,
+				dn = dest_index(c, comma + 1,
 						(size_t)(to + ton - 1 - comma - 1));
-				if (dn < 0)
+				if (dn < 0) {
+					c->outside_sends++;
 					break;
+				}
 				m.key = msg_key(1, dn, to + 1,
 						(size_t)(comma - to - 1), mh);
+				m.name = name_hash(dn, to + 1,
+						   (size_t)(comma - to - 1));
 			} else if (ton > 6 && memcmp(to, "#Ref<", 5) == 0 &&
 				   isdigit((unsigned char)to[5])) {
 				/* An alias (gen_server replies): the receiver
 				 * is not named; the node and the message are. */
 				dn = node_of_num(nd, (int)idx, strtol(to + 5, NULL, 10));
-				if (dn < 0)
+				if (dn < 0) {
+					c->outside_sends++;
 					break;
+				}
 				m.key = msg_key(2, dn, "", 0, mh);
 			} else if (ton > 0 && to[0] != '<' && to[0] != '#') {
 				dn = (int)idx;
 				m.key = msg_key(1, dn, to, ton, mh);
+				m.name = name_hash(dn, to, ton);
 			} else {
 				break;
 			}
 			m.dnode = (uint16_t)dn;
+			m.mh = mh;
 			rc = push(&c->sends, &c->nsends, &c->capsends, &m);
 			break;
 		}
@@ -408,7 +509,8 @@ static int read_node(struct bp_cluster *c, unsigned idx, struct buf *b)
 			if (!(idn = pid_ident(t, tn, &id, &x)))
 				break;
 			m.key = msg_key(0, (int)idx, id, idn, mh);
-			if ((name = name_of(&nm, e->pid, &nn)))
+			m.mh = mh;
+			if ((name = name_in(&nm, &nm.of, e->pid, &nn)))
 				m.key2 = msg_key(1, (int)idx, name, nn, mh);
 			m.key3 = msg_key(2, (int)idx, "", 0, mh);
 			m.dnode = (uint16_t)idx;
@@ -419,9 +521,20 @@ static int read_node(struct bp_cluster *c, unsigned idx, struct buf *b)
 			break;
 		}
 	}
+	/* A receive by a process not named then: the last name its trace
+	 * gives it (a follow session names its processes at its end). */
+	for (uint32_t i = first_recv; i < c->nrecvs && rc == 0; i++) {
+		struct bp_cmsg *m = &c->recvs[i];
+		const char *name;
+		size_t nn;
+
+		if (!m->key2 && (name = name_in(&nm, &nm.last, m->pid, &nn)))
+			m->key2 = msg_key(1, (int)idx, name, nn, m->mh);
+	}
 	free(last);
 	c->problems += r.diag.problems;
 	bp_map_free(&nm.of);
+	bp_map_free(&nm.last);
 	bp_strtab_free(&nm.tab);
 	bp_reader_close(&r);
 	return rc;
@@ -430,7 +543,7 @@ static int read_node(struct bp_cluster *c, unsigned idx, struct buf *b)
 /* Corrected time of a message with the recorded offsets. */
 static int64_t cts(const struct bp_cluster *c, const struct bp_cmsg *m)
 {
-	return (int64_t)m->ts + c->nodes[m->node].rec_off;
+	return bp_cluster_add(bp_cluster_ts(m->ts), c->nodes[m->node].rec_off);
 }
 
 static const struct bp_cluster *sort_c;
@@ -480,13 +593,22 @@ static int64_t head(struct bp_cluster *c, struct bp_map *cur, uint64_t k)
 
 static int64_t width(const struct bp_cnode *n)
 {
-	return n->has_clock ? n->rec_hi - n->rec_lo : INF / 4;
+	return n->has_clock ? bp_cluster_sub(n->rec_hi, n->rec_lo) : INF / 4;
 }
 
 static int match(struct bp_cluster *c)
 {
 	struct bp_map cur;
 
+	/* A send to a name no process has in the receiving node's trace
+	 * (a follow session's trace names none): its receiver is known by
+	 * its node only, as for an alias. */
+	for (uint32_t i = 0; i < c->nsends; i++) {
+		struct bp_cmsg *s = &c->sends[i];
+
+		if (s->name && bp_map_get(&c->named, s->name) == BP_MAP_NONE)
+			s->key = msg_key(2, s->dnode, "", 0, s->mh);
+	}
 	sort_c = c;
 	if (c->nsends)
 		qsort(c->sends, c->nsends, sizeof *c->sends, cmp_send);
@@ -505,8 +627,11 @@ static int match(struct bp_cluster *c)
 			if (!keys[k] || (p = head(c, &cur, keys[k])) < 0)
 				continue;
 			s = &c->sends[p];
-			if (cts(c, s) > cts(c, r) + width(&c->nodes[s->node]) +
-						  width(&c->nodes[r->node]))
+			if (cts(c, s) >
+			    bp_cluster_add(bp_cluster_add(cts(c, r),
+						  BP_CLUSTER_MATCH_SLACK_NS),
+					   bp_cluster_add(width(&c->nodes[s->node]),
+							  width(&c->nodes[r->node]))))
 				continue;
 			if (best < 0 || cts(c, s) < cts(c, &c->sends[best]))
 				best = p;
@@ -557,6 +682,7 @@ static int match(struct bp_cluster *c)
 		c->flows[c->nflows].send = (uint32_t)best;
 		c->flows[c->nflows].recv = i;
 		c->flows[c->nflows].late = 0;
+		c->flows[c->nflows].rev = 0;
 		c->nflows++;
 		c->sends[best].flow = c->nflows;
 		r->flow = c->nflows;
@@ -568,6 +694,8 @@ static int match(struct bp_cluster *c)
 		if (s->flow || s->dnode == s->node)
 			continue;
 		c->unmatched_sends++;
+		if (s->dnode >= c->n)
+			c->missing_sends[s->dnode - c->n]++;
 		if (bp_map_put(&c->flow_of,
 			       bp_cluster_ev_key(s->node, s->stream, s->off),
 			       BP_CLUSTER_NO_FLOW))
@@ -588,142 +716,76 @@ static int match(struct bp_cluster *c)
 	return 0;
 }
 
-/* Bounds propagation over the constraints off[b] - off[a] >= k[a][b];
- * 0, or -1 when some node's bounds become empty. */
-static int propagate(struct bp_cluster *c, const int64_t *k, const char *has)
-{
-	unsigned n = c->n;
-
-	for (unsigned round = 0; round < n * n + 2; round++) {
-		int changed = 0;
-
-		for (unsigned a = 0; a < n; a++)
-			for (unsigned b = 0; b < n; b++) {
-				struct bp_cnode *na = &c->nodes[a], *nb = &c->nodes[b];
-				int64_t v = k[a * n + b];
-
-				if (!has[a * n + b])
-					continue;
-				if (na->lo > -INF && na->lo + v > nb->lo) {
-					nb->lo = na->lo + v;
-					changed = 1;
-				}
-				if (nb->hi < INF && nb->hi - v < na->hi) {
-					na->hi = nb->hi - v;
-					changed = 1;
-				}
-			}
-		for (unsigned i = 0; i < n; i++)
-			if (c->nodes[i].lo > c->nodes[i].hi)
-				return -1;
-		if (!changed)
-			return 0;
-	}
-	return 0;
-}
-
-static int64_t pick(int64_t lo, int64_t hi)
-{
-	if (lo <= -INF && hi >= INF)
-		return 0;
-	if (lo <= -INF)
-		return hi;
-	if (hi >= INF)
-		return lo;
-	return lo + (hi - lo) / 2;
-}
-
-static int solve(struct bp_cluster *c)
-{
-	unsigned n = c->n;
-	int64_t *k = calloc((size_t)n * n, sizeof *k);
-	char *has = calloc((size_t)n * n, 1);
-	int64_t rlo[BP_CLUSTER_MAX_NODES], rhi[BP_CLUSTER_MAX_NODES];
-
-	if (!k || !has) {
-		free(k);
-		free(has);
-		return -1;
-	}
-	for (uint32_t i = 0; i < c->nflows; i++) {
-		const struct bp_cmsg *s = &c->sends[c->flows[i].send];
-		const struct bp_cmsg *r = &c->recvs[c->flows[i].recv];
-		size_t at = (size_t)s->node * n + r->node;
-		int64_t v;
-
-		if (!s->before)
-			continue; /* nothing known to precede the send */
-		v = (int64_t)s->before - (int64_t)r->ts;
-		if (!has[at] || v > k[at])
-			k[at] = v;
-		has[at] = 1;
-		c->nodes[r->node].constraints++;
-		c->nodes[s->node].constraints++;
-	}
-	for (unsigned i = 0; i < n; i++) {
-		struct bp_cnode *nd = &c->nodes[i];
-
-		if ((int)i == c->control) {
-			nd->lo = nd->hi = 0;
-		} else if (nd->has_clock) {
-			nd->lo = nd->rec_lo;
-			nd->hi = nd->rec_hi;
-		} else {
-			nd->lo = -INF;
-			nd->hi = INF;
-		}
-	}
-	c->consistent = propagate(c, k, has) == 0;
-	if (c->consistent) {
-		for (unsigned i = 0; i < n; i++) {
-			rlo[i] = c->nodes[i].lo;
-			rhi[i] = c->nodes[i].hi;
-		}
-		for (unsigned i = 0; i < n; i++) {
-			int64_t o = pick(c->nodes[i].lo, c->nodes[i].hi);
-
-			c->nodes[i].lo = c->nodes[i].hi = o;
-			if (propagate(c, k, has) != 0)
-				break; /* cannot happen for difference
-					* constraints; keep what we have */
-		}
-		for (unsigned i = 0; i < n; i++) {
-			c->nodes[i].off = c->nodes[i].lo;
-			c->nodes[i].lo = rlo[i];
-			c->nodes[i].hi = rhi[i];
-		}
-	} else {
-		for (unsigned i = 0; i < n; i++) {
-			struct bp_cnode *nd = &c->nodes[i];
-
-			nd->lo = nd->has_clock ? nd->rec_lo : -INF;
-			nd->hi = nd->has_clock ? nd->rec_hi : INF;
-			nd->off = (int)i == c->control ? 0
-				  : nd->has_clock ? nd->rec_off : 0;
-		}
-	}
-	c->reversed = c->late_stamps = 0;
-	for (uint32_t i = 0; i < c->nflows; i++) {
-		struct bp_cflow *f = &c->flows[i];
-		const struct bp_cmsg *s = &c->sends[f->send];
-		const struct bp_cmsg *r = &c->recvs[f->recv];
-		int64_t rt = (int64_t)r->ts + c->nodes[r->node].off,
-			so = c->nodes[s->node].off;
-
-		f->late = 0;
-		if (s->before && rt < (int64_t)s->before + so)
-			c->reversed++;
-		else if (rt < (int64_t)s->ts + so) {
-			f->late = 1;
-			c->late_stamps++;
-		}
-	}
-	free(k);
-	free(has);
-	return 0;
-}
-
 static int open_dir(struct bp_cluster *c, const char *dir, int single);
+
+/* env key k as an integer: 1, 0 if absent, -1 (said) if not one. */
+static int clock_key(const struct bp_cnode *nd, const struct bp_meta *m,
+		     const char *k, int64_t *v)
+{
+	const char *t = bp_meta_env(m, k);
+
+	if (!t)
+		return 0;
+	if (env_i64(m, k, v))
+		return 1;
+	bp_cli_error("%s: %s = \"%.40s\" is not an integer: the recorded clock "
+		     "bounds are ignored", nd->dir, k, t);
+	return -1;
+}
+
+/* The recorded offset bounds of node i, checked (bp_cluster.h). */
+static void read_clock(struct bp_cluster *c, unsigned i,
+		       const struct bp_meta *m)
+{
+	struct bp_cnode *nd = &c->nodes[i];
+	int64_t lo = 0, hi = 0, off = 0, wall;
+	int klo = clock_key(nd, m, "clock_offset_lo_ns", &lo);
+	int khi = clock_key(nd, m, "clock_offset_hi_ns", &hi);
+	int koff = clock_key(nd, m, "clock_offset_ns", &off);
+
+	nd->has_clock = 0;
+	nd->rec_off = 0;
+	if (klo < 0 || khi < 0 || koff < 0) {
+		nd->clock_refused = 1;
+		return;
+	}
+	if (!klo || !khi)
+		return; /* none recorded */
+	nd->clock_refused = 1;
+	if (lo > hi) {
+		bp_cli_error("%s: clock_offset_lo_ns %" PRId64 " > clock_offset_hi_ns "
+			     "%" PRId64 ": the recorded clock bounds are ignored",
+			     nd->dir, lo, hi);
+		return;
+	}
+	if (lo < -BP_CLUSTER_MAX_OFF_NS || hi > BP_CLUSTER_MAX_OFF_NS) {
+		bp_cli_error("%s: recorded clock offset bounds [%" PRId64 ", %" PRId64
+			     "] ns are beyond +-%" PRId64 " ns: implausible, "
+			     "ignored", nd->dir, lo, hi,
+			     (int64_t)BP_CLUSTER_MAX_OFF_NS);
+		return;
+	}
+	if (c->control >= 0 && (int)i != c->control) {
+		wall = bp_cluster_sub(nd->wall_ns, c->nodes[c->control].wall_ns);
+		if (bp_cluster_sub(lo, wall) > BP_CLUSTER_WALL_TOL_NS ||
+		    bp_cluster_sub(wall, hi) > BP_CLUSTER_WALL_TOL_NS) {
+			bp_cli_error("%s: recorded clock offset bounds [%" PRId64
+				     ", %" PRId64 "] ns are more than %" PRId64
+				     " s from the %" PRId64 " ns the wall clocks "
+				     "of this trace and the control node's give: "
+				     "implausible, ignored", nd->dir, lo, hi,
+				     (int64_t)(BP_CLUSTER_WALL_TOL_NS / 1000000000),
+				     wall);
+			return;
+		}
+	}
+	nd->clock_refused = 0;
+	nd->has_clock = 1;
+	nd->rec_lo = lo;
+	nd->rec_hi = hi;
+	nd->rec_off = koff && off >= lo && off <= hi ? off
+						      : bp_cluster_pick(lo, hi);
+}
 
 int bp_cluster_open(struct bp_cluster *c, const char *dir)
 {
@@ -745,6 +807,7 @@ static int open_dir(struct bp_cluster *c, const char *dir, int single)
 	c->control = -1;
 	bp_map_init(&c->flow_of);
 	bp_map_init(&c->pair_of);
+	bp_map_init(&c->named);
 	if (single && has_metadata(dir)) {
 		n = (subs[0] = strdup(dir)) ? 1 : -1;
 		if (n < 0)
@@ -754,6 +817,13 @@ static int open_dir(struct bp_cluster *c, const char *dir, int single)
 	}
 	if (n < 0) {
 		bp_cli_error("%s: %s", dir, strerror(errno));
+		return -1;
+	}
+	if (n > BP_CLUSTER_MAX_NODES) {
+		bp_cli_error("%s: %d node traces, more than the %d beamprobe reads "
+			     "as one cluster; none read (move some out, or read "
+			     "each DIR/<node> on its own)", dir, n,
+			     BP_CLUSTER_MAX_NODES);
 		return -1;
 	}
 	if (n == 0) {
@@ -779,38 +849,37 @@ static int open_dir(struct bp_cluster *c, const char *dir, int single)
 		name = bp_meta_env(&r.meta, "node");
 		nd->name = strdup(name ? name : strrchr(nd->dir, '/') + 1);
 		nd->wall_ns = r.meta.offset_ns;
-		nd->has_clock =
-			env_i64(&r.meta, "clock_offset_lo_ns", &nd->rec_lo) &&
-			env_i64(&r.meta, "clock_offset_hi_ns", &nd->rec_hi) &&
-			nd->rec_lo <= nd->rec_hi;
-		if (!env_i64(&r.meta, "clock_offset_ns", &nd->rec_off) ||
-		    !nd->has_clock || nd->rec_off < nd->rec_lo ||
-		    nd->rec_off > nd->rec_hi)
-			nd->rec_off = nd->has_clock ? pick(nd->rec_lo, nd->rec_hi)
-						    : 0;
 		/* Resolved below, once every node's name is known. */
 		if (!c->control_name &&
 		    (name = bp_meta_env(&r.meta, "cluster_control")))
 			c->control_name = strdup(name);
+		if (add_listed(c, bp_meta_env(&r.meta, "cluster_nodes"))) {
+			bp_reader_close(&r);
+			bp_cli_error("%s: out of memory", nd->dir);
+			bp_cluster_close(c);
+			return -1;
+		}
 		bp_reader_close(&r);
 		if (!nd->name) {
 			bp_cluster_close(c);
 			return -1;
 		}
 	}
-	/* Ids need every node's name first. */
+	drop_traced(c);
+	if (c->control_name)
+		c->control = node_index(c, c->control_name,
+					strlen(c->control_name));
+	/* Ids need every node's name first; clocks the control node's. */
 	for (unsigned i = 0; i < c->n; i++) {
 		struct bp_reader r;
 
 		if (bp_reader_open(&r, c->nodes[i].dir, BP_READER_QUIET |
 							      BP_READER_UNPRIMED) == 0) {
 			parse_ids(c, &c->nodes[i], bp_meta_env(&r.meta, "dist_ids"));
+			read_clock(c, i, &r.meta);
 			bp_reader_close(&r);
 		}
 	}
-	if (c->control_name)
-		c->control = node_index(c, c->control_name,
-					strlen(c->control_name));
 	for (unsigned i = 0; i < c->n; i++)
 		if (read_node(c, i, &b) != 0) {
 			free(b.p);
@@ -819,10 +888,19 @@ static int open_dir(struct bp_cluster *c, const char *dir, int single)
 			return -1;
 		}
 	free(b.p);
-	if (match(c) != 0 || solve(c) != 0) {
+	if (match(c) != 0 || bp_cluster_solve(c) != 0) {
 		bp_cli_error("%s: out of memory", dir);
 		bp_cluster_close(c);
 		return -1;
+	}
+	for (unsigned k = 0; k < c->nmissing; k++) {
+		bp_cli_error("%s: node %s ran the session (env cluster_nodes) "
+			     "but its trace %s/ is not here: its events are "
+			     "missing; %" PRIu64 " send%s to it counted as not "
+			     "received", dir, c->missing[k], c->missing[k],
+			     c->missing_sends[k],
+			     c->missing_sends[k] == 1 ? "" : "s");
+		c->problems++;
 	}
 	return 0;
 }
@@ -863,8 +941,11 @@ void bp_cluster_close(struct bp_cluster *c)
 	free(c->pairs);
 	free(c->dir);
 	free(c->control_name);
+	for (unsigned k = 0; k < c->nmissing; k++)
+		free(c->missing[k]);
 	bp_map_free(&c->flow_of);
 	bp_map_free(&c->pair_of);
+	bp_map_free(&c->named);
 	memset(c, 0, sizeof *c);
 	c->control = -1;
 }

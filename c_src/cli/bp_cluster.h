@@ -25,10 +25,21 @@
  * counted as late send stamps (the VM's order, not a clock error); a
  * flow received before that earlier record is reversed (a clock error).
  *
+ * Pairing does not trust the recorded offsets: a send may pair with a
+ * receive that comes before it on the recorded clocks by up to the
+ * bounds' widths plus BP_CLUSTER_MATCH_SLACK_NS (a send later than that
+ * is not the receive's: its own was not traced), so that wrong bounds
+ * contradict the messages instead of leaving them unmatched.
+ *
  * Message identity: a send and a receive match when the receiver (the
  * destination pid, or its registered name for {Name, Node} sends) and the
  * message text agree (for a send to an alias, a reference: the
- * receiving node and the text), after the node numbers inside pids, refs and ports
+ * receiving node and the text; for a send to a name that no process
+ * has in the receiving node's trace -- a follow session's trace names
+ * none -- also the receiving node and the text).  A receiving process's
+ * name is the one it has at the receive, else the last one its trace
+ * gives it (a follow session writes names at its end).  This is done
+ * after the node numbers inside pids, refs and ports
  * (`<N.x.y>', `#Ref<N...>', `#Port<N.x>', printed per node) are replaced
  * by node names (env dist_ids).  Equal messages to one receiver are
  * matched in send order (Erlang keeps order per sender/receiver pair).
@@ -38,7 +49,9 @@
  * that quote pid-like text in a string, may be matched with each other
  * or not at all; messages sent before
  * the receiver's node started tracing, or received after it stopped, stay
- * unmatched and are counted.
+ * unmatched and are counted.  So are sends to a node the session ran
+ * on (env cluster_nodes) whose trace is not in the directory: such a
+ * node is named (on stderr, counted as a problem, and in the summary).
  */
 #ifndef BP_CLUSTER_H
 #define BP_CLUSTER_H
@@ -49,13 +62,28 @@
 #include "bp_reader.h"
 
 #define BP_CLUSTER_MAX_NODES 64
+/* A send is not paired with a receive that comes before it, on the
+ * recorded clocks, by more than the two nodes' recorded bound widths
+ * plus this: a bound wrong by less shows up as reversed flows
+ * (consistent: false), not as messages left unmatched. */
+#define BP_CLUSTER_MATCH_SLACK_NS 1000000000ll
+/* Recorded clock bounds are refused (the node counts as without them,
+ * a message names it and the value) when they are not integers, when lo
+ * > hi, when beyond +-BP_CLUSTER_MAX_OFF_NS, or, with the control node's
+ * trace at hand, when farther than BP_CLUSTER_WALL_TOL_NS from the
+ * offset the two traces' wall-clock origins give (wall = origin + ts on
+ * each node: D ~ origin(node) - origin(control), up to the hosts' wall
+ * clock disagreement). */
+#define BP_CLUSTER_MAX_OFF_NS (INT64_MAX / 8)      /* ~36 years */
+#define BP_CLUSTER_WALL_TOL_NS 3600000000000ll     /* 1 hour */
 /* Bytes of a normalised message text that identify it. */
 #define BP_CLUSTER_MSG_PREFIX 128
 
 struct bp_cnode {
 	char *name;        /* env "node", else the directory name; owned */
 	char *dir;         /* owned */
-	int has_clock;     /* recorded bounds present */
+	int has_clock;     /* recorded bounds present and plausible */
+	int clock_refused; /* recorded bounds present but refused (said) */
 	int64_t rec_off, rec_lo, rec_hi; /* recorded (probes) */
 	int64_t lo, hi;    /* refined */
 	int64_t off;       /* chosen, lo <= off <= hi when consistent */
@@ -63,14 +91,20 @@ struct bp_cnode {
 	unsigned nids;
 	long id_num[BP_CLUSTER_MAX_NODES];  /* how this node numbers ... */
 	int id_node[BP_CLUSTER_MAX_NODES];  /* ... node index (-1 unknown) */
-	uint64_t events, constraints;
+	uint64_t events;   /* events as info counts them: process and drops
+			      records aside */
+	uint64_t constraints;
 };
 
 /* A message event: a send (to a pid or a name) or a receive. */
 struct bp_cmsg {
 	uint64_t key;      /* receiver + normalised message */
 	uint64_t key2;     /* receives: by registered name, 0 if none */
-	uint64_t key3;     /* receives: by node only (sends to an alias) */
+	uint64_t key3;     /* receives: by node only (sends to an alias, and
+			      to a name no process has in the receiver's
+			      trace) */
+	uint64_t mh;       /* hash of the normalised message text */
+	uint64_t name;     /* sends to a name: hash of (node, name), else 0 */
 	uint64_t ts;       /* the node's clock */
 	uint64_t before;   /* sends: the ts of the record before it in its
 			      stream (not counting process records), 0 if
@@ -85,8 +119,10 @@ struct bp_cmsg {
 
 struct bp_cflow {
 	uint32_t send, recv; /* indices in sends[], recvs[] */
-	uint32_t late;       /* flows: received before the send's own stamp,
+	uint16_t late;       /* flows: received before the send's own stamp,
 				not reversed (counted in late_stamps) */
+	uint16_t rev;        /* flows: reversed (received before the record
+				before the send: a clock error) */
 };
 
 struct bp_cluster {
@@ -110,7 +146,16 @@ struct bp_cluster {
 	uint32_t late_stamps;    /* flows received before their send's own
 				    timestamp, not reversed */
 	struct bp_map flow_of;   /* (node, stream, off) -> flow + 1 */
+	struct bp_map named;     /* hash of (node, name) of every name a
+				    process has in a node's trace -> 1 */
 	unsigned problems;       /* damage reported while reading */
+	/* Nodes the session ran on (env cluster_nodes of any trace) whose
+	 * trace is not in the directory: destination index n + k. */
+	char *missing[BP_CLUSTER_MAX_NODES]; /* owned */
+	unsigned nmissing;
+	uint64_t missing_sends[BP_CLUSTER_MAX_NODES]; /* counted unmatched */
+	uint64_t outside_sends;  /* sends to nodes in no cluster_nodes: not
+				    counted in unmatched_sends */
 };
 
 /*
@@ -147,6 +192,44 @@ uint32_t bp_cluster_flow_of(const struct bp_cluster *c, unsigned node,
 int bp_cluster_is_cluster_dir(const char *dir);
 
 void bp_cluster_close(struct bp_cluster *c);
+
+/* An unbounded offset bound (+-). */
+#define BP_CLUSTER_INF (INT64_MAX / 4)
+
+/* Narrows the nodes' bounds with the flows, picks the offsets, counts
+ * reversed flows and late send stamps (cmd_cluster.c).  0, or -1 out of
+ * memory. */
+int bp_cluster_solve(struct bp_cluster *c);
+/* A value inside [lo, hi] (the middle; the finite end of a half-open
+ * one; 0 for an unbounded one). */
+int64_t bp_cluster_pick(int64_t lo, int64_t hi);
+
+/* Time arithmetic on values a trace gives (timestamps, offsets):
+ * saturating, never undefined. */
+static inline int64_t bp_cluster_add(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	if (__builtin_add_overflow(a, b, &r))
+		return b > 0 ? INT64_MAX : INT64_MIN;
+	return r;
+}
+
+static inline int64_t bp_cluster_sub(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	if (__builtin_sub_overflow(a, b, &r))
+		return b < 0 ? INT64_MAX : INT64_MIN;
+	return r;
+}
+
+/* A timestamp as a signed value (a damaged one beyond INT64_MAX is cut
+ * there). */
+static inline int64_t bp_cluster_ts(uint64_t ts)
+{
+	return ts > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)ts;
+}
 
 /* The merged timeline (cmd_cluster.c): one reader per node, events in
  * the control node's time. */

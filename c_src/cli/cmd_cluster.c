@@ -2,7 +2,7 @@
  * session read as one (bp_cluster.h): clock offsets with their recorded
  * and refined bounds, messages matched into flows across nodes, the
  * merged timeline (--print) and a Perfetto trace with flow arrows
- * (--perfetto FILE).
+ * (--perfetto FILE); and the offset solver, bp_cluster_solve().
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -15,15 +15,159 @@
 #include "bp_out.h"
 
 
+#define INF BP_CLUSTER_INF
+
+/* The offset solver (bp_cluster.h), here for bp_cluster.c's size. */
+
+/* Bounds propagation over the constraints off[b] - off[a] >= k[a][b];
+ * 0, or -1 when some node's bounds become empty. */
+static int propagate(struct bp_cluster *c, const int64_t *k, const char *has)
+{
+	unsigned n = c->n;
+
+	for (unsigned round = 0; round < n * n + 2; round++) {
+		int changed = 0;
+
+		for (unsigned a = 0; a < n; a++)
+			for (unsigned b = 0; b < n; b++) {
+				struct bp_cnode *na = &c->nodes[a], *nb = &c->nodes[b];
+				int64_t v = k[a * n + b];
+
+				if (!has[a * n + b])
+					continue;
+				if (na->lo > -INF &&
+				    bp_cluster_add(na->lo, v) > nb->lo) {
+					nb->lo = bp_cluster_add(na->lo, v);
+					changed = 1;
+				}
+				if (nb->hi < INF &&
+				    bp_cluster_sub(nb->hi, v) < na->hi) {
+					na->hi = bp_cluster_sub(nb->hi, v);
+					changed = 1;
+				}
+			}
+		for (unsigned i = 0; i < n; i++)
+			if (c->nodes[i].lo > c->nodes[i].hi)
+				return -1;
+		if (!changed)
+			return 0;
+	}
+	return 0;
+}
+
+int64_t bp_cluster_pick(int64_t lo, int64_t hi)
+{
+	if (lo <= -INF && hi >= INF)
+		return 0;
+	if (lo <= -INF)
+		return hi;
+	if (hi >= INF)
+		return lo;
+	return bp_cluster_add(lo, bp_cluster_sub(hi, lo) / 2);
+}
+
+int bp_cluster_solve(struct bp_cluster *c)
+{
+	unsigned n = c->n;
+	int64_t *k = calloc((size_t)n * n, sizeof *k);
+	char *has = calloc((size_t)n * n, 1);
+	int64_t rlo[BP_CLUSTER_MAX_NODES], rhi[BP_CLUSTER_MAX_NODES];
+
+	if (!k || !has) {
+		free(k);
+		free(has);
+		return -1;
+	}
+	for (uint32_t i = 0; i < c->nflows; i++) {
+		const struct bp_cmsg *s = &c->sends[c->flows[i].send];
+		const struct bp_cmsg *r = &c->recvs[c->flows[i].recv];
+		size_t at = (size_t)s->node * n + r->node;
+		int64_t v;
+
+		if (!s->before)
+			continue; /* nothing known to precede the send */
+		v = bp_cluster_sub(bp_cluster_ts(s->before), bp_cluster_ts(r->ts));
+		if (!has[at] || v > k[at])
+			k[at] = v;
+		has[at] = 1;
+		c->nodes[r->node].constraints++;
+		c->nodes[s->node].constraints++;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		struct bp_cnode *nd = &c->nodes[i];
+
+		if ((int)i == c->control) {
+			nd->lo = nd->hi = 0;
+		} else if (nd->has_clock) {
+			nd->lo = nd->rec_lo;
+			nd->hi = nd->rec_hi;
+		} else {
+			nd->lo = -INF;
+			nd->hi = INF;
+		}
+	}
+	c->consistent = propagate(c, k, has) == 0;
+	if (c->consistent) {
+		for (unsigned i = 0; i < n; i++) {
+			rlo[i] = c->nodes[i].lo;
+			rhi[i] = c->nodes[i].hi;
+		}
+		for (unsigned i = 0; i < n; i++) {
+			int64_t o = bp_cluster_pick(c->nodes[i].lo, c->nodes[i].hi);
+
+			c->nodes[i].lo = c->nodes[i].hi = o;
+			if (propagate(c, k, has) != 0)
+				break; /* cannot happen for difference
+					* constraints; keep what we have */
+		}
+		for (unsigned i = 0; i < n; i++) {
+			c->nodes[i].off = c->nodes[i].lo;
+			c->nodes[i].lo = rlo[i];
+			c->nodes[i].hi = rhi[i];
+		}
+	} else {
+		for (unsigned i = 0; i < n; i++) {
+			struct bp_cnode *nd = &c->nodes[i];
+
+			nd->lo = nd->has_clock ? nd->rec_lo : -INF;
+			nd->hi = nd->has_clock ? nd->rec_hi : INF;
+			nd->off = (int)i == c->control ? 0
+				  : nd->has_clock ? nd->rec_off : 0;
+		}
+	}
+	c->reversed = c->late_stamps = 0;
+	for (uint32_t i = 0; i < c->nflows; i++) {
+		struct bp_cflow *f = &c->flows[i];
+		const struct bp_cmsg *s = &c->sends[f->send];
+		const struct bp_cmsg *r = &c->recvs[f->recv];
+		int64_t rt = bp_cluster_add(bp_cluster_ts(r->ts),
+					    c->nodes[r->node].off),
+			so = c->nodes[s->node].off;
+
+		f->late = f->rev = 0;
+		if (s->before &&
+		    rt < bp_cluster_add(bp_cluster_ts(s->before), so)) {
+			f->rev = 1;
+			c->reversed++;
+		} else if (rt < bp_cluster_add(bp_cluster_ts(s->ts), so)) {
+			f->late = 1;
+			c->late_stamps++;
+		}
+	}
+	free(k);
+	free(has);
+	return 0;
+}
+
 /* Control node's clock of an event. */
 int64_t bp_cluster_when(const struct bp_cluster *c, unsigned n, uint64_t ts)
 {
-	return (int64_t)ts + c->nodes[n].off;
+	return bp_cluster_add(bp_cluster_ts(ts), c->nodes[n].off);
 }
 
 static int64_t when(const struct bp_cluster *c, unsigned n, uint64_t ts)
 {
-	return (int64_t)ts + c->nodes[n].off;
+	return bp_cluster_when(c, n, ts);
 }
 
 int64_t bp_cluster_wall_base(const struct bp_cluster *c)
@@ -163,7 +307,8 @@ static void print_event(struct bp_out *o, const struct bp_cluster *c,
 {
 	uint32_t f = bp_cluster_flow_of(c, n, e);
 
-	bp_out_clock(o, cf, bp_cluster_wall_base(c) + when(c, n, e->ts));
+	bp_out_clock(o, cf, bp_cluster_add(bp_cluster_wall_base(c),
+					   when(c, n, e->ts)));
 	bp_out_char(o, ' ');
 	bp_out_str(o, c->nodes[n].name);
 	bp_out_char(o, ' ');
@@ -176,7 +321,8 @@ static void print_event(struct bp_out *o, const struct bp_cluster *c,
 		const struct bp_cflow *fl = &c->flows[f - 1];
 		const struct bp_cmsg *s = &c->sends[fl->send];
 		const struct bp_cmsg *r = &c->recvs[fl->recv];
-		int64_t lat = when(c, r->node, r->ts) - when(c, s->node, s->ts);
+		int64_t lat = bp_cluster_sub(when(c, r->node, r->ts),
+					     when(c, s->node, s->ts));
 
 		bp_out_str(o, " [flow ");
 		bp_out_u64(o, f);
@@ -193,9 +339,23 @@ static void print_event(struct bp_out *o, const struct bp_cluster *c,
 		out_sdur(o, lat);
 		if (fl->late) /* the VM's order, not a clock error */
 			bp_out_str(o, ", send stamped after it left");
+		if (fl->rev) /* a clock error: the bounds are wrong */
+			bp_out_str(o, ", reversed: received before sent");
 		bp_out_char(o, ']');
 	}
 	bp_out_char(o, '\n');
+}
+
+/* For the modes without a summary (--print, --perfetto): the clock
+ * bounds the messages contradict, said on stderr. */
+static void warn_clock(const struct bp_cluster *c)
+{
+	if (!c->consistent || c->reversed)
+		bp_cli_error("%s: the messages contradict the recorded clock "
+			     "bounds (consistent: %s): recorded offsets used, "
+			     "%u flow%s received before sent (reversed)",
+			     c->dir, c->consistent ? "true" : "false",
+			     c->reversed, c->reversed == 1 ? "" : "s");
 }
 
 static int do_print(const struct bp_cluster *c, const char *path)
@@ -273,7 +433,7 @@ static int do_perfetto(const struct bp_cluster *c, const char *path)
 		bp_out_str(&o, "}}");
 	}
 	while ((e = bp_cluster_next(c, cur, &n))) {
-		uint64_t ns = (uint64_t)(when(c, n, e->ts) - base);
+		uint64_t ns = (uint64_t)bp_cluster_sub(when(c, n, e->ts), base);
 		uint32_t f = bp_cluster_flow_of(c, n, e);
 		uint64_t tk = ((uint64_t)n << 32) ^ bp_pid_data(e->pid);
 		const char *name = bp_event_name(e->id);
@@ -332,7 +492,8 @@ static int do_perfetto(const struct bp_cluster *c, const char *path)
 /* Per ordered node pair: flows and their latency on the merged clock. */
 struct pair {
 	uint64_t flows;
-	int64_t min, max, sum;
+	int64_t min, max;
+	__int128 sum;  /* of int64 latencies: cannot overflow */
 };
 
 static void pairs(const struct bp_cluster *c, struct pair *p)
@@ -342,7 +503,8 @@ static void pairs(const struct bp_cluster *c, struct pair *p)
 		const struct bp_cmsg *s = &c->sends[c->flows[i].send];
 		const struct bp_cmsg *r = &c->recvs[c->flows[i].recv];
 		struct pair *q = &p[s->node * c->n + r->node];
-		int64_t lat = when(c, r->node, r->ts) - when(c, s->node, s->ts);
+		int64_t lat = bp_cluster_sub(when(c, r->node, r->ts),
+					     when(c, s->node, s->ts));
 
 		if (!q->flows || lat < q->min)
 			q->min = lat;
@@ -387,6 +549,17 @@ static int do_json(const struct bp_cluster *c, struct pair *p)
 	bp_out_u64(&o, c->unmatched_sends);
 	bp_out_str(&o, ", \"local_matched\": ");
 	bp_out_u64(&o, c->local_matched);
+	bp_out_str(&o, ", \"outside_sends\": ");
+	bp_out_u64(&o, c->outside_sends);
+	bp_out_str(&o, ",\n \"missing_nodes\": [");
+	for (unsigned k = 0; k < c->nmissing; k++) {
+		bp_out_str(&o, k ? ", {\"node\": " : "{\"node\": ");
+		bp_out_json_str(&o, c->missing[k], strlen(c->missing[k]));
+		bp_out_str(&o, ", \"sends\": ");
+		bp_out_u64(&o, c->missing_sends[k]);
+		bp_out_char(&o, '}');
+	}
+	bp_out_char(&o, ']');
 	bp_out_str(&o, ",\n \"offsets\": [");
 	for (unsigned i = 0; i < c->n; i++) {
 		const struct bp_cnode *nd = &c->nodes[i];
@@ -396,6 +569,8 @@ static int do_json(const struct bp_cluster *c, struct pair *p)
 		bp_out_json_str(&o, nd->name, strlen(nd->name));
 		bp_out_str(&o, ", \"recorded\": ");
 		bp_out_str(&o, nd->has_clock ? "true" : "false");
+		bp_out_str(&o, ", \"recorded_refused\": ");
+		bp_out_str(&o, nd->clock_refused ? "true" : "false");
 		bp_out_str(&o, ", \"recorded_lo_ns\": ");
 		json_i64_or_null(&o, nd->has_clock ? nd->rec_lo : INT64_MAX);
 		bp_out_str(&o, ", \"recorded_hi_ns\": ");
@@ -427,7 +602,7 @@ static int do_json(const struct bp_cluster *c, struct pair *p)
 			bp_out_str(&o, ", \"min_latency_ns\": ");
 			bp_out_i64(&o, q->min);
 			bp_out_str(&o, ", \"mean_latency_ns\": ");
-			bp_out_i64(&o, q->sum / (int64_t)q->flows);
+			bp_out_i64(&o, (int64_t)(q->sum / (__int128)q->flows));
 			bp_out_str(&o, ", \"max_latency_ns\": ");
 			bp_out_i64(&o, q->max);
 			bp_out_str(&o, "}");
@@ -463,6 +638,15 @@ static int do_text(const struct bp_cluster *c, struct pair *p)
 	} else {
 		bp_out_str(&o, "unknown (no cluster_control)");
 	}
+	for (unsigned k = 0; k < c->nmissing; k++) {
+		bp_out_str(&o, k ? ", " : "\nMissing node traces (the session ran "
+					 "on them): ");
+		bp_out_str(&o, c->missing[k]);
+		bp_out_str(&o, " (");
+		bp_out_u64(&o, c->missing_sends[k]);
+		bp_out_str(&o, c->missing_sends[k] == 1 ? " send to it not received)"
+							: " sends to it not received)");
+	}
 	bp_out_str(&o, "\nClock offsets (ns, added to a node's timestamps "
 		       "to get the control node's clock):\n");
 	for (unsigned i = 0; i < c->n; i++) {
@@ -478,7 +662,7 @@ static int do_text(const struct bp_cluster *c, struct pair *p)
 			bp_out_str(&o, ", ");
 			bp_out_i64(&o, nd->rec_hi);
 		} else {
-			bp_out_str(&o, "none");
+			bp_out_str(&o, nd->clock_refused ? "refused" : "none");
 		}
 		bp_out_str(&o, "]  refined [");
 		out_bound(&o, nd->lo);
@@ -499,6 +683,10 @@ static int do_text(const struct bp_cluster *c, struct pair *p)
 	bp_out_u64(&o, c->late_stamps);
 	bp_out_str(&o, ", sends not received in the traces ");
 	bp_out_u64(&o, c->unmatched_sends);
+	if (c->outside_sends) {
+		bp_out_str(&o, ", sends to nodes outside the cluster ");
+		bp_out_u64(&o, c->outside_sends);
+	}
 	bp_out_char(&o, '\n');
 	for (unsigned a = 0; a < c->n; a++)
 		for (unsigned b = 0; b < c->n; b++) {
@@ -515,7 +703,7 @@ static int do_text(const struct bp_cluster *c, struct pair *p)
 			bp_out_str(&o, " messages, latency min ");
 			out_sdur(&o, q->min);
 			bp_out_str(&o, " mean ");
-			out_sdur(&o, q->sum / (int64_t)q->flows);
+			out_sdur(&o, (int64_t)(q->sum / (__int128)q->flows));
 			bp_out_str(&o, " max ");
 			out_sdur(&o, q->max);
 			bp_out_char(&o, '\n');
@@ -569,6 +757,8 @@ int bp_cmd_cluster(int argc, char **argv)
 	}
 	pairs(&c, p);
 	rc = BP_EXIT_OK;
+	if (print || (perfetto && !json))
+		warn_clock(&c);
 	if (perfetto)
 		rc = do_perfetto(&c, perfetto);
 	if (rc == BP_EXIT_OK)

@@ -9,7 +9,8 @@
  * receiver and text, bp_cluster.h) -- the messages that carried the
  * seq_trace label that spread the tracing -- until it sends back to the
  * process that message came from (follow_other()).  Receives of other
- * messages are left out.  Limits: a process that takes the messages of
+ * messages are left out, and counted (printed after the requests), as
+ * are the events of processes working for no request then.  Limits: a process that takes the messages of
  * two followed requests out of their arrival order, or never answers
  * the process a request came from, may have sends shown in the wrong
  * request.  The depth (indentation) is the number of
@@ -48,7 +49,8 @@ struct proc {
 
 struct request {
 	unsigned node;
-	uint64_t pid, start, end; /* control clock */
+	uint64_t pid;
+	int64_t start, end; /* control clock */
 	uint64_t events;
 	uint32_t procs;
 	char cut[40];    /* "events budget (20)", or "" */
@@ -64,6 +66,9 @@ struct state {
 	uint32_t nreqs, capreqs;
 	uint32_t *pair_req, *pair_depth; /* per matched pair */
 	uint8_t *pair_sent;  /* per matched pair: its send walked */
+	uint64_t out_recv;   /* receives left out: of no request's message */
+	uint64_t out_other;  /* other events left out: of a process that
+				works for no request then */
 };
 
 static struct proc *proc(struct state *s, unsigned node, uint64_t pid)
@@ -111,7 +116,7 @@ static void emit(const struct bp_cluster *c, struct request *r,
 	struct bp_out *o = &r->lines;
 	int64_t t = bp_cluster_when(c, n, e->ts);
 
-	bp_out_clock(o, cf, bp_cluster_wall_base(c) + t);
+	bp_out_clock(o, cf, bp_cluster_add(bp_cluster_wall_base(c), t));
 	bp_out_char(o, ' ');
 	bp_out_str(o, c->nodes[n].name);
 	bp_out_char(o, ' ');
@@ -121,8 +126,8 @@ static void emit(const struct bp_cluster *c, struct request *r,
 	bp_cluster_event_text(o, e);
 	bp_out_char(o, '\n');
 	r->events++;
-	if ((uint64_t)t > r->end)
-		r->end = (uint64_t)t;
+	if (t > r->end)
+		r->end = t;
 }
 
 /* Counts process (node, pid) in request q once. */
@@ -163,8 +168,10 @@ static int follow_other(const struct bp_cluster *c, struct state *s,
 		uint32_t depth;
 		int known = 0;
 
-		if (!q)
+		if (!q) {
+			s->out_recv++;
 			return 0;
+		}
 		depth = s->pair_depth[pair - 1] + 1;
 		for (uint32_t i = 0; i < p->npend; i++)
 			if (p->pend[i].req == q) {
@@ -190,8 +197,11 @@ static int follow_other(const struct bp_cluster *c, struct state *s,
 		emit(c, &s->reqs[q - 1], cf, n, e, depth);
 		return 0;
 	}
-	if (!p->npend)
+	if (!p->npend) {
+		if (e->id != BP_EV_DROPS)
+			s->out_other++;
 		return 0;
+	}
 	emit(c, &s->reqs[p->pend[0].req - 1], cf, n, e, p->pend[0].depth);
 	if (e->id == BP_EV_SEND || e->id == BP_EV_SEND_DEAD) {
 		const struct pending *h = &p->pend[0];
@@ -311,7 +321,7 @@ static int walk(const struct bp_cluster *c, struct state *s,
 			}
 			r->node = n;
 			r->pid = e->pid;
-			r->start = r->end = (uint64_t)bp_cluster_when(c, n, e->ts);
+			r->start = r->end = bp_cluster_when(c, n, e->ts);
 			count_proc(s, s->nreqs, n, e->pid);
 			p->req = s->nreqs;
 			p->last = s->nreqs;
@@ -326,6 +336,7 @@ static int walk(const struct bp_cluster *c, struct state *s,
 
 			if (q != p->req) {
 				/* Not the root's request: left out. */
+				s->out_recv++;
 				bp_cluster_advance(cur, n);
 				continue;
 			}
@@ -366,7 +377,7 @@ static void print(const struct bp_cluster *c, const struct state *s,
 		bp_out_str(o, " events, ");
 		bp_out_u64(o, r->procs);
 		bp_out_str(o, r->procs == 1 ? " process, " : " processes, ");
-		bp_out_dur(o, r->end - r->start);
+		bp_out_dur(o, (uint64_t)bp_cluster_sub(r->end, r->start));
 		if (r->cut[0]) {
 			bp_out_str(o, ", cut: ");
 			bp_out_str(o, r->cut);
@@ -374,6 +385,20 @@ static void print(const struct bp_cluster *c, const struct state *s,
 		bp_out_char(o, '\n');
 		bp_out_mem(o, r->lines.buf, r->lines.len);
 	}
+}
+
+/* The events of the trace that are in no request, said. */
+static void print_left_out(const struct state *s, struct bp_out *o)
+{
+	if (!s->nreqs || !(s->out_recv | s->out_other))
+		return;
+	bp_out_str(o, "Left out (in no request): ");
+	bp_out_u64(o, s->out_recv);
+	bp_out_str(o, s->out_recv == 1 ? " receive" : " receives");
+	bp_out_str(o, " of messages no request's process is seen sending, ");
+	bp_out_u64(o, s->out_other);
+	bp_out_str(o, s->out_other == 1 ? " other event" : " other events");
+	bp_out_str(o, " of processes then working for no request\n");
 }
 
 /* The events the per-request budget cut, summed over the nodes (env
@@ -466,8 +491,10 @@ int bp_cmd_request(int argc, char **argv)
 				       "in the trace (env follow_root, or "
 				       "--root M:F/A)\n");
 		print(&c, &s, &o, (long)only);
-		if (!only)
+		if (!only) {
+			print_left_out(&s, &o);
 			print_cut_counts(&c, &o);
+		}
 		if (bp_out_close(&o))
 			rc = BP_EXIT_DAMAGED;
 	}

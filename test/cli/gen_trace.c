@@ -30,6 +30,10 @@
  *                            another node after it left), a process record
  *                            just before that send; b's recorded bounds
  *                            [-40, 40] us refine to [-25, 30]
+ *   gen_trace xlost DIR      xnode, with c@h in cluster_nodes but no trace
+ *                            of it, and 2 sends to it (1 to d@h, outside)
+ *   gen_trace xname DIR      a follow session's two-node trace: a request
+ *                            that sends to {Name, Node} (gen_xname)
  *
  * Known values of "basic" (all times in microseconds), checked by
  * test/cli/run.sh:
@@ -604,22 +608,28 @@ static void gen_many(const char *dir, uint64_t n)
 
 /* A node of the xnode cluster: its trace directory, with the env of a
  * cluster session's node (src/beamprobe_cluster.erl). */
+static int follow;
+/* xlost: the session also ran on c@h, whose trace is lost. */
+static int lost;
+
 static void xnode_metadata(const char *dir, const char *node,
 			   const char *ids, const char *lo, const char *hi)
 {
 	const struct bp_env_entry env[] = {
+		{"follow_root", "m:f/0"},
 		{"node", node},
 		{"otp_release", "25"},
 		{"hostname", "h"},
 		{"start_time", "2024-01-02T12:00:00Z"},
 		{"cluster_control", "a@h"},
-		{"cluster_nodes", "a@h,b@h"},
+		{"cluster_nodes", lost ? "a@h,b@h,c@h" : "a@h,b@h"},
 		{"dist_ids", ids},
 		{"clock_offset_ns", "0"},
 		{"clock_offset_lo_ns", lo},
 		{"clock_offset_hi_ns", hi},
 	};
-	metadata_env(dir, uuid7, env, sizeof env / sizeof env[0]);
+	/* follow_root only in the follow session's traces (xname). */
+	metadata_env(dir, uuid7, env + !follow, sizeof env / sizeof env[0] - !follow);
 }
 
 /* Local pid <0.N.0> as the VM's immediate word (the key events carry). */
@@ -633,10 +643,12 @@ static void gen_xnode(const char *dir)
 	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
 		check(errno, dir);
 	snprintf(path, sizeof path, "%s/a", dir);
-	xnode_metadata(path, "a@h", "0=a@h,7=b@h", "0", "0");
+	xnode_metadata(path, "a@h", lost ? "0=a@h,7=b@h,9=c@h" : "0=a@h,7=b@h",
+		       "0", "0");
 	check(bp_ctf_stream_open(&a, path, 0, uuid7, 4096), "a/thread-000");
 	snprintf(path, sizeof path, "%s/b", dir);
-	xnode_metadata(path, "b@h", "8=a@h,0=b@h", "-40000", "40000");
+	xnode_metadata(path, "b@h", lost ? "8=a@h,0=b@h,9=c@h" : "8=a@h,0=b@h",
+		       "-40000", "40000");
 	check(bp_ctf_stream_open(&b0, path, 0, uuid7, 4096), "b/thread-000");
 	check(bp_ctf_stream_open(&b1, path, 1, uuid7, 4096), "b/thread-001");
 	call(&a, US(5), XPID(100), "m:f/0", "()", "");
@@ -652,13 +664,66 @@ static void gen_xnode(const char *dir)
 	 * send: stamped 50 us after its receive on a. */
 	process(&b1, US(199), XPID(200), "<0.200.0>", "", "");
 	send(&b1, BP_EV_SEND, US(200), XPID(200), 0, "<8.100.0>", "{pong,2}");
+	if (lost) {
+		/* Three sends to c@h, by pid, by name and to a node outside
+		 * the cluster. */
+		send(&a, BP_EV_SEND, US(300), XPID(100), 0, "<9.50.0>", "{ping,3}");
+		send(&a, BP_EV_SEND, US(310), XPID(100), 0, "{echo,c@h}", "{ping,4}");
+		send(&b1, BP_EV_SEND, US(320), XPID(200), 0, "{echo,d@h}", "{ping,5}");
+	}
 	check(bp_ctf_stream_close(&a, 0), "close");
 	check(bp_ctf_stream_close(&b0, 0), "close");
 	check(bp_ctf_stream_close(&b1, 0), "close");
 }
 
+/* A follow session's two-node trace: a request on a sends to names on b,
+ * {echo,b@h} (a process the trace never names, as a follow session's
+ * first-sight records give `undefined') and {srv,b@h} (named only by
+ * the process record written at the session's end); b's replies go to
+ * the root's pid.  Another process on b receives a message of no
+ * request. */
+static void gen_xname(const char *dir)
+{
+	struct bp_ctf_stream a, b;
+	char path[4096];
+
+	follow = 1;
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+		check(errno, dir);
+	snprintf(path, sizeof path, "%s/a", dir);
+	xnode_metadata(path, "a@h", "0=a@h,7=b@h", "0", "0");
+	check(bp_ctf_stream_open(&a, path, 0, uuid7, 4096), "a/thread-000");
+	snprintf(path, sizeof path, "%s/b", dir);
+	xnode_metadata(path, "b@h", "8=a@h,0=b@h", "-40000", "40000");
+	check(bp_ctf_stream_open(&b, path, 0, uuid7, 4096), "b/thread-000");
+	call(&a, US(5), XPID(100), "m:f/0", "()", "");
+	send(&a, BP_EV_SEND, US(10), XPID(100), 0, "{echo,b@h}", "{ping,1}");
+	process(&b, US(20), XPID(200), "<0.200.0>", "undefined", "undefined");
+	one_str(&b, BP_EV_RECEIVE, US(30), XPID(200), "{ping,1}");
+	send(&b, BP_EV_SEND, US(35), XPID(200), 0, "<8.100.0>", "{pong,1}");
+	one_str(&a, BP_EV_RECEIVE, US(60), XPID(100), "{pong,1}");
+	send(&a, BP_EV_SEND, US(70), XPID(100), 0, "{srv,b@h}", "{ask,1}");
+	one_str(&b, BP_EV_RECEIVE, US(80), XPID(201), "{ask,1}");
+	send(&b, BP_EV_SEND, US(85), XPID(201), 0, "<8.100.0>", "{answer,1}");
+	one_str(&a, BP_EV_RECEIVE, US(100), XPID(100), "{answer,1}");
+	ret(&a, US(110), XPID(100), "m:f/0", "ok");
+	one_str(&b, BP_EV_RECEIVE, US(120), XPID(300), "{stray}");
+	process(&b, US(200), XPID(201), "<0.201.0>", "srv", "undefined");
+	check(bp_ctf_stream_close(&a, 0), "close");
+	check(bp_ctf_stream_close(&b, 0), "close");
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 3 && strcmp(argv[1], "xlost") == 0) {
+		lost = 1;
+		gen_xnode(argv[2]);
+		return 0;
+	}
+	if (argc == 3 && strcmp(argv[1], "xname") == 0) {
+		gen_xname(argv[2]);
+		return 0;
+	}
 	if (argc == 3 && strcmp(argv[1], "xnode") == 0) {
 		gen_xnode(argv[2]);
 		return 0;
@@ -704,6 +769,6 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	fprintf(stderr, "usage: gen_trace basic|flows|names|exitsched|drops|"
-			"tampered|xnode DIR | gen_trace big|deep|many DIR N\n");
+			"tampered|xnode|xname|xlost DIR | gen_trace big|deep|many DIR N\n");
 	return 1;
 }

@@ -575,7 +575,7 @@ run cluster "$CL"
 check "cluster: reads three node traces, exit 0" "$rc $(grep -c '^Cluster: 3 node traces' "$WORK/out")" "0 1"
 sanitizer_clean && ok "cluster: sanitizer clean" || not_ok "cluster: sanitizer clean" "$(head -20 "$WORK/err")"
 check "cluster: b's recorded bounds are shown and kept" "$(grep -c 'b@testhost .*offset 5000  recorded \[4000, 6000\]  refined \[4000, 6000\]' "$WORK/out")" 1
-check "cluster: c's contradictory clock keys count as none" "$(grep -c 'c@testhost .*recorded \[none\]' "$WORK/out")" 1
+check "cluster: c's contradictory clock keys are refused, and said" "$(grep -c 'c@testhost .*recorded \[refused\]' "$WORK/out") $(grep -c 'cl/c: clock_offset_ns = "12abc" is not an integer: the recorded clock bounds are ignored' "$WORK/err")" "1 1"
 run cluster --print "$CL"
 if have babeltrace2; then
 	check "cluster --print: every event of every node, once (babeltrace2 counts them)" "$rc $(grep -c ' demo@testhost ' "$WORK/out") $(grep -c ' b@testhost ' "$WORK/out") $(grep -c ' c@testhost ' "$WORK/out")" "0 $(babeltrace2 $G 2>/dev/null | wc -l) $(babeltrace2 $G 2>/dev/null | wc -l) $(babeltrace2 $G 2>/dev/null | wc -l)"
@@ -611,6 +611,102 @@ check "cluster --print: both ends of the late-stamped flow marked, no other flow
 run request --root 'm:f/0' "$WORK/xn"
 check "request: a reply received before its send's stamp stays in its request (9 events)" \
 	"$rc $(grep -c '^Request 1: root <0.100.0> on a@h, 9 events, 2 processes' "$WORK/out") $(grep -c 'a@h <0.100.0> received {pong,2}$' "$WORK/out")" "0 1 1"
+# F5: b's recorded bounds 5 ms off (xnode's b is within [-40, 40] us):
+# the pongs b -> a then arrive 5 ms before they were sent; they are paired
+# anyway (the pairing does not trust the bounds), so the bounds are found
+# inconsistent and the flows reversed, not left "not received".
+cp -a "$WORK/xn" "$WORK/xshift"
+sed -i -E 's/clock_offset_lo_ns = "[-0-9]+"/clock_offset_lo_ns = "5000000"/; s/clock_offset_hi_ns = "[-0-9]+"/clock_offset_hi_ns = "5010000"/; s/clock_offset_ns = "[-0-9]+"/clock_offset_ns = "5005000"/' "$WORK/xshift/b/metadata"
+run cluster --json "$WORK/xshift"
+if python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+assert (d["consistent"], d["reversed"], d["flows"], d["unmatched_sends"]) == (False, 2, 4, 0), d' "$WORK/out" 2>"$WORK/py.err"
+then ok "cluster: bounds 5 ms wrong: inconsistent, 2 flows reversed, none unmatched"
+else not_ok "cluster: wrong bounds caught" "$(cat "$WORK/py.err" "$WORK/out")"; fi
+run cluster --print "$WORK/xshift"
+check "cluster --print: wrong bounds said on stderr, both ends of the reversed flows marked" \
+	"$rc $(grep -c 'contradict the recorded clock bounds (consistent: false).*2 flows received before sent' "$WORK/err") $(grep -c '{pong,[12]}.*reversed: received before sent\]$' "$WORK/out")" "0 1 4"
+sanitizer_clean && ok "cluster (wrong bounds): sanitizer clean" || not_ok "cluster (wrong bounds): sanitizer clean" "$(head -20 "$WORK/err")"
+# F9: hostile clock metadata: no undefined behaviour (UBSan halts on
+# it), the bounds refused with the node and the value named.
+for v in "full -9223372036854775808 9223372036854775807 0" \
+	 "huge 9000000000000000000 9000000000000000000 9000000000000000000" \
+	 "near 2305843009213693000 2305843009213693000 2305843009213693000" \
+	 "wall 7200000000000 7200000000010 7200000000005" \
+	 "inverted 40000 -40000 0"; do
+	set -- $v
+	cp -a "$WORK/xn" "$WORK/x$1"
+	sed -i -E "s/clock_offset_lo_ns = \"[-0-9]+\"/clock_offset_lo_ns = \"$2\"/; s/clock_offset_hi_ns = \"[-0-9]+\"/clock_offset_hi_ns = \"$3\"/; s/clock_offset_ns = \"[-0-9]+\"/clock_offset_ns = \"$4\"/" "$WORK/x$1/b/metadata"
+	run cluster "$WORK/x$1"
+	case $1 in
+	wall) want="x$1/b: recorded clock offset bounds \\[$2, $3\\] ns are more than 3600 s from the 0 ns the wall clocks" ;;
+	inverted) want="x$1/b: clock_offset_lo_ns $2 > clock_offset_hi_ns $3: the recorded clock bounds are ignored" ;;
+	*) want="x$1/b: recorded clock offset bounds \\[$2, $3\\] ns are beyond .*: implausible, ignored" ;;
+	esac
+	check "cluster, clock bounds $1 ($2, $3): refused and named, exit 0, flows still matched" \
+		"$rc $(grep -c "$want" "$WORK/err") $(grep -c 'b@h .*recorded \[refused\]' "$WORK/out") $(grep -c 'Flows .*: 4, reversed 0' "$WORK/out")" "0 1 1 1"
+	sanitizer_clean && ok "cluster, clock bounds $1: sanitizer clean" || not_ok "cluster, clock bounds $1: sanitizer clean" "$(head -20 "$WORK/err")"
+	for m in --json --print "--perfetto $WORK/x$1.json"; do
+		run cluster $m "$WORK/x$1"
+		sanitizer_clean || break
+	done
+	sanitizer_clean && ok "cluster --json/--print/--perfetto, clock bounds $1: sanitizer clean" || not_ok "cluster $m, clock bounds $1: sanitizer clean" "$(head -20 "$WORK/err")"
+done
+# F8: more node traces than beamprobe reads at once (64): refused, the
+# count and the limit named, exit 2 -- never a part cut by readdir order.
+mkdir -p "$WORK/many"
+cp -a "$WORK/xn/a" "$WORK/xn/b" "$WORK/many/"
+for i in $(seq -w 3 64); do
+	mkdir "$WORK/many/n$i" && cp "$WORK/xn/b/thread-000" "$WORK/many/n$i/"
+	sed "s/node = \"b@h\"/node = \"n$i@h\"/" "$WORK/xn/b/metadata" >"$WORK/many/n$i/metadata"
+done
+run cluster "$WORK/many"
+check "cluster: 64 node traces read, exit 0" "$rc $(grep -c '^Cluster: 64 node traces' "$WORK/out")" "0 1"
+mkdir "$WORK/many/n65" && cp "$WORK/xn/b/thread-000" "$WORK/xn/b/metadata" "$WORK/many/n65/"
+run cluster "$WORK/many"
+check "cluster: 65 node traces refused, count and limit named, exit 2" \
+	"$rc $(grep -c 'many: 65 node traces, more than the 64 beamprobe reads as one cluster; none read' "$WORK/err") $(wc -c <"$WORK/out")" "2 1 0"
+sanitizer_clean && ok "cluster (65 node traces): sanitizer clean" || not_ok "cluster (65 node traces): sanitizer clean" "$(head -20 "$WORK/err")"
+run request "$WORK/many"
+check "request: 65 node traces refused too, exit 2" "$rc $(grep -c '65 node traces, more than the 64' "$WORK/err")" "2 1"
+# F6: a node the session ran on (cluster_nodes) whose trace is lost: named,
+# the sends to it counted as not received, exit 2; a send to a node in
+# no cluster_nodes is counted apart.
+"$GEN" xlost "$WORK/xlost"
+run cluster "$WORK/xlost"
+check "cluster: a lost node trace named on stderr, its 2 sends counted, exit 2" \
+	"$rc $(grep -c 'xlost: node c@h ran the session (env cluster_nodes) but its trace c@h/ is not here: its events are missing; 2 sends to it counted as not received' "$WORK/err")" "2 1"
+check "cluster: the summary names it and counts the sends (2 to it, 1 outside)" \
+	"$(grep -c '^Missing node traces (the session ran on them): c@h (2 sends to it not received)$' "$WORK/out") $(grep -c 'sends not received in the traces 2, sends to nodes outside the cluster 1$' "$WORK/out")" "1 1"
+sanitizer_clean && ok "cluster (lost node trace): sanitizer clean" || not_ok "cluster (lost node trace): sanitizer clean" "$(head -20 "$WORK/err")"
+run cluster --json "$WORK/xlost"
+if python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+assert (d["nodes"], d["unmatched_sends"], d["outside_sends"], d["missing_nodes"], d["flows"]) == (2, 2, 1, [{"node": "c@h", "sends": 2}], 4), d' "$WORK/out" 2>"$WORK/py.err"
+then ok "cluster --json: missing_nodes and the sends to them"
+else not_ok "cluster --json: missing nodes" "$(cat "$WORK/py.err" "$WORK/out")"; fi
+run request --root 'm:f/0' "$WORK/xlost"
+check "request: the lost node trace said too, exit 2" "$rc $(grep -c 'node c@h ran the session' "$WORK/err")" "2 1"
+# F11: a node's events are counted as info counts them (its process
+# records aside: b's trace has one).
+run cluster --json "$WORK/xn"
+cl_ev=$(json_get "$WORK/out" "' '.join(str(o['events']) for o in d['offsets'])")
+info_ev=$(for nd in a b; do "$BP" info "$WORK/xn/$nd" | sed -n 's/^events: *\([0-9]*\).*/\1/p'; done | tr '\n' ' ' | sed 's/ $//')
+check "cluster: per-node events equal info's (process records aside)" "$cl_ev" "$info_ev"
+# F2: a follow session's request that sends to {Name, Node}: the name is
+# in no process record of the receiving trace (or only in the one written
+# at the session's end); the hops and the replies stay in the request,
+# and the receive of no request's message is counted, not dropped.
+"$GEN" xname "$WORK/xname"
+run request "$WORK/xname"
+check "request: sends to {Name, Node} matched, the whole request (10 events, 3 processes)" \
+	"$rc $(grep -c '^Request 1: root <0.100.0> on a@h, 10 events, 3 processes' "$WORK/out") $(grep -c 'b@h   <0.20[01].0> \(received\|sent\)' "$WORK/out") $(grep -c 'a@h <0.100.0> received' "$WORK/out")" "0 1 4 2"
+check "request: what is in no request is counted and said" \
+	"$(grep -c '^Left out (in no request): 1 receive of messages no request.s process is seen sending, 0 other events' "$WORK/out")" 1
+sanitizer_clean && ok "request (sends to names): sanitizer clean" || not_ok "request (sends to names): sanitizer clean" "$(head -20 "$WORK/err")"
+run cluster --json "$WORK/xname"
+if python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+assert (d["flows"], d["unmatched_sends"]) == (4, 0), d' "$WORK/out" 2>"$WORK/py.err"
+then ok "cluster: sends to a name the receiving trace does not give matched by node and text"
+else not_ok "cluster: sends to unnamed names" "$(cat "$WORK/py.err" "$WORK/out")"; fi
 run cluster "$G"
 check "cluster on a single trace: exit 2, says why" "$rc $(grep -c 'no node traces in it' "$WORK/err")" "2 1"
 run cluster
