@@ -104,6 +104,7 @@ init_it(Parent, Mod, Arg) ->
     _ = (catch erlang:trace(self(), false,
                             [all, beamprobe_janitor:tracer()])),
     process_flag(message_queue_data, off_heap),
+    _ = process_flag(sensitive, true), % no trace events of it (see beamprobe_shell.erl)
     try Mod:init(Arg) of
         {ok, St} ->
             proc_lib:init_ack(Parent, {ok, self()}),

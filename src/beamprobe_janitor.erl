@@ -160,6 +160,7 @@ installed_specs(F, Meta) ->
 %% @private
 -spec init([]) -> {ok, #st{}, {continue, rejoin}}.
 init([]) ->
+    _ = process_flag(sensitive, true), % no trace events of it (see beamprobe_shell.erl)
     {ok, #st{}, {continue, rejoin}}.
 
 %% @private

@@ -201,30 +201,56 @@ start_limited(Base, Limit, Opts) ->
                           tag => ?TAG},
             Spec = maps:merge(Spec0, Args),
             %% A new trace that cannot start (a dead pid, an unknown
-            %% module) replaces nothing.
+            %% module, an unwritable output) replaces nothing: it starts
+            %% first, and the trace it replaces ends after.  (Where the
+            %% two cannot run at once -- one message pattern per node --
+            %% the old one ends first.)
             case beamprobe_config:validate(Spec) of
                 {ok, _} ->
-                    replace(Owner, Spec, Io),
-                    start_session(Spec, Owner, 3);
+                    Old = to_replace(Owner, Spec),
+                    OldS = [S || {S, _, _} <- Old],
+                    case start_session(Spec, Owner, 3) of
+                        {error, {conflict, S, _}} = E ->
+                            case lists:member(S, OldS) of
+                                true ->
+                                    replace(Old, Spec, Io),
+                                    start_session(Spec, Owner, 3);
+                                false -> E
+                            end;
+                        {error, _} = E -> E;
+                        N ->
+                            replace(Old, Spec, Io),
+                            N
+                    end;
                 {error, _} = E -> E
             end
     end.
 
 %% recon_trace:calls/2 clears the previous trace: a new trace of a shell
 %% on a function (or message kind) that a running trace of the same shell
-%% traces replaces that trace, and says so.
-replace(Owner, Spec, Io) ->
+%% traces replaces that trace, and says so: [{Session, Common, Others}],
+%% what it has in common with the new one and what else it traced.
+to_replace(Owner, Spec) ->
     New = targets(Spec),
+    [{S, Common, targets(C) -- Common}
+     || {S, C} <- shell_sessions(), owner(C) =:= Owner,
+        Common <- [[T || T <- targets(C), overlaps(T, New)]],
+        Common =/= []].
+
+replace(Old, Spec, Io) ->
     Elixir = syntax(Spec) =:= elixir,
+    Text = fun(Ts) -> lists:join(", ", [target_text(T, Elixir) || T <- Ts]) end,
     _ = [begin
              stop_replaced(S),
-             Txt = lists:join(", ", [target_text(T, Elixir) || T <- Common]),
              catch io:format(Io, "% beamprobe: replaced the shell trace on "
-                             "~ts~n", [Txt])
-         end
-         || {S, C} <- shell_sessions(), owner(C) =:= Owner,
-            Common <- [[T || T <- targets(C), overlaps(T, New)]],
-            Common =/= []],
+                             "~ts~ts~n",
+                             [Text(Common),
+                              case Others of
+                                  [] -> "";
+                                  _ -> [" (its trace of ", Text(Others),
+                                        " ended with it)"]
+                              end])
+         end || {S, Common, Others} <- Old],
     ok.
 
 owner(#{sinks := Sinks}) ->
@@ -302,16 +328,35 @@ start_once(Spec, Owner, Tries) ->
         {error, _} = E -> E
     end.
 
+%% Not traced: beamprobe's own processes -- sessions, watchdogs, printers
+%% and handlers, the janitor, the system monitor's owner, the gate, the
+%% sampler -- are `sensitive' (process_flag/2): the VM generates no trace
+%% event of any kind for them, also for other tools.  A shell trace of a
+%% common function through meta patterns (every process) recorded them:
+%% `lists:_' showed the janitor and the session at work, never the user's
+%% call; an idle node filled a rate-limited trace with the watchdog's and
+%% the printer's own calls (2,248 printed, 210,978 dropped in 5 s); the
+%% printer tracing a function it calls fed itself.
+
 %% One line naming what was left to another tool (beamprobe_watch).
+%% Asked and printed by a process of its own that no trace sees
+%% (sensitive): the trace has started, and the shell's own info/1 call
+%% and io request would be the first events of a `send' trace of every
+%% process (with a count of 2, the only ones).
 skipped_note(S, #{output := [{handler, beamprobe_printer, #{io := Io}, _} | _]}) ->
-    case beamprobe:info(S) of
-        {ok, #{skipped := Sk}} ->
-            case beamprobe_watch:skipped_note(Sk) of
-                none -> ok;
-                Line -> _ = (catch io:put_chars(Io, Line)), ok
-            end;
-        _ -> ok
-    end;
+    _ = spawn(fun() ->
+                      _ = process_flag(sensitive, true),
+                      case beamprobe:info(S) of
+                          {ok, #{skipped := Sk}} ->
+                              case beamprobe_watch:skipped_note(Sk) of
+                                  none -> ok;
+                                  Line -> _ = (catch io:put_chars(Io, Line)),
+                                          ok
+                              end;
+                          _ -> ok
+                      end
+              end),
+    ok;
 skipped_note(_S, _Spec) -> ok.
 
 %% Is `S' a shell session that has ended (or is ending: its limit is

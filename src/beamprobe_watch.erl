@@ -389,6 +389,7 @@ init({Session, #{res := Res} = E}) ->
     %% be traced), nor a tracer named (refused, and logged, when another
     %% tracer holds it).
     _ = (catch erlang:trace(self(), false, [all])),
+    _ = process_flag(sensitive, true), % no trace events of it (see beamprobe_shell.erl)
     Meta = maps:get(meta, E, false),
     %% A session with local patterns gets call events from the patterns
     %% of other tools it skipped: watched too (their removal is reported,

@@ -527,8 +527,9 @@ watchdog_not_traced(Config) ->
     Dir = ?L:dir(Config, "t"),
     S = ?L:start(#{procs => all, events => ['receive'], calls => [?ADD],
                    output => {file, Dir}}),
-    [W] = [P || P <- processes(),
-                proc_lib:translate_initial_call(P) =:= {beamprobe_watch, init, 1}],
+    %% (The watchdog: the session's own process with the watch's state.)
+    [W] = [P || P <- ?L:own_pids(S),
+                element(1, sys:get_state(P)) =:= w],
     ?assertEqual({flags, []}, erlang:trace_info(W, flags)),
     true = code:delete(beamprobe_nif),
     _ = code:purge(beamprobe_nif),

@@ -494,16 +494,29 @@ replace_same_function(Config) ->
     wait_out(Tty, "call bprs_target:f(2)", 3000),
     ?assertEqual([<<"call bprs_target:f(2)">>],
                  [what(L) || L <- events_after(Tty, "when X > 1\", 100)")]),
-    %% A new trace that cannot start replaces nothing.
+    %% A new trace that cannot start replaces nothing: refused by the
+    %% checks, or failing only when installed (an output that cannot be
+    %% written: the earlier trace used to be gone already).
     type(Tty, "beamprobe:calls(\"bprs_target:f/1\", 100, #{procs => [bprs_nobody]})."),
     wait_out(Tty, "{error,{no_such_process,bprs_nobody}}", 3000),
     ?assertEqual([S2], sessions(Config)),
+    type(Tty, "beamprobe:calls(\"bprs_target:f/1\", 100, #{output => {file, \"/proc/bprs_nope\"}})."),
+    wait_out(Tty, "{error,{unwritable,", 3000),
+    ?assertEqual([S2], sessions(Config)),
+    ?assertEqual(1, length(binary:matches(out(Tty), <<"replaced the shell trace">>))),
     %% A trace of the same shell on another function stays.
     type(Tty, "beamprobe:calls({bprs_target, g, 1}, 100)."),
     ?assertEqual(2, length(sessions(Config))),
     %% A wildcard overlapping both replaces both.
     type(Tty, "beamprobe:calls({bprs_target, '_', '_'}, 100)."),
     wait_out(Tty, "replaced the shell trace on bprs_target:g/1", 3000),
+    ?assertEqual(1, length(sessions(Config))),
+    %% Replacing one function of a trace of two ends the whole trace,
+    %% and says so of the other one too.
+    type(Tty, "beamprobe:calls([\"bprs_target:f/1\", \"bprs_target:g/1\"], 100)."),
+    type(Tty, "beamprobe:calls(\"bprs_target:g/1\", 100)."),
+    wait_out(Tty, "replaced the shell trace on bprs_target:g/1 (its trace of "
+             "bprs_target:f/1 ended with it)", 3000),
     ?assertEqual(1, length(sessions(Config))),
     %% A trace of another shell on the same function is not replaced by
     %% this shell's.

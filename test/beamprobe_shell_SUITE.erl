@@ -15,7 +15,7 @@
 
 -export([all/0, groups/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
--export([count_limit/1, count_limit_exact/1, count_whole_module/1,
+-export([own_work_not_traced/1, count_limit/1, count_limit_exact/1, count_whole_module/1,
          rate_limit_burst/1, rate_limit_dropped_reported/1,
          rate_limit_windows/1, rate_limit_stop/1,
          time_limit/1,
@@ -44,7 +44,8 @@
 suite() -> [{timetrap, {seconds, 60}}].
 
 all() ->
-    [{group, limits}, {group, patterns}, bad_inputs, format_errors].
+    [{group, limits}, {group, patterns}, bad_inputs, format_errors,
+     own_work_not_traced].
 
 groups() ->
     [{limits, [], [count_limit, count_limit_exact, count_whole_module,
@@ -575,3 +576,25 @@ format_errors(_Config) ->
     ?assertNotEqual(nomatch, string:find(Text, integer_to_list(Col))),
     ?assertNotEqual(nomatch, string:find(Text, Msg)),
     ?assertEqual([], beamprobe:list()).
+
+%% A shell trace of a common function through meta patterns (every
+%% process) shows the user's calls, not beamprobe's own work: the
+%% session, its watchdog, the printer and the janitor call lists
+%% functions all the time (the trace used to fill with them: 30 of 30
+%% events, and never the user's one call; an idle node filled a rate
+%% limit with the watchdog's and printer's calls).
+own_work_not_traced(_Config) ->
+    Cap = cap(),
+    Me = list_to_binary(pid_to_list(self())),
+    ?assert(ok_calls("lists:reverse/1", 100, #{io_server => Cap}) >= 1),
+    %% Let the watchdog and the printer work a while.
+    timer:sleep(1500),
+    _ = lists:reverse([my, own, call]),
+    timer:sleep(600),
+    ok = beamprobe:clear(),
+    Events = [L || L <- lines(Cap), binary:first(L) =/= $%],
+    ct:log("~s", [cap_text(Cap)]),
+    ?assertNotEqual([], Events),
+    ?assertEqual([Me], lists:usort([pid_of(L) || L <- Events])),
+    ?assert(lists:any(fun(L) -> binary:match(L, <<"[my,own,call]">>) =/= nomatch
+                      end, Events)).

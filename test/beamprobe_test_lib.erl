@@ -15,7 +15,7 @@
 %%% each field name (binary) to a binary (strings, unescaped) or an integer.
 -module(beamprobe_test_lib).
 
--export([babeltrace/1, babeltrace/2, babeltrace_ok/1, babeltrace_ok/2,
+-export([own_pids/1, babeltrace/1, babeltrace/2, babeltrace_ok/1, babeltrace_ok/2,
          parse/1, events/2, events/3,
          field/2, pid_key/2, count/2, has_event/3]).
 -export([wait_until/2, wait_ended/2, elapsed_ms/1]).
@@ -459,3 +459,14 @@ dir_absent_or_empty(Dir) ->
         {ok, []} -> true;
         _ -> false
     end.
+
+%% @doc The processes session S started for itself (watchdog, sampler,
+%% handlers) as the janitor records them: beamprobe's own processes are
+%% `sensitive', so process_info/2 no longer shows their proc_lib initial
+%% call (their dictionary reads as empty).
+-spec own_pids(pid()) -> [pid()].
+own_pids(S) ->
+    St = sys:get_state(beamprobe_janitor),
+    Sessions = element(2, St),
+    lists:append([maps:get(handlers, E, []) ++ maps:get(own, E, [])
+                  || #{pid := P} = E <- maps:values(Sessions), P =:= S]).
