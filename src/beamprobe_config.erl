@@ -684,6 +684,10 @@ format_error({too_many_sessions, Max}) ->
 format_error({already_traced, Pids}) ->
     f("~p process(es) are traced by another tracer (~p...); add force => "
       "true to take them over", [length(Pids), hd(Pids)]);
+format_error({message_pattern_taken, K, Cur}) ->
+    f("the node's ~p pattern is another tool's (~tP, dbg:tpe/2 or the "
+      "like: one per node); add force => true to take it (it is given "
+      "back when the last session using it ends)", [K, Cur, ?SHOW]);
 format_error({nothing_to_trace, Hint}) -> f("nothing to trace: ~ts", [Hint]);
 format_error({not_a_handler, M}) ->
     f("module ~tp does not export handle_events/2 (beamprobe_handler)", [M]);

@@ -35,7 +35,7 @@
 -behaviour(gen_server).
 
 -export([start_link/0, join/2, leave/2, sessions/0, tracer/0, installed/1,
-         others_patterns/1, installed_specs/2, add_own/2]).
+         others_patterns/1, installed_specs/2, add_own/2, installed_msg/1]).
 -export([init/1, handle_continue/2, handle_call/3, handle_cast/2,
          handle_info/2]).
 
@@ -70,7 +70,10 @@
 -record(st, {sessions = #{} :: #{reference() => map()},
              patterns = #{} :: #{mfa_pat() => term()},
              metapatterns = #{} :: #{mfa_pat() => term()},
-             msgpats = #{} :: #{send | 'receive' => term()}}).
+             msgpats = #{} :: #{send | 'receive' => term()},
+             %% The node's message pattern before a beamprobe session
+             %% set it, set again when the last one leaves.
+             msgprev = #{} :: #{send | 'receive' => term()}}).
 
 %% @doc Starts the janitor, registered locally.
 -spec start_link() -> {ok, pid()}.
@@ -139,6 +142,12 @@ others_patterns(Session) ->
     try gen_server:call(?MODULE, {others_patterns, Session}, 5000)
     catch exit:_ -> []
     end.
+
+%% @doc The message pattern of kind `Kind' beamprobe's sessions set
+%% (`{ok, MatchSpec}'), or `none'.
+-spec installed_msg(send | 'receive') -> {ok, term()} | none.
+installed_msg(Kind) ->
+    gen_server:call(?MODULE, {installed_msg, Kind}, infinity).
 
 %% @doc Adds `Pids' to the processes of `Session' that beamprobe never
 %% traces (its watchdog, its samplers: started after it joined), and
@@ -227,6 +236,11 @@ handle_call({installed, Session}, _From,
 handle_call(sessions, _From, #st{sessions = Ss} = St) ->
     {reply, [{P, maps:get(member, E, none)}
              || #{pid := P} = E <- maps:values(Ss)], St};
+handle_call({installed_msg, Kind}, _From, #st{msgpats = MP} = St) ->
+    {reply, case MP of
+                #{Kind := MS} -> {ok, MS};
+                #{} -> none
+            end, St};
 handle_call({add_own, Session, Pids}, _From, #st{sessions = Ss} = St) ->
     Ss1 = maps:map(fun(_, #{pid := P} = E) when P =:= Session ->
                            E#{own => maps:get(own, E, []) ++ Pids};
@@ -445,8 +459,13 @@ set_msg_patterns(#{msgs := Msgs}, St) ->
               case MP of
                   #{Kind := MS} -> {ok, S};
                   #{} ->
+                      Prev = case maps:is_key(Kind, MP) of
+                                 true -> maps:get(Kind, S#st.msgprev, true);
+                                 false -> msg_state(Kind)
+                             end,
                       try message_pattern(Kind, MS) of
-                          _ -> {ok, S#st{msgpats = MP#{Kind => MS}}}
+                          _ -> {ok, S#st{msgpats = MP#{Kind => MS},
+                                         msgprev = (S#st.msgprev)#{Kind => Prev}}}
                       catch error:badarg ->
                               {error, {bad_pattern, {Kind, MS}}}
                       end
@@ -658,8 +677,23 @@ remove_msg_patterns(#st{sessions = Ss, msgpats = MP} = St) ->
     Held = lists:append([[K || {K, _} <- maps:get(msgs, E)]
                          || E <- maps:values(Ss)]),
     Gone = [K || K <- maps:keys(MP), not lists:member(K, Held)],
-    _ = [safely(fun() -> message_pattern(K, true) end) || K <- Gone],
-    St#st{msgpats = maps:without(Gone, MP)}.
+    %% The pattern before the first session, if the node's is still the
+    %% one beamprobe set (another tool that set one since keeps it).
+    _ = [safely(fun() ->
+                        case msg_state(K) =:= maps:get(K, MP) of
+                            true -> message_pattern(
+                                      K, maps:get(K, St#st.msgprev, true));
+                            false -> ok
+                        end
+                end) || K <- Gone],
+    St#st{msgpats = maps:without(Gone, MP),
+          msgprev = maps:without(Gone, St#st.msgprev)}.
+
+msg_state(K) ->
+    case trace_info(K, match_spec) of
+        {match_spec, MS} -> MS;
+        _ -> true
+    end.
 
 %% erlang:trace_pattern(send | 'receive', ...) through apply: its OTP 25
 %% spec leaves out message patterns, which dialyzer then calls impossible.

@@ -151,6 +151,8 @@ line(#{event := tampered, what := W, subject := S, how := H,
     %% Another tool changed what the session installed (beamprobe_watch).
     {["% beamprobe: another tool ", H, " ", case W of
                                                  <<"pattern">> -> "the pattern on ";
+                                                 <<"messages">> -> "the message pattern of ";
+                                                 <<"system_monitor">> -> "the system monitor of ";
                                                  _ -> "the trace flags of "
                                              end, S, ": ", D, "\n"], St};
 line(#{event := monitor, what := W, process := P, duration_ms := Ms,

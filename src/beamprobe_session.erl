@@ -475,6 +475,7 @@ start_watch(#st{res = Res, patterns = Pats, config = C, traced = T} = St) ->
     {ok, W} = beamprobe_watch:start_link(
                 self(), #{res => Res, meta => maps:get(meta, C),
                           patterns => Pats, procs => T, flags => Flags,
+                          msgs => maps:get(messages, C),
                           relied => case St#st.skipped of
                                         #{relied := Sk} -> Sk;
                                         _ -> []

@@ -78,8 +78,9 @@
 %%% confirmation), and at most ?MAX_FUNS functions are watched per
 %%% session; with `procs => all' a process outside the sample that loses
 %%% its flags is not seen (`erlang:trace(all, false, ...)' is: it clears
-%%% `new' and the sample).  Message patterns (`messages') and patterns on
-%%% every module (`{'_', '_', '_'}', with `force') are not watched.  A
+%%% `new' and the sample).  Patterns on every module (`{'_', '_', '_'}',
+%%% with `force') are not watched; message patterns are (`{messages,
+%%% send | 'receive', How, Seen}').  A
 %%% process another tool starts tracing between the start's check and
 %%% `erlang:trace/3' fails a `procs => [...]' start (`trace_failed'), as
 %%% before; with `all' the VM leaves it to that tool.
@@ -109,7 +110,8 @@
 -type finding() :: {pattern, mfa() | {functions, pos_integer()},
                     removed | replaced, integer()}
                  | {procs, pid() | new | {processes, pos_integer()},
-                    removed | replaced, integer()}.
+                    removed | replaced, integer()}
+                 | {messages, send | 'receive', removed | replaced, integer()}.
 
 %%% ------------------------------------------------------------------------
 %%% Skipping
@@ -122,15 +124,37 @@
 %% and skips nothing.
 -spec skip(beamprobe_config:config(), pid()) ->
           {ok, beamprobe_config:config(), skipped()}
-        | {error, {already_traced, [pid() | new | mfa()]}}.
-skip(#{meta := true, events := []} = C, Self) ->
+        | {error, {already_traced, [pid() | new | mfa()]}}
+        | {error, {message_pattern_taken, send | 'receive', term()}}.
+skip(C, Self) ->
+    case msg_taken(C) of
+        ok -> skip1(C, Self);
+        {error, _} = E -> E
+    end.
+
+%% A message pattern (one per node and kind) another tool set -- dbg:tpe/2
+%% and the like: neither `true' (the VM's default) nor one a beamprobe
+%% session set -- is not taken without force => true (it was replaced,
+%% and after the session the node traced every message).
+msg_taken(#{force := true}) -> ok;
+msg_taken(#{messages := Msgs}) ->
+    Taken = [{K, Cur} || {K, _} <- Msgs, Cur <- [msg_state(K)],
+                         Cur =/= true,
+                         beamprobe_janitor:installed_msg(K) =/= {ok, Cur}],
+    case Taken of
+        [] -> ok;
+        [{K, Cur} | _] -> {error, {message_pattern_taken, K, Cur}}
+    end;
+msg_taken(_) -> ok.
+
+skip1(#{meta := true, events := []} = C, Self) ->
     skip_calls(C, Self, [], 0);
-skip(#{procs := Procs, force := true} = C, _Self) ->
+skip1(#{procs := Procs, force := true} = C, _Self) ->
     {_, Taken} = taken_procs(Procs),
     _ = [catch erlang:trace(P, false, [all]) || P <- Taken, is_pid(P)],
     _ = lists:member(new, Taken) andalso erlang:trace(new, false, [all]),
     {ok, C, none()};
-skip(#{procs := Procs} = C, Self) ->
+skip1(#{procs := Procs} = C, Self) ->
     {NTargets, Taken} = taken_procs(Procs),
     Pids = [P || P <- Taken, is_pid(P)],
     NewTaken = lists:member(new, Taken),
@@ -327,6 +351,8 @@ mfa_text({M, F, A}) -> io_lib:format("~tw:~tw/~b", [M, F, A]).
             reinstall :: boolean(),
             flags :: undefined | [atom()],
             relied = [] :: [mfa()],       % other tools' patterns used
+            %% The message patterns the session set: {Kind, MatchSpec}.
+            msgs = [] :: [{send | 'receive', term()}],
             funs = {[], []} :: {list(), list()},      % to check, checked
             procs = {[], []} :: {list(), list()},
             new = none :: none | {term(), term()},
@@ -401,7 +427,8 @@ init({Session, #{res := Res} = E}) ->
     W = #w{session = Session, res = Res, meta = Meta,
            reinstall = maps:get(on_tamper, E, report) =:= reinstall,
            flags = maps:get(flags, E, undefined),
-           traced = maps:get(procs, E, none), relied = Relied},
+           traced = maps:get(procs, E, none), relied = Relied,
+           msgs = maps:get(msgs, E, [])},
     Funs = lists:sublist(lists:usort([F || P <- maps:get(patterns, E, []),
                                            F <- functions(P)] ++ Relied),
                          ?MAX_FUNS),
@@ -554,6 +581,9 @@ check(#w{funs = Funs, procs = Procs, meta = Meta} = W) ->
     PDiffs = [{{procs, P}, How, Base, S}
               || {P, Base} <- PBatch, S <- [proc_state(P, W)],
                  How <- [proc_diff(Base, S)], How =/= same],
+    MDiffs = [{{messages, K}, How, MS, S}
+              || {K, MS} <- W#w.msgs, S <- [msg_state(K)],
+                 How <- [msg_diff(MS, S)], How =/= same],
     NDiffs = case W#w.new of
                  none -> [];
                  NBase ->
@@ -565,7 +595,19 @@ check(#w{funs = Funs, procs = Procs, meta = Meta} = W) ->
     Procs2 = drop_dead(Procs1),
     W1 = W#w{funs = Funs1, procs = Procs2},
     lists:foldl(fun(D, Acc) -> note(D, Now, Acc) end, W1,
-                FDiffs ++ PDiffs ++ NDiffs).
+                FDiffs ++ PDiffs ++ NDiffs ++ MDiffs).
+
+%% The node's message pattern of kind K (one per node), as trace_info/2
+%% gives it: `true' (every message), `false' (none), or a match spec.
+msg_state(K) ->
+    case trace_info(K, match_spec) of
+        {match_spec, MS} -> MS;
+        _ -> undefined
+    end.
+
+msg_diff(MS, MS) -> same;
+msg_diff(_, false) -> removed;
+msg_diff(_, _) -> replaced.
 
 take(N, {[], Done}) -> take1(N, {lists:reverse(Done), []});
 take(N, Q) -> take1(N, Q).
@@ -655,6 +697,12 @@ confirm_one({pattern, F} = Key, Base, Seen, Held, Acc, #w{meta = Meta} = W) ->
             end;
         removed -> {[{Key, removed, Base, S, Seen} | Acc], W}
     end;
+confirm_one({messages, K} = Key, Base, Seen, _Held, Acc, W) ->
+    S = msg_state(K),
+    case msg_diff(Base, S) of
+        same -> {Acc, W};
+        How -> {[{Key, How, Base, S, Seen} | Acc], W}
+    end;
 confirm_one({procs, P} = Key, Base, Seen, _Held, Acc, W) ->
     S = proc_state(P, W),
     case proc_diff(Base, S) of
@@ -729,6 +777,7 @@ subject_text({M, F, A}) ->
     catch _:_ -> iolist_to_binary(mfa_text({M, F, A}))
     end;
 subject_text(new) -> <<"new">>;
+subject_text(K) when K =:= send; K =:= 'receive' -> atom_to_binary(K);
 subject_text(P) when is_pid(P) -> list_to_binary(pid_to_list(P)).
 
 detail(pattern, removed, _Base, _S, _W) ->
@@ -738,6 +787,12 @@ detail(pattern, replaced, _Base, {T, MS}, #w{meta = true}) ->
     text("meta tracer now ~0p, match spec ~0p", [T, MS]);
 detail(pattern, replaced, _Base, {T, MS}, _W) ->
     text("now a ~p pattern with match spec ~0p", [T, MS]);
+detail(messages, removed, _Base, _S, _W) ->
+    <<"the node's message pattern is off (false): no such message is "
+      "recorded any more">>;
+detail(messages, replaced, _Base, S, _W) ->
+    text("the node's message pattern is now ~0p (dbg:stop/0 sets true: every "
+         "message)", [S]);
 detail(procs, removed, {_, Flags}, {{tracer, []}, _}, _W) ->
     text("trace flags ~0p and the tracer removed", [Flags]);
 detail(procs, removed, {_, Flags}, {_, Now}, _W) ->
@@ -751,6 +806,9 @@ text(Fmt, Args) ->
 
 %% on_tamper => reinstall: set the baseline again (a process another
 %% tracer holds now stays with it: erlang:trace/3 refuses).
+reinstall({messages, K}, MS, W) ->
+    _ = (catch erlang:apply(erlang, trace_pattern, [K, MS, []])),
+    reinstalled({messages, K}, W);
 reinstall({pattern, F}, {_, MS}, #w{meta = true} = W) ->
     _ = (catch erlang:trace_pattern(F, MS, [{meta, beamprobe_nif,
                                              beamprobe_hub_meta}])),

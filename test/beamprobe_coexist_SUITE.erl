@@ -34,7 +34,8 @@
          shell_note/1, watchdog_not_traced/1, tampered_nif_args/1,
          relied_pattern_removed/1, shell_next_to_dbg/1,
          redbug_wipe_reported/1, idle_not_running/1,
-         own_guard_not_relied/1]).
+         own_guard_not_relied/1, msg_pattern_left/1,
+         msg_pattern_replaced_reported/1]).
 
 -define(W, beamprobe_workload).
 -define(L, beamprobe_test_lib).
@@ -54,7 +55,8 @@ all() ->
      no_report_on_stop, no_report_second_session, no_report_same_function,
      no_report_on_reload, shell_note, watchdog_not_traced,
      tampered_nif_args, relied_pattern_removed, shell_next_to_dbg,
-     redbug_wipe_reported, idle_not_running, own_guard_not_relied].
+     redbug_wipe_reported, idle_not_running, own_guard_not_relied,
+     msg_pattern_left, msg_pattern_replaced_reported].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -634,6 +636,7 @@ reported(Config, Spec, Tamper, {Kind, Subject, How}) ->
     Line = iolist_to_binary(["another tool ", atom_to_list(How1), " the ",
                              case Kind of
                                  pattern -> "pattern on ";
+                                 messages -> "message pattern of ";
                                  procs -> "trace flags of "
                              end, SubText]),
     try ?L:wait_until(fun() -> binary:match(?SH:cap_text(Io), Line)
@@ -678,6 +681,7 @@ f(E, K) -> iolist_to_binary(?L:field(E, K)).
 
 subject_text({M, F, A}) -> beamprobe_nif:render_mfa(M, F, A);
 subject_text(new) -> <<"new">>;
+subject_text(send) -> <<"send">>;
 subject_text(P) when is_pid(P) -> list_to_binary(pid_to_list(P)).
 
 count(Bin, Pat) -> length(binary:matches(Bin, Pat)).
@@ -866,3 +870,35 @@ own_guard_not_relied(Config) ->
              || E <- ?L:events(Evs, "call", B)],
     ?assertEqual([<<"beamprobe_workload:tick/1">>], Calls),
     ?W:stop_worker(B).
+
+%% dbg's message pattern (dbg:tpe/2: one per node and kind) is dbg's: a
+%% session with a message pattern of its own is refused without force
+%% (it used to replace dbg's silently, and leave `true', every send, to
+%% dbg afterwards); with force it is taken and given back at the end.
+msg_pattern_left(Config) ->
+    _ = dbg_collector(),
+    DbgMS = [{['_', {dbg_only, '_'}], [], []}],
+    {ok, _} = dbg:tpe(send, DbgMS),
+    Mine = [{['_', {ping, '_'}], [], []}],
+    Spec = #{procs => all, events => [send], messages => [{send, Mine}],
+             output => {file, ?L:dir(Config, "t")}},
+    ?assertEqual({error, {message_pattern_taken, send, DbgMS}},
+                 beamprobe:start(Spec)),
+    ?assertEqual({match_spec, DbgMS}, erlang:trace_info(send, match_spec)),
+    ?assertEqual([], beamprobe:list()),
+    S = ?L:start(Spec#{force => true, output => {file, ?L:dir(Config, "f")}}),
+    ?assertEqual({match_spec, Mine}, erlang:trace_info(send, match_spec)),
+    _ = ?L:stop(S),
+    ?assertEqual({match_spec, DbgMS}, erlang:trace_info(send, match_spec)),
+    dbg:stop(),
+    erlang:trace_pattern(send, true, []).
+
+%% dbg:stop/0 sets the node's send pattern to `true' (every send): a
+%% session whose pattern it was says so within a second, instead of
+%% recording every send as if the user had asked for them.
+msg_pattern_replaced_reported(Config) ->
+    reported(Config, #{procs => all, events => [send],
+                       messages => [{send, [{['_', {ping, '_'}], [], []}]}]},
+             fun() -> erlang:trace_pattern(send, true, []) end,
+             {messages, send, replaced}),
+    erlang:trace_pattern(send, true, []).
