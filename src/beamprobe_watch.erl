@@ -106,7 +106,10 @@
 
 -type mfa_pat() :: {atom(), atom(), arity() | '_'}.
 -type skipped() :: #{procs := [pid() | new], procs_count := non_neg_integer(),
-                     calls := [mfa()], relied => [mfa()]}.
+                     calls := [mfa()], relied => [mfa()],
+                     taken => #{procs := [pid() | new],
+                                procs_count := non_neg_integer(),
+                                calls := [mfa()]}}.
 -type finding() :: {pattern, mfa() | {functions, pos_integer()},
                     removed | replaced, integer()}
                  | {procs, pid() | new | {processes, pos_integer()},
@@ -149,11 +152,15 @@ msg_taken(_) -> ok.
 
 skip1(#{meta := true, events := []} = C, Self) ->
     skip_calls(C, Self, [], 0);
-skip1(#{procs := Procs, force := true} = C, _Self) ->
+skip1(#{procs := Procs, force := true} = C, Self) ->
     {_, Taken} = taken_procs(Procs),
     _ = [catch erlang:trace(P, false, [all]) || P <- Taken, is_pid(P)],
     _ = lists:member(new, Taken) andalso erlang:trace(new, false, [all]),
-    {ok, C, none()};
+    %% What force => true took from other tools is said (info/1's
+    %% skipped.taken, the shell's note): it is theirs no more.
+    {ok, C, (none())#{taken => #{procs => lists:sublist(Taken, ?MAX_SKIPPED),
+                                 procs_count => length(Taken),
+                                 calls => forced_calls(C, Self)}}};
 skip1(#{procs := Procs} = C, Self) ->
     {NTargets, Taken} = taken_procs(Procs),
     Pids = [P || P <- Taken, is_pid(P)],
@@ -175,8 +182,9 @@ skip1(#{procs := Procs} = C, Self) ->
 
 none() -> #{procs => [], procs_count => 0, calls => []}.
 
-skip_calls(#{force := true} = C, _Self, _Procs, _N) ->
-    {ok, C, none()};
+skip_calls(#{force := true} = C, Self, _Procs, _N) ->
+    {ok, C, (none())#{taken => #{procs => [], procs_count => 0,
+                                 calls => forced_calls(C, Self)}}};
 skip_calls(#{calls := Calls, meta := Meta} = C, Self, Procs, N) ->
     Held = case Calls of
                [] -> [];
@@ -223,6 +231,13 @@ to_set(Calls, #{calls := Skipped}) when Skipped =/= [] ->
            end
        end || Call <- Calls]);
 to_set(Calls, _) -> Calls.
+
+%% The functions another tool's pattern held that force => true takes.
+forced_calls(#{calls := []}, _Self) -> [];
+forced_calls(#{calls := Calls, meta := Meta}, Self) ->
+    Held = beamprobe_janitor:others_patterns(Self),
+    lists:usort([F || Call <- Calls, F <- functions(pat(Call)),
+                      taken_fun(F, Meta, Held)]).
 
 %% A pattern that asks for every call as it is: no head, guard or action.
 accepts_all({{_, _, _}, true}) -> true;
@@ -315,6 +330,14 @@ same(_, _) -> false.
 
 %% @doc One line for the shell saying what a session skipped, or `none'.
 -spec skipped_note(skipped() | undefined) -> none | string().
+skipped_note(#{taken := #{procs_count := 0, calls := []}}) -> none;
+skipped_note(#{taken := #{procs := Procs, procs_count := N, calls := Calls}}) ->
+    P = [io_lib:format("~b process(es) (~s)", [N, list(Procs)]) || N > 0],
+    C = [io_lib:format("the pattern(s) on ~s",
+                       [list([mfa_text(M) || M <- Calls])]) || Calls =/= []],
+    lists:flatten(["% beamprobe: force => true took from another tool ",
+                   lists:join(" and ", P ++ C),
+                   " (theirs no more: not given back)\n"]);
 skipped_note(#{procs_count := 0, calls := []}) -> none;
 skipped_note(#{procs := Procs, procs_count := N, calls := Calls}) ->
     P = case N of

@@ -199,7 +199,15 @@ force_takes_over(Config) ->
     Dir = ?L:dir(Config, "t"),
     S = ?L:start(#{procs => [A], calls => [?ADD], force => true,
                    output => {file, Dir}}),
-    {ok, #{skipped := #{procs := [], calls := []}}} = beamprobe:info(S),
+    {ok, #{skipped := #{procs := [], calls := []} = Sk}} = beamprobe:info(S),
+    %% What it took is said, as the shell's note says it.
+    ?assertEqual(#{procs => [A], procs_count => 1, calls => [?ADD]},
+                 maps:get(taken, Sk)),
+    Note = beamprobe_watch:skipped_note(Sk),
+    ?assertMatch({match, _}, re:run(Note, "force => true took from another "
+                                    "tool 1 process\\(es\\) \\(<[0-9.]+>\\) "
+                                    "and the pattern\\(s\\) on "
+                                    "beamprobe_workload:add/2")),
     ?assertMatch({tracer, {beamprobe_nif, _}}, erlang:trace_info(A, tracer)),
     ?assertEqual({match_spec, []}, erlang:trace_info(?ADD, match_spec)),
     ?W:run(A, fun() -> ?W:add(1, 2) end),
