@@ -299,6 +299,11 @@ static ERL_NIF_TERM stats_map(ErlNifEnv *env, struct bp_session *s)
 			enif_make_map_put(env, m, enif_make_atom(env, "requests"),
 					  fm, &m);
 	}
+	if (s->has_lttng)
+		enif_make_map_put(env, m, enif_make_atom(env, "lttng_session"),
+				  enif_make_uint64(env,
+						   bp_lttng_session_id(s->uuid)),
+				  &m);
 	if (s->tcp) {
 		struct bp_tcp_counts tc;
 		ERL_NIF_TERM tm;

@@ -17,7 +17,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
-typedef int (*emit_fn)(const uint8_t *, uint32_t);
+typedef int (*emit_fn)(const uint8_t *, uint32_t, uint64_t);
 
 static _Atomic(emit_fn) emit;
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -40,9 +40,11 @@ int bp_lttng_load(const char *path, char *why, size_t n)
 		ret = -1;
 		goto out;
 	}
-	f = (emit_fn)dlsym(h, "bp_lttng_emit");
+	f = (emit_fn)dlsym(h, "bp_lttng_emit_session");
 	if (!f) {
-		snprintf(why, n, "%s has no bp_lttng_emit", path);
+		snprintf(why, n, "%s has no bp_lttng_emit_session (a provider "
+			 "of another beamprobe release, loaded first by this "
+			 "OS process?)", path);
 		ret = -1; /* kept loaded all the same: never dlclose */
 		goto out;
 	}
@@ -52,10 +54,19 @@ out:
 	return ret;
 }
 
-void bp_lttng_emit(const uint8_t *ev, uint32_t len)
+void bp_lttng_emit(const uint8_t *ev, uint32_t len, uint64_t session)
 {
 	emit_fn f = atomic_load_explicit(&emit, memory_order_acquire);
 
 	if (f)
-		(void)f(ev, len);
+		(void)f(ev, len, session);
+}
+
+uint64_t bp_lttng_session_id(const uint8_t uuid[16])
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | uuid[i];
+	return v;
 }

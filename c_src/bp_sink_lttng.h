@@ -9,8 +9,12 @@
  * unloaded).  0, or -1 with the reason in why. */
 int bp_lttng_load(const char *path, char *why, size_t n);
 
-/* Fires the tracepoint of one event record, if the provider is loaded.
- * Collector thread. */
-void bp_lttng_emit(const uint8_t *ev, uint32_t len);
+/* Fires the tracepoint of one event record of the session with id
+ * `session', if the provider is loaded.  Collector thread. */
+void bp_lttng_emit(const uint8_t *ev, uint32_t len, uint64_t session);
+
+/* A session's id in LTTng events (their `session' field) and in
+ * info/1 (`lttng_session'): its uuid's first 8 bytes, big endian. */
+uint64_t bp_lttng_session_id(const uint8_t uuid[16]);
 
 #endif /* BP_SINK_LTTNG_H */

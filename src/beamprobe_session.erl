@@ -515,6 +515,7 @@ finish(#st{res = Res, config = C, started = T0} = St, Why) ->
             io_error => maps:get(io_error, Stats),
             handlers => maps:get(handlers, Stats),
             stream => maps:get(stream, Stats, none),
+            lttng_session => maps:get(lttng_session, Stats, none),
             matched => St#st.matched,
             nif_reloads => St#st.nif_reloads,
             tag => maps:get(tag, C)},

@@ -481,7 +481,17 @@ lttng_capture(Config, Prefix, Lttng, Py) ->
     end.
 
 capture_once(Config, Tag, Env, Lttng, Py) ->
-    Name = "bp_test_" ++ integer_to_list(erlang:unique_integer([positive])),
+    %% (A name of this OS process: a session a failed run left in the
+    %% daemon does not make the next run fail.)
+    Name = "bp_test_" ++ os:getpid() ++ "_" ++
+        integer_to_list(erlang:unique_integer([positive])),
+    try capture_once(Config, Tag, Env, Lttng, Py, Name)
+    after
+        %% Destroyed already when all went well: then this fails, unseen.
+        catch sh(Env, [Lttng, "destroy", Name])
+    end.
+
+capture_once(Config, Tag, Env, Lttng, Py, Name) ->
     LDir = ?L:dir(Config, Tag ++ "_lttng"),
     FDir = ?L:dir(Config, Tag ++ "_file"),
     sh(Env, [Lttng, "create", Name, "--output=" ++ LDir]),
@@ -490,16 +500,38 @@ capture_once(Config, Tag, Env, Lttng, Py) ->
     N = 50,
     S = ?L:start(#{calls => [?ADD], return => true,
                    output => [{file, FDir}, lttng]}),
+    %% A second session into LTTng on the same calls: each event fired
+    %% twice, told apart by its `session' field.
+    S2 = ?L:start(#{calls => [?ADD], return => true, output => lttng}),
     Worker = spawn(fun() -> [beamprobe_workload:add(I, 1)
                              || I <- lists:seq(1, N)],
                             receive stop -> ok end end),
     timer:sleep(300),
     Sum = ?L:stop(S),
+    Sum2 = ?L:stop(S2),
     exit(Worker, kill),
     sh(Env, [Lttng, "stop", Name]),
     sh(Env, [Lttng, "destroy", Name]),
     File = py_events(Py, "file", FDir),
-    Lt = py_events(Py, "lttng", LDir),
+    Both = py_events(Py, "lttng", LDir),
+    #{lttng_session := Id1} = Sum,
+    #{lttng_session := Id2} = Sum2,
+    ?assertNotEqual(Id1, Id2),
+    Of = fun(Id) ->
+                 T = iolist_to_binary(["session=", integer_to_list(Id)]),
+                 [[Nm, Ts, K | Fs] || [Nm, Ts, K, Sess | Fs] <- Both,
+                                      Sess =:= T]
+         end,
+    Lt = Of(Id1),
+    ?assertEqual(length(Both), length(Lt) + length(Of(Id2))),
+    %% The second session's events: the same calls and returns (its
+    %% process and drops events are its own, written at its own times).
+    Calls2 = fun(L) -> lists:sort([E || E = [Nm | _] <- L,
+                                        Nm =:= <<"call">> orelse
+                                            Nm =:= <<"return_from">>])
+             end,
+    ?assertEqual(Calls2(Lt), Calls2(Of(Id2))),
+    ?assertEqual(2 * N, length(Calls2(Of(Id2)))),
     ct:log("~s: file: ~b events, lttng: ~b events, summary ~p",
            [Tag, length(File), length(Lt), Sum]),
     Calls = [E || E = [<<"call">> | _] <- Lt],

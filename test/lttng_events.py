@@ -5,6 +5,9 @@
 #
 #   NAME <TAB> TS <TAB> KEY <TAB> FIELD=VALUE <TAB> ...   (fields sorted)
 #
+# (lttng: the payload field `session', which session recorded the event,
+# comes right after KEY as session=N.)
+#
 # file DIR   a beamprobe CTF trace: TS is the event's clock value, KEY
 #            its common-context pid
 # lttng DIR  an LTTng trace of provider beamprobe: NAME without
@@ -26,11 +29,13 @@ def main():
                 continue
             name = ev.name[len("beamprobe:"):]
             ts, key = int(fields.pop("ts")), int(fields.pop("key"))
+            out = [name, str(ts), str(key),
+                   "session=%d" % int(fields.pop("session"))]
         else:
             name = ev.name
             ts = msg.default_clock_snapshot.value
             key = int(ev.common_context_field["pid"])
-        out = [name, str(ts), str(key)]
+            out = [name, str(ts), str(key)]
         for k in sorted(fields):
             v = fields[k]
             text = isinstance(v, bt2._StringFieldConst)

@@ -5,11 +5,12 @@
  * never dlclose()s it (c_src/bp_sink_lttng.c): a registered provider must
  * not be unloaded, and a purge of the NIF does not unload it.
  *
- * Its one entry point, bp_lttng_emit(), runs on a session's collector
+ * Its one entry point, bp_lttng_emit_session(), runs on a session's collector
  * thread (never a traced process): it decodes one ring record (the layout
  * of c_src/bp_format.h) and fires the tracepoint of its class, whose
  * fields are the record's fields by their schema names, plus `ts' (the
- * event's own timestamp, CLOCK_MONOTONIC ns) and `key' (its process key).
+ * event's own timestamp, CLOCK_MONOTONIC ns), `key' (its process key) and
+ * `session' (which session recorded it).
  */
 #define LTTNG_UST_TRACEPOINT_CREATE_PROBES
 #define LTTNG_UST_TRACEPOINT_DEFINE
@@ -71,16 +72,21 @@ static int decode(const uint8_t *ev, uint32_t len, struct bp_lttng_ev *d,
 	return 0;
 }
 
-/* Fires the tracepoint of one beamprobe event record.  Returns 1 if it
- * was fired, 0 if the record was malformed. */
+/* Fires the tracepoint of one beamprobe event record of session
+ * `session' (its id: two sessions recording the same event into LTTng
+ * fire it twice, told apart by this field).  Returns 1 if it was fired,
+ * 0 if the record was malformed.  (Named anew when its arguments
+ * changed: a NIF never calls a provider of another release, which stays
+ * loaded in the OS process, with arguments it does not take.) */
 __attribute__((visibility("default"))) int
-bp_lttng_emit(const uint8_t *ev, uint32_t len)
+bp_lttng_emit_session(const uint8_t *ev, uint32_t len, uint64_t session)
 {
 	struct bp_lttng_ev d;
 	unsigned id;
 
 	if (decode(ev, len, &d, &id))
 		return 0;
+	d.session = session;
 	bp_lttng_fire(id, &d);
 	return 1;
 }

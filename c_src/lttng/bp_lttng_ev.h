@@ -12,6 +12,8 @@
 struct bp_lttng_ev {
 	uint64_t ts;
 	uint64_t key;
+	uint64_t session; /* the session's first 8 uuid bytes (info/1's
+			     lttng_session) */
 	uint64_t num[BP_LTTNG_MAX_FIELDS];
 	const char *str[BP_LTTNG_MAX_FIELDS];
 };

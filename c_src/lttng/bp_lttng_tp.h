@@ -18,6 +18,7 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, process,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, ts, ev->ts)
 		lttng_ust_field_integer(uint64_t, key, ev->key)
+		lttng_ust_field_integer(uint64_t, session, ev->session)
 		lttng_ust_field_string(pid, ev->str[0])
 		lttng_ust_field_string(name, ev->str[1])
 		lttng_ust_field_string(initial_call, ev->str[2])))
@@ -27,6 +28,7 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, call,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, ts, ev->ts)
 		lttng_ust_field_integer(uint64_t, key, ev->key)
+		lttng_ust_field_integer(uint64_t, session, ev->session)
 		lttng_ust_field_string(mfa, ev->str[0])
 		lttng_ust_field_string(args, ev->str[1])
 		lttng_ust_field_string(info, ev->str[2])))
@@ -36,6 +38,7 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, return_from,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, ts, ev->ts)
 		lttng_ust_field_integer(uint64_t, key, ev->key)
+		lttng_ust_field_integer(uint64_t, session, ev->session)
 		lttng_ust_field_string(mfa, ev->str[0])
 		lttng_ust_field_string(result, ev->str[1])))
 
@@ -44,6 +47,7 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, exception_from,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, ts, ev->ts)
 		lttng_ust_field_integer(uint64_t, key, ev->key)
+		lttng_ust_field_integer(uint64_t, session, ev->session)
 		lttng_ust_field_string(mfa, ev->str[0])
 		lttng_ust_field_string(class, ev->str[1])
 		lttng_ust_field_string(reason, ev->str[2])))
@@ -53,6 +57,7 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, return_to,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, ts, ev->ts)
 		lttng_ust_field_integer(uint64_t, key, ev->key)
+		lttng_ust_field_integer(uint64_t, session, ev->session)
 		lttng_ust_field_string(mfa, ev->str[0])))
 
 LTTNG_UST_TRACEPOINT_EVENT(beamprobe, send,
@@ -60,6 +65,7 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, send,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, ts, ev->ts)
 		lttng_ust_field_integer(uint64_t, key, ev->key)
+		lttng_ust_field_integer(uint64_t, session, ev->session)
 		lttng_ust_field_integer(uint64_t, to, ev->num[0])
 		lttng_ust_field_string(to_text, ev->str[1])
 		lttng_ust_field_string(message, ev->str[2])))
@@ -69,6 +75,7 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, send_to_non_existing_process,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, ts, ev->ts)
 		lttng_ust_field_integer(uint64_t, key, ev->key)
+		lttng_ust_field_integer(uint64_t, session, ev->session)
 		lttng_ust_field_integer(uint64_t, to, ev->num[0])
 		lttng_ust_field_string(to_text, ev->str[1])
 		lttng_ust_field_string(message, ev->str[2])))
@@ -78,6 +85,7 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, receive,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, ts, ev->ts)
 		lttng_ust_field_integer(uint64_t, key, ev->key)
+		lttng_ust_field_integer(uint64_t, session, ev->session)
 		lttng_ust_field_string(message, ev->str[0])))
 
 LTTNG_UST_TRACEPOINT_EVENT(beamprobe, spawn,
@@ -85,6 +93,7 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, spawn,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, ts, ev->ts)
 		lttng_ust_field_integer(uint64_t, key, ev->key)
+		lttng_ust_field_integer(uint64_t, session, ev->session)
 		lttng_ust_field_integer(uint64_t, other, ev->num[0])
 		lttng_ust_field_string(other_text, ev->str[1])
 		lttng_ust_field_string(mfa, ev->str[2])))
@@ -94,6 +103,7 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, spawned,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, ts, ev->ts)
 		lttng_ust_field_integer(uint64_t, key, ev->key)
+		lttng_ust_field_integer(uint64_t, session, ev->session)
 		lttng_ust_field_integer(uint64_t, other, ev->num[0])
 		lttng_ust_field_string(other_text, ev->str[1])
 		lttng_ust_field_string(mfa, ev->str[2])))
@@ -103,6 +113,7 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, exit,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, ts, ev->ts)
 		lttng_ust_field_integer(uint64_t, key, ev->key)
+		lttng_ust_field_integer(uint64_t, session, ev->session)
 		lttng_ust_field_string(reason, ev->str[0])))
 
 LTTNG_UST_TRACEPOINT_EVENT(beamprobe, link,
@@ -110,6 +121,7 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, link,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, ts, ev->ts)
 		lttng_ust_field_integer(uint64_t, key, ev->key)
+		lttng_ust_field_integer(uint64_t, session, ev->session)
 		lttng_ust_field_integer(uint64_t, other, ev->num[0])
 		lttng_ust_field_string(other_text, ev->str[1])))
 
@@ -118,6 +130,7 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, unlink,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, ts, ev->ts)
 		lttng_ust_field_integer(uint64_t, key, ev->key)
+		lttng_ust_field_integer(uint64_t, session, ev->session)
 		lttng_ust_field_integer(uint64_t, other, ev->num[0])
 		lttng_ust_field_string(other_text, ev->str[1])))
 
@@ -126,6 +139,7 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, getting_linked,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, ts, ev->ts)
 		lttng_ust_field_integer(uint64_t, key, ev->key)
+		lttng_ust_field_integer(uint64_t, session, ev->session)
 		lttng_ust_field_integer(uint64_t, other, ev->num[0])
 		lttng_ust_field_string(other_text, ev->str[1])))
 
@@ -134,6 +148,7 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, getting_unlinked,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, ts, ev->ts)
 		lttng_ust_field_integer(uint64_t, key, ev->key)
+		lttng_ust_field_integer(uint64_t, session, ev->session)
 		lttng_ust_field_integer(uint64_t, other, ev->num[0])
 		lttng_ust_field_string(other_text, ev->str[1])))
 
@@ -142,6 +157,7 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, register,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, ts, ev->ts)
 		lttng_ust_field_integer(uint64_t, key, ev->key)
+		lttng_ust_field_integer(uint64_t, session, ev->session)
 		lttng_ust_field_string(name, ev->str[0])))
 
 LTTNG_UST_TRACEPOINT_EVENT(beamprobe, unregister,
@@ -149,6 +165,7 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, unregister,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, ts, ev->ts)
 		lttng_ust_field_integer(uint64_t, key, ev->key)
+		lttng_ust_field_integer(uint64_t, session, ev->session)
 		lttng_ust_field_string(name, ev->str[0])))
 
 LTTNG_UST_TRACEPOINT_EVENT(beamprobe, sched_in,
@@ -156,6 +173,7 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, sched_in,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, ts, ev->ts)
 		lttng_ust_field_integer(uint64_t, key, ev->key)
+		lttng_ust_field_integer(uint64_t, session, ev->session)
 		lttng_ust_field_string(mfa, ev->str[0])
 		lttng_ust_field_integer(uint8_t, exiting, ev->num[1])))
 
@@ -164,6 +182,7 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, sched_out,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, ts, ev->ts)
 		lttng_ust_field_integer(uint64_t, key, ev->key)
+		lttng_ust_field_integer(uint64_t, session, ev->session)
 		lttng_ust_field_string(mfa, ev->str[0])
 		lttng_ust_field_integer(uint8_t, exiting, ev->num[1])))
 
@@ -172,6 +191,7 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, gc_minor_start,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, ts, ev->ts)
 		lttng_ust_field_integer(uint64_t, key, ev->key)
+		lttng_ust_field_integer(uint64_t, session, ev->session)
 		lttng_ust_field_integer(uint64_t, heap_size, ev->num[0])
 		lttng_ust_field_integer(uint64_t, heap_block_size, ev->num[1])
 		lttng_ust_field_integer(uint64_t, old_heap_size, ev->num[2])
@@ -184,6 +204,7 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, gc_minor_end,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, ts, ev->ts)
 		lttng_ust_field_integer(uint64_t, key, ev->key)
+		lttng_ust_field_integer(uint64_t, session, ev->session)
 		lttng_ust_field_integer(uint64_t, heap_size, ev->num[0])
 		lttng_ust_field_integer(uint64_t, heap_block_size, ev->num[1])
 		lttng_ust_field_integer(uint64_t, old_heap_size, ev->num[2])
@@ -196,6 +217,7 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, gc_major_start,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, ts, ev->ts)
 		lttng_ust_field_integer(uint64_t, key, ev->key)
+		lttng_ust_field_integer(uint64_t, session, ev->session)
 		lttng_ust_field_integer(uint64_t, heap_size, ev->num[0])
 		lttng_ust_field_integer(uint64_t, heap_block_size, ev->num[1])
 		lttng_ust_field_integer(uint64_t, old_heap_size, ev->num[2])
@@ -208,6 +230,7 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, gc_major_end,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, ts, ev->ts)
 		lttng_ust_field_integer(uint64_t, key, ev->key)
+		lttng_ust_field_integer(uint64_t, session, ev->session)
 		lttng_ust_field_integer(uint64_t, heap_size, ev->num[0])
 		lttng_ust_field_integer(uint64_t, heap_block_size, ev->num[1])
 		lttng_ust_field_integer(uint64_t, old_heap_size, ev->num[2])
@@ -220,6 +243,7 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, port_open,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, ts, ev->ts)
 		lttng_ust_field_integer(uint64_t, key, ev->key)
+		lttng_ust_field_integer(uint64_t, session, ev->session)
 		lttng_ust_field_integer(uint64_t, other, ev->num[0])
 		lttng_ust_field_string(other_text, ev->str[1])
 		lttng_ust_field_string(name, ev->str[2])))
@@ -229,6 +253,7 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, port_closed,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, ts, ev->ts)
 		lttng_ust_field_integer(uint64_t, key, ev->key)
+		lttng_ust_field_integer(uint64_t, session, ev->session)
 		lttng_ust_field_string(reason, ev->str[0])))
 
 LTTNG_UST_TRACEPOINT_EVENT(beamprobe, drops,
@@ -236,6 +261,7 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, drops,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, ts, ev->ts)
 		lttng_ust_field_integer(uint64_t, key, ev->key)
+		lttng_ust_field_integer(uint64_t, session, ev->session)
 		lttng_ust_field_integer(uint64_t, ring_full, ev->num[0])
 		lttng_ust_field_integer(uint64_t, overwritten, ev->num[1])
 		lttng_ust_field_integer(uint64_t, too_big, ev->num[2])
@@ -251,6 +277,7 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, tampered,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, ts, ev->ts)
 		lttng_ust_field_integer(uint64_t, key, ev->key)
+		lttng_ust_field_integer(uint64_t, session, ev->session)
 		lttng_ust_field_string(what, ev->str[0])
 		lttng_ust_field_string(subject, ev->str[1])
 		lttng_ust_field_string(how, ev->str[2])
@@ -261,6 +288,7 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, monitor,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, ts, ev->ts)
 		lttng_ust_field_integer(uint64_t, key, ev->key)
+		lttng_ust_field_integer(uint64_t, session, ev->session)
 		lttng_ust_field_string(what, ev->str[0])
 		lttng_ust_field_string(process, ev->str[1])
 		lttng_ust_field_integer(uint64_t, duration_ms, ev->num[2])
@@ -272,6 +300,7 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, sample,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, ts, ev->ts)
 		lttng_ust_field_integer(uint64_t, key, ev->key)
+		lttng_ust_field_integer(uint64_t, session, ev->session)
 		lttng_ust_field_string(counter, ev->str[0])
 		lttng_ust_field_integer(uint64_t, value, ev->num[1])
 		lttng_ust_field_integer(uint32_t, scale, ev->num[2])
@@ -282,6 +311,7 @@ LTTNG_UST_TRACEPOINT_EVENT(beamprobe, annotation,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, ts, ev->ts)
 		lttng_ust_field_integer(uint64_t, key, ev->key)
+		lttng_ust_field_integer(uint64_t, session, ev->session)
 		lttng_ust_field_string(tag, ev->str[0])
 		lttng_ust_field_string(value, ev->str[1])))
 

@@ -180,7 +180,9 @@ static int lttng_tp(void)
 		       "\tLTTNG_UST_TP_ARGS(const struct bp_lttng_ev *, ev),\n"
 		       "\tLTTNG_UST_TP_FIELDS(\n"
 		       "\t\tlttng_ust_field_integer(uint64_t, ts, ev->ts)\n"
-		       "\t\tlttng_ust_field_integer(uint64_t, key, ev->key)",
+		       "\t\tlttng_ust_field_integer(uint64_t, key, ev->key)\n"
+		       "\t\tlttng_ust_field_integer(uint64_t, session, "
+		       "ev->session)",
 		       d->name);
 		for (unsigned f = 0; f < d->nfields; f++) {
 			const struct bp_field_desc *fd = &d->fields[f];
