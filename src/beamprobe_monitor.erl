@@ -29,6 +29,7 @@
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -define(MAX_QUEUE, 10000).
+-define(STATE, beamprobe_monitor_state).   % beamprobe_sup's table
 -define(CHECK_MS, 1000).
 -define(DEPTH, 20).
 -define(KEYS, [long_gc, long_schedule, large_heap, busy_port,
@@ -122,7 +123,12 @@ init([]) ->
 %% meantime are missing (a `tampered' event), instead of sessions that
 %% silently get no more reports and a monitor never given back.
 resume(St) ->
-    case persistent_term:get(?MODULE, none) of
+    Saved = try ets:lookup(?STATE, state) of
+                [{state, L0, P0}] -> {L0, P0};
+                [] -> none
+            catch error:badarg -> none   % not under beamprobe_sup
+            end,
+    case Saved of
         {L, Prev} when L =/= [] ->
             Live = [E || {Pid, _, _} = E <- L, is_process_alive(Pid)],
             S = maps:from_list([{Pid, {monitor(process, Pid), Res, T}}
@@ -149,14 +155,17 @@ resume(St) ->
         _ -> St
     end.
 
-%% What resume/1 needs, kept outside this process (joins and leaves are
-%% rare: a persistent_term update each is cheap enough).
+%% What resume/1 needs, kept outside this process: in beamprobe_sup's
+%% table (it outlives this process).
 persist(#st{sessions = S, previous = Prev}) ->
     L = [{Pid, Res, T} || {Pid, {_, Res, T}} <- maps:to_list(S)],
-    case {L, persistent_term:get(?MODULE, none)} of
-        {[], none} -> ok;
-        {[], _} -> _ = persistent_term:erase(?MODULE), ok;
-        _ -> persistent_term:put(?MODULE, {L, Prev})
+    try
+        case L of
+            [] -> true = ets:delete(?STATE, state);
+            _ -> true = ets:insert(?STATE, {state, L, Prev})
+        end,
+        ok
+    catch error:badarg -> ok   % not under beamprobe_sup: nothing kept
     end.
 
 %% @private

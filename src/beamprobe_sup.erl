@@ -37,6 +37,11 @@ sessions() ->
 -spec init(top | sessions) ->
           {ok, {supervisor:sup_flags(), [supervisor:child_spec()]}}.
 init(top) ->
+    %% What beamprobe_monitor must find again if it is restarted (its
+    %% sessions, the monitor to give back): held here, by the process that
+    %% outlives it, not in persistent_term (whose every update scans all
+    %% processes of the node).
+    _ = ets:new(beamprobe_monitor_state, [named_table, public, set]),
     Flags = #{strategy => one_for_one, intensity => 10, period => 10},
     Janitor = #{id => beamprobe_janitor,
                 start => {beamprobe_janitor, start_link, []},
