@@ -17,9 +17,10 @@ check() ->
     Lib = provider_path(),
     case filelib:is_regular(Lib) of
         false ->
-            unavailable("~ts was not built (liblttng-ust-dev was missing "
-                        "at build time: apt-get install liblttng-ust-dev "
-                        "lttng-tools, then make)", [Lib]);
+            unavailable("~ts is missing: not built (liblttng-ust-dev was "
+                        "missing at build time: apt-get install "
+                        "liblttng-ust-dev lttng-tools, then make), or "
+                        "removed since", [Lib]);
         true ->
             case [S || S <- sessiond_sockets(), listening(S)] of
                 [] -> unavailable("no LTTng session daemon is running "

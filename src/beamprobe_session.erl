@@ -604,8 +604,9 @@ output(#{dir := undefined, sinks := Sinks}) ->
     [case S of
          #{type := handler, module := M} -> {handler, M};
          #{type := tcp, addr := A, port := P} -> {tcp, {A, P}};
+         #{type := lttng} -> lttng;
          _ -> usdt
      end
      || #{type := T} = S <- Sinks, T =:= handler orelse T =:= usdt
-            orelse T =:= tcp];
+            orelse T =:= tcp orelse T =:= lttng];
 output(#{dir := Dir}) -> Dir.
