@@ -149,7 +149,7 @@ static void add_event(struct bp_session *s, struct bp_slot *sl,
 		bp_tcp_add(s, sl, ev, len);
 	if (s->has_lttng &&
 	    (always || (id < 64 && (s->lttng_kinds & (1ull << id)))))
-		bp_lttng_emit(ev, len, bp_lttng_session_id(s->uuid));
+		bp_lttng_emit(ev, len, s->lttng_id);
 }
 
 static void flush_handlers(struct bp_session *s, int final)
@@ -323,8 +323,7 @@ static void write_drops(struct bp_session *s)
 		/* The LTTng trace is told the same (it has no packet header's
 		 * events_discarded to say losses). */
 		if (s->has_lttng)
-			bp_lttng_emit(ev, (uint32_t)off,
-				      bp_lttng_session_id(s->uuid));
+			bp_lttng_emit(ev, (uint32_t)off, s->lttng_id);
 		if (!s->has_file || !(st = stream_for(s, i)))
 			continue;
 		write_event(s, sl, st, ev, (uint32_t)off, slot_discarded(sl), 1);

@@ -301,8 +301,7 @@ static ERL_NIF_TERM stats_map(ErlNifEnv *env, struct bp_session *s)
 	}
 	if (s->has_lttng)
 		enif_make_map_put(env, m, enif_make_atom(env, "lttng_session"),
-				  enif_make_uint64(env,
-						   bp_lttng_session_id(s->uuid)),
+				  enif_make_uint64(env, s->lttng_id),
 				  &m);
 	if (s->tcp) {
 		struct bp_tcp_counts tc;

@@ -418,6 +418,7 @@ ERL_NIF_TERM bp_nif_start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
 	if (!get_tcp(env, cfg, s))
 		return bp_nif_error2(env, "bad_config", "tcp");
 	bp_output_make_uuid(s->uuid);
+	s->lttng_id = bp_lttng_session_id(s->uuid);
 	if (file) {
 		/* Everything is created relative to this fd: a symlink planted
 		 * in place of the directory or of a file is never followed. */

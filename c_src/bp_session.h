@@ -160,6 +160,7 @@ struct bp_session {
 	int dirfd;           /* the trace directory (O_NOFOLLOW), or -1 */
 	int dir_gone;        /* collector: the directory was removed */
 	uint8_t uuid[16];
+	uint64_t lttng_id;   /* its id in LTTng events: bp_lttng_session_id */
 	size_t packet_size;
 	struct bp_ctf_stream *streams; /* max_slots entries; collector-owned */
 	/* The drain's readers, one per slot (bp_collector.c: the slots'

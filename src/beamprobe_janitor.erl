@@ -35,7 +35,8 @@
 -behaviour(gen_server).
 
 -export([start_link/0, join/2, leave/2, sessions/0, tracer/0, installed/1,
-         others_patterns/1, installed_specs/2, add_own/2, installed_msg/1]).
+         others_patterns/1, installed_specs/2, add_own/2, installed_msg/1,
+         msg_state/1]).
 -export([init/1, handle_continue/2, handle_call/3, handle_cast/2,
          handle_info/2]).
 
@@ -689,6 +690,10 @@ remove_msg_patterns(#st{sessions = Ss, msgpats = MP} = St) ->
     St#st{msgpats = maps:without(Gone, MP),
           msgprev = maps:without(Gone, St#st.msgprev)}.
 
+%% @doc The node's message pattern of kind `K' (one per node), as
+%% erlang:trace_info/2 gives it: `true' (every message, the VM's
+%% default), `false' (none) or a match spec.
+-spec msg_state(send | 'receive') -> term().
 msg_state(K) ->
     case trace_info(K, match_spec) of
         {match_spec, MS} -> MS;

@@ -141,7 +141,8 @@ skip(C, Self) ->
 %% and after the session the node traced every message).
 msg_taken(#{force := true}) -> ok;
 msg_taken(#{messages := Msgs}) ->
-    Taken = [{K, Cur} || {K, _} <- Msgs, Cur <- [msg_state(K)],
+    Taken = [{K, Cur} || {K, _} <- Msgs,
+                         Cur <- [beamprobe_janitor:msg_state(K)],
                          Cur =/= true,
                          beamprobe_janitor:installed_msg(K) =/= {ok, Cur}],
     case Taken of
@@ -605,7 +606,7 @@ check(#w{funs = Funs, procs = Procs, meta = Meta} = W) ->
               || {P, Base} <- PBatch, S <- [proc_state(P, W)],
                  How <- [proc_diff(Base, S)], How =/= same],
     MDiffs = [{{messages, K}, How, MS, S}
-              || {K, MS} <- W#w.msgs, S <- [msg_state(K)],
+              || {K, MS} <- W#w.msgs, S <- [beamprobe_janitor:msg_state(K)],
                  How <- [msg_diff(MS, S)], How =/= same],
     NDiffs = case W#w.new of
                  none -> [];
@@ -619,14 +620,6 @@ check(#w{funs = Funs, procs = Procs, meta = Meta} = W) ->
     W1 = W#w{funs = Funs1, procs = Procs2},
     lists:foldl(fun(D, Acc) -> note(D, Now, Acc) end, W1,
                 FDiffs ++ PDiffs ++ NDiffs ++ MDiffs).
-
-%% The node's message pattern of kind K (one per node), as trace_info/2
-%% gives it: `true' (every message), `false' (none), or a match spec.
-msg_state(K) ->
-    case trace_info(K, match_spec) of
-        {match_spec, MS} -> MS;
-        _ -> undefined
-    end.
 
 msg_diff(MS, MS) -> same;
 msg_diff(_, false) -> removed;
@@ -721,7 +714,7 @@ confirm_one({pattern, F} = Key, Base, Seen, Held, Acc, #w{meta = Meta} = W) ->
         removed -> {[{Key, removed, Base, S, Seen} | Acc], W}
     end;
 confirm_one({messages, K} = Key, Base, Seen, _Held, Acc, W) ->
-    S = msg_state(K),
+    S = beamprobe_janitor:msg_state(K),
     case msg_diff(Base, S) of
         same -> {Acc, W};
         How -> {[{Key, How, Base, S, Seen} | Acc], W}
