@@ -278,7 +278,11 @@ start_session(Owner, Config) ->
 %% @doc Stops a session: removes its trace flags and patterns, writes what
 %% is buffered and returns the summary.  Anything that is not a running
 %% (or ended, not yet stopped) session of this node, an unrelated pid
-%% included, is `{error, not_found}' and is left alone.
+%% included, is `{error, not_found}' and is left alone.  Returns when the
+%% session's handlers (a `{handler, ...}' output: the printer of `output:
+%% shell') have handled every event and ended, or were killed for taking
+%% longer than `handler_stop_timeout' (application env, ms, default
+%% 5000): what the printer prints is printed when stop/1 returns.
 -spec stop(session() | pid()) -> {ok, summary()} | {error, not_found}.
 stop(Session) ->
     case call(Session, stop) of
@@ -542,6 +546,14 @@ call(Session, Req) when is_pid(Session) ->
 call(_, _) ->
     {error, not_found}.
 
+call_session(Session, stop) ->
+    case call_session(Session, stop_handlers) of
+        {ok, Sum, Handlers} ->
+            %% A handler that stops its own session does not wait for itself.
+            _ = [gone(H, handler_wait()) || H <- Handlers, H =/= self()],
+            {ok, Sum};
+        Other -> Other
+    end;
 call_session(Session, Req) ->
     case is_session(Session) of
         true ->
@@ -553,13 +565,23 @@ call_session(Session, Req) ->
         false -> {error, not_found}
     end.
 
+%% How long stop/1 waits for a handler: beamprobe_handler:stop/2 kills it
+%% after handler_stop_timeout, so it is gone by then (plus a margin).
+handler_wait() ->
+    case application:get_env(beamprobe, handler_stop_timeout) of
+        {ok, T} when is_integer(T), T >= 0 -> T + 1000;
+        _ -> 6000
+    end.
+
 %% Waits (at most 5 s) until a session that replied for the last time has
 %% exited, so that list/0 no longer shows it when stop/1 or a failed
 %% start/1 returns.
-gone(Pid) ->
+gone(Pid) -> gone(Pid, 5000).
+
+gone(Pid, Ms) ->
     Ref = monitor(process, Pid),
     receive {'DOWN', Ref, process, _, _} -> ok
-    after 5000 -> demonitor(Ref, [flush]), ok
+    after Ms -> demonitor(Ref, [flush]), ok
     end.
 
 is_session(Pid) ->

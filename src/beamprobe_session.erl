@@ -79,6 +79,11 @@ handle_call(install, _From, St) ->
 handle_call(stop, _From, St) ->
     St1 = finish(St, requested),
     {stop, normal, {ok, St1#st.summary}, St1};
+%% stop/1 of beamprobe.erl: also the handlers, for it to wait until they
+%% have handled every batch (they are told to end in finish/2).
+handle_call(stop_handlers, _From, St) ->
+    St1 = finish(St, requested),
+    {stop, normal, {ok, St1#st.summary, St1#st.handlers}, St1};
 handle_call(info, _From, #st{summary = undefined, res = Res} = St) ->
     case nif(fun() -> beamprobe_nif:info(Res) end) of
         {nif_error, E} -> {reply, {error, {nif_error, E}}, St};

@@ -741,7 +741,9 @@ help_and_docs(Config) ->
 %%% ------------------------------------------------------------------------
 
 options_table(_Config) ->
-    Io = spawn(fun() -> receive stop -> ok end end),
+    %% An io server that answers (clear/0 waits for the printer's last
+    %% lines: one that never answered would hold each clear 5 s).
+    Io = beamprobe_shell_lib:cap(),
     O = [{io_server, Io}],
     P = {bprs_target, f, 1},
     Ok = fun(Opts) ->
@@ -805,7 +807,7 @@ options_table(_Config) ->
     %% The first of a key wins, as with proplists:get_value/2.
     ?assertEqual(1, Ok([{time, 1000}, {time, -1}])),
     ?assertEqual([], beamprobe:list()),
-    Io ! stop.
+    Io ! cap_stop.
 
 pid_parts(P) ->
     [A, B, C] = [list_to_integer(X) || X <- string:lexemes(pid_to_list(P), "<.>")],

@@ -24,7 +24,8 @@
          session_cap_concurrent/1, event_larger_than_packet/1,
          disk_full/1, dir_removed/1, stream_not_creatable/1,
          planted_symlinks/1, unsafe_existing_dir/1, umask_000/1,
-         discarded_visible_to_babeltrace/1]).
+         discarded_visible_to_babeltrace/1, stop_waits_for_handlers/1,
+         handler_stops_own_session/1]).
 %% The handler callbacks, and the umask child node's entry point.
 -export([init/1, handle_events/2, terminate/2, umask_child/1]).
 
@@ -37,6 +38,7 @@ suite() -> [{timetrap, {seconds, 120}}].
 
 all() ->
     [handler_env_no_leak, handler_blocked_is_killed, handler_crash_counted,
+     stop_waits_for_handlers, handler_stops_own_session,
      idle_sessions_sleep, session_cap, session_cap_concurrent,
      event_larger_than_packet, disk_full, dir_removed,
      stream_not_creatable, planted_symlinks, unsafe_existing_dir,
@@ -75,6 +77,13 @@ handle_events(_Evs, #{mode := crash}) ->
 handle_events(_Evs, #{mode := block}) ->
     receive never_sent -> ok end,
     erlang:error(unreachable);
+handle_events(Evs, #{mode := slow, n := N} = St) ->
+    timer:sleep(100),
+    {ok, St#{n := N + length([E || #{event := call} = E <- Evs])}};
+handle_events(_Evs, #{mode := stop_self, parent := P} = St) ->
+    [S] = beamprobe:list(),
+    P ! {stopped_self, self(), beamprobe:stop(S)},
+    {ok, St};
 handle_events(Evs, #{n := N, parent := P} = St) ->
     N1 = N + length([E || #{event := call} = E <- Evs]),
     case maps:get(report_at, St, undefined) of
@@ -159,18 +168,73 @@ handler_blocked_is_killed(_Config) ->
                                    process_info(H, message_queue_len),
                                Q > 0
                        end, 5000),
+    Ref = monitor(process, H),
+    T0 = erlang:monotonic_time(millisecond),
     Sum = stop(S),
+    Ms = erlang:monotonic_time(millisecond) - T0,
     %% Alive but blocked on its first batch: it acknowledged nothing, its
     %% `credits' (4) one-event batches are in flight, the rest dropped.
     ?assertMatch(#{events := 100, dropped := #{total := 0},
                    handlers := [#{delivered := 0, in_flight := 4,
                                   dropped := 96}]}, Sum),
-    Ref = monitor(process, H),
+    %% stop/1 waited for it, a bounded time: it was killed by then.
+    ct:pal("stop/1 returned after ~p ms", [Ms]),
+    ?assert(Ms >= 250 andalso Ms < 3000),
     receive
         {'DOWN', Ref, process, H, Why} -> ?assertEqual(killed, Why)
-    after 5000 ->
+    after 0 ->
             ct:fail({blocked_handler_still_alive, H})
     end,
+    ?W:stop_worker(W).
+
+%% stop/1 returns when the handlers have handled every batch sent to them
+%% and ended (the shell printer's output is all there when it returns):
+%% a handler taking 100 ms per one-event batch, 4 batches in flight.
+stop_waits_for_handlers(_Config) ->
+    W = ?W:start_worker(),
+    S = start(#{procs => [W], calls => [{?W, tick, 1}],
+                output => {handler, ?MODULE, #{parent => self(),
+                                               mode => slow},
+                           #{batch => 1}}}),
+    H = handler_pid(),
+    ?W:run(W, fun() -> [?W:tick(I) || I <- lists:seq(1, 6)] end),
+    _ = ?L:wait_until(fun() ->
+                               {message_queue_len, Q} =
+                                   process_info(H, message_queue_len),
+                               Q > 0
+                       end, 5000),
+    Sum = stop(S),
+    [#{delivered := D, in_flight := F, dropped := Dr}] = maps:get(handlers, Sum),
+    %% Its terminate/2 has run, with every event it was sent handled.
+    receive
+        {handler_done, H, N} ->
+            ?assertEqual(D + F, N),
+            ?assertEqual(6, N + Dr),
+            ?assert(N >= 4)
+    after 0 -> ct:fail({stop_returned_before_the_handler_ended, H})
+    end,
+    ?assertNot(is_process_alive(H)),
+    ?W:stop_worker(W).
+
+%% A handler that stops its own session from handle_events/2 is not
+%% waited for by that stop/1 (it would wait for itself until killed).
+handler_stops_own_session(_Config) ->
+    ok = application:set_env(beamprobe, handler_stop_timeout, 5000),
+    W = ?W:start_worker(),
+    S = start(#{procs => [W], calls => [{?W, tick, 1}],
+                output => {handler, ?MODULE, #{parent => self(),
+                                               mode => stop_self},
+                           #{batch => 1}}}),
+    H = handler_pid(),
+    ?W:run(W, fun() -> ?W:tick(1) end),
+    T0 = erlang:monotonic_time(millisecond),
+    receive
+        {stopped_self, H, R} -> ?assertMatch({ok, #{events := 1}}, R)
+    after 3000 -> ct:fail(handler_stop_hangs)
+    end,
+    ?assert(erlang:monotonic_time(millisecond) - T0 < 1000),
+    receive {handler_done, H, _} -> ok after 2000 -> ct:fail(not_ended) end,
+    ?assertEqual({error, not_found}, beamprobe:stop(S)),
     ?W:stop_worker(W).
 
 %% A handler that crashes: every event meant for it is delivered or
