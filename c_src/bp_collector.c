@@ -6,6 +6,7 @@
  * process-bound calls are not available; enif_send with a NULL env is).
  */
 #include "bp_counter.h"
+#include "bp_output.h"
 #include "bp_prefault.h"
 #include "bp_session.h"
 #include "bp_sink_handler.h"
@@ -415,6 +416,13 @@ void bp_collector_finish(struct bp_session *s)
 		if (err)
 			note_io_error(s, err);
 		account(s, i);
+	}
+	/* What the files hold, for readers to tell one removed or cut
+	 * later; a directory already gone has its io_error. */
+	if (s->has_file && !s->dir_gone) {
+		int err = bp_output_record_streams(s);
+		if (err)
+			note_io_error(s, err);
 	}
 }
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int bp_ctf_open_dir(const char *dir)
@@ -48,6 +49,98 @@ int bp_ctf_write_metadata_at(int dirfd, const uint8_t uuid[16],
 	if (close(fd) != 0 && !err)
 		err = errno;
 	free(text);
+	return err;
+}
+
+/* Reads all of name in dirfd (regular file, not through a symlink) into
+ * a malloc'd buffer of *len bytes plus a NUL.  Returns 0 or an errno. */
+static int read_file_at(int dirfd, const char *name, size_t max, char **out,
+			size_t *len)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	char *buf;
+	size_t got = 0;
+
+	if (fd < 0)
+		return errno;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    (uint64_t)st.st_size > max) {
+		int err = !S_ISREG(st.st_mode) ? EINVAL : EFBIG;
+		close(fd);
+		return err;
+	}
+	if (!(buf = malloc((size_t)st.st_size + 1))) {
+		close(fd);
+		return ENOMEM;
+	}
+	while (got < (size_t)st.st_size) {
+		ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fd);
+	buf[got] = '\0';
+	*out = buf;
+	*len = got;
+	return 0;
+}
+
+int bp_ctf_add_env_at(int dirfd, const char *key, const char *value)
+{
+	static const char mark[] = "env {\n";
+	char *text = NULL, *at, *out;
+	size_t len = 0, vlen = strlen(value), n = 0;
+	int fd, err;
+
+	if ((err = read_file_at(dirfd, "metadata", 16u << 20, &text, &len)))
+		return err;
+	if (!(at = strstr(text, mark))) {
+		free(text);
+		return EINVAL;
+	}
+	at += sizeof mark - 1;
+	/* The old text, and the entry: every value byte escaped at most
+	 * to two bytes. */
+	out = malloc(len + strlen(key) + 2 * vlen + 16);
+	if (!out) {
+		free(text);
+		return ENOMEM;
+	}
+	memcpy(out, text, (size_t)(at - text));
+	n = (size_t)(at - text);
+	n += (size_t)sprintf(out + n, "\t%s = \"", key);
+	for (size_t i = 0; i < vlen; i++) {
+		char c = value[i];
+		if (c == '"' || c == '\\')
+			out[n++] = '\\';
+		out[n++] = (unsigned char)c < 32 ? '?' : c;
+	}
+	memcpy(out + n, "\";\n", 3);
+	n += 3;
+	memcpy(out + n, at, len - (size_t)(at - text));
+	n += len - (size_t)(at - text);
+	free(text);
+	if (unlinkat(dirfd, ".metadata.tmp", 0) != 0 && errno != ENOENT) {
+		free(out);
+		return errno;
+	}
+	fd = create_file(dirfd, ".metadata.tmp");
+	if (fd < 0) {
+		free(out);
+		return errno;
+	}
+	err = bp_dio_pwrite_all(fd, (const uint8_t *)out, n, 0);
+	free(out);
+	if (close(fd) != 0 && !err)
+		err = errno;
+	if (!err && renameat(dirfd, ".metadata.tmp", dirfd, "metadata") != 0)
+		err = errno;
+	if (err)
+		(void)unlinkat(dirfd, ".metadata.tmp", 0);
 	return err;
 }
 

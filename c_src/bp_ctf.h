@@ -104,6 +104,16 @@ void bp_ctf_stream_fail(struct bp_ctf_stream *s, int err);
 /* Flushes and closes; frees the packet buffer.  Returns 0 or an errno. */
 int bp_ctf_stream_close(struct bp_ctf_stream *s, uint64_t discarded);
 
+/*
+ * Adds `key = "value";' as the first entry of the env block of the
+ * metadata in dirfd: the new text goes to `.metadata.tmp' (created
+ * exclusively, mode 0600, never through a symlink; one left behind is
+ * removed first), which is then renamed over `metadata'.  value is
+ * escaped.  Returns 0 or an errno value (EINVAL: no env block, EFBIG:
+ * metadata over 16 MiB); `metadata' is left as it was on any error.
+ */
+int bp_ctf_add_env_at(int dirfd, const char *key, const char *value);
+
 /* Event encoding helpers, for writers that build events in a buffer. */
 static inline size_t bp_ev_header(uint8_t *p, uint16_t id, uint64_t ts,
 				  uint64_t pid)

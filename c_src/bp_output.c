@@ -7,6 +7,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "bp_atoms.h"
+#include "bp_ctf.h"
 #include "bp_nif.h"
 #include "bp_output.h"
 #include "bp_session.h"
@@ -246,4 +248,31 @@ ERL_NIF_TERM bp_output_make_dir(ErlNifEnv *env, ERL_NIF_TERM dir)
 		return enif_make_tuple2(env, bp_atom.error,
 					enif_make_atom(env, why));
 	return enif_make_atom(env, "existing");
+}
+
+int bp_output_record_streams(struct bp_session *s)
+{
+	/* "thread-NNN:B:E:A," is at most 7 + 10 + 3 * 21 bytes. */
+	size_t cap = (size_t)s->max_slots * 80 + 1, n = 0;
+	char *v;
+	int err;
+
+	if (!s->has_file || s->dirfd < 0 || !s->streams)
+		return 0;
+	if (!(v = malloc(cap)))
+		return ENOMEM;
+	v[0] = '\0';
+	for (uint32_t i = 0; i < s->max_slots; i++) {
+		const struct bp_ctf_stream *st = &s->streams[i];
+		if (st->bytes == 0)
+			continue; /* never written: no file, or an empty one */
+		n += (size_t)snprintf(v + n, cap - n,
+				      "%sthread-%03u:%" PRIu64 ":%" PRIu64
+				      ":%" PRIu64,
+				      n ? "," : "", i, st->bytes, st->events,
+				      st->aux_events);
+	}
+	err = bp_ctf_add_env_at(s->dirfd, "stream_files", v);
+	free(v);
+	return err;
 }

@@ -24,4 +24,11 @@ ERL_NIF_TERM bp_output_make_dir(ErlNifEnv *env, ERL_NIF_TERM dir);
 int bp_output_write_metadata(ErlNifEnv *env, struct bp_session *s,
 			     ERL_NIF_TERM list, int64_t offset_ns);
 
+/* Records in s's metadata the stream files as they are now that the
+ * collector has closed them: env `stream_files' (docs/format.md,
+ * "Metadata"), so that a reader can tell one deleted or cut afterwards.
+ * The collector thread, at the end of bp_collector_finish.  0 or an
+ * errno value. */
+int bp_output_record_streams(struct bp_session *s);
+
 #endif /* BP_OUTPUT_H */

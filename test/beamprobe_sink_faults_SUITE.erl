@@ -25,7 +25,8 @@
          disk_full/1, dir_removed/1, stream_not_creatable/1,
          planted_symlinks/1, unsafe_existing_dir/1, umask_000/1,
          discarded_visible_to_babeltrace/1, stop_waits_for_handlers/1,
-         handler_stops_own_session/1]).
+         handler_stops_own_session/1, stream_file_removed_after/1,
+         stream_files_planted_entry/1]).
 %% The handler callbacks, and the umask child node's entry point.
 -export([init/1, handle_events/2, terminate/2, umask_child/1]).
 
@@ -42,7 +43,8 @@ all() ->
      idle_sessions_sleep, session_cap, session_cap_concurrent,
      event_larger_than_packet, disk_full, dir_removed,
      stream_not_creatable, planted_symlinks, unsafe_existing_dir,
-     umask_000, discarded_visible_to_babeltrace].
+     umask_000, discarded_visible_to_babeltrace, stream_file_removed_after,
+     stream_files_planted_entry].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -498,6 +500,97 @@ stream_not_creatable(Config) ->
     ?assertMatch({error, {file, eexist}}, maps:get(io_error, Sum)),
     ?assertEqual(0, maps:get(events, Sum)),
     ?assert(dropped(Sum, io_error) >= 1).
+
+%% A stream file deleted, or cut at a packet's end, after the session
+%% stopped: the metadata lists what each file held (env stream_files),
+%% so `info' and `stats' count its events as lost ("missing from the
+%% files") and exit 2 naming the file, where they said 0 lost before.
+%% The oracle for what the file held is babeltrace2 on the intact copy.
+stream_file_removed_after(Config) ->
+    Dir = dir(Config, "whole"),
+    S = start(#{procs => new, calls => [{?W, tick, 1}], return => false,
+                exceptions => false, output => {file, Dir}}),
+    _ = [burst(2000) || _ <- lists:seq(1, 4)],
+    #{events := 8000} = stop(S),
+    {ok, Meta} = file:read_file(filename:join(Dir, "metadata")),
+    ?assertMatch({match, _}, re:run(Meta, "stream_files = \"thread-")),
+    {0, Info} = ?L:cli(["info", Dir]),
+    ?assertMatch({match, _}, re:run(Info, "lost events:  0\n")),
+    %% The stream with the most calls, by babeltrace2.
+    Calls = [T || #{name := <<"call">>, thread := T} <- ?L:trace(Dir)],
+    ByThread = lists:foldl(fun(T, M) -> maps:update_with(T, fun(X) -> X + 1 end,
+                                                        1, M)
+                           end, #{}, Calls),
+    [{T, N} | _] = lists:reverse(lists:keysort(2, maps:to_list(ByThread))),
+    File = filename:join(Dir, stream_name(T)),
+    ct:pal("calls by stream ~p; removing ~s (~p calls)", [ByThread, File, N]),
+    Gone = dir(Config, "gone"),
+    ok = copy_dir(Dir, Gone),
+    ok = file:delete(filename:join(Gone, stream_name(T))),
+    {2, Out} = ?L:cli(["info", Gone]),
+    Lost = integer_to_list(N),
+    ?assertMatch({match, _}, re:run(Out, "lost events:  " ++ Lost ++ "\n")),
+    ?assertMatch({match, _}, re:run(Out, "missing from the files +" ++ Lost)),
+    ?assertMatch({match, _}, re:run(Out, stream_name(T) ++ ": missing")),
+    {2, Js} = ?L:cli(["stats", "--json", Gone]),
+    ?assertMatch({match, _}, re:run(Js, "\"missing_from_files\":" ++ Lost)),
+    %% Cut after its first packet with events: what follows is missing.
+    Cut = dir(Config, "cut"),
+    ok = copy_dir(Dir, Cut),
+    {ok, Bin} = file:read_file(File),
+    Keep = packet_end(Bin, 2),
+    ?assert(Keep < byte_size(Bin)),
+    ok = file:write_file(filename:join(Cut, stream_name(T)),
+                         binary:part(Bin, 0, Keep)),
+    Left = length([x || #{name := <<"call">>, thread := T1} <- ?L:trace(Cut),
+                        T1 =:= T]),
+    {2, Out2} = ?L:cli(["info", Cut]),
+    ct:pal("~s", [Out2]),
+    ?assertMatch({match, _}, re:run(Out2, "missing from the files +"
+                                    ++ integer_to_list(N - Left))),
+    ?assertMatch({match, _}, re:run(Out2, "cut: [0-9]+ of the [0-9]+ bytes")).
+
+%% The end of the first K packets of a stream file (packet_size, in bits,
+%% at byte 48 of each header: docs/format.md).
+packet_end(Bin, K) -> packet_end(Bin, K, 0).
+packet_end(_Bin, 0, Off) -> Off;
+packet_end(Bin, K, Off) ->
+    <<_:Off/binary, _:48/binary, Bits:64/little, _/binary>> = Bin,
+    packet_end(Bin, K - 1, Off + Bits div 8).
+
+copy_dir(From, To) ->
+    ok = file:make_dir(To),
+    {ok, Names} = file:list_dir(From),
+    _ = [{ok, _} = file:copy(filename:join(From, F), filename:join(To, F))
+         || F <- Names],
+    ok.
+
+%% A hostile stream_files list (a path outside the trace, malformed
+%% entries, a number past 64 bits, a file listed longer than it is): the
+%% reader names each problem, opens nothing outside the directory, and
+%% exits 2 instead of crashing or trusting it.
+stream_files_planted_entry(Config) ->
+    Dir = dir(Config, "planted"),
+    S = start(#{procs => new, calls => [{?W, tick, 1}], return => false,
+                exceptions => false, output => {file, Dir}}),
+    burst(100),
+    _ = stop(S),
+    MetaFile = filename:join(Dir, "metadata"),
+    {ok, Meta} = file:read_file(MetaFile),
+    Bad = <<"\tstream_files = \"../../../etc/passwd:1:1:1,thread-x:1:1:1,"
+            "thread-999:99999999999999999999:1:1,thread-998:5:7:0,,:::\";\n">>,
+    Meta1 = re:replace(Meta, "\tstream_files = \"[^\"]*\";\n", Bad,
+                       [{return, binary}]),
+    ?assertNotEqual(Meta, Meta1),
+    ok = file:write_file(MetaFile, Meta1),
+    {2, Out} = ?L:cli(["info", Dir]),
+    ct:pal("~s", [Out]),
+    ?assertMatch({match, _}, re:run(Out, "malformed entry '../../../etc/passwd")),
+    ?assertMatch({match, _}, re:run(Out, "malformed entry 'thread-x")),
+    ?assertMatch({match, _}, re:run(Out, "malformed entry 'thread-999")),
+    ?assertMatch({match, _}, re:run(Out, "thread-998: missing: the session "
+                                    "wrote 7 events")),
+    ?assertMatch({match, _}, re:run(Out, "lost events:  7\n")).
 
 %% N calls of tick/1 in a new process.
 burst(N) ->

@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -275,6 +276,112 @@ static int scan_dir(struct bp_reader *r)
 	return added;
 }
 
+/* Parses one "thread-NNN:BYTES:EVENTS:AUX" of stream_files (len bytes at
+ * p) into name (cap bytes) and v[3].  Returns 0, or -1 if malformed. */
+static int parse_recorded(const char *p, size_t len, char *name, size_t cap,
+			  uint64_t v[3])
+{
+	const char *end = p + len, *c = memchr(p, ':', len);
+	size_t nl = c ? (size_t)(c - p) : 0;
+
+	if (!c || nl < 8 || nl >= cap || memcmp(p, "thread-", 7) != 0)
+		return -1;
+	for (size_t i = 7; i < nl; i++)
+		if (p[i] < '0' || p[i] > '9')
+			return -1;
+	memcpy(name, p, nl);
+	name[nl] = '\0';
+	p = c + 1;
+	for (int k = 0; k < 3; k++) {
+		int digits = 0;
+		v[k] = 0;
+		while (p < end && *p >= '0' && *p <= '9' && digits < 19) {
+			v[k] = v[k] * 10 + (uint64_t)(*p++ - '0');
+			digits++;
+		}
+		if (!digits || (k < 2 ? p >= end || *p != ':' : p != end))
+			return -1;
+		p += k < 2;
+	}
+	return 0;
+}
+
+/*
+ * Compares the stream files with the list the session wrote into the
+ * metadata when it stopped (env stream_files, docs/format.md): a listed
+ * file that is gone, shorter or longer than it was is reported, and the
+ * events of the gone ones counted (bp_reader_missing).
+ */
+static void check_recorded(struct bp_reader *r)
+{
+	const char *list = bp_meta_env(&r->meta, "stream_files"), *p;
+	char mpath[4096];
+
+	if (!list)
+		return;
+	r->has_recorded = 1;
+	snprintf(mpath, sizeof mpath, "%s/metadata", r->dir);
+	for (p = list; *p;) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+		char name[32], path[4096];
+		uint64_t v[3];
+		struct bp_stream *s = NULL;
+
+		if (parse_recorded(p, len, name, sizeof name, v) != 0) {
+			bp_diag_report(&r->diag, mpath, -1,
+				       "env stream_files: malformed entry "
+				       "'%.*s'", (int)(len > 64 ? 64 : len), p);
+			p += len + (comma != NULL);
+			continue;
+		}
+		p += len + (comma != NULL);
+		snprintf(path, sizeof path, "%s/%s", r->dir, name);
+		for (uint32_t i = 0; i < r->nstreams && !s; i++)
+			if (strcmp(r->streams[i]->path, path) == 0)
+				s = r->streams[i];
+		if (!s) {
+			r->files_missing++;
+			r->events_missing += v[1];
+			bp_diag_report(&r->diag, path, -1,
+				       "missing: the session wrote %" PRIu64
+				       " events (%" PRIu64 " bytes) to it; "
+				       "they are counted as lost",
+				       v[1], v[0]);
+			continue;
+		}
+		s->has_recorded = 1;
+		s->rec_bytes = v[0];
+		s->rec_events = v[1];
+		s->rec_aux = v[2];
+		if (s->size < v[0])
+			bp_diag_report(&r->diag, path, (int64_t)s->size,
+				       "cut: %" PRIu64 " of the %" PRIu64
+				       " bytes the session wrote", s->size,
+				       v[0]);
+		else if (s->size > v[0])
+			bp_diag_report(&r->diag, path, (int64_t)v[0],
+				       "%" PRIu64 " bytes more than the "
+				       "session wrote (changed after it "
+				       "stopped?)", s->size - v[0]);
+	}
+}
+
+uint64_t bp_reader_missing(const struct bp_reader *r)
+{
+	uint64_t n = r->events_missing;
+
+	for (uint32_t i = 0; i < r->nstreams; i++) {
+		const struct bp_stream *s = r->streams[i];
+		uint64_t got = s->events - s->aux;
+		if (s->has_recorded && !r->only &&
+		    (s->state == BP_STREAM_END || s->state == BP_STREAM_DEAD) &&
+		    got < s->rec_events)
+			n += s->rec_events - got;
+	}
+	return n;
+}
+
 int bp_reader_open(struct bp_reader *r, const char *dir, unsigned flags)
 {
 	struct stat st;
@@ -297,6 +404,8 @@ int bp_reader_open(struct bp_reader *r, const char *dir, unsigned flags)
 		bp_reader_close(r);
 		return -1;
 	}
+	if (!r->follow)
+		check_recorded(r);
 	if (r->meta_missing && !r->nstreams && !r->follow) {
 		bp_diag_report(&r->diag, dir, -1,
 			       "not a beamprobe trace (no metadata file and "

@@ -186,6 +186,11 @@ struct bp_stream {
 	uint64_t first_ts, end_ts;     /* first/last event timestamps */
 	int has_ts;
 	uint64_t damaged_bytes; /* bytes skipped because of damage */
+	uint64_t aux;           /* of events: "process" and "drops" */
+	/* What the session recorded of this file when it stopped (env
+	 * stream_files; has_recorded 0 if it did not). */
+	int has_recorded;
+	uint64_t rec_bytes, rec_events, rec_aux;
 };
 
 /*
@@ -245,6 +250,10 @@ struct bp_reader {
 	int current;                /* stream whose event was returned, -1 */
 	struct bp_diag diag;
 	uint64_t start_ts;          /* earliest first event, UINT64_MAX if none */
+	int has_recorded;           /* the metadata lists the stream files
+				     * (env stream_files, written at stop) */
+	uint32_t files_missing;     /* listed there, not in the directory */
+	uint64_t events_missing;    /* the events those files held */
 };
 
 #define BP_READER_FOLLOW 1u  /* wait at the end of data instead of ending */
@@ -300,6 +309,15 @@ static inline int64_t bp_reader_wall(const struct bp_reader *r, uint64_t ts)
  */
 int bp_reader_losses(const struct bp_reader *r, uint64_t *by_cause,
 		     uint64_t *discarded);
+
+/*
+ * Events the session wrote to its files that are not in them now: those
+ * of stream files the metadata lists (env stream_files) that are gone,
+ * and of the listed files read to their end that hold fewer events than
+ * it says (cut).  0 for traces without the list (streamed, older).
+ * Damage reports name each such file when the reader opens it.
+ */
+uint64_t bp_reader_missing(const struct bp_reader *r);
 
 /*
  * For a first pass over the process names: calls fn for the "process"

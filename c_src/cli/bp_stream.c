@@ -659,6 +659,8 @@ int bp_stream_next(struct bp_stream *s)
 					continue;
 				struct bp_event *e = &s->ev;
 				s->events++;
+				s->aux += e->id == BP_EV_PROCESS ||
+					  e->id == BP_EV_DROPS;
 				if (!s->has_ts) {
 					s->first_ts = e->ts;
 					s->has_ts = 1;

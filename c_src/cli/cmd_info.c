@@ -26,13 +26,16 @@ static void count_line(struct bp_out *o, const char *name, uint64_t n)
 static void print_losses(struct bp_out *o, const struct bp_reader *r)
 {
 	uint64_t by_cause[BP_DROP_COUNT], discarded, total = 0;
+	uint64_t missing = bp_reader_missing(r);
 	int any = bp_reader_losses(r, by_cause, &discarded);
 
 	for (int c = 0; c < BP_DROP_COUNT; c++)
 		total += by_cause[c];
 	bp_out_str(o, "lost events:  ");
-	bp_out_u64(o, total > discarded ? total : discarded);
-	if (!any && r->nstreams)
+	bp_out_u64(o, (total > discarded ? total : discarded) + missing);
+	if (!any && r->nstreams && missing)
+		bp_out_str(o, " (no drops event: it was in what is missing)");
+	else if (!any && r->nstreams)
 		bp_out_str(o, " (no drops event: trace not stopped "
 			      "cleanly?)");
 	bp_out_char(o, '\n');
@@ -41,6 +44,8 @@ static void print_losses(struct bp_out *o, const struct bp_reader *r)
 			count_line(o, bp_drop_cause_names[c], by_cause[c]);
 	if (discarded > total)
 		count_line(o, "unattributed", discarded - total);
+	if (missing)
+		count_line(o, "missing from the files", missing);
 	if (discarded)
 		count_line(o, "(events_discarded, headers)", discarded);
 }
@@ -103,7 +108,7 @@ int bp_cmd_info(int argc, char **argv)
 		static const char *const shown[] = {
 			"node", "otp_release", "hostname", "domain",
 			"tracer_name", "beamprobe_format_major",
-			"beamprobe_format_minor"};
+			"beamprobe_format_minor", "stream_files"};
 		int skip = 0;
 		for (size_t k = 0; k < sizeof shown / sizeof *shown; k++)
 			skip |= !strcmp(m->env_key[i], shown[k]);

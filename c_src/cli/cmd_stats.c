@@ -549,6 +549,7 @@ static void report_flows(struct stats *st, struct bp_out *o, int json,
 static void report_losses(struct stats *st, struct bp_out *o, int json)
 {
 	uint64_t by_cause[BP_DROP_COUNT], discarded, sum = 0;
+	uint64_t missing = bp_reader_missing(&st->r);
 
 	bp_reader_losses(&st->r, by_cause, &discarded);
 	for (int c = 0; c < BP_DROP_COUNT; c++)
@@ -562,8 +563,10 @@ static void report_losses(struct stats *st, struct bp_out *o, int json)
 	}
 	if (json) {
 		bp_out_str(o, ",\"lost\":{");
-		json_key(o, "total", sum > discarded ? sum : discarded, 0);
+		json_key(o, "total",
+			 (sum > discarded ? sum : discarded) + missing, 0);
 		json_key(o, "events_discarded", discarded, 1);
+		json_key(o, "missing_from_files", missing, 1);
 		bp_out_str(o, ",\"by_cause\":{");
 		for (int c = 0; c < BP_DROP_COUNT; c++)
 			json_key(o, bp_drop_cause_names[c], by_cause[c], c);
@@ -578,7 +581,7 @@ static void report_losses(struct stats *st, struct bp_out *o, int json)
 		return;
 	}
 	bp_out_str(o, "\nLost events: ");
-	bp_out_u64(o, sum > discarded ? sum : discarded);
+	bp_out_u64(o, (sum > discarded ? sum : discarded) + missing);
 	for (int c = 0; c < BP_DROP_COUNT; c++) {
 		if (!by_cause[c])
 			continue;
@@ -590,6 +593,10 @@ static void report_losses(struct stats *st, struct bp_out *o, int json)
 	if (discarded > sum) {
 		bp_out_str(o, "  unattributed=");
 		bp_out_u64(o, discarded - sum);
+	}
+	if (missing) {
+		bp_out_str(o, "  missing_from_files=");
+		bp_out_u64(o, missing);
 	}
 	bp_out_char(o, '\n');
 	if (st->m.resets) {

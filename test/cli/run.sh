@@ -524,6 +524,20 @@ grep -q 'fifo/metadata: not a regular file' "$WORK/err" && ok "20 FIFO: error na
 mkdir "$I7/fifo2"; cp $G/metadata "$I7/fifo2/"; mkfifo "$I7/fifo2/thread-000"
 timeout 20 "$BP" stats "$I7/fifo2" >/dev/null 2>"$WORK/err"; rc=$?
 check "20 FIFO named thread-000: no hang, exit 2" "$rc" 2
+# 20: the stream files a session listed at its stop (env stream_files):
+# one gone, one listed longer than it is, hostile entries (a path out of
+# the trace, garbage, a number past 64 bits): each named, the gone file's
+# events lost, nothing opened outside the trace, exit 2.
+mkdir "$I7/listed"; cp $G/metadata $G/thread-000 "$I7/listed/"
+sz0=$(stat -c %s $G/thread-000)
+sed -i -e "s|^env {\$|env {\n\tstream_files = \"../../../etc/passwd:1:1:1,thread-000:$((sz0 + 8)):3:0,thread-001:77:41:2,thread-9x:1:1:1,thread-002:99999999999999999999:1:1,,:\";|" "$I7/listed/metadata"
+grep -q 'stream_files = ' "$I7/listed/metadata" || not_ok "20 stream_files planted in the metadata"
+run info "$I7/listed"
+check "20 stream_files: a listed file gone: exit 2" "$rc" 2
+grep -q 'listed/thread-001: missing: the session wrote 41 events' "$WORK/err" && ok "20 stream_files: the gone file named" || not_ok "20 stream_files: the gone file named" "$(cat "$WORK/err")"
+grep -q 'missing from the files  *41' "$WORK/out" && ok "20 stream_files: its events counted as lost" || not_ok "20 stream_files: its events counted as lost" "$(cat "$WORK/out")"
+grep -q "thread-000: offset $sz0: cut: $sz0 of the $((sz0 + 8)) bytes" "$WORK/err" && ok "20 stream_files: a file shorter than listed named" || not_ok "20 stream_files: a file shorter than listed named" "$(cat "$WORK/err")"
+check "20 stream_files: hostile entries named, not followed" "$(grep -c "malformed entry" "$WORK/err")" 5
 mkdir "$I7/notrace"; cp $G/thread-000 "$I7/notrace/notes.txt"; echo hello >"$I7/notrace/README"
 run print "$I7/notrace"
 check "20 print on a directory that is not a trace: exit 2, nothing decoded" "$rc $(wc -c <"$WORK/out")" "2 0"
