@@ -1,4 +1,4 @@
-%%% Coexistence with other tracing tools (src/beamprobe_watch.erl), on a
+%%% Coexistence with other tracing tools (src/beamprobe_skip.erl), on a
 %%% real VM with the real dbg (runtime_tools) and, when its source can be
 %%% found, the real recon_trace and redbug compiled into the case's
 %%% directory at test time (never vendored; see
@@ -174,7 +174,7 @@ force_takes_over(Config) ->
     %% What it took is said, as the shell's note says it.
     ?assertEqual(#{procs => [A], procs_count => 1, calls => [?ADD]},
                  maps:get(taken, Sk)),
-    Note = beamprobe_watch:skipped_note(Sk),
+    Note = beamprobe_skip:skipped_note(Sk),
     ?assertMatch({match, _}, re:run(Note, "force => true took from another "
                                     "tool 1 process\\(es\\) \\(<[0-9.]+>\\) "
                                     "and the pattern\\(s\\) on "
