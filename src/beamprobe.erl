@@ -185,7 +185,8 @@
 %% (`skipped => #{procs, procs_count, calls}'), and what another tool later
 %% removes or replaces is reported there too (`tampered',
 %% `tampered_count'), in the trace (`tampered' events) and by the shell
-%% printer (beamprobe_watch has the details and limits).
+%% printer (beamprobe_skip and beamprobe_watch have the details and
+%% limits).
 -spec start(spec()) -> {ok, session()} | {error, term()}.
 start(Spec) ->
     case start_matched(Spec) of

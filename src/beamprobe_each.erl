@@ -74,7 +74,7 @@ trace(Which, How, Flags) ->
 %% @doc As {@link trace/3}; turning on with `{tracer, ...}' in `Flags' on
 %% a node of more than 20,000 processes, `Others' (every process another
 %% tool traced a moment ago, as the caller just found: a session's
-%% `beamprobe_watch:skip/2') spares asking each traced process its tracer:
+%% `beamprobe_skip:skip/2') spares asking each traced process its tracer:
 %% a process not among them is changed at once, and the VM refuses one
 %% whose tracer is another live one (with its error report: a process
 %% another tool started tracing since).  `careful': ask each.

@@ -293,7 +293,7 @@ knows(Session, Ss) ->
 do_join(Session, Spec, #st{sessions = Ss} = St) ->
     Ref = monitor(process, Session),
     %% `others': the processes other tools held when the session looked
-    %% (beamprobe_watch:skip/2), for this install only.
+    %% (beamprobe_skip:skip/2), for this install only.
     E0 = maps:remove(others, Spec#{pid => Session}),
     Others = maps:get(others, Spec, careful),
     case conflicts(E0, maps:values(Ss)) of
@@ -339,7 +339,7 @@ add_member(#{res := Res, procs := Procs0, kinds := Kinds,
                       %% ended counts as existing (docs/design.md).
                       Other -> {Other, processes() ++ erlang:ports()}
                   end,
-    %% Functions whose pattern another tool holds (beamprobe_watch:skip/2)
+    %% Functions whose pattern another tool holds (beamprobe_skip:skip/2)
     %% still give this session's processes call events: routed like the
     %% session's own (no pattern of ours is set on them).
     Pats = [MFA || {MFA, _} <- Calls] ++ maps:get(relied, E, []),

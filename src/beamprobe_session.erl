@@ -35,9 +35,9 @@
              summary :: undefined | map(),
              hub :: undefined | map(),
              nif_reloads = 0 :: non_neg_integer(),
-             %% Coexistence with other tools (beamprobe_watch): what was
-             %% left to them, and the watchdog.
-             skipped :: undefined | beamprobe_watch:skipped(),
+             %% Coexistence with other tools: what was left to them
+             %% (beamprobe_skip), and the watchdog (beamprobe_watch).
+             skipped :: undefined | beamprobe_skip:skipped(),
              watch :: undefined | pid(),
              %% The VM's monitor reports and counter samples
              %% (beamprobe_monitor, beamprobe_sampler).
@@ -170,11 +170,11 @@ procs(#{procs := Procs, meta := Meta, events := Ev}) ->
     end.
 
 %% What another tool (dbg, recon_trace, redbug, ...) traces is left to it
-%% unless forced: beamprobe_watch:skip/2 says what, and what is left to
+%% unless forced: beamprobe_skip:skip/2 says what, and what is left to
 %% trace.  Processes traced by beamprobe's hub are shared with the other
 %% sessions.
 check_tracers(#st{config = C} = St) ->
-    case beamprobe_watch:skip(C, self()) of
+    case beamprobe_skip:skip(C, self()) of
         {ok, C1, Skipped} -> {ok, St#st{config = C1, skipped = Skipped}};
         {error, Reason} -> {error, Reason, St}
     end.
@@ -330,7 +330,7 @@ join(#st{config = C, res = Res, handlers = Hs} = St) ->
     Calls = [case Call of
                  {{_, _, _} = M, S} -> {M, S};
                  M -> {M, Default}
-             end || Call <- beamprobe_watch:to_set(maps:get(calls, C),
+             end || Call <- beamprobe_skip:to_set(maps:get(calls, C),
                                                    St#st.skipped)],
     Meta = maps:get(meta, C),
     PFlags = flags(case Meta of
@@ -347,7 +347,7 @@ join(#st{config = C, res = Res, handlers = Hs} = St) ->
              msgs => maps:get(messages, C),
              handlers => Hs ++ beamprobe_vm:pids(St#st.vm),
              %% Functions another tool's pattern covers: their call
-             %% events still reach this session (beamprobe_watch:skip/2).
+             %% events still reach this session (beamprobe_skip:skip/2).
              relied => case {Meta, St#st.skipped} of
                            {false, #{relied := Sk}} -> Sk;
                            _ -> []
@@ -363,7 +363,7 @@ join(#st{config = C, res = Res, handlers = Hs} = St) ->
         {error, R} -> {error, R, St}
     end.
 
-%% The processes beamprobe_watch:skip/2 found traced by other tools, when
+%% The processes beamprobe_skip:skip/2 found traced by other tools, when
 %% it listed them all (it keeps at most a thousand).
 others(#{procs := L, procs_count := N}) when length(L) =:= N ->
     [P || P <- L, is_pid(P)];
@@ -596,7 +596,8 @@ info_map(#st{config = C, started = T0, matched = M} = St, Stats) ->
                %% skipped, tampered: as in the summary
                coexist(St, beamprobe_watch:findings(St#st.watch))).
 
-%% What was left to other tools and what they changed (beamprobe_watch).
+%% What was left to other tools (beamprobe_skip) and what they changed
+%% (beamprobe_watch).
 coexist(#st{skipped = Sk}, {Found, N}) ->
     #{skipped => case Sk of
                      undefined -> #{procs => [], procs_count => 0,

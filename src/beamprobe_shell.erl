@@ -338,7 +338,7 @@ start_once(Spec, Owner, Tries) ->
 %% the printer's own calls (2,248 printed, 210,978 dropped in 5 s); the
 %% printer tracing a function it calls fed itself.
 
-%% One line naming what was left to another tool (beamprobe_watch).
+%% One line naming what was left to another tool (beamprobe_skip).
 %% Asked and printed by a process of its own that no trace sees
 %% (sensitive): the trace has started, and the shell's own info/1 call
 %% and io request would be the first events of a `send' trace of every
@@ -348,7 +348,7 @@ skipped_note(S, #{output := [{handler, beamprobe_printer, #{io := Io}, _} | _]})
                       _ = process_flag(sensitive, true),
                       case beamprobe:info(S) of
                           {ok, #{skipped := Sk}} ->
-                              case beamprobe_watch:skipped_note(Sk) of
+                              case beamprobe_skip:skipped_note(Sk) of
                                   none -> ok;
                                   Line -> _ = (catch io:put_chars(Io, Line)),
                                           ok

@@ -1,44 +1,7 @@
 %%% @doc Coexistence with other tracing tools (dbg, recon_trace, redbug,
-%%% ...): what a session leaves to them when it starts, and a watchdog that
-%%% notices when one of them removes or replaces what the session
-%%% installed.
-%%%
-%%% == Skipping what another tool holds (skip/2) ==
-%%%
-%%% On OTP 25 a process has one tracer and a function one trace pattern
-%%% (and one meta pattern).  Unless `force => true', a session takes
-%%% neither from another tool:
-%%%
-%%% - a process is taken when its tracer (`erlang:trace_info(P, tracer)')
-%%%   is set and is not beamprobe's (`{beamprobe_nif, _}'); `new' is taken
-%%%   when the default tracer of new processes is someone else's.  A taken
-%%%   process is not traced (`procs => all' then traces the other ones, and
-%%%   only `existing' ones when `new' is taken);
-%%% - a function is taken, for a session with `local' patterns, when it has
-%%%   a trace pattern (`erlang:trace_info(MFA, traced)' is `local' or
-%%%   `global') that no beamprobe session claims; for a `meta => true'
-%%%   session, when it has a meta tracer that is not beamprobe's.  Its
-%%%   pattern is left as it is.  The session's processes still get call
-%%%   events from it (the pattern is global, the tracer is per process),
-%%%   filtered by the other tool's match spec, not the session's.
-%%%   `call_count'/`call_time' counters do not make a function taken: they
-%%%   are separate breakpoints and coexist with trace patterns.  A tracer
-%%%   (of a process or a meta pattern) that is a process or port that has
-%%%   exited, or `[]', takes nothing.  A pattern on `{M, '_', '_'}' or
-%%%   `{M, F, '_'}' with some functions taken is set on the others one by
-%%%   one.  A `'_'' module needs `force' anyway (beamprobe_config).
-%%%
-%%% `new' held by another tool is only seen at start; processes that tool
-%%% gets afterwards (spawned while it holds `new') are not asked for by
-%%% `erlang:trace/3' and so not taken either: the VM leaves a process whose
-%%% tracer is another, enabled one alone.
-%%%
-%%% What was skipped is in `info/1' and the summary (`skipped =>
-%%% #{procs => [Pid | new], procs_count => N, calls => [MFA]}', at most
-%%% ?MAX_SKIPPED pids listed).  A session left with nothing to trace fails
-%%% with `{error, {already_traced, Skipped}}'.  With `force => true', taken
-%%% processes (and `new') are cleared and taken over, and patterns are
-%%% overwritten, as before.
+%%% ...) while a session runs: a watchdog that notices when one of them
+%%% removes or replaces what the session installed.  (What a session
+%%% leaves to them when it starts: beamprobe_skip.)
 %%%
 %%% == The watchdog (start_link/2) ==
 %%%
@@ -87,11 +50,10 @@
 -module(beamprobe_watch).
 -behaviour(gen_server).
 
--export([running_bits/0, skip/2, to_set/2, start_link/2, stop/1, rebase/1, findings/1,
-         skipped_note/1]).
+-export([running_bits/0, start_link/2, stop/1, rebase/1, findings/1]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 
--export_type([skipped/0, finding/0]).
+-export_type([finding/0]).
 
 -define(TICK_MS, 500).
 -define(CONFIRM_MS, 100).
@@ -101,269 +63,13 @@
 -define(SAMPLE, 100).
 -define(RESAMPLE_MS, 10000).
 -define(MAX_FINDINGS, 100).
--define(MAX_SKIPPED, 1000).
 -define(MAX_EACH, 3).
 
--type mfa_pat() :: {atom(), atom(), arity() | '_'}.
--type skipped() :: #{procs := [pid() | new], procs_count := non_neg_integer(),
-                     calls := [mfa()], relied => [mfa()],
-                     taken => #{procs := [pid() | new],
-                                procs_count := non_neg_integer(),
-                                calls := [mfa()]}}.
 -type finding() :: {pattern, mfa() | {functions, pos_integer()},
                     removed | replaced, integer()}
                  | {procs, pid() | new | {processes, pos_integer()},
                     removed | replaced, integer()}
                  | {messages, send | 'receive', removed | replaced, integer()}.
-
-%%% ------------------------------------------------------------------------
-%%% Skipping
-%%% ------------------------------------------------------------------------
-
-%% @doc What session `Self' leaves to other tools: returns the
-%% configuration with the taken processes left out (`procs') and what was
-%% skipped; the patterns to set come from {@link to_set/2}.  With
-%% `force => true' clears the taken processes and `new' (taking them over)
-%% and skips nothing.
--spec skip(beamprobe_config:config(), pid()) ->
-          {ok, beamprobe_config:config(), skipped()}
-        | {error, {already_traced, [pid() | new | mfa()]}}
-        | {error, {message_pattern_taken, send | 'receive', term()}}.
-skip(C, Self) ->
-    case msg_taken(C) of
-        ok -> skip1(C, Self);
-        {error, _} = E -> E
-    end.
-
-%% A message pattern (one per node and kind) another tool set -- dbg:tpe/2
-%% and the like: neither `true' (the VM's default) nor one a beamprobe
-%% session set -- is not taken without force => true (it was replaced,
-%% and after the session the node traced every message).
-msg_taken(#{force := true}) -> ok;
-msg_taken(#{messages := Msgs}) ->
-    Taken = [{K, Cur} || {K, _} <- Msgs,
-                         Cur <- [beamprobe_janitor:msg_state(K)],
-                         Cur =/= true,
-                         beamprobe_janitor:installed_msg(K) =/= {ok, Cur}],
-    case Taken of
-        [] -> ok;
-        [{K, Cur} | _] -> {error, {message_pattern_taken, K, Cur}}
-    end;
-msg_taken(_) -> ok.
-
-skip1(#{meta := true, events := []} = C, Self) ->
-    skip_calls(C, Self, [], 0);
-skip1(#{procs := Procs, force := true} = C, Self) ->
-    {_, Taken} = taken_procs(Procs),
-    _ = [catch erlang:trace(P, false, [all]) || P <- Taken, is_pid(P)],
-    _ = lists:member(new, Taken) andalso erlang:trace(new, false, [all]),
-    %% What force => true took from other tools is said (info/1's
-    %% skipped.taken, the shell's note): it is theirs no more.
-    {ok, C, (none())#{taken => #{procs => lists:sublist(Taken, ?MAX_SKIPPED),
-                                 procs_count => length(Taken),
-                                 calls => forced_calls(C, Self)}}};
-skip1(#{procs := Procs} = C, Self) ->
-    {NTargets, Taken} = taken_procs(Procs),
-    Pids = [P || P <- Taken, is_pid(P)],
-    NewTaken = lists:member(new, Taken),
-    %% Every existing process taken, and `new' too or not asked for.
-    AllTaken = NTargets > 0 andalso length(Pids) =:= NTargets andalso
-        (NewTaken orelse Procs =:= existing),
-    case Procs of
-        L when is_list(L), L =:= Pids -> {error, {already_traced, Pids}};
-        new when NewTaken -> {error, {already_traced, [new]}};
-        _ when AllTaken ->
-            {error, {already_traced, lists:sublist(Taken, ?MAX_SKIPPED)}};
-        L when is_list(L) -> skip_calls(C#{procs := L -- Pids}, Self, Taken,
-                                        length(Taken));
-        all when NewTaken -> skip_calls(C#{procs := existing}, Self,
-                                        Taken, length(Taken));
-        _ -> skip_calls(C, Self, Taken, length(Taken))
-    end.
-
-none() -> #{procs => [], procs_count => 0, calls => []}.
-
-skip_calls(#{force := true} = C, Self, _Procs, _N) ->
-    {ok, C, (none())#{taken => #{procs => [], procs_count => 0,
-                                 calls => forced_calls(C, Self)}}};
-skip_calls(#{calls := Calls, meta := Meta} = C, Self, Procs, N) ->
-    Held = case Calls of
-               [] -> [];
-               _ -> beamprobe_janitor:others_patterns(Self)
-           end,
-    TakenBy = [{F, Call} || Call <- Calls, F <- functions(pat(Call)),
-                            taken_fun(F, Meta, Held)],
-    Taken = lists:usort([F || {F, _} <- TakenBy]),
-    %% A function another tool's pattern holds still gives this session's
-    %% processes its call events, filtered by that tool's match spec:
-    %% used (relied on) only if this session asked for every call of it
-    %% as it is; a guard or an action of its own would be broken by it.
-    Relied = case Meta of
-                 true -> [];
-                 false -> lists:usort([F || {F, Call} <- TakenBy,
-                                            accepts_all(Call)])
-             end,
-    Skipped = #{procs => lists:sublist(Procs, ?MAX_SKIPPED),
-                procs_count => N, calls => Taken, relied => Relied},
-    %% Nothing of its own left to record: refused, as starting would
-    %% record nothing (or only what the other tool's match spec lets by).
-    Nothing = Calls =/= [] andalso to_set(Calls, Skipped) =:= []
-        andalso maps:get(messages, C) =:= []
-        andalso (Meta orelse
-                 (Relied =:= [] andalso maps:get(events, C, []) -- [call] =:= [])),
-    case Nothing of
-        true -> {error, {already_traced, Taken}};
-        false -> {ok, C, Skipped}
-    end.
-
-%% @doc The call patterns to set: `Calls' without the functions skipped
-%% (a wildcard pattern with some of its functions skipped becomes one
-%% pattern per function left).
--spec to_set([mfa_pat() | {mfa_pat(), term()}], skipped() | undefined) ->
-          [mfa_pat() | {mfa_pat(), term()}].
-to_set(Calls, #{calls := Skipped}) when Skipped =/= [] ->
-    lists:append(
-      [begin
-           Funs = functions(pat(Call)),
-           case [F || F <- Funs, lists:member(F, Skipped)] of
-               [] -> [Call];
-               _ -> [with_pat(Call, F) || F <- Funs,
-                                          not lists:member(F, Skipped)]
-           end
-       end || Call <- Calls]);
-to_set(Calls, _) -> Calls.
-
-%% The functions another tool's pattern held that force => true takes.
-forced_calls(#{calls := []}, _Self) -> [];
-forced_calls(#{calls := Calls, meta := Meta}, Self) ->
-    Held = beamprobe_janitor:others_patterns(Self),
-    lists:usort([F || Call <- Calls, F <- functions(pat(Call)),
-                      taken_fun(F, Meta, Held)]).
-
-%% A pattern that asks for every call as it is: no head, guard or action.
-accepts_all({{_, _, _}, true}) -> true;
-accepts_all({{_, _, _}, MS}) when is_list(MS) ->
-    lists:any(fun({H, [], []}) -> H =:= '_' orelse
-                                      (is_list(H) andalso
-                                       lists:all(fun(X) -> X =:= '_' end, H));
-                 (_) -> false
-              end, MS);
-accepts_all({_, _, _}) -> true;
-accepts_all(_) -> false.
-
-pat({{_, _, _} = MFA, _MS}) -> MFA;
-pat({_, _, _} = MFA) -> MFA.
-
-with_pat({{_, _, _}, MS}, F) -> {F, MS};
-with_pat({_, _, _}, F) -> F.
-
-%% The functions a pattern names (a '_' module: none, it needs force).
-functions({'_', _, _}) -> [];
-functions({M, F, A}) when F =/= '_', A =/= '_' -> [{M, F, A}];
-functions({M, F, '_'}) ->
-    %% The BIF, not M:module_info/1: that one may be traced (by this very
-    %% session: meta patterns trace every process, beamprobe's too).
-    try erlang:get_module_info(M, functions) of
-        Fs -> [{M, N, Ar} || {N, Ar} <- Fs, F =:= '_' orelse N =:= F]
-    catch _:_ -> []
-    end.
-
-%% The number of target processes, and those (and `new') another tool
-%% traces.
-taken_procs(Procs) ->
-    Targets = case Procs of
-                  new -> [];
-                  L when is_list(L) -> L;
-                  _ -> processes() -- [self()]
-              end,
-    New = case Procs of
-              existing -> [];
-              L2 when is_list(L2) -> [];
-              _ -> [new || foreign_tracer(new)]
-          end,
-    {length(Targets), [P || P <- Targets, foreign_tracer(P)] ++ New}.
-
-foreign_tracer(P) ->
-    case tracer(P) of
-        [] -> false;
-        undefined -> false;
-        {beamprobe_nif, _} -> false;
-        T -> alive(T)
-    end.
-
-%% The tracer of P, `new' or a port as trace_info/2 gives it; of a local
-%% process its flags read first (beamprobe_each:tracer_of/1).
-tracer(P) when is_pid(P), node(P) =:= node() -> beamprobe_each:tracer_of(P);
-tracer(P) ->
-    case trace_info(P, tracer) of
-        {tracer, T} -> T;
-        _ -> undefined
-    end.
-
-%% A tracer process or port that has exited holds nothing (the VM itself
-%% replaces it); a tracer module is taken to be alive.
-alive([]) -> false;                   % no tracer (trace_info's `[]')
-alive(P) when is_pid(P) -> is_process_alive(P);
-alive(P) when is_port(P) -> erlang:port_info(P) =/= undefined;
-alive(_) -> true.
-
-taken_fun(F, false, Held) ->
-    case trace_info(F, traced) of
-        {traced, T} when T =:= local; T =:= global ->
-            not lists:any(fun(H) -> covers(H, F) end, Held);
-        _ -> false
-    end;
-taken_fun(F, true, _Held) ->
-    case trace_info(F, meta) of
-        {meta, false} -> false;
-        {meta, {beamprobe_nif, _}} -> false;
-        {meta, T} -> alive(T);
-        _ -> false
-    end.
-
-covers({M1, F1, A1}, {M, F, A}) ->
-    same(M1, M) andalso same(F1, F) andalso same(A1, A);
-covers(_, _) -> false.
-
-same('_', _) -> true;
-same(X, X) -> true;
-same(_, _) -> false.
-
-%% @doc One line for the shell saying what a session skipped, or `none'.
--spec skipped_note(skipped() | undefined) -> none | string().
-skipped_note(#{taken := #{procs_count := 0, calls := []}}) -> none;
-skipped_note(#{taken := #{procs := Procs, procs_count := N, calls := Calls}}) ->
-    P = [io_lib:format("~b process(es) (~s)", [N, list(Procs)]) || N > 0],
-    C = [io_lib:format("the pattern(s) on ~s",
-                       [list([mfa_text(M) || M <- Calls])]) || Calls =/= []],
-    lists:flatten(["% beamprobe: force => true took from another tool ",
-                   lists:join(" and ", P ++ C),
-                   " (theirs no more: not given back)\n"]);
-skipped_note(#{procs_count := 0, calls := []}) -> none;
-skipped_note(#{procs := Procs, procs_count := N, calls := Calls}) ->
-    P = case N of
-            0 -> [];
-            _ -> [io_lib:format("~b process(es) traced by another tool "
-                                "(~s)", [N, list(Procs)])]
-        end,
-    C = case Calls of
-            [] -> [];
-            _ -> [io_lib:format("the pattern(s) of another tool on ~s "
-                                "(left as they are)",
-                                [list([mfa_text(M) || M <- Calls])])]
-        end,
-    lists:flatten(["% beamprobe: skipped ", lists:join(" and ", P ++ C),
-                   "; force => true takes them over\n"]);
-skipped_note(_) -> none.
-
-list(L) ->
-    Shown = [case X of
-                 S when is_list(S) -> S;
-                 T -> io_lib:format("~p", [T])
-             end || X <- lists:sublist(L, 3)],
-    lists:join(", ", Shown) ++ [", ..." || length(L) > 3].
-
-mfa_text({M, F, A}) -> io_lib:format("~tw:~tw/~b", [M, F, A]).
 
 %%% ------------------------------------------------------------------------
 %%% The watchdog
@@ -453,9 +159,10 @@ init({Session, #{res := Res} = E}) ->
            flags = maps:get(flags, E, undefined),
            traced = maps:get(procs, E, none), relied = Relied,
            msgs = maps:get(msgs, E, [])},
-    Funs = lists:sublist(lists:usort([F || P <- maps:get(patterns, E, []),
-                                           F <- functions(P)] ++ Relied),
-                         ?MAX_FUNS),
+    Funs = lists:sublist(
+             lists:usort([F || P <- maps:get(patterns, E, []),
+                               F <- beamprobe_skip:functions(P)] ++ Relied),
+             ?MAX_FUNS),
     W1 = baseline(W#w{funs = {[{F, none} || F <- Funs], []}}),
     _ = erlang:send_after(?TICK_MS, self(), tick),
     {ok, W1}.
@@ -701,7 +408,8 @@ confirm_one({pattern, F} = Key, Base, Seen, Held, Acc, #w{meta = Meta} = W) ->
         same -> {Acc, W};
         replaced ->
             case lists:member(F, W#w.relied) orelse
-                lists:any(fun(H) -> covers(H, F) end, Held) orelse
+                lists:any(fun(H) -> beamprobe_skip:covers(H, F) end,
+                          Held) orelse
                 %% The combined match spec beamprobe's janitor installs
                 %% when another session joins or leaves (by beamprobe's
                 %% tracer, for a meta pattern).
@@ -790,7 +498,7 @@ subject_text({functions, N}) -> iolist_to_binary([integer_to_list(N), " function
 subject_text({processes, N}) -> iolist_to_binary([integer_to_list(N), " processes"]);
 subject_text({M, F, A}) ->
     try beamprobe_nif:render_mfa(M, F, A)
-    catch _:_ -> iolist_to_binary(mfa_text({M, F, A}))
+    catch _:_ -> iolist_to_binary(io_lib:format("~tw:~tw/~b", [M, F, A]))
     end;
 subject_text(new) -> <<"new">>;
 subject_text(K) when K =:= send; K =:= 'receive' -> atom_to_binary(K);

@@ -1,16 +1,14 @@
 %%% @doc The shell API as operators use it (issue 8, point 3): a real
 %%% Erlang shell (shell:start/0, its evaluator, its history) runs on a
 %%% `peer' node with its group leader on this node, as with `erl -remsh':
-%%% the group leader is a small io server here (tty/1) that is "typed
-%%% into" line by line and keeps what the shell prints.  The tests type
-%%% recon_trace's and redbug's forms, crash the evaluator, close the shell,
-%%% and check the printed lines and that the peer is left clean (no
-%%% session, no trace flag, no trace pattern).
+%%% the group leader is a small io server here (beamprobe_remote_shell_lib:
+%%% tty/1) that is "typed into" line by line and keeps what the shell
+%%% prints.  The tests type recon_trace's and redbug's forms, crash the
+%%% evaluator, close the shell, and check the printed lines and that the
+%%% peer is left clean (no session, no trace flag, no trace pattern).
 %%%
-%%% Also here, without a shell: the option table (every recon_trace:calls/3
-%%% and redbug:start/2 option accepted or refused with a hint), drop
-%%% causes with a slow io server, and the EEP-48 doc chunks (h/2 in erl,
-%%% and in iex when Elixir is installed).
+%%% Without a shell (the option table, drop causes with a slow io server,
+%%% the doc chunks): beamprobe_shell_compat_SUITE.
 %%%
 %%% Run: make && ct_run -noshell -pa ebin -pa _build/test -dir test
 %%%      -suite beamprobe_remote_shell_SUITE -logdir _build/ct_logs
@@ -18,6 +16,11 @@
 
 -include_lib("common_test/include/ct.hrl").
 -include_lib("stdlib/include/assert.hrl").
+
+%% The traced module and the shell driven through its io server.
+-import(beamprobe_remote_shell_lib,
+        [shell/1, type/2, out/1, wait_out/3, wait_after/4, after_mark/2,
+         wait_until/3]).
 
 -export([all/0, suite/0, groups/0, init_per_suite/1, end_per_suite/1,
          init_per_group/2, end_per_group/2,
@@ -27,18 +30,14 @@
          remsh_node_down_ends_trace/1,
          clear_ends_all/1, printer_names/1, caller_line_action/1,
          rate_limits/1, help_and_docs/1]).
--export([options_table/1, drop_causes_slow_output/1, doc_chunks/1,
-         iex_docs/1]).
-%% The io server standing for the shell's group (spawned by MFA).
--export([tty/1, slow_io/1, load_target_here/0]).
 
 -define(T, bprs_target).
+-define(LIB, beamprobe_remote_shell_lib).
 
 suite() -> [{timetrap, {seconds, 120}}].
 
 all() ->
-    [{group, remote_shell}, options_table, drop_causes_slow_output,
-     doc_chunks, iex_docs].
+    [{group, remote_shell}].
 
 groups() ->
     [{remote_shell, [], [recon_forms, redbug_forms, replace_same_function,
@@ -48,7 +47,7 @@ groups() ->
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(beamprobe),
-    load_target(node()),
+    ?LIB:load_target(),
     Config.
 
 end_per_suite(_Config) ->
@@ -61,9 +60,13 @@ init_per_group(remote_shell, Config) ->
             Ebin = filename:dirname(code:which(beamprobe)),
             {ok, Peer, Node} = peer:start(#{name => peer:random_name(),
                                             args => ["-pa", Ebin]}),
-            {Mod, Bin, File} = code:get_object_code(?MODULE),
-            {module, Mod} = erpc:call(Node, code, load_binary, [Mod, File, Bin]),
-            ok = erpc:call(Node, ?MODULE, load_target_here, []),
+            %% This module (the funs run there) and the helpers.
+            _ = [begin
+                     {Mod, Bin, File} = code:get_object_code(M),
+                     {module, Mod} = erpc:call(Node, code, load_binary,
+                                               [Mod, File, Bin])
+                 end || M <- [?MODULE, ?LIB]],
+            ok = erpc:call(Node, ?LIB, load_target, []),
             [{peer, Peer}, {node, Node} | Config]
     end.
 
@@ -96,219 +99,6 @@ ensure_distributed() ->
                                            [R]))}
             end;
         _ -> ok
-    end.
-
-%%% ------------------------------------------------------------------------
-%%% The traced module (compiled from source: the pattern language refuses
-%%% beamprobe* modules without force)
-%%% ------------------------------------------------------------------------
-
-target_src() ->
-    ["-module(bprs_target).\n",
-     "-export([f/1, g/1, add/2, loop/3, ping/3, serve/1]).\n",
-     "f(X) -> X * 2.\n",
-     "g(X) -> X + 1.\n",
-     "add(A, B) -> A + B.\n",
-     "loop(_F, I, To) when I > To -> ok;\n",
-     "loop(F, I, To) -> _ = bprs_target:F(I), loop(F, I + 1, To).\n",
-     "ping(_P, I, To) when I > To -> ok;\n",
-     "ping(P, I, To) -> P ! {ping, I}, ping(P, I + 1, To).\n",
-     "serve(X) -> _ = bprs_target:f(X), receive stop -> ok end.\n"].
-
-load_target_here() -> load_target(node()).
-
-load_target(_Node) ->
-    Dir = filename:join("/tmp", "bprs-" ++ os:getpid()),
-    ok = filelib:ensure_dir(filename:join(Dir, "x")),
-    Src = filename:join(Dir, "bprs_target.erl"),
-    ok = file:write_file(Src, target_src()),
-    %% Compiled from a file: the line table names bprs_target.erl (for
-    %% caller_line).
-    {ok, bprs_target, Bin} = compile:file(Src, [binary, return_errors]),
-    {module, bprs_target} = code:load_binary(bprs_target, Src, Bin),
-    %% The line table keeps the name; the file is no longer needed.
-    ok = file:del_dir_r(Dir).
-
-%%% ------------------------------------------------------------------------
-%%% A shell on the peer, its group leader here
-%%% ------------------------------------------------------------------------
-
-%% Starts a real shell (shell:start/0) on the peer whose group leader is a
-%% tty process of this node, and waits for its first prompt.
-shell(Config) ->
-    Node = ?config(node, Config),
-    Tty = spawn(?MODULE, tty, [#{in => [], out => [], pending => none}]),
-    Shell = erpc:call(Node, fun() ->
-                                    group_leader(Tty, self()),
-                                    shell:start()
-                            end),
-    wait_out(Tty, "1> ", 10000),
-    {Tty, Shell}.
-
-%% Types a line (a newline is added) and waits for the next prompt.
-type(Tty, Line) ->
-    N = prompts(Tty),
-    Tty ! {type, Line ++ "\n"},
-    wait_until(fun() -> prompts(Tty) > N end, 10000,
-               {no_prompt_after, Line, fun() -> out(Tty) end}),
-    ok.
-
-%% Prompts printed so far ("(node@host)N> "; "=> " in typed text is no
-%% prompt).
-prompts(Tty) ->
-    case re:run(out(Tty), "\\)[0-9]+> ", [global]) of
-        {match, Ms} -> length(Ms);
-        nomatch -> 0
-    end.
-
-out(Tty) ->
-    Ref = make_ref(),
-    Tty ! {out, self(), Ref},
-    receive {Ref, B} -> B after 5000 -> ct:fail(tty_not_answering) end.
-
-wait_out(Tty, Sub, Timeout) ->
-    wait_until(fun() -> binary:match(out(Tty), iolist_to_binary(Sub)) =/= nomatch
-               end, Timeout, {not_printed, iolist_to_binary(Sub),
-                              fun() -> out(Tty) end}).
-
-%% Waits until Sub is printed after the last occurrence of Marker (an
-%% earlier session's line must not satisfy the wait).
-wait_after(Tty, Marker, Sub, Timeout) ->
-    wait_until(fun() -> binary:match(after_mark(Tty, Marker),
-                                     iolist_to_binary(Sub)) =/= nomatch
-               end, Timeout, {not_printed_after, iolist_to_binary(Marker),
-                              iolist_to_binary(Sub), fun() -> out(Tty) end}).
-
-%% Text printed after the last occurrence of Marker.
-after_mark(Tty, Marker) ->
-    B = out(Tty),
-    case binary:matches(B, iolist_to_binary(Marker)) of
-        [] -> <<>>;
-        Ms ->
-            {P, L} = lists:last(Ms),
-            binary:part(B, P + L, byte_size(B) - P - L)
-    end.
-
-wait_until(F, Timeout, What) ->
-    Deadline = erlang:monotonic_time(millisecond) + Timeout,
-    wait_loop(F, Deadline, What).
-
-wait_loop(F, Deadline, What) ->
-    case F() of
-        true -> ok;
-        false ->
-            case erlang:monotonic_time(millisecond) > Deadline of
-                true ->
-                    ct:fail(case What of
-                                {A, B, Fun} when is_function(Fun) ->
-                                    {A, B, Fun()};
-                                _ -> What
-                            end);
-                false -> timer:sleep(10), wait_loop(F, Deadline, What)
-            end
-    end.
-
-%% The io server: answers the shell's input requests from the typed text
-%% (get_until with erl_scan, get_line) and keeps every output.
-tty(#{in := In, out := Out, pending := Pending} = St) ->
-    receive
-        {io_request, From, ReplyAs, Req0} when Pending =:= none ->
-            Req = latin1_req(Req0),
-            case io_req(Req, St) of
-                {reply, R, St1} ->
-                    From ! {io_reply, ReplyAs, R},
-                    tty(St1);
-                {wait, St1} ->
-                    tty(St1#{pending := {From, ReplyAs, Req}})
-            end;
-        {type, Text} ->
-            %% Echoed, as a terminal does.
-            St1 = St#{in := In ++ Text, out := [Text | Out]},
-            case Pending of
-                none -> tty(St1);
-                {From, ReplyAs, Req} ->
-                    case io_req(latin1_req(Req),
-                                St1#{pending := none, prompted => true}) of
-                        {reply, R, St2} ->
-                            From ! {io_reply, ReplyAs, R},
-                            tty(maps:remove(prompted, St2));
-                        {wait, St2} ->
-                            tty(St2#{pending := Pending})
-                    end
-            end;
-        {out, From, Ref} ->
-            From ! {Ref, unicode:characters_to_binary(lists:reverse(Out))},
-            tty(St);
-        {io_request, From, ReplyAs, Req0} ->
-            %% Output while an input request waits (trace lines).
-            case latin1_req(Req0) of
-                Req when element(1, Req) =:= put_chars;
-                         element(1, Req) =:= requests ->
-                    {reply, R, St1} = io_req(Req, St),
-                    From ! {io_reply, ReplyAs, R},
-                    tty(St1);
-                _ ->
-                    From ! {io_reply, ReplyAs, {error, busy}},
-                    tty(St)
-            end
-    end.
-
-%% The requests of a node that sends them without an encoding (io sends
-%% those to an io server on another node).
-latin1_req({put_chars, Chars}) -> {put_chars, latin1, Chars};
-latin1_req({put_chars, M, F, A}) -> {put_chars, latin1, M, F, A};
-latin1_req({get_until, Prompt, M, F, Xs}) -> {get_until, latin1, Prompt, M, F, Xs};
-latin1_req({get_line, Prompt}) -> {get_line, latin1, Prompt};
-latin1_req({requests, Rs}) -> {requests, [latin1_req(R) || R <- Rs]};
-latin1_req(R) -> R.
-
-io_req({put_chars, Enc, Chars}, #{out := Out} = St) ->
-    {reply, ok, St#{out := [unicode:characters_to_list(Chars, Enc) | Out]}};
-io_req({put_chars, Enc, M, F, A}, St) ->
-    io_req({put_chars, Enc, apply(M, F, A)}, St);
-io_req({requests, Rs}, St) ->
-    lists:foldl(fun(R, {reply, ok, S}) -> io_req(R, S);
-                   (_, Acc) -> Acc
-                end, {reply, ok, St}, Rs);
-io_req(nl, St) -> io_req({put_chars, unicode, "\n"}, St);
-io_req({get_until, _Enc, Prompt, M, F, Xs}, #{in := In, out := Out} = St) ->
-    St1 = case maps:is_key(prompted, St) of
-              true -> St;
-              false -> St#{out := [prompt(Prompt) | Out]}
-          end,
-    %% A typed line is a whole expression in these tests: it is scanned
-    %% at once.
-    case In of
-        [] -> {wait, St1};
-        _ ->
-            case apply(M, F, [[], In | Xs]) of
-                {done, Result, Rest} ->
-                    {reply, Result, St1#{in := rest(Rest)}};
-                {more, _} ->
-                    {wait, St1}
-            end
-    end;
-io_req({get_line, _Enc, _Prompt}, #{in := In} = St) ->
-    case string:split(In, "\n") of
-        [Line, Rest] -> {reply, Line ++ "\n", St#{in := Rest}};
-        _ -> {wait, St}
-    end;
-io_req(getopts, St) ->
-    {reply, [{binary, false}, {encoding, unicode}, {echo, true}], St};
-io_req({setopts, _}, St) -> {reply, ok, St};
-io_req({get_geometry, _}, St) -> {reply, {error, enotsup}, St};
-io_req(_, St) -> {reply, {error, request}, St}.
-
-rest(eof) -> [];
-rest(R) -> R.
-
-prompt(P) ->
-    try io_lib:format("~ts", [P])
-    catch _:_ ->
-            case P of
-                {format, F, A} -> io_lib:format(F, A);
-                _ -> io_lib:format("~p", [P])
-            end
     end.
 
 %%% ------------------------------------------------------------------------
@@ -586,9 +376,9 @@ remsh_node_down_ends_trace(Config) ->
     Ebin = filename:dirname(code:which(beamprobe)),
     {ok, UserPeer, UserNode} = peer:start(#{name => peer:random_name(),
                                             args => ["-pa", Ebin]}),
-    {Mod, Bin, File} = code:get_object_code(?MODULE),
+    {Mod, Bin, File} = code:get_object_code(?LIB),
     {module, Mod} = erpc:call(UserNode, code, load_binary, [Mod, File, Bin]),
-    Tty = erlang:spawn(UserNode, ?MODULE, tty,
+    Tty = erlang:spawn(UserNode, ?LIB, tty,
                        [#{in => [], out => [], pending => none}]),
     Node = ?config(node, Config),
     _Shell = erpc:call(Node, fun() -> group_leader(Tty, self()),
@@ -735,192 +525,3 @@ help_and_docs(Config) ->
     exit(Tty, kill),
     assert_clean(Config).
 
-%%% ------------------------------------------------------------------------
-%%% 1. The option table: every recon_trace:calls/3 and redbug:start/2
-%%% option is accepted or refused with the beamprobe way
-%%% ------------------------------------------------------------------------
-
-options_table(_Config) ->
-    %% An io server that answers (clear/0 waits for the printer's last
-    %% lines: one that never answered would hold each clear 5 s).
-    Io = beamprobe_shell_lib:cap(),
-    O = [{io_server, Io}],
-    P = {bprs_target, f, 1},
-    Ok = fun(Opts) ->
-                 R = beamprobe:calls(P, 5, O ++ Opts),
-                 ok = beamprobe:clear(),
-                 R
-         end,
-    %% Accepted with their meaning.
-    Accepted = [[{pid, all}], [{pid, new}], [{pid, existing}], [{pid, self()}],
-                [{pid, [self(), whereis(code_server)]}], [{pid, code_server}],
-                [{pid, pid_to_list(self())}],
-                [{pid, list_to_tuple([list_to_integer(X) || X <- string:lexemes(
-                                          pid_to_list(self()), "<.>")])}],
-                [{procs, [self()]}], [{procs, {pid, element(2, pid_parts(self())),
-                                                element(3, pid_parts(self()))}}],
-                [{timestamp, formatter}], [{timestamp, trace}],
-                [{args, args}], [{args, arity}], [{args, 3}],
-                [return_to], [{return_to, true}], [{scope, local}],
-                [{time, 1000}], [{timeout, 1000}], [{msgs, 5}], [{arity, true}],
-                [{print_depth, 999999}], [{print_re, "x"}], [{print_msec, true}],
-                #{io_server => Io, pid => all}],
-    [?assertEqual({Opts, 1}, {Opts, case Opts of
-                                       M when is_map(M) ->
-                                           R = beamprobe:calls(P, 5, M),
-                                           ok = beamprobe:clear(), R;
-                                       _ -> Ok(Opts)
-                                   end})
-     || Opts <- Accepted],
-    %% Refused, each with a hint that names a beamprobe option or function.
-    Refused = [{scope, global}, {formatter, fun(_) -> "" end}, {use_dbg, true},
-               {target, node()}, {cookie, c}, {blocking, true},
-               {max_queue, 10}, {max_msg_size, 10}, {debug, true},
-               {trace_child, true}, {discard, true}, {buffered, true},
-               {records, [m]}, {print_calls, false}, {print_return, false},
-               {print_node, true}, {print_fun, fun(_) -> ok end},
-               {print_time_unit, millisecond}, {print_file, "/tmp/x"},
-               {file, "/tmp/x"}, {file_size, 1}, {file_count, 8}],
-    [begin
-         {K, _} = Opt,
-         R = beamprobe:calls(P, 5, O ++ [Opt]),
-         ?assertMatch({Opt, {error, {unsupported_option, K, [_ | _]}}}, {Opt, R}),
-         {error, {unsupported_option, K, Hint}} = R,
-         ?assertMatch({K, {match, _}},
-                      {K, re:run(Hint, "=>|beamprobe|procs|args|-> return|"
-                                       "leave|records|pids|remsh|timestamp")}),
-         %% format_error/1 says it in words.
-         ?assertNotEqual(nomatch, string:find(beamprobe:format_error(
-                                                element(2, R)), Hint))
-     end || Opt <- Refused],
-    %% Bad values are bad options, named as the caller wrote them.
-    [?assertEqual({error, {bad_option, K, V}}, beamprobe:calls(P, 5, O ++ [{K, V}]))
-     || {K, V} <- [{pid, []}, {pid, "<garbage>"}, {pid, {global, bprs_nobody}},
-                   {timeout, -1}, {msgs, 0}, {args, deep}, {timestamp, never},
-                   {scope, galaxy}, {print_re, "("}, {print_depth, 0},
-                   {return_to, maybe}]],
-    ?assertEqual({error, {unknown_option, bogus}},
-                 beamprobe:calls(P, 5, O ++ [{bogus, 1}])),
-    %% msgs must agree with an explicit limit.
-    ?assertEqual({error, {bad_option, msgs, 3}},
-                 beamprobe:calls(P, 5, O ++ [{msgs, 3}])),
-    %% The first of a key wins, as with proplists:get_value/2.
-    ?assertEqual(1, Ok([{time, 1000}, {time, -1}])),
-    ?assertEqual([], beamprobe:list()),
-    Io ! cap_stop.
-
-pid_parts(P) ->
-    [A, B, C] = [list_to_integer(X) || X <- string:lexemes(pid_to_list(P), "<.>")],
-    {A, B, C}.
-
-%%% ------------------------------------------------------------------------
-%%% 6. A drop line says "output too slow" when the io server is slow
-%%% ------------------------------------------------------------------------
-
-drop_causes_slow_output(_Config) ->
-    Io = spawn(?MODULE, slow_io, [[]]),
-    1 = beamprobe:calls({bprs_target, f, 1}, 1000000,
-                        #{io_server => Io, time => 60000}),
-    bprs_target:loop(f, 1, 50000),
-    timer:sleep(1500),
-    ok = beamprobe:clear(),
-    Text = fun() -> Io ! {text, self()},
-                    receive {Io, T} -> T after 5000 -> <<>> end
-           end,
-    wait_until(fun() -> binary:match(Text(), <<"session ended">>) =/= nomatch
-               end, 20000, slow_io_never_ended),
-    Lines = [L || L <- binary:split(Text(), <<"\n">>, [global]),
-                  binary:match(L, <<"dropped">>) =/= nomatch],
-    ct:log("~p", [Lines]),
-    ?assertNotEqual([], Lines),
-    [?assertMatch({match, _}, re:run(L, "^% beamprobe: dropped [0-9]+ events "
-                                     "\\(.*\\)$"))
-     || L <- Lines],
-    %% The handler could not keep up: at least one line says so.
-    ?assert(lists:any(fun(L) -> re:run(L, "output too slow: [0-9]+") =/= nomatch
-                      end, Lines)),
-    Io ! stop.
-
-%% An io server that takes 20 ms per request.
-slow_io(Acc) ->
-    receive
-        {io_request, From, Ref, {put_chars, Enc, Chars}} ->
-            timer:sleep(20),
-            From ! {io_reply, Ref, ok},
-            slow_io([unicode:characters_to_binary(Chars, Enc) | Acc]);
-        {io_request, From, Ref, {put_chars, Enc, M, F, A}} ->
-            From ! {io_reply, Ref, ok},
-            slow_io([unicode:characters_to_binary(apply(M, F, A), Enc) | Acc]);
-        {io_request, From, Ref, _} ->
-            From ! {io_reply, Ref, {error, request}},
-            slow_io(Acc);
-        {text, From} ->
-            From ! {self(), iolist_to_binary(lists:reverse(Acc))},
-            slow_io(Acc);
-        stop -> ok
-    end.
-
-%%% ------------------------------------------------------------------------
-%%% 4. EEP-48 doc chunks
-%%% ------------------------------------------------------------------------
-
-doc_chunks(_Config) ->
-    {ok, {docs_v1, _, erlang, _, #{<<"en">> := _}, _, Docs}} =
-        code:get_doc(beamprobe),
-    Documented = [{F, A} || {{function, F, A}, _, _, #{<<"en">> := D}, _}
-                                <- Docs, D =/= []],
-    Hidden = [{F, A} || {{function, F, A}, _, _, hidden, _} <- Docs],
-    Exports = [FA || FA <- beamprobe:module_info(exports),
-                     not lists:member(element(1, FA), [module_info]),
-                     not lists:member(FA, Hidden)],
-    ?assertEqual([], Exports -- Documented),
-    ?assert(lists:member({calls, 2}, Documented)),
-    %% h(beamprobe, calls) prints it (c:h/2 through shell_docs).
-    Cap = spawn(fun() -> cap([]) end),
-    Me = self(),
-    spawn(fun() -> group_leader(Cap, self()), c:h(beamprobe, calls),
-                   Me ! h_done end),
-    receive h_done -> ok after 10000 -> ct:fail(h_timeout) end,
-    Cap ! {text, self()},
-    Text = receive {Cap, T} -> T after 5000 -> ct:fail(cap) end,
-    ct:log("~s", [Text]),
-    ?assertNotEqual(nomatch, binary:match(Text, <<"Traces calls matching Pattern">>)),
-    ?assertNotEqual(nomatch, binary:match(Text, <<"-spec calls(">>)).
-
-cap(Acc) ->
-    receive
-        {io_request, From, Ref, {put_chars, Enc, Chars}} ->
-            From ! {io_reply, Ref, ok},
-            cap([unicode:characters_to_binary(Chars, Enc) | Acc]);
-        {io_request, From, Ref, {put_chars, Enc, M, F, A}} ->
-            From ! {io_reply, Ref, ok},
-            cap([unicode:characters_to_binary(apply(M, F, A), Enc) | Acc]);
-        {io_request, From, Ref, {requests, Rs}} ->
-            From ! {io_reply, Ref, ok},
-            cap(lists:reverse([unicode:characters_to_binary(C, E)
-                               || {put_chars, E, C} <- Rs]) ++ Acc);
-        {io_request, From, Ref, getopts} ->
-            From ! {io_reply, Ref, [{encoding, unicode}]},
-            cap(Acc);
-        {io_request, From, Ref, _} ->
-            From ! {io_reply, Ref, {error, enotsup}},
-            cap(Acc);
-        {text, From} ->
-            From ! {self(), iolist_to_binary(lists:reverse(Acc))},
-            cap(Acc)
-    end.
-
-%% `h :beamprobe.calls' in iex prints the same documentation.
-iex_docs(_Config) ->
-    case os:find_executable("iex") of
-        false ->
-            {skip, "elixir (iex) is not installed: h :beamprobe.calls not "
-                   "checked"};
-        Iex ->
-            Ebin = filename:dirname(code:which(beamprobe)),
-            Out = os:cmd(Iex ++ " --erl \"-pa " ++ Ebin ++ "\" -e "
-                         "'require IEx.Helpers; IEx.Helpers.h(:beamprobe.calls); "
-                         "System.halt()' 2>&1 < /dev/null"),
-            ct:log("~s", [Out]),
-            ?assertNotEqual(nomatch, string:find(Out, "Traces calls matching"))
-    end.

@@ -1,6 +1,8 @@
 /* bp_attach_node.h -- `beamprobe attach' as a hidden C node
- * (bp_attach_node.c): connecting, loading beamprobe into the node, the
- * agent's requests and the session's messages.  Used by cmd_attach.c. */
+ * (bp_attach_node.c): the connection (struct bp_attach), connecting, the
+ * session's messages and the signals that end it.  Used by cmd_attach.c
+ * and cmd_profile.c, with bp_attach_rpc.h (calls into the node),
+ * bp_attach_bring.h (bringing beamprobe there) and bp_attach_files.h. */
 #ifndef BP_ATTACH_NODE_H
 #define BP_ATTACH_NODE_H
 
@@ -33,11 +35,6 @@ struct bp_attach {
 	int write_failed;
 };
 
-/* Removes dir and the files in it (one level: what we created). */
-void bp_attach_remove_dir(const char *dir);
-/* $TMPDIR, or /tmp. */
-const char *bp_attach_tmp_base(void);
-
 /* The cookie: --cookie, else --cookie-file, else ~/.erlang.cookie.
  * 0, or -1 with the reason printed. */
 int bp_attach_read_cookie(const char *opt, const char *file, char *out,
@@ -48,45 +45,7 @@ int bp_attach_connect(struct bp_attach *a, const char *cookie, char *full,
 		      size_t fulln);
 /* Same host: the connection's two ends have the same address. */
 void bp_attach_peer_info(struct bp_attach *a);
-/* Steps 1-3 of an attach in one call (used by `profile'): connects to
- * a->node (completed with this host in full), refuses a node where
- * another attach is active, spawns the agent and brings beamprobe when
- * the node lacks it (*brought then set).  0, or -1 with the reason
- * printed (what was brought is undone by the agent once a->fd closes). */
-int bp_attach_bring(struct bp_attach *a, const char *cookie, char *full,
-		    size_t fulln, int *brought);
 
-/* Text of code:which(Mod) (a path, or non_existing, preloaded, ...). */
-int bp_attach_which(struct bp_attach *a, const char *mod, char *out,
-		    size_t n);
-/* erlang:module_loaded(Mod) on the node (0 when the call fails). */
-int bp_attach_module_loaded(struct bp_attach *a, const char *mod);
-/* The directory beamprobe is built or installed in ($BEAMPROBE_HOME, else
- * two levels above the running bin/beamprobe); 0, or -1. */
-int bp_attach_home(char *home, size_t n);
-/* The node must run the OTP release and architecture the NIF was built
- * for; checked before anything is loaded. */
-int bp_attach_check_versions(struct bp_attach *a);
-/* Loads beamprobe_attach's module into the node. */
-int bp_attach_load_self(struct bp_attach *a);
-/* Spawns the agent that undoes whatever attach brings. */
-int bp_attach_spawn_agent(struct bp_attach *a, int loaded_self);
-/* Places the NIF: our private directory if the node reads it (same host,
- * same user), else sent over distribution.  Path without ".so" in out. */
-int bp_attach_place_nif(struct bp_attach *a, char *out, size_t n);
-/* The node died (its agent could not clean up): removes the NIF
- * directory its agent made on this host, if it is still one of this
- * user's private (0700) beamprobe-attach-* directories under $TMPDIR
- * holding nothing but the NIF. */
-void bp_attach_remove_node_nif_dir(struct bp_attach *a);
-/* Loads the application and every module of ebin/ but beamprobe_attach. */
-int bp_attach_load_all(struct bp_attach *a, const char *nif);
-
-/* beamprobe_attach:request(Agent, Req) where Req is built by fill().
- * 0 ok (text in out), -1 error (printed, prefixed by what if not NULL). */
-int bp_attach_request(struct bp_attach *a,
-		      void (*fill)(ei_x_buff *, const void *),
-		      const void *arg, const char *what, char *out, size_t n);
 /* Asks the agent to stop the session. */
 void bp_attach_send_stop(struct bp_attach *a);
 /* A message from the node: {beamprobe_attach_done, Text} ends the run

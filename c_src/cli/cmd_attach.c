@@ -33,11 +33,15 @@
  * traces, without clock offsets).
  *
  * This file is the command: options, the flow above, the stream and the
- * printer.  Talking to the node (steps 1-3, the agent's requests and
- * messages): bp_attach_node.c.
+ * printer.  Talking to the node: bp_attach_node.c (connecting, the
+ * session's messages, signals), bp_attach_rpc.c (calls, the agent's
+ * requests), bp_attach_bring.c (steps 1-3), bp_attach_files.c.
  */
 #define _GNU_SOURCE
+#include "bp_attach_bring.h"
+#include "bp_attach_files.h"
 #include "bp_attach_node.h"
+#include "bp_attach_rpc.h"
 #include "bp_attach_streams.h"
 #include "bp_cli.h"
 #include "bp_recv.h"

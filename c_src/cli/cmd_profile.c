@@ -3,7 +3,7 @@
  * events) on a running node, from the command line, through attach.
  *
  *   1. connects and brings beamprobe as attach does (bp_attach_bring in
- *      bp_attach_node.c: cookie, short or long names, the version check,
+ *      bp_attach_bring.c: cookie, short or long names, the version check,
  *      the agent of src/beamprobe_attach.erl spawned before anything else
  *      is loaded, the NIF and the modules);
  *   2. asks the agent for a profile run ({profile, Patterns, Options}:
@@ -21,7 +21,10 @@
  * cleans up all the same).
  */
 #define _GNU_SOURCE
+#include "bp_attach_bring.h"
+#include "bp_attach_files.h"
 #include "bp_attach_node.h"
+#include "bp_attach_rpc.h"
 #include "bp_cli.h"
 
 #include <ei.h>

@@ -6,7 +6,7 @@
  * the program's exit status.
  */
 #define _GNU_SOURCE
-#include "bp_attach_node.h"
+#include "bp_attach_files.h"
 #include "bp_cli.h"
 #include "bp_recv.h"
 
