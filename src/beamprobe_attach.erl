@@ -201,20 +201,25 @@ unload_self_after_exit() ->
     ok.
 
 handle({nif_dir, Dir, Nonce}, St) when is_binary(Nonce) ->
+    %% The command line's copy, readable here: the library is placed
+    %% from its bytes all the same (at the path of nif_dir/1).
     Check = filename:join(Dir, "check"),
     case file:read_file(Check) of
         {ok, Nonce} ->
-            {ok, Nif} = file:read_file(filename:join(Dir,
-                                                     "beamprobe_nif.so")),
-            {{ok, unicode:characters_to_binary(
-                    filename:join(Dir, "beamprobe_nif"))},
-             St#ag{files = [filename:join(Dir, "beamprobe_nif.so"), Check
-                            | St#ag.files],
-                   dirs = [Dir | St#ag.dirs], nif = Nif}};
+            So = filename:join(Dir, "beamprobe_nif.so"),
+            Read = file:read_file(So),
+            %% The command line's directory has done its job.
+            _ = [file:delete(F) || F <- [So, Check]],
+            _ = file:del_dir(Dir),
+            case Read of
+                {ok, Nif} -> handle({place_nif, Nif}, St);
+                {error, R} ->
+                    {{error, text("cannot read the library: ~tp", [R])}, St}
+            end;
         _ -> {{error, <<"not readable here">>}, St}
     end;
 handle({place_nif, Bin}, St) when is_binary(Bin) ->
-    Dir = private_dir(),
+    Dir = nif_dir(Bin),
     File = filename:join(Dir, "beamprobe_nif.so"),
     St1 = St#ag{dirs = [Dir | St#ag.dirs], files = [File | St#ag.files],
                 nif = Bin},
@@ -485,16 +490,39 @@ tampered_text(_) -> "".
 %% A fresh directory of this node's user alone, for the NIF sent over
 %% distribution.
 private_dir() ->
-    Base = case os:getenv("TMPDIR") of
-               false -> "/tmp";
-               "" -> "/tmp";
-               T -> T
-           end,
     Name = "beamprobe-attach-" ++ integer_to_list(
                                       erlang:unique_integer([positive]))
         ++ "-" ++ integer_to_list(rand:uniform(1 bsl 40)),
-    Dir = filename:join(Base, Name),
+    Dir = filename:join(tmp_base(), Name),
     ok = file:make_dir(Dir),
+    secure_dir(Dir).
+
+tmp_base() ->
+    case os:getenv("TMPDIR") of
+        false -> "/tmp";
+        "" -> "/tmp";
+        T -> T
+    end.
+
+%% The directory of the library Nif: named by this node's OS pid and the
+%% library's MD5, so that every attach that brings the same library loads
+%% it from the same path.  The dynamic linker then finds it already
+%% loaded (a loaded library stays mapped: docs/design.md, "Reloads")
+%% instead of mapping one more copy of it per attach.  When that name is
+%% taken (another attach at this moment, or anything left there) the
+%% library goes to a directory of its own, as before.
+nif_dir(Nif) ->
+    Name = "beamprobe-nif-" ++ os:getpid() ++ "-"
+        ++ string:lowercase(binary_to_list(binary:encode_hex(
+                                             erlang:md5(Nif)))),
+    Dir = filename:join(tmp_base(), Name),
+    case file:make_dir(Dir) of
+        ok -> secure_dir(Dir);
+        {error, _} -> private_dir()
+    end.
+
+%% Dir, just created by this process: made 0700 and checked.
+secure_dir(Dir) ->
     ok = file:change_mode(Dir, 8#700),
     %% Under a lax umask the directory was open to others until the
     %% chmod: it must still be a directory of ours, and empty (nothing

@@ -31,7 +31,7 @@
          cookie_file/1, connection_dropped/1, node_has_beamprobe/1,
          long_names/1, as_if_remote/1, two_at_once/1,
          orphan_agent_module/1, events_only/1, skipped_reported/1,
-         own_module_kept/1, force_option/1]).
+         own_module_kept/1, force_option/1, nif_mapped_once/1]).
 
 -define(N, 500).
 
@@ -40,7 +40,7 @@ all() -> [traces_n_calls, prints_live, session_limit_ends,
           bad_cookie, no_such_node, cookie_file, connection_dropped,
           node_has_beamprobe, long_names, as_if_remote, two_at_once,
           orphan_agent_module, events_only, skipped_reported,
-          own_module_kept, force_option].
+          own_module_kept, force_option, nif_mapped_once].
 
 init_per_suite(Config) ->
     beamprobe_attach_lib:init_suite(Config).
@@ -216,6 +216,43 @@ nif_over_distribution(Config) ->
     ?assertNot(filelib:is_dir(filename:dirname(Lib))),
     Evs = beamprobe_test_lib:trace(Out),
     ?assertEqual(?N, length([E || #{name := <<"call">>} = E <- Evs])).
+
+%% Attached three times (the library read from our directory twice, then
+%% sent over distribution), the node maps one copy of the library: every
+%% attach that brings the same one places it at the same path (named by
+%% the node's OS pid and the library's MD5), which the dynamic linker
+%% finds loaded.  Before, each attach left one more copy mapped (≈ 7 MB
+%% of address space and the blocks of a deleted file).
+nif_mapped_once(Config) ->
+    Node = ?config(target, Config),
+    Out = ?config(out, Config),
+    Before = snapshot(Node),
+    Run = fun(I, Env) ->
+                  Dir = Out ++ "-" ++ integer_to_list(I),
+                  A = attach(Config, ["-o", Dir, "-q", short(Node),
+                                      "bp_attach_work:double/1"], Env),
+                  wait_attached(A),
+                  ok = rpc:call(Node, bp_attach_work, work, [?N]),
+                  timer:sleep(300),
+                  interrupt(A),
+                  {0, _} = wait_exit(A, 15000),
+                  assert_clean(Node, Before, Config),
+                  Evs = beamprobe_test_lib:trace(Dir),
+                  ?assertEqual(?N, length([E || #{name := <<"call">>} = E
+                                                    <- Evs]))
+          end,
+    _ = [Run(I, Env) || {I, Env} <- [{1, []}, {2, []},
+                                     {3, [{"BEAMPROBE_ATTACH_SEND_NIF", "1"}]}]],
+    Pid = rpc:call(Node, os, getpid, []),
+    {ok, Maps} = file:read_file("/proc/" ++ Pid ++ "/maps"),
+    {match, Ms} = re:run(Maps, "(/\\S*beamprobe_nif\\.so)",
+                         [global, {capture, all_but_first, list}]),
+    Paths = [P || [P] <- Ms],
+    ct:pal("beamprobe_nif.so mapped from ~p", [lists:usort(Paths)]),
+    ?assertMatch([_], lists:usort(Paths)),
+    [Lib] = lists:usort(Paths),
+    ?assert(lists:prefix("beamprobe-nif-" ++ Pid ++ "-",
+                         filename:basename(filename:dirname(Lib)))).
 
 bad_cookie(Config) ->
     Node = ?config(target, Config),

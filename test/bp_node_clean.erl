@@ -102,4 +102,5 @@ loaded_libs(Node) ->
 %% @doc The attach directories in /tmp.
 -spec attach_dirs() -> [string()].
 attach_dirs() ->
-    lists:sort(filelib:wildcard("/tmp/beamprobe-attach-*")).
+    lists:sort(filelib:wildcard("/tmp/beamprobe-attach-*") ++
+                   filelib:wildcard("/tmp/beamprobe-nif-*")).

@@ -218,8 +218,22 @@ static void fill_load_app(ei_x_buff *x, const void *arg)
 	ei_x_encode_binary(x, p->nif, (long)strlen(p->nif));
 }
 
+/* On this host, the directory of the library the agent placed (out:
+ * DIR/beamprobe_nif), for bp_attach_remove_node_nif_dir. */
+static void node_nif_dir(struct bp_attach *a, const char *out)
+{
+	const char *sl = strrchr(out, '/');
+
+	if (a->same_host && sl && (size_t)(sl - out) < sizeof a->node_nif_dir)
+		snprintf(a->node_nif_dir, sizeof a->node_nif_dir, "%.*s",
+			 (int)(sl - out), out);
+}
+
 /* Places the NIF: our private directory if the node reads it (same host,
- * same user), else sent over distribution.  Path without ".so" in out. */
+ * same user; the agent places it from there, at a path named by the node
+ * and the library, so that the node maps one copy for every attach that
+ * brings the same one), else sent over distribution.  Path without ".so"
+ * in out. */
 int bp_attach_place_nif(struct bp_attach *a, char *out, size_t n)
 {
 	char so[PATH_MAX + 32], dst[PATH_MAX + 32], chk[PATH_MAX + 32];
@@ -253,9 +267,13 @@ int bp_attach_place_nif(struct bp_attach *a, char *out, size_t n)
 							     strlen(nonce),
 							     0600) == 0;
 				free(bin);
-				if (w && bp_attach_request(a, fill_nif_dir, &d, NULL, out,
-						 n) == 0)
+				if (w && bp_attach_request(a, fill_nif_dir, &d, NULL,
+							   out, n) == 0) {
+					/* The agent placed the library from
+					 * it, in a directory of its own. */
+					node_nif_dir(a, out);
 					return 0;
+				}
 			}
 			bp_attach_remove_dir(a->nif_dir);
 			a->nif_dir[0] = '\0';
@@ -264,12 +282,7 @@ int bp_attach_place_nif(struct bp_attach *a, char *out, size_t n)
 	if (bp_attach_request(a, fill_place_nif, so, "placing the NIF", out,
 			      n) != 0)
 		return -1;
-	if (a->same_host) { /* out: DIR/beamprobe_nif */
-		char *sl = strrchr(out, '/');
-		if (sl && (size_t)(sl - out) < sizeof a->node_nif_dir)
-			snprintf(a->node_nif_dir, sizeof a->node_nif_dir,
-				 "%.*s", (int)(sl - out), out);
-	}
+	node_nif_dir(a, out);
 	return 0;
 }
 
@@ -283,7 +296,8 @@ void bp_attach_remove_node_nif_dir(struct bp_attach *a)
 	int other = 0;
 
 	if (!d[0] || strncmp(d, base, bl) || d[bl] != '/' ||
-	    strncmp(d + bl + 1, "beamprobe-attach-", 17) ||
+	    (strncmp(d + bl + 1, "beamprobe-attach-", 17) &&
+	     strncmp(d + bl + 1, "beamprobe-nif-", 14)) ||
 	    strchr(d + bl + 1, '/') || lstat(d, &sb) != 0 ||
 	    !S_ISDIR(sb.st_mode) || sb.st_uid != geteuid() ||
 	    (sb.st_mode & 0777) != 0700 || !(dir = opendir(d)))
