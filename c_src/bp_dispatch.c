@@ -43,7 +43,10 @@ static inline struct bp_session *get_session(ErlNifEnv *env, ERL_NIF_TERM t)
  * VM asking whether the tracer is still wanted): a hub tracer is while
  * the hub has members (the janitor removes every flag when the last
  * session ends; this is the safety net); a session tracer state while its
- * session lives; else the tracer is removed. */
+ * session lives; else the tracer is removed.  The state beamprobe_discard
+ * (the profile mode's: the call flag that call_time needs, and no event
+ * at all, not even of other tools' patterns) discards every event and
+ * stays. */
 ERL_NIF_TERM bp_tracer_enabled(ErlNifEnv *env, int argc,
 			       const ERL_NIF_TERM argv[])
 {
@@ -51,6 +54,10 @@ ERL_NIF_TERM bp_tracer_enabled(ErlNifEnv *env, int argc,
 
 	(void)argc;
 	if (argv[0] != bp_atom.trace_status)
+		return __builtin_expect(argv[1] == bp_atom.beamprobe_discard, 0)
+			       ? bp_atom.discard
+			       : bp_atom.trace;
+	if (argv[1] == bp_atom.beamprobe_discard)
 		return bp_atom.trace;
 	if (argv[1] == bp_atom.beamprobe_hub ||
 	    argv[1] == bp_atom.beamprobe_hub_meta)

@@ -14,7 +14,11 @@
 %%% patterns of running sessions (local, meta, match specs) are never
 %%% touched (trace_pattern's `call_count'/`call_time' flags are separate
 %%% breakpoints); the `call' flag is set only on processes nobody else
-%%% traces, with this worker as their tracer, and cleared at the end.
+%%% traces, with a tracer that discards every event (`{beamprobe_nif,
+%%% beamprobe_discard}': other tools' patterns do not run in them), not on
+%%% the processes they spawn (those take the `new' defaults of whoever
+%%% set them), and cleared at the end.  If the worker dies, the caller
+%%% restores what it set.
 %%% One profile runs at a time (the worker is registered).  A
 %%% `{beamprobe_profile, stop}' message to the registered worker ends the
 %%% run early, with its table (how `bin/beamprobe profile' stops on ^C).
@@ -41,7 +45,8 @@
                     total_own_ns := non_neg_integer(), seconds := float(),
                     timed_processes := non_neg_integer(),
                     untimed_processes := non_neg_integer(),
-                    skipped := [mfa()], unavailable := string(),
+                    skipped := [mfa()], lost := [mfa()],
+                    unavailable := string(),
                     foreign_trace_messages := non_neg_integer(),
                     sort := calls | own | mean}.
 -export_type([result/0]).
@@ -51,7 +56,11 @@
 profile(Patterns, Opts) when is_map(Opts) ->
     case check_opts(Opts) of
         ok ->
-            O = maps:merge(defaults(), Opts),
+            O0 = maps:merge(defaults(), Opts),
+            O = O0#{procs := case maps:get(procs, O0) of
+                                 all -> all;
+                                 Ps -> lists:usort(Ps)
+                             end},
             case mfas(Patterns, maps:get(force, O)) of
                 {ok, MFAs} -> run(MFAs, O);
                 {error, _} = E -> E
@@ -177,29 +186,53 @@ start_worker(MFAs, O) ->
     Caller = self(),
     {Pid, Ref} = spawn_opt(fun() -> worker(Caller, MFAs, O) end,
                            [monitor, {priority, high}]),
+    collect(Pid, Ref, O, none).
+
+collect(Pid, Ref, O, Taken) ->
     receive
+        {Pid, taken, MFAs, Tracer} ->
+            collect(Pid, Ref, O, {MFAs, Tracer});
         {Pid, Result} ->
             erlang:demonitor(Ref, [flush]),
             report(Result, O);
         {'DOWN', Ref, process, Pid, Why} ->
+            %% Killed before its own clean-up: its counters and flags
+            %% would stay, and refuse every later run.
+            _ = case Taken of
+                    {MFAs, Tracer} ->
+                        set(MFAs, false, maps:get(timing, O)),
+                        unflag(Tracer);
+                    none -> ok
+                end,
             {error, {profile_failed, Why}}
     end.
 
-report({ok, Res}, #{json := true, print := Print, io_server := Io}) ->
+report({ok, Res}, #{json := true} = O) ->
     J = to_json(Res),
-    Print andalso io:put_chars(Io, [J, $\n]),
-    {ok, J};
-report({ok, Res}, #{print := Print, io_server := Io}) ->
-    Print andalso io:put_chars(Io, format(Res)),
-    {ok, Res};
+    print(O, [J, $\n], J);
+report({ok, Res}, O) ->
+    print(O, format(Res), Res);
 report({error, _} = E, _) -> E.
+
+%% An io server that is gone or refuses: an error that says so (the
+%% counters are already restored).
+print(#{print := false}, _, Res) -> {ok, Res};
+print(#{io_server := Io}, Text, Res) ->
+    try io:put_chars(Io, Text) of
+        ok -> {ok, Res};
+        {error, R} -> {error, {io_server, Io, R}}
+    catch _:R -> {error, {io_server, Io, R}}
+    end.
 
 worker(Caller, MFAs0, O) ->
     CRef = erlang:monitor(process, Caller),
     Reply = try register(?NAME, self()) of
                 true ->
                     case free(MFAs0, O) of
-                        {ok, MFAs, Held} -> profile_locked(CRef, MFAs, Held, O);
+                        {ok, MFAs, Held} ->
+                            %% What to restore if this worker dies.
+                            Caller ! {self(), taken, MFAs, tracer(self())},
+                            profile_locked(CRef, MFAs, Held, O);
                         {error, _} = E -> E
                     end
             catch error:badarg ->
@@ -209,11 +242,12 @@ worker(Caller, MFAs0, O) ->
 
 profile_locked(CRef, MFAs, Held, #{time := Ms} = O) ->
     Self = self(),
+    Tracer = tracer(Self),
     Timing = maps:get(timing, O),
     T0 = erlang:monotonic_time(),
     try
         {Timed, Untimed} = case Timing of
-                               true -> flag(maps:get(procs, O), Self);
+                               true -> flag(maps:get(procs, O), Tracer);
                                false -> {0, 0}
                            end,
         set(MFAs, true, Timing),
@@ -222,42 +256,55 @@ profile_locked(CRef, MFAs, Held, #{time := Ms} = O) ->
         set(MFAs, pause, Timing),
         Secs = erlang:convert_time_unit(erlang:monotonic_time() - T0,
                                         native, microsecond) / 1.0e6,
-        Rows = read(MFAs, Timing, maps:get(per_process, O), []),
+        {Rows, Lost} = read(MFAs, Timing, maps:get(per_process, O), [], []),
         {ok, result(Rows, O, #{seconds => Secs, timed_processes => Timed,
                                untimed_processes => Untimed,
-                               skipped => Held,
+                               skipped => Held, lost => Lost,
                                foreign_trace_messages => Foreign})}
     catch
         throw:caller_down -> {error, caller_down}
     after
         set(MFAs, false, Timing),
-        Timing andalso unflag(maps:get(procs, O), Self),
+        Timing andalso unflag(Tracer),
         drain()
     end.
 
+%% The tracer of the processes given the call flag: beamprobe's, in a
+%% state that discards every event (no message, and other tools' local or
+%% global patterns do not run in them: no return_trace frames, no
+%% messages); this worker where the NIF is not loaded (it then receives
+%% the events of those patterns, and drops them).
+tracer(Self) ->
+    case beamprobe_nif:loaded() of
+        ok -> {tracer, beamprobe_nif, beamprobe_discard};
+        _ -> {tracer, Self}
+    end.
+
 %% The call flag (call_time counts only in processes that carry it) on every
-%% process nobody traces, and (set_on_spawn) on the processes they spawn;
-%% this worker is their tracer: it receives only the events of functions
-%% other tools trace with a local or global pattern, and drops them.
-flag(all, Self) ->
+%% process nobody traces.  Not set_on_spawn: the processes they spawn take
+%% the `new' defaults of other tools and sessions, not this run's flags.
+%% Not on this worker: its own calls are not timed.
+flag(all, Tracer) ->
     %% One process at a time (beamprobe_each: the VM's one pass can crash
     %% OTP 25.2).
-    N = beamprobe_each:trace(existing_processes, true,
-                             [call, set_on_spawn, {tracer, Self}]),
-    {N, max(0, erlang:system_info(process_count) - N)};
-flag(Pids, Self) ->
+    N = beamprobe_each:trace(existing_processes, true, [call, Tracer]),
+    _ = (catch erlang:trace(self(), false, [call, Tracer])),
+    {max(0, N - 1), max(0, erlang:system_info(process_count) - N)};
+flag(Pids, Tracer) ->
     lists:foldl(fun(P, {T, U}) ->
-                        try erlang:trace(P, true,
-                                         [call, set_on_spawn, {tracer, Self}]) of
-                            _ -> {T + 1, U}
-                        catch error:badarg -> {T, U + 1}
+                        case erlang:trace_info(P, tracer) of
+                            {tracer, []} ->
+                                try erlang:trace(P, true, [call, Tracer]) of
+                                    _ -> {T + 1, U}
+                                catch error:badarg -> {T, U + 1}
+                                end;
+                            _ -> {T, U + 1}   % gone, or another tracer's
                         end
-                end, {0, 0}, Pids).
+                end, {0, 0}, [P || P <- Pids, P =/= self()]).
 
-%% Only the processes whose tracer is this worker are changed.
-unflag(_, Self) ->
-    _ = beamprobe_each:trace(existing_processes, false,
-                             [call, set_on_spawn, {tracer, Self}]),
+%% Only the processes whose tracer is Tracer are changed.
+unflag(Tracer) ->
+    _ = beamprobe_each:trace(existing_processes, false, [call, Tracer]),
     true.
 
 %% No lists:foreach: a profiled lists would count the profiler's calls.
@@ -282,12 +329,17 @@ drain() ->
     after 0 -> ok
     end.
 
-read([], _, _, Acc) -> Acc;
-read([MFA | R], Timing, PerProc, Acc) ->
-    Calls = case erlang:trace_info(MFA, call_count) of
-                {call_count, C} when is_integer(C) -> C;
-                _ -> 0
-            end,
+%% {Rows, Lost}: Lost, the functions whose counter is gone (their module
+%% loaded again, or removed, during the run): their calls are unknown.
+read([], _, _, Acc, Lost) -> {Acc, lists:reverse(Lost)};
+read([MFA | R], Timing, PerProc, Acc, Lost) ->
+    case erlang:trace_info(MFA, call_count) of
+        {call_count, C} when is_integer(C) ->
+            read(R, Timing, PerProc, row(MFA, C, Timing, PerProc, Acc), Lost);
+        _ -> read(R, Timing, PerProc, Acc, [MFA | Lost])
+    end.
+
+row(MFA, Calls, Timing, PerProc, Acc) ->
     Procs = case Timing andalso erlang:trace_info(MFA, call_time) of
                 {call_time, L} when is_list(L) -> L;
                 _ -> []
@@ -309,12 +361,13 @@ read([MFA | R], Timing, PerProc, Acc) ->
               false -> Row0
           end,
     case Calls of
-        0 -> read(R, Timing, PerProc, Acc);  % not called: not listed
-        _ -> read(R, Timing, PerProc, [Row | Acc])
+        0 -> Acc;  % not called: not listed
+        _ -> [Row | Acc]
     end.
 
+%% As `stats' names functions: atoms quoted where Erlang needs it.
 name({M, F, A}) ->
-    unicode:characters_to_binary(io_lib:format("~ts:~ts/~b", [M, F, A])).
+    unicode:characters_to_binary(io_lib:format("~tw:~tw/~b", [M, F, A])).
 
 result(Rows, O, Extra) ->
     Sort = maps:get(sort, O),
@@ -374,6 +427,12 @@ notes(R) ->
          S -> io_lib:format("skipped (counters held by another tool): ~ts~n",
                             [lists:join(", ", [name(M) || M <- S])])
      end,
+     case maps:get(lost, R, []) of
+         [] -> [];
+         L -> io_lib:format("counters lost (module loaded again or removed "
+                            "during the run; calls unknown): ~ts~n",
+                            [lists:join(", ", [name(M) || M <- L])])
+     end,
      "not available in profile mode: ", maps:get(unavailable, R), "\n"].
 
 pad(S, W) ->
@@ -411,6 +470,7 @@ to_json(#{functions := Rows} = R) ->
        ",\"timed_processes\":", int(maps:get(timed_processes, R)),
        ",\"untimed_processes\":", int(maps:get(untimed_processes, R)),
        ",\"skipped\":[", lists:join(",", [jstr(name(M)) || M <- maps:get(skipped, R)]),
+       "],\"lost\":[", lists:join(",", [jstr(name(M)) || M <- maps:get(lost, R, [])]),
        "],\"unavailable\":", jstr(maps:get(unavailable, R)),
        ",\"functions\":[", lists:join(",", Fs), "]}"]).
 

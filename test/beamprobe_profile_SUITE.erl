@@ -13,7 +13,9 @@
 -export([counts_equal_trace/1, restored/1, restored_with_session/1,
          restored_caller_killed/1, cprof_refused/1, bad_input/1,
          time_bound/1, json_parsed/1, one_at_a_time/1, table_layout/1,
-         call_time_held/1, per_process/1]).
+         call_time_held/1, per_process/1, new_processes_left/1,
+         foreign_patterns_silent/1, restored_worker_killed/1,
+         counter_lost_reported/1]).
 
 -define(W, beamprobe_workload).
 -define(MFAS, [{?W, add, 2}, {?W, tick, 1}, {?W, outer, 1}, {?W, inner, 1}]).
@@ -21,7 +23,9 @@
 all() ->
     [counts_equal_trace, restored, restored_with_session,
      restored_caller_killed, cprof_refused, bad_input, time_bound,
-     json_parsed, one_at_a_time, table_layout, call_time_held, per_process].
+     json_parsed, one_at_a_time, table_layout, call_time_held, per_process,
+     new_processes_left, foreign_patterns_silent, restored_worker_killed,
+     counter_lost_reported].
 
 init_per_suite(Config) ->
     beamprobe_test_lib:require_tracer(),
@@ -321,8 +325,9 @@ json_parsed(Config) ->
                                           print => false, per_process => true}),
             receive {workload, done} -> ok after 0 -> ct:fail(workload_late) end,
             Counts = py_counts(Py, J, beamprobe_test_lib:dir(Config, "o.json")),
+            %% Quoted as Erlang writes it (and `stats' names functions).
             Expect = unicode:characters_to_list(
-                       io_lib:format("bp_profile_odd:~ts/0", [Name])),
+                       io_lib:format("bp_profile_odd:~tw/0", [Name])),
             ?assertEqual([{Expect, 7}], Counts)
     end.
 
@@ -388,3 +393,106 @@ per_process(_Config) ->
         beamprobe:profile({?W, add, 2}, #{time => 800, print => false,
                                           per_process => true}),
     ?assertMatch([#{pid := W, calls := 1000}], Ps).
+
+%% A session tracing `procs => new' while a profile runs: the processes
+%% spawned by processes the profile gave the call flag are the session's,
+%% all of them (with set_on_spawn they took the profile's flags instead:
+%% 56 of 85 lost in the attack, and the session never said so).
+new_processes_left(_Config) ->
+    Dir = filename:join(proplists:get_value(case_dir, _Config, "/tmp"), "s"),
+    Self = self(),
+    %% The spawner exists before the session: not the session's, so the
+    %% profile gives it the call flag.
+    Spawner = spawn(fun() -> receive go -> spawn_kids(Self, 60) end end),
+    {ok, S} = beamprobe:start(#{procs => new, calls => [{?W, tick, 1}],
+                                output => {file, Dir}}),
+    Spawner ! go,
+    timer:sleep(100),
+    {ok, #{foreign_trace_messages := 0}} =
+        beamprobe:profile([{?W, add, 2}], #{time => 300, print => false}),
+    receive {kids_done, Spawner} -> ok after 10000 -> ct:fail(spawner) end,
+    {ok, #{events := N}} = beamprobe:stop(S),
+    ?assertEqual(60, N).
+
+spawn_kids(Parent, 0) -> Parent ! {kids_done, self()};
+spawn_kids(Parent, K) ->
+    _ = spawn(fun() -> ?W:tick(K) end),
+    timer:sleep(10),
+    spawn_kids(Parent, K - 1).
+
+%% Another tool's local pattern (dbg, with return_trace) does not run in
+%% the processes the profile gives the call flag: no trace message from
+%% them to anyone (the profile's tracer discards), and dbg's own traced
+%% process keeps dbg as its tracer.
+foreign_patterns_silent(_Config) ->
+    Self = self(),
+    Idle = spawn(fun() -> receive stop -> ok end end),
+    {ok, _} = dbg:tracer(process, {fun(M, N) -> Self ! {dbg_msg, M}, N end,
+                                   0}),
+    try
+        {ok, _} = dbg:p(Idle, [c]),
+        {ok, _} = dbg:tpl(?W, tick, 1, [{'_', [], [{return_trace}]}]),
+        Busy = spawn(fun() -> busy_ticks() end),
+        {ok, #{foreign_trace_messages := F}} =
+            beamprobe:profile([{?W, add, 2}], #{time => 300, print => false}),
+        ?assertEqual(0, F),
+        receive {dbg_msg, M} -> ct:fail({dbg_got, M}) after 200 -> ok end,
+        ?assertMatch({flags, [call]}, erlang:trace_info(Idle, flags)),
+        ?assertEqual({flags, []}, erlang:trace_info(Busy, flags)),
+        exit(Busy, kill)
+    after
+        dbg:stop()
+    end.
+
+busy_ticks() ->
+    _ = ?W:tick(1),
+    receive stop -> ok after 0 -> busy_ticks() end.
+
+%% The profile's worker killed mid-run: its caller restores the counters
+%% and flags, and the next profile runs (before, every later profile was
+%% refused with counters_in_use).
+restored_worker_killed(_Config) ->
+    Before = snapshot([self()]),
+    Self = self(),
+    _ = spawn(fun() -> Self ! {res, beamprobe:profile([{?W, '_', '_'}],
+                                                      #{time => 60000,
+                                                        print => false})}
+              end),
+    wait_until(fun() -> lists:all(fun counting/1, ?MFAS) end),
+    exit(whereis(beamprobe_profile), kill),
+    receive {res, R} -> ?assertEqual({error, {profile_failed, killed}}, R)
+    after 5000 -> ct:fail(no_result)
+    end,
+    ?assertEqual(Before, snapshot([self()])),
+    ?assertMatch({ok, _}, beamprobe:profile([{?W, add, 2}],
+                                            #{time => 50, print => false})).
+
+%% A module loaded again during the run loses its counters: the result
+%% names the function (`lost') instead of leaving it out as not called.
+counter_lost_reported(_Config) ->
+    Mod = bp_prof_reload,
+    {ok, Mod, Bin} = compile:forms(
+                       [{attribute, 1, module, Mod},
+                        {attribute, 2, export, [{f, 1}]},
+                        {function, 3, f, 1,
+                         [{clause, 3, [{var, 3, 'X'}], [], [{var, 3, 'X'}]}]}]),
+    {module, Mod} = code:load_binary(Mod, "bp_prof_reload.erl", Bin),
+    Caller = spawn(fun() -> call_f(Mod) end),
+    Self = self(),
+    _ = spawn(fun() -> Self ! {res, beamprobe:profile([{Mod, f, 1}],
+                                                      #{time => 600,
+                                                        print => false})}
+              end),
+    timer:sleep(200),
+    {module, Mod} = code:load_binary(Mod, "bp_prof_reload.erl", Bin),
+    R = receive {res, X} -> X after 5000 -> ct:fail(no_result) end,
+    exit(Caller, kill),
+    _ = code:purge(Mod), _ = code:delete(Mod), _ = code:purge(Mod),
+    ?assertMatch({ok, #{lost := [{Mod, f, 1}], functions := []}}, R),
+    {ok, Res} = R,
+    Text = lists:flatten(io_lib:format("~ts", [beamprobe_profile:format(Res)])),
+    ?assertNotEqual(nomatch, string:find(Text, "counters lost")).
+
+call_f(Mod) ->
+    _ = Mod:f(1),
+    receive stop -> ok after 1 -> call_f(Mod) end.
