@@ -15,7 +15,10 @@
 #
 # ERL_LIBDIR/beamprobe-VSN/bin/beamprobe is a link to BINDIR/beamprobe:
 # code:lib_dir(beamprobe) ++ "/bin/beamprobe" is the CLI wherever beamprobe
-# is built or installed (as in a checkout, a mix or rebar3 _build).
+# is built or installed (as in a checkout, a mix or rebar3 _build).  The
+# installed CLI finds the application (for attach, profile and record) as
+# PREFIX/lib/erlang/lib/beamprobe-VSN from BINDIR = PREFIX/bin; with
+# another ERL_LIBDIR, set BEAMPROBE_HOME to ERL_LIBDIR/beamprobe-VSN.
 #
 # Every path is prefixed with DESTDIR (packagers stage into it; the links
 # point to the final paths).  Nothing half-installed stays behind: every
@@ -47,7 +50,8 @@ fi
 [ "$cmd" = install ] || { say "unknown command '$cmd' (install or uninstall)"; exit 2; }
 
 # What must have been built (make all) -- named, before anything is copied.
-for f in bin/beamprobe priv/beamprobe_nif.so ebin/beamprobe.app ebin/beamprobe.beam \
+for f in bin/beamprobe priv/beamprobe_nif.so priv/beamprobe_nif.build \
+         ebin/beamprobe.app ebin/beamprobe.beam \
          doc/chunks/beamprobe.chunk docs/beamprobe.1 LICENSE; do
   [ -f "$f" ] || { say "$f is missing: run 'make all' first"; exit 1; }
 done
@@ -82,6 +86,9 @@ for f in _build/elixir/ebin/*.beam; do
   [ -f "$f" ] && install -m 0644 "$f" "$new/ebin/"
 done
 install -m 0755 priv/*.so "$new/priv/"
+# What attach, profile and record check the node against (its OTP release
+# and architecture).
+install -m 0644 priv/beamprobe_nif.build "$new/priv/"
 install -m 0644 include/*.hrl "$new/include/"
 install -m 0644 doc/chunks/*.chunk "$new/doc/chunks/"
 ln -s "$BINDIR/beamprobe" "$new/bin/beamprobe"

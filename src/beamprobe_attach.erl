@@ -131,7 +131,9 @@ init(Parent, Cli, LoadedSelf) ->
     Parent ! {self(), ready},
     loop(St).
 
-is_ours(M) -> lists:prefix("beamprobe", atom_to_list(M)).
+is_ours(M) ->
+    lists:prefix("beamprobe", atom_to_list(M)) orelse
+        lists:prefix("Elixir.Beamprobe", atom_to_list(M)).
 
 loop(St) ->
     receive

@@ -60,7 +60,9 @@ int bp_attach_check_versions(struct bp_attach *a)
 
 	snprintf(path, sizeof path, "%s/priv/beamprobe_nif.build", a->home);
 	if (bp_attach_read_file(env ? env : path, &info, &len) != 0) {
-		bp_cli_error("cannot read %s: %s (build beamprobe first)",
+		bp_cli_error("cannot read %s: %s (build beamprobe first, or "
+			     "set BEAMPROBE_HOME to the directory of its "
+			     "ebin/ and priv/)",
 			     env ? env : path, strerror(errno));
 		return -1;
 	}
@@ -339,7 +341,11 @@ int bp_attach_load_all(struct bp_attach *a, const char *nif)
 	while (rc == 0 && (e = readdir(d))) {
 		size_t l = strlen(e->d_name);
 		char mod[256], file[PATH_MAX * 2 + 512];
+		/* beamprobe's Erlang modules only: an installed ebin/ also
+		 * holds the Elixir API (Elixir.Beamprobe*), which attach
+		 * does not use and would leave loaded. */
 		if (l < 6 || l >= sizeof mod || strcmp(e->d_name + l - 5, ".beam") ||
+		    strncmp(e->d_name, "beamprobe", 9) ||
 		    !strcmp(e->d_name, "beamprobe_attach.beam"))
 			continue;
 		memcpy(mod, e->d_name, l - 5);

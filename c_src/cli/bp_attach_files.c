@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "bp_attach_files.h"
+#include "bp_cli.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -80,6 +81,15 @@ const char *bp_attach_tmp_base(void)
 
 /* The directory beamprobe is built or installed in: $BEAMPROBE_HOME, else
  * two levels above this executable (bin/beamprobe). */
+/* Is dir a beamprobe application directory (ebin/beamprobe.app)? */
+static int is_home(const char *dir)
+{
+	char p[PATH_MAX + 128];
+
+	snprintf(p, sizeof p, "%s/ebin/beamprobe.app", dir);
+	return access(p, R_OK) == 0;
+}
+
 int bp_attach_home(char *home, size_t n)
 {
 	char self[PATH_MAX];
@@ -100,5 +110,14 @@ int bp_attach_home(char *home, size_t n)
 		*sl = '\0';
 	}
 	snprintf(home, n, "%s", self[0] ? self : "/");
+	if (is_home(home))
+		return 0; /* a checkout, a mix or rebar3 build */
+	/* `make install': PREFIX/bin/beamprobe, the application in
+	 * PREFIX/lib/erlang/lib/beamprobe-VSN (this version's). */
+	char app[PATH_MAX + 64];
+	snprintf(app, sizeof app, "%s/lib/erlang/lib/beamprobe-%s", self,
+		 BP_VERSION);
+	if (is_home(app) && strlen(app) < n)
+		snprintf(home, n, "%s", app);
 	return 0;
 }

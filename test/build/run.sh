@@ -15,6 +15,7 @@
 #                    about 5 minutes, with REBAR3_CT_ALL=1)
 #   install          make install PREFIX=/usr DESTDIR=tmp: man -l, the
 #                    installed application traces, the installed CLI reads
+#   install_cli      the installed CLI's profile and attach on a plain node
 #   install_atomic   a failing install leaves nothing, a failing reinstall
 #                    keeps the earlier one; uninstall removes beamprobe's files
 #   missing_tool     no dtrace / no erl_nif.h: the build stops naming the package
@@ -317,6 +318,32 @@ else
       not_ok $t "the installed CLI did not print the traced call: $out" "$log"
     else check_trace $t "$log" nocli; fi
   fi
+fi
+
+# --- install_cli: the installed CLI's attach and profile find the application ---
+# (PREFIX/lib/erlang/lib/beamprobe-VSN from PREFIX/bin, its
+# beamprobe_nif.build installed); a profile then an attach on one plain
+# node, which keeps none of beamprobe's modules (the Elixir ones included:
+# an installed ebin/ holds them).
+t=install_cli; log=$TMP/$t.log
+if ! want $t; then :
+elif [ ! -x "$D/usr/bin/beamprobe" ]; then skip $t "the install test did not install"
+else
+  tgt=bp_inst_tgt_$$
+  erl -noshell -sname $tgt -setcookie bpinst -eval 'F = fun L() -> lists:seq(1, 3), timer:sleep(20), L() end, F()' >/dev/null 2>&1 &
+  tpid=$!
+  for _ in $(seq 1 50); do erl_call -sname $tgt -c bpinst -a 'erlang node' >/dev/null 2>&1 && break; sleep 0.2; done
+  (cd "$TMP" && timeout 60 "$D/usr/bin/beamprobe" profile --cookie bpinst --seconds 1 $tgt 'lists:seq/2') > "$TMP/inst_prof.txt" 2>> "$log"; rc1=$?
+  (cd "$TMP" && timeout 60 "$D/usr/bin/beamprobe" attach --cookie bpinst --seconds 1 -q -o "$TMP/inst_attach" $tgt 'lists:seq/2') >> "$log" 2>&1; rc2=$?
+  left=$(erl -noshell -sname bp_inst_chk_$$ -setcookie bpinst -eval "io:format(\"~p~n\", [[M || {M, _} <- rpc:call('$tgt@$(hostname -s)', code, all_loaded, []), lists:prefix(\"beamprobe\", atom_to_list(M)) orelse lists:prefix(\"Elixir.Beamprobe\", atom_to_list(M))]]), halt()." 2>&1)
+  kill $tpid 2>/dev/null; wait $tpid 2>/dev/null
+  if [ $rc1 -ne 0 ] || ! grep -q "lists:seq/2" "$TMP/inst_prof.txt"; then
+    not_ok $t "the installed CLI's profile failed (rc $rc1): $(head -c 300 "$TMP/inst_prof.txt")" "$log"
+  elif [ $rc2 -ne 0 ]; then not_ok $t "the installed CLI's attach after a profile failed (rc $rc2)" "$log"
+  elif ! "$D/usr/bin/beamprobe" info "$TMP/inst_attach" 2>>"$log" | grep -Eq '^events: +[1-9]'; then
+    not_ok $t "the installed CLI's attach wrote no event" "$log"
+  elif [ "$left" != "[]" ]; then not_ok $t "beamprobe's modules left on the node: $left" "$log"
+  else ok $t; fi
 fi
 
 # --- install_atomic: all or nothing; uninstall leaves nothing -------------------
