@@ -143,9 +143,17 @@ is_var(V) when is_atom(V) ->
     end;
 is_var(_) -> false.
 
-expand({'_', F, A}, Force) ->
+expand({'_', F, A} = MFA, Force) ->
+    %% Every loaded module's matching functions; no match at all is the
+    %% error (naming the pattern, not the first module without one).
     Mods = [M || {M, _} <- code:all_loaded()],
-    lists:append([expand({M, F, A}, Force) || M <- lists:sort(Mods)]);
+    Fs = lists:append([try expand({M, F, A}, Force)
+                       catch throw:{?MODULE, _} -> []
+                       end || M <- lists:sort(Mods)]),
+    case Fs of
+        [] -> throw({?MODULE, {no_match, MFA}});
+        _ -> Fs
+    end;
 expand({M, F, A} = MFA, _Force) ->
     case code:ensure_loaded(M) of
         {module, M} -> ok;

@@ -255,6 +255,14 @@ cprof_refused(_Config) ->
 %% Bad input: {error, R} with a sentence, nothing installed.
 bad_input(_Config) ->
     Before = snapshot([self()]),
+    %% Any module: the modules that have the function; none is the error
+    %% naming the pattern (it named the first module without one).
+    ?assertMatch({ok, _}, beamprobe:profile({'_', tick, 1},
+                                            #{force => true, time => 50,
+                                              print => false})),
+    ?assertEqual({error, {no_match, {'_', bp_no_such_fun_zz, 2}}},
+                 beamprobe:profile({'_', bp_no_such_fun_zz, 2},
+                                   #{force => true, time => 50})),
     Cases = [{"lists:seq/2", #{time => 0}},
              {"lists:seq/2", #{time => infinity}},
              {"lists:seq/2", #{time => 3600001}},
