@@ -209,7 +209,7 @@ collect(Pid, Ref, O, Taken) ->
             _ = case Taken of
                     {MFAs, Tracer} ->
                         set(MFAs, false, maps:get(timing, O)),
-                        unflag(Tracer);
+                        Tracer =:= none orelse unflag(Tracer);
                     none -> ok
                 end,
             {error, {profile_failed, Why}}
@@ -239,8 +239,12 @@ worker(Caller, MFAs0, O) ->
                     case free(MFAs0, O) of
                         {ok, MFAs, Held} ->
                             %% What to restore if this worker dies.
-                            Caller ! {self(), taken, MFAs, tracer(self())},
-                            profile_locked(CRef, MFAs, Held, O);
+                            Tracer = case maps:get(timing, O) of
+                                         true -> tracer(self());
+                                         false -> none
+                                     end,
+                            Caller ! {self(), taken, MFAs, Tracer},
+                            profile_locked(CRef, MFAs, Held, Tracer, O);
                         {error, _} = E -> E
                     end
             catch error:badarg ->
@@ -248,9 +252,8 @@ worker(Caller, MFAs0, O) ->
             end,
     Caller ! {self(), Reply}.
 
-profile_locked(CRef, MFAs, Held, #{time := Ms} = O) ->
+profile_locked(CRef, MFAs, Held, Tracer, #{time := Ms} = O) ->
     Self = self(),
-    Tracer = tracer(Self),
     Timing = maps:get(timing, O),
     T0 = erlang:monotonic_time(),
     try
