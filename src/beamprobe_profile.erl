@@ -227,8 +227,7 @@ report({error, _} = E, _) -> E.
 print(#{print := false}, _, Res) -> {ok, Res};
 print(#{io_server := Io}, Text, Res) ->
     try io:put_chars(Io, Text) of
-        ok -> {ok, Res};
-        {error, R} -> {error, {io_server, Io, R}}
+        ok -> {ok, Res}
     catch _:R -> {error, {io_server, Io, R}}
     end.
 
