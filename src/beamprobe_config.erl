@@ -737,6 +737,9 @@ format_error({profile_failed, Why}) ->
     f("the profile process failed: ~tP (everything it set was removed)",
       [Why, ?SHOW]);
 format_error(caller_down) -> "the caller of profile/2 died";
+format_error({io_server, Io, R}) ->
+    f("the profile ran (its counters are removed) but its table could not "
+      "be printed to ~tp: ~tP; print => false returns it", [Io, R, ?SHOW]);
 format_error({system_monitor_taken, Pid}) ->
     f("the node's system monitor (erlang:system_monitor/2) is held by ~p; "
       "force => true takes it (it is given back when the session ends)",
