@@ -38,7 +38,8 @@
                   on_rate => drop | stop,
                   limit => pos_integer() | undefined,
                   owner => pid(),
-                  syntax => erlang | elixir}.
+                  syntax => erlang | elixir,
+                  follows_names => boolean()}.
 
 -record(st, {io :: pid() | atom(),
              ts :: time | ns | none,
@@ -50,12 +51,14 @@
              limit = undefined :: undefined | pos_integer(),
              elixir = false :: boolean(),
              names = #{} :: #{pid() | port() => iodata()},
+             %% The names at the start, when register events follow.
+             at_start = undefined :: undefined | #{pid() => atom()},
              icalls = #{} :: #{pid() => iodata()},
              stacks = #{} :: #{pid() | port() => stack()},
              lines = 0 :: non_neg_integer()}).
 
 -define(OPTS, [io, timestamp, proc_names, print_re, rate, on_rate, limit,
-               owner, syntax]).
+               owner, syntax, follows_names]).
 
 %% @doc `Opts': `io' (the io server), `timestamp' (`time' = local
 %% HH:MM:SS.micro, the default; `ns' = trace clock; `none'), and for the
@@ -71,7 +74,12 @@
 %% `elixir': terms, functions, pids and names as Elixir's `inspect/2'
 %% prints them, `Shop.buy(:apple, 2)', `%Shop.Order{id: 1}', `"héllo"',
 %% `#PID<0.1.0>': the text of `beamprobe print --syntax elixir',
-%% c_src/bp_elixir.h; the Elixir module `Beamprobe' sets it).
+%% c_src/bp_elixir.h; the Elixir module `Beamprobe' sets it),
+%% `follows_names' (set by the session when the printer receives
+%% `register' events: a traced process is then named as it was named at
+%% the session's start, and after by those events, as `beamprobe print'
+%% does; without them its name is looked up when it is first met, and
+%% may be one it took after that event).
 %% Any other argument is `{error, {bad_option, Key, Value}}' (Key `opts'
 %% for something that is not such a map).
 -spec init(opts() | term()) -> {ok, #st{}} | {error, term()}.
@@ -101,7 +109,14 @@ init(#{io := Io} = Opts) ->
         [] ->
             Offset = os:system_time(nanosecond) - beamprobe_nif:clock(),
             {ok, MP} = Re,
-            {ok, #st{io = Io, ts = Ts, offset = Offset,
+            AtStart = case maps:get(follows_names, Opts, false) of
+                          true -> maps:from_list(
+                                    [{P, N} || N <- registered(),
+                                               P <- [whereis(N)],
+                                               is_pid(P)]);
+                          _ -> undefined
+                      end,
+            {ok, #st{io = Io, ts = Ts, offset = Offset, at_start = AtStart,
                      initial_call = Names =:= initial_call, re = MP,
                      elixir = Syntax =:= elixir,
                      rate = maps:get(rate, Opts, undefined),
@@ -174,7 +189,7 @@ line(#{event := process}, St) ->
     {[], St}; % annotations: `beamprobe print' shows them only on request
 line(#{ts := Ts, pid := Pid} = E, St) ->
     St0 = rename(E, St),
-    {Name, St1} = name(Pid, St0),
+    {Name, St1} = own_name(Pid, St0),
     {Indent, St2} = indent(E, Pid, St1),
     {What, St3} = describe_named(syntax(E, St2), St2),
     Line = [ts(Ts, St3), pid_text(Pid, St3), Name, " ", Indent, What, "\n"],
@@ -280,6 +295,18 @@ elixir_text(Text, Kind) ->
     try beamprobe_nif:elixir_text(Text, Kind)
     catch error:_ -> Text   % too long, or no NIF: as captured
     end.
+
+%% The name of a traced process (the event's own): when register events
+%% follow (at_start), its name at the session's start, not a name it
+%% registered since (the events printed so far may precede it).
+own_name(P, #st{at_start = AtStart, names = N} = St)
+  when is_map(AtStart), is_pid(P), not is_map_key(P, N) ->
+    Name0 = case AtStart of
+                #{P := R} -> [" ", name_text(R, St)];
+                _ -> ""
+            end,
+    name(P, St#st{names = (bounded(N))#{P => Name0}});
+own_name(P, St) -> name(P, St).
 
 %% Registered names, looked up once per process (on this node); in
 %% initial_call mode an unnamed process gets its initial call instead.

@@ -12,6 +12,8 @@
 %%% {@link beamprobe_sup} and then asked to `install'; if installing fails,
 %%% everything done so far is undone and the process ends.
 -module(beamprobe_session).
+
+-include("beamprobe_events.hrl").
 -behaviour(gen_server).
 
 -export([start_link/2]).
@@ -194,7 +196,17 @@ start_handlers(#st{config = #{sinks := Sinks}} = St) ->
     start_handlers([S || #{type := handler} = S <- Sinks], St).
 
 start_handlers([], St) -> {ok, St};
-start_handlers([#{module := M, arg := A} | T], #st{handlers = Hs} = St) ->
+start_handlers([#{module := M, arg := A0} = S | T],
+               #st{handlers = Hs} = St) ->
+    %% The printer names processes as the trace does when it receives
+    %% register events (beamprobe_printer, follows_names).
+    A = case M =:= beamprobe_printer andalso is_map(A0) andalso
+             not is_map_key(follows_names, A0) of
+            true ->
+                A0#{follows_names =>
+                        maps:get(kinds, S, 0) band (1 bsl ?BP_EV_REGISTER) =/= 0};
+            false -> A0
+        end,
     case beamprobe_handler:start_link(M, A) of
         {ok, Pid} -> start_handlers(T, St#st{handlers = Hs ++ [Pid]});
         {error, R} -> {error, R, St}

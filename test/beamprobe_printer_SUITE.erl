@@ -9,11 +9,13 @@
 -include_lib("stdlib/include/assert.hrl").
 
 -export([all/0, init_per_suite/1, end_per_suite/1]).
--export([same_lines_as_cli/1, same_elixir_lines_as_cli/1]).
+-export([same_lines_as_cli/1, same_elixir_lines_as_cli/1,
+         name_taken_later_not_shown/1]).
 %% Traced workload.
 -export([fact/1, count/2, boom/1, safe/1, outer/1, inner/1, worker/0]).
 
-all() -> [same_lines_as_cli, same_elixir_lines_as_cli].
+all() -> [same_lines_as_cli, same_elixir_lines_as_cli,
+          name_taken_later_not_shown].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(beamprobe),
@@ -99,6 +101,30 @@ event_lines(Text) ->
 
 same_lines_as_cli(Config) ->
     same_lines(Config, erlang).
+
+%% A traced process that registers a name right after a traced call: the
+%% printer meets its pid after that (its batches come later), and must
+%% not print the call with the name it took since (before, it looked the
+%% name up then: the CI of a full run flaked on it); the calls after the
+%% register event have it.
+name_taken_later_not_shown(_Config) ->
+    W = spawn(fun worker/0),
+    Cap = capture(),
+    M = ?MODULE,
+    {ok, S} = beamprobe:start(#{procs => [W], calls => [{M, fact, 1}],
+                                events => [procs],
+                                output => {handler, beamprobe_printer,
+                                           #{io => Cap}}}),
+    _ = run(W, fun() -> fact(1), register(bp_printer_late, self()), fact(2) end),
+    {ok, _} = beamprobe:stop(S),
+    Lines = event_lines(wait_ended(Cap, 5000)),
+    ct:log("~p", [Lines]),
+    Pid = list_to_binary(pid_to_list(W)),
+    Before = <<Pid/binary, " call beamprobe_printer_SUITE:fact(1)">>,
+    After = <<Pid/binary, " bp_printer_late +call beamprobe_printer_SUITE:fact\\(2\\)">>,
+    ?assert(lists:member(Before, Lines)),
+    ?assert(lists:any(fun(L) -> re:run(L, After) =/= nomatch end, Lines)),
+    W ! stop.
 
 %% The same in Elixir syntax (issue 11): the printer with `syntax =>
 %% elixir' and `beamprobe print --syntax elixir'.
