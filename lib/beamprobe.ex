@@ -220,8 +220,8 @@ defmodule Beamprobe do
   lists, maps and structs (`%Shop.Order{status: :paid}`), `^pinned`
   values. Guards: comparisons, `and`/`or`/`not`, arithmetic, `is_*`
   tests, `elem/2`, `hd/1`, `tl/1`, `length/1`, `map_size/1`,
-  `tuple_size/1`, `byte_size/1`, `binary_part/3`, `is_map_key/2`,
-  `map_get/2`, `abs/1`, `x in [literals]`. Bodies: `true`, `:return`
+  `byte_size/1`, `binary_part/3`, `is_map_key/2`, `abs/1`,
+  `x in [literals]`. Bodies: `true`, `:return`
   (`return_trace()`), `:exception` (`exception_trace()`), `:caller`,
   `message(expr)`, or a list of these. Anything else is a compile error
   naming the construct.

@@ -213,7 +213,10 @@ check_mfas([{M, F, A} = MFA | T], Force)
         true -> check_mfas(T, Force);
         {module, M} when F =:= '_' -> check_mfas(T, Force);
         {module, M} ->
-            Exported = [{N, Ar} || {N, Ar} <- M:module_info(functions),
+            %% Not M:module_info/1: that call is a traced call of M in
+            %% the caller's process (an earlier trace of M shows it).
+            Exported = [{N, Ar} || {N, Ar} <- erlang:get_module_info(
+                                                 M, functions),
                                    N =:= F, A =:= '_' orelse Ar =:= A],
             case Exported of
                 [] -> {error, {no_such_function, MFA}};
@@ -703,7 +706,7 @@ format_error({conflict, S, What}) ->
     f("session ~p already traces ~tP", [S, What, ?SHOW]);
 format_error({bad_pattern, P, Col, Msg}) ->
     f("bad pattern ~tP: column ~b: ~ts", [P, ?SHOW, Col, Msg]);
-format_error({bad_pattern, P, Msg}) when is_list(Msg) ->
+format_error({bad_pattern, P, Msg}) when is_list(Msg); is_binary(Msg) ->
     f("bad pattern ~tP: ~ts", [P, ?SHOW, Msg]);
 format_error({bad_limit, L, Hint}) ->
     f("bad limit ~tP: expected ~ts", [L, ?SHOW, Hint]);

@@ -302,7 +302,7 @@ alone(St) ->
 
 alone1(#st{mfa = {M, F, A}} = St) ->
     {module, M} = code:ensure_loaded(M),
-    Fs = [{M, F, Ar} || {Fn, Ar} <- M:module_info(functions), Fn =:= F,
+    Fs = [{M, F, Ar} || {Fn, Ar} <- erlang:get_module_info(M, functions), Fn =:= F,
                         A =:= '_' orelse Ar =:= A],
     Taken = [MFA || MFA <- Fs,
                     erlang:trace_info(MFA, traced) =/= {traced, false}],

@@ -483,7 +483,9 @@ describe(#{event := port_open, other_text := O, name := N}) ->
     ["port_open ", N, " by ", O];
 describe(#{event := port_closed, reason := R}) ->
     ["port_closed ", R];
-describe(#{event := annotation, tag := <<"undefined">>, value := V}) ->
+describe(#{event := annotation, tag := T, value := V})
+  when T =:= <<"undefined">>; T =:= <<":undefined">> ->
+    %% No tag given (annotate/1); `:undefined' in Elixir syntax.
     ["annotation ", V];
 describe(#{event := annotation, tag := T, value := V}) ->
     ["annotation ", T, ": ", V];

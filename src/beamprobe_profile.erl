@@ -159,7 +159,7 @@ expand({M, F, A} = MFA, _Force) ->
         {module, M} -> ok;
         _ -> throw({?MODULE, {no_such_module, M}})
     end,
-    Fs = [{M, F1, A1} || {F1, A1} <- M:module_info(functions),
+    Fs = [{M, F1, A1} || {F1, A1} <- erlang:get_module_info(M, functions),
                          F =:= '_' orelse F =:= F1,
                          A =:= '_' orelse A =:= A1],
     case Fs of
@@ -342,7 +342,7 @@ groups(MFAs) ->
                   || M <- Mods]).
 
 group(M, Fs) ->
-    All = try lists:sort([{M, F, A} || {F, A} <- M:module_info(functions)])
+    All = try lists:sort([{M, F, A} || {F, A} <- erlang:get_module_info(M, functions)])
           catch _:_ -> []
           end,
     case All =/= [] andalso lists:sort(Fs) =:= All of

@@ -39,12 +39,10 @@ defmodule Beamprobe.MatchSpec do
     is_reference: 1,
     is_tuple: 1,
     is_map_key: 2,
-    map_get: 2,
     hd: 1,
     tl: 1,
     length: 1,
     map_size: 1,
-    tuple_size: 1,
     byte_size: 1,
     bit_size: 1,
     abs: 1,
@@ -340,6 +338,10 @@ defmodule Beamprobe.MatchSpec do
 
   defp guard({op, _, [a, b]}, st) when is_map_key(@guard_ops, op),
     do: tup([Map.fetch!(@guard_ops, op), guard(a, st), guard(b, st)])
+
+  # Elixir's is_map_key(map, key); the match spec's is_map_key(Key, Map).
+  defp guard({:is_map_key, _, [m, k]}, st),
+    do: tup([:is_map_key, guard(k, st), guard(m, st)])
 
   defp guard({f, _, args} = ast, st) when is_atom(f) and is_list(args) do
     if {f, length(args)} in @guard_funs do

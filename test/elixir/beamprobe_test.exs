@@ -228,6 +228,44 @@ defmodule BeamprobeTest.ApiTest do
     assert {:ok, false, [], []} = :erlang.match_spec_test([2], ms3, :trace)
   end
 
+  test "format_error/1 says a 3-element bad_pattern in words" do
+    {:error, e} = Beamprobe.calls(":send", 10)
+    text = Beamprobe.format_error(e)
+    assert text =~ "bad pattern"
+    refute String.starts_with?(text, "{")
+  end
+
+  test "an annotation without a tag prints no tag (the printer, Elixir syntax)", %{io: io} do
+    {:ok, s} =
+      Beamprobe.start(
+        procs: [self()],
+        events: [:procs],
+        output: {:handler, :beamprobe_printer, io: io, timestamp: :none}
+      )
+
+    :ok = Beamprobe.annotate({:checkout, 42})
+    {:ok, _} = Beamprobe.stop(s)
+    {_, out} = StringIO.contents(io)
+    assert out =~ "annotation {:checkout, 42}"
+    refute out =~ ":undefined"
+  end
+
+  test "naming a module's functions makes no traced call of it", %{io: io} do
+    assert Beamprobe.calls("BeamprobeTest.Target", 10, io_server: io, timestamp: :none) > 1
+    assert 1 == Beamprobe.calls("BeamprobeTest.Target.g/1", 10, io_server: io, timestamp: :none)
+    Target.g(1)
+    [_ | _] = lines(io, 1)
+    Beamprobe.clear()
+    {_, out} = StringIO.contents(io)
+    refute out =~ "module_info"
+  end
+
+  test "match/1: is_map_key/2 in Elixir's argument order (map, key)" do
+    ms = Beamprobe.match(fn [m] when is_map_key(m, :id) -> true end)
+    assert {:ok, true, [], []} = :erlang.match_spec_test([%{id: 1}], ms, :trace)
+    assert {:ok, false, [], []} = :erlang.match_spec_test([%{other: 1}], ms, :trace)
+  end
+
   test "match/1 refuses what a match spec cannot express, at compile time" do
     for {code, msg} <- [
           {"fn [x] -> foo(x) end", "foo(x) is not an action"},
@@ -239,6 +277,7 @@ defmodule BeamprobeTest.ApiTest do
           {"fn [%{^k => 1}] -> true end", "map keys in a match spec head must be literals"},
           {"fn x -> true end", "the head of a match is the argument list"},
           {"fn [x] when x > @limit -> true end", "module attributes"},
+          {"fn [t] when tuple_size(t) == 2 -> true end", "tuple_size(t) is not allowed"},
           {"not_a_fn", "expects an fn"}
         ] do
       e =
