@@ -627,11 +627,28 @@ nothing(#{calls := [], events := []}) ->
              "give calls => [{M, F, A}], events, monitor or sample"}};
 nothing(S) -> {ok, S}.
 
+%% beamprobe-NODE-YYYYMMDD-HHMMSS, and -2, -3, ... when that is taken (a
+%% second session started in the same second was refused:
+%% output_exists).  A name taken between this look and the session's
+%% exclusive mkdir is still output_exists, never shared.
 default_dir() ->
     {{Y, Mo, D}, {H, Mi, Se}} = calendar:local_time(),
     Node = lists:map(fun ($@) -> $-; (C) -> C end, atom_to_list(node())),
-    lists:flatten(io_lib:format("beamprobe-~s-~4..0w~2..0w~2..0w-~2..0w~2..0w~2..0w",
-                                [Node, Y, Mo, D, H, Mi, Se])).
+    Base = lists:flatten(io_lib:format(
+                           "beamprobe-~s-~4..0w~2..0w~2..0w-~2..0w~2..0w~2..0w",
+                           [Node, Y, Mo, D, H, Mi, Se])),
+    free_dir(Base, 1).
+
+free_dir(Base, N) ->
+    Dir = case N of
+              1 -> Base;
+              _ -> Base ++ "-" ++ integer_to_list(N)
+          end,
+    case file:read_link_info(Dir) of
+        {error, enoent} -> Dir;
+        _ when N < 1000 -> free_dir(Base, N + 1);
+        _ -> Dir
+    end.
 
 bad(Key, Value) -> {error, {bad_option, Key, Value}}.
 

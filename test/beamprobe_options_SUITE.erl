@@ -19,7 +19,8 @@
 
 -export([all/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
--export([start_options/1, shell_options/1, printer_options/1]).
+-export([start_options/1, shell_options/1, printer_options/1,
+         default_dirs_distinct/1]).
 
 -define(L, beamprobe_test_lib).
 -define(MFA, {lists, seq, 2}).
@@ -27,7 +28,8 @@
 
 suite() -> [{timetrap, {minutes, 2}}].
 
-all() -> [start_options, shell_options, printer_options].
+all() -> [start_options, shell_options, printer_options,
+          default_dirs_distinct].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -321,4 +323,22 @@ no_pattern(MFA) ->
         {all, L} -> not lists:member({traced, local}, L) andalso
                         not lists:member({traced, global}, L) andalso
                         proplists:get_value(meta, L, false) =:= false
+    end.
+
+%% Two sessions with the default output started in the same second each
+%% get a directory (the second one was refused: output_exists).
+default_dirs_distinct(Config) ->
+    {ok, Cwd} = file:get_cwd(),
+    Dir = proplists:get_value(case_dir, Config),
+    ok = file:set_cwd(Dir),
+    try
+        {ok, A} = beamprobe:start(#{calls => [?MFA]}),
+        {ok, B} = beamprobe:start(#{calls => [?MFA]}),
+        {ok, #{output := OA}} = beamprobe:stop(A),
+        {ok, #{output := OB}} = beamprobe:stop(B),
+        ct:log("~s~n~s", [OA, OB]),
+        ?assertNotEqual(OA, OB),
+        ?assert(filelib:is_dir(OA) andalso filelib:is_dir(OB))
+    after
+        ok = file:set_cwd(Cwd)
     end.
