@@ -32,6 +32,11 @@
 %%% (counted, and reported to it as a `dropped' event), never memory: its
 %%% mailbox holds at most `credits' batches of at most `batch' events.
 %%%
+%%% `handle_events/2' returning `{stop, State}' ends the session (stop
+%%% reason `handler_stop'; `terminate/2' is called with `stop').  A
+%%% handler that crashes is logged (logger:error) and its later events are
+%%% counted as dropped; the session goes on.
+%%%
 %%% The handler runs in its own process, started by the session before
 %%% tracing starts and never traced by it.  When the session ends, the
 %%% handler handles the batches already in its mailbox, runs `terminate/2'

@@ -117,6 +117,23 @@ handle_info({limit, seconds}, St) ->
     ended(finish(St, seconds));
 handle_info({beamprobe_stop, Why}, St) ->
     ended(finish(St, Why));
+handle_info({'EXIT', H, Why}, #st{summary = undefined, handlers = Hs,
+                                  config = #{sinks := Sinks}} = St) ->
+    case lists:member(H, Hs) of
+        %% handle_events/2 returned {stop, State}: the session ends.
+        true when Why =:= normal -> ended(finish(St, handler_stop));
+        true ->
+            %% A crash: said in the log (Elixir's Logger does not show
+            %% proc_lib's crash reports by default); the session goes on,
+            %% the handler's events counted as dropped.
+            Mods = [M || #{type := handler, module := M} <- Sinks],
+            logger:error("beamprobe: a handler of session ~p (~tp) "
+                         "crashed: ~tP; the session goes on, the events "
+                         "for it are counted as dropped (handlers in "
+                         "info/1 and the summary)", [self(), Mods, Why, 30]),
+            {noreply, St};
+        false -> {noreply, St}
+    end;
 handle_info({'EXIT', _, _}, St) ->
     {noreply, St};
 handle_info({beamprobe_rejoin, Janitor}, #st{summary = undefined,

@@ -25,7 +25,8 @@
          disk_full/1, dir_removed/1, stream_not_creatable/1,
          planted_symlinks/1, unsafe_existing_dir/1, umask_000/1,
          discarded_visible_to_babeltrace/1, stop_waits_for_handlers/1,
-         handler_stops_own_session/1, stream_file_removed_after/1,
+         handler_stops_own_session/1, handler_stop_ends_session/1,
+         stream_file_removed_after/1,
          stream_files_planted_entry/1]).
 %% The handler callbacks, and the umask child node's entry point.
 -export([init/1, handle_events/2, terminate/2, umask_child/1]).
@@ -40,6 +41,7 @@ suite() -> [{timetrap, {seconds, 120}}].
 all() ->
     [handler_env_no_leak, handler_blocked_is_killed, handler_crash_counted,
      stop_waits_for_handlers, handler_stops_own_session,
+     handler_stop_ends_session,
      idle_sessions_sleep, session_cap, session_cap_concurrent,
      event_larger_than_packet, disk_full, dir_removed,
      stream_not_creatable, planted_symlinks, unsafe_existing_dir,
@@ -82,6 +84,8 @@ handle_events(_Evs, #{mode := block}) ->
 handle_events(Evs, #{mode := slow, n := N} = St) ->
     timer:sleep(100),
     {ok, St#{n := N + length([E || #{event := call} = E <- Evs])}};
+handle_events(_Evs, #{mode := stop_now} = St) ->
+    {stop, St};
 handle_events(_Evs, #{mode := stop_self, parent := P} = St) ->
     [S] = beamprobe:list(),
     P ! {stopped_self, self(), beamprobe:stop(S)},
@@ -216,6 +220,24 @@ stop_waits_for_handlers(_Config) ->
     after 0 -> ct:fail({stop_returned_before_the_handler_ended, H})
     end,
     ?assertNot(is_process_alive(H)),
+    ?W:stop_worker(W).
+
+%% handle_events/2 returning {stop, State} ends the session (stop reason
+%% handler_stop), as documented; before, only the handler ended and the
+%% session traced on, its events counted as dropped.
+handler_stop_ends_session(_Config) ->
+    W = ?W:start_worker(),
+    S = start(#{procs => [W], calls => [{?W, tick, 1}],
+                output => {handler, ?MODULE, #{parent => self(),
+                                               mode => stop_now},
+                           #{batch => 1}}}),
+    H = handler_pid(),
+    ?W:run(W, fun() -> ?W:tick(1) end),
+    _ = ?L:wait_ended(S, 5000),
+    {ok, Info} = beamprobe:info(S),
+    ?assertNot(maps:is_key(config, Info)),   % ended: its summary
+    receive {handler_done, H, _} -> ok after 2000 -> ct:fail(not_ended) end,
+    ?assertMatch(#{stop_reason := handler_stop}, stop(S)),
     ?W:stop_worker(W).
 
 %% A handler that stops its own session from handle_events/2 is not
