@@ -74,6 +74,8 @@ static void add_cp(struct px *p, uint32_t c)
  * at p->i.  Returns 0 if it does not end. */
 static int quoted(struct px *p, char q)
 {
+	uint32_t start = (uint32_t)p->ncp;
+
 	p->i++;
 	while (p->i < p->n && p->s[p->i] != q) {
 		uint32_t c;
@@ -119,8 +121,14 @@ static int quoted(struct px *p, char q)
 		}
 		add_cp(p, c);
 	}
-	if (p->i >= p->n)
+	if (p->i >= p->n) {
+		/* Cut inside the text: the "..." the renderer appended is
+		 * the cut's mark, not the text's. */
+		if (p->ncp >= start + 3 && p->cp[p->ncp - 1] == '.' &&
+		    p->cp[p->ncp - 2] == '.' && p->cp[p->ncp - 3] == '.')
+			p->ncp -= 3;
 		return 0;
+	}
 	p->i++;
 	return 1;
 }
@@ -180,6 +188,11 @@ static uint32_t container(struct px *p, enum ntype t, const char *open,
 		}
 		skip_sp(p);
 		if (t == N_MAP) {
+			if (at(p, "...")) { /* cut after a key */
+				append(p, me, &last, term(p));
+				p->nd[me].open = 1;
+				return me;
+			}
 			if (!at(p, "=>")) {
 				p->nd[me].open = 1;
 				return me;
@@ -187,6 +200,13 @@ static uint32_t container(struct px *p, enum ntype t, const char *open,
 			p->i += 2;
 			append(p, me, &last, term(p));
 			skip_sp(p);
+		}
+		if (at(p, "...")) {
+			/* Cut right after a whole element ("[a,b..."): the
+			 * rest is one cut element, and the text ends here. */
+			append(p, me, &last, term(p));
+			p->nd[me].open = 1;
+			return me;
 		}
 		if (p->i < p->n && p->s[p->i] == ',') {
 			p->i++;

@@ -307,6 +307,22 @@ defmodule BeamprobeTest.OutputTest do
     {_, 1} = System.cmd(cli, ["print", "--syntax", "cobol", dir], stderr_to_stdout: true)
   end
 
+  test "terms cut by the byte limit stay Elixir syntax, the cut shown once" do
+    cap = %{depth: 64, list: 4096, binary: 65536, bytes: 120}
+    # Cut right after a whole element: was the raw Erlang text, é as Ã©.
+    cut1 = elixir(List.duplicate(String.duplicate("é", 30), 16), cap)
+    assert String.starts_with?(cut1, ~s(["ééé)), cut1
+    assert String.ends_with?(cut1, "..."), cut1
+    refute cut1 =~ "<<", cut1
+    refute cut1 =~ "Ã", cut1
+    # Cut inside a string: the dots are the cut's, not the string's.
+    cut2 = elixir(List.duplicate(String.duplicate("x", 60), 15), cap)
+    refute cut2 =~ ~s(x..."), cut2
+    assert cut2 =~ ~s(" <> ...), cut2
+    assert :beamprobe_nif.elixir_text(~S|(<<"xxxxxxxx...|, :args) == ~S|("xxxxxxxx" <> ...|
+    assert :beamprobe_nif.elixir_text(~S|([<<"ab">>,<<"cd">>...|, :args) == ~S|(["ab", "cd", ...|
+  end
+
   defp wait_lines(io, n, tries \\ 100) do
     {_, out} = StringIO.contents(io)
     lines = out |> String.split("\n", trim: true) |> Enum.reject(&String.starts_with?(&1, "%"))
