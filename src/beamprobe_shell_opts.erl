@@ -109,7 +109,18 @@ opt(timestamp, T) ->
         false -> bad
     end;
 opt(io_server, Io) when is_pid(Io); is_atom(Io), Io =/= undefined ->
-    {set, [{io_server, Io}]};
+    %% One that is not there would lose every line while the counters
+    %% say they were delivered.
+    case is_pid(Io) andalso node(Io) =:= node() andalso
+        not is_process_alive(Io) of
+        true -> bad;
+        false when is_atom(Io) ->
+            case whereis(Io) of
+                undefined -> bad;
+                _ -> {set, [{io_server, Io}]}
+            end;
+        false -> {set, [{io_server, Io}]}
+    end;
 opt(on_rate, R) when R =:= drop; R =:= stop -> {set, [{on_rate, R}]};
 opt(output, O) ->
     case is_tuple(O) orelse

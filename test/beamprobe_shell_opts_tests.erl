@@ -32,6 +32,19 @@ first_of_a_key_wins_test() ->
     ?assertEqual({ok, #{time => 100}}, ?N([{time, 100}, {time, 200}])),
     ?assertEqual({ok, #{time => 100}}, ?N([{timeout, 100}])).
 
+%% An io server that is not there (a name nobody has, a dead pid) is a bad
+%% option, not a trace whose every line is lost.
+io_server_there_test() ->
+    Dead = spawn(fun() -> ok end),
+    Ref = monitor(process, Dead),
+    receive {'DOWN', Ref, process, Dead, _} -> ok end,
+    ?assertEqual({error, {bad_option, io_server, bp_nobody_zz}},
+                 ?N([{io_server, bp_nobody_zz}])),
+    ?assertEqual({error, {bad_option, io_server, Dead}},
+                 ?N([{io_server, Dead}])),
+    ?assertEqual({ok, #{io_server => self()}}, ?N([{io_server, self()}])),
+    ?assertEqual({ok, #{io_server => user}}, ?N([{io_server, user}])).
+
 recon_pid_specs_test() ->
     Me = self(),
     [A, B, C] = [list_to_integer(X)
