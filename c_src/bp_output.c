@@ -252,8 +252,9 @@ ERL_NIF_TERM bp_output_make_dir(ErlNifEnv *env, ERL_NIF_TERM dir)
 
 int bp_output_record_streams(struct bp_session *s)
 {
-	/* "thread-NNN:B:E:A," is at most 7 + 10 + 3 * 21 bytes. */
-	size_t cap = (size_t)s->max_slots * 80 + 1, n = 0;
+	/* ",thread-N:B:E:A" is at most 1 + 7 + 10 + 3 * 21 = 81 bytes. */
+	enum { ENTRY_MAX = 81 };
+	size_t cap = (size_t)s->max_slots * ENTRY_MAX + 1, n = 0;
 	char *v;
 	int err;
 
@@ -264,13 +265,18 @@ int bp_output_record_streams(struct bp_session *s)
 	v[0] = '\0';
 	for (uint32_t i = 0; i < s->max_slots; i++) {
 		const struct bp_ctf_stream *st = &s->streams[i];
+		int w;
 		if (st->bytes == 0)
 			continue; /* never written: no file, or an empty one */
-		n += (size_t)snprintf(v + n, cap - n,
-				      "%sthread-%03u:%" PRIu64 ":%" PRIu64
-				      ":%" PRIu64,
-				      n ? "," : "", i, st->bytes, st->events,
-				      st->aux_events);
+		w = snprintf(v + n, cap - n,
+			     "%sthread-%03u:%" PRIu64 ":%" PRIu64 ":%" PRIu64,
+			     n ? "," : "", i, st->bytes, st->events,
+			     st->aux_events);
+		if (w < 0 || (size_t)w >= cap - n) {
+			free(v); /* cannot happen (ENTRY_MAX): no half list */
+			return EOVERFLOW;
+		}
+		n += (size_t)w;
 	}
 	err = bp_ctf_add_env_at(s->dirfd, "stream_files", v);
 	free(v);

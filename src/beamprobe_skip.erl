@@ -44,6 +44,8 @@
 -export([skip/2, to_set/2, skipped_note/1]).
 %% For the watchdog (beamprobe_watch): the functions a pattern names.
 -export([functions/1, covers/2]).
+%% For the watchdog too: erlang:trace_info/2 without its spec's gap.
+-export([trace_info/2]).
 
 -export_type([skipped/0]).
 
@@ -306,8 +308,12 @@ list(L) ->
 
 mfa_text({M, F, A}) -> io_lib:format("~tw:~tw/~b", [M, F, A]).
 
-%% erlang:trace_info/2 through apply: its OTP 25 spec leaves out tracers
-%% of the form {Module, State}, which dialyzer then calls impossible.
+%% @doc erlang:trace_info/2 through apply: its OTP 25 spec leaves out
+%% tracers of the form {Module, State}, which dialyzer then calls
+%% impossible.  `undefined' where the VM refuses the question (a pid of
+%% another node, a function of no loaded module).
+-spec trace_info(pid() | port() | new | mfa() | send | 'receive' | on_load,
+                 atom()) -> term().
 trace_info(What, Item) ->
     try erlang:apply(erlang, trace_info, [What, Item])
     catch error:badarg -> undefined

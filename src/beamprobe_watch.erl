@@ -548,12 +548,7 @@ reinstall({procs, P}, {_, Flags}, W) ->
 reinstalled(Key, #w{reported = R} = W) ->
     W#w{reported = maps:remove(Key, R)}.
 
-%% erlang:trace_info/2 through apply: its OTP 25 spec leaves out tracers
-%% of the form {Module, State}, which dialyzer then calls impossible.
-trace_info(What, Item) ->
-    try erlang:apply(erlang, trace_info, [What, Item])
-    catch error:badarg -> undefined
-    end.
+trace_info(What, Item) -> beamprobe_skip:trace_info(What, Item).
 
 %% @private
 %% The process_info(P, trace) bits of the `running' flags, found once per
