@@ -329,6 +329,20 @@ void bp_recv_conn_close(struct bp_recv_conn *c)
 	c->len = c->cap = 0;
 }
 
+/* Is the token given (len bytes at t) the expected one?  In a time that
+ * does not depend on where they differ (memcmp stops at the first
+ * difference: a peer timing its tries could find the token byte by
+ * byte); only the expected length's bytes are read of both. */
+static int token_equal(const struct bp_recv *r, const uint8_t *t,
+		       uint32_t len)
+{
+	volatile uint8_t d = (uint8_t)(len != r->token_len);
+
+	for (size_t i = 0; i < r->token_len; i++)
+		d |= (uint8_t)(r->token[i] ^ (i < len ? t[i] : 0));
+	return d == 0;
+}
+
 static int hello(struct bp_recv *r, struct bp_recv_conn *c, const uint8_t *p,
 		 uint32_t n)
 {
@@ -349,8 +363,7 @@ static int hello(struct bp_recv *r, struct bp_recv_conn *c, const uint8_t *p,
 		say("stream: malformed greeting from %s%s", c->peer, "");
 		return -1;
 	}
-	if (r->token_len &&
-	    (tl != r->token_len || memcmp(p + 24, r->token, tl) != 0)) {
+	if (r->token_len && !token_equal(r, p + 24, tl)) {
 		if (r->bad_token++ < 3) /* a sender retries: named thrice */
 			say("stream from %s refused: %s", c->peer,
 			    tl ? "wrong token"
@@ -443,6 +456,44 @@ static void mark_complete(struct bp_recv *r)
 	r->ended = 1;
 }
 
+/* A peer not authenticated yet (a token is expected): its first frame
+ * must be a well-formed HELLO carrying the token.  1: nothing wrong seen
+ * yet (the frame is not all there, or it is such a HELLO: read on),
+ * 0: refused (counted in r->bad_token, named thrice), the connection to
+ * be closed. */
+static int stranger(struct bp_recv *r, struct bp_recv_conn *c)
+{
+	const uint8_t *h = c->buf;
+	const char *why = NULL;
+	uint32_t n, tl;
+
+	if (c->len < BP_STREAM_FRAME_HDR)
+		why = bp_get_u32(h) == BP_STREAM_MAGIC || c->len < 4
+			      ? NULL
+			      : "not a beamprobe stream";
+	else if (bp_get_u32(h) != BP_STREAM_MAGIC)
+		why = "not a beamprobe stream";
+	else if (bp_get_u32(h + 4) != BP_STREAM_HELLO)
+		why = "data before a greeting with the token";
+	else if ((n = bp_get_u32(h + 8)) < 24 ||
+		 n > c->cap - BP_STREAM_FRAME_HDR)
+		why = "malformed greeting";
+	else if (c->len < BP_STREAM_FRAME_HDR + 24)
+		why = NULL;
+	else if (bp_get_u32(h + BP_STREAM_FRAME_HDR) != BP_STREAM_VERSION)
+		why = "another stream version (sender and receiver must be "
+		      "the same release)";
+	else if ((tl = bp_get_u32(h + BP_STREAM_FRAME_HDR + 20)) > n - 24 ||
+		 tl > BP_STREAM_TOKEN_MAX)
+		why = "malformed greeting";
+	if (!why)
+		return 1;
+	if (r->bad_token++ < 3)
+		say("stream from %s refused: %s", c->peer, why);
+	c->len = 0;
+	return 0;
+}
+
 int bp_recv_conn_read(struct bp_recv *r, struct bp_recv_conn *c)
 {
 	ssize_t got;
@@ -470,6 +521,14 @@ int bp_recv_conn_read(struct bp_recv *r, struct bp_recv_conn *c)
 		return 0;
 	}
 	c->len += (size_t)got;
+	/* With a token, a peer is a stranger until its HELLO carries it:
+	 * whatever else it sends is refused and counted, not taken for a
+	 * damaged stream (any local user can connect to the port). */
+	if (r->token_len && !c->hello) {
+		rc = stranger(r, c);
+		if (rc != 1)
+			return rc;
+	}
 	while (rc == 1 && c->len - off >= BP_STREAM_FRAME_HDR) {
 		const uint8_t *h = c->buf + off;
 		uint32_t type = bp_get_u32(h + 4), n = bp_get_u32(h + 8);

@@ -155,6 +155,26 @@ check "receive --token-file: no token gets nothing confirmed" "$a2" "acks 0"
 check "receive --token-file: the token is taken (packet and END confirmed)" "$a3" "acks 2"
 grep -q "refused: wrong token" "$WORK/rx-tok.err" && grep -q "refused: no token" "$WORK/rx-tok.err" && ok "receive --token-file: names both refusals" || not_ok "receive --token-file: names both refusals" "$(cat "$WORK/rx-tok.err")"
 check "receive --token-file: one packet written (76 bytes)" "$(stat -c %s "$WORK/rx-tok/thread-000" 2>/dev/null)" 76
+# With a token, a stranger's bytes (not a stream, data before any
+# greeting, a frame length beyond any packet) are refused and counted,
+# not taken for a damaged stream: they made receive exit 2 (damaged), and
+# any local user can connect to the port.
+timeout 30 "$BP" receive --listen 127.0.0.1:0 --token-file "$WORK/token" -o "$WORK/rx-str" 2>"$WORK/rx-str.err" &
+rxpid=$!
+for _ in $(seq 50); do grep -q "listening on port" "$WORK/rx-str.err" 2>/dev/null && break; sleep 0.1; done
+rxport=$(sed -n 's/.*listening on port \([0-9]*\),.*/\1/p' "$WORK/rx-str.err")
+python3 -c "
+import socket, struct, sys, time
+for b in (b'GET / HTTP/1.0\r\n\r\n', struct.pack('<III', 0x31535042, 2, 76) + bytes(76),
+          struct.pack('<III', 0x31535042, 1, 0xffffffff)):
+    s = socket.create_connection(('127.0.0.1', int(sys.argv[1]))); s.sendall(b)
+    s.settimeout(5); s.recv(16); s.close()" "$rxport"
+a4=$(timeout 20 python3 test/cli/stream_client.py "$rxport" token s3cret 2>&1)
+wait $rxpid; rc=$?
+check "receive --token-file: strangers refused, then the token is taken" "$a4" "acks 2"
+check "receive --token-file: a stranger's bytes are not a damaged stream (exit 0)" "$rc" 0
+grep -q "3 connections refused" "$WORK/rx-str.err" && ok "receive --token-file: counts the strangers refused" || not_ok "receive --token-file: counts the strangers refused" "$(cat "$WORK/rx-str.err")"
+check "receive --token-file: the sender's packet written (76 bytes)" "$(stat -c %s "$WORK/rx-str/thread-000" 2>/dev/null)" 76
 run receive --listen 127.0.0.1:0 --token-file "$WORK/nonexistent" -o "$WORK/rx-tok2"
 check "receive with a missing token file: exit 1" "$rc" 1
 [ ! -e "$WORK/rx-tok2" ] && ok "receive with a missing token file: no directory made" || not_ok "receive with a missing token file: no directory made"
