@@ -11,10 +11,10 @@
 
 -export([all/0, init_per_suite/1, end_per_suite/1]).
 -export([erl_s_program/1, escript_halts/1, exit_status/1, bad_pattern/1,
-         keeps_erl_aflags/1]).
+         keeps_erl_aflags/1, squatter_gives_way/1]).
 
 all() -> [erl_s_program, escript_halts, exit_status, bad_pattern,
-          keeps_erl_aflags].
+          keeps_erl_aflags, squatter_gives_way].
 
 init_per_suite(Config) ->
     Dir = ?config(priv_dir, Config),
@@ -86,19 +86,57 @@ keeps_erl_aflags(Config) ->
     ?assertMatch({match, _}, re:run(Text, "flag=\\{ok,\\[\\[\"yes\"\\]\\]\\}")),
     ?assertEqual(300, calls(Out)).
 
+%% Another local user connects to record's port before the program's
+%% session and sends nothing: after 3 s its place goes to the session
+%% (it held it for as long as it liked: the trace came out empty).
+squatter_gives_way(Config) ->
+    Out = out(Config, "squat"),
+    P = record_port(["-o", Out, "bp_rec_prog:double/1", "--", "erl",
+                     "-noshell", "-pa", ?config(prog_dir, Config), "-eval",
+                     "timer:sleep(4500), bp_rec_prog:main(), init:stop()"], []),
+    {os_pid, OsPid} = erlang:port_info(P, os_pid),
+    Port = listen_port(OsPid, 400),
+    {ok, S} = gen_tcp:connect({127, 0, 0, 1}, Port, [binary, {active, false}]),
+    {0, Text} = collect(P, <<>>),
+    gen_tcp:close(S),
+    ct:log("~s", [Text]),
+    ?assertEqual(300, calls(Out)).
+
+%% The loopback port the process OsPid listens on (from /proc).
+listen_port(_OsPid, 0) -> ct:fail(no_listening_socket);
+listen_port(OsPid, Tries) ->
+    Fd = "/proc/" ++ integer_to_list(OsPid) ++ "/fd",
+    Inodes = [I || F <- element(2, file:list_dir(Fd)),
+                   {ok, L} <- [file:read_link(filename:join(Fd, F))],
+                   {match, [I]} <- [re:run(L, "^socket:\\[(\\d+)\\]$",
+                                           [{capture, [1], list}])]],
+    {ok, Tcp} = file:read_file("/proc/net/tcp"),
+    Ports = [list_to_integer(binary_to_list(PortHex), 16)
+             || Line <- tl(binary:split(Tcp, <<"\n">>, [global])),
+                [_, <<"0100007F:", PortHex/binary>>, _, <<"0A">>,
+                 _, _, _, _, _, Inode | _] <-
+                    [binary:split(Line, <<" ">>, [global, trim_all])],
+                lists:member(binary_to_list(Inode), Inodes)],
+    case Ports of
+        [Port | _] -> Port;
+        [] -> timer:sleep(5), listen_port(OsPid, Tries - 1)
+    end.
+
 %%% ------------------------------------------------------------------------
 
 out(Config, Name) -> filename:join(?config(priv_dir, Config), Name).
 
 record(Args) -> record(Args, []).
 record(Args, Env) ->
+    collect(record_port(Args, Env), <<>>).
+
+record_port(Args, Env) ->
     Bin = filename:join([filename:dirname(filename:dirname(
                                             code:which(beamprobe))),
                          "bin", "beamprobe"]),
-    P = open_port({spawn_executable, Bin},
-                  [{args, ["record" | Args]}, {env, Env}, exit_status, binary,
-                   stderr_to_stdout, stream]),
-    collect(P, <<>>).
+    open_port({spawn_executable, Bin},
+              [{args, ["record" | Args]}, {env, Env}, exit_status, binary,
+               stderr_to_stdout, stream]).
 
 collect(P, Acc) ->
     receive

@@ -166,13 +166,11 @@ int bp_cmd_record(int argc, char **argv)
 	for (;;) {
 		struct pollfd p[2] = {{lfd, POLLIN, 0}, {conn.fd, POLLIN, 0}};
 		int n = poll(p, conn.fd >= 0 ? 2 : 1, 100);
-		if (n > 0 && (p[0].revents & POLLIN)) {
-			int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-			if (fd >= 0 && conn.fd >= 0)
-				close(fd);
-			else if (fd >= 0)
-				bp_recv_conn_init(&conn, fd);
-		}
+		/* Any local user can connect to the port: one that sends
+		 * nothing gives its place to the next after 3 s (it held it
+		 * for good, the program's stream turned away all along). */
+		if (n > 0 && (p[0].revents & POLLIN))
+			bp_recv_accept(&r, lfd, &conn);
 		if (n > 0 && conn.fd >= 0 &&
 		    (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
 			if (bp_recv_conn_read(&r, &conn) <= 0)
