@@ -221,17 +221,9 @@ handle({nif_dir, Dir, Nonce}, St) when is_binary(Nonce) ->
         _ -> {{error, <<"not readable here">>}, St}
     end;
 handle({place_nif, Bin}, St) when is_binary(Bin) ->
-    Dir = nif_dir(Bin),
-    File = filename:join(Dir, "beamprobe_nif.so"),
-    St1 = St#ag{dirs = [Dir | St#ag.dirs], files = [File | St#ag.files],
-                nif = Bin},
-    case file:write_file(File, Bin) of
-        ok ->
-            ok = file:change_mode(File, 8#600),
-            {{ok, unicode:characters_to_binary(
-                    filename:join(Dir, "beamprobe_nif"))}, St1};
-        {error, R} ->
-            {{error, text("cannot write ~ts: ~tp", [File, R])}, St1}
+    case tmp_base_safe() of
+        ok -> place_nif(Bin, St);
+        {error, Why} -> {{error, Why}, St}
     end;
 handle({load_app, Text, NifPath}, St) ->
     {ok, Toks, _} = erl_scan:string(unicode:characters_to_list(Text)),
@@ -488,6 +480,41 @@ tampered_text(#{tampered_count := N}) when N > 0 ->
     text("; ~b pattern~s or flag~s removed by another tool while it ran",
          [N, s(N), s(N)]);
 tampered_text(_) -> "".
+
+place_nif(Bin, St) ->
+    Dir = nif_dir(Bin),
+    File = filename:join(Dir, "beamprobe_nif.so"),
+    St1 = St#ag{dirs = [Dir | St#ag.dirs], files = [File | St#ag.files],
+                nif = Bin},
+    case file:write_file(File, Bin) of
+        ok ->
+            ok = file:change_mode(File, 8#600),
+            {{ok, unicode:characters_to_binary(
+                    filename:join(Dir, "beamprobe_nif"))}, St1};
+        {error, R} ->
+            {{error, text("cannot write ~ts: ~tp", [File, R])}, St1}
+    end.
+
+%% Is the node's temporary directory one where the library's directory
+%% stays ours until it is loaded?  In a directory others may write in
+%% without the sticky bit, another user can rename ours away and put one
+%% of theirs, with a library of theirs, at its name (which the node would
+%% then load): refused, the directory named.
+tmp_base_safe() ->
+    Base = tmp_base(),
+    case file:read_file_info(Base) of
+        {ok, #file_info{type = directory, mode = M}}
+          when M band 8#022 =/= 0, M band 8#1000 =:= 0 ->
+            {error, text("the node's temporary directory ~ts (TMPDIR) is "
+                         "writable by others without the sticky bit: "
+                         "another user could replace the library before "
+                         "it is loaded; give the node a TMPDIR of its own",
+                         [Base])};
+        {ok, #file_info{type = directory}} -> ok;
+        {ok, _} -> {error, text("the node's TMPDIR ~ts is not a directory",
+                                [Base])};
+        {error, R} -> {error, text("the node's TMPDIR ~ts: ~tp", [Base, R])}
+    end.
 
 %% A fresh directory of this node's user alone, for the NIF sent over
 %% distribution.

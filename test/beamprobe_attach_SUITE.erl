@@ -25,6 +25,7 @@
 
 -export([all/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
+-export([open_tmpdir/1]).
 -export([traces_n_calls/1, prints_live/1, session_limit_ends/1,
          sigkill_cleans_within_1s/1, version_refused/1,
          nif_over_distribution/1, bad_cookie/1, no_such_node/1,
@@ -40,7 +41,7 @@ all() -> [traces_n_calls, prints_live, session_limit_ends,
           bad_cookie, no_such_node, cookie_file, connection_dropped,
           node_has_beamprobe, long_names, as_if_remote, two_at_once,
           orphan_agent_module, events_only, skipped_reported,
-          own_module_kept, force_option, nif_mapped_once].
+          own_module_kept, force_option, nif_mapped_once, open_tmpdir].
 
 init_per_suite(Config) ->
     beamprobe_attach_lib:init_suite(Config).
@@ -261,6 +262,35 @@ bad_cookie(Config) ->
                [], "wrongcookie"),
     {2, Text} = wait_exit(A, 20000),
     ?assertMatch({match, _}, re:run(Text, "cannot connect to .*cookie")),
+    assert_clean(Node, Before, Config).
+
+%% The node's TMPDIR is writable by others without the sticky bit
+%% (another user could rename the library's directory away and put one of
+%% theirs at its name before the node loads it): attach refuses, naming
+%% it, nothing is left there or on the node.  It placed the library there.
+open_tmpdir(Config) ->
+    Node = ?config(target, Config),
+    Tmp = filename:join(?config(priv_dir, Config), "open_tmp"),
+    ok = file:make_dir(Tmp),
+    ok = file:change_mode(Tmp, 8#777),
+    true = rpc:call(Node, os, putenv, ["TMPDIR", Tmp]),
+    Before = snapshot(Node),
+    _ = [begin
+             A = attach(Config, [short(Node), "bp_attach_work:double/1"], Env),
+             {2, Text} = wait_exit(A, 20000),
+             ct:log("~p: ~s", [Env, Text]),
+             ?assertMatch({match, _},
+                          re:run(Text, "temporary directory .*open_tmp .*"
+                                 "writable by others without the sticky bit")),
+             ?assertEqual({ok, []}, file:list_dir(Tmp)),
+             assert_clean(Node, Before, Config)
+         end || Env <- [[], [{"BEAMPROBE_ATTACH_SEND_NIF", "1"}]]],
+    %% With the sticky bit, as /tmp: taken.
+    [] = os:cmd("chmod 1777 " ++ Tmp), % (file:change_mode/2 drops it)
+    A2 = attach(Config, [short(Node), "bp_attach_work:double/1"]),
+    wait_attached(A2),
+    interrupt(A2),
+    {0, _} = wait_exit(A2, 15000),
     assert_clean(Node, Before, Config).
 
 no_such_node(Config) ->
