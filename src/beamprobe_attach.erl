@@ -482,7 +482,12 @@ tampered_text(#{tampered_count := N}) when N > 0 ->
 tampered_text(_) -> "".
 
 place_nif(Bin, St) ->
-    Dir = nif_dir(Bin),
+    case nif_dir(Bin) of
+        {ok, Dir} -> write_nif(Dir, Bin, St);
+        {error, Why} -> {{error, Why}, St}
+    end.
+
+write_nif(Dir, Bin, St) ->
     File = filename:join(Dir, "beamprobe_nif.so"),
     St1 = St#ag{dirs = [Dir | St#ag.dirs], files = [File | St#ag.files],
                 nif = Bin},
@@ -523,8 +528,10 @@ private_dir() ->
                                       erlang:unique_integer([positive]))
         ++ "-" ++ integer_to_list(rand:uniform(1 bsl 40)),
     Dir = filename:join(tmp_base(), Name),
-    ok = file:make_dir(Dir),
-    secure_dir(Dir).
+    case file:make_dir(Dir) of
+        ok -> secure_dir(Dir);
+        {error, R} -> {error, text("cannot create ~ts: ~tp", [Dir, R])}
+    end.
 
 tmp_base() ->
     case os:getenv("TMPDIR") of
@@ -550,15 +557,28 @@ nif_dir(Nif) ->
         {error, _} -> private_dir()
     end.
 
-%% Dir, just created by this process: made 0700 and checked.
+%% Dir, just created by this process: made 0700 and checked.  Under a
+%% lax umask the directory was open to others until the chmod: it must
+%% still be a directory of ours, and empty (nothing planted in it, such
+%% as a symlink where the NIF is written).  Anything else is refused and
+%% the directory left as it is (what is in it is not ours to remove).
 secure_dir(Dir) ->
-    ok = file:change_mode(Dir, 8#700),
-    %% Under a lax umask the directory was open to others until the
-    %% chmod: it must still be a directory of ours, and empty (nothing
-    %% planted in it, such as a symlink where the NIF is written).
-    {ok, #file_info{type = directory}} = file:read_link_info(Dir),
-    {ok, []} = file:list_dir(Dir),
-    Dir.
+    case {file:change_mode(Dir, 8#700), file:read_link_info(Dir),
+          file:list_dir(Dir)} of
+        {ok, {ok, #file_info{type = directory}}, {ok, []}} -> {ok, Dir};
+        {_, _, {ok, [_ | _] = Planted}} ->
+            {error, text("~ts: ~b entr~s appeared in the library's new "
+                         "directory before it was closed to others (~ts); "
+                         "nothing was written (give the node a umask of "
+                         "077 or a TMPDIR of its own)",
+                         [Dir, length(Planted),
+                          case Planted of [_] -> "y"; _ -> "ies" end,
+                          lists:join(", ", lists:sublist(Planted, 3))])};
+        Other ->
+            {error, text("~ts: not a directory of this node's own after "
+                         "it was created (~tp); nothing was written",
+                         [Dir, Other])}
+    end.
 
 %% @doc The session spec of an attach: patterns in the language of
 %% beamprobe:calls/2 and beamprobe:messages/2, options from the command

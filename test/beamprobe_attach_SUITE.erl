@@ -25,7 +25,7 @@
 
 -export([all/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
--export([open_tmpdir/1]).
+-export([open_tmpdir/1, unwritable_tmpdir/1]).
 -export([traces_n_calls/1, prints_live/1, session_limit_ends/1,
          sigkill_cleans_within_1s/1, version_refused/1,
          nif_over_distribution/1, bad_cookie/1, no_such_node/1,
@@ -41,7 +41,8 @@ all() -> [traces_n_calls, prints_live, session_limit_ends,
           bad_cookie, no_such_node, cookie_file, connection_dropped,
           node_has_beamprobe, long_names, as_if_remote, two_at_once,
           orphan_agent_module, events_only, skipped_reported,
-          own_module_kept, force_option, nif_mapped_once, open_tmpdir].
+          own_module_kept, force_option, nif_mapped_once, open_tmpdir,
+          unwritable_tmpdir].
 
 init_per_suite(Config) ->
     beamprobe_attach_lib:init_suite(Config).
@@ -292,6 +293,21 @@ open_tmpdir(Config) ->
     interrupt(A2),
     {0, _} = wait_exit(A2, 15000),
     assert_clean(Node, Before, Config).
+
+%% A TMPDIR where no directory can be made (/proc): a clear refusal
+%% naming it, not the agent's crash; nothing left behind.
+unwritable_tmpdir(Config) ->
+    Node = ?config(target, Config),
+    true = rpc:call(Node, os, putenv, ["TMPDIR", "/proc"]),
+    Before = snapshot(Node),
+    _ = [begin
+             A = attach(Config, [short(Node), "bp_attach_work:double/1"], Env),
+             {2, Text} = wait_exit(A, 20000),
+             ct:log("~p: ~s", [Env, Text]),
+             ?assertMatch({match, _},
+                          re:run(Text, "cannot create /proc/beamprobe-")),
+             assert_clean(Node, Before, Config)
+         end || Env <- [[{"BEAMPROBE_ATTACH_SEND_NIF", "1"}]]].
 
 no_such_node(Config) ->
     A = attach(Config, ["bp_attach_nonexistent_node",
