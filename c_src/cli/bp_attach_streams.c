@@ -105,9 +105,8 @@ void bp_attach_streams_serve(struct bp_attach_streams *ss,
 {
 	for (int i = 0; i < ss->n && 2 * i + 1 < np; i++) {
 		struct bp_attach_stream *st = &ss->s[i];
-		if ((p[2 * i].revents & POLLIN) &&
-		    bp_recv_accept(&st->r, st->lfd, &st->conn))
-			st->connected = 1; /* one stream per node */
+		if (p[2 * i].revents & POLLIN) /* one stream per node */
+			(void)bp_recv_accept(&st->r, st->lfd, &st->conn);
 		if (st->conn.fd >= 0 && p[2 * i + 1].fd == st->conn.fd &&
 		    (p[2 * i + 1].revents & (POLLIN | POLLHUP | POLLERR))) {
 			if (bp_recv_conn_read(&st->r, &st->conn) <= 0)
@@ -120,7 +119,7 @@ int bp_attach_streams_done(const struct bp_attach_streams *ss)
 {
 	for (int i = 0; i < ss->n; i++)
 		if (!ss->s[i].r.ended &&
-		    !(ss->s[i].connected && ss->s[i].conn.fd < 0))
+		    !(ss->s[i].r.have_uuid && ss->s[i].conn.fd < 0))
 			return 0;
 	return 1;
 }
@@ -273,7 +272,7 @@ void bp_attach_streams_report(const struct bp_attach_streams *ss)
 			st->node, (unsigned long long)st->r.packets,
 			(unsigned long long)st->r.bytes,
 			st->r.ended ? ""
-			: st->connected ? "; the stream did not end cleanly"
+			: st->r.have_uuid ? "; the stream did not end cleanly"
 					: "; no stream came");
 	}
 	fflush(stderr);

@@ -18,7 +18,6 @@ struct bp_attach_stream {
 	struct bp_recv r;
 	struct bp_recv_conn conn;
 	int lfd, port;
-	int connected;  /* a connection came */
 	char *env;      /* the clock offsets' env lines, from the agent */
 	size_t env_len;
 };
