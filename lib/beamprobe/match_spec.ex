@@ -156,7 +156,15 @@ defmodule Beamprobe.MatchSpec do
     end
   end
 
-  defp head({:^, _, [v]}, st), do: {v, st}
+  # A pinned value is tested in the guard (=:= with {:const, value}), not
+  # put in the head: in a head, an atom :_ or :"$1" anywhere inside the
+  # value would be a wildcard or a variable, and a map would match any
+  # larger map, where Elixir's ^pin is an exact match.
+  defp head({:^, _, [v]}, st) do
+    {var, st} = fresh(st)
+    check = tup([:"=:=", var, tup([:const, v])])
+    {var, %{st | extra: [check | st.extra]}}
+  end
 
   defp head({:<>, _, [prefix, rest]} = ast, st) when is_binary(prefix) do
     case rest do
@@ -309,7 +317,10 @@ defmodule Beamprobe.MatchSpec do
         Enum.each(list, &literal_in!(&1, ast, st))
         in_literal(l, list)
 
-      {:.., _, [a, b]} when is_integer(a) and is_integer(b) ->
+      {:.., _, [a, b]} when (is_integer(a) or is_tuple(a)) and (is_integer(b) or is_tuple(b)) ->
+        a = range_bound!(a, right, st)
+        b = range_bound!(b, right, st)
+
         tup([
           :andalso,
           tup([:is_integer, l]),
@@ -397,6 +408,20 @@ defmodule Beamprobe.MatchSpec do
           "got #{Macro.to_string(e)}"
       )
     end
+  end
+
+  # a bound of an integer range: 5, -5 (the AST {:-, _, [5]}) or +5
+  defp range_bound!(n, _right, _st) when is_integer(n), do: n
+  defp range_bound!({:-, _, [n]}, _right, _st) when is_integer(n), do: -n
+  defp range_bound!({:+, _, [n]}, _right, _st) when is_integer(n), do: n
+
+  defp range_bound!(_, right, st) do
+    fail(
+      st.env,
+      right,
+      "'in' needs a literal list, an integer range a..b or a ^pinned " <>
+        "list on its right; got #{Macro.to_string(right)}"
+    )
   end
 
   defp in_literal(_l, []), do: false

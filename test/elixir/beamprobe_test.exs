@@ -192,6 +192,38 @@ defmodule BeamprobeTest.ApiTest do
     refute Enum.any?(ls, &(&1 =~ ":no"))
   end
 
+  test "match/1: a pinned value in the head is matched exactly, never as a wildcard" do
+    run = fn ms, args -> elem(:erlang.match_spec_test(args, ms, :trace), 1) end
+    # :_ and :"$1" inside a pinned value were put in the head as they
+    # are: a wildcard and a variable, matching anything
+    any = :_
+    ms = Beamprobe.match(fn [^any] -> true end)
+    assert run.(ms, [:_]) == true
+    assert run.(ms, [:other]) == false
+    t = {:"$1", :x}
+    ms = Beamprobe.match(fn [^t, y] when y > 1 -> true end)
+    assert run.(ms, [{:"$1", :x}, 2]) == true
+    assert run.(ms, [{:q, :x}, 2]) == false
+    assert run.(ms, [{:"$1", :x}, 0]) == false
+    # ^pin is an exact match: a larger map does not match
+    m = %{a: 1}
+    ms = Beamprobe.match(fn [^m] -> true end)
+    assert run.(ms, [%{a: 1}]) == true
+    assert run.(ms, [%{a: 1, b: 2}]) == false
+    s = "a\nb"
+    ms = Beamprobe.match(fn [^s, ^s] -> true end)
+    assert run.(ms, ["a\nb", "a\nb"]) == true
+    assert run.(ms, ["a\nb", "c"]) == false
+  end
+
+  test "match/1: in with a negative range bound" do
+    run = fn ms, x -> elem(:erlang.match_spec_test([x], ms, :trace), 1) end
+    ms = Beamprobe.match(fn [x] when x in -5..5 -> true end)
+    assert Enum.map([-6, -5, 0, 5, 6, :a], &run.(ms, &1)) == [false, true, true, true, false, false]
+    ms = Beamprobe.match(fn [x] when x in -9..-3 -> true end)
+    assert Enum.map([-10, -9, -3, -2], &run.(ms, &1)) == [false, true, true, false]
+  end
+
   test "match/1 against the VM: structs, in, prefixes, messages" do
     ms =
       Beamprobe.match(fn [%Order{status: s}, "ab" <> _] when s in [:paid, :sent] -> message(s) end)
