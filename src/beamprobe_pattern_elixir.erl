@@ -5,7 +5,9 @@
 %%%
 %%% Aliases (`Foo.Bar') become ``'Elixir.Foo.Bar''', `:atom' an atom,
 %%% lower-case names variables (`_x' is ignored), `"x"' a UTF-8 binary,
-%%% ``'x''' a charlist, `%{k: v}' a map (the `%{' was already turned into
+%%% ``'x''' a charlist (both read with Elixir's escapes: `\u{1F600}',
+%%% `\uHHHH', `\xHH' a byte, `\d' DEL; no octal nor `\^A'), a keyword key
+%%% may be a reserved word (`%{end: e}', `%{in: x}'), `%{k: v}' a map (the `%{' was already turned into
 %%% `#{' by the character pre-scan), and the operators `!=', `===',
 %%% `!==', `<=', `and', `or', `&&', `||', `!' their Erlang equivalents.
 %%% A struct `%Shop.Order{status: :paid}' is the map pattern
@@ -57,7 +59,7 @@ translate(Head0, When0) ->
 %% "abc" <> _rest in a head: a fresh variable, and the guard
 %% is_binary(V) andalso byte_size(V) >= N andalso
 %% binary_part(V, 0, N) =:= <<"abc"/utf8>> (Erlang tokens).
-prefixes([{string, A, S} = T, {'<', LA}, {'>', _} = Gt | R], N, Acc, Checks) ->
+prefixes([{string, A, _} = T, {'<', LA}, {'>', _} = Gt | R], N, Acc, Checks) ->
     R =/= [] orelse ?ERR(LA, "'<>' needs a right-hand side, e.g. \"abc\" <> _rest"),
     adjacent(LA, 1, Gt) orelse ?ERR(LA, "unexpected '<'"),
     string:find(erl_scan:text(T), "#{") =:= nomatch orelse
@@ -73,14 +75,14 @@ prefixes([{string, A, S} = T, {'<', LA}, {'>', _} = Gt | R], N, Acc, Checks) ->
                                 "in the guard); write _~ts", [Name, Name]))
             end,
             V = list_to_atom("bp_prefix_" ++ integer_to_list(N)),
-            Len = byte_size(unicode:characters_to_binary(S)),
+            Bin = ex_unescape(T),
+            Len = byte_size(Bin),
             Check = [{'(', A}, {atom, A, is_binary}, {'(', A}, {var, A, V}, {')', A},
                      {'andalso', A}, {atom, A, byte_size}, {'(', A}, {var, A, V},
                      {')', A}, {'>=', A}, {integer, A, Len}, {'andalso', A},
                      {atom, A, binary_part}, {'(', A}, {var, A, V}, {',', A},
                      {integer, A, 0}, {',', A}, {integer, A, Len}, {')', A},
-                     {'=:=', A}, {'<<', A}, {string, A, S}, {'/', A}, {atom, A, utf8},
-                     {'>>', A}, {')', A}],
+                     {'=:=', A}] ++ bin_toks(Bin, A) ++ [{')', A}],
             prefixes(R1, N + 1, [{atom, A, V} | Acc], [Check | Checks]);
         [T2 | _] ->
             ?ERR(anno(T2), "only \"literal prefix\" <> _rest is supported: a match "
@@ -127,15 +129,30 @@ ex([{var, A, Name} | R], Acc, St) ->
             {Segs, R1} = ex_alias(R, [First]),
             ex(R1, [{atom, A, ex_alias_atom(Segs)} | Acc], St)
     end;
+%% a keyword key that erl_scan reads as a reserved word or as `in'
+%% (%{end: e}, %{when: t}, %{in: x})
+ex([{atom, A, in}, {':', CA} = C | R], Acc, St) when R =/= [] ->
+    case adjacent(A, 2, C) of
+        true -> kw_key(in, A, CA, R, Acc, St);
+        false -> ex1([{atom, A, in}, C | R], Acc, St)
+    end;
+ex([{W, A}, {':', CA} = C | R] = R0, Acc, St) when is_atom(W), R =/= [] ->
+    case erl_scan:reserved_word(W) andalso adjacent(A, length(atom_to_list(W)), C) of
+        true -> kw_key(W, A, CA, R, Acc, St);
+        false -> ex1(R0, Acc, St)
+    end;
+ex(R, Acc, St) ->
+    ex1(R, Acc, St).
+
 %% x in [literals], x in A..B, x not in ...
-ex([{atom, A, in} | R], [{'not', _}, Left | Acc], St) ->
+ex1([{atom, A, in} | R], [{'not', _}, Left | Acc], St) ->
     ex(R, [{')', A} | in_test(Left, A, R, St)] ++ [{'(', A}, {'not', A} | Acc], St, skip_in(R));
-ex([{atom, A, in} | R], [Left | Acc], St) ->
+ex1([{atom, A, in} | R], [Left | Acc], St) ->
     ex(R, in_test(Left, A, R, St) ++ Acc, St, skip_in(R));
-ex([{atom, A, N} = T | R], Acc, St) ->
+ex1([{atom, A, N} = T | R], Acc, St) ->
     case erl_scan:text(T) of
         [$' | _] ->
-            ex(R, [{string, A, atom_to_list(N)} | Acc], St);
+            ex(R, [{string, A, ex_chars(T)} | Acc], St);
         Text ->
             {Name, Len, R1} = ex_suffix(N, length(Text), A, R),
             Prev = case Acc of [P | _] -> element(1, P); [] -> none end,
@@ -143,12 +160,7 @@ ex([{atom, A, N} = T | R], Acc, St) ->
                 [{':', CA} | R2] when Prev =/= '.' ->
                     case adjacent(A, Len, {':', CA}) of
                         true ->
-                            case St of
-                                [map | _] -> ok;
-                                _ -> ?ERR(A, "keyword lists are not supported; "
-                                             "write a list of tuples")
-                            end,
-                            ex(R2, [{':=', CA}, {atom, A, Name} | Acc], St);
+                            kw_key(Name, A, CA, R2, Acc, St);
                         false ->
                             ex(R1, [ex_name(Name, A, Prev, R1) | Acc], St)
                     end;
@@ -156,54 +168,53 @@ ex([{atom, A, N} = T | R], Acc, St) ->
                     ex(R1, [ex_name(Name, A, Prev, R1) | Acc], St)
             end
     end;
-ex([{string, A, S} = T | R], Acc, St) ->
+ex1([{string, A, _} = T | R], Acc, St) ->
     string:find(erl_scan:text(T), "#{") =:= nomatch orelse
         ?ERR(A, "string interpolation is not supported"),
-    Bin = [{'>>', A}, {atom, A, utf8}, {'/', A}, {string, A, S}, {'<<', A}],
-    ex(R, Bin ++ Acc, St);
-ex([{'!', A}, {'=', _} = T | R], Acc, St) ->
+    ex(R, lists:reverse(bin_toks(ex_unescape(T), A)) ++ Acc, St);
+ex1([{'!', A}, {'=', _} = T | R], Acc, St) ->
     case adjacent(A, 1, T) of
         true -> ex(R, [{'/=', A} | Acc], St);
         false -> ex([T | R], [{'not', A} | Acc], St)
     end;
-ex([{'!', A}, {'==', _} = T | R], Acc, St) ->
+ex1([{'!', A}, {'==', _} = T | R], Acc, St) ->
     case adjacent(A, 1, T) of
         true -> ex(R, [{'=/=', A} | Acc], St);
         false -> ex([T | R], [{'not', A} | Acc], St)
     end;
-ex([{'!', A} | R], Acc, St) ->
+ex1([{'!', A} | R], Acc, St) ->
     ex(R, [{'not', A} | Acc], St);
-ex([{'==', A}, {'=', _} = T | R], Acc, St) ->
+ex1([{'==', A}, {'=', _} = T | R], Acc, St) ->
     case adjacent(A, 2, T) of
         true -> ex(R, [{'=:=', A} | Acc], St);
         false -> ex([T | R], [{'==', A} | Acc], St)
     end;
-ex([{'<=', A} | R], Acc, St) ->
+ex1([{'<=', A} | R], Acc, St) ->
     ex(R, [{'=<', A} | Acc], St);
-ex([{'&', A}, {'&', _} = T | R], Acc, St) ->
+ex1([{'&', A}, {'&', _} = T | R], Acc, St) ->
     case adjacent(A, 1, T) of
         true -> ex(R, [{'andalso', A} | Acc], St);
         false -> ?ERR(A, "captures (&) are not supported")
     end;
-ex([{'&', A} | _], _Acc, _St) ->
+ex1([{'&', A} | _], _Acc, _St) ->
     ?ERR(A, "captures (&) are not supported");
-ex([{'||', A} | R], Acc, St) ->
+ex1([{'||', A} | R], Acc, St) ->
     ex(R, [{'orelse', A} | Acc], St);
-ex([{'<', A}, {'>', _} = T | R], Acc, St) ->
+ex1([{'<', A}, {'>', _} = T | R], Acc, St) ->
     case adjacent(A, 1, T) of
         true -> ?ERR(A, "the '<>' operator is not supported");
         false -> ex([T | R], [{'<', A} | Acc], St)
     end;
-ex([{'|', A}, {'>', _} = T | R], Acc, St) ->
+ex1([{'|', A}, {'>', _} = T | R], Acc, St) ->
     case adjacent(A, 1, T) of
         true -> ?ERR(A, "the pipe operator '|>' is not supported");
         false -> ex([T | R], [{'|', A} | Acc], St)
     end;
-ex([{'#', A}, {'{', B} | R], Acc, St) ->
+ex1([{'#', A}, {'{', B} | R], Acc, St) ->
     ex(R, [{'{', B}, {'#', A} | Acc], [map | St]);
 %% a struct, %Mod{...} (the pre-scan turned '%' into '#'): a map
 %% pattern with its __struct__ key
-ex([{'#', A}, {var, _, N} | R], Acc, St) ->
+ex1([{'#', A}, {var, _, N} | R], Acc, St) ->
     {Segs, R1} = ex_alias(R, [atom_to_list(N)]),
     Mod = ex_alias_atom(Segs),
     case R1 of
@@ -216,14 +227,14 @@ ex([{'#', A}, {var, _, N} | R], Acc, St) ->
         [T | _] -> ?ERR(anno(T), "expected '{' after the struct's name");
         [] -> ?ERR(A, "expected '{' after the struct's name")
     end;
-ex([{C, _} = T | R], Acc, St) when C =:= '('; C =:= '['; C =:= '{'; C =:= '<<' ->
+ex1([{C, _} = T | R], Acc, St) when C =:= '('; C =:= '['; C =:= '{'; C =:= '<<' ->
     ex(R, [T | Acc], [other | St]);
-ex([{C, _} = T | R], Acc, St) when C =:= ')'; C =:= ']'; C =:= '}'; C =:= '>>' ->
+ex1([{C, _} = T | R], Acc, St) when C =:= ')'; C =:= ']'; C =:= '}'; C =:= '>>' ->
     ex(R, [T | Acc], case St of [_ | St1] -> St1; [] -> [] end);
-ex([{W, A} | R], Acc, St) when W =:= 'and'; W =:= 'or' ->
+ex1([{W, A} | R], Acc, St) when W =:= 'and'; W =:= 'or' ->
     Op = case W of 'and' -> 'andalso'; 'or' -> 'orelse' end,
     ex(R, [{Op, A} | Acc], St);
-ex([{W, A} = T | R], Acc, St) ->
+ex1([{W, A} = T | R], Acc, St) ->
     case erl_scan:reserved_word(W) of
         true ->
             Prev = case Acc of [P | _] -> element(1, P); [] -> none end,
@@ -242,17 +253,47 @@ ex([{W, A} = T | R], Acc, St) ->
         false ->
             ex(R, [T | Acc], St)
     end;
-ex([T | R], Acc, St) ->
+ex1([T | R], Acc, St) ->
     ex(R, [T | Acc], St).
+
+%% K: in a map (the map pattern's K := ...); a keyword list is refused.
+kw_key(Name, A, CA, R, Acc, St) ->
+    case St of
+        [map | _] -> ok;
+        _ -> ?ERR(A, "keyword lists are not supported; write a list of tuples")
+    end,
+    ex(R, [{':=', CA}, {atom, A, Name} | Acc], St).
 
 %% ex/4: goes on after the `in' operand.
 ex(_R, Acc, St, Rest) ->
     ex(Rest, Acc, St).
 
 %% The tokens after `in''s right operand.
-skip_in([{integer, _, _}, {'..', _}, {integer, _, _} | R]) -> R;
 skip_in([{'[', _} | R]) -> skip_list(R, 0);
-skip_in(_) -> [].
+skip_in(R0) ->
+    case range(R0) of
+        {_, _, R} -> R;
+        none -> []
+    end.
+
+%% An integer range Lo..Hi, either bound negative (-5..5): {Lo, Hi, Rest}.
+range(R0) ->
+    case range_int(R0) of
+        {Lo, [{'..', _} | R1]} ->
+            case range_int(R1) of
+                {Hi, R} -> {Lo, Hi, R};
+                none -> none
+            end;
+        _ -> none
+    end.
+
+int_toks(N, A) when N < 0 -> [{'(', A}, {'-', A}, {integer, A, -N}, {')', A}];
+int_toks(N, A) -> [{integer, A, N}].
+
+range_int([{'-', _}, {integer, _, N} | R]) -> {-N, R};
+range_int([{'+', _}, {integer, _, N} | R]) -> {N, R};
+range_int([{integer, _, N} | R]) -> {N, R};
+range_int(_) -> none.
 
 skip_list([{']', _} | R], 0) -> R;
 skip_list([{C, _} | R], D) when C =:= '['; C =:= '{'; C =:= '('; C =:= '<<' ->
@@ -275,13 +316,13 @@ in_test(Left, A, R, _St) ->
     K0 = element(1, Left),
     (K0 =:= ')' orelse K0 =:= '>>') andalso
         ?ERR(A, "'in' needs a variable on its left, e.g. x in [:a, :b]"),
-    case R of
-        [{integer, _, Lo}, {'..', _}, {integer, _, Hi} | _] ->
+    case {range(R), R} of
+        {{Lo, Hi, _}, _} ->
             lists:reverse(
               [{'(', A}, {atom, A, is_integer}, {'(', A}, Left, {')', A},
-               {'andalso', A}, Left, {'>=', A}, {integer, A, Lo},
-               {'andalso', A}, Left, {'=<', A}, {integer, A, Hi}, {')', A}]);
-        [{'[', _} | R1] ->
+               {'andalso', A}, Left, {'>=', A}] ++ int_toks(Lo, A) ++
+                  [{'andalso', A}, Left, {'=<', A}] ++ int_toks(Hi, A) ++ [{')', A}]);
+        {none, [{'[', _} | R1]} ->
             Elems = in_elems(R1, A),
             Tests = [[Left, {'=:=', A} | E] || E <- Elems],
             case Tests of
@@ -358,8 +399,8 @@ ex_suffix(N, Len, _A, R) ->
 
 ex_colon_atom({atom, _, N}) -> N;
 ex_colon_atom({var, _, N}) -> N;
-ex_colon_atom({string, A, S}) ->
-    try list_to_atom(S)
+ex_colon_atom({string, A, _} = T) ->
+    try list_to_atom(ex_chars(T))
     catch error:_ -> ?ERR(A, "atom too long")
     end;
 ex_colon_atom({W, A}) ->
@@ -390,4 +431,89 @@ adjacent(A, Len, T) ->
     case erl_anno:location(anno(T)) of
         {L1, C2} -> C2 =:= C1 + Len;
         _ -> false
+    end.
+
+%% ---- Elixir string literals -------------------------------------------
+%% erl_scan read a string with Erlang's escapes; Elixir's differ ("\u{1F600}",
+%% "\uHHHH", "\xHH" a byte, no octal "\101" nor control "\^A", "\d" 127), so
+%% the value is read again from the token's text.
+
+%% A binary pattern for Bin: <<"..."/utf8>> or, not UTF-8, <<B1, B2, ...>>.
+bin_toks(<<>>, A) ->
+    [{'<<', A}, {'>>', A}];
+bin_toks(Bin, A) ->
+    case unicode:characters_to_list(Bin) of
+        Chars when is_list(Chars) ->
+            [{'<<', A}, {string, A, Chars}, {'/', A}, {atom, A, utf8}, {'>>', A}];
+        _ ->
+            Bytes = [{integer, A, B} || <<B>> <= Bin],
+            [{'<<', A}] ++ lists:join({',', A}, Bytes) ++ [{'>>', A}]
+    end.
+
+%% The characters of a charlist 'abc' or a quoted atom :"abc".
+ex_chars(T) ->
+    case unicode:characters_to_list(ex_unescape(T)) of
+        Chars when is_list(Chars) -> Chars;
+        _ -> ?ERR(anno(T), "invalid UTF-8 in a charlist or atom (a \\xHH byte?)")
+    end.
+
+%% The bytes of a string token, its text read with Elixir's escapes.
+ex_unescape(T) ->
+    [_Q | Body] = erl_scan:text(T),
+    ex_unesc(lists:droplast(Body), anno(T), []).
+
+ex_unesc([], _A, Acc) ->
+    iolist_to_binary(lists:reverse(Acc));
+ex_unesc([$\\, $\n | R], A, Acc) ->
+    ex_unesc(R, A, Acc);
+ex_unesc([$\\, $x, ${ | R], A, Acc) ->
+    {Cp, R1} = ex_hex_braced(R, A, "\\x{...}"),
+    ex_unesc(R1, A, [ex_cp(Cp, A) | Acc]);
+ex_unesc([$\\, $x | R], A, Acc) ->
+    case ex_hex(R, 2) of
+        {[], _} -> ?ERR(A, "invalid \\x escape: \\xHH (a byte) needs hex digits");
+        {Ds, R1} -> ex_unesc(R1, A, [list_to_integer(Ds, 16) | Acc])
+    end;
+ex_unesc([$\\, $u, ${ | R], A, Acc) ->
+    {Cp, R1} = ex_hex_braced(R, A, "\\u{...}"),
+    ex_unesc(R1, A, [ex_cp(Cp, A) | Acc]);
+ex_unesc([$\\, $u | R], A, Acc) ->
+    case ex_hex(R, 4) of
+        {[_, _, _, _] = Ds, R1} -> ex_unesc(R1, A, [ex_cp(list_to_integer(Ds, 16), A) | Acc]);
+        _ -> ?ERR(A, "invalid \\u escape: write \\uHHHH or \\u{H...}")
+    end;
+ex_unesc([$\\, C | R], A, Acc) ->
+    ex_unesc(R, A, [ex_esc(C) | Acc]);
+ex_unesc([C | R], A, Acc) ->
+    ex_unesc(R, A, [ex_cp(C, A) | Acc]).
+
+ex_esc($0) -> 0;
+ex_esc($a) -> 7;
+ex_esc($b) -> 8;
+ex_esc($d) -> 127;
+ex_esc($e) -> 27;
+ex_esc($f) -> 12;
+ex_esc($n) -> 10;
+ex_esc($r) -> 13;
+ex_esc($s) -> 32;
+ex_esc($t) -> 9;
+ex_esc($v) -> 11;
+ex_esc(C) -> <<C/utf8>>.
+
+ex_cp(C, A) ->
+    try <<C/utf8>>
+    catch error:badarg -> ?ERR(A, io_lib:format("invalid code point ~.16B in a string", [C]))
+    end.
+
+ex_hex(R, Max) -> ex_hex(R, Max, []).
+ex_hex([D | R], Max, Acc) when Max > 0, (D >= $0 andalso D =< $9) orelse
+                                        (D >= $a andalso D =< $f) orelse
+                                        (D >= $A andalso D =< $F) ->
+    ex_hex(R, Max - 1, [D | Acc]);
+ex_hex(R, _Max, Acc) -> {lists:reverse(Acc), R}.
+
+ex_hex_braced(R, A, What) ->
+    case ex_hex(R, 6) of
+        {[_ | _] = Ds, [$} | R1]} -> {list_to_integer(Ds, 16), R1};
+        _ -> ?ERR(A, "invalid " ++ What ++ " escape: 1 to 6 hex digits in braces")
     end.

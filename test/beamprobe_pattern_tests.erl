@@ -628,3 +628,49 @@ elixir_semantics_test_() ->
                             {Args, erlang:match_spec_test(Args, MS, trace)})
                || Args <- No]
       end} || {P, Yes, No} <- Cases].
+
+%% ---- Elixir: Elixir's escapes, negative ranges, reserved-word keys ---------
+%% A string was read with Erlang's escapes ("\u{1F600}" matched <<"u{1F600}">>,
+%% "\101" matched "A" where Elixir reads "101"); x in -5..5 was refused;
+%% %{end: e} was a syntax error and [in: 1] an error about 'in'; "" was
+%% refused as a non-constant binary.
+
+elixir_literals_test_() ->
+    Cases =
+        [{"Shop.buy(\"\\u{1F600}\")", [[<<"😀"/utf8>>]], [[<<"u{1F600}">>]]},
+         {"Shop.buy(\"\\u00e9\")", [[<<"é"/utf8>>]], [[<<"u00e9">>]]},
+         {"Shop.buy(\"\\101\\^A\")", [[<<"101^A">>]], [[<<"A", 1>>]]},
+         {"Shop.buy(\"\\d\\e\\s\\0\")", [[<<127, 27, 32, 0>>]], [[<<"des0">>]]},
+         {"Shop.buy(\"\\xE9\")", [[<<16#E9>>]], [[<<"é"/utf8>>]]},
+         {"Shop.buy('\\u00e9')", [[[16#E9]]], [["u00e9"]]},
+         {"Shop.buy(:\"\\u00e9\")", [['é']], [[u00e9]]},
+         {"Shop.buy(\"\\u{1F600}\" <> _)", [[<<"😀!"/utf8>>]], [[<<"u{1F600}">>]]},
+         {"Shop.buy(\"\")", [[<<>>]], [[<<"a">>], [[]]]},
+         {"Shop.buy(x) when x in -5..5", [[-5], [0], [5]], [[-6], [6], [a]]},
+         {"Shop.buy(x) when x in -9..-3", [[-9], [-3]], [[-10], [-2]]},
+         {"Shop.buy(x) when x not in -1..1", [[-2], [2]], [[-1], [1]]},
+         {"Shop.buy(%{end: e}) when e > 1", [[#{'end' => 2}]], [[#{'end' => 1}], [#{}]]},
+         {"Shop.buy(%{in: 1, when: w, do: :x, not: n})",
+          [[#{in => 1, 'when' => 2, do => x, 'not' => 3}]],
+          [[#{in => 2, 'when' => 2, do => x, 'not' => 3}]]}],
+    [{label(P),
+      fun() ->
+              {ok, #{match_spec := MS}} = beamprobe_pattern:parse(P),
+              [?assertMatch({Args, {ok, true, _, _}},
+                            {Args, erlang:match_spec_test(Args, MS, trace)})
+               || Args <- Yes],
+              [?assertMatch({Args, {ok, false, _, _}},
+                            {Args, erlang:match_spec_test(Args, MS, trace)})
+               || Args <- No]
+      end} || {P, Yes, No} <- Cases].
+
+elixir_literal_errors_test_() ->
+    Cases = [{"Shop.buy([in: 1])", "keyword lists are not supported"},
+             {"Shop.buy(\"\\u{110000}\")", "invalid code point"},
+             {"Shop.buy(\"\\uZZ\")", "invalid \\u escape"},
+             {"Shop.buy('\\xE9')", "invalid UTF-8"}],
+    [{label(P),
+      fun() ->
+              {error, {_Col, Msg}} = beamprobe_pattern:parse(P),
+              ?assertNotEqual(nomatch, string:find(Msg, Want))
+      end} || {P, Want} <- Cases].
