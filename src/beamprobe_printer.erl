@@ -39,7 +39,8 @@
                   limit => pos_integer() | undefined,
                   owner => pid(),
                   syntax => erlang | elixir,
-                  follows_names => boolean()}.
+                  follows_names => boolean(),
+                  returns => boolean()}.
 
 -record(st, {io :: pid() | atom(),
              ts :: time | ns | none,
@@ -55,10 +56,11 @@
              at_start = undefined :: undefined | #{pid() => atom()},
              icalls = #{} :: #{pid() => iodata()},
              stacks = #{} :: #{pid() | port() => stack()},
+             returns = true :: boolean(),
              lines = 0 :: non_neg_integer()}).
 
 -define(OPTS, [io, timestamp, proc_names, print_re, rate, on_rate, limit,
-               owner, syntax, follows_names]).
+               owner, syntax, follows_names, returns]).
 
 %% @doc `Opts': `io' (the io server), `timestamp' (`time' = local
 %% HH:MM:SS.micro, the default; `ns' = trace clock; `none'), and for the
@@ -79,7 +81,9 @@
 %% `register' events: a traced process is then named as it was named at
 %% the session's start, and after by those events, as `beamprobe print'
 %% does; without them its name is looked up when it is first met, and
-%% may be one it took after that event).
+%% may be one it took after that event), `returns' (`false', set by the
+%% session when no call it traces can have a return event: no line is
+%% indented, since no call is known to have ended; default `true').
 %% Any other argument is `{error, {bad_option, Key, Value}}' (Key `opts'
 %% for something that is not such a map).
 -spec init(opts() | term()) -> {ok, #st{}} | {error, term()}.
@@ -87,6 +91,7 @@ init(#{io := Io} = Opts) ->
     Ts = maps:get(timestamp, Opts, time),
     Names = maps:get(proc_names, Opts, registered),
     Syntax = maps:get(syntax, Opts, erlang),
+    Returns = maps:get(returns, Opts, true),
     Re = case maps:find(print_re, Opts) of
              error -> {ok, undefined};
              {ok, R} ->
@@ -106,6 +111,8 @@ init(#{io := Io} = Opts) ->
             {error, {bad_option, syntax, Syntax}};
         _ when element(1, Re) =:= error ->
             {error, {bad_option, print_re, maps:get(print_re, Opts)}};
+        _ when not is_boolean(Returns) ->
+            {error, {bad_option, returns, maps:get(returns, Opts)}};
         [] ->
             Offset = os:system_time(nanosecond) - beamprobe_nif:clock(),
             {ok, MP} = Re,
@@ -121,7 +128,8 @@ init(#{io := Io} = Opts) ->
                      elixir = Syntax =:= elixir,
                      rate = maps:get(rate, Opts, undefined),
                      on_rate = maps:get(on_rate, Opts, drop),
-                     limit = maps:get(limit, Opts, undefined)}}
+                     limit = maps:get(limit, Opts, undefined),
+                     returns = Returns}}
     end;
 init(Opts) ->
     {error, {bad_option, opts, Opts}}.
@@ -376,6 +384,8 @@ initial_call(_) -> undefined.
 %% Per-process call stack, for indentation like `beamprobe print': a
 %% call is indented by the depth before it, any other event by the depth
 %% after it.
+indent(_E, _P, #st{returns = false} = St) ->
+    {[], St};
 indent(#{event := Ev} = E, P, #st{stacks = D} = St) ->
     S0 = maps:get(P, D, #stack{}),
     S = apply_stack(Ev, E, S0),

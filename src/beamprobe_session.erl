@@ -217,12 +217,19 @@ start_handlers([#{module := M, arg := A0} = S | T],
                #st{handlers = Hs} = St) ->
     %% The printer names processes as the trace does when it receives
     %% register events (beamprobe_printer, follows_names).
-    A = case M =:= beamprobe_printer andalso is_map(A0) andalso
-             not is_map_key(follows_names, A0) of
-            true ->
-                A0#{follows_names =>
-                        maps:get(kinds, S, 0) band (1 bsl ?BP_EV_REGISTER) =/= 0};
-            false -> A0
+    A1 = case M =:= beamprobe_printer andalso is_map(A0) andalso
+              not is_map_key(follows_names, A0) of
+             true ->
+                 A0#{follows_names =>
+                         maps:get(kinds, S, 0) band (1 bsl ?BP_EV_REGISTER) =/= 0};
+             false -> A0
+         end,
+    %% Without return events a call never ends: the printer shows no
+    %% call depth (beamprobe_printer, returns).
+    A = case M =:= beamprobe_printer andalso is_map(A1) andalso
+             not is_map_key(returns, A1) of
+            true -> A1#{returns => returns(St#st.config)};
+            false -> A1
         end,
     case beamprobe_handler:start_link(M, A) of
         {ok, Pid} -> start_handlers(T, St#st{handlers = Hs ++ [Pid]});
@@ -333,7 +340,20 @@ trace_env(C) ->
      {<<"os_pid">>, list_to_binary(os:getpid())},
      {<<"calls">>, iolist_to_binary(lists:join(", ", Calls))},
      {<<"args">>, atom_to_binary(maps:get(args, C))},
-     {<<"overflow">>, atom_to_binary(maps:get(overflow, C))}].
+     {<<"overflow">>, atom_to_binary(maps:get(overflow, C))},
+     %% false: no call of this trace can have a return event, so the
+     %% readers show no call depth (`beamprobe print').
+     {<<"returns">>, atom_to_binary(returns(C))}].
+
+%% Whether a call can be followed by its return: a return_trace or
+%% exception_trace action in a match spec, the session's return or
+%% exceptions option for a pattern without one, or return_to.
+returns(C) ->
+    maps:get(return_to, C, false) =:= true orelse
+        ms_action(C, [return_trace, exception_trace]) orelse
+        (actions(C) =/= [] andalso
+         lists:any(fun({_, _, _}) -> true; (_) -> false end,
+                   maps:get(calls, C, []))).
 
 otp_version() ->
     File = filename:join([code:root_dir(), "releases",

@@ -10,12 +10,12 @@
 
 -export([all/0, init_per_suite/1, end_per_suite/1]).
 -export([same_lines_as_cli/1, same_elixir_lines_as_cli/1,
-         name_taken_later_not_shown/1]).
+         name_taken_later_not_shown/1, no_returns_not_indented/1]).
 %% Traced workload.
 -export([fact/1, count/2, boom/1, safe/1, outer/1, inner/1, worker/0]).
 
 all() -> [same_lines_as_cli, same_elixir_lines_as_cli,
-          name_taken_later_not_shown].
+          name_taken_later_not_shown, no_returns_not_indented].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(beamprobe),
@@ -191,6 +191,47 @@ same_lines(Config, Syntax) ->
     ?assertEqual([], lists:sublist(Diff, 5)),
     ?assertEqual(length(File), length(Printer)),
     ok.
+
+%% Calls traced without return events never end: each was indented one
+%% level deeper than the one before it, for ever (fact(3) printed as
+%% fact(2) inside fact(3), and outer(3) afterwards four levels deep, as if
+%% called by fact(0)), in the printer and in `beamprobe print'. Nothing
+%% is known to be nested: no line is indented, in both.
+no_returns_not_indented(Config) ->
+    Dir = filename:join(?config(priv_dir, Config), "no_returns"),
+    Cli = filename:join([filename:dirname(code:which(beamprobe)), "..", "bin",
+                         "beamprobe"]),
+    W = spawn(fun worker/0),
+    Cap = capture(),
+    M = ?MODULE,
+    {ok, S} = beamprobe:start(
+                #{procs => [W],
+                  calls => [{M, fact, 1}, {M, outer, 1}, {M, inner, 1}],
+                  output => [{file, Dir},
+                             {handler, beamprobe_printer, #{io => Cap}}]}),
+    6 = run(W, fun() -> fact(3) end),
+    7 = run(W, fun() -> outer(3) end),
+    7 = run(W, fun() -> outer(3) end),
+    {ok, _} = beamprobe:stop(S),
+    W ! stop,
+    Printer = event_lines(wait_ended(Cap, 5000)),
+    Out = os:cmd("TZ=UTC '" ++ Cli ++ "' print '" ++ Dir ++ "' 2>&1"),
+    File = [L || L <- event_lines(unicode:characters_to_binary(Out)),
+                 binary:match(L, <<"- lost events:">>) =:= nomatch],
+    ct:log("printer:~n~s~ncli:~n~s",
+           [lists:join("\n", Printer), lists:join("\n", File)]),
+    Pid = list_to_binary(pid_to_list(W)),
+    Want = [<<Pid/binary, " call ", C/binary>>
+            || C <- [<<"beamprobe_printer_SUITE:fact(3)">>,
+                     <<"beamprobe_printer_SUITE:fact(2)">>,
+                     <<"beamprobe_printer_SUITE:fact(1)">>,
+                     <<"beamprobe_printer_SUITE:fact(0)">>,
+                     <<"beamprobe_printer_SUITE:outer(3)">>,
+                     <<"beamprobe_printer_SUITE:inner(3)">>,
+                     <<"beamprobe_printer_SUITE:outer(3)">>,
+                     <<"beamprobe_printer_SUITE:inner(3)">>]],
+    ?assertEqual(Want, Printer),
+    ?assertEqual(Want, File).
 
 pad(L, N) when length(L) >= N -> L;
 pad(L, N) -> L ++ lists:duplicate(N - length(L), missing).

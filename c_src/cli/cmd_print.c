@@ -62,7 +62,19 @@ struct printer {
 	 * the printers' shared output. */
 	const char *node;
 	struct bp_out *shared;
+	/* The trace says no call can have a return event (env returns =
+	 * false): no call is known to end, so no line is indented. */
+	int flat;
 };
+
+/* Whether the trace's metadata says its calls have no return events
+ * (older traces do not say: they are indented as before). */
+static int print_no_returns(const struct bp_reader *r)
+{
+	const char *s = bp_meta_env(&r->meta, "returns");
+
+	return s && strcmp(s, "false") == 0;
+}
 
 /* String field i of e, escaped only if the decoder saw a control
  * character in it. */
@@ -459,9 +471,9 @@ static int print_event(struct printer *pr, const struct bp_event *e)
 		return !pr->r.follow;
 	if (!bp_filter_match(&pr->f, e, p))
 		return 0;
-	uint32_t depth = p ? (e->id == BP_EV_CALL ? before
-						  : p->depth + p->lost_depth)
-			   : 0;
+	uint32_t depth = p && !pr->flat ? (e->id == BP_EV_CALL ? before
+						 : p->depth + p->lost_depth)
+				       : 0;
 	if (!pr->f.grep && !pr->shared) {
 		format_line(pr, &pr->out, e, p, depth);
 		return 0;
@@ -554,6 +566,7 @@ static void nodes_scan(struct node_printers *np, const char *dir,
 			continue; /* tried again at the next round */
 		}
 		bp_filter_resolve(&pr->f, &pr->r);
+		pr->flat = print_no_returns(&pr->r);
 		bp_clock_fmt_init(&pr->clk);
 		bp_out_init_mem(&pr->line);
 		pr->node = name;
@@ -730,6 +743,7 @@ int bp_cmd_print(int argc, char **argv)
 		goto out;
 	}
 	bp_filter_resolve(&pr.f, &pr.r);
+	pr.flat = print_no_returns(&pr.r);
 	bp_clock_fmt_init(&pr.clk);
 	bp_out_init_mem(&pr.line);
 	if ((err = bp_out_open(&pr.out, NULL)) == 0) {
