@@ -45,9 +45,14 @@ EDOC_CHUNKS := try edoc:files(init:get_plain_arguments(), [{doclet, edoc_doclet_
 
 chunks: $(CHUNKS_STAMP)
 
-$(CHUNKS_STAMP): $(ERL_SRC) $(wildcard include/*.hrl)
+# edoc_layout_chunks writes a ```...''' block as {pre, [], [Text]}; the
+# application/erlang+html format (and Elixir's IEx, which showed the
+# <pre> tags as text in h :beamprobe.calls) has {pre, [], [{code, [], ...}]}:
+# scripts/chunks_pre_code.escript wraps them.
+$(CHUNKS_STAMP): $(ERL_SRC) $(wildcard include/*.hrl) scripts/chunks_pre_code.escript
 	@mkdir -p doc/chunks
 	erl -noshell -eval '$(EDOC_CHUNKS)' -extra $(ERL_SRC)
+	escript scripts/chunks_pre_code.escript doc/chunks/*.chunk
 	@touch $@
 
 # The .app: src/beamprobe.app.src with its modules filled in (as rebar3

@@ -360,6 +360,14 @@ defmodule BeamprobeTest.ApiTest do
     assert msg =~ "binary_part/3"
   end
 
+  test "h :beamprobe.calls shows the examples as code, without <pre> tags" do
+    require IEx.Helpers
+    out = ExUnit.CaptureIO.capture_io(fn -> IEx.Helpers.h(:beamprobe.calls()) end)
+    assert out =~ ~s|beamprobe:calls("lists:seq(A, B) when A > B -> return", 10).|
+    refute out =~ "<pre>"
+    refute out =~ "</pre>"
+  end
+
   test "h Beamprobe.calls prints the docs (Elixir doc chunks)" do
     {:docs_v1, _, :elixir, _, %{"en" => moduledoc}, _, docs} = Code.fetch_docs(Beamprobe)
     assert moduledoc =~ "Production-safe tracing"
