@@ -140,7 +140,8 @@ defmodule Beamprobe do
     * `:return`, `:exceptions`, `:return_to` - booleans (default false).
     * `:events` - `[:procs, :running, :gc, :ports, ...]`.
     * `:output` - `{:file, dir}`, `{:handler, module, arg}`, `:lttng`,
-      `:usdt`, `:shell` (print here in Elixir syntax), or a list.
+      `:usdt`, `{:tcp, "127.0.0.1:port"}` or `{:tcp, {host, port}, queue: n,
+      token: "t"}`, `:shell` (print here in Elixir syntax), or a list.
     * `:capture` - `[depth: 4, list: 16, binary: 64, bytes: 512]`.
     * `:limits` - `[events: n, bytes: n, seconds: 60, rate: {n, ms}]`.
     * `:buffer`, `:overflow`, `:on_rate`, `:meta`, `:tag`, `:force`,
@@ -247,7 +248,16 @@ defmodule Beamprobe do
     with {:ok, o} <- to_map(opts, :opts), do: {:ok, [limit], elixir(o)}
   end
 
-  defp elixir(opts), do: Map.put_new(opts, :syntax, :elixir)
+  # the shell API's extra sinks (output: ...) as start/1's, keyword
+  # options and Elixir strings included
+  defp elixir(opts) do
+    opts = Map.put_new(opts, :syntax, :elixir)
+
+    case opts do
+      %{output: out} -> %{opts | output: output(out)}
+      _ -> opts
+    end
+  end
 
   defp to_map(m, _what) when is_map(m), do: {:ok, m}
 
@@ -287,7 +297,19 @@ defmodule Beamprobe do
     do: printer(Map.new(arg))
 
   defp output({:handler, mod, arg, o}) when is_list(o), do: {:handler, mod, arg, Map.new(o)}
+
+  # {:tcp, "host:port" | {host, port}} or with options, a keyword list
+  defp output({:tcp, addr}), do: output({:tcp, addr, %{}})
+
+  defp output({:tcp, addr, o}) when is_list(o) or is_map(o) do
+    if is_map(o) or Keyword.keyword?(o),
+      do: {:tcp, tcp_addr(addr), Map.new(o)},
+      else: {:tcp, addr, o}
+  end
   defp output(other), do: other
+
+  defp tcp_addr({host, port}) when is_binary(host), do: {String.to_charlist(host), port}
+  defp tcp_addr(addr), do: addr
 
   # The shell printer in Elixir syntax, to the caller's group leader.
   defp printer(arg) do

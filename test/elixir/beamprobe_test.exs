@@ -360,6 +360,29 @@ defmodule BeamprobeTest.ApiTest do
     assert msg =~ "binary_part/3"
   end
 
+  test "tcp output with keyword options and Elixir strings (start/1 and calls/3)" do
+    {:ok, l} = :gen_tcp.listen(0, [:binary, active: false, ip: {127, 0, 0, 1}])
+    {:ok, port} = :inet.port(l)
+    # a keyword list of tcp options, a {"host", port} address: both were
+    # {:bad_option, :output, _}
+    assert {:ok, s} =
+             Beamprobe.start(
+               calls: [{Target, :f, 2}],
+               output: {:tcp, {"127.0.0.1", port}, queue: 65536, token: "t"}
+             )
+
+    {:ok, _} = Beamprobe.stop(s)
+
+    assert 1 ==
+             Beamprobe.calls({Target, :f, 2}, 1,
+               output: [{:tcp, "127.0.0.1:#{port}", [queue: 65536]}]
+             )
+
+    :ok = Beamprobe.clear()
+    assert {:error, {:bad_option, _, _}} = Beamprobe.start(output: {:tcp, {"127.0.0.1", 0}})
+    :gen_tcp.close(l)
+  end
+
   test "h :beamprobe.calls shows the examples as code, without <pre> tags" do
     require IEx.Helpers
     out = ExUnit.CaptureIO.capture_io(fn -> IEx.Helpers.h(:beamprobe.calls()) end)
