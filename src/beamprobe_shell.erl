@@ -222,6 +222,11 @@ start_limited(Base, Limit, Opts) ->
                             replace(Old, Spec, Io),
                             N
                     end;
+                %% (a count or rate past the session's bounds: the
+                %% argument named, not the option it became)
+                {error, {bad_option, {limits, K}, _}} when K =:= events;
+                                                           K =:= rate ->
+                    bad_limit(Limit);
                 {error, _} = E -> E
             end
     end.
@@ -382,6 +387,9 @@ limits(N, Opts) when is_integer(N), N > 0 ->
 limits({N, Ms}, Opts) when is_integer(N), N > 0, is_integer(Ms), Ms > 0 ->
     #{rate => {N, Ms}, seconds => secs(Opts)};
 limits(L, _) ->
+    bad_limit(L).
+
+bad_limit(L) ->
     {error, {bad_limit, L, "a count N or a rate {N, Milliseconds}"}}.
 
 secs(Opts) ->

@@ -509,7 +509,10 @@ bad_inputs(_Config) ->
                                  5, O)),
     %% Bad limits and options.
     [?assertMatch({error, {bad_limit, L, _}}, beamprobe:calls("bpsh_target:f/1", L, O))
-     || L <- [0, -1, {0, 100}, {5, 0}, {5, -1}, {1.5, 10}, foo, infinity]],
+     || L <- [0, -1, {0, 100}, {5, 0}, {5, -1}, {1.5, 10}, foo, infinity,
+              %% past the session's bounds: they were {bad_option,
+              %% {limits, events | rate}, _}, an option nobody gave
+              1 bsl 64, 1 bsl 70, {1 bsl 64, 100}, {5, (1 bsl 32) + 1}]],
     ?assertMatch({error, {bad_limit, 0, _}}, beamprobe:messages("send", 0, O)),
     ?assertEqual({error, {unknown_option, bogus}},
                  beamprobe:calls("bpsh_target:f/1", 5, O#{bogus => 1})),
