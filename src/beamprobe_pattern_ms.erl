@@ -174,6 +174,7 @@ const({op, _, Op, E}) ->
 const({op, _, Op, L, R}) ->
     const_all([L, R], fun(Vs) -> const_op(Op, Vs) end);
 const({bin, A, Elems}) ->
+    lists:foreach(fun byte_fits/1, Elems),
     try
         Elems1 = [{bin_element, EA, abstract(V), abstract_size(Size), Type}
                   || {bin_element, EA, V, Size, Type} <- Elems],
@@ -185,6 +186,29 @@ const({bin, A, Elems}) ->
     end;
 const(_) ->
     error.
+
+%% A string or integer segment of the default type is a byte each:
+%% <<"\x{1F600}">> and <<256>> are <<0>> in Erlang (the compiler warns),
+%% a pattern that would never match what was written.
+byte_fits({bin_element, A, {string, _, S}, default, default}) ->
+    case [C || C <- S, C > 255] of
+        [] -> ok;
+        [C | _] -> ?ERR(A, io_lib:format(
+                             "character ~ts (~.16B) does not fit a byte in a "
+                             "binary (<<\"...\">> is Latin-1, each character "
+                             "cut to 8 bits); write <<\"...\"/utf8>>",
+                             [[C], C]))
+    end;
+byte_fits({bin_element, A, V, default, default}) ->
+    case const(V) of
+        {ok, N} when is_integer(N), (N > 255 orelse N < -128) ->
+            ?ERR(A, io_lib:format("~b does not fit a byte in a binary (it "
+                                  "would be cut to ~b); give its size, e.g. "
+                                  "<<~b:16>>", [N, N band 255, N]));
+        _ -> ok
+    end;
+byte_fits(_) ->
+    ok.
 
 abstract(E) ->
     case const(E) of

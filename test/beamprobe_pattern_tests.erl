@@ -674,3 +674,25 @@ elixir_literal_errors_test_() ->
               {error, {_Col, Msg}} = beamprobe_pattern:parse(P),
               ?assertNotEqual(nomatch, string:find(Msg, Want))
       end} || {P, Want} <- Cases].
+
+%% A binary segment that does not fit its byte: <<"\x{1F600}">> and <<256>>
+%% were <<0>> (Erlang cuts them to 8 bits, the compiler warns), a pattern
+%% that never matched what was written; now refused, naming the fix.
+binary_byte_fit_test_() ->
+    Bad = [{"lists:reverse(<<\"\\x{1F600}\">>)", "/utf8"},
+           {"lists:reverse(<<\"a\\x{100}\">>)", "/utf8"},
+           {"lists:reverse(<<256>>)", "<<256:16>>"},
+           {"lists:reverse(<<-129>>)", "does not fit a byte"},
+           {"lists:reverse(X) when X == <<300>>", "does not fit a byte"}],
+    Good = [{"lists:reverse(<<\"\\x{1F600}\"/utf8>>)", <<"😀"/utf8>>},
+            {"lists:reverse(<<\"\\xff\">>)", <<255>>},
+            {"lists:reverse(<<255, -1>>)", <<255, 255>>},
+            {"lists:reverse(<<256:16>>)", <<1, 0>>}],
+    [{label(P), fun() ->
+                        {error, {_, Msg}} = beamprobe_pattern:parse(P),
+                        ?assertNotEqual(nomatch, string:find(Msg, Want))
+                end} || {P, Want} <- Bad] ++
+    [{label(P), fun() ->
+                        {ok, #{match_spec := [{[B], _, _}]}} = beamprobe_pattern:parse(P),
+                        ?assertEqual(Want, B)
+                end} || {P, Want} <- Good].
