@@ -234,9 +234,10 @@ shell_options(Config) ->
                                         beamprobe:calls("lists:seq/2", L,
                                                         #{io_server => Cap})
                                 end, Limits),
-    BigLimit = [{limit, L, {bad_option, {limits, K}, X}}
-                || {L, K, X} <- [{1 bsl 64, events, 1 bsl 64},
-                                 {{1, 1 bsl 40}, rate, {1, 1 bsl 40}}]],
+    %% (past the session's bounds: the limit argument is named, not the
+    %% {limits, events | rate} option it becomes inside)
+    BigLimit = [{limit, L, {bad_limit, L, "a count N or a rate {N, Milliseconds}"}}
+                || L <- [1 bsl 64, {1, 1 bsl 40}]],
     N4 = check_all(Config, Dir, fun(limit, L) ->
                                         beamprobe:calls("lists:seq/2", L,
                                                         #{io_server => Cap})
