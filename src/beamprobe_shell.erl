@@ -88,6 +88,9 @@ with_patterns(Patterns, Opts0, Want, Fun) ->
         {ok, Opts} ->
             List = case Patterns of
                        [C | _] when is_integer(C) -> [Patterns];
+                       %% redbug's message forms, redbug:start(send)
+                       A when A =:= send; A =:= 'receive' ->
+                           [atom_to_list(A)];
                        B when is_binary(B) -> [B];
                        T when is_tuple(T) ->
                            case beamprobe_pattern_recon:is_form(T) of

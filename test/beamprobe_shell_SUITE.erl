@@ -514,6 +514,19 @@ bad_inputs(_Config) ->
               %% {limits, events | rate}, _}, an option nobody gave
               1 bsl 64, 1 bsl 70, {1 bsl 64, 100}, {5, (1 bsl 32) + 1}]],
     ?assertMatch({error, {bad_limit, 0, _}}, beamprobe:messages("send", 0, O)),
+    %% redbug's atoms send and 'receive' ({bad_pattern, send}: "a pattern
+    %% is a string" before): messages/2,3 takes them, calls/2,3 says so
+    ?assertMatch({error, {bad_pattern, _, "a message pattern: use messages/2,3"}},
+                 beamprobe:calls(send, 5, O)),
+    Sink = spawn(fun Sink() ->
+                         receive {io_request, F, R, _} -> F ! {io_reply, R, ok}, Sink();
+                                 stop -> ok
+                         end
+                 end),
+    ?assertEqual(1, beamprobe:messages(send, 5, O#{io_server => Sink})),
+    ?assertEqual(1, beamprobe:messages('receive', 5, O#{io_server => Sink})),
+    ok = beamprobe:clear(),
+    Sink ! stop,
     ?assertEqual({error, {unknown_option, bogus}},
                  beamprobe:calls("bpsh_target:f/1", 5, O#{bogus => 1})),
     ?assertEqual({error, {unknown_option, bogus}},
