@@ -608,6 +608,15 @@ describe({M, F, A}) -> io_lib:format("a pattern on ~tw:~tw/~b", [M, F, A]).
 
 %%% ---- character pre-scan --------------------------------------------------
 
+%% Acc (the pre-scan's output, reversed) ends in a name: a '?' after it is
+%% the name's suffix (valid?), not a character literal.
+-define(IS_NAME_END(Acc),
+        (Acc =/= [] andalso
+         ((hd(Acc) >= $a andalso hd(Acc) =< $z) orelse
+          (hd(Acc) >= $A andalso hd(Acc) =< $Z) orelse
+          (hd(Acc) >= $0 andalso hd(Acc) =< $9) orelse
+          hd(Acc) =:= $_ orelse hd(Acc) =:= $? orelse hd(Acc) =:= $!))).
+
 %% Character-level pass before erl_scan, outside quotes: a '%' would
 %% start an Erlang comment, so it is refused -- except, in Elixir, '%{' (a
 %% map), which becomes '#{' (same length, so columns hold); in Elixir a
@@ -627,6 +636,16 @@ prescan(erlang, [$$, $\\, Ch | Rest], L, C, none, Acc) when Ch =/= $\n ->
     prescan(erlang, Rest, L, C + 3, none, [Ch, $\\, $$ | Acc]);
 prescan(erlang, [$$, Ch | Rest], L, C, none, Acc) when Ch =/= $\n ->
     prescan(erlang, Rest, L, C + 2, none, [Ch, $$ | Acc]);
+prescan(elixir, [$?, $\\, Ch | Rest], L, C, none, Acc)
+  when Ch =/= $\n, not ?IS_NAME_END(Acc) ->
+    %% Elixir's ?\n: the code point, as digits padded to the same width
+    Digits = integer_to_list(ex_char_escape(Ch)),
+    Pad = lists:duplicate(max(0, 3 - length(Digits)), $\s),
+    prescan(elixir, Rest, L, C + 3, none, lists:reverse(Digits ++ Pad, Acc));
+prescan(elixir, [$?, Ch | Rest], L, C, none, Acc)
+  when Ch =/= $\n, Ch =/= $\s, Ch =/= $\t, not ?IS_NAME_END(Acc) ->
+    %% Elixir's ?a is Erlang's $a (a name's ? suffix, valid?(x), stays)
+    prescan(elixir, Rest, L, C + 2, none, [Ch, $$ | Acc]);
 prescan(elixir, [$%, ${ | Rest], L, C, none, Acc) ->
     prescan(elixir, Rest, L, C + 2, none, [${, $# | Acc]);
 prescan(elixir, [$%, Ch | Rest], L, C, none, Acc)
@@ -652,6 +671,21 @@ prescan(M, [$\n | Rest], L, _C, Q, Acc) ->
     prescan(M, Rest, L + 1, 1, Q, [$\n | Acc]);
 prescan(M, [Ch | Rest], L, C, Q, Acc) ->
     prescan(M, Rest, L, C + 1, Q, [Ch | Acc]).
+
+%% Elixir's escapes in a character literal (?\n): as in its strings;
+%% any other character stands for itself (?\" is $").
+ex_char_escape($0) -> 0;
+ex_char_escape($a) -> 7;
+ex_char_escape($b) -> 8;
+ex_char_escape($t) -> 9;
+ex_char_escape($n) -> 10;
+ex_char_escape($v) -> 11;
+ex_char_escape($f) -> 12;
+ex_char_escape($r) -> 13;
+ex_char_escape($e) -> 27;
+ex_char_escape($s) -> 32;
+ex_char_escape($d) -> 127;
+ex_char_escape(Ch) -> Ch.
 
 %%% ---- token helpers -------------------------------------------------------
 

@@ -6,7 +6,8 @@
 %%% Aliases (`Foo.Bar') become ``'Elixir.Foo.Bar''', `:atom' an atom,
 %%% lower-case names variables (`_x' is ignored), `"x"' a UTF-8 binary,
 %%% ``'x''' a charlist (both read with Elixir's escapes: `\u{1F600}',
-%%% `\uHHHH', `\xHH' a byte, `\d' DEL; no octal nor `\^A'), a keyword key
+%%% `\uHHHH', `\xHH' a byte, `\d' DEL; no octal nor `\^A'), `?a' and
+%%% `?\n' a character's code point (the pre-scan's), a keyword key
 %%% may be a reserved word (`%{end: e}', `%{in: x}'), `%{k: v}' a map (the `%{' was already turned into
 %%% `#{' by the character pre-scan), and the operators `!=', `===',
 %%% `!==', `<=', `and', `or', `&&', `||', `!' their Erlang equivalents.
