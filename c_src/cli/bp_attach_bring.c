@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -253,11 +254,19 @@ int bp_attach_place_nif(struct bp_attach *a, char *out, size_t n)
 		if (!mkdtemp(a->nif_dir)) { /* mode 0700 */
 			a->nif_dir[0] = '\0';
 		} else {
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			snprintf(nonce, sizeof nonce, "%lx%lx%lx",
-				 (long)ts.tv_nsec, (long)getpid(),
-				 (long)ts.tv_sec);
+			/* The check proves the node reads the directory
+			 * the command line wrote: unguessable, from the
+			 * kernel's generator (was the clock and the pid). */
+			uint8_t rnd[16];
+			if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd) {
+				bp_cli_error("getrandom: %s",
+					     strerror(errno));
+				bp_attach_remove_dir(a->nif_dir);
+				a->nif_dir[0] = '\0';
+				return -1;
+			}
+			for (size_t i = 0; i < sizeof rnd; i++)
+				snprintf(nonce + 2 * i, 3, "%02x", rnd[i]);
 			snprintf(dst, sizeof dst, "%s/beamprobe_nif.so",
 				 a->nif_dir);
 			snprintf(chk, sizeof chk, "%s/check", a->nif_dir);
