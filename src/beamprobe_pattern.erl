@@ -639,7 +639,7 @@ prescan(erlang, [$$, Ch | Rest], L, C, none, Acc) when Ch =/= $\n ->
 prescan(elixir, [$?, $\\, Ch | Rest], L, C, none, Acc)
   when Ch =/= $\n, not ?IS_NAME_END(Acc) ->
     %% Elixir's ?\n: the code point, as digits padded to the same width
-    Digits = integer_to_list(ex_char_escape(Ch)),
+    Digits = integer_to_list(beamprobe_pattern_elixir:escape(Ch)),
     Pad = lists:duplicate(max(0, 3 - length(Digits)), $\s),
     prescan(elixir, Rest, L, C + 3, none, lists:reverse(Digits ++ Pad, Acc));
 prescan(elixir, [$?, Ch | Rest], L, C, none, Acc)
@@ -671,21 +671,6 @@ prescan(M, [$\n | Rest], L, _C, Q, Acc) ->
     prescan(M, Rest, L + 1, 1, Q, [$\n | Acc]);
 prescan(M, [Ch | Rest], L, C, Q, Acc) ->
     prescan(M, Rest, L, C + 1, Q, [Ch | Acc]).
-
-%% Elixir's escapes in a character literal (?\n): as in its strings;
-%% any other character stands for itself (?\" is $").
-ex_char_escape($0) -> 0;
-ex_char_escape($a) -> 7;
-ex_char_escape($b) -> 8;
-ex_char_escape($t) -> 9;
-ex_char_escape($n) -> 10;
-ex_char_escape($v) -> 11;
-ex_char_escape($f) -> 12;
-ex_char_escape($r) -> 13;
-ex_char_escape($e) -> 27;
-ex_char_escape($s) -> 32;
-ex_char_escape($d) -> 127;
-ex_char_escape(Ch) -> Ch.
 
 %%% ---- token helpers -------------------------------------------------------
 

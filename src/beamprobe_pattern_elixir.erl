@@ -26,7 +26,7 @@
 %%% catches; this module is internal to the pattern parser.
 -module(beamprobe_pattern_elixir).
 
--export([translate/1, translate/2]).
+-export([translate/1, translate/2, escape/1]).
 
 %% Errors are thrown as {beamprobe_pattern, Loc, Msg} and caught in
 %% beamprobe_pattern:parse/2. Loc is a token annotation, an erl_anno
@@ -484,22 +484,27 @@ ex_unesc([$\\, $u | R], A, Acc) ->
         _ -> ?ERR(A, "invalid \\u escape: write \\uHHHH or \\u{H...}")
     end;
 ex_unesc([$\\, C | R], A, Acc) ->
-    ex_unesc(R, A, [ex_esc(C) | Acc]);
+    ex_unesc(R, A, [ex_cp(escape(C), A) | Acc]);
 ex_unesc([C | R], A, Acc) ->
     ex_unesc(R, A, [ex_cp(C, A) | Acc]).
 
-ex_esc($0) -> 0;
-ex_esc($a) -> 7;
-ex_esc($b) -> 8;
-ex_esc($d) -> 127;
-ex_esc($e) -> 27;
-ex_esc($f) -> 12;
-ex_esc($n) -> 10;
-ex_esc($r) -> 13;
-ex_esc($s) -> 32;
-ex_esc($t) -> 9;
-ex_esc($v) -> 11;
-ex_esc(C) -> <<C/utf8>>.
+%% @private
+%% @doc Internal (shared with beamprobe_pattern's pre-scan of `?\n'): the
+%% code point of Elixir's escape `\C' in a string or a character literal;
+%% any other character stands for itself (`\"' is `"').
+-spec escape(char()) -> char().
+escape($0) -> 0;
+escape($a) -> 7;
+escape($b) -> 8;
+escape($d) -> 127;
+escape($e) -> 27;
+escape($f) -> 12;
+escape($n) -> 10;
+escape($r) -> 13;
+escape($s) -> 32;
+escape($t) -> 9;
+escape($v) -> 11;
+escape(C) -> C.
 
 ex_cp(C, A) ->
     try <<C/utf8>>

@@ -215,22 +215,7 @@ start_handlers(#st{config = #{sinks := Sinks}} = St) ->
 start_handlers([], St) -> {ok, St};
 start_handlers([#{module := M, arg := A0} = S | T],
                #st{handlers = Hs} = St) ->
-    %% The printer names processes as the trace does when it receives
-    %% register events (beamprobe_printer, follows_names).
-    A1 = case M =:= beamprobe_printer andalso is_map(A0) andalso
-              not is_map_key(follows_names, A0) of
-             true ->
-                 A0#{follows_names =>
-                         maps:get(kinds, S, 0) band (1 bsl ?BP_EV_REGISTER) =/= 0};
-             false -> A0
-         end,
-    %% Without return events a call never ends: the printer shows no
-    %% call depth (beamprobe_printer, returns).
-    A = case M =:= beamprobe_printer andalso is_map(A1) andalso
-             not is_map_key(returns, A1) of
-            true -> A1#{returns => returns(St#st.config)};
-            false -> A1
-        end,
+    A = handler_arg(M, A0, S, St#st.config),
     case beamprobe_handler:start_link(M, A) of
         {ok, Pid} -> start_handlers(T, St#st{handlers = Hs ++ [Pid]});
         {error, R} -> {error, R, St}
@@ -344,6 +329,16 @@ trace_env(C) ->
      %% false: no call of this trace can have a return event, so the
      %% readers show no call depth (`beamprobe print').
      {<<"returns">>, atom_to_binary(returns(C))}].
+
+%% The shell printer's defaults from the session, where its argument
+%% leaves them out: it names processes as the trace does when it
+%% receives register events (follows_names); without return events a
+%% call never ends, so it shows no call depth (returns).
+handler_arg(beamprobe_printer, A, Sink, Config) when is_map(A) ->
+    maps:merge(#{follows_names =>
+                     maps:get(kinds, Sink, 0) band (1 bsl ?BP_EV_REGISTER) =/= 0,
+                 returns => returns(Config)}, A);
+handler_arg(_M, A, _Sink, _Config) -> A.
 
 %% Whether a call can be followed by its return: a return_trace or
 %% exception_trace action in a match spec, the session's return or

@@ -111,15 +111,9 @@ opt(timestamp, T) ->
 opt(io_server, Io) when is_pid(Io); is_atom(Io), Io =/= undefined ->
     %% One that is not there would lose every line while the counters
     %% say they were delivered.
-    case is_pid(Io) andalso node(Io) =:= node() andalso
-        not is_process_alive(Io) of
-        true -> bad;
-        false when is_atom(Io) ->
-            case whereis(Io) of
-                undefined -> bad;
-                _ -> {set, [{io_server, Io}]}
-            end;
-        false -> {set, [{io_server, Io}]}
+    case is_there(Io) of
+        true -> {set, [{io_server, Io}]};
+        false -> bad
     end;
 opt(on_rate, R) when R =:= drop; R =:= stop -> {set, [{on_rate, R}]};
 opt(output, O) ->
@@ -261,3 +255,10 @@ named(_) -> error.
 proper(L) when is_list(L) ->
     try length(L) >= 0 catch error:badarg -> false end;
 proper(_) -> false.
+
+%% A local pid that is alive, a name registered here; a remote pid is
+%% taken as it is (asking its node would block the caller).
+is_there(Pid) when is_pid(Pid) ->
+    node(Pid) =/= node() orelse is_process_alive(Pid);
+is_there(Name) ->
+    whereis(Name) =/= undefined.

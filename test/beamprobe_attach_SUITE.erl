@@ -277,14 +277,9 @@ open_tmpdir(Config) ->
     true = rpc:call(Node, os, putenv, ["TMPDIR", Tmp]),
     Before = snapshot(Node),
     _ = [begin
-             A = attach(Config, [short(Node), "bp_attach_work:double/1"], Env),
-             {2, Text} = wait_exit(A, 20000),
-             ct:log("~p: ~s", [Env, Text]),
-             ?assertMatch({match, _},
-                          re:run(Text, "temporary directory .*open_tmp .*"
-                                 "writable by others without the sticky bit")),
-             ?assertEqual({ok, []}, file:list_dir(Tmp)),
-             assert_clean(Node, Before, Config)
+             refused(Config, Env, "temporary directory .*open_tmp .*"
+                     "writable by others without the sticky bit", Before),
+             ?assertEqual({ok, []}, file:list_dir(Tmp))
          end || Env <- [[], [{"BEAMPROBE_ATTACH_SEND_NIF", "1"}]]],
     %% With the sticky bit, as /tmp: taken.
     [] = os:cmd("chmod 1777 " ++ Tmp), % (file:change_mode/2 drops it)
@@ -300,14 +295,18 @@ unwritable_tmpdir(Config) ->
     Node = ?config(target, Config),
     true = rpc:call(Node, os, putenv, ["TMPDIR", "/proc"]),
     Before = snapshot(Node),
-    _ = [begin
-             A = attach(Config, [short(Node), "bp_attach_work:double/1"], Env),
-             {2, Text} = wait_exit(A, 20000),
-             ct:log("~p: ~s", [Env, Text]),
-             ?assertMatch({match, _},
-                          re:run(Text, "cannot create /proc/beamprobe-")),
-             assert_clean(Node, Before, Config)
-         end || Env <- [[{"BEAMPROBE_ATTACH_SEND_NIF", "1"}]]].
+    refused(Config, [{"BEAMPROBE_ATTACH_SEND_NIF", "1"}],
+            "cannot create /proc/beamprobe-", Before).
+
+%% An attach with the environment Env exits 2 saying Why (a regular
+%% expression), and leaves the node as it was (Before).
+refused(Config, Env, Why, Before) ->
+    Node = ?config(target, Config),
+    A = attach(Config, [short(Node), "bp_attach_work:double/1"], Env),
+    {2, Text} = wait_exit(A, 20000),
+    ct:log("~p: ~s", [Env, Text]),
+    ?assertMatch({match, _}, re:run(Text, Why)),
+    assert_clean(Node, Before, Config).
 
 no_such_node(Config) ->
     A = attach(Config, ["bp_attach_nonexistent_node",

@@ -595,6 +595,21 @@ collect(P) ->
 label(P) when is_binary(P) -> label(binary_to_list(P));
 label(P) -> lists:flatten(io_lib:format("~tp", [P])).
 
+%% One test per {Pattern, Yes, No}: the VM's erlang:match_spec_test/3 runs
+%% the pattern's compiled match spec on argument lists that must (Yes)
+%% and must not (No) match.
+match_cases(Cases) ->
+    [{label(P),
+      fun() ->
+              {ok, #{match_spec := MS}} = beamprobe_pattern:parse(P),
+              [?assertMatch({Args, {ok, true, _, _}},
+                            {Args, erlang:match_spec_test(Args, MS, trace)})
+               || Args <- Yes],
+              [?assertMatch({Args, {ok, false, _, _}},
+                            {Args, erlang:match_spec_test(Args, MS, trace)})
+               || Args <- No]
+      end} || {P, Yes, No} <- Cases].
+
 %% ---- Elixir: structs, in, "prefix" <> _ (issue 11) -------------------------
 %% Checked against the VM: erlang:match_spec_test/3 runs the compiled match
 %% spec on arguments that must and must not match.
@@ -618,16 +633,7 @@ elixir_semantics_test_() ->
           [[<<"a">>], [<<"xab">>], ["abc"], [ab]]},
          {"Shop.buy(\"hé\" <> _, n) when n > 1", [[<<"héllo"/utf8>>, 2]],
           [[<<"héllo"/utf8>>, 1], [<<"he">>, 2]]}],
-    [{label(P),
-      fun() ->
-              {ok, #{match_spec := MS}} = beamprobe_pattern:parse(P),
-              [?assertMatch({Args, {ok, true, _, _}},
-                            {Args, erlang:match_spec_test(Args, MS, trace)})
-               || Args <- Yes],
-              [?assertMatch({Args, {ok, false, _, _}},
-                            {Args, erlang:match_spec_test(Args, MS, trace)})
-               || Args <- No]
-      end} || {P, Yes, No} <- Cases].
+    match_cases(Cases).
 
 %% ---- Elixir: Elixir's escapes, negative ranges, reserved-word keys ---------
 %% A string was read with Erlang's escapes ("\u{1F600}" matched <<"u{1F600}">>,
@@ -656,16 +662,7 @@ elixir_literals_test_() ->
          {"Shop.buy(%{in: 1, when: w, do: :x, not: n})",
           [[#{in => 1, 'when' => 2, do => x, 'not' => 3}]],
           [[#{in => 2, 'when' => 2, do => x, 'not' => 3}]]}],
-    [{label(P),
-      fun() ->
-              {ok, #{match_spec := MS}} = beamprobe_pattern:parse(P),
-              [?assertMatch({Args, {ok, true, _, _}},
-                            {Args, erlang:match_spec_test(Args, MS, trace)})
-               || Args <- Yes],
-              [?assertMatch({Args, {ok, false, _, _}},
-                            {Args, erlang:match_spec_test(Args, MS, trace)})
-               || Args <- No]
-      end} || {P, Yes, No} <- Cases].
+    match_cases(Cases).
 
 elixir_literal_errors_test_() ->
     Cases = [{"Shop.buy([in: 1])", "keyword lists are not supported"},

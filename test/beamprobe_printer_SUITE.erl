@@ -134,8 +134,6 @@ same_elixir_lines_as_cli(Config) ->
 same_lines(Config, Syntax) ->
     Priv = ?config(priv_dir, Config),
     Dir = filename:join(Priv, "both_" ++ atom_to_list(Syntax)),
-    Cli = filename:join([filename:dirname(code:which(beamprobe)), "..", "bin",
-                         "beamprobe"]),
     W = spawn(fun worker/0),
     Cap = capture(),
     M = ?MODULE,
@@ -164,13 +162,7 @@ same_lines(Config, Syntax) ->
     receive {'DOWN', MRef, process, W, _} -> ok after 5000 -> error(no_exit) end,
     {ok, _Summary} = beamprobe:stop(S),
     Printer = event_lines(wait_ended(Cap, 5000)),
-    Out = os:cmd("TZ=UTC '" ++ Cli ++ "' print --syntax " ++
-                     atom_to_list(Syntax) ++ " '" ++ Dir ++ "' 2>&1"),
-    %% The file sink's own "drops" record (lost events: none) has no
-    %% counterpart in a handler sink, which reports losses as
-    %% "% beamprobe: dropped N events" lines.
-    File = [L || L <- event_lines(unicode:characters_to_binary(Out)),
-                 binary:match(L, <<"- lost events:">>) =:= nomatch],
+    File = cli_lines("--syntax " ++ atom_to_list(Syntax), Dir),
     ct:log("printer:~n~s~ncli:~n~s",
            [lists:join("\n", Printer), lists:join("\n", File)]),
     %% Enough of a workload to mean something: nested, recursive and
@@ -199,8 +191,6 @@ same_lines(Config, Syntax) ->
 %% is known to be nested: no line is indented, in both.
 no_returns_not_indented(Config) ->
     Dir = filename:join(?config(priv_dir, Config), "no_returns"),
-    Cli = filename:join([filename:dirname(code:which(beamprobe)), "..", "bin",
-                         "beamprobe"]),
     W = spawn(fun worker/0),
     Cap = capture(),
     M = ?MODULE,
@@ -215,9 +205,7 @@ no_returns_not_indented(Config) ->
     {ok, _} = beamprobe:stop(S),
     W ! stop,
     Printer = event_lines(wait_ended(Cap, 5000)),
-    Out = os:cmd("TZ=UTC '" ++ Cli ++ "' print '" ++ Dir ++ "' 2>&1"),
-    File = [L || L <- event_lines(unicode:characters_to_binary(Out)),
-                 binary:match(L, <<"- lost events:">>) =:= nomatch],
+    File = cli_lines("", Dir),
     ct:log("printer:~n~s~ncli:~n~s",
            [lists:join("\n", Printer), lists:join("\n", File)]),
     Pid = list_to_binary(pid_to_list(W)),
@@ -232,6 +220,18 @@ no_returns_not_indented(Config) ->
                      <<"beamprobe_printer_SUITE:inner(3)">>]],
     ?assertEqual(Want, Printer),
     ?assertEqual(Want, File).
+
+%% The event lines of `beamprobe print Opts Dir'.  The file sink's own
+%% "drops" record (lost events: none) has no counterpart in a handler
+%% sink, which reports losses as "% beamprobe: dropped N events" lines:
+%% left out.
+cli_lines(Opts, Dir) ->
+    Cli = filename:join([filename:dirname(code:which(beamprobe)), "..", "bin",
+                         "beamprobe"]),
+    Out = os:cmd("TZ=UTC '" ++ Cli ++ "' print " ++ Opts ++ " '" ++ Dir
+                 ++ "' 2>&1"),
+    [L || L <- event_lines(unicode:characters_to_binary(Out)),
+          binary:match(L, <<"- lost events:">>) =:= nomatch].
 
 pad(L, N) when length(L) >= N -> L;
 pad(L, N) -> L ++ lists:duplicate(N - length(L), missing).

@@ -343,25 +343,41 @@ static int token_equal(const struct bp_recv *r, const uint8_t *t,
 	return d == 0;
 }
 
+/* What peer c sent is not a stream of this release (what: why).  With a
+ * token, a peer is a stranger until its HELLO carries it (any local user
+ * can connect to the port): refused and counted as a wrong token is,
+ * named thrice, 0.  Else the stream is damaged: -1. */
+static int bad_input(struct bp_recv *r, const struct bp_recv_conn *c,
+		     const char *what)
+{
+	if (r->token_len && !c->hello) {
+		if (r->bad_token++ < 3)
+			say("stream from %s refused: %s", c->peer, what);
+		return 0;
+	}
+	say("stream: %s%s", what, "");
+	return -1;
+}
+
 static int hello(struct bp_recv *r, struct bp_recv_conn *c, const uint8_t *p,
 		 uint32_t n)
 {
+	char why[160];
 	int fd;
 
 	uint32_t tl;
 
 	if (n < 24 || bp_get_u32(p) != BP_STREAM_VERSION) {
-		char v[16], w[16];
-		snprintf(v, sizeof v, "%u", n < 4 ? 0 : bp_get_u32(p));
-		snprintf(w, sizeof w, "%u", BP_STREAM_VERSION);
-		say("stream: version %s, this beamprobe reads version %s "
-		    "(sender and receiver must be the same release)", v, w);
-		return -1;
+		snprintf(why, sizeof why,
+			 "version %u, this beamprobe reads version %u (sender "
+			 "and receiver must be the same release)",
+			 n < 4 ? 0 : bp_get_u32(p), BP_STREAM_VERSION);
+		return bad_input(r, c, why);
 	}
 	tl = bp_get_u32(p + 20);
 	if (tl > n - 24 || tl > BP_STREAM_TOKEN_MAX) {
-		say("stream: malformed greeting from %s%s", c->peer, "");
-		return -1;
+		snprintf(why, sizeof why, "malformed greeting from %s", c->peer);
+		return bad_input(r, c, why);
 	}
 	if (r->token_len && !token_equal(r, p + 24, tl)) {
 		if (r->bad_token++ < 3) /* a sender retries: named thrice */
@@ -456,44 +472,6 @@ static void mark_complete(struct bp_recv *r)
 	r->ended = 1;
 }
 
-/* A peer not authenticated yet (a token is expected): its first frame
- * must be a well-formed HELLO carrying the token.  1: nothing wrong seen
- * yet (the frame is not all there, or it is such a HELLO: read on),
- * 0: refused (counted in r->bad_token, named thrice), the connection to
- * be closed. */
-static int stranger(struct bp_recv *r, struct bp_recv_conn *c)
-{
-	const uint8_t *h = c->buf;
-	const char *why = NULL;
-	uint32_t n, tl;
-
-	if (c->len < BP_STREAM_FRAME_HDR)
-		why = bp_get_u32(h) == BP_STREAM_MAGIC || c->len < 4
-			      ? NULL
-			      : "not a beamprobe stream";
-	else if (bp_get_u32(h) != BP_STREAM_MAGIC)
-		why = "not a beamprobe stream";
-	else if (bp_get_u32(h + 4) != BP_STREAM_HELLO)
-		why = "data before a greeting with the token";
-	else if ((n = bp_get_u32(h + 8)) < 24 ||
-		 n > c->cap - BP_STREAM_FRAME_HDR)
-		why = "malformed greeting";
-	else if (c->len < BP_STREAM_FRAME_HDR + 24)
-		why = NULL;
-	else if (bp_get_u32(h + BP_STREAM_FRAME_HDR) != BP_STREAM_VERSION)
-		why = "another stream version (sender and receiver must be "
-		      "the same release)";
-	else if ((tl = bp_get_u32(h + BP_STREAM_FRAME_HDR + 20)) > n - 24 ||
-		 tl > BP_STREAM_TOKEN_MAX)
-		why = "malformed greeting";
-	if (!why)
-		return 1;
-	if (r->bad_token++ < 3)
-		say("stream from %s refused: %s", c->peer, why);
-	c->len = 0;
-	return 0;
-}
-
 int bp_recv_conn_read(struct bp_recv *r, struct bp_recv_conn *c)
 {
 	ssize_t got;
@@ -521,38 +499,29 @@ int bp_recv_conn_read(struct bp_recv *r, struct bp_recv_conn *c)
 		return 0;
 	}
 	c->len += (size_t)got;
-	/* With a token, a peer is a stranger until its HELLO carries it:
-	 * whatever else it sends is refused and counted, not taken for a
-	 * damaged stream (any local user can connect to the port). */
-	if (r->token_len && !c->hello) {
-		rc = stranger(r, c);
-		if (rc != 1)
-			return rc;
-	}
 	while (rc == 1 && c->len - off >= BP_STREAM_FRAME_HDR) {
 		const uint8_t *h = c->buf + off;
 		uint32_t type = bp_get_u32(h + 4), n = bp_get_u32(h + 8);
 		if (bp_get_u32(h) != BP_STREAM_MAGIC) {
-			say("stream: not a beamprobe stream%s%s", "", "");
-			return -1;
+			rc = bad_input(r, c, "not a beamprobe stream");
+			break;
 		}
 		if (n > c->cap - BP_STREAM_FRAME_HDR) {
-			char a[16], b[16];
-			snprintf(a, sizeof a, "%u", n);
-			snprintf(b, sizeof b, "%zu", c->cap - BP_STREAM_FRAME_HDR);
-			say("stream: a frame of %s bytes, larger than any "
-			    "packet (%s)", a, b);
-			return -1;
+			char why[96];
+			snprintf(why, sizeof why,
+				 "a frame of %u bytes, larger than any packet "
+				 "(%zu)", n, c->cap - BP_STREAM_FRAME_HDR);
+			rc = bad_input(r, c, why);
+			break;
 		}
 		if (c->len - off < BP_STREAM_FRAME_HDR + n)
 			break;
 		h += BP_STREAM_FRAME_HDR;
 		if (type == BP_STREAM_HELLO)
 			rc = hello(r, c, h, n);
-		else if (!c->hello) {
-			say("stream: data before the metadata%s%s", "", "");
-			rc = -1;
-		} else if (type == BP_STREAM_PACKET) {
+		else if (!c->hello)
+			rc = bad_input(r, c, "data before the metadata");
+		else if (type == BP_STREAM_PACKET) {
 			rc = packet(r, h, n);
 			c->frames += rc == 1;
 		} else if (type == BP_STREAM_END) {
