@@ -33,6 +33,7 @@
 #include "bp_sink_handler.h"
 #include "bp_sink_lttng.h"
 #include "bp_sink_tcp.h"
+#include "bp_sink_tcp_auth.h"
 #include "bp_term.h"
 #include "bp_usdt.h"
 
@@ -316,6 +317,8 @@ static ERL_NIF_TERM stats_map(ErlNifEnv *env, struct bp_session *s)
 			enif_make_atom(env, "events_dropped"),
 			enif_make_atom(env, "refused"),
 			enif_make_atom(env, "events_unconfirmed"),
+			enif_make_atom(env, "auth_failures"),
+			enif_make_atom(env, "auth_failure"),
 			enif_make_atom(env, "connected")};
 		ERL_NIF_TERM tv[] = {
 			enif_make_uint64(env, tc.packets_sent),
@@ -326,8 +329,10 @@ static ERL_NIF_TERM stats_map(ErlNifEnv *env, struct bp_session *s)
 			enif_make_uint64(env, tc.events_dropped),
 			enif_make_uint64(env, tc.refused),
 			enif_make_uint64(env, tc.events_unconfirmed),
+			enif_make_uint64(env, tc.auth_failures),
+			enif_make_atom(env, bp_tcp_auth_reason(tc.auth_failure)),
 			tc.connected ? bp_atom.true_ : bp_atom.false_};
-		if (enif_make_map_from_arrays(env, tk, tv, 9, &tm))
+		if (enif_make_map_from_arrays(env, tk, tv, 11, &tm))
 			enif_make_map_put(env, m, enif_make_atom(env, "stream"),
 					  tm, &m);
 	}

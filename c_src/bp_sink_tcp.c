@@ -21,11 +21,15 @@
  *
  * Wire format (docs/format.md, "Stream"): frames of a 12-byte header
  * (u32 magic "BPS1", u32 type, u32 payload length; little endian) and a
- * payload: HELLO (u32 version, uuid, u32 token length, token, metadata
+ * payload.  Each connection starts with the handshake
+ * (bp_sink_tcp_auth.c): CHALLENGE (version, the sink's nonce) and nothing
+ * else until the receiver's PROOF shows it knows the token; then HELLO
+ * (u32 version, uuid, u32 proof length, the sender's proof, metadata
  * text), PACKET (one CTF packet), END; from the receiver ACK (u64 frames
  * written) and REFUSED.
  */
 #include "bp_sink_tcp.h"
+#include "bp_sink_tcp_auth.h"
 #include "bp_session.h"
 
 #include <errno.h>
@@ -81,7 +85,8 @@ struct bp_tcp_sink {
 	uint32_t nsent;
 	size_t fsent, spos;
 	uint64_t acked;
-	uint8_t in[64]; /* the receiver's frames, read so far */
+	struct bp_tcp_auth auth; /* this connection's handshake */
+	uint8_t in[128]; /* the receiver's frames, read so far */
 	size_t inlen;
 	size_t packet_size;
 	uint32_t max_slots;
@@ -89,8 +94,8 @@ struct bp_tcp_sink {
 	int ended;
 	_Atomic uint64_t packets_sent, bytes_sent, connects, disconnects;
 	_Atomic uint64_t packets_dropped, events_dropped, refused;
-	_Atomic uint64_t events_unconfirmed;
-	_Atomic int connected;
+	_Atomic uint64_t events_unconfirmed, auth_failures;
+	_Atomic int connected, auth_failure;
 };
 
 /* Sinks of running sessions, for the VM's exit (see at_exit). */
@@ -231,7 +236,8 @@ int bp_tcp_set_token(struct bp_tcp_sink *t, const uint8_t *token,
 int bp_tcp_set_metadata(struct bp_tcp_sink *t, const uint8_t uuid[16],
 			const char *text, size_t len)
 {
-	size_t n = BP_STREAM_FRAME_HDR + 4 + 16 + 4 + t->token_len + len;
+	uint32_t pl = t->token_len ? BP_SHA256_LEN : 0; /* the proof */
+	size_t n = BP_STREAM_FRAME_HDR + 4 + 16 + 4 + pl + len;
 	uint8_t *h = malloc(n), *p;
 
 	if (!h)
@@ -240,9 +246,10 @@ int bp_tcp_set_metadata(struct bp_tcp_sink *t, const uint8_t uuid[16],
 	p = h + BP_STREAM_FRAME_HDR;
 	bp_put_u32(p, BP_STREAM_VERSION);
 	memcpy(p + 4, uuid, 16);
-	bp_put_u32(p + 20, t->token_len);
-	memcpy(p + 24, t->token, t->token_len);
-	memcpy(p + 24 + t->token_len, text, len);
+	bp_put_u32(p + 20, pl);
+	memset(p + 24, 0, pl); /* each connection's, once the receiver proved
+				  the token (auth_step) */
+	memcpy(p + 24 + pl, text, len);
 	free(t->hello);
 	t->hello = h;
 	t->hello_len = n;
@@ -261,6 +268,8 @@ static void conn_begin(struct bp_tcp_sink *t)
 	t->spos = t->qoff;
 	t->acked = 0;
 	t->inlen = 0;
+	t->auth.state = BP_TCP_AUTH_NONE;
+	t->hello_off = t->hello_len; /* sent only once the receiver proved */
 }
 
 static void disconnect(struct bp_tcp_sink *t)
@@ -319,7 +328,6 @@ static int connected(struct bp_tcp_sink *t)
 		return 0;
 	}
 	t->connecting = 0;
-	t->hello_off = 0;
 	conn_begin(t);
 	bump(&t->connects, 1);
 	atomic_store(&t->connected, 1);
@@ -343,6 +351,88 @@ static ssize_t send_some(struct bp_tcp_sink *t, const uint8_t *p, size_t n)
 	}
 	bump(&t->bytes_sent, (uint64_t)w);
 	return w;
+}
+
+/* The handshake failed (why: enum bp_stream_auth_failure): nothing more
+ * is sent, the connection is closed, counted, and tried again on the
+ * normal schedule (RETRY_NS: an impostor cannot make the sink spin). */
+static void auth_fail(struct bp_tcp_sink *t, int why)
+{
+	bump(&t->auth_failures, 1);
+	atomic_store(&t->auth_failure, why);
+	disconnect(t);
+}
+
+/* Moves the handshake on as far as the socket allows, never waiting:
+ * sends the CHALLENGE, reads the PROOF (partial reads are kept in t->in),
+ * checks it.  1 once the receiver proved the token (the HELLO, with the
+ * sender's proof, is then due), 0 while under way or after a failure. */
+static int auth_step(struct bp_tcp_sink *t, uint64_t now)
+{
+	struct bp_tcp_auth *a = &t->auth;
+	int why;
+
+	if (a->state == BP_TCP_AUTH_NONE) {
+		why = bp_tcp_auth_begin(a, now + BP_STREAM_AUTH_MS * 1000000ull);
+		if (why != BP_AUTH_OK) {
+			auth_fail(t, why);
+			return 0;
+		}
+	}
+	while (a->state == BP_TCP_AUTH_SEND) {
+		ssize_t w = send_some(t, a->out + a->off, sizeof a->out - a->off);
+		if (w <= 0)
+			return 0;
+		a->off += (size_t)w;
+		if (a->off == sizeof a->out)
+			a->state = BP_TCP_AUTH_WAIT;
+	}
+	while (a->state == BP_TCP_AUTH_WAIT) {
+		ssize_t r = recv(t->fd, t->in + t->inlen, sizeof t->in - t->inlen,
+				 MSG_DONTWAIT);
+		uint32_t n;
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			if (now >= a->deadline)
+				auth_fail(t, BP_AUTH_TIMEOUT);
+			return 0;
+		}
+		if (r <= 0) {
+			auth_fail(t, BP_AUTH_CLOSED);
+			return 0;
+		}
+		t->inlen += (size_t)r;
+		if (t->inlen >= 4 && bp_get_u32(t->in) != BP_STREAM_MAGIC) {
+			auth_fail(t, BP_AUTH_GARBAGE);
+			return 0;
+		}
+		if (t->inlen < BP_STREAM_FRAME_HDR)
+			continue;
+		n = bp_get_u32(t->in + 8);
+		if (bp_get_u32(t->in + 4) != BP_STREAM_PROOF ||
+		    n > BP_STREAM_PROOF_MAX) {
+			auth_fail(t, BP_AUTH_GARBAGE);
+			return 0;
+		}
+		if (t->inlen < BP_STREAM_FRAME_HDR + n)
+			continue;
+		why = bp_tcp_auth_check(a, t->token, t->token_len,
+					BP_STREAM_PROOF,
+					t->in + BP_STREAM_FRAME_HDR, n);
+		if (why != BP_AUTH_OK) {
+			auth_fail(t, why);
+			return 0;
+		}
+		t->inlen -= BP_STREAM_FRAME_HDR + n;
+		memmove(t->in, t->in + BP_STREAM_FRAME_HDR + n, t->inlen);
+		if (t->token_len)
+			bp_tcp_auth_sender(a, t->token, t->token_len,
+					   t->hello + BP_STREAM_FRAME_HDR + 24);
+		t->hello_off = 0;
+	}
+	return a->state == BP_TCP_AUTH_DONE;
 }
 
 /* The receiver confirmed n frames of this connection: they leave the
@@ -425,6 +515,8 @@ void bp_tcp_pump(struct bp_session *s)
 	if (t->fd < 0)
 		try_connect(t, now);
 	if (!connected(t))
+		return;
+	if (t->auth.state != BP_TCP_AUTH_DONE && !auth_step(t, now))
 		return;
 	if (check_peer(t, 0))
 		return;
@@ -682,8 +774,9 @@ void bp_tcp_finish(struct bp_session *s)
 			break;
 		p.fd = t->fd;
 		p.events = POLLIN;
-		if (t->connecting || t->hello_off < t->hello_len ||
-		    t->nsent < t->fcount)
+		if (t->connecting || t->auth.state == BP_TCP_AUTH_SEND ||
+		    (t->auth.state == BP_TCP_AUTH_DONE &&
+		     (t->hello_off < t->hello_len || t->nsent < t->fcount)))
 			p.events |= POLLOUT;
 		poll(&p, 1, 10);
 	}
@@ -719,5 +812,7 @@ void bp_tcp_counts(struct bp_tcp_sink *t, struct bp_tcp_counts *c)
 	c->events_dropped = atomic_load(&t->events_dropped);
 	c->refused = atomic_load(&t->refused);
 	c->events_unconfirmed = atomic_load(&t->events_unconfirmed);
+	c->auth_failures = atomic_load(&t->auth_failures);
+	c->auth_failure = atomic_load(&t->auth_failure);
 	c->connected = atomic_load(&t->connected);
 }

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 #include "bp_format.h"
+#include "bp_sha256.h"
 
 struct bp_session;
 struct bp_slot;
@@ -21,16 +22,66 @@ struct bp_tcp_sink;
 #define BP_STREAM_MAGIC 0x31535042u /* "BPS1" */
 #define BP_STREAM_FRAME_HDR 12
 enum bp_stream_frame {
-	BP_STREAM_HELLO = 1,  /* u32 version, uuid[16], u32 token length,
-				 token, metadata text */
+	BP_STREAM_HELLO = 1,  /* u32 version, uuid[16], u32 proof length
+				 (0 or 32), the sender's proof, metadata
+				 text */
 	BP_STREAM_PACKET = 2, /* one CTF packet, as in a thread-NNN file */
 	BP_STREAM_END = 3,    /* the session ended; nothing follows */
 	BP_STREAM_REFUSED = 4, /* receiver -> sink: this stream is refused,
 				  nothing sent on the connection was kept */
 	BP_STREAM_ACK = 5,     /* receiver -> sink: u64 frames of this
 				  connection (after HELLO) written */
+	BP_STREAM_CHALLENGE = 6, /* sink -> receiver, first: u32 version,
+				    the sink's nonce[32] */
+	BP_STREAM_PROOF = 7,   /* receiver -> sink: u32 version, the
+				  receiver's nonce[32], then its proof[32]
+				  when it holds a token */
 };
-#define BP_STREAM_VERSION 2
+#define BP_STREAM_VERSION 3
+#define BP_STREAM_NONCE 32
+#define BP_STREAM_CHALLENGE_LEN (4 + BP_STREAM_NONCE)
+#define BP_STREAM_PROOF_MIN (4 + BP_STREAM_NONCE)
+#define BP_STREAM_PROOF_MAX (4 + BP_STREAM_NONCE + BP_SHA256_LEN)
+
+/* The proofs of the handshake (docs/format.md, "Stream"): the receiver's
+ * HMAC-SHA-256(token, "beamprobe-receiver" || nonce_s || nonce_r), the
+ * sender's HMAC-SHA-256(token, "beamprobe-sender" || nonce_r || nonce_s)
+ * (labels without their NUL; nonce_s the sink's, nonce_r the
+ * receiver's). */
+static inline void bp_stream_proof(const uint8_t *token, size_t tl,
+				   int receiver,
+				   const uint8_t nonce_s[BP_STREAM_NONCE],
+				   const uint8_t nonce_r[BP_STREAM_NONCE],
+				   uint8_t out[BP_SHA256_LEN])
+{
+	struct bp_hmac m;
+
+	bp_hmac_init(&m, token, tl);
+	if (receiver) {
+		bp_hmac_update(&m, "beamprobe-receiver", 18);
+		bp_hmac_update(&m, nonce_s, BP_STREAM_NONCE);
+		bp_hmac_update(&m, nonce_r, BP_STREAM_NONCE);
+	} else {
+		bp_hmac_update(&m, "beamprobe-sender", 16);
+		bp_hmac_update(&m, nonce_r, BP_STREAM_NONCE);
+		bp_hmac_update(&m, nonce_s, BP_STREAM_NONCE);
+	}
+	bp_hmac_final(&m, out);
+}
+
+/* Why the sink's last handshake failed (info/stop: the `stream' map's
+ * `auth_failure'). */
+enum bp_stream_auth_failure {
+	BP_AUTH_OK = 0,
+	BP_AUTH_TIMEOUT,   /* no proof within BP_STREAM_AUTH_MS */
+	BP_AUTH_CLOSED,    /* the peer closed before its proof */
+	BP_AUTH_GARBAGE,   /* not a PROOF frame */
+	BP_AUTH_VERSION,   /* a PROOF of another stream version */
+	BP_AUTH_NO_PROOF,  /* the receiver holds no token, the sink does */
+	BP_AUTH_BAD_PROOF, /* the proof is wrong: another token */
+	BP_AUTH_RANDOM,    /* getrandom failed: no nonce */
+};
+#define BP_STREAM_AUTH_MS 3000
 /* A token the receiver checks (output => {tcp, A, #{token => T}},
  * `receive --token-file', given by attach itself): at most this long. */
 #define BP_STREAM_TOKEN_MAX 256
@@ -67,6 +118,8 @@ struct bp_tcp_counts {
 	uint64_t events_unconfirmed; /* of events_dropped: sent, but not
 					confirmed before the end's wait ran
 					out (they may have arrived) */
+	uint64_t auth_failures; /* connections closed by the handshake */
+	int auth_failure;       /* the last one's enum bp_stream_auth_failure */
 	int connected;
 };
 
@@ -78,7 +131,7 @@ struct bp_tcp_sink *bp_tcp_new(struct bp_session *owner,
 			       uint32_t max_slots, size_t packet_size);
 void bp_tcp_free(struct bp_tcp_sink *t);
 
-/* The token sent in every HELLO (before bp_tcp_set_metadata); EINVAL
+/* The token both ends prove they know (before bp_tcp_set_metadata); EINVAL
  * when longer than BP_STREAM_TOKEN_MAX. */
 int bp_tcp_set_token(struct bp_tcp_sink *t, const uint8_t *token,
 		     size_t len);

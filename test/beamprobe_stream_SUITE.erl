@@ -15,14 +15,17 @@
          loopback_only/1, bad_addresses/1, other_session_refused/1,
          connection_cut_loses_nothing/1, receiver_that_drops_counted/1,
          silent_squatter_gives_way/1, token_checked/1,
-         dead_peers_noticed/1]).
+         dead_peers_noticed/1, impostor_gets_nothing/1,
+         wrong_receiver_refused/1, hmac_matches_crypto/1]).
 
 -import(beamprobe_test_lib, [init_case/2, clear_trace_state/0]).
 
 all() -> [received_trace_is_whole, stalled_receiver, reconnects,
           loopback_only, bad_addresses, other_session_refused,
           connection_cut_loses_nothing, receiver_that_drops_counted,
-          silent_squatter_gives_way, token_checked, dead_peers_noticed].
+          silent_squatter_gives_way, token_checked, dead_peers_noticed,
+          impostor_gets_nothing, wrong_receiver_refused,
+          hmac_matches_crypto].
 
 init_per_suite(Config) ->
     beamprobe_test_lib:require_tracer(),
@@ -77,6 +80,7 @@ stalled_receiver(_Config) ->
     Self = self(),
     Acceptor = spawn_link(fun() ->
                                   {ok, A} = gen_tcp:accept(L),
+                                  ok = prove(A, <<>>),
                                   Self ! accepted,
                                   receive stop -> gen_tcp:close(A) end
                           end),
@@ -122,12 +126,14 @@ reconnects(_Config) ->
                                 output => {tcp, {{127, 0, 0, 1}, Port}}}),
     {ok, A1} = gen_tcp:accept(L, 5000),
     [lists:seq(1, 3) || _ <- lists:seq(1, 100)],
+    ok = prove(A1, <<>>),
     {ok, <<"BPS1", 1:32/little, _/binary>>} = gen_tcp:recv(A1, 12, 5000),
     ok = gen_tcp:close(A1),
     timer:sleep(300),
     [lists:seq(1, 3) || _ <- lists:seq(1, 100)],
     {ok, A2} = gen_tcp:accept(L, 5000),
-    %% A new connection starts with the metadata again.
+    %% A new connection starts with the handshake and the metadata again.
+    ok = prove(A2, <<>>),
     {ok, <<"BPS1", 1:32/little, _/binary>>} = gen_tcp:recv(A2, 12, 5000),
     Self = self(),
     Reader = spawn_link(fun() -> Self ! {got, drain(A2, <<>>)} end),
@@ -306,9 +312,11 @@ squatter(Dir, Rx, Port) ->
                       beamprobe_test_lib:trace(Dir)],
     ?assertEqual(1000, length(Calls)).
 
-%% A receiver started with --token-file takes only a session that sends
-%% that token: one with another token sees nothing confirmed and counts
-%% every event lost; one with the token is received whole.
+%% A receiver started with --token-file takes only a session that proves
+%% that token: one with another token refuses the receiver's proof (the
+%% sink sends nothing more: no greeting, no trace) and counts every event
+%% lost; one without a token is refused by the receiver; one with the
+%% token is received whole.
 token_checked(Config) ->
     Dir = filename:join(?config(case_dir, Config), "recv"),
     File = filename:join(?config(case_dir, Config), "token"),
@@ -330,7 +338,18 @@ tokens(Dir, Rx, Port) ->
     {ok, SumA} = beamprobe:stop(A),
     ct:log("wrong token: ~p", [SumA]),
     #{events := 100, dropped := #{stream := 100},
-      stream := #{packets_sent := 0}} = SumA,
+      stream := #{packets_sent := 0, auth_failures := FA,
+                  auth_failure := bad_proof}} = SumA,
+    ?assert(FA >= 1),
+    {ok, C} = beamprobe:start(#{calls => [{lists, seq, 2}],
+                                procs => [self()],
+                                output => {tcp, Addr}}),
+    [lists:seq(1, I rem 3) || I <- Is],
+    timer:sleep(300),
+    {ok, SumC} = beamprobe:stop(C),
+    ct:log("no token: ~p", [SumC]),
+    #{events := 100, dropped := #{stream := 100},
+      stream := #{packets_sent := 0, auth_failures := 0}} = SumC,
     {ok, B} = beamprobe:start(#{calls => [{lists, seq, 2}],
                                 procs => [self()],
                                 output => {tcp, Addr,
@@ -340,13 +359,179 @@ tokens(Dir, Rx, Port) ->
     #{events := 100, dropped := #{total := 0}} = SumB,
     {_, Out} = wait_port(Rx),
     ct:log("receive: ~s", [Out]),
-    ?assertMatch({match, _}, re:run(Out, "refused: wrong token")),
+    ?assertMatch({match, _}, re:run(Out, "did not accept it")),
+    ?assertMatch({match, _}, re:run(Out, "refused: no token")),
     ?assertMatch({match, _}, re:run(Out, "the session ended")),
     Calls = [E || #{name := <<"call">>} = E <-
                       beamprobe_test_lib:trace(Dir)],
     ?assertEqual(100, length(Calls)).
 
+%% Someone else holds the sink's port (bound before the receiver, or
+%% while the sink reconnects): it gets the challenge frame (the version
+%% and a nonce) and nothing else -- no token, no node or host name, no
+%% trace byte -- whether it answers with a wrong proof or says nothing;
+%% each is counted (`auth_failures', the reason in info/1).  Once it is
+%% gone, the real receiver on the same port gets the whole trace.  On the
+%% old tree the impostor read the HELLO (token and names) and the trace.
+impostor_gets_nothing(Config) ->
+    Dir = filename:join(?config(case_dir, Config), "recv"),
+    File = filename:join(?config(case_dir, Config), "token"),
+    Token = <<"s3cret-token-of-the-test">>,
+    ok = file:write_file(File, Token),
+    {ok, L} = gen_tcp:listen(0, [binary, {active, false}, {ip, loopback},
+                                 {reuseaddr, true}]),
+    {ok, Port} = inet:port(L),
+    {ok, S} = beamprobe:start(#{calls => [{lists, seq, 2}],
+                                procs => [self()],
+                                output => {tcp, {{127, 0, 0, 1}, Port},
+                                           #{token => Token}}}),
+    N = 3000,
+    Half = lists:seq(1, N div 2),
+    [lists:seq(1, I rem 5) || I <- Half],
+    %% 1: answers with a proof made with another token.
+    {ok, A1} = gen_tcp:accept(L, 5000),
+    {ok, <<"BPS1", 6:32/little, 36:32/little>>} = gen_tcp:recv(A1, 12, 5000),
+    {ok, <<3:32/little, Ns:32/binary>>} = gen_tcp:recv(A1, 36, 5000),
+    Nr = crypto:strong_rand_bytes(32),
+    Bad = crypto:mac(hmac, sha256, <<"guess">>,
+                     <<"beamprobe-receiver", Ns/binary, Nr/binary>>),
+    ok = gen_tcp:send(A1, <<"BPS1", 7:32/little, 68:32/little, 3:32/little,
+                            Nr/binary, Bad/binary>>),
+    Rest1 = drain(A1, <<>>),
+    gen_tcp:close(A1),
+    %% 2: says nothing; the sink gives up after its 3 s.
+    {ok, A2} = gen_tcp:accept(L, 5000),
+    {ok, <<"BPS1", 6:32/little, 36:32/little, 3:32/little, Ns2:32/binary>>} =
+        gen_tcp:recv(A2, 48, 5000),
+    ?assertNotEqual(Ns, Ns2),
+    Rest2 = recv_until_closed(A2, <<>>, 10000),
+    gen_tcp:close(A2),
+    ct:log("after the challenge: ~p and ~p", [Rest1, Rest2]),
+    ?assertEqual(<<>>, Rest1),
+    ?assertEqual(<<>>, Rest2),
+    {ok, Info} = beamprobe:info(S),
+    ct:log("info: ~p", [Info]),
+    #{stream := #{auth_failures := F, auth_failure := Why}} = Info,
+    ?assert(F >= 2),
+    ?assert(lists:member(Why, [timeout, bad_proof, closed])),
+    %% The impostor goes; the real receiver takes the port.
+    gen_tcp:close(L),
+    Rx = receiver_on(Dir, Port, ["--token-file", File]),
+    {os_pid, RxOs} = erlang:port_info(Rx, os_pid),
+    try
+        [lists:seq(1, I rem 5) || I <- Half],
+        wait_connected(S, 200),
+        {ok, Sum} = beamprobe:stop(S),
+        ct:log("summary ~p", [Sum]),
+        %% (N, and a lists:seq call or so of the test's own code.)
+        #{events := Ev, dropped := #{total := 0},
+          stream := #{auth_failures := F2}} = Sum,
+        ?assert(Ev >= N),
+        ?assert(F2 >= 2),
+        {0, Out} = wait_port(Rx),
+        ct:log("receive: ~s", [Out]),
+        ?assertMatch({match, _}, re:run(Out, "the session ended")),
+        Calls = [E || #{name := <<"call">>} = E <-
+                          beamprobe_test_lib:trace(Dir)],
+        ?assertEqual(Ev, length(Calls))
+    after os:cmd("kill -TERM " ++ integer_to_list(RxOs) ++ " 2>/dev/null")
+    end.
+
+%% A receiver that holds another token cannot prove the session's: the
+%% sink refuses it (`bad_proof'), sends it no greeting and no trace, and
+%% counts every event lost; receive names the refusal and writes nothing.
+wrong_receiver_refused(Config) ->
+    Dir = filename:join(?config(case_dir, Config), "recv"),
+    File = filename:join(?config(case_dir, Config), "token"),
+    ok = file:write_file(File, <<"not-the-token">>),
+    with_receiver(Dir, ["--token-file", File], fun wrong_receiver/3).
+
+wrong_receiver(Dir, Rx, Port) ->
+    {ok, S} = beamprobe:start(#{calls => [{lists, seq, 2}],
+                                procs => [self()],
+                                output => {tcp, {{127, 0, 0, 1}, Port},
+                                           #{token => <<"s3cret">>}}}),
+    [lists:seq(1, I rem 3) || I <- lists:seq(1, 100)],
+    wait_auth_failure(S, 200),
+    {ok, Sum} = beamprobe:stop(S),
+    ct:log("summary ~p", [Sum]),
+    #{events := Ev, dropped := #{stream := Ev},
+      stream := #{packets_sent := 0, auth_failure := bad_proof}} = Sum,
+    ?assert(Ev >= 100),
+    os:cmd("kill -TERM " ++ integer_to_list(
+                               element(2, erlang:port_info(Rx, os_pid)))),
+    {_, Out} = wait_port(Rx),
+    ct:log("receive: ~s", [Out]),
+    ?assertMatch({match, _}, re:run(Out, "did not accept it")),
+    ?assertNot(filelib:is_file(filename:join(Dir, "metadata"))).
+
+%% bp_sha256.c's HMAC-SHA-256 against Erlang's crypto over random keys and
+%% data of 0..300 bytes (the 64-byte block boundary and its neighbours
+%% among them), through test/c/hmac_oracle.c built here.
+hmac_matches_crypto(Config) ->
+    Root = filename:dirname(filename:dirname(code:which(beamprobe))),
+    Tool = filename:join(?config(priv_dir, Config), "hmac_oracle"),
+    Cmd = "cc -std=gnu11 -O1 -Wall -Wextra -Werror -I" ++ Root ++
+        "/c_src -o " ++ Tool ++ " " ++ Root ++ "/test/c/hmac_oracle.c " ++
+        Root ++ "/c_src/bp_sha256.c 2>&1 && echo built",
+    Built = os:cmd(Cmd),
+    case string:find(Built, "built") of
+        nomatch -> ct:fail({cannot_build_oracle, Built});
+        _ -> ok
+    end,
+    P = open_port({spawn_executable, Tool},
+                  [binary, {line, 200}, use_stdio, exit_status]),
+    Edge = [0, 1, 55, 56, 63, 64, 65, 119, 120, 127, 128, 129, 300],
+    Lens = [{K, D} || K <- Edge, D <- Edge] ++
+        [{rand:uniform(301) - 1, rand:uniform(301) - 1}
+         || _ <- lists:seq(1, 400)],
+    lists:foreach(
+      fun({KL, DL}) ->
+              K = crypto:strong_rand_bytes(KL),
+              D = crypto:strong_rand_bytes(DL),
+              port_command(P, [hex(K), " ", hex(D), "\n"]),
+              Want = list_to_binary(hex(crypto:mac(hmac, sha256, K, D))),
+              receive
+                  {P, {data, {eol, Got}}} ->
+                      ?assertEqual({KL, DL, Want}, {KL, DL, Got})
+              after 5000 -> ct:fail(oracle_silent)
+              end
+      end, Lens),
+    port_close(P),
+    ct:log("~p key/data pairs checked", [length(Lens)]).
+
 %%% Helpers
+
+hex(<<>>) -> "-";
+hex(B) -> [io_lib:format("~2.16.0b", [X]) || <<X>> <= B].
+
+%% The receiver's side of the handshake on A with Token (<<>>: none):
+%% reads the sink's challenge, sends our proof.
+prove(A, Token) ->
+    {ok, <<"BPS1", 6:32/little, 36:32/little, 3:32/little, Ns:32/binary>>} =
+        gen_tcp:recv(A, 48, 5000),
+    Nr = crypto:strong_rand_bytes(32),
+    Mac = case Token of
+              <<>> -> <<>>;
+              _ -> crypto:mac(hmac, sha256, Token,
+                              <<"beamprobe-receiver", Ns/binary, Nr/binary>>)
+          end,
+    gen_tcp:send(A, <<"BPS1", 7:32/little, (36 + byte_size(Mac)):32/little,
+                      3:32/little, Nr/binary, Mac/binary>>).
+
+recv_until_closed(A, Acc, T) ->
+    case gen_tcp:recv(A, 0, T) of
+        {ok, B} -> recv_until_closed(A, <<Acc/binary, B/binary>>, T);
+        {error, closed} -> Acc;
+        {error, E} -> ct:fail({not_closed, E, Acc})
+    end.
+
+wait_auth_failure(S, 0) -> ct:fail({no_auth_failure, beamprobe:info(S)});
+wait_auth_failure(S, N) ->
+    case beamprobe:info(S) of
+        {ok, #{stream := #{auth_failures := F}}} when F >= 1 -> ok;
+        _ -> timer:sleep(50), wait_auth_failure(S, N - 1)
+    end.
 
 %% A TCP proxy to port To: its first connection is forwarded for Cut
 %% bytes (sender to receiver), then both ends are closed; the others
@@ -413,17 +598,25 @@ keepalives(_Dir, Rx, Port) ->
                                                integer_to_list(Port)}}),
     _ = lists:seq(1, 3),
     wait_connected(S, 100),
-    P = integer_to_list(Port),
-    Ss = os:cmd("ss -tnoH state established '( sport = :" ++ P ++
-                    " or dport = :" ++ P ++ " )'"),
-    ct:log("ss:~n~s", [Ss]),
-    Lines = [L || L <- string:split(Ss, "\n", all), L =/= ""],
+    Lines = idle_sockets(integer_to_list(Port), 100),
     ?assertEqual(2, length(Lines)),
     %% Both ends: the sink (to the port) and the receiver (from it).
     [?assertMatch({match, _}, re:run(L, "timer:\\(keepalive,"))
      || L <- Lines],
     {ok, #{dropped := #{total := 0}}} = beamprobe:stop(S),
     {0, _} = wait_port(Rx).
+
+%% The two ends of the stream on port P once neither has data in flight
+%% (then `ss' shows the retransmission timer instead of keepalive's).
+idle_sockets(P, N) ->
+    Ss = os:cmd("ss -tnoH state established '( sport = :" ++ P ++
+                    " or dport = :" ++ P ++ " )'"),
+    Lines = [L || L <- string:split(Ss, "\n", all), L =/= ""],
+    case N > 0 andalso lists:any(fun(L) -> re:run(L, "timer:\\(on,") =/=
+                                               nomatch end, Lines) of
+        true -> timer:sleep(100), idle_sockets(P, N - 1);
+        false -> ct:log("ss:~n~s", [Ss]), Lines
+    end.
 
 wait_connected(S, 0) -> ct:fail({not_connected, beamprobe:info(S)});
 wait_connected(S, N) ->
@@ -444,11 +637,20 @@ with_receiver(Dir, Extra, Fun) ->
 %% Starts `beamprobe receive' on a free loopback port.
 receiver(Dir) -> receiver(Dir, []).
 receiver(Dir, Extra) ->
+    receiver_at(Dir, "127.0.0.1:0", Extra).
+
+%% On port Port.
+receiver_on(Dir, Port, Extra) ->
+    {P, Port} = receiver_at(Dir, "127.0.0.1:" ++ integer_to_list(Port),
+                            Extra),
+    P.
+
+receiver_at(Dir, Listen, Extra) ->
     Bin = filename:join([filename:dirname(filename:dirname(
                                             code:which(beamprobe))),
                          "bin", "beamprobe"]),
     P = open_port({spawn_executable, Bin},
-                  [{args, ["receive", "--listen", "127.0.0.1:0", "-o", Dir
+                  [{args, ["receive", "--listen", Listen, "-o", Dir
                            | Extra]},
                    exit_status, binary, stderr_to_stdout, {line, 1000}]),
     receive

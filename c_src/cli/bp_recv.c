@@ -7,12 +7,16 @@
  * another session's stream is refused.  Written frames are confirmed to
  * the sender (ACK), which sends unconfirmed ones again after a
  * reconnection: a packet below its thread's next sequence number is
- * skipped.
+ * skipped.  Each connection starts with the handshake (stream version 3):
+ * the sender's CHALLENGE (its nonce), our PROOF (our nonce and, with a
+ * token, HMAC-SHA-256 of both under the token), then its HELLO carrying
+ * its own proof, checked in constant time.
  */
 #define _GNU_SOURCE /* accept4 */
 #include "bp_recv.h"
 #include "../bp_format.h"
 #include "../bp_sink_tcp.h"
+#include "../bp_sha256.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -329,20 +333,6 @@ void bp_recv_conn_close(struct bp_recv_conn *c)
 	c->len = c->cap = 0;
 }
 
-/* Is the token given (len bytes at t) the expected one?  In a time that
- * does not depend on where they differ (memcmp stops at the first
- * difference: a peer timing its tries could find the token byte by
- * byte); only the expected length's bytes are read of both. */
-static int token_equal(const struct bp_recv *r, const uint8_t *t,
-		       uint32_t len)
-{
-	volatile uint8_t d = (uint8_t)(len != r->token_len);
-
-	for (size_t i = 0; i < r->token_len; i++)
-		d |= (uint8_t)(r->token[i] ^ (i < len ? t[i] : 0));
-	return d == 0;
-}
-
 /* What peer c sent is not a stream of this release (what: why).  With a
  * token, a peer is a stranger until its HELLO carries it (any local user
  * can connect to the port): refused and counted as a wrong token is,
@@ -359,6 +349,62 @@ static int bad_input(struct bp_recv *r, const struct bp_recv_conn *c,
 	return -1;
 }
 
+/* The sender speaks another stream version (v, in its first frame). */
+static int other_version(struct bp_recv *r, const struct bp_recv_conn *c,
+			 uint32_t v)
+{
+	char why[160];
+
+	snprintf(why, sizeof why,
+		 "stream version %u, this beamprobe speaks version %u (sender "
+		 "and receiver must be the same release)",
+		 v, BP_STREAM_VERSION);
+	return bad_input(r, c, why);
+}
+
+/* The sender's CHALLENGE (u32 version, its nonce): answered with our
+ * PROOF (u32 version, our nonce, and with a token HMAC-SHA-256(token,
+ * "beamprobe-receiver" || nonce_s || nonce_r)).  Sent at once without
+ * waiting: 80 bytes into a new connection's empty buffer go whole; if
+ * not, the connection is closed (the sender tries again). */
+static int challenge(struct bp_recv *r, struct bp_recv_conn *c,
+		     const uint8_t *p, uint32_t n)
+{
+	uint8_t f[BP_STREAM_FRAME_HDR + BP_STREAM_PROOF_MAX];
+	uint32_t pl = r->token_len ? BP_STREAM_PROOF_MAX : BP_STREAM_PROOF_MIN;
+	ssize_t w;
+
+	if (n >= 4 && bp_get_u32(p) != BP_STREAM_VERSION)
+		return other_version(r, c, bp_get_u32(p));
+	if (n != BP_STREAM_CHALLENGE_LEN || c->challenged)
+		return bad_input(r, c, "malformed challenge");
+	memcpy(c->nonce_s, p + 4, BP_STREAM_NONCE);
+	if (getrandom(c->nonce_r, BP_STREAM_NONCE, 0) != BP_STREAM_NONCE) {
+		say("cannot make a nonce: %s%s", strerror(errno), "");
+		return 0;
+	}
+	bp_put_u32(f, BP_STREAM_MAGIC);
+	bp_put_u32(f + 4, BP_STREAM_PROOF);
+	bp_put_u32(f + 8, pl);
+	bp_put_u32(f + BP_STREAM_FRAME_HDR, BP_STREAM_VERSION);
+	memcpy(f + BP_STREAM_FRAME_HDR + 4, c->nonce_r, BP_STREAM_NONCE);
+	if (r->token_len)
+		bp_stream_proof(r->token, r->token_len, 1, c->nonce_s,
+				c->nonce_r,
+				f + BP_STREAM_FRAME_HDR + 4 + BP_STREAM_NONCE);
+	do
+		w = send(c->fd, f, BP_STREAM_FRAME_HDR + pl,
+			 MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (w < 0 && errno == EINTR);
+	if (w != (ssize_t)(BP_STREAM_FRAME_HDR + pl)) {
+		say("%s: cannot answer its challenge: %s", c->peer,
+		    w < 0 ? strerror(errno) : "the socket took part of it");
+		return 0;
+	}
+	c->challenged = 1;
+	return 1;
+}
+
 static int hello(struct bp_recv *r, struct bp_recv_conn *c, const uint8_t *p,
 		 uint32_t n)
 {
@@ -367,24 +413,26 @@ static int hello(struct bp_recv *r, struct bp_recv_conn *c, const uint8_t *p,
 
 	uint32_t tl;
 
-	if (n < 24 || bp_get_u32(p) != BP_STREAM_VERSION) {
-		snprintf(why, sizeof why,
-			 "version %u, this beamprobe reads version %u (sender "
-			 "and receiver must be the same release)",
-			 n < 4 ? 0 : bp_get_u32(p), BP_STREAM_VERSION);
-		return bad_input(r, c, why);
-	}
-	tl = bp_get_u32(p + 20);
-	if (tl > n - 24 || tl > BP_STREAM_TOKEN_MAX) {
+	if (n < 24 || bp_get_u32(p) != BP_STREAM_VERSION)
+		return other_version(r, c, n < 4 ? 0 : bp_get_u32(p));
+	if (!c->challenged)
+		return bad_input(r, c, "a greeting without the challenge first");
+	tl = bp_get_u32(p + 20); /* the sender's proof: 0 or 32 bytes */
+	if (tl > n - 24 || (tl != 0 && tl != BP_SHA256_LEN)) {
 		snprintf(why, sizeof why, "malformed greeting from %s", c->peer);
 		return bad_input(r, c, why);
 	}
-	if (r->token_len && !token_equal(r, p + 24, tl)) {
-		if (r->bad_token++ < 3) /* a sender retries: named thrice */
-			say("stream from %s refused: %s", c->peer,
-			    tl ? "wrong token"
-			       : "no token (this receiver expects one)");
-		return 0; /* not ours: closed, and not a damaged stream */
+	if (r->token_len) {
+		uint8_t want[BP_SHA256_LEN];
+		bp_stream_proof(r->token, r->token_len, 0, c->nonce_s,
+				c->nonce_r, want);
+		if (tl != BP_SHA256_LEN || !bp_ct_equal(want, p + 24, tl)) {
+			if (r->bad_token++ < 3) /* a sender retries: thrice */
+				say("stream from %s refused: %s", c->peer,
+				    tl ? "wrong token (its proof does not match)"
+				       : "no token (this receiver expects one)");
+			return 0; /* not ours: closed, not a damaged stream */
+		}
 	}
 	if (r->have_uuid) {
 		if (memcmp(r->uuid, p + 4, 16) != 0) {
@@ -489,6 +537,11 @@ int bp_recv_conn_read(struct bp_recv *r, struct bp_recv_conn *c)
 	if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 		return 1;
 	if (got <= 0) {
+		if (c->challenged && !c->hello && (r->bad_token++,
+						   r->unproved++ < 3))
+			say("%s closed the connection after our proof: "
+			    "it did not accept it (another token?)%s",
+			    c->peer, "");
 		if (c->len) {
 			char n[32];
 			snprintf(n, sizeof n, "%zu", c->len);
@@ -517,7 +570,9 @@ int bp_recv_conn_read(struct bp_recv *r, struct bp_recv_conn *c)
 		if (c->len - off < BP_STREAM_FRAME_HDR + n)
 			break;
 		h += BP_STREAM_FRAME_HDR;
-		if (type == BP_STREAM_HELLO)
+		if (type == BP_STREAM_CHALLENGE)
+			rc = challenge(r, c, h, n);
+		else if (type == BP_STREAM_HELLO)
 			rc = hello(r, c, h, n);
 		else if (!c->hello)
 			rc = bad_input(r, c, "data before the metadata");

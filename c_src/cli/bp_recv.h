@@ -16,7 +16,9 @@ struct bp_recv_conn {
 	int fd;
 	uint8_t *buf; /* one frame at most */
 	size_t len, cap;
-	int hello;    /* the HELLO frame was read */
+	int challenged; /* the CHALLENGE came and our PROOF went */
+	int hello;    /* the HELLO frame was read (and proved) */
+	uint8_t nonce_s[32], nonce_r[32]; /* the sink's, ours */
 	uint64_t frames, acked; /* frames written after HELLO; confirmed */
 	uint64_t since_ms;      /* accepted at (CLOCK_MONOTONIC) */
 	char peer[64];          /* its address, for messages */
@@ -36,9 +38,12 @@ struct bp_recv {
 	uint64_t turned_away; /* connections refused: another sender held
 				 the place */
 	uint64_t bad_token;   /* connections refused: wrong or no token */
+	uint64_t unproved;    /* of them: closed by the sender after our
+				 proof (it holds another token) */
 	int ended;    /* END frame received */
-	/* A sender must send this token in its HELLO (token_len 0: any
-	 * sender; see bp_recv_token). */
+	/* Both ends prove they know this token (the handshake,
+	 * docs/format.md "Stream"; token_len 0: any sender, and no proof
+	 * given; see bp_recv_token). */
 	uint8_t token[256];
 	size_t token_len;
 	int quiet;

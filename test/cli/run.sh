@@ -155,6 +155,25 @@ check "receive --token-file: no token gets nothing confirmed" "$a2" "acks 0"
 check "receive --token-file: the token is taken (packet and END confirmed)" "$a3" "acks 2"
 grep -q "refused: wrong token" "$WORK/rx-tok.err" && grep -q "refused: no token" "$WORK/rx-tok.err" && ok "receive --token-file: names both refusals" || not_ok "receive --token-file: names both refusals" "$(cat "$WORK/rx-tok.err")"
 check "receive --token-file: one packet written (76 bytes)" "$(stat -c %s "$WORK/rx-tok/thread-000" 2>/dev/null)" 76
+# The handshake (stream version 3): the receiver proves the token before
+# the sender sends anything (its PROOF is HMAC(token, ...) of both nonces:
+# right for the token, wrong for another); a version-2 sender (its HELLO
+# first, the token in clear) is refused naming both versions.
+timeout 30 "$BP" receive --listen 127.0.0.1:0 --token-file "$WORK/token" -o "$WORK/rx-v3" 2>"$WORK/rx-v3.err" &
+rxpid=$!
+for _ in $(seq 50); do grep -q "listening on port" "$WORK/rx-v3.err" 2>/dev/null && break; sleep 0.1; done
+rxport=$(sed -n 's/.*listening on port \([0-9]*\),.*/\1/p' "$WORK/rx-v3.err")
+p1=$(timeout 20 python3 test/cli/stream_client.py "$rxport" proof s3cret 2>&1)
+p2=$(timeout 20 python3 test/cli/stream_client.py "$rxport" proof wrong 2>&1)
+v2=$(timeout 20 python3 test/cli/stream_client.py "$rxport" v2 2>&1)
+a5=$(timeout 20 python3 test/cli/stream_client.py "$rxport" token s3cret 2>&1)
+wait $rxpid; rc=$?
+check "receive: its proof is HMAC-SHA-256 of the nonces under the token" "$p1" "proof ok"
+check "receive: its proof does not pass for another token" "$p2" "proof bad"
+check "receive: a version-2 sender gets nothing back" "$v2" "got 0"
+grep -q "stream version 2, this beamprobe speaks version 3" "$WORK/rx-v3.err" && ok "receive: a version-2 sender is refused naming both versions" || not_ok "receive: a version-2 sender is refused naming both versions" "$(cat "$WORK/rx-v3.err")"
+check "receive: after them, the sender with the token is taken" "$a5" "acks 2"
+check "receive: after them, exit 0" "$rc" 0
 # With a token, a stranger's bytes (not a stream, data before any
 # greeting, a frame length beyond any packet) are refused and counted,
 # not taken for a damaged stream: they made receive exit 2 (damaged), and
