@@ -86,7 +86,7 @@ struct bp_tcp_sink {
 	size_t fsent, spos;
 	uint64_t acked;
 	struct bp_tcp_auth auth; /* this connection's handshake */
-	uint8_t in[128]; /* the receiver's frames, read so far */
+	uint8_t in[64]; /* the receiver's frames, read so far */
 	size_t inlen;
 	size_t packet_size;
 	uint32_t max_slots;
@@ -363,76 +363,36 @@ static void auth_fail(struct bp_tcp_sink *t, int why)
 	disconnect(t);
 }
 
-/* Moves the handshake on as far as the socket allows, never waiting:
- * sends the CHALLENGE, reads the PROOF (partial reads are kept in t->in),
- * checks it.  1 once the receiver proved the token (the HELLO, with the
- * sender's proof, is then due), 0 while under way or after a failure. */
+/* Moves the handshake on as far as the socket allows, never waiting
+ * (bp_tcp_auth_step).  1 once the receiver proved the token: the HELLO,
+ * with the sender's proof, is then due. */
 static int auth_step(struct bp_tcp_sink *t, uint64_t now)
 {
 	struct bp_tcp_auth *a = &t->auth;
-	int why;
+	uint64_t sent = 0;
+	int why = BP_AUTH_OK;
 
-	if (a->state == BP_TCP_AUTH_NONE) {
+	if (a->state == BP_TCP_AUTH_NONE)
 		why = bp_tcp_auth_begin(a, now + BP_STREAM_AUTH_MS * 1000000ull);
-		if (why != BP_AUTH_OK) {
-			auth_fail(t, why);
-			return 0;
-		}
+	if (why == BP_AUTH_OK)
+		why = bp_tcp_auth_step(a, t->fd, t->token, t->token_len, now,
+				       &sent);
+	bump(&t->bytes_sent, sent);
+	if (why < 0) {
+		disconnect(t); /* broken, as any send can be */
+		return 0;
 	}
-	while (a->state == BP_TCP_AUTH_SEND) {
-		ssize_t w = send_some(t, a->out + a->off, sizeof a->out - a->off);
-		if (w <= 0)
-			return 0;
-		a->off += (size_t)w;
-		if (a->off == sizeof a->out)
-			a->state = BP_TCP_AUTH_WAIT;
+	if (why != BP_AUTH_OK) {
+		auth_fail(t, why);
+		return 0;
 	}
-	while (a->state == BP_TCP_AUTH_WAIT) {
-		ssize_t r = recv(t->fd, t->in + t->inlen, sizeof t->in - t->inlen,
-				 MSG_DONTWAIT);
-		uint32_t n;
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			if (now >= a->deadline)
-				auth_fail(t, BP_AUTH_TIMEOUT);
-			return 0;
-		}
-		if (r <= 0) {
-			auth_fail(t, BP_AUTH_CLOSED);
-			return 0;
-		}
-		t->inlen += (size_t)r;
-		if (t->inlen >= 4 && bp_get_u32(t->in) != BP_STREAM_MAGIC) {
-			auth_fail(t, BP_AUTH_GARBAGE);
-			return 0;
-		}
-		if (t->inlen < BP_STREAM_FRAME_HDR)
-			continue;
-		n = bp_get_u32(t->in + 8);
-		if (bp_get_u32(t->in + 4) != BP_STREAM_PROOF ||
-		    n > BP_STREAM_PROOF_MAX) {
-			auth_fail(t, BP_AUTH_GARBAGE);
-			return 0;
-		}
-		if (t->inlen < BP_STREAM_FRAME_HDR + n)
-			continue;
-		why = bp_tcp_auth_check(a, t->token, t->token_len,
-					BP_STREAM_PROOF,
-					t->in + BP_STREAM_FRAME_HDR, n);
-		if (why != BP_AUTH_OK) {
-			auth_fail(t, why);
-			return 0;
-		}
-		t->inlen -= BP_STREAM_FRAME_HDR + n;
-		memmove(t->in, t->in + BP_STREAM_FRAME_HDR + n, t->inlen);
-		if (t->token_len)
-			bp_tcp_auth_sender(a, t->token, t->token_len,
-					   t->hello + BP_STREAM_FRAME_HDR + 24);
-		t->hello_off = 0;
-	}
-	return a->state == BP_TCP_AUTH_DONE;
+	if (a->state != BP_TCP_AUTH_DONE)
+		return 0;
+	if (t->token_len)
+		bp_tcp_auth_sender(a, t->token, t->token_len,
+				   t->hello + BP_STREAM_FRAME_HDR + 24);
+	t->hello_off = 0;
+	return 1;
 }
 
 /* The receiver confirmed n frames of this connection: they leave the

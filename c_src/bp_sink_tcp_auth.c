@@ -16,8 +16,10 @@
  */
 #include "bp_sink_tcp_auth.h"
 
+#include <errno.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 
 int bp_tcp_auth_begin(struct bp_tcp_auth *a, uint64_t deadline)
 {
@@ -56,6 +58,58 @@ int bp_tcp_auth_check(struct bp_tcp_auth *a, const uint8_t *token,
 			return BP_AUTH_BAD_PROOF;
 	}
 	a->state = BP_TCP_AUTH_DONE;
+	return BP_AUTH_OK;
+}
+
+int bp_tcp_auth_step(struct bp_tcp_auth *a, int fd, const uint8_t *token,
+		     size_t tl, uint64_t now, uint64_t *bytes_sent)
+{
+	while (a->state == BP_TCP_AUTH_SEND) {
+		ssize_t w = send(fd, a->out + a->off, sizeof a->out - a->off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break; /* the deadline still counts */
+		if (w <= 0)
+			return -1;
+		*bytes_sent += (uint64_t)w;
+		a->off += (size_t)w;
+		if (a->off == sizeof a->out)
+			a->state = BP_TCP_AUTH_WAIT;
+	}
+	while (a->state == BP_TCP_AUTH_WAIT) {
+		/* The header, then exactly its payload: what follows the
+		 * PROOF is the receiver's later frames (check_peer's). */
+		size_t want = BP_STREAM_FRAME_HDR;
+		ssize_t r;
+		uint32_t n = 0;
+
+		if (a->inlen >= BP_STREAM_FRAME_HDR) {
+			n = bp_get_u32(a->in + 8);
+			want += n;
+		}
+		if (a->inlen == want)
+			return bp_tcp_auth_check(a, token, tl,
+						 bp_get_u32(a->in + 4),
+						 a->in + BP_STREAM_FRAME_HDR, n);
+		r = recv(fd, a->in + a->inlen, want - a->inlen, MSG_DONTWAIT);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		if (r <= 0)
+			return BP_AUTH_CLOSED;
+		a->inlen += (size_t)r;
+		if (a->inlen >= 4 && bp_get_u32(a->in) != BP_STREAM_MAGIC)
+			return BP_AUTH_GARBAGE;
+		if (a->inlen == BP_STREAM_FRAME_HDR &&
+		    (bp_get_u32(a->in + 4) != BP_STREAM_PROOF ||
+		     bp_get_u32(a->in + 8) > BP_STREAM_PROOF_MAX))
+			return BP_AUTH_GARBAGE; /* nor an oversize length */
+	}
+	if (a->state != BP_TCP_AUTH_DONE && now >= a->deadline)
+		return BP_AUTH_TIMEOUT;
 	return BP_AUTH_OK;
 }
 

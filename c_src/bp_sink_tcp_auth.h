@@ -1,7 +1,7 @@
 /* bp_sink_tcp_auth.h -- the sink's side of the stream's handshake
  * (version 3, docs/format.md "Stream"): its CHALLENGE frame, the check
- * of the receiver's PROOF, the sender's proof for the HELLO.  No I/O here:
- * bp_sink_tcp.c moves the bytes (non-blocking).
+ * of the receiver's PROOF, the sender's proof for the HELLO.  Runs on
+ * the collector thread with the sink's non-blocking socket: never waits.
  */
 #ifndef BP_SINK_TCP_AUTH_H
 #define BP_SINK_TCP_AUTH_H
@@ -20,12 +20,24 @@ struct bp_tcp_auth {
 	uint8_t nonce_s[BP_STREAM_NONCE], nonce_r[BP_STREAM_NONCE];
 	uint8_t out[BP_STREAM_FRAME_HDR + BP_STREAM_CHALLENGE_LEN];
 	size_t off;        /* bytes of out sent */
+	uint8_t in[BP_STREAM_FRAME_HDR + BP_STREAM_PROOF_MAX];
+	size_t inlen;      /* bytes of the PROOF frame read */
 	uint64_t deadline; /* ns (CLOCK_MONOTONIC): the PROOF comes by then */
 };
 
 /* A new connection: a fresh nonce, the CHALLENGE frame in a->out.
  * BP_AUTH_OK, or BP_AUTH_RANDOM (getrandom failed; never blocks). */
 int bp_tcp_auth_begin(struct bp_tcp_auth *a, uint64_t deadline);
+
+/* Sends what is left of the CHALLENGE and reads the PROOF on fd, as far
+ * as the non-blocking socket allows, never waiting (partial writes and
+ * reads are kept; not a byte beyond the PROOF frame is read).  bytes_sent:
+ * what it sent.  BP_AUTH_OK (a->state DONE when the PROOF passed, else
+ * still under way), a failure (enum bp_stream_auth_failure: the deadline
+ * passed, a wrong or strange answer, the connection closed), or -1 when
+ * the socket broke (a send error). */
+int bp_tcp_auth_step(struct bp_tcp_auth *a, int fd, const uint8_t *token,
+		     size_t tl, uint64_t now, uint64_t *bytes_sent);
 
 /* The receiver's first frame (header h, payload p of n bytes, whole):
  * BP_AUTH_OK and a->state DONE when it proves the token (or neither end

@@ -143,8 +143,12 @@
 %% true'; a receiver that cannot keep up makes the sink drop whole packets
 %% at the source once its `queue' (bytes, 8 MiB) is full, counted in the
 %% summary (`dropped' key `stream', and `stream' counters); `token' (up to
-%% 256 bytes) is sent in the stream's greeting for a receiver started
-%% with `--token-file' (attach makes and checks one by itself).
+%% 256 bytes): both ends prove they know it before anything is sent (a
+%% challenge and an HMAC-SHA-256 each way; the token itself is never
+%% sent), for a receiver started with `--token-file' (attach makes and
+%% checks one by itself); a receiver that cannot prove it gets nothing but
+%% a nonce, counted in the `stream' map's `auth_failures' (the last reason
+%% in `auth_failure').
 
 -type summary() ::
         #{events := non_neg_integer(),

@@ -341,7 +341,7 @@ static int bad_input(struct bp_recv *r, const struct bp_recv_conn *c,
 		     const char *what)
 {
 	if (r->token_len && !c->hello) {
-		if (r->bad_token++ < 3)
+		if (r->bad_token++ - r->unproved < 3)
 			say("stream from %s refused: %s", c->peer, what);
 		return 0;
 	}
@@ -427,7 +427,8 @@ static int hello(struct bp_recv *r, struct bp_recv_conn *c, const uint8_t *p,
 		bp_stream_proof(r->token, r->token_len, 0, c->nonce_s,
 				c->nonce_r, want);
 		if (tl != BP_SHA256_LEN || !bp_ct_equal(want, p + 24, tl)) {
-			if (r->bad_token++ < 3) /* a sender retries: thrice */
+			/* A sender retries: named thrice. */
+			if (r->bad_token++ - r->unproved < 3)
 				say("stream from %s refused: %s", c->peer,
 				    tl ? "wrong token (its proof does not match)"
 				       : "no token (this receiver expects one)");
