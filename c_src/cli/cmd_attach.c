@@ -91,7 +91,7 @@ struct start_arg {
 	int cluster;
 	char *self_beam;
 	long self_beam_len;
-	/* The token the streams' greetings must carry (bp_recv.h). */
+	/* The token both ends of each stream prove they know (bp_recv.h). */
 	const uint8_t *token;
 	size_t token_len;
 	const struct bp_attach_streams *ss;
@@ -490,8 +490,9 @@ int bp_cmd_attach(int argc, char **argv)
 		return BP_EXIT_USAGE;
 	}
 	r.quiet = 1;
-	/* Only the node's session can send us its stream: a token of ours
-	 * in its greeting (another local user cannot know it). */
+	/* Only the node's session can send us its stream, and it streams
+	 * only to us: both prove they know a token of ours (the handshake;
+	 * another local user cannot know it). */
 	if (bp_recv_new_token(&r, NULL) != 0)
 		goto out;
 	sa.token = r.token;
