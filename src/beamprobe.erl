@@ -351,7 +351,13 @@ dump(Session) ->
 %% (`"Mod.fun(a) when a > 1 :: return"'); or recon_trace's tuples `{M, F,
 %% A}' (`A' an arity or `_'), `{M, F, MatchSpec}', `{M, F, return_trace}',
 %% `{M, F, fun(Args) when Guard -> Actions end}' (a fun typed in the shell,
-%% ms_transform syntax); or a list of these.
+%% ms_transform syntax); or a list of these.  Any other term is
+%% `{error, {bad_pattern, Term, Hint}}', `Hint' naming these forms.
+%%
+%% A module the pattern names that is not loaded is loaded (code:ensure_loaded/1:
+%% its `on_load' runs), as dbg:tp/2 does: erlang:trace_pattern/3 sets
+%% nothing on a module not loaded, and the trace is for the calls to come.
+%% (beamprobe:profile/2, which only observes, never loads one.)
 %%
 %% `Limit' is `N' (stop after N events) or `{N, Ms}' (at most N events per
 %% Ms window: the surplus is dropped where it happens, before any message
@@ -518,6 +524,17 @@ help_text() ->
 %% counters another tool holds instead of refusing).  Everything set is
 %% removed at the end, also when the caller dies meanwhile; trace
 %% patterns of running sessions are left as they are.
+%%
+%% Profile mode never loads a module: loading runs the module's `on_load'
+%% and changes the node a profile only observes (and `call_count' on a
+%% module not loaded counts nothing: erlang:trace_pattern/3 sets nothing
+%% there).  A module the patterns name that exists but is not loaded is
+%% listed in the result's `not_loaded' (and a line of the table, and
+%% `bin/beamprobe profile''s output); when no pattern names a loaded
+%% function the result is `{error, {not_loaded, Modules}}'.  A module that
+%% does not exist is `{error, {no_such_module, M}}'.  (Unlike
+%% {@link calls/2} and {@link start/1}, which load the module, as
+%% dbg:tp/2 does: a trace is set up before the calls it is for.)
 -spec profile(term(), map()) ->
           {ok, beamprobe_profile:result() | binary()} | {error, term()}.
 profile(Patterns, Opts) ->

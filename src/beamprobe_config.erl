@@ -751,6 +751,11 @@ format_error({counters_in_use, MFAs}) ->
 format_error({profile_match_spec, P}) ->
     f("pattern ~tP selects calls by argument or guard or has actions: "
       "counters count every call; use M:F/A", [P, ?SHOW]);
+format_error({not_loaded, Mods}) ->
+    f("module(s) ~ts not loaded: profile mode never loads a module (that "
+      "would run its on_load and change the node); call it once, or "
+      "code:ensure_loaded/1 it, if you mean to",
+      [lists:join(", ", [io_lib:format("~tw", [M]) || M <- Mods])]);
 format_error({profile_running, Pid}) ->
     f("a profile already runs (~p); one at a time", [Pid]);
 format_error({profile_failed, Why}) ->

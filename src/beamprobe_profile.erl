@@ -32,6 +32,10 @@
 -define(DEFAULT_MS, 5000).
 -define(MAX_MS, 3600000).          % an hour: always bounded
 -define(MAX_FUNCTIONS, 10000).
+-define(PATTERN_FORMS,
+        "a pattern is a string (\"m:f/2\", \"m:f(A, _) -> return\", "
+        "Elixir's \"M.f/2\"), a tuple {M, F, A} (F or A may be '_'), or a "
+        "list of these").
 -define(UNAVAILABLE,
         "total (inclusive) time, max, p50, p99 and open calls need events: "
         "run a trace (beamprobe:start/1, bin/beamprobe stats) for them").
@@ -46,6 +50,7 @@
                     timed_processes := non_neg_integer(),
                     untimed_processes := non_neg_integer(),
                     skipped := [mfa()], lost := [mfa()],
+                    not_loaded := [module()],
                     unavailable := string(),
                     foreign_trace_messages := non_neg_integer(),
                     sort := calls | own | mean}.
@@ -62,7 +67,9 @@ profile(Patterns, Opts) when is_map(Opts) ->
                                  Ps -> lists:usort(Ps)
                              end},
             case mfas(Patterns, maps:get(force, O)) of
-                {ok, MFAs} -> run(MFAs, O);
+                {ok, [], [_ | _] = NotLoaded} ->
+                    {error, {not_loaded, NotLoaded}};
+                {ok, MFAs, NotLoaded} -> run(MFAs, O#{not_loaded => NotLoaded});
                 {error, _} = E -> E
             end;
         {error, _} = E -> E
@@ -98,17 +105,20 @@ opt_ok(_, B) -> is_boolean(B).   % timing, per_process, json, print, force
 
 %%% ---- patterns -------------------------------------------------------------
 
-%% The functions the patterns name, each {M, F, A} exactly, loaded.
+%% {ok, MFAs, NotLoaded}: the functions the patterns name, each {M, F, A}
+%% exactly, of loaded modules; NotLoaded, the modules named that exist but
+%% are not loaded.  Nothing is loaded here: loading runs the module's
+%% on_load and changes the node a profile only observes.
 mfas(P, Force) when is_tuple(P); is_binary(P) -> mfas([P], Force);
 mfas([C | _] = P, Force) when is_integer(C) -> mfas([P], Force);
 mfas(L, Force) when is_list(L), L =/= [] ->
     try
-        MFAs = lists:usort(lists:append([expand(one(P, Force), Force)
-                                         || P <- L])),
-        {ok, MFAs}
+        Found = [expand(one(P, Force), Force) || P <- L],
+        MFAs = lists:usort(lists:append([Fs || {ok, Fs} <- Found])),
+        {ok, MFAs, lists:usort([M || {not_loaded, M} <- Found])}
     catch throw:{?MODULE, E} -> {error, E}
     end;
-mfas(P, _) -> {error, {bad_pattern, P}}.
+mfas(P, _) -> {error, {bad_pattern, P, ?PATTERN_FORMS}}.
 
 one({M, F, A} = MFA, Force) when (is_atom(M)), is_atom(F),
                                  (A =:= '_' orelse
@@ -125,7 +135,7 @@ one(P, Force) when is_list(P); is_binary(P) ->
         {ok, _} -> throw({?MODULE, {bad_pattern, P, "not a call pattern"}});
         {error, {Col, Msg}} -> throw({?MODULE, {bad_pattern, P, Col, Msg}})
     end;
-one(P, _) -> throw({?MODULE, {bad_pattern, P}}).
+one(P, _) -> throw({?MODULE, {bad_pattern, P, ?PATTERN_FORMS}}).
 
 %% Counters count every call: a clause that selects (a literal argument, a
 %% repeated variable, a guard) or acts (return, stack) cannot apply.
@@ -147,24 +157,32 @@ expand({'_', F, A} = MFA, Force) ->
     %% Every loaded module's matching functions; no match at all is the
     %% error (naming the pattern, not the first module without one).
     Mods = [M || {M, _} <- code:all_loaded()],
-    Fs = lists:append([try expand({M, F, A}, Force)
+    Fs = lists:append([try expand({M, F, A}, Force) of
+                           {ok, L} -> L;
+                           {not_loaded, _} -> []   % unloaded meanwhile
                        catch throw:{?MODULE, _} -> []
                        end || M <- lists:sort(Mods)]),
     case Fs of
         [] -> throw({?MODULE, {no_match, MFA}});
-        _ -> Fs
+        _ -> {ok, Fs}
     end;
 expand({M, F, A} = MFA, _Force) ->
-    case code:ensure_loaded(M) of
-        {module, M} -> ok;
-        _ -> throw({?MODULE, {no_such_module, M}})
-    end,
-    Fs = [{M, F1, A1} || {F1, A1} <- erlang:get_module_info(M, functions),
+    case {erlang:module_loaded(M), code:which(M)} of
+        {true, _} ->
+            %% get_module_info/2 fails if M is purged meanwhile.
+            Fs = try [{M, F1, A1}
+                      || {F1, A1} <- erlang:get_module_info(M, functions),
                          F =:= '_' orelse F =:= F1,
-                         A =:= '_' orelse A =:= A1],
-    case Fs of
-        [] -> throw({?MODULE, {no_match, MFA}});
-        _ -> Fs
+                         A =:= '_' orelse A =:= A1]
+                 catch error:badarg -> not_loaded
+                 end,
+            case Fs of
+                not_loaded -> {not_loaded, M};
+                [] -> throw({?MODULE, {no_match, MFA}});
+                _ -> {ok, Fs}
+            end;
+        {false, non_existing} -> throw({?MODULE, {no_such_module, M}});
+        {false, _} -> {not_loaded, M}
     end.
 
 %%% ---- the run --------------------------------------------------------------
@@ -270,6 +288,7 @@ profile_locked(CRef, MFAs, Held, Tracer, #{time := Ms} = O) ->
         {ok, result(Rows, O, #{seconds => Secs, timed_processes => Timed,
                                untimed_processes => Untimed,
                                skipped => Held, lost => Lost,
+                               not_loaded => maps:get(not_loaded, O, []),
                                foreign_trace_messages => Foreign})}
     catch
         throw:caller_down -> {error, caller_down}
@@ -469,6 +488,13 @@ notes(R) ->
                             "during the run; calls unknown): ~ts~n",
                             [lists:join(", ", [name(M) || M <- L])])
      end,
+     case maps:get(not_loaded, R, []) of
+         [] -> [];
+         N -> io_lib:format("not loaded (not profiled; profile mode never "
+                            "loads a module): ~ts~n",
+                            [lists:join(", ", [io_lib:format("~tw", [M])
+                                               || M <- N])])
+     end,
      "not available in profile mode: ", maps:get(unavailable, R), "\n"].
 
 pad(S, W) ->
@@ -507,6 +533,8 @@ to_json(#{functions := Rows} = R) ->
        ",\"untimed_processes\":", int(maps:get(untimed_processes, R)),
        ",\"skipped\":[", lists:join(",", [jstr(name(M)) || M <- maps:get(skipped, R)]),
        "],\"lost\":[", lists:join(",", [jstr(name(M)) || M <- maps:get(lost, R, [])]),
+       "],\"not_loaded\":[", lists:join(",", [jstr(io_lib:format("~tw", [M]))
+                                           || M <- maps:get(not_loaded, R, [])]),
        "],\"unavailable\":", jstr(maps:get(unavailable, R)),
        ",\"functions\":[", lists:join(",", Fs), "]}"]).
 

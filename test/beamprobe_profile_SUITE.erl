@@ -15,7 +15,7 @@
          time_bound/1, json_parsed/1, one_at_a_time/1, table_layout/1,
          call_time_held/1, per_process/1, new_processes_left/1,
          foreign_patterns_silent/1, restored_worker_killed/1,
-         counter_lost_reported/1]).
+         counter_lost_reported/1, unloaded_not_loaded/1]).
 
 -define(W, beamprobe_workload).
 -define(MFAS, [{?W, add, 2}, {?W, tick, 1}, {?W, outer, 1}, {?W, inner, 1}]).
@@ -25,7 +25,7 @@ all() ->
      restored_caller_killed, cprof_refused, bad_input, time_bound,
      json_parsed, one_at_a_time, table_layout, call_time_held, per_process,
      new_processes_left, foreign_patterns_silent, restored_worker_killed,
-     counter_lost_reported].
+     counter_lost_reported, unloaded_not_loaded].
 
 init_per_suite(Config) ->
     beamprobe_test_lib:require_tracer(),
@@ -504,3 +504,45 @@ counter_lost_reported(_Config) ->
 call_f(Mod) ->
     _ = Mod:f(1),
     receive stop -> ok after 1 -> call_f(Mod) end.
+
+%% A pattern naming a module that exists but is not loaded: profile mode
+%% does not load it (its on_load, which writes a file and sends a message,
+%% never runs); alone it is {error, {not_loaded, [M]}}, beside loaded
+%% functions the result and the table name it.  The old profile loaded it.
+unloaded_not_loaded(Config) ->
+    Dir = proplists:get_value(priv_dir, Config),
+    M = bp_prof_onload,
+    Flag = filename:join(Dir, "onload_ran"),
+    Src = filename:join(Dir, "bp_prof_onload.erl"),
+    ok = file:write_file(Src, io_lib:format(
+        "-module(bp_prof_onload).~n-on_load(init/0).~n-export([f/0]).~n"
+        "init() -> ok = file:write_file(~tp, <<\"ran\">>),~n"
+        "    catch bp_prof_onload_probe ! on_load_ran, ok.~n"
+        "f() -> ok.~n", [Flag])),
+    {ok, M} = compile:file(Src, [{outdir, Dir}]),
+    true = code:add_patha(Dir),
+    register(bp_prof_onload_probe, self()),
+    try
+        ?assertNot(code:is_loaded(M)),
+        ?assertEqual({error, {not_loaded, [M]}},
+                     beamprobe:profile({M, f, 0}, #{time => 50, print => false})),
+        ?assertEqual({error, {not_loaded, [M]}},
+                     beamprobe:profile("bp_prof_onload:_", #{time => 50})),
+        Text = beamprobe:format_error({not_loaded, [M]}),
+        ?assertMatch({match, _}, re:run(Text, "bp_prof_onload not loaded")),
+        {ok, R} = beamprobe:profile(["lists:seq/2", "bp_prof_onload:f/0"],
+                                    #{time => 50, print => false}),
+        ?assertEqual([M], maps:get(not_loaded, R)),
+        Table = lists:flatten(io_lib:format("~ts", [beamprobe_profile:format(R)])),
+        ?assertMatch({match, _}, re:run(Table, "not loaded \\(not profiled; "
+                                        "profile mode never loads a module\\): "
+                                        "bp_prof_onload")),
+        J = beamprobe_profile:to_json(R),
+        ?assertMatch({_, _}, binary:match(J, <<"\"not_loaded\":[\"bp_prof_onload\"]">>)),
+        ?assertNot(code:is_loaded(M)),
+        ?assertNot(filelib:is_regular(Flag)),
+        receive on_load_ran -> ct:fail(on_load_ran) after 0 -> ok end
+    after
+        unregister(bp_prof_onload_probe),
+        code:del_path(Dir)
+    end.

@@ -26,7 +26,7 @@
          no_such_node/1, bad_cookie/1, profile_running/1,
          node_dies_mid_run/1, no_timing_top/1, second_profile_refused/1,
          counters_held_by_cprof/1, per_process_timed/1, asan_clean/1,
-         coexists_with_session/1]).
+         coexists_with_session/1, unloaded_module/1]).
 
 -define(N, 1234).
 -define(W, bp_pcli_work).
@@ -37,7 +37,8 @@ all() -> [counts_equal, json_same_numbers, interrupt_prints_table,
           sigkill_cleans_within_1s, bad_patterns, usage_errors,
           no_such_node, bad_cookie, profile_running, node_dies_mid_run,
           no_timing_top, second_profile_refused, counters_held_by_cprof,
-          per_process_timed, asan_clean, coexists_with_session].
+          per_process_timed, asan_clean, coexists_with_session,
+          unloaded_module].
 
 init_per_suite(Config) ->
     case node() of
@@ -63,6 +64,14 @@ init_per_suite(Config) ->
                 "    {stop, F} -> F ! {session, beamprobe:stop(S)} end.\n"
                 "double(X) -> X * 2.\n"),
             {ok, _} = compile:file(Src, [{outdir, WDir}]),
+            %% A module the node has but has not loaded; its on_load leaves
+            %% a file behind if it ever runs.
+            OnLoad = filename:join(WDir, "bp_pcli_onload.erl"),
+            ok = file:write_file(OnLoad, io_lib:format(
+                "-module(bp_pcli_onload).~n-on_load(init/0).~n-export([f/0]).~n"
+                "init() -> ok = file:write_file(~tp, <<\"ran\">>).~n"
+                "f() -> ok.~n", [filename:join(WDir, "onload_ran")])),
+            {ok, _} = compile:file(OnLoad, [{outdir, WDir}]),
             [{work_dir, WDir} | Config]
     end.
 
@@ -230,6 +239,34 @@ bad_patterns(Config) ->
              ?assertMatch({Pat, {match, _}},
                           {Pat, re:run(Text, "node left as it was")})
          end || {Pat, Msg} <- Cases],
+    assert_clean(Node, Before, Config).
+
+%% A module the node has but has not loaded is not loaded by the command
+%% (its on_load never runs): alone, exit 2 and a message saying it is not
+%% loaded; beside a loaded function, the table and a line naming it.  The
+%% old command loaded it and still said the node was left as it was.
+unloaded_module(Config) ->
+    Node = ?config(target, Config),
+    Ran = filename:join(?config(work_dir, Config), "onload_ran"),
+    ?assertEqual(false, rpc:call(Node, code, is_loaded, [bp_pcli_onload])),
+    ?assertMatch({file, _}, rpc:call(Node, code, is_loaded, [?W])),
+    Before = snapshot(Node),
+    P1 = profile(Config, ["--seconds", "1", short(Node), "bp_pcli_onload:f/0"]),
+    {S1, T1} = wait_exit(P1, 30000),
+    ct:log("alone:~n~s", [T1]),
+    ?assertEqual(2, S1),
+    ?assertMatch({match, _}, re:run(T1, "cannot profile: .*bp_pcli_onload not "
+                                    "loaded: profile mode never loads a module")),
+    P2 = profile(Config, ["--seconds", "1", short(Node), "bp_pcli_work:double/1",
+                          "bp_pcli_onload:f/0"]),
+    {S2, T2} = wait_exit(P2, 30000),
+    ct:log("with a loaded one:~n~s", [T2]),
+    ?assertEqual(0, S2),
+    ?assertMatch({match, _}, re:run(T2, "not loaded \\(not profiled; profile "
+                                    "mode never loads a module\\): bp_pcli_onload")),
+    ?assertMatch({match, _}, re:run(T2, "node left as it was")),
+    ?assertEqual(false, rpc:call(Node, code, is_loaded, [bp_pcli_onload])),
+    ?assertNot(filelib:is_regular(Ran)),
     assert_clean(Node, Before, Config).
 
 %% Bad command lines: exit 1, nothing done.
