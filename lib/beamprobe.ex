@@ -231,9 +231,15 @@ defmodule Beamprobe do
 
   # ---- internals --------------------------------------------------------
 
+  # What a pattern is, for an argument that is none.
+  @pattern_forms "a pattern is a string (\"Mod.fun/2\", " <>
+                   "\"Mod.fun(a, _) :: return\", Erlang's \"m:f/2\"), " <>
+                   "a tuple {Mod, :fun, arity} ({Mod, :fun, match_spec}), " <>
+                   "or a list of these"
+
   defp pattern(p) when is_binary(p) or is_tuple(p), do: {:ok, p}
   defp pattern(p) when is_list(p) and p != [], do: {:ok, p}
-  defp pattern(p), do: {:error, {:bad_pattern, p}}
+  defp pattern(p), do: {:error, {:bad_pattern, p, @pattern_forms}}
 
   # calls(p, opts) in rexbug's style: options second, the count in :msgs.
   defp limit_opts(limit, opts) when is_list(limit) or is_map(limit) do

@@ -666,6 +666,11 @@ proper(_) -> false.
 %% elements): a bad value may be a huge or deep term.
 format_error({unknown_option, K}) ->
     f("unknown option ~tP", [K, ?SHOW]);
+format_error({bad_option, calls, V}) ->
+    f("bad value for option calls: ~tP: calls is a list of {M, F, A} (F "
+      "and A may be '_', as {M, F, '_'} or {M, '_', '_'}; M only with "
+      "force => true) or {{M, F, A}, MatchSpec | true}; for pattern "
+      "strings use beamprobe:calls/2,3", [V, ?SHOW]);
 format_error({bad_option, K, V}) ->
     f("bad value for option ~tP: ~tP", [K, ?SHOW, V, ?SHOW]);
 format_error({dead_process, P}) -> f("process ~p is not alive", [P]);

@@ -24,6 +24,12 @@
 
 -export([calls/2, calls/3, messages/2, messages/3, clear/0]).
 
+%% What a pattern is, for an argument that is none.
+-define(PATTERN_FORMS,
+        "a pattern is a string (\"m:f/2\", \"m:f(A, _) -> return\", "
+        "Elixir's \"M.f/2\"), recon_trace's {M, F, A} or {M, F, MatchSpec "
+        "| fun}, or a list of these").
+
 -define(TAG, beamprobe_shell).
 -define(DEFAULT_MS, 15000).
 -define(DEFAULT_MSGS, 10).              % redbug's msgs default
@@ -105,7 +111,7 @@ with_patterns(Patterns, Opts0, Want, Fun) ->
                        _ -> bad
                    end,
             case List of
-                bad -> {error, {bad_pattern, Patterns}};
+                bad -> {error, {bad_pattern, Patterns, ?PATTERN_FORMS}};
                 _ -> parse_all(List, maps:get(force, Opts, false), Want,
                                fun(Parsed) -> Fun(Parsed, Opts) end, [])
             end
@@ -128,6 +134,10 @@ parse_all([P | T], Force, Want, Fun, Acc) ->
             {error, {bad_pattern, P, "a message pattern: use messages/2,3"}};
         {ok, _} ->
             {error, {bad_pattern, P, "a call pattern: use calls/2,3"}};
+        {error, _} when not (is_list(P) orelse is_binary(P) orelse
+                             is_tuple(P)) ->
+            %% Not a pattern at all (an atom, a number in a list).
+            {error, {bad_pattern, P, ?PATTERN_FORMS}};
         {error, {Col, Msg}} ->
             {error, {bad_pattern, P, Col, Msg}};
         {error, Msg} ->

@@ -421,3 +421,12 @@ shell_fun_invalid_ms_test() ->
     {value, F, _} = erl_eval:expr(Expr, []),
     ?assertMatch({error, "not a valid match specification" ++ _},
                  beamprobe_pattern_recon:parse({lists, seq, F}, false)).
+
+%% A calls entry that is no pattern at all: the sentence names the forms
+%% calls takes (it said only "bad value for option calls: 42").
+bad_calls_hint_test() ->
+    {error, {bad_option, calls, 42} = E} = beamprobe_config:validate(#{calls => [42]}),
+    Text = beamprobe:format_error(E),
+    ?assertMatch({match, _}, re:run(Text, "bad value for option calls: 42: calls is "
+                                    "a list of \\{M, F, A\\}")),
+    ?assertMatch({match, _}, re:run(Text, "\\{\\{M, F, A\\}, MatchSpec \\| true\\}")).

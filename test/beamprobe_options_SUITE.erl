@@ -25,6 +25,11 @@
 -define(L, beamprobe_test_lib).
 -define(MFA, {lists, seq, 2}).
 -define(MAX_TEXT, 3000).
+%% beamprobe_shell's hint for a term that is no pattern at all.
+-define(PATTERN_HINT,
+        "a pattern is a string (\"m:f/2\", \"m:f(A, _) -> return\", "
+        "Elixir's \"M.f/2\"), recon_trace's {M, F, A} or {M, F, MatchSpec "
+        "| fun}, or a list of these").
 
 suite() -> [{timetrap, {minutes, 2}}].
 
@@ -242,8 +247,10 @@ shell_options(Config) ->
                                         beamprobe:calls("lists:seq/2", L,
                                                         #{io_server => Cap})
                                 end, BigLimit),
-    Pats = [{pattern, P, {bad_pattern, P}}
-            || P <- [[], foo, 42, improper(["lists:seq/2"]), {}, deep()]],
+    Pats = [{pattern, P, {bad_pattern, P, ?PATTERN_HINT}}
+            || P <- [[], foo, 42, improper(["lists:seq/2"]), {}, deep()]]
+        ++ [{pattern, [P], {bad_pattern, P, ?PATTERN_HINT}}
+            || P <- [foo, 4.2, self()]],
     N5 = check_all(Config, Dir, fun(pattern, P) ->
                                         beamprobe:calls(P, 5, #{io_server => Cap})
                                 end, Pats),

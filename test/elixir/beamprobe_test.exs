@@ -90,7 +90,14 @@ defmodule BeamprobeTest.ApiTest do
     assert is_binary(Beamprobe.format_error(reason))
     assert {:error, {:bad_pattern, "Shop.buy(", _, msg}} = Beamprobe.calls("Shop.buy(", 1)
     assert msg =~ "unbalanced"
-    assert {:error, {:bad_pattern, 42}} = Beamprobe.calls(42, 1)
+    assert {:error, {:bad_pattern, 42, hint}} = Beamprobe.calls(42, 1)
+    assert hint =~ "a pattern is a string"
+    assert Beamprobe.format_error({:bad_pattern, 42, hint}) =~ "Mod.fun/2"
+    # a term that is no pattern, passed on to :beamprobe in a list
+    assert {:error, {:bad_pattern, :foo, msg}} = Beamprobe.calls([:foo], 1)
+    assert msg =~ "a pattern is a string"
+    assert {:error, {:bad_option, :calls, 42} = e} = Beamprobe.start(calls: [42])
+    assert Beamprobe.format_error(e) =~ "{M, F, A}"
     assert {:error, {:bad_option, :spec, :nope}} = Beamprobe.start(:nope)
     assert {:error, {:bad_option, :spec, [1, 2]}} = Beamprobe.start([1, 2])
     assert {:error, _} = Beamprobe.start(calls: [{Target, :f, 2}], capture: [depth: 0])
