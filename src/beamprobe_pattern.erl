@@ -116,7 +116,10 @@
 %%% Lower-case names are variables, `_' and `_x' ignore; `:atom',
 %%% `:"quoted atom"'; `"x"' is a UTF-8 binary, ``'x''' a charlist;
 %%% `nil', `true', `false' are atoms; `%{...}' is a map (keyword keys
-%%% `k: v' allowed). Guard operators `==', `!=', `===', `!==', `<=',
+%%% `k: v' allowed); a keyword list is a list of pairs as Elixir reads it:
+%%% `[a: 1]' is `[{a, 1}]', `[1, b: 2]' is `[1, {b, 2}]' (pairs come last),
+%%% `f(x, a: 1)' is `f(x, [{a, 1}])'; keys may be reserved words
+%%% (`[in: 1, end: 2]') or quoted (`["a b": 1]'). Guard operators `==', `!=', `===', `!==', `<=',
 %%% `and', `or', `not', `&&', `||', `!' and the guards `elem/2', `is_nil/1',
 %%% `div/2', `rem/2', `is_map_key/2' (Elixir argument order) are
 %%% translated. Actions follow `::'. A struct `%Mod{k: v}' is a map

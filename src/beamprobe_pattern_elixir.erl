@@ -17,7 +17,9 @@
 %%% `(is_integer(x) andalso x >= 1 andalso x =< 9)', and `not in' their
 %%% negation; a head argument `"abc" <> _rest' is a variable tested in the
 %%% guard with `binary_part/3' (a match spec head cannot match a binary
-%%% prefix; the rest cannot be bound).  Keyword lists, captures, `|>',
+%%% prefix; the rest cannot be bound).  A keyword list is its list of
+%%% pairs, as Elixir reads it (`[1, a: 2]' is `[1, {a, 2}]', `f(x, a: 1)'
+%%% is `f(x, [{a, 1}])', `"a b": 1' a quoted key).  Captures, `|>',
 %%% other uses of `<>', module attributes and string interpolation are
 %%% refused, saying why. See the {@link beamprobe_pattern} module
 %%% documentation for the language.
@@ -122,14 +124,14 @@ ex([{':', A}, T | R], Acc, St) when element(1, T) =/= '(' ->
         false -> ex([T | R], [{':', A} | Acc], St)
     end;
 %% aliases and ignored variables
-ex([{var, A, Name} | R], Acc, St) ->
-    case atom_to_list(Name) of
-        [$_ | _] ->
-            ex(R, [{var, A, '_'} | Acc], St);
-        First ->
-            {Segs, R1} = ex_alias(R, [First]),
-            ex(R1, [{atom, A, ex_alias_atom(Segs)} | Acc], St)
+ex([{var, A, Name}, {':', CA} = C | R], Acc, St) when R =/= [] ->
+    %% Foo: 1, _a: 1: keys :Foo, :_a
+    case adjacent(A, length(atom_to_list(Name)), C) of
+        true -> kw_key(Name, A, CA, R, Acc, St);
+        false -> ex_var({var, A, Name}, [C | R], Acc, St)
     end;
+ex([{var, _, _} = V | R], Acc, St) ->
+    ex_var(V, R, Acc, St);
 %% a keyword key that erl_scan reads as a reserved word or as `in'
 %% (%{end: e}, %{when: t}, %{in: x})
 ex([{atom, A, in}, {':', CA} = C | R], Acc, St) when R =/= [] ->
@@ -145,6 +147,15 @@ ex([{W, A}, {':', CA} = C | R] = R0, Acc, St) when is_atom(W), R =/= [] ->
 ex(R, Acc, St) ->
     ex1(R, Acc, St).
 
+ex_var({var, A, Name}, R, Acc, St) ->
+    case atom_to_list(Name) of
+        [$_ | _] ->
+            ex(R, [{var, A, '_'} | Acc], St);
+        First ->
+            {Segs, R1} = ex_alias(R, [First]),
+            ex(R1, [{atom, A, ex_alias_atom(Segs)} | Acc], St)
+    end.
+
 %% x in [literals], x in A..B, x not in ...
 ex1([{atom, A, in} | R], [{'not', _}, Left | Acc], St) ->
     ex(R, [{')', A} | in_test(Left, A, R, St)] ++ [{'(', A}, {'not', A} | Acc], St, skip_in(R));
@@ -152,8 +163,16 @@ ex1([{atom, A, in} | R], [Left | Acc], St) ->
     ex(R, in_test(Left, A, R, St) ++ Acc, St, skip_in(R));
 ex1([{atom, A, N} = T | R], Acc, St) ->
     case erl_scan:text(T) of
-        [$' | _] ->
-            ex(R, [{string, A, ex_chars(T)} | Acc], St);
+        [$' | _] = Text ->
+            case R of
+                [{':', CA} = C | R2] when R2 =/= [] ->
+                    %% 'x y': 1, a quoted key
+                    case adjacent(A, length(Text), C) of
+                        true -> kw_key(key_atom(A, ex_chars(T)), A, CA, R2, Acc, St);
+                        false -> ex(R, [{string, A, ex_chars(T)} | Acc], St)
+                    end;
+                _ -> ex(R, [{string, A, ex_chars(T)} | Acc], St)
+            end;
         Text ->
             {Name, Len, R1} = ex_suffix(N, length(Text), A, R),
             Prev = case Acc of [P | _] -> element(1, P); [] -> none end,
@@ -172,7 +191,19 @@ ex1([{atom, A, N} = T | R], Acc, St) ->
 ex1([{string, A, _} = T | R], Acc, St) ->
     string:find(erl_scan:text(T), "#{") =:= nomatch orelse
         ?ERR(A, "string interpolation is not supported"),
-    ex(R, lists:reverse(bin_toks(ex_unescape(T), A)) ++ Acc, St);
+    case R of
+        [{':', CA} = C | R2] when R2 =/= [] ->
+            %% "a b": 1, a quoted key (an atom, as Elixir reads it)
+            case adjacent(A, length(erl_scan:text(T)), C) of
+                true ->
+                    Key = unicode:characters_to_list(ex_unescape(T), utf8),
+                    kw_key(key_atom(A, Key), A, CA, R2, Acc, St);
+                false ->
+                    ex(R, lists:reverse(bin_toks(ex_unescape(T), A)) ++ Acc, St)
+            end;
+        _ ->
+            ex(R, lists:reverse(bin_toks(ex_unescape(T), A)) ++ Acc, St)
+    end;
 ex1([{'!', A}, {'=', _} = T | R], Acc, St) ->
     case adjacent(A, 1, T) of
         true -> ex(R, [{'/=', A} | Acc], St);
@@ -228,8 +259,27 @@ ex1([{'#', A}, {var, _, N} | R], Acc, St) ->
         [T | _] -> ?ERR(anno(T), "expected '{' after the struct's name");
         [] -> ?ERR(A, "expected '{' after the struct's name")
     end;
-ex1([{C, _} = T | R], Acc, St) when C =:= '('; C =:= '['; C =:= '{'; C =:= '<<' ->
+ex1([{'[', _} = T | R], Acc, St) ->
+    ex(R, [T | Acc], [list | St]);
+ex1([{'(', _} = T | R], Acc, St) ->
+    ex(R, [T | Acc], [paren | St]);
+ex1([{C, _} = T | R], Acc, St) when C =:= '{'; C =:= '<<' ->
     ex(R, [T | Acc], [other | St]);
+%% the end of a keyword pair: [a: 1, b: 2] is [{a, 1}, {b, 2}], and
+%% f(x, a: 1) is f(x, [{a, 1}])
+ex1([{',', A} = T | R], Acc, [kw | St]) ->
+    ex(R, [T, {'}', A} | Acc], [kw_next | St]);
+ex1([{']', _} = T | R], [{',', _} | Acc], [kw_next, list | St]) ->
+    ex(R, [T | Acc], St);                       % [a: 1,]: a trailing comma
+ex1([{C, A} | _], _Acc, [kw_next | _]) when C =:= ','; C =:= ']'; C =:= ')';
+                                           C =:= '}'; C =:= '>>' ->
+    ?ERR(A, "unexpected expression after a keyword list: keyword pairs "
+         "(key: value) come last in a list or a call's arguments, e.g. "
+         "[1, a: 2]");
+ex1([{']', A} = T | R], Acc, [kw, list | St]) ->
+    ex(R, [T, {'}', A} | Acc], St);
+ex1([{')', A} = T | R], Acc, [kw, paren | St]) ->
+    ex(R, [T, {']', A}, {'}', A} | Acc], St);
 ex1([{C, _} = T | R], Acc, St) when C =:= ')'; C =:= ']'; C =:= '}'; C =:= '>>' ->
     ex(R, [T | Acc], case St of [_ | St1] -> St1; [] -> [] end);
 ex1([{W, A} | R], Acc, St) when W =:= 'and'; W =:= 'or' ->
@@ -257,13 +307,27 @@ ex1([{W, A} = T | R], Acc, St) ->
 ex1([T | R], Acc, St) ->
     ex(R, [T | Acc], St).
 
-%% K: in a map (the map pattern's K := ...); a keyword list is refused.
+%% K: in a map (the map pattern's K := ...); in a list, [..., k: v] is
+%% [..., {k, v}]; at the end of a call's arguments, f(x, k: v) is
+%% f(x, [{k, v}]) (Elixir's reading: Code.string_to_quoted/1).  The pair's
+%% '}' (and the call's ']') is written at the next ',' or closing bracket
+%% of the same level (ex1/3, the kw and kw_next states).
 kw_key(Name, A, CA, R, Acc, St) ->
     case St of
-        [map | _] -> ok;
-        _ -> ?ERR(A, "keyword lists are not supported; write a list of tuples")
-    end,
-    ex(R, [{':=', CA}, {atom, A, Name} | Acc], St).
+        [map | _] -> ex(R, [{':=', CA}, {atom, A, Name} | Acc], St);
+        [kw_next | St1] -> ex(R, [{',', CA}, {atom, A, Name}, {'{', A} | Acc], [kw | St1]);
+        [list | _] -> ex(R, [{',', CA}, {atom, A, Name}, {'{', A} | Acc], [kw | St]);
+        [paren | _] ->
+            ex(R, [{',', CA}, {atom, A, Name}, {'{', A}, {'[', A} | Acc], [kw | St]);
+        _ -> ?ERR(A, "a keyword pair (key: value) belongs in a list ([a: 1]), "
+                  "a map (%{a: 1}) or at the end of a call's arguments")
+    end.
+
+%% A quoted key ("a b": 1) as an atom.
+key_atom(A, Chars) ->
+    try list_to_atom(Chars)
+    catch error:_ -> ?ERR(A, "atom too long")
+    end.
 
 %% ex/4: goes on after the `in' operand.
 ex(_R, Acc, St, Rest) ->

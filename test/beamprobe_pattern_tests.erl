@@ -304,7 +304,8 @@ error_cases() ->
      {"Foo.bar(x) when x |> f", 19, "'|>' is not supported"},
      {"Foo.bar(x) :: retrun", 15, "unknown action 'retrun'"},
      {"Foo.bar(\"a#{x}\")", 9, "string interpolation is not supported"},
-     {"Foo.bar([a: 1])", 10, "keyword lists are not supported"},
+     {"Foo.bar([a: 1, 2])", 17, "unexpected expression after a keyword list"},
+     {"Foo.bar({a: 1})", 10, "a keyword pair (key: value) belongs in a list"},
      {"Foo.bar(&f/1)", 9, "captures (&) are not supported"},
      {"Foo.bar(y) when x > 1", 17, "variable 'x' is unbound"},
      {"Foo.bar(x) # comment", 12, "unexpected '#'"},
@@ -665,7 +666,7 @@ elixir_literals_test_() ->
     match_cases(Cases).
 
 elixir_literal_errors_test_() ->
-    Cases = [{"Shop.buy([in: 1])", "keyword lists are not supported"},
+    Cases = [{"Shop.buy([a: 1, :b])", "keyword pairs (key: value) come last"},
              {"Shop.buy(\"\\u{110000}\")", "invalid code point"},
              {"Shop.buy(\"\\uZZ\")", "invalid \\u escape"},
              {"Shop.buy('\\xE9')", "invalid UTF-8"}],
@@ -696,3 +697,61 @@ binary_byte_fit_test_() ->
                         {ok, #{match_spec := [{[B], _, _}]}} = beamprobe_pattern:parse(P),
                         ?assertEqual(Want, B)
                 end} || {P, Want} <- Good].
+
+%% Keyword lists in Elixir patterns, read as Elixir reads them: each
+%% argument list below, as `f(ARGS)' given to the real Elixir's
+%% Code.string_to_quoted!/1 (literals only, so the quoted form is the
+%% term once evaluated), equals the head of the match spec of `Shop.buy(ARGS)'.  Keys that
+%% are reserved words, quoted keys, keys like aliases or `_a', a keyword
+%% list at the end of a list ([1, a: 2]) and at the end of a call's
+%% arguments (f(1, a: 2) is f(1, [a: 2])), nested, in maps.  They were
+%% refused ("keyword lists are not supported").
+elixir_keyword_lists_test_() ->
+    Args = ["[in: 1]", "[a: 1, b: :x]", "[1, a: 2]", "[1, 2, a: [b: 3]]",
+            "[\"a b\": 1]", "['x y': 2]", "[\"é\": 1]", "[Foo: 1, _a: 2]",
+            "[do: 1, end: 2, when: 3, not: 4, and: 5, in: 6, fn: 7]",
+            "[nil: 1, true: 2, false: 3]", "[valid?: true, run!: false]",
+            "1, a: 2", "a: 1, b: [c: 2]", "[a: %{b: [c: 1]}]",
+            "%{\"a b\": 1, in: 2}", "[a: 1,]", "{1, [a: {2, [b: 3]}]}",
+            "[[a: 1], [b: 2]]", "[a: \"s\", b: 'c', c: ?x, d: -1.5]"],
+    case os:find_executable("elixir") of
+        false ->
+            io:format(user, "elixir_keyword_lists: skipped: elixir is not installed~n", []),
+            [];
+        Exe ->
+            Dir = string:trim(os:cmd("mktemp -d")),
+            In = filename:join(Dir, "in"),
+            Script = filename:join(Dir, "read.exs"),
+            ok = file:write_file(In, term_to_binary(
+                                       [unicode:characters_to_binary("f(" ++ A ++ ")")
+                                        || A <- Args])),
+            ok = file:write_file(Script,
+                "File.read!(System.argv() |> hd) |> :erlang.binary_to_term()\n"
+                "|> Enum.map(fn s -> {:f, _, args} = Code.string_to_quoted!(s)\n"
+                "     Enum.map(args, &elem(Code.eval_quoted(&1), 0)) end)\n"
+                "|> :erlang.term_to_binary() |> Base.encode64() |> IO.puts()\n"),
+            Out = os:cmd(Exe ++ " " ++ Script ++ " " ++ In ++ " 2>/dev/null"),
+            _ = os:cmd("rm -rf " ++ Dir),
+            Read = binary_to_term(base64:decode(string:trim(lists:last(
+                                                            string:lexemes(Out, "\n"))))),
+            ?assertEqual(length(Args), length(Read)),
+            [{label(A),
+              fun() ->
+                      {ok, #{match_spec := [{Head, [], []}]}} =
+                          beamprobe_pattern:parse("Shop.buy(" ++ A ++ ")"),
+                      ?assertEqual(Want, Head)
+              end} || {A, Want} <- lists:zip(Args, Read)]
+    end.
+
+%% With variables (Elixir's quoted form has {x, Meta, nil} there): by hand.
+elixir_keyword_vars_test() ->
+    {ok, #{match_spec := MS}} = beamprobe_pattern:parse("Shop.buy([a: x, b: _], y) when x > y"),
+    ?assertEqual([{[[{a, '$1'}, {b, '_'}], '$2'], [{'>', '$1', '$2'}], []}], MS),
+    {ok, #{match_spec := MS2}} = beamprobe_pattern:parse("Shop.buy(opts) when opts == [in: 1]"),
+    ?assertEqual([{['$1'], [{'==', '$1', [{{in, 1}}]}], []}], MS2),
+    Ok = [{[[{a, 2}], 1], true}, {[[{a, 3}], 1], true}, {[[{b, 2}], 1], false},
+          {[[{a, 2}, {c, 1}], 1], false}],
+    {ok, #{match_spec := MS3}} = beamprobe_pattern:parse("Shop.buy([a: n], 1) when n > 1"),
+    [?assertEqual({Call, Match},
+                  {Call, element(2, erlang:match_spec_test(Call, MS3, trace))})
+     || {Call, Match} <- Ok].
