@@ -516,9 +516,12 @@ set_flags(#{procs := Procs, flags := Flags0, arity := Arity,
             _ = safely(fun() -> beamprobe_each:trace(existing_processes,
                                                      false, [arity, ?TRACER])
                        end),
+            %% The tracer named: on OTP 25 erlang:trace(new, false,
+            %% Flags) without it clears every default for new processes
+            %% (the other sessions' too), not just Flags.
             _ = new_is_hub() andalso
                 safely(fun() -> erlang:trace(new_processes, false,
-                                             [arity]) end);
+                                             [arity, ?TRACER]) end);
         false -> ok
     end,
     Flags = Flags0 ++ [arity || Arity, not lists:any(Full, Others)],
@@ -609,7 +612,9 @@ remove_flags1(#{procs := Procs, flags := Flags} = E, Others) ->
         true ->
             case Flags -- NewNeed of
                 [] -> ok;
-                R -> _ = safely(fun() -> erlang:trace(new, false, R) end),
+                %% (The tracer named: see set_flags/2.)
+                R -> _ = safely(fun() -> erlang:trace(new, false,
+                                                      R ++ [?TRACER]) end),
                      ok
             end;
         false -> ok
