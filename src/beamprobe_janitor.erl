@@ -508,8 +508,11 @@ set_flags(#{procs := none}, _St) -> ok;
 set_flags(#{procs := Procs, flags := Flags0, arity := Arity,
             ports := Ports, pid := Self} = E, #st{sessions = Ss}) ->
     Others = [O || O <- maps:values(Ss), maps:get(pid, O) =/= Self],
-    Full = fun(#{calls := C, arity := A, meta := M}) ->
-                   C =/= [] andalso not A andalso not M
+    %% Calls of functions another tool's pattern covers (`relied', the
+    %% session's own pattern skipped) reach the session too.
+    Full = fun(#{calls := C, arity := A, meta := M} = O) ->
+                   (C =/= [] orelse maps:get(relied, O, []) =/= [])
+                       andalso not A andalso not M
            end,
     case Full(E) of
         true ->

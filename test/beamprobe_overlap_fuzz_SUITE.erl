@@ -18,7 +18,8 @@
 
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2,
          end_per_testcase/2]).
--export([fuzz/1, all_next_to_existing/1, new_after_all_stops/1]).
+-export([fuzz/1, all_next_to_existing/1, new_after_all_stops/1,
+         full_args_on_relied_calls/1]).
 
 -define(L, beamprobe_test_lib).
 -define(W, beamprobe_ofuzz_work).
@@ -26,7 +27,8 @@
               {child, 3}]).
 
 all() ->
-    [all_next_to_existing, new_after_all_stops, fuzz].
+    [all_next_to_existing, new_after_all_stops, full_args_on_relied_calls,
+     fuzz].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -61,6 +63,7 @@ fuzz(Config) ->
            "(rerun: BP_OFUZZ_SEED=~p)", [Seed, Rounds, Seed]),
     rand:seed(exsss, Seed),
     Fails = lists:append([round(Config, N) || N <- lists:seq(1, Rounds)]),
+    ct:pal("~p rounds, ~p events compared", [Rounds, get(bp_ofuzz_events)]),
     case Fails of
         [] -> ok;
         _ -> ct:pal("seed ~p: ~p mismatches:~n~p", [Seed, length(Fails), Fails]),
@@ -98,10 +101,18 @@ round(Config, N) ->
                                     | [{{alone, I}, maps:get(dbg, A)}
                                        || {I, A} <- Alone]])
                end,
+    LimitFails = lists:append(
+                   [limit_check(N, I, maps:get(I, maps:get(sessions, A)),
+                                maps:get(I, maps:get(sessions,
+                                                     run(Config, Tag("u" ++ integer_to_list(I)),
+                                                         [maps:remove(limits, Sp)],
+                                                         Dbg, NW, NP))), Lim)
+                    || #{i := I, limits := #{events := Lim}} = Sp <- Specs,
+                       {J, A} <- Alone, J =:= I]),
     SkipFails = lists:append([skip_check(N, Dbg, Sp, maps:get(I, maps:get(sessions, R)))
                               || #{i := I} = Sp <- Specs,
                                  R <- [Together | [A || {J, A} <- Alone, J =:= I]]]),
-    SessFails ++ DbgFails ++ SkipFails.
+    SessFails ++ DbgFails ++ SkipFails ++ LimitFails.
 
 %%% ------------------------------------------------------------------------
 %%% Regressions: cases the fuzz found, minimised
@@ -110,12 +121,15 @@ round(Config, N) ->
 %% Specs run together and each alone (as a fuzz round, fixed): no
 %% mismatch.
 together_alone(Config, Specs, NW, NP) ->
-    Together = run(Config, "t", Specs, none, NW, NP),
+    together_alone(Config, Specs, NW, NP, none).
+
+together_alone(Config, Specs, NW, NP, Dbg) ->
+    Together = run(Config, "t", Specs, Dbg, NW, NP),
     Fails = lists:append(
               [compare(0, I, maps:get(I, maps:get(sessions, Together)),
                        maps:get(I, maps:get(sessions,
                                             run(Config, "a" ++ integer_to_list(I),
-                                                [Sp], none, NW, NP))))
+                                                [Sp], Dbg, NW, NP))))
                || #{i := I} = Sp <- Specs]),
     ?assertEqual([], Fails).
 
@@ -143,6 +157,21 @@ new_after_all_stops(Config) ->
                       calls => [{beamprobe_ofuzz_work, tick, 1}], events => []},
                     #{i => 2, start => 0, stop => 3, procs => new,
                       calls => [], events => [procs]}], 1, 2).
+
+%% A session with full arguments whose only function has dbg's pattern
+%% (skipped: its calls still reach the session through that pattern)
+%% gets their arguments next to an `args => arity' session on the same
+%% process (the janitor set the `arity' flag, as no other session had
+%% calls left after the skip).
+full_args_on_relied_calls(Config) ->
+    together_alone(Config,
+                   [#{i => 1, start => 0, stop => 2, procs => {idx, [1]},
+                      calls => [{beamprobe_ofuzz_work, tick, 1}],
+                      events => [], args => arity},
+                    #{i => 2, start => 0, stop => 2, procs => {idx, [1]},
+                      calls => [{beamprobe_ofuzz_work, raiser, 1}],
+                      events => [], args => full}], 2, 1,
+                   #{procs => [2], flags => [c], tpl => [{raiser, 1}]}).
 
 %%% ------------------------------------------------------------------------
 %%% Random specs
@@ -194,8 +223,17 @@ spec(I, NW, NP, AtOnce, Dbg) ->
              {{idx, _}, 1} -> S2#{limits => #{events => rand:uniform(60)}};
              _ -> S2
          end,
+    S4 = case rand:uniform(8) of
+             1 when Calls =/= [] -> S3#{meta => true};
+             _ -> S3
+         end,
+    S5 = case rand:uniform(6) of
+             1 -> S4#{capture => #{list => rand:uniform(4),
+                                   depth => rand:uniform(3)}};
+             _ -> S4
+         end,
     _ = Dbg,
-    S3.
+    S5.
 
 call({F, A} = FA) ->
     MFA = {?W, F, A},
@@ -469,6 +507,8 @@ compare(N, I, {refused, W}, _) ->
 compare(N, I, _, {refused, W}) ->
     [{N, I, refused_alone_only, W}];
 compare(N, I, #{events := T, summary := ST}, #{events := A, summary := SA}) ->
+    put(bp_ofuzz_events, (case get(bp_ofuzz_events) of undefined -> 0; C -> C end)
+        + lists:sum([length(L) || L <- maps:values(A)])),
     Drops = [{N, I, dropped, D} || {_, Sum} <- [{t, ST}, {a, SA}],
                                    D <- [maps:get(dropped, Sum)],
                                    maps:get(total, D) =/=
@@ -480,6 +520,19 @@ compare(N, I, #{events := T, summary := ST}, #{events := A, summary := SA}) ->
                 _ <- [ct:log("round ~p session ~p role ~s:~nalone ~p~ntogether ~p",
                              [N, I, Role, EA, ET])]],
     Drops ++ Diffs.
+
+%% A session with `limits => #{events => Lim}' (on a list of workers,
+%% which run one at a time) has, per process, a prefix of what it has
+%% without the limit, Lim events in all (or all of them if fewer).
+limit_check(_N, _I, {refused, _}, _, _) -> [];
+limit_check(_N, _I, _, {refused, _}, _) -> [];
+limit_check(N, I, #{events := L}, #{events := U}, Lim) ->
+    Count = fun(M) -> lists:sum([length(X) || X <- maps:values(M)]) end,
+    Prefix = [{N, I, limit_not_prefix, Role, first_diff(maps:get(Role, U, []), Es)}
+              || {Role, Es} <- maps:to_list(L),
+                 not lists:prefix(Es, maps:get(Role, U, []))],
+    Want = min(Lim, Count(U)),
+    Prefix ++ [{N, I, limit_count, Lim, Count(L), Count(U)} || Count(L) =/= Want].
 
 %% Where two sequences first differ: {Index, AloneEvent, OtherEvent,
 %% lengths}.
