@@ -21,6 +21,13 @@
 %%%   pattern is left as it is.  The session's processes still get call
 %%%   events from it (the pattern is global, the tracer is per process),
 %%%   filtered by the other tool's match spec, not the session's.
+%%%   Conversely, a process the other tool traces with `call' gets the
+%%%   calls of the session's patterns from the VM, through the other
+%%%   tool's tracer, filtered by the session's match spec and carrying its
+%%%   result (a `{bp_route, ...}' term where sessions' match specs are
+%%%   combined, beamprobe_combine) as the trace message's extra element:
+%%%   beamprobe takes nothing from that process, but cannot keep a global
+%%%   pattern from it (beamprobe_overlap_fuzz_SUITE counts them).
 %%%   `call_count'/`call_time' counters do not make a function taken: they
 %%%   are separate breakpoints and coexist with trace patterns.  A tracer
 %%%   (of a process or a meta pattern) that is a process or port that has
