@@ -35,8 +35,8 @@
 -behaviour(gen_server).
 
 -export([start_link/0, join/2, leave/2, sessions/0, tracer/0, installed/1,
-         others_patterns/1, installed_specs/2, add_own/2, installed_msg/1,
-         msg_state/1]).
+         others_patterns/1, others_patterns/2, installed_specs/2, add_own/2,
+         installed_msg/1, msg_state/1]).
 -export([init/1, handle_continue/2, handle_call/3, handle_cast/2,
          handle_info/2]).
 
@@ -141,6 +141,16 @@ sessions() ->
 -spec others_patterns(pid()) -> [mfa_pat()].
 others_patterns(Session) ->
     try gen_server:call(?MODULE, {others_patterns, Session}, 5000)
+    catch exit:_ -> []
+    end.
+
+%% @doc The call patterns of one kind (meta patterns if `Meta', else
+%% trace patterns) claimed by every session but `Session': a meta
+%% session's pattern does not make another tool's trace pattern on the
+%% same function beamprobe's (beamprobe_skip).  `[]' without a janitor.
+-spec others_patterns(pid(), boolean()) -> [mfa_pat()].
+others_patterns(Session, Meta) ->
+    try gen_server:call(?MODULE, {others_patterns, Session, Meta}, 5000)
     catch exit:_ -> []
     end.
 
@@ -252,6 +262,10 @@ handle_call({add_own, Session, Pids}, _From, #st{sessions = Ss} = St) ->
 handle_call({others_patterns, Session}, _From, #st{sessions = Ss} = St) ->
     {reply, [MFA || #{pid := P, calls := Calls} <- maps:values(Ss),
                     P =/= Session, {{_, _, _} = MFA, _} <- Calls], St};
+handle_call({others_patterns, Session, Meta}, _From, #st{sessions = Ss} = St) ->
+    {reply, [MFA || #{pid := P, calls := Calls, meta := M} <- maps:values(Ss),
+                    P =/= Session, M =:= Meta, {{_, _, _} = MFA, _} <- Calls],
+     St};
 handle_call({installed_specs, F, Meta}, _From, St) ->
     %% As erlang:trace_info/2 shows them: `true' is the empty match spec.
     {reply, [case MS of true -> []; _ -> MS end

@@ -134,7 +134,7 @@ skip_calls(#{force := true} = C, Self, _Procs, _N) ->
 skip_calls(#{calls := Calls, meta := Meta} = C, Self, Procs, N) ->
     Held = case Calls of
                [] -> [];
-               _ -> beamprobe_janitor:others_patterns(Self)
+               _ -> beamprobe_janitor:others_patterns(Self, Meta)
            end,
     TakenBy = [{F, Call} || Call <- Calls, F <- functions(pat(Call)),
                             taken_fun(F, Meta, Held)],
@@ -181,7 +181,7 @@ to_set(Calls, _) -> Calls.
 %% The functions another tool's pattern held that force => true takes.
 forced_calls(#{calls := []}, _Self) -> [];
 forced_calls(#{calls := Calls, meta := Meta}, Self) ->
-    Held = beamprobe_janitor:others_patterns(Self),
+    Held = beamprobe_janitor:others_patterns(Self, Meta),
     lists:usort([F || Call <- Calls, F <- functions(pat(Call)),
                       taken_fun(F, Meta, Held)]).
 

@@ -19,7 +19,7 @@
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2,
          end_per_testcase/2]).
 -export([fuzz/1, all_next_to_existing/1, new_after_all_stops/1,
-         full_args_on_relied_calls/1]).
+         full_args_on_relied_calls/1, meta_does_not_claim_local/1]).
 
 -define(L, beamprobe_test_lib).
 -define(W, beamprobe_ofuzz_work).
@@ -28,7 +28,7 @@
 
 all() ->
     [all_next_to_existing, new_after_all_stops, full_args_on_relied_calls,
-     fuzz].
+     meta_does_not_claim_local, fuzz].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -133,13 +133,23 @@ together_alone(Config, Specs, NW, NP) ->
 
 together_alone(Config, Specs, NW, NP, Dbg) ->
     Together = run(Config, "t", Specs, Dbg, NW, NP),
+    Alone = [{I, run(Config, "a" ++ integer_to_list(I), [Sp], Dbg, NW, NP)}
+             || #{i := I} = Sp <- Specs],
     Fails = lists:append(
               [compare(0, I, maps:get(I, maps:get(sessions, Together)),
-                       maps:get(I, maps:get(sessions,
-                                            run(Config, "a" ++ integer_to_list(I),
-                                                [Sp], Dbg, NW, NP))))
-               || #{i := I} = Sp <- Specs]),
-    ?assertEqual([], Fails).
+                       maps:get(I, maps:get(sessions, A)))
+               || {I, A} <- Alone]),
+    DbgFails = case Dbg of
+                   none -> [];
+                   _ ->
+                       DbgAlone = run(Config, "d", [], Dbg, NW, NP),
+                       dbg_compare(0, Dbg, maps:get(dbg, DbgAlone),
+                                   [{together, maps:get(dbg, Together)}])
+               end,
+    SkipFails = lists:append([skip_check(0, Dbg, Sp, maps:get(I, maps:get(sessions, R)))
+                              || #{i := I} = Sp <- Specs,
+                                 R <- [Together | [A || {J, A} <- Alone, J =:= I]]]),
+    ?assertEqual([], Fails ++ DbgFails ++ SkipFails).
 
 %% A `procs => all' session records the processes spawned while it runs
 %% when an `existing' session with full arguments starts next to it
@@ -181,6 +191,21 @@ full_args_on_relied_calls(Config) ->
                       events => [], args => full}], 2, 1,
                    #{procs => [2], flags => [c], tpl => [{raiser, 1}]}).
 
+%% A meta session on a function does not make dbg's (local) pattern on
+%% it beamprobe's: a process session started next to it skips the
+%% function and reports it, and dbg's pattern (and output) stays (seed
+%% 777, round 21: it took dbg's pattern).
+meta_does_not_claim_local(Config) ->
+    together_alone(Config,
+                   [#{i => 1, start => 0, stop => 2, procs => all, meta => true,
+                      calls => [{beamprobe_ofuzz_work, raiser, 1}],
+                      events => []},
+                    #{i => 2, start => 0, stop => 2, procs => {idx, [1]},
+                      calls => [{{beamprobe_ofuzz_work, raiser, 1},
+                                 [{'_', [], [{exception_trace}]}]}],
+                      events => [send]}], 2, 1,
+                   #{procs => [2], flags => [c], tpl => [{raiser, 1}]}).
+
 %%% ------------------------------------------------------------------------
 %%% Random specs
 %%% ------------------------------------------------------------------------
@@ -192,9 +217,15 @@ subset(L) -> [X || X <- L, rand:uniform(2) =:= 1].
 %% dbg traces some workers (calls and/or messages) and has a pattern on
 %% some functions.
 dbg_spec(NW) ->
-    #{procs => lists:usort([rand:uniform(NW) || _ <- [1, 2]]),
-      flags => pick([[c], [c, m], [m], [c, send]]),
-      tpl => lists:usort([pick(?FNS) || _ <- [1, 2]])}.
+    D = #{procs => lists:usort([rand:uniform(NW) || _ <- [1, 2]]),
+          flags => pick([[c], [c, m], [m], [c, send]]),
+          tpl => lists:usort([pick(?FNS) || _ <- [1, 2]])},
+    %% Sometimes dbg also holds the default for new processes (calls
+    %% only: every process spawned meanwhile gets it).
+    case rand:uniform(4) of
+        1 -> D#{new => true};
+        _ -> D
+    end.
 
 spec(I, NW, NP, AtOnce, Dbg) ->
     {Start, Stop} = case AtOnce of
@@ -232,7 +263,10 @@ spec(I, NW, NP, AtOnce, Dbg) ->
              _ -> S2
          end,
     S4 = case rand:uniform(8) of
-             1 when Calls =/= [] -> S3#{meta => true};
+             %% (meta: procs => all, no events, no count limit here.)
+             1 when Calls =/= [] -> (maps:remove(limits, S3))#{meta => true,
+                                                               procs => all,
+                                                               events => []};
              _ -> S3
          end,
     S5 = case rand:uniform(6) of
@@ -373,10 +407,12 @@ nothing_left(Tag) ->
 %%% ------------------------------------------------------------------------
 
 dbg_start(none, _Ws) -> ok;
-dbg_start(#{procs := Is, flags := Flags, tpl := Fns}, Ws) ->
+dbg_start(#{procs := Is, flags := Flags, tpl := Fns} = Dbg, Ws) ->
     Self = self(),
     {ok, _} = dbg:tracer(process, {fun(M, N) -> Self ! {bp_ofuzz_dbg, M}, N end, 0}),
     [{ok, _} = dbg:p(lists:nth(I, Ws), Flags) || I <- Is],
+    _ = maps:get(new, Dbg, false) andalso
+        begin {ok, _} = dbg:p(new, [c]), true end,
     [{ok, _} = dbg:tpl(?W, F, A, []) || {F, A} <- Fns],
     {tracer, T} = erlang:trace_info(lists:nth(hd(Is), Ws), tracer),
     put(dbg_tracer, T),
@@ -446,7 +482,7 @@ dbg_compare(N, #{tpl := Fns} = Dbg, Alone, Others0) ->
 skip_check(_N, none, _Sp, _) -> [];
 skip_check(_N, _Dbg, _Sp, {refused, _}) -> [];
 skip_check(_N, _Dbg, #{meta := true}, _) -> [];   % dbg holds no meta pattern
-skip_check(N, #{procs := DIs, tpl := DFns}, #{i := I, procs := Procs, calls := Calls},
+skip_check(N, #{procs := DIs, tpl := DFns} = Dbg, #{i := I, procs := Procs, calls := Calls},
            #{skipped := Skipped, ws := Ws}) ->
     WantCalls = lists:usort([{?W, F, A} || C <- Calls,
                                            {_, F, A} <- [case C of
@@ -459,7 +495,8 @@ skip_check(N, #{procs := DIs, tpl := DFns}, #{i := I, procs := Procs, calls := C
                     {idx, Is} -> [lists:nth(X, Ws) || X <- Is, lists:member(X, DIs)];
                     new -> [];
                     _ -> DPids
-                end,
+                end ++ [new || maps:get(new, Dbg, false), Procs =/= existing,
+                               not is_tuple(Procs)],
     #{calls := SC, procs := SP} = Skipped,
     Bad = [{calls, C} || C <- WantCalls, not lists:member(C, SC)] ++
         [{procs, P} || P <- WantProcs, not lists:member(P, SP)],
