@@ -210,6 +210,11 @@ cap(Acc) ->
         {io_request, From, Ref, getopts} ->
             From ! {io_reply, Ref, [{encoding, unicode}]},
             cap(Acc);
+        %% The pager's "more (y/n)?" when the text is longer than a
+        %% screen: answered as an operator would.
+        {io_request, From, Ref, {get_line, _, _}} ->
+            From ! {io_reply, Ref, "y\n"},
+            cap(Acc);
         {io_request, From, Ref, _} ->
             From ! {io_reply, Ref, {error, enotsup}},
             cap(Acc);
