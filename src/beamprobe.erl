@@ -351,13 +351,7 @@ dump(Session) ->
 %% (`"Mod.fun(a) when a > 1 :: return"'); or recon_trace's tuples `{M, F,
 %% A}' (`A' an arity or `_'), `{M, F, MatchSpec}', `{M, F, return_trace}',
 %% `{M, F, fun(Args) when Guard -> Actions end}' (a fun typed in the shell,
-%% ms_transform syntax); or a list of these.  Any other term is
-%% `{error, {bad_pattern, Term, Hint}}', `Hint' naming these forms.
-%%
-%% A module the pattern names that is not loaded is loaded (code:ensure_loaded/1:
-%% its `on_load' runs), as dbg:tp/2 does: erlang:trace_pattern/3 sets
-%% nothing on a module not loaded, and the trace is for the calls to come.
-%% (beamprobe:profile/2, which only observes, never loads one.)
+%% ms_transform syntax); or a list of these.
 %%
 %% `Limit' is `N' (stop after N events) or `{N, Ms}' (at most N events per
 %% Ms window: the surplus is dropped where it happens, before any message

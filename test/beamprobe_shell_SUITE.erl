@@ -492,8 +492,8 @@ bad_inputs(_Config) ->
                  beamprobe:calls("send({ping, _})", 5, O)),
     ?assertMatch({error, {bad_pattern, "bpsh_target:f/1", [_ | _]}},
                  beamprobe:messages("bpsh_target:f/1", 5, O)),
-    ?assertMatch({error, {bad_pattern, _}}, beamprobe:calls([], 5, O)),
-    ?assertMatch({error, {bad_pattern, _}}, beamprobe:calls(foo, 5, O)),
+    ?assertMatch({error, {bad_pattern, _, [_ | _]}}, beamprobe:calls([], 5, O)),
+    ?assertMatch({error, {bad_pattern, foo, [_ | _]}}, beamprobe:calls(foo, 5, O)),
     %% Dangerous patterns: refused unless forced.
     [?assertMatch({error, {bad_pattern, P, 1, [_ | _]}},
                   beamprobe:calls(P, 5, O))
