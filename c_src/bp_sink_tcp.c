@@ -364,24 +364,28 @@ static void auth_fail(struct bp_tcp_sink *t, int why)
 }
 
 /* Moves the handshake on as far as the socket allows, never waiting
- * (bp_tcp_auth_step).  1 once the receiver proved the token: the HELLO,
- * with the sender's proof, is then due. */
+ * (send_some, bp_tcp_auth_read).  1 once the receiver proved the token:
+ * the HELLO, with the sender's proof, is then due. */
 static int auth_step(struct bp_tcp_sink *t, uint64_t now)
 {
 	struct bp_tcp_auth *a = &t->auth;
-	uint64_t sent = 0;
 	int why = BP_AUTH_OK;
 
 	if (a->state == BP_TCP_AUTH_NONE)
 		why = bp_tcp_auth_begin(a, now + BP_STREAM_AUTH_MS * 1000000ull);
-	if (why == BP_AUTH_OK)
-		why = bp_tcp_auth_step(a, t->fd, t->token, t->token_len, now,
-				       &sent);
-	bump(&t->bytes_sent, sent);
-	if (why < 0) {
-		disconnect(t); /* broken, as any send can be */
-		return 0;
+	while (why == BP_AUTH_OK && a->state == BP_TCP_AUTH_SEND) {
+		ssize_t w = send_some(t, a->out + a->off,
+				      sizeof a->out - a->off);
+		if (w < 0)
+			return 0; /* broken, as any send can be */
+		if (w == 0)
+			break; /* full: the deadline still counts */
+		a->off += (size_t)w;
+		if (a->off == sizeof a->out)
+			a->state = BP_TCP_AUTH_WAIT;
 	}
+	if (why == BP_AUTH_OK)
+		why = bp_tcp_auth_read(a, t->fd, t->token, t->token_len, now);
 	if (why != BP_AUTH_OK) {
 		auth_fail(t, why);
 		return 0;

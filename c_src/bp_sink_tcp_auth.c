@@ -61,23 +61,9 @@ int bp_tcp_auth_check(struct bp_tcp_auth *a, const uint8_t *token,
 	return BP_AUTH_OK;
 }
 
-int bp_tcp_auth_step(struct bp_tcp_auth *a, int fd, const uint8_t *token,
-		     size_t tl, uint64_t now, uint64_t *bytes_sent)
+int bp_tcp_auth_read(struct bp_tcp_auth *a, int fd, const uint8_t *token,
+		     size_t tl, uint64_t now)
 {
-	while (a->state == BP_TCP_AUTH_SEND) {
-		ssize_t w = send(fd, a->out + a->off, sizeof a->out - a->off,
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			break; /* the deadline still counts */
-		if (w <= 0)
-			return -1;
-		*bytes_sent += (uint64_t)w;
-		a->off += (size_t)w;
-		if (a->off == sizeof a->out)
-			a->state = BP_TCP_AUTH_WAIT;
-	}
 	while (a->state == BP_TCP_AUTH_WAIT) {
 		/* The header, then exactly its payload: what follows the
 		 * PROOF is the receiver's later frames (check_peer's). */

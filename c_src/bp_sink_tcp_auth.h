@@ -29,15 +29,16 @@ struct bp_tcp_auth {
  * BP_AUTH_OK, or BP_AUTH_RANDOM (getrandom failed; never blocks). */
 int bp_tcp_auth_begin(struct bp_tcp_auth *a, uint64_t deadline);
 
-/* Sends what is left of the CHALLENGE and reads the PROOF on fd, as far
- * as the non-blocking socket allows, never waiting (partial writes and
- * reads are kept; not a byte beyond the PROOF frame is read).  bytes_sent:
- * what it sent.  BP_AUTH_OK (a->state DONE when the PROOF passed, else
- * still under way), a failure (enum bp_stream_auth_failure: the deadline
- * passed, a wrong or strange answer, the connection closed), or -1 when
- * the socket broke (a send error). */
-int bp_tcp_auth_step(struct bp_tcp_auth *a, int fd, const uint8_t *token,
-		     size_t tl, uint64_t now, uint64_t *bytes_sent);
+/* Reads the PROOF on fd once the CHALLENGE (a->out) is sent (the sink
+ * sends it: a->off, then a->state WAIT), as far as the non-blocking
+ * socket allows, never waiting (a partial read is kept; not a byte
+ * beyond the PROOF frame is read).  BP_AUTH_OK (a->state DONE when the
+ * PROOF passed, else still under way), or a failure (enum
+ * bp_stream_auth_failure: the deadline passed, also while the CHALLENGE
+ * is still being sent; a wrong or strange answer; the connection
+ * closed). */
+int bp_tcp_auth_read(struct bp_tcp_auth *a, int fd, const uint8_t *token,
+		     size_t tl, uint64_t now);
 
 /* The receiver's first frame (header h, payload p of n bytes, whole):
  * BP_AUTH_OK and a->state DONE when it proves the token (or neither end

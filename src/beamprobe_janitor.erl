@@ -135,20 +135,19 @@ installed(Session) ->
 sessions() ->
     gen_server:call(?MODULE, sessions, infinity).
 
-%% @doc The call patterns claimed by every session but `Session'
-%% (beamprobe's own, for beamprobe_watch: not another tool's).  `[]'
-%% without a janitor.
+%% @doc The call patterns claimed by every session but `Session', of both
+%% kinds (beamprobe's own, for beamprobe_watch: not another tool's).
+%% `[]' without a janitor.
 -spec others_patterns(pid()) -> [mfa_pat()].
 others_patterns(Session) ->
-    try gen_server:call(?MODULE, {others_patterns, Session}, 5000)
-    catch exit:_ -> []
-    end.
+    others_patterns(Session, both).
 
-%% @doc The call patterns of one kind (meta patterns if `Meta', else
-%% trace patterns) claimed by every session but `Session': a meta
-%% session's pattern does not make another tool's trace pattern on the
-%% same function beamprobe's (beamprobe_skip).  `[]' without a janitor.
--spec others_patterns(pid(), boolean()) -> [mfa_pat()].
+%% @doc The call patterns of one kind (meta patterns if `Meta' is true,
+%% trace patterns if false, `both') claimed by every session but
+%% `Session': a meta session's pattern does not make another tool's trace
+%% pattern on the same function beamprobe's (beamprobe_skip).  `[]'
+%% without a janitor.
+-spec others_patterns(pid(), boolean() | both) -> [mfa_pat()].
 others_patterns(Session, Meta) ->
     try gen_server:call(?MODULE, {others_patterns, Session, Meta}, 5000)
     catch exit:_ -> []
@@ -259,12 +258,10 @@ handle_call({add_own, Session, Pids}, _From, #st{sessions = Ss} = St) ->
                    end, Ss),
     _ = [catch erlang:trace(P, false, [all, ?TRACER]) || P <- Pids],
     {reply, ok, St#st{sessions = Ss1}};
-handle_call({others_patterns, Session}, _From, #st{sessions = Ss} = St) ->
-    {reply, [MFA || #{pid := P, calls := Calls} <- maps:values(Ss),
-                    P =/= Session, {{_, _, _} = MFA, _} <- Calls], St};
 handle_call({others_patterns, Session, Meta}, _From, #st{sessions = Ss} = St) ->
     {reply, [MFA || #{pid := P, calls := Calls, meta := M} <- maps:values(Ss),
-                    P =/= Session, M =:= Meta, {{_, _, _} = MFA, _} <- Calls],
+                    P =/= Session, Meta =:= both orelse M =:= Meta,
+                    {{_, _, _} = MFA, _} <- Calls],
      St};
 handle_call({installed_specs, F, Meta}, _From, St) ->
     %% As erlang:trace_info/2 shows them: `true' is the empty match spec.

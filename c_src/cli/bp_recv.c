@@ -334,7 +334,7 @@ void bp_recv_conn_close(struct bp_recv_conn *c)
 }
 
 /* What peer c sent is not a stream of this release (what: why).  With a
- * token, a peer is a stranger until its HELLO carries it (any local user
+ * token, a peer is a stranger until its HELLO proves it (any local user
  * can connect to the port): refused and counted as a wrong token is,
  * named thrice, 0.  Else the stream is damaged: -1. */
 static int bad_input(struct bp_recv *r, const struct bp_recv_conn *c,
@@ -426,14 +426,12 @@ static int hello(struct bp_recv *r, struct bp_recv_conn *c, const uint8_t *p,
 		uint8_t want[BP_SHA256_LEN];
 		bp_stream_proof(r->token, r->token_len, 0, c->nonce_s,
 				c->nonce_r, want);
-		if (tl != BP_SHA256_LEN || !bp_ct_equal(want, p + 24, tl)) {
-			/* A sender retries: named thrice. */
-			if (r->bad_token++ - r->unproved < 3)
-				say("stream from %s refused: %s", c->peer,
-				    tl ? "wrong token (its proof does not match)"
-				       : "no token (this receiver expects one)");
-			return 0; /* not ours: closed, not a damaged stream */
-		}
+		if (tl != BP_SHA256_LEN || !bp_ct_equal(want, p + 24, tl))
+			return bad_input(r, c,
+					 tl ? "wrong token (its proof does not "
+					      "match)"
+					    : "no token (this receiver expects "
+					      "one)");
 	}
 	if (r->have_uuid) {
 		if (memcmp(r->uuid, p + 4, 16) != 0) {
