@@ -713,6 +713,10 @@ format_error({message_pattern_taken, K, Cur}) ->
     f("the node's ~p pattern is another tool's (~tP, dbg:tpe/2 or the "
       "like: one per node); add force => true to take it (it is given "
       "back when the last session using it ends)", [K, Cur, ?SHOW]);
+format_error({message_pattern_shared, K, Who}) ->
+    f("another tracer traces ~p messages (~tP): a ~p pattern, one per node, "
+      "would filter them too; add force => true to set it anyway",
+      [K, Who, ?SHOW, K]);
 format_error({nothing_to_trace, Hint}) -> f("nothing to trace: ~ts", [Hint]);
 format_error({not_a_handler, M}) ->
     f("module ~tp does not export handle_events/2 (beamprobe_handler)", [M]);

@@ -486,7 +486,8 @@ set_msg_patterns(#{msgs := Msgs}, St) ->
       end, {ok, St}, Msgs).
 
 %% Refusals: a message pattern that another session recording those
-%% messages on overlapping processes does not share.
+%% messages does not share -- on any processes: the pattern is the
+%% node's, so it filters the other session's messages wherever they are.
 conflicts(E, Others) ->
     Found = [{Pid, What} || #{pid := Pid} = O <- Others,
                             What <- conflict(E, O)],
@@ -497,15 +498,8 @@ conflict(A, B) ->
          || {K, Bit} <- [{send, ?K_SEND}, {'receive', ?K_RECEIVE}],
             maps:get(kinds, A) band Bit =/= 0,
             maps:get(kinds, B) band Bit =/= 0,
-            procs_overlap(maps:get(procs, A), maps:get(procs, B)),
             proplists:get_value(K, maps:get(msgs, A)) =/=
                 proplists:get_value(K, maps:get(msgs, B))].
-
-procs_overlap(none, _) -> false;
-procs_overlap(_, none) -> false;
-procs_overlap(A, B) when is_list(A), is_list(B) ->
-    lists:any(fun(P) -> lists:member(P, B) end, A);
-procs_overlap(_, _) -> true.
 
 %%% ------------------------------------------------------------------------
 %%% Trace flags

@@ -73,7 +73,8 @@
 -spec skip(beamprobe_config:config(), pid()) ->
           {ok, beamprobe_config:config(), skipped()}
         | {error, {already_traced, [pid() | new | mfa()]}}
-        | {error, {message_pattern_taken, send | 'receive', term()}}.
+        | {error, {message_pattern_taken, send | 'receive', term()}}
+        | {error, {message_pattern_shared, send | 'receive', pid() | new}}.
 skip(C, Self) ->
     case msg_taken(C) of
         ok -> skip1(C, Self);
@@ -91,10 +92,34 @@ msg_taken(#{messages := Msgs}) ->
                          Cur =/= true,
                          beamprobe_janitor:installed_msg(K) =/= {ok, Cur}],
     case Taken of
-        [] -> ok;
+        [] -> msg_shared([K || {K, MS} <- Msgs, MS =/= true]);
         [{K, Cur} | _] -> {error, {message_pattern_taken, K, Cur}}
     end;
 msg_taken(_) -> ok.
+
+%% A message pattern of its own (not `true') would also filter the
+%% messages another tool traces (the pattern is the node's, for every
+%% tracer): not set while a process another tracer holds has that
+%% kind's flag, nor while another tracer's defaults for new processes
+%% have it, without force => true.  (One pass over the processes, only
+%% for a session with a message pattern.)
+msg_shared([]) -> ok;
+msg_shared(Kinds) ->
+    Other = fun(P) ->
+                    case trace_info(P, tracer) of
+                        {tracer, []} -> false;
+                        {tracer, {beamprobe_nif, _}} -> false;
+                        {tracer, _} -> true;
+                        _ -> false
+                    end
+            end,
+    Holders = [{K, P} || P <- [new | processes()],
+                         {flags, F} <- [trace_info(P, flags)],
+                         K <- Kinds, lists:member(K, F), Other(P)],
+    case Holders of
+        [] -> ok;
+        [{K, P} | _] -> {error, {message_pattern_shared, K, P}}
+    end.
 
 skip1(#{meta := true, events := []} = C, Self) ->
     skip_calls(C, Self, [], 0);
@@ -132,12 +157,7 @@ skip_calls(#{force := true} = C, Self, _Procs, _N) ->
     {ok, C, (none())#{taken => #{procs => [], procs_count => 0,
                                  calls => forced_calls(C, Self)}}};
 skip_calls(#{calls := Calls, meta := Meta} = C, Self, Procs, N) ->
-    Held = case Calls of
-               [] -> [];
-               _ -> beamprobe_janitor:others_patterns(Self, Meta)
-           end,
-    TakenBy = [{F, Call} || Call <- Calls, F <- functions(pat(Call)),
-                            taken_fun(F, Meta, Held)],
+    TakenBy = taken_by(Calls, Meta, Self),
     Taken = lists:usort([F || {F, _} <- TakenBy]),
     %% A function another tool's pattern holds still gives this session's
     %% processes its call events, filtered by that tool's match spec:
@@ -181,9 +201,26 @@ to_set(Calls, _) -> Calls.
 %% The functions another tool's pattern held that force => true takes.
 forced_calls(#{calls := []}, _Self) -> [];
 forced_calls(#{calls := Calls, meta := Meta}, Self) ->
-    Held = beamprobe_janitor:others_patterns(Self, Meta),
-    lists:usort([F || Call <- Calls, F <- functions(pat(Call)),
-                      taken_fun(F, Meta, Held)]).
+    lists:usort([F || {F, _} <- taken_by(Calls, Meta, Self)]).
+
+%% The functions of Calls another tool's pattern holds: `{F, Call}'.  The
+%% patterns other beamprobe sessions claim are asked for before and after
+%% the VM is asked what F has: a session that joins meanwhile (its
+%% pattern seen, not yet claimed before) or leaves (claimed before, its
+%% pattern still seen) does not make F another tool's.
+taken_by([], _Meta, _Self) -> [];
+taken_by(Calls, Meta, Self) ->
+    Before = beamprobe_janitor:others_patterns(Self, Meta),
+    There = [{F, Call} || Call <- Calls, F <- functions(pat(Call)),
+                          taken_fun(F, Meta, Before)],
+    case {There, Meta} of
+        {[], _} -> [];
+        {_, true} -> There;                 % the meta tracer tells
+        {_, false} ->
+            After = beamprobe_janitor:others_patterns(Self, Meta),
+            [X || {F, _} = X <- There,
+                  not lists:any(fun(H) -> covers(H, F) end, After)]
+    end.
 
 %% A pattern that asks for every call as it is: no head, guard or action.
 accepts_all({{_, _, _}, true}) -> true;

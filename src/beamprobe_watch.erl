@@ -384,7 +384,9 @@ maybe_confirm(W) -> W.
 confirm(#w{pending = Pend} = W) ->
     Held = case [x || {pattern, _} <- maps:keys(Pend)] of
                [] -> [];
-               _ -> beamprobe_janitor:others_patterns(W#w.session)
+               %% Of this session's kind: a meta session's pattern says
+               %% nothing of who replaced a trace pattern, and back.
+               _ -> beamprobe_janitor:others_patterns(W#w.session, W#w.meta)
            end,
     {Sure, W1} = maps:fold(fun(Key, {_How, Base, _S, Seen}, {Acc, WA}) ->
                                    confirm_one(Key, Base, Seen, Held, Acc, WA)

@@ -21,7 +21,7 @@
 -export([dbg_procs_skipped/1, dbg_pattern_left/1, listed_procs_skipped/1,
          nothing_left/1, force_takes_over/1, recon_coexists/1,
          redbug_coexists/1, shell_note/1, shell_next_to_dbg/1,
-         own_guard_not_relied/1, msg_pattern_left/1]).
+         own_guard_not_relied/1, msg_pattern_left/1, msg_pattern_shared/1]).
 
 -define(W, beamprobe_workload).
 -define(L, beamprobe_test_lib).
@@ -34,7 +34,7 @@ all() ->
     [dbg_procs_skipped, dbg_pattern_left, listed_procs_skipped,
      nothing_left, force_takes_over, recon_coexists, redbug_coexists,
      shell_note, shell_next_to_dbg, own_guard_not_relied,
-     msg_pattern_left].
+     msg_pattern_left, msg_pattern_shared].
 
 init_per_suite(Config) ->
     beamprobe_coexist_lib:init_suite(Config).
@@ -232,6 +232,33 @@ msg_pattern_left(Config) ->
     ?assertEqual({match_spec, DbgMS}, erlang:trace_info(send, match_spec)),
     dbg:stop(),
     erlang:trace_pattern(send, true, []).
+
+%% A message pattern of a session's own is the node's: it would filter
+%% the messages dbg traces too.  Refused while dbg traces that kind of
+%% message on a process (it used to cut dbg's receive events down to the
+%% session's pattern), set with force.
+msg_pattern_shared(Config) ->
+    _ = dbg_collector(),
+    D = ?W:start_worker(),
+    {ok, _} = dbg:p(D, [m]),
+    Mine = [{['_', '_', {ping, '_'}], [], []}],
+    Spec = #{procs => all, events => ['receive'],
+             messages => [{'receive', Mine}],
+             output => {file, ?L:dir(Config, "t")}},
+    ?assertEqual({error, {message_pattern_shared, 'receive', D}},
+                 beamprobe:start(Spec)),
+    ?assertEqual({match_spec, true}, erlang:trace_info('receive', match_spec)),
+    ?assertEqual([], beamprobe:list()),
+    %% Every message (`true') filters nothing of dbg's.
+    S1 = ?L:start(Spec#{messages => [{'receive', true}],
+                        output => {file, ?L:dir(Config, "a")}}),
+    _ = ?L:stop(S1),
+    S = ?L:start(Spec#{force => true, output => {file, ?L:dir(Config, "f")}}),
+    ?assertEqual({match_spec, Mine}, erlang:trace_info('receive', match_spec)),
+    _ = ?L:stop(S),
+    dbg:stop(),
+    erlang:trace_pattern('receive', true, []),
+    ?W:stop_worker(D).
 
 %%% ------------------------------------------------------------------------
 %%% Next to the real tools and in the shell

@@ -10,7 +10,7 @@
 %%% and nothing may stay installed after a run.
 %%%
 %%% Environment: BP_OFUZZ_SEED (an integer: rerun that seed),
-%%% BP_OFUZZ_ROUNDS (rounds; default 6, the CI size).
+%%% BP_OFUZZ_ROUNDS (rounds; default 30, the CI size: about 15 s).
 -module(beamprobe_overlap_fuzz_SUITE).
 
 -include_lib("common_test/include/ct.hrl").
@@ -19,7 +19,8 @@
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2,
          end_per_testcase/2]).
 -export([fuzz/1, all_next_to_existing/1, new_after_all_stops/1,
-         full_args_on_relied_calls/1, meta_does_not_claim_local/1]).
+         full_args_on_relied_calls/1, meta_does_not_claim_local/1,
+         message_pattern_disjoint_procs/1, concurrent_starts_not_skipped/1]).
 
 -define(L, beamprobe_test_lib).
 -define(W, beamprobe_ofuzz_work).
@@ -28,7 +29,8 @@
 
 all() ->
     [all_next_to_existing, new_after_all_stops, full_args_on_relied_calls,
-     meta_does_not_claim_local, fuzz].
+     meta_does_not_claim_local, message_pattern_disjoint_procs,
+     concurrent_starts_not_skipped, fuzz].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -56,7 +58,7 @@ fuzz(Config) ->
                S -> list_to_integer(S)
            end,
     Rounds = case os:getenv("BP_OFUZZ_ROUNDS") of
-                 false -> 6;
+                 false -> 30;
                  R -> list_to_integer(R)
              end,
     ct:pal("beamprobe_overlap_fuzz: seed ~p, ~p rounds "
@@ -206,6 +208,53 @@ meta_does_not_claim_local(Config) ->
                       events => [send]}], 2, 1,
                    #{procs => [2], flags => [c], tpl => [{raiser, 1}]}).
 
+%% A message pattern is the node's: a session recording sends of other
+%% processes than a session with a send pattern of its own is refused as
+%% for overlapping processes (seed 1795910664938347478, round 93: it
+%% started and lost the sends the other's pattern left out).
+message_pattern_disjoint_procs(Config) ->
+    {[W1, W2], _} = ?W:start(2),
+    MS = [{['_', {progress, '_', '$1'}], [{'>', '$1', 1}], []}],
+    S1 = ?L:start(#{procs => [W1], events => [send], messages => [{send, MS}],
+                    output => {file, ?L:dir(Config, "a")}}),
+    ?assertEqual({error, {conflict, S1, {message_pattern, send}}},
+                 beamprobe:start(#{procs => [W2], events => [send],
+                                   output => {file, ?L:dir(Config, "b")}})),
+    ?assertEqual([S1], beamprobe:list()),
+    _ = ?L:stop(S1),
+    ok = ?W:stop([W1, W2]),
+    nothing_left("disjoint").
+
+%% Sessions started at once on one function, each with a condition of
+%% its own: none takes another's freshly installed pattern for another
+%% tool's (seed 1795911529058814694, round 63, a race: the skip asked
+%% which patterns beamprobe's sessions claim, then the VM what the
+%% function has; a session joining in between made the function
+%% "another tool's": skipped, its calls lost).  A race: 50 tries (it did
+%% not fail before the fix in 100 here; the fuzz round did, once).
+concurrent_starts_not_skipped(Config) ->
+    Self = self(),
+    Try = fun(K) ->
+                  Owners = [spawn(fun() ->
+                                          R = beamprobe:start(
+                                                #{calls => [{{?W, thrower, 1},
+                                                             [{[{'$1', '_'}],
+                                                               [{'>', '$1', J}], []}]}],
+                                                  output => {file, ?L:dir(Config,
+                                                               lists:concat([K, "_", J]))}}),
+                                          Self ! {started, self(), R},
+                                          receive stop -> ok end
+                                  end) || J <- lists:seq(1, 4)],
+                  Ss = [receive {started, O, {ok, S}} -> S end || O <- Owners],
+                  Skipped = [C || S <- Ss, {ok, #{skipped := #{calls := C}}}
+                                               <- [beamprobe:info(S)], C =/= []],
+                  _ = [?L:stop(S) || S <- Ss],
+                  _ = [O ! stop || O <- Owners],
+                  Skipped
+          end,
+    ?assertEqual([], lists:append([Try(K) || K <- lists:seq(1, 50)])),
+    nothing_left("concurrent").
+
 %%% ------------------------------------------------------------------------
 %%% Random specs
 %%% ------------------------------------------------------------------------
@@ -259,7 +308,14 @@ spec(I, NW, NP, AtOnce, Dbg) ->
     %% A count limit where the first N events are well defined: a list of
     %% workers (never another process's events), which run one at a time.
     S3 = case {Procs, rand:uniform(5)} of
-             {{idx, _}, 1} -> S2#{limits => #{events => rand:uniform(60)}};
+             %% (No receive events: traced in the sender's context, they
+             %% race with the receiver's own for the first N.)
+             {{idx, _}, 1} ->
+                 S2#{limits => #{events => rand:uniform(60)},
+                     events => case Events -- ['receive'] of
+                                   [] when Calls =:= [] -> [send];
+                                   Ev -> Ev
+                               end};
              _ -> S2
          end,
     S4 = case rand:uniform(8) of
@@ -355,11 +411,16 @@ run(Config, Tag, Specs, Dbg, NW, NP) ->
                               ++ [{list_to_binary(pid_to_list(self())),
                                    <<"driver">>}]),
     Sessions = maps:map(fun(_, {refused, _} = Rf) -> Rf;
-                           (_, {done, Dir, Sum, Skipped}) ->
+                           (I, {done, Dir, Sum, Skipped}) ->
                                 #{events => norm(Dir, RoleText), summary => Sum,
+                                  meta => meta(Specs, I),
                                   skipped => Skipped, ws => Ws}
                         end, Live),
     #{sessions => Sessions, dbg => DbgEvs}.
+
+meta(Specs, I) ->
+    [S] = [S || #{i := J} = S <- Specs, J =:= I],
+    maps:get(meta, S, false).
 
 start_session(Config, Tag, S, Ws, Live, I) ->
     Dir = ?L:dir(Config, Tag ++ "s" ++ integer_to_list(I)),
@@ -474,7 +535,8 @@ dbg_compare(N, #{tpl := Fns} = Dbg, Alone, Others0) ->
     [{N, dbg, Which, Role, first_diff(A, O)}
      || {Which, Per} <- Others,
         Role <- lists:usort(maps:keys(Alone) ++ maps:keys(Per)),
-        A <- [maps:get(Role, Alone, [])], O <- [maps:get(Role, Per, [])],
+        A <- [loose(maps:get(Role, Alone, []))],
+        O <- [loose(maps:get(Role, Per, []))],
         A =/= O, _ <- [ct:log("dbg ~p ~p ~p: alone ~p~nwith beamprobe ~p",
                              [N, Which, Role, A, O])], Dbg =/= none].
 
@@ -552,7 +614,10 @@ compare(N, I, {refused, W}, _) ->
     [];
 compare(N, I, _, {refused, W}) ->
     [{N, I, refused_alone_only, W}];
-compare(N, I, #{events := T, summary := ST}, #{events := A, summary := SA}) ->
+compare(N, I, #{events := T0, summary := ST, meta := Meta},
+        #{events := A0, summary := SA}) ->
+    T = meta_quirk(Meta, T0),
+    A = meta_quirk(Meta, A0),
     put(bp_ofuzz_events, (case get(bp_ofuzz_events) of undefined -> 0; C -> C end)
         + lists:sum([length(L) || L <- maps:values(A)])),
     Drops = [{N, I, dropped, D} || {_, Sum} <- [{t, ST}, {a, SA}],
@@ -561,7 +626,8 @@ compare(N, I, #{events := T, summary := ST}, #{events := A, summary := SA}) ->
                                        maps:get(limit, D) + maps:get(stopped, D)],
     Diffs = [{N, I, Role, first_diff(EA, ET)}
              || Role <- lists:usort(maps:keys(T) ++ maps:keys(A)),
-                EA <- [maps:get(Role, A, [])], ET <- [maps:get(Role, T, [])],
+                EA <- [loose(maps:get(Role, A, []))],
+                ET <- [loose(maps:get(Role, T, []))],
                 EA =/= ET,
                 _ <- [ct:log("round ~p session ~p role ~s:~nalone ~p~ntogether ~p",
                              [N, I, Role, EA, ET])]],
@@ -602,6 +668,31 @@ limit_check(N, I, #{events := L}, #{events := U}, Lim) ->
                  not lists:prefix(Es, maps:get(Role, U, []))],
     Want = min(Lim, Count(U)),
     Prefix ++ [{N, I, limit_count, Lim, Count(L), Count(U)} || Count(L) =/= Want].
+
+%% A meta session's exception_from of child/3 (a process's initial call,
+%% ended by exit/1) comes or not with the process's own trace flags
+%% (another session's: the VM unwinds through return-trace frames only
+%% then): left out of the comparison (docs/design.md, "known
+%% differences").
+meta_quirk(false, Per) -> Per;
+meta_quirk(true, Per) ->
+    maps:map(fun(_, Es) ->
+                     [E || {Name, F} = E <- Es,
+                           not (Name =:= <<"exception_from">> andalso
+                                maps:get(<<"mfa">>, F, none) =:=
+                                    <<"beamprobe_ofuzz_work:child/3">>)]
+             end, Per).
+
+%% A process's events with its `receive' events after the others: a
+%% receive is traced in the sender's context, as the message is queued,
+%% so it may be stamped (and reach dbg) after what the receiver does
+%% next.  Each of the two subsequences is in a deterministic order.
+loose(Es) ->
+    {R, O} = lists:partition(fun({<<"receive">>, _}) -> true;
+                                ({trace, _, 'receive', _}) -> true;
+                                (_) -> false
+                             end, Es),
+    O ++ R.
 
 %% Where two sequences first differ: {Index, AloneEvent, OtherEvent,
 %% lengths}.

@@ -28,7 +28,8 @@
 -export([suite/0, all/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([ctp_reported/1, trace_pattern_false_reported/1,
-         ms_replaced_reported/1, meta_replaced_reported/1,
+         ms_replaced_reported/1, ms_replaced_next_to_meta_reported/1,
+         meta_replaced_reported/1,
          flags_removed_reported/1, dbg_clear_reported/1,
          all_cleared_reported/1, recon_wipe_reported/1,
          reinstall_option/1, no_report_on_stop/1,
@@ -48,7 +49,7 @@ suite() -> [{timetrap, {seconds, 120}}].
 
 all() ->
     [ctp_reported, trace_pattern_false_reported, ms_replaced_reported,
-     meta_replaced_reported, flags_removed_reported, dbg_clear_reported,
+     ms_replaced_next_to_meta_reported, meta_replaced_reported, flags_removed_reported, dbg_clear_reported,
      all_cleared_reported, recon_wipe_reported, reinstall_option,
      no_report_on_stop, no_report_second_session, no_report_same_function,
      no_report_on_reload, watchdog_not_traced, tampered_nif_args,
@@ -92,6 +93,15 @@ ms_replaced_reported(Config) ->
                       {ok, _} = dbg:tpl(?W, add, 2, [{'_', [], [{return_trace}]}])
              end,
              {pattern, ?ADD, replaced}).
+
+%% The same next to a meta session on that function: its (meta) pattern
+%% does not make dbg's replacement of the trace pattern beamprobe's own.
+ms_replaced_next_to_meta_reported(Config) ->
+    M = ?L:start(#{calls => [?ADD], meta => true,
+                   output => {file, ?L:dir(Config, "meta")}}),
+    ms_replaced_reported(Config),
+    _ = ?L:stop(M),
+    ok.
 
 %% Another meta tracer on a meta session's function.
 meta_replaced_reported(Config) ->
