@@ -146,10 +146,12 @@ others_patterns(Session) ->
 %% trace patterns if false, `both') claimed by every session but
 %% `Session': a meta session's pattern does not make another tool's trace
 %% pattern on the same function beamprobe's (beamprobe_skip).  `[]'
-%% without a janitor.
+%% without a janitor.  Waits for a busy janitor (an install over many
+%% processes): an answer given up on would make beamprobe's own patterns
+%% look like another tool's (functions skipped, a false tamper report).
 -spec others_patterns(pid(), boolean() | both) -> [mfa_pat()].
 others_patterns(Session, Meta) ->
-    try gen_server:call(?MODULE, {others_patterns, Session, Meta}, 5000)
+    try gen_server:call(?MODULE, {others_patterns, Session, Meta}, infinity)
     catch exit:_ -> []
     end.
 
@@ -172,7 +174,7 @@ add_own(Session, Pids) ->
 %% a janitor.
 -spec installed_specs(mfa(), boolean()) -> [term()].
 installed_specs(F, Meta) ->
-    try gen_server:call(?MODULE, {installed_specs, F, Meta}, 5000)
+    try gen_server:call(?MODULE, {installed_specs, F, Meta}, infinity)
     catch exit:_ -> []
     end.
 

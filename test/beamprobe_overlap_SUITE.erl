@@ -15,7 +15,8 @@
          meta_next_to_hub/1, janitor_and_session_killed/1,
          reload_with_overlaps/1, random_sessions_under_load/1, next_to_dbg/1,
          cannot_combine/1, message_pattern_conflict/1,
-         distinct_functions_same_procs/1, killed_session_cleaned/1]).
+         distinct_functions_same_procs/1, killed_session_cleaned/1,
+         busy_janitor_not_another_tool/1]).
 -export([prober/0]).
 
 -define(L, beamprobe_test_lib).
@@ -24,7 +25,8 @@
 all() ->
     [issue_example, different_renderings, returns_exact,
      returns_deep_recursion,
-     distinct_functions_same_procs, cannot_combine,
+     distinct_functions_same_procs, busy_janitor_not_another_tool,
+     cannot_combine,
      message_pattern_conflict, killed_session_cleaned, ports_and_own,
      meta_next_to_hub, janitor_and_session_killed, reload_with_overlaps,
      next_to_dbg,
@@ -299,6 +301,45 @@ distinct_functions_same_procs(Config) ->
     ?assertEqual(1, length([x || {<<"call">>, Pid, _} <- EB, Pid =:= Self])),
     ?assert(length([x || {<<"send">>, _, _} <- EB]) >= 8),
     assert_nothing_left([{?W, tick, 1}, {?W, add, 2}]),
+    P ! stop,
+    Sink ! stop.
+
+%% A session that starts while the janitor is busy for longer than a
+%% call's usual 5 s (an install over many processes; here the janitor
+%% suspended for 11 s, past two such calls) waits for it: the function the first session traces
+%% is not taken for another tool's (skipped, its calls lost) because the
+%% question "which patterns do beamprobe's sessions claim?" went
+%% unanswered.
+busy_janitor_not_another_tool(Config) ->
+    P = start_prober(),
+    Sink = sink(),
+    DA = ?L:dir(Config, "a"),
+    DB = ?L:dir(Config, "b"),
+    SA = ?L:start(#{calls => [{?W, tick, 1}], output => {file, DA}}),
+    Self = self(),
+    ok = sys:suspend(beamprobe_janitor),
+    %% The starter owns session B: it stays until B is stopped.
+    Starter = spawn(fun() ->
+                            Self ! {started, beamprobe:start(
+                                               #{calls => [{{?W, tick, 1}, gt(5)}],
+                                                 output => {file, DB}})},
+                            receive stop -> ok end
+                    end),
+    timer:sleep(11000),
+    ok = sys:resume(beamprobe_janitor),
+    SB = receive {started, {ok, S}} -> S;
+                 {started, Other} -> ct:fail({start_failed, Other})
+         after 10000 -> ct:fail({start_hangs, Starter})
+         end,
+    {ok, #{skipped := Sk}} = beamprobe:info(SB),
+    ?assertEqual([], maps:get(calls, Sk)),
+    ok = probe(P, 10, 0, Sink),
+    _ = ?L:stop(SB),
+    _ = ?L:stop(SA),
+    ?assertEqual(lists:seq(1, 10), lists:sort(tick_args(norm_events(DA)))),
+    ?assertEqual(lists:seq(6, 10), lists:sort(tick_args(norm_events(DB)))),
+    assert_nothing_left([{?W, tick, 1}]),
+    Starter ! stop,
     P ! stop,
     Sink ! stop.
 
