@@ -82,9 +82,30 @@ stage() {  # stage MODE SRC DESTFILE
 install -d -m 0755 "$new/ebin" "$new/priv" "$new/include" "$new/doc/chunks" "$new/bin"
 install -m 0644 ebin/*.beam ebin/beamprobe.app "$new/ebin/"
 # The Elixir modules, where make elixir built them (elixirc installed).
+ex=no
 for f in _build/elixir/ebin/*.beam; do
-  [ -f "$f" ] && install -m 0644 "$f" "$new/ebin/"
+  [ -f "$f" ] && install -m 0644 "$f" "$new/ebin/" && ex=yes
 done
+# The installed .app lists every module installed (releases, mix's and
+# relx's, copy the modules the .app lists; Application.spec/2 reports
+# them), and, with the Elixir modules, the elixir application as an
+# optional dependency: started before beamprobe where it is there, not
+# needed where it is not.
+if [ "$ex" = yes ]; then
+  erl -noshell -eval '
+    [App, Ebin] = init:get_plain_arguments(),
+    {ok, [{application, A, P}]} = file:consult(App),
+    Ms = lists:sort([list_to_atom(filename:basename(F, ".beam"))
+                     || F <- filelib:wildcard(filename:join(Ebin, "*.beam"))]),
+    Apps = proplists:get_value(applications, P),
+    P1 = lists:keystore(modules, 1, P, {modules, Ms}),
+    P2 = lists:keystore(applications, 1, P1, {applications, Apps ++ [elixir]}),
+    P3 = lists:keystore(optional_applications, 1, P2,
+                        {optional_applications, [elixir]}),
+    ok = file:write_file(App, io_lib:format("~p.~n", [{application, A, P3}])),
+    halt().' -extra "$new/ebin/beamprobe.app" "$new/ebin" \
+    || { say "could not list the Elixir modules in the installed beamprobe.app"; exit 1; }
+fi
 install -m 0755 priv/*.so "$new/priv/"
 # What attach, profile and record check the node against (its OTP release
 # and architecture).

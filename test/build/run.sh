@@ -287,12 +287,15 @@ else
   [ "$(readlink "$APP/bin/beamprobe")" = /usr/bin/beamprobe ] || bad="$bad $APP/bin/beamprobe(not a link to /usr/bin/beamprobe)"
   nbeam=$(ls "$APP"/ebin/*.beam | grep -vc '/Elixir\.'); nsrc=$(ls src/*.erl | wc -l)
   [ "$nbeam" -eq "$nsrc" ] || bad="$bad ebin($nbeam beams for $nsrc modules)"
+  # The installed .app lists exactly the modules installed (Elixir's too).
+  appmods=$(erl -noshell -eval '[E] = init:get_plain_arguments(), {ok, [{application, _, P}]} = file:consult(filename:join(E, "beamprobe.app")), Ms = lists:sort([list_to_atom(filename:basename(F, ".beam")) || F <- filelib:wildcard(filename:join(E, "*.beam"))]), io:format("~s", [case lists:sort(proplists:get_value(modules, P)) of Ms -> "same"; L -> io_lib:format("listed ~p, installed ~p", [L -- Ms, Ms -- L]) end]), halt().' -extra "$APP/ebin" 2>&1)
+  [ "$appmods" = same ] || bad="$bad beamprobe.app(modules: $appmods)"
   # The Elixir modules too, where elixir is installed: the installed
   # Beamprobe module loads from ERL_LIBS and has its docs.
   if have elixir; then
     nex=$(ls "$APP"/ebin/Elixir.*.beam 2>/dev/null | wc -l); nlib=$(ls lib/*.ex lib/*/*.ex 2>/dev/null | wc -l)
     [ "$nex" -ge "$nlib" ] && [ "$nlib" -gt 0 ] || bad="$bad ebin($nex Elixir beams for $nlib lib/ files)"
-    ERL_LIBS=$D/usr/lib/erlang/lib elixir -e '{:docs_v1, _, :elixir, _, _, _, docs} = Code.fetch_docs(Beamprobe); true = Enum.any?(docs, &match?({{:function, :calls, _}, _, _, %{}, _}, &1)); IO.puts(:code.which(Beamprobe))' > "$TMP/ex_install.txt" 2>&1 \
+    ERL_LIBS=$D/usr/lib/erlang/lib elixir -e '{:docs_v1, _, :elixir, _, _, _, docs} = Code.fetch_docs(Beamprobe); true = Enum.any?(docs, &match?({{:function, :calls, _}, _, _, %{}, _}, &1)); :ok = Application.load(:beamprobe); true = Beamprobe in Application.spec(:beamprobe, :modules); IO.puts(:code.which(Beamprobe))' > "$TMP/ex_install.txt" 2>&1 \
       && grep -q "^$APP/ebin/Elixir.Beamprobe.beam" "$TMP/ex_install.txt" \
       || bad="$bad Beamprobe(not loaded with its docs from the install: $(head -c 300 "$TMP/ex_install.txt"))"
   else echo "# install: elixir not installed: the Elixir modules not checked"; fi
