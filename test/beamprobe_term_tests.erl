@@ -345,9 +345,11 @@ million_list_test() ->
 %% Rendering Big costs about what rendering Small, a term of the same kind
 %% past the same capture limits, costs: the renderer stops at the limits
 %% instead of walking the term (a walk of a 100 MB binary or a
-%% million-element list would be thousands of times slower).  A ratio of
-%% two renders timed in the same run, best of 5 rounds of 200: no absolute
-%% time, which a sanitizer build or a busy machine moves.
+%% million-element list would be thousands of times slower: 10^4 times
+%% the cells, 10^6 times the bytes).  A ratio of two renders timed in the
+%% same run, best of 5 rounds of 200: no absolute time, which a sanitizer
+%% build or a busy machine moves.  Up to 100 times: 20 failed once, the
+%% million-element list, with other tests running on the machine.
 assert_bounded(Big, Small) ->
     Best = fun(T) ->
                    lists:min([time_n(fun() -> r(T) end, 200)
@@ -355,7 +357,7 @@ assert_bounded(Big, Small) ->
            end,
     TBig = Best(Big),
     TSmall = max(Best(Small), 1),
-    ?assert(TBig =< 20 * TSmall).
+    ?assert(TBig =< 100 * TSmall).
 
 bytes_limit_test() ->
     T = lists:seq(1, 1000),
