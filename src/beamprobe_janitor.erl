@@ -568,7 +568,10 @@ untrace_own(Ss) ->
                        || #{pid := P} = E <- maps:values(Ss)]) ++
         [P || N <- [beamprobe_sup, beamprobe_session_sup, beamprobe_monitor],
               P <- [whereis(N)], is_pid(P)],
-    _ = [catch erlang:trace(P, false, [all, ?TRACER]) || P <- Own],
+    %% Only those with our tracer: the VM refuses another's (a profile
+    %% run's, beamprobe_profile) with an error report.
+    _ = [catch erlang:trace(P, false, [all, ?TRACER])
+         || P <- Own, beamprobe_each:tracer_of(P) =:= {beamprobe_nif, ?HUB}],
     ok.
 
 processes_only(all) -> processes;

@@ -273,6 +273,9 @@ foreign_tracer(P) ->
     case tracer(P) of
         [] -> false;
         undefined -> false;
+        %% The profile mode's tracer (beamprobe_profile): not a session's,
+        %% and the VM refuses the janitor's tracer on its processes.
+        {beamprobe_nif, beamprobe_discard} -> true;
         {beamprobe_nif, _} -> false;
         T -> alive(T)
     end.

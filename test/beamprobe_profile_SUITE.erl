@@ -15,7 +15,9 @@
          time_bound/1, json_parsed/1, one_at_a_time/1, table_layout/1,
          call_time_held/1, per_process/1, new_processes_left/1,
          foreign_patterns_silent/1, restored_worker_killed/1,
-         counter_lost_reported/1, unloaded_not_loaded/1]).
+         counter_lost_reported/1, unloaded_not_loaded/1,
+         session_during_profile_skipped/1]).
+-export([log/2]).
 
 -define(W, beamprobe_workload).
 -define(MFAS, [{?W, add, 2}, {?W, tick, 1}, {?W, outer, 1}, {?W, inner, 1}]).
@@ -25,7 +27,8 @@ all() ->
      restored_caller_killed, cprof_refused, bad_input, time_bound,
      json_parsed, one_at_a_time, table_layout, call_time_held, per_process,
      new_processes_left, foreign_patterns_silent, restored_worker_killed,
-     counter_lost_reported, unloaded_not_loaded].
+     counter_lost_reported, unloaded_not_loaded,
+     session_during_profile_skipped].
 
 init_per_suite(Config) ->
     beamprobe_test_lib:require_tracer(),
@@ -214,6 +217,59 @@ restored_with_session(Config) ->
     #{events := Evs} = beamprobe_test_lib:stop(S),
     ?assertEqual(500 + 500, Evs),
     P ! stop.
+
+%% A session started while a profile with timing runs: the processes
+%% the profile gave its `call' flag (and its tracer, which the VM does not
+%% let the session's replace) are another tracer's to the session, as the
+%% tutorial says: skipped and listed.  They were neither traced nor listed
+%% (skip took every `{beamprobe_nif, _}' tracer for a session's), a
+%% session on such a process failed with `{trace_failed, ...}', and the
+%% janitor's clearing of its own processes logged "can only have one
+%% tracer per process" error reports.
+session_during_profile_skipped(Config) ->
+    ok = logger:add_handler(profile_log, ?MODULE, #{config => #{pid => self()}}),
+    P = spawn(fun() -> receive stop -> ok end end),
+    Self = self(),
+    _ = spawn_link(fun() ->
+                           Self ! {profiled, beamprobe:profile(
+                                               {?W, add, 2},
+                                               #{time => 60000,
+                                                 print => false})}
+                   end),
+    Discard = {tracer, {beamprobe_nif, beamprobe_discard}},
+    wait_until(fun() -> erlang:trace_info(P, tracer) =:= Discard end),
+    try
+        ?assertEqual({error, {already_traced, [P]}},
+                     beamprobe:start(#{calls => [{?W, add, 2}], procs => [P],
+                                       output => {file, beamprobe_test_lib:dir(
+                                                          Config, "s1")}})),
+        S = beamprobe_test_lib:start(#{calls => [{?W, add, 2}], procs => all,
+                                       output => {file, beamprobe_test_lib:dir(
+                                                          Config, "s2")}}),
+        {ok, #{skipped := #{procs := Sk}}} = beamprobe:info(S),
+        ?assert(lists:member(P, Sk)),
+        ?assertEqual(Discard, erlang:trace_info(P, tracer)),
+        _ = beamprobe_test_lib:stop(S),
+        whereis(beamprobe_profile) ! {beamprobe_profile, stop},
+        receive {profiled, Res} -> ?assertMatch({ok, _}, Res) end,
+        ?assertEqual({tracer, []}, erlang:trace_info(P, tracer)),
+        Logged = fun Logged(Acc) ->
+                         receive {profile_log, M} -> Logged([M | Acc])
+                         after 0 -> Acc
+                         end
+                 end([]),
+        ?assertEqual([], [M || M <- Logged,
+                               string:find(M, "one tracer") =/= nomatch])
+    after
+        logger:remove_handler(profile_log),
+        P ! stop
+    end.
+
+%% @private A logger handler: the test's process gets each event's text.
+-spec log(logger:log_event(), logger:handler_config()) -> ok.
+log(Ev, #{config := #{pid := Pid}}) ->
+    Pid ! {profile_log, lists:flatten(logger_formatter:format(Ev, #{}))},
+    ok.
 
 %% The caller is killed mid-profile: the worker restores everything.
 restored_caller_killed(_Config) ->
