@@ -408,11 +408,13 @@ row(MFA, Calls, Timing, PerProc, Acc) ->
                             _ -> Own div TCalls
                         end},
     Row = case PerProc of
-              true -> Row0#{processes =>
-                                lists:reverse(lists:keysort(3,
-                                  [#{pid => P, calls => C,
-                                     own_ns => S * 1000000000 + Us * 1000}
-                                   || {P, C, S, Us} <- Procs]))};
+              true ->
+                  %% Most own time first (maps: not lists:keysort/2).
+                  Row0#{processes =>
+                            [#{pid => P, calls => C, own_ns => T}
+                             || {T, C, P} <- lists:reverse(lists:sort(
+                                  [{S * 1000000000 + Us * 1000, C, P}
+                                   || {P, C, S, Us} <- Procs]))]};
               false -> Row0
           end,
     case Calls of

@@ -16,7 +16,7 @@
          call_time_held/1, per_process/1, new_processes_left/1,
          foreign_patterns_silent/1, restored_worker_killed/1,
          counter_lost_reported/1, unloaded_not_loaded/1,
-         session_during_profile_skipped/1]).
+         session_during_profile_skipped/1, per_process_two/1]).
 -export([log/2]).
 
 -define(W, beamprobe_workload).
@@ -28,7 +28,7 @@ all() ->
      json_parsed, one_at_a_time, table_layout, call_time_held, per_process,
      new_processes_left, foreign_patterns_silent, restored_worker_killed,
      counter_lost_reported, unloaded_not_loaded,
-     session_during_profile_skipped].
+     session_during_profile_skipped, per_process_two].
 
 init_per_suite(Config) ->
     beamprobe_test_lib:require_tracer(),
@@ -457,6 +457,26 @@ per_process(_Config) ->
         beamprobe:profile({?W, add, 2}, #{time => 800, print => false,
                                           per_process => true}),
     ?assertMatch([#{pid := W, calls := 1000}], Ps).
+
+%% per_process with a function called in two processes: a row per
+%% process, most own time first (the worker crashed, badarg in
+%% lists:keysort/2 on the rows, which are maps: {error, {profile_failed,
+%% ...}} whenever a function ran in more than one process).
+per_process_two(_Config) ->
+    Self = self(),
+    Ws = [spawn_link(fun() ->
+                             wait_until(fun() -> counting({?W, add, 2}) end),
+                             ok = ?W:loop_add(N),
+                             Self ! {done, self()}
+                     end) || N <- [100, 200]],
+    {ok, #{functions := [#{calls := 300, processes := Ps}]}} =
+        beamprobe:profile({?W, add, 2}, #{time => 800, print => false,
+                                          per_process => true}),
+    _ = [receive {done, W} -> ok end || W <- Ws],
+    ?assertEqual(lists:sort(Ws), lists:sort([P || #{pid := P} <- Ps])),
+    ?assertEqual(300, lists:sum([C || #{calls := C} <- Ps])),
+    Own = [T || #{own_ns := T} <- Ps],
+    ?assertEqual(lists:reverse(lists:sort(Own)), Own).
 
 %% A session tracing `procs => new' while a profile runs: the processes
 %% spawned by processes the profile gave the call flag are the session's,
