@@ -321,7 +321,10 @@ flag(all, Tracer) ->
     %% One process at a time (beamprobe_each: the VM's one pass can crash
     %% OTP 25.2).
     N = beamprobe_each:trace(existing_processes, true, [call, Tracer]),
-    _ = (catch erlang:trace(self(), false, [call, Tracer])),
+    %% Only if it is ours: this worker may have a session's tracer (its
+    %% `new' defaults), and the VM refuses another's with an error report.
+    _ = beamprobe_each:tracer_of(self()) =:= tracer_info(Tracer) andalso
+        (catch erlang:trace(self(), false, [call, Tracer])),
     {max(0, N - 1), max(0, erlang:system_info(process_count) - N)};
 flag(Pids, Tracer) ->
     lists:foldl(fun(P, {T, U}) ->
@@ -334,6 +337,10 @@ flag(Pids, Tracer) ->
                             _ -> {T, U + 1}   % gone, or another tracer's
                         end
                 end, {0, 0}, [P || P <- Pids, P =/= self()]).
+
+%% Tracer as erlang:trace_info/2 gives it.
+tracer_info({tracer, M, S}) -> {M, S};
+tracer_info({tracer, P}) -> P.
 
 %% Only the processes whose tracer is Tracer are changed.
 unflag(Tracer) ->

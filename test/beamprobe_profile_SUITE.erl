@@ -17,7 +17,7 @@
          foreign_patterns_silent/1, restored_worker_killed/1,
          counter_lost_reported/1, unloaded_not_loaded/1,
          session_during_profile_skipped/1, per_process_two/1,
-         own_work_not_counted/1]).
+         own_work_not_counted/1, session_then_profile_no_error_report/1]).
 -export([log/2]).
 
 -define(W, beamprobe_workload).
@@ -29,7 +29,8 @@ all() ->
      json_parsed, one_at_a_time, table_layout, call_time_held, per_process,
      new_processes_left, foreign_patterns_silent, restored_worker_killed,
      counter_lost_reported, unloaded_not_loaded,
-     session_during_profile_skipped, per_process_two, own_work_not_counted].
+     session_during_profile_skipped, per_process_two, own_work_not_counted,
+     session_then_profile_no_error_report].
 
 init_per_suite(Config) ->
     beamprobe_test_lib:require_tracer(),
@@ -228,7 +229,7 @@ restored_with_session(Config) ->
 %% janitor's clearing of its own processes logged "can only have one
 %% tracer per process" error reports.
 session_during_profile_skipped(Config) ->
-    ok = logger:add_handler(profile_log, ?MODULE, #{config => #{pid => self()}}),
+    ok = log_start(),
     P = spawn(fun() -> receive stop -> ok end end),
     Self = self(),
     _ = spawn_link(fun() ->
@@ -254,17 +255,45 @@ session_during_profile_skipped(Config) ->
         whereis(beamprobe_profile) ! {beamprobe_profile, stop},
         receive {profiled, Res} -> ?assertMatch({ok, _}, Res) end,
         ?assertEqual({tracer, []}, erlang:trace_info(P, tracer)),
-        Logged = fun Logged(Acc) ->
-                         receive {profile_log, M} -> Logged([M | Acc])
-                         after 0 -> Acc
-                         end
-                 end([]),
-        ?assertEqual([], [M || M <- Logged,
-                               string:find(M, "one tracer") =/= nomatch])
+        ?assertEqual([], logged_one_tracer())
     after
         logger:remove_handler(profile_log),
         P ! stop
     end.
+
+%% A profile while a session traces every process, new ones too: the
+%% profile's worker got the session's tracer when spawned, and the
+%% profile's clearing of its own call flag on it (the VM refuses another
+%% tracer's) logged "can only have one tracer per process".
+session_then_profile_no_error_report(Config) ->
+    S = beamprobe_test_lib:start(#{calls => [{?W, tick, 1}], procs => all,
+                                   output => {file, beamprobe_test_lib:dir(
+                                                      Config, "s")}}),
+    ok = log_start(),
+    try
+        ?assertMatch({ok, _}, beamprobe:profile({?W, add, 2},
+                                                #{time => 200,
+                                                  print => false})),
+        ?assertEqual([], logged_one_tracer())
+    after
+        logger:remove_handler(profile_log),
+        beamprobe_test_lib:stop(S)
+    end.
+
+log_start() ->
+    logger:add_handler(profile_log, ?MODULE, #{config => #{pid => self()}}).
+
+%% The "can only have one tracer per process" reports logged since.
+logged_one_tracer() ->
+    %% The VM sends its reports to the logger process: once it answered,
+    %% the ones sent before are handled.
+    _ = sys:get_state(logger),
+    Logged = fun Logged(Acc) ->
+                     receive {profile_log, M} -> Logged([M | Acc])
+                     after 0 -> Acc
+                     end
+             end([]),
+    [M || M <- Logged, string:find(M, "one tracer") =/= nomatch].
 
 %% @private A logger handler: the test's process gets each event's text.
 -spec log(logger:log_event(), logger:handler_config()) -> ok.
