@@ -95,8 +95,10 @@ check_opts(Opts) ->
     end.
 
 opt_ok(time, T) -> is_integer(T) andalso T > 0 andalso T =< ?MAX_MS;
-opt_ok(procs, P) -> P =:= all orelse (is_list(P) andalso P =/= [] andalso
-                                     lists:all(fun is_pid/1, P));
+opt_ok(procs, all) -> true;
+%% length/1 in a guard: an improper list fails it (lists:all/2 crashed).
+opt_ok(procs, P) when length(P) > 0 -> lists:all(fun is_pid/1, P);
+opt_ok(procs, _) -> false;
 opt_ok(sort, S) -> lists:member(S, [calls, own, mean]);
 opt_ok(top, T) -> T =:= infinity orelse (is_integer(T) andalso T > 0);
 opt_ok(io_server, Io) -> is_pid(Io) orelse (is_atom(Io) andalso Io =/= undefined);
@@ -111,7 +113,9 @@ opt_ok(_, B) -> is_boolean(B).   % timing, per_process, json, print, force
 %% on_load and changes the node a profile only observes.
 mfas(P, Force) when is_tuple(P); is_binary(P) -> mfas([P], Force);
 mfas([C | _] = P, Force) when is_integer(C) -> mfas([P], Force);
-mfas(L, Force) when is_list(L), L =/= [] ->
+%% length/1 in a guard: an improper list is a bad pattern (the list
+%% comprehension crashed with bad_generator).
+mfas(L, Force) when length(L) > 0 ->
     try
         Found = [expand(one(P, Force), Force) || P <- L],
         MFAs = lists:usort(lists:append([Fs || {ok, Fs} <- Found])),

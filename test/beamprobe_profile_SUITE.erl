@@ -369,7 +369,11 @@ bad_input(_Config) ->
              {{"lists", seq, 2}, #{}},
              {[], #{}},
              {42, #{}},
-             {"lists:_/_", #{max_functions => 3}}],
+             {"lists:_/_", #{max_functions => 3}},
+             %% Improper lists (both crashed the caller: bad_generator,
+             %% function_clause in lists:all/2).
+             {[{lists, seq, 2} | foo], #{}},
+             {{lists, seq, 2}, #{procs => [self() | foo]}}],
     [begin
          R = beamprobe:profile(P, O),
          ct:log("~p ~p -> ~p", [P, O, R]),
