@@ -97,7 +97,9 @@ check_opts(Opts) ->
 opt_ok(time, T) -> is_integer(T) andalso T > 0 andalso T =< ?MAX_MS;
 opt_ok(procs, all) -> true;
 %% length/1 in a guard: an improper list fails it (lists:all/2 crashed).
-opt_ok(procs, P) when length(P) > 0 -> lists:all(fun is_pid/1, P);
+%% Local pids: another node's made the worker crash (trace_info badarg).
+opt_ok(procs, P) when length(P) > 0 ->
+    lists:all(fun(Pid) -> is_pid(Pid) andalso node(Pid) =:= node() end, P);
 opt_ok(procs, _) -> false;
 opt_ok(sort, S) -> lists:member(S, [calls, own, mean]);
 opt_ok(top, T) -> T =:= infinity orelse (is_integer(T) andalso T > 0);

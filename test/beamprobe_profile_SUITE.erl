@@ -373,7 +373,12 @@ bad_input(_Config) ->
              %% Improper lists (both crashed the caller: bad_generator,
              %% function_clause in lists:all/2).
              {[{lists, seq, 2} | foo], #{}},
-             {{lists, seq, 2}, #{procs => [self() | foo]}}],
+             {{lists, seq, 2}, #{procs => [self() | foo]}},
+             %% Another node's process (the worker crashed: trace_info
+             %% badarg, {error, {profile_failed, ...}}).
+             {{lists, seq, 2},
+              #{procs => [binary_to_term(<<131, 88, 119, 10, "nohost@xyz",
+                                           1:32, 0:32, 1:32>>)]}}],
     [begin
          R = beamprobe:profile(P, O),
          ct:log("~p ~p -> ~p", [P, O, R]),
@@ -387,6 +392,12 @@ bad_input(_Config) ->
                  beamprobe:profile("lists:_/_", #{max_functions => 3})),
     ?assertMatch({error, {profile_match_spec, _}},
                  beamprobe:profile("lists:seq(1, B)", #{})),
+    ?assertMatch({error, {bad_option, procs, _}},
+                 beamprobe:profile("lists:seq/2", #{procs => [self() | foo]})),
+    Remote = binary_to_term(<<131, 88, 119, 10, "nohost@xyz", 1:32, 0:32,
+                              1:32>>),
+    ?assertEqual({error, {bad_option, procs, [Remote]}},
+                 beamprobe:profile("lists:seq/2", #{procs => [Remote]})),
     ?assertEqual(Before, snapshot([self()])),
     ?assertEqual({call_count, false},
                  erlang:trace_info({lists, seq, 2}, call_count)).
