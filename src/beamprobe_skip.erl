@@ -10,7 +10,8 @@
 %%% neither from another tool:
 %%%
 %%% - a process is taken when its tracer (`erlang:trace_info(P, tracer)')
-%%%   is set and is not beamprobe's (`{beamprobe_nif, _}'); `new' is taken
+%%%   is set and is not a session's (`{beamprobe_nif, _}', but for the
+%%%   profile mode's `{beamprobe_nif, beamprobe_discard}'); `new' is taken
 %%%   when the default tracer of new processes is someone else's.  A taken
 %%%   process is not traced (`procs => all' then traces the other ones, and
 %%%   only `existing' ones when `new' is taken);
