@@ -45,7 +45,8 @@
                  mean_ns := non_neg_integer() | null,
                  processes => [#{pid := pid(), calls := non_neg_integer(),
                                  own_ns := non_neg_integer()}]}.
--type result() :: #{functions := [row()], total_calls := non_neg_integer(),
+-type result() :: #{functions := [row()], functions_called := non_neg_integer(),
+                    total_calls := non_neg_integer(),
                     total_own_ns := non_neg_integer(), seconds := float(),
                     timed_processes := non_neg_integer(),
                     untimed_processes := non_neg_integer(),
@@ -376,9 +377,13 @@ set_each([MFA | R], How, Flags) ->
 
 %% MFAs (sorted) as {M, '_', '_'} where they are all of M's functions.
 groups(MFAs) ->
-    Mods = lists:usort([M || {M, _, _} <- MFAs]),
-    lists:append([group(M, [X || {M1, _, _} = X <- MFAs, M1 =:= M])
-                  || M <- Mods]).
+    %% One pass (a filter of every function per module was quadratic: a
+    %% forced '_' profile names every function of every loaded module).
+    ByMod = lists:foldl(fun({M, _, _} = X, Acc) ->
+                                maps:update_with(M, fun(L) -> [X | L] end,
+                                                 [X], Acc)
+                        end, #{}, MFAs),
+    lists:append([group(M, Fs) || {M, Fs} <- lists:sort(maps:to_list(ByMod))]).
 
 group(M, Fs) ->
     All = try lists:sort([{M, F, A} || {F, A} <- erlang:get_module_info(M, functions)])
@@ -460,7 +465,8 @@ result(Rows, O, Extra) ->
               infinity -> Sorted;
               N -> lists:sublist(Sorted, N)
           end,
-    Extra#{functions => Top, sort => Sort,
+    %% functions_called: all of them, also with `top' (the rows shown).
+    Extra#{functions => Top, functions_called => length(Rows), sort => Sort,
            total_calls => lists:sum([C || #{calls := C} <- Rows]),
            total_own_ns => lists:sum([T || #{own_ns := T} <- Rows]),
            unavailable => ?UNAVAILABLE}.
@@ -471,10 +477,15 @@ result(Rows, O, Extra) ->
 %% profile's result: the columns no counter gives are `-'.
 -spec format(result()) -> iolist().
 format(#{functions := Rows} = R) ->
+    Called = maps:get(functions_called, R, length(Rows)),
+    Shown = case length(Rows) of
+                Called -> "";
+                N -> io_lib:format(" (the top ~b shown)", [N])
+            end,
     Head = io_lib:format(
-             "Profile: ~b functions called, ~b calls, own time ~s over ~s; "
+             "Profile: ~b functions called~s, ~b calls, own time ~s over ~s; "
              "sorted by ~s~n",
-             [length(Rows), maps:get(total_calls, R),
+             [Called, Shown, maps:get(total_calls, R),
               dur(maps:get(total_own_ns, R)),
               dur(round(maps:get(seconds, R) * 1.0e9)), maps:get(sort, R)]),
     Cols = "     calls      total        own       mean        max        "
@@ -549,6 +560,7 @@ to_json(#{functions := Rows} = R) ->
     iolist_to_binary(
       ["{\"mode\":\"profile\",\"duration_ns\":",
        int(round(maps:get(seconds, R) * 1.0e9)),
+       ",\"functions_called\":", int(maps:get(functions_called, R, length(Rows))),
        ",\"total_calls\":", int(maps:get(total_calls, R)),
        ",\"total_own_ns\":", int(maps:get(total_own_ns, R)),
        ",\"timed_processes\":", int(maps:get(timed_processes, R)),

@@ -8,6 +8,7 @@
 
 -include_lib("stdlib/include/assert.hrl").
 
+-export([top_counts_all/1]).
 -export([all/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([counts_equal_trace/1, restored/1, restored_with_session/1,
@@ -30,7 +31,7 @@ all() ->
      new_processes_left, foreign_patterns_silent, restored_worker_killed,
      counter_lost_reported, unloaded_not_loaded,
      session_during_profile_skipped, per_process_two, own_work_not_counted,
-     session_then_profile_no_error_report].
+     session_then_profile_no_error_report, top_counts_all].
 
 init_per_suite(Config) ->
     beamprobe_test_lib:require_tracer(),
@@ -474,6 +475,23 @@ table_layout(Config) ->
     ?assert(lists:any(fun(L) -> string:find(L, "p99") =/= nomatch andalso
                                     string:find(L, "need events") =/= nomatch
                       end, Rest)).
+
+%% With `top', the header, the result and the JSON still count every
+%% function called (they counted the rows shown: "1 functions called"
+%% for two), and the table says how many it shows.
+top_counts_all(_Config) ->
+    workload_when_counting([{?W, add, 2}, {?W, tick, 1}]),
+    {ok, R} = beamprobe:profile([{?W, add, 2}, {?W, tick, 1}],
+                                #{time => 500, print => false, sort => calls,
+                                  top => 1}),
+    ?assertMatch(#{functions := [#{calls := 1000}], functions_called := 2,
+                   total_calls := 1500}, R),
+    Text = lists:flatten(io_lib:format("~ts", [beamprobe_profile:format(R)])),
+    ct:log("~ts", [Text]),
+    ?assertMatch({match, _}, re:run(Text, "^Profile: 2 functions called "
+                                          "\\(the top 1 shown\\), 1500 calls")),
+    J = beamprobe_profile:to_json(R),
+    ?assertNotEqual(nomatch, binary:match(J, <<"\"functions_called\":2,">>)).
 
 %% call_time held by another tool (eprof's way): refused, and its counter
 %% is still on and counting afterwards.
