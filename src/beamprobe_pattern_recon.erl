@@ -38,7 +38,15 @@ is_form(_) -> false.
           {ok, beamprobe_pattern:call_pattern()} | {error, string()}.
 parse({M, F, A}, Force) when is_atom(M), is_atom(F) ->
     case spec(A) of
-        {ok, Arity, MS} ->
+        {ok, Arity0, MS} ->
+            %% erlang:trace_pattern/3 takes no arity after a '_' function
+            %% ({M, '_', 1} is refused): a match spec of one arity on every
+            %% function of M is {M, '_', '_'}, as recon_trace installs it
+            %% (its heads match the functions of that arity only).
+            Arity = case F of
+                        '_' -> '_';
+                        _ -> Arity0
+                    end,
             P = #{kind => call, mfa => {M, F, Arity}, match_spec => MS,
                   actions => actions(MS)},
             case beamprobe_pattern:check(P, Force) of

@@ -20,7 +20,7 @@
          rate_limit_windows/1, rate_limit_stop/1,
          time_limit/1,
          patterns_guards_actions/1, patterns_elixir/1,
-         patterns_caller_stack/1,
+         patterns_caller_stack/1, patterns_recon_module_fun/1,
          messages_pattern/1, messages_pattern_ports/1, procs_option/1,
          printer_indent_bounded/1,
          bad_inputs/1, format_errors/1]).
@@ -52,7 +52,7 @@ groups() ->
                    rate_limit_burst, rate_limit_dropped_reported,
                    rate_limit_windows, rate_limit_stop, time_limit]},
      {patterns, [], [patterns_guards_actions, patterns_elixir,
-                     patterns_caller_stack,
+                     patterns_caller_stack, patterns_recon_module_fun,
                      messages_pattern, messages_pattern_ports, procs_option,
                      printer_indent_bounded]}].
 
@@ -312,6 +312,27 @@ patterns_guards_actions(_Config) ->
     ?assertEqual([<<"call bpsh_target:f(1)">>,
                   <<"returned from bpsh_target:f/1 -> 2">>],
                  [what(L) || L <- event_lines(Cap2)]),
+    wait_no_session().
+
+%% recon_trace's `{M, '_', fun([X]) when ... -> ... end}' (a fun typed in
+%% the shell): every function of M taking one argument.  It was refused as
+%% {error, {bad_option, calls, {bpsh_target, '_', 1}}}: the fun's arity was
+%% put after a '_' function, which no trace pattern takes.
+patterns_recon_module_fun(_Config) ->
+    Cap = cap(),
+    {ok, Toks, _} = erl_scan:string(
+                      "fun([X]) when X > 100 -> return_trace() end."),
+    {ok, Es} = erl_parse:parse_exprs(Toks),
+    {value, Fun, _} = erl_eval:exprs(Es, erl_eval:new_bindings()),
+    N = ok_calls({?T, '_', Fun}, 4, #{io_server => Cap}),
+    ?assert(N >= 3),                            % f/1, g/1, h/1, ...
+    _ = [?T:f(1), ?T:add(200, 1), ?T:f(200), ?T:g(300)],
+    wait_text(Cap, "% beamprobe: session ended (events)\n", 2000),
+    ?assertEqual([<<"call bpsh_target:f(200)">>,
+                  <<"returned from bpsh_target:f/1 -> 400">>,
+                  <<"call bpsh_target:g(300)">>,
+                  <<"call bpsh_target:h(300)">>],
+                 [what(L) || L <- event_lines(Cap)]),
     wait_no_session().
 
 %% Elixir syntax: ":lists.reverse/1" (an Erlang module), and an Elixir

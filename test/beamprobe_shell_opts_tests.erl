@@ -133,6 +133,16 @@ shell_fun_forms_test() ->
     G = shell_fun("fun(_) -> message(caller()) end"),
     ?assertMatch({ok, #{mfa := {lists, seq, '_'}, actions := [caller]}},
                  ?P({lists, seq, G})),
+    %% recon's `{M, '_', fun([X]) -> ... end}': every function of M (the
+    %% heads match those of arity 1); {M, '_', 1} is no trace pattern, and
+    %% was refused as {bad_option, calls, {lists, '_', 1}}.
+    One = shell_fun("fun([X]) when X > 1 -> return_trace() end"),
+    ?assertMatch({ok, #{mfa := {lists, '_', '_'},
+                        match_spec := [{['$1'], [{'>', '$1', 1}],
+                                        [{return_trace}]}]}},
+                 ?P({lists, '_', One})),
+    ?assertMatch({ok, #{mfa := {lists, '_', '_'}}},
+                 ?P({lists, '_', [{['_', '_'], [], []}]})),
     %% Not a match spec: refused in words.
     H = shell_fun("fun([X]) -> lists:reverse(X) end"),
     ?assertMatch({error, "the fun is not a match specification" ++ _},
