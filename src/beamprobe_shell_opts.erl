@@ -83,6 +83,7 @@ translate([{K, V} | T], Acc) ->
 opt(K, V) when K =:= procs; K =:= pid ->
     case procs(V) of
         {ok, P} -> {set, [{procs, P}]};
+        {unsupported, Hint} -> {unsupported, Hint};
         error -> bad
     end;
 opt(K, V) when K =:= time; K =:= timeout ->
@@ -220,15 +221,31 @@ procs(L) when is_list(L) ->
         false ->
             case proper(L) of
                 true ->
-                    Ps = [one(X) || X <- L],
+                    Sets = [X || X <- L, X =:= all orelse X =:= new orelse
+                                             X =:= existing],
+                    Ps = [one(X) || X <- L, not lists:member(X, Sets)],
                     case lists:all(fun(R) -> R =/= error end, Ps) of
-                        true -> {ok, lists:append([X || {ok, X} <- Ps])};
+                        true -> mixed(lists:usort(Sets),
+                                      lists:append([X || {ok, X} <- Ps]));
                         false -> error
                     end;
                 false -> error
             end
     end;
 procs(X) -> one(X).
+
+%% recon's list of specs mixes processes and sets of them, as recon
+%% traces each: `[Pid, new]' is that process and every new one.  The
+%% listed processes exist: with `existing' or `all' they are in the set.
+mixed([], Pids) -> {ok, Pids};
+mixed([new], []) -> {ok, new};
+mixed([new], _) ->
+    {unsupported,
+     "beamprobe traces a list of processes, or all, new or existing ones, "
+     "not a list and new ones together: use procs => all (the listed "
+     "processes and every new one among them)"};
+mixed([existing], _) -> {ok, existing};
+mixed(_, _) -> {ok, all}.               % all, or existing and new
 
 one(P) when is_pid(P) -> {ok, [P]};
 one(N) when is_atom(N), N =/= all, N =/= new, N =/= existing,

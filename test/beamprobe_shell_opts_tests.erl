@@ -64,8 +64,23 @@ recon_pid_specs_test() ->
         global:unregister_name(bp_opts_test)
     end,
     [?assertEqual({error, {bad_option, pid, Bad}}, ?N([{pid, Bad}]))
-     || Bad <- [[], "<nope>", {global, bp_nobody_here}, 1.5, [all, new],
-                [self() | x]]].
+     || Bad <- [[], "<nope>", {global, bp_nobody_here}, 1.5,
+                [self() | x], [new, self(), 1.5]]].
+
+%% recon's lists mix processes and sets of them (its own doc:
+%% `[{pid, [{via, gproc, Name}, new]}]'), each traced: taken with that
+%% meaning, or refused naming the beamprobe way.  They were all
+%% {bad_option, pid, ...}, which names none.
+recon_mixed_pid_specs_test() ->
+    Me = self(),
+    [?assertEqual({Spec, {ok, #{procs => P}}}, {Spec, ?N([{pid, Spec}])})
+     || {Spec, P} <- [{[all, new], all}, {[Me, all], all},
+                      {[existing, new], all}, {[Me, existing], existing},
+                      {[new, new], new}]],
+    {error, {unsupported_option, pid, Hint}} = ?N([{pid, [Me, new]}]),
+    ?assertNotEqual(nomatch, string:find(Hint, "procs => all")),
+    ?assertMatch({error, {unsupported_option, procs, _}},
+                 ?N(#{procs => [code_server, new]})).
 
 refused_options_name_the_way_test() ->
     [begin
