@@ -379,7 +379,9 @@ calls(Pattern, LimitOrOpts) ->
 %% @doc {@link calls/2} with options, a map or a proplist; recon_trace's
 %% and redbug's names are accepted with their meaning, or refused with
 %% `{error, {unsupported_option, Name, Hint}}' naming the beamprobe way
-%% (the table is in docs/tutorial.md).
+%% (the table is in docs/tutorial.md).  Two names of one setting with
+%% different values (`time' and `timeout', `pid' and `procs') are
+%% `{error, {conflicting_options, Name1, Name2}}'.
 %%
 %% <ul>
 %% <li>`procs' (recon: `pid'): `all' (default), `new', `existing', a pid,
@@ -545,6 +547,10 @@ format_error({nif_not_loaded, Path, Why}) ->
 format_error({unsupported_option, Name, Hint}) ->
     lists:flatten(io_lib:format("option ~tp is not supported: ~ts",
                                 [Name, Hint]));
+format_error({conflicting_options, A, B}) ->
+    lists:flatten(io_lib:format("options ~tp and ~tp name the same setting "
+                                "with different values: give one of them",
+                                [A, B]));
 format_error(Reason) ->
     beamprobe_config:format_error(Reason).
 

@@ -68,11 +68,26 @@ first_of_each([{K, _} = P | T], Seen, Acc) ->
         false -> first_of_each(T, [K | Seen], [P | Acc])
     end.
 
-translate([], Acc) -> {ok, Acc};
-translate([{K, V} | T], Acc) ->
+%% Two names of one beamprobe option (recon's `pid' and redbug's `procs',
+%% `time' and `timeout', `args' and `print_depth' or `arity') that say
+%% different things are refused: neither "the first wins" (a proplist)
+%% nor the order of a map's keys is what the user meant.
+translate(L, Acc) -> translate(L, Acc, #{}).
+
+translate([], Acc, _From) -> {ok, Acc};
+translate([{K, V} | T], Acc, From) ->
     case opt(K, V) of
-        {set, Pairs} -> translate(T, maps:merge(Acc, maps:from_list(Pairs)));
-        ignore -> translate(T, Acc);
+        {set, Pairs} ->
+            case [maps:get(BK, From) || {BK, BV} <- Pairs,
+                                        maps:is_key(BK, Acc),
+                                        maps:get(BK, Acc) =/= BV] of
+                [K0 | _] -> {error, {conflicting_options, K0, K}};
+                [] ->
+                    translate(T, maps:merge(Acc, maps:from_list(Pairs)),
+                              maps:merge(From, maps:from_list(
+                                                 [{BK, K} || {BK, _} <- Pairs])))
+            end;
+        ignore -> translate(T, Acc, From);
         bad -> {error, {bad_option, K, V}};
         {unsupported, Hint} -> {error, {unsupported_option, K, Hint}};
         unknown -> {error, {unknown_option, K}}

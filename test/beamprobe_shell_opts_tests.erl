@@ -32,6 +32,27 @@ first_of_a_key_wins_test() ->
     ?assertEqual({ok, #{time => 100}}, ?N([{time, 100}, {time, 200}])),
     ?assertEqual({ok, #{time => 100}}, ?N([{timeout, 100}])).
 
+%% Two names of one setting with different values are refused, map or
+%% proplist: they were resolved silently, the later of the proplist or the
+%% last in the map's key order winning ([{time, 1000}, {timeout, 5000}]
+%% traced 5 s, against "the first of a key wins").  The same value twice
+%% is fine.
+aliases_that_disagree_test() ->
+    [?assertMatch({O, {error, {conflicting_options, _, _}}}, {O, ?N(O)})
+     || O <- [[{time, 1000}, {timeout, 5000}],
+              #{time => 1000, timeout => 5000},
+              [{arity, false}, {args, arity}],
+              #{args => arity, arity => false},
+              [{args, 3}, {print_depth, 10}],
+              [{pid, all}, {procs, new}]]],
+    ?assertEqual({error, {conflicting_options, time, timeout}},
+                 ?N([{time, 1000}, {timeout, 5000}])),
+    ?assertEqual({ok, #{time => 1000}}, ?N([{time, 1000}, {timeout, 1000}])),
+    ?assertEqual({ok, #{args => 64}}, ?N([{args, 64}, {print_depth, 999999}])),
+    ?assertNotEqual(nomatch, string:find(beamprobe:format_error(
+                                           {conflicting_options, time,
+                                            timeout}), "timeout")).
+
 %% An io server that is not there (a name nobody has, a dead pid) is a bad
 %% option, not a trace whose every line is lost.
 io_server_there_test() ->
