@@ -106,10 +106,9 @@ reap(Handler, Timeout) ->
 init_it(Parent, Mod, Arg) ->
     %% beamprobe never traces itself: a handler spawned while the hub
     %% traces new processes drops the flags it got (beamprobe_janitor).
-    _ = (catch erlang:trace(self(), false,
-                            [all, beamprobe_janitor:tracer()])),
-    process_flag(message_queue_data, off_heap),
     _ = process_flag(sensitive, true), % no trace events of it (see beamprobe_shell.erl)
+    ok = beamprobe_janitor:untrace_self(),
+    process_flag(message_queue_data, off_heap),
     try Mod:init(Arg) of
         {ok, St} ->
             proc_lib:init_ack(Parent, {ok, self()}),

@@ -34,7 +34,8 @@
 -module(beamprobe_janitor).
 -behaviour(gen_server).
 
--export([start_link/0, join/2, leave/2, sessions/0, tracer/0, installed/1,
+-export([start_link/0, join/2, leave/2, sessions/0, tracer/0, untrace_self/0,
+         installed/1,
          others_patterns/1, others_patterns/2, installed_specs/2, add_own/2,
          installed_msg/1, msg_state/1]).
 -export([init/1, handle_continue/2, handle_call/3, handle_cast/2,
@@ -84,6 +85,22 @@ start_link() ->
 %% @doc The tracer of every process beamprobe traces.
 -spec tracer() -> {tracer, beamprobe_nif, beamprobe_hub}.
 tracer() -> ?TRACER.
+
+%% @doc Drops the calling process's trace flags if beamprobe's tracer set
+%% them (a beamprobe process spawned while a session traces new
+%% processes); flags of another tool's tracer are left to it.  Turning
+%% them off naming our tracer would be refused for such a process and
+%% logged by the VM ("can only have one tracer per process").  The
+%% caller is sensitive (process_flag/2) first: the answer of
+%% erlang:trace_info/2 is a message, which is no trace event then.
+-spec untrace_self() -> ok.
+untrace_self() ->
+    case catch erlang:trace_info(self(), tracer) of
+        {tracer, {beamprobe_nif, ?HUB}} ->
+            _ = (catch erlang:trace(self(), false, [all, ?TRACER])),
+            ok;
+        _ -> ok
+    end.
 
 %% @doc Installs what `Session' asks for (`Spec') next to the other live
 %% sessions, atomically: on success the session records its events from

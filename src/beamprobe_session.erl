@@ -58,8 +58,7 @@ init({Owner, Config}) ->
     _ = process_flag(sensitive, true), % no trace events of it (see beamprobe_shell.erl)
     %% beamprobe never traces itself: a session process spawned while
     %% another session traces new processes drops the hub's flags.
-    _ = (catch erlang:trace(self(), false,
-                            [all, beamprobe_janitor:tracer()])),
+    ok = beamprobe_janitor:untrace_self(),
     {ok, #st{owner = Owner, monitor = monitor(process, Owner),
              config = Config,
              started = erlang:monotonic_time(millisecond)}}.

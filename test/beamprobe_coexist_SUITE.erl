@@ -21,7 +21,10 @@
 -export([dbg_procs_skipped/1, dbg_pattern_left/1, listed_procs_skipped/1,
          nothing_left/1, force_takes_over/1, recon_coexists/1,
          redbug_coexists/1, shell_note/1, shell_next_to_dbg/1,
-         own_guard_not_relied/1, msg_pattern_left/1, msg_pattern_shared/1]).
+         own_guard_not_relied/1, msg_pattern_left/1, msg_pattern_shared/1,
+         new_procs_of_other_no_error_report/1]).
+%% logger handler (new_procs_of_other_no_error_report)
+-export([log/2]).
 
 -define(W, beamprobe_workload).
 -define(L, beamprobe_test_lib).
@@ -34,7 +37,8 @@ all() ->
     [dbg_procs_skipped, dbg_pattern_left, listed_procs_skipped,
      nothing_left, force_takes_over, recon_coexists, redbug_coexists,
      shell_note, shell_next_to_dbg, own_guard_not_relied,
-     msg_pattern_left, msg_pattern_shared].
+     msg_pattern_left, msg_pattern_shared,
+     new_procs_of_other_no_error_report].
 
 init_per_suite(Config) ->
     beamprobe_coexist_lib:init_suite(Config).
@@ -374,6 +378,58 @@ shell_next_to_dbg(_Config) ->
     ?assertEqual(nomatch, binary:match(Text, <<"skipped">>)),
     ?assertEqual(nomatch, binary:match(Text, <<"another tool">>)),
     beamprobe:clear().
+
+%% Another tool traces new processes (recon_trace:calls/3 and dbg:p(all,
+%% c) do): the session and printer processes a shell trace spawns start
+%% traced by it.  Each dropped its flags naming beamprobe's tracer, which
+%% the VM refuses for a process another tracer holds, and logs: two
+%% "can only have one tracer per process" error reports on the node at
+%% every beamprobe:calls/2 next to recon_trace (found running one beside
+%% the other).  Now nothing is logged, and the other tool keeps what it
+%% holds.
+new_procs_of_other_no_error_report(_Config) ->
+    T = ?SH:load_src(?SH:target_src()),
+    Io = ?SH:cap(),
+    _ = dbg_collector(),
+    {ok, _} = dbg:p(new, [c]),
+    ok = logger:add_handler(bp_coexist_capture, ?MODULE,
+                            #{config => #{pid => self()}}),
+    try
+        1 = beamprobe:calls({T, f, 1}, 5, #{io_server => Io}),
+        ok = T:loop(f, 1, 5),
+        _ = ?L:wait_until(fun() -> count(?SH:cap_text(Io),
+                                         <<"call bpsh_target:f(">>) >= 5
+                          end, 3000),
+        ok = beamprobe:clear(),
+        %% (a report is sent from the VM at once; a second later it has
+        %% been handled)
+        timer:sleep(1000),
+        Reports = flush_logged([]),
+        ct:log("logged: ~p", [Reports]),
+        ?assertEqual([], [R || R <- Reports,
+                               string:find(R, "one tracer") =/= nomatch]),
+        %% dbg's default for new processes is still dbg's.
+        {ok, DbgTracer} = dbg:get_tracer(),
+        P = spawn(fun() -> receive stop -> ok end end),
+        ?assertEqual({tracer, DbgTracer}, erlang:trace_info(P, tracer)),
+        P ! stop
+    after
+        logger:remove_handler(bp_coexist_capture)
+    end.
+
+%% logger handler: every event to the test process, as text.
+log(#{msg := Msg}, #{config := #{pid := Pid}}) ->
+    Text = case Msg of
+               {string, S} -> S;
+               {report, R} -> io_lib:format("~tp", [R]);
+               {F, A} -> io_lib:format(F, A)
+           end,
+    Pid ! {bp_logged, lists:flatten(io_lib:format("~ts", [Text]))}.
+
+flush_logged(Acc) ->
+    receive {bp_logged, T} -> flush_logged([T | Acc])
+    after 0 -> lists:reverse(Acc)
+    end.
 
 %%% ------------------------------------------------------------------------
 %%% Helpers
