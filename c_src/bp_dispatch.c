@@ -284,8 +284,10 @@ static ERL_NIF_TERM hub_call(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 				&bp_hub.members[wd * 64 + b],
 				memory_order_acquire);
 			live[wd] &= live[wd] - 1;
+			/* (A meta member's processes are all but those it
+			 * excludes: `exclude', beamprobe_janitor.erl.) */
 			if (!m || !(m->kinds & kind) ||
-			    (!meta && !bp_hub_includes(m, key)))
+			    !bp_hub_includes(m, key))
 				continue;
 			if (!is_ret_to &&
 			    (routed ? !(route[wd] & (1ull << b))

@@ -137,6 +137,7 @@ defmodule Beamprobe do
     * `:calls` - `[{module, function, arity}]` or `[{{m, f, a}, match_spec}]`.
     * `:messages` - `[{:send, true}, {:receive, true}]`.
     * `:procs` - `:all` (default), `:new`, `:existing` or a list of pids/names.
+    * `:exclude` - pids/names this session does not record (others may).
     * `:return`, `:exceptions`, `:return_to` - booleans (default false).
     * `:events` - `[:procs, :running, :gc, :ports, ...]`.
     * `:output` - `{:file, dir}`, `{:handler, module, arg}`, `:lttng`,

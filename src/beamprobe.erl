@@ -53,6 +53,7 @@
 
 -type spec() ::
         #{procs => all | new | existing | [pid() | atom()],  % all
+          exclude => [pid() | atom()],   % []: processes not recorded
           calls => [mfa_pattern() | {mfa_pattern(), true | list()}], % []
           messages => [{send | 'receive', true | list()}], % []
           return => boolean(),           % false: return_from events
@@ -101,6 +102,11 @@
 %% return, never on a loop function: per pattern, with a match spec such
 %% as `{{M, F, A}, [{'_', [], [{exception_trace}]}]}' (its events are
 %% recorded whatever `return' and `exceptions' say).
+%%
+%% `exclude' names processes (pids or registered names, alive now) this
+%% session does not record, whatever `procs' says; other sessions on the
+%% same processes still record them (a shell trace leaves out the io
+%% server it prints to this way: its own output would feed it).
 %%
 %% `monitor' writes the VM's system monitor reports as `monitor' events
 %% (the one system monitor of the node is shared by the sessions:

@@ -14,6 +14,7 @@
 -export_type([config/0]).
 
 -type config() :: #{procs := all | new | existing | [pid()],
+                    exclude := [pid()],
                     calls := [mfa_pat() | {mfa_pat(), true | list()}],
                     return := boolean(),
                     exceptions := boolean(),
@@ -52,7 +53,7 @@
 -type mfa_pat() :: {module() | '_', atom() | '_', arity() | '_'}.
 -type event() :: call | send | 'receive' | procs | running | gc | ports.
 
--define(KEYS, [procs, calls, return, exceptions, return_to, events, output,
+-define(KEYS, [procs, exclude, calls, return, exceptions, return_to, events, output,
                args, capture, buffer, overflow, limits, force, on_rate,
                meta, messages, tag, on_tamper, monitor, sample]).
 -define(EVENTS, [call, send, 'receive', procs, running, gc, ports]).
@@ -73,6 +74,7 @@
 -spec defaults() -> map().
 defaults() ->
     #{procs => all,
+      exclude => [],
       calls => [],
       %% Off unless asked: return/exception tracing makes a traced
       %% tail-recursive loop (every gen_server) grow its stack.
@@ -107,7 +109,7 @@ validate(Spec) ->
     {error, {bad_spec, Spec, "a map is expected"}}.
 
 check(S) ->
-    Steps = [fun force/1, fun on_tamper/1, fun procs/1, fun calls/1, fun bools/1,
+    Steps = [fun force/1, fun on_tamper/1, fun procs/1, fun exclude/1, fun calls/1, fun bools/1,
              fun events/1, fun args/1, fun capture/1, fun buffer/1,
              fun overflow/1, fun limits/1, fun on_rate/1, fun output/1,
              fun meta/1, fun messages/1, fun actions/1, fun vm/1,
@@ -158,6 +160,16 @@ procs(#{procs := L} = S) when is_list(L), L =/= [] ->
         {error, _} = E -> E
     end;
 procs(#{procs := P}) -> bad(procs, P).
+
+%% Processes the session does not record, whatever `procs' says: pids or
+%% registered names of live local processes, resolved now.
+exclude(#{exclude := []} = S) -> {ok, S};
+exclude(#{exclude := L} = S) when is_list(L) ->
+    case resolve_procs(exclude, L, L, []) of
+        {ok, Pids} -> {ok, S#{exclude := lists:usort(Pids)}};
+        {error, _} = E -> E
+    end;
+exclude(#{exclude := X}) -> bad(exclude, X).
 
 %% Key names the option in errors; All is the whole list (reported when it
 %% is improper).
@@ -585,7 +597,14 @@ messages(L, #{events := Ev} = S) ->
     Bad = [X || X <- L, not is_message_pattern(X)],
     Missing = [K || {K, _} <- L, not lists:member(K, Ev)],
     case {Bad, Missing} of
-        {[], []} -> {ok, S};
+        %% A pattern that takes every message as it is (the shell's
+        %% "'receive'" is [{['_', '_', '_'], [], []}]) is `true', the
+        %% VM's own: it does not conflict with a session recording the
+        %% same messages without a pattern, nor filter another tool's.
+        {[], []} -> {ok, S#{messages := [case takes_all(X) of
+                                             true -> {K, true};
+                                             false -> X
+                                         end || {K, _} = X <- L]}};
         {[X | _], _} -> bad(messages, X);
         {[], [K | _]} ->
             {error, {bad_option, messages,
@@ -593,6 +612,11 @@ messages(L, #{events := Ev} = S) ->
                                      "a ~p pattern needs events => [~p]",
                                      [K, K]))}}
     end.
+
+takes_all({_, [{'_', [], []}]}) -> true;
+takes_all({_, [{H, [], []}]}) when is_list(H) ->
+    lists:all(fun(X) -> X =:= '_' end, H);
+takes_all(_) -> false.
 
 is_message_pattern({K, MS}) when K =:= send; K =:= 'receive' ->
     MS =:= true orelse proper(MS);

@@ -48,6 +48,7 @@
 -type spec() :: #{res := beamprobe_nif:session(),
                   meta := boolean(),
                   procs := procs(),
+                  exclude => [pid()],
                   flags := [atom()],
                   arity := boolean(),
                   ports := boolean(),
@@ -378,12 +379,23 @@ add_member(#{res := Res, procs := Procs0, kinds := Kinds,
                    existing -> maps:from_keys(Set, []);
                    _ -> undefined
                end,
-    case beamprobe_nif:hub_add(Res, #{kinds => Kinds, procs => Mode,
-                                      pids => Set, calls => Pats}) of
+    {HubMode, HubSet} = excluding(Mode, Set, maps:get(exclude, E, [])),
+    case beamprobe_nif:hub_add(Res, #{kinds => Kinds, procs => HubMode,
+                                      pids => HubSet, calls => Pats}) of
         {ok, N} -> {ok, E#{member => N, snapshot => Snapshot}};
         {error, hub_full} -> {error, {too_many_sessions, 256}};
         {error, R} -> {error, R}
     end.
+
+%% The member's processes without the excluded ones (`exclude'): only
+%% the member's routing changes; flags stay as the processes' sessions
+%% need them (the excluded processes' events go to the other sessions
+%% that record them).  The hub's `new' mode is "every process not in the
+%% set", so `all' but some is `new' with them as the set.
+excluding(Mode, Set, []) -> {Mode, Set};
+excluding(all, [], Ex) -> {new, Ex};
+excluding(new, Set, Ex) -> {new, Set ++ Ex};
+excluding(Mode, Set, Ex) -> {Mode, Set -- Ex}.       % list, existing
 
 install(#{calls := Calls, meta := Meta} = E, St) ->
     case desired(St, Meta) of
@@ -517,8 +529,9 @@ conflict(A, B) ->
          || {K, Bit} <- [{send, ?K_SEND}, {'receive', ?K_RECEIVE}],
             maps:get(kinds, A) band Bit =/= 0,
             maps:get(kinds, B) band Bit =/= 0,
-            proplists:get_value(K, maps:get(msgs, A)) =/=
-                proplists:get_value(K, maps:get(msgs, B))].
+            %% (No pattern is the VM's `true'.)
+            proplists:get_value(K, maps:get(msgs, A), true) =/=
+                proplists:get_value(K, maps:get(msgs, B), true)].
 
 %%% ------------------------------------------------------------------------
 %%% Trace flags

@@ -382,6 +382,7 @@ join(#st{config = C, res = Res, handlers = Hs} = St) ->
                    end),
     Procs = procs(C),
     Spec = #{res => Res, meta => Meta, procs => Procs,
+             exclude => maps:get(exclude, C),
              flags => PFlags -- [arity],
              arity => lists:member(arity, PFlags),
              ports => lists:member(ports, maps:get(events, C)),

@@ -200,6 +200,9 @@ start_limited(Base, Limit, Opts) ->
                        false -> #{capture => #{depth => maps:get(args, Opts, 4)}}
                    end,
             Spec0 = Base#{procs => Procs,
+                          %% The printer's own output is no event of its
+                          %% trace (it would feed on itself).
+                          exclude => io_chain(Io),
                           meta => Procs =:= all andalso not ReturnTo andalso
                                   maps:get(events, Base) =:= [],
                           %% The patterns carry their own actions; record
@@ -242,6 +245,27 @@ start_limited(Base, Limit, Opts) ->
                     bad_limit(Limit);
                 {error, _} = E -> E
             end
+    end.
+
+%% The local processes a line printed to Io passes through: the io
+%% server, and the terminal driver (user_drv) behind a shell's group
+%% process.  A trace of every process's messages (or of the io
+%% server's calls) would otherwise record each printed line, whose
+%% printing is recorded again: `messages("'receive'", {5, 1000})' filled
+%% every rate window with its own io_request and io_reply messages.  A
+%% remote io server (a remote shell's) is no such loop.
+io_chain(Io) ->
+    Local = fun(P) -> is_pid(P) andalso node(P) =:= node() andalso
+                          is_process_alive(P) end,
+    IoPid = case Io of
+                P when is_pid(P) -> P;
+                N when is_atom(N) -> whereis(N);
+                _ -> undefined
+            end,
+    case Local(IoPid) of
+        true -> lists:usort([IoPid | [D || D <- [whereis(user_drv)],
+                                           Local(D)]]);
+        false -> []
     end.
 
 %% recon_trace:calls/2 clears the previous trace: a new trace of a shell

@@ -75,6 +75,13 @@ start_table(Dir) ->
           {[Remote], {remote_process, Remote}},
           {[no_such_registered_name], {no_such_process, no_such_registered_name}},
           {huge(), {bad_option, procs, 1}}]},
+     {exclude, [(V(exclude))(X) || X <- [everything, 42, <<"all">>,
+                                          improper([Self]), {Self}, 1.5,
+                                          deep()]]
+      ++ [{[Self, 42], {bad_option, exclude, 42}},
+          {[Dead], {dead_process, Dead}},
+          {[Remote], {remote_process, Remote}},
+          {[no_such_registered_name], {no_such_process, no_such_registered_name}}]},
      {calls, [(V(calls))(X) || X <- [?MFA, lists, <<"lists:seq/2">>,
                                       improper([?MFA]), 1.5, deep()]]
       ++ [{[{lists, seq, -1}], {bad_option, calls, {lists, seq, -1}}},

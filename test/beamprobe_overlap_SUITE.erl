@@ -16,7 +16,7 @@
          reload_with_overlaps/1, random_sessions_under_load/1, next_to_dbg/1,
          cannot_combine/1, message_pattern_conflict/1,
          distinct_functions_same_procs/1, killed_session_cleaned/1,
-         busy_janitor_not_another_tool/1]).
+         busy_janitor_not_another_tool/1, exclude_per_session/1]).
 -export([prober/0]).
 
 -define(L, beamprobe_test_lib).
@@ -26,6 +26,7 @@ all() ->
     [issue_example, different_renderings, returns_exact,
      returns_deep_recursion,
      distinct_functions_same_procs, busy_janitor_not_another_tool,
+     exclude_per_session,
      cannot_combine,
      message_pattern_conflict, killed_session_cleaned, ports_and_own,
      meta_next_to_hub, janitor_and_session_killed, reload_with_overlaps,
@@ -342,6 +343,45 @@ busy_janitor_not_another_tool(Config) ->
     Starter ! stop,
     P ! stop,
     Sink ! stop.
+
+%% `exclude': a session does not record the excluded processes, whatever
+%% its `procs' (all, a list, new; a meta session's calls too), while
+%% another session on the same processes still records them; bad values
+%% are refused.
+exclude_per_session(Config) ->
+    P1 = start_prober(),
+    P2 = start_prober(),
+    Sink = sink(),
+    Dirs = [?L:dir(Config, N) || N <- ["all", "ex_all", "ex_list", "ex_meta"]],
+    [DA, DX, DL, DM] = Dirs,
+    SA = ?L:start(#{calls => [{?W, tick, 1}], output => {file, DA}}),
+    SX = ?L:start(#{calls => [{?W, tick, 1}], exclude => [P1],
+                    output => {file, DX}}),
+    SL = ?L:start(#{calls => [{?W, tick, 1}], procs => [P1, P2],
+                    exclude => [P2], output => {file, DL}}),
+    SM = ?L:start(#{calls => [{?W, tick, 1}], meta => true, exclude => [P2],
+                    output => {file, DM}}),
+    ok = probe(P1, 3, 0, Sink),
+    ok = probe(P2, 4, 0, Sink),
+    _ = [?L:stop(S) || S <- [SA, SX, SL, SM]],
+    [P1T, P2T] = [list_to_binary(pid_to_list(P)) || P <- [P1, P2]],
+    Who = fun(D) -> lists:usort([Pid || {<<"call">>, Pid, _} <- norm_events(D)]) end,
+    ?assertEqual([P1T, P2T], Who(DA) -- [list_to_binary(pid_to_list(self()))]),
+    ?assertEqual([P2T], Who(DX) -- [list_to_binary(pid_to_list(self()))]),
+    ?assertEqual([P1T], Who(DL)),
+    ?assertEqual([P1T], Who(DM) -- [list_to_binary(pid_to_list(self()))]),
+    ?assertEqual([1, 1, 2, 2, 3, 3, 4], lists:sort(tick_args(norm_events(DA)))),
+    Dead = spawn(fun() -> ok end),
+    timer:sleep(50),
+    ?assertMatch({error, {dead_process, Dead}},
+                 beamprobe:start(#{calls => [{?W, tick, 1}], exclude => [Dead]})),
+    ?assertMatch({error, {bad_option, exclude, _}},
+                 beamprobe:start(#{calls => [{?W, tick, 1}], exclude => foo})),
+    ?assertMatch({error, {no_such_process, bp_no_such_name}},
+                 beamprobe:start(#{calls => [{?W, tick, 1}],
+                                   exclude => [bp_no_such_name]})),
+    assert_nothing_left([{?W, tick, 1}]),
+    [X ! stop || X <- [P1, P2, Sink]].
 
 %% What cannot be combined is refused with a reason, and nothing of the
 %% refused session stays installed: an action with effects beyond the

@@ -13,6 +13,7 @@
 -include_lib("common_test/include/ct.hrl").
 -include_lib("stdlib/include/assert.hrl").
 
+-export([own_output_not_traced/1]).
 -export([all/0, groups/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([own_work_not_traced/1, count_limit/1, count_limit_exact/1, count_whole_module/1,
@@ -45,7 +46,7 @@ suite() -> [{timetrap, {seconds, 60}}].
 
 all() ->
     [{group, limits}, {group, patterns}, bad_inputs, format_errors,
-     own_work_not_traced].
+     own_work_not_traced, own_output_not_traced].
 
 groups() ->
     [{limits, [], [count_limit, count_limit_exact, count_whole_module,
@@ -641,3 +642,37 @@ own_work_not_traced(_Config) ->
     ?assert(lists:any(fun(L) -> pid_of(L) =:= Me andalso
                                     binary:match(L, <<"[my,own,call]">>) =/= nomatch
                       end, Events)).
+
+%% A message trace of every process does not record the printing of its
+%% own lines: the io server it prints to is left out of it (the old
+%% shell session recorded each line's io_request to the io server, whose
+%% printing it recorded again, until the limit: here 30 lines of
+%% "received {io_request,...}" and no room for the messages asked for).
+%% The io server's own messages still reach a session that is not
+%% printing to it.
+own_output_not_traced(Config) ->
+    Cap = cap(),
+    CapT = list_to_binary(pid_to_list(Cap)),
+    Sink = spawn(fun Loop() -> receive stop -> ok; _ -> Loop() end end),
+    SinkT = list_to_binary(pid_to_list(Sink)),
+    Dir = beamprobe_test_lib:dir(Config, "file"),
+    {ok, F} = beamprobe:start(#{events => ['receive'], procs => [Cap],
+                                output => {file, Dir}}),
+    1 = beamprobe:messages("'receive'", 30, #{io_server => Cap, time => 5000}),
+    [begin Sink ! {hello, I}, timer:sleep(50) end || I <- lists:seq(1, 5)],
+    timer:sleep(300),
+    ok = beamprobe:clear(),
+    {ok, _} = beamprobe:stop(F),
+    Lines = event_lines(Cap),
+    ct:log("~s", [cap_text(Cap)]),
+    ?assertEqual([], [L || L <- Lines, pid_of(L) =:= CapT]),
+    ?assertEqual([<<"received {hello,", (integer_to_binary(I))/binary, "}">>
+                  || I <- lists:seq(1, 5)],
+                 [what(L) || L <- Lines, pid_of(L) =:= SinkT]),
+    %% The file session on the io server recorded its io requests.
+    IoReqs = [E || E <- beamprobe_test_lib:trace(Dir),
+                   binary:match(iolist_to_binary(io_lib:format("~p", [E])),
+                                <<"io_request">>) =/= nomatch],
+    ?assert(length(IoReqs) >= 5),
+    Sink ! stop,
+    wait_no_session().
