@@ -29,7 +29,7 @@
 -module(beamprobe_gate).
 -behaviour(gen_server).
 
--export([start_link/0, check/0, state/0]).
+-export([start_link/0, open/0, check/0, state/0]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -define(FLAG, beamprobe_gate_flag).
@@ -49,6 +49,17 @@ start_link() ->
 -spec check() -> boolean().
 check() ->
     try gen_server:call(?MODULE, check, 10000)
+    catch exit:_ -> true
+    end.
+
+%% @doc Sets the flag `true' now: a session is about to be installed.
+%% The flag module is loaded before the session traces anything (loaded
+%% by check/0 after, the code server's and the code purger's messages
+%% were the first events of a session recording every process's
+%% messages); if the session does not start, the poll turns it off.
+-spec open() -> boolean().
+open() ->
+    try gen_server:call(?MODULE, open, 10000)
     catch exit:_ -> true
     end.
 
@@ -74,6 +85,9 @@ init([]) ->
           {reply, term(), #st{}}.
 handle_call(check, _From, St) ->
     St1 = set(wanted(), St),
+    {reply, St1#st.flag, St1};
+handle_call(open, _From, St) ->
+    St1 = set(true, St),
     {reply, St1#st.flag, St1};
 handle_call(state, _From, #st{flag = F, loads = L} = St) ->
     {reply, {ok, #{flag => F, wanted => wanted(), loads => L}}, St};

@@ -67,6 +67,8 @@ init({Owner, Config}) ->
 -spec handle_call(term(), gen_server:from(), #st{}) ->
           {reply, term(), #st{}} | {stop, normal, term(), #st{}}.
 handle_call(install, _From, St) ->
+    %% The annotation gate opened first: its code loading is not traced.
+    _ = beamprobe_gate:open(),
     case install(St) of
         {ok, St1} ->
             %% Annotations reach the NIF from now on (the gate,

@@ -13,7 +13,7 @@
 -include_lib("common_test/include/ct.hrl").
 -include_lib("stdlib/include/assert.hrl").
 
--export([own_output_not_traced/1]).
+-export([own_output_not_traced/1, gate_load_not_traced/1]).
 -export([all/0, groups/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([own_work_not_traced/1, count_limit/1, count_limit_exact/1, count_whole_module/1,
@@ -46,7 +46,7 @@ suite() -> [{timetrap, {seconds, 60}}].
 
 all() ->
     [{group, limits}, {group, patterns}, bad_inputs, format_errors,
-     own_work_not_traced, own_output_not_traced].
+     own_work_not_traced, own_output_not_traced, gate_load_not_traced].
 
 groups() ->
     [{limits, [], [count_limit, count_limit_exact, count_whole_module,
@@ -676,3 +676,28 @@ own_output_not_traced(Config) ->
     ?assert(length(IoReqs) >= 5),
     Sink ! stop,
     wait_no_session().
+
+%% Starting a session that records every process's messages does not
+%% record beamprobe's own code loading: the annotation gate's flag module
+%% is loaded before the session is installed (it was loaded after, and
+%% the first events of such a session were the code server and the code
+%% purger receiving beamprobe_gate_flag's load and purge).
+gate_load_not_traced(Config) ->
+    wait_until_gate_closed(60),
+    Dir = beamprobe_test_lib:dir(Config, "gate"),
+    {ok, S} = beamprobe:start(#{events => ['receive', send],
+                                output => {file, Dir}}),
+    timer:sleep(200),
+    {ok, _} = beamprobe:stop(S),
+    Gate = [E || E <- beamprobe_test_lib:trace(Dir),
+                 binary:match(iolist_to_binary(io_lib:format("~p", [E])),
+                              <<"beamprobe_gate_flag">>) =/= nomatch],
+    ?assertEqual([], Gate).
+
+%% The gate's flag is off once no session ran for its poll period.
+wait_until_gate_closed(0) -> ct:fail(gate_still_open);
+wait_until_gate_closed(N) ->
+    case beamprobe_gate:state() of
+        {ok, #{flag := false}} -> ok;
+        _ -> timer:sleep(100), wait_until_gate_closed(N - 1)
+    end.
