@@ -60,8 +60,9 @@
 -define(MIN_BUFFER, 16384).
 -define(MAX_BUFFER, 1 bsl 32).
 -define(MAX_U64, 16#FFFFFFFFFFFFFFFF).
-%% erlang:send_after/3 takes at most 2^32 - 1 ms.
--define(MAX_SECONDS, 4294967).
+%% erlang:send_after/3 takes at most 2^32 - 1 ms: 4294967.295 s (the shell's
+%% time => 4294967295 ms; its timer is round(Seconds * 1000) ms).
+-define(MAX_SECONDS, 4294967.295).
 %% The NIF keeps a rate window in ns in 64 bits.
 -define(MAX_RATE_MS, 1 bsl 32).
 %% The NIF's directory name buffer (c_src/bp_session.h), NUL included.

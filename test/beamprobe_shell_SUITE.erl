@@ -19,7 +19,7 @@
 -export([own_work_not_traced/1, count_limit/1, count_limit_exact/1, count_whole_module/1,
          rate_limit_burst/1, rate_limit_dropped_reported/1,
          rate_limit_windows/1, rate_limit_stop/1,
-         time_limit/1,
+         time_limit/1, time_limit_bounds/1,
          patterns_guards_actions/1, patterns_elixir/1,
          patterns_caller_stack/1, patterns_recon_module_fun/1,
          messages_pattern/1, messages_pattern_ports/1, procs_option/1,
@@ -51,7 +51,8 @@ all() ->
 groups() ->
     [{limits, [], [count_limit, count_limit_exact, count_whole_module,
                    rate_limit_burst, rate_limit_dropped_reported,
-                   rate_limit_windows, rate_limit_stop, time_limit]},
+                   rate_limit_windows, rate_limit_stop, time_limit,
+                   time_limit_bounds]},
      {patterns, [], [patterns_guards_actions, patterns_elixir,
                      patterns_caller_stack, patterns_recon_module_fun,
                      messages_pattern, messages_pattern_ports, procs_option,
@@ -286,6 +287,24 @@ time_limit(_Config) ->
          ?assert(no_pattern({?T, f, 1}))
      end || Limit <- [1000, {1000, 1000}]],
     ok.
+
+%% The time option takes every integer the tutorial's table promises,
+%% 1..4294967295 ms (erlang:send_after/3's limit): times above 4294967 s
+%% were refused by the session with its internal limit's name
+%% ({bad_option, {limits, seconds}, 4294967.295}), found by running the
+%% table's bounds.
+time_limit_bounds(_Config) ->
+    Cap = cap(),
+    [begin
+         ?assertEqual(1, beamprobe:calls("bpsh_target:f/1", 5,
+                                         #{io_server => Cap, time => Ms})),
+         ok = beamprobe:clear(),
+         wait_no_session()
+     end || Ms <- [4294967001, 4294967295]],
+    ?assertEqual({error, {bad_option, time, 4294967296}},
+                 beamprobe:calls("bpsh_target:f/1", 5,
+                                 #{io_server => Cap, time => 4294967296})),
+    ?assertEqual([], beamprobe:list()).
 
 %%% ------------------------------------------------------------------------
 %%% 4. Patterns
