@@ -346,11 +346,13 @@ dump(Session) ->
 %% ```
 %% 1> beamprobe:calls("lists:seq(A, B) when A > B -> return", 10).
 %% 1
-%% 12:00:01.123456 <0.90.0>(erlang:apply/2) call lists:seq(5, 1)
+%% 2> lists:seq(5, 4).
+%% []
+%% 12:00:01.123456 <0.90.0>(erlang:apply/2) call lists:seq(5, 4)
 %% 12:00:01.123470 <0.90.0>(erlang:apply/2) returned from lists:seq/2 -> []
-%% 2> beamprobe:calls({queue, in, 2}, 10).                % recon_trace's forms
-%% 3> beamprobe:calls({queue, in, fun([X, _]) when X > 1 -> return_trace() end}, 10).
-%% 4> beamprobe:calls("ets:lookup", [{time, 5000}, {msgs, 3}]).  % redbug's
+%% 3> beamprobe:calls({queue, in, 2}, 10).                % recon_trace's forms
+%% 4> beamprobe:calls({queue, in, fun([X, _]) when X > 1 -> return_trace() end}, 10).
+%% 5> beamprobe:calls("ets:lookup", [{time, 5000}, {msgs, 3}]).  % redbug's
 %% '''
 %% `Pattern': a string in redbug's syntax (`"m:f(X, _) when X > 1 ->
 %% return;caller_line"', see beamprobe_pattern) or Elixir's
