@@ -32,7 +32,7 @@
          cookie_file/1, connection_dropped/1, node_has_beamprobe/1,
          long_names/1, as_if_remote/1, two_at_once/1,
          orphan_agent_module/1, events_only/1, skipped_reported/1,
-         own_module_kept/1, force_option/1, nif_mapped_once/1]).
+         own_module_kept/1, force_option/1, refused_then_attach/1, nif_mapped_once/1]).
 
 -define(N, 500).
 
@@ -41,7 +41,7 @@ all() -> [traces_n_calls, prints_live, session_limit_ends,
           bad_cookie, no_such_node, cookie_file, connection_dropped,
           node_has_beamprobe, long_names, as_if_remote, two_at_once,
           orphan_agent_module, events_only, skipped_reported,
-          own_module_kept, force_option, nif_mapped_once, open_tmpdir,
+          own_module_kept, force_option, refused_then_attach, nif_mapped_once, open_tmpdir,
           unwritable_tmpdir].
 
 init_per_suite(Config) ->
@@ -512,6 +512,30 @@ force_option(Config) ->
     ?assertEqual(7, length([E || #{name := <<"call">>} = E <- Evs])),
     Holder ! stop,
     ok.
+
+%% A refused session (here a pattern on every module, without --force)
+%% waits for the agent to undo what attach brought, as profile does: it
+%% says "node left as it was", and an attach right after it is not refused
+%% as "another beamprobe attach or profile is active on this node (or one
+%% is still cleaning up)".  Before, attach exited at once and the next
+%% attach was refused (found by running the tutorial's section 20).
+refused_then_attach(Config) ->
+    Node = ?config(target, Config),
+    Before = snapshot(Node),
+    A = attach(Config, ["--seconds", "1", "-q", "-o", ?config(out, Config),
+                        short(Node), "_:_"]),
+    {2, Text} = wait_exit(A, 30000),
+    ct:log("refused attach said:~n~s", [Text]),
+    ?assertMatch({match, _}, re:run(Text, "use --force")),
+    ?assertMatch({match, _}, re:run(Text, "no session ran; node left as it was")),
+    Out = filename:join(?config(priv_dir, Config), "after_refused"),
+    B = attach(Config, ["--seconds", "1", "-q", "-o", Out, short(Node),
+                        "bp_attach_work:double/1"]),
+    {RcB, TextB} = wait_exit(B, 30000),
+    ct:log("next attach said:~n~s", [TextB]),
+    ?assertEqual(nomatch, re:run(TextB, "another beamprobe attach")),
+    ?assertEqual(0, RcB),
+    assert_clean(Node, Before, Config).
 
 %% The path of a node on another host: the NIF goes over distribution,
 %% the stream comes to this end's address of the connection (remote =>

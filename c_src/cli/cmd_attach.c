@@ -171,6 +171,29 @@ static void fill_start(ei_x_buff *x, const void *arg)
 	ei_x_encode_empty_list(x);
 }
 
+/* The session was refused (or failed) once the agent runs: it undoes
+ * what attach brought now, and we wait for its word (as profile does), so
+ * that the node is as it was when we exit and an attach right after this
+ * one is not refused as "another attach ... still cleaning up". */
+static void undo_refused(struct bp_attach *a)
+{
+	int done = 0;
+	uint64_t deadline = now_ms() + 15000;
+
+	if (!a->have_agent || a->fd < 0)
+		return;
+	bp_attach_send_stop(a);
+	while (!done && now_ms() < deadline) {
+		struct pollfd p = {a->fd, POLLIN, 0};
+		int n = poll(&p, 1, 200);
+		if (n < 0 && errno != EINTR)
+			return;
+		if (n > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) &&
+		    bp_attach_node_message(a, &done) < 0)
+			return;
+	}
+}
+
 static pid_t start_printer(const char *dir, int nodes)
 {
 	pid_t pid = fork();
@@ -531,8 +554,10 @@ int bp_cmd_attach(int argc, char **argv)
 	}
 	sa.ip = a.local_ip;
 	if (bp_attach_request(&a, fill_start, &sa, "cannot start the session",
-			      text, sizeof text) != 0)
+			      text, sizeof text) != 0) {
+		undo_refused(&a);
 		goto out;
+	}
 	fprintf(stderr, "beamprobe: attached to %s%s: %s; tracing for at most "
 			"%ld s, ^C to stop\n",
 		node, bring ? " (beamprobe brought in)" : "", text,
