@@ -18,6 +18,7 @@
 
 -export([all/0, groups/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
+-export([stats_untimed/1]).
 -export([loss_drop_newest/1, loss_drop_oldest/1, loss_overflow_stop/1,
          count_calls/1,
          owner_death/1, session_killed/1, stop_restores_all/1, stop_restores_pids/1,
@@ -53,7 +54,7 @@ groups() ->
      {limits, [], [limit_events, limit_seconds, limit_bytes,
                    capture_bounded]},
      {output, [], [dump_flight_recorder, dump_not_flight_recorder,
-                   file_modes]}].
+                   file_modes, stats_untimed]}].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -599,3 +600,44 @@ file_modes(Config) ->
      end || F <- Files],
     _ = trace(Dir),
     ?W:stop_worker(W).
+
+%% `bin/beamprobe stats' shows no call times for a trace recorded
+%% without return events (env returns = false): it showed each call as
+%% open until the trace's end, e.g. lists:seq/2 with a mean of 236 ms
+%% for calls of a few microseconds.  With return => true the times are
+%% measured.
+stats_untimed(Config) ->
+    DA = beamprobe_test_lib:dir(Config, "untimed"),
+    DB = beamprobe_test_lib:dir(Config, "timed"),
+    MFA = {beamprobe_workload, tick, 1},
+    {ok, A} = beamprobe:start(#{calls => [MFA], output => {file, DA}}),
+    {ok, B} = beamprobe:start(#{calls => [MFA], return => true,
+                                output => {file, DB}}),
+    [begin _ = beamprobe_workload:tick(I), timer:sleep(20) end
+     || I <- lists:seq(1, 5)],
+    {ok, _} = beamprobe:stop(A),
+    {ok, _} = beamprobe:stop(B),
+    Text = beamprobe_test_lib:cli_ok(["stats", "--sort", "total", DA]),
+    ct:log("~s", [Text]),
+    ?assertNotEqual(nomatch, binary:match(Text, <<"call times unknown">>)),
+    ?assertMatch({match, _},
+                 re:run(Text, "\n +5 +- +- +- +- +- +- +-  "
+                              "beamprobe_workload:tick/1\n")),
+    ?assertEqual(["unknown", "5", "None", "None", "None"],
+                 py(Config, beamprobe_test_lib:cli_ok(["stats", "--json", DA]))),
+    ["measured", "5", Total, Mean, "0"] =
+        py(Config, beamprobe_test_lib:cli_ok(["stats", "--json", DB])),
+    %% five calls of tick/1 take microseconds, not the trace's 100 ms
+    ?assert(list_to_integer(Total) > 0),
+    ?assert(list_to_integer(Mean) < 10000000).
+
+%% call_times, calls, total_ns, mean_ns and open of tick/1 in stats --json.
+py(Config, Json) ->
+    F = filename:join(?config(priv_dir, Config), "stats.json"),
+    ok = file:write_file(F, Json),
+    Out = os:cmd("python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); "
+                 "f=[x for x in d[\"functions\"] if x[\"function\"]"
+                 "==\"beamprobe_workload:tick/1\"][0]; "
+                 "print(d[\"call_times\"], f[\"calls\"], f[\"total_ns\"], "
+                 "f[\"mean_ns\"], f[\"open\"])' " ++ F),
+    string:lexemes(Out, " \n").

@@ -51,6 +51,9 @@ struct stats {
 	uint64_t annotations; /* beamprobe:annotate/1,2 events */
 	int oom;
 	enum sort_key sort;
+	/* The trace says no call can have a return event (env returns =
+	 * false): no call is known to end, so no call time is known. */
+	int untimed;
 };
 
 static struct fstat *fstat_of(struct stats *st, uint32_t func)
@@ -351,6 +354,28 @@ static void json_key(struct bp_out *o, const char *k, uint64_t v, int comma)
 	bp_out_u64(o, v);
 }
 
+/* A time key: null where the trace cannot know it (untimed). */
+static void json_time(struct bp_out *o, const struct stats *st, const char *k,
+		      uint64_t v)
+{
+	if (!st->untimed) {
+		json_key(o, k, v, 1);
+		return;
+	}
+	bp_out_str(o, ",\"");
+	bp_out_str(o, k);
+	bp_out_str(o, "\":null");
+}
+
+/* A time cell of the text table: "-" where the trace cannot know it. */
+static void time_cell(struct bp_out *o, const struct stats *st, uint64_t ns)
+{
+	if (st->untimed)
+		bp_out_pad(o, "-", 11, 1);
+	else
+		dur_cell(o, ns);
+}
+
 static void report_functions(struct stats *st, struct bp_out *o, int json,
 			     uint64_t top)
 {
@@ -380,9 +405,22 @@ static void report_functions(struct stats *st, struct bp_out *o, int json,
 	qsort(idx, n, sizeof *idx, cmp_funcs);
 	if (json) {
 		json_key(o, "total_calls", calls, 1);
-		json_key(o, "total_own_ns", own, 1);
-		json_key(o, "open_calls", open, 1);
+		json_time(o, st, "total_own_ns", own);
+		json_time(o, st, "open_calls", open);
+		bp_out_str(o, st->untimed ? ",\"call_times\":\"unknown\""
+					  : ",\"call_times\":\"measured\"");
 		bp_out_str(o, ",\"functions\":[");
+	} else if (st->untimed) {
+		bp_out_str(o, "Functions: ");
+		bp_out_u64(o, n);
+		bp_out_str(o, ", ");
+		bp_out_u64(o, calls);
+		bp_out_str(o, " calls; call times unknown: the trace has no "
+			      "return events (recorded without return or "
+			      "exceptions); sorted by calls");
+		bp_out_str(o, "\n     calls      total        own       mean"
+			      "        max        p50        p99   open  "
+			      "function\n");
 	} else {
 		bp_out_str(o, "Functions: ");
 		bp_out_u64(o, n);
@@ -412,24 +450,27 @@ static void report_functions(struct stats *st, struct bp_out *o, int json,
 			json_key(o, "returns", f->returns, 1);
 			json_key(o, "exceptions", f->exceptions, 1);
 			json_key(o, "unwound", f->unwound, 1);
-			json_key(o, "open", f->open, 1);
-			json_key(o, "total_ns", f->total, 1);
-			json_key(o, "own_ns", f->own, 1);
-			json_key(o, "mean_ns", mean(f), 1);
-			json_key(o, "max_ns", f->max, 1);
-			json_key(o, "p50_ns", quantile(f, 0.5), 1);
-			json_key(o, "p99_ns", quantile(f, 0.99), 1);
+			json_time(o, st, "open", f->open);
+			json_time(o, st, "total_ns", f->total);
+			json_time(o, st, "own_ns", f->own);
+			json_time(o, st, "mean_ns", mean(f));
+			json_time(o, st, "max_ns", f->max);
+			json_time(o, st, "p50_ns", quantile(f, 0.5));
+			json_time(o, st, "p99_ns", quantile(f, 0.99));
 			bp_out_char(o, '}');
 			continue;
 		}
 		bp_out_u64_w(o, f->calls, 10);
-		dur_cell(o, f->total);
-		dur_cell(o, f->own);
-		dur_cell(o, mean(f));
-		dur_cell(o, f->max);
-		dur_cell(o, quantile(f, 0.5));
-		dur_cell(o, quantile(f, 0.99));
-		bp_out_u64_w(o, f->open, 7);
+		time_cell(o, st, f->total);
+		time_cell(o, st, f->own);
+		time_cell(o, st, mean(f));
+		time_cell(o, st, f->max);
+		time_cell(o, st, quantile(f, 0.5));
+		time_cell(o, st, quantile(f, 0.99));
+		if (st->untimed)
+			bp_out_pad(o, "-", 7, 1);
+		else
+			bp_out_u64_w(o, f->open, 7);
 		bp_out_mem(o, "  ", 2);
 		bp_out_text(o, name, strlen(name));
 		bp_out_char(o, '\n');
@@ -714,6 +755,12 @@ int bp_cmd_stats(int argc, char **argv)
 		return bp_cli_usage("stats", "expected one trace directory");
 	if (bp_reader_open(&st.r, argv[optind], 0) != 0)
 		return BP_EXIT_DAMAGED;
+	{
+		/* Older traces do not say: their times are shown as before. */
+		const char *rs = bp_meta_env(&st.r.meta, "returns");
+		if ((st.untimed = rs && strcmp(rs, "false") == 0))
+			st.sort = S_CALLS; /* no time to sort by */
+	}
 	bp_model_init(&st.m, on_frame_end, &st);
 	bp_strtab_init(&st.texts);
 	consume(&st);
