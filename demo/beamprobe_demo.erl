@@ -12,10 +12,12 @@
 run([Dir, Seconds]) ->
     {ok, _} = start(),
     Workers = [spawn_link(?MODULE, work, [I, 0]) || I <- lists:seq(1, 4)],
-    %% Returns are traced only on functions that return: work/2 is a
-    %% loop, and return tracing would make it grow its stack forever.
+    %% Functions that return, with their returns (exception_trace): the
+    %% times of `stats' need both ends of a call.  Not work/2, a loop
+    %% that never returns: return tracing would make it grow its stack
+    %% forever, and a call without its return has no time.
     Ret = [{'_', [], [{exception_trace}]}],
-    {ok, S} = beamprobe:start(#{calls => [{?MODULE, '_', '_'},
+    {ok, S} = beamprobe:start(#{calls => [{{?MODULE, data, 0}, Ret},
                                           {{?MODULE, handle_call, 3}, Ret},
                                           {{?MODULE, handle_cast, 2}, Ret},
                                           {{lists, sort, 1}, Ret},
@@ -44,10 +46,14 @@ stop() -> gen_server:stop(?MODULE).
 work(Id, N) ->
     Key = lists:nth(rand:uniform(5), [apples, pears, plums, figs, kiwis]),
     _ = gen_server:call(?MODULE, {count, Key, Id}),
-    _ = lists:sort([rand:uniform(1000) || _ <- lists:seq(1, 50)]),
+    _ = lists:sort(data()),
     N rem 50 =:= 0 andalso gen_server:cast(?MODULE, {report, Id, N}),
     timer:sleep(rand:uniform(3)),
     work(Id, N + 1).
+
+%% @doc Fifty random numbers to sort.
+-spec data() -> [pos_integer()].
+data() -> [rand:uniform(1000) || _ <- lists:seq(1, 50)].
 
 %% @private
 -spec init([]) -> {ok, ets:tid()}.

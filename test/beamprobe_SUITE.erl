@@ -629,7 +629,22 @@ stats_untimed(Config) ->
         py(Config, beamprobe_test_lib:cli_ok(["stats", "--json", DB])),
     %% five calls of tick/1 take microseconds, not the trace's 100 ms
     ?assert(list_to_integer(Total) > 0),
-    ?assert(list_to_integer(Mean) < 10000000).
+    ?assert(list_to_integer(Mean) < 10000000),
+    %% The time profiles refuse the untimed trace, naming why; perfetto
+    %% shows its calls as instants ("i"), with no slice ("B"/"E").
+    [begin
+         {1, Err} = beamprobe_test_lib:cli(["export", "-F", F, DA]),
+         ?assertNotEqual(nomatch, binary:match(Err, <<"has no return events">>)),
+         {0, _} = beamprobe_test_lib:cli(["export", "-F", F, "-o",
+                                          filename:join(?config(priv_dir, Config), "x." ++ F), DB])
+     end || F <- ["folded", "callgrind", "speedscope"]],
+    Phs = fun(D) ->
+                  J = beamprobe_test_lib:cli_ok(["export", "-F", "perfetto", D]),
+                  lists:usort([Ph || [Ph] <- element(2, re:run(J, "\"ph\":\"(.)\"",
+                                                               [global, {capture, all_but_first, list}]))])
+          end,
+    ?assertEqual(["M", "i"], Phs(DA)),
+    ?assertEqual(["B", "E", "M"], Phs(DB)).
 
 %% call_times, calls, total_ns, mean_ns and open of tick/1 in stats --json.
 py(Config, Json) ->

@@ -59,6 +59,18 @@ int bp_cmd_export(int argc, char **argv)
 		return bp_cli_usage("export", "expected one trace directory");
 	if (bp_reader_open(&r, argv[optind], 0) != 0)
 		return BP_EXIT_DAMAGED;
+	/* A time profile of calls whose times are unknown would be false
+	 * (perfetto shows them as instants instead). */
+	if (formats[k].run != bp_export_perfetto && bp_export_untimed(&r)) {
+		bp_cli_error("%s has no return events (recorded without return "
+			     "or exceptions): its call times are unknown, so "
+			     "a %s profile of it would be false; record with "
+			     "return => true (or '-> return' in the pattern), "
+			     "or export --format perfetto (calls as instants)",
+			     argv[optind], format);
+		bp_reader_close(&r);
+		return BP_EXIT_USAGE;
+	}
 	if ((err = bp_out_open(&o, output)) != 0) {
 		bp_cli_error("%s: %s", output ? output : "standard output",
 			     strerror(err));

@@ -54,6 +54,9 @@ struct te {
 	uint32_t nps, capps, free_p, live;
 	uint64_t flows;
 	int oom;
+	/* The trace has no return events (env returns = false): a call is
+	 * an instant, not a slice that would last to the trace's end. */
+	int untimed;
 };
 
 static void head(struct te *t, const char *ph, const struct bp_proc *p,
@@ -101,6 +104,8 @@ static void on_end(void *ctx, const struct bp_frame_end *fe)
 {
 	struct te *t = ctx;
 
+	if (t->untimed) /* its call was an instant */
+		return;
 	head(t, "E", fe->proc, 1, fe->end);
 	if (fe->how == BP_END_EXCEPTION)
 		bp_out_str(t->o, ",\"args\":{\"exception\":true}");
@@ -363,7 +368,17 @@ static void event(struct te *t, const struct bp_event *e)
 	case BP_EV_GC_MAJOR_END:
 		break;
 	case BP_EV_CALL:
-		if (p->depth > depth) { /* pushed (not beyond the cap) */
+		if (t->untimed) {
+			head(t, "i", p, 1, e->ts);
+			bp_out_str(t->o, ",\"s\":\"t\"");
+			name(t, e->str[BP_FLD(CALL, mfa)],
+			     e->len[BP_FLD(CALL, mfa)], "call");
+			if (e->len[BP_FLD(CALL, args)])
+				args(t, "args", e->str[BP_FLD(CALL, args)],
+				     e->len[BP_FLD(CALL, args)], NULL, NULL,
+				     0);
+			bp_out_char(t->o, '}');
+		} else if (p->depth > depth) { /* pushed (not beyond the cap) */
 			head(t, "B", p, 1, e->ts);
 			name(t, e->str[BP_FLD(CALL, mfa)],
 			     e->len[BP_FLD(CALL, mfa)], "call");
@@ -483,6 +498,7 @@ int bp_export_perfetto(struct bp_reader *r, struct bp_out *o)
 	t.free_p = t.free_q = BP_MAP_NONE;
 	t.start = r->start_ts == UINT64_MAX ? 0 : r->start_ts;
 	t.last = t.start;
+	t.untimed = bp_export_untimed(r);
 	bp_model_init(&t.m, on_end, &t);
 	bp_out_str(o, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"creator\":"
 		      "\"beamprobe " BP_VERSION "\"},\"traceEvents\":[\n"

@@ -135,7 +135,9 @@ timeout 60 erl -noshell -pa ebin -pa "$WORK" -eval '
     {ok, S} = beamprobe:start(#{calls => [{lists, seq, 2}, {lists, reverse, 1},
                                           {bp_browser_work, run, 1},
                                           {bp_browser_work, nest, 1}],
-                                procs => new, output => {file, Dir}}),
+                                %% return: a time profile needs the calls to end
+                                procs => new, return => true,
+                                output => {file, Dir}}),
     {P, R} = spawn_monitor(bp_browser_work, run, [8]),
     receive {'"'"'DOWN'"'"', R, process, P, normal} -> ok end,
     {ok, #{events := E}} = beamprobe:stop(S),
