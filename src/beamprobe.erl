@@ -401,15 +401,13 @@ calls(Pattern, LimitOrOpts) ->
 %% <li>`args': capture depth (default 4; redbug `print_depth'), or recon's
 %%   `arity' (redbug: `arity => true'): print `m:f/N' instead of the
 %%   arguments, the cheapest capture.</li>
-%% <li>`timestamp': `time' (HH:MM:SS.micro, default; recon's `formatter'
-%%   and `trace' mean the same: the time is taken in the traced process),
-%%   `ns' (trace clock) or `none'.</li>
-%% <li>`io_server': where to print; default the caller's group leader, so
-%%   a remote shell works.</li>
-%% <li>`return_to' (recon): also `returned to m:f/N' events.</li>
+%% <li>`timestamp': `time' (HH:MM:SS.micro, default; also recon's
+%%   `formatter' and `trace'), `ns' (trace clock) or `none'.</li>
+%% <li>`io_server': where to print (default: the group leader).
+%%   `return_to' (recon): `returned to m:f/N' events too.  `print_re'
+%%   (redbug): only the lines matching a regex.</li>
 %% <li>`scope' (recon): `local' is accepted (beamprobe always traces local
 %%   calls too); `global' is refused.</li>
-%% <li>`print_re' (redbug): print only the lines matching a regex.</li>
 %% <li>`syntax': `erlang' (default) or `elixir': terms, functions and
 %%   pids as Elixir prints them (`Shop.buy(:apple, 2)'; the Elixir module
 %%   `Beamprobe' sets it; docs/elixir.md).</li>
