@@ -96,9 +96,14 @@ tracer() -> ?TRACER.
 %% erlang:trace_info/2 is a message, which is no trace event then.
 -spec untrace_self() -> ok.
 untrace_self() ->
-    case catch erlang:trace_info(self(), tracer) of
-        {tracer, {beamprobe_nif, ?HUB}} ->
-            _ = (catch erlang:trace(self(), false, [all, ?TRACER])),
+    untrace_ours(self()).
+
+%% Clears the flags of process P if the hub's tracer set them; the VM
+%% refuses another tracer's process, with an error report.
+untrace_ours(P) ->
+    case beamprobe_each:tracer_of(P) of
+        {beamprobe_nif, ?HUB} ->
+            _ = (catch erlang:trace(P, false, [all, ?TRACER])),
             ok;
         _ -> ok
     end.
@@ -598,10 +603,8 @@ untrace_own(Ss) ->
                        || #{pid := P} = E <- maps:values(Ss)]) ++
         [P || N <- [beamprobe_sup, beamprobe_session_sup, beamprobe_monitor],
               P <- [whereis(N)], is_pid(P)],
-    %% Only those with our tracer: the VM refuses another's (a profile
-    %% run's, beamprobe_profile) with an error report.
-    _ = [catch erlang:trace(P, false, [all, ?TRACER])
-         || P <- Own, beamprobe_each:tracer_of(P) =:= {beamprobe_nif, ?HUB}],
+    %% Only those with our tracer (not a profile run's: beamprobe_profile).
+    _ = [untrace_ours(P) || P <- Own],
     ok.
 
 processes_only(all) -> processes;

@@ -13,8 +13,6 @@
 #include "bp_out.h"
 #include "bp_reader.h"
 
-#include <string.h>
-
 /*
  * Each reads every event of r (opened, nothing consumed yet) and writes
  * the whole document to o.  Damage is reported through r->diag as it is
@@ -26,16 +24,6 @@ int bp_export_perfetto(struct bp_reader *r, struct bp_out *o);
 int bp_export_speedscope(struct bp_reader *r, struct bp_out *o);
 int bp_export_folded(struct bp_reader *r, struct bp_out *o);
 int bp_export_callgrind(struct bp_reader *r, struct bp_out *o);
-
-/* Whether r's metadata says no call can have a return event (env
- * returns = false): its call times are unknown.  Older traces do not
- * say.  (`stats` reads it too.) */
-static inline int bp_export_untimed(const struct bp_reader *r)
-{
-	const char *s = bp_meta_env(&r->meta, "returns");
-
-	return s && strcmp(s, "false") == 0;
-}
 
 struct bp_proc;
 /* Writes a process's label -- "<0.80.0>" or "<0.80.0> name" -- as a JSON

@@ -446,6 +446,13 @@ const char *bp_meta_env(const struct bp_meta *m, const char *key)
 	return NULL;
 }
 
+int bp_meta_no_returns(const struct bp_meta *m)
+{
+	const char *s = bp_meta_env(m, "returns");
+
+	return s && strcmp(s, "false") == 0;
+}
+
 /* Maps each declared class to the built-in one of the same name when its
  * fields start with the built-in fields. */
 static int map_classes(struct lex *l, struct bp_meta *m)

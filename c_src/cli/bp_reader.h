@@ -138,6 +138,12 @@ void bp_meta_free(struct bp_meta *m);
 /* Value of env key, or NULL. */
 const char *bp_meta_env(const struct bp_meta *m, const char *key);
 
+/* Whether the metadata says no call can have a return event (env
+ * returns = false): no call is known to end, so its time is unknown
+ * (print indents nothing, stats shows no time, the time profiles
+ * refuse the trace).  Older traces do not say: 0. */
+int bp_meta_no_returns(const struct bp_meta *m);
+
 enum bp_stream_state {
 	BP_STREAM_OK,     /* an event is in ev, or may follow */
 	BP_STREAM_WAIT,   /* follow mode: at the end of the data so far */

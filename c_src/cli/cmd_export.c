@@ -61,7 +61,7 @@ int bp_cmd_export(int argc, char **argv)
 		return BP_EXIT_DAMAGED;
 	/* A time profile of calls whose times are unknown would be false
 	 * (perfetto shows them as instants instead). */
-	if (formats[k].run != bp_export_perfetto && bp_export_untimed(&r)) {
+	if (formats[k].run != bp_export_perfetto && bp_meta_no_returns(&r.meta)) {
 		bp_cli_error("%s has no return events (recorded without return "
 			     "or exceptions): its call times are unknown, so "
 			     "a %s profile of it would be false; record with "

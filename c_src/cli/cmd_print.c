@@ -67,15 +67,6 @@ struct printer {
 	int flat;
 };
 
-/* Whether the trace's metadata says its calls have no return events
- * (older traces do not say: they are indented as before). */
-static int print_no_returns(const struct bp_reader *r)
-{
-	const char *s = bp_meta_env(&r->meta, "returns");
-
-	return s && strcmp(s, "false") == 0;
-}
-
 /* String field i of e, escaped only if the decoder saw a control
  * character in it. */
 static inline void txt(struct bp_out *o, const struct bp_event *e, int i)
@@ -566,7 +557,7 @@ static void nodes_scan(struct node_printers *np, const char *dir,
 			continue; /* tried again at the next round */
 		}
 		bp_filter_resolve(&pr->f, &pr->r);
-		pr->flat = print_no_returns(&pr->r);
+		pr->flat = bp_meta_no_returns(&pr->r.meta);
 		bp_clock_fmt_init(&pr->clk);
 		bp_out_init_mem(&pr->line);
 		pr->node = name;
@@ -743,7 +734,7 @@ int bp_cmd_print(int argc, char **argv)
 		goto out;
 	}
 	bp_filter_resolve(&pr.f, &pr.r);
-	pr.flat = print_no_returns(&pr.r);
+	pr.flat = bp_meta_no_returns(&pr.r.meta);
 	bp_clock_fmt_init(&pr.clk);
 	bp_out_init_mem(&pr.line);
 	if ((err = bp_out_open(&pr.out, NULL)) == 0) {

@@ -755,12 +755,8 @@ int bp_cmd_stats(int argc, char **argv)
 		return bp_cli_usage("stats", "expected one trace directory");
 	if (bp_reader_open(&st.r, argv[optind], 0) != 0)
 		return BP_EXIT_DAMAGED;
-	{
-		/* Older traces do not say: their times are shown as before. */
-		const char *rs = bp_meta_env(&st.r.meta, "returns");
-		if ((st.untimed = rs && strcmp(rs, "false") == 0))
-			st.sort = S_CALLS; /* no time to sort by */
-	}
+	if ((st.untimed = bp_meta_no_returns(&st.r.meta)))
+		st.sort = S_CALLS; /* no time to sort by */
 	bp_model_init(&st.m, on_frame_end, &st);
 	bp_strtab_init(&st.texts);
 	consume(&st);

@@ -368,18 +368,12 @@ static void event(struct te *t, const struct bp_event *e)
 	case BP_EV_GC_MAJOR_END:
 		break;
 	case BP_EV_CALL:
-		if (t->untimed) {
-			head(t, "i", p, 1, e->ts);
-			bp_out_str(t->o, ",\"s\":\"t\"");
-			name(t, e->str[BP_FLD(CALL, mfa)],
-			     e->len[BP_FLD(CALL, mfa)], "call");
-			if (e->len[BP_FLD(CALL, args)])
-				args(t, "args", e->str[BP_FLD(CALL, args)],
-				     e->len[BP_FLD(CALL, args)], NULL, NULL,
-				     0);
-			bp_out_char(t->o, '}');
-		} else if (p->depth > depth) { /* pushed (not beyond the cap) */
-			head(t, "B", p, 1, e->ts);
+		/* A slice's begin if pushed (not beyond the cap), or an
+		 * instant where no call is known to end. */
+		if (t->untimed || p->depth > depth) {
+			head(t, t->untimed ? "i" : "B", p, 1, e->ts);
+			if (t->untimed)
+				bp_out_str(t->o, ",\"s\":\"t\"");
 			name(t, e->str[BP_FLD(CALL, mfa)],
 			     e->len[BP_FLD(CALL, mfa)], "call");
 			if (e->len[BP_FLD(CALL, args)])
@@ -498,7 +492,7 @@ int bp_export_perfetto(struct bp_reader *r, struct bp_out *o)
 	t.free_p = t.free_q = BP_MAP_NONE;
 	t.start = r->start_ts == UINT64_MAX ? 0 : r->start_ts;
 	t.last = t.start;
-	t.untimed = bp_export_untimed(r);
+	t.untimed = bp_meta_no_returns(&r->meta);
 	bp_model_init(&t.m, on_end, &t);
 	bp_out_str(o, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"creator\":"
 		      "\"beamprobe " BP_VERSION "\"},\"traceEvents\":[\n"
