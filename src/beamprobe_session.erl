@@ -312,8 +312,6 @@ max_slots() ->
 
 trace_env(C) ->
     {ok, Host} = inet:gethostname(),
-    Calls = [io_lib:format("~p:~p/~p", [M, F, A])
-             || {M, F, A} <- maps:get(calls, C)],
     [{<<"node">>, atom_to_binary(node())},
      {<<"hostname">>, list_to_binary(Host)},
      {<<"otp_release">>, list_to_binary(otp_version())},
@@ -324,12 +322,48 @@ trace_env(C) ->
                        erlang:system_time(microsecond),
                        [{unit, microsecond}]))},
      {<<"os_pid">>, list_to_binary(os:getpid())},
-     {<<"calls">>, iolist_to_binary(lists:join(", ", Calls))},
+     {<<"calls">>, patterns_text(maps:get(calls, C))},
      {<<"args">>, atom_to_binary(maps:get(args, C))},
      {<<"overflow">>, atom_to_binary(maps:get(overflow, C))},
      %% false: no call of this trace can have a return event, so the
      %% readers show no call depth (`beamprobe print').
-     {<<"returns">>, atom_to_binary(returns(C))}].
+     {<<"returns">>, atom_to_binary(returns(C))}] ++
+        [{<<"untimed_calls">>, patterns_text(U)} || U <- [untimed(C)], U =/= []].
+
+%% Patterns as the trace's env shows them, in Erlang syntax and UTF-8
+%% ("m:f/1, m:'_'/'_'"), whether they came with a match spec or not.
+patterns_text(Calls) ->
+    unicode:characters_to_binary(
+      lists:join(", ", [io_lib:format("~tp:~tp/~tp", [M, F, A])
+                        || Call <- Calls,
+                           {M, F, A} <- [case Call of
+                                             {{_, _, _} = P, _} -> P;
+                                             P -> P
+                                         end]])).
+
+%% In a trace where some calls can have return events (returns = true),
+%% the patterns whose calls never can: no return_trace or
+%% exception_trace in their match spec, or a plain pattern of a session
+%% without return and exceptions.  The readers count their calls and show
+%% no time for them (a call of one never ends); return_to ends every
+%% call, so with it there are none.
+untimed(#{return_to := true}) -> [];
+untimed(C) ->
+    case returns(C) of
+        false -> [];
+        true -> [Call || Call <- maps:get(calls, C), not timed(Call, C)]
+    end.
+
+timed({{_, _, _}, MS}, _C) when is_list(MS) ->
+    lists:any(fun({_, _, Body}) when is_list(Body) ->
+                      lists:any(fun({A}) -> A =:= return_trace orelse
+                                                A =:= exception_trace;
+                                   (_) -> false
+                                end, Body);
+                 (_) -> false
+              end, MS);
+timed({{_, _, _}, _}, _C) -> false;
+timed({_, _, _}, C) -> actions(C) =/= [].
 
 %% The shell printer's defaults from the session, where its argument
 %% leaves them out: it names processes as the trace does when it

@@ -18,7 +18,7 @@
 
 -export([all/0, groups/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
--export([stats_untimed/1]).
+-export([stats_untimed/1, stats_mixed/1]).
 -export([loss_drop_newest/1, loss_drop_oldest/1, loss_overflow_stop/1,
          count_calls/1,
          owner_death/1, session_killed/1, stop_restores_all/1, stop_restores_pids/1,
@@ -54,7 +54,7 @@ groups() ->
      {limits, [], [limit_events, limit_seconds, limit_bytes,
                    capture_bounded]},
      {output, [], [dump_flight_recorder, dump_not_flight_recorder,
-                   file_modes, stats_untimed]}].
+                   file_modes, stats_untimed, stats_mixed]}].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -646,13 +646,77 @@ stats_untimed(Config) ->
     ?assertEqual(["M", "i"], Phs(DA)),
     ?assertEqual(["B", "E", "M"], Phs(DB)).
 
+%% A trace whose session traced tick/1 with its returns and sink/1 without
+%% (returns = true, untimed_calls = sink/1): sink/1's calls are counted
+%% and have no time, instead of each staying open (and holding its
+%% callers' frames) until the trace's end; the env names every pattern,
+%% those with a match spec and those with a non-latin-1 name too, in
+%% UTF-8.
+stats_mixed(Config) ->
+    D = beamprobe_test_lib:dir(Config, "mixed"),
+    W = beamprobe_workload,
+    Fun = binary_to_atom(<<"f", 16#fc/utf8, "r_", 16#444/utf8>>),
+    {ok, Mod, Bin} = compile:forms(
+                       [{attribute, 1, module, bp_mixed_uni},
+                        {attribute, 1, export, [{Fun, 1}]},
+                        {function, 1, Fun, 1, [{clause, 1, [{var, 1, 'X'}], [],
+                                                [{var, 1, 'X'}]}]}]),
+    {module, Mod} = code:load_binary(Mod, "bp_mixed_uni.erl", Bin),
+    {ok, S} = beamprobe:start(
+                #{calls => [{{W, tick, 1}, [{'_', [], [{return_trace}]}]},
+                            {W, sink, 1}, {Mod, Fun, 1}],
+                  output => {file, D}}),
+    [begin _ = W:tick(I), ok = W:sink(I), I = Mod:Fun(I), timer:sleep(20) end
+     || I <- lists:seq(1, 5)],
+    {ok, _} = beamprobe:stop(S),
+    Text = beamprobe_test_lib:cli_ok(["stats", D]),
+    ct:log("~ts", [Text]),
+    ?assertMatch({match, _},
+                 re:run(Text, "\n +5 +- +- +- +- +- +- +-  "
+                              "beamprobe_workload:sink/1\n")),
+    {match, [Mean]} = re:run(Text, "\n +5 +\\S+ +\\S+ +(\\S+) .*  "
+                                   "beamprobe_workload:tick/1\n",
+                             [{capture, all_but_first, list}]),
+    ?assertMatch({match, _}, re:run(Mean, "^[0-9.]+(ns|us)$")),
+    ?assertNotEqual(nomatch, binary:match(Text, <<"2 functions traced without "
+                                                  "return events">>)),
+    ?assertEqual(["partial", "5", "None", "None", "None"],
+                 py(Config, beamprobe_test_lib:cli_ok(["stats", "--json", D]),
+                    "beamprobe_workload:sink/1")),
+    %% No call indented: each is at the process's top level.
+    Print = beamprobe_test_lib:cli_ok(["print", D]),
+    Calls = [L || L <- binary:split(Print, <<"\n">>, [global]),
+                  binary:match(L, <<" call ">>) =/= nomatch],
+    ?assertEqual(15, length(Calls)),
+    [?assertMatch({match, _}, re:run(L, "^\\S+ <[0-9.]+> call ")) || L <- Calls],
+    %% The time profiles leave sink/1 out and say so; perfetto shows its
+    %% calls as instants next to tick/1's slices.
+    Folded = beamprobe_test_lib:cli_ok(["export", "-F", "folded", D]),
+    ?assertNotEqual(nomatch, binary:match(Folded, <<"not in the folded profile: "
+                                                    "beamprobe_workload:sink/1">>)),
+    ?assertNotEqual(nomatch, binary:match(Folded, <<"tick/1 ">>)),
+    ?assertEqual(nomatch, binary:match(Folded, <<"sink/1 ">>)),
+    J = beamprobe_test_lib:cli_ok(["export", "-F", "perfetto", D]),
+    ?assertEqual(10, length(binary:matches(J, <<"\"ph\":\"i\"">>))),
+    ?assertEqual(5, length(binary:matches(J, <<"\"ph\":\"B\"">>))),
+    %% info shows every pattern, in UTF-8.
+    Info = beamprobe_test_lib:cli_ok(["info", D]),
+    ct:log("~ts", [Info]),
+    FunText = <<"f", 16#fc/utf8, "r_", 16#444/utf8>>,
+    ?assertNotEqual(nomatch, binary:match(Info, <<"beamprobe_workload:tick/1, "
+                                                  "beamprobe_workload:sink/1">>)),
+    ?assertNotEqual(nomatch, binary:match(Info, <<"bp_mixed_uni:'", FunText/binary, "'/1">>)).
+
 %% call_times, calls, total_ns, mean_ns and open of tick/1 in stats --json.
 py(Config, Json) ->
+    py(Config, Json, "beamprobe_workload:tick/1").
+
+py(Config, Json, Function) ->
     F = filename:join(?config(priv_dir, Config), "stats.json"),
     ok = file:write_file(F, Json),
     Out = os:cmd("python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); "
                  "f=[x for x in d[\"functions\"] if x[\"function\"]"
-                 "==\"beamprobe_workload:tick/1\"][0]; "
+                 "==sys.argv[2]][0]; "
                  "print(d[\"call_times\"], f[\"calls\"], f[\"total_ns\"], "
-                 "f[\"mean_ns\"], f[\"open\"])' " ++ F),
+                 "f[\"mean_ns\"], f[\"open\"])' " ++ F ++ " " ++ Function),
     string:lexemes(Out, " \n").

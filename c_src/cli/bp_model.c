@@ -39,7 +39,45 @@ void bp_model_free(struct bp_model *m)
 	free(m->holder);
 	free(m->alias_owner);
 	free(m->streams);
+	bp_calls_free(&m->untimed);
+	free(m->timing);
 	memset(m, 0, sizeof *m);
+}
+
+int bp_model_read_env(struct bp_model *m, const struct bp_meta *meta)
+{
+	bp_calls_free(&m->untimed);
+	if (bp_calls_parse(&m->untimed, bp_meta_env(meta, "untimed_calls")) <
+	    0) {
+		m->oom = 1;
+		return -1;
+	}
+	return 0;
+}
+
+int bp_model_untimed(struct bp_model *m, uint32_t func)
+{
+	if (!m->untimed.n || func >= m->funcs.n)
+		return 0;
+	if (func >= m->ntiming) {
+		uint32_t n = m->ntiming ? m->ntiming : 256;
+		uint8_t *t;
+		while (n <= func)
+			n *= 2;
+		if (!(t = realloc(m->timing, n))) {
+			m->oom = 1;
+			return 0;
+		}
+		memset(t + m->ntiming, 0, n - m->ntiming);
+		m->timing = t;
+		m->ntiming = n;
+	}
+	if (!m->timing[func]) {
+		const struct bp_str *f = &m->funcs.strs[func];
+		m->timing[func] =
+			bp_calls_match(&m->untimed, f->s, f->len) ? 2 : 1;
+	}
+	return m->timing[func] == 2;
 }
 
 struct bp_proc *bp_model_find(const struct bp_model *m, uint64_t key)
@@ -522,7 +560,7 @@ struct bp_proc *bp_model_apply_to(struct bp_model *m, struct bp_proc *p,
 	case BP_EV_CALL:
 		func = m->last_func = bp_model_func(
 			m, e->str[BP_FLD(CALL, mfa)], e->len[BP_FLD(CALL, mfa)]);
-		if (func != BP_MAP_NONE)
+		if (func != BP_MAP_NONE && !bp_model_untimed(m, func))
 			push(m, p, func, e->ts);
 		p->just_returned = 0;
 		break;

@@ -4,7 +4,8 @@
  *
  * Call-stack rules (the same for print's indentation, stats and every
  * export, so their numbers agree):
- *   call F            pushes a frame for F;
+ *   call F            pushes a frame for F, unless F's calls have no
+ *                     return events (bp_model_read_env);
  *   return_from F,    pop frames down to the topmost frame of F: that one
  *   exception_from F  ends as returned/raised, the ones above it (callees
  *                     whose return was not traced, tail calls) end unwound;
@@ -48,6 +49,7 @@
 
 #include <stdint.h>
 
+#include "bp_calls.h"
 #include "bp_hash.h"
 #include "bp_reader.h"
 
@@ -139,12 +141,30 @@ struct bp_model {
 	uint64_t *holder;           /* by names id: pid key or 0 */
 	struct bp_strtab aliases;   /* alias refs ("#Ref<0.1.2.3>") */
 	uint64_t *alias_owner;      /* by aliases id: pid key */
+	struct bp_calls untimed;    /* functions whose calls never have a
+				     * return event (bp_model_read_env) */
+	uint8_t *timing;            /* by funcs id: 0 not known yet, 1
+				     * timed, 2 untimed */
+	uint32_t ntiming;
 	int oom;                    /* memory ran out: results incomplete */
 };
 
 /* Initialises m; on_end (may be NULL) is called for every frame popped. */
 void bp_model_init(struct bp_model *m, bp_frame_end_fn on_end, void *ctx);
 void bp_model_free(struct bp_model *m);
+
+/*
+ * Reads what the model takes from the trace's env: the functions its
+ * session traced without return events in a trace that has some
+ * (`untimed_calls', docs/format.md).  A call of one of them is counted by
+ * the commands but pushes no frame: it never ends, so it has no time, and
+ * it does not hold its callers' frames open.  Returns 0, -1 without
+ * memory (m->oom set).
+ */
+int bp_model_read_env(struct bp_model *m, const struct bp_meta *meta);
+
+/* Whether calls of function id func are untimed (see above). */
+int bp_model_untimed(struct bp_model *m, uint32_t func);
 
 /* The process for key, created on first use.  NULL only without memory
  * (m->oom set). */

@@ -71,6 +71,14 @@ int bp_cmd_export(int argc, char **argv)
 		bp_reader_close(&r);
 		return BP_EXIT_USAGE;
 	}
+	/* In a trace where some functions were traced without returns,
+	 * their calls have no time: a profile leaves them out, and says so
+	 * (perfetto shows them as instants). */
+	if (formats[k].run != bp_export_perfetto &&
+	    bp_meta_env(&r.meta, "untimed_calls"))
+		bp_cli_error("note: calls traced without return events have "
+			     "no time and are not in the %s profile: %s",
+			     format, bp_meta_env(&r.meta, "untimed_calls"));
 	if ((err = bp_out_open(&o, output)) != 0) {
 		bp_cli_error("%s: %s", output ? output : "standard output",
 			     strerror(err));

@@ -558,6 +558,7 @@ static void nodes_scan(struct node_printers *np, const char *dir,
 		}
 		bp_filter_resolve(&pr->f, &pr->r);
 		pr->flat = bp_meta_no_returns(&pr->r.meta);
+		bp_model_read_env(&pr->m, &pr->r.meta);
 		bp_clock_fmt_init(&pr->clk);
 		bp_out_init_mem(&pr->line);
 		pr->node = name;
@@ -735,6 +736,7 @@ int bp_cmd_print(int argc, char **argv)
 	}
 	bp_filter_resolve(&pr.f, &pr.r);
 	pr.flat = bp_meta_no_returns(&pr.r.meta);
+	bp_model_read_env(&pr.m, &pr.r.meta);
 	bp_clock_fmt_init(&pr.clk);
 	bp_out_init_mem(&pr.line);
 	if ((err = bp_out_open(&pr.out, NULL)) == 0) {

@@ -355,10 +355,10 @@ static void json_key(struct bp_out *o, const char *k, uint64_t v, int comma)
 }
 
 /* A time key: null where the trace cannot know it (untimed). */
-static void json_time(struct bp_out *o, const struct stats *st, const char *k,
+static void json_time(struct bp_out *o, int untimed, const char *k,
 		      uint64_t v)
 {
-	if (!st->untimed) {
+	if (!untimed) {
 		json_key(o, k, v, 1);
 		return;
 	}
@@ -368,9 +368,9 @@ static void json_time(struct bp_out *o, const struct stats *st, const char *k,
 }
 
 /* A time cell of the text table: "-" where the trace cannot know it. */
-static void time_cell(struct bp_out *o, const struct stats *st, uint64_t ns)
+static void time_cell(struct bp_out *o, int untimed, uint64_t ns)
 {
-	if (st->untimed)
+	if (untimed)
 		bp_out_pad(o, "-", 11, 1);
 	else
 		dur_cell(o, ns);
@@ -380,7 +380,7 @@ static void report_functions(struct stats *st, struct bp_out *o, int json,
 			     uint64_t top)
 {
 	uint32_t n = st->m.funcs.n, *idx = malloc((n + 1) * sizeof *idx);
-	uint64_t calls = 0, own = 0, total = 0, open = 0;
+	uint64_t calls = 0, own = 0, total = 0, open = 0, untimed = 0;
 
 	if (!idx) {
 		st->oom = 1;
@@ -396,6 +396,7 @@ static void report_functions(struct stats *st, struct bp_out *o, int json,
 		if (!f->calls) /* only named by a return_to or a return */
 			continue;
 		idx[kept++] = i;
+		untimed += !st->untimed && bp_model_untimed(&st->m, i);
 		calls += f->calls;
 		own += f->own;
 		total += f->total;
@@ -405,9 +406,10 @@ static void report_functions(struct stats *st, struct bp_out *o, int json,
 	qsort(idx, n, sizeof *idx, cmp_funcs);
 	if (json) {
 		json_key(o, "total_calls", calls, 1);
-		json_time(o, st, "total_own_ns", own);
-		json_time(o, st, "open_calls", open);
+		json_time(o, st->untimed, "total_own_ns", own);
+		json_time(o, st->untimed, "open_calls", open);
 		bp_out_str(o, st->untimed ? ",\"call_times\":\"unknown\""
+			      : untimed   ? ",\"call_times\":\"partial\""
 					  : ",\"call_times\":\"measured\"");
 		bp_out_str(o, ",\"functions\":[");
 	} else if (st->untimed) {
@@ -433,6 +435,13 @@ static void report_functions(struct stats *st, struct bp_out *o, int json,
 			bp_out_u64(o, open);
 			bp_out_str(o, " still open at the end");
 		}
+		if (untimed) {
+			bp_out_str(o, "; ");
+			bp_out_u64(o, untimed);
+			bp_out_str(o, untimed == 1 ? " function" : " functions");
+			bp_out_str(o, " traced without return events: times "
+				      "unknown (-)");
+		}
 		bp_out_str(o, "; sorted by ");
 		bp_out_str(o, (const char *[]){"calls", "total", "own", "mean",
 					       "max", "p99"}[st->sort]);
@@ -443,6 +452,7 @@ static void report_functions(struct stats *st, struct bp_out *o, int json,
 	for (uint32_t k = 0; k < n && k < top; k++) {
 		const struct fstat *f = &st->fs[idx[k]];
 		const char *name = bp_model_func_name(&st->m, idx[k]);
+		int u = st->untimed || bp_model_untimed(&st->m, idx[k]);
 		if (json) {
 			bp_out_str(o, k ? ",{\"function\":" : "{\"function\":");
 			bp_out_json_str(o, name, strlen(name));
@@ -450,24 +460,24 @@ static void report_functions(struct stats *st, struct bp_out *o, int json,
 			json_key(o, "returns", f->returns, 1);
 			json_key(o, "exceptions", f->exceptions, 1);
 			json_key(o, "unwound", f->unwound, 1);
-			json_time(o, st, "open", f->open);
-			json_time(o, st, "total_ns", f->total);
-			json_time(o, st, "own_ns", f->own);
-			json_time(o, st, "mean_ns", mean(f));
-			json_time(o, st, "max_ns", f->max);
-			json_time(o, st, "p50_ns", quantile(f, 0.5));
-			json_time(o, st, "p99_ns", quantile(f, 0.99));
+			json_time(o, u, "open", f->open);
+			json_time(o, u, "total_ns", f->total);
+			json_time(o, u, "own_ns", f->own);
+			json_time(o, u, "mean_ns", mean(f));
+			json_time(o, u, "max_ns", f->max);
+			json_time(o, u, "p50_ns", quantile(f, 0.5));
+			json_time(o, u, "p99_ns", quantile(f, 0.99));
 			bp_out_char(o, '}');
 			continue;
 		}
 		bp_out_u64_w(o, f->calls, 10);
-		time_cell(o, st, f->total);
-		time_cell(o, st, f->own);
-		time_cell(o, st, mean(f));
-		time_cell(o, st, f->max);
-		time_cell(o, st, quantile(f, 0.5));
-		time_cell(o, st, quantile(f, 0.99));
-		if (st->untimed)
+		time_cell(o, u, f->total);
+		time_cell(o, u, f->own);
+		time_cell(o, u, mean(f));
+		time_cell(o, u, f->max);
+		time_cell(o, u, quantile(f, 0.5));
+		time_cell(o, u, quantile(f, 0.99));
+		if (u)
 			bp_out_pad(o, "-", 7, 1);
 		else
 			bp_out_u64_w(o, f->open, 7);
@@ -758,6 +768,7 @@ int bp_cmd_stats(int argc, char **argv)
 	if ((st.untimed = bp_meta_no_returns(&st.r.meta)))
 		st.sort = S_CALLS; /* no time to sort by */
 	bp_model_init(&st.m, on_frame_end, &st);
+	bp_model_read_env(&st.m, &st.r.meta);
 	bp_strtab_init(&st.texts);
 	consume(&st);
 	struct bp_out o;

@@ -136,6 +136,7 @@ static void replay(struct prof *pf, struct bp_reader *r)
 	const struct bp_event *e;
 
 	bp_model_init(&pf->m, on_end, pf);
+	bp_model_read_env(&pf->m, &r->meta);
 	while ((e = bp_reader_next(r))) {
 		struct bp_proc *p = e->pid ? bp_model_proc(&pf->m, e->pid) : NULL;
 		uint32_t depth = p ? p->depth : 0;

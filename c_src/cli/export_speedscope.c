@@ -160,6 +160,7 @@ int bp_export_speedscope(struct bp_reader *r, struct bp_out *o)
 		return -1;
 	}
 	bp_model_init(&s.m, on_end, &s);
+	bp_model_read_env(&s.m, &r->meta);
 	while ((e = bp_reader_next(r)) && !s.failed) {
 		struct bp_proc *p = e->pid ? bp_model_proc(&s.m, e->pid) : NULL;
 		uint32_t depth = p ? p->depth : 0;

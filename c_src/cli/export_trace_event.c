@@ -367,12 +367,16 @@ static void event(struct te *t, const struct bp_event *e)
 	case BP_EV_GC_MINOR_END:
 	case BP_EV_GC_MAJOR_END:
 		break;
-	case BP_EV_CALL:
+	case BP_EV_CALL: {
 		/* A slice's begin if pushed (not beyond the cap), or an
-		 * instant where no call is known to end. */
-		if (t->untimed || p->depth > depth) {
-			head(t, t->untimed ? "i" : "B", p, 1, e->ts);
-			if (t->untimed)
+		 * instant where no call is known to end: in a trace without
+		 * returns, or of a function traced without them. */
+		int inst = t->untimed || (t->m.last_func != BP_MAP_NONE &&
+					  bp_model_untimed(&t->m,
+							   t->m.last_func));
+		if (inst || p->depth > depth) {
+			head(t, inst ? "i" : "B", p, 1, e->ts);
+			if (inst)
 				bp_out_str(t->o, ",\"s\":\"t\"");
 			name(t, e->str[BP_FLD(CALL, mfa)],
 			     e->len[BP_FLD(CALL, mfa)], "call");
@@ -383,6 +387,7 @@ static void event(struct te *t, const struct bp_event *e)
 			bp_out_char(t->o, '}');
 		}
 		break;
+	}
 	case BP_EV_SEND:
 	case BP_EV_SEND_DEAD:
 		head(t, "X", p, 1, e->ts);
@@ -494,6 +499,7 @@ int bp_export_perfetto(struct bp_reader *r, struct bp_out *o)
 	t.last = t.start;
 	t.untimed = bp_meta_no_returns(&r->meta);
 	bp_model_init(&t.m, on_end, &t);
+	bp_model_read_env(&t.m, &r->meta);
 	bp_out_str(o, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"creator\":"
 		      "\"beamprobe " BP_VERSION "\"},\"traceEvents\":[\n"
 		      "{\"ph\":\"M\",\"pid\":1,\"tid\":0,\"name\":"
