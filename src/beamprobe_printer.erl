@@ -40,7 +40,8 @@
                   owner => pid(),
                   syntax => erlang | elixir,
                   follows_names => boolean(),
-                  returns => boolean()}.
+                  returns => boolean(),
+                  untimed => [{atom(), atom(), arity() | '_'}]}.
 
 -record(st, {io :: pid() | atom(),
              ts :: time | ns | none,
@@ -57,12 +58,19 @@
              icalls = #{} :: #{pid() => iodata()},
              stacks = #{} :: #{pid() | port() => stack()},
              returns = true :: boolean(),
+             %% Patterns whose calls have no return event, as texts
+             %% ('_': any), and what they said of each function met.
+             untimed = [] :: [{binary() | '_', binary() | '_', binary() | '_'}],
+             untimed_seen = #{} :: #{binary() => boolean()},
+             latin1 = false :: boolean(),  % the io device takes latin-1 only
              lines = 0 :: non_neg_integer()}).
 
 -define(OPTS, [io, timestamp, proc_names, print_re, rate, on_rate, limit,
-               owner, syntax, follows_names, returns]).
+               owner, syntax, follows_names, returns, untimed]).
 
-%% @doc `Opts': `io' (the io server), `timestamp' (`time' = local
+%% @doc `Opts': `io' (the io server; one that takes latin-1 only, such as
+%% a file opened without `{encoding, utf8}', gets characters above 255 as
+%% `\x{...}'), `timestamp' (`time' = local
 %% HH:MM:SS.micro, the default; `ns' = trace clock; `none'), and for the
 %% shell API: `proc_names' (`registered', the default: a process is
 %% followed by its registered name, as in `beamprobe print';
@@ -83,7 +91,10 @@
 %% does; without them its name is looked up when it is first met, and
 %% may be one it took after that event), `returns' (`false', set by the
 %% session when no call it traces can have a return event: no line is
-%% indented, since no call is known to have ended; default `true').
+%% indented, since no call is known to have ended; default `true'),
+%% `untimed' (set by the session: the patterns, `{M, F, A}' with `'_'',
+%% whose calls have no return event in a session where others have: their
+%% calls do not indent what follows).
 %% Any other argument is `{error, {bad_option, Key, Value}}' (Key `opts'
 %% for something that is not such a map).
 -spec init(opts() | term()) -> {ok, #st{}} | {error, term()}.
@@ -92,6 +103,7 @@ init(#{io := Io} = Opts) ->
     Names = maps:get(proc_names, Opts, registered),
     Syntax = maps:get(syntax, Opts, erlang),
     Returns = maps:get(returns, Opts, true),
+    Untimed = untimed_texts(maps:get(untimed, Opts, [])),
     Re = case maps:find(print_re, Opts) of
              error -> {ok, undefined};
              {ok, R} ->
@@ -113,6 +125,8 @@ init(#{io := Io} = Opts) ->
             {error, {bad_option, print_re, maps:get(print_re, Opts)}};
         _ when not is_boolean(Returns) ->
             {error, {bad_option, returns, maps:get(returns, Opts)}};
+        _ when Untimed =:= error ->
+            {error, {bad_option, untimed, maps:get(untimed, Opts)}};
         [] ->
             Offset = os:system_time(nanosecond) - beamprobe_nif:clock(),
             {ok, MP} = Re,
@@ -129,7 +143,8 @@ init(#{io := Io} = Opts) ->
                      rate = maps:get(rate, Opts, undefined),
                      on_rate = maps:get(on_rate, Opts, drop),
                      limit = maps:get(limit, Opts, undefined),
-                     returns = Returns}}
+                     returns = Returns, untimed = Untimed,
+                     latin1 = latin1_device(Io)}}
     end;
 init(Opts) ->
     {error, {bad_option, opts, Opts}}.
@@ -138,8 +153,52 @@ init(Opts) ->
 -spec handle_events([beamprobe_handler:event()], #st{}) -> {ok, #st{}}.
 handle_events(Events, St) ->
     {Lines, St1} = lists:mapfoldl(fun line/2, St, Events),
-    _ = (catch io:put_chars(St1#st.io, Lines)),
+    put_lines(St1#st.io, St1#st.latin1, Lines),
     {ok, St1#st{lines = St#st.lines + length(Events)}}.
+
+%% One io request.  A device that takes latin-1 only (a file opened
+%% without {encoding, utf8}: the first character above 255 kills it) gets
+%% those characters as \\x{...}, as ~p writes them for such a device.
+put_lines(Io, false, Lines) ->
+    _ = (catch io:put_chars(Io, Lines)),
+    ok;
+put_lines(Io, true, Lines) ->
+    _ = (catch io:put_chars(Io, latin1_safe(Lines))),
+    ok.
+
+latin1_safe(Lines) ->
+    case unicode:characters_to_list(Lines) of
+        L when is_list(L) ->
+            [case C > 255 of
+                 true -> io_lib:format("\\x{~.16B}", [C]);
+                 false -> C
+             end || C <- L];
+        _ -> Lines
+    end.
+
+%% Whether Io is a latin-1 device: its getopts answer, asked once with
+%% the io protocol and waited for 1 s at most (a device that does not
+%% answer is written to as a unicode one).
+latin1_device(Io) ->
+    case whereis_io(Io) of
+        P when is_pid(P) ->
+            M = erlang:monitor(process, P),
+            P ! {io_request, self(), M, getopts},
+            receive
+                {io_reply, M, Opts} when is_list(Opts) ->
+                    erlang:demonitor(M, [flush]),
+                    proplists:get_value(encoding, Opts) =:= latin1;
+                {io_reply, M, _} -> erlang:demonitor(M, [flush]), false;
+                {'DOWN', M, _, _, _} -> false
+            after 1000 ->
+                    erlang:demonitor(M, [flush]),
+                    false
+            end;
+        _ -> false
+    end.
+
+whereis_io(P) when is_pid(P) -> P;
+whereis_io(A) when is_atom(A) -> whereis(A).
 
 %% @doc Says why the session ended (and, when the rate limit of a
 %% session with `on_rate => stop' tripped, what the limit was).
@@ -386,7 +445,16 @@ initial_call(_) -> undefined.
 %% after it.
 indent(_E, _P, #st{returns = false} = St) ->
     {[], St};
-indent(#{event := Ev} = E, P, #st{stacks = D} = St) ->
+indent(#{event := call, mfa := F} = E, P, #st{untimed = [_ | _]} = St) ->
+    {Untimed, St1} = untimed(F, St),
+    case Untimed of
+        true -> {pad(stack_depth(P, St1)), St1};
+        false -> indent_stack(E, P, St1)
+    end;
+indent(E, P, St) ->
+    indent_stack(E, P, St).
+
+indent_stack(#{event := Ev} = E, P, #st{stacks = D} = St) ->
     S0 = maps:get(P, D, #stack{}),
     S = apply_stack(Ev, E, S0),
     Depth = case Ev of
@@ -439,6 +507,73 @@ pop_through(F, #stack{frames = Fs, depth = N} = S) ->
 pop_above(F, #stack{frames = Fs, depth = N} = S) ->
     {Above, Rest} = lists:splitwith(fun(X) -> X =/= F end, Fs),
     S#stack{frames = Rest, depth = N - length(Above)}.
+
+stack_depth(P, #st{stacks = D}) ->
+    case D of
+        #{P := #stack{depth = N, lost = L}} -> N + L;
+        _ -> 0
+    end.
+
+%% Whether the function text F ("m:f/1", as the tracer renders it) is
+%% one the session traced without returns (a call of it is never known
+%% to end, so it pushes no frame, as in `beamprobe print').
+untimed(F, #st{untimed = U, untimed_seen = Seen} = St) ->
+    case Seen of
+        #{F := V} -> {V, St};
+        _ ->
+            V = case split_mfa(F) of
+                    {M, Fn, A} ->
+                        lists:any(fun({PM, PF, PA}) ->
+                                          part(PM, M) andalso part(PF, Fn)
+                                              andalso part(PA, A)
+                                  end, U);
+                    error -> false
+                end,
+            {V, St#st{untimed_seen = (bounded(Seen))#{F => V}}}
+    end.
+
+part('_', _) -> true;
+part(P, T) -> P =:= T.
+
+untimed_texts(L) when is_list(L) ->
+    try [{text(M), text(F), case A of
+                                '_' -> '_';
+                                _ when is_integer(A), A >= 0, A =< 255 ->
+                                    integer_to_binary(A)
+                            end} || {M, F, A} <- L,
+                                    is_atom(M), is_atom(F)] of
+        T when length(T) =:= length(L) -> T;
+        _ -> error
+    catch error:_ -> error
+    end;
+untimed_texts(_) -> error.
+
+text('_') -> '_';
+text(A) -> beamprobe_nif:render(A, #{}).
+
+%% "M:F/A" split at the first ':' and the last '/' outside quotes.
+split_mfa(B) -> split_mfa(B, 0, false, none, none).
+
+split_mfa(B, I, _Q, C, S) when I >= byte_size(B) ->
+    case {C, S} of
+        {none, _} -> error;
+        {_, none} -> error;
+        _ -> {binary:part(B, 0, C), binary:part(B, C + 1, S - C - 1),
+              binary:part(B, S + 1, byte_size(B) - S - 1)}
+    end;
+split_mfa(B, I, true, C, S) ->
+    case binary:at(B, I) of
+        $\\ -> split_mfa(B, I + 2, true, C, S);
+        $' -> split_mfa(B, I + 1, false, C, S);
+        _ -> split_mfa(B, I + 1, true, C, S)
+    end;
+split_mfa(B, I, false, C, S) ->
+    case binary:at(B, I) of
+        $' -> split_mfa(B, I + 1, true, C, S);
+        $: when C =:= none -> split_mfa(B, I + 1, false, I, S);
+        $/ when C =/= none -> split_mfa(B, I + 1, false, C, I);
+        _ -> split_mfa(B, I + 1, false, C, S)
+    end.
 
 %% Capped at 256 levels, as in `beamprobe print'.
 pad(Depth) -> lists:duplicate(min(Depth, 256), "  ").

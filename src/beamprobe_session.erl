@@ -368,11 +368,16 @@ timed({_, _, _}, C) -> actions(C) =/= [].
 %% The shell printer's defaults from the session, where its argument
 %% leaves them out: it names processes as the trace does when it
 %% receives register events (follows_names); without return events a
-%% call never ends, so it shows no call depth (returns).
+%% call never ends, so it shows no call depth (returns), and a call of a
+%% function traced without them pushes no frame (untimed).
 handler_arg(beamprobe_printer, A, Sink, Config) when is_map(A) ->
     maps:merge(#{follows_names =>
                      maps:get(kinds, Sink, 0) band (1 bsl ?BP_EV_REGISTER) =/= 0,
-                 returns => returns(Config)}, A);
+                 returns => returns(Config),
+                 untimed => [case P of
+                                 {{_, _, _} = MFA, _} -> MFA;
+                                 MFA -> MFA
+                             end || P <- untimed(Config)]}, A);
 handler_arg(_M, A, _Sink, _Config) -> A.
 
 %% Whether a call can be followed by its return: a return_trace or

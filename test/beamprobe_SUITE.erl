@@ -662,13 +662,33 @@ stats_mixed(Config) ->
                         {function, 1, Fun, 1, [{clause, 1, [{var, 1, 'X'}], [],
                                                 [{var, 1, 'X'}]}]}]),
     {module, Mod} = code:load_binary(Mod, "bp_mixed_uni.erl", Bin),
+    Log = filename:join(?config(priv_dir, Config), "mixed_printer.txt"),
+    {ok, Io} = file:open(Log, [write]),
     {ok, S} = beamprobe:start(
                 #{calls => [{{W, tick, 1}, [{'_', [], [{return_trace}]}]},
                             {W, sink, 1}, {Mod, Fun, 1}],
-                  output => {file, D}}),
+                  output => [{file, D}, {handler, beamprobe_printer,
+                                         #{io => Io, timestamp => none}}]}),
     [begin _ = W:tick(I), ok = W:sink(I), I = Mod:Fun(I), timer:sleep(20) end
      || I <- lists:seq(1, 5)],
     {ok, _} = beamprobe:stop(S),
+    %% The shell's printer does not indent after an untimed call either
+    %% (it prints the last events after stop/1 returns).
+    _ = ?L:wait_until(fun() ->
+                              {ok, P} = file:read_file(Log),
+                              length(binary:matches(P, <<" call ">>)) >= 15
+                      end, 5000),
+    ok = file:close(Io),
+    {ok, Printed} = file:read_file(Log),
+    ct:log("~ts", [Printed]),
+    PCalls = [L || L <- binary:split(Printed, <<"\n">>, [global]),
+                   binary:match(L, <<" call ">>) =/= nomatch],
+    ?assertEqual(15, length(PCalls)),
+    [?assertMatch({match, _}, re:run(L, "^<[0-9.]+> call ")) || L <- PCalls],
+    %% The file takes latin-1 only (opened without {encoding, utf8}): the
+    %% function's name is there with \x{444} for the character it cannot
+    %% take, instead of no line at all (the device died at the first).
+    ?assertNotEqual(nomatch, binary:match(Printed, <<"r_\\x{444}'(1)">>)),
     Text = beamprobe_test_lib:cli_ok(["stats", D]),
     ct:log("~ts", [Text]),
     ?assertMatch({match, _},

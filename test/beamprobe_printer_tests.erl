@@ -84,3 +84,52 @@ elixir_syntax_test() ->
     ?assertEqual({error, {bad_option, syntax, cobol}},
                  beamprobe_printer:init(#{io => Io, syntax => cobol})),
     Io ! stop.
+
+%% untimed (set by a session that traced some functions without their
+%% returns): a call of such a function pushes no frame, so the lines
+%% after it are not indented as if it were still running.
+untimed_calls_test() ->
+    Self = self(),
+    Io = spawn_link(fun Sink() ->
+                            receive
+                                {io_request, From, Ref, {put_chars, _, Chars}} ->
+                                    Self ! {chars, unicode:characters_to_binary(Chars)},
+                                    From ! {io_reply, Ref, ok}, Sink();
+                                {io_request, From, Ref, {put_chars, _, M, F, A}} ->
+                                    Self ! {chars, unicode:characters_to_binary(apply(M, F, A))},
+                                    From ! {io_reply, Ref, ok}, Sink();
+                                stop -> ok
+                            end
+                    end),
+    Call = fun(M, F, A) -> #{event => call, ts => 0, pid => Self,
+                             mfa => beamprobe_nif:render_mfa(M, F, A),
+                             args => <<"(1)">>, info => <<"true">>}
+           end,
+    Ret = fun(M, F, A) -> #{event => return_from, ts => 0, pid => Self,
+                            mfa => beamprobe_nif:render_mfa(M, F, A),
+                            result => <<"1">>}
+          end,
+    Events = [Call(m, b, 1), Call(m, a, 1), Call(m, b, 1), Ret(m, a, 1),
+              Call('x y', 'z/w', 2), Call(m, a, 1)],
+    Pad = list_to_binary(pid_to_list(Self) ++ " "),
+    Lines = fun(Opts) ->
+                    {ok, St} = beamprobe_printer:init(Opts#{io => Io, timestamp => none}),
+                    {ok, _} = beamprobe_printer:handle_events(Events, St),
+                    receive {chars, B} -> [L || L <- string:split(B, "\n", all), L =/= <<>>] end
+            end,
+    Indents = fun(Ls) -> [begin
+                              <<Pad:(byte_size(Pad))/binary, Rest/binary>> = L,
+                              (byte_size(Rest) - byte_size(string:trim(Rest, leading))) div 2
+                          end || L <- Ls]
+              end,
+    %% Without the option every call of b/1 stays open: a/1 is indented.
+    ?assertEqual([0, 1, 2, 1, 1, 2], Indents(Lines(#{}))),
+    ?assertEqual([0, 0, 1, 0, 0, 0],
+                 Indents(Lines(#{untimed => [{m, b, 1}, {'x y', '_', '_'}]}))),
+    ?assertEqual([0, 0, 1, 0, 0, 0],
+                 Indents(Lines(#{untimed => [{'_', b, '_'}, {'_', '_', 2}]}))),
+    ?assertEqual({error, {bad_option, untimed, [{m, b}]}},
+                 beamprobe_printer:init(#{io => Io, untimed => [{m, b}]})),
+    ?assertEqual({error, {bad_option, untimed, nope}},
+                 beamprobe_printer:init(#{io => Io, untimed => nope})),
+    Io ! stop.
