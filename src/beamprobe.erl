@@ -121,7 +121,8 @@
 %% `bin/beamprobe cluster Dir' reads them as one; docs/tutorial.md,
 %% section 22), or, with `output => {streams, #{Node => {tcp, ...}}}',
 %% each node streams to its own receiver and the summary gives each
-%% node's clock offsets as metadata env lines (`clock_env').
+%% node's clock offsets as metadata env lines (`clock_env').  Each node's
+%% session excludes the `exclude' pids of its node (and the names).
 
 -type mfa_pattern() :: {module() | '_', atom() | '_', arity() | '_'}.
 -type sink() :: {file, file:filename()}

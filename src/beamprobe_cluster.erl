@@ -126,10 +126,12 @@ check(Nodes, Spec) ->
     case nodes_ok(Nodes) of
         {error, _} = E -> E;
         {ok, Ns} ->
-            case {procs_ok(maps:get(procs, Base, all)), dir(Base)} of
-                {{error, _} = E, _} -> E;
-                {_, {error, _} = E} -> E;
-                {ok, {ok, Dir}} when is_map(Dir) ->
+            case {procs_ok(maps:get(procs, Base, all)),
+                  exclude_ok(maps:get(exclude, Base, []), Ns), dir(Base)} of
+                {{error, _} = E, _, _} -> E;
+                {_, {error, _} = E, _} -> E;
+                {_, _, {error, _} = E} -> E;
+                {ok, ok, {ok, Dir}} when is_map(Dir) ->
                     case [N || N <- Ns, not is_map_key(N, Dir)] of
                         [] -> {ok, Ns, Dir, maps:remove(output, Base)};
                         [N | _] -> {error, {bad_option, output,
@@ -137,9 +139,21 @@ check(Nodes, Spec) ->
                                               "no stream for node ~tp",
                                               [N]))}}
                     end;
-                {ok, {ok, Dir}} -> {ok, Ns, Dir, maps:remove(output, Base)}
+                {ok, ok, {ok, Dir}} -> {ok, Ns, Dir, maps:remove(output, Base)}
             end
     end.
+
+%% The pids to exclude live on the session's nodes (each node's session
+%% gets its own, node_spec/2); anything else is checked by each node.
+exclude_ok(X, Ns) when is_list(X) ->
+    case [P || P <- X, is_pid(P), not lists:member(node(P), Ns)] of
+        [] -> ok;
+        [P | _] -> {error, {bad_option, exclude,
+                            lists:flatten(io_lib:format(
+                              "~p is a process of ~tp, not one of the "
+                              "session's nodes", [P, node(P)]))}}
+    end;
+exclude_ok(_, _) -> ok.
 
 nodes_ok(L) when is_list(L), L =/= [] ->
     case proper(L) andalso lists:all(fun is_atom/1, L) of
@@ -280,7 +294,16 @@ terminate(_, St) ->
     ok.
 
 start_nodes([], _Base, St) -> {ok, St};
-start_nodes([N | Ns], Base, #st{dir = undefined, nodes = Acc} = St) ->
+start_nodes([N | Ns], Base0, St) ->
+    start_node(N, Ns, node_spec(N, Base0), Base0, St).
+
+%% A pid lives on one node: the session of each node excludes the pids
+%% of that node (and every registered name given).
+node_spec(N, #{exclude := X} = Base) when is_list(X) ->
+    Base#{exclude := [P || P <- X, not is_pid(P) orelse node(P) =:= N]};
+node_spec(_N, Base) -> Base.
+
+start_node(N, Ns, Base, Base0, #st{dir = undefined, nodes = Acc} = St) ->
     %% Streamed: each node's session writes to its own stream.
     Spec = Base#{output => maps:get(N, St#st.streams)},
     R = case N =:= node() of
@@ -293,16 +316,16 @@ start_nodes([N | Ns], Base, #st{dir = undefined, nodes = Acc} = St) ->
         end,
     case R of
         {ok, S} when is_pid(S) ->
-            start_nodes(Ns, Base, St#st{nodes = Acc ++ [#node{name = N,
+            start_nodes(Ns, Base0, St#st{nodes = Acc ++ [#node{name = N,
                                                               session = S}]});
         {ok, Agent, Staged} ->
             _ = monitor(process, Agent),
-            start_nodes(Ns, Base,
+            start_nodes(Ns, Base0,
                         St#st{nodes = Acc ++ [#node{name = N, agent = Agent,
                                                     staged = Staged}]});
         {error, Failure} -> {error, {node_failed, N, Failure}, St}
     end;
-start_nodes([N | Ns], Base, #st{dir = Dir, nodes = Acc} = St) ->
+start_node(N, Ns, Base, Base0, #st{dir = Dir, nodes = Acc} = St) ->
     Local = filename:join(Dir, atom_to_list(N)),
     R = case N =:= node() of
             true ->
@@ -320,13 +343,13 @@ start_nodes([N | Ns], Base, #st{dir = Dir, nodes = Acc} = St) ->
         end,
     case R of
         {ok, S} when is_pid(S) ->
-            start_nodes(Ns, Base, St#st{created = get(created) =:= true,
+            start_nodes(Ns, Base0, St#st{created = get(created) =:= true,
                                         nodes = Acc ++ [#node{name = N,
                                                               session = S,
                                                               dir = Local}]});
         {ok, Agent, Staged} ->
             _ = monitor(process, Agent),
-            start_nodes(Ns, Base,
+            start_nodes(Ns, Base0,
                         St#st{nodes = Acc ++ [#node{name = N, agent = Agent,
                                                     staged = Staged,
                                                     dir = Local}]});

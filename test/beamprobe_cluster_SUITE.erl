@@ -20,9 +20,9 @@
          refined_offsets/1, bad_specs/1, node_fails_to_start/1,
          owner_dies/1, coordinator_killed/1, node_killed/1,
          exited_not_traced/1, short_copy_refused/1,
-         disconnect_reported/1]).
+         disconnect_reported/1, exclude_per_node/1]).
 %% Run on the nodes.
--export([pong/0, ping/3, node_clean/0, chain_start/2]).
+-export([pong/0, ping/3, node_clean/0, chain_start/2, sender/0]).
 -export([init/1, handle_call/3, handle_cast/2]).
 
 -define(L, beamprobe_test_lib).
@@ -31,7 +31,7 @@ all() ->
     [start_stop_three_nodes, flows_matched_not_reversed, refined_offsets,
      bad_specs, node_fails_to_start, owner_dies, coordinator_killed,
      node_killed, exited_not_traced, short_copy_refused,
-     disconnect_reported].
+     disconnect_reported, exclude_per_node].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -586,3 +586,45 @@ disconnect_reported(Config, N2) ->
     ?assertMatch(#{fetch := ok}, maps:get(N2, Per)),
     assert_clean(Config, [node()]),
     ?assertEqual(Clean, erpc:call(N2, ?MODULE, node_clean, [])).
+
+%% exclude with pids of several nodes: each node's session excludes its
+%% own (a pid lives on one node; before, every other node refused the
+%% session with remote_process), and a pid of a node outside the session
+%% is refused naming it.
+exclude_per_node(Config) ->
+    [N1, N2, N3] = Nodes = nodes_of(Config),
+    Spawn = fun(N) -> erpc:call(N, erlang, spawn, [?MODULE, sender, []]) end,
+    [A1, B1, A2, B2] = [Spawn(N) || N <- [N1, N1, N2, N2]],
+    Dir = ?L:dir(Config, "exclude"),
+    ?assertMatch({error, {bad_option, exclude, _}},
+                 beamprobe:start(#{nodes => [N1, N3], exclude => [A2],
+                                   events => [send], output => {file, Dir}})),
+    {ok, H} = beamprobe:start(#{nodes => Nodes, exclude => [A1, A2],
+                                events => [send], output => {file, Dir}}),
+    Self = self(),
+    [P ! {go, Self} || P <- [A1, B1, A2, B2]],
+    [receive {done, P} -> ok after 5000 -> error({timeout, P}) end
+     || P <- [A1, B1, A2, B2]],
+    {ok, _} = beamprobe:stop(H),
+    Sends = fun(N, P) ->
+                    Text = list_to_binary(erpc:call(N, erlang, pid_to_list, [P])),
+                    Evs = ?L:trace(filename:join(Dir, atom_to_list(N))),
+                    Keys = [K || #{name := <<"process">>, key := K} = E <- Evs,
+                                 ?L:field(E, "pid") =:= Text],
+                    length([E || #{name := <<"send">>, key := K} = E <- Evs,
+                                 lists:member(K, Keys)])
+            end,
+    ?assertEqual({0, 0}, {Sends(N1, A1), Sends(N2, A2)}),
+    ?assert(Sends(N1, B1) >= 5),
+    ?assert(Sends(N2, B2) >= 5),
+    assert_clean(Config, Nodes).
+
+%% Sends itself five messages when told to, then says so.
+-spec sender() -> ok.
+sender() ->
+    receive
+        {go, From} ->
+            [self() ! {x, I} || I <- lists:seq(1, 5)],
+            From ! {done, self()},
+            ok
+    end.
