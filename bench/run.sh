@@ -21,9 +21,10 @@ B=_build/bench
 mkdir -p "$B"
 ERL_INCLUDE=$(erl -noshell -eval 'io:put_chars(filename:join([code:root_dir(), "usr", "include"])), halt().')
 gcc -O2 -fPIC -shared -Wall -Wextra -Werror -I"$ERL_INCLUDE" -o "$B/floor_tracer.so" bench/floor_tracer.c
-# The term renderer alone, from the library's own sources.
+# The term renderer alone, from the library's own sources, and the
+# deferred-rendering prototype of stop 37 (bench/bp_snap.c) next to it.
 gcc -std=gnu11 -O2 -fPIC -shared -Wall -Wextra -Werror -Ic_src -I"$ERL_INCLUDE" \
-  -o "$B/render_bench.so" bench/render_bench.c c_src/bp_term.c c_src/bp_term_scalar.c c_src/bp_erts_layout.c c_src/bp_float.c
+  -o "$B/render_bench.so" bench/render_bench.c bench/bp_snap.c c_src/bp_term.c c_src/bp_term_scalar.c c_src/bp_erts_layout.c c_src/bp_float.c
 erlc +warnings_as_errors -pa ebin -o "$B" bench/*.erl
 # The USDT hook alone (needs the probes header/object of `make c').
 gcc -std=gnu11 -O2 -Wall -Wextra -Werror -Ic_src -I_build/c/gen -I"$ERL_INCLUDE" \
