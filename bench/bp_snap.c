@@ -29,6 +29,7 @@ enum {
 	S_BIN, S_END_NIL, S_END_MORE, S_END_TAIL, S_STOP, S_ARGS, S_ONE, S_TOKS
 };
 
+#define NOINLINE __attribute__((noinline))
 #define TMP_TEXT 1100 /* a rare kind's text, rendered at the source */
 
 struct snap {
@@ -88,6 +89,50 @@ static void put_tok(struct snap *s, const char *str, size_t n)
 
 #define PUT_LIT(s, lit) put_tok((s), "" lit, sizeof(lit) - 1)
 
+/* The leaves met most in arguments -- a small integer, an atom (pid,
+ * port) whose text is cached, a float -- written without a call; 0 (and
+ * nothing written) for any other term, which enc() writes. */
+static inline int leaf(struct snap *s, ERL_NIF_TERM t)
+{
+	if (s->est > s->lim || (size_t)(s->end - s->p) < 34)
+		return 0; /* enc() stops */
+	if ((t & ERTS_IMMED1_MASK) == ERTS_IMMED1_SMALL) {
+		int64_t v = (int64_t)t >> 4;
+
+		s->p[0] = S_SMALL;
+		memcpy(s->p + 1, &v, 8);
+		s->p += 9;
+		s->est++;
+		return 1;
+	}
+	if ((t & ERTS_PRIMARY_MASK) == ERTS_PRIMARY_IMMED && s->cache) {
+		uint64_t h = (uint64_t)t * 0x9E3779B97F4A7C15ull;
+		const struct bp_term_imm *e =
+			&s->cache->e[h >> 58 & (BP_TERM_IMM_CACHE - 1)];
+
+		if (e->word != (uint64_t)t)
+			return 0;
+		s->p[0] = S_TEXT;
+		memcpy(s->p + 1, &e->len, 1 + BP_TERM_IMM_TEXT);
+		s->p += 2 + e->len;
+		s->est += e->len;
+		return 1;
+	}
+	if ((t & ERTS_PRIMARY_MASK) == ERTS_PRIMARY_BOXED) {
+		const ERL_NIF_UINT *p =
+			(const ERL_NIF_UINT *)(uintptr_t)(t - ERTS_PRIMARY_BOXED);
+
+		if (p[0] != ERTS_FLOAT_HEADER)
+			return 0;
+		s->p[0] = S_FLOAT;
+		memcpy(s->p + 1, p + 1, 8);
+		s->p += 9;
+		s->est += 3;
+		return 1;
+	}
+	return 0;
+}
+
 /* The list cell t (a cons): its raw leading characters, then terms. */
 static void enc_list(struct snap *s, ERL_NIF_TERM t, unsigned depth)
 {
@@ -136,7 +181,8 @@ static void enc_list(struct snap *s, ERL_NIF_TERM t, unsigned depth)
 		}
 		if (i)
 			s->est++;
-		enc(s, c[0], depth - 1);
+		if (!leaf(s, c[0]))
+			enc(s, c[0], depth - 1);
 		if (s->stop)
 			return;
 		i++;
@@ -176,12 +222,13 @@ static void enc_tuple(struct snap *s, ERL_NIF_TERM t, unsigned depth)
 	for (uint32_t i = 0; i < shown && !s->stop; i++) {
 		if (i)
 			s->est++;
-		enc(s, e[i], depth - 1);
+		if (!leaf(s, e[i]))
+			enc(s, e[i], depth - 1);
 	}
 	s->est++;
 }
 
-static void enc_map(struct snap *s, ERL_NIF_TERM t, unsigned depth)
+static NOINLINE void enc_map(struct snap *s, ERL_NIF_TERM t, unsigned depth)
 {
 	ErlNifMapIterator it;
 	ERL_NIF_TERM k, v;
@@ -215,9 +262,11 @@ static void enc_map(struct snap *s, ERL_NIF_TERM t, unsigned depth)
 		}
 		if (i)
 			s->est++;
-		enc(s, k, depth - 1);
+		if (!leaf(s, k))
+			enc(s, k, depth - 1);
 		s->est += 4;
-		enc(s, v, depth - 1);
+		if (!leaf(s, v))
+			enc(s, v, depth - 1);
 		if (!flat)
 			enif_map_iterator_next(s->env, &it);
 	}
@@ -273,7 +322,7 @@ static void enc_bin(struct snap *s, ERL_NIF_TERM t, unsigned depth)
 }
 
 /* A rare kind: the renderer's text, as the tokens it writes. */
-static void enc_text(struct snap *s, ERL_NIF_TERM t)
+static NOINLINE void enc_text(struct snap *s, ERL_NIF_TERM t)
 {
 	static const struct bp_capture one = {1, 1, 1, TMP_TEXT};
 	const ERL_NIF_UINT *p = bp_erts_boxed(t);
@@ -320,7 +369,7 @@ static void enc_text(struct snap *s, ERL_NIF_TERM t)
 
 /* An immediate that is not a small integer: through the renderer's cache
  * of one-token texts, an atom by its latin-1 name, else its text. */
-static void enc_imm(struct snap *s, ERL_NIF_TERM t)
+static NOINLINE void enc_imm(struct snap *s, ERL_NIF_TERM t)
 {
 	struct bp_term_imm *e = NULL;
 	char a[256];
