@@ -27,8 +27,10 @@
 
 #include "bp_term.h"
 
-/* Output room that makes the snapshot exact for a `bytes' limit: every
- * item is at most 10 bytes per byte of text it stands for at least. */
+/* Output room that makes the snapshot exact for a `bytes' limit with the
+ * default list and binary limits: every item is at most 10 bytes per
+ * byte of text it stands for at least (a list's characters past `list'
+ * are kept only while it may be a string: up to max(list, binary)). */
 #define BP_SNAP_CAP(bytes) (10 * ((size_t)(bytes) + 2) + 1200)
 
 /* Writes the snapshot of argument list args (or of a non-list term) at
