@@ -412,9 +412,9 @@ calls(Pattern, LimitOrOpts) ->
 %% <li>`syntax': `erlang' (default) or `elixir': terms, functions and
 %%   pids as Elixir prints them (`Shop.buy(:apple, 2)'; the Elixir module
 %%   `Beamprobe' sets it; docs/elixir.md).</li>
-%% <li>`on_rate': `drop' (default) or `stop'.  `output': more sinks, e.g.
-%%   `[{file, Dir}]'.  `force': allow patterns refused as dangerous.
-%%   `buffer': bytes per thread.</li>
+%% <li>`on_rate' (a rate only): `drop' (default) or `stop'.  `output':
+%%   more sinks, e.g. `[{file, Dir}]'.  `force': allow patterns refused as
+%%   dangerous.  `buffer': bytes per thread.</li>
 %% </ul>
 %% Return values are traced only where asked (`-> return' in a pattern,
 %% `return_trace' in a match spec, or `return => true'): on a function a

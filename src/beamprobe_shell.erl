@@ -30,6 +30,11 @@
         "Elixir's \"M.f/2\"), recon_trace's {M, F, A} or {M, F, MatchSpec "
         "| fun}, or a list of these").
 
+-define(ON_RATE_COUNT,
+        "on_rate applies to a rate limit {N, Ms} only, not to a count N "
+        "(the trace ends after N events): give a rate, or leave on_rate "
+        "out").
+
 -define(TAG, beamprobe_shell).
 -define(DEFAULT_MS, 15000).
 -define(DEFAULT_MSGS, 10).              % redbug's msgs default
@@ -158,6 +163,12 @@ with_return(MS, _) -> MS.
 start(Base, Limit0, Opts) ->
     case limit(Limit0, Opts) of
         {error, _} = E -> E;
+        N when is_integer(N), N > 0, is_map_key(on_rate, Opts) ->
+            %% on_rate says what a rate limit does when it trips; a count
+            %% has no rate to trip (recon's count limit just ends the
+            %% trace): taking it silently would promise what never
+            %% happens.
+            {error, {unsupported_option, on_rate, ?ON_RATE_COUNT}};
         Limit -> start_limited(Base, Limit, Opts)
     end.
 

@@ -112,6 +112,35 @@ options_table(_Config) ->
     %% msgs must agree with an explicit limit.
     ?assertEqual({error, {bad_option, msgs, 3}},
                  beamprobe:calls(P, 5, O ++ [{msgs, 3}])),
+    %% on_rate says what a rate {N, Ms} does when it trips: with a count
+    %% (the argument, msgs, or the default 10) it is refused, saying why,
+    %% not taken and ignored.  With a rate it is taken.
+    [begin
+         R = Call(),
+         ?assertMatch({What, {error, {unsupported_option, on_rate, _}}},
+                      {What, R}),
+         {error, {unsupported_option, on_rate, Hint}} = R,
+         ?assertNotEqual(nomatch, string:find(Hint, "{N, Ms}")),
+         ?assertNotEqual(nomatch, string:find(beamprobe:format_error(
+                                                element(2, R)), "count"))
+     end || {What, Call} <-
+                [{count, fun() -> beamprobe:calls(P, 5, O ++ [{on_rate, stop}]) end},
+                 {count_drop, fun() -> beamprobe:calls(P, 5, #{io_server => Io,
+                                                              on_rate => drop})
+                              end},
+                 {msgs, fun() -> beamprobe:calls(P, O ++ [{msgs, 5},
+                                                         {on_rate, stop}])
+                        end},
+                 {default, fun() -> beamprobe:calls(P, O ++ [{on_rate, stop}]) end},
+                 {messages, fun() -> beamprobe:messages("send", 5,
+                                                        O ++ [{on_rate, stop}])
+                            end}]],
+    ?assertEqual([], beamprobe:list()),
+    ?assertEqual(1, beamprobe:calls(P, {5, 1000}, O ++ [{on_rate, stop}])),
+    ok = beamprobe:clear(),
+    %% (a bad limit is still the limit's error)
+    ?assertMatch({error, {bad_limit, 0, _}},
+                 beamprobe:calls(P, 0, O ++ [{on_rate, stop}])),
     %% The first of a key wins, as with proplists:get_value/2.
     ?assertEqual(1, Ok([{time, 1000}, {time, -1}])),
     ?assertEqual([], beamprobe:list()),
