@@ -76,7 +76,8 @@
 %% followed by its registered name, as in `beamprobe print';
 %% `initial_call': an unnamed process is printed with its initial call,
 %% `<0.93.0>(gen_server:init_it/6)', translated by proc_lib for its
-%% processes, as redbug does; the receiver of a send too), `print_re' (only
+%% processes, as redbug does; the receiver of a send too, and a port by
+%% its name, a pid of another node by its node), `print_re' (only
 %% event lines matching this regular expression are printed), `rate' and
 %% `on_rate' (the session's rate limit, for the line that says it
 %% tripped), `limit' (its count limit, likewise), `owner' (the shell
@@ -258,7 +259,7 @@ line(#{ts := Ts, pid := Pid} = E, St) ->
     St0 = rename(E, St),
     {Name, St1} = own_name(Pid, St0),
     {Indent, St2} = indent(E, Pid, St1),
-    {What, St3} = describe_named(syntax(E, St2), St2),
+    {What, St3} = describe_named(E, syntax(E, St2), St2),
     Line = [ts(Ts, St3), pid_text(Pid, St3), Name, " ", Indent, What, "\n"],
     case St3#st.re of
         undefined -> {Line, St3};
@@ -295,14 +296,45 @@ cause_text(no_buffer) -> "no buffer";
 cause_text(dumping) -> "dumping";
 cause_text(io_error) -> "write error".
 
-%% The receiver of a send named as the sender is (initial_call mode).
-describe_named(#{event := Ev, to := To, to_text := T} = E,
-               #st{initial_call = true} = St)
-  when is_pid(To), Ev =:= send orelse Ev =:= send_to_non_existing_process ->
-    {Label, St1} = label(To, St),
+%% The receiver of a send named as the sender is (initial_call mode), as
+%% redbug does: a local process by its registered name or its initial
+%% call, a port by its name, a process of another node by its node (the
+%% event carries only the pid's text, as captured here: asking that node
+%% for a name would be a remote call per event).  A registered name, `{Name,
+%% Node}' or an alias is what was given to `!', printed as it is.
+describe_named(#{event := Ev, to := To, to_text := T0},
+               #{to_text := T} = E, #st{initial_call = true} = St)
+  when Ev =:= send; Ev =:= send_to_non_existing_process ->
+    {Label, St1} = if is_pid(To) -> label(To, St);
+                      is_port(To) -> {port_label(To), St};
+                      true -> {node_label(T0, St), St}
+                   end,
     {describe(E#{to_text := [T, Label]}), St1};
-describe_named(E, St) ->
+describe_named(_, E, St) ->
     {describe(E), St}.
+
+%% "(name)" after a port: its name's first word, without a directory
+%% ("cat" for "/bin/cat -n", "efile"), as redbug prints it.
+port_label(P) ->
+    case catch erlang:port_info(P, name) of
+        {name, N} when is_list(N) ->
+            case string:lexemes(N, " ") of
+                [W | _] -> ["(", filename:basename(W), ")"];
+                [] -> ""
+            end;
+        _ -> ""
+    end.
+
+%% "('node@host')" after a pid of another node: the captured text read
+%% back into a pid here (no message, no call to that node); nothing when
+%% the node is no longer connected.
+node_label(<<"<", _/binary>> = T, St) ->
+    try list_to_pid(binary_to_list(T)) of
+        P when node(P) =/= node() -> ["(", name_text(node(P), St), ")"];
+        _ -> ""
+    catch error:badarg -> ""
+    end;
+node_label(_, _) -> "".
 
 %% "(name)" or "(m:f/N)" after a receiver's pid.
 label(P, St) ->

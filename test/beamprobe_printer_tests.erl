@@ -133,3 +133,39 @@ untimed_calls_test() ->
     ?assertEqual({error, {bad_option, untimed, nope}},
                  beamprobe_printer:init(#{io => Io, untimed => nope})),
     Io ! stop.
+
+%% The receiver of a send in the shell's mode (initial_call), as redbug
+%% names it: a port by its program's name; a pid of a node that is not
+%% (or no longer) connected, or a text that is no pid, as it is, never a
+%% crash.  (A pid of a connected node, followed by its node:
+%% beamprobe_remote_shell_SUITE printer_names.)
+receiver_labels_test() ->
+    Self = self(),
+    Io = spawn_link(fun Sink() ->
+                            receive
+                                {io_request, From, Ref, {put_chars, _, Chars}} ->
+                                    Self ! {chars, unicode:characters_to_binary(Chars)},
+                                    From ! {io_reply, Ref, ok}, Sink();
+                                stop -> ok
+                            end
+                    end),
+    Port = open_port({spawn, "/bin/cat -u"}, []),
+    PortText = list_to_binary(erlang:port_to_list(Port)),
+    Send = fun(To, Text) -> #{event => send, ts => 0, pid => Self, to => To,
+                              to_text => Text, message => <<"x">>}
+           end,
+    {ok, St} = beamprobe_printer:init(#{io => Io, timestamp => none,
+                                        proc_names => initial_call}),
+    {ok, _} = beamprobe_printer:handle_events(
+                [Send(Port, PortText),
+                 Send(undefined, <<"<4242.1.0>">>),
+                 Send(undefined, <<"<not a pid>">>),
+                 Send(undefined, <<"{srv,'n@h'}">>)], St),
+    Lines = receive {chars, B} -> string:split(B, "\n", all) end,
+    port_close(Port),
+    Io ! stop,
+    ?assertEqual([<<"sent x to ", PortText/binary, "(cat)">>,
+                  <<"sent x to <4242.1.0>">>, <<"sent x to <not a pid>">>,
+                  <<"sent x to {srv,'n@h'}">>],
+                 [iolist_to_binary(["sent ", tl(string:split(L, " sent "))])
+                  || L <- Lines, L =/= <<>>]).

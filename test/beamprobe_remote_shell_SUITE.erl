@@ -441,6 +441,28 @@ printer_names(Config) ->
                                     "\\(bprs_sink\\)")),
     ?assertMatch({match, _}, re:run(Out, "sent \\{ping,2\\} to <[0-9.]+>"
                                     "\\(bprs_target:serve/1\\)")),
+    %% Receivers on another node (this one, for the shell's node): a
+    %% pid is followed by its node (the printer asks no other node), a
+    %% {Name, Node} is printed as it was given to `!'.
+    Sink = spawn(fun Drain() -> receive stop -> ok; _ -> Drain() end end),
+    true = register(bprs_rsink, Sink),
+    Here = atom_to_list(node()),
+    type(Tty, "beamprobe:messages(\"send({ping, _})\", 2, "
+              "#{procs => [self()]})."),
+    type(Tty, "RP = rpc:call('" ++ Here ++ "', erlang, whereis, [bprs_rsink]), "
+              "bprs_target:ping({bprs_rsink, '" ++ Here ++ "'}, 3, 3), "
+              "bprs_target:ping(RP, 4, 4)."),
+    wait_out(Tty, "sent {ping,4}", 3000),
+    Out2 = after_mark(Tty, "bprs_target:ping(RP, 4, 4)."),
+    ct:log("~s", [Out2]),
+    Quoted = io_lib:write_atom(node()),
+    ?assertMatch({match, _},
+                 re:run(Out2, ["sent \\{ping,3\\} to \\{bprs_rsink,",
+                               Quoted, "\\}\n"])),
+    ?assertMatch({match, _},
+                 re:run(Out2, ["sent \\{ping,4\\} to <[0-9]+\\.[0-9]+\\.[0-9]+>\\(",
+                               Quoted, "\\)\n"])),
+    Sink ! stop,
     type(Tty, "P ! stop, Q ! stop."),
     exit(Tty, kill),
     assert_clean(Config).
