@@ -62,7 +62,9 @@
              %% ('_': any), and what they said of each function met.
              untimed = [] :: [{binary() | '_', binary() | '_', binary() | '_'}],
              untimed_seen = #{} :: #{binary() => boolean()},
-             latin1 = false :: boolean(),  % the io device takes latin-1 only
+             owner = undefined :: pid() | undefined,
+             io_gone = false :: boolean(),
+             latin1 = false :: boolean(),   % chars past 255 escaped
              lines = 0 :: non_neg_integer()}).
 
 -define(OPTS, [io, timestamp, proc_names, print_re, rate, on_rate, limit,
@@ -144,62 +146,83 @@ init(#{io := Io} = Opts) ->
                      rate = maps:get(rate, Opts, undefined),
                      on_rate = maps:get(on_rate, Opts, drop),
                      limit = maps:get(limit, Opts, undefined),
-                     returns = Returns, untimed = Untimed,
-                     latin1 = latin1_device(Io)}}
+                     owner = maps:get(owner, Opts, undefined),
+                     latin1 = latin1(Io),
+                     returns = Returns, untimed = Untimed}}
     end;
 init(Opts) ->
     {error, {bad_option, opts, Opts}}.
 
-%% @doc Prints a batch with one io request.
--spec handle_events([beamprobe_handler:event()], #st{}) -> {ok, #st{}}.
+%% @doc Prints a batch with one io request.  An io server that cannot
+%% take a character of it (a file opened without `{encoding, utf8}', as
+%% redbug's `print_file' hint says to open one) gets the batch again with
+%% such characters as `\x{...}' escapes, as `user' prints them: the whole
+%% batch was lost before.  An io server that is gone ends the session
+%% (`{stop, _}'), as recon's formatter does: its lines would all be lost.
+-spec handle_events([beamprobe_handler:event()], #st{}) ->
+          {ok, #st{}} | {stop, #st{}}.
 handle_events(Events, St) ->
     {Lines, St1} = lists:mapfoldl(fun line/2, St, Events),
-    put_lines(St1#st.io, St1#st.latin1, Lines),
-    {ok, St1#st{lines = St#st.lines + length(Events)}}.
-
-%% One io request.  A device that takes latin-1 only (a file opened
-%% without {encoding, utf8}: the first character above 255 kills it) gets
-%% those characters as \\x{...}, as ~p writes them for such a device.
-put_lines(Io, false, Lines) ->
-    _ = (catch io:put_chars(Io, Lines)),
-    ok;
-put_lines(Io, true, Lines) ->
-    _ = (catch io:put_chars(Io, latin1_safe(Lines))),
-    ok.
-
-latin1_safe(Lines) ->
-    case unicode:characters_to_list(Lines) of
-        L when is_list(L) ->
-            [case C > 255 of
-                 true -> io_lib:format("\\x{~.16B}", [C]);
-                 false -> C
-             end || C <- L];
-        _ -> Lines
+    St2 = St1#st{lines = St#st.lines + length(Events)},
+    case write(St1#st.io, Lines, St1#st.latin1) of
+        ok -> {ok, St2};
+        gone -> {stop, St2#st{io_gone = true}}
     end.
 
-%% Whether Io is a latin-1 device: its getopts answer, asked once with
-%% the io protocol and waited for 1 s at most (a device that does not
-%% answer is written to as a unicode one).
-latin1_device(Io) ->
-    case whereis_io(Io) of
-        P when is_pid(P) ->
-            M = erlang:monitor(process, P),
-            P ! {io_request, self(), M, getopts},
+write(Io, Lines, true) ->
+    write_escaped(Io, Lines);
+write(Io, Lines, false) ->
+    try io:put_chars(Io, Lines) of
+        _ -> ok
+    catch
+        error:terminated -> gone;       % io: the server is down
+        error:_ when is_atom(Io) ->
+            case whereis(Io) of
+                undefined -> gone;
+                _ -> write_escaped(Io, Lines)
+            end;
+        error:_ -> write_escaped(Io, Lines)
+    end.
+
+write_escaped(Io, Lines) ->
+    case unicode:characters_to_list(Lines) of
+        Chars when is_list(Chars) ->
+            Esc = [if C > 255 -> io_lib:format("\\x{~.16B}", [C]);
+                      true -> C
+                   end || C <- Chars],
+            try io:put_chars(Io, Esc) of
+                _ -> ok
+            catch error:terminated -> gone;
+                  error:_ -> ok
+            end;
+        _ -> ok
+    end.
+
+%% Whether the io server takes only latin1 (a file opened without
+%% `{encoding, utf8}', which stops at the first character past 255 it is
+%% given): asked once, waiting at most a second (an io server that does
+%% not answer in time is taken as Unicode).
+latin1(Io) ->
+    Pid = if is_atom(Io) -> whereis(Io);
+             true -> Io
+          end,
+    case is_pid(Pid) of
+        true ->
+            Ref = monitor(process, Pid),
+            Pid ! {io_request, self(), Ref, getopts},
             receive
-                {io_reply, M, Opts} when is_list(Opts) ->
-                    erlang:demonitor(M, [flush]),
-                    proplists:get_value(encoding, Opts) =:= latin1;
-                {io_reply, M, _} -> erlang:demonitor(M, [flush]), false;
-                {'DOWN', M, _, _, _} -> false
+                {io_reply, Ref, Opts} ->
+                    demonitor(Ref, [flush]),
+                    is_list(Opts) andalso
+                        lists:member({encoding, latin1}, Opts);
+                {'DOWN', Ref, process, _, _} -> false
             after 1000 ->
-                    erlang:demonitor(M, [flush]),
+                    demonitor(Ref, [flush]),
                     false
             end;
-        _ -> false
+        false -> false
     end.
 
-whereis_io(P) when is_pid(P) -> P;
-whereis_io(A) when is_atom(A) -> whereis(A).
 
 %% @doc Says why the session ended (and, when the rate limit of a
 %% session with `on_rate => stop' tripped, what the limit was).
@@ -215,8 +238,16 @@ terminate(Reason, #st{io = Io} = St) ->
                                 "events, tracing stopped~n", [N]);
               _ -> ""
           end,
-    _ = (catch io:format(Io, "% beamprobe: session ended (~p)~n~ts",
-                         [Reason, Why])),
+    _ = case St#st.io_gone of
+            false ->
+                catch io:format(Io, "% beamprobe: session ended (~p)~n~ts",
+                                [Reason, Why]);
+            true when is_pid(St#st.owner), St#st.owner =/= Io ->
+                %% (the shell that started it)
+                catch io:format(St#st.owner, "% beamprobe: session ended: "
+                                "its io server ~p is gone~n", [Io]);
+            true -> ok
+        end,
     ok.
 
 %% @doc One event as a line (without the time and process columns when

@@ -211,8 +211,8 @@ hint(print_time_unit) ->
     "timestamps are printed as HH:MM:SS.microseconds (timestamp => ns: "
         "the trace clock)";
 hint(print_file) ->
-    "use io_server => IoDevice (from file:open(Name, [write])), or "
-        "output => [{file, Dir}] for a trace file";
+    "use io_server => IoDevice (from file:open(Name, [write, {encoding, "
+        "utf8}])), or output => [{file, Dir}] for a trace file";
 hint(K) when K =:= file; K =:= file_size; K =:= file_count ->
     "use output => [{file, Dir}]: a CTF trace (bin/beamprobe print Dir), "
         "bounded by the session's limits";

@@ -29,7 +29,8 @@
          exception_keeps_trace/1, close_shell_ends_trace/1,
          remsh_node_down_ends_trace/1,
          clear_ends_all/1, printer_names/1, caller_line_action/1,
-         rate_limits/1, help_and_docs/1]).
+         rate_limits/1, help_and_docs/1, io_server_file/1,
+         io_server_gone/1]).
 
 -define(T, bprs_target).
 -define(LIB, beamprobe_remote_shell_lib).
@@ -43,7 +44,8 @@ groups() ->
     [{remote_shell, [], [recon_forms, redbug_forms, replace_same_function,
                          exception_keeps_trace, close_shell_ends_trace,
                          remsh_node_down_ends_trace, clear_ends_all, printer_names, caller_line_action,
-                         rate_limits, help_and_docs]}].
+                         rate_limits, help_and_docs, io_server_file,
+                         io_server_gone]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(beamprobe),
@@ -547,3 +549,53 @@ help_and_docs(Config) ->
     exit(Tty, kill),
     assert_clean(Config).
 
+
+%%% ------------------------------------------------------------------------
+%%% The io_server option: a file, an io server that goes away
+%%% ------------------------------------------------------------------------
+
+%% redbug's print_file is refused with "use io_server => IoDevice (from
+%% file:open(Name, [write]))": such a device takes latin1 only and stops
+%% at the first character past 255 it is given.  A traced term with one
+%% (a unicode atom) cost the whole batch of lines, and the device itself.
+%% Now such characters are written as \x{...} escapes (as `user' prints
+%% them) and no line is lost.
+io_server_file(Config) ->
+    {Tty, _} = shell(Config),
+    File = filename:join(?config(priv_dir, Config), "trace.txt"),
+    type(Tty, "{ok, Fd} = file:open(\"" ++ File ++ "\", [write])."),
+    type(Tty, "beamprobe:calls({bprs_target, f, 1}, 10, #{io_server => Fd})."),
+    type(Tty, "A = list_to_atom([26085, 26412])."),
+    type(Tty, "{bprs_target:f(3), catch bprs_target:f(A), "
+              "catch bprs_target:f('\\x{FC}')}."),
+    type(Tty, "beamprobe:clear()."),
+    type(Tty, "file:close(Fd)."),
+    {ok, Text} = file:read_file(File),
+    ct:log("~s~n----~n~w", [out(Tty), Text]),
+    ?assertEqual([<<"call bprs_target:f(3)">>,
+                  <<"call bprs_target:f('\\x{65E5}\\x{672C}')">>,
+                  <<"call bprs_target:f(", 16#FC, ")">>],
+                 [what(L) || L <- binary:split(Text, <<"\n">>, [global]),
+                             re:run(L, "^[0-9]") =/= nomatch]),
+    ?assertNotEqual(nomatch, binary:match(Text, <<"session ended (requested)">>)),
+    exit(Tty, kill),
+    assert_clean(Config).
+
+%% An io server that has gone away ends the trace at its next event (as
+%% recon's formatter, which dies with it), saying so in the shell: before,
+%% the trace went on printing nowhere, every line lost and uncounted,
+%% until its time limit (time => infinity: until its count).
+io_server_gone(Config) ->
+    {Tty, _} = shell(Config),
+    type(Tty, "Io = spawn(fun L() -> receive {io_request, F, R, _} -> "
+              "F ! {io_reply, R, ok}, L(); stop -> ok end end)."),
+    type(Tty, "beamprobe:calls({bprs_target, f, 1}, 10, "
+              "#{io_server => Io, time => infinity})."),
+    type(Tty, "bprs_target:f(1)."),
+    ?assertMatch([_], sessions(Config)),
+    type(Tty, "Io ! stop."),
+    type(Tty, "bprs_target:f(2)."),
+    wait_out(Tty, "% beamprobe: session ended: its io server <", 3000),
+    ct:log("~s", [out(Tty)]),
+    exit(Tty, kill),
+    assert_clean(Config).
