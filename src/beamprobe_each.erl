@@ -127,15 +127,17 @@ tracer(Flags) ->
 %% defaults for new processes changed): 500,000 pids are not copied.
 worker(How, Flags, Tracer) ->
     Self = self(),
-    spawn_link(fun() ->
-                       receive
-                           {go, Self, Mode} ->
-                               Ps = processes() -- [self()],
-                               Self ! {done, self(),
-                                       each(Ps, How, Flags, Tracer, Mode,
-                                            {0, []})}
-                       end
-               end).
+    %% (sensitive: its erlang:trace/3 calls, one per process, are no
+    %% events of a session tracing lists:keyfind/3 meanwhile)
+    beamprobe_own:spawn_link(
+      fun() ->
+              receive
+                  {go, Self, Mode} ->
+                      Ps = processes() -- [self()],
+                      Self ! {done, self(),
+                              each(Ps, How, Flags, Tracer, Mode, {0, []})}
+              end
+      end).
 
 %% careful: the tracer of every traced process is asked first; {fast,
 %% Known}: only of those in Known (our tracer named: the VM refuses

@@ -49,7 +49,9 @@
 %% to `install'.
 -spec start_link(pid(), beamprobe_config:config()) -> {ok, pid()}.
 start_link(Owner, Config) ->
-    gen_server:start_link(?MODULE, {Owner, Config}, []).
+    %% Sensitive from its start (beamprobe_own): another session may be
+    %% tracing meanwhile.
+    beamprobe_own:start_link(?MODULE, {Owner, Config}).
 
 %% @private
 -spec init({pid(), beamprobe_config:config()}) -> {ok, #st{}}.

@@ -37,6 +37,10 @@ sessions() ->
 -spec init(top | sessions) ->
           {ok, {supervisor:sup_flags(), [supervisor:child_spec()]}}.
 init(top) ->
+    %% beamprobe's own (beamprobe_own): starting a session runs
+    %% proc_lib's option handling (lists:keyfind/3) here, while other
+    %% sessions may be tracing.
+    _ = process_flag(sensitive, true),
     %% What beamprobe_monitor must find again if it is restarted (its
     %% sessions, the monitor to give back): held here, by the process that
     %% outlives it, not in persistent_term (whose every update scans all
@@ -64,6 +68,7 @@ init(top) ->
                  type => supervisor, modules => [?MODULE]},
     {ok, {Flags, [Janitor, Monitor, Gate, Sessions]}};
 init(sessions) ->
+    _ = process_flag(sensitive, true),
     Flags = #{strategy => simple_one_for_one, intensity => 10, period => 1},
     Child = #{id => beamprobe_session,
               start => {beamprobe_session, start_link, []},

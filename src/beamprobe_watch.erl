@@ -101,7 +101,9 @@
 %% `on_tamper' (`report' or `reinstall').
 -spec start_link(pid(), map()) -> {ok, pid()} | {error, term()}.
 start_link(Session, Expected) ->
-    gen_server:start_link(?MODULE, {Session, Expected}, []).
+    %% Sensitive from its start (beamprobe_own): it starts after the
+    %% session's patterns are installed.
+    beamprobe_own:start_link(?MODULE, {Session, Expected}).
 
 %% @doc Stops the watchdog and waits until it has ended: nothing it sees
 %% afterwards (the session removing its own tracing) is reported.
@@ -144,8 +146,8 @@ init({Session, #{res := Res} = E}) ->
     %% without erlang:trace_info/2 (its answer is a message, which would
     %% be traced), nor a tracer named (refused, and logged, when another
     %% tracer holds it).
-    _ = (catch erlang:trace(self(), false, [all])),
     _ = process_flag(sensitive, true), % no trace events of it (see beamprobe_shell.erl)
+    _ = (catch erlang:trace(self(), false, [all])),
     Meta = maps:get(meta, E, false),
     %% A session with local patterns gets call events from the patterns
     %% of other tools it skipped: watched too (their removal is reported,

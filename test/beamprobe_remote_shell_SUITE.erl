@@ -30,7 +30,7 @@
          remsh_node_down_ends_trace/1,
          clear_ends_all/1, printer_names/1, caller_line_action/1,
          rate_limits/1, help_and_docs/1, io_server_file/1,
-         io_server_gone/1]).
+         io_server_gone/1, fresh_node_own_work/1]).
 
 -define(T, bprs_target).
 -define(LIB, beamprobe_remote_shell_lib).
@@ -45,7 +45,7 @@ groups() ->
                          exception_keeps_trace, close_shell_ends_trace,
                          remsh_node_down_ends_trace, clear_ends_all, printer_names, caller_line_action,
                          rate_limits, help_and_docs, io_server_file,
-                         io_server_gone]}].
+                         io_server_gone, fresh_node_own_work]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(beamprobe),
@@ -599,3 +599,33 @@ io_server_gone(Config) ->
     ct:log("~s", [out(Tty)]),
     exit(Tty, kill),
     assert_clean(Config).
+
+%% On a node where beamprobe has just started, a trace of a common
+%% function in every process records none of beamprobe's own work: not
+%% the code server loading a beamprobe module on its first use (the
+%% first info/1 loaded beamprobe_cluster and beamprobe_follow while the
+%% trace ran: lists:keyfind(beamprobe_cluster, 2, []) and the loader's
+%% lists:reverse/2 calls), not the session's own processes starting.
+fresh_node_own_work(_Config) ->
+    Ebin = filename:dirname(code:which(beamprobe)),
+    {ok, Peer, Node} = peer:start(#{name => peer:random_name(),
+                                    args => ["-pa", Ebin]}),
+    {Mod, Bin, File} = code:get_object_code(?LIB),
+    {module, Mod} = erpc:call(Node, code, load_binary, [Mod, File, Bin]),
+    {ok, _} = erpc:call(Node, application, ensure_all_started, [beamprobe]),
+    {Tty, _} = shell([{node, Node}]),
+    type(Tty, "beamprobe:calls([\"lists:keyfind/3\", \"lists:reverse/2\"], "
+              "100, #{time => 1500})."),
+    type(Tty, "ok."),
+    wait_out(Tty, "session ended (", 5000),
+    Out = out(Tty),
+    ct:log("~s", [Out]),
+    Events = events_after(Tty, "#{time => 1500})"),
+    ?assertEqual([], [L || L <- Events,
+                           binary:match(L, [<<"beamprobe_">>,
+                                            <<"(proc_lib:init_p/5)">>])
+                               =/= nomatch]),
+    %% (the shell printing the result is the user's work)
+    ?assertNotEqual([], Events),
+    exit(Tty, kill),
+    peer:stop(Peer).

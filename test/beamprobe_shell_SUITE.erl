@@ -13,7 +13,8 @@
 -include_lib("common_test/include/ct.hrl").
 -include_lib("stdlib/include/assert.hrl").
 
--export([own_output_not_traced/1, gate_load_not_traced/1]).
+-export([own_output_not_traced/1, gate_load_not_traced/1,
+         own_start_not_traced/1]).
 -export([all/0, groups/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([own_work_not_traced/1, count_limit/1, count_limit_exact/1, count_whole_module/1,
@@ -46,7 +47,8 @@ suite() -> [{timetrap, {seconds, 60}}].
 
 all() ->
     [{group, limits}, {group, patterns}, bad_inputs, format_errors,
-     own_work_not_traced, own_output_not_traced, gate_load_not_traced].
+     own_work_not_traced, own_output_not_traced, gate_load_not_traced,
+     own_start_not_traced].
 
 groups() ->
     [{limits, [], [count_limit, count_limit_exact, count_whole_module,
@@ -720,3 +722,38 @@ wait_until_gate_closed(N) ->
         {ok, #{flag := false}} -> ok;
         _ -> timer:sleep(100), wait_until_gate_closed(N - 1)
     end.
+
+%% beamprobe's own processes starting -- a session, its watchdog, the
+%% supervisor starting the session -- are no events of a trace that runs
+%% meanwhile, its own start included.  gen_server:start_link/3 runs gen's
+%% option handling (lists:keyfind/3 for debug, hibernate_after) in the new
+%% process before init/1 makes it sensitive; the watchdog is started after
+%% the session's patterns are installed: calls("lists:keyfind/3", 5)
+%% printed 3 calls of its own watchdog starting, and a trace running
+%% while another session started recorded that session's start.
+own_start_not_traced(Config) ->
+    Cap = cap(),
+    ?assert(ok_calls("lists:keyfind/3", 1000,
+                     #{io_server => Cap, time => 20000}) >= 1),
+    S = the_session(),
+    Own1 = [S | beamprobe_test_lib:own_pids(S)],
+    Dir = beamprobe_test_lib:dir(Config, "second"),
+    {ok, S2} = beamprobe:start(#{calls => [{?T, f, 1}],
+                                 output => {file, Dir}}),
+    Own2 = [S2 | beamprobe_test_lib:own_pids(S2)],
+    {ok, _} = beamprobe:stop(S2),
+    _ = lists:keyfind(my, 1, [{my, own, call}]),
+    timer:sleep(600),
+    ok = beamprobe:clear(),
+    Own = [list_to_binary(pid_to_list(P))
+           || P <- Own1 ++ Own2 ++
+                  [whereis(N) || N <- [beamprobe_sup, beamprobe_session_sup,
+                                       beamprobe_janitor, beamprobe_monitor,
+                                       beamprobe_gate]]],
+    Events = event_lines(Cap),
+    ct:log("~s~nbeamprobe's: ~p", [cap_text(Cap), Own]),
+    ?assertEqual([], [L || L <- Events, lists:member(pid_of(L), Own)]),
+    Me = list_to_binary(pid_to_list(self())),
+    ?assert(lists:any(fun(L) -> pid_of(L) =:= Me andalso
+                                    binary:match(L, <<"{my,own,call}">>) =/= nomatch
+                      end, Events)).
