@@ -36,6 +36,8 @@
         "out").
 
 -define(TAG, beamprobe_shell).
+-define(LOCKS, beamprobe_shell_locks).  % beamprobe_sup's table
+-define(LOCK_MS, 10000).
 -define(DEFAULT_MS, 15000).
 -define(DEFAULT_MSGS, 10).              % redbug's msgs default
 
@@ -234,21 +236,7 @@ start_limited(Base, Limit, Opts) ->
             %% the old one ends first.)
             case beamprobe_config:validate(Spec) of
                 {ok, _} ->
-                    Old = to_replace(Owner, Spec),
-                    OldS = [S || {S, _, _} <- Old],
-                    case start_session(Spec, Owner, 3) of
-                        {error, {conflict, S, _}} = E ->
-                            case lists:member(S, OldS) of
-                                true ->
-                                    replace(Old, Spec, Io),
-                                    start_session(Spec, Owner, 3);
-                                false -> E
-                            end;
-                        {error, _} = E -> E;
-                        N ->
-                            replace(Old, Spec, Io),
-                            N
-                    end;
+                    locked(Owner, fun() -> replace_start(Spec, Owner, Io) end);
                 %% (a count or rate past the session's bounds: the
                 %% argument named, not the option it became)
                 {error, {bad_option, {limits, K}, _}} when K =:= events;
@@ -256,6 +244,66 @@ start_limited(Base, Limit, Opts) ->
                     bad_limit(Limit);
                 {error, _} = E -> E
             end
+    end.
+
+replace_start(Spec, Owner, Io) ->
+    Old = to_replace(Owner, Spec),
+    OldS = [S || {S, _, _} <- Old],
+    case start_session(Spec, Owner, 3) of
+        {error, {conflict, S, _}} = E ->
+            case lists:member(S, OldS) of
+                true ->
+                    replace(Old, Spec, Io),
+                    start_session(Spec, Owner, 3);
+                false -> E
+            end;
+        {error, _} = E -> E;
+        N ->
+            replace(Old, Spec, Io),
+            N
+    end.
+
+%% The traces of one shell are replaced and started one at a time: five
+%% processes of a shell starting a trace of the same function at once
+%% each found nothing to replace, and five sessions printed each call
+%% five times.  A lock per shell in a public table (beamprobe_sup's),
+%% taken with ets:insert_new/2: its holder is a process of this node,
+%% and one that died holding it is replaced.  Nothing is called
+%% (global's locks wait on the global name server, which a partition
+%% can hold for seconds); a caller waits at most ?LOCK_MS, then goes on.
+locked(Owner, Fun) ->
+    Key = {shell, Owner},
+    Deadline = erlang:monotonic_time(millisecond) + ?LOCK_MS,
+    Got = case ets:whereis(?LOCKS) of
+              undefined ->
+                  %% The first trace on this node: the application (and
+                  %% the table) start now, not inside the session start.
+                  _ = application:ensure_all_started(beamprobe),
+                  lock(Key, Deadline);
+              _ -> lock(Key, Deadline)
+          end,
+    try Fun()
+    after
+        _ = Got andalso (catch ets:delete_object(?LOCKS, {Key, self()}))
+    end.
+
+lock(Key, Deadline) ->
+    case catch ets:insert_new(?LOCKS, {Key, self()}) of
+        true -> true;
+        false ->
+            case ets:lookup(?LOCKS, Key) of
+                [{_, Holder} = Obj] ->
+                    case is_process_alive(Holder) of
+                        false -> _ = ets:delete_object(?LOCKS, Obj);
+                        true -> timer:sleep(5)
+                    end;
+                [] -> ok
+            end,
+            case erlang:monotonic_time(millisecond) > Deadline of
+                true -> false;
+                false -> lock(Key, Deadline)
+            end;
+        _ -> false                      % no table: the application is down
     end.
 
 %% The local processes a line printed to Io passes through: the io

@@ -30,7 +30,7 @@
          remsh_node_down_ends_trace/1,
          clear_ends_all/1, printer_names/1, caller_line_action/1,
          rate_limits/1, help_and_docs/1, io_server_file/1,
-         io_server_gone/1, fresh_node_own_work/1]).
+         io_server_gone/1, fresh_node_own_work/1, concurrent_replace/1]).
 
 -define(T, bprs_target).
 -define(LIB, beamprobe_remote_shell_lib).
@@ -45,7 +45,8 @@ groups() ->
                          exception_keeps_trace, close_shell_ends_trace,
                          remsh_node_down_ends_trace, clear_ends_all, printer_names, caller_line_action,
                          rate_limits, help_and_docs, io_server_file,
-                         io_server_gone, fresh_node_own_work]}].
+                         io_server_gone, fresh_node_own_work,
+                         concurrent_replace]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(beamprobe),
@@ -629,3 +630,25 @@ fresh_node_own_work(_Config) ->
     ?assertNotEqual([], Events),
     exit(Tty, kill),
     peer:stop(Peer).
+
+%% Processes of one shell starting a trace of the same function at once
+%% replace each other as one after another would: one trace is left, and
+%% each call is printed once (each found nothing to replace, and 8
+%% sessions printed each call 8 times).
+concurrent_replace(Config) ->
+    {Tty, _} = shell(Config),
+    type(Tty, "Ps = [spawn(fun() -> beamprobe:calls({bprs_target, f, 1}, "
+              "10) end) || _ <- lists:seq(1, 8)]."),
+    wait_until(fun() -> length(binary:matches(out(Tty), <<"replaced the "
+                                                       "shell trace">>)) >= 7
+               end, 5000, {not_replaced, fun() -> out(Tty) end}),
+    ?assertMatch([_], sessions(Config)),
+    type(Tty, "bprs_target:f(21)."),
+    wait_out(Tty, "call bprs_target:f(21)", 3000),
+    timer:sleep(200),
+    ?assertEqual([<<"call bprs_target:f(21)">>],
+                 [what(L) || L <- events_after(Tty, "lists:seq(1, 8)].")]),
+    ct:log("~s", [out(Tty)]),
+    type(Tty, "beamprobe:clear()."),
+    exit(Tty, kill),
+    assert_clean(Config).
