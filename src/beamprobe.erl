@@ -430,7 +430,8 @@ calls(Pattern, Limit, Opts) ->
     end.
 
 %% @doc Traces messages sent or received matching `Pattern' (`"send"',
-%% `"receive"', `"send({ping, _})"', ...) and prints them; see
+%% `"receive"', `"send({ping, _})"', ..., redbug's atoms `send' and
+%% `'receive'', or a list of these) and prints them; see
 %% {@link calls/2} (limits, options as second argument, ownership by the
 %% shell).  Returns the number of patterns installed.
 %%
@@ -439,7 +440,8 @@ calls(Pattern, Limit, Opts) ->
 %% 1
 %% 12:00:01.123456 <0.90.0>(erlang:apply/2) sent {ping,1} to <0.95.0>(my_server)
 %% '''
--spec messages(string() | binary() | [string() | binary()],
+-spec messages(string() | binary() | send | 'receive'
+               | [string() | binary() | send | 'receive'],
                pos_integer() | {pos_integer(), pos_integer()}
                | map() | list()) ->
           non_neg_integer() | {error, term()}.
@@ -450,7 +452,8 @@ messages(Pattern, LimitOrOpts) ->
     end.
 
 %% @doc {@link messages/2} with the options of {@link calls/3}.
--spec messages(string() | binary() | [string() | binary()],
+-spec messages(string() | binary() | send | 'receive'
+               | [string() | binary() | send | 'receive'],
                pos_integer() | {pos_integer(), pos_integer()},
                map() | list()) ->
           non_neg_integer() | {error, term()}.

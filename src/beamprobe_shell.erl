@@ -112,7 +112,9 @@ with_patterns(Patterns, Opts0, Want, Fun) ->
                            end;
                        L when is_list(L), L =/= [] ->
                            case proper(L) of
-                               true -> L;
+                               %% redbug's list, ['send', 'receive'] or
+                               %% ["m:f", send]
+                               true -> [redbug_atom(X) || X <- L];
                                false -> bad
                            end;
                        _ -> bad
@@ -123,6 +125,9 @@ with_patterns(Patterns, Opts0, Want, Fun) ->
                                fun(Parsed) -> Fun(Parsed, Opts) end, [])
             end
     end.
+
+redbug_atom(A) when A =:= send; A =:= 'receive' -> atom_to_list(A);
+redbug_atom(X) -> X.
 
 proper(L) when is_list(L) ->
     try length(L) >= 0

@@ -256,6 +256,16 @@ redbug_forms(Config) ->
               "{procs, [self()]}, {timeout, 5000}, {msgs, 1}])."),
     type(Tty, "bprs_target:f(3)."),
     wait_out(Tty, "call bprs_target:f/1\n", 3000),
+    %% redbug's message atoms in a list, as redbug:start(['send',
+    %% 'receive']) takes them; in a list of calls, the atom is named as a
+    %% message pattern (both were "a pattern is a string ...").
+    type(Tty, "beamprobe:messages([send, 'receive'], 2, #{procs => [self()]})."),
+    wait_after(Tty, "#{procs => [self()]}).\n2\n", "session ended (events)", 3000),
+    ?assertMatch([<<"received ", _/binary>>, <<"sent ", _/binary>>],
+                 lists:sort([what(L) || L <- events_after(
+                                              Tty, "[send, 'receive'], 2")])),
+    type(Tty, "beamprobe:calls([\"bprs_target:f/1\", send], 2)."),
+    wait_out(Tty, "\"a message pattern: use messages/2,3\"}}", 3000),
     %% Refused: each names what to use.
     [begin
          type(Tty, "beamprobe:calls(\"bprs_target:f/1\", [{" ++ Opt ++ "}])."),
