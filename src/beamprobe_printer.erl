@@ -37,6 +37,7 @@
                   rate => {pos_integer(), pos_integer()} | undefined,
                   on_rate => drop | stop,
                   limit => pos_integer() | undefined,
+                  time => pos_integer() | infinity,
                   owner => pid(),
                   syntax => erlang | elixir,
                   follows_names => boolean(),
@@ -64,11 +65,12 @@
              untimed_seen = #{} :: #{binary() => boolean()},
              owner = undefined :: pid() | undefined,
              io_gone = false :: boolean(),
+             time = undefined :: undefined | pos_integer() | infinity,
              latin1 = false :: boolean(),   % chars past 255 escaped
              lines = 0 :: non_neg_integer()}).
 
 -define(OPTS, [io, timestamp, proc_names, print_re, rate, on_rate, limit,
-               owner, syntax, follows_names, returns, untimed]).
+               time, owner, syntax, follows_names, returns, untimed]).
 
 %% @doc `Opts': `io' (the io server; one that takes latin-1 only, such as
 %% a file opened without `{encoding, utf8}', gets characters above 255 as
@@ -82,7 +84,8 @@
 %% its name, a pid of another node by its node), `print_re' (only
 %% event lines matching this regular expression are printed), `rate' and
 %% `on_rate' (the session's rate limit, for the line that says it
-%% tripped), `limit' (its count limit, likewise), `owner' (the shell
+%% tripped), `limit' (its count limit, likewise), `time' (its time
+%% limit in ms, likewise), `owner' (the shell
 %% that started the session), `syntax' (`erlang', the default, or
 %% `elixir': terms, functions, pids and names as Elixir's `inspect/2'
 %% prints them, `Shop.buy(:apple, 2)', `%Shop.Order{id: 1}', `"héllo"',
@@ -147,6 +150,7 @@ init(#{io := Io} = Opts) ->
                      on_rate = maps:get(on_rate, Opts, drop),
                      limit = maps:get(limit, Opts, undefined),
                      owner = maps:get(owner, Opts, undefined),
+                     time = maps:get(time, Opts, undefined),
                      latin1 = latin1(Io),
                      returns = Returns, untimed = Untimed}}
     end;
@@ -236,6 +240,11 @@ terminate(Reason, #st{io = Io} = St) ->
               {events, _, N} when is_integer(N) ->
                   io_lib:format("% beamprobe: event limit reached: ~b "
                                 "events, tracing stopped~n", [N]);
+              {seconds, _, _} when is_integer(St#st.time) ->
+                  %% (redbug: "quitting: timeout")
+                  io_lib:format("% beamprobe: time limit reached: ~b ms, "
+                                "tracing stopped (time => Ms for longer)~n",
+                                [St#st.time]);
               _ -> ""
           end,
     _ = case St#st.io_gone of

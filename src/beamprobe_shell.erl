@@ -206,7 +206,8 @@ start_limited(Base, Limit, Opts) ->
                            proc_names => initial_call,
                            owner => Owner,
                            on_rate => maps:get(on_rate, Opts, drop),
-                           rate => Rate, limit => Count},
+                           rate => Rate, limit => Count,
+                           time => maps:get(time, Opts, ?DEFAULT_MS)},
                          maps:with([print_re, syntax], Opts)),
                        #{batch => 200, credits => 4}},
             Output = case maps:get(output, Opts, []) of

@@ -277,7 +277,9 @@ time_limit(_Config) ->
          1 = ok_calls("bpsh_target:f/1", Limit,
                       #{io_server => Cap, time => 300}),
          7 = ?T:f(3) + 1,
-         wait_text(Cap, "% beamprobe: session ended (seconds)\n", 2000),
+         wait_text(Cap, "% beamprobe: session ended (seconds)\n"
+                   "% beamprobe: time limit reached: 300 ms, tracing stopped "
+                   "(time => Ms for longer)\n", 2000),
          Elapsed = ?L:elapsed_ms(T0),
          ct:log("limit ~p: ended after ~b ms~n~s",
                 [Limit, Elapsed, cap_text(Cap)]),
