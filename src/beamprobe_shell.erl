@@ -59,10 +59,31 @@ calls(Patterns, Limit) ->
           non_neg_integer() | {error, term()}.
 calls(Patterns, Limit, Opts0) ->
     with_patterns(Patterns, Opts0, call, fun(Parsed, Opts) ->
-        Calls = [{MFA, with_return(MS, Opts)}
-                 || #{mfa := MFA, match_spec := MS} <- Parsed],
+        Calls = last_wins([{MFA, with_return(MS, Opts)}
+                           || #{mfa := MFA, match_spec := MS} <- Parsed]),
         start(#{calls => Calls, events => []}, Limit, Opts)
     end).
+
+%% Two patterns of one list on the same function: the later one is in
+%% force, as recon_trace and redbug set them one after another
+%% (erlang:trace_pattern/3).  A pattern that a later one covers (the same
+%% function, or a wildcard over it) is dropped; a later, narrower one
+%% stays, and a session's function pattern wins over its wildcard.
+%% Before, the one that sorted first won: [{m, f, 1}, {m, f,
+%% [{'_', [], [{return_trace}]}]}] printed no return values.
+last_wins([]) -> [];
+last_wins([{MFA, _} = C | T]) ->
+    case lists:any(fun({Later, _}) -> covers(Later, MFA) end, T) of
+        true -> last_wins(T);
+        false -> [C | last_wins(T)]
+    end.
+
+covers({M1, F1, A1}, {M2, F2, A2}) ->
+    wide(M1, M2) andalso wide(F1, F2) andalso wide(A1, A2).
+
+wide('_', _) -> true;
+wide(X, X) -> true;
+wide(_, _) -> false.
 
 %% @doc See {@link beamprobe:messages/2}.
 -spec messages(patterns(), limit() | map() | list()) ->

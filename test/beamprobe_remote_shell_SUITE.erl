@@ -203,6 +203,25 @@ recon_forms(Config) ->
                   <<"returned from bprs_target:g/1 -> 2">>,
                   <<"call bprs_target:add(2, 2)">>],
                  [what(L) || L <- events_after(Tty, "\"bprs_target:add/2\"]")]),
+    %% Two patterns of one list on the same function: the later is in
+    %% force, as recon and redbug set them one after the other (the one
+    %% that sorted first was: no return values here).
+    type(Tty, "beamprobe:calls([{bprs_target, f, 1}, {bprs_target, f, "
+              "[{'_', [], [{return_trace}]}]}], 10)."),
+    type(Tty, "bprs_target:f(6)."),
+    wait_out(Tty, "returned from bprs_target:f/1 -> 12", 3000),
+    ?assertEqual([<<"call bprs_target:f(6)">>,
+                  <<"returned from bprs_target:f/1 -> 12">>],
+                 [what(L) || L <- events_after(Tty, "[{return_trace}]}]}], 10).")]),
+    type(Tty, "beamprobe:calls([{bprs_target, '_', return_trace}, "
+              "{bprs_target, g, 1}], 10)."),
+    type(Tty, "{bprs_target:f(7), bprs_target:g(7)}."),
+    wait_out(Tty, "call bprs_target:g(7)", 3000),
+    timer:sleep(200),
+    ?assertEqual([<<"call bprs_target:f(7)">>,
+                  <<"returned from bprs_target:f/1 -> 14">>,
+                  <<"call bprs_target:g(7)">>],
+                 [what(L) || L <- events_after(Tty, "{bprs_target, g, 1}], 10).")]),
     %% recon's options as a proplist: {args, arity} prints m:f/N, pid
     %% specs, scope local, timestamp trace, return_to.
     type(Tty, "beamprobe:calls({bprs_target, f, 1}, 2, [{args, arity}, "
