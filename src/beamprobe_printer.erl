@@ -239,7 +239,8 @@ terminate(Reason, #st{io = Io} = St) ->
                                 "(on_rate => stop)~n", [N, Ms]);
               {events, _, N} when is_integer(N) ->
                   io_lib:format("% beamprobe: event limit reached: ~b "
-                                "events, tracing stopped~n", [N]);
+                                "event~ts, tracing stopped~n",
+                                [N, [$s || N =/= 1]]);
               {seconds, _, _} when is_integer(St#st.time) ->
                   %% (redbug: "quitting: timeout")
                   io_lib:format("% beamprobe: time limit reached: ~b ms, "

@@ -275,6 +275,8 @@ redbug_forms(Config) ->
               "{procs, [self()]}, {timeout, 5000}, {msgs, 1}])."),
     type(Tty, "bprs_target:f(3)."),
     wait_out(Tty, "call bprs_target:f/1\n", 3000),
+    wait_out(Tty, "% beamprobe: event limit reached: 1 event, tracing stopped\n",
+             3000),
     %% redbug's message atoms in a list, as redbug:start(['send',
     %% 'receive']) takes them; in a list of calls, the atom is named as a
     %% message pattern (both were "a pattern is a string ...").
