@@ -126,8 +126,10 @@ opt(timestamp, T) ->
     end;
 opt(io_server, Io) when is_pid(Io); is_atom(Io), Io =/= undefined ->
     %% One that is not there would lose every line while the counters
-    %% say they were delivered.
-    case is_there(Io) of
+    %% say they were delivered; the caller itself (`{io_server, self()}'
+    %% typed in the shell: the evaluator) answers no io request, and the
+    %% printer would wait for it for the whole session.
+    case Io =/= self() andalso whereis_io(Io) =/= self() andalso is_there(Io) of
         true -> {set, [{io_server, Io}]};
         false -> bad
     end;
@@ -287,6 +289,9 @@ named(_) -> error.
 proper(L) when is_list(L) ->
     try length(L) >= 0 catch error:badarg -> false end;
 proper(_) -> false.
+
+whereis_io(Name) when is_atom(Name) -> whereis(Name);
+whereis_io(Pid) -> Pid.
 
 %% A local pid that is alive, a name registered here; a remote pid is
 %% taken as it is (asking its node would block the caller).

@@ -107,6 +107,11 @@ options_table(_Config) ->
                    {timeout, -1}, {msgs, 0}, {args, deep}, {timestamp, never},
                    {scope, galaxy}, {print_re, "("}, {print_depth, 0},
                    {return_to, maybe}]],
+    %% The caller is no io server (`{io_server, self()}' typed in the
+    %% shell): the printer waited for its answer all session long, every
+    %% event dropped, and stopping it took 5 s.
+    ?assertEqual({error, {bad_option, io_server, self()}},
+                 beamprobe:calls(P, 5, [{io_server, self()}])),
     ?assertEqual({error, {unknown_option, bogus}},
                  beamprobe:calls(P, 5, O ++ [{bogus, 1}])),
     %% msgs must agree with an explicit limit.

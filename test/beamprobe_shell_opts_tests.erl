@@ -63,7 +63,12 @@ io_server_there_test() ->
                  ?N([{io_server, bp_nobody_zz}])),
     ?assertEqual({error, {bad_option, io_server, Dead}},
                  ?N([{io_server, Dead}])),
-    ?assertEqual({ok, #{io_server => self()}}, ?N([{io_server, self()}])),
+    Io = spawn(fun() -> receive stop -> ok end end),
+    ?assertEqual({ok, #{io_server => Io}}, ?N([{io_server, Io}])),
+    Io ! stop,
+    %% The caller is no io server (the shell's evaluator).
+    ?assertEqual({error, {bad_option, io_server, self()}},
+                 ?N([{io_server, self()}])),
     ?assertEqual({ok, #{io_server => user}}, ?N([{io_server, user}])).
 
 recon_pid_specs_test() ->
