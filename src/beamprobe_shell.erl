@@ -315,7 +315,13 @@ locked(Owner, Fun) ->
     end.
 
 lock(Key, Deadline) ->
-    case catch ets:insert_new(?LOCKS, {Key, self()}) of
+    %% (the table is gone only with the application: no lock then)
+    try lock_loop(Key, Deadline)
+    catch error:badarg -> false
+    end.
+
+lock_loop(Key, Deadline) ->
+    case ets:insert_new(?LOCKS, {Key, self()}) of
         true -> true;
         false ->
             case ets:lookup(?LOCKS, Key) of
@@ -328,9 +334,8 @@ lock(Key, Deadline) ->
             end,
             case erlang:monotonic_time(millisecond) > Deadline of
                 true -> false;
-                false -> lock(Key, Deadline)
-            end;
-        _ -> false                      % no table: the application is down
+                false -> lock_loop(Key, Deadline)
+            end
     end.
 
 %% The local processes a line printed to Io passes through: the io
