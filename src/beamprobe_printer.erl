@@ -42,7 +42,8 @@
                   syntax => erlang | elixir,
                   follows_names => boolean(),
                   returns => boolean(),
-                  untimed => [{atom(), atom(), arity() | '_'}]}.
+                  untimed => [{atom(), atom(), arity() | '_'}],
+                  calls => [{atom(), atom(), arity() | '_'}]}.
 
 -record(st, {io :: pid() | atom(),
              ts :: time | ns | none,
@@ -62,6 +63,7 @@
              %% Patterns whose calls have no return event, as texts
              %% ('_': any), and what they said of each function met.
              untimed = [] :: [{binary() | '_', binary() | '_', binary() | '_'}],
+             calls = [] :: [{binary() | '_', binary() | '_', binary() | '_'}],
              untimed_seen = #{} :: #{binary() => boolean()},
              owner = undefined :: pid() | undefined,
              io_gone = false :: boolean(),
@@ -70,7 +72,7 @@
              lines = 0 :: non_neg_integer()}).
 
 -define(OPTS, [io, timestamp, proc_names, print_re, rate, on_rate, limit,
-               time, owner, syntax, follows_names, returns, untimed]).
+               time, owner, syntax, follows_names, returns, untimed, calls]).
 
 %% @doc `Opts': `io' (the io server; one that takes latin-1 only, such as
 %% a file opened without `{encoding, utf8}', gets characters above 255 as
@@ -100,7 +102,9 @@
 %% indented, since no call is known to have ended; default `true'),
 %% `untimed' (set by the session: the patterns, `{M, F, A}' with `'_'',
 %% whose calls have no return event in a session where others have: their
-%% calls do not indent what follows).
+%% calls do not indent what follows; with `calls', every pattern of the
+%% session in its order, a function follows its most specific pattern,
+%% the last of equal ones, as its match spec did).
 %% Any other argument is `{error, {bad_option, Key, Value}}' (Key `opts'
 %% for something that is not such a map).
 -spec init(opts() | term()) -> {ok, #st{}} | {error, term()}.
@@ -110,6 +114,7 @@ init(#{io := Io} = Opts) ->
     Syntax = maps:get(syntax, Opts, erlang),
     Returns = maps:get(returns, Opts, true),
     Untimed = untimed_texts(maps:get(untimed, Opts, [])),
+    Calls = untimed_texts(maps:get(calls, Opts, [])),
     Re = case maps:find(print_re, Opts) of
              error -> {ok, undefined};
              {ok, R} ->
@@ -133,6 +138,8 @@ init(#{io := Io} = Opts) ->
             {error, {bad_option, returns, maps:get(returns, Opts)}};
         _ when Untimed =:= error ->
             {error, {bad_option, untimed, maps:get(untimed, Opts)}};
+        _ when Calls =:= error ->
+            {error, {bad_option, calls, maps:get(calls, Opts)}};
         [] ->
             Offset = os:system_time(nanosecond) - beamprobe_nif:clock(),
             {ok, MP} = Re,
@@ -152,7 +159,7 @@ init(#{io := Io} = Opts) ->
                      owner = maps:get(owner, Opts, undefined),
                      time = maps:get(time, Opts, undefined),
                      latin1 = latin1(Io),
-                     returns = Returns, untimed = Untimed}}
+                     returns = Returns, untimed = Untimed, calls = Calls}}
     end;
 init(Opts) ->
     {error, {bad_option, opts, Opts}}.
@@ -590,20 +597,35 @@ stack_depth(P, #st{stacks = D}) ->
 %% Whether the function text F ("m:f/1", as the tracer renders it) is
 %% one the session traced without returns (a call of it is never known
 %% to end, so it pushes no frame, as in `beamprobe print').
-untimed(F, #st{untimed = U, untimed_seen = Seen} = St) ->
+untimed(F, #st{untimed = U, calls = Calls, untimed_seen = Seen} = St) ->
     case Seen of
         #{F := V} -> {V, St};
         _ ->
             V = case split_mfa(F) of
                     {M, Fn, A} ->
-                        lists:any(fun({PM, PF, PA}) ->
-                                          part(PM, M) andalso part(PF, Fn)
-                                              andalso part(PA, A)
-                                  end, U);
+                        Names = fun({PM, PF, PA}) ->
+                                        part(PM, M) andalso part(PF, Fn)
+                                            andalso part(PA, A)
+                                end,
+                        case most_specific(lists:filter(Names, Calls)) of
+                            none -> lists:any(Names, U);
+                            P -> lists:member(P, U)
+                        end;
                     error -> false
                 end,
             {V, St#st{untimed_seen = (bounded(Seen))#{F => V}}}
     end.
+
+%% The pattern with the fewest '_', the last of equal ones.
+most_specific([]) -> none;
+most_specific(Ps) ->
+    Wild = fun(P) -> length([x || '_' <- tuple_to_list(P)]) end,
+    lists:foldl(fun(P, Best) ->
+                        case Wild(P) =< Wild(Best) of
+                            true -> P;
+                            false -> Best
+                        end
+                end, hd(Ps), tl(Ps)).
 
 part('_', _) -> true;
 part(P, T) -> P =:= T.

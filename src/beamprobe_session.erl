@@ -348,13 +348,24 @@ patterns_text(Calls) ->
 %% exception_trace in their match spec, or a plain pattern of a session
 %% without return and exceptions.  The readers count their calls and show
 %% no time for them (a call of one never ends); return_to ends every
-%% call, so with it there are none.
+%% call, so with it there are none.  A function's calls follow its most
+%% specific pattern, the last of equal ones (beamprobe_combine's
+%% session_ms/2), and so do the readers (c_src/cli/bp_calls.h): of a
+%% pattern given twice only the last counts, and it is listed when that
+%% one is untimed.
 untimed(#{return_to := true}) -> [];
 untimed(C) ->
     case returns(C) of
         false -> [];
-        true -> [Call || Call <- maps:get(calls, C), not timed(Call, C)]
+        true ->
+            Calls = lists:enumerate(maps:get(calls, C)),
+            Last = maps:from_list([{key(Call), I} || {I, Call} <- Calls]),
+            [Call || {I, Call} <- Calls, not timed(Call, C),
+                     map_get(key(Call), Last) =:= I]
     end.
+
+key({{_, _, _} = MFA, _}) -> MFA;
+key(MFA) -> MFA.
 
 timed({{_, _, _}, MS}, _C) when is_list(MS) ->
     lists:any(fun({_, _, Body}) when is_list(Body) ->
@@ -376,10 +387,9 @@ handler_arg(beamprobe_printer, A, Sink, Config) when is_map(A) ->
     maps:merge(#{follows_names =>
                      maps:get(kinds, Sink, 0) band (1 bsl ?BP_EV_REGISTER) =/= 0,
                  returns => returns(Config),
-                 untimed => [case P of
-                                 {{_, _, _} = MFA, _} -> MFA;
-                                 MFA -> MFA
-                             end || P <- untimed(Config)]}, A);
+                 untimed => [key(P) || P <- untimed(Config)],
+                 calls => [key(P) || P <- maps:get(calls, Config, [])]},
+               A);
 handler_arg(_M, A, _Sink, _Config) -> A.
 
 %% Whether a call can be followed by its return: a return_trace or

@@ -18,7 +18,7 @@
 
 -export([all/0, groups/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
--export([stats_untimed/1, stats_mixed/1]).
+-export([stats_untimed/1, stats_mixed/1, stats_overlap/1]).
 -export([loss_drop_newest/1, loss_drop_oldest/1, loss_overflow_stop/1,
          count_calls/1,
          owner_death/1, session_killed/1, stop_restores_all/1, stop_restores_pids/1,
@@ -54,7 +54,8 @@ groups() ->
      {limits, [], [limit_events, limit_seconds, limit_bytes,
                    capture_bounded]},
      {output, [], [dump_flight_recorder, dump_not_flight_recorder,
-                   file_modes, stats_untimed, stats_mixed]}].
+                   file_modes, stats_untimed, stats_mixed,
+                   stats_overlap]}].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -726,6 +727,56 @@ stats_mixed(Config) ->
     ?assertNotEqual(nomatch, binary:match(Info, <<"beamprobe_workload:tick/1, "
                                                   "beamprobe_workload:sink/1">>)),
     ?assertNotEqual(nomatch, binary:match(Info, <<"bp_mixed_uni:'", FunText/binary, "'/1">>)).
+
+%% A function's calls follow its most specific pattern, the last of
+%% equal ones (what the VM was given): outer/1 traced with its returns
+%% next to beamprobe_workload:'_'/'_' without them, and inner/1 given twice,
+%% last with its returns, are timed; tick/1 and sink/1 are not.  Before,
+%% a function any untimed pattern named was untimed: outer/1 and inner/1
+%% showed no time though their returns were recorded, and the shell's
+%% printer did not indent inner/1's call inside outer/1.
+stats_overlap(Config) ->
+    D = beamprobe_test_lib:dir(Config, "overlap"),
+    W = beamprobe_workload,
+    R = [{'_', [], [{return_trace}]}],
+    Log = filename:join(?config(priv_dir, Config), "overlap_printer.txt"),
+    {ok, Io} = file:open(Log, [write]),
+    {ok, S} = beamprobe:start(
+                #{calls => [{{W, outer, 1}, R}, {W, '_', '_'},
+                            {{W, inner, 1}, R}, {{W, inner, 1}, [{'_', [], []}]}],
+                  output => [{file, D}, {handler, beamprobe_printer,
+                                         #{io => Io, timestamp => none}}]}),
+    [begin _ = W:outer(I), _ = W:tick(I), ok = W:sink(I), timer:sleep(10) end
+     || I <- lists:seq(1, 5)],
+    {ok, _} = beamprobe:stop(S),
+    _ = ?L:wait_until(fun() ->
+                              {ok, P} = file:read_file(Log),
+                              length(binary:matches(P, <<" call ">>)) >= 20
+                      end, 5000),
+    ok = file:close(Io),
+    {ok, Printed} = file:read_file(Log),
+    ct:log("~ts", [Printed]),
+    Lines = fun(Text, What) ->
+                    [L || L <- binary:split(Text, <<"\n">>, [global]),
+                          binary:match(L, What) =/= nomatch]
+            end,
+    Inner = <<"call beamprobe_workload:inner(">>,
+    ?assertEqual(5, length(Lines(Printed, Inner))),
+    [?assertMatch({match, _}, re:run(L, "^<[0-9.]+>   call ")) || L <- Lines(Printed, Inner)],
+    [?assertMatch({match, _}, re:run(L, "^<[0-9.]+> call "))
+     || L <- Lines(Printed, <<"call beamprobe_workload:sink(">>)],
+    Text = beamprobe_test_lib:cli_ok(["stats", D]),
+    ct:log("~ts", [Text]),
+    [?assertMatch({match, _},
+                  re:run(Text, "\n +5 +[0-9.]+(ns|us|ms) .*  beamprobe_workload:" ++ F ++ "/1\n"))
+     || F <- ["outer", "inner"]],
+    [?assertMatch({match, _},
+                  re:run(Text, "\n +5 +- +- +- +- +- +- +-  beamprobe_workload:" ++ F ++ "/1\n"))
+     || F <- ["tick", "sink"]],
+    Print = beamprobe_test_lib:cli_ok(["print", D]),
+    [?assertMatch({match, _}, re:run(L, "^\\S+ <[0-9.]+>   call "))
+     || L <- Lines(Print, Inner)],
+    ?assertEqual(5, length(Lines(Print, Inner))).
 
 %% call_times, calls, total_ns, mean_ns and open of tick/1 in stats --json.
 py(Config, Json) ->

@@ -98,6 +98,9 @@ untimed_calls_test() ->
                                 {io_request, From, Ref, {put_chars, _, M, F, A}} ->
                                     Self ! {chars, unicode:characters_to_binary(apply(M, F, A))},
                                     From ! {io_reply, Ref, ok}, Sink();
+                                {io_request, From, Ref, getopts} ->
+                                    From ! {io_reply, Ref, [{encoding, unicode}]},
+                                    Sink();
                                 stop -> ok
                             end
                     end),
@@ -128,6 +131,21 @@ untimed_calls_test() ->
                  Indents(Lines(#{untimed => [{m, b, 1}, {'x y', '_', '_'}]}))),
     ?assertEqual([0, 0, 1, 0, 0, 0],
                  Indents(Lines(#{untimed => [{'_', b, '_'}, {'_', '_', 2}]}))),
+    %% A function follows its most specific pattern, as its match spec
+    %% did: m:a/1 traced with its returns next to m:'_'/'_' without them
+    %% is timed (it was untimed: its call pushed no frame, so b/1 after
+    %% it was not indented), m:b/1 is not.
+    ?assertEqual([0, 0, 1, 0, 0, 0],
+                 Indents(Lines(#{untimed => [{m, '_', '_'}, {'x y', '_', '_'}],
+                                 calls => [{m, a, 1}, {m, '_', '_'},
+                                           {'x y', '_', '_'}]}))),
+    %% Of equal ones the last: m:a/1 given last untimed is untimed.
+    ?assertEqual([0, 0, 0, 0, 0, 0],
+                 Indents(Lines(#{untimed => [{m, '_', 1}, {'_', '_', 2}],
+                                 calls => [{m, a, '_'}, {m, '_', 1},
+                                           {'_', '_', 2}]}))),
+    ?assertEqual({error, {bad_option, calls, [x]}},
+                 beamprobe_printer:init(#{io => Io, calls => [x]})),
     ?assertEqual({error, {bad_option, untimed, [{m, b}]}},
                  beamprobe_printer:init(#{io => Io, untimed => [{m, b}]})),
     ?assertEqual({error, {bad_option, untimed, nope}},

@@ -126,6 +126,29 @@ static int part_eq(const char *p, const char *s, size_t n)
 	return !p || (strlen(p) == n && memcmp(p, s, n) == 0);
 }
 
+static int pat_match(const struct bp_calls_pat *p, const char *s,
+		     size_t colon, size_t slash, size_t n)
+{
+	return part_eq(p->m, s, colon) &&
+	       part_eq(p->f, s + colon + 1, slash - colon - 1) &&
+	       part_eq(p->a, s + slash + 1, n - slash - 1);
+}
+
+static int wild(const struct bp_calls_pat *p)
+{
+	return !p->m + !p->f + !p->a;
+}
+
+static int str_eq(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+static int pat_eq(const struct bp_calls_pat *p, const struct bp_calls_pat *q)
+{
+	return str_eq(p->m, q->m) && str_eq(p->f, q->f) && str_eq(p->a, q->a);
+}
+
 int bp_calls_match(const struct bp_calls *c, const char *s, size_t n)
 {
 	size_t colon, slash;
@@ -133,12 +156,31 @@ int bp_calls_match(const struct bp_calls *c, const char *s, size_t n)
 	if (!c->n || split(s, n, &colon, &slash) < 0)
 		return 0;
 	for (size_t i = 0; i < c->n; i++) {
-		const struct bp_calls_pat *p = &c->v[i];
-		if (part_eq(p->m, s, colon) &&
-		    part_eq(p->f, s + colon + 1, slash - colon - 1) &&
-		    part_eq(p->a, s + slash + 1, n - slash - 1))
+		if (pat_match(&c->v[i], s, colon, slash, n))
 			return 1;
 	}
+	return 0;
+}
+
+int bp_calls_untimed(const struct bp_calls *calls,
+		     const struct bp_calls *untimed, const char *s, size_t n)
+{
+	const struct bp_calls_pat *best = NULL;
+	size_t colon, slash;
+
+	if (!untimed->n || split(s, n, &colon, &slash) < 0)
+		return 0;
+	for (size_t i = 0; i < calls->n; i++) {
+		const struct bp_calls_pat *p = &calls->v[i];
+		if (pat_match(p, s, colon, slash, n) &&
+		    (!best || wild(p) <= wild(best)))
+			best = p;
+	}
+	if (!best) /* not among the (cut) calls: any untimed pattern */
+		return bp_calls_match(untimed, s, n);
+	for (size_t i = 0; i < untimed->n; i++)
+		if (pat_eq(&untimed->v[i], best))
+			return 1;
 	return 0;
 }
 

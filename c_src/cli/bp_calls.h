@@ -31,6 +31,18 @@ int bp_calls_parse(struct bp_calls *c, const char *text);
 /* Whether the function name s (n bytes, "m:f/1") matches a pattern of c. */
 int bp_calls_match(const struct bp_calls *c, const char *s, size_t n);
 
+/* Whether the calls of function s (n bytes) have no return event, from
+ * the trace's `calls' and `untimed_calls': the pattern the session's match
+ * spec came from is the most specific one of `calls' naming s (fewest
+ * '_'; of equal ones the last, as beamprobe_combine:session_ms/2 and the
+ * VM's last trace_pattern/3 choose), and s is untimed when that pattern
+ * is one of `untimed_calls' (m:f/1 traced with its returns next to
+ * m:'_'/'_' without them is timed).  A function no pattern of `calls'
+ * names (that list cut at 8 KiB) is untimed when a pattern of
+ * `untimed_calls' names it. */
+int bp_calls_untimed(const struct bp_calls *calls,
+		     const struct bp_calls *untimed, const char *s, size_t n);
+
 void bp_calls_free(struct bp_calls *c);
 
 #endif /* BP_CALLS_H */

@@ -40,6 +40,7 @@ void bp_model_free(struct bp_model *m)
 	free(m->alias_owner);
 	free(m->streams);
 	bp_calls_free(&m->untimed);
+	bp_calls_free(&m->calls);
 	free(m->timing);
 	memset(m, 0, sizeof *m);
 }
@@ -47,8 +48,11 @@ void bp_model_free(struct bp_model *m)
 int bp_model_read_env(struct bp_model *m, const struct bp_meta *meta)
 {
 	bp_calls_free(&m->untimed);
+	bp_calls_free(&m->calls);
 	if (bp_calls_parse(&m->untimed, bp_meta_env(meta, "untimed_calls")) <
-	    0) {
+		    0 ||
+	    (m->untimed.n &&
+	     bp_calls_parse(&m->calls, bp_meta_env(meta, "calls")) < 0)) {
 		m->oom = 1;
 		return -1;
 	}
@@ -75,7 +79,9 @@ int bp_model_untimed(struct bp_model *m, uint32_t func)
 	if (!m->timing[func]) {
 		const struct bp_str *f = &m->funcs.strs[func];
 		m->timing[func] =
-			bp_calls_match(&m->untimed, f->s, f->len) ? 2 : 1;
+			bp_calls_untimed(&m->calls, &m->untimed, f->s, f->len)
+				? 2
+				: 1;
 	}
 	return m->timing[func] == 2;
 }

@@ -13,6 +13,12 @@ static int m(const struct bp_calls *c, const char *s)
 	return bp_calls_match(c, s, strlen(s));
 }
 
+static int u(const struct bp_calls *all, const struct bp_calls *un,
+	     const char *s)
+{
+	return bp_calls_untimed(all, un, s, strlen(s));
+}
+
 int main(void)
 {
 	struct bp_calls c;
@@ -52,5 +58,27 @@ int main(void)
 	ok(bp_calls_parse(&c, ", ,m:f/1,,") == 0 && c.n == 1,
 	   "empty items are skipped");
 	bp_calls_free(&c);
+
+	/* A function follows its most specific pattern of `calls', the
+	 * last of equal ones: m:a/1 with its returns next to m:'_'/'_'
+	 * without them is timed (it was untimed: any untimed pattern). */
+	struct bp_calls all, un;
+	ok(bp_calls_parse(&all, "m:a/1, m:'_'/'_', m:f/'_', m:'_'/2, "
+				"n:g/1, n:g/1") == 0 &&
+		   bp_calls_parse(&un, "m:'_'/'_', m:'_'/2, n:g/1") == 0 &&
+		   all.n == 6 && un.n == 3,
+	   "calls and untimed_calls");
+	ok(!u(&all, &un, "m:a/1"), "the specific timed pattern wins");
+	ok(u(&all, &un, "m:b/3"), "only the wildcard names m:b/3");
+	ok(!u(&all, &un, "m:f/1"), "m:f/'_' is more specific than m:'_'/'_'");
+	ok(u(&all, &un, "m:f/2"), "m:'_'/2 after m:f/'_': the last of equal");
+	ok(u(&all, &un, "n:g/1"), "a pattern given twice");
+	ok(!u(&all, &un, "o:h/0"), "no pattern names it");
+	bp_calls_free(&all);
+	ok(bp_calls_parse(&all, "x:y/1...") == 0 && all.n == 0 &&
+		   u(&all, &un, "m:a/1"),
+	   "calls cut before the function's pattern: any untimed one");
+	bp_calls_free(&all);
+	bp_calls_free(&un);
 	return tap_done();
 }
