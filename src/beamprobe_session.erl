@@ -330,7 +330,11 @@ trace_env(C) ->
      %% false: no call of this trace can have a return event, so the
      %% readers show no call depth (`beamprobe print').
      {<<"returns">>, atom_to_binary(returns(C))}] ++
-        [{<<"untimed_calls">>, patterns_text(U)} || U <- [untimed(C)], U =/= []].
+        case untimed(C) of
+            [] -> [];
+            U -> [{<<"timed_calls">>, patterns_text(timed_calls(C))},
+                  {<<"untimed_calls">>, patterns_text(U)}]
+        end.
 
 %% Patterns as the trace's env shows them, in Erlang syntax and UTF-8
 %% ("m:f/1, m:'_'/'_'"), whether they came with a match spec or not.
@@ -349,20 +353,28 @@ patterns_text(Calls) ->
 %% without return and exceptions.  The readers count their calls and show
 %% no time for them (a call of one never ends); return_to ends every
 %% call, so with it there are none.  A function's calls follow its most
-%% specific pattern, the last of equal ones (beamprobe_combine's
-%% session_ms/2), and so do the readers (c_src/cli/bp_calls.h): of a
-%% pattern given twice only the last counts, and it is listed when that
-%% one is untimed.
+%% specific pattern (beamprobe_combine's session_ms/2; patterns naming a
+%% function with as many '_' are the same pattern, since '_' is taken
+%% only as {M, F, '_'}, {M, '_', '_'} or {'_', '_', '_'}), and of a
+%% pattern given twice the last: each pattern is listed once, as
+%% untimed or timed (timed_calls/1) by its last occurrence, and the
+%% readers take the most specific of both lists (c_src/cli/bp_calls.h).
 untimed(#{return_to := true}) -> [];
 untimed(C) ->
     case returns(C) of
         false -> [];
-        true ->
-            Calls = lists:enumerate(maps:get(calls, C)),
-            Last = maps:from_list([{key(Call), I} || {I, Call} <- Calls]),
-            [Call || {I, Call} <- Calls, not timed(Call, C),
-                     map_get(key(Call), Last) =:= I]
+        true -> [Call || Call <- last_calls(C), not timed(Call, C)]
     end.
+
+%% The patterns whose calls have return events, each once (see above).
+timed_calls(C) ->
+    [Call || Call <- last_calls(C), timed(Call, C)].
+
+%% The session's patterns, each key at its last occurrence only.
+last_calls(C) ->
+    Calls = lists:enumerate(maps:get(calls, C)),
+    Last = maps:from_list([{key(Call), I} || {I, Call} <- Calls]),
+    [Call || {I, Call} <- Calls, map_get(key(Call), Last) =:= I].
 
 key({{_, _, _} = MFA, _}) -> MFA;
 key(MFA) -> MFA.

@@ -18,7 +18,8 @@
 
 -export([all/0, groups/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
--export([stats_untimed/1, stats_mixed/1, stats_overlap/1]).
+-export([stats_untimed/1, stats_mixed/1, stats_overlap/1,
+         stats_untimed_cut/1]).
 -export([loss_drop_newest/1, loss_drop_oldest/1, loss_overflow_stop/1,
          count_calls/1,
          owner_death/1, session_killed/1, stop_restores_all/1, stop_restores_pids/1,
@@ -55,7 +56,7 @@ groups() ->
                    capture_bounded]},
      {output, [], [dump_flight_recorder, dump_not_flight_recorder,
                    file_modes, stats_untimed, stats_mixed,
-                   stats_overlap]}].
+                   stats_overlap, stats_untimed_cut]}].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -777,6 +778,38 @@ stats_overlap(Config) ->
     [?assertMatch({match, _}, re:run(L, "^\\S+ <[0-9.]+>   call "))
      || L <- Lines(Print, Inner)],
     ?assertEqual(5, length(Lines(Print, Inner))).
+
+%% untimed_calls longer than the env's 8 KiB per value (400 functions
+%% traced without returns next to top/1 with them): the value is cut,
+%% and a function whose pattern was cut off is still untimed (named by no
+%% pattern of timed_calls).  Before, the 200-odd cut off were timed: each
+%% call stayed open until top/1 returned, e.g. f_..._399/1 "took" 0.3 ms.
+stats_untimed_cut(Config) ->
+    D = beamprobe_test_lib:dir(Config, "untimed_cut"),
+    Names = [list_to_atom("a_rather_long_function_name_" ++ integer_to_list(I))
+             || I <- lists:seq(1, 400)],
+    {ok, M, Bin} = compile:forms(
+                     [{attribute, 1, module, bp_untimed_cut},
+                      {attribute, 1, export, [{top, 1} | [{F, 1} || F <- Names]]},
+                      {function, 1, top, 1,
+                       [{clause, 1, [{var, 1, 'X'}], [],
+                         [{call, 1, {atom, 1, F}, [{var, 1, 'X'}]} || F <- Names]
+                         ++ [{atom, 1, ok}]}]}
+                      | [{function, 1, F, 1, [{clause, 1, [{var, 1, 'X'}], [],
+                                               [{var, 1, 'X'}]}]} || F <- Names]]),
+    {module, M} = code:load_binary(M, "bp_untimed_cut.erl", Bin),
+    {ok, S} = beamprobe:start(
+                #{calls => [{{M, top, 1}, [{'_', [], [{return_trace}]}]}
+                            | [{M, F, 1} || F <- Names]],
+                  output => {file, D}}),
+    [ok = M:top(I) || I <- lists:seq(1, 3)],
+    {ok, _} = beamprobe:stop(S),
+    Info = beamprobe_test_lib:cli_ok(["info", D]),
+    ?assertMatch({match, _}, re:run(Info, "truncated: +calls, untimed_calls")),
+    Text = beamprobe_test_lib:cli_ok(["stats", "--top", "1000", D]),
+    ?assertNotEqual(nomatch, binary:match(Text, <<"400 functions traced without return events">>)),
+    ?assertEqual(400, length(binary:matches(Text, <<"  3          -          -">>))),
+    ?assertMatch({match, _}, re:run(Text, "\n +3 +[0-9.]+(ns|us|ms) .*  bp_untimed_cut:top/1\n")).
 
 %% call_times, calls, total_ns, mean_ns and open of tick/1 in stats --json.
 py(Config, Json) ->

@@ -95,8 +95,12 @@ int bp_calls_parse(struct bp_calls *c, const char *text)
 
 	c->v = NULL;
 	c->n = 0;
+	c->cut = 0;
 	if (!text)
 		return 0;
+	/* No pattern ends in "...": the writer cut the value there. */
+	c->cut = strlen(text) >= 3 &&
+		 strcmp(text + strlen(text) - 3, "...") == 0;
 	for (item = s;; s++) {
 		if (*s && q) {
 			if (*s == '\\' && s[1])
@@ -139,16 +143,6 @@ static int wild(const struct bp_calls_pat *p)
 	return !p->m + !p->f + !p->a;
 }
 
-static int str_eq(const char *a, const char *b)
-{
-	return a == b || (a && b && strcmp(a, b) == 0);
-}
-
-static int pat_eq(const struct bp_calls_pat *p, const struct bp_calls_pat *q)
-{
-	return str_eq(p->m, q->m) && str_eq(p->f, q->f) && str_eq(p->a, q->a);
-}
-
 int bp_calls_match(const struct bp_calls *c, const char *s, size_t n)
 {
 	size_t colon, slash;
@@ -162,26 +156,32 @@ int bp_calls_match(const struct bp_calls *c, const char *s, size_t n)
 	return 0;
 }
 
-int bp_calls_untimed(const struct bp_calls *calls,
+/* The fewest '_' of the patterns of c naming the function (4: none). */
+static int min_wild(const struct bp_calls *c, const char *s, size_t colon,
+		    size_t slash, size_t n)
+{
+	int w = 4;
+
+	for (size_t i = 0; i < c->n; i++)
+		if (wild(&c->v[i]) < w &&
+		    pat_match(&c->v[i], s, colon, slash, n))
+			w = wild(&c->v[i]);
+	return w;
+}
+
+int bp_calls_untimed(const struct bp_calls *timed,
 		     const struct bp_calls *untimed, const char *s, size_t n)
 {
-	const struct bp_calls_pat *best = NULL;
 	size_t colon, slash;
+	int u, t;
 
-	if (!untimed->n || split(s, n, &colon, &slash) < 0)
+	if ((!untimed->n && !untimed->cut) || split(s, n, &colon, &slash) < 0)
 		return 0;
-	for (size_t i = 0; i < calls->n; i++) {
-		const struct bp_calls_pat *p = &calls->v[i];
-		if (pat_match(p, s, colon, slash, n) &&
-		    (!best || wild(p) <= wild(best)))
-			best = p;
-	}
-	if (!best) /* not among the (cut) calls: any untimed pattern */
-		return bp_calls_match(untimed, s, n);
-	for (size_t i = 0; i < untimed->n; i++)
-		if (pat_eq(&untimed->v[i], best))
-			return 1;
-	return 0;
+	u = min_wild(untimed, s, colon, slash, n);
+	t = min_wild(timed, s, colon, slash, n);
+	if (u == 4 && t == 4) /* named by a pattern the writer cut */
+		return untimed->cut && !timed->cut;
+	return u < t;
 }
 
 void bp_calls_free(struct bp_calls *c)
@@ -194,4 +194,5 @@ void bp_calls_free(struct bp_calls *c)
 	free(c->v);
 	c->v = NULL;
 	c->n = 0;
+	c->cut = 0;
 }

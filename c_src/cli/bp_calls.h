@@ -20,11 +20,12 @@ struct bp_calls_pat {
 struct bp_calls {
 	struct bp_calls_pat *v; /* owned */
 	size_t n;
+	int cut; /* the value ended in "...": patterns after v[n - 1] left out */
 };
 
 /* Parses the patterns of text (may be NULL: none) into c.  An item that
  * is not "M:F/A" (e.g. the last one of a value the writer cut, ending in
- * "...") is left out.  Returns 0, or -1 without memory (c then holds the
+ * "...") is left out, and c->cut set.  Returns 0, or -1 without memory (c then holds the
  * items parsed so far). */
 int bp_calls_parse(struct bp_calls *c, const char *text);
 
@@ -32,15 +33,15 @@ int bp_calls_parse(struct bp_calls *c, const char *text);
 int bp_calls_match(const struct bp_calls *c, const char *s, size_t n);
 
 /* Whether the calls of function s (n bytes) have no return event, from
- * the trace's `calls' and `untimed_calls': the pattern the session's match
- * spec came from is the most specific one of `calls' naming s (fewest
- * '_'; of equal ones the last, as beamprobe_combine:session_ms/2 and the
- * VM's last trace_pattern/3 choose), and s is untimed when that pattern
- * is one of `untimed_calls' (m:f/1 traced with its returns next to
- * m:'_'/'_' without them is timed).  A function no pattern of `calls'
- * names (that list cut at 8 KiB) is untimed when a pattern of
- * `untimed_calls' names it. */
-int bp_calls_untimed(const struct bp_calls *calls,
+ * the trace's `timed_calls' and `untimed_calls' (each pattern in one of
+ * them): s follows the most specific pattern naming it (fewest '_'; two
+ * with as many are the same pattern), as its session's match spec did, so
+ * m:a/1 with its returns next to m:'_'/'_' without them is timed.  A
+ * function neither list names is untimed when the writer cut
+ * `untimed_calls' and not `timed_calls' (every traced function has a
+ * pattern); a trace without `timed_calls' (written before it) has every
+ * function named by an untimed pattern untimed. */
+int bp_calls_untimed(const struct bp_calls *timed,
 		     const struct bp_calls *untimed, const char *s, size_t n);
 
 void bp_calls_free(struct bp_calls *c);

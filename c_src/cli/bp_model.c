@@ -40,7 +40,7 @@ void bp_model_free(struct bp_model *m)
 	free(m->alias_owner);
 	free(m->streams);
 	bp_calls_free(&m->untimed);
-	bp_calls_free(&m->calls);
+	bp_calls_free(&m->timed);
 	free(m->timing);
 	memset(m, 0, sizeof *m);
 }
@@ -48,11 +48,10 @@ void bp_model_free(struct bp_model *m)
 int bp_model_read_env(struct bp_model *m, const struct bp_meta *meta)
 {
 	bp_calls_free(&m->untimed);
-	bp_calls_free(&m->calls);
+	bp_calls_free(&m->timed);
 	if (bp_calls_parse(&m->untimed, bp_meta_env(meta, "untimed_calls")) <
 		    0 ||
-	    (m->untimed.n &&
-	     bp_calls_parse(&m->calls, bp_meta_env(meta, "calls")) < 0)) {
+	    bp_calls_parse(&m->timed, bp_meta_env(meta, "timed_calls")) < 0) {
 		m->oom = 1;
 		return -1;
 	}
@@ -61,7 +60,7 @@ int bp_model_read_env(struct bp_model *m, const struct bp_meta *meta)
 
 int bp_model_untimed(struct bp_model *m, uint32_t func)
 {
-	if (!m->untimed.n || func >= m->funcs.n)
+	if ((!m->untimed.n && !m->untimed.cut) || func >= m->funcs.n)
 		return 0;
 	if (func >= m->ntiming) {
 		uint32_t n = m->ntiming ? m->ntiming : 256;
@@ -79,7 +78,7 @@ int bp_model_untimed(struct bp_model *m, uint32_t func)
 	if (!m->timing[func]) {
 		const struct bp_str *f = &m->funcs.strs[func];
 		m->timing[func] =
-			bp_calls_untimed(&m->calls, &m->untimed, f->s, f->len)
+			bp_calls_untimed(&m->timed, &m->untimed, f->s, f->len)
 				? 2
 				: 1;
 	}

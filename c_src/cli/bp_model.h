@@ -143,8 +143,7 @@ struct bp_model {
 	uint64_t *alias_owner;      /* by aliases id: pid key */
 	struct bp_calls untimed;    /* functions whose calls never have a
 				     * return event (bp_model_read_env) */
-	struct bp_calls calls;      /* every pattern, when some are untimed:
-				     * which one a function's calls follow */
+	struct bp_calls timed;      /* the other patterns (timed_calls) */
 	uint8_t *timing;            /* by funcs id: 0 not known yet, 1
 				     * timed, 2 untimed */
 	uint32_t ntiming;

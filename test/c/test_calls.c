@@ -13,10 +13,10 @@ static int m(const struct bp_calls *c, const char *s)
 	return bp_calls_match(c, s, strlen(s));
 }
 
-static int u(const struct bp_calls *all, const struct bp_calls *un,
+static int u(const struct bp_calls *tm, const struct bp_calls *un,
 	     const char *s)
 {
-	return bp_calls_untimed(all, un, s, strlen(s));
+	return bp_calls_untimed(tm, un, s, strlen(s));
 }
 
 int main(void)
@@ -59,26 +59,44 @@ int main(void)
 	   "empty items are skipped");
 	bp_calls_free(&c);
 
-	/* A function follows its most specific pattern of `calls', the
-	 * last of equal ones: m:a/1 with its returns next to m:'_'/'_'
-	 * without them is timed (it was untimed: any untimed pattern). */
-	struct bp_calls all, un;
-	ok(bp_calls_parse(&all, "m:a/1, m:'_'/'_', m:f/'_', m:'_'/2, "
-				"n:g/1, n:g/1") == 0 &&
-		   bp_calls_parse(&un, "m:'_'/'_', m:'_'/2, n:g/1") == 0 &&
-		   all.n == 6 && un.n == 3,
-	   "calls and untimed_calls");
-	ok(!u(&all, &un, "m:a/1"), "the specific timed pattern wins");
-	ok(u(&all, &un, "m:b/3"), "only the wildcard names m:b/3");
-	ok(!u(&all, &un, "m:f/1"), "m:f/'_' is more specific than m:'_'/'_'");
-	ok(u(&all, &un, "m:f/2"), "m:'_'/2 after m:f/'_': the last of equal");
-	ok(u(&all, &un, "n:g/1"), "a pattern given twice");
-	ok(!u(&all, &un, "o:h/0"), "no pattern names it");
-	bp_calls_free(&all);
-	ok(bp_calls_parse(&all, "x:y/1...") == 0 && all.n == 0 &&
-		   u(&all, &un, "m:a/1"),
-	   "calls cut before the function's pattern: any untimed one");
-	bp_calls_free(&all);
+	/* A function follows its most specific pattern (timed_calls,
+	 * untimed_calls): m:a/1 with its returns next to m:'_'/'_' without
+	 * them is timed (it was untimed: any untimed pattern). */
+	struct bp_calls tm, un;
+	ok(bp_calls_parse(&tm, "m:a/1, m:f/'_', n:'_'/'_'") == 0 &&
+		   bp_calls_parse(&un, "m:'_'/'_', m:f/2, n:g/1") == 0 &&
+		   tm.n == 3 && un.n == 3 && !tm.cut && !un.cut,
+	   "timed_calls and untimed_calls");
+	ok(!u(&tm, &un, "m:a/1"), "the specific timed pattern wins");
+	ok(u(&tm, &un, "m:b/3"), "only the untimed wildcard names m:b/3");
+	ok(!u(&tm, &un, "m:f/1"), "m:f/'_' is more specific than m:'_'/'_'");
+	ok(u(&tm, &un, "m:f/2"), "m:f/2 more specific than m:f/'_'");
+	ok(u(&tm, &un, "n:g/1") && !u(&tm, &un, "n:h/1"),
+	   "untimed inside a timed module");
+	ok(!u(&tm, &un, "o:h/0"), "no pattern names it: timed");
+	bp_calls_free(&un);
+	/* untimed_calls cut at 8 KiB: a function no pattern left names had
+	 * its pattern in the cut part, an untimed one (every traced
+	 * function has a pattern). */
+	ok(bp_calls_parse(&un, "m:'_'/'_', x:y/1, x:z/...") == 0 &&
+		   un.n == 2 && un.cut,
+	   "untimed_calls cut: the cut item left out, cut set");
+	ok(u(&tm, &un, "x:z/1") && u(&tm, &un, "p:q/0") &&
+		   !u(&tm, &un, "m:a/1") && !u(&tm, &un, "n:k/1"),
+	   "untimed_calls cut: what neither list names is untimed");
+	bp_calls_free(&tm);
+	ok(bp_calls_parse(&tm, "m:a/1, n:h/...") == 0 && tm.cut,
+	   "timed_calls cut too");
+	ok(!u(&tm, &un, "p:q/0"), "both cut: what neither names is timed");
+	bp_calls_free(&tm);
+	ok(bp_calls_parse(&tm, NULL) == 0 && !tm.cut && tm.n == 0 &&
+		   u(&tm, &un, "m:a/1"),
+	   "no timed_calls (an older trace): every untimed pattern counts");
+	bp_calls_free(&tm);
+	bp_calls_free(&un);
+	ok(bp_calls_parse(&un, "x:y/1...") == 0 && un.cut && un.n == 0 &&
+		   u(&tm, &un, "a:b/1"),
+	   "a value cut in its first item");
 	bp_calls_free(&un);
 	return tap_done();
 }
