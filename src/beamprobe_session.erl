@@ -338,14 +338,19 @@ trace_env(C) ->
 
 %% Patterns as the trace's env shows them, in Erlang syntax and UTF-8
 %% ("m:f/1, m:'_'/'_'"), whether they came with a match spec or not.
+%% The atoms are rendered as call events render them (the NIF's
+%% renderer), so that the readers find a function's name in them byte
+%% for byte: io_lib's ~tp writes a non-latin-1 atom's escape or delete
+%% character as \e and \d, the events as \033 and a raw 127.
 patterns_text(Calls) ->
-    unicode:characters_to_binary(
-      lists:join(", ", [io_lib:format("~tp:~tp/~tp", [M, F, A])
-                        || Call <- Calls,
-                           {M, F, A} <- [case Call of
-                                             {{_, _, _} = P, _} -> P;
-                                             P -> P
-                                         end]])).
+    iolist_to_binary(
+      lists:join(", ", [[beamprobe_nif:render(M, #{}), $:,
+                         beamprobe_nif:render(F, #{}), $/,
+                         case A of
+                             '_' -> <<"'_'">>;
+                             _ -> integer_to_binary(A)
+                         end]
+                        || Call <- Calls, {M, F, A} <- [key(Call)]])).
 
 %% In a trace where some calls can have return events (returns = true),
 %% the patterns whose calls never can: no return_trace or

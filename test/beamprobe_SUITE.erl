@@ -19,7 +19,7 @@
 -export([all/0, groups/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([stats_untimed/1, stats_mixed/1, stats_overlap/1,
-         stats_untimed_cut/1]).
+         stats_untimed_cut/1, stats_untimed_names/1]).
 -export([loss_drop_newest/1, loss_drop_oldest/1, loss_overflow_stop/1,
          count_calls/1,
          owner_death/1, session_killed/1, stop_restores_all/1, stop_restores_pids/1,
@@ -56,7 +56,8 @@ groups() ->
                    capture_bounded]},
      {output, [], [dump_flight_recorder, dump_not_flight_recorder,
                    file_modes, stats_untimed, stats_mixed,
-                   stats_overlap, stats_untimed_cut]}].
+                   stats_overlap, stats_untimed_cut,
+                   stats_untimed_names]}].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -810,6 +811,41 @@ stats_untimed_cut(Config) ->
     ?assertNotEqual(nomatch, binary:match(Text, <<"400 functions traced without return events">>)),
     ?assertEqual(400, length(binary:matches(Text, <<"  3          -          -">>))),
     ?assertMatch({match, _}, re:run(Text, "\n +3 +[0-9.]+(ns|us|ms) .*  bp_untimed_cut:top/1\n")).
+
+%% Functions traced without returns whose names need quotes, escapes or
+%% non-latin-1 characters, in a module whose name needs quotes, are
+%% untimed.
+%% Before, the env wrote the patterns with io_lib's ~tp, which writes the
+%% escape and delete characters of a non-latin-1 atom as \e and \d where
+%% the call events have \033 and a raw 127: those two were not found and
+%% were timed, each call open until top/1 returned.
+stats_untimed_names(Config) ->
+    D = beamprobe_test_lib:dir(Config, "untimed_names"),
+    M = list_to_atom("bp names " ++ [16#e9]),
+    Names = [list_to_atom([$a, 16#436, 27]), list_to_atom([127, 16#436]),
+             'receive', 'a b', '', 'it\'s', 'back\\slash', list_to_atom([$x, 16#e9]),
+             list_to_atom([16#1F600])],
+    {ok, M, Bin} = compile:forms(
+                     [{attribute, 1, module, M},
+                      {attribute, 1, export, [{top, 1} | [{F, 1} || F <- Names]]},
+                      {function, 1, top, 1,
+                       [{clause, 1, [{var, 1, 'X'}], [],
+                         [{call, 1, {atom, 1, F}, [{var, 1, 'X'}]} || F <- Names]
+                         ++ [{atom, 1, ok}]}]}
+                      | [{function, 1, F, 1, [{clause, 1, [{var, 1, 'X'}], [],
+                                               [{var, 1, 'X'}]}]} || F <- Names]]),
+    {module, M} = code:load_binary(M, "bp_names.erl", Bin),
+    {ok, S} = beamprobe:start(
+                #{calls => [{{M, top, 1}, [{'_', [], [{return_trace}]}]}
+                            | [{M, F, 1} || F <- Names]],
+                  output => {file, D}}),
+    [ok = M:top(I) || I <- lists:seq(1, 3)],
+    {ok, _} = beamprobe:stop(S),
+    Text = beamprobe_test_lib:cli_ok(["stats", D]),
+    ct:log("~ts", [Text]),
+    ?assertNotEqual(nomatch, binary:match(Text, <<"9 functions traced without return events">>)),
+    ?assertEqual(9, length(binary:matches(Text, <<"  3          -          -">>))),
+    ?assertMatch({match, _}, re:run(Text, "\n +3 +[0-9.]+(ns|us|ms) .*:top/1\n")).
 
 %% call_times, calls, total_ns, mean_ns and open of tick/1 in stats --json.
 py(Config, Json) ->
