@@ -144,9 +144,12 @@ check(Nodes, Spec) ->
     end.
 
 %% The pids to exclude live on the session's nodes (each node's session
-%% gets its own, node_spec/2); anything else is checked by each node.
+%% gets its own, node_spec/2); anything else in a proper list is checked
+%% by each node.
 exclude_ok(X, Ns) when is_list(X) ->
-    case [P || P <- X, is_pid(P), not lists:member(node(P), Ns)] of
+    case proper(X) andalso
+        [P || P <- X, is_pid(P), not lists:member(node(P), Ns)] of
+        false -> {error, {bad_option, exclude, X}};
         [] -> ok;
         [P | _] -> {error, {bad_option, exclude,
                             lists:flatten(io_lib:format(

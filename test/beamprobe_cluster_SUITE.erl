@@ -375,6 +375,10 @@ bad_specs(Config) ->
     ?assertMatch({error, {bad_option, output, _}},
                  beamprobe:start(#{nodes => Nodes, output => usdt,
                                    events => [send]})),
+    %% An improper exclude list: the caller crashed (bad_generator).
+    ?assertEqual({error, {bad_option, exclude, [self() | bad]}},
+                 beamprobe:start(#{nodes => Nodes, exclude => [self() | bad],
+                                   events => [send], output => {file, Dir}})),
     %% Streamed: a stream for every node, each a sink a session takes.
     ?assertMatch({error, {bad_option, output, "no stream for node" ++ _}},
                  beamprobe:start(#{nodes => Nodes, events => [send],
