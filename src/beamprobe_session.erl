@@ -255,8 +255,7 @@ start_nif(#st{config = C, handlers = Hs} = St) ->
             capture => maps:get(capture, C),
             %% A match spec that asks for return_trace/exception_trace
             %% asks for its events, whatever the session-wide options say.
-            return => maps:get(return, C) orelse
-                ms_action(C, [return_trace, exception_trace]),
+            return => records_returns(C),
             exceptions => maps:get(exceptions, C) orelse
                 ms_action(C, [exception_trace]),
             event_limit => limit(Ev),
@@ -393,7 +392,7 @@ timed({{_, _, _}, MS}, _C) when is_list(MS) ->
                  (_) -> false
               end, MS);
 timed({{_, _, _}, _}, _C) -> false;
-timed({_, _, _}, C) -> actions(C) =/= [].
+timed({_, _, _}, C) -> actions(C) =/= [] andalso records_returns(C).
 
 %% The shell printer's defaults from the session, where its argument
 %% leaves them out: it names processes as the trace does when it
@@ -410,14 +409,22 @@ handler_arg(beamprobe_printer, A, Sink, Config) when is_map(A) ->
 handler_arg(_M, A, _Sink, _Config) -> A.
 
 %% Whether a call can be followed by its return: a return_trace or
-%% exception_trace action in a match spec, the session's return or
-%% exceptions option for a pattern without one, or return_to.
+%% exception_trace action in a match spec, the session's return option
+%% for a pattern without one, or return_to.  (exceptions alone records
+%% the exception_from events of those patterns, not their return_from
+%% events: records_returns/1.)
 returns(C) ->
     maps:get(return_to, C, false) =:= true orelse
         ms_action(C, [return_trace, exception_trace]) orelse
-        (actions(C) =/= [] andalso
+        (maps:get(return, C, false) =:= true andalso
          lists:any(fun({_, _, _}) -> true; (_) -> false end,
                    maps:get(calls, C, []))).
+
+%% Whether the tracer records return_from events: the session asked for
+%% return, or a match spec for return_trace or exception_trace (its
+%% events are recorded whatever return says).
+records_returns(C) ->
+    maps:get(return, C) orelse ms_action(C, [return_trace, exception_trace]).
 
 otp_version() ->
     File = filename:join([code:root_dir(), "releases",

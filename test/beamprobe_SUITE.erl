@@ -19,7 +19,8 @@
 -export([all/0, groups/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([stats_untimed/1, stats_mixed/1, stats_overlap/1,
-         stats_untimed_cut/1, stats_untimed_names/1]).
+         stats_untimed_cut/1, stats_untimed_names/1,
+         stats_exceptions_only/1]).
 -export([loss_drop_newest/1, loss_drop_oldest/1, loss_overflow_stop/1,
          count_calls/1,
          owner_death/1, session_killed/1, stop_restores_all/1, stop_restores_pids/1,
@@ -57,7 +58,7 @@ groups() ->
      {output, [], [dump_flight_recorder, dump_not_flight_recorder,
                    file_modes, stats_untimed, stats_mixed,
                    stats_overlap, stats_untimed_cut,
-                   stats_untimed_names]}].
+                   stats_untimed_names, stats_exceptions_only]}].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -846,6 +847,38 @@ stats_untimed_names(Config) ->
     ?assertNotEqual(nomatch, binary:match(Text, <<"9 functions traced without return events">>)),
     ?assertEqual(9, length(binary:matches(Text, <<"  3          -          -">>))),
     ?assertMatch({match, _}, re:run(Text, "\n +3 +[0-9.]+(ns|us|ms) .*:top/1\n")).
+
+%% exceptions => true without return records the exception_from events
+%% of the plain patterns, not their return_from events: such a trace has
+%% no call times (returns = false), and next to a match spec with
+%% return_trace (whose returns the tracer records, and so theirs too) they
+%% are timed.  Before, the env said returns = true and tick/1's calls,
+%% never ended, were each open until the trace's end.
+stats_exceptions_only(Config) ->
+    W = beamprobe_workload,
+    Run = fun(Name, Opts) ->
+                  D = beamprobe_test_lib:dir(Config, Name),
+                  {ok, S} = beamprobe:start(Opts#{output => {file, D}}),
+                  [begin _ = W:tick(I), ok = W:sink(I), timer:sleep(10) end
+                   || I <- lists:seq(1, 5)],
+                  {ok, _} = beamprobe:stop(S),
+                  D
+          end,
+    DA = Run("exc_only", #{calls => [{W, tick, 1}], exceptions => true}),
+    ?assertEqual(["unknown", "5", "None", "None", "None"],
+                 py(Config, beamprobe_test_lib:cli_ok(["stats", "--json", DA]))),
+    DB = Run("exc_ms", #{calls => [{W, tick, 1}, {{W, sink, 1}, [{'_', [], []}]}],
+                         exceptions => true}),
+    ?assertEqual(["unknown", "5", "None", "None", "None"],
+                 py(Config, beamprobe_test_lib:cli_ok(["stats", "--json", DB]))),
+    DC = Run("exc_ret", #{calls => [{W, tick, 1},
+                                    {{W, sink, 1}, [{'_', [], [{return_trace}]}]}],
+                          exceptions => true}),
+    ["measured", "5", _, _, "0"] =
+        py(Config, beamprobe_test_lib:cli_ok(["stats", "--json", DC])),
+    ["measured", "5", _, _, "0"] =
+        py(Config, beamprobe_test_lib:cli_ok(["stats", "--json", DC]),
+           "beamprobe_workload:sink/1").
 
 %% call_times, calls, total_ns, mean_ns and open of tick/1 in stats --json.
 py(Config, Json) ->

@@ -62,8 +62,8 @@ int bp_cmd_export(int argc, char **argv)
 	/* A time profile of calls whose times are unknown would be false
 	 * (perfetto shows them as instants instead). */
 	if (formats[k].run != bp_export_perfetto && bp_meta_no_returns(&r.meta)) {
-		bp_cli_error("%s has no return events (recorded without return "
-			     "or exceptions): its call times are unknown, so "
+		bp_cli_error("%s has no return events (recorded without return; "
+			     "exceptions alone records no return): its call times are unknown, so "
 			     "a %s profile of it would be false; record with "
 			     "return => true (or '-> return' in the pattern), "
 			     "or export --format perfetto (calls as instants)",

@@ -418,8 +418,8 @@ static void report_functions(struct stats *st, struct bp_out *o, int json,
 		bp_out_str(o, ", ");
 		bp_out_u64(o, calls);
 		bp_out_str(o, " calls; call times unknown: the trace has no "
-			      "return events (recorded without return or "
-			      "exceptions); sorted by calls");
+			      "return events (recorded without return); "
+			      "sorted by calls");
 		bp_out_str(o, "\n     calls      total        own       mean"
 			      "        max        p50        p99   open  "
 			      "function\n");
