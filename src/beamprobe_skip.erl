@@ -190,7 +190,8 @@ to_set(Calls, #{calls := Skipped}) when Skipped =/= [] ->
            case [F || F <- Funs, lists:member(F, Skipped)] of
                [] -> [Call];
                _ -> [with_pat(Call, F) || F <- Funs,
-                                          not lists:member(F, Skipped)]
+                                          not lists:member(F, Skipped),
+                                          not narrower(F, Call, Calls)]
            end
        end || Call <- Calls]);
 to_set(Calls, _) -> Calls.
@@ -229,6 +230,18 @@ accepts_all({{_, _, _}, MS}) when is_list(MS) ->
               end, MS);
 accepts_all({_, _, _}) -> true;
 accepts_all(_) -> false.
+
+%% Whether another pattern of the session names F with fewer '_' than
+%% Call: F follows that one (beamprobe_combine's session_ms/2), so Call's
+%% functions set one by one leave F out (set as {M, F, A} after it, Call's
+%% match spec would replace the narrower one's: m:a/1 with its returns
+%% next to m:'_'/'_' without them lost its returns).
+narrower(F, Call, Calls) ->
+    W = wild(pat(Call)),
+    lists:any(fun(O) -> covers(pat(O), F) andalso wild(pat(O)) < W end,
+              Calls).
+
+wild(P) -> length([x || '_' <- tuple_to_list(P)]).
 
 pat({{_, _, _} = MFA, _MS}) -> MFA;
 pat({_, _, _} = MFA) -> MFA.

@@ -22,7 +22,7 @@
          nothing_left/1, force_takes_over/1, recon_coexists/1,
          redbug_coexists/1, shell_note/1, shell_next_to_dbg/1,
          own_guard_not_relied/1, msg_pattern_left/1, msg_pattern_shared/1,
-         new_procs_of_other_no_error_report/1]).
+         new_procs_of_other_no_error_report/1, narrower_pattern_kept/1]).
 %% logger handler (new_procs_of_other_no_error_report)
 -export([log/2]).
 
@@ -38,7 +38,7 @@ all() ->
      nothing_left, force_takes_over, recon_coexists, redbug_coexists,
      shell_note, shell_next_to_dbg, own_guard_not_relied,
      msg_pattern_left, msg_pattern_shared,
-     new_procs_of_other_no_error_report].
+     new_procs_of_other_no_error_report, narrower_pattern_kept].
 
 init_per_suite(Config) ->
     beamprobe_coexist_lib:init_suite(Config).
@@ -124,6 +124,31 @@ dbg_pattern_left(Config) ->
     %% Still dbg's; ours are gone.
     ?assertEqual({match_spec, MS}, erlang:trace_info(?ADD, match_spec)),
     ?assertEqual({traced, false}, erlang:trace_info({?W, tick, 1}, traced)),
+    ?W:stop_worker(B).
+
+%% The session's {W, '_', '_'} is set one function at a time around
+%% add/2, which dbg holds; tick/1, which the session also names with its
+%% own match spec (return_trace), keeps that one.  Before, tick/1 was set
+%% again by the wildcard's expansion, after it: its match spec [] (no
+%% returns) replaced the narrower pattern's, and stats showed tick/1's
+%% calls open until the trace's end.
+narrower_pattern_kept(Config) ->
+    _ = dbg_collector(),
+    {ok, _} = dbg:tpl(?W, add, 2, []),
+    Dir = ?L:dir(Config, "trace"),
+    RT = [{'_', [], [{return_trace}]}],
+    S = ?L:start(#{procs => all, calls => [{{?W, tick, 1}, RT}, {?W, '_', '_'}],
+                   output => {file, Dir}}),
+    {ok, #{skipped := #{calls := [?ADD]}}} = beamprobe:info(S),
+    ?assertEqual({match_spec, RT}, erlang:trace_info({?W, tick, 1}, match_spec)),
+    ?assertEqual({match_spec, []}, erlang:trace_info({?W, sink, 1}, match_spec)),
+    B = ?W:start_worker(),
+    ?W:run(B, fun() -> [?W:tick(X) || X <- lists:seq(1, 5)], ?W:sink(1) end),
+    _ = ?L:stop(S),
+    Evs = ?L:trace(Dir),
+    ?assertEqual(5, length([x || E <- ?L:events(Evs, "return_from", B),
+                                 iolist_to_binary(?L:field(E, "mfa"))
+                                     =:= <<"beamprobe_workload:tick/1">>])),
     ?W:stop_worker(B).
 
 %% procs => [A, B] with A traced by dbg: B is traced, A skipped.
