@@ -122,7 +122,8 @@
 %% section 22), or, with `output => {streams, #{Node => {tcp, ...}}}',
 %% each node streams to its own receiver and the summary gives each
 %% node's clock offsets as metadata env lines (`clock_env').  Each node's
-%% session excludes the `exclude' pids of its node (and the names).
+%% session excludes the `exclude' pids of its node and the names
+%% registered there (a name registered on no node: `no_such_process').
 
 -type mfa_pattern() :: {module() | '_', atom() | '_', arity() | '_'}.
 -type sink() :: {file, file:filename()}

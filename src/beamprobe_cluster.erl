@@ -150,13 +150,25 @@ exclude_ok(X, Ns) when is_list(X) ->
     case proper(X) andalso
         [P || P <- X, is_pid(P), not lists:member(node(P), Ns)] of
         false -> {error, {bad_option, exclude, X}};
-        [] -> ok;
+        [] -> names_somewhere([A || A <- X, is_atom(A)], Ns);
         [P | _] -> {error, {bad_option, exclude,
                             lists:flatten(io_lib:format(
                               "~p is a process of ~tp, not one of the "
                               "session's nodes", [P, node(P)]))}}
     end;
 exclude_ok(_, _) -> ok.
+
+%% A name to exclude is excluded on the nodes where it is registered
+%% (node_spec/2); one registered on none is {no_such_process, Name}, as
+%% for a session of one node.
+names_somewhere([], _Ns) -> ok;
+names_somewhere(Names, Ns) ->
+    Regs = lists:append([R || {ok, R} <- erpc:multicall(Ns, erlang, registered,
+                                                        [], ?CALL_TIMEOUT)]),
+    case [A || A <- Names, not lists:member(A, Regs)] of
+        [] -> ok;
+        [A | _] -> {error, {no_such_process, A}}
+    end.
 
 nodes_ok(L) when is_list(L), L =/= [] ->
     case proper(L) andalso lists:all(fun is_atom/1, L) of
@@ -301,9 +313,21 @@ start_nodes([N | Ns], Base0, St) ->
     start_node(N, Ns, node_spec(N, Base0), Base0, St).
 
 %% A pid lives on one node: the session of each node excludes the pids
-%% of that node (and every registered name given).
+%% of that node, and the names registered there.
 node_spec(N, #{exclude := X} = Base) when is_list(X) ->
-    Base#{exclude := [P || P <- X, not is_pid(P) orelse node(P) =:= N]};
+    Regs = case [A || A <- X, is_atom(A)] of
+               [] -> [];
+               _ -> try erpc:call(N, erlang, registered, [], ?CALL_TIMEOUT)
+                    catch _:_ -> all   % the node's own check says why
+                    end
+           end,
+    Base#{exclude := [P || P <- X,
+                           case P of
+                               _ when is_pid(P) -> node(P) =:= N;
+                               _ when is_atom(P), Regs =/= all ->
+                                   lists:member(P, Regs);
+                               _ -> true
+                           end]};
 node_spec(_N, Base) -> Base.
 
 start_node(N, Ns, Base, Base0, #st{dir = undefined, nodes = Acc} = St) ->

@@ -598,17 +598,24 @@ disconnect_reported(Config, N2) ->
 exclude_per_node(Config) ->
     [N1, N2, N3] = Nodes = nodes_of(Config),
     Spawn = fun(N) -> erpc:call(N, erlang, spawn, [?MODULE, sender, []]) end,
-    [A1, B1, A2, B2] = [Spawn(N) || N <- [N1, N1, N2, N2]],
+    [A1, B1, A2, B2, C2] = [Spawn(N) || N <- [N1, N1, N2, N2, N2]],
+    %% A name registered on one node only is excluded there (before, the
+    %% other nodes refused the session: no_such_process).
+    true = erpc:call(N2, erlang, register, [bp_excl_named, C2]),
     Dir = ?L:dir(Config, "exclude"),
     ?assertMatch({error, {bad_option, exclude, _}},
                  beamprobe:start(#{nodes => [N1, N3], exclude => [A2],
                                    events => [send], output => {file, Dir}})),
-    {ok, H} = beamprobe:start(#{nodes => Nodes, exclude => [A1, A2],
+    ?assertEqual({error, {no_such_process, bp_excl_nobody}},
+                 beamprobe:start(#{nodes => Nodes, exclude => [bp_excl_nobody],
+                                   events => [send], output => {file, Dir}})),
+    {ok, H} = beamprobe:start(#{nodes => Nodes,
+                                exclude => [A1, A2, bp_excl_named],
                                 events => [send], output => {file, Dir}}),
     Self = self(),
-    [P ! {go, Self} || P <- [A1, B1, A2, B2]],
+    [P ! {go, Self} || P <- [A1, B1, A2, B2, C2]],
     [receive {done, P} -> ok after 5000 -> error({timeout, P}) end
-     || P <- [A1, B1, A2, B2]],
+     || P <- [A1, B1, A2, B2, C2]],
     {ok, _} = beamprobe:stop(H),
     Sends = fun(N, P) ->
                     Text = list_to_binary(erpc:call(N, erlang, pid_to_list, [P])),
@@ -618,7 +625,7 @@ exclude_per_node(Config) ->
                     length([E || #{name := <<"send">>, key := K} = E <- Evs,
                                  lists:member(K, Keys)])
             end,
-    ?assertEqual({0, 0}, {Sends(N1, A1), Sends(N2, A2)}),
+    ?assertEqual({0, 0, 0}, {Sends(N1, A1), Sends(N2, A2), Sends(N2, C2)}),
     ?assert(Sends(N1, B1) >= 5),
     ?assert(Sends(N2, B2) >= 5),
     assert_clean(Config, Nodes).
