@@ -26,7 +26,9 @@
  *   - printability of a list or binary longer than the limits is decided
  *     from the part looked at (like ~P does for binaries).
  *   - atoms that are not latin-1 print via %T, i.e. quoted raw UTF-8
- *     ('€') as ~tp would, where ~p prints '\x{20AC}'.
+ *     ('€') as ~tp would, where ~p prints '\x{20AC}'; their control
+ *     characters as %T writes them (ESC as \033 and DEL raw, where ~tp
+ *     writes \e and \d).
  *   - integers of more than BIG_DEC_WORDS words (1024 bits) print in
  *     hexadecimal Erlang syntax, 16#1F... (or -16#...), cut by `bytes`.
  * As with ~p (not ~tp) the printable range is latin-1: [8364] stays a list
