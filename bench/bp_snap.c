@@ -566,45 +566,6 @@ static inline int need(struct dec *d, size_t n)
 	return 0;
 }
 
-/* bp_term_scalar.c's put_latin1_atom. */
-static void datom(struct bp_text *x, const unsigned char *s, size_t n)
-{
-	int quote = n == 0 || !(bp_text_cls[s[0]] & BP_TEXT_LOWER);
-	int ascii = 1;
-
-	for (size_t i = 0; i < n; i++) {
-		if (!(bp_text_cls[s[i]] & BP_TEXT_NAME))
-			quote = 1;
-		if (s[i] >= 128)
-			ascii = 0;
-	}
-	if (!quote && bp_atom_reserved((const char *)s, n))
-		quote = 1;
-	if (!quote && ascii) {
-		bp_text_put(x, (const char *)s, n);
-		return;
-	}
-	if (quote)
-		bp_text_ch(x, '\'');
-	for (size_t i = 0; i < n; i++)
-		bp_text_esc(x, s[i], '\'');
-	if (quote)
-		bp_text_ch(x, '\'');
-}
-
-/* bp_term.c's put_chars. */
-static void dchars(struct bp_text *x, const unsigned char *g, size_t n)
-{
-	size_t j;
-
-	for (size_t i = 0; i < n && !x->full; i = j) {
-		j = i + bp_text_plain_run(g + i, n - i);
-		bp_text_run(x, (const char *)g + i, j - i);
-		if (j < n)
-			bp_text_esc(x, g[j++], '"');
-	}
-}
-
 static inline int is_end(unsigned char t)
 {
 	return t == S_END_NIL || t == S_END_MORE || t == S_END_TAIL;
@@ -651,7 +612,7 @@ static void dlist(struct dec *d)
 	if (k && print &&
 	    (d->s[0] == S_END_NIL || (d->s[0] == S_END_MORE && k == x->text))) {
 		bp_text_ch(x, '"');
-		dchars(x, g, k);
+		bp_text_chars(x, (const char *)g, k);
 		if (*d->s++ == S_END_MORE)
 			BP_TEXT_PUTS(x, "\"...");
 		else
@@ -692,7 +653,9 @@ static void dlist(struct dec *d)
 	bp_text_ch(x, ']');
 }
 
-static void dtuple(struct dec *d)
+/* A tuple ({...}) or a map (#{K => V,...}, pairs): a count and a "more"
+ * flag, then the elements. */
+static void dseq(struct dec *d, int map)
 {
 	struct bp_text *x = &d->x;
 	uint32_t n;
@@ -703,34 +666,10 @@ static void dtuple(struct dec *d)
 	memcpy(&n, d->s, 4);
 	more = d->s[4];
 	d->s += 5;
-	bp_text_ch(x, '{');
-	for (uint32_t i = 0; i < n && !d->stop; i++) {
-		if (x->full) {
-			d->stop = 1;
-			return;
-		}
-		if (i)
-			bp_text_ch(x, ',');
-		dterm(d);
-	}
-	if (more)
-		BP_TEXT_PUTS(x, ",...}");
+	if (map)
+		BP_TEXT_PUTS(x, "#{");
 	else
-		bp_text_ch(x, '}');
-}
-
-static void dmap(struct dec *d)
-{
-	struct bp_text *x = &d->x;
-	uint32_t n;
-	int more;
-
-	if (!need(d, 5))
-		return;
-	memcpy(&n, d->s, 4);
-	more = d->s[4];
-	d->s += 5;
-	BP_TEXT_PUTS(x, "#{");
+		bp_text_ch(x, '{');
 	for (uint32_t i = 0; i < n && !d->stop; i++) {
 		if (x->full) {
 			d->stop = 1;
@@ -739,8 +678,15 @@ static void dmap(struct dec *d)
 		if (i)
 			bp_text_ch(x, ',');
 		dterm(d);
-		BP_TEXT_PUTS(x, " => ");
-		dterm(d);
+		if (map) {
+			BP_TEXT_PUTS(x, " => ");
+			dterm(d);
+		}
+	}
+	/* (as bp_term.c cuts them: a tuple's ",...}" is one token) */
+	if (more && !map) {
+		BP_TEXT_PUTS(x, ",...}");
+		return;
 	}
 	if (more)
 		BP_TEXT_PUTS(x, ",...");
@@ -859,7 +805,7 @@ static void dterm(struct dec *d)
 		if (tag == S_TEXT)
 			bp_text_put(x, (const char *)d->s + 1, n);
 		else
-			datom(x, d->s + 1, n);
+			(void)bp_term_put_latin1_atom(x, d->s + 1, n);
 		d->s += 1 + n;
 		return;
 	case S_TEXTL: {
@@ -878,10 +824,10 @@ static void dterm(struct dec *d)
 		dlist(d);
 		return;
 	case S_TUPLE:
-		dtuple(d);
+		dseq(d, 0);
 		return;
 	case S_MAP:
-		dmap(d);
+		dseq(d, 1);
 		return;
 	case S_BIN:
 		dbin(d);

@@ -165,20 +165,6 @@ static int gather_string(struct bp_text *x, ERL_NIF_TERM t, char g[STR_GATHER],
 	return is_nil(x, t) ? (int)i : -1;
 }
 
-/* Characters g[0..n) of a string: runs of plain ones (bp_text_run: each
- * its own token, as bp_text_ch would) and escapes. */
-static void put_chars(struct bp_text *x, const char *g, size_t n)
-{
-	size_t j;
-
-	for (size_t i = 0; i < n && !x->full; i = j) {
-		j = i + bp_text_plain_run((const unsigned char *)g + i, n - i);
-		bp_text_run(x, g + i, j - i);
-		if (j < n)
-			bp_text_esc(x, (unsigned char)g[j++], '"');
-	}
-}
-
 /* String t (gather_string said so) longer than STR_GATHER characters: its
  * first x->text characters, gathered and written STR_GATHER at a time,
  * then the closing quote, or "\"..." if it goes on. */
@@ -203,7 +189,7 @@ static void put_long_string(struct bp_text *x, ERL_NIF_TERM t)
 			rest = t;
 			i++;
 		}
-		put_chars(x, g, k);
+		bp_text_chars(x, g, k);
 		if (k < STR_GATHER)
 			break;
 	}
@@ -235,7 +221,7 @@ static void put_list(struct bp_text *x, ERL_NIF_TERM t, unsigned depth)
 	if (k >= 0) {
 		/* one pass found a string and its characters */
 		bp_text_ch(x, '"');
-		put_chars(x, g, (size_t)k);
+		bp_text_chars(x, g, (size_t)k);
 		if (more)
 			BP_TEXT_PUTS(x, "\"...");
 		else

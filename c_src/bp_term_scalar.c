@@ -18,9 +18,9 @@
 #define BIG_DEC_WORDS 16 /* bignums up to this many words print in decimal */
 #define TMP_TEXT 1100	 /* %T text of an atom (255 chars) or fun */
 
-/* An atom given as latin-1 text, quoted as io_lib:quote_atom/2 decides.
- * Returns 1 if it was written as one token (unquoted ASCII). */
-static int put_latin1_atom(struct bp_text *x, const unsigned char *s, size_t n)
+/* An atom given as latin-1 text (bp_term_text.h). */
+int bp_term_put_latin1_atom(struct bp_text *x, const unsigned char *s,
+			    size_t n)
 {
 	int quote = n == 0 || !(bp_text_cls[s[0]] & BP_TEXT_LOWER);
 	int ascii = 1;
@@ -116,7 +116,8 @@ NOINLINE void bp_term_put_atom(struct bp_text *x, ERL_NIF_TERM t,
 	int n = enif_get_atom(x->env, t, s, sizeof s, ERL_NIF_LATIN1);
 
 	if (n > 0) {
-		if (put_latin1_atom(x, (const unsigned char *)s, (size_t)n - 1))
+		if (bp_term_put_latin1_atom(x, (const unsigned char *)s,
+					    (size_t)n - 1))
 			bp_text_imm_store(e, t, s, (size_t)n - 1);
 	} else {
 		bp_term_put_T(x, t, NULL); /* not latin-1: %T quotes, prints UTF-8 */

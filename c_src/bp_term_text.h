@@ -279,6 +279,20 @@ static inline void bp_text_esc(struct bp_text *x, unsigned c, char q)
 	}
 }
 
+/* Characters g[0..n) of a string: runs of plain ones (bp_text_run: each
+ * its own token, as bp_text_ch would) and escapes. */
+static inline void bp_text_chars(struct bp_text *x, const char *g, size_t n)
+{
+	size_t j;
+
+	for (size_t i = 0; i < n && !x->full; i = j) {
+		j = i + bp_text_plain_run((const unsigned char *)g + i, n - i);
+		bp_text_run(x, g + i, j - i);
+		if (j < n)
+			bp_text_esc(x, (unsigned char)g[j++], '"');
+	}
+}
+
 /* The cache entry for immediate term word t; NULL if t is boxed (its word
  * is an address: never a key) or there is no cache. */
 static inline struct bp_term_imm *bp_text_imm_entry(struct bp_text *x, ERL_NIF_TERM t)
@@ -301,6 +315,12 @@ static inline void bp_text_imm_store(struct bp_term_imm *e, ERL_NIF_TERM t,
 	e->len = (uint8_t)n;
 	e->word = (uint64_t)t;
 }
+
+/* An atom given as latin-1 text, quoted as io_lib:quote_atom/2 decides
+ * (bp_term_scalar.c).  Returns 1 if it was written as one token (unquoted
+ * ASCII). */
+int bp_term_put_latin1_atom(struct bp_text *x, const unsigned char *s,
+			    size_t n);
 
 /* The scalar kinds (bp_term_scalar.c).  `e': t's entry in the cache of
  * immediates, or NULL. */

@@ -383,15 +383,8 @@ last_calls(C) ->
 key({{_, _, _} = MFA, _}) -> MFA;
 key(MFA) -> MFA.
 
-timed({{_, _, _}, MS}, _C) when is_list(MS) ->
-    lists:any(fun({_, _, Body}) when is_list(Body) ->
-                      lists:any(fun({A}) -> A =:= return_trace orelse
-                                                A =:= exception_trace;
-                                   (_) -> false
-                                end, Body);
-                 (_) -> false
-              end, MS);
-timed({{_, _, _}, _}, _C) -> false;
+timed({{_, _, _}, _} = Call, _C) ->
+    ms_action(#{calls => [Call]}, [return_trace, exception_trace]);
 timed({_, _, _}, C) -> actions(C) =/= [] andalso records_returns(C).
 
 %% The shell printer's defaults from the session, where its argument

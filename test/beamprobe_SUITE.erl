@@ -790,8 +790,21 @@ stats_untimed_cut(Config) ->
     D = beamprobe_test_lib:dir(Config, "untimed_cut"),
     Names = [list_to_atom("a_rather_long_function_name_" ++ integer_to_list(I))
              || I <- lists:seq(1, 400)],
+    M = bp_untimed_cut,
+    trace_top(D, M, Names),
+    Info = beamprobe_test_lib:cli_ok(["info", D]),
+    ?assertMatch({match, _}, re:run(Info, "truncated: +calls, untimed_calls")),
+    Text = beamprobe_test_lib:cli_ok(["stats", "--top", "1000", D]),
+    ?assertNotEqual(nomatch, binary:match(Text, <<"400 functions traced without return events">>)),
+    ?assertEqual(400, length(binary:matches(Text, <<"  3          -          -">>))),
+    ?assertMatch({match, _}, re:run(Text, "\n +3 +[0-9.]+(ns|us|ms) .*  bp_untimed_cut:top/1\n")).
+
+%% Loads module M, whose top/1 calls each of Names (each returns its
+%% argument) and returns ok, traces top/1 with its returns and Names
+%% without them into directory D, and calls top/1 three times.
+trace_top(D, M, Names) ->
     {ok, M, Bin} = compile:forms(
-                     [{attribute, 1, module, bp_untimed_cut},
+                     [{attribute, 1, module, M},
                       {attribute, 1, export, [{top, 1} | [{F, 1} || F <- Names]]},
                       {function, 1, top, 1,
                        [{clause, 1, [{var, 1, 'X'}], [],
@@ -799,19 +812,14 @@ stats_untimed_cut(Config) ->
                          ++ [{atom, 1, ok}]}]}
                       | [{function, 1, F, 1, [{clause, 1, [{var, 1, 'X'}], [],
                                                [{var, 1, 'X'}]}]} || F <- Names]]),
-    {module, M} = code:load_binary(M, "bp_untimed_cut.erl", Bin),
+    {module, M} = code:load_binary(M, atom_to_list(M) ++ ".erl", Bin),
     {ok, S} = beamprobe:start(
                 #{calls => [{{M, top, 1}, [{'_', [], [{return_trace}]}]}
                             | [{M, F, 1} || F <- Names]],
                   output => {file, D}}),
     [ok = M:top(I) || I <- lists:seq(1, 3)],
     {ok, _} = beamprobe:stop(S),
-    Info = beamprobe_test_lib:cli_ok(["info", D]),
-    ?assertMatch({match, _}, re:run(Info, "truncated: +calls, untimed_calls")),
-    Text = beamprobe_test_lib:cli_ok(["stats", "--top", "1000", D]),
-    ?assertNotEqual(nomatch, binary:match(Text, <<"400 functions traced without return events">>)),
-    ?assertEqual(400, length(binary:matches(Text, <<"  3          -          -">>))),
-    ?assertMatch({match, _}, re:run(Text, "\n +3 +[0-9.]+(ns|us|ms) .*  bp_untimed_cut:top/1\n")).
+    ok.
 
 %% Functions traced without returns whose names need quotes, escapes or
 %% non-latin-1 characters, in a module whose name needs quotes, are
@@ -826,22 +834,7 @@ stats_untimed_names(Config) ->
     Names = [list_to_atom([$a, 16#436, 27]), list_to_atom([127, 16#436]),
              'receive', 'a b', '', 'it\'s', 'back\\slash', list_to_atom([$x, 16#e9]),
              list_to_atom([16#1F600])],
-    {ok, M, Bin} = compile:forms(
-                     [{attribute, 1, module, M},
-                      {attribute, 1, export, [{top, 1} | [{F, 1} || F <- Names]]},
-                      {function, 1, top, 1,
-                       [{clause, 1, [{var, 1, 'X'}], [],
-                         [{call, 1, {atom, 1, F}, [{var, 1, 'X'}]} || F <- Names]
-                         ++ [{atom, 1, ok}]}]}
-                      | [{function, 1, F, 1, [{clause, 1, [{var, 1, 'X'}], [],
-                                               [{var, 1, 'X'}]}]} || F <- Names]]),
-    {module, M} = code:load_binary(M, "bp_names.erl", Bin),
-    {ok, S} = beamprobe:start(
-                #{calls => [{{M, top, 1}, [{'_', [], [{return_trace}]}]}
-                            | [{M, F, 1} || F <- Names]],
-                  output => {file, D}}),
-    [ok = M:top(I) || I <- lists:seq(1, 3)],
-    {ok, _} = beamprobe:stop(S),
+    trace_top(D, M, Names),
     Text = beamprobe_test_lib:cli_ok(["stats", D]),
     ct:log("~ts", [Text]),
     ?assertNotEqual(nomatch, binary:match(Text, <<"9 functions traced without return events">>)),

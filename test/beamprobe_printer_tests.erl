@@ -40,17 +40,7 @@ bounded_state() ->
 %% stays Erlang; a bad value is refused.
 elixir_syntax_test() ->
     Self = self(),
-    Io = spawn_link(fun Sink() ->
-                            receive
-                                {io_request, From, Ref, {put_chars, _, Chars}} ->
-                                    Self ! {chars, unicode:characters_to_binary(Chars)},
-                                    From ! {io_reply, Ref, ok}, Sink();
-                                {io_request, From, Ref, {put_chars, _, M, F, A}} ->
-                                    Self ! {chars, unicode:characters_to_binary(apply(M, F, A))},
-                                    From ! {io_reply, Ref, ok}, Sink();
-                                stop -> ok
-                            end
-                    end),
+    Io = collector(Self),
     Cap = #{depth => 8, list => 16, binary => 64, bytes => 512},
     Mfa = beamprobe_nif:render_mfa('Elixir.Shop', buy, 2),
     Order = #{'__struct__' => 'Elixir.Shop.Order', id => 1},
@@ -90,20 +80,7 @@ elixir_syntax_test() ->
 %% after it are not indented as if it were still running.
 untimed_calls_test() ->
     Self = self(),
-    Io = spawn_link(fun Sink() ->
-                            receive
-                                {io_request, From, Ref, {put_chars, _, Chars}} ->
-                                    Self ! {chars, unicode:characters_to_binary(Chars)},
-                                    From ! {io_reply, Ref, ok}, Sink();
-                                {io_request, From, Ref, {put_chars, _, M, F, A}} ->
-                                    Self ! {chars, unicode:characters_to_binary(apply(M, F, A))},
-                                    From ! {io_reply, Ref, ok}, Sink();
-                                {io_request, From, Ref, getopts} ->
-                                    From ! {io_reply, Ref, [{encoding, unicode}]},
-                                    Sink();
-                                stop -> ok
-                            end
-                    end),
+    Io = collector(Self),
     Call = fun(M, F, A) -> #{event => call, ts => 0, pid => Self,
                              mfa => beamprobe_nif:render_mfa(M, F, A),
                              args => <<"(1)">>, info => <<"true">>}
@@ -159,14 +136,7 @@ untimed_calls_test() ->
 %% beamprobe_remote_shell_SUITE printer_names.)
 receiver_labels_test() ->
     Self = self(),
-    Io = spawn_link(fun Sink() ->
-                            receive
-                                {io_request, From, Ref, {put_chars, _, Chars}} ->
-                                    Self ! {chars, unicode:characters_to_binary(Chars)},
-                                    From ! {io_reply, Ref, ok}, Sink();
-                                stop -> ok
-                            end
-                    end),
+    Io = collector(Self),
     Port = open_port({spawn, "/bin/cat -u"}, []),
     PortText = list_to_binary(erlang:port_to_list(Port)),
     Send = fun(To, Text) -> #{event => send, ts => 0, pid => Self, to => To,
@@ -187,3 +157,21 @@ receiver_labels_test() ->
                   <<"sent x to {srv,'n@h'}">>],
                  [iolist_to_binary(["sent ", tl(string:split(L, " sent "))])
                   || L <- Lines, L =/= <<>>]).
+
+%% An io server that sends the caller {chars, Text} for each put_chars
+%% request, says it takes unicode, and ends on `stop'.
+collector(Parent) ->
+    spawn_link(fun Sink() ->
+                       receive
+                           {io_request, From, Ref, {put_chars, _, Chars}} ->
+                               Parent ! {chars, unicode:characters_to_binary(Chars)},
+                               From ! {io_reply, Ref, ok}, Sink();
+                           {io_request, From, Ref, {put_chars, _, M, F, A}} ->
+                               Parent ! {chars, unicode:characters_to_binary(apply(M, F, A))},
+                               From ! {io_reply, Ref, ok}, Sink();
+                           {io_request, From, Ref, getopts} ->
+                               From ! {io_reply, Ref, [{encoding, unicode}]},
+                               Sink();
+                           stop -> ok
+                       end
+               end).

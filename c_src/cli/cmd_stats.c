@@ -412,30 +412,25 @@ static void report_functions(struct stats *st, struct bp_out *o, int json,
 			      : untimed   ? ",\"call_times\":\"partial\""
 					  : ",\"call_times\":\"measured\"");
 		bp_out_str(o, ",\"functions\":[");
-	} else if (st->untimed) {
-		bp_out_str(o, "Functions: ");
-		bp_out_u64(o, n);
-		bp_out_str(o, ", ");
-		bp_out_u64(o, calls);
-		bp_out_str(o, " calls; call times unknown: the trace has no "
-			      "return events (recorded without return); "
-			      "sorted by calls");
-		bp_out_str(o, "\n     calls      total        own       mean"
-			      "        max        p50        p99   open  "
-			      "function\n");
 	} else {
 		bp_out_str(o, "Functions: ");
 		bp_out_u64(o, n);
 		bp_out_str(o, ", ");
 		bp_out_u64(o, calls);
-		bp_out_str(o, " calls, own time ");
-		bp_out_dur(o, own);
-		if (open) {
-			bp_out_str(o, ", ");
-			bp_out_u64(o, open);
-			bp_out_str(o, " still open at the end");
+		if (st->untimed) { /* (sorted by calls: nothing else known) */
+			bp_out_str(o, " calls; call times unknown: the trace "
+				      "has no return events (recorded without "
+				      "return)");
+		} else {
+			bp_out_str(o, " calls, own time ");
+			bp_out_dur(o, own);
+			if (open) {
+				bp_out_str(o, ", ");
+				bp_out_u64(o, open);
+				bp_out_str(o, " still open at the end");
+			}
 		}
-		if (untimed) {
+		if (untimed) { /* (0 when st->untimed) */
 			bp_out_str(o, "; ");
 			bp_out_u64(o, untimed);
 			bp_out_str(o, untimed == 1 ? " function" : " functions");
