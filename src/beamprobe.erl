@@ -74,7 +74,8 @@
                       bytes => pos_integer() | infinity,   % 1 GiB
                       seconds => number() | infinity,      % 60
                       rate => {pos_integer(), pos_integer()} | infinity},
-          on_rate => drop | stop,        % drop: rate surplus dropped
+          on_rate => drop | stop,        % drop: rate surplus dropped;
+                                         % stop needs limits.rate
           meta => boolean(),             % false: meta-trace the calls
           tag => term(),                 % undefined: a label for list/info
           force => boolean(),            % false: leave other tools' own

@@ -312,6 +312,12 @@ rate_ok({N, Ms}) -> is_integer(N) andalso N > 0 andalso N =< ?MAX_U64
                         andalso Ms =< ?MAX_RATE_MS;
 rate_ok(_) -> false.
 
+%% on_rate says what a rate limit does when it trips: `stop' with no rate
+%% limit could never trip, and the caller would believe the trace bounded.
+on_rate(#{on_rate := stop, limits := #{rate := infinity}}) ->
+    {error, {bad_option, on_rate,
+             "on_rate => stop needs a rate limit, limits => #{rate => "
+             "{N, Ms}}: without one it never trips"}};
 on_rate(#{on_rate := R} = S) when R =:= drop; R =:= stop -> {ok, S};
 on_rate(#{on_rate := R}) -> bad(on_rate, R).
 

@@ -131,7 +131,11 @@ start_table(Dir) ->
                    {1 bsl 64, 1}, {1, 2, 3}, 10, improper([1])]]
       ++ [{#{colour => 1}, {unknown_option, {limits, colour}}}]},
      {on_rate, [(V(on_rate))(X) || X <- [ignore, <<"drop">>, "drop", 1,
-                                          improper([drop]), deep()]]},
+                                          improper([drop]), deep()]]
+      %% stop with no rate limit could never trip.
+      ++ [{stop, {bad_option, on_rate,
+                  "on_rate => stop needs a rate limit, limits => #{rate => "
+                  "{N, Ms}}: without one it never trips"}}]},
      {messages, [(V(messages))(X) || X <- [send, improper([{send, true}]),
                                             <<>>, deep()]]
       ++ [{[{send, improper([])}], {bad_option, messages, {send, improper([])}}},
