@@ -203,6 +203,7 @@ static void check_files(struct bp_session *s)
 struct bp_merge_in {
 	struct bp_slot *sl;
 	struct bp_ring_reader rd;
+	struct bp_ring_reader back; /* rd before p was read */
 	const uint8_t *p; /* its next record (read, not yet added) */
 	uint32_t len;
 	uint64_t ts, n, discarded;
@@ -213,6 +214,7 @@ struct bp_merge_in {
  * in[j] now holds a record. */
 static int merge_next(struct bp_merge_in *in, uint32_t j, uint32_t *k)
 {
+	in[j].back = in[j].rd;
 	if ((in[j].p = bp_ring_read_next(&in[j].rd, &in[j].len))) {
 		in[j].ts = bp_get_u64(in[j].p + BP_EV_OFF_TS);
 		return 1;
@@ -222,16 +224,54 @@ static int merge_next(struct bp_merge_in *in, uint32_t j, uint32_t *k)
 	return 0;
 }
 
-/* Moves every published record of every slot into the sinks, in
+/* The cut of a pass while producers write (drain_all). */
+static uint64_t live_cut(void)
+{
+	uint64_t now = bp_now();
+
+	return now > BP_CLOCK_JUMP_NS ? now - BP_CLOCK_JUMP_NS : 0;
+}
+
+/* A test build's pause between two slots' heads (BEAMPROBE_TEST_DRAIN_GAP_US,
+ * read at load): what a collector preempted there does, on demand. */
+#ifdef BP_SCHEMA_CHECK
+#include <stdlib.h>
+static void test_gap(void)
+{
+	static long us = -1;
+	const char *e;
+
+	if (us < 0)
+		us = (e = getenv("BEAMPROBE_TEST_DRAIN_GAP_US")) ? atol(e) : 0;
+	if (us > 0) {
+		struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+		nanosleep(&ts, NULL);
+	}
+}
+#else
+static inline void test_gap(void) {}
+#endif
+
+/* Moves the published records of every slot into the sinks, in
  * timestamp order across the slots (each slot's own order kept): what a
  * handler or an LTTng sink receives is one sequence, and a process that
- * moved to another scheduler thread (another slot) between two drains'
- * worth of events would otherwise have its later events delivered before
- * its earlier ones.  The file sink keeps one stream per slot either way.
- * Each slot's head is read once, all of them before the first record is
- * moved, so records published during the pass wait for the next one.
- * Returns the number of records moved. */
-static uint64_t drain_all(struct bp_session *s)
+ * moved to another scheduler thread (another slot) would otherwise have
+ * its later events delivered before its earlier ones.  The file sink
+ * keeps one stream per slot either way.  Each slot's head is read once,
+ * all of them before the first record is moved, so records published
+ * during the pass wait for the next one.
+ *
+ * The heads are read one slot after the other, and a process can move
+ * between two of those reads: its event in the slot read first is not
+ * in this pass, its later one in the slot read next is.  So a pass moves
+ * only the records stamped before `cut', a time read before the first
+ * head (less the clock's largest re-anchoring step, bp_clock.h): any
+ * event that follows one missing from the pass was stamped after that
+ * one was published, so after the first head's read, and waits with it.
+ * The rest stays in the rings for the next pass.  cut = UINT64_MAX when
+ * no producer can write (quiesced).  Returns the number of records
+ * moved. */
+static uint64_t drain_all(struct bp_session *s, uint64_t cut)
 {
 	struct bp_merge_in *in = s->merge;
 	uint32_t k = 0;
@@ -243,6 +283,8 @@ static uint64_t drain_all(struct bp_session *s)
 		struct bp_slot *sl = slot_at(s, i);
 		if (!sl || !bp_ring_used(&sl->ring))
 			continue;
+		if (k)
+			test_gap();
 		in[k].sl = sl;
 		in[k].n = 0;
 		in[k].discarded = slot_discarded(sl);
@@ -256,6 +298,15 @@ static uint64_t drain_all(struct bp_session *s)
 		for (uint32_t j = 1; j < k; j++)
 			if (in[j].ts < in[m].ts)
 				m = j;
+		if (in[m].ts >= cut) {
+			/* This record and every later one wait: each reader
+			 * is put back before the record it holds. */
+			for (uint32_t j = 0; j < k; j++) {
+				in[j].rd = in[j].back;
+				bp_ring_read_end(&in[j].rd);
+			}
+			break;
+		}
 		add_event(s, in[m].sl, in[m].p, in[m].len, in[m].discarded);
 		moved++;
 		/* The record is consumed: free its room now and then. */
@@ -376,11 +427,12 @@ static void dump(struct bp_session *s)
 	int running = BP_S_RUNNING;
 
 	if (!atomic_compare_exchange_strong(&s->state, &running, BP_S_PAUSED)) {
-		drain_all(s); /* stopping: the final drain follows anyway */
+		drain_all(s, live_cut()); /* stopping: the final drain
+					     follows anyway */
 		return;
 	}
 	bp_session_quiesce(s);
-	drain_all(s);
+	drain_all(s, UINT64_MAX);
 	flush_all(s, 0);
 	/* Process events of the dumped window are gone from the rings. */
 	for (uint32_t i = 0; i < s->max_slots; i++) {
@@ -399,7 +451,7 @@ void bp_collector_finish(struct bp_session *s)
 {
 	atomic_store(&s->state, BP_S_STOPPED);
 	bp_session_quiesce(s);
-	drain_all(s);
+	drain_all(s, UINT64_MAX);
 	flush_handlers(s, 1);
 	if (s->tcp)
 		bp_tcp_finish(s);
@@ -493,7 +545,7 @@ void *bp_collector_main(void *arg)
 			enif_mutex_unlock(s->mtx);
 		}
 		if (!drop_oldest)
-			moved = drain_all(s);
+			moved = drain_all(s, live_cut());
 		/* Ring pages mapped before the producers reach them (a step
 		 * between drains; bp_prefault.h). */
 		mapping = bp_prefault_step(s);

@@ -19,6 +19,7 @@
          init_per_testcase/2, end_per_testcase/2]).
 -export([handler_flow_control/1, handler_flow_control_credits_2/1,
          handler_every_event/1, handler_order_across_threads/1,
+         handler_order_collector_paused/1,
          several_sinks/1, sink_filter/1,
          concurrent_sessions/1, clear_restores/1, remote_shell/1]).
 %% Peer-side helper (spawned by MFA).
@@ -48,6 +49,7 @@ all() ->
 groups() ->
     [{handlers, [], [handler_flow_control, handler_flow_control_credits_2,
                      handler_every_event, handler_order_across_threads,
+                     handler_order_collector_paused,
                      several_sinks, sink_filter]},
      {sessions, [], [concurrent_sessions, clear_restores]}].
 
@@ -171,10 +173,22 @@ handler_order_across_threads(_Config) ->
     end.
 
 order_across_threads() ->
+    check_order(order_run()).
+
+%% 10,000 calls of f/1 by one process into a handler, in chunks of 50,
+%% each chunk on the other scheduler (process_flag(scheduler, N) binds the
+%% process to scheduler N): the summary and the handler's events.  No ct
+%% call: also run on a peer node.
+order_run() ->
     W = worker(),
-    {S, H} = f_to_handler(W),
-    %% 10,000 calls in chunks of 50, each chunk on the other scheduler
-    %% (process_flag(scheduler, N) binds the process to scheduler N).
+    {ok, S} = beamprobe:start(#{procs => [W], calls => [{?T, f, 1}],
+                                return => false, exceptions => false,
+                                %% Room for every batch: order, not
+                                %% flow control, is tested here.
+                                output => {handler, ?H,
+                                           #{parent => self()},
+                                           #{credits => 20}}}),
+    H = handler_pid(),
     [ok = run(W, fun() ->
                          _ = process_flag(scheduler, 1 + (I div 50) rem 2),
                          erlang:yield(),
@@ -182,10 +196,17 @@ order_across_threads() ->
                  end)
      || I <- lists:seq(1, 10000, 50)],
     ok = run(W, fun() -> _ = process_flag(scheduler, 0), ok end),
-    wait_events(S, 10000),
-    Sum = stop(S),
+    _ = ?L:wait_until(fun() ->
+                              {ok, #{events := E}} = beamprobe:info(S),
+                              E =:= 10000
+                      end, 5000),
+    {ok, Sum} = beamprobe:stop(S),
     {requested, _Totals} = handler_done(H),
     Evs = handler_events(H),
+    beamprobe_workload:stop_worker(W),
+    {Sum, Evs}.
+
+check_order({Sum, Evs}) ->
     ct:log("summary ~p", [Sum]),
     ?assertMatch(#{threads := T} when T >= 2, Sum),
     ?assertEqual(10000, length(Evs)),
@@ -198,8 +219,45 @@ order_across_threads() ->
                                                    lists:seq(1, 10000),
                                                    Args, Want), A =/= B]),
             ct:fail({out_of_order, First})
+    end.
+
+%% The same with the collector pausing 2 ms between two slots' heads (the
+%% checked NIF's BEAMPROBE_TEST_DRAIN_GAP_US: what a collector preempted
+%% there does): a process that moved between the two reads used to have
+%% its events in the slot read second delivered before its earlier ones
+%% in the slot read first ({out_of_order, _} at the first move).
+handler_order_collector_paused(Config) ->
+    case {erlang:system_info(schedulers_online), ensure_distributed()} of
+        {N, _} when N < 2 ->
+            {skip, io_lib:format("~b scheduler online: a process cannot "
+                                 "move between scheduler threads", [N])};
+        {_, {skip, _} = Skip} -> Skip;
+        {_, ok} -> order_paused(Config)
+    end.
+
+order_paused(_Config) ->
+    Ebin = filename:dirname(code:which(beamprobe)),
+    Root = filename:dirname(Ebin),
+    Make = os:cmd("make -s -C " ++ filename:join(Root, "c_src") ++ " check 2>&1"),
+    Nif = filename:join(Root, "_build/c/check/beamprobe_nif"),
+    case filelib:is_regular(Nif ++ ".so") of
+        true -> ok;
+        false -> ct:fail({checked_nif_not_built, Make})
     end,
-    beamprobe_workload:stop_worker(W).
+    TestDir = filename:dirname(code:which(?MODULE)),
+    {ok, Peer, Node} =
+        peer:start_link(#{name => peer:random_name(),
+                          args => ["-pa", Ebin, "-pa", TestDir],
+                          env => [{"BEAMPROBE_NIF", Nif},
+                                  {"BEAMPROBE_TEST_DRAIN_GAP_US", "2000"}]}),
+    try
+        [{module, M} = erpc:call(Node, code, load_binary,
+                                 [M, atom_to_list(M) ++ ".erl", B])
+         || {M, B} <- [compile_src(target_src())]],
+        check_order(erpc:call(Node, fun order_run/0, 60000))
+    after
+        peer:stop(Peer)
+    end.
 
 %% A file and a handler in one session see the same events.
 several_sinks(Config) ->
