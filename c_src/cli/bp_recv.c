@@ -137,7 +137,10 @@ int bp_recv_listen(const char *addr, int *bound_port)
 			goto bad;
 		strcpy(port, addr);
 	}
-	if (!port[0] || strspn(port, "0123456789") != strlen(port))
+	/* getaddrinfo() takes any digits and keeps the low 16 bits: 99999
+	 * listened on 34463, 65536 on a random port. */
+	if (!port[0] || strspn(port, "0123456789") != strlen(port) ||
+	    strtoul(port, NULL, 10) > 65535)
 		goto bad;
 	memset(&hints, 0, sizeof hints);
 	hints.ai_socktype = SOCK_STREAM;
@@ -167,7 +170,7 @@ int bp_recv_listen(const char *addr, int *bound_port)
 	}
 	return fd;
 bad:
-	say("bad address '%s'%s (expected HOST:PORT or PORT)", addr, "");
+	say("bad address '%s'%s (expected HOST:PORT or PORT, the port 0 to 65535)", addr, "");
 	return -1;
 }
 

@@ -97,6 +97,13 @@ grep -q -- "--nodes goes with --follow" "$WORK/err" && ok "print --nodes: says i
 run print --follow --nodes --pid '<0.1.0>' "$WORK"; check "print --follow --nodes with a filter: exit 1" "$rc" 1
 run receive -o "$WORK/rx0"; check "receive without --listen: exit 1" "$rc" 1
 run receive --listen nope -o "$WORK/rx0"; check "receive bad address: exit 1" "$rc" 1
+# A port past 65535 was cut to its low 16 bits (99999 listened on 34463,
+# 65536 on any free port) without a word.
+for p in 99999 65536 127.0.0.1:70000; do
+	timeout 5 "$BP" receive --listen $p -o "$WORK/rx0" >"$WORK/out" 2>"$WORK/err"; rc=$?
+	check "receive --listen $p: exit 1 (port out of range)" "$rc" 1
+	grep -q "bad address '$p'.*0 to 65535" "$WORK/err" && ok "receive --listen $p: names the address and the range" || not_ok "receive --listen $p: names the address and the range" "$(cat "$WORK/err")"
+done
 mkdir -p "$WORK/rx-full" && touch "$WORK/rx-full/x"
 run receive --listen 127.0.0.1:0 -o "$WORK/rx-full"; check "receive into a non-empty dir: exit 1" "$rc" 1
 grep -q "not empty" "$WORK/err" && ok "receive: says the dir is not empty" || not_ok "receive: says the dir is not empty"
