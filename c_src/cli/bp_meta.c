@@ -359,6 +359,15 @@ static int parse_block(struct lex *l, struct bp_meta *m, int kind,
 			if (parse_uuid(val.text, val.tlen, m->uuid))
 				return fail(l, val.start, "bad trace uuid");
 			m->has_uuid = 1;
+		} else if (kind == 't' && KEY("byte_order") &&
+			   !(val.kind == T_IDENT && val.tlen == 2 &&
+			     !memcmp(val.text, "le", 2))) {
+			/* the decoder reads little-endian only: a trace said
+			 * to be big-endian was decoded as little-endian */
+			size_t vn = val.pos - val.start;
+			return fail(l, val.start, "byte_order %.*s unsupported "
+				    "(le expected)", (int)(vn < 32 ? vn : 32),
+				    val.s + val.start);
 		} else if (kind == 'c' && KEY("offset_s") && val.kind == T_NUM) {
 			off_s = val.num;
 		} else if (kind == 'c' && KEY("offset") && val.kind == T_NUM) {

@@ -563,6 +563,13 @@ check "16 print --until T includes the line printed at T" "$(grep -c '12:00:00.0
 cp -r $G "$I7/metaloop"; cp test/fuzz/meta-cases/loop-string-attr "$I7/metaloop/metadata"
 timeout 20 "$BP" info "$I7/metaloop" >/dev/null 2>"$WORK/err"; rc=$?
 check "20 damaged metadata (fuzzer case): info ends, exit 2" "$rc" 2
+# A metadata file edited to say big-endian was decoded as little-endian
+# without a word (babeltrace2 refuses the trace): named, exit 2.
+cp -r $G "$I7/bigend"; chmod u+w "$I7/bigend/metadata"
+sed -i 's/byte_order = le;/byte_order = be;/' "$I7/bigend/metadata"
+run print "$I7/bigend"
+check "20 metadata byte_order = be: exit 2" "$rc" 2
+grep -q 'bigend/metadata: offset [0-9]*: byte_order be unsupported (le expected)' "$WORK/err" && ok "20 byte_order = be: named, with its offset" || not_ok "20 byte_order = be: named, with its offset" "$(cat "$WORK/err")"
 mkdir "$I7/fifo"; mkfifo "$I7/fifo/metadata"; cp $G/thread-000 "$I7/fifo/"
 timeout 20 "$BP" print "$I7/fifo" >/dev/null 2>"$WORK/err"; rc=$?
 check "20 FIFO named metadata: no hang, exit 2" "$rc" 2
