@@ -70,6 +70,18 @@ for c in print stats export info attach profile receive record; do
 	if [ "$rc" = 0 ] && grep -q "^Usage: beamprobe $c" "$WORK/out"; then ok "$c --help"; else not_ok "$c --help"; fi
 	run help "$c"; check "help $c exits 0" "$rc" 0
 done
+# The man page's SYNOPSIS has a line of its own for every command --help
+# lists (request and attach ran together on one line).
+if have man; then
+	MANWIDTH=200 man -l docs/beamprobe.1 2>/dev/null | col -b | sed -n '/^SYNOPSIS/,/^DESCRIPTION/p' >"$WORK/synopsis"
+	missing=""
+	for c in $("$BP" --help | sed -n 's/^  \([a-z]*\)  .*/\1/p'); do
+		grep -q "^ *beamprobe $c " "$WORK/synopsis" || missing="$missing $c"
+	done
+	check "man SYNOPSIS: one line per command of --help" "${missing:-none}" none
+else
+	skip "man SYNOPSIS: man not found"
+fi
 run frobnicate; check "unknown command: exit 1" "$rc" 1
 run print --bogus $T/good/basic; check "unknown option: exit 1" "$rc" 1
 run print; check "missing directory: exit 1" "$rc" 1
