@@ -204,6 +204,42 @@ void bp_out_text(struct bp_out *o, const char *s, size_t n)
 	bp_out_mem(o, s + start, n - start);
 }
 
+/* Length of the well-formed UTF-8 sequence at s[0..n) (RFC 3629: no
+ * overlong forms, surrogates or code points past U+10FFFF), 0 if none. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+	size_t len;
+	unsigned char lo = 0x80, hi = 0xbf;
+
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		len = 2;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		len = 3;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		len = 4;
+	else
+		return 0;
+	if (len > n)
+		return 0;
+	if (s[0] == 0xe0)
+		lo = 0xa0;
+	else if (s[0] == 0xed)
+		hi = 0x9f;
+	else if (s[0] == 0xf0)
+		lo = 0x90;
+	else if (s[0] == 0xf4)
+		hi = 0x8f;
+	if (s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t k = 2; k < len; k++)
+		if (s[k] < 0x80 || s[k] > 0xbf)
+			return 0;
+	return len;
+}
+
+/* A JSON string: UTF-8 as it is, a byte that starts no well-formed
+ * sequence (a directory name in another encoding, a damaged trace) as
+ * U+FFFD, which JSON parsers require (RFC 8259: UTF-8 only). */
 void bp_out_json_str(struct bp_out *o, const char *s, size_t n)
 {
 	size_t i = 0, start = 0;
@@ -211,6 +247,18 @@ void bp_out_json_str(struct bp_out *o, const char *s, size_t n)
 	bp_out_char(o, '"');
 	for (; i < n; i++) {
 		unsigned char c = (unsigned char)s[i];
+		if (c >= 0x80) {
+			size_t k = utf8_len((const unsigned char *)s + i,
+					    n - i);
+			if (k) {
+				i += k - 1;
+				continue;
+			}
+			bp_out_mem(o, s + start, i - start);
+			start = i + 1;
+			bp_out_mem(o, "\\ufffd", 6);
+			continue;
+		}
 		if (c >= 0x20 && c != '"' && c != '\\' && c != 0x7f)
 			continue;
 		bp_out_mem(o, s + start, i - start);

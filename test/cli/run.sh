@@ -297,6 +297,24 @@ else
 	skip "stats --json checks: python3 not found"
 fi
 
+# JSON is UTF-8 (RFC 8259): a directory named in another encoding, or a
+# name in the trace that is not UTF-8, made stats --json, perfetto and
+# speedscope files that JSON parsers refuse (the bytes were copied as
+# they were); such bytes are now U+FFFD.
+if have python3; then
+	NU=$WORK/$(printf 'latin1-\xe9t\xe9')
+	mkdir "$NU" && cp $G/* "$NU/" && chmod u+w "$NU"/*
+	python3 -c "import sys; f=sys.argv[1]; d=open(f,'rb').read(); open(f,'wb').write(d.replace(b'my_server', b'my_serv\xff\xe9'))" "$NU/thread-000"
+	badj=""
+	run stats --json "$NU"; cp "$WORK/out" "$WORK/nu.stats"
+	for fmt in perfetto speedscope; do run export -F $fmt -o "$WORK/nu.$fmt" "$NU"; done
+	for f in "$WORK/nu.stats" "$WORK/nu.perfetto" "$WORK/nu.speedscope"; do
+		python3 -c "import json,sys; json.load(open(sys.argv[1], encoding='utf-8'))" "$f" 2>/dev/null || badj="$badj $(basename "$f")"
+	done
+	check "non-UTF-8 directory name and process name: the JSON outputs are UTF-8 JSON" "${badj:-none}" none
+	check "stats --json: a byte that is no UTF-8 is U+FFFD" "$(json_get "$WORK/nu.stats" "[p['name'] for p in d['processes'] if p['pid']=='<0.100.0>'][0] == 'my_serv\ufffd\ufffd' and d['trace'].endswith('latin1-\ufffdt\ufffd')")" True
+fi
+
 if have babeltrace2 && have python3; then
 	for tr in $G; do
 		bt=$(babeltrace2 "$tr" 2>/dev/null | grep -c ' call:')
