@@ -452,15 +452,23 @@ static int hello(struct bp_recv *r, struct bp_recv_conn *c, const uint8_t *p,
 		c->hello = 1;
 		return 1; /* a reconnection: the same files go on */
 	}
-	fd = openat(r->dirfd, "metadata",
+	/* Written aside, then linked in whole (failing if a metadata file is
+	 * there): a reader following DIR (print --follow) never sees a
+	 * metadata file cut short. */
+	(void)unlinkat(r->dirfd, ".metadata.tmp", 0);
+	fd = openat(r->dirfd, ".metadata.tmp",
 		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0 || write_all(fd, p + 24 + tl, n - 24 - tl) != 0) {
+	if (fd < 0 || write_all(fd, p + 24 + tl, n - 24 - tl) != 0 ||
+	    linkat(r->dirfd, ".metadata.tmp", r->dirfd, "metadata", 0) != 0) {
 		say("%s/metadata: %s", r->dir, strerror(errno));
-		if (fd >= 0)
+		if (fd >= 0) {
 			close(fd);
+			(void)unlinkat(r->dirfd, ".metadata.tmp", 0);
+		}
 		return -1;
 	}
 	close(fd);
+	(void)unlinkat(r->dirfd, ".metadata.tmp", 0);
 	memcpy(r->uuid, p + 4, 16);
 	r->have_uuid = 1;
 	c->hello = 1;

@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -509,6 +510,36 @@ static void run(struct printer *pr)
 	}
 }
 
+/* --follow on a directory whose metadata is not there yet (receive or
+ * attach started, the session not yet connected): waits for it, as
+ * --nodes waits for each node's, instead of decoding without it (no
+ * wall-clock offset, no returns flag: wrong times and indentation, and
+ * exit 2).  Stops waiting at DIR/.complete or SIGINT; a DIR that does not
+ * exist is not waited for (a mistyped name fails at once). */
+static void wait_metadata(const char *dir)
+{
+	char path[4200];
+	struct stat st;
+	int said = 0;
+
+	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+		return;
+	while (!interrupted) {
+		snprintf(path, sizeof path, "%s/metadata", dir);
+		if (access(path, F_OK) == 0)
+			return;
+		snprintf(path, sizeof path, "%s/.complete", dir);
+		if (access(path, F_OK) == 0)
+			return;
+		if (!said++)
+			fprintf(stderr, "beamprobe: %s: waiting for the trace "
+				"to start (its metadata file), ^C to stop\n",
+				dir);
+		struct timespec ts = {0, FOLLOW_POLL_NS};
+		nanosleep(&ts, NULL);
+	}
+}
+
 /* ---- --nodes DIR ------------------------------------------------------ */
 
 #define NODES_MAX 64
@@ -726,6 +757,18 @@ int bp_cmd_print(int argc, char **argv)
 		rc = print_nodes(argv[optind]);
 		goto out;
 	}
+	if (follow) {
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = on_sigint;
+		sigaction(SIGINT, &sa, NULL);
+		sigaction(SIGTERM, &sa, NULL);
+		wait_metadata(argv[optind]);
+		if (interrupted) {
+			rc = BP_EXIT_OK;
+			goto out;
+		}
+	}
 	bp_model_init(&pr.m, NULL, NULL);
 	bp_names_prepare(&pr.m, argv[optind]);
 	if (bp_reader_open(&pr.r, argv[optind],
@@ -740,13 +783,6 @@ int bp_cmd_print(int argc, char **argv)
 	bp_clock_fmt_init(&pr.clk);
 	bp_out_init_mem(&pr.line);
 	if ((err = bp_out_open(&pr.out, NULL)) == 0) {
-		if (follow) {
-			struct sigaction sa;
-			memset(&sa, 0, sizeof sa);
-			sa.sa_handler = on_sigint;
-			sigaction(SIGINT, &sa, NULL);
-			sigaction(SIGTERM, &sa, NULL);
-		}
 		run(&pr);
 		err = bp_out_close(&pr.out);
 	}

@@ -834,6 +834,33 @@ wait $fpid; frc=$?
 check "--follow: exits 0 on SIGINT" "$frc" 0
 check "--follow: picked up the stream file added later" "$(grep -c '<0.101.0>' "$WORK/follow.out")" "$(grep -c '<0.101.0>' "$EXP/basic.print")"
 
+# print --follow started before the trace (the tutorial: receive, then
+# print --follow, then the session): it waits for the metadata; it used
+# to decode without it at once (times without the wall-clock offset,
+# calls indented in a trace without returns) and exit 2.
+mkdir "$WORK/early"
+"$BP" print --follow "$WORK/early" >"$WORK/early.out" 2>"$WORK/early.err" &
+fpid=$!
+sleep 0.7
+cp $G/metadata "$WORK/early/.m" && mv "$WORK/early/.m" "$WORK/early/metadata"
+cp $G/thread-* "$WORK/early/"
+sleep 0.5
+touch "$WORK/early/.complete"
+for _ in $(seq 50); do kill -0 $fpid 2>/dev/null || break; sleep 0.1; done
+kill -INT $fpid 2>/dev/null
+wait $fpid; frc=$?
+check "--follow before the metadata exists: waits for it, exit 0 at .complete" "$frc" 0
+if cmp -s "$WORK/early.out" "$EXP/basic.print"; then ok "--follow before the metadata exists: print's lines, wall-clock times"
+else not_ok "--follow before the metadata exists: print's lines, wall-clock times" "$(diff "$WORK/early.out" "$EXP/basic.print" | head; cat "$WORK/early.err")"; fi
+grep -q "early: waiting for the trace to start" "$WORK/early.err" && ok "--follow before the metadata exists: says it waits" || not_ok "--follow before the metadata exists: says it waits" "$(cat "$WORK/early.err")"
+mkdir "$WORK/early2"
+"$BP" print --follow "$WORK/early2" >"$WORK/out" 2>"$WORK/err" &
+fpid=$!
+sleep 0.5; kill -INT $fpid; wait $fpid; frc=$?
+check "--follow, ^C while waiting for the metadata: exit 0, nothing printed" "$frc $(wc -c <"$WORK/out")" "0 0"
+run print --follow "$WORK/no-such-dir"
+check "--follow on a directory that does not exist: exit 2 at once" "$rc" 2
+
 echo "# --follow --nodes (attach --cluster's printer)"
 mkdir -p "$WORK/nodes/a@h"
 cp $G/metadata $G/thread-* "$WORK/nodes/a@h/"
