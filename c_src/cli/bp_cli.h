@@ -52,6 +52,11 @@ __attribute__((format(printf, 2, 3))) int bp_cli_usage(const char *cmd,
 int bp_cli_finish(const struct bp_reader *r, int out_err,
 		  const char *out_path, int rc);
 
+/* bp_reader_open() for the commands that read one trace; a directory
+ * of node traces (cluster) is refused naming the commands that read it
+ * (it was "not a beamprobe trace"). */
+int bp_cli_open(struct bp_reader *r, const char *dir, unsigned flags);
+
 /* Parses a non-negative integer option value; -1 if invalid. */
 long long bp_cli_count(const char *s);
 

@@ -57,7 +57,7 @@ int bp_cmd_export(int argc, char **argv)
 				    "speedscope, folded, callgrind)", format);
 	if (optind != argc - 1)
 		return bp_cli_usage("export", "expected one trace directory");
-	if (bp_reader_open(&r, argv[optind], 0) != 0)
+	if (bp_cli_open(&r, argv[optind], 0) != 0)
 		return BP_EXIT_DAMAGED;
 	/* A time profile of calls whose times are unknown would be false
 	 * (perfetto shows them as instants instead). */

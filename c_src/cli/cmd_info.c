@@ -69,7 +69,7 @@ int bp_cmd_info(int argc, char **argv)
 	}
 	if (optind != argc - 1)
 		return bp_cli_usage("info", "expected one trace directory");
-	if (bp_reader_open(&r, argv[optind], 0) != 0)
+	if (bp_cli_open(&r, argv[optind], 0) != 0)
 		return BP_EXIT_DAMAGED;
 	bp_map_init(&procs);
 	while ((e = bp_reader_next(&r))) {

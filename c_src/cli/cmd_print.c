@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE /* memmem, memrchr */
 #include "bp_cli.h"
+#include "bp_cluster.h"
 #include "bp_filter.h"
 #include "bp_model.h"
 #include "bp_names.h"
@@ -522,7 +523,8 @@ static void wait_metadata(const char *dir)
 	struct stat st;
 	int said = 0;
 
-	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) ||
+	    bp_cluster_is_cluster_dir(dir))
 		return;
 	while (!interrupted) {
 		snprintf(path, sizeof path, "%s/metadata", dir);
@@ -771,8 +773,8 @@ int bp_cmd_print(int argc, char **argv)
 	}
 	bp_model_init(&pr.m, NULL, NULL);
 	bp_names_prepare(&pr.m, argv[optind]);
-	if (bp_reader_open(&pr.r, argv[optind],
-			   follow ? BP_READER_FOLLOW : 0) != 0) {
+	if (bp_cli_open(&pr.r, argv[optind],
+			follow ? BP_READER_FOLLOW : 0) != 0) {
 		rc = BP_EXIT_DAMAGED;
 		bp_model_free(&pr.m);
 		goto out;

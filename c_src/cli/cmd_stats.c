@@ -758,7 +758,7 @@ int bp_cmd_stats(int argc, char **argv)
 	}
 	if (optind != argc - 1)
 		return bp_cli_usage("stats", "expected one trace directory");
-	if (bp_reader_open(&st.r, argv[optind], 0) != 0)
+	if (bp_cli_open(&st.r, argv[optind], 0) != 0)
 		return BP_EXIT_DAMAGED;
 	if ((st.untimed = bp_meta_no_returns(&st.r.meta)))
 		st.sort = S_CALLS; /* no time to sort by */

@@ -2,6 +2,7 @@
  * holds the help texts and the shared error helpers (bp_cli.h).
  */
 #include "bp_cli.h"
+#include "bp_cluster.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -297,6 +298,25 @@ int bp_cli_finish(const struct bp_reader *r, int out_err,
 		rc = BP_EXIT_DAMAGED;
 	}
 	return rc;
+}
+
+int bp_cli_open(struct bp_reader *r, const char *dir, unsigned flags)
+{
+	if (bp_cluster_is_cluster_dir(dir)) {
+		if (flags & BP_READER_FOLLOW)
+			bp_cli_error("%s: a directory of node traces (a "
+				     "cluster session's), not one trace: "
+				     "'beamprobe print --follow --nodes %s' "
+				     "follows them all", dir, dir);
+		else
+			bp_cli_error("%s: a directory of node traces (a "
+				     "cluster session's), not one trace: "
+				     "'beamprobe cluster %s' reads them as "
+				     "one, 'beamprobe print %s/NODE' one "
+				     "node's", dir, dir, dir);
+		return -1;
+	}
+	return bp_reader_open(r, dir, flags);
 }
 
 long long bp_cli_count(const char *s)

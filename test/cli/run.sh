@@ -392,6 +392,21 @@ else
 	skip "callgrind_annotate: not found (package valgrind)"
 fi
 
+# A directory of node traces (what a cluster session writes, what the
+# tutorial's section 22 reads with cluster) given to a one-trace command
+# was "not a beamprobe trace": now named as what it is, with the commands
+# that read it.
+mkdir -p "$WORK/ndir/a@h" "$WORK/ndir/b@h"
+cp $G/* "$WORK/ndir/a@h/"; cp $G/* "$WORK/ndir/b@h/"
+for cmd in print stats info "export -F folded"; do
+	run $cmd "$WORK/ndir"
+	if [ "$rc" = 2 ] && grep -q "ndir: a directory of node traces (a cluster session's), not one trace: 'beamprobe cluster .*ndir' reads them" "$WORK/err" && ! grep -q "not a beamprobe trace\|metadata: No such file" "$WORK/err"
+	then ok "$cmd on a directory of node traces: exit 2, says what it is and what reads it"
+	else not_ok "$cmd on a directory of node traces: exit 2, says what it is and what reads it" "rc $rc: $(cat "$WORK/err")"; fi
+done
+timeout 5 "$BP" print --follow "$WORK/ndir" >"$WORK/out" 2>"$WORK/err"; rc=$?
+check "print --follow on a directory of node traces: exit 2 at once, --nodes named" "$rc $(grep -c -- "print --follow --nodes" "$WORK/err")" "2 1"
+
 echo "# print --syntax elixir"
 run print --syntax elixir $G
 check "print --syntax elixir exits 0" "$rc" 0
