@@ -65,7 +65,7 @@ int bp_cmd_record(int argc, char **argv)
 	struct sigaction sa;
 	char dir[PATH_MAX], home[PATH_MAX], opts[2048] = "", pats[8192] = "";
 	char addr[64], aflags[PATH_MAX * 2 + 256];
-	const char *out = NULL;
+	const char *out = NULL, *last_arg = NULL;
 	int c, lfd, port = 0, status = 0, events = 0, exited = 0, rc;
 	uint64_t exit_at = 0;
 	long long v;
@@ -74,6 +74,7 @@ int bp_cmd_record(int argc, char **argv)
 	optind = 1;
 	/* "+": stop at the first non-option (the patterns, then --). */
 	while ((c = getopt_long(argc, argv, "+o:h", lopts, NULL)) != -1) {
+		last_arg = optarg;
 		switch (c) {
 		case 'o': out = optarg; break;
 		case O_SECONDS:
@@ -102,8 +103,13 @@ int bp_cmd_record(int argc, char **argv)
 		default: return bp_cli_usage("record", "bad option");
 		}
 	}
-	/* PATTERN... -- CMD... */
+	/* PATTERN... -- CMD... getopt takes a "--" right after the options
+	 * (no pattern: 'record --events send -- erl') as its end: it is
+	 * put back (it was read as the first word of the patterns, and
+	 * the command refused: "expected -- COMMAND"). */
 	int i = optind, npat = 0;
+	if (i > 1 && !strcmp(argv[i - 1], "--") && argv[i - 1] != last_arg)
+		i--;
 	for (; i < argc && strcmp(argv[i], "--"); i++) {
 		if (strchr(argv[i], '\n') || strchr(argv[i], ';'))
 			return bp_cli_usage("record", "bad pattern '%s'",
@@ -195,11 +201,15 @@ int bp_cmd_record(int argc, char **argv)
 		bp_cli_error("the program ended without stopping the VM "
 			     "cleanly (halt/1?): the last ~100 ms of the trace "
 			     "may be missing");
-	fprintf(stderr, "beamprobe: trace written to %s (%llu packets)\n", dir,
-		(unsigned long long)r.packets);
 	bp_recv_close(&r);
-	if (!r.have_uuid && !r.packets)
-		rmdir(dir);
+	/* No trace: say nothing was written (it said "trace written to DIR
+	 * (0 packets)", then removed DIR). */
+	if (!r.have_uuid && !r.packets && rmdir(dir) == 0)
+		fprintf(stderr, "beamprobe: nothing written (%s removed)\n",
+			dir);
+	else
+		fprintf(stderr, "beamprobe: trace written to %s (%llu "
+			"packets)\n", dir, (unsigned long long)r.packets);
 	rc = WIFEXITED(status) ? WEXITSTATUS(status)
 	     : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 2;
 	return rc;

@@ -121,6 +121,14 @@ run receive --listen 127.0.0.1:0 -o "$WORK/rx-full"; check "receive into a non-e
 grep -q "not empty" "$WORK/err" && ok "receive: says the dir is not empty" || not_ok "receive: says the dir is not empty"
 run record 'm:f'; check "record without -- COMMAND: exit 1" "$rc" 1
 run record -- erl; check "record without a pattern: exit 1" "$rc" 1
+grep -q "expected a pattern or --events" "$WORK/err" && ok "record without a pattern: says a pattern or --events is needed" || not_ok "record without a pattern: says a pattern or --events is needed" "$(cat "$WORK/err")"
+# --events without a pattern, then '--': getopt took that '--' as the end
+# of the options, and record refused with "expected -- COMMAND".  A
+# program that starts no VM: nothing written, and said so (it said
+# "trace written to DIR (0 packets)", then removed DIR).
+run record -o "$WORK/rec-nopat" --events send -- true
+check "record --events send -- true: runs it (exit 0, true's status)" "$rc" 0
+grep -q "nothing written ($WORK/rec-nopat removed)" "$WORK/err" && ! grep -q "trace written" "$WORK/err" && [ ! -e "$WORK/rec-nopat" ] && ok "record, no trace arrived: says nothing was written, no directory left" || not_ok "record, no trace arrived: says nothing was written, no directory left" "$(cat "$WORK/err")"
 # A stream that is not one: refused, exit 2, nothing but an empty dir.
 "$BP" receive --listen 127.0.0.1:0 -o "$WORK/rx-bad" 2>"$WORK/rx-bad.err" &
 rxpid=$!
