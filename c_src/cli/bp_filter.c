@@ -40,6 +40,15 @@ int bp_strlist_add(struct bp_strlist *l, const char *arg)
 	for (;;) {
 		const char *comma = strchr(p, ',');
 		size_t n = comma ? (size_t)(comma - p) : strlen(p);
+		const char *next = comma ? comma + 1 : NULL;
+		/* "a, b": the blanks around an item are not part of it (' b'
+		 * matched nothing, without a word) */
+		while (n && (*p == ' ' || *p == '\t')) {
+			p++;
+			n--;
+		}
+		while (n && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+			n--;
 		if (n == 0)
 			return -1;
 		char **v = realloc(l->v, (l->n + 1) * sizeof *v);
@@ -49,10 +58,48 @@ int bp_strlist_add(struct bp_strlist *l, const char *arg)
 		if (!(l->v[l->n] = strndup(p, n)))
 			return -1;
 		l->n++;
-		if (!comma)
+		if (!next)
 			return 0;
-		p = comma + 1;
+		p = next;
 	}
+}
+
+/* "<A.B.C>" or "#Port<A.B>", digits only; 1 if s is one. */
+static int pid_text(const char *s)
+{
+	int dots = 0, want = 2;
+
+	if (!strncmp(s, "#Port<", 6)) {
+		s += 6;
+		want = 1;
+	} else if (*s++ != '<') {
+		return 0;
+	}
+	for (;;) {
+		if (*s < '0' || *s > '9')
+			return 0;
+		while (*s >= '0' && *s <= '9')
+			s++;
+		if (*s == '>')
+			return dots == want && s[1] == '\0';
+		if (*s++ != '.')
+			return 0;
+		dots++;
+	}
+}
+
+int bp_filter_check_pids(struct bp_strlist *l, char *bad, size_t badlen)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		char *v = l->v[i];
+		if (!strncmp(v, "#PID<", 5)) /* as --syntax elixir prints it */
+			memmove(v, v + 4, strlen(v + 4) + 1);
+		if (!pid_text(v)) {
+			snprintf(bad, badlen, "%s", l->v[i]);
+			return -1;
+		}
+	}
+	return 0;
 }
 
 static const struct {
@@ -84,6 +131,12 @@ int bp_filter_add_kinds(struct bp_filter *f, const char *arg, char *bad,
 	for (;;) {
 		const char *comma = strchr(p, ',');
 		size_t n = comma ? (size_t)(comma - p) : strlen(p);
+		while (n && (*p == ' ' || *p == '\t')) { /* as strlist */
+			p++;
+			n--;
+		}
+		while (n && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+			n--;
 		uint16_t id = bp_event_id_of(p, n);
 		uint64_t bits = 0;
 		if (id != BP_EV_UNKNOWN)

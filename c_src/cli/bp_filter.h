@@ -39,9 +39,15 @@ struct bp_filter {
 void bp_filter_init(struct bp_filter *f);
 void bp_filter_free(struct bp_filter *f);
 
-/* Appends the comma-separated items of arg to l.  Returns 0 or -1 (out of
- * memory, or an empty item). */
+/* Appends the comma-separated items of arg to l, without the blanks
+ * around each.  Returns 0 or -1 (out of memory, or an empty item). */
 int bp_strlist_add(struct bp_strlist *l, const char *arg);
+
+/* Checks that every item of l is a pid or port as the trace writes them
+ * ('<0.123.0>', '#Port<0.5>'; '#PID<0.123.0>', Elixir's form, is taken
+ * as '<0.123.0>'): one that is not could match no event.  Returns 0, or
+ * -1 with the first bad item in bad (at most badlen bytes). */
+int bp_filter_check_pids(struct bp_strlist *l, char *bad, size_t badlen);
 
 /* Adds the event kinds or groups in the comma-separated list arg (e.g.
  * "call,send" or "calls,gc").  Returns 0, or -1 naming nothing known

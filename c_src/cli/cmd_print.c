@@ -690,6 +690,13 @@ int bp_cmd_print(int argc, char **argv)
 				bp_cli_usage("print", "bad list '%s'", optarg);
 				goto out;
 			}
+			if (c == O_PID && bp_filter_check_pids(&pr.f.pids, bad,
+							       sizeof bad)) {
+				bp_cli_usage("print", "--pid: '%s' is not a pid "
+					     "or port ('<0.123.0>', "
+					     "'#Port<0.5>')", bad);
+				goto out;
+			}
 			break;
 		case O_EVENT:
 			if (bp_filter_add_kinds(&pr.f, optarg, bad, sizeof bad)) {

@@ -347,6 +347,17 @@ filt "--mfa '*:step'" "grep -E '(call|from|to) worker:step' $WORK/all" -- --mfa 
 filt "--event exception_from" "grep ' exception from ' $WORK/all" -- --event exception_from
 filt "--event messages" "grep -E ' (sent|received) ' $WORK/all" -- --event messages
 filt "--grep badarg" "grep badarg $WORK/all" -- --grep badarg
+# A list written "a, b" matched a only (' <0.101.0>' is no pid: nothing
+# matched it, without a word), and a --pid that is no pid matched nothing.
+filt "--pid '<0.100.0>, <0.102.0>' (blank after the comma)" "grep -E '^[^ ]* <0.10[02].0> ' $WORK/all" -- --pid '<0.100.0>, <0.102.0>'
+filt "--proc 'my_server, nobody'" "grep '^[^ ]* <0.100.0> my_server ' $WORK/all" -- --proc 'my_server, nobody'
+filt "--event 'exception_from, receive'" "grep -E ' (exception from|received) ' $WORK/all" -- --event 'exception_from, receive'
+filt "--pid '#PID<0.102.0>' (Elixir's form)" "grep '^[^ ]* <0.102.0> ' $WORK/all" -- --pid '#PID<0.102.0>'
+for bad in 0.100.0 '<0.100.0' '<1.2>' '<0.100.0>x'; do
+	run print --pid "$bad" $G
+	if [ "$rc" = 1 ] && grep -qF -- "--pid: '$bad' is not a pid or port" "$WORK/err"; then ok "print --pid '$bad': usage error naming it"
+	else not_ok "print --pid '$bad': usage error naming it" "rc $rc: $(cat "$WORK/err")"; fi
+done
 filt "--since 12:00:00.000200 --until +0.00025" \
 	"awk '\$1 >= \"12:00:00.000200\" && \$1 <= \"12:00:00.000250\"' $WORK/all" \
 	-- --since 12:00:00.000200 --until +0.00025
