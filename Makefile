@@ -108,7 +108,8 @@ check-deps:
 
 # What is derived from the event schema of c_src/bp_format.h for what
 # cannot include it: include/beamprobe_events.hrl, the tables of
-# docs/format.md (between its schema:begin/end markers) and the LTTng-UST
+# docs/format.md (between its schema:begin/end markers, and its "Format
+# version: **M.m**" line) and the LTTng-UST
 # tracepoint definitions c_src/lttng/bp_lttng_{tp,fire}.h (their macros
 # cannot loop over the schema), all committed.
 # `make schema' regenerates them; `make schema-check' (in `make test')
@@ -125,8 +126,9 @@ $(SCHEMA_BUILD)/beamprobe_events.hrl $(SCHEMA_BUILD)/format.md: $(SCHEMA_GEN) do
 	$(SCHEMA_GEN) lttng-tp > $(SCHEMA_BUILD)/bp_lttng_tp.h
 	$(SCHEMA_GEN) lttng-fire > $(SCHEMA_BUILD)/bp_lttng_fire.h
 	$(SCHEMA_GEN) md > $(SCHEMA_BUILD)/format-tables.md
-	awk -v t=$(SCHEMA_BUILD)/format-tables.md \
-	  '/<!-- schema:begin/ { while ((getline l < t) > 0) print l; skip = 1; next } \
+	awk -v t=$(SCHEMA_BUILD)/format-tables.md -v v=$$($(SCHEMA_GEN) version) \
+	  '/^Format version: \*\*[0-9]+\.[0-9]+\*\*/ { sub(/\*\*[0-9]+\.[0-9]+\*\*/, "**" v "**") } \
+	   /<!-- schema:begin/ { while ((getline l < t) > 0) print l; skip = 1; next } \
 	   /<!-- schema:end -->/ { skip = 0; next } !skip' docs/format.md > $(SCHEMA_BUILD)/format.md
 
 schema: $(SCHEMA_BUILD)/beamprobe_events.hrl $(SCHEMA_BUILD)/format.md

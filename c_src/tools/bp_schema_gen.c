@@ -9,6 +9,9 @@
  *                             tracepoints of provider `beamprobe'
  *   bp_schema_gen lttng-fire  c_src/lttng/bp_lttng_fire.h, the switch
  *                             firing the tracepoint of an event class
+ *   bp_schema_gen version     the format version, "MAJOR.MINOR" (the
+ *                             "Format version: **M.m**" line of
+ *                             docs/format.md, which make schema sets)
  *
  * Output goes to stdout.  `make schema' regenerates both files; `make
  * schema-check' (part of `make test') fails when a committed file differs
@@ -241,6 +244,11 @@ int main(int argc, char **argv)
 		return hrl();
 	if (argc == 2 && !strcmp(argv[1], "md"))
 		return md();
-	fprintf(stderr, "usage: bp_schema_gen hrl|md|lttng-tp|lttng-fire\n");
+	if (argc == 2 && !strcmp(argv[1], "version")) {
+		printf("%d.%d\n", BP_FORMAT_MAJOR, BP_FORMAT_MINOR);
+		return 0;
+	}
+	fprintf(stderr, "usage: bp_schema_gen hrl|md|lttng-tp|lttng-fire|"
+		"version\n");
 	return 2;
 }
