@@ -486,7 +486,14 @@ int bp_cmd_request(int argc, char **argv)
 		rc = BP_EXIT_DAMAGED;
 	} else {
 		bp_out_open(&o, NULL);
-		if (s.nreqs == 0)
+		if (only > 0 && s.nreqs > 0 && (uint64_t)only > s.nreqs) {
+			/* printed nothing, exit 0: as if request N were
+			 * there and empty */
+			bp_cli_error("%s: no request %lld: the trace has %u "
+				     "request%s", argv[optind], only, s.nreqs,
+				     s.nreqs == 1 ? "" : "s");
+			rc = BP_EXIT_USAGE;
+		} else if (s.nreqs == 0)
 			bp_out_str(&o, "No request: no call of the root function "
 				       "in the trace (env follow_root, or "
 				       "--root M:F/A)\n");

@@ -833,6 +833,12 @@ check "request: sends to {Name, Node} matched, the whole request (10 events, 3 p
 check "request: what is in no request is counted and said" \
 	"$(grep -c '^Left out (in no request): 1 receive of messages no request.s process is seen sending, 0 other events' "$WORK/out")" 1
 sanitizer_clean && ok "request (sends to names): sanitizer clean" || not_ok "request (sends to names): sanitizer clean" "$(head -20 "$WORK/err")"
+# --request N past the last request printed nothing, exit 0.
+run request --request 2 "$WORK/xname"
+check "request --request 2 of a trace with 1 request: exit 1, nothing on stdout" "$rc $(wc -c <"$WORK/out")" "1 0"
+grep -q "xname: no request 2: the trace has 1 request$" "$WORK/err" && ok "request --request 2: says how many there are" || not_ok "request --request 2: says how many there are" "$(cat "$WORK/err")"
+run request --request 1 "$WORK/xname"
+check "request --request 1: that request" "$rc $(grep -c '^Request 1: ' "$WORK/out")" "0 1"
 run cluster --json "$WORK/xname"
 if python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
 assert (d["flows"], d["unmatched_sends"]) == (4, 0), d' "$WORK/out" 2>"$WORK/py.err"
