@@ -82,6 +82,29 @@ if have man; then
 else
 	skip "man SYNOPSIS: man not found"
 fi
+# The man page's first example, as a reader copies it: record /tmp/t1
+# (here into $WORK), then every command of the example that reads it.  It
+# recorded without returns, so its folded and callgrind exports were
+# refused (exit 1).
+if have man && have erl; then
+	MANWIDTH=300 man -l docs/beamprobe.1 2>/dev/null | col -b | sed -n '/^EXAMPLES/,/^SEE ALSO/p' |
+		sed -n '/^[[:space:]]*erl /,/^[[:space:]]*beamprobe record /p' | sed 's/^[[:space:]]*//' >"$WORK/examples"
+	rec=$(sed -n '/^erl /,/halt()/p' "$WORK/examples" | tr '\n' ' ' | sed "s|/tmp/t1|$WORK/t1|g")
+	rec=${rec/erl -pa ebin/erl -pa $PWD/ebin}
+	(cd "$WORK" && eval "$rec") >"$WORK/ex.out" 2>&1
+	bad=""
+	[ -d "$WORK/t1" ] || bad=" [the example recorded nothing: $(head -c 300 "$WORK/ex.out")]"
+	while read -r line; do
+		case "$line" in *" /tmp/t1"*) ;; *) continue;; esac
+		case "$line" in *kcachegrind*|*flamegraph.pl*|*--follow*) line=${line%% |*}; line=${line%% &&*};; esac
+		case "$line" in *--follow*) continue;; esac
+		line=${line//\/tmp\/t1/$WORK/t1}
+		(cd "$WORK" && eval "\"$OLDPWD/$BP\" ${line#beamprobe }") >/dev/null 2>"$WORK/ex.err" || bad="$bad [$line: $(head -c 120 "$WORK/ex.err")]"
+	done <"$WORK/examples"
+	check "man EXAMPLES: every command reading the recorded /tmp/t1 exits 0" "${bad:-none}" none
+else
+	skip "man EXAMPLES: man or erl not found"
+fi
 run frobnicate; check "unknown command: exit 1" "$rc" 1
 run print --bogus $T/good/basic; check "unknown option: exit 1" "$rc" 1
 run print; check "missing directory: exit 1" "$rc" 1
