@@ -375,18 +375,34 @@ static int open_packet(struct bp_stream *s)
 		s->damaged_bytes += psize / 8 - (uint64_t)avail;
 		s->state = BP_STREAM_DEAD; /* after this packet's events */
 	}
-	if (seq != s->next_seq && s->next_seq != UINT64_MAX) {
+	/* Sequence numbers only grow in a stream (0, 1, 2, ...): a lower
+	 * one is a packet written again (a file appended to itself, a
+	 * copy), whose events were counted already -- they were counted
+	 * twice, and the report said "packets missing". */
+	int again = s->next_seq != UINT64_MAX && seq < s->next_seq;
+	if (again) {
+		bp_diag_report(s->diag, s->path, (int64_t)off,
+			       "packet_seq_num %" PRIu64 " after %" PRIu64
+			       ": a packet repeated or out of order; its "
+			       "events skipped (%" PRIu64 " bytes)", seq,
+			       s->next_seq - 1,
+			       content / 8 - BP_PACKET_HEADER_SIZE);
+		s->damaged_bytes += content / 8 - BP_PACKET_HEADER_SIZE;
+	} else if (seq != s->next_seq && s->next_seq != UINT64_MAX) {
 		bp_diag_report(s->diag, s->path, (int64_t)off,
 			       "packet_seq_num %" PRIu64 " where %" PRIu64
 			       " was expected: packets missing", seq,
 			       s->next_seq);
 	}
-	s->next_seq = seq + 1;
-	s->discarded = bp_get_u64(p + BP_PKT_OFF_DISCARDED);
+	if (!again) {
+		s->next_seq = seq + 1;
+		s->discarded = bp_get_u64(p + BP_PKT_OFF_DISCARDED);
+	}
 	s->packets++;
 	s->in_packet = 1;
 	s->packet_end = s->pos + (size_t)(psize / 8);
-	s->content_end = s->pos + (size_t)(content / 8);
+	s->content_end = again ? s->pos + BP_PACKET_HEADER_SIZE
+			       : s->pos + (size_t)(content / 8);
 	if (s->packet_end > s->len) { /* truncated: decode what is there */
 		s->packet_end = s->len;
 		if (s->content_end > s->len)

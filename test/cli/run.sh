@@ -678,6 +678,17 @@ grep -q 'listed/thread-001: missing: the session wrote 41 events' "$WORK/err" &&
 grep -q 'missing from the files  *41' "$WORK/out" && ok "20 stream_files: its events counted as lost" || not_ok "20 stream_files: its events counted as lost" "$(cat "$WORK/out")"
 grep -q "thread-000: offset $sz0: cut: $sz0 of the $((sz0 + 8)) bytes" "$WORK/err" && ok "20 stream_files: a file shorter than listed named" || not_ok "20 stream_files: a file shorter than listed named" "$(cat "$WORK/err")"
 check "20 stream_files: hostile entries named, not followed" "$(grep -c "malformed entry" "$WORK/err")" 5
+# A stream file holding its packets twice (appended to itself, e.g. a
+# copy gone wrong): packet_seq_num goes back.  Their events were decoded
+# and counted twice, and the report said "packets missing".
+cp -r $G "$I7/twice"; chmod u+w "$I7/twice"/*; cat $G/thread-000 >>"$I7/twice/thread-000"
+run stats --json "$I7/twice"; cp "$WORK/out" "$I7/twice.json"
+run stats --json $G; cp "$WORK/out" "$I7/once.json"
+check "20 stream file appended to itself: its events counted once (events, calls)" \
+	"$(json_get "$I7/twice.json" "(d['events'], d['total_calls'])")" "$(json_get "$I7/once.json" "(d['events'], d['total_calls'])")"
+run print "$I7/twice"
+check "20 stream file appended to itself: print as the trace, exit 2" "$rc $(wc -l <"$WORK/out")" "2 $(wc -l <"$EXP/basic.print")"
+grep -q 'twice/thread-000: offset [0-9]*: packet_seq_num 0 after [0-9]*: a packet repeated or out of order; its events skipped' "$WORK/err" && ! grep -q 'packets missing' "$WORK/err" && ok "20 stream file appended to itself: repeated packets named as such" || not_ok "20 stream file appended to itself: repeated packets named as such" "$(cat "$WORK/err")"
 mkdir "$I7/notrace"; cp $G/thread-000 "$I7/notrace/notes.txt"; echo hello >"$I7/notrace/README"
 run print "$I7/notrace"
 check "20 print on a directory that is not a trace: exit 2, nothing decoded" "$rc $(wc -c <"$WORK/out")" "2 0"
