@@ -334,11 +334,15 @@ static int in_list(const struct bp_strlist *l, const char *s)
 int bp_filter_match(struct bp_filter *f, const struct bp_event *e,
 		    const struct bp_proc *p)
 {
+	/* --event unknown alone is a kind filter too (it let every event
+	 * through: kinds stayed 0) */
+	int by_kind = f->kinds || f->unknown_kind;
+
 	if (e->id == BP_EV_UNKNOWN) {
-		if (f->kinds && !f->unknown_kind)
+		if (by_kind && !f->unknown_kind)
 			return 0;
-	} else if (f->kinds ? !(f->kinds & BIT(e->id))
-			    : e->id == BP_EV_PROCESS) {
+	} else if (by_kind ? !(f->kinds & BIT(e->id))
+			   : e->id == BP_EV_PROCESS) {
 		return 0;
 	}
 	if (f->pids.n && (!p || !in_list(&f->pids, bp_proc_text(p))))

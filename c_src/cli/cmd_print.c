@@ -750,7 +750,8 @@ int bp_cmd_print(int argc, char **argv)
 		goto out;
 	}
 	filters = pr.f.pids.n || pr.f.procs.n || pr.f.mfas.n || pr.f.grep ||
-		  pr.f.kinds || pr.f.since_spec.kind != BP_TIME_NONE ||
+		  pr.f.kinds || pr.f.unknown_kind ||
+		  pr.f.since_spec.kind != BP_TIME_NONE ||
 		  pr.f.until_spec.kind != BP_TIME_NONE;
 	if (nodes && (!follow || filters)) {
 		bp_cli_usage("print", "--nodes goes with --follow, and without "
