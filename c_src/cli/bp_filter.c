@@ -213,10 +213,8 @@ static uint64_t resolve(const struct bp_time_spec *t,
 {
 	uint64_t start = r->start_ts == UINT64_MAX ? 0 : r->start_ts;
 
-	if (t->kind == BP_TIME_NONE)
-		return dflt;
-	if (t->kind == BP_TIME_REL)
-		return start + (uint64_t)t->ns;
+	if (t->kind == BP_TIME_NONE || t->kind == BP_TIME_REL)
+		return dflt; /* REL: bp_filter_anchor() */
 	/* Wall time of day: on the local day of the first event; a time
 	 * more than 12 h before the start means the next day. */
 	int64_t wall0 = bp_reader_wall(r, start);
@@ -234,18 +232,37 @@ static uint64_t resolve(const struct bp_time_spec *t,
 	return ts < 0 ? 0 : (uint64_t)ts;
 }
 
+/* Inclusive at the printed precision: a line printed with time T
+ * (microseconds) is in "--until T" although its event may lie up to
+ * 999 ns after T. */
+static uint64_t until_inclusive(const struct bp_reader *r, uint64_t until)
+{
+	if (until == UINT64_MAX)
+		return until;
+	int64_t wall = bp_reader_wall(r, until);
+	int64_t end = wall - (wall % 1000 + 1000) % 1000 + 999;
+	return until + (uint64_t)(end - wall);
+}
+
+void bp_filter_anchor(struct bp_filter *f, const struct bp_reader *r,
+		      uint64_t ts)
+{
+	f->anchor_pending = 0;
+	if (f->since_spec.kind == BP_TIME_REL)
+		f->since = ts + (uint64_t)f->since_spec.ns;
+	if (f->until_spec.kind == BP_TIME_REL)
+		f->until = until_inclusive(r, ts + (uint64_t)f->until_spec.ns);
+}
+
 void bp_filter_resolve(struct bp_filter *f, const struct bp_reader *r)
 {
 	f->since = resolve(&f->since_spec, r, 0);
-	f->until = resolve(&f->until_spec, r, UINT64_MAX);
-	if (f->until != UINT64_MAX) {
-		/* Inclusive at the printed precision: a line printed with
-		 * time T (microseconds) is in "--until T" although its event
-		 * may lie up to 999 ns after T. */
-		int64_t wall = bp_reader_wall(r, f->until);
-		int64_t end = wall - (wall % 1000 + 1000) % 1000 + 999;
-		f->until += (uint64_t)(end - wall);
-	}
+	f->until = until_inclusive(r, resolve(&f->until_spec, r, UINT64_MAX));
+	/* "+SECS after the first event": the first event stats counts, not
+	 * the process records written at the session's start (they made
+	 * +0.000002 end before the first call printed, 0.36 ms later) */
+	f->anchor_pending = f->since_spec.kind == BP_TIME_REL ||
+			    f->until_spec.kind == BP_TIME_REL;
 	/* --proc names in the form the model keeps them (either form
 	 * given: my_name, 'my name', my name). */
 	for (size_t i = 0; i < f->procs.n; i++) {

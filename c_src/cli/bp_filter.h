@@ -30,6 +30,8 @@ struct bp_filter {
 	int unknown_kind;               /* show classes unknown to us */
 	struct bp_time_spec since_spec, until_spec;
 	uint64_t since, until;          /* resolved ts bounds (inclusive) */
+	int anchor_pending;             /* a +SECS bound waits for the
+					 * first event (bp_filter_anchor) */
 	const char *grep;               /* weak; NULL: none */
 	struct bp_strtab mfa_seen;      /* mfa text -> verdict index */
 	uint8_t *mfa_verdict;           /* owned, by mfa_seen id */
@@ -62,6 +64,13 @@ int bp_time_spec_parse(const char *s, struct bp_time_spec *t);
 /* Resolves the time window against the trace (first event ts and wall
  * offset).  Call after bp_reader_open. */
 void bp_filter_resolve(struct bp_filter *f, const struct bp_reader *r);
+
+/* Resolves the +SECS bounds against ts, the time of the trace's first
+ * event (not a process record nor a drops event, which are written at
+ * the session's start and stop: stats' first event); until then
+ * (anchor_pending) they let everything through. */
+void bp_filter_anchor(struct bp_filter *f, const struct bp_reader *r,
+		      uint64_t ts);
 
 /* '*' matches any run of characters; everything else is literal.  No
  * recursion: linear backtracking on the last '*'. */

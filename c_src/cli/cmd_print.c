@@ -458,6 +458,9 @@ static int print_event(struct printer *pr, const struct bp_event *e)
 	uint32_t before = p ? p->depth + p->lost_depth : 0;
 
 	bp_model_apply_to(&pr->m, p, e);
+	if (pr->f.anchor_pending && e->id != BP_EV_PROCESS &&
+	    e->id != BP_EV_DROPS)
+		bp_filter_anchor(&pr->f, &pr->r, e->ts);
 	if (e->ts < pr->f.since)
 		return 0;
 	if (e->ts > pr->f.until)

@@ -18,6 +18,8 @@
  *   gen_trace drops DIR      calls open when events are lost, a call
  *                            open at the end (item 15)
  *   gen_trace monitor DIR    system monitor reports and counter samples
+ *   gen_trace late DIR       the first event 1 ms after the process
+ *                            records (print --since/--until +SECS)
  *   gen_trace tampered DIR   calls, then another tool's change of the
  *                            session's tracing: one for a pattern (pid
  *                            0), one for a process (issue 8)
@@ -517,6 +519,23 @@ static void gen_tampered(const char *dir)
 	check(bp_ctf_stream_close(&a, 0), "close");
 }
 
+/* "late": the process records written at the session's start, the
+ * first event 1 ms later (a session waiting for its first call); --since
+ * and --until +SECS count from that event. */
+static void gen_late(const char *dir)
+{
+	struct bp_ctf_stream a;
+
+	metadata(dir, uuid7);
+	check(bp_ctf_stream_open(&a, dir, 0, uuid7, 4096), "thread-000");
+	process(&a, US(0), P1, "<0.100.0>", "", "");
+	call(&a, US(1000), P1, "m:f/1", "(1)", "");
+	ret(&a, US(1001), P1, "m:f/1", "1");
+	call(&a, US(1002), P1, "m:f/1", "(2)", "");
+	ret(&a, US(1003), P1, "m:f/1", "2");
+	check(bp_ctf_stream_close(&a, 0), "close");
+}
+
 /* "monitor": a system monitor report (what, process, duration_ms, other,
  * detail); "sample": a counter (counter, value, scale, process). */
 static void mon(struct bp_ctf_stream *st, uint64_t ts, uint64_t pid,
@@ -752,6 +771,10 @@ int main(int argc, char **argv)
 		gen_tampered(argv[2]);
 		return 0;
 	}
+	if (argc == 3 && strcmp(argv[1], "late") == 0) {
+		gen_late(argv[2]);
+		return 0;
+	}
 	if (argc == 4 && strcmp(argv[1], "deep") == 0) {
 		gen_deep(argv[2], atoi(argv[3]));
 		return 0;
@@ -769,6 +792,6 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	fprintf(stderr, "usage: gen_trace basic|flows|names|exitsched|drops|"
-			"tampered|xnode|xname|xlost DIR | gen_trace big|deep|many DIR N\n");
+			"tampered|late|xnode|xname|xlost DIR | gen_trace big|deep|many DIR N\n");
 	return 1;
 }

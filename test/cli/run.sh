@@ -652,6 +652,14 @@ fi
 if have babeltrace2; then
 	check "9 babeltrace2 reads them (the oracle)" "$(babeltrace2 "$I7/monitor" 2>&1 | grep -c -e 'monitor: .*duration_ms = 42' -e 'sample: .*scale = 1000000')" 2
 fi
+# +SECS counts from the first event (stats' first event), not from the
+# process records the session writes at its start: '--until +0.000002'
+# printed nothing where the first call is 1 ms after them.
+"$GEN" late "$I7/late"
+run print --until +0.000002 "$I7/late"
+check "print --until +0.000002: the events of the first 2 us after the first event" "$(cut -c1-15 "$WORK/out" | tr '\n' ' ')" "12:00:00.001000 12:00:00.001001 12:00:00.001002 "
+run print --since +0.000003 "$I7/late"
+check "print --since +0.000003: from 3 us after the first event" "$(cut -c1-15 "$WORK/out" | tr '\n' ' ')" "12:00:00.001003 "
 # 16: --until is inclusive at the printed precision
 run print --until 12:00:00.000040 "$I7/drops"
 check "16 print --until T includes the line printed at T" "$(grep -c '12:00:00.000040 .* received x' "$WORK/out")" 1
