@@ -12,14 +12,17 @@
 %%% of the node from the worker that sets their flags).
 -module(beamprobe_own).
 
--export([start_link/2, spawn_link/1]).
--export([init_it/3]).
+-export([start_link/2, spawn_link/1, prestart/0, become/3]).
 
 %% @doc As `gen_server:start_link(Module, Arg, [])', with the process
 %% sensitive before any code of gen or of `Module' runs.
 -spec start_link(module(), term()) -> {ok, pid()} | {error, term()}.
 start_link(Module, Arg) ->
-    proc_lib:start_link(?MODULE, init_it, [self(), Module, Arg]).
+    %% Arg goes in a message, not in the new process's arguments: a
+    %% session recording process events of every process renders those
+    %% (the `spawned' event) -- another session's whole configuration,
+    %% its TCP token included.
+    become(prestart(), Module, Arg).
 
 %% @doc As `erlang:spawn_link(Fun)', with the process sensitive first.
 -spec spawn_link(fun(() -> term())) -> pid().
@@ -29,15 +32,51 @@ spawn_link(Fun) ->
                               Fun()
                       end).
 
-%% @private
--spec init_it(pid(), module(), term()) -> term().
-init_it(Parent, Module, Arg) ->
-    _ = process_flag(sensitive, true),
-    case Module:init(Arg) of
-        {ok, St} ->
-            proc_lib:init_ack(Parent, {ok, self()}),
-            gen_server:enter_loop(Module, [], St);
-        {stop, Reason} ->
-            proc_lib:init_ack(Parent, {error, Reason}),
-            exit(Reason)
+%% @doc A process of beamprobe's own, linked to the caller and sensitive
+%% from its first instruction, that waits to be given a gen_server to run
+%% ({@link become/3}).  The VM generates a process's first scheduled-in
+%% event before that instruction: a process started once the caller's
+%% session has set the trace flags of new processes is scheduled in,
+%% recorded, then never seen again, and the readers charged it the whole
+%% trace as running (`procs => new, events => [running]' showed the
+%% session's own watchdog 25 ms scheduled in a 25 ms trace).  Started
+%% before the flags, it is not a new process to them.
+-spec prestart() -> pid().
+prestart() ->
+    Parent = self(),
+    erlang:spawn_link(fun() ->
+                              _ = process_flag(sensitive, true),
+                              spare(Parent)
+                      end).
+
+%% @doc Makes the process of {@link prestart/0} run gen_server `Module'
+%% with `init(Arg)', as `start_link(Module, Arg)' does: `{ok, Pid}' once
+%% its init/1 has returned, else `{error, Reason}' (the process has then
+%% ended).  Called by the process that prestarted it.
+-spec become(pid(), module(), term()) -> {ok, pid()} | {error, term()}.
+become(Pid, Module, Arg) ->
+    Ref = monitor(process, Pid),
+    Pid ! {?MODULE, become, self(), Ref, Module, Arg},
+    receive
+        {Ref, Reply} ->
+            demonitor(Ref, [flush]),
+            Reply;
+        {'DOWN', Ref, process, Pid, Why} -> {error, Why}
+    end.
+
+spare(Parent) ->
+    receive
+        {?MODULE, become, Parent, Ref, Module, Arg} ->
+            %% What proc_lib would have set: gen_server:enter_loop/3
+            %% needs the parent.
+            put('$ancestors', [Parent]),
+            put('$initial_call', {Module, init, 1}),
+            case Module:init(Arg) of
+                {ok, St} ->
+                    Parent ! {Ref, {ok, self()}},
+                    gen_server:enter_loop(Module, [], St);
+                {stop, Reason} ->
+                    Parent ! {Ref, {error, Reason}},
+                    exit(Reason)
+            end
     end.

@@ -41,6 +41,9 @@
              %% (beamprobe_skip), and the watchdog (beamprobe_watch).
              skipped :: undefined | beamprobe_skip:skipped(),
              watch :: undefined | pid(),
+             %% The watchdog's process, started before any trace flag
+             %% (beamprobe_own:prestart/0) until it becomes the watchdog.
+             spare :: undefined | pid(),
              %% The VM's monitor reports and counter samples
              %% (beamprobe_monitor, beamprobe_sampler).
              vm = none :: beamprobe_vm:handle()}).
@@ -168,7 +171,7 @@ terminate(_Reason, St) ->
 
 install(#st{config = C} = St) ->
     Steps = [fun check_tracers/1, fun check_vm/1, fun make_dir/1,
-             fun start_handlers/1, fun start_nif/1, fun start_vm/1,
+             fun prestart_watch/1, fun start_handlers/1, fun start_nif/1, fun start_vm/1,
              fun join/1, fun annotate_start/1, fun start_timer/1,
              fun start_watch/1],
     run(Steps, St, C).
@@ -459,7 +462,10 @@ join(#st{config = C, res = Res, handlers = Hs} = St) ->
              kinds => kinds(C),
              calls => Calls,
              msgs => maps:get(messages, C),
-             handlers => Hs ++ beamprobe_vm:pids(St#st.vm),
+             %% (The watchdog's process too: the janitor takes the
+             %% flags off them.)
+             handlers => Hs ++ beamprobe_vm:pids(St#st.vm) ++
+                 [P || P <- [St#st.spare], is_pid(P)],
              %% Functions another tool's pattern covers: their call
              %% events still reach this session (beamprobe_skip:skip/2).
              relied => case {Meta, St#st.skipped} of
@@ -534,10 +540,12 @@ annotate_live(St) -> annotate(St, live_targets(St)).
 live_targets(#st{traced = T}) when is_list(T) -> T;
 live_targets(_) -> processes() ++ erlang:ports().
 
-%% Names and initial calls of processes, as `process' events.
-annotate(#st{res = Res}, Targets) ->
+%% Names and initial calls of processes, as `process' events; not of
+%% the session's own (itself, its watchdog: never traced).
+annotate(#st{res = Res} = St, Targets) ->
+    Own = [self() | [P || P <- [St#st.spare, St#st.watch], is_pid(P)]],
     Items = lists:filtermap(fun describe/1,
-                            lists:sublist(Targets, ?ANNOTATE_MAX)),
+                            lists:sublist(Targets -- Own, ?ANNOTATE_MAX)),
     annotate_chunks(Res, Items).
 
 annotate_chunks(_Res, []) -> ok;
@@ -585,14 +593,21 @@ start_vm(#st{res = Res, config = C} = St) ->
         {error, R} -> {error, R, St}
     end.
 
+%% The watchdog's process, before the session sets any flag: a process
+%% started after the flags of new processes would have its first
+%% scheduling recorded (beamprobe_own:prestart/0).
+prestart_watch(St) ->
+    {ok, St#st{spare = beamprobe_own:prestart()}}.
+
 %% The watchdog: reports what another tool removes or replaces.
-start_watch(#st{res = Res, patterns = Pats, config = C, traced = T} = St) ->
+start_watch(#st{res = Res, patterns = Pats, config = C, traced = T,
+                spare = Spare} = St) ->
     Flags = flags(case maps:get(meta, C) of
                       true -> C#{calls := []};
                       false -> C
                   end),
-    {ok, W} = beamprobe_watch:start_link(
-                self(), #{res => Res, meta => maps:get(meta, C),
+    {ok, W} = beamprobe_watch:start_in(
+                Spare, self(), #{res => Res, meta => maps:get(meta, C),
                           patterns => Pats, procs => T, flags => Flags,
                           msgs => maps:get(messages, C),
                           relied => case St#st.skipped of
@@ -600,8 +615,8 @@ start_watch(#st{res = Res, patterns = Pats, config = C, traced = T} = St) ->
                                         _ -> []
                                     end,
                           on_tamper => maps:get(on_tamper, C, report)}),
-    ok = beamprobe_janitor:add_own(self(), [W]),
-    {ok, St#st{watch = W}}.
+    %% (The janitor has it among the session's own since join/1.)
+    {ok, St#st{watch = W, spare = undefined}}.
 
 %%% ------------------------------------------------------------------------
 %%% Stopping
@@ -682,7 +697,8 @@ stop_reason(_, #{stop_reason := R}) -> R.
 abort(#st{res = Res, created_dir = Created, config = #{dir := Dir}} = St) ->
     St1 = uninstall(St),
     _ = Res =/= undefined andalso nif(fun() -> beamprobe_nif:stop(Res) end),
-    [begin unlink(H), exit(H, kill) end || H <- St#st.handlers],
+    [begin unlink(H), exit(H, kill) end
+     || H <- St#st.handlers ++ [P || P <- [St#st.spare], is_pid(P)]],
     _ = Created andalso beamprobe_nif:remove_dir(Dir),
     St1#st{res = undefined}.
 

@@ -50,7 +50,8 @@
 -module(beamprobe_watch).
 -behaviour(gen_server).
 
--export([running_bits/0, start_link/2, stop/1, rebase/1, findings/1]).
+-export([running_bits/0, start_link/2, start_in/3, stop/1, rebase/1,
+         findings/1]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 
 -export_type([finding/0]).
@@ -104,6 +105,13 @@ start_link(Session, Expected) ->
     %% Sensitive from its start (beamprobe_own): it starts after the
     %% session's patterns are installed.
     beamprobe_own:start_link(?MODULE, {Session, Expected}).
+
+%% @doc As {@link start_link/2}, in `Spare', a process of
+%% {@link beamprobe_own:prestart/0} the session started before its trace
+%% flags (so that none of its events is recorded).
+-spec start_in(pid(), pid(), map()) -> {ok, pid()} | {error, term()}.
+start_in(Spare, Session, Expected) ->
+    beamprobe_own:become(Spare, ?MODULE, {Session, Expected}).
 
 %% @doc Stops the watchdog and waits until it has ended: nothing it sees
 %% afterwards (the session removing its own tracing) is reported.

@@ -18,7 +18,7 @@
          init_per_testcase/2, end_per_testcase/2]).
 -export([events_call/1, events_exception/1, events_return_to/1,
          events_messages/1, events_procs/1, events_running/1, events_gc/1,
-         events_ports/1, process_events/1]).
+         events_ports/1, process_events/1, own_processes_silent/1]).
 
 -define(W, beamprobe_workload).
 -define(L, beamprobe_test_lib).
@@ -40,7 +40,7 @@ all() ->
 groups() ->
     [{events, [], [events_call, events_exception, events_return_to,
                    events_messages, events_procs, events_running, events_gc,
-                   events_ports, process_events]}].
+                   events_ports, process_events, own_processes_silent]}].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -220,6 +220,38 @@ events_running(Config) ->
     ?assert(?L:has_event(Evs, "sched_in",
                          [{"mfa", "beamprobe_workload:worker_loop/0"}])),
     ?assert(?L:has_event(Evs, "sched_out", [{"mfa", "timer:sleep/1"}])),
+    ?W:stop_worker(W).
+
+%% beamprobe's own processes leave nothing in a trace of new processes.
+%% The session's watchdog started after the flags of new processes: it
+%% was scheduled in once before its first instruction made it sensitive,
+%% and the readers charged it the whole trace as running.  And a session
+%% started meanwhile was spawned with its whole configuration as an
+%% argument, rendered in the `spawned' event (its tag here; a TCP
+%% sink's token the same way).
+own_processes_silent(Config) ->
+    Dir = dir(Config, "own"),
+    %% Capture limits wide enough to show a whole configuration.
+    S = start(#{procs => new, events => [running, procs],
+                capture => #{depth => 8, list => 64, bytes => 16384},
+                output => {file, Dir}}),
+    Own = ?L:own_pids(S),
+    W = ?W:start_worker(),
+    ok = ?W:run(W, fun() -> timer:sleep(5) end),
+    S2 = start(#{calls => [{lists, seq, 2}], tag => own_silent_secret_tag,
+                 output => {file, dir(Config, "own2")}}),
+    _ = stop(S2),
+    _ = stop(S),
+    Text = ?L:babeltrace_ok(Dir),
+    Evs = ?L:parse(Text),
+    ?assertNotEqual([], ?L:events(Evs, "sched_in", W)),
+    ?assertNotEqual([], Own),
+    Seen = [P || P <- Own,
+                 lists:member(list_to_binary(pid_to_list(P)),
+                              [?L:field(E, "pid")
+                               || E <- ?L:events(Evs, "process")])],
+    ?assertEqual([], Seen),
+    ?assertEqual(nomatch, binary:match(Text, <<"own_silent_secret_tag">>)),
     ?W:stop_worker(W).
 
 %% gc_minor_start/end and gc_major_start/end with heap sizes > 0.
