@@ -796,6 +796,9 @@ format_error({not_loaded, Mods}) ->
       "would run its on_load and change the node); call it once, or "
       "code:ensure_loaded/1 it, if you mean to",
       [lists:join(", ", [io_lib:format("~tw", [M]) || M <- Mods])]);
+format_error({follow_running, Pid}) ->
+    f("a follow session runs (~p): it needs the node's trace flags and "
+      "patterns to itself; stop it first", [Pid]);
 format_error({profile_running, Pid}) ->
     f("a profile already runs (~p); one at a time", [Pid]);
 format_error({profile_failed, Why}) ->

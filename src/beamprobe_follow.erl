@@ -72,11 +72,13 @@
 %%% for itself: it refuses to start while another beamprobe session runs,
 %%% another tool has a pattern on the root function, a system seq_trace
 %%% tracer is set (`{seq_trace_tracer, T}'), or default flags for new
-%%% processes are set (`{error, {follow_conflict, What}}').
+%%% processes are set (`{error, {follow_conflict, What}}'); while it runs,
+%%% every other session's start is refused (`{error, {follow_running,
+%%% Pid}}', beamprobe_session).
 -module(beamprobe_follow).
 -behaviour(gen_server).
 
--export([start/2, is_handle/1, call/2, check/1]).
+-export([start/2, is_handle/1, call/2, check/1, running/0]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2,
          terminate/2]).
 
@@ -134,6 +136,12 @@ is_handle(Pid) when is_pid(Pid), node(Pid) =:= node() ->
         undefined -> false
     end;
 is_handle(_) -> false.
+
+%% @doc The node's follow session while it is installed (or installing),
+%% else `undefined': every other session's start is refused meanwhile
+%% (beamprobe_session), as this one refuses to start next to them.
+-spec running() -> pid() | undefined.
+running() -> whereis(?CLAIM).
 
 %% @doc `stop' or `info' on a follow session.
 -spec call(pid(), stop | info) -> {ok, map()} | {error, term()}.

@@ -170,8 +170,9 @@ terminate(_Reason, St) ->
 %%% ------------------------------------------------------------------------
 
 install(#st{config = C} = St) ->
-    Steps = [fun check_tracers/1, fun check_vm/1, fun make_dir/1,
-             fun prestart_watch/1, fun start_handlers/1, fun start_nif/1, fun start_vm/1,
+    Steps = [fun check_follow/1, fun check_tracers/1, fun check_vm/1,
+             fun make_dir/1, fun prestart_watch/1,
+             fun start_handlers/1, fun start_nif/1, fun start_vm/1,
              fun join/1, fun annotate_start/1, fun start_timer/1,
              fun start_watch/1],
     run(Steps, St, C).
@@ -192,6 +193,18 @@ procs(#{procs := Procs, meta := Meta, events := Ev}) ->
     case Meta andalso Ev =:= [] of
         true -> none;
         false -> Procs
+    end.
+
+%% A follow session (beamprobe_follow) has the node's `new' default, every
+%% process's flags, the root's pattern and the seq_trace tracer to itself:
+%% it refuses to start while a session runs, and a session refuses to
+%% start while it runs.  (Checked here, once this session is a child of
+%% the supervisor, which the follow session asks after claiming its name:
+%% of two starts at the same moment, one is refused.)
+check_follow(St) ->
+    case beamprobe_follow:running() of
+        undefined -> {ok, St};
+        F -> {error, {follow_running, F}, St}
     end.
 
 %% What another tool (dbg, recon_trace, redbug, ...) traces is left to it

@@ -17,7 +17,8 @@
          seq_tracer_replaced/1, request_events/1, request_ms/1,
          request_table/1, across_nodes_request_budget/1,
          root_serves_others/1, root_takes_unrelated/1,
-         process_table_full/1, two_at_once/1, foreign_labels/1]).
+         process_table_full/1, two_at_once/1, foreign_labels/1,
+         sessions_refused_while_following/1]).
 -export([node_state/0]).
 
 -define(L, beamprobe_test_lib).
@@ -28,7 +29,8 @@ all() ->
      across_nodes_conflict, across_nodes_peer_dies, across_nodes_budget,
      seq_tracer_replaced, request_events, request_ms, request_table,
      across_nodes_request_budget, root_serves_others, root_takes_unrelated,
-     process_table_full, two_at_once, foreign_labels].
+     process_table_full, two_at_once, foreign_labels,
+     sessions_refused_while_following].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -818,6 +820,39 @@ two_at_once(Config) ->
          assert_clean(Config)
      end || I <- lists:seq(1, 20)],
     ok.
+
+%% While a follow session runs, another session's start is refused, as
+%% the follow session refuses to start next to one: it needs the node's
+%% flags to itself.  Before, a session started anyway and took the default
+%% flags of new processes for the hub: the follow session then recorded no
+%% request whose root was a process spawned after that (its summary said
+%% 1 request started of 3, nothing dropped), and after that session
+%% stopped, none at all.
+sessions_refused_while_following(Config) ->
+    {Mid, _Srv} = servers(),
+    {ok, H} = follow(?L:dir(Config, "f"), #{}),
+    Self = self(),
+    Request = fun() ->
+                      C = spawn(fun() -> Self ! {done, self(), ?W:root(Mid, 7)} end),
+                      receive {done, C, R} -> R after 10000 -> ct:fail(no_reply) end
+              end,
+    107 = Request(),
+    Refused = {error, {follow_running, H}},
+    ?assertEqual(Refused, beamprobe:start(#{calls => [{lists, seq, 2}],
+                                            output => {file, ?L:dir(Config, "s")}})),
+    ?assertEqual(Refused, beamprobe:start(#{calls => [{lists, seq, 2}], meta => true,
+                                            output => {file, ?L:dir(Config, "m")}})),
+    ?assertEqual(Refused, beamprobe:calls("lists:seq/2", 5)),
+    ?assertEqual({flags, [call]}, erlang:trace_info(new, flags)),
+    ?assertNotEqual({tracer, {beamprobe_nif, beamprobe_hub}},
+                    erlang:trace_info(new, tracer)),
+    ?assertEqual([], beamprobe:list()),
+    107 = Request(),
+    107 = Request(),
+    {ok, Sum} = beamprobe:stop(H),
+    ?assertMatch(#{requests := #{started := 3}}, Sum),
+    ?assertEqual(0, ?L:total(Sum)),
+    assert_clean(Config).
 
 %% The application's own seq_trace labels (and a label an earlier follow
 %% session left in a process's token) are not requests: 50 labelled
