@@ -105,6 +105,7 @@
              claimed = false :: boolean(),
              created_dir = false :: boolean(),
              timer :: undefined | reference(),
+             nif_reloads = 0 :: non_neg_integer(),
              started :: integer(),
              budget :: #{events := pos_integer(), ms := pos_integer(),
                          requests := pos_integer()},
@@ -252,6 +253,7 @@ handle_call(info, _From, #st{summary = undefined, res = Res} = St) ->
     Stats = try beamprobe_nif:info(Res) catch _:_ -> #{} end,
     {reply, {ok, Stats#{output => St#st.dir, root => St#st.mfa,
                         budget => St#st.budget,
+                        nif_reloads => St#st.nif_reloads,
                         traced => length(traced(St))}}, St};
 handle_call(info, _From, #st{summary = Sum} = St) ->
     {reply, {ok, Sum}, St};
@@ -274,6 +276,9 @@ handle_info({beamprobe_stop, bytes}, St) ->
     {noreply, finish(St, limit_bytes)};
 handle_info({beamprobe_stop, Why}, St) ->
     {noreply, finish(St, Why)};
+handle_info(beamprobe_nif_reloaded, #st{summary = undefined,
+                                       res = Res} = St) when Res =/= undefined ->
+    {noreply, retrace(St)};
 handle_info(_, St) -> {noreply, St}.
 
 %% @private
@@ -418,6 +423,28 @@ flags(St) ->
     _ = erlang:trace(new, true, [call, T]),
     {ok, St#st{new_set = true}}.
 
+%% After a reload of the NIF module (beamprobe_nif:load/0 tells the
+%% claimed name) the VM has dropped it as the tracer of every process, of
+%% new processes and of seq_trace: set them again, as flags/1 and
+%% seq_tracer/1 did, taking nothing another tool holds by then (a
+%% seq_trace tracer another tool set meanwhile stays its own, and the stop
+%% says so: seq_tracer_off/1).  Events between the purge and the load were
+%% never given to beamprobe; the summary counts the reloads
+%% (`nif_reloads'), as a session's does.
+retrace(St) ->
+    %% A call to the module waits until its load has finished.
+    _ = (catch beamprobe_nif:is_loaded()),
+    T = tracer(St),
+    Me = self(),
+    _ = St#st.seq_set andalso system_tracer() =:= false andalso
+        seq_trace:set_system_tracer(tracer_term(St)),
+    _ = [catch erlang:trace(P, true, [call, T])
+         || P <- processes(), P =/= Me,
+            beamprobe_each:tracer_of(P) =:= []],
+    _ = St#st.new_set andalso erlang:trace_info(new, tracer) =:= {tracer, []}
+        andalso erlang:trace(new, true, [call, T]),
+    St#st{nif_reloads = St#st.nif_reloads + 1}.
+
 %% The session-wide time bound (limits => #{seconds => S}).
 timer(St) ->
     case get(config) of
@@ -492,7 +519,7 @@ finish(#st{res = Res} = St, Why) ->
             bytes => maps:get(bytes, Stats, 0),
             seconds => (erlang:monotonic_time(millisecond) - St#st.started) / 1000,
             output => St#st.dir, root => St#st.mfa, budget => St#st.budget,
-            stop_reason => Why},
+            nif_reloads => St#st.nif_reloads, stop_reason => Why},
     _ = record_counts(St1, Dropped, Reqs),
     St1#st{summary = Sum}.
 

@@ -55,12 +55,12 @@ load() ->
 %% A reload (the module deleted, purged and loaded again) makes the VM drop
 %% this module as a tracer from every process it traced: the running
 %% sessions are told (through the janitor) so that they trace their
-%% processes again.  Never fails: nothing may stop the load.
+%% processes again, and so is the follow session, which the janitor does
+%% not know (beamprobe_follow).  Never fails: nothing may stop the load.
 reloaded() ->
-    case whereis(beamprobe_janitor) of
-        P when is_pid(P) -> P ! beamprobe_nif_reloaded;
-        _ -> ok
-    end,
+    _ = [P ! beamprobe_nif_reloaded
+         || Name <- [beamprobe_janitor, beamprobe_follow_session],
+            P <- [whereis(Name)], is_pid(P)],
     ok.
 
 lib_path() ->

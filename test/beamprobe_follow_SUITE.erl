@@ -18,7 +18,7 @@
          request_table/1, across_nodes_request_budget/1,
          root_serves_others/1, root_takes_unrelated/1,
          process_table_full/1, two_at_once/1, foreign_labels/1,
-         sessions_refused_while_following/1]).
+         sessions_refused_while_following/1, nif_reloaded/1]).
 -export([node_state/0]).
 
 -define(L, beamprobe_test_lib).
@@ -30,7 +30,7 @@ all() ->
      seq_tracer_replaced, request_events, request_ms, request_table,
      across_nodes_request_budget, root_serves_others, root_takes_unrelated,
      process_table_full, two_at_once, foreign_labels,
-     sessions_refused_while_following].
+     sessions_refused_while_following, nif_reloaded].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -851,6 +851,34 @@ sessions_refused_while_following(Config) ->
     107 = Request(),
     {ok, Sum} = beamprobe:stop(H),
     ?assertMatch(#{requests := #{started := 3}}, Sum),
+    ?assertEqual(0, ?L:total(Sum)),
+    assert_clean(Config).
+
+%% Reloading the NIF module (delete, purge, load: safe while sessions
+%% run) makes the VM drop it as the tracer of every process, of new
+%% processes and of seq_trace.  The follow session sets them again and
+%% counts the reload, as a session does; before, it recorded nothing
+%% after a reload, with no loss and no reload in its summary (1 request
+%% started of 3).
+nif_reloaded(Config) ->
+    {Mid, _Srv} = servers(),
+    {ok, H} = follow(?L:dir(Config, "f"), #{}),
+    Self = self(),
+    Request = fun() ->
+                      C = spawn(fun() -> Self ! {done, self(), ?W:root(Mid, 7)} end),
+                      receive {done, C, R} -> R after 10000 -> ct:fail(no_reply) end
+              end,
+    107 = Request(),
+    _ = code:delete(beamprobe_nif),
+    _ = code:purge(beamprobe_nif),
+    {module, beamprobe_nif} = code:load_file(beamprobe_nif),
+    %% It traces again asynchronously (told by the module's on_load).
+    ?L:wait_until(fun() -> {flags, [call]} =:= erlang:trace_info(new, flags) end, 5000),
+    ?assertMatch({beamprobe_nif, _}, seq_trace:get_system_tracer()),
+    107 = Request(),
+    107 = Request(),
+    {ok, Sum} = beamprobe:stop(H),
+    ?assertMatch(#{requests := #{started := 3}, nif_reloads := 1}, Sum),
     ?assertEqual(0, ?L:total(Sum)),
     assert_clean(Config).
 
