@@ -60,7 +60,8 @@
 %%% The session as a whole is bounded by `limits' (as any session:
 %%% `events' 1000000 here unless given, `bytes', `seconds' 60); when one
 %%% is reached (`stop_reason' `limit_events', `limit_bytes',
-%%% `limit_seconds'), or stop/1 is called, or the owner dies, everything
+%%% `limit_seconds'), or stop/1 is called, or the owner dies (or the
+%%% session process is killed: a guard process, guard/1), everything
 %%% it installed is removed: the call pattern, the flags of every process
 %%% it traced, the system seq_trace tracer (back to none).  What it cannot
 %%% remove: the seq_trace label stays in the processes that carry it
@@ -288,8 +289,8 @@ terminate(_, St) ->
     ok.
 
 install(St) ->
-    Steps = [fun alone/1, fun make_dir/1, fun start_nif/1, fun seq_tracer/1,
-             fun patterns/1, fun flags/1, fun timer/1],
+    Steps = [fun alone/1, fun make_dir/1, fun start_nif/1, fun guard/1,
+             fun seq_tracer/1, fun patterns/1, fun flags/1, fun timer/1],
     run(Steps, St).
 
 run([], St) -> {ok, St};
@@ -404,13 +405,52 @@ tracer(#st{res = Res}) -> {tracer, beamprobe_nif, Res}.
 %% `receive' flags: the VM then reports every send and every receive of
 %% a labelled message to the system seq_trace tracer (this session).
 patterns(#st{mfa = MFA} = St) ->
-    Label = {beamprobe_follow, node(), self()},
-    Root = [{'_', [], [{set_seq_token, label, {const, Label}},
-                       {set_seq_token, send, true},
-                       {set_seq_token, 'receive', true},
-                       {return_trace}]}],
-    _ = erlang:trace_pattern(MFA, Root, [local]),
+    _ = erlang:trace_pattern(MFA, root_ms(self()), [local]),
     {ok, St#st{pat_set = true}}.
+
+%% The root's match spec of the follow session Session.
+root_ms(Session) ->
+    Label = {beamprobe_follow, node(), Session},
+    [{'_', [], [{set_seq_token, label, {const, Label}},
+                {set_seq_token, send, true},
+                {set_seq_token, 'receive', true},
+                {return_trace}]}].
+
+%% A process that removes what this session installed if it dies without
+%% doing so (killed: terminate/2 does not run), as the janitor does for a
+%% killed session: the root's pattern would go on labelling its callers
+%% (and keep a return frame per call) and refuse every later follow
+%% session.  Spawned before the flags for new processes are set.
+guard(#st{mfa = MFA} = St) ->
+    Session = self(),
+    Tracer = tracer_term(St),
+    _ = spawn(fun() ->
+                      _ = process_flag(sensitive, true),
+                      Ref = monitor(process, Session),
+                      receive
+                          {'DOWN', Ref, process, _, _} ->
+                              remove_left(MFA, root_ms(Session), Tracer)
+                      end
+              end),
+    {ok, St}.
+
+%% What a dead follow session left installed, where it is still its own
+%% (the match spec names it, the tracer is its own): after a normal stop,
+%% nothing; a later follow session's is never touched.
+remove_left({M, F, A}, MS, Tracer) ->
+    Fs = try erlang:get_module_info(M, functions)
+         catch error:badarg -> []
+         end,
+    _ = [erlang:trace_pattern(MFA, false, [local])
+         || {Fn, Ar} <- Fs, Fn =:= F, A =:= '_' orelse Ar =:= A,
+            MFA <- [{M, Fn, Ar}],
+            erlang:trace_info(MFA, match_spec) =:= {match_spec, MS}],
+    _ = system_tracer() =:= Tracer andalso seq_trace:set_system_tracer(false),
+    _ = beamprobe_skip:trace_info(new, tracer) =:= {tracer, Tracer} andalso
+        erlang:trace(new, false, [all]),
+    _ = [catch erlang:trace(P, false, [all])
+         || P <- processes(), beamprobe_each:tracer_of(P) =:= Tracer],
+    ok.
 
 %% `call' on every process nobody traces (and on new ones): the root's
 %% pattern fires in whichever calls it.

@@ -18,7 +18,8 @@
          request_table/1, across_nodes_request_budget/1,
          root_serves_others/1, root_takes_unrelated/1,
          process_table_full/1, two_at_once/1, foreign_labels/1,
-         sessions_refused_while_following/1, nif_reloaded/1]).
+         sessions_refused_while_following/1, nif_reloaded/1,
+         session_killed/1]).
 -export([node_state/0]).
 
 -define(L, beamprobe_test_lib).
@@ -30,7 +31,7 @@ all() ->
      seq_tracer_replaced, request_events, request_ms, request_table,
      across_nodes_request_budget, root_serves_others, root_takes_unrelated,
      process_table_full, two_at_once, foreign_labels,
-     sessions_refused_while_following, nif_reloaded].
+     sessions_refused_while_following, nif_reloaded, session_killed].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -880,6 +881,31 @@ nif_reloaded(Config) ->
     {ok, Sum} = beamprobe:stop(H),
     ?assertMatch(#{requests := #{started := 3}, nif_reloads := 1}, Sum),
     ?assertEqual(0, ?L:total(Sum)),
+    assert_clean(Config).
+
+%% A follow session process that is killed (its terminate/2 does not
+%% run) leaves nothing installed, as a killed session: before, the root's
+%% pattern stayed, labelling every caller's seq_trace token (with a
+%% return frame per call) and refusing every later follow session
+%% ({follow_conflict, {pattern, Root}}).
+session_killed(Config) ->
+    {Mid, _Srv} = servers(),
+    Dir = ?L:dir(Config, "f"),
+    {ok, H} = follow(Dir, #{}),
+    107 = ?W:root(Mid, 7),
+    exit(H, kill),
+    ?L:wait_until(fun() ->
+                          {all, false} =:= erlang:trace_info({?W, root, 2}, all)
+                  end, 5000),
+    ?L:wait_until(fun() -> [] =:= [P || P <- processes(),
+                                        {flags, [_ | _]} <- [erlang:trace_info(P, flags)]]
+                  end, 5000),
+    assert_clean(Config),
+    %% The killed session's trace is whole, and a new one starts.
+    _ = ?L:cli_ok(["print", Dir]),
+    {ok, H2} = follow(?L:dir(Config, "f2"), #{}),
+    107 = ?W:root(Mid, 7),
+    ?assertMatch({ok, #{requests := #{started := 1}}}, beamprobe:stop(H2)),
     assert_clean(Config).
 
 %% The application's own seq_trace labels (and a label an earlier follow
