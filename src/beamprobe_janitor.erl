@@ -478,11 +478,53 @@ apply_patterns1(Old, New, Force, Meta) ->
     Reset = lists:usort(R0 ++ [K || K <- maps:keys(New),
                                     lists:any(fun(T) -> covers(T, K) end,
                                               R0 ++ Removed)]),
-    _ = [safely(fun() -> erlang:trace_pattern(K, false, unset_flag(Meta))
-                end)
+    _ = [safely(fun() -> remove_key(K, Old, Meta) end)
          || K <- general_first(Removed),
             not lists:any(fun(N) -> covers(N, K) end, maps:keys(New))],
     set_keys(general_first(Reset), New, #{}, Old, set_flag(Meta)).
+
+%% Removes key K's pattern, which no live session needs any more, from
+%% the functions where it is still beamprobe's: one whose pattern another
+%% tool set meanwhile (the watchdog reported it replaced) keeps it, as
+%% beamprobe never takes a pattern from another tool.  Old: the installed
+%% keys; a function holds the match spec of one covering it (the most
+%% specific, set last).  A '_' module (force) is removed whole, unchecked.
+remove_key({'_', _, _} = K, _Old, Meta) ->
+    erlang:trace_pattern(K, false, unset_flag(Meta));
+remove_key({M, F, A} = K, Old, Meta) ->
+    Fs = try erlang:get_module_info(M, functions)
+         catch error:badarg -> []
+         end,
+    Funs = [{M, Fn, Ar} || {Fn, Ar} <- Fs, F =:= '_' orelse F =:= Fn,
+                           A =:= '_' orelse A =:= Ar],
+    case lists:partition(fun(MFA) -> ours(MFA, Old, Meta) end, Funs) of
+        {_, []} -> erlang:trace_pattern(K, false, unset_flag(Meta));
+        {Ours, _Theirs} ->
+            [erlang:trace_pattern(MFA, false, unset_flag(Meta)) || MFA <- Ours]
+    end.
+
+%% Whether function MFA's pattern (of the kind) is the one beamprobe set
+%% (or none is left): a local pattern with the match spec of a key of Old
+%% covering it; a meta pattern with the hub's meta tracer.
+ours(MFA, _Old, true) ->
+    case beamprobe_skip:trace_info(MFA, meta) of
+        {meta, false} -> true;
+        {meta, T} -> T =:= {beamprobe_nif, ?HUB_META};
+        _ -> true
+    end;
+ours(MFA, Old, false) ->
+    case beamprobe_skip:trace_info(MFA, traced) of
+        {traced, false} -> true;
+        {traced, local} ->
+            {match_spec, MS} = beamprobe_skip:trace_info(MFA, match_spec),
+            lists:any(fun({K, KMS}) -> covers(K, MFA) andalso ms(KMS) =:= MS end,
+                      maps:to_list(Old));
+        _ -> false
+    end.
+
+%% A match spec as erlang:trace_info/2 gives it back.
+ms(true) -> [];
+ms(MS) -> MS.
 
 set_keys([], _New, Counts, _Done, _Flag) -> {ok, Counts};
 set_keys([K | T], New, Counts, Done, Flag) ->

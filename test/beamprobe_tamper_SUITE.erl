@@ -37,7 +37,7 @@
          no_report_on_reload/1, watchdog_not_traced/1,
          tampered_nif_args/1, relied_pattern_removed/1,
          redbug_wipe_reported/1, idle_not_running/1,
-         msg_pattern_replaced_reported/1]).
+         msg_pattern_replaced_reported/1, replaced_pattern_kept/1]).
 
 -define(W, beamprobe_workload).
 -define(L, beamprobe_test_lib).
@@ -54,7 +54,7 @@ all() ->
      no_report_on_stop, no_report_second_session, no_report_same_function,
      no_report_on_reload, watchdog_not_traced, tampered_nif_args,
      relied_pattern_removed, redbug_wipe_reported, idle_not_running,
-     msg_pattern_replaced_reported].
+     msg_pattern_replaced_reported, replaced_pattern_kept].
 
 init_per_suite(Config) ->
     beamprobe_coexist_lib:init_suite(Config).
@@ -74,6 +74,33 @@ end_per_testcase(_Case, _Config) ->
 
 %% dbg:ctp/1 removes beamprobe's pattern: info/1 within a second, the
 %% trace (babeltrace2 and bin/beamprobe print) and the printer say so.
+%% A pattern another tool set in place of a session's (reported
+%% `replaced') is that tool's: the session's stop leaves it, for a session
+%% naming the function and for one whose wildcard covers it (its other
+%% functions' patterns go).  Before, the stop removed it and dbg traced
+%% nothing more: beamprobe took a pattern from another tool.
+replaced_pattern_kept(Config) ->
+    DbgMS = [{'_', [], [{return_trace}]}],
+    [begin
+         S = ?L:start(#{calls => [Pat],
+                        output => {file, ?L:dir(Config, integer_to_list(I))}}),
+         _ = dbg_collector(),
+         {ok, _} = dbg:tpl(?W, add, 2, DbgMS),
+         _ = ?L:wait_until(fun() -> tampered(S) =/= [] end, 2 * ?WITHIN_MS),
+         _ = ?L:stop(S),
+         ?assertEqual({match_spec, DbgMS}, erlang:trace_info(?ADD, match_spec)),
+         ?assertEqual({traced, false}, erlang:trace_info({?W, tick, 1}, traced)),
+         %% dbg still gets the calls.
+         {ok, _} = dbg:p(self(), [c]),
+         3 = ?W:add(1, 2),
+         receive {dbg_call, Me} when Me =:= self() -> ok
+         after 2000 -> ct:fail(dbg_got_no_call)
+         end,
+         dbg:stop(),
+         erlang:trace_pattern(?ADD, false, [local])
+     end || {I, Pat} <- [{1, ?ADD}, {2, {?W, '_', '_'}}]],
+    ok.
+
 ctp_reported(Config) ->
     reported(Config, #{calls => [?ADD]},
              fun() -> _ = dbg_collector(),
