@@ -437,14 +437,8 @@ guard(#st{mfa = MFA} = St) ->
 %% What a dead follow session left installed, where it is still its own
 %% (the match spec names it, the tracer is its own): after a normal stop,
 %% nothing; a later follow session's is never touched.
-remove_left({M, F, A}, MS, Tracer) ->
-    Fs = try erlang:get_module_info(M, functions)
-         catch error:badarg -> []
-         end,
-    _ = [erlang:trace_pattern(MFA, false, [local])
-         || {Fn, Ar} <- Fs, Fn =:= F, A =:= '_' orelse Ar =:= A,
-            MFA <- [{M, Fn, Ar}],
-            erlang:trace_info(MFA, match_spec) =:= {match_spec, MS}],
+remove_left(Root, MS, Tracer) ->
+    _ = remove_root(Root, MS),
     _ = system_tracer() =:= Tracer andalso seq_trace:set_system_tracer(false),
     _ = beamprobe_skip:trace_info(new, tracer) =:= {tracer, Tracer} andalso
         erlang:trace(new, false, [all]),
@@ -509,13 +503,43 @@ system_tracer() ->
 %% Patterns first, then flags: nothing of it stays.
 uninstall(#st{res = undefined} = St) -> unclaim(St);
 uninstall(#st{mfa = MFA} = St) ->
-    _ = St#st.pat_set andalso erlang:trace_pattern(MFA, false, [local]),
+    _ = St#st.pat_set andalso root_off(MFA, St),
     _ = St#st.new_set andalso erlang:trace(new, false, [all]),
     _ = St#st.seq_set andalso seq_tracer_off(St),
     _ = [catch erlang:trace(P, false, [all]) || P <- traced(St)],
     _ = St#st.timer =/= undefined andalso erlang:cancel_timer(St#st.timer),
     unclaim(St#st{new_set = false, seq_set = false, pat_set = false,
                   timer = undefined}).
+
+%% The root's pattern removed where it is still this session's; a
+%% function whose pattern another tool replaced keeps it (beamprobe never
+%% takes a pattern from another tool), and the trace says from when on
+%% requests may be missing (a `tampered' event), as for the seq_trace
+%% tracer.
+root_off(Root, #st{res = Res}) ->
+    case remove_root(Root, root_ms(self())) of
+        [] -> ok;
+        [{M, F, A} | _] ->
+            Detail = <<"another tool's pattern is on the root: its calls were "
+                       "no longer followed">>,
+            _ = (catch beamprobe_nif:tampered(
+                         Res, undefined,
+                         [<<"pattern">>, beamprobe_nif:render_mfa(M, F, A),
+                          <<"replaced">>, Detail])),
+            ok
+    end.
+
+%% Removes match spec MS from the functions of Root that have it; returns
+%% the functions whose pattern is another's.
+remove_root({M, F, A}, MS) ->
+    Fs = try erlang:get_module_info(M, functions)
+         catch error:badarg -> []
+         end,
+    Funs = [{M, Fn, Ar} || {Fn, Ar} <- Fs, Fn =:= F, A =:= '_' orelse Ar =:= A],
+    _ = [erlang:trace_pattern(MFA, false, [local])
+         || MFA <- Funs, beamprobe_skip:trace_info(MFA, match_spec) =:= {match_spec, MS}],
+    [MFA || MFA <- Funs,
+            beamprobe_skip:trace_info(MFA, traced) =/= {traced, false}].
 
 %% Only what alone/1 registered: another session's name is its own.
 unclaim(#st{claimed = true} = St) ->

@@ -19,7 +19,7 @@
          root_serves_others/1, root_takes_unrelated/1,
          process_table_full/1, two_at_once/1, foreign_labels/1,
          sessions_refused_while_following/1, nif_reloaded/1,
-         session_killed/1]).
+         session_killed/1, root_pattern_replaced/1]).
 -export([node_state/0]).
 
 -define(L, beamprobe_test_lib).
@@ -31,7 +31,8 @@ all() ->
      seq_tracer_replaced, request_events, request_ms, request_table,
      across_nodes_request_budget, root_serves_others, root_takes_unrelated,
      process_table_full, two_at_once, foreign_labels,
-     sessions_refused_while_following, nif_reloaded, session_killed].
+     sessions_refused_while_following, nif_reloaded, session_killed,
+     root_pattern_replaced].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -906,6 +907,27 @@ session_killed(Config) ->
     {ok, H2} = follow(?L:dir(Config, "f2"), #{}),
     107 = ?W:root(Mid, 7),
     ?assertMatch({ok, #{requests := #{started := 1}}}, beamprobe:stop(H2)),
+    assert_clean(Config).
+
+%% A pattern another tool set on the root while the session ran is that
+%% tool's: the stop leaves it, and the trace says the root's calls were no
+%% longer followed (a `tampered' event).  Before, the stop removed it
+%% (dbg traced nothing more) and the trace said nothing.
+root_pattern_replaced(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    {ok, H} = follow(Dir, #{}),
+    DbgMS = [{'_', [], [{return_trace}]}],
+    _ = beamprobe_coexist_lib:dbg_collector(),
+    {ok, _} = dbg:tpl(?W, root, 2, DbgMS),
+    {ok, _} = beamprobe:stop(H),
+    ?assertEqual({match_spec, DbgMS}, erlang:trace_info({?W, root, 2}, match_spec)),
+    ?assertEqual([], [P || P <- processes(),
+                           {tracer, {beamprobe_nif, _}} <- [erlang:trace_info(P, tracer)]]),
+    ?assertEqual(false, seq_trace:get_system_tracer()),
+    Print = ?L:cli_ok(["print", Dir]),
+    ?assertMatch({_, _}, binary:match(Print, <<"tampered pattern follow_request:root/2 replaced">>)),
+    dbg:stop(),
+    erlang:trace_pattern({?W, root, 2}, false, [local]),
     assert_clean(Config).
 
 %% The application's own seq_trace labels (and a label an earlier follow
