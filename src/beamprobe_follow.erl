@@ -181,9 +181,15 @@ check_follow(F, Spec) ->
                     %% The rest is checked as a session spec would be.
                     Base = maps:without([follow], Spec),
                     case beamprobe_config:validate(Base#{calls => [MFA]}) of
-                        {ok, C} ->
+                        {ok, #{sinks := [#{type := file}]} = C} ->
                             {ok, C#{root => MFA, budget => B,
                                     limits => session_limits(Spec, C)}};
+                        %% The follow session writes a directory only: a
+                        %% handler, tcp or usdt sink would be ignored.
+                        {ok, _} ->
+                            {error, {bad_option, output,
+                                     "a follow session writes a trace "
+                                     "directory only: output => {file, Dir}"}};
                         {error, _} = E -> E
                     end
             end

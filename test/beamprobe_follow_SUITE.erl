@@ -233,6 +233,16 @@ bad_specs(Config) ->
     ?assertMatch({error, {bad_option, calls, _}},
                  beamprobe:start(#{follow => #{from => "lists:seq/2"},
                                    calls => [{lists, seq, 2}]})),
+    %% Its output is a trace directory: another sink, alone or next to
+    %% one, is refused (a handler was silently never started; alone, the
+    %% start crashed: install_failed).
+    [?assertMatch({error, {bad_option, output, _}},
+                  beamprobe:start(#{follow => #{from => "lists:seq/2"},
+                                    output => O}))
+     || O <- [{handler, beamprobe_test_handler, #{}}, usdt,
+              {tcp, "127.0.0.1:9"},
+              [{file, Dir}, {handler, beamprobe_test_handler, #{}}]]],
+    ?assertEqual(undefined, whereis(beamprobe_follow_session)),
     %% With nodes, the follow spec is checked before any node starts.
     ?assertMatch({error, {bad_option, {follow, from}, _}},
                  beamprobe:start(#{follow => #{}, nodes => [node()],
