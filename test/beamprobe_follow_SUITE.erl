@@ -17,9 +17,7 @@
          seq_tracer_replaced/1, request_events/1, request_ms/1,
          request_table/1, across_nodes_request_budget/1,
          root_serves_others/1, root_takes_unrelated/1,
-         process_table_full/1, two_at_once/1, foreign_labels/1,
-         sessions_refused_while_following/1, nif_reloaded/1,
-         session_killed/1, root_pattern_replaced/1]).
+         process_table_full/1, two_at_once/1, foreign_labels/1]).
 -export([node_state/0]).
 
 -define(L, beamprobe_test_lib).
@@ -30,9 +28,7 @@ all() ->
      across_nodes_conflict, across_nodes_peer_dies, across_nodes_budget,
      seq_tracer_replaced, request_events, request_ms, request_table,
      across_nodes_request_budget, root_serves_others, root_takes_unrelated,
-     process_table_full, two_at_once, foreign_labels,
-     sessions_refused_while_following, nif_reloaded, session_killed,
-     root_pattern_replaced].
+     process_table_full, two_at_once, foreign_labels].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -832,113 +828,6 @@ two_at_once(Config) ->
          assert_clean(Config)
      end || I <- lists:seq(1, 20)],
     ok.
-
-%% While a follow session runs, another session's start is refused, as
-%% the follow session refuses to start next to one: it needs the node's
-%% flags to itself.  Before, a session started anyway and took the default
-%% flags of new processes for the hub: the follow session then recorded no
-%% request whose root was a process spawned after that (its summary said
-%% 1 request started of 3, nothing dropped), and after that session
-%% stopped, none at all.
-sessions_refused_while_following(Config) ->
-    {Mid, _Srv} = servers(),
-    {ok, H} = follow(?L:dir(Config, "f"), #{}),
-    Self = self(),
-    Request = fun() ->
-                      C = spawn(fun() -> Self ! {done, self(), ?W:root(Mid, 7)} end),
-                      receive {done, C, R} -> R after 10000 -> ct:fail(no_reply) end
-              end,
-    107 = Request(),
-    Refused = {error, {follow_running, H}},
-    ?assertEqual(Refused, beamprobe:start(#{calls => [{lists, seq, 2}],
-                                            output => {file, ?L:dir(Config, "s")}})),
-    ?assertEqual(Refused, beamprobe:start(#{calls => [{lists, seq, 2}], meta => true,
-                                            output => {file, ?L:dir(Config, "m")}})),
-    ?assertEqual(Refused, beamprobe:calls("lists:seq/2", 5)),
-    ?assertEqual({flags, [call]}, erlang:trace_info(new, flags)),
-    ?assertNotEqual({tracer, {beamprobe_nif, beamprobe_hub}},
-                    erlang:trace_info(new, tracer)),
-    ?assertEqual([], beamprobe:list()),
-    107 = Request(),
-    107 = Request(),
-    {ok, Sum} = beamprobe:stop(H),
-    ?assertMatch(#{requests := #{started := 3}}, Sum),
-    ?assertEqual(0, ?L:total(Sum)),
-    assert_clean(Config).
-
-%% Reloading the NIF module (delete, purge, load: safe while sessions
-%% run) makes the VM drop it as the tracer of every process, of new
-%% processes and of seq_trace.  The follow session sets them again and
-%% counts the reload, as a session does; before, it recorded nothing
-%% after a reload, with no loss and no reload in its summary (1 request
-%% started of 3).
-nif_reloaded(Config) ->
-    {Mid, _Srv} = servers(),
-    {ok, H} = follow(?L:dir(Config, "f"), #{}),
-    Self = self(),
-    Request = fun() ->
-                      C = spawn(fun() -> Self ! {done, self(), ?W:root(Mid, 7)} end),
-                      receive {done, C, R} -> R after 10000 -> ct:fail(no_reply) end
-              end,
-    107 = Request(),
-    _ = code:delete(beamprobe_nif),
-    _ = code:purge(beamprobe_nif),
-    {module, beamprobe_nif} = code:load_file(beamprobe_nif),
-    %% It traces again asynchronously (told by the module's on_load).
-    ?L:wait_until(fun() -> {flags, [call]} =:= erlang:trace_info(new, flags) end, 5000),
-    ?assertMatch({beamprobe_nif, _}, seq_trace:get_system_tracer()),
-    107 = Request(),
-    107 = Request(),
-    {ok, Sum} = beamprobe:stop(H),
-    ?assertMatch(#{requests := #{started := 3}, nif_reloads := 1}, Sum),
-    ?assertEqual(0, ?L:total(Sum)),
-    assert_clean(Config).
-
-%% A follow session process that is killed (its terminate/2 does not
-%% run) leaves nothing installed, as a killed session: before, the root's
-%% pattern stayed, labelling every caller's seq_trace token (with a
-%% return frame per call) and refusing every later follow session
-%% ({follow_conflict, {pattern, Root}}).
-session_killed(Config) ->
-    {Mid, _Srv} = servers(),
-    Dir = ?L:dir(Config, "f"),
-    {ok, H} = follow(Dir, #{}),
-    107 = ?W:root(Mid, 7),
-    exit(H, kill),
-    ?L:wait_until(fun() ->
-                          {all, false} =:= erlang:trace_info({?W, root, 2}, all)
-                  end, 5000),
-    ?L:wait_until(fun() -> [] =:= [P || P <- processes(),
-                                        {flags, [_ | _]} <- [erlang:trace_info(P, flags)]]
-                  end, 5000),
-    assert_clean(Config),
-    %% The killed session's trace is whole, and a new one starts.
-    _ = ?L:cli_ok(["print", Dir]),
-    {ok, H2} = follow(?L:dir(Config, "f2"), #{}),
-    107 = ?W:root(Mid, 7),
-    ?assertMatch({ok, #{requests := #{started := 1}}}, beamprobe:stop(H2)),
-    assert_clean(Config).
-
-%% A pattern another tool set on the root while the session ran is that
-%% tool's: the stop leaves it, and the trace says the root's calls were no
-%% longer followed (a `tampered' event).  Before, the stop removed it
-%% (dbg traced nothing more) and the trace said nothing.
-root_pattern_replaced(Config) ->
-    Dir = ?L:dir(Config, "f"),
-    {ok, H} = follow(Dir, #{}),
-    DbgMS = [{'_', [], [{return_trace}]}],
-    _ = beamprobe_coexist_lib:dbg_collector(),
-    {ok, _} = dbg:tpl(?W, root, 2, DbgMS),
-    {ok, _} = beamprobe:stop(H),
-    ?assertEqual({match_spec, DbgMS}, erlang:trace_info({?W, root, 2}, match_spec)),
-    ?assertEqual([], [P || P <- processes(),
-                           {tracer, {beamprobe_nif, _}} <- [erlang:trace_info(P, tracer)]]),
-    ?assertEqual(false, seq_trace:get_system_tracer()),
-    Print = ?L:cli_ok(["print", Dir]),
-    ?assertMatch({_, _}, binary:match(Print, <<"tampered pattern follow_request:root/2 replaced">>)),
-    dbg:stop(),
-    erlang:trace_pattern({?W, root, 2}, false, [local]),
-    assert_clean(Config).
 
 %% The application's own seq_trace labels (and a label an earlier follow
 %% session left in a process's token) are not requests: 50 labelled
