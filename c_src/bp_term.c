@@ -72,11 +72,14 @@
 static void term(struct bp_text *x, ERL_NIF_TERM t, unsigned depth);
 
 /* The head and tail of list cell t (from its words where the layout is
- * known); 0 if t is not a cell ([] or not a list). */
+ * known, without asking the NIF API about the [] that ends every list);
+ * 0 if t is not a cell ([] or not a list). */
 static inline int cell(struct bp_text *x, ERL_NIF_TERM t, ERL_NIF_TERM *hd,
 		       ERL_NIF_TERM *tl)
 {
-	return bp_erts_cell(t, hd, tl) || enif_get_list_cell(x->env, t, hd, tl);
+	if (sizeof(ERL_NIF_TERM) == 8 && bp_erts_layout_ok())
+		return bp_erts_cell(t, hd, tl);
+	return enif_get_list_cell(x->env, t, hd, tl);
 }
 
 /* t == [] (one compare where the layout is known). */
@@ -87,16 +90,17 @@ static inline int is_nil(struct bp_text *x, ERL_NIF_TERM t)
 	return enif_is_empty_list(x->env, t);
 }
 
-/* *c = t if t is an integer that fits an int: from the word for a small
- * integer (see term()), else through enif_get_int. */
+/* *c = t if t is an integer that fits an int: from the word where the
+ * layout is known (then any other term is not a character: no call to
+ * ask), else through enif_get_int. */
 static inline int get_char(struct bp_text *x, ERL_NIF_TERM t, int *c)
 {
-	if ((t & ERTS_IMMED1_MASK) == ERTS_IMMED1_SMALL &&
-	    sizeof(ERL_NIF_TERM) == 8 && bp_erts_layout_ok()) {
+	if (sizeof(ERL_NIF_TERM) == 8 && bp_erts_layout_ok()) {
 		int64_t v = (int64_t)t >> 4;
 
-		if (v < -2147483647 - 1 || v > 2147483647)
-			return 0;
+		if ((t & ERTS_IMMED1_MASK) != ERTS_IMMED1_SMALL ||
+		    v < -2147483647 - 1 || v > 2147483647)
+			return 0; /* a character is a small integer */
 		*c = (int)v;
 		return 1;
 	}
@@ -466,7 +470,7 @@ size_t bp_term_render_args_cached(ErlNifEnv *env, ERL_NIF_TERM args,
 		return 0;
 	bp_text_init(&x, env, c, buf, cap);
 	x.cache = cache;
-	if (!enif_is_list(env, args)) {
+	if (!bp_erts_is_list(env, args)) {
 		term(&x, args, depth);
 		return bp_text_end(&x);
 	}
@@ -484,7 +488,7 @@ size_t bp_term_render_args_cached(ErlNifEnv *env, ERL_NIF_TERM args,
 	}
 	if (more) {
 		BP_TEXT_PUTS(&x, ", ...");
-	} else if (!enif_is_empty_list(env, args)) {
+	} else if (!is_nil(&x, args)) {
 		BP_TEXT_PUTS(&x, " | ");
 		term(&x, args, depth);
 	}
