@@ -146,18 +146,48 @@ static unsigned small_run(struct bp_text *x, ERL_NIF_TERM *t)
 /* Decides whether list t is a string -- latin-1 printable characters,
  * proper up to x->text of them -- and gathers its first STR_GATHER
  * characters in g.  Returns how many characters it has up to x->text
- * (*more: the list goes on past them), or -1 if it is not a string. */
+ * (*more: the list goes on past them; *plain: all of them up to
+ * STR_GATHER are written as themselves, bp_text_plain_byte), or -1 if it
+ * is not a string. */
 static int gather_string(struct bp_text *x, ERL_NIF_TERM t, char g[STR_GATHER],
-			 int *more)
+			 int *more, int *plain)
 {
 	ERL_NIF_TERM hd;
-	unsigned i;
+	unsigned i, text = x->text, all = BP_TEXT_STR;
 	int c;
 
 	*more = 0;
+	if (sizeof(ERL_NIF_TERM) == 8 && bp_erts_layout_ok()) {
+		/* from the words, the limit in a register (g's stores may
+		 * alias *x); a character is a small integer 0-255 */
+		for (i = 0; (t & ERTS_PRIMARY_MASK) == ERTS_PRIMARY_LIST; i++) {
+			const ERL_NIF_TERM *p = (const ERL_NIF_TERM *)(uintptr_t)(
+				t - ERTS_PRIMARY_LIST);
+			ERL_NIF_TERM h = p[0];
+			unsigned k;
+
+			if (i == text) {
+				*more = 1;
+				*plain = !!all;
+				return (int)i;
+			}
+			if ((h & ~(ERL_NIF_TERM)0xff0) != ERTS_IMMED1_SMALL)
+				return -1;
+			k = bp_text_cls[h >> 4];
+			if (!(k & BP_TEXT_PRINT))
+				return -1;
+			all &= k;
+			if (i < STR_GATHER)
+				g[i] = (char)(h >> 4);
+			t = p[1];
+		}
+		*plain = !!all;
+		return t == ERTS_NIL ? (int)i : -1;
+	}
 	for (i = 0; cell(x, t, &hd, &t); i++) {
 		if (i == x->text) {
 			*more = 1;
+			*plain = 0;
 			return (int)i;
 		}
 		if (!get_char(x, hd, &c) || c < 0 || c > 255 ||
@@ -166,6 +196,7 @@ static int gather_string(struct bp_text *x, ERL_NIF_TERM t, char g[STR_GATHER],
 		if (i < STR_GATHER)
 			g[i] = (char)c;
 	}
+	*plain = 0;
 	return is_nil(x, t) ? (int)i : -1;
 }
 
@@ -207,7 +238,7 @@ static void put_list(struct bp_text *x, ERL_NIF_TERM t, unsigned depth)
 {
 	ERL_NIF_TERM hd;
 	unsigned i;
-	int k, more;
+	int k, more, plain;
 	char g[STR_GATHER];
 
 	if (is_nil(x, t)) {
@@ -218,14 +249,23 @@ static void put_list(struct bp_text *x, ERL_NIF_TERM t, unsigned depth)
 		BP_TEXT_PUTS(x, "[...]");
 		return;
 	}
-	if ((k = gather_string(x, t, g, &more)) > STR_GATHER) {
+	if ((k = gather_string(x, t, g, &more, &plain)) > STR_GATHER) {
 		put_long_string(x, t);
 		return;
 	}
 	if (k >= 0) {
 		/* one pass found a string and its characters */
-		bp_text_ch(x, '"');
-		bp_text_chars(x, g, (size_t)k);
+		if (plain && bp_text_far(x, (size_t)k + 1)) {
+			/* the quote and each character, tokens of one byte
+			 * that all fit with room for "..." after them */
+			x->buf[x->pos] = '"';
+			bp_text_copy(x->buf + x->pos + 1, g, (size_t)k);
+			x->pos += (size_t)k + 1;
+			x->safe = x->pos;
+		} else {
+			bp_text_ch(x, '"');
+			bp_text_chars(x, g, (size_t)k);
+		}
 		if (more)
 			BP_TEXT_PUTS(x, "\"...");
 		else

@@ -40,17 +40,23 @@ enum {
 	BP_TEXT_PLAIN = 2, /* written as itself inside quotes */
 	BP_TEXT_NAME = 4,  /* may appear in an unquoted atom */
 	BP_TEXT_LOWER = 8, /* may start an unquoted atom */
+	BP_TEXT_STR = 16,  /* ASCII written as itself in "...": bp_text_plain_byte */
 };
 
 #define PP (BP_TEXT_PRINT | BP_TEXT_PLAIN)
 #define PN (BP_TEXT_PRINT | BP_TEXT_PLAIN | BP_TEXT_NAME)
 #define PL (BP_TEXT_PRINT | BP_TEXT_PLAIN | BP_TEXT_NAME | BP_TEXT_LOWER)
+#define AP (PP | BP_TEXT_STR)
+#define AN (PN | BP_TEXT_STR)
+#define AL (PL | BP_TEXT_STR)
 
 static const unsigned char bp_text_cls[256] = {
-	[8 ... 13] = BP_TEXT_PRINT,	[27] = BP_TEXT_PRINT,	   [' ' ... '/'] = PP,
-	['0' ... '9'] = PN,	[':' ... '?'] = PP, ['@' ... 'Z'] = PN,
-	['[' ... '^'] = PP,	['_'] = PN,	   ['`'] = PP,
-	['a' ... 'z'] = PL,	['{' ... '~'] = PP, [160 ... 191] = PP,
+	[8 ... 13] = BP_TEXT_PRINT, [27] = BP_TEXT_PRINT,
+	[' ' ... '!'] = AP,	['"'] = PP,	['#' ... '/'] = AP,
+	['0' ... '9'] = AN,	[':' ... '?'] = AP, ['@' ... 'Z'] = AN,
+	['['] = AP,		['\\'] = PP,	[']' ... '^'] = AP,
+	['_'] = AN,		['`'] = AP,	['a' ... 'z'] = AL,
+	['{' ... '~'] = AP,	[160 ... 191] = PP,
 	[192 ... 214] = PN,	[215] = PP,	   [216 ... 222] = PN,
 	[223 ... 246] = PL,	[247] = PP,	   [248 ... 255] = PL,
 };
@@ -125,6 +131,61 @@ static inline void bp_text_cut(struct bp_text *x)
 	x->pos += n;
 }
 
+/* memcpy(d, s, n) for n > 32, out of line: inlined at a caller whose
+ * source is a small array, gcc (-Warray-bounds, at -O1 as the ASan build
+ * compiles) would see a copy of more than the array on a path that
+ * cannot be taken. */
+static __attribute__((noinline, unused)) void bp_text_copy_long(
+	char *d, const char *s, size_t n)
+{
+	memcpy(d, s, n);
+}
+
+/* memcpy(d, s, n) of the short texts tokens mostly are, without the
+ * library call that a length not known at compile time costs: two
+ * overlapping loads and stores of 16, 8, 4 or 1 bytes (no byte outside
+ * d[0..n) or s[0..n) is touched); longer ones through memcpy. */
+static inline void bp_text_copy(char *d, const char *s, size_t n)
+{
+	if (__builtin_constant_p(n)) {
+		memcpy(d, s, n);
+	} else if (n > 32) {
+		bp_text_copy_long(d, s, n);
+	} else if (n >= 16) {
+		char a[16], b[16];
+
+		memcpy(a, s, 16);
+		memcpy(b, s + n - 16, 16);
+		memcpy(d, a, 16);
+		memcpy(d + n - 16, b, 16);
+	} else if (n >= 8) {
+		uint64_t a, b;
+
+		memcpy(&a, s, 8);
+		memcpy(&b, s + n - 8, 8);
+		memcpy(d, &a, 8);
+		memcpy(d + n - 8, &b, 8);
+	} else if (n >= 4) {
+		uint32_t a, b;
+
+		memcpy(&a, s, 4);
+		memcpy(&b, s + n - 4, 4);
+		memcpy(d, &a, 4);
+		memcpy(d + n - 4, &b, 4);
+	} else if (n) {
+		d[0] = s[0];
+		d[n / 2] = s[n / 2];
+		d[n - 1] = s[n - 1];
+	}
+}
+
+/* 1 if n more bytes fit with room for "..." after them: then any tokens
+ * of n bytes in all are written whole, and the cut point is their end. */
+static inline int bp_text_far(const struct bp_text *x, size_t n)
+{
+	return !x->full && x->lim - x->pos >= n + 3;
+}
+
 /* Appends a token (whole UTF-8 characters), or cuts if it does not fit. */
 static inline void bp_text_put(struct bp_text *x, const char *s, size_t n)
 {
@@ -134,7 +195,7 @@ static inline void bp_text_put(struct bp_text *x, const char *s, size_t n)
 		bp_text_cut(x);
 		return;
 	}
-	memcpy(x->buf + x->pos, s, n);
+	bp_text_copy(x->buf + x->pos, s, n);
 	x->pos += n;
 	if (x->lim - x->pos >= 3)
 		x->safe = x->pos;
@@ -153,7 +214,7 @@ static inline void bp_text_run(struct bp_text *x, const char *s, size_t n)
 		return;
 	room = x->lim - x->pos;
 	k = n < room ? n : room;
-	memcpy(x->buf + x->pos, s, k);
+	bp_text_copy(x->buf + x->pos, s, k);
 	x->pos += k;
 	if (x->lim - x->pos >= 3)
 		x->safe = x->pos;
