@@ -107,6 +107,43 @@ static inline int get_char(struct bp_text *x, ERL_NIF_TERM t, int *c)
 	return enif_get_int(x->env, t, c);
 }
 
+/* The leaves met most in containers -- a small integer, [], an
+ * immediate (atom, local pid or port) whose text is cached -- written
+ * as term() writes them, without its call; 0 (nothing written) for any
+ * other term. */
+static inline int leaf(struct bp_text *x, ERL_NIF_TERM t)
+{
+	struct bp_term_imm *e;
+
+	if ((t & ERTS_PRIMARY_MASK) != ERTS_PRIMARY_IMMED)
+		return 0; /* a list or a boxed term: one test */
+	if (sizeof(ERL_NIF_TERM) == 8 && bp_erts_layout_ok()) {
+		if ((t & ERTS_IMMED1_MASK) == ERTS_IMMED1_SMALL) {
+			int64_t v = (int64_t)t >> 4;
+
+			bp_text_u64(x, v < 0 ? 0 - (uint64_t)v : (uint64_t)v,
+				    v < 0);
+			return 1;
+		}
+		if (t == ERTS_NIL) {
+			BP_TEXT_PUTS(x, "[]");
+			return 1;
+		}
+	}
+	if ((e = bp_text_imm_entry(x, t)) && e->word == (uint64_t)t) {
+		bp_text_put(x, e->text, e->len);
+		return 1;
+	}
+	return 0;
+}
+
+/* One element of a container: a leaf inline, anything else by term(). */
+static inline void elem(struct bp_text *x, ERL_NIF_TERM t, unsigned depth)
+{
+	if (!leaf(x, t))
+		term(x, t, depth);
+}
+
 /* The leading small integers of list t ("1,2,3" after a '['), written
  * as bp_text_small_elem would write each, with the position, the limit and
  * `safe' kept in registers: a run stops before an element that is not a
@@ -285,7 +322,7 @@ static void put_list(struct bp_text *x, ERL_NIF_TERM t, unsigned depth)
 			continue;
 		if (i)
 			bp_text_ch(x, ',');
-		term(x, hd, depth - 1);
+		elem(x, hd, depth - 1);
 	}
 	if (!is_nil(x, t)) {
 		bp_text_ch(x, '|');
@@ -316,7 +353,7 @@ static void put_tuple(struct bp_text *x, ERL_NIF_TERM t, unsigned depth)
 		}
 		if (i)
 			bp_text_ch(x, ',');
-		term(x, e[i], depth - 1);
+		elem(x, e[i], depth - 1);
 	}
 	bp_text_ch(x, '}');
 }
@@ -355,9 +392,9 @@ static void put_map(struct bp_text *x, ERL_NIF_TERM t, unsigned depth)
 		}
 		if (i)
 			bp_text_ch(x, ',');
-		term(x, k, depth - 1);
+		elem(x, k, depth - 1);
 		BP_TEXT_PUTS(x, " => ");
-		term(x, v, depth - 1);
+		elem(x, v, depth - 1);
 		if (!flat)
 			enif_map_iterator_next(x->env, &it);
 	}
@@ -522,7 +559,7 @@ size_t bp_term_render_args_cached(ErlNifEnv *env, ERL_NIF_TERM args,
 		}
 		if (i)
 			BP_TEXT_PUTS(&x, ", ");
-		term(&x, hd, depth);
+		elem(&x, hd, depth);
 		if (x.full)
 			return bp_text_end(&x);
 	}
