@@ -427,6 +427,37 @@ static void shortest(double a, uint64_t *m, int *e)
 	strip(m, e);
 }
 
+/* d[0..n) = s[0..n), n <= 24 (digits), without the library call that a
+ * memcpy of a length not known at compile time costs (nor a loop, which
+ * the compiler turns back into that call): two or three moves of 8 or 4
+ * bytes, the last one overlapping, or single bytes; no byte outside
+ * either range is touched. */
+static inline void copy_short(char *d, const char *s, size_t n)
+{
+	uint64_t w, v, u;
+	uint32_t h, l;
+
+	if (n >= 8) {
+		memcpy(&w, s, 8);
+		memcpy(&v, s + n - 8, 8);
+		if (n > 16)
+			memcpy(&u, s + 8, 8);
+		memcpy(d, &w, 8);
+		if (n > 16)
+			memcpy(d + 8, &u, 8);
+		memcpy(d + n - 8, &v, 8);
+	} else if (n >= 4) {
+		memcpy(&h, s, 4);
+		memcpy(&l, s + n - 4, 4);
+		memcpy(d, &h, 4);
+		memcpy(d + n - 4, &l, 4);
+	} else if (n) {
+		d[0] = s[0];
+		d[n / 2] = s[n / 2];
+		d[n - 1] = s[n - 1];
+	}
+}
+
 /* A float as float_to_list(F, [short]) writes it (OTP 25, to_chars.h):
  * fixed notation within a window of exponents, else scientific. */
 size_t bp_float_text(double v, char b[BP_FLOAT_TEXT])
@@ -452,24 +483,24 @@ size_t bp_float_text(double v, char b[BP_FLOAT_TEXT])
 		  (m > (1ull << 52) / 5 && e == 1) ||
 		  (m > (1ull << 51) / 25 && e == 2));
 	if (fixed && e >= 0) { /* 1729.0, 17290.0 */
-		memcpy(p, d, (size_t)n);
+		copy_short(p, d, (size_t)n);
 		p += n;
-		memset(p, '0', (size_t)e);
+		memcpy(p, "00", 2); /* e <= 2 zeros (upper), within b */
 		p += e;
 		memcpy(p, ".0", 2);
 		p += 2;
 	} else if (fixed && n + e > 0) { /* 17.29 */
-		memcpy(p, d, (size_t)(n + e));
+		copy_short(p, d, (size_t)(n + e));
 		p += n + e;
 		*p++ = '.';
-		memcpy(p, d + n + e, (size_t)-e);
+		copy_short(p, d + n + e, (size_t)-e);
 		p += -e;
 	} else if (fixed) { /* 0.001729 */
 		memcpy(p, "0.", 2);
 		p += 2;
-		memset(p, '0', (size_t)-(n + e));
+		memcpy(p, "000", 3); /* -(n + e) <= 3 zeros (lower), within b */
 		p += -(n + e);
-		memcpy(p, d, (size_t)n);
+		copy_short(p, d, (size_t)n);
 		p += n;
 	} else { /* 1.729e-10, 1.0e100 */
 		*p++ = d[0];
@@ -477,7 +508,7 @@ size_t bp_float_text(double v, char b[BP_FLOAT_TEXT])
 		if (n == 1) {
 			*p++ = '0';
 		} else {
-			memcpy(p, d + 1, (size_t)(n - 1));
+			copy_short(p, d + 1, (size_t)(n - 1));
 			p += n - 1;
 		}
 		*p++ = 'e';
