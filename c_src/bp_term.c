@@ -55,10 +55,13 @@
  *   - term types unknown to this file print as "...".
  * Speed: the common kinds (small integers, lists, [], tuples, floats,
  * binaries, flat maps) are told and read from their words on a layout
- * checked at load (bp_erts_layout.h), without the NIF API's calls; text
- * is written token by token, but runs of them (a string's characters, a
- * list's leading integers, a binary's plain bytes found 16 at a time) in
- * one go (`bash bench/run.sh render`, docs/performance.md).
+ * checked at load (bp_erts_layout.h), without the NIF API's calls (none
+ * at a list's end either); the leaves of containers (small integers, [],
+ * cached atoms, pids, ports) are written where the container walks,
+ * without a call; text is written token by token, but runs of them (a
+ * string's characters, checked, gathered and copied in one pass, a list's
+ * leading integers, a binary's plain bytes found 16 at a time) in one go
+ * (`bash bench/run.sh render`, docs/performance.md).
  * Every term type is thus O(limits): tested on a 100 MB unaligned
  * sub-binary, a 100 MB bitstring, a 10^6-digit bignum, a fun closing over
  * a 10^7-element list, a 10^6-key map and a 10^7-element improper list
