@@ -582,9 +582,12 @@ call(_, _) ->
 
 call_session(Session, stop) ->
     case call_session(Session, stop_handlers) of
-        {ok, Sum, Handlers} ->
+        {ok, Sum, Handlers, Wait} ->
             %% A handler that stops its own session does not wait for itself.
-            _ = [gone(H, handler_wait()) || H <- Handlers, H =/= self()],
+            _ = [gone(H, Wait) || H <- Handlers, H =/= self()],
+            {ok, Sum};
+        {ok, Sum, Handlers} ->              % a session of an older release
+            _ = [gone(H, 6000) || H <- Handlers, H =/= self()],
             {ok, Sum};
         Other -> Other
     end;
@@ -597,14 +600,6 @@ call_session(Session, Req) ->
                   exit:{shutdown, _} -> {error, not_found}
             end;
         false -> {error, not_found}
-    end.
-
-%% How long stop/1 waits for a handler: beamprobe_handler:stop/2 kills it
-%% after handler_stop_timeout, so it is gone by then (plus a margin).
-handler_wait() ->
-    case application:get_env(beamprobe, handler_stop_timeout) of
-        {ok, T} when is_integer(T), T >= 0 -> T + 1000;
-        _ -> 6000
     end.
 
 %% Waits (at most 5 s) until a session that replied for the last time has

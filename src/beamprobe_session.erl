@@ -89,9 +89,13 @@ handle_call(stop, _From, St) ->
     {stop, normal, {ok, St1#st.summary}, St1};
 %% stop/1 of beamprobe.erl: also the handlers, for it to wait until they
 %% have handled every batch (they are told to end in finish/2).
+%% How long to wait for them is read here too: in the caller, its
+%% application env lookups were recorded by any other session tracing the
+%% caller's calls (a shell trace of ets:lookup/2 printed them at clear/0).
 handle_call(stop_handlers, _From, St) ->
     St1 = finish(St, requested),
-    {stop, normal, {ok, St1#st.summary, St1#st.handlers}, St1};
+    {stop, normal,
+     {ok, St1#st.summary, St1#st.handlers, handler_wait()}, St1};
 handle_call(info, _From, #st{summary = undefined, res = Res} = St) ->
     case nif(fun() -> beamprobe_nif:info(Res) end) of
         {nif_error, E} -> {reply, {error, {nif_error, E}}, St};
@@ -164,6 +168,14 @@ ended(St) -> {noreply, St}.
 terminate(_Reason, St) ->
     _ = finish(St, terminated),
     ok.
+
+%% How long stop/1 waits for a handler: beamprobe_handler:stop/2 kills it
+%% after handler_stop_timeout, so it is gone by then (plus a margin).
+handler_wait() ->
+    case application:get_env(beamprobe, handler_stop_timeout) of
+        {ok, T} when is_integer(T), T >= 0 -> T + 1000;
+        _ -> 6000
+    end.
 
 %%% ------------------------------------------------------------------------
 %%% Installing

@@ -19,7 +19,7 @@
          init_per_testcase/2, end_per_testcase/2]).
 -export([handler_flow_control/1, handler_flow_control_credits_2/1,
          handler_every_event/1, handler_order_across_threads/1,
-         handler_order_collector_paused/1,
+         handler_order_collector_paused/1, stop_reads_nothing_in_caller/1,
          several_sinks/1, sink_filter/1,
          concurrent_sessions/1, clear_restores/1, remote_shell/1]).
 %% Peer-side helper (spawned by MFA).
@@ -50,6 +50,7 @@ groups() ->
     [{handlers, [], [handler_flow_control, handler_flow_control_credits_2,
                      handler_every_event, handler_order_across_threads,
                      handler_order_collector_paused,
+                     stop_reads_nothing_in_caller,
                      several_sinks, sink_filter]},
      {sessions, [], [concurrent_sessions, clear_restores]}].
 
@@ -258,6 +259,30 @@ order_paused(_Config) ->
     after
         peer:stop(Peer)
     end.
+
+%% stop/1 of a session with a handler makes no call in the caller that
+%% another session tracing the caller's calls records: it read the
+%% application env there (ets:lookup(ac_tab, {env, beamprobe,
+%% handler_stop_timeout})), once per handler; a shell trace of
+%% ets:lookup/2 printed those calls when clear/0 stopped another trace.
+stop_reads_nothing_in_caller(Config) ->
+    Dir = filename:join(?config(case_dir, Config), "trace"),
+    W = worker(),
+    {S, H} = f_to_handler(W),
+    Watch = start(#{procs => [self()], calls => [{ets, lookup, 2}],
+                    output => {file, Dir}}),
+    _ = ets:lookup(ac_tab, {env, beamprobe, own_check_marker}),
+    _ = stop(S),
+    {requested, _} = handler_done(H),
+    _ = stop(Watch),
+    Args = [?L:field(E, "args") || E <- ?L:events(?L:trace(Dir), "call")],
+    ct:log("ets:lookup/2 calls: ~p", [Args]),
+    %% (The marker call shows that the caller's calls are recorded.)
+    ?assertMatch([_], [A || A <- Args,
+                            binary:match(A, <<"own_check_marker">>) =/= nomatch]),
+    ?assertEqual([], [A || A <- Args,
+                           binary:match(A, <<"handler_stop_timeout">>) =/= nomatch]),
+    beamprobe_workload:stop_worker(W).
 
 %% A file and a handler in one session see the same events.
 several_sinks(Config) ->
