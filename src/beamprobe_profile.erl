@@ -17,8 +17,9 @@
 %%% traces, with a tracer that discards every event (`{beamprobe_nif,
 %%% beamprobe_discard}': other tools' patterns do not run in them), not on
 %%% the processes they spawn (those take the `new' defaults of whoever
-%%% set them), and cleared at the end.  If the worker dies, the caller
-%%% restores what it set.
+%%% set them), and cleared at the end.  If the worker dies, its guard (a
+%%% process of the run that outlives it) restores what it set, also when
+%%% the caller died with it.
 %%% One profile runs at a time (the worker is registered).  A
 %%% `{beamprobe_profile, stop}' message to the registered worker ends the
 %%% run early, with its table (how `bin/beamprobe profile' stops on ^C).
@@ -27,6 +28,7 @@
 -export([profile/2, to_json/1, format/1]).
 
 -define(NAME, beamprobe_profile).
+-define(GUARD, beamprobe_profile_guard).
 -define(OPTS, [time, timing, per_process, procs, sort, top, json, print,
                io_server, force, max_functions]).
 -define(DEFAULT_MS, 5000).
@@ -221,23 +223,48 @@ start_worker(MFAs, O) ->
                            [monitor, {priority, high}]),
     collect(Pid, Ref, O, none).
 
-collect(Pid, Ref, O, Taken) ->
+collect(Pid, Ref, O, Guard) ->
     receive
-        {Pid, taken, MFAs, Tracer} ->
-            collect(Pid, Ref, O, {MFAs, Tracer});
+        {Pid, taken, G} ->
+            collect(Pid, Ref, O, G);
         {Pid, Result} ->
             erlang:demonitor(Ref, [flush]),
             report(Result, O);
         {'DOWN', Ref, process, Pid, Why} ->
-            %% Killed before its own clean-up: its counters and flags
-            %% would stay, and refuse every later run.
-            _ = case Taken of
-                    {MFAs, Tracer} ->
-                        set(MFAs, false, maps:get(timing, O)),
-                        Tracer =:= none orelse unflag(Tracer);
-                    none -> ok
-                end,
+            %% Killed before its own clean-up: its guard restores what it
+            %% set (else its counters and flags would stay, and refuse
+            %% every later run); returns once that is done.
+            _ = is_pid(Guard) andalso wait_down(Guard),
             {error, {profile_failed, Why}}
+    end.
+
+wait_down(P) ->
+    R = erlang:monitor(process, P),
+    receive {'DOWN', R, process, P, _} -> true end.
+
+%% The run's guard: restores the counters and flags the worker set if the
+%% worker dies before restoring them itself (killed), whether or not its
+%% caller is still there (both killed at once left them for good, and
+%% every later run was refused with counters_in_use).  Registered while
+%% it lives: no run starts before it has restored.  Not linked: it
+%% outlives the worker; sensitive: nothing records it.
+start_guard(MFAs, Tracer, Timing) ->
+    W = self(),
+    G = spawn(fun() ->
+                      _ = process_flag(sensitive, true),
+                      R = erlang:monitor(process, W),
+                      guard(W, R, MFAs, Tracer, Timing)
+              end),
+    true = register(?GUARD, G),
+    G.
+
+guard(W, R, MFAs, Tracer, Timing) ->
+    receive
+        {W, done} -> ok;                             % restored by itself
+        {'DOWN', R, process, W, normal} -> ok;
+        {'DOWN', R, process, W, _} ->
+            set(MFAs, false, Timing),
+            Tracer =:= none orelse unflag(Tracer)
     end.
 
 report({ok, Res}, #{json := true} = O) ->
@@ -260,16 +287,27 @@ worker(Caller, MFAs0, O) ->
     CRef = erlang:monitor(process, Caller),
     Reply = try register(?NAME, self()) of
                 true ->
-                    case free(MFAs0, O) of
-                        {ok, MFAs, Held} ->
+                    case {whereis(?GUARD), free(MFAs0, O)} of
+                        {G, _} when is_pid(G) ->
+                            %% The last run's guard is still restoring.
+                            {error, {profile_running, G}};
+                        {_, {ok, MFAs, Held}} ->
                             %% What to restore if this worker dies.
                             Tracer = case maps:get(timing, O) of
                                          true -> tracer(self());
                                          false -> none
                                      end,
-                            Caller ! {self(), taken, MFAs, Tracer},
-                            profile_locked(CRef, MFAs, Held, Tracer, O);
-                        {error, _} = E -> E
+                            Guard = start_guard(MFAs, Tracer,
+                                                maps:get(timing, O)),
+                            Caller ! {self(), taken, Guard},
+                            try profile_locked(CRef, MFAs, Held, Tracer, O)
+                            after
+                                %% Restored: the guard ends (and its name
+                                %% is free) before the caller is told.
+                                Guard ! {self(), done},
+                                wait_down(Guard)
+                            end;
+                        {_, {error, _} = E} -> E
                     end
             catch error:badarg ->
                     {error, {profile_running, whereis(?NAME)}}

@@ -15,7 +15,7 @@
          restored_caller_killed/1, cprof_refused/1, bad_input/1,
          time_bound/1, json_parsed/1, one_at_a_time/1, table_layout/1,
          call_time_held/1, per_process/1, new_processes_left/1,
-         foreign_patterns_silent/1, restored_worker_killed/1,
+         foreign_patterns_silent/1, restored_worker_killed/1, restored_both_killed/1,
          counter_lost_reported/1, unloaded_not_loaded/1,
          session_during_profile_skipped/1, per_process_two/1,
          own_work_not_counted/1, session_then_profile_no_error_report/1]).
@@ -29,6 +29,7 @@ all() ->
      restored_caller_killed, cprof_refused, bad_input, time_bound,
      json_parsed, one_at_a_time, table_layout, call_time_held, per_process,
      new_processes_left, foreign_patterns_silent, restored_worker_killed,
+     restored_both_killed,
      counter_lost_reported, unloaded_not_loaded,
      session_during_profile_skipped, per_process_two, own_work_not_counted,
      session_then_profile_no_error_report, top_counts_all].
@@ -625,6 +626,26 @@ restored_worker_killed(_Config) ->
     ?assertEqual(Before, snapshot([self()])),
     ?assertMatch({ok, _}, beamprobe:profile([{?W, add, 2}],
                                             #{time => 50, print => false})).
+
+%% The caller and the worker killed at once: nobody was left to restore
+%% the counters and flags (about 53 processes kept the call flag), and
+%% every later profile was refused with counters_in_use.  The run's guard
+%% restores them.
+restored_both_killed(_Config) ->
+    Before = snapshot([self()]),
+    Self = self(),
+    C = spawn(fun() -> Self ! {res, beamprobe:profile([{?W, '_', '_'}],
+                                                      #{time => 60000,
+                                                        print => false})}
+              end),
+    wait_until(fun() -> lists:all(fun counting/1, ?MFAS) end),
+    W = whereis(beamprobe_profile),
+    exit(C, kill),
+    exit(W, kill),
+    wait_until(fun() -> snapshot([self()]) =:= Before end),
+    ?assertMatch({ok, _}, beamprobe:profile([{?W, add, 2}],
+                                            #{time => 50, print => false})),
+    receive {res, R} -> ct:fail({caller_answered, R}) after 0 -> ok end.
 
 %% A module loaded again during the run loses its counters: the result
 %% names the function (`lost') instead of leaving it out as not called.
