@@ -481,7 +481,9 @@ apply_patterns1(Old, New, Force, Meta) ->
     _ = [safely(fun() -> remove_key(K, Old, Meta) end)
          || K <- general_first(Removed),
             not lists:any(fun(N) -> covers(N, K) end, maps:keys(New))],
-    set_keys(general_first(Reset), New, #{}, Old, set_flag(Meta)).
+    %% (Keys a session forces are set whole.)
+    set_keys(general_first(Reset), New, #{}, Old,
+             {set_flag(Meta), maps:without(Force, Old), Meta}).
 
 %% Removes key K's pattern, which no live session needs any more, from
 %% the functions where it is still beamprobe's: one whose pattern another
@@ -526,14 +528,35 @@ ours(MFA, Old, false) ->
 ms(true) -> [];
 ms(MS) -> MS.
 
-set_keys([], _New, Counts, _Done, _Flag) -> {ok, Counts};
-set_keys([K | T], New, Counts, Done, Flag) ->
+set_keys([], _New, Counts, _Done, _How) -> {ok, Counts};
+set_keys([K | T], New, Counts, Done, {Flag, Old, Meta} = How) ->
     MS = maps:get(K, New),
-    try erlang:trace_pattern(K, MS, Flag) of
-        N -> set_keys(T, New, Counts#{K => N}, Done#{K => MS}, Flag)
+    try set_key(K, MS, Flag, Old, Meta) of
+        N -> set_keys(T, New, Counts#{K => N}, Done#{K => MS}, How)
     catch error:badarg ->
             {error, {bad_pattern, K}, Done}
     end.
+
+%% Sets key K's (new) match spec.  A key installed before (its sessions
+%% changed) is set again only on the functions whose pattern is still
+%% beamprobe's: one another tool set meanwhile (reported replaced by the
+%% watchdog) keeps it, as on removal (remove_key/3).  A '_' module
+%% (force) is set whole.
+set_key({'_', _, _} = K, MS, Flag, _Old, _Meta) ->
+    erlang:trace_pattern(K, MS, Flag);
+set_key({M, F, A} = K, MS, Flag, Old, Meta) when is_map_key(K, Old) ->
+    Fs = try erlang:get_module_info(M, functions)
+         catch error:badarg -> []
+         end,
+    Funs = [{M, Fn, Ar} || {Fn, Ar} <- Fs, F =:= '_' orelse F =:= Fn,
+                           A =:= '_' orelse A =:= Ar],
+    case lists:partition(fun(MFA) -> ours(MFA, Old, Meta) end, Funs) of
+        {_, []} -> erlang:trace_pattern(K, MS, Flag);
+        {Ours, _Theirs} ->
+            lists:sum([erlang:trace_pattern(MFA, MS, Flag) || MFA <- Ours])
+    end;
+set_key(K, MS, Flag, _Old, _Meta) ->
+    erlang:trace_pattern(K, MS, Flag).
 
 covers(A, B) -> beamprobe_combine:covers(A, B).
 

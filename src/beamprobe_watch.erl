@@ -385,21 +385,16 @@ maybe_confirm(#w{pending = P, confirm = false} = W) when map_size(P) > 0 ->
     W#w{confirm = true};
 maybe_confirm(W) -> W.
 
-%% Reports the differences still there; a replaced match spec on a
-%% function another beamprobe session claims becomes the baseline.  More
+%% Reports the differences still there; a match spec beamprobe's janitor
+%% installed (the combined one of the sessions on the function, set again
+%% when one joins or leaves) becomes the baseline.  More
 %% than ?MAX_EACH differences of one kind and how in one round (recon_trace
 %% clearing the node, erlang:trace(all, false, [all])) are one report:
 %% `{pattern, {functions, N}, How, Seen}' or `{procs, {processes, N}, How,
 %% Seen}' (the event's detail lists the first ones).
 confirm(#w{pending = Pend} = W) ->
-    Held = case [x || {pattern, _} <- maps:keys(Pend)] of
-               [] -> [];
-               %% Of this session's kind: a meta session's pattern says
-               %% nothing of who replaced a trace pattern, and back.
-               _ -> beamprobe_janitor:others_patterns(W#w.session, W#w.meta)
-           end,
     {Sure, W1} = maps:fold(fun(Key, {_How, Base, _S, Seen}, {Acc, WA}) ->
-                                   confirm_one(Key, Base, Seen, Held, Acc, WA)
+                                   confirm_one(Key, Base, Seen, Acc, WA)
                            end, {[], W#w{pending = #{}}}, Pend),
     Groups = lists:foldl(fun({{Kind, Sub}, How, _, _, _} = D, G) ->
                                  K = {Kind, How, Sub =:= new},
@@ -414,14 +409,15 @@ confirm(#w{pending = Pend} = W) ->
                                   end, WA, lists:reverse(Ds))
               end, W1, Groups).
 
-confirm_one({pattern, F} = Key, Base, Seen, Held, Acc, #w{meta = Meta} = W) ->
+confirm_one({pattern, F} = Key, Base, Seen, Acc, #w{meta = Meta} = W) ->
     S = fun_state(F, Meta),
     case fun_diff(Base, S, W) of
         same -> {Acc, W};
         replaced ->
+            %% Not "another beamprobe session claims F": another tool's
+            %% match spec on a function two sessions shared was taken for
+            %% theirs, and neither session reported it.
             case lists:member(F, W#w.relied) orelse
-                lists:any(fun(H) -> beamprobe_skip:covers(H, F) end,
-                          Held) orelse
                 %% The combined match spec beamprobe's janitor installs
                 %% when another session joins or leaves (by beamprobe's
                 %% tracer, for a meta pattern).
@@ -433,13 +429,13 @@ confirm_one({pattern, F} = Key, Base, Seen, Held, Acc, #w{meta = Meta} = W) ->
             end;
         removed -> {[{Key, removed, Base, S, Seen} | Acc], W}
     end;
-confirm_one({messages, K} = Key, Base, Seen, _Held, Acc, W) ->
+confirm_one({messages, K} = Key, Base, Seen, Acc, W) ->
     S = beamprobe_janitor:msg_state(K),
     case msg_diff(Base, S) of
         same -> {Acc, W};
         How -> {[{Key, How, Base, S, Seen} | Acc], W}
     end;
-confirm_one({procs, P} = Key, Base, Seen, _Held, Acc, W) ->
+confirm_one({procs, P} = Key, Base, Seen, Acc, W) ->
     S = proc_state(P, W),
     case proc_diff(Base, S) of
         same -> {Acc, W};

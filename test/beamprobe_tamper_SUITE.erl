@@ -37,7 +37,8 @@
          no_report_on_reload/1, watchdog_not_traced/1,
          tampered_nif_args/1, relied_pattern_removed/1,
          redbug_wipe_reported/1, idle_not_running/1,
-         msg_pattern_replaced_reported/1, replaced_pattern_kept/1]).
+         msg_pattern_replaced_reported/1, replaced_pattern_kept/1,
+         replaced_pattern_kept_overlap/1]).
 
 -define(W, beamprobe_workload).
 -define(L, beamprobe_test_lib).
@@ -54,7 +55,8 @@ all() ->
      no_report_on_stop, no_report_second_session, no_report_same_function,
      no_report_on_reload, watchdog_not_traced, tampered_nif_args,
      relied_pattern_removed, redbug_wipe_reported, idle_not_running,
-     msg_pattern_replaced_reported, replaced_pattern_kept].
+     msg_pattern_replaced_reported, replaced_pattern_kept,
+     replaced_pattern_kept_overlap].
 
 init_per_suite(Config) ->
     beamprobe_coexist_lib:init_suite(Config).
@@ -100,6 +102,32 @@ replaced_pattern_kept(Config) ->
          erlang:trace_pattern(?ADD, false, [local])
      end || {I, Pat} <- [{1, ?ADD}, {2, {?W, '_', '_'}}]],
     ok.
+
+%% The same with two sessions on the function (their match specs
+%% combined): when the first stops, the janitor set the other's match
+%% spec again -- over dbg's (found by h2).
+replaced_pattern_kept_overlap(Config) ->
+    DbgMS = [{'_', [], [{return_trace}]}],
+    S1 = ?L:start(#{calls => [{?ADD, [{[1, '_'], [], []}]}],
+                    output => {file, ?L:dir(Config, "s1")}}),
+    S2 = ?L:start(#{calls => [?ADD],
+                    output => {file, ?L:dir(Config, "s2")}}),
+    _ = dbg_collector(),
+    {ok, _} = dbg:tpl(?W, add, 2, DbgMS),
+    _ = ?L:wait_until(fun() -> tampered(S1) =/= [] andalso
+                                   tampered(S2) =/= []
+                      end, 2 * ?WITHIN_MS),
+    _ = ?L:stop(S1),
+    ?assertEqual({match_spec, DbgMS}, erlang:trace_info(?ADD, match_spec)),
+    _ = ?L:stop(S2),
+    ?assertEqual({match_spec, DbgMS}, erlang:trace_info(?ADD, match_spec)),
+    {ok, _} = dbg:p(self(), [c]),
+    3 = ?W:add(1, 2),
+    receive {dbg_call, Me} when Me =:= self() -> ok
+    after 2000 -> ct:fail(dbg_got_no_call)
+    end,
+    dbg:stop(),
+    erlang:trace_pattern(?ADD, false, [local]).
 
 ctp_reported(Config) ->
     reported(Config, #{calls => [?ADD]},
