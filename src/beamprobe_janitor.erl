@@ -531,7 +531,7 @@ ms(MS) -> MS.
 set_keys([], _New, Counts, _Done, _How) -> {ok, Counts};
 set_keys([K | T], New, Counts, Done, {Flag, Old, Meta} = How) ->
     MS = maps:get(K, New),
-    try set_key(K, MS, Flag, Old, Meta) of
+    try set_key(K, MS, Flag, Old, Done, Meta) of
         N -> set_keys(T, New, Counts#{K => N}, Done#{K => MS}, How)
     catch error:badarg ->
             {error, {bad_pattern, K}, Done}
@@ -540,22 +540,25 @@ set_keys([K | T], New, Counts, Done, {Flag, Old, Meta} = How) ->
 %% Sets key K's (new) match spec.  A key installed before (its sessions
 %% changed) is set again only on the functions whose pattern is still
 %% beamprobe's: one another tool set meanwhile (reported replaced by the
-%% watchdog) keeps it, as on removal (remove_key/3).  A '_' module
-%% (force) is set whole.
-set_key({'_', _, _} = K, MS, Flag, _Old, _Meta) ->
+%% watchdog) keeps it, as on removal (remove_key/3).  Beamprobe's: a
+%% match spec of a key installed before, or of one set earlier in this
+%% pass (a wildcard key, set first, covers the functions of the more
+%% specific ones set after it).  A '_' module (force) is set whole.
+set_key({'_', _, _} = K, MS, Flag, _Old, _Done, _Meta) ->
     erlang:trace_pattern(K, MS, Flag);
-set_key({M, F, A} = K, MS, Flag, Old, Meta) when is_map_key(K, Old) ->
+set_key({M, F, A} = K, MS, Flag, Old, Done, Meta) when is_map_key(K, Old) ->
     Fs = try erlang:get_module_info(M, functions)
          catch error:badarg -> []
          end,
     Funs = [{M, Fn, Ar} || {Fn, Ar} <- Fs, F =:= '_' orelse F =:= Fn,
                            A =:= '_' orelse A =:= Ar],
-    case lists:partition(fun(MFA) -> ours(MFA, Old, Meta) end, Funs) of
+    Ours = fun(MFA) -> ours(MFA, Old, Meta) orelse ours(MFA, Done, Meta) end,
+    case lists:partition(Ours, Funs) of
         {_, []} -> erlang:trace_pattern(K, MS, Flag);
-        {Ours, _Theirs} ->
-            lists:sum([erlang:trace_pattern(MFA, MS, Flag) || MFA <- Ours])
+        {Mine, _Theirs} ->
+            lists:sum([erlang:trace_pattern(MFA, MS, Flag) || MFA <- Mine])
     end;
-set_key(K, MS, Flag, _Old, _Meta) ->
+set_key(K, MS, Flag, _Old, _Done, _Meta) ->
     erlang:trace_pattern(K, MS, Flag).
 
 covers(A, B) -> beamprobe_combine:covers(A, B).

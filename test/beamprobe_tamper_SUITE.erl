@@ -38,7 +38,7 @@
          tampered_nif_args/1, relied_pattern_removed/1,
          redbug_wipe_reported/1, idle_not_running/1,
          msg_pattern_replaced_reported/1, replaced_pattern_kept/1,
-         replaced_pattern_kept_overlap/1]).
+         replaced_pattern_kept_overlap/1, wildcard_reset_keeps_specific/1]).
 
 -define(W, beamprobe_workload).
 -define(L, beamprobe_test_lib).
@@ -56,7 +56,7 @@ all() ->
      no_report_on_reload, watchdog_not_traced, tampered_nif_args,
      relied_pattern_removed, redbug_wipe_reported, idle_not_running,
      msg_pattern_replaced_reported, replaced_pattern_kept,
-     replaced_pattern_kept_overlap].
+     replaced_pattern_kept_overlap, wildcard_reset_keeps_specific].
 
 init_per_suite(Config) ->
     beamprobe_coexist_lib:init_suite(Config).
@@ -128,6 +128,30 @@ replaced_pattern_kept_overlap(Config) ->
     end,
     dbg:stop(),
     erlang:trace_pattern(?ADD, false, [local]).
+
+%% The janitor sets a key again only where its pattern is beamprobe's:
+%% a wildcard key set again first (a session on it left) covers the
+%% functions of a more specific key, whose match spec then differs from
+%% what was installed before and is still beamprobe's.  Each session
+%% keeps exactly its calls, and nobody reports a tampering.
+wildcard_reset_keeps_specific(Config) ->
+    A = ?L:start(#{calls => [{{?W, '_', '_'}, [{['_', 1], [], []}]}],
+                   output => {file, ?L:dir(Config, "a")}}),
+    B = ?L:start(#{calls => [{?ADD, [{[2, '_'], [], []}]}],
+                   output => {file, ?L:dir(Config, "b")}}),
+    C = ?L:start(#{calls => [{{?W, '_', '_'}, [{[3, '_'], [], []}]}],
+                   output => {file, ?L:dir(Config, "c")}}),
+    _ = ?L:stop(C),
+    _ = [?W:add(X, Y) || X <- [1, 2, 3], Y <- [1, 2]],
+    Events = fun(S) -> {ok, #{events := E}} = beamprobe:info(S), E end,
+    _ = ?L:wait_until(fun() -> Events(A) >= 3 andalso Events(B) >= 2 end,
+                      2000),
+    timer:sleep(100),
+    ?assertEqual({3, 2}, {Events(A), Events(B)}),
+    ?assertEqual({[], []}, {tampered(A), tampered(B)}),
+    _ = ?L:stop(A),
+    _ = ?L:stop(B),
+    ?assertEqual({traced, false}, erlang:trace_info(?ADD, traced)).
 
 ctp_reported(Config) ->
     reported(Config, #{calls => [?ADD]},
