@@ -70,7 +70,8 @@
                        bytes => pos_integer()},     % 512 bytes per term
           buffer => pos_integer(),       % 8 MiB per producing thread
           overflow => drop_newest | drop_oldest | stop, % drop_newest
-          limits => #{events => pos_integer() | infinity,  % infinity
+          limits => #{events => pos_integer() | infinity,  % infinity;
+                                  % counts events lost to a full buffer too
                       bytes => pos_integer() | infinity,   % 1 GiB
                       seconds => number() | infinity,      % 60
                       rate => {pos_integer(), pos_integer()} | infinity},
