@@ -29,9 +29,11 @@
 %%% the trace (docs/format.md) and so on the shell printer.  More than
 %%% ?MAX_EACH functions (processes) changed the same way in one round are
 %%% one report, `{pattern, {functions, N}, How, SeenMs}' (`{procs,
-%%% {processes, N}, ...}'), whose event lists the first five.  A change of match spec
-%%% on a function another beamprobe session claims is that session's doing:
-%%% taken as the new baseline, not reported.  With `on_tamper =>
+%%% {processes, N}, ...}'), whose event lists the first five.  A match
+%%% spec the janitor installed (the combined one of the beamprobe sessions
+%%% on the function, set again when one joins or leaves) is beamprobe's:
+%%% taken as the new baseline, not reported; any other is, also on a
+%%% function another beamprobe session traces too.  With `on_tamper =>
 %%% reinstall' (not the default: it fights the other tool) the pattern or
 %%% flags are set again after the report.
 %%%
