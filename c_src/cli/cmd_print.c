@@ -67,6 +67,8 @@ struct printer {
 	/* The trace says no call can have a return event (env returns =
 	 * false): no call is known to end, so no line is indented. */
 	int flat;
+	/* --follow: the directory removed (or replaced) while followed. */
+	int gone;
 };
 
 /* String field i of e, escaped only if the decoder saw a control
@@ -493,17 +495,39 @@ static int trace_complete(struct printer *pr)
 	return access(path, F_OK) == 0;
 }
 
+/* The followed directory is the one we started on: not removed, not
+ * replaced by another of its name (its inode). */
+static int same_dir(const char *dir, const struct stat *first)
+{
+	struct stat st;
+
+	return stat(dir, &st) == 0 && st.st_ino == first->st_ino &&
+	       st.st_dev == first->st_dev;
+}
+
 static void run(struct printer *pr)
 {
 	const struct bp_event *e;
 	int complete = 0;
+	struct stat first;
 
+	if (pr->r.follow && stat(pr->r.dir, &first) != 0)
+		pr->r.follow = 0;
 	for (;;) {
 		while (!interrupted && (e = bp_reader_next(&pr->r)))
 			if (print_event(pr, e))
 				return;
 		if (!pr->r.follow || interrupted || complete)
 			return;
+		/* Removed while followed: nothing more can come (it waited
+		 * forever). */
+		if (!same_dir(pr->r.dir, &first)) {
+			bp_out_flush(&pr->out);
+			fprintf(stderr, "beamprobe: %s: the trace directory was "
+				"removed while followed\n", pr->r.dir);
+			pr->gone = 1;
+			return;
+		}
 		/* Seen before the last refresh: everything is read after it. */
 		complete = trace_complete(pr);
 		bp_out_flush(&pr->out);
@@ -801,6 +825,8 @@ int bp_cmd_print(int argc, char **argv)
 	}
 	bp_out_close(&pr.line);
 	rc = bp_cli_finish(&pr.r, err, "standard output", BP_EXIT_OK);
+	if (pr.gone && rc == BP_EXIT_OK)
+		rc = BP_EXIT_DAMAGED;
 	bp_reader_close(&pr.r);
 	bp_model_free(&pr.m);
 	for (uint32_t i = 0; i < pr.nlabels; i++)

@@ -42,7 +42,7 @@ static const struct command commands[] = {
 	 "  -f, --follow       keep reading a trace still being written\n"
 	 "                     (new packets and stream files) until it is\n"
 	 "                     complete (DIR/.complete, written by receive\n"
-	 "                     and attach) or ^C\n"
+	 "                     and attach), its removal (exit 2) or ^C\n"
 	 "  --nodes            with --follow: DIR holds node traces (DIR/<node>,\n"
 	 "                     as 'attach --cluster' streams them): follow\n"
 	 "                     each, the node's name after the time on every\n"

@@ -951,6 +951,18 @@ sleep 0.5; kill -INT $fpid; wait $fpid; frc=$?
 check "--follow, ^C while waiting for the metadata: exit 0, nothing printed" "$frc $(wc -c <"$WORK/out")" "0 0"
 run print --follow "$WORK/no-such-dir"
 check "--follow on a directory that does not exist: exit 2 at once" "$rc" 2
+# The followed directory removed: print says so and ends (exit 2); it
+# used to wait for more until killed.
+mkdir "$WORK/gone"
+cp $G/metadata $G/thread-* "$WORK/gone/"
+"$BP" print --follow "$WORK/gone" >"$WORK/out" 2>"$WORK/err" &
+fpid=$!
+sleep 0.7
+rm -rf "$WORK/gone"
+for _ in $(seq 30); do kill -0 $fpid 2>/dev/null || break; sleep 0.1; done
+if kill -0 $fpid 2>/dev/null; then kill -INT $fpid; wait $fpid; frc=still_running; else wait $fpid; frc=$?; fi
+check "--follow, directory removed: ends, exit 2, says so" "$frc $(grep -c 'removed while followed' "$WORK/err")" "2 1"
+check "--follow, directory removed: what was there is printed" "$(grep -c '<0.101.0>' "$WORK/out")" "$(grep -c '<0.101.0>' "$EXP/basic.print")"
 
 echo "# --follow --nodes (attach --cluster's printer)"
 mkdir -p "$WORK/nodes/a@h"
