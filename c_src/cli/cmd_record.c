@@ -210,6 +210,10 @@ int bp_cmd_record(int argc, char **argv)
 	else
 		fprintf(stderr, "beamprobe: trace written to %s (%llu "
 			"packets)\n", dir, (unsigned long long)r.packets);
+	/* No trace: 2, as for any session that could not start (the
+	 * program's own status said 0 for `record -- true'). */
+	if (!r.have_uuid)
+		return BP_EXIT_DAMAGED;
 	rc = WIFEXITED(status) ? WEXITSTATUS(status)
 	     : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 2;
 	return rc;
