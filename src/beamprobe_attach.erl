@@ -695,24 +695,29 @@ cleanup(#ag{session = S} = St, Send) ->
     summary_text(Sum, length(Unload), St).
 
 summary_text(undefined, Mods, St) ->
-    text("no session ran; node left as it was (~b modules unloaded, ~b "
-         "files removed)", [Mods + unloaded_self(St), length(St#ag.files)]);
+    M = Mods + unloaded_self(St),
+    F = length(St#ag.files),
+    text("no session ran; node left as it was (~b module~s unloaded, ~b "
+         "file~s removed)", [M, s(M), F, s(F)]);
 summary_text(#{events := E, dropped := #{total := D}, stop_reason := R,
                nodes := Per}, Mods, #ag{cluster = true} = St) ->
+    M = Mods + unloaded_self(St),
+    F = length(St#ag.files),
     text("cluster session ended (~tp): ~b events, ~b lost, on ~b nodes "
-         "(~ts); every node left as it was (here ~b modules unloaded, ~b "
-         "files removed; ~b other node~s cleaned by their agents, beamprobe "
+         "(~ts); every node left as it was (here ~b module~s unloaded, ~b "
+         "file~s removed; ~b other node~s cleaned by their agents, beamprobe "
          "brought to and removed from ~b)",
-         [R, E, D, map_size(Per), per_node(Per), Mods + unloaded_self(St),
-          length(St#ag.files), length(St#ag.remote),
-          s(length(St#ag.remote)), St#ag.brought]);
+         [R, E, D, map_size(Per), per_node(Per), M, s(M), F, s(F),
+          length(St#ag.remote), s(length(St#ag.remote)), St#ag.brought]);
 summary_text(#{events := E, dropped := #{total := D}, stop_reason := R} = Sum,
              Mods, St) ->
     Matched = maps:get(matched, Sum, 0),
+    M = Mods + unloaded_self(St),
+    F = length(St#ag.files),
     text("session ended (~tp): ~b events, ~b lost, ~b function~s matched~ts; "
-         "node left as it was (~b modules unloaded, ~b files removed)",
-         [R, E, D, Matched, s(Matched), tampered_text(Sum),
-          Mods + unloaded_self(St), length(St#ag.files)]).
+         "node left as it was (~b module~s unloaded, ~b file~s removed)",
+         [R, E, D, Matched, s(Matched), tampered_text(Sum), M, s(M), F,
+          s(F)]).
 
 %% "NODE: E events, D lost; ..." (every loss counted, per node).
 per_node(Per) ->
