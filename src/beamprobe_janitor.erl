@@ -490,19 +490,20 @@ apply_patterns1(Old, New, Force, Meta) ->
 %% tool set meanwhile (the watchdog reported it replaced) keeps it, as
 %% beamprobe never takes a pattern from another tool.  Old: the installed
 %% keys; a function holds the match spec of one covering it (the most
-%% specific, set last).  A '_' module (force) is removed whole, unchecked.
-remove_key({'_', _, _} = K, _Old, Meta) ->
-    erlang:trace_pattern(K, false, unset_flag(Meta));
-remove_key({M, F, A} = K, Old, Meta) ->
-    Fs = try erlang:get_module_info(M, functions)
-         catch error:badarg -> []
-         end,
-    Funs = [{M, Fn, Ar} || {Fn, Ar} <- Fs, F =:= '_' orelse F =:= Fn,
-                           A =:= '_' orelse A =:= Ar],
-    case lists:partition(fun(MFA) -> ours(MFA, Old, Meta) end, Funs) of
-        {_, []} -> erlang:trace_pattern(K, false, unset_flag(Meta));
-        {Ours, _Theirs} ->
-            [erlang:trace_pattern(MFA, false, unset_flag(Meta)) || MFA <- Ours]
+%% specific, set last).
+remove_key(K, Old, Meta) ->
+    on_ours(K, false, unset_flag(Meta), fun(MFA) -> ours(MFA, Old, Meta) end).
+
+%% trace_pattern(K, What, Flag) on the functions of K that Ours says are
+%% beamprobe's: on K whole when all are; a '_' module (force) whole,
+%% unchecked.  Returns the number of functions set.
+on_ours({'_', _, _} = K, What, Flag, _Ours) ->
+    erlang:trace_pattern(K, What, Flag);
+on_ours(K, What, Flag, Ours) ->
+    case lists:partition(Ours, beamprobe_skip:functions(K)) of
+        {_, []} -> erlang:trace_pattern(K, What, Flag);
+        {Mine, _Theirs} ->
+            lists:sum([erlang:trace_pattern(MFA, What, Flag) || MFA <- Mine])
     end.
 
 %% Whether function MFA's pattern (of the kind) is the one beamprobe set
@@ -543,21 +544,11 @@ set_keys([K | T], New, Counts, Done, {Flag, Old, Meta} = How) ->
 %% watchdog) keeps it, as on removal (remove_key/3).  Beamprobe's: a
 %% match spec of a key installed before, or of one set earlier in this
 %% pass (a wildcard key, set first, covers the functions of the more
-%% specific ones set after it).  A '_' module (force) is set whole.
-set_key({'_', _, _} = K, MS, Flag, _Old, _Done, _Meta) ->
-    erlang:trace_pattern(K, MS, Flag);
-set_key({M, F, A} = K, MS, Flag, Old, Done, Meta) when is_map_key(K, Old) ->
-    Fs = try erlang:get_module_info(M, functions)
-         catch error:badarg -> []
-         end,
-    Funs = [{M, Fn, Ar} || {Fn, Ar} <- Fs, F =:= '_' orelse F =:= Fn,
-                           A =:= '_' orelse A =:= Ar],
-    Ours = fun(MFA) -> ours(MFA, Old, Meta) orelse ours(MFA, Done, Meta) end,
-    case lists:partition(Ours, Funs) of
-        {_, []} -> erlang:trace_pattern(K, MS, Flag);
-        {Mine, _Theirs} ->
-            lists:sum([erlang:trace_pattern(MFA, MS, Flag) || MFA <- Mine])
-    end;
+%% specific ones set after it).
+set_key(K, MS, Flag, Old, Done, Meta) when is_map_key(K, Old) ->
+    on_ours(K, MS, Flag, fun(MFA) -> ours(MFA, Old, Meta) orelse
+                                         ours(MFA, Done, Meta)
+                         end);
 set_key(K, MS, Flag, _Old, _Done, _Meta) ->
     erlang:trace_pattern(K, MS, Flag).
 

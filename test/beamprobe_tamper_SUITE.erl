@@ -92,14 +92,7 @@ replaced_pattern_kept(Config) ->
          _ = ?L:stop(S),
          ?assertEqual({match_spec, DbgMS}, erlang:trace_info(?ADD, match_spec)),
          ?assertEqual({traced, false}, erlang:trace_info({?W, tick, 1}, traced)),
-         %% dbg still gets the calls.
-         {ok, _} = dbg:p(self(), [c]),
-         3 = ?W:add(1, 2),
-         receive {dbg_call, Me} when Me =:= self() -> ok
-         after 2000 -> ct:fail(dbg_got_no_call)
-         end,
-         dbg:stop(),
-         erlang:trace_pattern(?ADD, false, [local])
+         dbg_still_traces()
      end || {I, Pat} <- [{1, ?ADD}, {2, {?W, '_', '_'}}]],
     ok.
 
@@ -121,6 +114,10 @@ replaced_pattern_kept_overlap(Config) ->
     ?assertEqual({match_spec, DbgMS}, erlang:trace_info(?ADD, match_spec)),
     _ = ?L:stop(S2),
     ?assertEqual({match_spec, DbgMS}, erlang:trace_info(?ADD, match_spec)),
+    dbg_still_traces().
+
+%% dbg still gets the calls of add/2; then dbg and its pattern are gone.
+dbg_still_traces() ->
     {ok, _} = dbg:p(self(), [c]),
     3 = ?W:add(1, 2),
     receive {dbg_call, Me} when Me =:= self() -> ok

@@ -785,21 +785,18 @@ int bp_cmd_print(int argc, char **argv)
 			     "filters");
 		goto out;
 	}
-	if (nodes) {
+	if (follow) { /* (--nodes goes with it) */
 		struct sigaction sa;
 		memset(&sa, 0, sizeof sa);
 		sa.sa_handler = on_sigint;
 		sigaction(SIGINT, &sa, NULL);
 		sigaction(SIGTERM, &sa, NULL);
+	}
+	if (nodes) {
 		rc = print_nodes(argv[optind]);
 		goto out;
 	}
 	if (follow) {
-		struct sigaction sa;
-		memset(&sa, 0, sizeof sa);
-		sa.sa_handler = on_sigint;
-		sigaction(SIGINT, &sa, NULL);
-		sigaction(SIGTERM, &sa, NULL);
 		wait_metadata(argv[optind]);
 		if (interrupted) {
 			rc = BP_EXIT_OK;
