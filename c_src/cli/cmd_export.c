@@ -83,7 +83,7 @@ int bp_cmd_export(int argc, char **argv)
 		bp_cli_error("%s: %s", output ? output : "standard output",
 			     strerror(err));
 		bp_reader_close(&r);
-		return BP_EXIT_USAGE;
+		return BP_EXIT_DAMAGED; /* as a write that fails later */
 	}
 	if (formats[k].run(&r, &o) != 0)
 		rc = BP_EXIT_DAMAGED;

@@ -402,6 +402,11 @@ for fmt in perfetto speedscope folded callgrind; do
 	check "export $fmt: exit 0" "$rc" 0
 	sanitizer_clean || not_ok "export $fmt: sanitizer clean" "$(head "$WORK/err")"
 done
+# An output that cannot be created is a failed write (exit 2, as a write
+# failing later and as cluster -P), not a usage error, and names the file.
+run export --format perfetto -o "$WORK/no-such-dir/x.json" $G
+check "export -o into a missing directory: exit 2" "$rc" 2
+grep -q "no-such-dir/x.json: No such file or directory" "$WORK/err" && ok "export -o failure names the file" || not_ok "export -o failure names the file" "$(head -3 "$WORK/err")"
 if have python3; then
 	for fmt in perfetto speedscope; do
 		if python3 -m json.tool "$WORK/basic.$fmt" >/dev/null 2>"$WORK/jerr"; then ok "$fmt output parses as JSON (python3)"
