@@ -380,9 +380,10 @@ patterns_text(Calls) ->
                         || Call <- Calls, {M, F, A} <- [key(Call)]])).
 
 %% In a trace where some calls can have return events (returns = true),
-%% the patterns whose calls never can: no return_trace or
-%% exception_trace in their match spec, or a plain pattern of a session
-%% without return and exceptions.  The readers count their calls and show
+%% the patterns whose calls not all can: a clause of their match spec
+%% without return_trace or exception_trace (the trace does not say which
+%% clause a call matched), or a plain pattern of a session without return
+%% and exceptions.  The readers count their calls and show
 %% no time for them (a call of one never ends); return_to ends every
 %% call, so with it there are none.  A function's calls follow its most
 %% specific pattern (beamprobe_combine's session_ms/2; patterns naming a
@@ -411,8 +412,15 @@ last_calls(C) ->
 key({{_, _, _} = MFA, _}) -> MFA;
 key(MFA) -> MFA.
 
-timed({{_, _, _}, _} = Call, _C) ->
-    ms_action(#{calls => [Call]}, [return_trace, exception_trace]);
+timed({{_, _, _}, MS}, _C) when is_list(MS), MS =/= [] ->
+    lists:all(fun({_, _, Body}) when is_list(Body) ->
+                      lists:any(fun({A}) -> A =:= return_trace orelse
+                                                A =:= exception_trace;
+                                   (_) -> false
+                                end, Body);
+                 (_) -> false
+              end, MS);
+timed({{_, _, _}, _}, _C) -> false;
 timed({_, _, _}, C) -> actions(C) =/= [] andalso records_returns(C).
 
 %% The shell printer's defaults from the session, where its argument

@@ -20,7 +20,7 @@
          init_per_testcase/2, end_per_testcase/2]).
 -export([stats_untimed/1, stats_mixed/1, stats_overlap/1,
          stats_untimed_cut/1, stats_untimed_names/1,
-         stats_exceptions_only/1]).
+         stats_exceptions_only/1, stats_partial_returns/1]).
 -export([loss_drop_newest/1, loss_drop_oldest/1, loss_overflow_stop/1,
          count_calls/1,
          owner_death/1, session_killed/1, stop_restores_all/1, stop_restores_pids/1,
@@ -58,7 +58,8 @@ groups() ->
      {output, [], [dump_flight_recorder, dump_not_flight_recorder,
                    file_modes, stats_untimed, stats_mixed,
                    stats_overlap, stats_untimed_cut,
-                   stats_untimed_names, stats_exceptions_only]}].
+                   stats_untimed_names, stats_exceptions_only,
+                   stats_partial_returns]}].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -703,7 +704,8 @@ stats_mixed(Config) ->
                              [{capture, all_but_first, list}]),
     ?assertMatch({match, _}, re:run(Mean, "^[0-9.]+(ns|us)$")),
     ?assertNotEqual(nomatch, binary:match(Text, <<"2 functions traced without "
-                                                  "return events">>)),
+                                                  "a return event for every "
+                                                  "call">>)),
     ?assertEqual(["partial", "5", "None", "None", "None"],
                  py(Config, beamprobe_test_lib:cli_ok(["stats", "--json", D]),
                     "beamprobe_workload:sink/1")),
@@ -795,7 +797,7 @@ stats_untimed_cut(Config) ->
     Info = beamprobe_test_lib:cli_ok(["info", D]),
     ?assertMatch({match, _}, re:run(Info, "truncated: +calls, untimed_calls")),
     Text = beamprobe_test_lib:cli_ok(["stats", "--top", "1000", D]),
-    ?assertNotEqual(nomatch, binary:match(Text, <<"400 functions traced without return events">>)),
+    ?assertNotEqual(nomatch, binary:match(Text, <<"400 functions traced without a return event for every call">>)),
     ?assertEqual(400, length(binary:matches(Text, <<"  3          -          -">>))),
     ?assertMatch({match, _}, re:run(Text, "\n +3 +[0-9.]+(ns|us|ms) .*  bp_untimed_cut:top/1\n")).
 
@@ -837,7 +839,7 @@ stats_untimed_names(Config) ->
     trace_top(D, M, Names),
     Text = beamprobe_test_lib:cli_ok(["stats", D]),
     ct:log("~ts", [Text]),
-    ?assertNotEqual(nomatch, binary:match(Text, <<"9 functions traced without return events">>)),
+    ?assertNotEqual(nomatch, binary:match(Text, <<"9 functions traced without a return event for every call">>)),
     ?assertEqual(9, length(binary:matches(Text, <<"  3          -          -">>))),
     ?assertMatch({match, _}, re:run(Text, "\n +3 +[0-9.]+(ns|us|ms) .*:top/1\n")).
 
@@ -886,3 +888,60 @@ py(Config, Json, Function) ->
                  "print(d[\"call_times\"], f[\"calls\"], f[\"total_ns\"], "
                  "f[\"mean_ns\"], f[\"open\"])' " ++ F ++ " " ++ Function),
     string:lexemes(Out, " \n").
+
+%% A match spec with return_trace in some clauses only: the trace does not
+%% say which clause a call matched, so its calls get no time and no frame
+%% (untimed), its returns are not "returns without a traced call", and
+%% the calls after one without a return are not shown inside it.  Before,
+%% the pattern counted as timed: tick(3..6) stayed open to the trace's
+%% end, held outer/1's calls inside them, and stats gave tick/1 a total
+%% longer than the trace.
+stats_partial_returns(Config) ->
+    D = beamprobe_test_lib:dir(Config, "partial"),
+    W = beamprobe_workload,
+    Log = filename:join(?config(priv_dir, Config), "partial_printer.txt"),
+    {ok, Io} = file:open(Log, [write]),
+    {ok, S} = beamprobe:start(
+                #{calls => [{{W, tick, 1}, [{['$1'], [{'<', '$1', 3}],
+                                             [{return_trace}]},
+                                            {'_', [], []}]},
+                            {{W, outer, 1}, [{'_', [], [{return_trace}]}]}],
+                  output => [{file, D}, {handler, beamprobe_printer,
+                                         #{io => Io, timestamp => none}}]}),
+    [begin I = W:tick(I), _ = W:outer(I), timer:sleep(5) end
+     || I <- lists:seq(1, 6)],
+    {ok, _} = beamprobe:stop(S),
+    _ = ?L:wait_until(fun() ->
+                              {ok, P} = file:read_file(Log),
+                              length(binary:matches(P, <<"returned from">>))
+                                  >= 8
+                      end, 5000),
+    ok = file:close(Io),
+    {ok, Printed} = file:read_file(Log),
+    ct:log("~ts", [Printed]),
+    Lines = [L || L <- binary:split(Printed, <<"\n">>, [global]),
+                  re:run(L, " (call|returned) ") =/= nomatch],
+    %% 12 calls, 2 returns of tick/1, 6 of outer/1; none indented.
+    ?assertEqual(20, length(Lines)),
+    [?assertMatch({match, _}, re:run(L, "^<[0-9.]+> (call|returned) "))
+     || L <- Lines],
+    Text = beamprobe_test_lib:cli_ok(["stats", D]),
+    ct:log("~ts", [Text]),
+    ?assertMatch({match, _},
+                 re:run(Text, "\n +6 +- +- +- +- +- +- +-  "
+                              "beamprobe_workload:tick/1\n")),
+    %% outer/1: 6 calls, each ended by its return, none open.
+    ?assertMatch({match, _},
+                 re:run(Text, "\n +6 +\\S+ +\\S+ +\\S+ +\\S+ +\\S+ +\\S+ +0  "
+                              "beamprobe_workload:outer/1\n")),
+    ?assertNotEqual(nomatch, binary:match(Text, <<"1 function traced without "
+                                                  "a return event for every "
+                                                  "call">>)),
+    ?assertEqual(nomatch, binary:match(Text, <<"Returns without a traced call">>)),
+    Print = beamprobe_test_lib:cli_ok(["print", D]),
+    PLines = [L || L <- binary:split(Print, <<"\n">>, [global]),
+                   re:run(L, " (call|returned) ") =/= nomatch],
+    ?assertEqual(20, length(PLines)),
+    [?assertMatch({match, _}, re:run(L, "^\\S+ <[0-9.]+> (call|returned) "))
+     || L <- PLines],
+    ok.

@@ -282,7 +282,10 @@ static void do_return(struct bp_model *m, struct bp_proc *p, uint32_t func,
 	}
 	int64_t k = find_frame(p, func);
 	if (k < 0) {
-		m->unmatched++;
+		/* A function whose pattern has return events for some of
+		 * its calls only pushes no frame: its returns are expected. */
+		if (!bp_model_untimed(m, func))
+			m->unmatched++;
 		return;
 	}
 	pop_to(m, p, (uint32_t)k, ts, how);

@@ -156,8 +156,8 @@ void bp_model_free(struct bp_model *m);
 
 /*
  * Reads what the model takes from the trace's env: the functions its
- * session traced without return events in a trace that has some
- * (`untimed_calls', docs/format.md).  A call of one of them is counted by
+ * session traced without a return event for every call, in a trace that
+ * has some (`untimed_calls', docs/format.md).  A call of one of them is counted by
  * the commands but pushes no frame: it never ends, so it has no time, and
  * it does not hold its callers' frames open.  Returns 0, -1 without
  * memory (m->oom set).

@@ -434,8 +434,8 @@ static void report_functions(struct stats *st, struct bp_out *o, int json,
 			bp_out_str(o, "; ");
 			bp_out_u64(o, untimed);
 			bp_out_str(o, untimed == 1 ? " function" : " functions");
-			bp_out_str(o, " traced without return events: times "
-				      "unknown (-)");
+			bp_out_str(o, " traced without a return event for "
+				      "every call: times unknown (-)");
 		}
 		bp_out_str(o, "; sorted by ");
 		bp_out_str(o, (const char *[]){"calls", "total", "own", "mean",
