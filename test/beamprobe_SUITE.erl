@@ -944,4 +944,14 @@ stats_partial_returns(Config) ->
     ?assertEqual(20, length(PLines)),
     [?assertMatch({match, _}, re:run(L, "^\\S+ <[0-9.]+> (call|returned) "))
      || L <- PLines],
+    %% Perfetto: tick/1's 6 calls and 2 returns are instants, outer/1's 6
+    %% calls slices (B/E); no slice is left open at the end.
+    PF = filename:join(?config(priv_dir, Config), "partial.json"),
+    _ = beamprobe_test_lib:cli_ok(["export", "-F", "perfetto", "-o", PF, D]),
+    {ok, J} = file:read_file(PF),
+    Count = fun(Pat) -> length(binary:matches(J, Pat)) end,
+    ?assertEqual(2, Count(<<"\"cat\":\"return\"">>)),
+    ?assertEqual(6, Count(<<"\"ph\":\"B\"">>)),
+    ?assertEqual(6, Count(<<"\"ph\":\"E\"">>)),
+    ?assertEqual(0, Count(<<"open_at_end">>)),
     ok.

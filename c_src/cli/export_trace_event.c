@@ -356,9 +356,34 @@ static void event(struct te *t, const struct bp_event *e)
 	bp_model_apply_to(&t->m, p, e); /* E events of popped frames */
 	bp_model_count(p, e);
 	switch (e->id) {
-	case BP_EV_PROCESS:
 	case BP_EV_RETURN_FROM:
 	case BP_EV_EXCEPTION_FROM:
+		/* The end of a slice (on_end), or where its call was an
+		 * instant (a match spec with return_trace in some clauses
+		 * only), an instant too. */
+		if (t->untimed || (t->m.last_func != BP_MAP_NONE &&
+				   bp_model_untimed(&t->m, t->m.last_func))) {
+			int ret = e->id == BP_EV_RETURN_FROM;
+			head(t, "i", p, 1, e->ts);
+			bp_out_str(t->o, ",\"s\":\"t\"");
+			name(t, e->str[BP_FLD_MFA], e->len[BP_FLD_MFA],
+			     ret ? "return" : "exception");
+			if (ret)
+				args(t, "result",
+				     e->str[BP_FLD(RETURN_FROM, result)],
+				     e->len[BP_FLD(RETURN_FROM, result)], NULL,
+				     NULL, 0);
+			else
+				args(t, "class",
+				     e->str[BP_FLD(EXCEPTION_FROM, class)],
+				     e->len[BP_FLD(EXCEPTION_FROM, class)],
+				     "reason",
+				     e->str[BP_FLD(EXCEPTION_FROM, reason)],
+				     e->len[BP_FLD(EXCEPTION_FROM, reason)]);
+			bp_out_char(t->o, '}');
+		}
+		break;
+	case BP_EV_PROCESS:
 	case BP_EV_RETURN_TO:
 	case BP_EV_SCHED_IN:
 	case BP_EV_SCHED_OUT:
