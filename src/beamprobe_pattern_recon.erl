@@ -4,6 +4,7 @@
 %%% ```
 %%% {M, F, A}           A an arity 0..255 or '_'       every call
 %%% {M, F, '_'}         F may be '_' too (and M, with force => true)
+%%% {M, '_', A}         every function of M of arity A
 %%% {M, F, MatchSpec}   a match specification (a list), as
 %%%                     erlang:trace_pattern/3 takes it; its actions are
 %%%                     kept ({return_trace}, {exception_trace},
@@ -36,17 +37,27 @@ is_form(_) -> false.
 %% @doc Compiles a tuple form; `{error, Message}' says what is wrong.
 -spec parse(term(), boolean()) ->
           {ok, beamprobe_pattern:call_pattern()} | {error, string()}.
+parse({'_', F, _}, _Force) when F =/= '_' ->
+    %% As the string "_:f/1" says (it was `{bad_option, calls, ...}').
+    {error, "the module '_' needs the function '_' too "
+            "(erlang:trace_pattern/3 cannot select a function in every "
+            "module)"};
 parse({M, F, A}, Force) when is_atom(M), is_atom(F) ->
     case spec(A) of
-        {ok, Arity0, MS} ->
+        {ok, Arity0, MS0} ->
             %% erlang:trace_pattern/3 takes no arity after a '_' function
             %% ({M, '_', 1} is refused): a match spec of one arity on every
             %% function of M is {M, '_', '_'}, as recon_trace installs it
-            %% (its heads match the functions of that arity only).
-            Arity = case F of
-                        '_' -> '_';
-                        _ -> Arity0
-                    end,
+            %% (its heads match the functions of that arity only).  An
+            %% arity alone gets such heads, as the string "m:_/1" does:
+            %% its '_' head matched every arity, and {m, '_', 1} printed
+            %% the calls of m:f/2 too.
+            {Arity, MS} = case {F, Arity0, MS0} of
+                              {'_', N, ?ANY} when is_integer(N) ->
+                                  {'_', [{lists:duplicate(N, '_'), [], []}]};
+                              {'_', _, _} -> {'_', MS0};
+                              _ -> {Arity0, MS0}
+                          end,
             P = #{kind => call, mfa => {M, F, Arity}, match_spec => MS,
                   actions => actions(MS)},
             case beamprobe_pattern:check(P, Force) of

@@ -23,6 +23,7 @@
          time_limit/1, time_limit_bounds/1,
          patterns_guards_actions/1, patterns_elixir/1,
          patterns_caller_stack/1, patterns_recon_module_fun/1,
+         patterns_recon_any_function_arity/1,
          messages_pattern/1, messages_pattern_ports/1, procs_option/1,
          printer_indent_bounded/1,
          bad_inputs/1, format_errors/1]).
@@ -57,6 +58,7 @@ groups() ->
                    time_limit_bounds]},
      {patterns, [], [patterns_guards_actions, patterns_elixir,
                      patterns_caller_stack, patterns_recon_module_fun,
+                     patterns_recon_any_function_arity,
                      messages_pattern, messages_pattern_ports, procs_option,
                      printer_indent_bounded]}].
 
@@ -358,6 +360,26 @@ patterns_recon_module_fun(_Config) ->
                   <<"call bpsh_target:h(300)">>],
                  [what(L) || L <- event_lines(Cap)]),
     wait_no_session().
+
+%% recon's {M, '_', Arity}: the functions of M of that arity, as the
+%% string "m:_/2" (it traced every arity: f(1) was printed for {T, '_',
+%% 2}).  {'_', F, A}: refused with the string's message, not as a bad
+%% `calls' option.
+patterns_recon_any_function_arity(_Config) ->
+    Cap = cap(),
+    N = ok_calls({?T, '_', 2}, 2, #{io_server => Cap}),
+    ?assert(N >= 1),
+    _ = [?T:f(1), ?T:add(1, 2), ?T:g(3), ?T:add(3, 4)],
+    wait_text(Cap, "% beamprobe: session ended (events)\n", 2000),
+    ?assertEqual([<<"call bpsh_target:add(1, 2)">>,
+                  <<"call bpsh_target:add(3, 4)">>],
+                 [what(L) || L <- event_lines(Cap)]),
+    wait_no_session(),
+    [?assertMatch({error, {bad_pattern, P, "the module '_' needs the "
+                                           "function '_' too" ++ _}},
+                  beamprobe:calls(P, 2, #{io_server => Cap, force => true}))
+     || P <- [{'_', f, 1}, {'_', f, '_'}]],
+    ?assertEqual([], beamprobe:list()).
 
 %% Elixir syntax: ":lists.reverse/1" (an Erlang module), and an Elixir
 %% alias ("Bpsh.Target" is 'Elixir.Bpsh.Target').
