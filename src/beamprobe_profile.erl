@@ -92,10 +92,29 @@ check_opts(Opts) ->
         [] ->
             case [{K, V} || K <- ?OPTS, {ok, V} <- [maps:find(K, Opts)],
                             not opt_ok(K, V)] of
-                [] -> ok;
+                [] -> io_server_there(Opts);
                 [{K, V} | _] -> {error, {bad_option, K, V}}
             end
     end.
+
+%% The table goes to an io server that is there, checked before the run:
+%% one that was not (a name nobody has, a dead pid) or the caller itself
+%% (`io_server => self()': no process answers its own io request) was
+%% found only when printing, and the whole run's result was lost with
+%% `{error, {io_server, ...}}'.  A remote pid is taken as it is (asking
+%% its node would block).
+io_server_there(#{print := false}) -> ok;
+io_server_there(#{io_server := Io}) ->
+    Pid = case Io of
+              P when is_pid(P) -> P;
+              Name -> whereis(Name)
+          end,
+    case is_pid(Pid) andalso Pid =/= self() andalso
+        (node(Pid) =/= node() orelse is_process_alive(Pid)) of
+        true -> ok;
+        false -> {error, {bad_option, io_server, Io}}
+    end;
+io_server_there(_) -> ok.
 
 opt_ok(time, T) -> is_integer(T) andalso T > 0 andalso T =< ?MAX_MS;
 opt_ok(procs, all) -> true;

@@ -18,7 +18,8 @@
          foreign_patterns_silent/1, restored_worker_killed/1, restored_both_killed/1,
          counter_lost_reported/1, unloaded_not_loaded/1,
          session_during_profile_skipped/1, per_process_two/1,
-         own_work_not_counted/1, session_then_profile_no_error_report/1]).
+         own_work_not_counted/1, session_then_profile_no_error_report/1,
+         io_server_checked_first/1]).
 -export([log/2]).
 
 -define(W, beamprobe_workload).
@@ -32,7 +33,8 @@ all() ->
      restored_both_killed,
      counter_lost_reported, unloaded_not_loaded,
      session_during_profile_skipped, per_process_two, own_work_not_counted,
-     session_then_profile_no_error_report, top_counts_all].
+     session_then_profile_no_error_report, top_counts_all,
+     io_server_checked_first].
 
 init_per_suite(Config) ->
     beamprobe_test_lib:require_tracer(),
@@ -341,6 +343,24 @@ cprof_refused(_Config) ->
     end.
 
 %% Bad input: {error, R} with a sentence, nothing installed.
+%% An io server that is not there, or the caller itself, is refused before
+%% the run: it was found only when the table was printed, and the run's
+%% result was lost ({error, {io_server, Io, badarg | calling_self}} after
+%% the whole `time').
+io_server_checked_first(_Config) ->
+    Dead = spawn(fun() -> ok end),
+    MRef = monitor(process, Dead),
+    receive {'DOWN', MRef, process, Dead, _} -> ok end,
+    [?assertEqual({error, {bad_option, io_server, Io}},
+                  beamprobe:profile({?W, add, 2}, #{time => 2000,
+                                                    io_server => Io}))
+     || Io <- [bp_no_such_io_server, Dead, self()]],
+    ?assert(is_list(beamprobe:format_error({bad_option, io_server, Dead}))),
+    %% Not printed: not asked for.
+    ?assertMatch({ok, #{}}, beamprobe:profile({?W, add, 2},
+                                              #{time => 50, print => false,
+                                                io_server => Dead})).
+
 bad_input(_Config) ->
     Before = snapshot([self()]),
     %% Any module: the modules that have the function; none is the error
