@@ -395,8 +395,22 @@ owner(#{sinks := Sinks}) ->
 owner(_) -> undefined.
 
 targets(C) ->
-    [MFA || {MFA, _} <- maps:get(calls, C, [])] ++
+    [arity_of(MFA, MS) || {MFA, MS} <- maps:get(calls, C, [])] ++
         [K || {K, _} <- maps:get(messages, C, [])].
+
+%% The arity a match spec selects where the function pattern leaves it
+%% open ("m:_/2" and {m, '_', 2} are {m, '_', '_'} with heads of two
+%% arguments): a trace of m:_/2 replaced the shell's trace of m:f/1,
+%% which it does not trace.
+arity_of({M, F, '_'} = MFA, MS) when is_list(MS) ->
+    case lists:usort([case H of
+                          L when is_list(L) -> length(L);
+                          _ -> any
+                      end || {H, _, _} <- MS]) of
+        [N] when is_integer(N) -> {M, F, N};
+        _ -> MFA
+    end;
+arity_of(MFA, _) -> MFA.
 
 overlaps(T, New) -> lists:any(fun(N) -> overlap(T, N) end, New).
 

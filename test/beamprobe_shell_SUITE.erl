@@ -23,7 +23,7 @@
          time_limit/1, time_limit_bounds/1,
          patterns_guards_actions/1, patterns_elixir/1,
          patterns_caller_stack/1, patterns_recon_module_fun/1,
-         patterns_recon_any_function_arity/1,
+         patterns_recon_any_function_arity/1, replace_by_arity/1,
          messages_pattern/1, messages_pattern_ports/1, procs_option/1,
          printer_indent_bounded/1,
          bad_inputs/1, format_errors/1]).
@@ -58,7 +58,7 @@ groups() ->
                    time_limit_bounds]},
      {patterns, [], [patterns_guards_actions, patterns_elixir,
                      patterns_caller_stack, patterns_recon_module_fun,
-                     patterns_recon_any_function_arity,
+                     patterns_recon_any_function_arity, replace_by_arity,
                      messages_pattern, messages_pattern_ports, procs_option,
                      printer_indent_bounded]}].
 
@@ -380,6 +380,32 @@ patterns_recon_any_function_arity(_Config) ->
                   beamprobe:calls(P, 2, #{io_server => Cap, force => true}))
      || P <- [{'_', f, 1}, {'_', f, '_'}]],
     ?assertEqual([], beamprobe:list()).
+
+%% A trace of m:_/2 (or {m, '_', 2}) replaces the shell's traces of
+%% functions of arity 2 only: it replaced the trace of f/1, which it does
+%% not trace (its function pattern is {m, '_', '_'}: the arity is in its
+%% match spec's heads).
+replace_by_arity(_Config) ->
+    Cap = cap(),
+    O = #{io_server => Cap},
+    1 = ok_calls({?T, f, 1}, 100, O),
+    _ = ok_calls("bpsh_target:_/2", 100, O),
+    _ = ok_calls({?T, '_', 2}, 100, O),
+    wait_text(Cap, "% beamprobe: replaced the shell trace on bpsh_target:_/2\n",
+              2000),
+    1 = ok_calls({?T, add, 2}, 100, O),
+    Replaced = fun() -> length(binary:matches(
+                                 cap_text(Cap),
+                                 <<"% beamprobe: replaced the shell trace on "
+                                   "bpsh_target:_/2\n">>)) end,
+    ?L:wait_until(fun() -> Replaced() =:= 2 end, 2000),
+    ?assertEqual(2, length(beamprobe:list())),
+    ?assertEqual(nomatch, binary:match(cap_text(Cap), <<"f/1">>)),
+    _ = [?T:f(7), ?T:add(1, 2)],
+    wait_text(Cap, "call bpsh_target:add(1, 2)", 2000),
+    wait_text(Cap, "call bpsh_target:f(7)", 2000),
+    ok = beamprobe:clear(),
+    wait_no_session().
 
 %% Elixir syntax: ":lists.reverse/1" (an Erlang module), and an Elixir
 %% alias ("Bpsh.Target" is 'Elixir.Bpsh.Target').
