@@ -19,7 +19,7 @@
          counter_lost_reported/1, unloaded_not_loaded/1,
          session_during_profile_skipped/1, per_process_two/1,
          own_work_not_counted/1, session_then_profile_no_error_report/1,
-         io_server_checked_first/1]).
+         io_server_checked_first/1, untimed_calls_said/1]).
 -export([log/2]).
 
 -define(W, beamprobe_workload).
@@ -34,7 +34,7 @@ all() ->
      counter_lost_reported, unloaded_not_loaded,
      session_during_profile_skipped, per_process_two, own_work_not_counted,
      session_then_profile_no_error_report, top_counts_all,
-     io_server_checked_first].
+     io_server_checked_first, untimed_calls_said].
 
 init_per_suite(Config) ->
     beamprobe_test_lib:require_tracer(),
@@ -360,6 +360,40 @@ io_server_checked_first(_Config) ->
     ?assertMatch({ok, #{}}, beamprobe:profile({?W, add, 2},
                                               #{time => 50, print => false,
                                                 io_server => Dead})).
+
+%% Calls made in processes spawned during the run are counted, not timed:
+%% the table says how many calls own and mean cover (it showed 210 calls
+%% and the own time of 10 of them as if it were theirs), and the result and
+%% the JSON have total_timed_calls.
+untimed_calls_said(Config) ->
+    Path = beamprobe_test_lib:dir(Config, "untimed.txt"),
+    {ok, Io} = file:open(Path, [write, {encoding, utf8}]),
+    Self = self(),
+    %% Timed: this process exists when the run starts; the 20 it spawns
+    %% once the counters count do not.
+    spawn_link(fun() ->
+                       wait_until(fun() -> counting({?W, add, 2}) end),
+                       _ = [?W:add(I, 1) || I <- lists:seq(1, 10)],
+                       Ps = [spawn_monitor(fun() -> ok = ?W:loop_add(10) end)
+                             || _ <- lists:seq(1, 20)],
+                       _ = [receive {'DOWN', R, process, P, _} -> ok end
+                            || {P, R} <- Ps],
+                       Self ! {workload, done}
+               end),
+    {ok, Res} = beamprobe:profile({?W, add, 2}, #{time => 1000,
+                                                  io_server => Io}),
+    receive {workload, done} -> ok after 5000 -> ct:fail(workload) end,
+    ok = file:close(Io),
+    {ok, Text} = file:read_file(Path),
+    ct:log("~ts", [Text]),
+    ?assertMatch(#{total_calls := 210, total_timed_calls := 10,
+                   functions := [#{calls := 210, timed_calls := 10}]}, Res),
+    ?assertNotEqual(nomatch,
+                    binary:match(Text, <<"own and mean cover 10 of 210 calls: "
+                                         "the other 200 were made in processes "
+                                         "not timed">>)),
+    ?assertNotEqual(nomatch, binary:match(beamprobe_profile:to_json(Res),
+                                          <<"\"total_timed_calls\":10,">>)).
 
 bad_input(_Config) ->
     Before = snapshot([self()]),
