@@ -565,8 +565,11 @@ procs_lines(#{processes := Ps}) ->
 procs_lines(_) -> [].
 
 notes(R) ->
+    %% (mean: stats' column is total per call, an inclusive time that
+    %% counters cannot give; this one is own per call, and says so)
     [io_lib:format("own: time in the function and in callees not profiled "
-                   "(call_time), measured in ~b processes (~b traced by "
+                   "(call_time); mean: own per timed call (in stats, total "
+                   "per call); measured in ~b processes (~b traced by "
                    "another tracer or gone: counted, not timed)~n",
                    [maps:get(timed_processes, R),
                     maps:get(untimed_processes, R)]),

@@ -529,6 +529,13 @@ table_layout(Config) ->
     ?assertMatch({match, _}, re:run(Tick, "^       500 .*beamprobe_workload:tick/1$")),
     ?assert(lists:any(fun(L) -> string:find(L, "p99") =/= nomatch andalso
                                     string:find(L, "need events") =/= nomatch
+                      end, Rest)),
+    %% The mean column is own time per call (stats': total per call), and
+    %% the table says so (it did not: the same column, another number).
+    ?assert(lists:any(fun(L) ->
+                              string:find(L, "mean: own per timed call (in "
+                                             "stats, total per call)")
+                                  =/= nomatch
                       end, Rest)).
 
 %% With `top', the header, the result and the JSON still count every
