@@ -482,11 +482,20 @@ report_many([{{Kind, _}, How, _, _, Seen} | _] = Ds, W) ->
                   procs -> {processes, N}
               end,
     First = [subject_text(Sub) || {{_, Sub}, _, _, _, _} <- lists:sublist(Ds, 5)],
-    Detail = text("~s: ~ts~s", [case Kind of
-                                    pattern -> "functions";
-                                    procs -> "processes"
-                                end, lists:join(", ", First),
-                                [", ..." || N > 5]]),
+    %% (Patterns gone on more than ?MAX_EACH functions at once are most
+    %% often a module loaded again: said as for one function, which the
+    %% list of names alone did not.)
+    Detail = text("~s: ~ts~s~s", [case Kind of
+                                      pattern -> "functions";
+                                      procs -> "processes"
+                                  end, lists:join(", ", First),
+                                  [", ..." || N > 5],
+                                  case {Kind, How} of
+                                      {pattern, removed} ->
+                                          " (removed by another tool, or "
+                                          "their module was loaded again)";
+                                      _ -> ""
+                                  end]),
     Fields = [atom_to_binary(Kind), subject_text(Subject),
               atom_to_binary(How), Detail],
     _ = (catch beamprobe_nif:tampered(W#w.res, undefined, Fields)),

@@ -24,6 +24,7 @@
          patterns_guards_actions/1, patterns_elixir/1,
          patterns_caller_stack/1, patterns_recon_module_fun/1,
          patterns_recon_any_function_arity/1, replace_by_arity/1,
+         module_reloaded_said/1,
          messages_pattern/1, messages_pattern_ports/1, procs_option/1,
          printer_indent_bounded/1,
          bad_inputs/1, format_errors/1]).
@@ -59,6 +60,7 @@ groups() ->
      {patterns, [], [patterns_guards_actions, patterns_elixir,
                      patterns_caller_stack, patterns_recon_module_fun,
                      patterns_recon_any_function_arity, replace_by_arity,
+                     module_reloaded_said,
                      messages_pattern, messages_pattern_ports, procs_option,
                      printer_indent_bounded]}].
 
@@ -406,6 +408,22 @@ replace_by_arity(_Config) ->
     wait_text(Cap, "call bpsh_target:f(7)", 2000),
     ok = beamprobe:clear(),
     wait_no_session().
+
+%% A trace of a whole module whose module is loaded again: the line that
+%% says its patterns are gone names the reload as the likely cause, as it
+%% does for one function (for more than three it listed the functions
+%% only: "another tool removed the pattern on 10 functions: functions:
+%% ...").
+module_reloaded_said(_Config) ->
+    Cap = cap(),
+    N = ok_calls({?T, '_', '_'}, 100, #{io_server => Cap}),
+    ?assert(N > 3),
+    _ = code:purge(?T),
+    ?T = beamprobe_shell_lib:load_src(beamprobe_shell_lib:target_src()),
+    wait_text(Cap, "or their module was loaded again)\n", 5000),
+    ok = beamprobe:clear(),
+    wait_no_session(),
+    _ = code:purge(?T).
 
 %% Elixir syntax: ":lists.reverse/1" (an Erlang module), and an Elixir
 %% alias ("Bpsh.Target" is 'Elixir.Bpsh.Target').
