@@ -59,8 +59,9 @@ calls(Patterns, Limit) ->
           non_neg_integer() | {error, term()}.
 calls(Patterns, Limit, Opts0) ->
     with_patterns(Patterns, Opts0, call, fun(Parsed, Opts) ->
-        Calls = last_wins([{MFA, with_return(MS, Opts)}
-                           || #{mfa := MFA, match_spec := MS} <- Parsed]),
+        Calls = merge_same(last_wins([{MFA, with_return(MS, Opts)}
+                                      || #{mfa := MFA, match_spec := MS}
+                                             <- Parsed])),
         start(#{calls => Calls, events => []}, Limit, Opts)
     end).
 
@@ -71,12 +72,28 @@ calls(Patterns, Limit, Opts0) ->
 %% stays, and a session's function pattern wins over its wildcard.
 %% Before, the one that sorted first won: [{m, f, 1}, {m, f,
 %% [{'_', [], [{return_trace}]}]}] printed no return values.
+%% Covering is by the arity the match spec selects: "m:_/1" and "m:_/2"
+%% are both {m, '_', '_'}, and the first was dropped (only m:_/2 traced).
 last_wins([]) -> [];
-last_wins([{MFA, _} = C | T]) ->
-    case lists:any(fun({Later, _}) -> covers(Later, MFA) end, T) of
+last_wins([{MFA, MS} = C | T]) ->
+    Mine = arity_of(MFA, MS),
+    case lists:any(fun({Later, LMS}) -> covers(arity_of(Later, LMS), Mine) end,
+                   T) of
         true -> last_wins(T);
         false -> [C | last_wins(T)]
     end.
+
+%% Patterns left on one function pattern (m:_/1 and m:_/2, both {m, '_',
+%% '_'}) become one: their clauses together, the later one's first (where
+%% both match a call, the later one is in force).
+merge_same(Calls) ->
+    lists:foldl(fun({MFA, MS}, Acc) ->
+                        case lists:keyfind(MFA, 1, Acc) of
+                            {MFA, Old} ->
+                                lists:keyreplace(MFA, 1, Acc, {MFA, MS ++ Old});
+                            false -> Acc ++ [{MFA, MS}]
+                        end
+                end, [], Calls).
 
 covers({M1, F1, A1}, {M2, F2, A2}) ->
     wide(M1, M2) andalso wide(F1, F2) andalso wide(A1, A2).

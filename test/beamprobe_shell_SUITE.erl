@@ -24,7 +24,7 @@
          patterns_guards_actions/1, patterns_elixir/1,
          patterns_caller_stack/1, patterns_recon_module_fun/1,
          patterns_recon_any_function_arity/1, replace_by_arity/1,
-         module_reloaded_said/1,
+         module_reloaded_said/1, patterns_two_arities/1,
          messages_pattern/1, messages_pattern_ports/1, procs_option/1,
          printer_indent_bounded/1,
          bad_inputs/1, format_errors/1]).
@@ -60,7 +60,7 @@ groups() ->
      {patterns, [], [patterns_guards_actions, patterns_elixir,
                      patterns_caller_stack, patterns_recon_module_fun,
                      patterns_recon_any_function_arity, replace_by_arity,
-                     module_reloaded_said,
+                     module_reloaded_said, patterns_two_arities,
                      messages_pattern, messages_pattern_ports, procs_option,
                      printer_indent_bounded]}].
 
@@ -407,6 +407,29 @@ replace_by_arity(_Config) ->
     wait_text(Cap, "call bpsh_target:add(1, 2)", 2000),
     wait_text(Cap, "call bpsh_target:f(7)", 2000),
     ok = beamprobe:clear(),
+    wait_no_session().
+
+%% Two patterns of one list on every function of a module, of two
+%% arities: both are traced (only the later was: both are {m, '_', '_'},
+%% and the earlier was taken as covered by it).  Where they overlap, the
+%% later one is in force.
+patterns_two_arities(_Config) ->
+    Cap = cap(),
+    _ = ok_calls(["bpsh_target:_/1", "bpsh_target:_/2"], 2,
+                 #{io_server => Cap}),
+    _ = [?T:f(1), ?T:add(1, 2)],
+    wait_text(Cap, "% beamprobe: session ended (events)\n", 2000),
+    ?assertEqual([<<"call bpsh_target:f(1)">>, <<"call bpsh_target:add(1, 2)">>],
+                 [what(L) || L <- event_lines(Cap)]),
+    wait_no_session(),
+    Cap2 = cap(),
+    _ = ok_calls([{?T, '_', '_'}, {?T, '_', 1}, "bpsh_target:_/1 -> return"],
+                 3, #{io_server => Cap2}),
+    _ = [?T:add(1, 2), ?T:f(1)],
+    wait_text(Cap2, "% beamprobe: session ended (events)\n", 2000),
+    ?assertEqual([<<"call bpsh_target:add(1, 2)">>, <<"call bpsh_target:f(1)">>,
+                  <<"returned from bpsh_target:f/1 -> 2">>],
+                 [what(L) || L <- event_lines(Cap2)]),
     wait_no_session().
 
 %% A trace of a whole module whose module is loaded again: the line that
