@@ -104,7 +104,15 @@ run(Pats, POpts, Json) ->
     end.
 
 error_text(R) ->
-    unicode:characters_to_binary(beamprobe:format_error(R)).
+    Text = unicode:characters_to_binary(beamprobe:format_error(R)),
+    %% The command line has no force: the Erlang API's advice ("add force
+    %% => true") named an option `beamprobe profile' does not take.
+    case binary:match(Text, <<"force => true">>) of
+        nomatch -> Text;
+        _ -> <<Text/binary, " (beamprobe profile has no such option: "
+               "call beamprobe:profile/2 with force => true on the node, "
+               "e.g. from erl -remsh, for that)">>
+    end.
 
 %% Until the run counts (its worker waits in beamprobe_profile:wait/3),
 %% or ends (an error).

@@ -404,6 +404,13 @@ counters_held_by_cprof(Config) ->
             ?assertMatch({match, _}, re:run(Text, "cannot profile: 1 "
                                             "function\\(s\\) already have "
                                             "call_count")),
+            %% The advice names the Erlang API's option, which the
+            %% command line does not take (it said "add force => true"
+            %% only).
+            ?assertMatch({match, _}, re:run(Text, "beamprobe profile has no "
+                                            "such option: call "
+                                            "beamprobe:profile/2 with force "
+                                            "=> true")),
             ok = rpc:call(Node, ?W, work, [5]),
             ?assertMatch({call_count, 10},
                          rpc:call(Node, erlang, trace_info,
