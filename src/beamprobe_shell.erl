@@ -412,8 +412,21 @@ owner(#{sinks := Sinks}) ->
 owner(_) -> undefined.
 
 targets(C) ->
-    [arity_of(MFA, MS) || {MFA, MS} <- maps:get(calls, C, [])] ++
+    lists:append([arities(MFA, MS) || {MFA, MS} <- maps:get(calls, C, [])]) ++
         [K || {K, _} <- maps:get(messages, C, [])].
+
+%% A function pattern per arity its match spec selects ("m:_/1" and
+%% "m:_/2" of one trace are one {m, '_', '_'} with heads of both lengths).
+arities({M, F, '_'} = MFA, MS) when is_list(MS) ->
+    Ls = lists:usort([case H of
+                          L when is_list(L) -> length(L);
+                          _ -> any
+                      end || {H, _, _} <- MS]),
+    case lists:member(any, Ls) orelse Ls =:= [] of
+        true -> [MFA];
+        false -> [{M, F, N} || N <- Ls]
+    end;
+arities(MFA, _) -> [MFA].
 
 %% The arity a match spec selects where the function pattern leaves it
 %% open ("m:_/2" and {m, '_', 2} are {m, '_', '_'} with heads of two

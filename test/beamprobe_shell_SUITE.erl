@@ -407,6 +407,16 @@ replace_by_arity(_Config) ->
     wait_text(Cap, "call bpsh_target:add(1, 2)", 2000),
     wait_text(Cap, "call bpsh_target:f(7)", 2000),
     ok = beamprobe:clear(),
+    wait_no_session(),
+    %% One trace of m:_/1 and m:_/2 (one match spec): replaced by a trace
+    %% of f/1, it is named by its arities (it said m:_/_).
+    Cap2 = cap(),
+    O2 = #{io_server => Cap2},
+    _ = ok_calls(["bpsh_target:_/1", "bpsh_target:_/2"], 100, O2),
+    1 = ok_calls({?T, f, 1}, 100, O2),
+    wait_text(Cap2, "% beamprobe: replaced the shell trace on bpsh_target:_/1 "
+              "(its trace of bpsh_target:_/2 ended with it)\n", 2000),
+    ok = beamprobe:clear(),
     wait_no_session().
 
 %% Two patterns of one list on every function of a module, of two
