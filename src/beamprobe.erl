@@ -521,7 +521,8 @@ help_text() ->
 %% '''
 %% `Patterns': a pattern of {@link calls/2} (without guards, literal
 %% arguments or actions: counters count every call) or `{M, F, A}' (`'_'
-%% allowed), or a list of them.  Options: `time' (ms, default 5000, at
+%% allowed), or a list of them.  Options (a map, or a proplist as for
+%% {@link calls/3}): `time' (ms, default 5000, at
 %% most an hour), `timing' (default `true': also `call_time', which needs
 %% the `call' flag on the processes nobody else traces; `false': counts
 %% only, cheapest), `per_process' (time per process too), `procs' (`all'
@@ -544,7 +545,7 @@ help_text() ->
 %% does not exist is `{error, {no_such_module, M}}'.  (Unlike
 %% {@link calls/2} and {@link start/1}, which load the module, as
 %% dbg:tp/2 does: a trace is set up before the calls it is for.)
--spec profile(term(), map()) ->
+-spec profile(term(), map() | list()) ->
           {ok, beamprobe_profile:result() | binary()} | {error, term()}.
 profile(Patterns, Opts) ->
     beamprobe_profile:profile(Patterns, Opts).

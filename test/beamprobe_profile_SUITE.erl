@@ -19,7 +19,8 @@
          counter_lost_reported/1, unloaded_not_loaded/1,
          session_during_profile_skipped/1, per_process_two/1,
          own_work_not_counted/1, session_then_profile_no_error_report/1,
-         io_server_checked_first/1, untimed_calls_said/1]).
+         io_server_checked_first/1, untimed_calls_said/1,
+         proplist_options/1]).
 -export([log/2]).
 
 -define(W, beamprobe_workload).
@@ -34,7 +35,7 @@ all() ->
      counter_lost_reported, unloaded_not_loaded,
      session_during_profile_skipped, per_process_two, own_work_not_counted,
      session_then_profile_no_error_report, top_counts_all,
-     io_server_checked_first, untimed_calls_said].
+     io_server_checked_first, untimed_calls_said, proplist_options].
 
 init_per_suite(Config) ->
     beamprobe_test_lib:require_tracer(),
@@ -360,6 +361,18 @@ io_server_checked_first(_Config) ->
     ?assertMatch({ok, #{}}, beamprobe:profile({?W, add, 2},
                                               #{time => 50, print => false,
                                                 io_server => Dead})).
+
+%% Options as a proplist, as calls/3 takes them (they were refused as a
+%% bad `opts'): the first of a key wins, an atom is true.
+proplist_options(_Config) ->
+    ?assertMatch({ok, B} when is_binary(B),
+                 beamprobe:profile({?W, add, 2},
+                                   [{time, 50}, {print, false}, json,
+                                    {time, 0}])),
+    ?assertEqual({error, {bad_option, time, 0}},
+                 beamprobe:profile({?W, add, 2}, [{time, 0}, {time, 50}])),
+    [?assertEqual({error, {bad_option, opts, L}}, beamprobe:profile({?W, add, 2}, L))
+     || L <- [[{time, 50} | print], [{1, 2}], ["time"]]].
 
 %% Calls made in processes spawned during the run are counted, not timed:
 %% the table says how many calls own and mean cover (it showed 210 calls
