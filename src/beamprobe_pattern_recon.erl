@@ -9,6 +9,7 @@
 %%%                     erlang:trace_pattern/3 takes it; its actions are
 %%%                     kept ({return_trace}, {exception_trace},
 %%%                     {message, {caller}}, ...)
+%%% {M, F, []}         the empty match spec: every call, as '_'
 %%% {M, F, return_trace}   recon's shorthand for
 %%%                        [{'_', [], [{return_trace}]}]
 %%% {M, F, Fun}         a fun typed in the shell, in ms_transform syntax:
@@ -72,6 +73,10 @@ parse(_, _) ->
 spec(A) when is_integer(A), A >= 0, A =< 255 -> {ok, A, ?ANY};
 spec('_') -> {ok, '_', ?ANY};
 spec(return_trace) -> {ok, '_', [{'_', [], [{return_trace}]}]};
+%% The empty match spec is erlang:trace_pattern/3's `true' (and dbg's):
+%% every call, as recon_trace installs it.  It was refused as one that
+%% "traces nothing".
+spec([]) -> {ok, '_', ?ANY};
 spec(Fun) when is_function(Fun) ->
     case fun_to_ms(Fun) of
         {ok, MS} -> {ok, arity_of(MS), MS};
@@ -99,8 +104,6 @@ arity_of(MS) ->
         _ -> '_'
     end.
 
-check_ms([]) ->
-    {error, "an empty match specification traces nothing"};
 check_ms(MS) ->
     case proper(MS) andalso lists:all(fun(C) -> is_tuple(C) andalso
                                                      tuple_size(C) =:= 3

@@ -377,6 +377,17 @@ patterns_recon_any_function_arity(_Config) ->
                   <<"call bpsh_target:add(3, 4)">>],
                  [what(L) || L <- event_lines(Cap)]),
     wait_no_session(),
+    %% The empty match spec is trace_pattern's `true': every call, of
+    %% every arity (it was refused as one that "traces nothing").
+    Cap3 = cap(),
+    N3 = ok_calls({?T, add, []}, 2, #{io_server => Cap3}),
+    ?assert(N3 >= 1),
+    _ = [?T:add(1, 2), ?T:f(1), ?T:add(3, 4)],
+    wait_text(Cap3, "% beamprobe: session ended (events)\n", 2000),
+    ?assertEqual([<<"call bpsh_target:add(1, 2)">>,
+                  <<"call bpsh_target:add(3, 4)">>],
+                 [what(L) || L <- event_lines(Cap3)]),
+    wait_no_session(),
     [?assertMatch({error, {bad_pattern, P, "the module '_' needs the "
                                            "function '_' too" ++ _}},
                   beamprobe:calls(P, 2, #{io_server => Cap, force => true}))

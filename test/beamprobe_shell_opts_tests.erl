@@ -160,8 +160,12 @@ match_spec_forms_test() ->
                  ?P({lists, seq, MS})),
     ?assertMatch({ok, #{mfa := {lists, seq, '_'}}},
                  ?P({lists, seq, [{'_', [], [{message, {caller}}]}]})),
+    %% [] is erlang:trace_pattern/3's (and recon_trace's) every call.
+    ?assertEqual({ok, #{kind => call, mfa => {lists, seq, '_'},
+                        match_spec => [{'_', [], []}], actions => []}},
+                 ?P({lists, seq, []})),
     [?assertMatch({error, [_ | _]}, ?P({lists, seq, Bad}))
-     || Bad <- [[], [{bad}], [{['$1'], [{no_such_guard, '$1'}], []}],
+     || Bad <- [[{bad}], [{['$1'], [{no_such_guard, '$1'}], []}],
                 [{x, y}]]].
 
 shell_fun_forms_test() ->
