@@ -136,7 +136,8 @@ fun_to_ms(Fun) ->
             try ms_transform:transform_from_shell(dbg, Clauses, Bindings) of
                 {error, [{_, [{_, _, Code} | _]} | _], _} ->
                     {error, "the fun is not a match specification: " ++
-                         lists:flatten(ms_transform:format_error(Code))};
+                         lists:flatten(ms_transform:format_error(Code)) ++
+                         caller_line_hint(Code)};
                 MS when is_list(MS) ->
                     %% (Not a throw: this is the `of' part of the try,
                     %% which its catch does not cover.)
@@ -154,6 +155,14 @@ fun_to_ms(Fun) ->
                     "specification (ms_transform); give a compiled fun's "
                     "match specification as a list"}
     end.
+
+%% caller_line() is a match spec function of OTP 26's ms_transform only:
+%% on older ones it is refused as a local call, with no way named.
+caller_line_hint({_BodyLocalCall, caller_line, 0}) ->
+    " (this OTP's ms_transform has no caller_line(): give the match spec "
+        "[{'_', [], [{message, {caller_line}}]}] or the string "
+        "\"m:f -> caller_line\")";
+caller_line_hint(_) -> "".
 
 %% The actions a match spec asks for, as beamprobe_pattern names them.
 actions(MS) ->
