@@ -36,7 +36,8 @@
 
 -export([start_link/0, join/2, leave/2, sessions/0, tracer/0, untrace_self/0,
          installed/1,
-         others_patterns/1, others_patterns/2, installed_specs/2, add_own/2,
+         others_patterns/1, others_patterns/2, installed_specs/2,
+         foreign_patterns/1, add_own/2,
          installed_msg/1, msg_state/1]).
 -export([init/1, handle_continue/2, handle_call/3, handle_cast/2,
          handle_info/2]).
@@ -201,6 +202,21 @@ installed_specs(F, Meta) ->
     catch exit:_ -> []
     end.
 
+%% @doc The functions of `Fs' whose trace pattern is another tool's:
+%% global (beamprobe sets none), or local with a match spec that is not
+%% the one the janitor installed there (no session traces the function,
+%% or another tool replaced the sessions' pattern after they started,
+%% e.g. dbg:tpl/4).  Asked in the janitor, which makes every change of
+%% beamprobe's patterns: no session joins or leaves between the VM's
+%% answer and the janitor's, so a session starting next to others that
+%% join or leave never takes their fresh pattern for another tool's
+%% (beamprobe_skip).  Without a janitor: every function with a pattern.
+-spec foreign_patterns([mfa()]) -> [mfa()].
+foreign_patterns(Fs) ->
+    try gen_server:call(?MODULE, {foreign_patterns, Fs}, infinity)
+    catch exit:_ -> [F || F <- Fs, foreign_pattern(F, #{})]
+    end.
+
 %% @private
 -spec init([]) -> {ok, #st{}, {continue, rejoin}}.
 init([]) ->
@@ -288,6 +304,9 @@ handle_call({others_patterns, Session, Meta}, _From, #st{sessions = Ss} = St) ->
                     P =/= Session, Meta =:= both orelse M =:= Meta,
                     {{_, _, _} = MFA, _} <- Calls],
      St};
+handle_call({foreign_patterns, Fs}, _From, St) ->
+    Pats = installed_pats(St, false),
+    {reply, [F || F <- Fs, foreign_pattern(F, Pats)], St};
 handle_call({installed_specs, F, Meta}, _From, St) ->
     %% As erlang:trace_info/2 shows them: `true' is the empty match spec.
     {reply, [case MS of true -> []; _ -> MS end
@@ -522,6 +541,22 @@ ours(MFA, Old, false) ->
             {match_spec, MS} = beamprobe_skip:trace_info(MFA, match_spec),
             lists:any(fun({K, KMS}) -> covers(K, MFA) andalso ms(KMS) =:= MS end,
                       maps:to_list(Old));
+        _ -> false
+    end.
+
+%% Whether function F's trace pattern is another tool's, Pats being what
+%% the janitor installed (foreign_patterns/1).
+foreign_pattern(F, Pats) ->
+    case beamprobe_skip:trace_info(F, traced) of
+        {traced, local} ->
+            case beamprobe_skip:trace_info(F, match_spec) of
+                {match_spec, MS} ->
+                    not lists:any(fun({K, KMS}) ->
+                                          covers(K, F) andalso ms(KMS) =:= MS
+                                  end, maps:to_list(Pats));
+                _ -> false                      % (unloaded meanwhile)
+            end;
+        {traced, global} -> true;
         _ -> false
     end.
 

@@ -17,7 +17,10 @@
 %%%   only `existing' ones when `new' is taken);
 %%% - a function is taken, for a session with `local' patterns, when it has
 %%%   a trace pattern (`erlang:trace_info(MFA, traced)' is `local' or
-%%%   `global') that no beamprobe session claims; for a `meta => true'
+%%%   `global') that is not beamprobe's: global, or no beamprobe session
+%%%   claims the function, or its match spec is not one the janitor
+%%%   installed there (another tool replaced the sessions' pattern after
+%%%   they started, e.g. dbg:tpl/4); for a `meta => true'
 %%%   session, when it has a meta tracer that is not beamprobe's.  Its
 %%%   pattern is left as it is.  The session's processes still get call
 %%%   events from it (the pattern is global, the tracer is per process),
@@ -201,24 +204,23 @@ forced_calls(#{calls := []}, _Self) -> [];
 forced_calls(#{calls := Calls, meta := Meta}, Self) ->
     lists:usort([F || {F, _} <- taken_by(Calls, Meta, Self)]).
 
-%% The functions of Calls another tool's pattern holds: `{F, Call}'.  The
-%% patterns other beamprobe sessions claim are asked for before and after
-%% the VM is asked what F has: a session that joins meanwhile (its
-%% pattern seen, not yet claimed before) or leaves (claimed before, its
-%% pattern still seen) does not make F another tool's.
+%% The functions of Calls another tool's pattern holds: `{F, Call}'.  For
+%% local patterns the janitor decides (beamprobe_janitor:
+%% foreign_patterns/1): between its answer and the VM's no beamprobe
+%% session joins or leaves, so none of their patterns, fresh or about to
+%% go, is taken for another tool's.  A pattern on a function other
+%% sessions trace is another tool's when its match spec is not the one
+%% the janitor installed: dbg:tpl/4 over it after the sessions started
+%% (their watchdogs report it replaced).
 taken_by([], _Meta, _Self) -> [];
-taken_by(Calls, Meta, Self) ->
-    Before = beamprobe_janitor:others_patterns(Self, Meta),
-    There = [{F, Call} || Call <- Calls, F <- functions(pat(Call)),
-                          taken_fun(F, Meta, Before)],
-    case {There, Meta} of
-        {[], _} -> [];
-        {_, true} -> There;                 % the meta tracer tells
-        {_, false} ->
-            After = beamprobe_janitor:others_patterns(Self, Meta),
-            [X || {F, _} = X <- There,
-                  not lists:any(fun(H) -> covers(H, F) end, After)]
-    end.
+taken_by(Calls, true, _Self) ->
+    [{F, Call} || Call <- Calls, F <- functions(pat(Call)),
+                  taken_meta(F)];                % the meta tracer tells
+taken_by(Calls, false, _Self) ->
+    Fs = [{F, Call} || Call <- Calls, F <- functions(pat(Call))],
+    Foreign = maps:from_keys(beamprobe_janitor:foreign_patterns(
+                               lists:usort([F || {F, _} <- Fs])), true),
+    [X || {F, _} = X <- Fs, is_map_key(F, Foreign)].
 
 %% A pattern that asks for every call as it is: no head, guard or action.
 accepts_all({{_, _, _}, true}) -> true;
@@ -304,20 +306,13 @@ alive(P) when is_pid(P) -> is_process_alive(P);
 alive(P) when is_port(P) -> erlang:port_info(P) =/= undefined;
 alive(_) -> true.
 
-taken_fun(F, false, Held) ->
-    case trace_info(F, traced) of
-        {traced, T} when T =:= local; T =:= global ->
-            not lists:any(fun(H) -> covers(H, F) end, Held);
-        _ -> false
-    end;
-taken_fun(F, true, _Held) ->
+taken_meta(F) ->
     case trace_info(F, meta) of
         {meta, false} -> false;
         {meta, {beamprobe_nif, _}} -> false;
         {meta, T} -> alive(T);
         _ -> false
     end.
-
 %% @doc Whether pattern `Pat' (`{M, F, A}', any of them `'_'') covers
 %% function `MFA'; anything else covers nothing.
 -spec covers(term(), mfa()) -> boolean().

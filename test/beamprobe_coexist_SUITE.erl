@@ -22,7 +22,8 @@
          nothing_left/1, force_takes_over/1, recon_coexists/1,
          redbug_coexists/1, shell_note/1, shell_next_to_dbg/1,
          own_guard_not_relied/1, msg_pattern_left/1, msg_pattern_shared/1,
-         new_procs_of_other_no_error_report/1, narrower_pattern_kept/1]).
+         new_procs_of_other_no_error_report/1, narrower_pattern_kept/1,
+         replaced_pattern_not_taken/1]).
 %% logger handler (new_procs_of_other_no_error_report)
 -export([log/2]).
 
@@ -38,7 +39,8 @@ all() ->
      nothing_left, force_takes_over, recon_coexists, redbug_coexists,
      shell_note, shell_next_to_dbg, own_guard_not_relied,
      msg_pattern_left, msg_pattern_shared,
-     new_procs_of_other_no_error_report, narrower_pattern_kept].
+     new_procs_of_other_no_error_report, narrower_pattern_kept,
+     replaced_pattern_not_taken].
 
 init_per_suite(Config) ->
     beamprobe_coexist_lib:init_suite(Config).
@@ -455,6 +457,43 @@ flush_logged(Acc) ->
     receive {bp_logged, T} -> flush_logged([T | Acc])
     after 0 -> lists:reverse(Acc)
     end.
+
+%% Two sessions trace add/2, then dbg replaces their pattern with its own
+%% (both report it): a session that starts afterwards on add/2 takes
+%% dbg's pattern no more than if no session had been there -- refused
+%% with nothing else to trace, skipped (and listed) under a wildcard,
+%% relied on when it asks for every call -- and dbg keeps its pattern
+%% after every session stopped.  Before, another session claiming add/2
+%% made its pattern beamprobe's: the new session set its own match spec
+%% over dbg's and the last stop removed add/2's pattern altogether.
+replaced_pattern_not_taken(Config) ->
+    DbgMS = [{'_', [], [{return_trace}]}],
+    Own = fun(N) -> [{[N, '_'], [], []}] end,
+    Start = fun(Name, Spec) -> ?L:start(Spec#{output => {file, ?L:dir(Config, Name)}}) end,
+    S1 = Start("s1", #{calls => [{?ADD, Own(1)}]}),
+    S2 = Start("s2", #{calls => [?ADD]}),
+    _ = dbg_collector(),
+    {ok, _} = dbg:tpl(?W, add, 2, DbgMS),
+    Tampered = fun(S) -> {ok, #{tampered := T}} = beamprobe:info(S), T =/= [] end,
+    _ = ?L:wait_until(fun() -> Tampered(S1) andalso Tampered(S2) end, 5000),
+    ?assertEqual({error, {already_traced, [?ADD]}},
+                 beamprobe:start(#{calls => [{?ADD, Own(2)}],
+                                   output => {file, ?L:dir(Config, "s3")}})),
+    ?assertEqual({match_spec, DbgMS}, erlang:trace_info(?ADD, match_spec)),
+    S4 = Start("s4", #{calls => [{?W, '_', '_'}]}),
+    {ok, #{skipped := #{calls := Sk4}}} = beamprobe:info(S4),
+    ?assertEqual([?ADD], Sk4),
+    S5 = Start("s5", #{calls => [?ADD]}),
+    {ok, #{skipped := #{calls := Sk5, relied := R5}}} = beamprobe:info(S5),
+    ?assertEqual({[?ADD], [?ADD]}, {Sk5, R5}),
+    ?assertEqual({match_spec, DbgMS}, erlang:trace_info(?ADD, match_spec)),
+    ?assertEqual({match_spec, []}, erlang:trace_info({?W, tick, 1}, match_spec)),
+    _ = [?L:stop(S) || S <- [S4, S5, S1, S2]],
+    ?assertEqual({match_spec, DbgMS}, erlang:trace_info(?ADD, match_spec)),
+    ?assertEqual({traced, false}, erlang:trace_info({?W, tick, 1}, traced)),
+    {ok, _} = dbg:p(self(), [c]),
+    3 = ?W:add(1, 2),
+    ?assertEqual(#{self() => 1}, dbg_calls(x, 1)).
 
 %%% ------------------------------------------------------------------------
 %%% Helpers
