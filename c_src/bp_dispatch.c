@@ -137,8 +137,9 @@ struct route_info {
 };
 
 /* The hub's route in a call's match-spec result: {bp_route, E1, ...,
- * Ek} where Ei is V = Member + 256 * Returns (an integer), or {V, Info}
- * for a member whose clause has a `message' action, when that member's
+ * Ek} (the tag salted, bp_hub_route_atoms: no traced term carries it)
+ * where Ei is V = Member + 256 * Returns (an integer), or {V, Info} for
+ * a member whose clause has a `message' action, when that member's
  * condition held, else false or 'EXIT' (docs/design.md); Returns: 1 if
  * its clause asks for return_trace, 3 for exception_trace.  The tag is
  * bp_route_ret when the VM traces this call's return (a clause asking

@@ -2,9 +2,13 @@
  * context; the producer side is inline in bp_hub.h, the routing in
  * bp_tracer.c).  See bp_hub.h for the protocol. */
 #include <sched.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include "bp_atoms.h"
+#include "bp_clock.h"
 #include "bp_hub.h"
 
 struct bp_hub bp_hub;
@@ -15,6 +19,29 @@ int bp_hub_init(void)
 	if (!hub_mtx && !(hub_mtx = enif_mutex_create("bp_hub")))
 		return -1;
 	return 0;
+}
+
+/* Drawn once, at the first load (static: kept across reloads from the
+ * same file, with the hub and the match specs that carry the tags). */
+static uint64_t route_salt;
+
+void bp_hub_route_atoms(ErlNifEnv *env)
+{
+	char name[64];
+
+	if (!route_salt) {
+		uint64_t r = 0;
+		if (getrandom(&r, sizeof r, GRND_NONBLOCK) != sizeof r)
+			r = (uint64_t)bp_now() * 0x9E3779B97F4A7C15ull ^
+			    (uint64_t)getpid() ^ (uint64_t)(uintptr_t)&r;
+		route_salt = r | 1;
+	}
+	snprintf(name, sizeof name, "bp_route_%016llx",
+		 (unsigned long long)route_salt);
+	bp_atom.bp_route = enif_make_atom(env, name);
+	snprintf(name, sizeof name, "bp_route_ret_%016llx",
+		 (unsigned long long)route_salt);
+	bp_atom.bp_route_ret = enif_make_atom(env, name);
 }
 
 void bp_hub_lock(void)

@@ -110,6 +110,15 @@ extern struct bp_hub bp_hub;
 /* Creates the control mutex (load()).  0 or -1. */
 int bp_hub_init(void);
 
+/* Sets bp_atom.bp_route and bp_atom.bp_route_ret, the tags of the routes
+ * in combined match specs (beamprobe_combine.erl), to `bp_route_<salt>'
+ * and `bp_route_ret_<salt>', the salt drawn at random at the first load:
+ * the tracer takes a match-spec result for a route only with these tags,
+ * which no traced term carries (a session's `message' action sending an
+ * argument shaped like a route would otherwise route its calls into
+ * other sessions).  load(), after the atoms. */
+void bp_hub_route_atoms(ErlNifEnv *env);
+
 /* Makes s a member with the filter in map `spec' (see beamprobe_nif:
  * hub_add/2).  Returns the member number, or -1 when the hub is full and
  * -2 when the spec is malformed.  Control context. */

@@ -633,6 +633,15 @@ static ERL_NIF_TERM nif_hub_routes(ErlNifEnv *env, int argc,
 	return bp_atom.ok;
 }
 
+/* hub_route_tags() -> {RouteTag, RouteRetTag} (bp_hub_route_atoms). */
+static ERL_NIF_TERM nif_hub_route_tags(ErlNifEnv *env, int argc,
+				       const ERL_NIF_TERM argv[])
+{
+	(void)argc;
+	(void)argv;
+	return enif_make_tuple2(env, bp_atom.bp_route, bp_atom.bp_route_ret);
+}
+
 /* hub_members() -> N: the number of the hub's members (for tests). */
 static ERL_NIF_TERM nif_hub_members(ErlNifEnv *env, int argc,
 				    const ERL_NIF_TERM argv[])
@@ -689,6 +698,7 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
 #define BP__MAKE_ATOM(name, text) bp_atom.name = enif_make_atom(env, text);
 	BP_ATOMS(BP__MAKE_ATOM)
 #undef BP__MAKE_ATOM
+	bp_hub_route_atoms(env);
 	bp_handler_load(env);
 	bp_erts_layout_check(env);
 	bp_clock_init();
@@ -740,6 +750,7 @@ static ErlNifFunc nif_funcs[] = {
 	{"hub_remove", 1, nif_hub_remove, ERL_NIF_DIRTY_JOB_IO_BOUND},
 	{"hub_members", 0, nif_hub_members, 0},
 	{"hub_routes", 1, nif_hub_routes, 0},
+	{"hub_route_tags", 0, nif_hub_route_tags, 0},
 	{"hub_list", 0, nif_hub_list, 0},
 	{"hub_stats", 0, nif_hub_stats, 0},
 	{"user_annotate", 2, bp_usdt_nif_annotate, 0},

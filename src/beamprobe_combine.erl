@@ -40,8 +40,8 @@
 %%% Pure functions: the janitor applies the result.
 -module(beamprobe_combine).
 
--export([desired/1, compile_clause/1, compile_clause/2, covers/2,
-         routes/1]).
+-export([desired/1, desired/2, compile_clause/1, compile_clause/2,
+         covers/2, routes/1, routes/2]).
 
 %% Routes without a built term (docs/performance/stop-29.md, "Own
 %% conditions: routes as literals"): one clause per set of members for
@@ -54,7 +54,15 @@
 -type ms() :: true | [tuple()].
 %% One session's call patterns: its hub member number and its patterns.
 -type session_pats() :: {0..255, [{mfa_pat(), ms()}]}.
--export_type([session_pats/0]).
+%% The tags of a route and of a route whose call's return is traced:
+%% the node's (beamprobe_nif:hub_route_tags/0), names no traced term can
+%% carry by chance or by design, since the tracer takes any match-spec
+%% result tagged so for a route.
+-type tags() :: {atom(), atom()}.
+-export_type([session_pats/0, tags/0]).
+
+%% The tags of desired/1 and routes/1 (tests: the tracer knows its own).
+-define(PLAIN_TAGS, {bp_route, bp_route_ret}).
 
 %% @doc The match spec to install on every pattern key, from the
 %% sessions' patterns: `{ok, #{Key => MatchSpec}}', or `{error,
@@ -68,10 +76,17 @@
 -spec desired([session_pats()]) ->
           {ok, #{mfa_pat() => ms()}} | {error, term()}.
 desired(Sessions) ->
+    desired(Sessions, ?PLAIN_TAGS).
+
+%% @doc As {@link desired/1}, with the routes tagged `Tags' (`{Route,
+%% RouteRet}', the node's: beamprobe_nif:hub_route_tags/0).
+-spec desired([session_pats()], tags()) ->
+          {ok, #{mfa_pat() => ms()}} | {error, term()}.
+desired(Sessions, Tags) ->
     Pats = [P || {_, Ps} <- Sessions, {P, _} <- Ps],
     Keys = closure(lists:usort(Pats)),
     try
-        {ok, maps:from_list([{K, key_ms(K, Sessions)} || K <- Keys])}
+        {ok, maps:from_list([{K, key_ms(K, Sessions, Tags)} || K <- Keys])}
     catch throw:{cannot_combine, _, _} = Why -> {error, Why}
     end.
 
@@ -102,19 +117,25 @@ meet(_, _) -> none.
 %% among the installed ones.
 -spec routes(#{mfa_pat() => ms()}) -> non_neg_integer().
 routes(Patterns) ->
-    length([K || {K, MS} <- maps:to_list(Patterns), is_route(MS)]).
+    routes(Patterns, ?PLAIN_TAGS).
 
-is_route(MS) when is_list(MS) -> lists:any(fun is_route_clause/1, MS);
-is_route(_) -> false.
+%% @doc As {@link routes/1}, for routes tagged `Tags'.
+-spec routes(#{mfa_pat() => ms()}, tags()) -> non_neg_integer().
+routes(Patterns, Tags) ->
+    length([K || {K, MS} <- maps:to_list(Patterns), is_route(MS, Tags)]).
 
-is_route_clause({_, _, [{message, {T}} | _]}) when is_tuple(T),
-                                                  tuple_size(T) > 0 ->
-    lists:member(element(1, T), [{const, bp_route}, {const, bp_route_ret}]);
-is_route_clause({_, _, [{message, {const, T}} | _]}) when is_tuple(T),
-                                                         tuple_size(T) > 0 ->
-    lists:member(element(1, T), [bp_route, bp_route_ret]);
-is_route_clause({_, _, [{message, {map_get, _, _}} | _]}) -> true;
-is_route_clause(_) -> false.
+is_route(MS, Tags) when is_list(MS) ->
+    lists:any(fun(C) -> is_route_clause(C, Tags) end, MS);
+is_route(_, _) -> false.
+
+is_route_clause({_, _, [{message, {T}} | _]}, {R, RR}) when is_tuple(T),
+                                                            tuple_size(T) > 0 ->
+    lists:member(element(1, T), [{const, R}, {const, RR}]);
+is_route_clause({_, _, [{message, {const, T}} | _]}, {R, RR})
+  when is_tuple(T), tuple_size(T) > 0 ->
+    lists:member(element(1, T), [R, RR]);
+is_route_clause({_, _, [{message, {map_get, _, _}} | _]}, _) -> true;
+is_route_clause(_, _) -> false.
 
 %% @doc Does pattern `General' name every function `Key' names?
 -spec covers(mfa_pat(), mfa_pat()) -> boolean().
@@ -128,13 +149,13 @@ c(_, _) -> false.
 %% The match spec of key K: each covering session's match spec is the
 %% one of its most specific pattern covering K (the one the VM would have
 %% kept for that session alone, beamprobe_session:general_first/1).
-key_ms(K, Sessions) ->
+key_ms(K, Sessions, Tags) ->
     Cover = [{Member, session_ms(K, Ps)}
              || {Member, Ps} <- Sessions,
                 lists:any(fun({P, _}) -> covers(P, K) end, Ps)],
     case lists:usort([MS || {_, MS} <- Cover]) of
         [MS] -> MS;
-        _ -> combine(K, Cover)
+        _ -> combine(K, Cover, Tags)
     end.
 
 session_ms(K, Ps) ->
@@ -148,15 +169,15 @@ session_ms(K, Ps) ->
 %% The combined match spec of key K for [{Member, MatchSpec}]: with
 %% routes the VM does not build when the sessions allow it (enumerated/2,
 %% tree/2), else with routes it builds per call (built/3).
-combine({_, _, A} = K, Cover) ->
+combine({_, _, A} = K, Cover, Tags) ->
     Arity = case is_integer(A) of true -> A; false -> any end,
     case units(K, Arity, Cover) of
         {ok, Units} when length(Units) =< ?ENUM_MAX ->
-            enumerated(combined_head(Arity), Units);
+            enumerated(combined_head(Arity), Units, Tags);
         {ok, Units} when length(Units) =< ?TREE_MAX ->
-            tree(combined_head(Arity), Units);
+            tree(combined_head(Arity), Units, Tags);
         _ ->
-            built(K, Arity, Cover)
+            built(K, Arity, Cover, Tags)
     end.
 
 %% The match spec of more units: the clauses of built/3 (one per unit,
@@ -166,23 +187,24 @@ combine({_, _, A} = K, Cover) ->
 %% the map the previous one gave, down to the literal route of exactly
 %% the units whose conditions hold.  Each condition runs once and nothing
 %% is built.  The tree has 2^n leaves: only up to ?TREE_MAX units.
-tree(Head, Units) ->
+tree(Head, Units, Tags) ->
     Tree = lists:foldl(
              fun({_, Cond, _}, Acc) ->
                      %% A condition that raises is 'EXIT' in a body:
                      %% =:= true makes it false, as in a guard.
                      {map_get, {'=:=', Cond, true}, Acc}
-             end, {const, route_tree(Units, [])}, Units),
+             end, {const, route_tree(Units, [], Tags)}, Units),
     [{Head, [Cond], [{message, Tree}, {exception_trace}]}
      || {_, Cond, R} <- Units, R =/= none] ++
         [{Head, [Cond], [{message, Tree}]} || {_, Cond, _} <- Units].
 
 %% Keyed by the first unit's condition, then the next one's...: the
 %% route of the units found true (Held, in reverse) at each leaf.
-route_tree([], Held) ->
-    route_tuple(lists:reverse(Held));
-route_tree([U | Us], Held) ->
-    #{true => route_tree(Us, [U | Held]), false => route_tree(Us, Held)}.
+route_tree([], Held, Tags) ->
+    route_tuple(lists:reverse(Held), Tags);
+route_tree([U | Us], Held, Tags) ->
+    #{true => route_tree(Us, [U | Held], Tags),
+      false => route_tree(Us, Held, Tags)}.
 
 %% Each member as one unit {Member, Cond, Returns} when its match spec has
 %% one clause for this key and no `message' action (its route element a
@@ -221,7 +243,7 @@ units(K, Arity, Cover) ->
 %% once (no call event: `{message, false}'), where the VM would otherwise
 %% try every clause (a condition that raises fails that first guard: the
 %% call goes on to the sets, which route it exactly).
-enumerated(Head, Units) ->
+enumerated(Head, Units, Tags) ->
     {Always, Some} = lists:partition(fun({_, Cond, _}) -> Cond =:= true end,
                                      Units),
     Sets = [Always ++ S || S <- subsets(Some), Always ++ S =/= []],
@@ -234,7 +256,7 @@ enumerated(Head, Units) ->
            end,
     None ++
         [{Head, [Cond || {_, Cond, _} <- Set, Cond =/= true],
-          literal_route(Set)} || Set <- Sorted].
+          literal_route(Set, Tags)} || Set <- Sorted].
 
 subsets([]) -> [[]];
 subsets([U | Us]) ->
@@ -243,9 +265,9 @@ subsets([U | Us]) ->
 
 %% The clause body sending Set's route as a constant (exception_trace
 %% when the route's tag says the VM traces the return).
-literal_route(Set) ->
-    case route_tuple(Set) of
-        Route when element(1, Route) =:= bp_route_ret ->
+literal_route(Set, {_, RetTag} = Tags) ->
+    case route_tuple(Set, Tags) of
+        Route when element(1, Route) =:= RetTag ->
             [{message, {const, Route}}, {exception_trace}];
         Route ->
             [{message, {const, Route}}]
@@ -253,16 +275,16 @@ literal_route(Set) ->
 
 %% The route of exactly the units in Set, tagged bp_route_ret when one of
 %% them asks for return tracing.
-route_tuple(Set) ->
+route_tuple(Set, {RouteTag, RetTag}) ->
     Tag = case lists:any(fun({_, _, R}) -> R =/= none end, Set) of
-              true -> bp_route_ret;
-              false -> bp_route
+              true -> RetTag;
+              false -> RouteTag
           end,
     list_to_tuple([Tag | [route_value(M, R, none) || {M, _, R} <- Set]]).
 
 %% The combined match spec whose clauses build the route per call: each
 %% element evaluates to its member's value if its condition holds.
-built(K, Arity, Cover) ->
+built(K, Arity, Cover, {RouteTag, RetTag}) ->
     Elems = lists:append(
               [begin
                    %% A clause whose head has another arity never matches
@@ -288,9 +310,9 @@ built(K, Arity, Cover) ->
     %% happens: the tracer pairs it with the call, bp_retstack.h), and
     %% the tag bp_route_ret says that one will come.
     Head = combined_head(Arity),
-    [{Head, [First], [Route(bp_route_ret), {exception_trace}]}
+    [{Head, [First], [Route(RetTag), {exception_trace}]}
      || {_, _, First, {R, _}} <- Elems, R =/= none] ++
-        [{Head, [Cond], [Route(bp_route)]} || {_, Cond, _, _} <- Elems].
+        [{Head, [Cond], [Route(RouteTag)]} || {_, Cond, _, _} <- Elems].
 
 %% The head of a combined match spec's clauses: each argument a variable
 %% for one arity, the argument list for any.

@@ -459,7 +459,15 @@ desired(#st{sessions = Ss}, Meta) ->
     beamprobe_combine:desired([{M, Calls}
                                || #{meta := Me, calls := Calls,
                                     member := M} <- maps:values(Ss),
-                                  Me =:= Meta, Calls =/= []]).
+                                  Me =:= Meta, Calls =/= []],
+                              route_tags()).
+
+%% The tags of the routes in combined match specs: the node's, which no
+%% traced term carries (a session's own `message' action, installed as
+%% it is, could otherwise send a route of its choosing: its calls into
+%% other sessions' traces).
+route_tags() ->
+    beamprobe_nif:hub_route_tags().
 
 %% Applies the difference from the installed patterns Old to New: keys
 %% gone are removed unless a remaining more general key covers them (then
@@ -470,10 +478,11 @@ desired(#st{sessions = Ss}, Meta) ->
 apply_patterns(Old, New, Force, Meta, St) ->
     %% The tracer looks for routes while any combined match spec may be
     %% installed: raised before they are set, lowered after.
-    Other = beamprobe_combine:routes(installed_pats(St, not Meta)),
-    Routes = beamprobe_combine:routes(New),
+    Tags = route_tags(),
+    Other = beamprobe_combine:routes(installed_pats(St, not Meta), Tags),
+    Routes = beamprobe_combine:routes(New, Tags),
     ok = beamprobe_nif:hub_routes(
-           Other + max(Routes, beamprobe_combine:routes(Old))),
+           Other + max(Routes, beamprobe_combine:routes(Old, Tags))),
     R = apply_patterns1(Old, New, Force, Meta),
     ok = beamprobe_nif:hub_routes(Other + Routes),
     R.

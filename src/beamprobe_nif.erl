@@ -18,7 +18,7 @@
 -export([start/1, stop/1, info/1, dump/1, annotate/2, tampered/3, notice/4, ack/2,
          render/2, render_args/2, render_mfa/3, elixir_text/2, thread_slot/0, clock/0,
          make_dir/1, remove_dir/1, live_sessions/0, hub_add/2, hub_remove/1,
-         hub_members/0, hub_routes/1, hub_list/0, hub_stats/0,
+         hub_members/0, hub_routes/1, hub_route_tags/0, hub_list/0, hub_stats/0,
          user_annotate/2, usdt_enabled/1]).
 -export([loaded/0, is_loaded/0]).
 
@@ -115,6 +115,15 @@ hub_remove(_) -> ?NOT_LOADED.
 %% while there is one.
 -spec hub_routes(non_neg_integer()) -> ok.
 hub_routes(_) -> ?NOT_LOADED.
+
+%% @doc The tags of a route and of a route whose return is traced, in
+%% the match-spec results of combined match specs (beamprobe_combine):
+%% atoms `bp_route_<N>' and `bp_route_ret_<N>', N drawn at random when
+%% the library is first loaded (kept across its reloads, as the hub is).
+%% The tracer takes only a result tagged so for a route: a term a traced
+%% function gets (sent by a `message' action) cannot name one.
+-spec hub_route_tags() -> {atom(), atom()}.
+hub_route_tags() -> ?NOT_LOADED.
 
 %% @doc The hub's members, each with the process of its session.
 -spec hub_list() -> [{0..255, pid() | undefined}].

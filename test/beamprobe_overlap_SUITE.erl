@@ -16,7 +16,8 @@
          reload_with_overlaps/1, random_sessions_under_load/1, next_to_dbg/1,
          cannot_combine/1, message_pattern_conflict/1,
          distinct_functions_same_procs/1, killed_session_cleaned/1,
-         busy_janitor_not_another_tool/1, exclude_per_session/1]).
+         busy_janitor_not_another_tool/1, exclude_per_session/1,
+         forged_route_ignored/1]).
 -export([prober/0]).
 
 -define(L, beamprobe_test_lib).
@@ -24,7 +25,7 @@
 
 all() ->
     [issue_example, different_renderings, returns_exact,
-     returns_deep_recursion,
+     returns_deep_recursion, forged_route_ignored,
      distinct_functions_same_procs, busy_janitor_not_another_tool,
      exclude_per_session,
      cannot_combine,
@@ -247,6 +248,33 @@ returns_exact(Config) ->
     assert_nothing_left([{?W, tick, 1}, {?W, crash, 1}, {?W, outer, 1},
                          {?W, inner, 1}]),
     ?W:stop_worker(W).
+
+%% A session's own `message' action, installed as it is (alone on its
+%% function), sends the traced call's argument, shaped like a route of
+%% combined match specs (`{bp_route, N}', `{bp_route_ret, N + 256}')
+%% while other sessions' specs are combined elsewhere: the call is still
+%% that session's alone.  Before, the tracer took any result so tagged
+%% for a route: the argument decided which sessions got the call (here
+%% the other three, which do not trace sink/1) and the session lost it.
+forged_route_ignored(Config) ->
+    Dirs = [?L:dir(Config, N) || N <- ["gt", "le", "add", "own"]],
+    [DG, DL, DA, DX] = Dirs,
+    Ss = [?L:start(#{calls => [{{?W, tick, 1}, gt(5)}], output => {file, DG}}),
+          ?L:start(#{calls => [{{?W, tick, 1}, le(5)}], output => {file, DL}}),
+          ?L:start(#{calls => [{?W, add, 2}], output => {file, DA}}),
+          ?L:start(#{calls => [{{?W, sink, 1}, [{['$1'], [], [{message, '$1'}]}]}],
+                     output => {file, DX}})],
+    ?assertMatch(#{routes := R} when R > 0, beamprobe_nif:hub_stats()),
+    Forged = [{bp_route, I} || I <- lists:seq(0, 5)] ++
+        [{bp_route_ret, I + 256} || I <- lists:seq(0, 5)],
+    _ = [ok = ?W:sink(T) || T <- Forged],
+    _ = [?L:stop(S) || S <- Ss],
+    Sinks = fun(D) -> [A || {<<"call">>, _, #{<<"mfa">> := <<"beamprobe_workload:sink/1">>,
+                                              <<"args">> := A}} <- norm_events(D)]
+            end,
+    ?assertEqual({[], [], []}, {Sinks(DG), Sinks(DL), Sinks(DA)}),
+    ?assertEqual(length(Forged), length(Sinks(DX))),
+    assert_nothing_left([{?W, tick, 1}, {?W, add, 2}, {?W, sink, 1}]).
 
 %% A recursion deeper than the return stack keeps (64 frames): nothing
 %% breaks, calls are still routed exactly, the frames lost are counted,
