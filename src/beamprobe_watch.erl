@@ -43,7 +43,11 @@
 %%% confirmation), and at most ?MAX_FUNS functions are watched per
 %%% session; with `procs => all' a process outside the sample that loses
 %%% its flags is not seen (`erlang:trace(all, false, ...)' is: it clears
-%%% `new' and the sample).  Patterns on every module (`{'_', '_', '_'}',
+%%% `new' and the sample), nor with `procs => new' any one process: none
+%%% is sampled, only the defaults for new processes are watched (a tool
+%%% that clears every process clears them too and is seen; one that
+%%% clears only existing processes, or one process by its pid, is not).
+%%% Patterns on every module (`{'_', '_', '_'}',
 %%% with `force') are not watched; message patterns are (`{messages,
 %%% send | 'receive', How, Seen}').  A
 %%% process another tool starts tracing between the start's check and
