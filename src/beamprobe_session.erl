@@ -635,10 +635,14 @@ prestart_watch(St) ->
 %% The watchdog: reports what another tool removes or replaces.
 start_watch(#st{res = Res, patterns = Pats, config = C, traced = T,
                 spare = Spare} = St) ->
+    %% Not `arity': beamprobe itself takes it off every process when a
+    %% session that wants full arguments joins (the other sessions still
+    %% render the arity they asked for: a cost, not a loss), and that is
+    %% no other tool's doing.
     Flags = flags(case maps:get(meta, C) of
                       true -> C#{calls := []};
                       false -> C
-                  end),
+                  end) -- [arity],
     {ok, W} = beamprobe_watch:start_in(
                 Spare, self(), #{res => Res, meta => maps:get(meta, C),
                           patterns => Pats, procs => T, flags => Flags,

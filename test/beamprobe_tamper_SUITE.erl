@@ -38,7 +38,8 @@
          tampered_nif_args/1, relied_pattern_removed/1,
          redbug_wipe_reported/1, idle_not_running/1,
          msg_pattern_replaced_reported/1, replaced_pattern_kept/1,
-         replaced_pattern_kept_overlap/1, wildcard_reset_keeps_specific/1]).
+         replaced_pattern_kept_overlap/1, wildcard_reset_keeps_specific/1,
+         no_report_full_args_joining/1]).
 
 -define(W, beamprobe_workload).
 -define(L, beamprobe_test_lib).
@@ -53,6 +54,7 @@ all() ->
      ms_replaced_next_to_meta_reported, meta_replaced_reported, flags_removed_reported, dbg_clear_reported,
      all_cleared_reported, recon_wipe_reported, reinstall_option,
      no_report_on_stop, no_report_second_session, no_report_same_function,
+     no_report_full_args_joining,
      no_report_on_reload, watchdog_not_traced, tampered_nif_args,
      relied_pattern_removed, redbug_wipe_reported, idle_not_running,
      msg_pattern_replaced_reported, replaced_pattern_kept,
@@ -347,6 +349,32 @@ no_report_second_session(Config) ->
     ?assertEqual([], maps:get(tampered, Sum)),
     ?assertEqual([], ?L:events(?L:trace(Dir), "tampered")),
     [?W:stop_worker(P) || P <- [P1, P2]].
+
+%% A session that wants full arguments joining takes the `arity' flag off
+%% every process (and the defaults for new ones): beamprobe's doing, not
+%% reported by the sessions that asked for arities (on a list and on
+%% `all').  Then another tool removes a pattern of each: that is its only
+%% report (a check reads its processes and its functions in one round, so
+%% an arity report would have come with it).  Before, both sessions
+%% reported their processes' flags `removed'.
+no_report_full_args_joining(Config) ->
+    P = ?W:start_worker(),
+    S1 = ?L:start(#{procs => [P], calls => [?ADD], args => arity,
+                    output => {file, ?L:dir(Config, "a")}}),
+    S3 = ?L:start(#{calls => [{?W, tick, 1}], args => arity,
+                    output => {file, ?L:dir(Config, "c")}}),
+    ?assertEqual({flags, [arity, call]}, erlang:trace_info(P, flags)),
+    S2 = ?L:start(#{procs => [P], calls => [{?W, sink, 1}],
+                    output => {file, ?L:dir(Config, "b")}}),
+    ?assertEqual({flags, [call]}, erlang:trace_info(P, flags)),
+    1 = erlang:trace_pattern(?ADD, false, [local]),
+    1 = erlang:trace_pattern({?W, tick, 1}, false, [local]),
+    _ = ?L:wait_until(fun() -> tampered(S1) =/= [] andalso tampered(S3) =/= []
+                      end, 2 * ?WITHIN_MS),
+    ?assertMatch([{pattern, ?ADD, removed, _}], tampered(S1)),
+    ?assertMatch([{pattern, {?W, tick, 1}, removed, _}], tampered(S3)),
+    _ = [?L:stop(S) || S <- [S1, S2, S3]],
+    ?W:stop_worker(P).
 
 %% A second session on the same function with another match spec (it
 %% replaces the first one's: issue 8 point 1) is beamprobe's doing, not
