@@ -488,7 +488,10 @@ join(#st{config = C, res = Res, handlers = Hs} = St) ->
                    end),
     Procs = procs(C),
     Spec = #{res => Res, meta => Meta, procs => Procs,
-             exclude => maps:get(exclude, C),
+             %% The processes another tool held at the start are not
+             %% this session's, also when another session traces them
+             %% later (the hub then routes their events): as alone.
+             exclude => maps:get(exclude, C) ++ skipped_pids(St#st.skipped),
              flags => PFlags -- [arity],
              arity => lists:member(arity, PFlags),
              ports => lists:member(ports, maps:get(events, C)),
@@ -515,6 +518,12 @@ join(#st{config = C, res = Res, handlers = Hs} = St) ->
                        msg_patterns = [K || {K, _} <- maps:get(messages, C)]}};
         {error, R} -> {error, R, St}
     end.
+
+%% The processes beamprobe_skip:skip/2 listed as skipped (at most a
+%% thousand: beyond, the others may still reach the session through
+%% another session that traces them after their tool let them go).
+skipped_pids(#{procs := L}) -> [P || P <- L, is_pid(P)];
+skipped_pids(_) -> [].
 
 %% The processes beamprobe_skip:skip/2 found traced by other tools, when
 %% it listed them all (it keeps at most a thousand).

@@ -23,7 +23,7 @@
          redbug_coexists/1, shell_note/1, shell_next_to_dbg/1,
          own_guard_not_relied/1, msg_pattern_left/1, msg_pattern_shared/1,
          new_procs_of_other_no_error_report/1, narrower_pattern_kept/1,
-         replaced_pattern_not_taken/1]).
+         replaced_pattern_not_taken/1, skipped_proc_stays_skipped/1]).
 %% logger handler (new_procs_of_other_no_error_report)
 -export([log/2]).
 
@@ -40,7 +40,7 @@ all() ->
      shell_note, shell_next_to_dbg, own_guard_not_relied,
      msg_pattern_left, msg_pattern_shared,
      new_procs_of_other_no_error_report, narrower_pattern_kept,
-     replaced_pattern_not_taken].
+     replaced_pattern_not_taken, skipped_proc_stays_skipped].
 
 init_per_suite(Config) ->
     beamprobe_coexist_lib:init_suite(Config).
@@ -494,6 +494,39 @@ replaced_pattern_not_taken(Config) ->
     {ok, _} = dbg:p(self(), [c]),
     3 = ?W:add(1, 2),
     ?assertEqual(#{self() => 1}, dbg_calls(x, 1)).
+
+%% A session on every process skips the one dbg traces (and says so);
+%% dbg lets it go and a second session traces it: the first still records
+%% nothing of it, as alone.  Before, the first recorded its calls (the
+%% second session's flags, routed to every `all' member) but not its
+%% sends, which it had asked for too: part of a process it said it
+%% skipped.
+skipped_proc_stays_skipped(Config) ->
+    [A, B] = [?W:start_worker() || _ <- [1, 2]],
+    _ = dbg_collector(),
+    {ok, _} = dbg:p(A, [c]),
+    D1 = ?L:dir(Config, "all"),
+    D2 = ?L:dir(Config, "list"),
+    S1 = ?L:start(#{calls => [{?W, tick, 1}], events => [send],
+                    output => {file, D1}}),
+    {ok, #{skipped := #{procs := Sk}}} = beamprobe:info(S1),
+    ?assert(lists:member(A, Sk)),
+    dbg:stop(),
+    ?assertEqual({flags, []}, erlang:trace_info(A, flags)),
+    S2 = ?L:start(#{procs => [A], calls => [{?W, tick, 1}],
+                    output => {file, D2}}),
+    [?W:run(P, fun() -> ?W:tick(1) end) || P <- [A, B]],
+    _ = [?L:stop(S) || S <- [S1, S2]],
+    E1 = ?L:trace(D1),
+    Of = fun(Name, P) -> try ?L:events(E1, Name, P)
+                         catch error:{no_process_event, _} -> []
+                         end
+         end,
+    ?assertEqual({[], []}, {Of("call", A), Of("send", A)}),
+    ?assertEqual(1, length(Of("send", B))),
+    ?assertEqual(1, length(?L:events(E1, "call", B))),
+    ?assertEqual(1, length(?L:events(?L:trace(D2), "call", A))),
+    [?W:stop_worker(P) || P <- [A, B]].
 
 %%% ------------------------------------------------------------------------
 %%% Helpers
