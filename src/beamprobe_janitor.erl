@@ -37,7 +37,7 @@
 -export([start_link/0, join/2, leave/2, sessions/0, tracer/0, untrace_self/0,
          installed/1,
          others_patterns/1, others_patterns/2, installed_specs/2,
-         foreign_patterns/1, add_own/2,
+         foreign_patterns/1, reinstall_pattern/2, add_own/2,
          installed_msg/1, msg_state/1]).
 -export([init/1, handle_continue/2, handle_call/3, handle_cast/2,
          handle_info/2]).
@@ -202,6 +202,18 @@ installed_specs(F, Meta) ->
     catch exit:_ -> []
     end.
 
+%% @doc Sets on function `F' the pattern beamprobe has installed there now
+%% (meta if `Meta'): the match spec of the most specific installed key
+%% covering it, the combined one of every session that traces it.  For a
+%% watchdog's `on_tamper => reinstall': the pattern it saw last may be
+%% older (another session joined or left since).  `ok', or `none' when no
+%% installed key covers `F' any more.
+-spec reinstall_pattern(mfa(), boolean()) -> ok | none.
+reinstall_pattern(F, Meta) ->
+    try gen_server:call(?MODULE, {reinstall_pattern, F, Meta}, infinity)
+    catch exit:_ -> none
+    end.
+
 %% @doc The functions of `Fs' whose trace pattern is another tool's:
 %% global (beamprobe sets none), or local with a match spec that is not
 %% the one the janitor installed there (no session traces the function,
@@ -304,6 +316,17 @@ handle_call({others_patterns, Session, Meta}, _From, #st{sessions = Ss} = St) ->
                     P =/= Session, Meta =:= both orelse M =:= Meta,
                     {{_, _, _} = MFA, _} <- Calls],
      St};
+handle_call({reinstall_pattern, F, Meta}, _From, St) ->
+    Covering = [{length([x || '_' <- tuple_to_list(K)]), K, MS}
+                || {K, MS} <- maps:to_list(installed_pats(St, Meta)),
+                   covers(K, F)],
+    case lists:sort(Covering) of
+        [] -> {reply, none, St};
+        [{_, _, MS} | _] ->
+            _ = safely(fun() -> erlang:trace_pattern(F, MS, set_flag(Meta))
+                       end),
+            {reply, ok, St}
+    end;
 handle_call({foreign_patterns, Fs}, _From, St) ->
     Pats = installed_pats(St, false),
     {reply, [F || F <- Fs, foreign_pattern(F, Pats)], St};

@@ -552,16 +552,14 @@ text(Fmt, Args) ->
     binary:part(B, 0, min(byte_size(B), 900)).
 
 %% on_tamper => reinstall: set the baseline again (a process another
-%% tracer holds now stays with it: erlang:trace/3 refuses).
+%% tracer holds now stays with it: erlang:trace/3 refuses).  A pattern is
+%% set by the janitor, as it has it now: the one seen last may be older
+%% (a session with its own condition joined since, whose route it lacks).
 reinstall({messages, K}, MS, W) ->
     _ = (catch erlang:apply(erlang, trace_pattern, [K, MS, []])),
     reinstalled({messages, K}, W);
-reinstall({pattern, F}, {_, MS}, #w{meta = true} = W) ->
-    _ = (catch erlang:trace_pattern(F, MS, [{meta, beamprobe_nif,
-                                             beamprobe_hub_meta}])),
-    reinstalled({pattern, F}, W);
-reinstall({pattern, F}, {T, MS}, W) ->
-    _ = (catch erlang:trace_pattern(F, MS, [T])),
+reinstall({pattern, F}, _Base, #w{meta = Meta} = W) ->
+    _ = beamprobe_janitor:reinstall_pattern(F, Meta),
     reinstalled({pattern, F}, W);
 reinstall({procs, P}, {_, Flags}, W) ->
     _ = (catch erlang:trace(P, true, Flags ++ [beamprobe_janitor:tracer()])),

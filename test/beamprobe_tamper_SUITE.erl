@@ -32,7 +32,7 @@
          meta_replaced_reported/1,
          flags_removed_reported/1, dbg_clear_reported/1,
          all_cleared_reported/1, recon_wipe_reported/1,
-         reinstall_option/1, no_report_on_stop/1,
+         reinstall_option/1, reinstall_current/1, no_report_on_stop/1,
          no_report_second_session/1, no_report_same_function/1,
          no_report_on_reload/1, watchdog_not_traced/1,
          tampered_nif_args/1, relied_pattern_removed/1,
@@ -53,6 +53,7 @@ all() ->
     [ctp_reported, trace_pattern_false_reported, ms_replaced_reported,
      ms_replaced_next_to_meta_reported, meta_replaced_reported, flags_removed_reported, dbg_clear_reported,
      all_cleared_reported, recon_wipe_reported, reinstall_option,
+     reinstall_current,
      no_report_on_stop, no_report_second_session, no_report_same_function,
      no_report_full_args_joining,
      no_report_on_reload, watchdog_not_traced, tampered_nif_args,
@@ -299,6 +300,35 @@ reinstall_option(Config) ->
     ?W:run(P, fun() -> ?W:add(1, 1) end),
     _ = ?L:stop(S),
     [_] = ?L:events(?L:trace(Dir), "call", P),
+    ?W:stop_worker(P).
+
+%% on_tamper => reinstall sets the pattern beamprobe has now, not the one
+%% the session saw when it last looked: a second session with a condition
+%% of its own joined (the janitor installed a combined match spec) and the
+%% pattern was removed before the first session's watchdog looked again.
+%% It set back its own older match spec, without the second session's
+%% route: the second session recorded add(1, 1), which its condition
+%% refuses, and the janitor no longer knew the pattern for its own.
+reinstall_current(Config) ->
+    DA = ?L:dir(Config, "a"),
+    DB = ?L:dir(Config, "b"),
+    A = ?L:start(#{calls => [?ADD], on_tamper => reinstall,
+                   output => {file, DA}}),
+    timer:sleep(700),                  % A's watchdog has looked once
+    B = ?L:start(#{calls => [{?ADD, [{['$1', '_'], [{'>', '$1', 5}], []}]}],
+                   output => {file, DB}}),
+    erlang:trace_pattern(?ADD, false, [local]),
+    _ = ?L:wait_until(fun() -> tampered(A) =/= [] end, ?WITHIN_MS),
+    _ = ?L:wait_until(fun() -> erlang:trace_info(?ADD, traced) =:=
+                                    {traced, local} end, ?WITHIN_MS),
+    P = ?W:start_worker(),
+    ?W:run(P, fun() -> ?W:add(1, 1), ?W:add(9, 1) end),
+    _ = ?L:stop(A),
+    _ = ?L:stop(B),
+    ?assertEqual(2, length(?L:events(?L:trace(DA), "call", P))),
+    ?assertEqual(1, length(?L:events(?L:trace(DB), "call", P))),
+    %% Nothing of beamprobe's is left on add/2.
+    ?assertEqual({traced, false}, erlang:trace_info(?ADD, traced)),
     ?W:stop_worker(P).
 
 %% dbg:stop/0 sets the node's send pattern to `true' (every send): a
