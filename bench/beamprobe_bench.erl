@@ -126,6 +126,9 @@ run_cost(Config, Tmp) ->
     {(T1 - T0) / calls(), W, D}.
 
 setup(untraced, _) ->
+    %% Nothing left by the last run: no flag, no pattern.
+    {flags, []} = erlang:trace_info(self(), flags),
+    {traced, false} = erlang:trace_info({bench_target, f, 1}, traced),
     fun() -> ok end;
 setup(floor, _) ->
     1 = erlang:trace_pattern({bench_target, f, 1}, true, [local]),

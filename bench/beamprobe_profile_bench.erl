@@ -21,6 +21,8 @@ main() -> main([]).
 -spec main([string() | atom()]) -> no_return().
 main(Args) ->
     {ok, _} = application:ensure_all_started(beamprobe),
+    %% Loaded here, not by the first (untraced) timed run.
+    {module, _} = code:ensure_loaded(bench_target),
     Smoke = lists:member(smoke, Args) orelse lists:member("smoke", Args),
     {Calls, Rounds} = case Smoke of
                           true -> {100000, 1};
@@ -83,7 +85,11 @@ counted(timed, _) ->
     end;
 counted(_, Calls) -> Calls.
 
-setup(untraced) -> fun() -> ok end;
+setup(untraced) ->
+    %% Nothing left by the last run: no flag, no pattern, no counter.
+    {flags, []} = erlang:trace_info(self(), flags),
+    {all, false} = erlang:trace_info(?MFA, all),
+    fun() -> ok end;
 setup(floor) ->
     1 = erlang:trace_pattern(?MFA, true, [local]),
     1 = erlang:trace(self(), true, [call, arity, {tracer, floor_tracer, []}]),
