@@ -7,7 +7,10 @@
 #   and beamprobe of the working tree (which goes first alternates), each VM
 #   running the kind 3 times and keeping the best of the runs that dropped
 #   no event (runs that dropped are counted); prints the median over
-#   the rounds of ns per operation and the added cost over the floor.
+#   the rounds of ns per operation and the added cost over the floor, and
+#   the events per operation each build wrote (a build that writes fewer
+#   events than the other is not measured on the same work).  The
+#   untraced time, for the ratios, is one VM after the rounds.
 #   VMFLAGS (e.g. +sbwt none) go to every VM.  KIND as in the `only'
 #   mode of bench/beamprobe_kinds_bench.erl.
 set -euo pipefail
@@ -21,7 +24,9 @@ shift $(( $# < 3 ? $# : 3 ))
 one() { # dir config [vmflags] -> best ns/op of AB_REPS (3) runs
   local d=$1 c=$2; shift 2
   erl "$@" -noshell -pa "$d/ebin" -pa "$B" -run beamprobe_kinds_bench main only "$kind" "$c" "${AB_REPS:-3}" \
-    | awk -v f="$ND/drops" '/ns per op/ { for (i = 1; i <= NF; i++) if ($i == "ns") v = $(i - 1)
+    | awk -v f="$ND/drops" -v e="$ND/ev.$(basename "$(cd "$d" && pwd)")" '/ns per op/ {
+        for (i = 1; i <= NF; i++) { if ($i == "ns") v = $(i - 1); if ($i == "events") ev = $(i - 1) }
+        if (ev != "-") print ev >> e
         if ($(NF - 1) + 0 > 0) { dropped++; next }
         if (best == "" || v < best) best = v }
       END { if (best == "") best = "nan"; print best; if (dropped) print dropped >> f }'
@@ -48,3 +53,7 @@ F=$(med "${fl[@]}") O=$(med "${old[@]}") N=$(med "${new[@]}")
 awk -v u="$u" -v f="$F" -v o="$O" -v n="$N" -v s="$sha" -v k="$kind" 'BEGIN {
   printf "%s: untraced %.1f, floor %.1f, %s %.1f (%.2fx floor added), tree %.1f (%.2fx) ns/op (medians)\n",
     k, u, f, s, o, (o - u) / (f - u), n, (n - u) / (f - u) }'
+for b in "$A" .; do
+  n=$(basename "$(cd "$b" && pwd)")
+  echo "events per op written by $n: $(sort -u "$ND/ev.$n" 2>/dev/null | tr '\n' ' ')"
+done
