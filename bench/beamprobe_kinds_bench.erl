@@ -7,7 +7,8 @@
 %%% of the rounds.  Ratios are `added cost / floor's added cost'.  The events
 %%% per operation are counted by the `{tracer, Pid}' sink in the same run;
 %%% a beamprobe run that dropped an event, or whose session wrote another
-%%% number of events than that sink received (more than 1 % apart), is not
+%%% number of events than that sink received (for calls, exactly; for the
+%%% other kinds, whose counts vary a little, more than 1 % apart), is not
 %%% counted (a dropped event costs less than a written one): the line says
 %%% how many were refused.  The VM's emulator flags are printed as the VM
 %%% got them (`erlang:system_info(emu_args)'), next to the label given.
@@ -373,7 +374,7 @@ report(Kinds, Res, Smoke) ->
     _ = Smoke andalso io:format("bench smoke part: ~p passed, ~p failed~n", [P, F]),
     F.
 
-report_kind(#{id := Id, label := Label, target := Target}, Res) ->
+report_kind(#{id := Id, label := Label, target := Target, pattern := Pat}, Res) ->
     Rs = [{C, maps:get({Id, C}, Res)} || C <- configs()],
     Passed = length([R || {_, L} <- Rs, R <- L, ok_result(R)]),
     Failed = length([R || {_, L} <- Rs, R <- L, not ok_result(R)]),
@@ -382,10 +383,13 @@ report_kind(#{id := Id, label := Label, target := Target}, Res) ->
              _ -> undefined
          end,
     %% beamprobe's runs that dropped or wrote another number of events
-    %% than the sink received: not counted.
+    %% than the sink received: not counted.  Calls are exactly one or two
+    %% events each; the other kinds' counts vary a little from run to run
+    %% (a process scheduled out once more): 1 %.
+    Tol = case Pat of none -> 0.01 * Ev; _ -> 0.0 end,
     AllBp = proplists:get_value(bp, Rs),
     Counted = [R || {_, E, D} = R <- AllBp, D =:= 0, Failed =:= 0,
-                    abs(E - Ev) =< 0.01 * Ev],
+                    abs(E - Ev) =< Tol],
     Refused = length(AllBp) - length(Counted),
     case Failed of
         0 when Counted =/= [] ->
