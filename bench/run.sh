@@ -14,7 +14,9 @@
 # usdt sink per event with no tool attached
 # and per probe fired with bpftrace attached (bench/beamprobe_usdt_bench.erl,
 # +sbwt none).  rate runs on a VM with the default flags; cost, handler
-# and firehose under +sbwt none, as they always have.
+# and firehose under +sbwt none +sbwtdcpu none +sbwtdio none, as they
+# always have; profile under +sbwt none alone.  Each bench prints the
+# emulator flags its VM got.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=_build/bench
