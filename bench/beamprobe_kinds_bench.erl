@@ -74,6 +74,9 @@ main([Mode | Label]) ->
               [string:join(Label, " "), emu_flags(),
                erlang:system_info(otp_release),
                erlang:system_info(schedulers), Rounds, ?WINDOWS]),
+    _ = extra_opts() =:= #{} orelse
+        io:format("beamprobe's sessions also get BP_BENCH_OPTS: ~p~n",
+                  [extra_opts()]),
     Res = rounds(kinds(Smoke), Rounds, Tmp),
     os:cmd("rm -rf " ++ Tmp),
     Failed = report(kinds(Smoke), Res, Smoke),
