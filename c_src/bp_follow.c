@@ -386,23 +386,20 @@ static int serial_of(ErlNifEnv *env, ERL_NIF_TERM t, uint64_t *v)
 	return 0;
 }
 
-/* Is a seq_trace label one of a follow session's, {beamprobe_follow,
- * Node, SessionPid} (beamprobe_follow.erl), and of this node not an
- * earlier session's (left in a process's token)?  The application's own
- * labels, and other tools', are none of ours: not recorded, and not new
- * requests.  Another node's follow sessions' labels are taken (a request
- * that came from there). */
+/* Is a seq_trace label one of a follow session's (bp_follow.h), and of
+ * this node not an earlier session's (left in a process's token)?  The
+ * application's own labels, and other tools', are none of ours: not
+ * recorded, and not new requests.  Another node's follow sessions' labels
+ * are taken (a request that came from there). */
 static int our_label(ErlNifEnv *env, struct bp_session *s, ERL_NIF_TERM l)
 {
-	const ERL_NIF_TERM *e;
-	ErlNifPid p;
-	int n;
+	ErlNifUInt64 v;
+	uint64_t mine = s->follow->label;
 
-	if (!enif_get_tuple(env, l, &n, &e) || n != 3 ||
-	    e[0] != bp_atom.beamprobe_follow)
+	if (!enif_get_uint64(env, l, &v) || !bp_follow_is_label(v))
 		return 0;
-	if (enif_get_local_pid(env, e[2], &p))
-		return s->has_notify && enif_compare_pids(&p, &s->notify) == 0;
+	if (BP_FOLLOW_LABEL_NODE(v) == BP_FOLLOW_LABEL_NODE(mine))
+		return v == mine;
 	return 1;
 }
 

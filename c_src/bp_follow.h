@@ -84,7 +84,25 @@ enum bp_follow_count {
 	BP_FC_COUNT
 };
 
+/* A follow session's seq_trace label (src/beamprobe_follow.erl, label/2):
+ * a small integer, never a boxed term.  OTP 25's match spec action
+ * {set_seq_token, label, {const, L}} stores a pointer to L in the match
+ * spec's own heap in the caller's token without copying it: once the root
+ * pattern was removed and its match spec freed, a process labelled just
+ * before sent a token whose label was freed memory (the VM crashed
+ * copying it: "eheap_alloc: Cannot allocate 17 TB").  Bits 48-57 mark the
+ * label as beamprobe's, bits 24-47 are a hash of the node's name, bits
+ * 0-23 the session's serial on that node. */
+#define BP_FOLLOW_LABEL_MAGIC 0x2DFull
+#define BP_FOLLOW_LABEL_NODE(l) (((l) >> 24) & 0xFFFFFFull)
+
+static inline int bp_follow_is_label(uint64_t l)
+{
+	return (l >> 48) == BP_FOLLOW_LABEL_MAGIC;
+}
+
 struct bp_follow {
+	uint64_t label;  /* this session's seq_trace label */
 	uint64_t events; /* per-request event budget */
 	uint64_t ms_ns;  /* per-request time budget */
 	uint32_t nreqs, nprocs, nmsgs; /* powers of two */

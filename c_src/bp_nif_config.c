@@ -329,20 +329,23 @@ ERL_NIF_TERM bp_nif_start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
 		s->rate_window = rms * 1000000ull;
 		atomic_init(&s->rate_start, bp_now());
 	}
-	/* follow => {Events, Ms, Requests}: a follow session's per-request
-	 * budget (bp_follow.h). */
+	/* follow => {Events, Ms, Requests, Label}: a follow session's
+	 * per-request budget and its seq_trace label (bp_follow.h). */
 	if (enif_get_map_value(env, cfg, enif_make_atom(env, "follow"), &v)) {
 		const ERL_NIF_TERM *ft;
 		int fa;
-		ErlNifUInt64 fe, fms, fr;
-		if (!enif_get_tuple(env, v, &fa, &ft) || fa != 3 ||
+		ErlNifUInt64 fe, fms, fr, fl;
+		if (!enif_get_tuple(env, v, &fa, &ft) || fa != 4 ||
 		    !enif_get_uint64(env, ft[0], &fe) ||
 		    !enif_get_uint64(env, ft[1], &fms) ||
-		    !enif_get_uint64(env, ft[2], &fr) || fe < 1 || fms < 1 ||
-		    fr < 1 || fr > BP_FOLLOW_MAX_REQUESTS)
+		    !enif_get_uint64(env, ft[2], &fr) ||
+		    !enif_get_uint64(env, ft[3], &fl) || fe < 1 || fms < 1 ||
+		    fr < 1 || fr > BP_FOLLOW_MAX_REQUESTS ||
+		    !bp_follow_is_label(fl))
 			return bp_nif_error2(env, "bad_config", "follow");
 		if (!(s->follow = bp_follow_new(fe, fms, (uint32_t)fr)))
 			return bp_nif_error2(env, "start", "enomem");
+		s->follow->label = fl;
 	}
 	if (!get_handlers(env, cfg, s))
 		return bp_nif_error2(env, "bad_config", "handlers");

@@ -14,7 +14,8 @@
 %%% ```
 %%% every process has `call' (this session's tracer)
 %%% any process calls m:f/2 --(call pattern)--> match spec: seq_trace
-%%%   label {beamprobe_follow, Node, Session} on the caller, with the
+%%%   label (an integer naming the node and the session: label/2) on
+%%%   the caller, with the
 %%%   token's `send' and `receive' flags; return_trace
 %%% a process carrying that label sends --(the VM's seq_trace: this
 %%%   session is the node's system seq_trace tracer)--> send event
@@ -79,7 +80,7 @@
 -module(beamprobe_follow).
 -behaviour(gen_server).
 
--export([start/2, is_handle/1, call/2, check/1, running/0]).
+-export([start/2, is_handle/1, call/2, check/1, running/0, label/2]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2,
          terminate/2]).
 
@@ -110,7 +111,10 @@
              started :: integer(),
              budget :: #{events := pos_integer(), ms := pos_integer(),
                          requests := pos_integer()},
+             %% The seq_trace label of this session (label/2).
+             label :: non_neg_integer(),
              summary :: undefined | map()}).
+
 
 %%% ------------------------------------------------------------------------
 %%% API
@@ -242,6 +246,8 @@ init({Owner, C}) ->
     put(config, C),
     {ok, #st{owner = Owner, monitor = monitor(process, Owner), mfa = MFA,
              dir = Dir, budget = B,
+             label = label(node(), erlang:unique_integer([positive,
+                                                          monotonic])),
              started = erlang:monotonic_time(millisecond)}}.
 
 %% @private
@@ -384,7 +390,7 @@ start_nif(#st{dir = Dir, budget = #{events := E, ms := Ms, requests := Rq}} = St
               capture => maps:get(capture, C), return => true,
               exceptions => true, event_limit => zero_if_infinity(N),
               byte_limit => zero_if_infinity(Bytes), notify => self(),
-              follow => {E, Ms, Rq},
+              follow => {E, Ms, Rq, St#st.label},
               max_sessions => application:get_env(beamprobe, max_sessions, 64),
               env => env(St)},
             beamprobe_lttng:nif_config([])),
@@ -410,14 +416,28 @@ tracer(#st{res = Res}) -> {tracer, beamprobe_nif, Res}.
 %% The root's pattern labels its caller, with the token's `send' and
 %% `receive' flags: the VM then reports every send and every receive of
 %% a labelled message to the system seq_trace tracer (this session).
-patterns(#st{mfa = MFA} = St) ->
-    _ = erlang:trace_pattern(MFA, root_ms(self()), [local]),
+patterns(#st{mfa = MFA, label = Label} = St) ->
+    _ = erlang:trace_pattern(MFA, root_ms(Label), [local]),
     {ok, St#st{pat_set = true}}.
 
-%% The root's match spec of the follow session Session.
-root_ms(Session) ->
-    Label = {beamprobe_follow, node(), Session},
-    [{'_', [], [{set_seq_token, label, {const, Label}},
+%% @private
+%% The seq_trace label of the follow session numbered Serial on Node: a
+%% small integer (bits 48-57 say it is beamprobe's, 24-47 are a hash of
+%% the node's name, 0-23 the serial; c_src/bp_follow.h).  Never a tuple:
+%% OTP 25's `{set_seq_token, label, {const, Label}}' puts a pointer into
+%% the match spec's own memory in the caller's token, without copying the
+%% label; once the root's pattern was removed (the session stopped) and
+%% the match spec freed, a process labelled just before sent freed memory
+%% as its label, and the VM crashed copying it ("eheap_alloc: Cannot
+%% allocate 17552637133976 bytes", beamprobe_lifecycle_SUITE:follows).
+-spec label(node(), non_neg_integer()) -> non_neg_integer().
+label(Node, Serial) ->
+    (16#2DF bsl 48) bor (erlang:phash2(Node, 1 bsl 24) bsl 24)
+        bor (Serial band 16#FFFFFF).
+
+%% The root's match spec of the follow session whose label is Label.
+root_ms(Label) ->
+    [{'_', [], [{set_seq_token, label, Label},
                 {set_seq_token, send, true},
                 {set_seq_token, 'receive', true},
                 {return_trace}]}].
@@ -427,7 +447,7 @@ root_ms(Session) ->
 %% killed session: the root's pattern would go on labelling its callers
 %% (and keep a return frame per call) and refuse every later follow
 %% session.  Spawned before the flags for new processes are set.
-guard(#st{mfa = MFA} = St) ->
+guard(#st{mfa = MFA, label = Label} = St) ->
     Session = self(),
     Tracer = tracer_term(St),
     _ = spawn(fun() ->
@@ -435,7 +455,7 @@ guard(#st{mfa = MFA} = St) ->
                       Ref = monitor(process, Session),
                       receive
                           {'DOWN', Ref, process, _, _} ->
-                              remove_left(MFA, root_ms(Session), Tracer)
+                              remove_left(MFA, root_ms(Label), Tracer)
                       end
               end),
     {ok, St}.
@@ -522,8 +542,8 @@ uninstall(#st{mfa = MFA} = St) ->
 %% takes a pattern from another tool), and the trace says from when on
 %% requests may be missing (a `tampered' event), as for the seq_trace
 %% tracer.
-root_off(Root, #st{res = Res}) ->
-    case remove_root(Root, root_ms(self())) of
+root_off(Root, #st{res = Res, label = Label}) ->
+    case remove_root(Root, root_ms(Label)) of
         [] -> ok;
         [{M, F, A} | _] ->
             Detail = <<"another tool's pattern is on the root: its calls were "

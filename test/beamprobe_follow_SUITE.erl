@@ -741,7 +741,8 @@ root_takes_unrelated(Config) ->
     {ok, H} = ask_follow(Dir, #{}),
     %% This process is a root once: afterwards it holds the label.
     1 = ?W:ask(Echo, {1, [0]}),
-    ?assertMatch({_, {beamprobe_follow, _, _}, _, _, _}, seq_trace:get_token()),
+    ?assertMatch({_, L, _, _, _} when is_integer(L) andalso L bsr 48 =:= 16#2DF,
+                 seq_trace:get_token()),
     Self = self(),
     Server = spawn(fun() -> Self ! {served, ?W:ask(none, {serve, 1})} end),
     timer:sleep(50),
@@ -840,7 +841,9 @@ foreign_labels(Config) ->
         Self = self(),
         Sink = spawn(fun() -> sink(Self, 100) end),
         {ok, H} = follow(Dir, #{}),
-        Stale = {beamprobe_follow, node(), spawn(fun() -> ok end)},
+        %% This node's label of another (earlier) follow session.
+        Stale = beamprobe_follow:label(node(), erlang:unique_integer(
+                                                 [positive, monotonic])),
         erpc:call(B, fun() ->
                              [begin
                                   seq_trace:set_token(label, L),

@@ -10,14 +10,16 @@
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2,
          end_per_testcase/2]).
 -export([sessions_refused_while_following/1, nif_reloaded/1,
-         session_killed/1, root_pattern_replaced/1]).
+         session_killed/1, root_pattern_replaced/1,
+         label_outlives_session/1]).
+-export([labelled_then_idle/1, label_outlives_session_peer/1]).
 
 -define(L, beamprobe_test_lib).
 -define(W, follow_request).
 
 all() ->
     [sessions_refused_while_following, nif_reloaded, session_killed,
-     root_pattern_replaced].
+     root_pattern_replaced, label_outlives_session].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -157,3 +159,73 @@ root_pattern_replaced(Config) ->
     dbg:stop(),
     erlang:trace_pattern({?W, root, 2}, false, [local]),
     assert_clean(Config).
+
+%% A process the root's match spec labelled keeps its seq_trace token
+%% after the session stopped (until it takes an unlabelled message), and
+%% sends it with its next message.  The label was the tuple
+%% {beamprobe_follow, Node, Session}: OTP 25's `{set_seq_token, label,
+%% {const, L}}' leaves a pointer to the match spec's copy of L in the
+%% token, and removing the root's pattern at stop freed it.  Here 20
+%% processes are labelled (a root call that sends nothing), the session
+%% stops, other match specs take the freed memory, then each sends its
+%% token: the labels came back as `{}' or garbage, or the VM crashed
+%% ("eheap_alloc: Cannot allocate 17552637133976 bytes"; the lifecycle
+%% suite's follow cycles brought a node down in 1 run of 12).  Now the
+%% label is a small integer and comes back intact.  On a peer: a crash
+%% must not take this node down.
+label_outlives_session(Config) ->
+    Paths = lists:append([["-pa", filename:dirname(code:which(M))]
+                          || M <- [beamprobe, ?W, ?MODULE]]),
+    {ok, Peer, Node} = peer:start_link(#{name => peer:random_name(),
+                                         args => Paths}),
+    try
+        Dir = ?L:dir(Config, "f"),
+        Labels = erpc:call(Node, ?MODULE, label_outlives_session_peer,
+                           [Dir], 60000),
+        ct:log("labels sent after the stop: ~p", [Labels]),
+        [Want] = lists:usort([W || {W, _} <- Labels]),
+        ?assert(is_integer(Want)),
+        ?assertEqual([{Want, {label, Want}}], lists:usort(Labels))
+    after
+        catch peer:stop(Peer)
+    end.
+
+%% @private On the peer: the processes labelled, the session stopped, the
+%% memory reused; returns {label at the root call, label sent after}.
+-spec label_outlives_session_peer(file:filename()) -> [{term(), term()}].
+label_outlives_session_peer(Dir) ->
+    {ok, _} = application:ensure_all_started(beamprobe),
+    {ok, H} = beamprobe:start(#{follow => #{from => "follow_request:plain/2"},
+                                output => {file, Dir}}),
+    Self = self(),
+    Ps = [spawn(?MODULE, labelled_then_idle, [Self]) || _ <- lists:seq(1, 20)],
+    Before = [receive {labelled, P, L} -> {P, L} end || P <- Ps],
+    %% (Their messages gave this process the token: not passed on.)
+    _ = seq_trace:set_token([]),
+    {ok, _} = beamprobe:stop(H),
+    %% Match specs compiled and dropped: their memory is the freed one's.
+    _ = [ets:match_spec_compile([{'_', [], [{const, {x, I, lists:seq(1, 5)}}]}])
+         || I <- lists:seq(1, 20000)],
+    _ = [erlang:trace_pattern({?W, plain, 2},
+                              [{'_', [], [{message, {const, {y, I, I}}}]}],
+                              [local]) || I <- lists:seq(1, 2000)],
+    erlang:trace_pattern({?W, plain, 2}, false, [local]),
+    persistent_term:put({?MODULE, go}, true),
+    [{L, receive {sent, P, S} -> S after 10000 -> no_reply end}
+     || {P, {label, L}} <- Before].
+
+%% @private A root call that sends nothing (the caller is labelled), then
+%% waiting without taking a message, then one message with the token.
+-spec labelled_then_idle(pid()) -> ok.
+labelled_then_idle(Parent) ->
+    ok = ?W:plain([], 1),
+    Parent ! {labelled, self(), seq_trace:get_token(label)},
+    wait_for_go(Parent).
+
+%% Polls without taking a message: one taken without a token would clear
+%% the label.
+wait_for_go(Parent) ->
+    case persistent_term:get({?MODULE, go}, false) of
+        false -> receive after 10 -> wait_for_go(Parent) end;
+        true -> Parent ! {sent, self(), seq_trace:get_token(label)}, ok
+    end.
