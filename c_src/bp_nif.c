@@ -127,6 +127,25 @@ static void session_join(struct bp_session *s)
 	s->thread_started = 0;
 }
 
+/* Closes the trace directory once the collector has finished (no stream
+ * is opened in it after that).  At stop, not only in the destructor: the
+ * resource lives on until the last process holding a reference to it has
+ * garbage collected, and a stopped session kept its directory open (and
+ * a removed one's inode alive) until then. */
+static void close_dir(struct bp_session *s)
+{
+	int fd;
+
+	if (!s->mtx) /* a start that failed before opening the directory */
+		return;
+	enif_mutex_lock(s->mtx);
+	fd = s->dirfd;
+	s->dirfd = -1;
+	enif_mutex_unlock(s->mtx);
+	if (fd >= 0)
+		close(fd);
+}
+
 static void session_dtor(ErlNifEnv *env, void *obj)
 {
 	struct bp_session *s = obj;
@@ -137,6 +156,7 @@ static void session_dtor(ErlNifEnv *env, void *obj)
 	session_release(s);
 	if (s->dirfd >= 0)
 		close(s->dirfd);
+	s->dirfd = -1;
 	if (s->streams) {
 		for (uint32_t i = 0; i < s->max_slots; i++)
 			bp_ctf_stream_close(&s->streams[i], 0);
@@ -351,6 +371,7 @@ static ERL_NIF_TERM nif_stop(ErlNifEnv *env, int argc,
 	session_join(s); /* runs bp_collector_finish in the thread */
 	atomic_store(&s->state, BP_S_STOPPED);
 	session_release(s);
+	close_dir(s);
 	return enif_make_tuple2(env, bp_atom.ok, stats_map(env, s));
 }
 
