@@ -237,7 +237,18 @@ init([]) ->
 
 %% @private
 %% A restarted janitor asks the running sessions for their entries.
--spec handle_continue(rejoin, #st{}) -> {noreply, #st{}}.
+-spec handle_continue(rejoin | collect, #st{}) -> {noreply, #st{}}.
+handle_continue(collect, St) ->
+    %% A session has left: its entry held the session's NIF resource
+    %% (`res'), which the C destructor frees (the ring mapping, the
+    %% streams, the handler and TCP state) only once no process refers to
+    %% it.  This process lives as long as the node and may not collect
+    %% for hours (and an old reference that reached its old heap waits
+    %% for a full sweep): every stopped session's memory stayed mapped
+    %% until then.  Its heap is small; collecting it now, once the old
+    %% state is no longer referenced, lets the resource go.
+    _ = erlang:garbage_collect(),
+    {noreply, St};
 handle_continue(rejoin, St) ->
     _ = case whereis(beamprobe_session_sup) of
             undefined -> ok;
@@ -255,7 +266,7 @@ handle_continue(rejoin, St) ->
 
 %% @private
 -spec handle_call(term(), gen_server:from(), #st{}) ->
-          {reply, term(), #st{}}.
+          {reply, term(), #st{}} | {reply, term(), #st{}, {continue, collect}}.
 handle_call({join, Session, Spec}, _From, St) ->
     St0 = drop(Session, St),
     case do_join(Session, Spec, St0) of
@@ -265,11 +276,12 @@ handle_call({join, Session, Spec}, _From, St) ->
     end;
 handle_call({leave, Session}, _From, #st{sessions = Ss} = St) ->
     case knows(Session, Ss) of
-        true -> {reply, ok, drop(Session, St)};
+        true -> {reply, ok, drop(Session, St), {continue, collect}};
         false -> {reply, unknown, St}
     end;
 handle_call({leave, Session, Entry}, _From, St) ->
-    {reply, ok, drop(Session, adopt(Session, Entry, St))};
+    {reply, ok, drop(Session, adopt(Session, Entry, St)),
+     {continue, collect}};
 handle_call({installed, Session}, _From,
             #st{sessions = Ss, patterns = Pats, metapatterns = MPats,
                 msgpats = MP} = St) ->
@@ -903,7 +915,8 @@ handle_cast(_, St) ->
     {noreply, St}.
 
 %% @private
--spec handle_info(term(), #st{}) -> {noreply, #st{}}.
+-spec handle_info(term(), #st{}) ->
+          {noreply, #st{}} | {noreply, #st{}, {continue, collect}}.
 handle_info({'DOWN', Ref, process, _, _Why}, #st{sessions = Ss} = St) ->
     case maps:take(Ref, Ss) of
         {E, Ss1} ->
@@ -912,7 +925,7 @@ handle_info({'DOWN', Ref, process, _, _Why}, #st{sessions = Ss} = St) ->
             St1 = undo(E, St#st{sessions = Ss1}),
             #{res := Res} = E,
             _ = safely(fun() -> beamprobe_nif:stop(Res) end),
-            {noreply, St1};
+            {noreply, St1, {continue, collect}};
         error ->
             {noreply, St}
     end;
