@@ -26,7 +26,8 @@
 -behaviour(gen_server).
 
 -export([start_link/0, join/3, leave/1, stats/0, check/1, asks_nothing/1]).
--export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
+-export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2,
+         handle_continue/2]).
 
 -define(MAX_QUEUE, 10000).
 -define(STATE, beamprobe_monitor_state).   % beamprobe_sup's table
@@ -169,7 +170,8 @@ persist(#st{sessions = S, previous = Prev}) ->
     end.
 
 %% @private
--spec handle_call(term(), gen_server:from(), #st{}) -> {reply, term(), #st{}}.
+-spec handle_call(term(), gen_server:from(), #st{}) ->
+          {reply, term(), #st{}} | {reply, term(), #st{}, {continue, collect}}.
 handle_call({join, Pid, Res, T, Force}, _From, #st{sessions = S} = St) ->
     Current = erlang:system_monitor(),
     Self = self(),
@@ -196,7 +198,7 @@ handle_call({join, Pid, Res, T, Force}, _From, #st{sessions = S} = St) ->
             {reply, ok, arm(St1)}
     end;
 handle_call({leave, Pid}, _From, St) ->
-    {reply, ok, drop(Pid, St)};
+    {reply, ok, drop(Pid, St), {continue, collect}};
 handle_call(stats, _From, #st{sessions = S, reports = R, dropped = D} = St) ->
     {reply, {ok, #{sessions => map_size(S), reports => R, dropped => D,
                    monitor => erlang:system_monitor()}}, St};
@@ -204,11 +206,23 @@ handle_call(_, _From, St) ->
     {reply, {error, unknown_request}, St}.
 
 %% @private
+%% A session has left: its entry held the session's NIF resource, whose
+%% destructor unmaps its rings only once no heap refers to it.  This
+%% process lives as long as the node and collects rarely (as the janitor,
+%% beamprobe_janitor:handle_continue/2): collected now, once its old state
+%% is no longer referenced.
+-spec handle_continue(collect, #st{}) -> {noreply, #st{}}.
+handle_continue(collect, St) ->
+    _ = erlang:garbage_collect(),
+    {noreply, St}.
+
+%% @private
 -spec handle_cast(term(), #st{}) -> {noreply, #st{}}.
 handle_cast(_, St) -> {noreply, St}.
 
 %% @private
--spec handle_info(term(), #st{}) -> {noreply, #st{}}.
+-spec handle_info(term(), #st{}) ->
+          {noreply, #st{}} | {noreply, #st{}, {continue, collect}}.
 handle_info({monitor, Who, What, Info}, #st{reports = R} = St)
   when is_atom(What), is_list(Info) orelse is_port(Info) ->
     case process_info(self(), message_queue_len) of
@@ -221,7 +235,7 @@ handle_info({monitor, Who, What, Info}, #st{reports = R} = St)
             {noreply, St#st{reports = R + 1}}
     end;
 handle_info({'DOWN', _, process, Pid, _}, St) ->
-    {noreply, drop(Pid, St)};
+    {noreply, drop(Pid, St), {continue, collect}};
 handle_info(check, #st{sessions = S} = St) when map_size(S) =:= 0 ->
     {noreply, St#st{timer = undefined}};
 handle_info(check, St) ->
