@@ -211,6 +211,8 @@ settled(Node, Deadline) ->
 %% - atoms: 20.  Atoms are never collected: a leak per session shows as
 %%   at least the number of cycles (30 by default); the 20 are for atoms a
 %%   case may create once (a format_error text, a code path).
+%% - mappings of more than 64 MiB (big_maps/0: a session's rings, larger
+%%   than any of glibc's arenas): none.
 %% - mappings: 32.  glibc gives each new thread an arena (at most 8 per
 %%   core, reused after); arenas made by more threads at once than in
 %%   the warm-up, and the VM's own allocator carriers, are a few
@@ -233,11 +235,11 @@ slack() ->
     case string:find(os:getenv("LD_PRELOAD", ""), "asan") of
         nomatch -> slack1();
         _ -> (slack1())#{maps => 1 bsl 40, vm_size_kb => 1 bsl 40,
-                         vm_rss_kb => 1 bsl 40}
+                         vm_rss_kb => 1 bsl 40, big_maps => 1 bsl 40}
     end.
 
 slack1() ->
-    #{fds => 0, threads => 0, ports => 0, processes => 0, ets => 0,
+    #{big_maps => 0, fds => 0, threads => 0, ports => 0, processes => 0, ets => 0,
       atoms => 20, maps => 32, vm_size_kb => 512 * 1024,
       vm_rss_kb => 48 * 1024, mem_total => 24 * 1024 * 1024,
       mem_processes => 16 * 1024 * 1024, mem_binary => 16 * 1024 * 1024,
@@ -247,7 +249,7 @@ slack1() ->
 numbers(S) ->
     #{memory := M} = S,
     maps:merge(maps:with([fds, threads, ports, processes, ets, atoms, maps,
-                          vm_size_kb, vm_rss_kb], S),
+                          big_maps, vm_size_kb, vm_rss_kb], S),
                #{mem_total => maps:get(total, M),
                  mem_processes => maps:get(processes, M),
                  mem_binary => maps:get(binary, M),
@@ -427,6 +429,7 @@ snapshot_paused() ->
       fd_info => lists:sort([{F, catch file:read_link(Proc ++ "/fd/" ++ F)}
                              || F <- Fds]),
       maps => length(binary:split(Maps, <<"\n">>, [global, trim])),
+      big_maps => length(big_maps()),
       vm_size_kb => status_kb(Status, <<"VmSize:">>),
       vm_rss_kb => status_kb(Status, <<"VmRSS:">>),
       memory => maps:from_list(erlang:memory()),
