@@ -17,7 +17,8 @@
 -behaviour(gen_server).
 
 -export([start_link/2]).
--export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
+-export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2,
+         handle_continue/2]).
 
 -define(ANNOTATE_MAX, 100000).
 -define(ANNOTATE_CHUNK, 500).
@@ -120,7 +121,9 @@ handle_cast(_Msg, St) ->
     {noreply, St}.
 
 %% @private
--spec handle_info(term(), #st{}) -> {noreply, #st{}} | {stop, normal, #st{}}.
+-spec handle_info(term(), #st{}) ->
+          {noreply, #st{}} | {noreply, #st{}, {continue, collect}}
+          | {stop, normal, #st{}}.
 handle_info({'DOWN', Ref, process, _, _}, #st{monitor = Ref} = St) ->
     {stop, normal, finish(St, owner_down)};
 handle_info({limit, seconds}, St) ->
@@ -159,9 +162,18 @@ handle_info(_Other, St) ->
     {noreply, St}.
 
 %% A session that ended by itself keeps its summary for stop/1, unless it
-%% was started from the shell API (nobody will ask).
+%% was started from the shell API (nobody will ask); not its NIF resource
+%% (finish/2 dropped it): collected now, the resource's destructor unmaps
+%% the rings, instead of when this idle process next collects (never,
+%% while an owner that does not call stop/1 lives).
 ended(#st{config = #{tag := beamprobe_shell}} = St) -> {stop, normal, St};
-ended(St) -> {noreply, St}.
+ended(St) -> {noreply, St, {continue, collect}}.
+
+%% @private
+-spec handle_continue(collect, #st{}) -> {noreply, #st{}}.
+handle_continue(collect, St) ->
+    _ = erlang:garbage_collect(),
+    {noreply, St}.
 
 %% @private
 -spec terminate(term(), #st{}) -> ok.
@@ -704,7 +716,9 @@ finish(#st{res = Res, config = C, started = T0} = St, Why) ->
                #{nif_error := NE} -> maps:merge(Sum#{nif_error => NE}, Coexist);
                _ -> maps:merge(Sum, Coexist)
            end,
-    St1#st{summary = Sum1}.
+    %% The resource is not used after the stop (info/1 and dump/1 answer
+    %% from the summary); not kept, so that it can be freed (ended/1).
+    St1#st{summary = Sum1, res = undefined}.
 
 %% A call into the NIF that cannot take the session process down: during a
 %% reload the module can be missing for a moment (code:delete + purge) or,

@@ -707,11 +707,17 @@ cycle(limits, I, Dir) ->
                2 -> #{limits => #{bytes => 4096}};
                3 -> #{limits => #{rate => {1, 1000}}, on_rate => stop}
            end,
+    Big = big_maps(),
     S = start(Spec#{calls => [?ADD, {lists, seq, 2}], return => true,
                     output => {file, D}}),
     _ = ?L:wait_ended(S, 10000),
-    %% An ended session keeps its summary for stop/1: taken every other
-    %% time; else it stays until its owner (a process ending now) dies.
+    %% An ended session keeps its summary for stop/1, not its directory
+    %% and rings: an owner that never calls stop/1 (and lives on) would
+    %% otherwise keep them mapped, and resident, for as long as it lives.
+    ok = closed(D),
+    ok = unmapped(Big),
+    %% The summary taken every other time; else the session stays until
+    %% its owner (the process running the cycles) ends.
     case I rem 2 of
         0 -> ok(S);
         1 -> ok
