@@ -81,7 +81,7 @@
 -behaviour(gen_server).
 
 -export([start/2, is_handle/1, call/2, check/1, running/0, label/2]).
--export([init/1, handle_call/3, handle_cast/2, handle_info/2,
+-export([init/1, handle_call/3, handle_cast/2, handle_info/2, handle_continue/2,
          terminate/2]).
 
 -define(MARK, '$beamprobe_follow').
@@ -113,6 +113,8 @@
                          requests := pos_integer()},
              %% The seq_trace label of this session (label/2).
              label :: non_neg_integer(),
+             %% The process that cleans up if this one is killed (guard/1).
+             guard :: undefined | pid(),
              summary :: undefined | map()}).
 
 
@@ -278,21 +280,33 @@ handle_call(_, _From, St) ->
 handle_cast(_, St) -> {noreply, St}.
 
 %% @private
--spec handle_info(term(), #st{}) -> {noreply, #st{}} | {stop, normal, #st{}}.
+-spec handle_info(term(), #st{}) ->
+          {noreply, #st{}} | {noreply, #st{}, {continue, collect}}
+          | {stop, normal, #st{}}.
 handle_info({'DOWN', Ref, process, _, _}, #st{monitor = Ref} = St) ->
     {stop, normal, finish(St, owner_down)};
 handle_info(limit_seconds, St) ->
-    {noreply, finish(St, limit_seconds)};
+    ended(finish(St, limit_seconds));
 handle_info({beamprobe_stop, events}, St) ->
-    {noreply, finish(St, limit_events)};
+    ended(finish(St, limit_events));
 handle_info({beamprobe_stop, bytes}, St) ->
-    {noreply, finish(St, limit_bytes)};
+    ended(finish(St, limit_bytes));
 handle_info({beamprobe_stop, Why}, St) ->
-    {noreply, finish(St, Why)};
+    ended(finish(St, Why));
 handle_info(beamprobe_nif_reloaded, #st{summary = undefined,
                                        res = Res} = St) when Res =/= undefined ->
     {noreply, retrace(St)};
 handle_info(_, St) -> {noreply, St}.
+
+%% Ended by a limit: the summary waits for stop/1; the resource, dropped
+%% by finish/2, goes now (this idle process would not collect for long).
+ended(St) -> {noreply, St, {continue, collect}}.
+
+%% @private
+-spec handle_continue(collect, #st{}) -> {noreply, #st{}}.
+handle_continue(collect, St) ->
+    _ = erlang:garbage_collect(),
+    {noreply, St}.
 
 %% @private
 -spec terminate(term(), #st{}) -> ok.
@@ -450,15 +464,17 @@ root_ms(Label) ->
 guard(#st{mfa = MFA, label = Label} = St) ->
     Session = self(),
     Tracer = tracer_term(St),
-    _ = spawn(fun() ->
+    G = spawn(fun() ->
                       _ = process_flag(sensitive, true),
                       Ref = monitor(process, Session),
                       receive
                           {'DOWN', Ref, process, _, _} ->
-                              remove_left(MFA, root_ms(Label), Tracer)
+                              remove_left(MFA, root_ms(Label), Tracer);
+                          %% finish/2 has removed everything.
+                          {Session, done} -> ok
                       end
               end),
-    {ok, St}.
+    {ok, St#st{guard = G}}.
 
 %% What a dead follow session left installed, where it is still its own
 %% (the match spec names it, the tracer is its own): after a normal stop,
@@ -611,7 +627,12 @@ finish(#st{res = Res} = St, Why) ->
             output => St#st.dir, root => St#st.mfa, budget => St#st.budget,
             nif_reloads => St#st.nif_reloads, stop_reason => Why},
     _ = record_counts(St1, Dropped, Reqs),
-    St1#st{summary = Sum}.
+    %% Nothing uses the resource after the stop (info/1 answers from the
+    %% summary), and the guard (whose closure holds it too) has nothing
+    %% left to do: neither keeps it, so that a session that ended by a
+    %% limit and is never stopped does not keep its rings (ended/1).
+    _ = is_pid(St1#st.guard) andalso (St1#st.guard ! {self(), done}),
+    St1#st{summary = Sum, res = undefined, guard = undefined}.
 
 %% The per-request budget's counts, in the trace's metadata env (added
 %% at the end, as a cluster session's clock offsets): `beamprobe request'

@@ -693,9 +693,28 @@ cycle(profile, I, _Dir) ->
     2;
 cycle(follow, I, Dir) ->
     D = out(Dir, follow, I),
-    S = start(#{follow => #{from => "follow_request:root/2"},
-                output => {file, D}}),
+    Big = big_maps(),
+    Limits = case I rem 2 of
+                 0 -> #{};
+                 1 -> #{limits => #{seconds => 0.02}}
+             end,
+    S = start(Limits#{follow => #{from => "follow_request:root/2"},
+                      output => {file, D}}),
     some(),
+    case I rem 2 of
+        0 -> ok;
+        1 ->
+            %% Ended by its limit: as any session, it keeps its summary,
+            %% not its directory and rings (cycle(limits, ...)).
+            _ = wait_until(fun() ->
+                                   case beamprobe:info(S) of
+                                       {ok, #{stop_reason := R}} -> R =/= none;
+                                       _ -> false
+                                   end
+                           end),
+            ok = closed(D),
+            ok = unmapped(Big)
+    end,
     ok(S),
     rm(D),
     1;
