@@ -610,8 +610,13 @@ cycle(tcp, I, Dir) ->
                      0 -> {"127.0.0.1:" ++ integer_to_list(recv_port()),
                            none};
                      R when R =:= 1; R =:= 4 ->
-                         {Port, P} = receiver_cli(D ++ "-rx"),
-                         {"127.0.0.1:" ++ integer_to_list(Port), P};
+                         case receiver_cli(D ++ "-rx") of
+                             {Port, P} ->
+                                 {"127.0.0.1:" ++ integer_to_list(Port), P};
+                             none ->  % no bin/beamprobe (a rebar3 build)
+                                 {"127.0.0.1:" ++
+                                      integer_to_list(recv_port()), none}
+                         end;
                      _ -> {"127.0.0.1:" ++ integer_to_list(closed_port()),
                            none}
                  end,
@@ -808,10 +813,16 @@ kill_session(S) ->
 wait_until(F) -> ?L:wait_until(F, 10000).
 
 %% `bin/beamprobe receive' on a free loopback port, writing into Dir:
-%% {its port, the Erlang port running it}.
+%% {its port, the Erlang port running it}, or none without the command.
 receiver_cli(Dir) ->
     Bin = filename:join([filename:dirname(code:which(beamprobe)), "..",
                          "bin", "beamprobe"]),
+    case filelib:is_regular(Bin) of
+        true -> receiver_cli(Bin, Dir);
+        false -> none
+    end.
+
+receiver_cli(Bin, Dir) ->
     P = open_port({spawn_executable, Bin},
                   [{args, ["receive", "--listen", "127.0.0.1:0", "-o", Dir]},
                    stderr_to_stdout, exit_status, {line, 256}, binary]),
