@@ -15,7 +15,9 @@
 %%% was killed): then the agent stops the session and undoes what attach
 %%% brought: the application stopped and unloaded, the modules purged and
 %%% deleted (this one last, by a process of `code'), the NIF file and its
-%%% directory removed.  A node that had beamprobe on its code path keeps
+%%% directory removed.  Should the agent itself be killed (or crash), its
+%%% guard, a process that holds the agent's latest state, does that
+%%% clean-up instead and tells the command line.  A node that had beamprobe on its code path keeps
 %%% it; only what was not loaded before attach is unloaded.
 %%%
 %%% `attach --cluster': the command line asks for the cluster's nodes
@@ -58,7 +60,10 @@
              %% --cluster: the agents on the other nodes.
              cluster = false :: boolean(),
              remote = [] :: [{node(), pid()}],
-             brought = 0 :: non_neg_integer()}).
+             brought = 0 :: non_neg_integer(),
+             %% The process that undoes all this should the agent be
+             %% killed (guard/2); it is told every change of this state.
+             guard :: undefined | pid()}).
 
 %% @doc Starts the agent for the C node's process `Cli'; returns its pid.
 %% `Self' is true when this module was loaded by attach (then it is
@@ -128,8 +133,58 @@ init(Parent, Cli, LoadedSelf) ->
     St = #ag{cli = Cli, cli_node = CliNode, mods_before = Before,
              app_loaded = Apps(application:loaded_applications()),
              app_started = Apps(application:which_applications())},
+    Guard = spawn_guard(St),
     Parent ! {self(), ready},
-    loop(St).
+    loop(St#ag{guard = Guard}).
+
+%% The agent's guard: should the agent die other than by its own exit
+%% (exit(Agent, kill) by someone on the node, a crash), nothing of the
+%% agent's clean-up would run, and what it brought (modules, the
+%% application, the NIF file) would stay loaded and placed for good while
+%% the command line waited for a done message that never came.  The guard
+%% holds the agent's latest state; when the agent dies abnormally it takes
+%% the agent's name (so that no other attach takes this module from under
+%% it), undoes what the agent brought, tells the command line and goes,
+%% unloading this module last as the agent would have.
+spawn_guard(St) ->
+    Agent = self(),
+    spawn(fun() ->
+                  _ = erlang:trace(self(), false, [all]),
+                  guard(monitor(process, Agent), St)
+          end).
+
+guard(Ref, St) ->
+    receive
+        {beamprobe_attach_state, St1} -> guard(Ref, St1);
+        {'DOWN', Ref, process, _, normal} -> ok;
+        {'DOWN', Ref, process, _, Why} ->
+            _ = catch register(beamprobe_attach_agent, self()),
+            _ = is_pid(St#ag.profiler) andalso profile_restored(),
+            Text = cleanup(St#ag{guard = undefined}, false),
+            St#ag.cli ! {beamprobe_attach_done,
+                         text("the attach agent died (~tP); ~ts",
+                              [Why, 5, Text])},
+            bye(St)
+    end.
+
+%% A profile run's worker restores the counters and flags when its caller
+%% (linked to the agent) dies: wait for it before anything is unloaded.
+profile_restored() ->
+    case whereis(beamprobe_profile) of
+        undefined -> ok;
+        W ->
+            R = monitor(process, W),
+            receive {'DOWN', R, process, _, _} -> ok
+            after 10000 -> demonitor(R, [flush])
+            end
+    end.
+
+%% The guard is told of every change of the agent's state.
+guarded(St, St) -> St;
+guarded(#ag{guard = G} = St, _) when is_pid(G) ->
+    G ! {beamprobe_attach_state, St},
+    St;
+guarded(St, _) -> St.
 
 is_ours(M) ->
     lists:prefix("beamprobe", atom_to_list(M)) orelse
@@ -142,7 +197,7 @@ loop(St) ->
                            catch C:R -> {{error, text("~tp:~tp", [C, R])}, St}
                            end,
             From ! {Ref, Reply},
-            loop(St1);
+            loop(guarded(St1, St));
         {nodedown, Node} when Node =:= St#ag.cli_node ->
             %% The command line was killed or the connection dropped.
             _ = cleanup(St, false),
@@ -150,7 +205,7 @@ loop(St) ->
         {beamprobe_attach_stop} ->
             finish(St, stopped);
         {beamprobe_attach_profile, P, Outcome} when P =:= St#ag.profiler ->
-            finish(St#ag{profiler = {done, Outcome}}, ended);
+            finish(guarded(St#ag{profiler = {done, Outcome}}, St), ended);
         _ ->
             loop(St)
     after ?POLL_MS ->
@@ -372,7 +427,7 @@ bring(N, Opts, St) ->
                     end,
             %% From here on that agent is ours to stop (cleanup), whatever
             %% fails.
-            St1 = St#ag{remote = [{N, Agent} | St#ag.remote]},
+            St1 = guarded(St#ag{remote = [{N, Agent} | St#ag.remote]}, St),
             try
                 _ = Bring orelse throw(nothing_to_bring),
                 {Bins, Nif, App} = what_to_bring(St1),
@@ -489,8 +544,8 @@ place_nif(Bin, St) ->
 
 write_nif(Dir, Bin, St) ->
     File = filename:join(Dir, "beamprobe_nif.so"),
-    St1 = St#ag{dirs = [Dir | St#ag.dirs], files = [File | St#ag.files],
-                nif = Bin},
+    St1 = guarded(St#ag{dirs = [Dir | St#ag.dirs], files = [File | St#ag.files],
+                        nif = Bin}, St),
     case file:write_file(File, Bin) of
         ok ->
             ok = file:change_mode(File, 8#600),
@@ -670,7 +725,8 @@ cleanup(#ag{session = S} = St, Send) ->
               undefined -> undefined;
               _ -> case catch beamprobe:stop(S) of
                        {ok, Summary} -> Summary;
-                       _ -> undefined
+                       %% The session was killed (its summary with it).
+                       Other -> {failed, Other}
                    end
           end,
     _ = Send andalso is_map(Sum) andalso (catch send_envs(St, Sum)),
@@ -694,6 +750,12 @@ cleanup(#ag{session = S} = St, Send) ->
     _ = [file:del_dir(D) || D <- St#ag.dirs],
     summary_text(Sum, length(Unload), St).
 
+summary_text({failed, Why}, Mods, St) ->
+    M = Mods + unloaded_self(St),
+    F = length(St#ag.files),
+    text("the session ended abnormally, its summary lost (~tP); node left "
+         "as it was (~b module~s unloaded, ~b file~s removed)",
+         [Why, 6, M, s(M), F, s(F)]);
 summary_text(undefined, Mods, St) ->
     M = Mods + unloaded_self(St),
     F = length(St#ag.files),
