@@ -167,6 +167,11 @@ guard(Ref, St) ->
             bye(St)
     end.
 
+stop_guard(G) ->
+    R = monitor(process, G),
+    exit(G, kill),
+    receive {'DOWN', R, process, _, _} -> ok end.
+
 %% A profile run's worker restores the counters and flags when its caller
 %% (linked to the agent) dies: wait for it before anything is unloaded.
 profile_restored() ->
@@ -233,7 +238,10 @@ finish(St, _Why) ->
     bye(St).
 
 -spec bye(#ag{}) -> no_return().
-bye(#ag{mods_before = Before}) ->
+bye(#ag{mods_before = Before, guard = G}) ->
+    %% The agent's own end: its guard goes first (no process then runs
+    %% this module when it is unloaded).
+    _ = is_pid(G) andalso G =/= self() andalso stop_guard(G),
     case lists:member(?MODULE, Before) of
         true -> ok;
         false -> unload_self_after_exit()
