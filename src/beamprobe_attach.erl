@@ -312,7 +312,9 @@ handle({load, Mod, Bin}, St) when is_atom(Mod), is_binary(Bin) ->
                           "attach would replace it, so it brings nothing; "
                           "put beamprobe on the node's code path to use "
                           "the node's own copy", [Mod, Where])}, St};
-        {module, Mod} -> {ok, St#ag{bins = [{Mod, Bin} | St#ag.bins]}};
+        {module, Mod} ->
+            _ = Mod =:= beamprobe_nif andalso nif_file_loaded(St),
+            {ok, St#ag{bins = [{Mod, Bin} | St#ag.bins]}};
         {error, R} -> {{error, text("cannot load ~tp: ~tp", [Mod, R])}, St}
     end;
 handle({start, Patterns, Opts}, #ag{session = undefined} = St) ->
@@ -601,6 +603,22 @@ tmp_base() ->
         false -> "/tmp";
         "" -> "/tmp";
         T -> T
+    end.
+
+%% The library is loaded (beamprobe_nif's on_load): its file and
+%% directory go now.  The library is never unmapped nor read again
+%% (docs/design.md, "Reloads"; a later attach placing it at the same path
+%% gets the loaded one from the dynamic linker by its name), and a file
+%% kept until the end stayed in the node's /tmp for good when the node
+%% died first (killed, out of memory) with nobody left to remove it.
+%% (The clean-up removes them again: nothing then.)
+nif_file_loaded(#ag{files = Files, dirs = Dirs}) ->
+    case catch beamprobe_nif:is_loaded() of
+        true ->
+            _ = [file:delete(F) || F <- Files],
+            _ = [file:del_dir(D) || D <- Dirs],
+            ok;
+        _ -> ok
     end.
 
 %% The directory of the library Nif: named by this node's OS pid and the

@@ -23,14 +23,14 @@
 -export([all/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([cycles/1, cluster_cycles/1, profile_cycles/1, session_killed/1,
-         agent_killed/1]).
+         agent_killed/1, cluster_peer_killed/1, node_killed/1]).
 
 -define(CYCLES, 15).
 
 suite() -> [{timetrap, {seconds, 120}}].
 
 all() -> [cycles, cluster_cycles, profile_cycles, session_killed,
-          agent_killed].
+          agent_killed, cluster_peer_killed, node_killed].
 
 init_per_suite(Config) ->
     beamprobe_attach_lib:init_suite(Config).
@@ -40,6 +40,10 @@ end_per_suite(_Config) -> ok.
 init_per_testcase(Case, Config) ->
     beamprobe_attach_lib:init_per_testcase(fun init_case/2, Case, Config).
 
+init_case(cluster_peer_killed, Config) ->
+    C = init_case(cluster_cycles, Config),
+    lists:keystore(out, 1, C, {out, filename:join(?config(priv_dir, Config),
+                                                  "cluster_peer_killed")});
 init_case(cluster_cycles, Config) ->
     %% Three plain nodes connected to each other, reached from here over
     %% hidden connections (this node is no part of their cluster).
@@ -119,6 +123,30 @@ cluster_cycles(Config) ->
 kernel_service({registered, Names}) ->
     Names -- [inet_gethost_native, inet_gethost_native_sup] =:= [];
 kernel_service(_) -> false.
+
+%% --cluster: the third node dies mid-session (its OS process killed);
+%% the session goes on, ^C ends it, the two others are left clean; twice.
+cluster_peer_killed(Config) ->
+    [{_, _}, {_, _}, {N3, P3}] = ?config(targets, Config),
+    Nodes = [N || {N, _} <- ?config(targets, Config)],
+    Befores = [{N, snapshot(N), deep(N)} || N <- Nodes -- [N3]],
+    cycle({peer_killed, P3}, 1, Nodes, Befores, Config),
+    ok.
+
+%% The node itself dies mid-session (its OS process killed, as by the
+%% out-of-memory killer): the command exits 2 and nothing attach placed
+%% is left in /tmp (the library's file and directory stayed there for
+%% good: nobody was left to remove them).
+node_killed(Config) ->
+    Node = ?config(target, Config),
+    A = attach(Config, ["-o", ?config(out, Config), "-q", short(Node),
+                        "bp_attach_work:double/1", "--seconds", "60"]),
+    wait_attached(A),
+    ok = rpc:call(Node, bp_attach_work, work, [50]),
+    bp_node_clean:kill_port(?config(target_port, Config)),
+    {2, Text} = wait_exit(A, 15000),
+    ct:log("~s", [Text]),
+    ?assertEqual([], tmp_files() -- ?config(tmp_before, Config)).
 
 connect(Nodes) ->
     [true = rpc:call(A, net_kernel, connect_node, [B]) || A <- Nodes,
@@ -215,6 +243,14 @@ ending(End, I, A, Nodes, Befores, Config) ->
     Kill = fun(Sig) -> os:cmd("kill -" ++ Sig ++ " " ++ integer_to_list(Os))
            end,
     case End of
+        {peer_killed, P3} ->
+            bp_node_clean:kill_port(P3),
+            N3 = lists:nth(3, Nodes),
+            _ = beamprobe_test_lib:wait_until(
+                  fun() -> not lists:member(N3, rpc:call(Node, erlang, nodes,
+                                                         []))
+                  end, 5000),
+            interrupt(A);
         remote_agent_killed ->
             N2 = lists:nth(2, Nodes),
             Ag2 = rpc:call(N2, erlang, whereis, [beamprobe_attach_agent]),
@@ -301,11 +337,21 @@ deep(Node) ->
                                not lists:prefix("socket:", T),
                                not lists:prefix("anon_inode:", T),
                                not lists:prefix("pipe:", T)]),
-       big_maps => big_maps(Os)}.
+       big_maps => big_maps(Os),
+       threads => [length(element(2, file:list_dir("/proc/" ++ Os ++ "/task")))],
+       ours_mapped => ours_mapped(Os)}.
+
+%% The mappings of a file of beamprobe's (the NIF library, also once its
+%% file is deleted).
+ours_mapped(Os) ->
+    {ok, M} = file:read_file("/proc/" ++ Os ++ "/maps"),
+    lists:usort([P || L <- binary:split(M, <<"\n">>, [global, trim]),
+                      [_, _, _, _, _, P | _] <- [string:lexemes(L, " ")],
+                      binary:match(P, <<"beamprobe">>) =/= nomatch]).
 
 diff(D0, D1) ->
     [{K, {before, V0}, {now, V1}} || K <- lists:sort(maps:keys(D1)),
-                                     K =/= os,
+                                     K =/= os, K =/= ours_mapped,
                                      V0 <- [maps:get(K, D0)],
                                      V1 <- [maps:get(K, D1)],
                                      V1 -- V0 =/= []].
