@@ -369,10 +369,13 @@ counts(Node) ->
      rpc:call(Node, erlang, memory, [total]),
      length(rpc:call(Node, erlang, processes, []))}.
 
-%% Every file and directory under /tmp, but for the tree this suite runs
-%% from (a clone under /tmp, as CI's, holds the suite's own logs there).
+%% What beamprobe made under /tmp: every file and directory it makes
+%% there is named beamprobe-... (attach's beamprobe-attach-*,
+%% beamprobe-trace-*, the agent's beamprobe-nif-*, cluster staging
+%% beamprobe-cluster-*), and the rest of /tmp is other programs' (in CI,
+%% the clone the suite runs from and its logs; on a shared machine,
+%% anything).
 tmp_files() ->
-    Root = filename:dirname(filename:dirname(code:which(beamprobe))) ++ "/",
-    lists:sort([F || F <- filelib:wildcard("/tmp/**") ++
-                          filelib:wildcard("/tmp/.*"),
-                     not lists:prefix(Root, F ++ "/")]).
+    lists:sort(filelib:wildcard("/tmp/beamprobe*") ++
+                   filelib:wildcard("/tmp/beamprobe*/**") ++
+                   filelib:wildcard("/tmp/beamprobe*/**/.*")).
