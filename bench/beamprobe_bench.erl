@@ -4,7 +4,7 @@
 %%% costs are reported as ratios to the do-nothing NIF tracer measured in
 %%% the same run (machines here are noisy).  See docs/performance.md.
 -module(beamprobe_bench).
--export([main/0, main/1]).
+-export([main/0, main/1, emu_flags/0]).
 
 -define(CALLS, 1000000).
 -define(ROUNDS, 7).
@@ -54,7 +54,9 @@ main(Args0) ->
     halt(0).
 
 %% The emulator flags this VM was started with (those before the first
-%% "--" of its command line, e.g. "-sbwt none"), "none" for none.
+%% "--" of its command line, e.g. "-sbwt none"), "none" for none; the
+%% header of every bench that prints them.
+-spec emu_flags() -> string().
 emu_flags() ->
     [_Beam | Args] = erlang:system_info(emu_args),
     case lists:takewhile(fun(A) -> A =/= "--" end, Args) of

@@ -71,7 +71,7 @@ main([Mode | Label]) ->
               "(emulator flags: ~s); "
               "OTP ~s, ~p schedulers; median of ~p interleaved rounds, each "
               "run the 10th percentile of ~p windows ==~n",
-              [string:join(Label, " "), emu_flags(),
+              [string:join(Label, " "), beamprobe_bench:emu_flags(),
                erlang:system_info(otp_release),
                erlang:system_info(schedulers), Rounds, ?WINDOWS]),
     _ = extra_opts() =:= #{} orelse
@@ -83,15 +83,6 @@ main([Mode | Label]) ->
     halt(case Smoke andalso Failed > 0 of true -> 1; false -> 0 end).
 
 configs() -> [untraced, floor, bp, process].
-
-%% The emulator flags this VM was started with (those before the first
-%% "--" of its command line, e.g. "-sbwt none"), "none" for none.
-emu_flags() ->
-    [_Beam | Args] = erlang:system_info(emu_args),
-    case lists:takewhile(fun(A) -> A =/= "--" end, Args) of
-        [] -> "none";
-        Fl -> string:join(Fl, " ")
-    end.
 
 %%% ------------------------------------------------------------------------
 %%% The kinds

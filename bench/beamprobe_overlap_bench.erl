@@ -48,7 +48,7 @@ main([Mode | Label]) ->
     io:format("~n== overlapping sessions: ns added per traced call "
               "(args => arity); VM: ~s (emulator flags: ~s); OTP ~s, ~p "
               "schedulers; median of ~p interleaved rounds of ~p calls ==~n",
-              [string:join(Label, " "), emu_flags(),
+              [string:join(Label, " "), beamprobe_bench:emu_flags(),
                erlang:system_info(otp_release),
                erlang:system_info(schedulers), Rounds, Ops]),
     Res = lists:foldl(
@@ -91,15 +91,6 @@ configs() ->
 config_name({Kind, K}) ->
     string:trim(atom_to_list(Kind), trailing, "_") ++ integer_to_list(K);
 config_name(C) -> atom_to_list(C).
-
-%% The emulator flags this VM was started with (those before the first
-%% "--" of its command line, e.g. "-sbwt none"), "none" for none.
-emu_flags() ->
-    [_Beam | Args] = erlang:system_info(emu_args),
-    case lists:takewhile(fun(A) -> A =/= "--" end, Args) of
-        [] -> "none";
-        Fl -> string:join(Fl, " ")
-    end.
 
 %% Session I's match spec: the same for every session, or a condition of
 %% its own that holds for the bench's argument (42).

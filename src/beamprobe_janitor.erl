@@ -329,12 +329,11 @@ handle_call({others_patterns, Session, Meta}, _From, #st{sessions = Ss} = St) ->
                     {{_, _, _} = MFA, _} <- Calls],
      St};
 handle_call({reinstall_pattern, F, Meta}, _From, St) ->
-    Covering = [{length([x || '_' <- tuple_to_list(K)]), K, MS}
-                || {K, MS} <- maps:to_list(installed_pats(St, Meta)),
-                   covers(K, F)],
-    case lists:sort(Covering) of
+    Pats = installed_pats(St, Meta),
+    case general_first([K || K <- maps:keys(Pats), covers(K, F)]) of
         [] -> {reply, none, St};
-        [{_, _, MS} | _] ->
+        Keys ->
+            MS = maps:get(lists:last(Keys), Pats),  % the most specific
             _ = safely(fun() -> erlang:trace_pattern(F, MS, set_flag(Meta))
                        end),
             {reply, ok, St}

@@ -82,24 +82,12 @@ profile(Patterns, Opts) when is_list(Opts) ->
     %% A proplist, as calls/3 takes (the first of a key wins, as with
     %% proplists:get_value/2; an atom is {Atom, true}): it was refused as
     %% `bad value for option opts'.
-    case proplist(Opts) of
-        {ok, Map} -> profile(Patterns, Map);
+    case beamprobe_shell_opts:proplist(Opts) of
+        {ok, Pairs} -> profile(Patterns, maps:from_list(Pairs));
         error -> {error, {bad_option, opts, Opts}}
     end;
 profile(_, Opts) ->
     {error, {bad_option, opts, Opts}}.
-
-proplist(L) when length(L) >= 0 ->
-    Pairs = [case P of
-                 A when is_atom(A) -> {A, true};
-                 {K, V} when is_atom(K) -> {K, V};
-                 _ -> bad
-             end || P <- L],
-    case lists:member(bad, Pairs) of
-        true -> error;
-        false -> {ok, maps:from_list(lists:reverse(Pairs))}  % first wins
-    end;
-proplist(_) -> error.
 
 defaults() ->
     #{time => ?DEFAULT_MS, timing => true, per_process => false, procs => all,

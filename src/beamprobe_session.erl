@@ -327,10 +327,11 @@ ms_result(C) ->
 
 %% Does some match spec have one of the actions `Names' (no arguments)?
 ms_action(C, Names) ->
-    ms_any(C, fun(A) when is_tuple(A), tuple_size(A) =:= 1 ->
-                      lists:member(element(1, A), Names);
-                 (_) -> false
-              end).
+    ms_any(C, fun(A) -> is_action(A, Names) end).
+
+%% Whether match-spec action A is one of Names ({return_trace}, ...).
+is_action({A}, Names) -> lists:member(A, Names);
+is_action(_, _Names) -> false.
 
 ms_any(#{calls := Calls}, Pred) ->
     lists:any(fun({_, MS}) when is_list(MS) ->
@@ -426,9 +427,9 @@ key(MFA) -> MFA.
 
 timed({{_, _, _}, MS}, _C) when is_list(MS), MS =/= [] ->
     lists:all(fun({_, _, Body}) when is_list(Body) ->
-                      lists:any(fun({A}) -> A =:= return_trace orelse
-                                                A =:= exception_trace;
-                                   (_) -> false
+                      lists:any(fun(A) ->
+                                        is_action(A, [return_trace,
+                                                      exception_trace])
                                 end, Body);
                  (_) -> false
               end, MS);

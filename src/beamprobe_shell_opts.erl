@@ -24,7 +24,7 @@
 %%% beamprobe_printer).
 -module(beamprobe_shell_opts).
 
--export([normalize/1, hint/1]).
+-export([normalize/1, hint/1, proplist/1]).
 
 -define(MAX_MS, 4294967295).            % erlang:send_after/3's limit
 -define(MAX_DEPTH, 64).                 % capture depth (beamprobe_config)
@@ -44,8 +44,12 @@ normalize(Opts) when is_list(Opts) ->
 normalize(Opts) ->
     {error, {bad_option, opts, Opts}}.
 
-%% A proplist: atoms are {A, true}; the first of a key wins, as with
-%% proplists:get_value/2 (what recon and redbug read).
+%% @doc A proplist of options as its pairs, each key once: atoms are
+%% `{A, true}'; the first of a key wins, as with proplists:get_value/2
+%% (what recon and redbug read).  `error' for anything else (an improper
+%% list, an element that is neither an atom nor `{atom(), term()}').
+%% Also profile/2's (beamprobe_profile).
+-spec proplist(term()) -> {ok, [{atom(), term()}]} | error.
 proplist(L) ->
     case proper(L) of
         true ->

@@ -100,6 +100,16 @@ static void args(struct te *t, const char *k1, const char *v1, size_t n1,
 	bp_out_char(o, '}');
 }
 
+/* Whether the function of the event just applied (the model's
+ * last_func) has no call times: a trace without returns, or a function
+ * traced without a return event for every call.  Its calls and returns
+ * are instants. */
+static int untimed_func(struct te *t)
+{
+	return t->untimed || (t->m.last_func != BP_MAP_NONE &&
+			      bp_model_untimed(&t->m, t->m.last_func));
+}
+
 static void on_end(void *ctx, const struct bp_frame_end *fe)
 {
 	struct te *t = ctx;
@@ -361,8 +371,7 @@ static void event(struct te *t, const struct bp_event *e)
 		/* The end of a slice (on_end), or where its call was an
 		 * instant (a match spec with return_trace in some clauses
 		 * only), an instant too. */
-		if (t->untimed || (t->m.last_func != BP_MAP_NONE &&
-				   bp_model_untimed(&t->m, t->m.last_func))) {
+		if (untimed_func(t)) {
 			int ret = e->id == BP_EV_RETURN_FROM;
 			head(t, "i", p, 1, e->ts);
 			bp_out_str(t->o, ",\"s\":\"t\"");
@@ -396,9 +405,7 @@ static void event(struct te *t, const struct bp_event *e)
 		/* A slice's begin if pushed (not beyond the cap), or an
 		 * instant where no call is known to end: in a trace without
 		 * returns, or of a function traced without them. */
-		int inst = t->untimed || (t->m.last_func != BP_MAP_NONE &&
-					  bp_model_untimed(&t->m,
-							   t->m.last_func));
+		int inst = untimed_func(t);
 		if (inst || p->depth > depth) {
 			head(t, inst ? "i" : "B", p, 1, e->ts);
 			if (inst)
