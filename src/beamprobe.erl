@@ -174,7 +174,11 @@
 %% events in batches the handler acknowledged, events lost (no credit,
 %% handler dead), and events in batches sent but not yet acknowledged when
 %% the summary was taken (a live handler still handles them); the three
-%% add up to the events given to the handler.
+%% add up to the events given to the handler.  stop/1 returns the account
+%% once the handlers have ended (the batches a handler never handled, being
+%% killed or crashed, are then `dropped': `in_flight' is 0 unless the
+%% handler is the caller); info/1 of a session that ended by itself too,
+%% once they have ended.
 
 %% @doc Starts a tracing session owned by the calling process.
 %%
@@ -584,7 +588,13 @@ call(_, _) ->
 
 call_session(Session, stop) ->
     case call_session(Session, stop_handlers) of
-        {ok, Sum, Handlers, Wait} ->
+        {ok, Sum, Handlers, Wait, Res} ->
+            %% A handler that stops its own session does not wait for itself.
+            _ = [gone(H, Wait) || H <- Handlers, H =/= self()],
+            %% Their account once they have ended: what a killed handler
+            %% never handled is lost, not in flight.
+            {ok, beamprobe_session:settle_handlers(Sum, Handlers, Res)};
+        {ok, Sum, Handlers, Wait} ->        % a session of an older release
             %% A handler that stops its own session does not wait for itself.
             _ = [gone(H, Wait) || H <- Handlers, H =/= self()],
             {ok, Sum};

@@ -16,7 +16,7 @@
 -include("beamprobe_events.hrl").
 -behaviour(gen_server).
 
--export([start_link/2]).
+-export([start_link/2, settle_handlers/3]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2,
          handle_continue/2]).
 
@@ -36,6 +36,10 @@
              started :: integer(),
              timer :: undefined | reference(),
              summary :: undefined | map(),
+             %% The NIF session, kept after the stop while handlers live:
+             %% their acks still move batches, and their final account is
+             %% read from it once they have ended (settle_handlers/3).
+             hres :: undefined | beamprobe_nif:session(),
              hub :: undefined | map(),
              nif_reloads = 0 :: non_neg_integer(),
              %% Coexistence with other tools: what was left to them
@@ -96,7 +100,8 @@ handle_call(stop, _From, St) ->
 handle_call(stop_handlers, _From, St) ->
     St1 = finish(St, requested),
     {stop, normal,
-     {ok, St1#st.summary, St1#st.handlers, handler_wait()}, St1};
+     {ok, St1#st.summary, St1#st.handlers, handler_wait(), St1#st.hres},
+     St1#st{hres = undefined}};
 handle_call(info, _From, #st{summary = undefined, res = Res} = St) ->
     case nif(fun() -> beamprobe_nif:info(Res) end) of
         {nif_error, E} -> {reply, {error, {nif_error, E}}, St};
@@ -145,6 +150,20 @@ handle_info({'EXIT', H, Why}, #st{summary = undefined, handlers = Hs,
                          "for it are counted as dropped (handlers in "
                          "info/1 and the summary)", [self(), Mods, Why, 30]),
             {noreply, St};
+        false -> {noreply, St}
+    end;
+handle_info({'EXIT', H, _}, #st{hres = Res, handlers = Hs,
+                              summary = Sum} = St)
+  when Res =/= undefined, Sum =/= undefined ->
+    %% A handler of a session that ended by itself has ended: info/1 and
+    %% stop/1 give its final account.
+    case lists:member(H, Hs) of
+        true ->
+            St1 = St#st{summary = settle_handlers(Sum, Hs, Res)},
+            case lists:any(fun erlang:is_process_alive/1, Hs) of
+                true -> {noreply, St1};
+                false -> {noreply, St1#st{hres = undefined}}
+            end;
         false -> {noreply, St}
     end;
 handle_info({'EXIT', _, _}, St) ->
@@ -719,7 +738,38 @@ finish(#st{res = Res, config = C, started = T0} = St, Why) ->
            end,
     %% The resource is not used after the stop (info/1 and dump/1 answer
     %% from the summary); not kept, so that it can be freed (ended/1).
-    St1#st{summary = Sum1, res = undefined}.
+    St1#st{summary = Sum1, res = undefined,
+           hres = case St1#st.handlers of
+                      [] -> undefined;
+                      _ -> Res
+                  end}.
+
+%% @doc The summary `Sum' of a stopped session with its handlers' account
+%% read again from the NIF session `Res' (`Handlers' in sink order): a
+%% handler that has ended acknowledges nothing more, so the batches still
+%% in flight to it are lost (it was killed after `handler_stop_timeout',
+%% or crashed), and counted as `dropped'; a live handler's account is as
+%% it is now.  Called once the handlers were waited for (beamprobe:stop/1)
+%% and when one ends; before, the summary was the account taken at the
+%% stop, with the batches a killed handler never handled `in_flight'.
+-spec settle_handlers(map(), [pid()], beamprobe_nif:session() | undefined) ->
+          map().
+settle_handlers(Sum, _Handlers, undefined) -> Sum;
+settle_handlers(#{handlers := Old} = Sum, Handlers, Res)
+  when length(Old) =:= length(Handlers) ->
+    case nif(fun() -> beamprobe_nif:info(Res) end) of
+        #{handlers := New} when length(New) =:= length(Handlers) ->
+            Sum#{handlers := [settle(H, A)
+                              || {H, A} <- lists:zip(Handlers, New)]};
+        _ -> Sum
+    end;
+settle_handlers(Sum, _Handlers, _Res) -> Sum.
+
+settle(H, #{in_flight := F, dropped := D} = A) ->
+    case is_process_alive(H) of
+        false -> A#{in_flight := 0, dropped := D + F};
+        true -> A
+    end.
 
 %% A call into the NIF that cannot take the session process down: during a
 %% reload the module can be missing for a moment (code:delete + purge) or,

@@ -20,6 +20,7 @@
 -export([all/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([handler_env_no_leak/1, handler_blocked_is_killed/1,
+         handler_killed_after_limit/1,
          handler_crash_counted/1, idle_sessions_sleep/1, session_cap/1,
          session_cap_concurrent/1, event_larger_than_packet/1,
          disk_full/1, dir_removed/1, stream_not_creatable/1,
@@ -39,7 +40,8 @@
 suite() -> [{timetrap, {seconds, 120}}].
 
 all() ->
-    [handler_env_no_leak, handler_blocked_is_killed, handler_crash_counted,
+    [handler_env_no_leak, handler_blocked_is_killed,
+     handler_killed_after_limit, handler_crash_counted,
      stop_waits_for_handlers, handler_stops_own_session,
      handler_stop_ends_session,
      idle_sessions_sleep, session_cap, session_cap_concurrent,
@@ -178,11 +180,13 @@ handler_blocked_is_killed(_Config) ->
     T0 = erlang:monotonic_time(millisecond),
     Sum = stop(S),
     Ms = erlang:monotonic_time(millisecond) - T0,
-    %% Alive but blocked on its first batch: it acknowledged nothing, its
-    %% `credits' (4) one-event batches are in flight, the rest dropped.
+    %% Blocked on its first batch: it acknowledged nothing; its `credits'
+    %% (4) one-event batches were in flight, the rest dropped.  stop/1
+    %% returned once it was killed: those 4 are lost too, and said so
+    %% (before, the summary still had them `in_flight', taken at the stop).
     ?assertMatch(#{events := 100, dropped := #{total := 0},
-                   handlers := [#{delivered := 0, in_flight := 4,
-                                  dropped := 96}]}, Sum),
+                   handlers := [#{delivered := 0, in_flight := 0,
+                                  dropped := 100}]}, Sum),
     %% stop/1 waited for it, a bounded time: it was killed by then.
     ct:pal("stop/1 returned after ~p ms", [Ms]),
     ?assert(Ms >= 250 andalso Ms < 3000),
@@ -191,6 +195,33 @@ handler_blocked_is_killed(_Config) ->
     after 0 ->
             ct:fail({blocked_handler_still_alive, H})
     end,
+    ?W:stop_worker(W).
+
+%% A session that ends by itself (its event limit) with a blocked handler:
+%% the handler is killed handler_stop_timeout later, and from then on
+%% info/1 and stop/1 count the batches it never handled as dropped.
+%% Before, both said `in_flight := 4' for good, for a handler long dead.
+handler_killed_after_limit(_Config) ->
+    ok = application:set_env(beamprobe, handler_stop_timeout, 300),
+    W = ?W:start_worker(),
+    S = start(#{procs => [W], calls => [{?W, tick, 1}],
+                limits => #{events => 50},
+                output => {handler, ?MODULE, #{parent => self(),
+                                               mode => block},
+                           #{batch => 1}}}),
+    H = handler_pid(),
+    Ref = monitor(process, H),
+    ?W:run(W, fun() -> [?W:tick(I) || I <- lists:seq(1, 100)] end),
+    receive
+        {'DOWN', Ref, process, H, Why} -> ?assertEqual(killed, Why)
+    after 10000 -> ct:fail({blocked_handler_not_killed, H})
+    end,
+    Acc = #{delivered => 0, in_flight => 0, dropped => 50},
+    Info = fun() -> {ok, I} = beamprobe:info(S), I end,
+    _ = (catch ?L:wait_until(fun() -> maps:get(handlers, Info()) =:= [Acc]
+                             end, 3000)),
+    ?assertMatch(#{stop_reason := events, handlers := [Acc]}, Info()),
+    ?assertMatch(#{stop_reason := events, handlers := [Acc]}, stop(S)),
     ?W:stop_worker(W).
 
 %% stop/1 returns when the handlers have handled every batch sent to them
