@@ -16,7 +16,8 @@
 #include <stdint.h>
 #include <erl_nif.h>
 
-/* Capture limits (0 in a field means the default). */
+/* Capture limits (0 in depth, list or bytes means the default; binary 0
+ * shows no byte of a binary: <<...>>). */
 struct bp_capture {
 	unsigned depth;  /* nesting depth shown; default 4 */
 	unsigned list;   /* elements shown per list/tuple/map; default 16 */

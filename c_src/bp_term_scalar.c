@@ -231,11 +231,11 @@ void bp_term_put_binary(struct bp_text *x, ERL_NIF_TERM t, unsigned depth)
 		BP_TEXT_PUTS(x, "<<>>");
 		return;
 	}
-	if (!depth) {
+	n = b.size < x->binary ? b.size : x->binary;
+	if (!depth || (n == 0 && b.size > 0)) { /* too deep, or binary => 0 */
 		BP_TEXT_PUTS(x, "<<...>>");
 		return;
 	}
-	n = b.size < x->binary ? b.size : x->binary;
 	text = b.bitsize == 0;
 	i = 0;
 	if (text && !b.bitoffs) /* the plain ASCII prefix: printable */

@@ -110,7 +110,10 @@ static inline void bp_text_init(struct bp_text *x, ErlNifEnv *env,
 	x->full = 0;
 	x->lim = cap - 1 < bytes ? cap - 1 : bytes;
 	x->list = c && c->list ? c->list : BP_CAPTURE_DEFAULT_LIST;
-	x->binary = c && c->binary ? c->binary : BP_CAPTURE_DEFAULT_BINARY;
+	/* binary => 0 is a limit (no byte shown), not the default: the
+	 * session's capture always has every field set (bp_nif_get_capture);
+	 * only no capture at all (c == NULL) means the defaults. */
+	x->binary = c ? c->binary : BP_CAPTURE_DEFAULT_BINARY;
 	x->text = x->list > x->binary ? x->list : x->binary;
 }
 

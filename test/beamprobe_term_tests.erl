@@ -324,6 +324,25 @@ binary_limit_test() ->
     ?assertEqual(<<"<<1,2,1,2,1,...>>">>, r(binary:copy(<<1, 2>>, 50), #{binary => 5})),
     ?assertEqual(<<"<<\"abcde\">>">>, r(<<"abcde">>, #{binary => 5})).
 
+%% binary => 0 (accepted by the config, 0..65536) shows no byte of a
+%% binary: before, 0 was taken for "the default" in the renderer and a
+%% session given binary => 0 wrote the first 64 bytes of every binary
+%% (<<"secret-password-bytes">> in full).  Strings are cut at `list'.
+binary_zero_test() ->
+    Z = #{binary => 0},
+    ?assertEqual(<<"<<...>>">>, r(<<"secret-password-bytes">>, Z)),
+    ?assertEqual(<<"<<...>>">>, r(<<1, 2, 3>>, Z)),
+    ?assertEqual(<<"<<...>>">>, r(<<1, 2, 3:2>>, Z)),
+    <<_:3, Sub:4/binary, _/bits>> = <<"abcdefgh">>,
+    ?assertEqual(<<"<<...>>">>, r(Sub, Z)),
+    ?assertEqual(<<"<<>>">>, r(<<>>, Z)),
+    ?assertEqual(<<"<<1:2>>">>, r(<<1:2>>, Z)),
+    ?assertEqual(<<"[<<...>>,<<>>]">>, r([<<"x">>, <<>>], Z)),
+    ?assertEqual(<<"\"abc\"">>, r("abc", Z#{list => 3})),
+    ?assertEqual(<<"\"abc\"...">>, r("abcd", Z#{list => 3})),
+    ?assertEqual(<<"(<<...>>, 1)">>,
+                 beamprobe_nif:render_args([<<"pw">>, 1], Z)).
+
 huge_binary_test() ->
     Bin = binary:copy(<<"a">>, 100000000),
     Text = r(Bin),
