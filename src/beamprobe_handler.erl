@@ -43,7 +43,9 @@
 %%% and exits; a handler that has not ended within `handler_stop_timeout'
 %%% milliseconds (application env, default 5000), e.g. one blocked in
 %%% `handle_events/2', is killed, so that it cannot outlive its session
-%%% and pin its mailbox.
+%%% and pin its mailbox.  A session that ends without its stop (killed)
+%%% stops its handlers the same way (`terminate/2' gets
+%%% `{session_down, Why}'), one that traps exits too.
 -module(beamprobe_handler).
 
 -export([start_link/2, attach/3, stop/2, stop/3]).
@@ -101,6 +103,25 @@ reap(Handler, Timeout) ->
             receive {'DOWN', Ref, process, _, _} -> ok end
     end.
 
+%% The handler's guard: a session that ends without telling its handler
+%% to stop (killed, or crashed before its stop) leaves a handler that traps
+%% exits (the link does not take it down) alive for good, its mailbox and
+%% the session's NIF resource (the rings) with it.  The guard then stops
+%% the handler as the session would have (stop/2: it handles what it has,
+%% runs terminate/2 with `{session_down, Why}', or is killed after
+%% `handler_stop_timeout').  It ends with the handler.
+guard(Session, Handler) ->
+    _ = process_flag(sensitive, true),
+    ok = beamprobe_janitor:untrace_self(), % a new process: as init_it/3
+    SRef = monitor(process, Session),
+    HRef = monitor(process, Handler),
+    receive
+        {'DOWN', HRef, process, _, _} -> ok;
+        {'DOWN', SRef, process, _, Why} ->
+            demonitor(HRef, [flush]),
+            stop(Handler, {session_down, Why})
+    end.
+
 %% @private
 -spec init_it(pid(), module(), term()) -> no_return().
 init_it(Parent, Mod, Arg) ->
@@ -109,6 +130,10 @@ init_it(Parent, Mod, Arg) ->
     _ = process_flag(sensitive, true), % no trace events of it (see beamprobe_shell.erl)
     ok = beamprobe_janitor:untrace_self(),
     process_flag(message_queue_data, off_heap),
+    %% Spawned untraced (after untrace_self/0), before Mod:init/1 can
+    %% trap exits.
+    Self = self(),
+    _ = spawn(fun() -> guard(Parent, Self) end),
     try Mod:init(Arg) of
         {ok, St} ->
             proc_lib:init_ack(Parent, {ok, self()}),

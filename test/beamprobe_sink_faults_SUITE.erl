@@ -20,7 +20,7 @@
 -export([all/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([handler_env_no_leak/1, handler_blocked_is_killed/1,
-         handler_killed_after_limit/1,
+         handler_killed_after_limit/1, handler_trapping_exits_session_killed/1,
          handler_crash_counted/1, idle_sessions_sleep/1, session_cap/1,
          session_cap_concurrent/1, event_larger_than_packet/1,
          disk_full/1, dir_removed/1, stream_not_creatable/1,
@@ -41,7 +41,8 @@ suite() -> [{timetrap, {seconds, 120}}].
 
 all() ->
     [handler_env_no_leak, handler_blocked_is_killed,
-     handler_killed_after_limit, handler_crash_counted,
+     handler_killed_after_limit, handler_trapping_exits_session_killed,
+     handler_crash_counted,
      stop_waits_for_handlers, handler_stops_own_session,
      handler_stop_ends_session,
      idle_sessions_sleep, session_cap, session_cap_concurrent,
@@ -73,6 +74,7 @@ end_per_testcase(_Case, _Config) ->
 %% @private
 -spec init(map()) -> {ok, map()}.
 init(#{parent := P} = Arg) ->
+    _ = maps:get(trap, Arg, false) andalso process_flag(trap_exit, true),
     P ! {handler_init, self()},
     {ok, Arg#{n => 0}}.
 
@@ -222,6 +224,41 @@ handler_killed_after_limit(_Config) ->
                              end, 3000)),
     ?assertMatch(#{stop_reason := events, handlers := [Acc]}, Info()),
     ?assertMatch(#{stop_reason := events, handlers := [Acc]}, stop(S)),
+    ?W:stop_worker(W).
+
+%% A session killed (no stop/1, no terminate/2 of its own) with handlers
+%% that trap exits: the link does not take them down.  Before, both lived
+%% for good, pinning their mailboxes and the session's NIF resource; now
+%% they are stopped as the session's stop would: the one that handles
+%% runs terminate/2, the blocked one is killed after handler_stop_timeout.
+handler_trapping_exits_session_killed(_Config) ->
+    ok = application:set_env(beamprobe, handler_stop_timeout, 300),
+    W = ?W:start_worker(),
+    S = start(#{procs => [W], calls => [{?W, tick, 1}],
+                output => [{handler, ?MODULE, #{parent => self(), trap => true,
+                                                report_at => 10}},
+                           {handler, ?MODULE, #{parent => self(), trap => true,
+                                                mode => block},
+                            #{batch => 1}}]}),
+    H1 = handler_pid(),
+    H2 = handler_pid(),
+    ?W:run(W, fun() -> [?W:tick(I) || I <- lists:seq(1, 10)] end),
+    receive {handler_reached, H1} -> ok
+    after 5000 -> ct:fail(handler_got_nothing)
+    end,
+    R1 = monitor(process, H1),
+    R2 = monitor(process, H2),
+    exit(S, kill),
+    receive
+        {handler_done, H1, N} -> ?assertEqual(10, N)
+    after 3000 -> ct:fail({handler_outlived_its_session, H1})
+    end,
+    receive {'DOWN', R1, process, H1, normal} -> ok
+    after 3000 -> ct:fail({handler_outlived_its_session, H1})
+    end,
+    receive {'DOWN', R2, process, H2, Why} -> ?assertEqual(killed, Why)
+    after 3000 -> ct:fail({blocked_handler_outlived_its_session, H2})
+    end,
     ?W:stop_worker(W).
 
 %% stop/1 returns when the handlers have handled every batch sent to them
