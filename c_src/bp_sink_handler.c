@@ -6,8 +6,10 @@
  * one, each beamprobe_nif:ack/2 from the handler gives one back.  With no
  * credit left, a full batch is dropped and its events counted (the handler
  * learns how many in its next batch, as a #{event => dropped} map), so the
- * handler's mailbox never holds more than `credits` batches and the node's
- * memory stays bounded however slow the handler is.
+ * handler's mailbox never holds more than `credits` batches (and, at the
+ * session's end, one last #{event => dropped} map sent without a credit:
+ * losses since the last report would otherwise never be told) and the
+ * node's memory stays bounded however slow the handler is.
  *
  * The account is exact: a batch sent is `in_flight' until the handler
  * acknowledges it (then `delivered'), or until the handler is found dead
@@ -256,10 +258,15 @@ static void send_batch(struct bp_session *s, struct bp_handler_sink *h,
 		if (h->overflow_stop)
 			bp_session_request_stop(s, BP_SR_OVERFLOW);
 		reset_batch(h);
-		return;
+		list = h->list;
+		if (!final)
+			return;
 	}
-	if (!has_credit(h))
-		return; /* only drops to report: they wait for a credit */
+	/* Only drops to report: they wait for a credit, except at the end,
+	 * where nothing would report them after: the last report goes
+	 * without one (one small message more than `credits', once). */
+	if (!has_credit(h) && (!final || !h->pending_drops))
+		return;
 	h->last_report = bp_now();
 	if (h->pending_drops) {
 		/* #{event => dropped, count => N, Cause => N...}: one key per
@@ -290,8 +297,12 @@ static void send_batch(struct bp_session *s, struct bp_handler_sink *h,
 	msg = enif_make_tuple3(h->env, a_beamprobe_events,
 			       enif_make_uint(h->env, h->index), list);
 	/* In flight before the send: the handler may ack at once.  A batch
-	 * of loss reports only (n == 0) takes a credit and an ack too. */
-	push_in_flight(h, h->n);
+	 * of loss reports only (n == 0) takes a credit and an ack too; the
+	 * final one sent without a credit (n == 0) takes no place: its ack,
+	 * after those of every batch sent before it (one mailbox, acks in
+	 * order), finds none in flight and is ignored (bp_handler_ack). */
+	if (has_credit(h))
+		push_in_flight(h, h->n);
 	h->n = 0;
 	/* A successful send invalidates the terms of h->env, not the env
 	 * itself: reset_batch clears it for the next batch (erl_nif(3),
