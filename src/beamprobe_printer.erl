@@ -29,6 +29,8 @@
 -type stack() :: #stack{}.
 -define(MAX_DEPTH, 4096).
 -define(MAX_CACHED, 10000).
+%% The largest heap (words) whose dictionary is copied for a name.
+-define(MAX_DICT_WORDS, 262144).
 
 -type opts() :: #{io := pid() | atom(),
                   timestamp => time | ns | none,
@@ -82,7 +84,8 @@
 %% followed by its registered name, as in `beamprobe print';
 %% `initial_call': an unnamed process is printed with its initial call,
 %% `<0.93.0>(gen_server:init_it/6)', translated by proc_lib for its
-%% processes, as redbug does; the receiver of a send too, and a port by
+%% processes (whose heap is at most 2 MiB: the dictionary is copied for
+%% it), as redbug does; the receiver of a send too, and a port by
 %% its name, a pid of another node by its node), `print_re' (only
 %% event lines matching this regular expression are printed), `rate' and
 %% `on_rate' (the session's rate limit, for the line that says it
@@ -510,15 +513,28 @@ bounded(M) -> M.
 
 initial_call(P) when node(P) =:= node() ->
     case catch erlang:process_info(P, initial_call) of
-        {initial_call, {proc_lib, init_p, 5}} ->
-            case catch proc_lib:translate_initial_call(P) of
-                {_, _, _} = MFA -> MFA;
-                _ -> {proc_lib, init_p, 5}
-            end;
+        {initial_call, {proc_lib, init_p, 5} = Init} -> proc_lib_call(P, Init);
         {initial_call, MFA} -> MFA;
         _ -> undefined
     end;
 initial_call(_) -> undefined.
+
+%% A proc_lib process's own initial call is in its dictionary, which OTP
+%% 25 gives only whole (proc_lib:translate_initial_call/1 copies it with
+%% process_info(P, dictionary)): a traced process holding 125 MB there
+%% made the printer copy all of it to print one line (its heap went to
+%% 271 MB).  It is read only from a process whose heap, where the
+%% dictionary lives, is at most ?MAX_DICT_WORDS; a bigger one is shown by
+%% its VM initial call, proc_lib:init_p/5.
+proc_lib_call(P, Init) ->
+    case catch erlang:process_info(P, total_heap_size) of
+        {total_heap_size, W} when W =< ?MAX_DICT_WORDS ->
+            case catch proc_lib:translate_initial_call(P) of
+                {_, _, _} = MFA -> MFA;
+                _ -> Init
+            end;
+        _ -> Init
+    end.
 
 %% Per-process call stack, for indentation like `beamprobe print': a
 %% call is indented by the depth before it, any other event by the depth

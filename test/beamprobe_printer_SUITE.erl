@@ -10,12 +10,15 @@
 
 -export([all/0, init_per_suite/1, end_per_suite/1]).
 -export([same_lines_as_cli/1, same_elixir_lines_as_cli/1,
-         name_taken_later_not_shown/1, no_returns_not_indented/1]).
+         name_taken_later_not_shown/1, no_returns_not_indented/1,
+         big_dictionary_not_copied/1]).
 %% Traced workload.
--export([fact/1, count/2, boom/1, safe/1, outer/1, inner/1, worker/0]).
+-export([fact/1, count/2, boom/1, safe/1, outer/1, inner/1, worker/0,
+         dict_proc/2]).
 
 all() -> [same_lines_as_cli, same_elixir_lines_as_cli,
-          name_taken_later_not_shown, no_returns_not_indented].
+          name_taken_later_not_shown, no_returns_not_indented,
+          big_dictionary_not_copied].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(beamprobe),
@@ -235,3 +238,62 @@ cli_lines(Opts, Dir) ->
 
 pad(L, N) when length(L) >= N -> L;
 pad(L, N) -> L ++ lists:duplicate(N - length(L), missing).
+
+%% A proc_lib process's name (its own initial call, in its dictionary) is
+%% not read by copying a big dictionary: a process holding about 100 MB
+%% there made the printer copy all of it to print one line (its memory
+%% went to 271 MB); it is now named by its VM initial call.  A small one
+%% is still named by its own.
+big_dictionary_not_copied(_Config) ->
+    Cap = capture(),
+    1 = beamprobe:calls("beamprobe_printer_SUITE:inner/1", 10, % (a beamprobe* module)
+                        #{io_server => Cap, force => true}),
+    %% The printer (sensitive: its dictionary cannot be read), waiting
+    %% for events.
+    [H] = [P || P <- processes(),
+                process_info(P, current_function)
+                    =:= {current_function, {beamprobe_handler, loop, 4}}],
+    Small = proc_lib:spawn(?MODULE, dict_proc, [self(), 10]),
+    Big = proc_lib:spawn(?MODULE, dict_proc, [self(), 300000]),
+    [receive {filled, P} -> ok after 30000 -> ct:fail(not_filled) end
+     || P <- [Small, Big]],
+    {total_heap_size, BigHeap} = process_info(Big, total_heap_size),
+    ?assert(BigHeap > 10000000),
+    {memory, M0} = process_info(H, memory),
+    Small ! go,
+    Big ! go,
+    Peak = peak_until(H, M0, Cap, erlang:monotonic_time(millisecond) + 10000),
+    Text = text(Cap),
+    ct:log("printer memory ~b KB before, ~b KB at most after~n~ts",
+           [M0 div 1024, Peak div 1024, Text]),
+    ok = beamprobe:clear(),
+    [P ! stop || P <- [Small, Big]],
+    ?assert(Peak < 20 * 1024 * 1024),
+    Line = fun(P) -> [L || L <- binary:split(Text, <<"\n">>, [global]),
+                           binary:match(L, list_to_binary(pid_to_list(P)))
+                               =/= nomatch]
+           end,
+    ?assertMatch([_], Line(Big)),
+    ?assertMatch({match, _}, re:run(hd(Line(Big)), "\\(proc_lib:init_p/5\\) call ")),
+    ?assertMatch({match, _}, re:run(hd(Line(Small)),
+                                    "\\(beamprobe_printer_SUITE:dict_proc/2\\) call ")).
+
+%% A process with N entries in its dictionary that calls inner/1 once.
+dict_proc(Parent, N) ->
+    _ = [put({k, I}, lists:seq(1, 20)) || I <- lists:seq(1, N)],
+    Parent ! {filled, self()},
+    receive go -> inner(1) end,
+    receive stop -> ok end.
+
+%% The printer's largest memory until both lines are printed.
+peak_until(H, Max, Cap, Until) ->
+    Done = length(binary:matches(text(Cap), <<" call ">>)) >= 2,
+    case Done orelse erlang:monotonic_time(millisecond) > Until of
+        true -> Max;
+        false ->
+            M = case process_info(H, memory) of
+                    {memory, X} -> X;
+                    undefined -> 0
+                end,
+            peak_until(H, max(M, Max), Cap, Until)
+    end.
