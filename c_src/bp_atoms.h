@@ -50,6 +50,7 @@
 	A(file, "file") A(file_kinds, "file_kinds") A(rate, "rate")        \
 	A(rate_stop, "rate_stop") A(delivered, "delivered")            \
 	A(in_flight, "in_flight") A(beamprobe_hub, "beamprobe_hub")       \
+	A(slow_output, "slow_output") A(handler_down, "handler_down")      \
 	A(beamprobe_hub_meta, "beamprobe_hub_meta")                        \
 	A(beamprobe_discard, "beamprobe_discard")       \
 	A(bp_route, "bp_route") A(bp_route_ret, "bp_route_ret")          \

@@ -289,15 +289,19 @@ static ERL_NIF_TERM stats_map(ErlNifEnv *env, struct bp_session *s)
 	ERL_NIF_TERM sinks = enif_make_list(env, 0);
 	for (uint32_t i = s->nhandlers; i-- > 0;) {
 		struct bp_handler_sink *h = &s->handlers[i];
-		uint64_t dl, dr, fl;
-		bp_handler_counts(h, &dl, &dr, &fl);
-		ERL_NIF_TERM hk[3] = {bp_atom.delivered, bp_atom.dropped,
-				      bp_atom.in_flight};
-		ERL_NIF_TERM hv[3] = {enif_make_uint64(env, dl),
+		uint64_t dl, dr, fl, sl;
+		bp_handler_counts(h, &dl, &dr, &fl, &sl);
+		/* dropped by cause: slow_output (no credit), handler_down */
+		ERL_NIF_TERM hk[5] = {bp_atom.delivered, bp_atom.dropped,
+				      bp_atom.in_flight, bp_atom.slow_output,
+				      bp_atom.handler_down};
+		ERL_NIF_TERM hv[5] = {enif_make_uint64(env, dl),
 				      enif_make_uint64(env, dr),
-				      enif_make_uint64(env, fl)};
+				      enif_make_uint64(env, fl),
+				      enif_make_uint64(env, sl),
+				      enif_make_uint64(env, dr - sl)};
 		ERL_NIF_TERM hm;
-		if (enif_make_map_from_arrays(env, hk, hv, 3, &hm))
+		if (enif_make_map_from_arrays(env, hk, hv, 5, &hm))
 			sinks = enif_make_list_cell(env, hm, sinks);
 	}
 	enif_make_map_put(env, m, bp_atom.handlers, sinks, &m);

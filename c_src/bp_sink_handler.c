@@ -255,6 +255,7 @@ static void send_batch(struct bp_session *s, struct bp_handler_sink *h,
 		h->pending_drops += h->n;
 		h->pending_slow += h->n;
 		atomic_fetch_add(&h->dropped, h->n);
+		atomic_fetch_add(&h->dropped_slow, h->n); /* after dropped */
 		if (h->overflow_stop)
 			bp_session_request_stop(s, BP_SR_OVERFLOW);
 		reset_batch(h);
@@ -370,8 +371,11 @@ void bp_handler_ack(struct bp_handler_sink *h)
 }
 
 void bp_handler_counts(struct bp_handler_sink *h, uint64_t *delivered,
-		       uint64_t *dropped, uint64_t *in_flight)
+		       uint64_t *dropped, uint64_t *in_flight, uint64_t *slow)
 {
+	/* Before dropped: it grows after it (send_batch), so *slow <=
+	 * *dropped. */
+	*slow = atomic_load(&h->dropped_slow);
 	/* Consistent when no move was under way before or during the reads
 	 * (moves_begun unchanged and equal to moves_done); a move is a few
 	 * instructions, so a retry or two at most.  Single-count changes

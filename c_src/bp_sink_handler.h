@@ -30,6 +30,10 @@ struct bp_handler_sink {
 	_Atomic uint64_t q_head, q_tail;
 	/* Events given to the handler = delivered + dropped + in_flight. */
 	_Atomic uint64_t delivered, dropped, in_flight;
+	/* Of dropped, those dropped for want of a credit (the handler too
+	 * slow; added after dropped, so a reader that reads it first sees
+	 * at most dropped); the rest were lost with the handler (dead). */
+	_Atomic uint64_t dropped_slow;
 	/* A move between two counts is bracketed by these (begun, then
 	 * done), so that bp_handler_counts can read a consistent triple. */
 	_Atomic uint64_t moves_begun, moves_done;
@@ -66,8 +70,9 @@ void bp_handler_flush(struct bp_session *s, struct bp_handler_sink *h,
 /* The oldest batch in flight was consumed: its events count as
  * delivered, its credit comes back.  Any thread. */
 void bp_handler_ack(struct bp_handler_sink *h);
-/* delivered, dropped, in_flight, read together.  Any thread. */
+/* delivered, dropped, in_flight, read together, and of dropped those for
+ * want of a credit (*slow <= *dropped).  Any thread. */
 void bp_handler_counts(struct bp_handler_sink *h, uint64_t *delivered,
-		       uint64_t *dropped, uint64_t *in_flight);
+		       uint64_t *dropped, uint64_t *in_flight, uint64_t *slow);
 
 #endif /* BP_SINK_HANDLER_H */

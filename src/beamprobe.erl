@@ -170,15 +170,18 @@
           atom() => term()}.
 %% What a session recorded: `events' written, `dropped' by cause
 %% (ring_full, overwritten, limit, stopped, ...), bytes written; and
-%% `handlers', per handler sink, `#{delivered, dropped, in_flight}':
-%% events in batches the handler acknowledged, events lost (no credit,
-%% handler dead), and events in batches sent but not yet acknowledged when
-%% the summary was taken (a live handler still handles them); the three
-%% add up to the events given to the handler.  stop/1 returns the account
-%% once the handlers have ended (the batches a handler never handled, being
-%% killed or crashed, are then `dropped': `in_flight' is 0 unless the
-%% handler is the caller); info/1 of a session that ended by itself too,
-%% once they have ended.
+%% `handlers', per handler sink, `#{delivered, dropped, in_flight,
+%% slow_output, handler_down}': events in batches the handler
+%% acknowledged, events lost (`dropped', by cause: `slow_output', batches
+%% dropped for want of a credit, the handler too slow; `handler_down',
+%% lost with a handler that crashed or was killed), and events in batches
+%% sent but not yet acknowledged when the summary was taken (a live
+%% handler still handles them); delivered, dropped and in_flight add up to
+%% the events given to the handler.  stop/1 returns the account once the
+%% handlers have ended (the batches a handler never handled, being killed
+%% or crashed, are then `dropped', `handler_down': `in_flight' is 0 unless
+%% the handler is the caller); info/1 of a session that ended by itself
+%% too, once they have ended.
 
 %% @doc Starts a tracing session owned by the calling process.
 %%

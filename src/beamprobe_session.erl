@@ -767,7 +767,9 @@ settle_handlers(Sum, _Handlers, _Res) -> Sum.
 
 settle(H, #{in_flight := F, dropped := D} = A) ->
     case is_process_alive(H) of
-        false -> A#{in_flight := 0, dropped := D + F};
+        false ->
+            Down = maps:get(handler_down, A, 0),
+            A#{in_flight := 0, dropped := D + F, handler_down => Down + F};
         true -> A
     end.
 

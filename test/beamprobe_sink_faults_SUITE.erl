@@ -188,7 +188,8 @@ handler_blocked_is_killed(_Config) ->
     %% (before, the summary still had them `in_flight', taken at the stop).
     ?assertMatch(#{events := 100, dropped := #{total := 0},
                    handlers := [#{delivered := 0, in_flight := 0,
-                                  dropped := 100}]}, Sum),
+                                  dropped := 100, slow_output := 96,
+                                  handler_down := 4}]}, Sum),
     %% stop/1 waited for it, a bounded time: it was killed by then.
     ct:pal("stop/1 returned after ~p ms", [Ms]),
     ?assert(Ms >= 250 andalso Ms < 3000),
@@ -218,7 +219,8 @@ handler_killed_after_limit(_Config) ->
         {'DOWN', Ref, process, H, Why} -> ?assertEqual(killed, Why)
     after 10000 -> ct:fail({blocked_handler_not_killed, H})
     end,
-    Acc = #{delivered => 0, in_flight => 0, dropped => 50},
+    Acc = #{delivered => 0, in_flight => 0, dropped => 50,
+            slow_output => 46, handler_down => 4},
     Info = fun() -> {ok, I} = beamprobe:info(S), I end,
     _ = (catch ?L:wait_until(fun() -> maps:get(handlers, Info()) =:= [Acc]
                              end, 3000)),
@@ -357,7 +359,10 @@ handler_crash_counted(_Config) ->
     ?assert(Dr > 0),
     ?assertEqual(0, F),
     ?assert(D =< 10), % at most the batch it crashed on
-    ?assertEqual(N, D + Dr).
+    ?assertEqual(N, D + Dr),
+    %% The cause: lost with the handler, none for want of a credit.
+    ?assertMatch([#{handler_down := Dr, slow_output := 0}],
+                 maps:get(handlers, Sum)).
 
 %%% ------------------------------------------------------------------------
 %%% Item 5: idle sessions, the session cap
