@@ -117,6 +117,11 @@ guard(Session, Handler) ->
     HRef = monitor(process, Handler),
     receive
         {'DOWN', HRef, process, _, _} -> ok;
+        {'DOWN', SRef, process, _, Why} when Why =:= normal;
+                                            Why =:= shutdown ->
+            %% A session ends so only after its stop, which told the
+            %% handler (beamprobe_session:finish/2).
+            demonitor(HRef, [flush]);
         {'DOWN', SRef, process, _, Why} ->
             demonitor(HRef, [flush]),
             stop(Handler, {session_down, Why})
