@@ -59,6 +59,8 @@
 -define(EVENTS, [call, send, 'receive', procs, running, gc, ports]).
 -define(MIN_BUFFER, 16384).
 -define(MAX_BUFFER, 1 bsl 32).
+%% Processes a sink's own procs may list (BP_HANDLER_MAX_PIDS, c_src).
+-define(MAX_SINK_PROCS, 64).
 -define(MAX_U64, 16#FFFFFFFFFFFFFFFF).
 %% erlang:send_after/3 takes at most 2^32 - 1 ms: 4294967.295 s (the shell's
 %% time => 4294967295 ms; its timer is round(Seconds * 1000) ms).
@@ -518,7 +520,10 @@ sink_opts(Opts, Allowed) ->
             Procs = case Ps of
                         all -> {ok, all};
                         L when is_list(L) ->
-                            resolve_procs({output, procs}, L, L, []);
+                            case resolve_procs({output, procs}, L, L, []) of
+                                {ok, R} -> {ok, lists:usort(R)};
+                                {error, _} = E0 -> E0
+                            end;
                         _ -> bad({output, procs}, Ps)
                     end,
             if
@@ -530,6 +535,12 @@ sink_opts(Opts, Allowed) ->
                 Ov =/= drop, Ov =/= stop -> bad({output, overflow}, Ov);
                 true ->
                     case Procs of
+                        {ok, P} when is_list(P),
+                                     length(P) > ?MAX_SINK_PROCS ->
+                            %% (the NIF holds at most this many per sink;
+                            %% it refused more with bad_config)
+                            {error, {too_many, {output, procs},
+                                     ?MAX_SINK_PROCS}};
                         {ok, P} -> {ok, #{kinds => Kinds, procs => P,
                                           batch => B, credits => C,
                                           overflow => Ov}};
@@ -704,6 +715,9 @@ format_error({bad_option, calls, V}) ->
       "strings use beamprobe:calls/2,3", [V, ?SHOW]);
 format_error({bad_option, K, V}) ->
     f("bad value for option ~tP: ~tP", [K, ?SHOW, V, ?SHOW]);
+format_error({too_many, {output, procs}, N}) ->
+    f("a sink's procs lists at most ~b processes (the session's own "
+      "procs, which that sink then follows, takes any number)", [N]);
 format_error({dead_process, P}) -> f("process ~p is not alive", [P]);
 format_error({not_loopback, A}) ->
     f("tcp address ~tP is not a loopback address; add remote => true to "

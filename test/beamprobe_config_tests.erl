@@ -430,3 +430,23 @@ bad_calls_hint_test() ->
     ?assertMatch({match, _}, re:run(Text, "bad value for option calls: 42: calls is "
                                     "a list of \\{M, F, A\\}")),
     ?assertMatch({match, _}, re:run(Text, "\\{\\{M, F, A\\}, MatchSpec \\| true\\}")).
+
+%% A sink's procs holds at most 64 processes (the NIF's per-sink table):
+%% before, 65 passed validation and beamprobe:start/1 then failed with
+%% {error, {bad_config, handlers}}, which says nothing of what is wrong.
+sink_procs_limit_test() ->
+    Ps = [spawn(fun() -> receive stop -> ok end end) || _ <- lists:seq(1, 65)],
+    Sink = fun(L) -> {handler, beamprobe_test_handler, #{}, #{procs => L}} end,
+    try
+        E = {too_many, {output, procs}, 64},
+        ?assertEqual({error, E}, v(#{calls => [?ADD], output => Sink(Ps)})),
+        ?assertMatch("a sink's procs lists at most 64 processes" ++ _,
+                     beamprobe:format_error(E)),
+        %% 64, one listed twice: one entry each.
+        P64 = lists:sublist(Ps, 64),
+        {ok, #{sinks := [#{procs := Got}]}} =
+            v(#{calls => [?ADD], output => Sink([hd(Ps) | P64])}),
+        ?assertEqual(lists:usort(P64), Got)
+    after
+        [P ! stop || P <- Ps]
+    end.
