@@ -26,6 +26,7 @@
 #include "bp_sink_lttng.h"
 #include "bp_sink_tcp.h"
 #include "bp_term.h"
+#include "bp_tracer.h"
 
 #define DEFAULT_PACKET (64 * 1024)
 #define DEFAULT_MAX_SESSIONS 64
@@ -154,12 +155,13 @@ static int64_t realtime_offset_ns(void)
  * threads produce events. */
 /* The largest event a session can write, from its capture limits (see
  * the reservations in bp_tracer.c: header, a pid key, two MFA texts of at
- * most 1040 bytes, three rendered terms; a process event from annotate/2
- * is at most 18 + 64 + 2 * 1025).  The packet must hold it. */
+ * most BP_MFA_MAX bytes, three rendered terms; a process event from
+ * annotate/2 is at most 18 + 64 + 1023 + BP_MFA_MAX).  The packet must
+ * hold it. */
 static size_t max_event_size(const struct bp_capture *c)
 {
-	return BP_EVENT_HEADER_SIZE + 8 + 2 * 1040 + 3 * ((size_t)c->bytes + 1) +
-	       64;
+	return BP_EVENT_HEADER_SIZE + 8 + 2 * BP_MFA_MAX +
+	       3 * ((size_t)c->bytes + 1) + 64;
 }
 
 /* tcp => {Address :: <<_:32>> | <<_:128>>, Port}, tcp_kinds, tcp_queue:

@@ -34,7 +34,7 @@
 #include "bp_erts_layout.h"
 #include "bp_usdt.h"
 
-#define MFA_MAX 1040 /* two quoted 255-char latin-1 atoms in UTF-8 + /arity */
+#define MFA_MAX BP_MFA_MAX /* bp_tracer.h */
 #define PID_TEXT_MAX 64
 
 /* Key of a local pid or port: the VM's immediate term word for it (valid

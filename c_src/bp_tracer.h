@@ -12,6 +12,15 @@
 
 struct bp_session;
 
+/* The longest "m:f/arity" text, NUL included: an atom of compiled code is
+ * at most 255 bytes of UTF-8, so 255 characters, each written in at most 4
+ * bytes ('\001', '\200' in ~p's syntax, a 4-byte UTF-8 character) between
+ * quotes: 1022 bytes; then ':', '/', an arity of up to 10 digits and the
+ * NUL.  (It was 1040, "two quoted 255-char latin-1 atoms in UTF-8": a
+ * module of 255 quote characters with a function of 255 control
+ * characters, 1539 bytes, was recorded as `undefined'.) */
+#define BP_MFA_MAX (2 * 1022 + 2 + 10 + 1)
+
 /* How an event is being written: through the hub (the producer's hub
  * busy flag stands for the session's, bp_hub.h), and the last record
  * written for this event, which members that render it the same way get

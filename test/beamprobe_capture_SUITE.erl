@@ -19,7 +19,7 @@
 
 -export([all/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
--export([unaligned_argument_timer/1]).
+-export([unaligned_argument_timer/1, longest_function_names/1]).
 %% Run in the one-scheduler peer node.
 -export([peer_run/1, target/3]).
 
@@ -29,7 +29,7 @@
 
 suite() -> [{timetrap, {minutes, 3}}].
 
-all() -> [unaligned_argument_timer].
+all() -> [unaligned_argument_timer, longest_function_names].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -97,4 +97,49 @@ tick(Parent, Max, N) ->
     after 10 ->
         Late = erlang:monotonic_time(microsecond) - T0 - 10000,
         tick(Parent, max(Max, Late), N + 1)
+    end.
+
+%% The longest texts a function's name can have: an atom of compiled code
+%% is at most 255 bytes of UTF-8, and ~p writes a character in up to 4
+%% bytes ('\\001', '\\''), so "m:f/0" can take 2 * 1022 + 4 bytes.  The
+%% call events must name them as ~p does.  Before, the tracer had room
+%% for 1040 bytes ("two quoted 255-char latin-1 atoms"): the call of a
+%% function of 255 control characters in a module of 255 quote characters
+%% (1537 bytes) was recorded with mfa `undefined'.
+longest_function_names(_Config) ->
+    MFs = [load_fun(M, F)
+           || {M, F} <- [{"bp_capture_ctl", lists:duplicate(255, 1)},
+                         {lists:duplicate(255, $'), lists:duplicate(255, 1)},
+                         {lists:duplicate(255, $\\), lists:duplicate(63, 16#1F600)},
+                         {lists:duplicate(127, 233), lists:duplicate(255, 27)}]],
+    S = ?L:start(#{procs => [self()], calls => [{M, F, 0} || {M, F} <- MFs],
+                   force => true,
+                   output => {handler, beamprobe_test_handler,
+                              #{parent => self()}}}),
+    receive {handler_init, _} -> ok after 5000 -> ct:fail(no_handler) end,
+    [ok = M:F() || {M, F} <- MFs],
+    Sum = ?L:stop(S),
+    Evs = lists:append(handler_batches()),
+    Got = [Mfa || #{event := call, mfa := Mfa} <- Evs],
+    Exp = [unicode:characters_to_binary(io_lib:format("~tp:~tp/0", [M, F]))
+           || {M, F} <- MFs],
+    ct:log("lengths ~p~nsummary ~p", [[byte_size(G) || G <- Got], Sum]),
+    ?assertEqual(4, length(Got)),
+    [?assertEqual(E, G) || {E, G} <- lists:zip(Exp, Got)],
+    ?assert(lists:max([byte_size(G) || G <- Got]) > 1040),
+    [begin code:delete(M), code:purge(M) end || {M, _} <- MFs].
+
+load_fun(Mc, Fc) ->
+    M = list_to_atom(Mc),
+    F = list_to_atom(Fc),
+    {ok, M, B} = compile:forms([{attribute, 1, module, M},
+                                {attribute, 1, export, [{F, 0}]},
+                                {function, 1, F, 0,
+                                 [{clause, 1, [], [], [{atom, 1, ok}]}]}]),
+    {module, M} = code:load_binary(M, "bp_capture_names.erl", B),
+    {M, F}.
+
+handler_batches() ->
+    receive {handler_events, _, Evs} -> [Evs | handler_batches()]
+    after 500 -> []
     end.
