@@ -221,7 +221,10 @@ static int handler_alive(struct bp_handler_sink *h)
 }
 
 /* Adds the events lost at the source since the last look (full rings, rate
- * limits; not the limit/stop ones) to what the handler will be told. */
+ * limits; not the limit/stop ones) to what the handler will be told.  Not
+ * io_error either: those are the file sink's losses, events the handler
+ * was given all the same (bp_collector.c, add_event); it was told of
+ * them as its own. */
 static void note_source_drops(struct bp_session *s, struct bp_handler_sink *h)
 {
 	uint64_t d[BP_DROP_COUNT];
@@ -229,7 +232,7 @@ static void note_source_drops(struct bp_session *s, struct bp_handler_sink *h)
 	bp_session_drops(s, d);
 	for (int c = 0; c < BP_DROP_COUNT; c++)
 		if (c != BP_DROP_LIMIT && c != BP_DROP_STOPPED &&
-		    d[c] > h->src_seen[c]) {
+		    c != BP_DROP_IO_ERROR && d[c] > h->src_seen[c]) {
 			h->pending_drops += d[c] - h->src_seen[c];
 			h->pending_cause[c] += d[c] - h->src_seen[c];
 			h->src_seen[c] = d[c];

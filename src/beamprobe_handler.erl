@@ -19,7 +19,8 @@
 %%% or `dropped' with `count' when events were lost, and the count per
 %%% cause: `slow_output' (batches dropped because the handler was too
 %%% slow), `rate', `ring_full', `too_big', ... as in the summary's
-%%% `dropped'), `ts' (monotonic ns), `pid' (the process), and the
+%%% `dropped', except `io_error': the trace files' losses are events the
+%%% handler got), `ts' (monotonic ns), `pid' (the process), and the
 %%% event's fields from docs/format.md (`mfa', `args', `result',
 %%% `message', ... as binaries holding Erlang-syntax text; fields of kind
 %%% `pid' (`to', `other') as a pid or port, or `undefined' when the other

@@ -21,6 +21,7 @@
          init_per_testcase/2, end_per_testcase/2]).
 -export([handler_env_no_leak/1, handler_blocked_is_killed/1,
          handler_killed_after_limit/1, handler_trapping_exits_session_killed/1,
+         handler_not_told_file_losses/1,
          handler_crash_counted/1, idle_sessions_sleep/1, session_cap/1,
          session_cap_concurrent/1, event_larger_than_packet/1,
          disk_full/1, dir_removed/1, stream_not_creatable/1,
@@ -49,6 +50,7 @@ all() ->
      event_larger_than_packet, disk_full, dir_removed,
      stream_not_creatable, planted_symlinks, unsafe_existing_dir,
      umask_000, discarded_visible_to_babeltrace, stream_file_removed_after,
+     handler_not_told_file_losses,
      stream_files_planted_entry].
 
 init_per_suite(Config) ->
@@ -595,6 +597,34 @@ stream_not_creatable(Config) ->
     ?assertMatch({error, {file, eexist}}, maps:get(io_error, Sum)),
     ?assertEqual(0, maps:get(events, Sum)),
     ?assert(dropped(Sum, io_error) >= 1).
+
+%% The file sink cannot write (as in stream_not_creatable) while a handler
+%% sink gets every event: the handler is told of no loss.  Before, it was
+%% told the file's io_error losses as its own ("% beamprobe: dropped 1000
+%% events (write error: 1000)" in the shell printer, which had printed
+%% all 1000).
+handler_not_told_file_losses(Config) ->
+    Dir = dir(Config, "blocked_h"),
+    S = start(#{procs => new, calls => [{?W, tick, 1}], return => false,
+                exceptions => false,
+                output => [{file, Dir},
+                           {handler, beamprobe_test_handler,
+                            #{parent => self(), forward => counts}}]}),
+    H = receive {handler_init, P} -> P after 5000 -> ct:fail(no_handler) end,
+    [ok = file:make_dir(filename:join(Dir, stream_name(I)))
+     || I <- lists:seq(0, 255)],
+    burst(1000),
+    _ = ?L:wait_ended(S, 5000),
+    Sum = stop(S),
+    Totals = receive {handler_done, H, _, T} -> T
+             after 10000 -> ct:fail(handler_not_done)
+             end,
+    ct:log("summary ~p~nhandler ~p", [Sum, Totals]),
+    ?assert(dropped(Sum, io_error) >= 1),
+    [#{delivered := D, dropped := 0}] = maps:get(handlers, Sum),
+    ?assert(D >= 1),
+    %% What it got and what it was told it lost.
+    ?assertMatch(#{calls := D, dropped := 0, dropped_events := 0}, Totals).
 
 %% A stream file deleted, or cut at a packet's end, after the session
 %% stopped: the metadata lists what each file held (env stream_files),
