@@ -105,7 +105,12 @@ handle_call(stop_handlers, _From, St) ->
 handle_call(info, _From, #st{summary = undefined, res = Res} = St) ->
     case nif(fun() -> beamprobe_nif:info(Res) end) of
         {nif_error, E} -> {reply, {error, {nif_error, E}}, St};
-        Stats -> {reply, {ok, info_map(St, Stats)}, St}
+        Stats ->
+            %% A handler that has ended will not handle what it was sent
+            %% (the collector finds out at its next send, or once a
+            %% second while it holds no credit).
+            {reply, {ok, info_map(St, settle_view(Stats, St#st.handlers))},
+             St}
     end;
 handle_call(info, _From, #st{summary = Sum} = St) ->
     {reply, {ok, Sum}, St};
@@ -758,12 +763,19 @@ settle_handlers(Sum, _Handlers, undefined) -> Sum;
 settle_handlers(#{handlers := Old} = Sum, Handlers, Res)
   when length(Old) =:= length(Handlers) ->
     case nif(fun() -> beamprobe_nif:info(Res) end) of
-        #{handlers := New} when length(New) =:= length(Handlers) ->
-            Sum#{handlers := [settle(H, A)
-                              || {H, A} <- lists:zip(Handlers, New)]};
+        #{handlers := New} = Stats when length(New) =:= length(Handlers) ->
+            Sum#{handlers := maps:get(handlers,
+                                      settle_view(Stats, Handlers))};
         _ -> Sum
     end;
 settle_handlers(Sum, _Handlers, _Res) -> Sum.
+
+%% Stats (the NIF's) with the batches in flight to each handler of
+%% Handlers that has ended counted as dropped (handler_down).
+settle_view(#{handlers := Accs} = Stats, Handlers)
+  when length(Accs) =:= length(Handlers) ->
+    Stats#{handlers := [settle(H, A) || {H, A} <- lists:zip(Handlers, Accs)]};
+settle_view(Stats, _Handlers) -> Stats.
 
 settle(H, #{in_flight := F, dropped := D} = A) ->
     case is_process_alive(H) of

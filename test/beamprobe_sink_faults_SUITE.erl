@@ -21,7 +21,7 @@
          init_per_testcase/2, end_per_testcase/2]).
 -export([handler_env_no_leak/1, handler_blocked_is_killed/1,
          handler_killed_after_limit/1, handler_trapping_exits_session_killed/1,
-         handler_not_told_file_losses/1,
+         handler_not_told_file_losses/1, handler_crash_info_now/1,
          handler_crash_counted/1, idle_sessions_sleep/1, session_cap/1,
          session_cap_concurrent/1, event_larger_than_packet/1,
          disk_full/1, dir_removed/1, stream_not_creatable/1,
@@ -50,7 +50,7 @@ all() ->
      event_larger_than_packet, disk_full, dir_removed,
      stream_not_creatable, planted_symlinks, unsafe_existing_dir,
      umask_000, discarded_visible_to_babeltrace, stream_file_removed_after,
-     handler_not_told_file_losses,
+     handler_not_told_file_losses, handler_crash_info_now,
      stream_files_planted_entry].
 
 init_per_suite(Config) ->
@@ -365,6 +365,32 @@ handler_crash_counted(_Config) ->
     %% The cause: lost with the handler, none for want of a credit.
     ?assertMatch([#{handler_down := Dr, slow_output := 0}],
                  maps:get(handlers, Sum)).
+
+%% info/1 while the session runs, after its handler crashed holding
+%% credits and no event came since: the batches it will never handle are
+%% dropped (handler_down), not in flight.  Before, info/1 said in_flight
+%% 100 until the stop (the collector finds a dead handler at its next
+%% send, or once a second while it holds no credit: neither came).
+handler_crash_info_now(_Config) ->
+    W = ?W:start_worker(),
+    S = start(#{procs => [W], calls => [{?W, tick, 1}], return => false,
+                exceptions => false, args => arity,
+                output => {handler, ?MODULE, #{parent => self(),
+                                               mode => crash},
+                           #{batch => 10, credits => 64}}}),
+    H = handler_pid(),
+    Ref = monitor(process, H),
+    ?W:run(W, fun() -> [?W:tick(I) || I <- lists:seq(1, 100)] end),
+    receive {'DOWN', Ref, process, H, _} -> ok
+    after 5000 -> ct:fail(handler_did_not_crash)
+    end,
+    timer:sleep(200),
+    {ok, #{handlers := [A]}} = beamprobe:info(S),
+    ct:log("info: ~p", [A]),
+    ?assertMatch(#{delivered := 0, in_flight := 0, dropped := 100,
+                   handler_down := 100, slow_output := 0}, A),
+    _ = stop(S),
+    ?W:stop_worker(W).
 
 %%% ------------------------------------------------------------------------
 %%% Item 5: idle sessions, the session cap
