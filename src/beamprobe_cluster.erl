@@ -57,7 +57,6 @@
 -define(CHUNK, 1048576).
 -define(CALL_TIMEOUT, 60000).
 -define(LINGER_MS, 600000).
--define(MARK, '$beamprobe_cluster').
 
 -record(node, {name :: node(),
                session :: pid() | undefined,   % local session
@@ -103,12 +102,7 @@ start(#{nodes := Nodes} = Spec, Owner) ->
 
 %% @doc True if `Pid' is a cluster session handle of this node.
 -spec is_handle(term()) -> boolean().
-is_handle(Pid) when is_pid(Pid), node(Pid) =:= node() ->
-    case erlang:process_info(Pid, dictionary) of
-        {dictionary, D} -> lists:keymember(?MARK, 1, D);
-        undefined -> false
-    end;
-is_handle(_) -> false.
+is_handle(Pid) -> beamprobe_own:is_handle(Pid, cluster).
 
 %% @doc `stop' or `info' on a handle.
 -spec call(pid(), stop | info) -> {ok, map()} | {error, term()}.
@@ -245,7 +239,7 @@ init({Owner, Dir0}) ->
                          true -> {undefined, Dir0};
                          false -> {Dir0, #{}}
                      end,
-    put(?MARK, true),
+    ok = beamprobe_own:mark_handle(cluster),
     process_flag(trap_exit, true),
     Id = integer_to_list(erlang:unique_integer([positive])) ++ "-" ++
         integer_to_list(rand:uniform(1 bsl 40)),
@@ -305,6 +299,7 @@ handle_info(_, St) -> {noreply, St}.
 %% @private
 -spec terminate(term(), #st{}) -> ok.
 terminate(_, St) ->
+    ok = beamprobe_own:unmark_handle(),
     _ = finish(St, terminated),
     ok.
 

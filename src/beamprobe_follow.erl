@@ -84,7 +84,6 @@
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, handle_continue/2,
          terminate/2]).
 
--define(MARK, '$beamprobe_follow').
 -define(EVENTS, 10000).
 -define(MS, 5000).
 -define(MAX_MS, 3600000).
@@ -138,12 +137,7 @@ start(Spec, Owner) ->
 
 %% @doc True if `Pid' is a follow session of this node.
 -spec is_handle(term()) -> boolean().
-is_handle(Pid) when is_pid(Pid), node(Pid) =:= node() ->
-    case erlang:process_info(Pid, dictionary) of
-        {dictionary, D} -> lists:keymember(?MARK, 1, D);
-        undefined -> false
-    end;
-is_handle(_) -> false.
+is_handle(Pid) -> beamprobe_own:is_handle(Pid, follow).
 
 %% @doc The node's follow session while it is installed (or installing),
 %% else `undefined': every other session's start is refused meanwhile
@@ -242,7 +236,7 @@ session_limits(Spec, #{limits := L}) ->
 %% @private
 -spec init({pid(), map()}) -> {ok, #st{}}.
 init({Owner, C}) ->
-    put(?MARK, true),
+    ok = beamprobe_own:mark_handle(follow),
     process_flag(trap_exit, true),
     #{root := MFA, budget := B, dir := Dir} = C,
     put(config, C),
@@ -311,6 +305,7 @@ handle_continue(collect, St) ->
 %% @private
 -spec terminate(term(), #st{}) -> ok.
 terminate(_, St) ->
+    ok = beamprobe_own:unmark_handle(),
     _ = finish(St, terminated),
     ok.
 

@@ -13,6 +13,15 @@
 -module(beamprobe_own).
 
 -export([start_link/2, spawn_link/1, prestart/0, become/3]).
+-export([mark_handle/1, unmark_handle/0, is_handle/2]).
+
+%% The handles of cluster and follow sessions ({Pid, Kind}), in a table of
+%% the top supervisor's (beamprobe_sup): beamprobe:stop/1 and info/1 ask
+%% whether a pid is one before calling it, and reading a mark from the
+%% pid's dictionary instead copied the whole dictionary of whatever
+%% process the caller named (255 MB for info/1 on a process holding
+%% that much: 1.4 s and the caller's heap).
+-define(HANDLES, beamprobe_handles).
 
 %% @doc As `gen_server:start_link(Module, Arg, [])', with the process
 %% sensitive before any code of gen or of `Module' runs.
@@ -80,3 +89,34 @@ spare(Parent) ->
                     exit(Reason)
             end
     end.
+
+%% @doc Marks the calling process as a handle of kind `Kind' (a cluster
+%% or follow session), for {@link is_handle/2}.  Also forgets the handles
+%% that died without {@link unmark_handle/0} (killed).  Without the
+%% beamprobe application (no table) nothing is marked.
+-spec mark_handle(cluster | follow) -> ok.
+mark_handle(Kind) ->
+    try
+        Dead = ets:select(?HANDLES, [{{'$1', '_'}, [], ['$1']}]),
+        _ = [ets:delete(?HANDLES, P) || P <- Dead, not is_process_alive(P)],
+        true = ets:insert(?HANDLES, {self(), Kind}),
+        ok
+    catch error:badarg -> ok
+    end.
+
+%% @doc The calling process is no longer a handle.
+-spec unmark_handle() -> ok.
+unmark_handle() ->
+    _ = (catch ets:delete(?HANDLES, self())),
+    ok.
+
+%% @doc True if `Pid' is a live handle of kind `Kind' on this node: one
+%% table lookup, nothing read from the process.
+-spec is_handle(term(), cluster | follow) -> boolean().
+is_handle(Pid, Kind) when is_pid(Pid), node(Pid) =:= node() ->
+    try ets:lookup(?HANDLES, Pid) of
+        [{_, Kind}] -> is_process_alive(Pid);
+        _ -> false
+    catch error:badarg -> false
+    end;
+is_handle(_, _) -> false.

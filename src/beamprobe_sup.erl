@@ -48,6 +48,8 @@ init(top) ->
     _ = ets:new(beamprobe_monitor_state, [named_table, public, set]),
     %% One shell's traces start one at a time (beamprobe_shell).
     _ = ets:new(beamprobe_shell_locks, [named_table, public, set]),
+    %% The cluster and follow sessions' handles (beamprobe_own).
+    _ = ets:new(beamprobe_handles, [named_table, public, set]),
     Flags = #{strategy => one_for_one, intensity => 10, period => 10},
     Janitor = #{id => beamprobe_janitor,
                 start => {beamprobe_janitor, start_link, []},

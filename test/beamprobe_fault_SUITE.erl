@@ -15,6 +15,7 @@
 %%%   procs_all_race      20 simultaneous `procs => all' sessions
 %%%   owner_death         the owner killed on a node with 100,000 processes
 %%%   stop_unrelated_pid  stop/1 and info/1 given a pid that is no session
+%%%   unrelated_pid_big_dictionary  ... of a process with a 40 MB dictionary, not copied
 %%%   handler_crash       a handler that crashes on its first batch
 %%%   handler_block       a handler that blocks forever
 %%   handler_remote_link a handler sink given the link event of a remote
@@ -34,7 +35,7 @@
          init_per_testcase/2, end_per_testcase/2]).
 -export([tiny_tmpfs/1, dir_removed/1, read_only/1, nif_reload_x15/1,
          concurrent_start_stop/1, procs_all_race/1, owner_death/1,
-         stop_unrelated_pid/1, handler_crash/1, handler_block/1,
+         stop_unrelated_pid/1, unrelated_pid_big_dictionary/1, handler_crash/1, handler_block/1,
          handler_remote_link/1, sigkill_peer/1]).
 %% The handler (beamprobe_handler behaviour) and helpers run elsewhere.
 -export([init/1, handle_events/2, terminate/2, peer_tracer/2,
@@ -51,6 +52,7 @@ suite() -> [{timetrap, {seconds, 120}}].
 all() ->
     [tiny_tmpfs, dir_removed, read_only, nif_reload_x15,
      concurrent_start_stop, procs_all_race, owner_death, stop_unrelated_pid,
+     unrelated_pid_big_dictionary,
      handler_crash, handler_block, handler_remote_link, sigkill_peer].
 
 init_per_suite(Config) ->
@@ -318,6 +320,43 @@ stop_unrelated_pid(_Config) ->
     ?assertEqual({error, not_found}, beamprobe:dump(P)),
     ?assert(is_process_alive(P)),
     exit(P, kill).
+
+%% stop/1, info/1 and dump/1 given a process holding ~40 MB in its
+%% dictionary: answered without copying it.  The caller runs with a heap
+%% limit of 2 M words (16 MB) that kills it when exceeded; the old check
+%% for a cluster or follow handle copied the dictionary, twice.  A real
+%% cluster handle is still one.
+unrelated_pid_big_dictionary(Config) ->
+    Self = self(),
+    P = spawn(fun() ->
+                      put(big, lists:seq(1, 2500000)),
+                      Self ! {filled, self()},
+                      gen_loop()
+              end),
+    receive {filled, P} -> ok after 30000 -> ct:fail(not_filled) end,
+    {Q, Ref} = spawn_monitor(
+                 fun() ->
+                         _ = process_flag(max_heap_size,
+                                          #{size => 2000000, kill => true,
+                                            error_logger => false}),
+                         R = [beamprobe:info(P), beamprobe:stop(P),
+                              beamprobe:dump(P)],
+                         exit({answers, R})
+                 end),
+    receive
+        {'DOWN', Ref, process, Q, Why} ->
+            ?assertEqual({answers, [{error, not_found}, {error, not_found},
+                                    {error, not_found}]}, Why)
+    after 30000 -> ct:fail(no_answer)
+    end,
+    ?assert(is_process_alive(P)),
+    exit(P, kill),
+    Dir = filename:join(?config(priv_dir, Config), "cluster_handle"),
+    {ok, H} = beamprobe:start(#{nodes => [node()], calls => [{?W, add, 2}],
+                                output => {file, Dir}}),
+    ?assertMatch({ok, #{}}, beamprobe:info(H)),
+    ?assertMatch({ok, #{}}, beamprobe:stop(H)),
+    ?assertEqual({error, not_found}, beamprobe:info(H)).
 
 %% A minimal gen_server: replies {unknown, Req} to calls, stops on `stop'.
 gen_loop() ->
