@@ -21,7 +21,11 @@
 %%% Bounded: a report costs one NIF call per session with a text cut at
 %%% 1024 bytes (the info list printed at depth 20); when more than
 %%% ?MAX_QUEUE reports wait here, reports are counted as `dropped'
-%%% (stats/0) instead of written.
+%%% (stats/0) instead of written, and each session that would have had
+%%% them is told how many it missed: a `tampered' event (what
+%%% `system_monitor', subject `node', how `dropped', detail the count),
+%%% written once the flood is over (at the next report written, at the
+%%% next check, at the latest when the session leaves).
 -module(beamprobe_monitor).
 -behaviour(gen_server).
 
@@ -48,6 +52,8 @@
              previous = none :: none | undefined | {pid(), list()},
              reports = 0 :: non_neg_integer(),
              dropped = 0 :: non_neg_integer(),
+             %% reports dropped since each session was last told
+             missed = #{} :: #{pid() => pos_integer()},
              %% another tool took the monitor (reported once)
              lost = false :: boolean(),
              timer :: undefined | reference()}).
@@ -198,7 +204,8 @@ handle_call({join, Pid, Res, T, Force}, _From, #st{sessions = S} = St) ->
             {reply, ok, arm(St1)}
     end;
 handle_call({leave, Pid}, _From, St) ->
-    {reply, ok, drop(Pid, St), {continue, collect}};
+    %% (before it stops its NIF session: told what it missed)
+    {reply, ok, drop(Pid, tell_missed(St)), {continue, collect}};
 handle_call(stats, _From, #st{sessions = S, reports = R, dropped = D} = St) ->
     {reply, {ok, #{sessions => map_size(S), reports => R, dropped => D,
                    monitor => erlang:system_monitor()}}, St};
@@ -227,19 +234,22 @@ handle_info({monitor, Who, What, Info}, #st{reports = R} = St)
   when is_atom(What), is_list(Info) orelse is_port(Info) ->
     case process_info(self(), message_queue_len) of
         {message_queue_len, N} when N > ?MAX_QUEUE ->
-            {noreply, St#st{reports = R + 1, dropped = St#st.dropped + 1}};
+            {noreply, missed(What, Info,
+                             St#st{reports = R + 1,
+                                   dropped = St#st.dropped + 1})};
         _ ->
+            St1 = tell_missed(St),
             %% (A message of that shape from anyone but the VM may hold
             %% anything: it must not end this process.)
-            _ = (catch report(Who, What, Info, St)),
-            {noreply, St#st{reports = R + 1}}
+            _ = (catch report(Who, What, Info, St1)),
+            {noreply, St1#st{reports = R + 1}}
     end;
 handle_info({'DOWN', _, process, Pid, _}, St) ->
     {noreply, drop(Pid, St), {continue, collect}};
 handle_info(check, #st{sessions = S} = St) when map_size(S) =:= 0 ->
     {noreply, St#st{timer = undefined}};
 handle_info(check, St) ->
-    {noreply, arm((check_held(St))#st{timer = undefined})};
+    {noreply, arm((check_held(tell_missed(St)))#st{timer = undefined})};
 handle_info(_, St) ->
     {noreply, St}.
 
@@ -257,7 +267,8 @@ drop(Pid, St) ->
     persist(St1),
     St1.
 
-drop1(Pid, #st{sessions = S} = St) ->
+drop1(Pid, #st{sessions = S, missed = M} = St0) ->
+    St = St0#st{missed = maps:remove(Pid, M)},
     case maps:take(Pid, S) of
         error -> St;
         {{Ref, _, _}, S1} when map_size(S1) =:= 0 ->
@@ -271,6 +282,33 @@ drop1(Pid, #st{sessions = S} = St) ->
             _ = St#st.lost orelse set(St1),
             St1
     end.
+
+%% A report dropped (too many waiting): counted for each session whose
+%% thresholds it passes.
+missed(What, Info, #st{sessions = S, missed = M} = St) ->
+    M1 = maps:fold(fun(Pid, {_, _, T}, Acc) ->
+                           case passes(What, Info, T) of
+                               true -> maps:update_with(Pid, fun(N) -> N + 1 end,
+                                                        1, Acc);
+                               false -> Acc
+                           end
+                   end, M, S),
+    St#st{missed = M1}.
+
+%% Each session that missed reports is told how many: a `tampered' event
+%% (as for the reports missing across a restart, resume/1), so that the
+%% loss shows in its trace.
+tell_missed(#st{missed = M} = St) when map_size(M) =:= 0 -> St;
+tell_missed(#st{sessions = S, missed = M} = St) ->
+    _ = [catch beamprobe_nif:tampered(
+                 Res, undefined,
+                 [<<"system_monitor">>, <<"node">>, <<"dropped">>,
+                  iolist_to_binary(
+                    [integer_to_list(N), " reports dropped: more than ",
+                     integer_to_list(?MAX_QUEUE), " were waiting to be "
+                     "written"])])
+         || {Pid, N} <- maps:to_list(M), #{Pid := {_, Res, _}} <- [S]],
+    St#st{missed = #{}}.
 
 arm(#st{timer = undefined} = St) ->
     St#st{timer = erlang:send_after(?CHECK_MS, self(), check)};

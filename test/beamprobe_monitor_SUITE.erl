@@ -21,7 +21,8 @@
          concurrent_sessions/1, monitor_only/1, sample_only/1,
          busy_port_event/1, busy_dist_port_event/1,
          large_heap_event/1,
-         owner_killed_resumes/1, false_flags_ask_nothing/1]).
+         owner_killed_resumes/1, false_flags_ask_nothing/1,
+         flood_drops_told/1]).
 
 -define(L, beamprobe_test_lib).
 -define(ADD, {beamprobe_workload, add, 2}).
@@ -35,7 +36,7 @@ all() ->
      lttng_unavailable, lttng_capture, own_processes_untraced,
      taken_while_held, concurrent_sessions, monitor_only, sample_only,
      busy_port_event, busy_dist_port_event, large_heap_event,
-     owner_killed_resumes, false_flags_ask_nothing].
+     owner_killed_resumes, false_flags_ask_nothing, flood_drops_told].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -841,3 +842,53 @@ false_flags_ask_nothing(Config) ->
     ?assertEqual({Tool, [{long_gc, 500}]}, erlang:system_monitor()),
     erlang:system_monitor(undefined),
     exit(Tool, kill).
+
+%% A flood of reports (30,000 long_gc reports waiting at once, as a node
+%% whose every GC is long sends them): past the bound the owner drops
+%% them, and each session that would have had them is told how many in
+%% its trace (a `tampered' event `system_monitor node dropped', N in its
+%% detail), so that written + told = every report it asked for.  A
+%% session whose thresholds the reports do not pass is told nothing.
+%% (Before, the 19,999 dropped reports were only in
+%% beamprobe_monitor:stats/0: the trace said "lost events: none".)
+flood_drops_told(Config) ->
+    Dir = ?L:dir(Config, "t"),
+    Dir2 = ?L:dir(Config, "t2"),
+    S = ?L:start(spec(Dir, #{monitor => #{long_gc => 1}})),
+    S2 = ?L:start(spec(Dir2, #{monitor => #{long_gc => 100}})),
+    {ok, #{dropped := D0, reports := R0}} = beamprobe_monitor:stats(),
+    M = whereis(beamprobe_monitor),
+    Me = self(),
+    N = 30000,
+    %% all of them waiting before the first is handled
+    erlang:suspend_process(M),
+    [M ! {monitor, Me, long_gc, [{timeout, 5}, {heap_size, I}]}
+     || I <- lists:seq(1, N)],
+    erlang:resume_process(M),
+    ?L:wait_until(fun() -> process_info(M, message_queue_len) =:=
+                               {message_queue_len, 0} end, 60000),
+    {ok, #{dropped := D1, reports := R1}} = beamprobe_monitor:stats(),
+    ?assertEqual(N, R1 - R0),
+    Dropped = D1 - D0,
+    ?assert(Dropped > 0),
+    _ = ?L:stop(S),
+    _ = ?L:stop(S2),
+    Evs = ?L:trace(Dir),
+    Written = length([E || E <- monitor_events(Evs, long_gc),
+                           ?L:field(E, "process") =:= pid_text(Me)]),
+    Told = [binary_to_integer(hd(binary:split(?L:field(E, "detail"),
+                                              <<" ">>)))
+            || E <- ?L:events(Evs, "tampered"),
+               ?L:field(E, "how") =:= <<"dropped">>],
+    ct:log("written ~p, told ~p, dropped ~p", [Written, Told, Dropped]),
+    ?assertNotEqual([], Told),
+    ?assertEqual(Dropped, lists:sum(Told)),
+    ?assertEqual(N, Written + lists:sum(Told)),
+    %% the other session asked for none of them
+    Evs2 = ?L:trace(Dir2),
+    ?assertEqual([], monitor_events(Evs2, long_gc)),
+    ?assertEqual([], [E || E <- ?L:events(Evs2, "tampered"),
+                           ?L:field(E, "how") =:= <<"dropped">>]),
+    %% print shows it
+    Print = ?L:cli_ok(["print", Dir]),
+    ?assertNotEqual(nomatch, binary:match(Print, <<"dropped">>)).
