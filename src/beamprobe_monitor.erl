@@ -10,8 +10,10 @@
 %%% `monitor' event (docs/format.md) into every session whose own
 %%% thresholds it passes.  The monitor that was set before the first
 %%% session joined is set again when the last one leaves (or when this
-%%% process ends).  Another tool's monitor is not taken unless the session
-%%% says `force => true': `{error, {system_monitor_taken, Pid}}'.
+%%% process ends); if another tool took it from the sessions and a session
+%%% took it back with `force => true', that tool's monitor is.  Another
+%%% tool's monitor is not taken unless the session says `force => true':
+%%% `{error, {system_monitor_taken, Pid}}'.
 %%%
 %%% Another tool that sets the system monitor while sessions hold it takes
 %%% the reports away: checked every ?CHECK_MS ms, reported once as a
@@ -190,9 +192,15 @@ handle_call({join, Pid, Res, T, Force}, _From, #st{sessions = S} = St) ->
         Taken =/= none, not Force ->
             {reply, {error, {system_monitor_taken, Taken}}, St};
         true ->
-            Prev = case St#st.previous of
-                       none -> Current;          % the first one in
-                       P -> P
+            Prev = case {St#st.previous, Taken} of
+                       {none, _} -> Current;      % the first one in
+                       {P, none} -> P;
+                       %% Forced from a tool that took the monitor from
+                       %% the sessions: the monitor to give back at the
+                       %% end is that tool's (as if it had been there
+                       %% before the first session), not the one it
+                       %% replaced.
+                       {_, _} -> Current
                    end,
             S1 = case S of
                      #{Pid := {Ref, _, _}} -> S#{Pid => {Ref, Res, T}};

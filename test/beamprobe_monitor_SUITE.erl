@@ -22,7 +22,7 @@
          busy_port_event/1, busy_dist_port_event/1,
          large_heap_event/1,
          owner_killed_resumes/1, false_flags_ask_nothing/1,
-         flood_drops_told/1]).
+         flood_drops_told/1, forced_after_taken_restored/1]).
 
 -define(L, beamprobe_test_lib).
 -define(ADD, {beamprobe_workload, add, 2}).
@@ -36,7 +36,8 @@ all() ->
      lttng_unavailable, lttng_capture, own_processes_untraced,
      taken_while_held, concurrent_sessions, monitor_only, sample_only,
      busy_port_event, busy_dist_port_event, large_heap_event,
-     owner_killed_resumes, false_flags_ask_nothing, flood_drops_told].
+     owner_killed_resumes, false_flags_ask_nothing, flood_drops_told,
+     forced_after_taken_restored].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -892,3 +893,26 @@ flood_drops_told(Config) ->
     %% print shows it
     Print = ?L:cli_ok(["print", Dir]),
     ?assertNotEqual(nomatch, binary:match(Print, <<"dropped">>)).
+
+%% Another tool takes the monitor from running sessions, then a new
+%% session takes it back with force => true: when the last session
+%% leaves, the tool's monitor is given back (it was the node's monitor
+%% when beamprobe forced it), not the one from before the first session.
+%% (Before, the tool's monitor was replaced by `undefined' for good.)
+forced_after_taken_restored(Config) ->
+    S = ?L:start(spec(?L:dir(Config, "t"), #{monitor => #{long_gc => 3}})),
+    Tool = spawn(fun() -> receive stop -> ok end end),
+    erlang:system_monitor(Tool, [{long_gc, 500}]),
+    ?assertMatch({error, {system_monitor_taken, Tool}},
+                 beamprobe:start(spec(?L:dir(Config, "t1"),
+                                      #{monitor => #{long_gc => 4}}))),
+    S2 = ?L:start(spec(?L:dir(Config, "t2"), #{monitor => #{long_gc => 4},
+                                               force => true})),
+    Mon = whereis(beamprobe_monitor),
+    ?assertEqual({Mon, [{long_gc, 3}]}, erlang:system_monitor()),
+    _ = ?L:stop(S2),
+    ?assertEqual({Mon, [{long_gc, 3}]}, erlang:system_monitor()),
+    _ = ?L:stop(S),
+    ?assertEqual({Tool, [{long_gc, 500}]}, erlang:system_monitor()),
+    {ok, #{sessions := 0}} = beamprobe_monitor:stats(),
+    exit(Tool, kill).
