@@ -61,7 +61,8 @@ volatile unsigned short *const bp_usdt_sem[BP_EV_COUNT] = {
  * DEF_RENEW ns, so that a script attached later learns every key within
  * a second of its next event.  Threads without a slot share row
  * BP_MAX_SLOTS and may define a key twice or not at all: definitions are
- * a convenience, every probe carries its own key. */
+ * a convenience, every probe carries its own key (the row's tid is not
+ * theirs: tid() asks the kernel). */
 #define DEF_CACHE 128
 #define DEF_RENEW 1000000000ull
 struct def { uint64_t key, at; };
@@ -79,10 +80,17 @@ static inline struct def_row *row(void)
 	return &rows[i < 0 || i >= BP_MAX_SLOTS ? BP_MAX_SLOTS : i];
 }
 
+/* The calling thread's OS id: remembered in its own row, asked of the
+ * kernel each time by a thread without a slot (the row it shares with
+ * every other such thread would give them all the first one's id). */
 static inline uint64_t tid(void)
 {
-	struct def_row *r = row();
+	int i = bp_thread_slot();
+	struct def_row *r;
 
+	if (i < 0 || i >= BP_MAX_SLOTS)
+		return (uint64_t)syscall(SYS_gettid);
+	r = &rows[i];
 	if (!r->tid)
 		r->tid = (uint64_t)syscall(SYS_gettid);
 	return r->tid;

@@ -23,13 +23,13 @@
          usdt_bad_config/1, examples_run/1, annotate_race/1,
          annotate_gate/1, gdb_call/1, systemtap_listed/1,
          systemtap_runs/1, annotate_every_session/1,
-         bpftrace_sink_filter/1]).
+         bpftrace_sink_filter/1, bpftrace_tid_past_slots/1]).
 
 all() ->
     [probes_listed, usdt_bad_config, usdt_output_only, annotate_unwanted,
      annotate_gate, annotate_every_session,
      annotation_everywhere, annotate_race, gdb_annotate, bpftrace_counts_calls,
-     examples_run, bpftrace_sink_filter, gdb_call, systemtap_listed, systemtap_runs].
+     examples_run, bpftrace_sink_filter, bpftrace_tid_past_slots, gdb_call, systemtap_listed, systemtap_runs].
 
 init_per_suite(Config) ->
     ok = beamprobe_test_lib:require_tracer(),
@@ -413,11 +413,15 @@ handler_events(Acc) ->
 
 %% Starts beamprobe_usdt_node Cmd Args in a VM of its own; returns its
 %% port and OS pid once it has printed it.
-start_node(Args) ->
+start_node(Args) -> start_node([], Args).
+
+%% The same with emulator flags (`+S 280:280').
+start_node(Flags, Args) ->
     Erl = os:find_executable("erl"),
     Test = filename:dirname(code:which(beamprobe_usdt_node)),
     Port = open_port({spawn_executable, Erl},
-                     [{args, ["-noshell", "-pa", filename:join(root(), "ebin"),
+                     [{args, Flags ++
+                              ["-noshell", "-pa", filename:join(root(), "ebin"),
                               "-pa", Test, "-s", "beamprobe_usdt_node"
                               | Args]},
                       binary, exit_status, stderr_to_stdout]),
@@ -661,3 +665,38 @@ bpftrace_sink_filter(Bt, _Config) ->
     {match, [W]} = re:run(NodeOut, "worker (<[0-9.]+>)",
                           [{capture, all_but_first, binary}]),
     ?assertNotEqual(nomatch, binary:match(Out, <<"P ", W/binary, " usdt_late|">>)).
+
+%% The `tid' argument is the OS thread that fired the probe, also on a
+%% thread without one of the NIF's 256 thread slots: a node of 280
+%% schedulers annotates once on each, and bpftrace's own `tid' equals the
+%% probe's arg1 every time.  (Before, the threads without a slot shared
+%% one row whose cached tid was the first such thread's: 24 of 280
+%% annotations gave another thread's id.)
+bpftrace_tid_past_slots(_Config) ->
+    case bpftrace_ready() of
+        {skip, _} = Skip -> Skip;
+        {ok, Bt} ->
+            N = 280,
+            NS = integer_to_list(N),
+            {Node, OsPid} = start_node(["+S", NS ++ ":" ++ NS, "+sbwt", "none",
+                                        "+sbwtdcpu", "none", "+sbwtdio",
+                                        "none"], ["tids", "go"]),
+            Script = "usdt:" ++ so() ++ ":beamprobe:annotate { "
+                "printf(\"T %d %lu %s\\n\", tid, arg1, str(arg4, arg5)); "
+                "@n = @n + 1; if (@n >= " ++ NS ++ ") { exit(); } }",
+            Timeout = os:find_executable("timeout"),
+            {_, Out} = run(Timeout, ["-s", "INT", "30", Bt, "-p", OsPid,
+                                     "-e", Script], 120000),
+            NodeOut = node_wait(Node),
+            ct:log("bpftrace:~n~s~nnode:~n~s", [Out, NodeOut]),
+            {match, [Slotless]} = re:run(NodeOut, "done schedulers 280 "
+                                         "slotless ([0-9]+) attached true",
+                                         [{capture, all_but_first, binary}]),
+            %% some schedulers had no slot: the case this is about
+            ?assert(binary_to_integer(Slotless) > 0),
+            Ts = [binary:split(R, <<" ">>, [global])
+                  || <<"T ", R/binary>> <- binary:split(Out, <<"\n">>,
+                                                         [global])],
+            ?assertEqual(N, length(Ts)),
+            ?assertEqual([], [T || [Tid, Arg | _] = T <- Ts, Tid =/= Arg])
+    end.

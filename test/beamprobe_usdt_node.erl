@@ -5,7 +5,7 @@
 %%% work, prints `done ...' and halts.
 -module(beamprobe_usdt_node).
 
--export([calls/1, annotate/1, loop/1, filtered/1]).
+-export([calls/1, annotate/1, loop/1, filtered/1, tids/1]).
 
 %% @doc [N, Dir]: a session with a usdt sink next to a file sink traces
 %% N calls of beamprobe_workload:add/2 in a worker (with return_from),
@@ -127,4 +127,27 @@ filtered([NA]) ->
     {ok, #{events := E}} = beamprobe:stop(S),
     io:format("done events ~p attached ~p~n", [E, Attached]),
     timer:sleep(500),
+    halt().
+
+%% @doc [go]: once a tool is attached to beamprobe:annotate (and the gate
+%% is open), one process on each scheduler (started with more scheduler
+%% threads than the NIF has thread slots, 256) takes its thread's slot and
+%% annotates `tid_test' with {Scheduler, Slot}.
+-spec tids([atom()]) -> no_return().
+tids([go]) ->
+    {ok, _} = application:ensure_all_started(beamprobe),
+    N = erlang:system_info(schedulers_online),
+    hello(),
+    Attached = wait(annotate, 300),
+    Gate = wait_gate(50),
+    Me = self(),
+    [spawn_opt(fun() ->
+                       Slot = beamprobe_nif:thread_slot(),
+                       ok = beamprobe:annotate(tid_test, {I, Slot}),
+                       Me ! {done, Slot}
+               end, [{scheduler, I}]) || I <- lists:seq(1, N)],
+    Slots = [receive {done, Slot} -> Slot end || _ <- lists:seq(1, N)],
+    io:format("done schedulers ~p slotless ~p attached ~p gate ~p~n",
+              [N, length([S || S <- Slots, S < 0]), Attached, Gate]),
+    timer:sleep(300),
     halt().
