@@ -423,9 +423,13 @@ names(P) when is_port(P) ->
     [{P, Name, Drv}];
 names(_) -> [].
 
-passes(long_gc, Info, #{long_gc := Ms}) -> num(timeout, Info) >= Ms;
+%% As the VM decides for a monitor of those thresholds alone (erl_gc.c,
+%% beam_common.c, OTP 25): a time strictly over it, a heap size at least
+%% it; so that a session gets the same reports whatever other sessions
+%% share the monitor.
+passes(long_gc, Info, #{long_gc := Ms}) -> num(timeout, Info) > Ms;
 passes(long_schedule, Info, #{long_schedule := Ms}) ->
-    num(timeout, Info) >= Ms;
+    num(timeout, Info) > Ms;
 passes(large_heap, Info, #{large_heap := W}) ->
     num(heap_block_size, Info) + num(old_heap_block_size, Info) >= W;
 passes(busy_port, _, #{busy_port := true}) -> true;

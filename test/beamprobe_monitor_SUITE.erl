@@ -22,7 +22,8 @@
          busy_port_event/1, busy_dist_port_event/1,
          large_heap_event/1,
          owner_killed_resumes/1, false_flags_ask_nothing/1,
-         flood_drops_told/1, forced_after_taken_restored/1]).
+         flood_drops_told/1, forced_after_taken_restored/1,
+         thresholds_as_alone/1]).
 
 -define(L, beamprobe_test_lib).
 -define(ADD, {beamprobe_workload, add, 2}).
@@ -37,7 +38,7 @@ all() ->
      taken_while_held, concurrent_sessions, monitor_only, sample_only,
      busy_port_event, busy_dist_port_event, large_heap_event,
      owner_killed_resumes, false_flags_ask_nothing, flood_drops_told,
-     forced_after_taken_restored].
+     forced_after_taken_restored, thresholds_as_alone].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -916,3 +917,47 @@ forced_after_taken_restored(Config) ->
     ?assertEqual({Tool, [{long_gc, 500}]}, erlang:system_monitor()),
     {ok, #{sessions := 0}} = beamprobe_monitor:stats(),
     exit(Tool, kill).
+
+%% A session's reports are those the VM would send it alone, whatever
+%% other sessions share the monitor: the VM reports a GC or a schedule
+%% that took strictly longer than the threshold (long_gc 5: 6 ms and
+%% more), a heap at least as large as it.  Sessions of long_gc 5,
+%% long_schedule 5 and large_heap 1000 next to one of 1 (the monitor is
+%% set to 1) get the reports of 6 ms and of 1000 words, not those of 5 ms.
+%% (Before, the reports of exactly 5 ms reached them too: a session got
+%% more reports when another one of a lower threshold ran.)
+thresholds_as_alone(Config) ->
+    DA = ?L:dir(Config, "a"), DB = ?L:dir(Config, "b"),
+    A = ?L:start(spec(DA, #{monitor => #{long_gc => 1, long_schedule => 1,
+                                         large_heap => 1}})),
+    B = ?L:start(spec(DB, #{monitor => #{long_gc => 5, long_schedule => 5,
+                                         large_heap => 1000}})),
+    M = whereis(beamprobe_monitor),
+    Me = self(),
+    Reports = [{long_gc, [{timeout, 5}, {heap_size, 1}]},
+               {long_gc, [{timeout, 6}, {heap_size, 2}]},
+               {long_schedule, [{timeout, 5}, {in, undefined},
+                                {out, undefined}]},
+               {long_schedule, [{timeout, 6}, {in, undefined},
+                                {out, undefined}]},
+               {large_heap, [{heap_block_size, 999}, {old_heap_block_size, 0}]},
+               {large_heap, [{heap_block_size, 600},
+                             {old_heap_block_size, 400}]}],
+    [M ! {monitor, Me, W, I} || {W, I} <- Reports],
+    {ok, _} = beamprobe_monitor:stats(),     % handled by now
+    _ = ?L:stop(A),
+    _ = ?L:stop(B),
+    Got = fun(Dir) ->
+                  lists:sort([{binary_to_atom(?L:field(E, "what")),
+                               ?L:field(E, "duration_ms"),
+                               ?L:field(E, "detail")}
+                              || E <- ?L:events(?L:trace(Dir), "monitor"),
+                                 ?L:field(E, "process") =:= pid_text(Me)])
+          end,
+    ?assertEqual(6, length(Got(DA))),
+    ?assertEqual([{large_heap, 0,
+                   <<"[{heap_block_size,600},{old_heap_block_size,400}]">>},
+                  {long_gc, 6, <<"[{timeout,6},{heap_size,2}]">>},
+                  {long_schedule, 6,
+                   <<"[{timeout,6},{in,undefined},{out,undefined}]">>}],
+                 Got(DB)).
