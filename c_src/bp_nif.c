@@ -729,6 +729,8 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
 	bp_clock_init();
 	bp_dio_configure();
 	bp_membar_init(); /* else the busy flags keep full barriers */
+	if (bp_usdt_sem_check() >= 0)
+		return -1; /* an event class without its USDT entry */
 	if (bp_hub_init())
 		return -1;
 	return bp_restype_open(env, session_dtor);

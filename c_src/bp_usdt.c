@@ -51,8 +51,42 @@ volatile unsigned short *const bp_usdt_sem[BP_EV_COUNT] = {
 	[BP_EV_PORT_OPEN] = SEM(port_open),
 	[BP_EV_PORT_CLOSED] = SEM(port_closed),
 	[BP_EV_DROPS] = &no_probe,
+	[BP_EV_TAMPERED] = &no_probe,
+	[BP_EV_MONITOR] = &no_probe,
+	[BP_EV_SAMPLE] = &no_probe,
 	[BP_EV_ANNOTATION] = SEM(annotate),
 };
+
+/* The probe of class i (c_src/beamprobe_probes.d), NULL for a class
+ * without one.  Every class has an entry above (a missing one was a NULL
+ * semaphore pointer, read by usdt_enabled/1): bp_usdt_sem_check() says
+ * which is missing. */
+static const char *probe_name(unsigned i)
+{
+	if (bp_usdt_sem[i] == &no_probe)
+		return NULL;
+	switch (i) {
+	case BP_EV_ANNOTATION:
+		return "annotate";
+	case BP_EV_GC_MINOR_START:
+		return "gc_start";
+	case BP_EV_GC_MINOR_END:
+		return "gc_end";
+	case BP_EV_GC_MAJOR_START: /* the same probes as the minor ones */
+	case BP_EV_GC_MAJOR_END:
+		return NULL;
+	default:
+		return bp_event_descs[i].name;
+	}
+}
+
+int bp_usdt_sem_check(void)
+{
+	for (unsigned i = 0; i < BP_EV_COUNT; i++)
+		if (bp_event_descs[i].name && !bp_usdt_sem[i])
+			return (int)i;
+	return -1;
+}
 
 /* Per producer thread (its slot, bp_thread_slot; no TLS: the library's
  * static TLS block has room for one int): the OS thread id, and which
@@ -361,7 +395,7 @@ void bp_usdt_fire(ErlNifEnv *env, ERL_NIF_TERM who, const uint8_t *rec,
 int bp_usdt_attached(uint64_t kinds)
 {
 	for (unsigned i = 0; i < BP_EV_COUNT && i < 64; i++)
-		if (((kinds >> i) & 1) && *bp_usdt_sem[i])
+		if (((kinds >> i) & 1) && bp_usdt_sem[i] && *bp_usdt_sem[i])
 			return 1;
 	return 0;
 }
@@ -432,9 +466,11 @@ ERL_NIF_TERM bp_usdt_nif_enabled(ErlNifEnv *env, int argc,
 				 const ERL_NIF_TERM argv[])
 {
 	char name[64];
+	int got;
 
 	(void)argc;
-	if (enif_get_atom(env, argv[0], name, sizeof name, ERL_NIF_LATIN1) <= 0)
+	got = enif_get_atom(env, argv[0], name, sizeof name, ERL_NIF_LATIN1);
+	if (got <= 0 || strlen(name) + 1 != (size_t)got) /* no NUL inside */
 		return enif_make_badarg(env);
 	if (!strcmp(name, "process"))
 		return BEAMPROBE_PROCESS_ENABLED() ? bp_atom.true_
@@ -443,14 +479,9 @@ ERL_NIF_TERM bp_usdt_nif_enabled(ErlNifEnv *env, int argc,
 		return BEAMPROBE_FUNCTION_ENABLED() ? bp_atom.true_
 						    : bp_atom.false_;
 	for (unsigned i = 0; i < BP_EV_COUNT; i++) {
-		const char *n = bp_event_descs[i].name;
-		if (!n)
-			continue;
-		if (!strcmp(name, "annotate") ? i == BP_EV_ANNOTATION
-		    : !strcmp(name, "gc_start") ? i == BP_EV_GC_MINOR_START
-		    : !strcmp(name, "gc_end")   ? i == BP_EV_GC_MINOR_END
-						: !strcmp(n, name))
+		const char *n = probe_name(i);
+		if (n && bp_usdt_sem[i] && !strcmp(n, name))
 			return *bp_usdt_sem[i] ? bp_atom.true_ : bp_atom.false_;
 	}
-	return enif_make_badarg(env);
+	return enif_make_badarg(env); /* not a probe */
 }

@@ -25,6 +25,10 @@
  * for classes without one). */
 extern volatile unsigned short *const bp_usdt_sem[BP_EV_COUNT];
 
+/* -1 if every event class has its entry in bp_usdt_sem, else the first
+ * class without one (checked when the NIF loads). */
+int bp_usdt_sem_check(void);
+
 /* Decodes record rec (an event of the schema, tracee `who') and fires its
  * probe, with the one-time process/function definitions first. */
 void bp_usdt_fire(ErlNifEnv *env, ERL_NIF_TERM who, const uint8_t *rec,

@@ -15,6 +15,7 @@
 
 -include_lib("common_test/include/ct.hrl").
 -include_lib("stdlib/include/assert.hrl").
+-include("../include/beamprobe_events.hrl").
 
 -export([all/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
@@ -23,10 +24,11 @@
          usdt_bad_config/1, examples_run/1, annotate_race/1,
          annotate_gate/1, gdb_call/1, systemtap_listed/1,
          systemtap_runs/1, annotate_every_session/1,
-         bpftrace_sink_filter/1, bpftrace_tid_past_slots/1]).
+         bpftrace_sink_filter/1, bpftrace_tid_past_slots/1,
+         usdt_enabled_names/1]).
 
 all() ->
-    [probes_listed, usdt_bad_config, usdt_output_only, annotate_unwanted,
+    [probes_listed, usdt_enabled_names, usdt_bad_config, usdt_output_only, annotate_unwanted,
      annotate_gate, annotate_every_session,
      annotation_everywhere, annotate_race, gdb_annotate, bpftrace_counts_calls,
      examples_run, bpftrace_sink_filter, bpftrace_tid_past_slots, gdb_call, systemtap_listed, systemtap_runs].
@@ -700,3 +702,39 @@ bpftrace_tid_past_slots(_Config) ->
             ?assertEqual(N, length(Ts)),
             ?assertEqual([], [T || [Tid, Arg | _] = T <- Ts, Tid =/= Arg])
     end.
+
+%% beamprobe_nif:usdt_enabled/1 (docs/usdt.md) for every name: a boolean
+%% for each probe declared in c_src/beamprobe_probes.d, badarg for every
+%% other event class of the schema (drops, tampered, monitor, sample,
+%% annotation, gc_minor_start, ...) and for any other atom.  Asked in a VM
+%% of its own, which must end normally.  (Before, `tampered', `monitor'
+%% and `sample' read a NULL semaphore pointer: the VM died of SIGSEGV.)
+usdt_enabled_names(_Config) ->
+    Probes = [binary_to_atom(N) || N <- declared()],
+    Classes = [N || {N, _, _, _} <- ?BP_EVENTS],
+    Others = (Classes -- Probes) ++ [nosuch, '', 'gc_start ', 'call\0'],
+    Erl = os:find_executable("erl"),
+    Expr = lists:flatten(
+             io_lib:format(
+               "R = [{N, try beamprobe_nif:usdt_enabled(N) "
+               "catch error:badarg -> badarg end} || N <- ~w ++ ~w], "
+               "io:format(\"result ~~w~~n\", [R]), halt().",
+               [Probes, Others])),
+    %% (The VM as the suite's: under test/asan/run.sh with the sanitizer
+    %% preloaded and BEAMPROBE_NIF naming the sanitized library.)
+    Port = open_port({spawn_executable, Erl},
+                     [{args, ["-noshell", "-pa", filename:join(root(), "ebin"),
+                              "-eval", Expr]},
+                      exit_status, binary, stream, stderr_to_stdout]),
+    {Status, Out} = collect(Port, [], 60000),
+    ct:log("~s", [Out]),
+    ?assertEqual(0, Status),
+    {match, [T]} = re:run(Out, "result (.*)\n", [{capture, all_but_first,
+                                                   list}]),
+    {ok, Toks, _} = erl_scan:string(T ++ "."),
+    {ok, R} = erl_parse:parse_term(Toks),
+    ?assertEqual([], [{N, V} || {N, V} <- R, lists:member(N, Probes),
+                                not is_boolean(V)]),
+    ?assertEqual([], [{N, V} || {N, V} <- R, lists:member(N, Others),
+                                V =/= badarg]),
+    ?assertEqual(length(Probes) + length(Others), length(R)).
