@@ -344,21 +344,42 @@ bpftrace_counts_calls(Bt, Config) ->
     ?assertEqual(N, beamprobe_test_lib:count(Evs, "call")),
     ?assertEqual(N, beamprobe_test_lib:count(Evs, "return_from")).
 
-%% bpftrace needs root and tracefs; mounted here when missing.
+%% bpftrace needs root and tracefs (mounted here when missing), and the
+%% right to load BPF programs and attach uprobes, which root lacks in a
+%% container without CAP_BPF/CAP_PERFMON/CAP_SYS_ADMIN: checked by
+%% attaching to the library's beamprobe:annotate probe once.
 bpftrace_ready() ->
     case {os:find_executable("bpftrace"), os:cmd("id -u")} of
         {false, _} -> {skip, "bpftrace is not installed (make deps)"};
         {_, "0\n"} = {Bt, _} ->
             case filelib:is_file("/sys/kernel/tracing/uprobe_events") of
-                true -> {ok, Bt};
+                true -> bpftrace_attaches(Bt);
                 false ->
                     R = os:cmd("mount -t tracefs nodev /sys/kernel/tracing 2>&1"),
                     case filelib:is_file("/sys/kernel/tracing/uprobe_events") of
-                        true -> {ok, Bt};
+                        true -> bpftrace_attaches(Bt);
                         false -> {skip, "cannot mount tracefs: " ++ R}
                     end
             end;
         _ -> {skip, "bpftrace 0.17 runs only as root"}
+    end.
+
+bpftrace_attaches(Bt) ->
+    Script = "usdt:" ++ so() ++ ":beamprobe:annotate { } "
+        "BEGIN { printf(\"attached\\n\"); exit(); }",
+    {Status, Out} = run(Bt, ["-e", Script], 60000),
+    case {Status, binary:match(Out, <<"attached\n">>)} of
+        {0, {_, _}} -> {ok, Bt};
+        _ ->
+            Errs = [L || L <- binary:split(Out, <<"\n">>, [global]),
+                         binary:match(L, <<"ERROR">>) =/= nomatch,
+                         binary:match(L, <<"RLIMIT_MEMLOCK">>) =:= nomatch],
+            {skip, lists:flatten(
+                     io_lib:format("bpftrace cannot attach here (exit ~p; "
+                                   "privileges: CAP_BPF, CAP_PERFMON or "
+                                   "CAP_SYS_ADMIN): ~ts",
+                                   [Status, iolist_to_binary(
+                                              lists:join(<<"; ">>, Errs))]))}
     end.
 
 %% Every bpftrace script of examples/bpftrace runs against a node with a
