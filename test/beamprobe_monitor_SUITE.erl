@@ -21,9 +21,7 @@
          concurrent_sessions/1, monitor_only/1, sample_only/1,
          busy_port_event/1, busy_dist_port_event/1,
          large_heap_event/1,
-         owner_killed_resumes/1, false_flags_ask_nothing/1,
-         flood_drops_told/1, forced_after_taken_restored/1,
-         thresholds_as_alone/1]).
+         owner_killed_resumes/1, false_flags_ask_nothing/1]).
 
 -define(L, beamprobe_test_lib).
 -define(ADD, {beamprobe_workload, add, 2}).
@@ -37,8 +35,7 @@ all() ->
      lttng_unavailable, lttng_capture, own_processes_untraced,
      taken_while_held, concurrent_sessions, monitor_only, sample_only,
      busy_port_event, busy_dist_port_event, large_heap_event,
-     owner_killed_resumes, false_flags_ask_nothing, flood_drops_told,
-     forced_after_taken_restored, thresholds_as_alone].
+     owner_killed_resumes, false_flags_ask_nothing].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -844,120 +841,3 @@ false_flags_ask_nothing(Config) ->
     ?assertEqual({Tool, [{long_gc, 500}]}, erlang:system_monitor()),
     erlang:system_monitor(undefined),
     exit(Tool, kill).
-
-%% A flood of reports (30,000 long_gc reports waiting at once, as a node
-%% whose every GC is long sends them): past the bound the owner drops
-%% them, and each session that would have had them is told how many in
-%% its trace (a `tampered' event `system_monitor node dropped', N in its
-%% detail), so that written + told = every report it asked for.  A
-%% session whose thresholds the reports do not pass is told nothing.
-%% (Before, the 19,999 dropped reports were only in
-%% beamprobe_monitor:stats/0: the trace said "lost events: none".)
-flood_drops_told(Config) ->
-    Dir = ?L:dir(Config, "t"),
-    Dir2 = ?L:dir(Config, "t2"),
-    S = ?L:start(spec(Dir, #{monitor => #{long_gc => 1}})),
-    S2 = ?L:start(spec(Dir2, #{monitor => #{long_gc => 100}})),
-    {ok, #{dropped := D0, reports := R0}} = beamprobe_monitor:stats(),
-    M = whereis(beamprobe_monitor),
-    Me = self(),
-    N = 30000,
-    %% all of them waiting before the first is handled
-    erlang:suspend_process(M),
-    [M ! {monitor, Me, long_gc, [{timeout, 5}, {heap_size, I}]}
-     || I <- lists:seq(1, N)],
-    erlang:resume_process(M),
-    ?L:wait_until(fun() -> process_info(M, message_queue_len) =:=
-                               {message_queue_len, 0} end, 60000),
-    {ok, #{dropped := D1, reports := R1}} = beamprobe_monitor:stats(),
-    ?assertEqual(N, R1 - R0),
-    Dropped = D1 - D0,
-    ?assert(Dropped > 0),
-    _ = ?L:stop(S),
-    _ = ?L:stop(S2),
-    Evs = ?L:trace(Dir),
-    Written = length([E || E <- monitor_events(Evs, long_gc),
-                           ?L:field(E, "process") =:= pid_text(Me)]),
-    Told = [binary_to_integer(hd(binary:split(?L:field(E, "detail"),
-                                              <<" ">>)))
-            || E <- ?L:events(Evs, "tampered"),
-               ?L:field(E, "how") =:= <<"dropped">>],
-    ct:log("written ~p, told ~p, dropped ~p", [Written, Told, Dropped]),
-    ?assertNotEqual([], Told),
-    ?assertEqual(Dropped, lists:sum(Told)),
-    ?assertEqual(N, Written + lists:sum(Told)),
-    %% the other session asked for none of them
-    Evs2 = ?L:trace(Dir2),
-    ?assertEqual([], monitor_events(Evs2, long_gc)),
-    ?assertEqual([], [E || E <- ?L:events(Evs2, "tampered"),
-                           ?L:field(E, "how") =:= <<"dropped">>]),
-    %% print shows it
-    Print = ?L:cli_ok(["print", Dir]),
-    ?assertNotEqual(nomatch, binary:match(Print, <<"dropped">>)).
-
-%% Another tool takes the monitor from running sessions, then a new
-%% session takes it back with force => true: when the last session
-%% leaves, the tool's monitor is given back (it was the node's monitor
-%% when beamprobe forced it), not the one from before the first session.
-%% (Before, the tool's monitor was replaced by `undefined' for good.)
-forced_after_taken_restored(Config) ->
-    S = ?L:start(spec(?L:dir(Config, "t"), #{monitor => #{long_gc => 3}})),
-    Tool = spawn(fun() -> receive stop -> ok end end),
-    erlang:system_monitor(Tool, [{long_gc, 500}]),
-    ?assertMatch({error, {system_monitor_taken, Tool}},
-                 beamprobe:start(spec(?L:dir(Config, "t1"),
-                                      #{monitor => #{long_gc => 4}}))),
-    S2 = ?L:start(spec(?L:dir(Config, "t2"), #{monitor => #{long_gc => 4},
-                                               force => true})),
-    Mon = whereis(beamprobe_monitor),
-    ?assertEqual({Mon, [{long_gc, 3}]}, erlang:system_monitor()),
-    _ = ?L:stop(S2),
-    ?assertEqual({Mon, [{long_gc, 3}]}, erlang:system_monitor()),
-    _ = ?L:stop(S),
-    ?assertEqual({Tool, [{long_gc, 500}]}, erlang:system_monitor()),
-    {ok, #{sessions := 0}} = beamprobe_monitor:stats(),
-    exit(Tool, kill).
-
-%% A session's reports are those the VM would send it alone, whatever
-%% other sessions share the monitor: the VM reports a GC or a schedule
-%% that took strictly longer than the threshold (long_gc 5: 6 ms and
-%% more), a heap at least as large as it.  Sessions of long_gc 5,
-%% long_schedule 5 and large_heap 1000 next to one of 1 (the monitor is
-%% set to 1) get the reports of 6 ms and of 1000 words, not those of 5 ms.
-%% (Before, the reports of exactly 5 ms reached them too: a session got
-%% more reports when another one of a lower threshold ran.)
-thresholds_as_alone(Config) ->
-    DA = ?L:dir(Config, "a"), DB = ?L:dir(Config, "b"),
-    A = ?L:start(spec(DA, #{monitor => #{long_gc => 1, long_schedule => 1,
-                                         large_heap => 1}})),
-    B = ?L:start(spec(DB, #{monitor => #{long_gc => 5, long_schedule => 5,
-                                         large_heap => 1000}})),
-    M = whereis(beamprobe_monitor),
-    Me = self(),
-    Reports = [{long_gc, [{timeout, 5}, {heap_size, 1}]},
-               {long_gc, [{timeout, 6}, {heap_size, 2}]},
-               {long_schedule, [{timeout, 5}, {in, undefined},
-                                {out, undefined}]},
-               {long_schedule, [{timeout, 6}, {in, undefined},
-                                {out, undefined}]},
-               {large_heap, [{heap_block_size, 999}, {old_heap_block_size, 0}]},
-               {large_heap, [{heap_block_size, 600},
-                             {old_heap_block_size, 400}]}],
-    [M ! {monitor, Me, W, I} || {W, I} <- Reports],
-    {ok, _} = beamprobe_monitor:stats(),     % handled by now
-    _ = ?L:stop(A),
-    _ = ?L:stop(B),
-    Got = fun(Dir) ->
-                  lists:sort([{binary_to_atom(?L:field(E, "what")),
-                               ?L:field(E, "duration_ms"),
-                               ?L:field(E, "detail")}
-                              || E <- ?L:events(?L:trace(Dir), "monitor"),
-                                 ?L:field(E, "process") =:= pid_text(Me)])
-          end,
-    ?assertEqual(6, length(Got(DA))),
-    ?assertEqual([{large_heap, 0,
-                   <<"[{heap_block_size,600},{old_heap_block_size,400}]">>},
-                  {long_gc, 6, <<"[{timeout,6},{heap_size,2}]">>},
-                  {long_schedule, 6,
-                   <<"[{timeout,6},{in,undefined},{out,undefined}]">>}],
-                 Got(DB)).
