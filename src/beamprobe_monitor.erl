@@ -21,13 +21,17 @@
 %%% `replaced', detail the new holder) in every session.
 %%%
 %%% Bounded: a report costs one NIF call per session with a text cut at
-%%% 1024 bytes (the info list printed at depth 20); when more than
-%%% ?MAX_QUEUE reports wait here, reports are counted as `dropped'
-%%% (stats/0) instead of written, and each session that would have had
-%%% them is told how many it missed: a `tampered' event (what
-%%% `system_monitor', subject `node', how `dropped', detail the count),
-%%% written once the flood is over (at the next report written, at the
-%%% next check, at the latest when the session leaves).
+%%% 1024 bytes (the info list printed at depth 20), and at most ?MAX_RATE
+%%% reports a second are written into the sessions (the VM sends a
+%%% `large_heap' report for every GC of a large process: tens of
+%%% thousands a second, two events each in every session, past the
+%%% sessions' own rate limits).  Reports past that rate, or while more
+%%% than ?MAX_QUEUE wait here, are counted as `dropped' (stats/0) instead
+%%% of written, and each session that would have had them is told how
+%%% many it missed: a `tampered' event (what `system_monitor', subject
+%%% `node', how `dropped', detail the count), written once the flood is
+%%% over (at the next report written, at the next check, at the latest
+%%% when the session leaves).
 -module(beamprobe_monitor).
 -behaviour(gen_server).
 
@@ -36,6 +40,7 @@
          handle_continue/2]).
 
 -define(MAX_QUEUE, 10000).
+-define(MAX_RATE, 1000).      % reports written a second, all sessions
 -define(STATE, beamprobe_monitor_state).   % beamprobe_sup's table
 -define(CHECK_MS, 1000).
 -define(DEPTH, 20).
@@ -56,6 +61,9 @@
              dropped = 0 :: non_neg_integer(),
              %% reports dropped since each session was last told
              missed = #{} :: #{pid() => pos_integer()},
+             %% the second (monotonic ms div 1000) and reports written in it
+             second = 0 :: integer(),
+             written = 0 :: non_neg_integer(),
              %% another tool took the monitor (reported once)
              lost = false :: boolean(),
              timer :: undefined | reference()}).
@@ -238,10 +246,12 @@ handle_cast(_, St) -> {noreply, St}.
 %% @private
 -spec handle_info(term(), #st{}) ->
           {noreply, #st{}} | {noreply, #st{}, {continue, collect}}.
-handle_info({monitor, Who, What, Info}, #st{reports = R} = St)
+handle_info({monitor, Who, What, Info}, #st{reports = R} = St0)
   when is_atom(What), is_list(Info) orelse is_port(Info) ->
+    St = this_second(St0),
     case process_info(self(), message_queue_len) of
-        {message_queue_len, N} when N > ?MAX_QUEUE ->
+        {message_queue_len, N} when N > ?MAX_QUEUE;
+                                    St#st.written >= ?MAX_RATE ->
             {noreply, missed(What, Info,
                              St#st{reports = R + 1,
                                    dropped = St#st.dropped + 1})};
@@ -250,7 +260,7 @@ handle_info({monitor, Who, What, Info}, #st{reports = R} = St)
             %% (A message of that shape from anyone but the VM may hold
             %% anything: it must not end this process.)
             _ = (catch report(Who, What, Info, St1)),
-            {noreply, St1#st{reports = R + 1}}
+            {noreply, St1#st{reports = R + 1, written = St1#st.written + 1}}
     end;
 handle_info({'DOWN', _, process, Pid, _}, St) ->
     {noreply, drop(Pid, St), {continue, collect}};
@@ -291,8 +301,15 @@ drop1(Pid, #st{sessions = S, missed = M} = St0) ->
             St1
     end.
 
-%% A report dropped (too many waiting): counted for each session whose
-%% thresholds it passes.
+%% The reports written so far in this second.
+this_second(#st{second = Sec} = St) ->
+    case erlang:monotonic_time(millisecond) div 1000 of
+        Sec -> St;
+        Now -> St#st{second = Now, written = 0}
+    end.
+
+%% A report dropped (too many a second, or waiting): counted for each
+%% session whose thresholds it passes.
 missed(What, Info, #st{sessions = S, missed = M} = St) ->
     M1 = maps:fold(fun(Pid, {_, _, T}, Acc) ->
                            case passes(What, Info, T) of
@@ -312,9 +329,10 @@ tell_missed(#st{sessions = S, missed = M} = St) ->
                  Res, undefined,
                  [<<"system_monitor">>, <<"node">>, <<"dropped">>,
                   iolist_to_binary(
-                    [integer_to_list(N), " reports dropped: more than ",
-                     integer_to_list(?MAX_QUEUE), " were waiting to be "
-                     "written"])])
+                    [integer_to_list(N), " reports dropped: at most ",
+                     integer_to_list(?MAX_RATE), " are written a second, "
+                     "and at most ", integer_to_list(?MAX_QUEUE),
+                     " wait"])])
          || {Pid, N} <- maps:to_list(M), #{Pid := {_, Res, _}} <- [S]],
     St#st{missed = #{}}.
 

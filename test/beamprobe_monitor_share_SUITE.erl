@@ -14,7 +14,7 @@
 -export([all/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([flood_drops_told/1, forced_after_taken_restored/1,
-         thresholds_as_alone/1]).
+         thresholds_as_alone/1, rate_bounded/1]).
 
 -define(L, beamprobe_test_lib).
 -define(ADD, {beamprobe_workload, add, 2}).
@@ -22,7 +22,8 @@
 suite() -> [{timetrap, {seconds, 120}}].
 
 all() ->
-    [flood_drops_told, forced_after_taken_restored, thresholds_as_alone].
+    [flood_drops_told, forced_after_taken_restored, thresholds_as_alone,
+     rate_bounded].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -33,6 +34,9 @@ end_per_suite(_Config) -> ok.
 
 init_per_testcase(Case, Config) ->
     ?assertEqual(undefined, erlang:system_monitor()),
+    %% A second of its own: the reports a case writes count against the
+    %% rate of their second (1,000), node-wide.
+    timer:sleep(1100),
     ?L:init_case(Case, Config).
 
 end_per_testcase(_Case, _Config) ->
@@ -170,3 +174,39 @@ thresholds_as_alone(Config) ->
                   {long_schedule, 6,
                    <<"[{timeout,6},{in,undefined},{out,undefined}]">>}],
                  Got(DB)).
+
+%% Reports arriving steadily faster than beamprobe writes them (6,000 in
+%% about 1.5 s, 50 at a time, never many waiting: as a node whose every GC
+%% is reported, large_heap on a large process, sends them): at most 1,000
+%% are written a second, the session's own `rate' limit or not, and the
+%% rest are told as dropped: written + told = 6,000.  (Before, all were
+%% written, two events each: 36,000 reports a second of a real node made
+%% 72,000 events a second in the trace, past `limits => #{rate => ...}'.)
+rate_bounded(Config) ->
+    Dir = ?L:dir(Config, "t"),
+    S = ?L:start(spec(Dir, #{monitor => #{large_heap => 1}})),
+    M = whereis(beamprobe_monitor),
+    Me = self(),
+    N = 6000,
+    T0 = erlang:monotonic_time(millisecond),
+    lists:foreach(
+      fun(B) ->
+              [M ! {monitor, Me, large_heap, [{heap_block_size, B * 50 + I},
+                                              {old_heap_block_size, 0}]}
+               || I <- lists:seq(1, 50)],
+              timer:sleep(12)
+      end, lists:seq(0, N div 50 - 1)),
+    {ok, _} = beamprobe_monitor:stats(),     % every report handled by now
+    Secs = (erlang:monotonic_time(millisecond) - T0) div 1000 + 1,
+    _ = ?L:stop(S),
+    Evs = ?L:trace(Dir),
+    Written = length([E || E <- monitor_events(Evs, large_heap),
+                           ?L:field(E, "process") =:= pid_text(Me)]),
+    Told = lists:sum([binary_to_integer(hd(binary:split(?L:field(E, "detail"),
+                                                        <<" ">>)))
+                      || E <- ?L:events(Evs, "tampered"),
+                         ?L:field(E, "how") =:= <<"dropped">>]),
+    ct:log("~b s: written ~b, told ~b", [Secs, Written, Told]),
+    ?assert(Written =< 1000 * (Secs + 1)),
+    ?assert(Told > 0),
+    ?assertEqual(N, Written + Told).
