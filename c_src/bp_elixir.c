@@ -112,10 +112,11 @@ static int uni_ident(uint32_t c)
 	       !(c >= 0xFFF0 && c <= 0xFFFF) && !(c >= 0x1F000 && c <= 0x1FAFF);
 }
 
+/* (U+00B7, the middle dot, continues an identifier: Other_ID_Continue.) */
 static int is_ident_char(uint32_t c)
 {
 	return is_lower(c) || is_upper(c) || (c >= '0' && c <= '9') ||
-	       uni_ident(c);
+	       c == 0xB7 || uni_ident(c);
 }
 
 /* [a-zA-Z_][a-zA-Z0-9_@]*[?!]? (letters beyond ASCII allowed; a
@@ -146,6 +147,14 @@ static int eq(const uint32_t *s, size_t n, const char *lit)
 	return 1;
 }
 
+/* Whether the atom's text starts with "Elixir.": Elixir 1.14's
+ * Inspect.List.keyword?/1 refuses such keys (a list or map holding one
+ * is not written as a keyword list), whether or not they are aliases. */
+static int elixir_prefixed(const uint32_t *s, size_t n)
+{
+	return n >= 7 && eq(s, 7, "Elixir.");
+}
+
 /* Elixir.Foo.Bar: every segment [A-Z][a-zA-Z0-9_]*. */
 static int alias(const uint32_t *s, size_t n)
 {
@@ -174,14 +183,40 @@ static const char *const ops[] = { /* as Elixir 1.14 leaves them unquoted */
 	"!==", "<", ">", "<=", ">=", "&&", "||", "!", "->", "|", "|>", "<<<",
 	">>>", "&&&", "|||", "<~", "~>", "<~>", "<<~", "~>>", "\\\\", "=~",
 	"@", "&", "^", ".", "..", "...", "%", "%{}", "{}", "<<>>", "+++",
-	"---", "..//", NULL};
+	"---", "..//", "<-", NULL};
 
-static int op(const uint32_t *s, size_t n)
+/* The operators Elixir 1.14 writes unquoted after a module's dot
+ * (&Foo.+/2), Macro.inspect_atom(:remote_call, _): not the ones that are
+ * not callable (&Foo."%{}"/1), and three that are quoted elsewhere. */
+static const char *const remote_ops[] = {
+	"+", "-", "*", "/", "++", "--", "**", "<>", "=", "==", "!=", "===",
+	"!==", "<", ">", "<=", ">=", "&&", "||", "!", "|", "|>", "<<<",
+	">>>", "&&&", "|||", "<~", "~>", "<~>", "<<~", "~>>", "\\\\", "=~",
+	"@", "&", "^", "+++", "---", "<-", "^^^", "~~~", "::", "<|>", NULL};
+
+static int in_table(const char *const *t, const uint32_t *s, size_t n)
 {
-	for (int i = 0; ops[i]; i++)
-		if (eq(s, n, ops[i]))
+	for (int i = 0; t[i]; i++)
+		if (eq(s, n, t[i]))
 			return 1;
 	return 0;
+}
+
+static int op(const uint32_t *s, size_t n) { return in_table(ops, s, n); }
+
+/* A function name Elixir writes unquoted after Module.: a lower-case
+ * identifier without @ (&Foo."Abc"/1, &Foo."a@b"/1), or a callable
+ * operator. */
+static int remote_name(const uint32_t *s, size_t n)
+{
+	if (in_table(remote_ops, s, n))
+		return 1;
+	if (!identifier(s, n) || is_upper(s[0]))
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (s[i] == '@')
+			return 0;
+	return 1;
 }
 
 /* Escapes as Elixir's inspect does inside `q'-quoted text. */
@@ -202,6 +237,9 @@ static void esc_text(struct wr *w, const uint32_t *s, size_t n, char q)
 		case 7: e = "\\a"; break;
 		case 0: e = "\\0"; break;
 		case '\\': e = "\\\\"; break;
+		case 0xFEFF: e = "\\uFEFF"; break; /* the BOM */
+		case 0xFFFE: e = "\\x{FFFE}"; break;
+		case 0xFFFF: e = "\\x{FFFF}"; break;
 		case '#':
 			if (i + 1 < n && s[i + 1] == '{')
 				e = "\\#";
@@ -215,7 +253,7 @@ static void esc_text(struct wr *w, const uint32_t *s, size_t n, char q)
 		}
 		if (e)
 			puts_(w, e);
-		else if (c < 0x20) {
+		else if (c < 0x20 || (c >= 0x80 && c <= 0x9F)) { /* C0, C1 */
 			static const char hex[] = "0123456789ABCDEF";
 			char b[4] = {'\\', 'x', hex[c >> 4], hex[c & 15]};
 			put(w, b, 4);
@@ -226,6 +264,24 @@ static void esc_text(struct wr *w, const uint32_t *s, size_t n, char q)
 
 enum actx { A_VALUE, A_KEY, A_MODULE, A_FUN };
 
+/* An atom's characters unquoted: an operator as it is (:\\ is the atom
+ * of two backslashes), an identifier escaped (its characters need none). */
+static void bare(struct wr *w, const uint32_t *s, size_t n)
+{
+	if (op(s, n) || in_table(remote_ops, s, n))
+		for (size_t i = 0; i < n; i++)
+			put_utf8(w, s[i]);
+	else
+		esc_text(w, s, n, 0);
+}
+
+static void quoted(struct wr *w, const uint32_t *s, size_t n)
+{
+	putc_(w, '"');
+	esc_text(w, s, n, '"');
+	putc_(w, '"');
+}
+
 static void atom(struct ctx *c, const struct node *x, enum actx how)
 {
 	const uint32_t *s = cps(c, x);
@@ -235,30 +291,26 @@ static void atom(struct ctx *c, const struct node *x, enum actx how)
 		put(c->w, c->p->s + x->off, x->len);
 		return;
 	}
-	if (how == A_KEY) {
-		if (!identifier(s, n) && !op(s, n)) {
-			putc_(c->w, '"');
-			esc_text(c->w, s, n, '"');
-			putc_(c->w, '"');
-		} else {
-			esc_text(c->w, s, n, 0);
-		}
+	if (how == A_KEY) { /* Elixir, an alias, is a quoted key */
+		if ((identifier(s, n) && !eq(s, n, "Elixir")) || op(s, n))
+			bare(c->w, s, n);
+		else
+			quoted(c->w, s, n);
 		puts_(c->w, ": ");
 		return;
 	}
 	if (how == A_FUN) {
-		if (identifier(s, n) || op(s, n)) {
-			esc_text(c->w, s, n, 0);
-		} else {
-			putc_(c->w, '"');
-			esc_text(c->w, s, n, '"');
-			putc_(c->w, '"');
-		}
+		if (remote_name(s, n))
+			bare(c->w, s, n);
+		else
+			quoted(c->w, s, n);
 		return;
 	}
 	if (alias(s, n)) {
-		if (n == 6)
-			puts_(c->w, "Elixir");
+		/* Elixir.Elixir.Foo in full: Elixir.Foo would be another */
+		if (n == 6 || (n >= 13 && eq(s + 7, 6, "Elixir") &&
+			       (n == 13 || s[13] == '.')))
+			esc_text(c->w, s, n, 0);
 		else
 			esc_text(c->w, s + 7, n - 7, 0);
 		return;
@@ -269,13 +321,10 @@ static void atom(struct ctx *c, const struct node *x, enum actx how)
 		return;
 	}
 	putc_(c->w, ':');
-	if (identifier(s, n) || op(s, n)) {
-		esc_text(c->w, s, n, 0);
-	} else {
-		putc_(c->w, '"');
-		esc_text(c->w, s, n, '"');
-		putc_(c->w, '"');
-	}
+	if (identifier(s, n) || op(s, n))
+		bare(c->w, s, n);
+	else
+		quoted(c->w, s, n);
 }
 
 static int is_atom_alias(const struct ctx *c, const struct node *x)
@@ -439,7 +488,7 @@ static int kw_pair(const struct ctx *c, const struct node *x)
 	if (k->next == NONE)
 		return 0;
 	v = &c->p->nd[k->next];
-	return k->type == N_ATOM && !is_atom_alias(c, k) &&
+	return k->type == N_ATOM && !elixir_prefixed(cps(c, k), k->len) &&
 	       v->type != N_CUT && v->next == NONE;
 }
 
@@ -468,7 +517,14 @@ static void list(struct ctx *c, const struct node *x)
 		putc_(c->w, '\'');
 		for (k = x->kid; k != NONE; k = p->nd[k].next) {
 			uint32_t v = (uint32_t)small_int(c, &p->nd[k]);
-			if (p->nd[k].type != N_CUT)
+			uint32_t nx = p->nd[k].next;
+			if (p->nd[k].type == N_CUT)
+				continue;
+			/* one at a time: #{ is escaped here, not by esc_text */
+			if (v == '#' && nx != NONE &&
+			    small_int(c, &p->nd[nx]) == '{')
+				puts_(c->w, "\\#");
+			else
 				esc_text(c->w, &v, 1, '\'');
 		}
 		putc_(c->w, '\'');
@@ -508,7 +564,7 @@ static void map(struct ctx *c, const struct node *x)
 		uint32_t v = e->next;
 		if (e->type == N_CUT)
 			break;
-		if (e->type != N_ATOM || is_atom_alias(c, e))
+		if (e->type != N_ATOM || elixir_prefixed(cps(c, e), e->len))
 			kw = 0;
 		if (e->type == N_ATOM && eq(cps(c, e), e->len, "__struct__") &&
 		    v != NONE && is_atom_alias(c, &p->nd[v]))

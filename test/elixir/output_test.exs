@@ -110,7 +110,42 @@ defmodule BeamprobeTest.OutputTest do
       make_ref(),
       &:lists.seq/2,
       &Enum.map/2,
-      {self(), make_ref(), "ok"}
+      {self(), make_ref(), "ok"},
+      # C1 controls and the BOM are escaped; \\ and <- are operators
+      String.to_atom(<<0x85::utf8>>),
+      String.to_atom("a" <> <<0x9F::utf8>>),
+      [{String.to_atom("k" <> <<0x80::utf8>>), 1}],
+      "\uFEFF",
+      String.to_atom("a b\uFEFF"),
+      String.to_atom("a b\uFFFE"),
+      :\\,
+      [\\: 1],
+      %{:\\ => 1, 2 => 3},
+      :<-,
+      [<-: 1],
+      # Elixir.-prefixed keys (aliases or not) are no keyword keys;
+      # Elixir itself is one, quoted
+      [{:"Elixir.foo", 1}],
+      [{:"Elixir.Foo.1", 1}, {:a, 2}],
+      %{:"Elixir.A-B" => 1, :a => 2},
+      [{:"Elixir.", 1}],
+      [{Elixir, 1}],
+      %{Elixir => 1, :a => 2},
+      :"Elixir.Elixir",
+      :"Elixir.Elixir.Foo",
+      :"Elixir.Foo.Elixir",
+      # names after Module. as Macro.inspect_atom(:remote_call, _)
+      Function.capture(Shop, :Abc, 1),
+      Function.capture(Shop, :"a@b", 1),
+      Function.capture(Shop, :%{}, 1),
+      Function.capture(Shop, :.., 0),
+      Function.capture(Shop, :"::", 2),
+      Function.capture(Shop, :<-, 2),
+      Function.capture(Shop, :\\, 2),
+      Function.capture(Shop, :valid?, 1),
+      Function.capture(:"Elixir.Elixir", :f, 0),
+      # a charlist the capture wrote as integers (\b): #{ still escaped
+      [?a, 8, ?#, ?{, 7]
     ]
   end
 
@@ -118,6 +153,18 @@ defmodule BeamprobeTest.OutputTest do
     bad = for t <- table(), (got = elixir(t)) != (want = inspect(t)), do: {t, got, want}
 
     assert bad == [], "differs from inspect/2:\n" <> describe(bad)
+  end
+
+  test "quoted atoms and strings escape each code point as inspect/2 does" do
+    cps = Enum.concat([0..0x2FFF, 0xE000..0xFFFF, 0x10000..0x100FF, 0x10FFF0..0x10FFFF])
+
+    bad =
+      for c <- cps,
+          t <- [String.to_atom("a b" <> <<c::utf8>>), "x" <> <<c::utf8>>],
+          (got = elixir(t)) != (want = inspect(t)),
+          do: {t, got, want}
+
+    assert bad == [], "differs from inspect/2:\n" <> describe(Enum.take(bad, 20))
   end
 
   test "cut terms: the same text as inspect/2 with the same limits" do
