@@ -153,7 +153,7 @@ ex_var({var, A, Name}, R, Acc, St) ->
             ex(R, [{var, A, '_'} | Acc], St);
         First ->
             {Segs, R1} = ex_alias(R, [First]),
-            ex(R1, [{atom, A, ex_alias_atom(Segs)} | Acc], St)
+            ex(R1, [{atom, A, ex_alias_atom(A, Segs)} | Acc], St)
     end.
 
 %% x in [literals], x in A..B, x not in ...
@@ -246,9 +246,9 @@ ex1([{'#', A}, {'{', B} | R], Acc, St) ->
     ex(R, [{'{', B}, {'#', A} | Acc], [map | St]);
 %% a struct, %Mod{...} (the pre-scan turned '%' into '#'): a map
 %% pattern with its __struct__ key
-ex1([{'#', A}, {var, _, N} | R], Acc, St) ->
+ex1([{'#', A}, {var, VA, N} | R], Acc, St) ->
     {Segs, R1} = ex_alias(R, [atom_to_list(N)]),
-    Mod = ex_alias_atom(Segs),
+    Mod = ex_alias_atom(VA, Segs),
     case R1 of
         [{'{', B}, {'}', _} = C | R2] ->
             ex([C | R2], [{atom, A, Mod}, {':=', A}, {atom, A, '__struct__'},
@@ -327,6 +327,16 @@ kw_key(Name, A, CA, R, Acc, St) ->
 key_atom(A, Chars) ->
     try list_to_atom(Chars)
     catch error:_ -> ?ERR(A, "atom too long")
+    end.
+
+%% A name the scanner did not make (an alias's segments joined, a name and
+%% its ? or ! suffix) as an atom: at most 255 characters, else an error
+%% at the name (list_to_atom/1's system_limit escaped the parser).
+name_atom(A, Chars, What) ->
+    case length(Chars) =< 255 of
+        true -> list_to_atom(Chars);
+        false -> ?ERR(A, io_lib:format("~s too long: ~B characters, an atom "
+                                       "holds at most 255", [What, length(Chars)]))
     end.
 
 %% ex/4: goes on after the `in' operand.
@@ -456,7 +466,7 @@ ex_suffix(N, Len, A, [{Ch, _} = T | R] = R0) when Ch =:= '?'; Ch =:= '!' ->
             _ -> false
         end,
     case adjacent(A, Len, T) andalso not BangOp of
-        true -> {list_to_atom(atom_to_list(N) ++ atom_to_list(Ch)), Len + 1, R};
+        true -> {name_atom(A, atom_to_list(N) ++ atom_to_list(Ch), "name"), Len + 1, R};
         false -> {N, Len, R0}
     end;
 ex_suffix(N, Len, _A, R) ->
@@ -485,10 +495,10 @@ ex_alias([{'.', _}, {var, _, N} | R] = R0, Segs) ->
 ex_alias(R, Segs) ->
     {lists:reverse(Segs), R}.
 
-ex_alias_atom(["Elixir" | _] = Segs) ->
-    list_to_atom(lists:flatten(lists:join(".", Segs)));
-ex_alias_atom(Segs) ->
-    list_to_atom(lists:flatten(["Elixir." | lists:join(".", Segs)])).
+ex_alias_atom(A, ["Elixir" | _] = Segs) ->
+    name_atom(A, lists:flatten(lists:join(".", Segs)), "module name");
+ex_alias_atom(A, Segs) ->
+    name_atom(A, lists:flatten(["Elixir." | lists:join(".", Segs)]), "module name").
 
 %% Whether token T starts right after the Len characters starting at A.
 adjacent(A, Len, T) ->

@@ -676,6 +676,34 @@ elixir_literal_errors_test_() ->
               ?assertNotEqual(nomatch, string:find(Msg, Want))
       end} || {P, Want} <- Cases].
 
+%% Names over 255 characters that the Elixir translation makes into atoms
+%% itself (an alias's joined segments, a name with its ? or ! suffix) are
+%% an error at the name: list_to_atom/1's system_limit escaped parse/1
+%% (and beamprobe:calls/2, which crashed the caller).  255 still parses.
+elixir_long_names_test_() ->
+    A = fun(N) -> lists:duplicate(N, $a) end,
+    Long = [lists:duplicate(250, $A) ++ ".f",                 % Elixir.AAA...: 257
+            "Elixir." ++ lists:duplicate(249, $A) ++ ".f",
+            "M.f(%" ++ lists:duplicate(250, $A) ++ "{})",
+            "M." ++ A(255) ++ "?",
+            "M.f(" ++ A(255) ++ "!)",
+            "M.f([" ++ A(255) ++ "?: 1])",
+            "M.f(%{" ++ A(255) ++ "?: 1})"],
+    Fit = ["M." ++ A(254) ++ "?", lists:duplicate(248, $A) ++ ".f"],
+    [{label(P), fun() ->
+                        R = (catch beamprobe_pattern:parse(P)),
+                        ?assertMatch({error, {_, _}}, R),
+                        {error, {_, Msg}} = R,
+                        ?assertNotEqual(nomatch, string:find(Msg, "too long"))
+                end} || P <- Long] ++
+    [{label(P), fun() -> ?assertMatch({ok, _}, beamprobe_pattern:parse(P)) end}
+     || P <- Fit] ++
+    [{"calls/2 returns the error",
+      fun() ->
+              ?assertMatch({error, _},
+                           catch beamprobe:calls(lists:duplicate(250, $A) ++ ".f", 1))
+      end}].
+
 %% A binary segment that does not fit its byte: <<"\x{1F600}">> and <<256>>
 %% were <<0>> (Erlang cuts them to 8 bits, the compiler warns), a pattern
 %% that never matched what was written; now refused, naming the fix.
