@@ -7,7 +7,8 @@
 %%% lower-case names variables (`_x' is ignored), `"x"' a UTF-8 binary,
 %%% ``'x''' a charlist (both read with Elixir's escapes: `\u{1F600}',
 %%% `\uHHHH', `\xHH' a byte, `\d' DEL; no octal nor `\^A'), `?a' and
-%%% `?\n' a character's code point (the pre-scan's), a keyword key
+%%% `?\n' a character's code point (the pre-scan's), `not(x)' the
+%%% operator, a keyword key
 %%% may be a reserved word (`%{end: e}', `%{in: x}'), `%{k: v}' a map (the `%{' was already turned into
 %%% `#{' by the character pre-scan), and the operators `!=', `===',
 %%% `!==', `<=', `and', `or', `&&', `||', `!' their Erlang equivalents.
@@ -291,8 +292,11 @@ ex1([{W, A} = T | R], Acc, St) ->
             Prev = case Acc of [P | _] -> element(1, P); [] -> none end,
             Next = case R of [N | _] -> element(1, N); [] -> none end,
             Keep = ['when', 'not', 'andalso', 'orelse'],
+            %% not(x) and not (x) are the operator in Elixir, not a call
             Out = if
-                      Prev =:= '.'; Next =:= '(' -> {atom, A, W};
+                      Prev =:= '.' -> {atom, A, W};
+                      W =:= 'not' -> T;
+                      Next =:= '(' -> {atom, A, W};
                       W =:= 'div'; W =:= 'rem' -> T;
                       true ->
                           case lists:member(W, Keep) of

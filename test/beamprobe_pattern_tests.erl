@@ -665,6 +665,14 @@ elixir_literals_test_() ->
           [[#{in => 2, 'when' => 2, do => x, 'not' => 3}]]}],
     match_cases(Cases).
 
+%% not(...) / not (...), the common way to negate a guard in Elixir, was
+%% taken for a call of a function 'not'/1 ("illegal guard expression").
+elixir_not_call_test_() ->
+    match_cases([{"Shop.buy(x) when not (x > 1)", [[1]], [[2]]},
+                 {"Shop.buy(x) when not(x > 1) and x > 0", [[1]], [[0], [2]]},
+                 {"Shop.buy(x) when not not (x in [1, 2])", [[1], [2]], [[3]]},
+                 {"Shop.buy(x) when not(is_integer(x))", [[a]], [[1]]}]).
+
 elixir_literal_errors_test_() ->
     Cases = [{"Shop.buy([a: 1, :b])", "keyword pairs (key: value) come last"},
              {"Shop.buy(\"\\u{110000}\")", "invalid code point"},
