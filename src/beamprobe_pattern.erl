@@ -649,6 +649,18 @@ prescan(elixir, [$?, Ch | Rest], L, C, none, Acc)
   when Ch =/= $\n, Ch =/= $\s, Ch =/= $\t, not ?IS_NAME_END(Acc) ->
     %% Elixir's ?a is Erlang's $a (a name's ? suffix, valid?(x), stays)
     prescan(elixir, Rest, L, C + 2, none, [Ch, $$ | Acc]);
+prescan(elixir, [$0, B | Rest], L, C, none, Acc)
+  when (B =:= $x orelse B =:= $b orelse B =:= $o), not ?IS_NAME_END(Acc) ->
+    %% Elixir's 0x1F, 0b101, 0o17 (erl_scan reads 0 and a name): the
+    %% value in decimal, padded to the literal's width where it fits
+    case based_integer(B, Rest) of
+        {ok, Value, N, Rest1} ->
+            Digits = integer_to_list(Value),
+            Pad = lists:duplicate(max(0, N + 2 - length(Digits)), $\s),
+            prescan(elixir, Rest1, L, C + N + 2, none, lists:reverse(Digits ++ Pad, Acc));
+        error ->
+            prescan(elixir, [B | Rest], L, C + 1, none, [$0 | Acc])
+    end;
 prescan(elixir, [$%, ${ | Rest], L, C, none, Acc) ->
     prescan(elixir, Rest, L, C + 2, none, [${, $# | Acc]);
 prescan(elixir, [$%, Ch | Rest], L, C, none, Acc)
@@ -674,6 +686,32 @@ prescan(M, [$\n | Rest], L, _C, Q, Acc) ->
     prescan(M, Rest, L + 1, 1, Q, [$\n | Acc]);
 prescan(M, [Ch | Rest], L, C, Q, Acc) ->
     prescan(M, Rest, L, C + 1, Q, [Ch | Acc]).
+
+%% The digits after Elixir's 0x, 0b or 0o (underscores between them):
+%% {ok, Value, CharsRead, Rest}, or error where Elixir would not read an
+%% integer (no digit, a trailing '_', a letter or digit of no base after).
+based_integer(B, Str) ->
+    Base = case B of $x -> 16; $b -> 2; $o -> 8 end,
+    {Lit, Rest} = lists:splitwith(fun(Ch) -> Ch =:= $_ orelse digit(Ch, Base) end, Str),
+    Ds = [Ch || Ch <- Lit, Ch =/= $_],
+    NameChar = fun(Ch) -> digit(Ch, 36) orelse Ch =:= $_ end,
+    case Lit of
+        [D | _] when D =/= $_ ->
+            case lists:last(Lit) =/= $_ andalso string:find(Lit, "__") =:= nomatch
+                andalso not (Rest =/= [] andalso NameChar(hd(Rest))) of
+                true -> {ok, list_to_integer(Ds, Base), length(Lit), Rest};
+                false -> error
+            end;
+        _ -> error
+    end.
+
+digit(Ch, Base) ->
+    V = if Ch >= $0, Ch =< $9 -> Ch - $0;
+           Ch >= $a, Ch =< $z -> Ch - $a + 10;
+           Ch >= $A, Ch =< $Z -> Ch - $A + 10;
+           true -> 99
+        end,
+    V < Base.
 
 %%% ---- token helpers -------------------------------------------------------
 

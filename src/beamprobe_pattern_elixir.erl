@@ -7,8 +7,8 @@
 %%% lower-case names variables (`_x' is ignored), `"x"' a UTF-8 binary,
 %%% ``'x''' a charlist (both read with Elixir's escapes: `\u{1F600}',
 %%% `\uHHHH', `\xHH' a byte, `\d' DEL; no octal nor `\^A'), `?a' and
-%%% `?\n' a character's code point (the pre-scan's), `not(x)' the
-%%% operator, a keyword key
+%%% `?\n' a character's code point, `0x1F', `0b101', `0o17' integers
+%%% (both the pre-scan's), `not(x)' the operator, a keyword key
 %%% may be a reserved word (`%{end: e}', `%{in: x}'), `%{k: v}' a map (the `%{' was already turned into
 %%% `#{' by the character pre-scan), and the operators `!=', `===',
 %%% `!==', `<=', `and', `or', `&&', `||', `!' their Erlang equivalents.

@@ -673,6 +673,24 @@ elixir_not_call_test_() ->
                  {"Shop.buy(x) when not not (x in [1, 2])", [[1], [2]], [[3]]},
                  {"Shop.buy(x) when not(is_integer(x))", [[a]], [[1]]}]).
 
+%% Elixir's integer literals in other bases (0x1F, 0b101, 0o17, with
+%% underscores) were a syntax error ("syntax error before: x1F").
+elixir_bases_test_() ->
+    Cases =
+        [{"Shop.buy(0x1F, 0b101, 0o17)", [[31, 5, 15]], [[0, 5, 15], [1, 101, 17]]},
+         {"Shop.buy(x) when x > 0xff_ff", [[65536]], [[65535]]},
+         {"Shop.buy(x) when x in 0x0..0xF", [[0], [15]], [[16], [-1]]},
+         {"Shop.buy(-0x10)", [[-16]], [[16]]}],
+    match_cases(Cases) ++
+    %% where Elixir reads no integer, an error at the literal (columns
+    %% after a converted literal are those of the text)
+    [{label(P), fun() -> ?assertMatch({error, {11, _}}, beamprobe_pattern:parse(P)) end}
+     || P <- ["Shop.buy(0x)", "Shop.buy(0x1G)", "Shop.buy(0b102)", "Shop.buy(0x1_)"]] ++
+    [{"column after 0x1F",
+      fun() -> ?assertMatch({error, {33, _}},
+                            beamprobe_pattern:parse("Shop.buy(0x1F, y) when y > 0 :: bogus"))
+      end}].
+
 elixir_literal_errors_test_() ->
     Cases = [{"Shop.buy([a: 1, :b])", "keyword pairs (key: value) come last"},
              {"Shop.buy(\"\\u{110000}\")", "invalid code point"},
