@@ -189,6 +189,13 @@ ex1([{atom, A, N} = T | R], Acc, St) ->
                     ex(R1, [ex_name(Name, A, Prev, R1) | Acc], St)
             end
     end;
+ex1([{string, A, _} = T | R], [{'.', _} | _] = Acc, St) ->
+    %% Mod."odd name"(...), a quoted function name (as the printer
+    %% writes one): an atom
+    string:find(erl_scan:text(T), "#{") =:= nomatch orelse
+        ?ERR(A, "string interpolation is not supported"),
+    Name = unicode:characters_to_list(ex_unescape(T), utf8),
+    ex(R, [{atom, A, key_atom(A, Name)} | Acc], St);
 ex1([{string, A, _} = T | R], Acc, St) ->
     string:find(erl_scan:text(T), "#{") =:= nomatch orelse
         ?ERR(A, "string interpolation is not supported"),

@@ -691,6 +691,21 @@ elixir_bases_test_() ->
                             beamprobe_pattern:parse("Shop.buy(0x1F, y) when y > 0 :: bogus"))
       end}].
 
+%% A quoted function name, as the printer writes it (Shop."odd name"/1),
+%% was {error, "expected a function name after '.', found '<<'"}.
+elixir_quoted_function_name_test_() ->
+    [{label(P), fun() ->
+                        {ok, #{mfa := Got}} = beamprobe_pattern:parse(P),
+                        ?assertEqual(Want, Got)
+                end}
+     || {P, Want} <- [{"Shop.\"odd name\"(x)", {'Elixir.Shop', 'odd name', 1}},
+                      {"Shop.\"odd name\"/2", {'Elixir.Shop', 'odd name', 2}},
+                      {"Shop.\"Abc\"", {'Elixir.Shop', 'Abc', '_'}},
+                      {":ets.\"a b\"(_, _) :: return", {ets, 'a b', 2}}]] ++
+    [{"interpolation refused",
+      ?_assertMatch({error, {6, "string interpolation" ++ _}},
+                    beamprobe_pattern:parse("Shop.\"x#{y}\"(1)"))}].
+
 elixir_literal_errors_test_() ->
     Cases = [{"Shop.buy([a: 1, :b])", "keyword pairs (key: value) come last"},
              {"Shop.buy(\"\\u{110000}\")", "invalid code point"},
