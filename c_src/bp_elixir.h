@@ -26,8 +26,10 @@
  * `limit' is shared by nested ones); funs print as #Function<I.U in :m>
  * (the capture keeps no arity or name); a map of more than 32 keys keeps
  * the capture's key order; structs with their own Inspect
- * implementation (Date, MapSet, ...) print as plain structs; a
- * text that is not captured Erlang syntax is copied unchanged.
+ * implementation (Date, MapSet, ...) print as plain structs; atoms
+ * that Elixir quotes only for their letters' script or Unicode status
+ * (:"alpha_β", :"ǅ") print unquoted; a text that is not captured
+ * Erlang syntax is copied unchanged.
  */
 #ifndef BP_ELIXIR_H
 #define BP_ELIXIR_H
