@@ -19,6 +19,8 @@
 #   install_atomic   a failing install leaves nothing, a failing reinstall
 #                    keeps the earlier one; uninstall removes beamprobe's files
 #   missing_tool     no dtrace / no erl_nif.h: the build stops naming the package
+#   clean            make all, a trace, make clean in a clone under a path
+#                    with spaces: nothing built is left
 #
 # The dependency projects trace a function of their own into a file sink
 # and read it back with the dependency's CLI (code:lib_dir(beamprobe) ++
@@ -383,6 +385,25 @@ else
     elif [ ! -f "$D/usr/bin/other-tool" ]; then not_ok $t "make uninstall removed another tool's file" "$log"
     else ok $t; fi
   fi
+fi
+
+# --- clean: make all then make clean in a fresh clone leaves it as cloned;
+# the clone's path has spaces (a checkout under "My Projects" builds) -------
+t=clean; log=$TMP/$t.log
+if ! want $t; then :
+elif [ -z "$HEAD_SHA" ]; then skip $t "the checkout is not a git repository"
+else
+  c="$TMP/with space/beam probe"
+  mkdir -p "$TMP/with space"
+  if ! { git clone -q "$ROOT" "$c" && (cd "$c" && git checkout -q "$HEAD_SHA" && make all); } >> "$log" 2>&1; then
+    not_ok $t "clone or make all in \"$c\" failed" "$log"
+  elif ! (cd "$c" && erl -noshell -pa ebin -eval 'N = beamprobe:calls("lists:seq/2", 1), lists:seq(1, 2), timer:sleep(300), io:format("matched ~p~n", [N]), halt().') >> "$log" 2>&1 \
+       || ! grep -q "call lists:seq(1, 2)" "$log"; then
+    not_ok $t "the build in \"$c\" did not trace" "$log"
+  elif ! (cd "$c" && make clean) >> "$log" 2>&1; then not_ok $t "make clean failed" "$log"
+  elif left=$(cd "$c" && git status --porcelain --ignored | head -5); [ -n "$left" ]; then
+    not_ok $t "make clean left build products: $left" "$log"
+  else ok $t; fi
 fi
 
 echo "build: $passed passed, $failed failed, $skipped skipped"
