@@ -363,11 +363,13 @@ skip_in(R0) ->
     end.
 
 %% An integer range Lo..Hi, either bound negative (-5..5): {Lo, Hi, Rest}.
+%% A decreasing range, 5..1, is Elixir's step -1: {1, 5, Rest} (x in 5..1
+%% holds for 3 in Elixir 1.14).
 range(R0) ->
     case range_int(R0) of
         {Lo, [{'..', _} | R1]} ->
             case range_int(R1) of
-                {Hi, R} -> {Lo, Hi, R};
+                {Hi, R} -> {min(Lo, Hi), max(Lo, Hi), R};
                 none -> none
             end;
         _ -> none

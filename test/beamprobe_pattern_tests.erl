@@ -628,6 +628,9 @@ elixir_semantics_test_() ->
           [[1], [a], [<<"s">>], [2.5]], [[1.0], [b], ["s"], [2]]},
          {"Shop.buy(x) when x not in [1, 2]", [[3], [a]], [[1], [2]]},
          {"Shop.buy(x) when x in 1..9", [[1], [9]], [[0], [10], [1.5]]},
+         %% Elixir's decreasing range: 3 in 5..1 (it never matched)
+         {"Shop.buy(x) when x in 5..1", [[1], [3], [5]], [[0], [6]]},
+         {"Shop.buy(x) when x not in -1..-5", [[0], [-6]], [[-1], [-3], [-5]]},
          {"Shop.buy(x) when x in []", [], [[1]]},
          {"Shop.buy(x, y) when x in [1] and y in [:a]", [[1, a]], [[1, b], [2, a]]},
          {"Shop.buy(\"ab\" <> _rest)", [[<<"ab">>], [<<"abc">>]],

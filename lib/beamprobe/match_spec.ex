@@ -318,8 +318,9 @@ defmodule Beamprobe.MatchSpec do
         in_literal(l, list)
 
       {:.., _, [a, b]} when (is_integer(a) or is_tuple(a)) and (is_integer(b) or is_tuple(b)) ->
-        a = range_bound!(a, right, st)
-        b = range_bound!(b, right, st)
+        # 5..1 is Elixir's decreasing range (step -1): x in 5..1 holds for
+        # 1..5, as in a guard of Elixir 1.14
+        {a, b} = Enum.min_max([range_bound!(a, right, st), range_bound!(b, right, st)])
 
         tup([
           :andalso,

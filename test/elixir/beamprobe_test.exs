@@ -231,6 +231,27 @@ defmodule BeamprobeTest.ApiTest do
     assert Enum.map([-10, -9, -3, -2], &run.(ms, &1)) == [false, true, true, false]
   end
 
+  defmodule DecreasingRange do
+    # the oracle: Elixir's own guard on the same ranges
+    def in51(x) when x in 5..1, do: true
+    def in51(_), do: false
+    def in_neg(x) when x in -1..-5, do: true
+    def in_neg(_), do: false
+  end
+
+  test "decreasing ranges (5..1) hold as in an Elixir guard: match/1 and strings" do
+    run = fn ms, x -> elem(:erlang.match_spec_test([x], ms, :trace), 1) end
+    xs = [-6, -5, -3, -1, 0, 1, 3, 5, 6, :a]
+    want51 = Enum.map(xs, &DecreasingRange.in51/1)
+    want_neg = Enum.map(xs, &DecreasingRange.in_neg/1)
+    assert Enum.map(xs, &run.(Beamprobe.match(fn [x] when x in 5..1 -> true end), &1)) == want51
+    assert Enum.map(xs, &run.(Beamprobe.match(fn [x] when x in -1..-5 -> true end), &1)) == want_neg
+    {:ok, %{match_spec: ms51}} = :beamprobe_pattern.parse("Shop.buy(x) when x in 5..1")
+    {:ok, %{match_spec: msneg}} = :beamprobe_pattern.parse("Shop.buy(x) when x in -1..-5")
+    assert Enum.map(xs, &run.(ms51, &1)) == want51
+    assert Enum.map(xs, &run.(msneg, &1)) == want_neg
+  end
+
   test "match/1 against the VM: structs, in, prefixes, messages" do
     ms =
       Beamprobe.match(fn [%Order{status: s}, "ab" <> _] when s in [:paid, :sent] -> message(s) end)
