@@ -672,8 +672,10 @@ prescan(elixir, [$%, Ch | _], L, C, none, _Acc)
     ?ERR({L, C}, "a struct pattern needs its module's name, e.g. "
          "%Shop.Order{status: :paid} (a match spec cannot leave the "
          "struct's module open: use %{} for any map)");
-prescan(elixir, [$@, Ch | _], L, C, none, _Acc)
-  when (Ch >= $a andalso Ch =< $z) orelse Ch =:= $_ ->
+prescan(elixir, [$@, Ch | _], L, C, none, Acc)
+  when ((Ch >= $a andalso Ch =< $z) orelse Ch =:= $_),
+       not ?IS_NAME_END(Acc) ->
+    %% (after a name, @ is part of it: :node@host)
     ?ERR({L, C}, "module attributes (@name) cannot be used in a pattern "
          "string: it is parsed at run time, where they do not exist; put "
          "the value in the string (\"... #{inspect(@name)} ...\") or use "

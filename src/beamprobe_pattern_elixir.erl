@@ -121,7 +121,13 @@ ex([], Acc, _St) ->
 %% ':' immediately followed by a name: an atom
 ex([{':', A}, T | R], Acc, St) when element(1, T) =/= '(' ->
     case adjacent(A, 1, T) of
-        true -> ex(R, [{atom, A, ex_colon_atom(T)} | Acc], St);
+        true ->
+            %% :valid?, :run! (the suffix is part of the atom)
+            {N, _, R1} = case element(1, T) of
+                             string -> {ex_colon_atom(T), 0, R};
+                             _ -> ex_suffix(ex_colon_atom(T), tok_len(T), anno(T), R)
+                         end,
+            ex(R1, [{atom, A, N} | Acc], St);
         false -> ex([T | R], [{':', A} | Acc], St)
     end;
 %% aliases and ignored variables
@@ -484,6 +490,14 @@ ex_suffix(N, Len, A, [{Ch, _} = T | R] = R0) when Ch =:= '?'; Ch =:= '!' ->
     end;
 ex_suffix(N, Len, _A, R) ->
     {N, Len, R}.
+
+tok_len({_, _, N} = T) when is_atom(N) ->
+    case erl_scan:text(T) of
+        undefined -> length(atom_to_list(N));
+        Text -> length(Text)
+    end;
+tok_len({W, _}) when is_atom(W) -> length(atom_to_list(W));
+tok_len(_) -> 0.
 
 ex_colon_atom({atom, _, N}) -> N;
 ex_colon_atom({var, _, N}) -> N;

@@ -709,6 +709,17 @@ elixir_quoted_function_name_test_() ->
       ?_assertMatch({error, {6, "string interpolation" ++ _}},
                     beamprobe_pattern:parse("Shop.\"x#{y}\"(1)"))}].
 
+%% Atoms as the printer writes them: :node@host was refused as a module
+%% attribute (@host), :valid? and :run! were syntax errors.
+elixir_atom_literals_test_() ->
+    match_cases([{"Shop.buy(:nonode@nohost)", [[nonode@nohost]], [[nonode]]},
+                 {"Shop.buy(n) when n == :a@b", [[a@b]], [[a]]},
+                 {"Shop.buy(:valid?, :run!)", [['valid?', 'run!']], [[valid, run]]},
+                 {"Shop.buy([:a?, x]) when x != :b!", [[['a?', c]]], [[['a?', 'b!']]]}]) ++
+    [{"@attr still refused",
+      ?_assertMatch({error, {22, "module attributes" ++ _}},
+                    beamprobe_pattern:parse("Shop.buy(x) when x > @max"))}].
+
 elixir_literal_errors_test_() ->
     Cases = [{"Shop.buy([a: 1, :b])", "keyword pairs (key: value) come last"},
              {"Shop.buy(\"\\u{110000}\")", "invalid code point"},
