@@ -375,6 +375,10 @@ range(R0) ->
     case range_int(R0) of
         {Lo, [{'..', _} | R1]} ->
             case range_int(R1) of
+                {_, [{'/', SA}, {'/', _} | _]} ->
+                    ?ERR(SA, "a range with a step (a..b//step) is not supported "
+                         "in a pattern: write the values as a list, or the "
+                         "bounds and rem(x - a, step) == 0 in the guard");
                 {Hi, R} -> {min(Lo, Hi), max(Lo, Hi), R};
                 none -> none
             end;

@@ -722,6 +722,9 @@ elixir_atom_literals_test_() ->
 
 elixir_literal_errors_test_() ->
     Cases = [{"Shop.buy([a: 1, :b])", "keyword pairs (key: value) come last"},
+             %% was "syntax error before: '/'"
+             {"Shop.buy(x) when x in 1..10//2", "a range with a step"},
+             {"Shop.buy(x) when x not in 10..1//-1", "a range with a step"},
              {"Shop.buy(\"\\u{110000}\")", "invalid code point"},
              {"Shop.buy(\"\\uZZ\")", "invalid \\u escape"},
              {"Shop.buy('\\xE9')", "invalid UTF-8"}],
