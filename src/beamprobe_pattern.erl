@@ -618,7 +618,8 @@ describe({M, F, A}) -> io_lib:format("a pattern on ~tw:~tw/~b", [M, F, A]).
          ((hd(Acc) >= $a andalso hd(Acc) =< $z) orelse
           (hd(Acc) >= $A andalso hd(Acc) =< $Z) orelse
           (hd(Acc) >= $0 andalso hd(Acc) =< $9) orelse
-          hd(Acc) =:= $_ orelse hd(Acc) =:= $? orelse hd(Acc) =:= $!))).
+          hd(Acc) =:= $_ orelse hd(Acc) =:= $? orelse hd(Acc) =:= $! orelse
+          hd(Acc) > 127))).  % a letter beyond ASCII: é?
 
 %% Character-level pass before erl_scan, outside quotes: a '%' would
 %% start an Erlang comment, so it is refused -- except, in Elixir, '%{' (a

@@ -66,7 +66,7 @@ translate(Head0, When0) ->
 prefixes([{string, A, _} = T, {'<', LA}, {'>', _} = Gt | R], N, Acc, Checks) ->
     R =/= [] orelse ?ERR(LA, "'<>' needs a right-hand side, e.g. \"abc\" <> _rest"),
     adjacent(LA, 1, Gt) orelse ?ERR(LA, "unexpected '<'"),
-    string:find(erl_scan:text(T), "#{") =:= nomatch orelse
+    not interpolates(erl_scan:text(T)) orelse
         ?ERR(A, "string interpolation is not supported"),
     case R of
         [{Kind, VA, Name} | R1] when Kind =:= var; Kind =:= atom ->
@@ -198,12 +198,12 @@ ex1([{atom, A, N} = T | R], Acc, St) ->
 ex1([{string, A, _} = T | R], [{'.', _} | _] = Acc, St) ->
     %% Mod."odd name"(...), a quoted function name (as the printer
     %% writes one): an atom
-    string:find(erl_scan:text(T), "#{") =:= nomatch orelse
+    not interpolates(erl_scan:text(T)) orelse
         ?ERR(A, "string interpolation is not supported"),
     Name = unicode:characters_to_list(ex_unescape(T), utf8),
     ex(R, [{atom, A, key_atom(A, Name)} | Acc], St);
 ex1([{string, A, _} = T | R], Acc, St) ->
-    string:find(erl_scan:text(T), "#{") =:= nomatch orelse
+    not interpolates(erl_scan:text(T)) orelse
         ?ERR(A, "string interpolation is not supported"),
     case R of
         [{':', CA} = C | R2] when R2 =/= [] ->
@@ -339,6 +339,13 @@ kw_key(Name, A, CA, R, Acc, St) ->
         _ -> ?ERR(A, "a keyword pair (key: value) belongs in a list ([a: 1]), "
                   "a map (%{a: 1}) or at the end of a call's arguments")
     end.
+
+%% Whether a string's text holds an interpolation, #{ not escaped as \#{
+%% (the printer writes a string holding "#{" as "\#{").
+interpolates([$\\, _ | R]) -> interpolates(R);
+interpolates([$#, ${ | _]) -> true;
+interpolates([_ | R]) -> interpolates(R);
+interpolates([]) -> false.
 
 %% A quoted key ("a b": 1) as an atom.
 key_atom(A, Chars) ->

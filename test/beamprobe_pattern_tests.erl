@@ -720,6 +720,18 @@ elixir_atom_literals_test_() ->
       ?_assertMatch({error, {22, "module attributes" ++ _}},
                     beamprobe_pattern:parse("Shop.buy(x) when x > @max"))}].
 
+%% What the printer writes for "#{" in a string (\#{) was refused as an
+%% interpolation; a ? after a letter beyond ASCII (:é?, [é?: 1]) was read
+%% as a character literal (syntax error).
+elixir_printed_forms_test_() ->
+    match_cases([{"Shop.buy(\"\\#{a}\")", [[<<"#{a}">>]], [[<<"a">>]]},
+                 {"Shop.buy(\"x\\#{\" <> _)", [[<<"x#{y">>]], [[<<"x">>]]},
+                 {"Shop.buy(:é?)", [['é?']], [['é']]},
+                 {"Shop.buy([é?: 1])", [[[{'é?', 1}]]], [[[{'é', 1}]]]}]) ++
+    [{"interpolation still refused",
+      ?_assertMatch({error, {10, "string interpolation" ++ _}},
+                    beamprobe_pattern:parse("Shop.buy(\"#{a}\")"))}].
+
 elixir_literal_errors_test_() ->
     Cases = [{"Shop.buy([a: 1, :b])", "keyword pairs (key: value) come last"},
              %% was "syntax error before: '/'"
