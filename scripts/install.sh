@@ -23,7 +23,10 @@
 # Every path is prefixed with DESTDIR (packagers stage into it; the links
 # point to the final paths).  Nothing half-installed stays behind: every
 # file is staged beside its place and renamed into it once all are
-# staged; a failure removes the staged copies.
+# staged; a failure removes the staged copies and the directories the
+# install created.  The directories an install created are listed in
+# APPDIR/.installed-dirs (without DESTDIR): uninstall removes them again
+# where they are empty.
 #
 # Usage: install.sh install|uninstall  (environment: DESTDIR BINDIR MANDIR
 #        ERL_LIBDIR DOCDIR VSN)
@@ -34,12 +37,29 @@ D=${DESTDIR:-}
 APPDIR=$ERL_LIBDIR/beamprobe-$VSN
 
 say() { echo "install: $*" >&2; }
+DIRS_FILE=.installed-dirs
+
+# rmdirs LIST: removes the '|'-separated directories of LIST, the last
+# first (LIST has parents before their children), where they are empty.
+rmdirs() {
+  (rev=""; IFS='|'
+   for d in $1; do rev="$d|$rev"; done
+   for d in $rev; do [ -z "$d" ] || rmdir "$d" 2>/dev/null || true; done)
+}
 
 uninstall() {
+  made=""
+  [ -f "$D$APPDIR/$DIRS_FILE" ] && made=$(cat "$D$APPDIR/$DIRS_FILE")
   rm -f "$D$BINDIR/beamprobe" "$D$MANDIR/man1/beamprobe.1" \
         "$D$DOCDIR/LICENSE" "$D$DOCDIR/README.md"
   rm -rf "$D$APPDIR"
   rmdir "$D$DOCDIR" 2>/dev/null || true
+  full=""; rest=$made
+  while [ -n "$rest" ]; do
+    d=${rest%%|*}; rest=${rest#*|}
+    [ -z "$d" ] || full="$full$D$d|"
+  done
+  rmdirs "$full"
 }
 
 if [ "$cmd" = uninstall ]; then
@@ -63,22 +83,34 @@ tag=new.$$
 new=$D$APPDIR.$tag
 FILES="$D$BINDIR/beamprobe|$D$MANDIR/man1/beamprobe.1|$D$DOCDIR/LICENSE|$D$DOCDIR/README.md"
 done_ok=no
+made=""   # the directories this install created, parents first, '|'-separated
 cleanup() {
   if [ "$done_ok" != yes ]; then
     say "failed: nothing installed (removing the staged copies)"
     rm -rf "$new"
     (IFS='|'; for f in $FILES; do rm -f "$f.$tag"; done)
+    rmdirs "$made"
   fi
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
+mkdirs() {  # mkdirs DIR: install -d DIR, noting the directories it creates
+  d=$1; missing=""
+  while [ -n "$d" ] && [ "$d" != / ] && [ "$d" != . ] && [ ! -e "$d" ]; do
+    missing="$d|$missing"; d=$(dirname "$d")
+  done
+  made="$made$missing"
+  install -d -m 0755 "$1"
+}
+
 stage() {  # stage MODE SRC DESTFILE
-  install -d -m 0755 "$(dirname "$3")"
+  mkdirs "$(dirname "$3")"
   install -m "$1" "$2" "$3.$tag"
 }
 
 # The application directory.
+mkdirs "$D$ERL_LIBDIR"
 install -d -m 0755 "$new/ebin" "$new/priv" "$new/include" "$new/doc/chunks" "$new/bin"
 install -m 0644 ebin/*.beam ebin/beamprobe.app "$new/ebin/"
 # The Elixir modules, where make elixir built them (elixirc installed).
@@ -118,6 +150,17 @@ stage 0755 bin/beamprobe "$D$BINDIR/beamprobe"
 stage 0644 docs/beamprobe.1 "$D$MANDIR/man1/beamprobe.1"
 stage 0644 LICENSE "$D$DOCDIR/LICENSE"
 stage 0644 README.md "$D$DOCDIR/README.md"
+
+# The directories an install created, for uninstall (an earlier install's
+# too: a reinstall creates none).
+list=""
+[ -f "$D$APPDIR/$DIRS_FILE" ] && list=$(cat "$D$APPDIR/$DIRS_FILE")
+rest=$made
+while [ -n "$rest" ]; do
+  d=${rest%%|*}; rest=${rest#*|}
+  case $d in "$D"/*) list="$list${d#"$D"}|" ;; esac
+done
+printf '%s' "$list" > "$new/$DIRS_FILE"
 
 # Into place.
 rm -rf "$D$APPDIR"

@@ -359,6 +359,8 @@ elif make --no-print-directory install PREFIX=/usr DESTDIR="$D2" > "$log" 2>&1; 
   not_ok $t "make install succeeded although $D2/usr/share/man is a file" "$log"
 elif left=$(find "$D2" -mindepth 1 \( -type f -o -type l \) ! -path "$D2/usr/share/man" | head -5); [ -n "$left" ]; then
   not_ok $t "a failed install left files behind: $left" "$log"
+elif left=$(find "$D2" -mindepth 1 -type d ! -path "$D2/usr" ! -path "$D2/usr/share" | head -5); [ -n "$left" ]; then
+  not_ok $t "a failed install left directories it created: $left" "$log"
 elif ! grep -q "nothing installed" "$log"; then not_ok $t "the failure was not reported" "$log"
 elif [ ! -f "$D/usr/bin/beamprobe" ]; then skip $t "the install test did not install"
 else
@@ -383,6 +385,8 @@ else
     elif left=$(find "$D" \( -type f -o -type l \) ! -path "$D/usr/bin/other-tool" | head -5); [ -n "$left" ]; then
       not_ok $t "make uninstall left files: $left" "$log"
     elif [ ! -f "$D/usr/bin/other-tool" ]; then not_ok $t "make uninstall removed another tool's file" "$log"
+    elif left=$(find "$D" -mindepth 1 -type d -empty | head -5); [ -n "$left" ]; then
+      not_ok $t "make uninstall left the directories the install created: $left" "$log"
     else ok $t; fi
   fi
 fi
