@@ -33,6 +33,9 @@ defmodule Beamprobe.MixProject do
       erlc_include_path: "include",
       erlc_options: [:debug_info],
       elixirc_paths: ["lib"],
+      # `mix test`: the ExUnit suite (test/elixir/run.sh runs the same
+      # files against make's build)
+      test_paths: ["test/elixir"],
       deps: []
     ]
   end

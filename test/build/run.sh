@@ -19,6 +19,7 @@
 #   install_atomic   a failing install leaves nothing, a failing reinstall
 #                    keeps the earlier one; uninstall removes beamprobe's files
 #   missing_tool     no dtrace / no erl_nif.h: the build stops naming the package
+#   mix_test         `mix test' in a clone of the checkout: the ExUnit suite
 #   clean            make all, a trace, make clean in a clone under a path
 #                    with spaces: nothing built is left
 #
@@ -389,6 +390,22 @@ else
       not_ok $t "make uninstall left the directories the install created: $left" "$log"
     else ok $t; fi
   fi
+fi
+
+# --- mix_test: `mix test` in a clone of the checkout runs the ExUnit suite
+t=mix_test; log=$TMP/$t.log
+if ! want $t; then :
+elif ! have mix; then skip $t "elixir (mix) is not installed (make deps installs it)"
+elif [ -z "$HEAD_SHA" ]; then skip $t "the checkout is not a git repository"
+else
+  c=$TMP/mix_test_clone
+  if ! { git clone -q "$ROOT" "$c" && (cd "$c" && git checkout -q "$HEAD_SHA"); } >> "$log" 2>&1; then
+    not_ok $t "git clone failed" "$log"
+  elif ! (cd "$c" && MIX_ENV=test mix test) >> "$log" 2>&1; then
+    not_ok $t "mix test failed" "$log"
+  elif ! grep -Eq "^[0-9]+ doctests?, [0-9]+ tests?, 0 failures" "$log"; then
+    not_ok $t "mix test ran no suite" "$log"
+  else ok "$t ($(grep -E "tests?, 0 failures" "$log" | tail -1))"; fi
 fi
 
 # --- clean: make all then make clean in a fresh clone leaves it as cloned;
