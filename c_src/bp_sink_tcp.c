@@ -92,6 +92,10 @@ struct bp_tcp_sink {
 	uint32_t max_slots;
 	struct tcp_stream *streams;
 	int ended;
+	uint64_t end_by; /* the end's deadline (ns), once the final drain
+			    began: 0 before */
+	int end_tried;   /* the end's one connection attempt was made */
+	uint64_t dump_id, dump_by; /* the dump being written, its deadline */
 	_Atomic uint64_t packets_sent, bytes_sent, connects, disconnects;
 	_Atomic uint64_t packets_dropped, events_dropped, refused;
 	_Atomic uint64_t events_unconfirmed, auth_failures;
@@ -505,6 +509,63 @@ void bp_tcp_pump(struct bp_session *s)
 	}
 }
 
+/* ---- the end, a dump ------------------------------------------------- */
+
+/* The session's end, from its final drain on (the state is STOPPED: no
+ * event comes after these), has until end_by to hand the receiver what
+ * is left; set once. */
+static uint64_t end_deadline(struct bp_session *s)
+{
+	struct bp_tcp_sink *t = s->tcp;
+
+	if (!t->end_by)
+		t->end_by = mono_ns() + FINISH_NS;
+	return t->end_by;
+}
+
+/* A flight-recorder dump (state PAUSED, the producers held off) has as
+ * long, from its first wait, for the window it moves out. */
+static uint64_t dump_deadline(struct bp_session *s)
+{
+	struct bp_tcp_sink *t = s->tcp;
+	uint64_t id = s->dumps_done + 1; /* the collector's own counter */
+
+	if (t->dump_id != id) {
+		t->dump_id = id;
+		t->dump_by = mono_ns() + FINISH_NS;
+	}
+	return t->dump_by;
+}
+
+/* One step of waiting until by: sends what the socket takes, reads the
+ * receiver's confirmations, waits up to 10 ms for the socket.  0 when
+ * there is nothing to wait for: the deadline passed, or no connection
+ * (a receiver that is gone is not waited for; at the end one last
+ * attempt is made when none is under way). */
+static int wait_step(struct bp_session *s, uint64_t by)
+{
+	struct bp_tcp_sink *t = s->tcp;
+	struct pollfd p;
+
+	if (mono_ns() >= by)
+		return 0;
+	if (t->fd < 0 && t->ended && !t->end_tried) {
+		t->end_tried = 1; /* the last attempt: no RETRY_NS wait */
+		t->next_try = 0;
+	}
+	bp_tcp_pump(s);
+	if (t->fd < 0)
+		return 0;
+	p.fd = t->fd;
+	p.events = POLLIN;
+	if (t->connecting || t->auth.state == BP_TCP_AUTH_SEND ||
+	    (t->auth.state == BP_TCP_AUTH_DONE &&
+	     (t->hello_off < t->hello_len || t->nsent < t->fcount)))
+		p.events |= POLLOUT;
+	poll(&p, 1, 10);
+	return 1;
+}
+
 /* ---- the queue ------------------------------------------------------- */
 
 /* Room for n more bytes at the end of the queue (moving what is left to
@@ -512,7 +573,7 @@ void bp_tcp_pump(struct bp_session *s)
  * of the queue is free at its front: each byte is moved at most a few
  * times, not once per packet queued behind a slow receiver (with a queue
  * of up to 2 GiB, a move per packet would keep the collector busy). */
-static int room(struct bp_tcp_sink *t, size_t n)
+static int room_now(struct bp_tcp_sink *t, size_t n)
 {
 	if (t->fcount >= MAX_FRAMES)
 		return 0;
@@ -544,6 +605,28 @@ static void put_header(struct bp_session *s, uint8_t *p, uint32_t thread,
 	bp_put_u32(p + BP_PKT_OFF_THREAD_ID, thread);
 }
 
+/* room_now, but from the session's final drain on (the last packets,
+ * the drops events, END), and in a flight-recorder dump, a full queue is
+ * waited on until the end's (the dump's) deadline while the receiver
+ * confirms what it holds: dropping at once lost all but the queue's worth
+ * of a drained ring (17,138 of 20,001 events of a flight recorder,
+ * receiver keeping up) and the drops events behind a receiver that was
+ * only behind. */
+static int room(struct bp_session *s, size_t n)
+{
+	struct bp_tcp_sink *t = s->tcp;
+
+	while (!room_now(t, n)) {
+		int st = atomic_load(&s->state);
+		uint64_t by = st == BP_S_STOPPED  ? end_deadline(s)
+			      : st == BP_S_PAUSED ? dump_deadline(s)
+						  : 0;
+		if (!by || !wait_step(s, by))
+			return 0;
+	}
+	return 1;
+}
+
 /* Losses a packet of slot i reports: the slot's own (rings, limits...)
  * and this sink's. */
 static uint64_t discarded(struct bp_session *s, uint32_t i)
@@ -573,7 +656,7 @@ static void queue_packet(struct bp_session *s, uint32_t i)
 		/* The stream's first packet: empty, nothing discarded yet
 		 * (as the file sink writes it). */
 		size_t n0 = BP_STREAM_FRAME_HDR + BP_PACKET_HEADER_SIZE;
-		if (!room(t, n0 + need))
+		if (!room(s, n0 + need))
 			goto drop;
 		put_frame_hdr(t->q + t->qlen, BP_STREAM_PACKET,
 			      BP_PACKET_HEADER_SIZE);
@@ -586,7 +669,7 @@ static void queue_packet(struct bp_session *s, uint32_t i)
 		t->qlen += n0;
 		st->seq = 1;
 	}
-	if (!room(t, need))
+	if (!room(s, need))
 		goto drop;
 	put_header(s, st->buf, i, st->ts_begin, st->ts_end, st->len,
 		   discarded(s, i), st->seq);
@@ -713,36 +796,23 @@ static void add_drops(struct bp_session *s)
 void bp_tcp_finish(struct bp_session *s)
 {
 	struct bp_tcp_sink *t = s->tcp;
-	uint64_t deadline = mono_ns() + FINISH_NS;
 
 	if (t->ended)
 		return;
 	t->ended = 1;
+	(void)end_deadline(s);
 	add_drops(s);
 	bp_tcp_flush(s, 0);
-	if (room(t, BP_STREAM_FRAME_HDR)) {
+	if (room(s, BP_STREAM_FRAME_HDR)) {
 		put_frame_hdr(t->q + t->qlen, BP_STREAM_END, 0);
 		t->frames[(t->fhead + t->fcount) % MAX_FRAMES] =
 			(struct frame){BP_STREAM_FRAME_HDR, 0, UINT32_MAX};
 		t->fcount++;
 		t->qlen += BP_STREAM_FRAME_HDR;
 	}
-	/* Not connected: one last attempt, now; a receiver that is gone
-	 * (connection refused) is not waited for. */
-	if (t->fd < 0)
-		t->next_try = 0;
-	while (t->fcount && mono_ns() < deadline) {
-		struct pollfd p;
-		bp_tcp_pump(s);
-		if (!t->fcount || t->fd < 0)
-			break;
-		p.fd = t->fd;
-		p.events = POLLIN;
-		if (t->connecting || t->auth.state == BP_TCP_AUTH_SEND ||
-		    (t->auth.state == BP_TCP_AUTH_DONE &&
-		     (t->hello_off < t->hello_len || t->nsent < t->fcount)))
-			p.events |= POLLOUT;
-		poll(&p, 1, 10);
+	/* Not connected: one last attempt, now (wait_step); a receiver that
+	 * is gone (connection refused) is not waited for. */
+	while (t->fcount && wait_step(s, end_deadline(s))) {
 	}
 	/* What the receiver did not confirm in time is lost, and counted;
 	 * of it, what was sent whole on the connection still open may have
