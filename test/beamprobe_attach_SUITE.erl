@@ -32,7 +32,8 @@
          cookie_file/1, connection_dropped/1, node_has_beamprobe/1,
          long_names/1, as_if_remote/1, two_at_once/1,
          orphan_agent_module/1, events_only/1, skipped_reported/1,
-         own_module_kept/1, force_option/1, refused_then_attach/1, nif_mapped_once/1]).
+         own_module_kept/1, force_option/1, refused_then_attach/1, nif_mapped_once/1,
+         sigkill_removes_temp_trace/1]).
 
 -define(N, 500).
 
@@ -42,7 +43,7 @@ all() -> [traces_n_calls, prints_live, session_limit_ends,
           node_has_beamprobe, long_names, as_if_remote, two_at_once,
           orphan_agent_module, events_only, skipped_reported,
           own_module_kept, force_option, refused_then_attach, nif_mapped_once, open_tmpdir,
-          unwritable_tmpdir].
+          unwritable_tmpdir, sigkill_removes_temp_trace].
 
 init_per_suite(Config) ->
     beamprobe_attach_lib:init_suite(Config).
@@ -173,6 +174,35 @@ sigkill_cleans_within_1s(Config) ->
     Ms = wait_clean(Node, Before, Config, T0, 3000),
     ct:log("clean after ~p ms", [Ms]),
     ?assert(Ms =< 1000),
+    receive {A, {exit_status, _}} -> ok after 5000 -> ok end.
+
+%% Without -o, the trace goes to a temporary directory ($TMPDIR/
+%% beamprobe-trace-XXXXXX) that attach removes at its end: also when it is
+%% killed (SIGKILL), within a second, as the node is cleaned.  On the old
+%% tree it stayed, with the trace, after every killed attach.
+sigkill_removes_temp_trace(Config) ->
+    Node = ?config(target, Config),
+    Tmp = filename:join(?config(priv_dir, Config), "kill_tmp"),
+    ok = file:make_dir(Tmp),
+    Before = snapshot(Node),
+    A = attach(Config, [short(Node), "bp_attach_work:double/1",
+                        "--seconds", "60"], [{"TMPDIR", Tmp}]),
+    wait_attached(A),
+    ok = rpc:call(Node, bp_attach_work, work, [50]),
+    [Trace] = filelib:wildcard(filename:join(Tmp, "beamprobe-trace-*")),
+    ct:log("trace directory ~s: ~p", [Trace, file:list_dir(Trace)]),
+    {os_pid, Os} = erlang:port_info(A, os_pid),
+    T0 = erlang:monotonic_time(millisecond),
+    os:cmd("kill -KILL " ++ integer_to_list(Os)),
+    _ = wait_clean(Node, Before, Config, T0, 3000),
+    Gone = fun G(0) -> file:list_dir(Tmp);
+               G(N) -> case file:list_dir(Tmp) of
+                           {ok, []} -> {ok, []};
+                           _ -> timer:sleep(50), G(N - 1)
+                       end
+           end,
+    ?assertEqual({ok, []}, Gone(20)),
+    ct:log("removed within ~p ms", [erlang:monotonic_time(millisecond) - T0]),
     receive {A, {exit_status, _}} -> ok after 5000 -> ok end.
 
 %% A NIF built for another OTP release or architecture: refused, nothing

@@ -40,6 +40,7 @@
 #define _GNU_SOURCE
 #include "bp_attach_bring.h"
 #include "bp_attach_files.h"
+#include "bp_attach_guard.h"
 #include "bp_attach_node.h"
 #include "bp_attach_rpc.h"
 #include "bp_attach_streams.h"
@@ -430,7 +431,7 @@ int bp_cmd_attach(int argc, char **argv)
 	char cookie[512], node[512], dir[PATH_MAX], text[2048],
 		nodes_text[16384];
 	int c, print = -1, rc = EXIT_FAIL, lfd = -1, done = 0, lost = 0;
-	int tmp_dir = 0, bring = 0, sig_fd = -1, printer_cut = 0;
+	int tmp_dir = 0, bring = 0, sig_fd = -1, printer_cut = 0, guard = -1;
 	long long v;
 	pid_t printer = -1;
 	uint64_t done_at = 0, lost_at = 0;
@@ -504,6 +505,8 @@ int bp_cmd_attach(int argc, char **argv)
 			return EXIT_FAIL;
 		}
 		tmp_dir = 1;
+		/* Removed even if we are killed (bp_attach_guard.c). */
+		guard = bp_attach_guard_start(dir);
 	}
 	if (sa.cluster && read_self_beam(a.home, &sa) != 0)
 		return EXIT_FAIL;
@@ -685,6 +688,8 @@ out:
 				"('beamprobe %s %s')\n", dir,
 			sa.cluster ? "cluster --print" : "print", dir);
 		tmp_dir = 0;
+		bp_attach_guard_keep(guard);
+		guard = -1;
 	}
 	if (a.fd >= 0)
 		close(a.fd); /* the agent, if still there, cleans up now */
@@ -714,5 +719,7 @@ out:
 	else if (rc == BP_EXIT_OK && print == 0 && !sa.cluster)
 		fprintf(stderr, "beamprobe: trace written to %s\n", dir);
 	bp_attach_streams_close(&ss);
+	if (guard >= 0)
+		close(guard); /* the directory is gone: the guard goes too */
 	return rc;
 }
