@@ -17,7 +17,7 @@
          silent_squatter_gives_way/1, token_checked/1,
          dead_peers_noticed/1, impostor_gets_nothing/1,
          wrong_receiver_refused/1, hmac_matches_crypto/1,
-         end_waits_for_backlog/1,
+         end_waits_for_backlog/1, stranger_is_no_damage/1,
          flight_recorder_streamed_whole/1]).
 
 -import(beamprobe_test_lib, [init_case/2, clear_trace_state/0]).
@@ -28,7 +28,7 @@ all() -> [received_trace_is_whole, stalled_receiver, reconnects,
           silent_squatter_gives_way, token_checked, dead_peers_noticed,
           impostor_gets_nothing, wrong_receiver_refused,
           hmac_matches_crypto, end_waits_for_backlog,
-          flight_recorder_streamed_whole].
+          flight_recorder_streamed_whole, stranger_is_no_damage].
 
 init_per_suite(Config) ->
     beamprobe_test_lib:require_tracer(),
@@ -400,6 +400,35 @@ backlog(Dir, Rx, RxPort) ->
     ?assertEqual(nomatch, re:run(Info, "not stopped cleanly")),
     ?assertMatch({match, _},
                  re:run(Info, "lost events: +" ++ integer_to_list(Lost))).
+
+%% A connection whose first bytes are no stream frame (a port scan, a
+%% health check, an HTTP client) is refused and named, not taken for a
+%% damaged stream: the session's trace arrives whole and receive exits 0.
+%% On the old tree receive said "stream: not a beamprobe stream" and
+%% exited 2 ("the stream was malformed") after a whole trace.
+stranger_is_no_damage(Config) ->
+    Dir = filename:join(?config(case_dir, Config), "recv"),
+    with_receiver(Dir, [], fun stranger/3).
+
+stranger(Dir, Rx, Port) ->
+    {ok, C} = gen_tcp:connect({127, 0, 0, 1}, Port, [binary, {active, false}]),
+    ok = gen_tcp:send(C, <<"GET / HTTP/1.0\r\n\r\n">>),
+    {error, closed} = gen_tcp:recv(C, 0, 5000),
+    Is = lists:seq(1, 500),
+    {ok, S} = beamprobe:start(#{calls => [{lists, seq, 2}],
+                                procs => [self()],
+                                output => {tcp, "127.0.0.1:" ++
+                                               integer_to_list(Port)}}),
+    [lists:seq(1, 3) || _ <- Is],
+    {ok, #{events := 500, dropped := #{total := 0}}} = beamprobe:stop(S),
+    {Status, Out} = wait_port(Rx),
+    ct:log("receive (~p): ~s", [Status, Out]),
+    ?assertEqual(0, Status),
+    ?assertMatch({match, _}, re:run(Out, "refused: not a beamprobe stream")),
+    ?assertMatch({match, _}, re:run(Out, "the session ended")),
+    Calls = [E || #{name := <<"call">>} = E <-
+                      beamprobe_test_lib:trace(Dir)],
+    ?assertEqual(500, length(Calls)).
 
 %% A receiver started with --token-file takes only a session that proves
 %% that token: one with another token refuses the receiver's proof (the

@@ -352,6 +352,20 @@ static int bad_input(struct bp_recv *r, const struct bp_recv_conn *c,
 	return -1;
 }
 
+/* Without a token: peer c's first bytes are not a frame of the stream at
+ * all (no magic): a port scan, a health check, a client of another
+ * protocol.  It is no sender, so nothing of the trace is damaged: refused
+ * and counted, the first three named, 0.  (It made `receive' exit 2,
+ * "malformed", after a whole trace.)  With a token, bad_input() counts
+ * it with the strangers that fail the handshake. */
+static int stranger(struct bp_recv *r, const struct bp_recv_conn *c)
+{
+	if (r->strangers++ < 3)
+		say("connection from %s refused: %s", c->peer,
+		    "not a beamprobe stream");
+	return 0;
+}
+
 /* The sender speaks another stream version (v, in its first frame). */
 static int other_version(struct bp_recv *r, const struct bp_recv_conn *c,
 			 uint32_t v)
@@ -566,7 +580,9 @@ int bp_recv_conn_read(struct bp_recv *r, struct bp_recv_conn *c)
 		const uint8_t *h = c->buf + off;
 		uint32_t type = bp_get_u32(h + 4), n = bp_get_u32(h + 8);
 		if (bp_get_u32(h) != BP_STREAM_MAGIC) {
-			rc = bad_input(r, c, "not a beamprobe stream");
+			rc = c->challenged || r->token_len
+				     ? bad_input(r, c, "not a beamprobe stream")
+				     : stranger(r, c);
 			break;
 		}
 		if (n > c->cap - BP_STREAM_FRAME_HDR) {

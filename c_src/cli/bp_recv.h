@@ -38,6 +38,9 @@ struct bp_recv {
 	uint64_t turned_away; /* connections refused: another sender held
 				 the place */
 	uint64_t bad_token;   /* connections refused: wrong or no token */
+	uint64_t strangers;   /* connections refused: their first bytes
+				 are not a stream frame (a port scan, a
+				 health check, another protocol) */
 	uint64_t unproved;    /* of them: closed by the sender after our
 				 proof (it holds another token) */
 	int ended;    /* END frame received */

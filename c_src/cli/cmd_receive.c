@@ -110,6 +110,15 @@ int bp_cmd_receive(int argc, char **argv)
 		fprintf(stderr, "beamprobe: %llu connections refused for a "
 				"wrong or missing token\n",
 			(unsigned long long)r.bad_token);
+	if (r.strangers) {
+		fprintf(stderr, "beamprobe: %llu connections refused: not a "
+				"beamprobe stream\n",
+			(unsigned long long)r.strangers);
+		/* Nothing but them came: what reached the port was no
+		 * stream (a sender pointed at it speaks something else). */
+		if (!r.have_uuid)
+			rc = BP_EXIT_DAMAGED;
+	}
 	if (r.resent || r.turned_away)
 		fprintf(stderr, "beamprobe: %llu packets sent again after a "
 				"reconnection (already written: skipped), "
