@@ -563,6 +563,15 @@ refused_then_attach(Config) ->
     ct:log("refused attach said:~n~s", [Text]),
     ?assertMatch({match, _}, re:run(Text, "use --force")),
     ?assertMatch({match, _}, re:run(Text, "no session ran; node left as it was")),
+    %% The -o directory attach made for the refused session is gone again
+    %% (on the old tree it stayed, empty); one that was there stays.
+    ?assertNot(filelib:is_dir(?config(out, Config))),
+    Had = filename:join(?config(priv_dir, Config), "had_dir"),
+    ok = file:make_dir(Had),
+    A1 = attach(Config, ["--seconds", "1", "-q", "-o", Had, short(Node),
+                         "_:_"]),
+    {2, _} = wait_exit(A1, 30000),
+    ?assertEqual({ok, []}, file:list_dir(Had)),
     Out = filename:join(?config(priv_dir, Config), "after_refused"),
     B = attach(Config, ["--seconds", "1", "-q", "-o", Out, short(Node),
                         "bp_attach_work:double/1"]),

@@ -432,6 +432,7 @@ int bp_cmd_attach(int argc, char **argv)
 		nodes_text[16384];
 	int c, print = -1, rc = EXIT_FAIL, lfd = -1, done = 0, lost = 0;
 	int tmp_dir = 0, bring = 0, sig_fd = -1, printer_cut = 0, guard = -1;
+	int made_out = 0;
 	long long v;
 	pid_t printer = -1;
 	uint64_t done_at = 0, lost_at = 0;
@@ -496,7 +497,11 @@ int bp_cmd_attach(int argc, char **argv)
 				  sizeof cookie) != 0)
 		return BP_EXIT_USAGE;
 	if (out_dir) {
+		struct stat sb;
 		snprintf(dir, sizeof dir, "%s", out_dir);
+		/* Made by us (bp_recv_open): removed again if it stays empty
+		 * (no session ran, no stream came). */
+		made_out = lstat(dir, &sb) != 0 && errno == ENOENT;
 	} else {
 		snprintf(dir, sizeof dir, "%s/beamprobe-trace-XXXXXX",
 			 bp_attach_tmp_base());
@@ -710,6 +715,8 @@ out:
 			snprintf(p, sizeof p, "%s/%s", dir, ss.s[i].node);
 			rmdir(p);
 		}
+	if (made_out && rc != BP_EXIT_OK)
+		rmdir(dir); /* only if empty: nothing was received */
 	bp_recv_close(&r);
 	free(sa.self_beam);
 	if (tmp_dir && sa.cluster)
