@@ -482,11 +482,20 @@ add(#{events := E, dropped := #{total := D}, bytes := B},
 add(_, A) -> A.
 
 %% Brings a node's trace here (if remote), records its clock offset.
+%% A node that did not answer its stop within ?CALL_TIMEOUT (stuck,
+%% frozen) is not asked for anything more: its session may still be
+%% writing the staged trace, and each further call would wait as long
+%% again (a frozen node held the stop for minutes).
 node_result(#node{name = Name, dir = Local} = N, Stop, P0, P1, Names) ->
-    Fetch = fetch(N),
+    Fetch = case Stop of
+                {error, timeout} when N#node.staged =/= undefined ->
+                    {error, {not_stopped, timeout}};
+                _ -> fetch(N)
+            end,
     Clock = clock(Name, maps:get(Name, P0, none), maps:get(Name, P1, none)),
     Ids = case Name =:= node() of
               true -> dist_ids(Names);
+              false when Stop =:= {error, timeout} -> "";
               false ->
                   try erpc:call(Name, ?MODULE, dist_ids, [Names], ?CALL_TIMEOUT)
                   catch _:_ -> ""
@@ -560,16 +569,29 @@ copy_chunks(Node, From, Fd, Off, Size) ->
 %%% Clocks
 %%% ------------------------------------------------------------------------
 
+%% Every node at once: a node that does not answer costs one probe's
+%% timeout, not ?PROBES of them per node in turn (a frozen node held a
+%% cluster stop for 80 s before it was even asked to stop).
 probe_all(Ns) ->
-    maps:from_list([{N#node.name, probe(N#node.name)} || N <- Ns]).
+    Self = self(),
+    Pids = [{N#node.name,
+             spawn_link(fun() -> Self ! {probed, self(), probe(N#node.name)} end)}
+            || N <- Ns],
+    maps:from_list([{Name, receive {probed, P, R} -> R end} || {Name, P} <- Pids]).
 
 %% {Lo, Hi, MinRtt, Count}: bounds of the offset to add to Node's trace
-%% clock to get this node's, from ?PROBES round trips; `none' when the
-%% node could not be probed.
+%% clock to get this node's, from up to ?PROBES round trips (the first
+%% that fails ends them: the node is unreachable or stuck); `none' when
+%% the node could not be probed.
 probe(Node) when Node =:= node() -> {0, 0, 0, 0};
-probe(Node) ->
-    Samples = [sample(Node) || _ <- lists:seq(1, ?PROBES)],
-    probe_bounds([S || {_, _, _} = S <- Samples]).
+probe(Node) -> probe_bounds(samples(Node, ?PROBES)).
+
+samples(_Node, 0) -> [];
+samples(Node, K) ->
+    case sample(Node) of
+        {_, _, _} = S -> [S | samples(Node, K - 1)];
+        none -> []
+    end.
 
 sample(Node) ->
     T0 = beamprobe_nif:clock(),

@@ -20,7 +20,8 @@
          refined_offsets/1, bad_specs/1, node_fails_to_start/1,
          owner_dies/1, coordinator_killed/1, node_killed/1,
          exited_not_traced/1, short_copy_refused/1,
-         disconnect_reported/1, exclude_per_node/1]).
+         disconnect_reported/1, exclude_per_node/1,
+         frozen_node_stop_bounded/1]).
 %% Run on the nodes.
 -export([pong/0, ping/3, node_clean/0, chain_start/2, sender/0]).
 -export([init/1, handle_call/3, handle_cast/2]).
@@ -31,7 +32,7 @@ all() ->
     [start_stop_three_nodes, flows_matched_not_reversed, refined_offsets,
      bad_specs, node_fails_to_start, owner_dies, coordinator_killed,
      node_killed, exited_not_traced, short_copy_refused,
-     disconnect_reported, exclude_per_node].
+     disconnect_reported, exclude_per_node, frozen_node_stop_bounded].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -514,6 +515,41 @@ exited_not_traced(_Config) ->
         erlang:trace(Live, false, [all]),
         Live ! stop
     end.
+
+%% A node frozen (SIGSTOP: a stuck VM) when the session stops: the stop
+%% returns after the one wait for that node's stop (60 s), not after 16
+%% clock probes of 5 s each, then the stop's wait, then a fetch and a
+%% dist_ids call waiting as long again (about 2 min with one frozen node
+%% before, and as much more per further frozen node); the other node's
+%% trace is fetched and that node left clean; the frozen node's entry
+%% says it was not stopped and names its staged trace.
+frozen_node_stop_bounded(Config) ->
+    Nodes = [_, N2, N3] = nodes_of(Config),
+    Dir = ?L:dir(Config, "frozen"),
+    {ok, H} = beamprobe:start(#{nodes => Nodes, events => [send],
+                                output => {file, Dir}}),
+    _ = ping_pong(Nodes, 3),
+    OsPid = erpc:call(N3, os, getpid, []),
+    Staged = filename:join(os:getenv("TMPDIR", "/tmp"), "beamprobe-cluster-*"),
+    [] = os:cmd("kill -STOP " ++ OsPid),
+    T0 = erlang:monotonic_time(millisecond),
+    R = try beamprobe:stop(H)
+        after os:cmd("kill -CONT " ++ OsPid)
+        end,
+    Ms = erlang:monotonic_time(millisecond) - T0,
+    ct:log("stop took ~p ms: ~p", [Ms, R]),
+    {ok, #{nodes := Per}} = R,
+    ?assert(Ms < 75000),
+    ?assertMatch(#{fetch := ok}, maps:get(N2, Per)),
+    ?assertMatch(#{fetch := {error, _}, staged := _}, maps:get(N3, Per)),
+    assert_clean(Config, Nodes -- [N3]),
+    %% Thawed, that node gets the stop and ends its session (unless it
+    %% has halted: a peer ends when its connection is lost); its staged
+    %% trace stays on its disk (this machine's /tmp).
+    _ = (catch ?L:wait_until(fun() -> erpc:call(N3, beamprobe, list, [], 5000) =:= [] end,
+                             20000)),
+    [ok = file:del_dir_r(D) || D <- filelib:wildcard(Staged)],
+    ok.
 
 %% Fetching a node's trace: a file that comes shorter than listed (cut,
 %% or a read error on the node) is an error naming what came, not a
