@@ -28,8 +28,9 @@
 %%% between two readings here).  A probe sent at `T0' and answered at `T3'
 %%% (control clock) that read `T1' on the node bounds the offset `D' (add
 %%% it to the node's timestamps to get the control node's clock) to
-%%% `T0 - T1 =< D =< T3 - T1'; the tightest bounds over all probes are
-%%% recorded in the node's metadata env (`clock_offset_lo_ns',
+%%% `T0 - T1 =< D =< T3 - T1'; the hull of the tightest bounds of the
+%%% start probes and of the stop probes (the offset may move in between)
+%%% is recorded in the node's metadata env (`clock_offset_lo_ns',
 %%% `clock_offset_hi_ns', their midpoint `clock_offset_ns'; the start and
 %%% stop probes separately in `clock_probe_start'/`clock_probe_stop' as
 %%% "lo,hi,min_rtt,probes") with `dist_ids', the node's numbers of the
@@ -614,9 +615,13 @@ probe_bounds(Samples) ->
     Rtt = lists:min([T3 - T0 || {T0, _, T3} <- Samples]),
     {Lo, Hi, Rtt, length(Samples)}.
 
-%% The recorded offset: the intersection of the start and stop bounds
-%% when they overlap (a constant offset); else (the clocks drifted
-%% apart) their hull, so the recorded bounds stay true.
+%% The recorded offset: the hull of the start and stop bounds.  Each
+%% holds the offset at its own moment; the offset of the whole session
+%% is only known to lie between them (the clocks of two hosts drift
+%% apart, a few ppm; a step).  Their intersection, recorded before when
+%% they overlapped, assumed a constant offset: a node stepped 20 us
+%% between the probes got bounds [-15403, -5128] that held neither its
+%% offset at the start (0) nor at the stop (-20000).
 clock(Node, _, _) when Node =:= node() ->
     [{offset_ns, 0}, {lo_ns, 0}, {hi_ns, 0}, {start, {0, 0, 0, 0}},
      {stop, {0, 0, 0, 0}}];
@@ -625,13 +630,8 @@ clock(_Node, P0, P1) ->
     case Bs of
         [] -> [{start, P0}, {stop, P1}];
         _ ->
-            ILo = lists:max([L || {L, _} <- Bs]),
-            IHi = lists:min([H || {_, H} <- Bs]),
-            {Lo, Hi} = case ILo =< IHi of
-                           true -> {ILo, IHi};
-                           false -> {lists:min([L || {L, _} <- Bs]),
-                                     lists:max([H || {_, H} <- Bs])}
-                       end,
+            Lo = lists:min([L || {L, _} <- Bs]),
+            Hi = lists:max([H || {_, H} <- Bs]),
             [{offset_ns, (Lo + Hi) div 2}, {lo_ns, Lo}, {hi_ns, Hi},
              {start, P0}, {stop, P1}]
     end.

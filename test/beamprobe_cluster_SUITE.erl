@@ -21,7 +21,7 @@
          owner_dies/1, coordinator_killed/1, node_killed/1,
          exited_not_traced/1, short_copy_refused/1,
          disconnect_reported/1, exclude_per_node/1,
-         frozen_node_stop_bounded/1]).
+         frozen_node_stop_bounded/1, stepped_clock_bounds_hold/1]).
 %% Run on the nodes.
 -export([pong/0, ping/3, node_clean/0, chain_start/2, sender/0]).
 -export([init/1, handle_call/3, handle_cast/2]).
@@ -32,7 +32,8 @@ all() ->
     [start_stop_three_nodes, flows_matched_not_reversed, refined_offsets,
      bad_specs, node_fails_to_start, owner_dies, coordinator_killed,
      node_killed, exited_not_traced, short_copy_refused,
-     disconnect_reported, exclude_per_node, frozen_node_stop_bounded].
+     disconnect_reported, exclude_per_node, frozen_node_stop_bounded,
+     stepped_clock_bounds_hold].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -550,6 +551,76 @@ frozen_node_stop_bounded(Config) ->
                              20000)),
     [ok = file:del_dir_r(D) || D <- filelib:wildcard(Staged)],
     ok.
+
+%% A node whose clock moves against the control node's during the
+%% session (here stepped by S between the start and the stop probes; in
+%% life, two hosts' clocks drift apart): the recorded bounds hold the
+%% true offset of the whole session, at its start and at its stop.  The
+%% node runs with test/clock_shift/clock_shift.so preloaded (its
+%% CLOCK_MONOTONIC 5 s ahead of this node's, plus S once stepped) and
+%% BEAMPROBE_CLOCK=monotonic (every stamp is a clock_gettime()).  The
+%% steps run from 10 us to 1.3 ms, across the probes' widths: before,
+%% the start and stop bounds were intersected whenever they overlapped,
+%% and a step smaller than their width but larger than one side of it
+%% left a true offset outside the recorded bounds.
+stepped_clock_bounds_hold(Config) ->
+    case os:find_executable("cc") of
+        false -> {skip, "no C compiler (cc) for the clock shifting library"};
+        _ -> stepped_clock_bounds_hold1(Config)
+    end.
+
+stepped_clock_bounds_hold1(Config) ->
+    Priv = ?config(priv_dir, Config),
+    So = filename:join(Priv, "clock_shift.so"),
+    Src = filename:join([filename:dirname(code:which(beamprobe)), "..", "test",
+                         "clock_shift", "clock_shift.c"]),
+    Cc = os:cmd("cc -O2 -Wall -Wextra -Werror -shared -fPIC -o " ++ So ++
+                    " " ++ Src ++ " -ldl 2>&1; echo rc=$?"),
+    ?assertEqual("rc=0", string:trim(lists:last(string:split(string:trim(Cc), "\n", all))), Cc),
+    ShiftFile = filename:join(Priv, "clock_shift"),
+    C = 5000000000,
+    {ok, Fd} = file:open(ShiftFile, [read, write, raw, binary]),
+    Set = fun(V) -> ok = file:pwrite(Fd, 0, <<V:64/signed-native>>) end,
+    Set(C),
+    Paths = [filename:dirname(code:which(beamprobe)),
+             filename:dirname(code:which(?MODULE))],
+    {ok, P, N} = peer:start_link(#{name => peer:random_name(),
+                                   env => [{"LD_PRELOAD", So},
+                                           {"BP_CLOCK_SHIFT_FILE", ShiftFile},
+                                           {"BEAMPROBE_CLOCK", "monotonic"}],
+                                   args => ["-hidden" |
+                                            lists:append([["-pa", D] || D <- Paths])]}),
+    try
+        %% The node's clock is C ahead: the shift is in force.
+        T0 = beamprobe_nif:clock(),
+        T1 = erpc:call(N, beamprobe_nif, clock, []),
+        ?assert(abs(T1 - T0 - C) < 100000000),
+        Wrong = [R || S <- [10000 bsl K || K <- lists:seq(0, 7)],
+                      R <- [step_session(Config, N, Set, C, S)], R =/= ok],
+        ?assertEqual([], Wrong)
+    after
+        catch peer:stop(P),
+        file:close(Fd)
+    end.
+
+step_session(Config, N, Set, C, S) ->
+    Set(C),
+    Dir = ?L:dir(Config, "step" ++ integer_to_list(S)),
+    {ok, H} = beamprobe:start(#{nodes => [node(), N], events => [send],
+                                output => {file, Dir}}),
+    Set(C + S),
+    {ok, _} = beamprobe:stop(H),
+    Env = env(Dir, N),
+    {Lo, Hi} = {int(Env, "clock_offset_lo_ns"), int(Env, "clock_offset_hi_ns")},
+    %% The offset to add to the node's clock: -C at the start, -(C + S)
+    %% at the stop.
+    ct:log("step ~p: bounds [~p, ~p] (~p, ~p)", [S, Lo + C, Hi + C,
+                                                 maps:get("clock_probe_start", Env),
+                                                 maps:get("clock_probe_stop", Env)]),
+    case Lo =< -(C + S) andalso -C =< Hi of
+        true -> ok;
+        false -> {S, Lo + C, Hi + C}
+    end.
 
 %% Fetching a node's trace: a file that comes shorter than listed (cut,
 %% or a read error on the node) is an error naming what came, not a
