@@ -455,7 +455,7 @@ finish(#st{nodes = Ns, dir = Dir, started = T0} = St, Why) ->
     Stops = stop_nodes(St, Why),
     _ = Dir =/= undefined andalso ensure_dir(Dir),
     Names = [N#node.name || N <- Ns],
-    Per = [try node_result(N, R, St#st.probes_start, ProbesStop, Names)
+    Per = [try node_result(N, R, St#st.probes_start, ProbesStop, Names, T0)
            catch Class:Err ->
                    {N#node.name, #{summary => R, output => N#node.dir,
                                    error => {Class, Err}}}
@@ -487,7 +487,7 @@ add(_, A) -> A.
 %% frozen) is not asked for anything more: its session may still be
 %% writing the staged trace, and each further call would wait as long
 %% again (a frozen node held the stop for minutes).
-node_result(#node{name = Name, dir = Local} = N, Stop, P0, P1, Names) ->
+node_result(#node{name = Name, dir = Local} = N, Stop, P0, P1, Names, T0) ->
     Fetch = case Stop of
                 {error, timeout} when N#node.staged =/= undefined ->
                     {error, {not_stopped, timeout}};
@@ -502,7 +502,7 @@ node_result(#node{name = Name, dir = Local} = N, Stop, P0, P1, Names) ->
                   catch _:_ -> ""
                   end
           end,
-    Env = env(Clock, Ids, Names),
+    Env = env(Clock, Ids, Names) ++ lost_env(N, T0),
     Rec = case Fetch of
               ok when Local =:= undefined -> ok;
               ok -> rewrite_env(filename:join(Local, "metadata"), Env);
@@ -649,6 +649,15 @@ env(Clock, Ids, Names) ->
             V <- [proplists:get_value(K, Clock)], is_integer(V)] ++
         [{"clock_probe_start", Probe(proplists:get_value(start, Clock))},
          {"clock_probe_stop", Probe(proplists:get_value(stop, Clock))}].
+
+%% A node seen going mid-session (its session ended there then, and its
+%% trace with it): `cluster_lost' = "Seconds,Reason", so that the merged
+%% timeline says where that node's part ends instead of showing a trace
+%% that looks whole.
+lost_env(#node{lost = {T, Why}}, T0) ->
+    [{"cluster_lost", lists:flatten(io_lib:format("~.3f,~0tP",
+                                                  [(T - T0) / 1000, Why, 8]))}];
+lost_env(#node{}, _T0) -> [].
 
 %% @doc How this node prints pids of each of `Nodes': "Num=node,..." where
 %% Num is the first number of `<Num.X.Y>' (also `#Ref<Num...>',

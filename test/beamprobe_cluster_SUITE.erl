@@ -695,6 +695,16 @@ disconnect_reported(Config, N2) ->
     ?assertEqual(Total, lists:sum([E || {_, #{summary := {ok, #{events := E}}}}
                                             <- maps:to_list(Per)])),
     ?assertMatch(#{fetch := ok}, maps:get(N2, Per)),
+    %% The merged timeline says so too (before: a node trace that looked
+    %% whole, exit 0, its end not explained): the trace records it
+    %% (env cluster_lost), `beamprobe cluster' names the node, exit 2.
+    ?assertMatch(#{"cluster_lost" := _}, env(Dir, N2)),
+    {2, Out} = ?L:cli(["cluster", Dir]),
+    ct:log("~ts", [Out]),
+    {match, _} = re:run(Out, "node " ++ atom_to_list(N2) ++
+                            " was lost mid-session \\(.*noconnection"),
+    {match, _} = re:run(Out, "Lost mid-session \\(their traces end there\\): " ++
+                            atom_to_list(N2) ++ " \\(after [0-9.]+,noconnection\\)"),
     assert_clean(Config, [node()]),
     ?assertEqual(Clean, erpc:call(N2, ?MODULE, node_clean, [])).
 

@@ -371,11 +371,19 @@ static int open_dir(struct bp_cluster *c, const char *dir, int single)
 	/* Ids need every node's name first; clocks the control node's. */
 	for (unsigned i = 0; i < c->n; i++) {
 		struct bp_reader r;
+		const char *lost;
 
 		if (bp_reader_open(&r, c->nodes[i].dir, BP_READER_QUIET |
 							      BP_READER_UNPRIMED) == 0) {
 			parse_ids(c, &c->nodes[i], bp_meta_env(&r.meta, "dist_ids"));
 			read_clock(c, i, &r.meta);
+			lost = bp_meta_env(&r.meta, "cluster_lost");
+			if (lost && !(c->nodes[i].lost = strdup(lost))) {
+				bp_reader_close(&r);
+				bp_cli_error("%s: out of memory", dir);
+				bp_cluster_close(c);
+				return -1;
+			}
 			bp_reader_close(&r);
 		}
 	}
@@ -401,6 +409,15 @@ static int open_dir(struct bp_cluster *c, const char *dir, int single)
 			     c->missing_sends[k] == 1 ? "" : "s");
 		c->problems++;
 	}
+	for (unsigned i = 0; i < c->n; i++)
+		if (c->nodes[i].lost) {
+			bp_cli_error("%s: node %s was lost mid-session (env "
+				     "cluster_lost: seconds in, reason: %s): "
+				     "its session ended there and its trace "
+				     "stops at that point",
+				     dir, c->nodes[i].name, c->nodes[i].lost);
+			c->problems++;
+		}
 	return 0;
 }
 
@@ -433,6 +450,7 @@ void bp_cluster_close(struct bp_cluster *c)
 	for (unsigned i = 0; i < c->n; i++) {
 		free(c->nodes[i].name);
 		free(c->nodes[i].dir);
+		free(c->nodes[i].lost);
 	}
 	free(c->sends);
 	free(c->recvs);

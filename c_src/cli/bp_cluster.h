@@ -82,6 +82,9 @@
 struct bp_cnode {
 	char *name;        /* env "node", else the directory name; owned */
 	char *dir;         /* owned */
+	char *lost;        /* env cluster_lost ("Seconds,Reason": the node
+			      was lost mid-session, its trace ends there),
+			      NULL if none; owned */
 	int has_clock;     /* recorded bounds present and plausible */
 	int clock_refused; /* recorded bounds present but refused (said) */
 	int64_t rec_off, rec_lo, rec_hi; /* recorded (probes) */

@@ -560,6 +560,18 @@ static int do_json(const struct bp_cluster *c, struct pair *p)
 		bp_out_char(&o, '}');
 	}
 	bp_out_char(&o, ']');
+	bp_out_str(&o, ",\n \"lost_nodes\": [");
+	for (unsigned i = 0, k = 0; i < c->n; i++)
+		if (c->nodes[i].lost) {
+			bp_out_str(&o, k++ ? ", {\"node\": " : "{\"node\": ");
+			bp_out_json_str(&o, c->nodes[i].name,
+					strlen(c->nodes[i].name));
+			bp_out_str(&o, ", \"lost\": ");
+			bp_out_json_str(&o, c->nodes[i].lost,
+					strlen(c->nodes[i].lost));
+			bp_out_char(&o, '}');
+		}
+	bp_out_char(&o, ']');
 	bp_out_str(&o, ",\n \"offsets\": [");
 	for (unsigned i = 0; i < c->n; i++) {
 		const struct bp_cnode *nd = &c->nodes[i];
@@ -647,6 +659,15 @@ static int do_text(const struct bp_cluster *c, struct pair *p)
 		bp_out_str(&o, c->missing_sends[k] == 1 ? " send to it not received)"
 							: " sends to it not received)");
 	}
+	for (unsigned i = 0, k = 0; i < c->n; i++)
+		if (c->nodes[i].lost) {
+			bp_out_str(&o, k++ ? ", " : "\nLost mid-session (their "
+						    "traces end there): ");
+			bp_out_str(&o, c->nodes[i].name);
+			bp_out_str(&o, " (after ");
+			bp_out_str(&o, c->nodes[i].lost);
+			bp_out_str(&o, ")");
+		}
 	bp_out_str(&o, "\nClock offsets (ns, added to a node's timestamps "
 		       "to get the control node's clock):\n");
 	for (unsigned i = 0; i < c->n; i++) {
