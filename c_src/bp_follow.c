@@ -386,21 +386,18 @@ static int serial_of(ErlNifEnv *env, ERL_NIF_TERM t, uint64_t *v)
 	return 0;
 }
 
-/* Is a seq_trace label one of a follow session's (bp_follow.h), and of
- * this node not an earlier session's (left in a process's token)?  The
- * application's own labels, and other tools', are none of ours: not
- * recorded, and not new requests.  Another node's follow sessions' labels
- * are taken (a request that came from there). */
+/* Is a seq_trace label this session's?  A cluster follow session gives
+ * every node's session the same label (src/beamprobe_cluster.erl), so a
+ * request that came from another node of the session carries it too.
+ * The application's own labels, other tools', and those an earlier or
+ * unrelated follow session (of this node or another) left in a
+ * process's token are none of ours: not recorded, and not new requests
+ * (before, any other node's follow label was taken). */
 static int our_label(ErlNifEnv *env, struct bp_session *s, ERL_NIF_TERM l)
 {
 	ErlNifUInt64 v;
-	uint64_t mine = s->follow->label;
 
-	if (!enif_get_uint64(env, l, &v) || !bp_follow_is_label(v))
-		return 0;
-	if (BP_FOLLOW_LABEL_NODE(v) == BP_FOLLOW_LABEL_NODE(mine))
-		return v == mine;
-	return 1;
+	return enif_get_uint64(env, l, &v) && v == s->follow->label;
 }
 
 void bp_follow_seq(ErlNifEnv *env, struct bp_session *s,

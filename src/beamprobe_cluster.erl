@@ -89,7 +89,18 @@
 %% `{ok, Handle}' or `{error, Reason}' with nothing left running on any
 %% node.
 -spec start(map(), pid()) -> {ok, pid()} | {error, term()}.
-start(#{nodes := Nodes} = Spec, Owner) ->
+start(#{nodes := Nodes} = Spec0, Owner) ->
+    %% A follow session: one seq_trace label for every node's session,
+    %% so that each records only this session's requests (before, each
+    %% node took any other node's follow label: a label an earlier or
+    %% unrelated follow session left in another node's processes).
+    Spec = case Spec0 of
+               #{follow := F} when is_map(F) ->
+                   Spec0#{follow := F#{'$label' => beamprobe_follow:label(
+                                                     node(), erlang:unique_integer(
+                                                               [positive, monotonic]))}};
+               #{} -> Spec0
+           end,
     case check(Nodes, Spec) of
         {ok, Ns, Dir, Base} ->
             {ok, Pid} = gen_server:start(?MODULE, {Owner, Dir}, []),

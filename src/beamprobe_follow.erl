@@ -170,9 +170,12 @@ check(#{follow := F} = Spec) when is_map(F) ->
 check(#{follow := F}) -> {error, {bad_option, follow, F}}.
 
 check_follow(F, Spec) ->
-    case [K || K <- maps:keys(F), not lists:member(K, [from, budget])] of
+    case [K || K <- maps:keys(F), not lists:member(K, [from, budget, '$label'])] of
         [K | _] -> {error, {unknown_option, {follow, K}}};
-        [] ->
+        [] when not is_map_key('$label', F) orelse
+                is_integer(map_get('$label', F)) andalso
+                map_get('$label', F) bsr 48 =:= 16#2DF andalso
+                map_get('$label', F) < 1 bsl 58 ->
             case {root(maps:get(from, F, undefined)),
                   budget(maps:get(budget, F, #{}))} of
                 {{error, _} = E, _} -> E;
@@ -182,8 +185,10 @@ check_follow(F, Spec) ->
                     Base = maps:without([follow], Spec),
                     case beamprobe_config:validate(Base#{calls => [MFA]}) of
                         {ok, #{sinks := [#{type := file}]} = C} ->
-                            {ok, C#{root => MFA, budget => B,
-                                    limits => session_limits(Spec, C)}};
+                            {ok, maps:merge(
+                                   C#{root => MFA, budget => B,
+                                      limits => session_limits(Spec, C)},
+                                   maps:with(['$label'], F))};
                         %% The follow session writes a directory only: a
                         %% handler, tcp or usdt sink would be ignored.
                         {ok, _} ->
@@ -192,7 +197,8 @@ check_follow(F, Spec) ->
                                      "directory only: output => {file, Dir}"}};
                         {error, _} = E -> E
                     end
-            end
+            end;
+        [] -> {error, {bad_option, {follow, '$label'}, maps:get('$label', F)}}
     end.
 
 root(P) when is_list(P); is_binary(P) ->
@@ -242,8 +248,11 @@ init({Owner, C}) ->
     put(config, C),
     {ok, #st{owner = Owner, monitor = monitor(process, Owner), mfa = MFA,
              dir = Dir, budget = B,
-             label = label(node(), erlang:unique_integer([positive,
-                                                          monotonic])),
+             %% A cluster session's nodes share one label
+             %% (beamprobe_cluster): only its own counts on each node.
+             label = maps:get('$label', C,
+                              label(node(), erlang:unique_integer(
+                                              [positive, monotonic]))),
              started = erlang:monotonic_time(millisecond)}}.
 
 %% @private

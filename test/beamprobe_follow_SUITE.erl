@@ -839,11 +839,16 @@ foreign_labels(Config) ->
     {Peer, B} = start_peer(),
     try
         Self = self(),
-        Sink = spawn(fun() -> sink(Self, 100) end),
+        Sink = spawn(fun() -> sink(Self, 150) end),
         {ok, H} = follow(Dir, #{}),
         %% This node's label of another (earlier) follow session.
         Stale = beamprobe_follow:label(node(), erlang:unique_integer(
                                                  [positive, monotonic])),
+        %% The sender's node's label of an earlier (or unrelated) follow
+        %% session there: not this session's either (before, any other
+        %% node's follow label was taken, and its messages recorded
+        %% here as requests).
+        StaleB = beamprobe_follow:label(B, 77),
         erpc:call(B, fun() ->
                              [begin
                                   seq_trace:set_token(label, L),
@@ -851,7 +856,7 @@ foreign_labels(Config) ->
                                   seq_trace:set_token('receive', true),
                                   [Sink ! {app, I} || I <- lists:seq(1, 50)],
                                   seq_trace:set_token([])
-                              end || L <- [{my_app, order_42}, Stale]],
+                              end || L <- [{my_app, order_42}, Stale, StaleB]],
                              ok
                      end),
         receive {sunk, Sink} -> ok after 10000 -> ct:fail(not_sunk) end,
