@@ -64,12 +64,20 @@ servers() ->
 %% ask(_, {serve, N}) instead serves N echo requests itself (the root
 %% of a request that takes other requests' messages); ask(_, {chain,
 %% Pids}) sends through forwarders (forward/0) in turn, the last
-%% answering.
--spec ask(pid() | none, {term(), [non_neg_integer()] | [pid()] | pos_integer()}) ->
+%% answering; ask(Echo, {spawned, Id}) has a process it spawns make the
+%% round trip and tell it.
+-spec ask(pid() | none, {term(), [non_neg_integer()] | [pid()] | pos_integer() | term()}) ->
           non_neg_integer().
 ask(_, {chain, [First | Rest] = Ps}) ->
     First ! {fwd, Rest, self(), x},
     receive {done, x} -> length(Ps) end;
+ask(Echo, {spawned, Id}) ->
+    Root = self(),
+    spawn(fun() ->
+                  Echo ! {echo, self(), Id},
+                  receive {echoed, Id} -> Root ! {worker_done, Id} end
+          end),
+    receive {worker_done, Id} -> 1 end;
 ask(_, {serve, N}) when is_integer(N) ->
     lists:foreach(fun(_) ->
                           receive {echo, From, Tag} -> From ! {echoed, Tag} end

@@ -8,7 +8,9 @@
  * a process of the request sent (a send matched to its receive: same
  * receiver and text, bp_cluster.h) -- the messages that carried the
  * seq_trace label that spread the tracing -- until it sends back to the
- * process that message came from (follow_other()).  Receives of other
+ * process that message came from (follow_other()), a new process's
+ * spawn_reply to its parent aside (OTP 25 spawns by a labelled
+ * spawn_request message: the child works for the request).  Receives of other
  * messages are left out, and counted (printed after the requests), as
  * are the events of processes working for no request then.  Limits: a process that takes the messages of
  * two followed requests out of their arrival order, or never answers
@@ -217,6 +219,13 @@ static int follow_other(const struct bp_cluster *c, struct state *s,
 			reply = h->rnode == n &&
 				e->num[BP_FLD(SEND, to)] == h->rpid;
 		}
+		/* A new process's spawn_reply to its parent (OTP 25 spawns
+		 * by a spawn_request message, labelled: the child works for
+		 * the request from it) is not the child's answer: what it
+		 * does next is still the request's work. */
+		if (reply && strncmp(e->str[BP_FLD(SEND, message)],
+				     "{spawn_reply,", 13) == 0)
+			reply = 0;
 		if (reply) {
 			memmove(p->pend, p->pend + 1,
 				(p->npend - 1) * sizeof *p->pend);
