@@ -18,7 +18,7 @@
          request_table/1, across_nodes_request_budget/1,
          root_serves_others/1, root_takes_unrelated/1,
          process_table_full/1, two_at_once/1, foreign_labels/1,
-         spawned_worker/1]).
+         spawned_worker/1, across_nodes_erpc/1]).
 -export([node_state/0]).
 
 -define(L, beamprobe_test_lib).
@@ -29,7 +29,8 @@ all() ->
      across_nodes_conflict, across_nodes_peer_dies, across_nodes_budget,
      seq_tracer_replaced, request_events, request_ms, request_table,
      across_nodes_request_budget, root_serves_others, root_takes_unrelated,
-     process_table_full, two_at_once, foreign_labels, spawned_worker].
+     process_table_full, two_at_once, foreign_labels, spawned_worker,
+     across_nodes_erpc].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -894,6 +895,43 @@ spawned_worker(Config) ->
                "sent \\{worker_done,w\\} to <",
                "received \\{worker_done,w\\}$"]],
     ?assertEqual(nomatch, re:run(Out, "Left out")).
+
+%% A request across three nodes through erpc: the root calls
+%% erpc:call(B, ...), whose process on B (spawned by a spawn_request the
+%% root sends to B's node name, then sent the call by name too) asks the
+%% echo server on C.  `beamprobe request' showed the root's 4 events
+%% only, B's and C's left out: a send to a node's name was taken for a
+%% send to a process registered under that name on the sender's node.
+across_nodes_erpc(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    {PB, B} = start_peer(),
+    {PC, C} = start_peer(),
+    try
+        true = erpc:call(B, net_kernel, connect_node, [C]),
+        Echo = erpc:call(C, erlang, spawn, [?W, echo, []]),
+        {ok, H} = beamprobe:start(#{follow => #{from => "follow_request:ask/2"},
+                                    nodes => [node(), B, C],
+                                    output => {file, Dir}}),
+        Self = self(),
+        spawn(fun() -> Self ! {asked, ?W:ask(B, {erpc, Echo})} end),
+        receive {asked, 1} -> ok end,
+        timer:sleep(50),
+        {ok, Sum} = beamprobe:stop(H),
+        ct:pal("~p", [Sum]),
+        Out = ?L:cli_ok(["request", Dir]),
+        ct:pal("~s", [Out]),
+        [Bs, Cs] = [atom_to_list(N) || N <- [B, C]],
+        ?assertMatch({match, _}, re:run(Out, "^Request 1: .*, 3 processes", [multiline])),
+        [?assertMatch({match, _}, re:run(Out, RE, [multiline]))
+         || RE <- [" " ++ Bs ++ "   <[0-9.]+> received \\{spawn_request,",
+                   " " ++ Bs ++ "   <[0-9.]+> sent \\{echo,<[0-9.]+>,once\\} to <",
+                   " " ++ Cs ++ "     <[0-9.]+> received \\{echo,<[0-9.]+>,once\\}$",
+                   " " ++ Cs ++ "     <[0-9.]+> sent \\{echoed,once\\} to <",
+                   " " ++ Bs ++ "       <[0-9.]+> received \\{echoed,once\\}$"]]
+    after
+        catch peer:stop(PB),
+        catch peer:stop(PC)
+    end.
 
 sink(To, 0) -> To ! {sunk, self()};
 sink(To, N) -> receive {app, _} -> sink(To, N - 1) end.

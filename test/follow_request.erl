@@ -4,7 +4,7 @@
 %%% included.)
 -module(follow_request).
 -export([root/2, mid/1, srv/1, plain/2, plain_until_stop/1, servers/0,
-         ask/2, echo/0, forward/0]).
+         ask/2, echo/0, forward/0, echo_once/1]).
 
 %% @doc The root of a request: asks Mid for X's reply.
 -spec root(pid(), integer()) -> integer().
@@ -65,12 +65,15 @@ servers() ->
 %% of a request that takes other requests' messages); ask(_, {chain,
 %% Pids}) sends through forwarders (forward/0) in turn, the last
 %% answering; ask(Echo, {spawned, Id}) has a process it spawns make the
-%% round trip and tell it.
--spec ask(pid() | none, {term(), [non_neg_integer()] | [pid()] | pos_integer() | term()}) ->
+%% round trip and tell it; ask(Node, {erpc, Echo}) has erpc:call/4
+%% make it (echo_once/1) on Node.
+-spec ask(pid() | node() | none, {term(), [non_neg_integer()] | [pid()] | pos_integer() | term()}) ->
           non_neg_integer().
 ask(_, {chain, [First | Rest] = Ps}) ->
     First ! {fwd, Rest, self(), x},
     receive {done, x} -> length(Ps) end;
+ask(Node, {erpc, Echo}) when is_atom(Node) ->
+    erpc:call(Node, ?MODULE, echo_once, [Echo]);
 ask(Echo, {spawned, Id}) ->
     Root = self(),
     spawn(fun() ->
@@ -89,6 +92,12 @@ ask(Echo, {Id, Plan}) ->
                         Echo ! {echo, self(), {Id, I}},
                         receive {echoed, {Id, I}} -> I + 1 end
                 end, 0, Plan).
+
+%% @doc One round trip to the echo server Echo.
+-spec echo_once(pid()) -> 1.
+echo_once(Echo) ->
+    Echo ! {echo, self(), once},
+    receive {echoed, once} -> 1 end.
 
 %% @doc The echo server of ask/2.
 -spec echo() -> no_return().

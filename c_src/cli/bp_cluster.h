@@ -34,7 +34,9 @@
  * Message identity: a send and a receive match when the receiver (the
  * destination pid, or its registered name for {Name, Node} sends) and the
  * message text agree (for a send to an alias, a reference: the
- * receiving node and the text; for a send to a name that no process
+ * receiving node and the text; for a send to another node's name -- a
+ * spawn there, OTP 25's spawn_request and erpc's call, sent before the
+ * receiver has a pid -- the same; for a send to a name that no process
  * has in the receiving node's trace -- a follow session's trace names
  * none -- also the receiving node and the text).  A receiving process's
  * name is the one it has at the receive, else the last one its trace

@@ -279,6 +279,14 @@ int bp_cluster_read_node(struct bp_cluster *c, unsigned idx,
 					break;
 				}
 				m.key = bp_cluster_msg_key(2, dn, "", 0, mh);
+			} else if (memchr(to, '@', ton) &&
+				   (dn = bp_cluster_dest_index(c, to, ton)) >= 0 &&
+				   dn != (int)idx) {
+				/* To another node of the session by its name:
+				 * a spawn on it (spawn_request, erpc's call),
+				 * the receiver not yet a pid when sent.  The
+				 * node and the message are known. */
+				m.key = bp_cluster_msg_key(2, dn, "", 0, mh);
 			} else if (ton > 0 && to[0] != '<' && to[0] != '#') {
 				dn = (int)idx;
 				m.key = bp_cluster_msg_key(1, dn, to, ton, mh);
