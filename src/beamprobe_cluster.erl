@@ -495,19 +495,25 @@ add(_, A) -> A.
 
 %% Brings a node's trace here (if remote), records its clock offset.
 %% A node that did not answer its stop within ?CALL_TIMEOUT (stuck,
-%% frozen) is not asked for anything more: its session may still be
-%% writing the staged trace, and each further call would wait as long
-%% again (a frozen node held the stop for minutes).
+%% frozen), or whose connection went meanwhile, is not asked for
+%% anything more: its session may still be writing the staged trace, and
+%% each further call would wait as long again, or for a new connection
+%% to a frozen node (a frozen node held the stop for minutes).
 node_result(#node{name = Name, dir = Local} = N, Stop, P0, P1, Names, T0) ->
+    Gone = case Stop of
+               {error, timeout} -> true;
+               {error, {agent_down, noconnection}} -> true;
+               _ -> false
+           end,
     Fetch = case Stop of
-                {error, timeout} when N#node.staged =/= undefined ->
-                    {error, {not_stopped, timeout}};
+                {error, R} when Gone, N#node.staged =/= undefined ->
+                    {error, {not_stopped, R}};
                 _ -> fetch(N)
             end,
     Clock = clock(Name, maps:get(Name, P0, none), maps:get(Name, P1, none)),
     Ids = case Name =:= node() of
               true -> dist_ids(Names);
-              false when Stop =:= {error, timeout} -> "";
+              false when Gone -> "";
               false ->
                   try erpc:call(Name, ?MODULE, dist_ids, [Names], ?CALL_TIMEOUT)
                   catch _:_ -> ""

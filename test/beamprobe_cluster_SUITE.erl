@@ -21,7 +21,8 @@
          owner_dies/1, coordinator_killed/1, node_killed/1,
          exited_not_traced/1, short_copy_refused/1,
          disconnect_reported/1, exclude_per_node/1,
-         frozen_node_stop_bounded/1, stepped_clock_bounds_hold/1]).
+         frozen_node_stop_bounded/1, frozen_node_disconnected/1,
+         stepped_clock_bounds_hold/1]).
 %% Run on the nodes.
 -export([pong/0, ping/3, node_clean/0, chain_start/2, sender/0]).
 -export([init/1, handle_call/3, handle_cast/2]).
@@ -33,7 +34,7 @@ all() ->
      bad_specs, node_fails_to_start, owner_dies, coordinator_killed,
      node_killed, exited_not_traced, short_copy_refused,
      disconnect_reported, exclude_per_node, frozen_node_stop_bounded,
-     stepped_clock_bounds_hold].
+     frozen_node_disconnected, stepped_clock_bounds_hold].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -551,6 +552,53 @@ frozen_node_stop_bounded(Config) ->
                              20000)),
     [ok = file:del_dir_r(D) || D <- filelib:wildcard(Staged)],
     ok.
+
+%% The same, with a net tick time of 10 s, so that the frozen node is
+%% disconnected during the stop's wait: the stop then returns at once,
+%% without trying new connections to the frozen node for the fetch and
+%% the dist_ids call (7 s each: net_setuptime).
+frozen_node_disconnected(Config) ->
+    Old = net_kernel:get_net_ticktime(),
+    Paths = [filename:dirname(code:which(beamprobe)),
+             filename:dirname(code:which(?MODULE))],
+    _ = net_kernel:set_net_ticktime(10, 0),
+    try
+        _ = ?L:wait_until(fun() -> net_kernel:get_net_ticktime() =:= 10 end, 15000),
+        {ok, P, N} = peer:start_link(#{name => peer:random_name(),
+                                       connection => standard_io,
+                                       args => ["-hidden", "-kernel", "net_ticktime", "10" |
+                                                lists:append([["-pa", D] || D <- Paths])]}),
+        true = net_kernel:connect_node(N),
+        try frozen_node_disconnected(Config, N)
+        after catch peer:stop(P)
+        end
+    after
+        net_kernel:set_net_ticktime(Old, 0)
+    end.
+
+frozen_node_disconnected(Config, N) ->
+    Dir = ?L:dir(Config, "frozen10"),
+    {ok, H} = beamprobe:start(#{nodes => [node(), N], events => [send],
+                                output => {file, Dir}}),
+    OsPid = erpc:call(N, os, getpid, []),
+    [] = os:cmd("kill -STOP " ++ OsPid),
+    T0 = erlang:monotonic_time(millisecond),
+    R = try beamprobe:stop(H)
+        after os:cmd("kill -CONT " ++ OsPid)
+        end,
+    Ms = erlang:monotonic_time(millisecond) - T0,
+    ct:log("stop took ~p ms: ~p", [Ms, R]),
+    {ok, #{nodes := #{N := Per}}} = R,
+    ?assertMatch(#{fetch := {error, {not_stopped, {agent_down, noconnection}}},
+                   staged := _}, Per),
+    ?assert(Ms < 20000),
+    %% Thawed, the node ends its session; its staged trace stays.
+    #{staged := Staged} = Per,
+    _ = (catch ?L:wait_until(fun() -> net_kernel:connect_node(N) andalso
+                                          erpc:call(N, beamprobe, list, [], 5000) =:= [] end,
+                             20000)),
+    ?assertEqual([], erpc:call(N, beamprobe, list, [])),
+    ok = file:del_dir_r(Staged).
 
 %% A node whose clock moves against the control node's during the
 %% session (here stepped by S between the start and the stop probes; in
