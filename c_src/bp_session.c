@@ -60,11 +60,20 @@ void bp__session_wake(struct bp_session *s)
 void bp_session_request_stop(struct bp_session *s, enum bp_stop_reason r)
 {
 	int none = BP_SR_NONE;
-	int running = BP_S_RUNNING;
+	int st = atomic_load(&s->state);
 
 	atomic_compare_exchange_strong(&s->stop_reason, &none, (int)r);
-	if (atomic_compare_exchange_strong(&s->state, &running, BP_S_STOPPING))
-		bp__session_wake(s); /* so that it tells the session now */
+	/* From RUNNING, and from PAUSED too: a request made while a
+	 * flight-recorder dump holds the producers off (the dump's own write
+	 * failing, or a producer that read RUNNING just before the pause)
+	 * must not be lost when the dump sets RUNNING again (it does so
+	 * only from PAUSED). */
+	while (st == BP_S_RUNNING || st == BP_S_PAUSED)
+		if (atomic_compare_exchange_weak(&s->state, &st,
+						 BP_S_STOPPING)) {
+			bp__session_wake(s); /* so that it tells the session */
+			return;
+		}
 }
 
 void bp_session_drops(struct bp_session *s, uint64_t out[BP_DROP_COUNT])

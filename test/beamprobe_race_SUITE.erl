@@ -13,7 +13,8 @@
          init_per_testcase/2, end_per_testcase/2]).
 -export([concurrent_all_starts/1, simultaneous_stops/1,
          shell_count_reached/1, killed_mid_install/1,
-         janitor_restarted/1, fence_fallback/1]).
+         janitor_restarted/1, fence_fallback/1,
+         dump_write_error_ends/1]).
 %% A beamprobe_handler whose init/1 blocks until told (to hold a session
 %% in the middle of its install).
 -export([init/1, handle_events/2, terminate/2]).
@@ -26,7 +27,8 @@ suite() -> [{timetrap, {seconds, 180}}].
 
 all() ->
     [concurrent_all_starts, simultaneous_stops, shell_count_reached,
-     killed_mid_install, janitor_restarted, fence_fallback].
+     killed_mid_install, janitor_restarted, fence_fallback,
+     dump_write_error_ends].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -46,6 +48,8 @@ end_per_testcase(_Case, _Config) ->
     ok.
 
 busy(X) -> X + 1.
+
+spin() -> _ = busy(1), spin().
 shared(X) -> X.
 
 %%% ------------------------------------------------------------------------
@@ -81,6 +85,35 @@ concurrent_all_starts(Config) ->
     ?assertEqual([], [{P, F} || P <- processes(),
                                 F <- [erlang:trace_info(P, flags)],
                                 F =/= {flags, []}, F =/= undefined]).
+
+%% A stop asked for while a flight-recorder dump holds the producers off
+%% is not lost: the dump's own write fails (the trace directory was
+%% removed), which ends the session with `io_error' as any write error
+%% does.  Before, the request found the state `paused', not `running',
+%% and the dump set it `running' again: 1 s later the session still
+%% traced (`state => running', `stop_reason => io_error', 2.8 M more
+%% events overwritten) until stop/1 or its 60 s.
+dump_write_error_ends(Config) ->
+    Dir = ?L:dir(Config, "fr"),
+    W = spawn_link(fun spin/0),
+    S = ?L:start(#{procs => [W], calls => [{?MODULE, busy, 1}],
+                   overflow => drop_oldest, buffer => 65536,
+                   output => {file, Dir}}),
+    timer:sleep(50),
+    _ = os:cmd("rm -rf '" ++ Dir ++ "'"),
+    ok = beamprobe:dump(S),
+    Ended = try ?L:wait_ended(S, 3000), true
+            catch _:_ -> false
+            end,
+    {ok, I} = beamprobe:info(S),
+    ct:log("info after the dump: ~p", [I]),
+    unlink(W),
+    exit(W, kill),
+    ?assert(Ended),
+    ?assertEqual(io_error, maps:get(stop_reason, I)),
+    {ok, Sum} = beamprobe:stop(S),
+    ?assertMatch({error, {file, _}}, maps:get(io_error, Sum)),
+    ?assert(maps:get(io_error, maps:get(dropped, Sum)) > 0).
 
 %% 200 sessions holding the same call pattern (each on its own process),
 %% stopped by 200 processes at once: the pattern is gone afterwards.
