@@ -94,7 +94,6 @@ enum bp_follow_count {
  * label as beamprobe's, bits 24-47 are a hash of the node's name, bits
  * 0-23 the session's serial on that node. */
 #define BP_FOLLOW_LABEL_MAGIC 0x2DFull
-#define BP_FOLLOW_LABEL_NODE(l) (((l) >> 24) & 0xFFFFFFull)
 
 static inline int bp_follow_is_label(uint64_t l)
 {

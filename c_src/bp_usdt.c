@@ -83,7 +83,7 @@ static const char *probe_name(unsigned i)
 int bp_usdt_sem_check(void)
 {
 	for (unsigned i = 0; i < BP_EV_COUNT; i++)
-		if (bp_event_descs[i].name && !bp_usdt_sem[i])
+		if (!bp_usdt_sem[i])
 			return (int)i;
 	return -1;
 }
@@ -119,12 +119,10 @@ static inline struct def_row *row(void)
  * every other such thread would give them all the first one's id). */
 static inline uint64_t tid(void)
 {
-	int i = bp_thread_slot();
-	struct def_row *r;
+	struct def_row *r = row();
 
-	if (i < 0 || i >= BP_MAX_SLOTS)
+	if (r == &rows[BP_MAX_SLOTS]) /* shared: not this thread's */
 		return (uint64_t)syscall(SYS_gettid);
-	r = &rows[i];
 	if (!r->tid)
 		r->tid = (uint64_t)syscall(SYS_gettid);
 	return r->tid;
@@ -395,7 +393,7 @@ void bp_usdt_fire(ErlNifEnv *env, ERL_NIF_TERM who, const uint8_t *rec,
 int bp_usdt_attached(uint64_t kinds)
 {
 	for (unsigned i = 0; i < BP_EV_COUNT && i < 64; i++)
-		if (((kinds >> i) & 1) && bp_usdt_sem[i] && *bp_usdt_sem[i])
+		if (((kinds >> i) & 1) && *bp_usdt_sem[i])
 			return 1;
 	return 0;
 }
@@ -480,7 +478,7 @@ ERL_NIF_TERM bp_usdt_nif_enabled(ErlNifEnv *env, int argc,
 						    : bp_atom.false_;
 	for (unsigned i = 0; i < BP_EV_COUNT; i++) {
 		const char *n = probe_name(i);
-		if (n && bp_usdt_sem[i] && !strcmp(n, name))
+		if (n && !strcmp(n, name))
 			return *bp_usdt_sem[i] ? bp_atom.true_ : bp_atom.false_;
 	}
 	return enif_make_badarg(env); /* not a probe */

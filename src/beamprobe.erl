@@ -592,17 +592,15 @@ call(_, _) ->
 call_session(Session, stop) ->
     case call_session(Session, stop_handlers) of
         {ok, Sum, Handlers, Wait, Res} ->
-            %% A handler that stops its own session does not wait for itself.
-            _ = [gone(H, Wait) || H <- Handlers, H =/= self()],
+            ok = handlers_gone(Handlers, Wait),
             %% Their account once they have ended: what a killed handler
             %% never handled is lost, not in flight.
             {ok, beamprobe_session:settle_handlers(Sum, Handlers, Res)};
         {ok, Sum, Handlers, Wait} ->        % a session of an older release
-            %% A handler that stops its own session does not wait for itself.
-            _ = [gone(H, Wait) || H <- Handlers, H =/= self()],
+            ok = handlers_gone(Handlers, Wait),
             {ok, Sum};
         {ok, Sum, Handlers} ->              % a session of an older release
-            _ = [gone(H, 6000) || H <- Handlers, H =/= self()],
+            ok = handlers_gone(Handlers, 6000),
             {ok, Sum};
         Other -> Other
     end;
@@ -616,6 +614,12 @@ call_session(Session, Req) ->
             end;
         false -> {error, not_found}
     end.
+
+%% Waits (at most Ms each) until a stopped session's handlers have ended;
+%% a handler that stops its own session does not wait for itself.
+handlers_gone(Handlers, Ms) ->
+    _ = [gone(H, Ms) || H <- Handlers, H =/= self()],
+    ok.
 
 %% Waits (at most 5 s) until a session that replied for the last time has
 %% exited, so that list/0 no longer shows it when stop/1 or a failed

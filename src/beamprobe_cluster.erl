@@ -96,9 +96,7 @@ start(#{nodes := Nodes} = Spec0, Owner) ->
     %% unrelated follow session left in another node's processes).
     Spec = case Spec0 of
                #{follow := F} when is_map(F) ->
-                   Spec0#{follow := F#{'$label' => beamprobe_follow:label(
-                                                     node(), erlang:unique_integer(
-                                                               [positive, monotonic]))}};
+                   Spec0#{follow := F#{'$label' => beamprobe_follow:new_label()}};
                #{} -> Spec0
            end,
     case check(Nodes, Spec) of

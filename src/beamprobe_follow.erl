@@ -80,10 +80,15 @@
 -module(beamprobe_follow).
 -behaviour(gen_server).
 
--export([start/2, is_handle/1, call/2, check/1, running/0, label/2]).
+-export([start/2, is_handle/1, call/2, check/1, running/0, label/2,
+         new_label/0]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, handle_continue/2,
          terminate/2]).
 
+%% A follow label's bits 48-57 (label/2, c_src/bp_follow.h).
+-define(LABEL_MAGIC, 16#2DF).
+-define(IS_LABEL(L), (is_integer(L) andalso L bsr 48 =:= ?LABEL_MAGIC
+                      andalso L < 1 bsl 58)).
 -define(EVENTS, 10000).
 -define(MS, 5000).
 -define(MAX_MS, 3600000).
@@ -173,9 +178,7 @@ check_follow(F, Spec) ->
     case [K || K <- maps:keys(F), not lists:member(K, [from, budget, '$label'])] of
         [K | _] -> {error, {unknown_option, {follow, K}}};
         [] when not is_map_key('$label', F) orelse
-                is_integer(map_get('$label', F)) andalso
-                map_get('$label', F) bsr 48 =:= 16#2DF andalso
-                map_get('$label', F) < 1 bsl 58 ->
+                ?IS_LABEL(map_get('$label', F)) ->
             case {root(maps:get(from, F, undefined)),
                   budget(maps:get(budget, F, #{}))} of
                 {{error, _} = E, _} -> E;
@@ -250,9 +253,7 @@ init({Owner, C}) ->
              dir = Dir, budget = B,
              %% A cluster session's nodes share one label
              %% (beamprobe_cluster): only its own counts on each node.
-             label = maps:get('$label', C,
-                              label(node(), erlang:unique_integer(
-                                              [positive, monotonic]))),
+             label = maps:get('$label', C, new_label()),
              started = erlang:monotonic_time(millisecond)}}.
 
 %% @private
@@ -450,8 +451,15 @@ patterns(#st{mfa = MFA, label = Label} = St) ->
 %% allocate 17552637133976 bytes", beamprobe_lifecycle_SUITE:follows).
 -spec label(node(), non_neg_integer()) -> non_neg_integer().
 label(Node, Serial) ->
-    (16#2DF bsl 48) bor (erlang:phash2(Node, 1 bsl 24) bsl 24)
+    (?LABEL_MAGIC bsl 48) bor (erlang:phash2(Node, 1 bsl 24) bsl 24)
         bor (Serial band 16#FFFFFF).
+
+%% @private
+%% A new follow session's label on this node (label/2): a cluster follow
+%% session gives its every node's session this node's (beamprobe_cluster).
+-spec new_label() -> non_neg_integer().
+new_label() ->
+    label(node(), erlang:unique_integer([positive, monotonic])).
 
 %% The root's match spec of the follow session whose label is Label.
 root_ms(Label) ->

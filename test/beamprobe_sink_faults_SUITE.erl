@@ -340,17 +340,7 @@ handler_stops_own_session(_Config) ->
 handler_crash_counted(_Config) ->
     N = 5000,
     W = ?W:start_worker(),
-    S = start(#{procs => [W], calls => [{?W, tick, 1}], return => false,
-                exceptions => false, args => arity,
-                output => {handler, ?MODULE, #{parent => self(),
-                                               mode => crash},
-                           #{batch => 10, credits => 64}}}),
-    H = handler_pid(),
-    Ref = monitor(process, H),
-    ?W:run(W, fun() -> [?W:tick(I) || I <- lists:seq(1, 100)] end),
-    receive {'DOWN', Ref, process, H, _} -> ok
-    after 5000 -> ct:fail(handler_did_not_crash)
-    end,
+    S = crashed_handler_session(W),
     ?W:run(W, fun() -> [?W:tick(I) || I <- lists:seq(1, N - 100)] end),
     Sum = stop(S),
     ?W:stop_worker(W),
@@ -366,13 +356,9 @@ handler_crash_counted(_Config) ->
     ?assertMatch([#{handler_down := Dr, slow_output := 0}],
                  maps:get(handlers, Sum)).
 
-%% info/1 while the session runs, after its handler crashed holding
-%% credits and no event came since: the batches it will never handle are
-%% dropped (handler_down), not in flight.  Before, info/1 said in_flight
-%% 100 until the stop (the collector finds a dead handler at its next
-%% send, or once a second while it holds no credit: neither came).
-handler_crash_info_now(_Config) ->
-    W = ?W:start_worker(),
+%% A session on worker W whose handler (batches of 10, 64 credits)
+%% crashed on its first batch of the 100 calls W made.
+crashed_handler_session(W) ->
     S = start(#{procs => [W], calls => [{?W, tick, 1}], return => false,
                 exceptions => false, args => arity,
                 output => {handler, ?MODULE, #{parent => self(),
@@ -384,6 +370,16 @@ handler_crash_info_now(_Config) ->
     receive {'DOWN', Ref, process, H, _} -> ok
     after 5000 -> ct:fail(handler_did_not_crash)
     end,
+    S.
+
+%% info/1 while the session runs, after its handler crashed holding
+%% credits and no event came since: the batches it will never handle are
+%% dropped (handler_down), not in flight.  Before, info/1 said in_flight
+%% 100 until the stop (the collector finds a dead handler at its next
+%% send, or once a second while it holds no credit: neither came).
+handler_crash_info_now(_Config) ->
+    W = ?W:start_worker(),
+    S = crashed_handler_session(W),
     timer:sleep(200),
     {ok, #{handlers := [A]}} = beamprobe:info(S),
     ct:log("info: ~p", [A]),
