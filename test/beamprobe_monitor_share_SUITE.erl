@@ -184,14 +184,20 @@ thresholds_as_alone(Config) ->
 %% 72,000 events a second in the trace, past `limits => #{rate => ...}'.)
 rate_bounded(Config) ->
     Dir = ?L:dir(Config, "t"),
-    S = ?L:start(spec(Dir, #{monitor => #{large_heap => 1}})),
+    %% A threshold no real heap reaches (2^30 words, 8 GiB): with
+    %% large_heap => 1 the VM's own reports of every GC on the node (many
+    %% under the ASan NIF) were dropped and told too, so told + written
+    %% passed 6,000.
+    Big = 1 bsl 30,
+    S = ?L:start(spec(Dir, #{monitor => #{large_heap => Big}})),
     M = whereis(beamprobe_monitor),
     Me = quiet_process(),
     N = 6000,
     T0 = erlang:monotonic_time(millisecond),
     lists:foreach(
       fun(B) ->
-              [M ! {monitor, Me, large_heap, [{heap_block_size, B * 50 + I},
+              [M ! {monitor, Me, large_heap, [{heap_block_size,
+                                               Big + B * 50 + I},
                                               {old_heap_block_size, 0}]}
                || I <- lists:seq(1, 50)],
               timer:sleep(12)
@@ -209,7 +215,9 @@ rate_bounded(Config) ->
     ct:log("~b s: written ~b, told ~b", [Secs, Written, Told]),
     ?assert(Written =< 1000 * (Secs + 1)),
     ?assert(Told > 0),
-    ?assertEqual(N, Written + Told).
+    %% (the figures in the reason: CI prints only its first terms)
+    Written + Told =:= N orelse
+        ct:fail("written ~b + told ~b =/= ~b", [Written, Told, N]).
 
 %% The process the injected reports name: one that never runs again, so
 %% never collects garbage, so the VM sends no report of its own for it.
