@@ -11,7 +11,7 @@
 
 -export([all/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
--export([received_trace_is_whole/1, stalled_receiver/1, reconnects/1,
+-export([few_descriptors/1, busy_schedulers/1, received_trace_is_whole/1, stalled_receiver/1, reconnects/1,
          loopback_only/1, bad_addresses/1, other_session_refused/1,
          connection_cut_loses_nothing/1, receiver_that_drops_counted/1,
          silent_squatter_gives_way/1, token_checked/1,
@@ -22,7 +22,7 @@
 
 -import(beamprobe_test_lib, [init_case/2, clear_trace_state/0]).
 
-all() -> [received_trace_is_whole, stalled_receiver, reconnects,
+all() -> [few_descriptors, received_trace_is_whole, stalled_receiver, reconnects,
           loopback_only, bad_addresses, other_session_refused,
           connection_cut_loses_nothing, receiver_that_drops_counted,
           silent_squatter_gives_way, token_checked, dead_peers_noticed,
@@ -756,13 +756,16 @@ keepalives(_Dir, Rx, Port) ->
     {0, _} = wait_port(Rx).
 
 %% The two ends of the stream on port P once neither has data in flight
-%% (then `ss' shows the retransmission timer instead of keepalive's).
+%% or unread: `ss' shows the retransmission timer instead of keepalive's
+%% while data is in flight, and no timer while the receiver has not read
+%% what came (Recv-Q 48 on a loaded machine).  Up to N tries 100 ms apart.
 idle_sockets(P, N) ->
     Ss = os:cmd("ss -tnoH state established '( sport = :" ++ P ++
                     " or dport = :" ++ P ++ " )'"),
     Lines = [L || L <- string:split(Ss, "\n", all), L =/= ""],
-    case N > 0 andalso lists:any(fun(L) -> re:run(L, "timer:\\(on,") =/=
-                                               nomatch end, Lines) of
+    Busy = fun(L) -> re:run(L, "timer:\\(on,") =/= nomatch orelse
+                         re:run(L, "^\\s*0\\s+0\\s") =:= nomatch end,
+    case N > 0 andalso lists:any(Busy, Lines) of
         true -> timer:sleep(100), idle_sockets(P, N - 1);
         false -> ct:log("ss:~n~s", [Ss]), Lines
     end.
@@ -773,6 +776,58 @@ wait_connected(S, N) ->
         {ok, #{stream := #{connects := C}}} when C >= 1 -> ok;
         _ -> timer:sleep(50), wait_connected(S, N - 1)
     end.
+
+%% A receiver short of file descriptors (ulimit -n 9: its standard
+%% files, the listening socket, the directory and the connection leave
+%% room for 3 thread files) receives a node whose 8 schedulers write:
+%% every event comes, and the receiver says it closed and reopened files.
+%% (Before, the 4th thread's file failed, "Too many open files", and the
+%% stream ended there: `attach --cluster' receives 64 nodes × 20 threads
+%% in one process, past a limit of 1,024.)
+few_descriptors(Config) ->
+    Dir = filename:join(?config(case_dir, Config), "recv"),
+    {Rx, Port} = receiver_at(Dir, "127.0.0.1:0", [], "ulimit -n 9 &&"),
+    Paths = lists:append([["-pa", filename:dirname(code:which(M))]
+                          || M <- [beamprobe, ?MODULE]]),
+    {ok, Peer, Node} = peer:start_link(#{name => peer:random_name(?MODULE),
+                                         args => Paths ++ ["+S", "8:8"]}),
+    try
+        {N, Sum} = erpc:call(Node, fun() -> busy_schedulers(Port) end),
+        #{events := N, dropped := #{total := 0}} = Sum,
+        {0, Out} = wait_port(Rx),
+        ct:log("receive: ~s", [Out]),
+        ?assertMatch({match, _}, re:run(Out, "out of file descriptors")),
+        Threads = filelib:wildcard(filename:join(Dir, "thread-*")),
+        length(Threads) > 3 orelse
+            ct:fail("only ~b threads wrote: no shortage shown",
+                    [length(Threads)]),
+        Calls = length([E || #{name := <<"call">>} = E <-
+                                 beamprobe_test_lib:trace(Dir)]),
+        Calls =:= N orelse ct:fail("~b calls received of ~b", [Calls, N])
+    after
+        peer:stop(Peer)
+    end.
+
+%% (On the peer.) 64 processes calling lists:seq/2 for about 0.3 s each,
+%% spread over the 8 schedulers: events written from each, streamed to
+%% Port.  {events recorded (the summary's count), the summary}.
+busy_schedulers(Port) ->
+    {ok, S} = beamprobe:start(#{calls => [{lists, seq, 2}], procs => all,
+                                limits => #{events => infinity},
+                                output => {tcp, "127.0.0.1:" ++
+                                               integer_to_list(Port)}}),
+    Self = self(),
+    Ps = [spawn(fun() -> busy(30), Self ! {done, self()} end)
+          || _ <- lists:seq(1, 64)],
+    [receive {done, P} -> ok end || P <- Ps],
+    {ok, Sum} = beamprobe:stop(S),
+    {maps:get(events, Sum), Sum}.
+
+busy(0) -> ok;
+busy(K) ->
+    _ = [lists:seq(1, 20) || _ <- lists:seq(1, 100)],
+    timer:sleep(5),
+    busy(K - 1).
 
 %% Runs Fun(Dir, Rx, Port) with `beamprobe receive' (arguments Extra) on
 %% a free loopback port, and stops the receiver whatever Fun does.
@@ -795,12 +850,23 @@ receiver_on(Dir, Port, Extra) ->
     P.
 
 receiver_at(Dir, Listen, Extra) ->
+    receiver_at(Dir, Listen, Extra, []).
+
+%% Shell (`sh -c Shell', the receiver run by `exec "$0" "$@"' at its end)
+%% around the receiver, if not [].
+receiver_at(Dir, Listen, Extra, Shell) ->
     Bin = filename:join([filename:dirname(filename:dirname(
                                             code:which(beamprobe))),
                          "bin", "beamprobe"]),
-    P = open_port({spawn_executable, Bin},
-                  [{args, ["receive", "--listen", Listen, "-o", Dir
-                           | Extra]},
+    Args = ["receive", "--listen", Listen, "-o", Dir | Extra],
+    {Exe, Argv} = case Shell of
+                      [] -> {Bin, Args};
+                      _ -> {"/bin/sh",
+                            ["-c", Shell ++ " exec \"$0\" \"$@\"", Bin
+                             | Args]}
+                  end,
+    P = open_port({spawn_executable, Exe},
+                  [{args, Argv},
                    exit_status, binary, stderr_to_stdout, {line, 1000}]),
     receive
         {P, {data, {eol, <<"beamprobe: listening on port ", R/binary>>}}} ->

@@ -489,6 +489,44 @@ static int hello(struct bp_recv *r, struct bp_recv_conn *c, const uint8_t *p,
 	return 1;
 }
 
+/* Opens thread tid's file (appending: it may have been opened before).
+ * Out of descriptors (EMFILE, ENFILE: `attach --cluster' receives every
+ * node's threads in one process, 64 nodes of 20 threads passed a limit
+ * of 1,024), the trace's other thread files are closed and the open
+ * tried once more; each is opened again at its next packet.  (The limit
+ * is not raised instead: libei's connect waits in select(), which a
+ * descriptor past 1,023 would overrun.)  0, or -1 with the reason
+ * printed. */
+static int thread_fd(struct bp_recv *r, uint32_t tid)
+{
+	char name[32], path[sizeof r->dir + 32];
+	int closed = 0;
+
+	snprintf(name, sizeof name, "thread-%03u", tid);
+	for (;;) {
+		r->fds[tid] = openat(r->dirfd, name,
+				     O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW |
+					     O_CLOEXEC,
+				     0600);
+		if (r->fds[tid] >= 0)
+			return 0;
+		if (closed || (errno != EMFILE && errno != ENFILE))
+			break;
+		for (int i = 0; i < BP_RECV_MAX_THREADS; i++)
+			if (r->fds[i] >= 0) {
+				close(r->fds[i]);
+				r->fds[i] = -1;
+				closed++;
+			}
+		if (!closed)
+			break;
+		r->fd_shortages++;
+	}
+	snprintf(path, sizeof path, "%s/%s", r->dir, name);
+	say("%s: %s", path, strerror(errno));
+	return -1;
+}
+
 static int packet(struct bp_recv *r, const uint8_t *p, uint32_t n)
 {
 	uint32_t tid;
@@ -508,23 +546,14 @@ static int packet(struct bp_recv *r, const uint8_t *p, uint32_t n)
 		return -1;
 	}
 	seq = bp_get_u64(p + BP_PKT_OFF_SEQ_NUM);
-	if (r->fds[tid] >= 0 && seq < r->next_seq[tid]) {
+	/* (By sequence alone: a thread's file may be closed for want of
+	 * descriptors, thread_fd, and its packets must still come once.) */
+	if (seq < r->next_seq[tid]) {
 		r->resent++; /* written before its confirmation was lost */
 		return 1;
 	}
-	if (r->fds[tid] < 0) {
-		char name[32], path[sizeof r->dir + 32];
-		snprintf(name, sizeof name, "thread-%03u", tid);
-		r->fds[tid] = openat(r->dirfd, name,
-				     O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW |
-					     O_CLOEXEC,
-				     0600);
-		if (r->fds[tid] < 0) {
-			snprintf(path, sizeof path, "%s/%s", r->dir, name);
-			say("%s: %s", path, strerror(errno));
-			return -1;
-		}
-	}
+	if (r->fds[tid] < 0 && thread_fd(r, tid) != 0)
+		return -1;
 	if (write_all(r->fds[tid], p, n) != 0) {
 		say("%s: %s", r->dir, strerror(errno));
 		return -1;

@@ -35,6 +35,8 @@ struct bp_recv {
 	 * a reconnection (its confirmation was lost) is skipped. */
 	uint64_t next_seq[BP_RECV_MAX_THREADS];
 	uint64_t resent;   /* packets skipped so */
+	uint64_t fd_shortages; /* times the thread files were closed to
+				  open another (out of descriptors) */
 	uint64_t turned_away; /* connections refused: another sender held
 				 the place */
 	uint64_t bad_token;   /* connections refused: wrong or no token */

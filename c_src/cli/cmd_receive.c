@@ -125,6 +125,12 @@ int bp_cmd_receive(int argc, char **argv)
 				"%llu connections turned away\n",
 			(unsigned long long)r.resent,
 			(unsigned long long)r.turned_away);
+	if (r.fd_shortages)
+		fprintf(stderr, "beamprobe: out of file descriptors %llu "
+				"times: the thread files were closed and "
+				"opened again as packets came (nothing lost; "
+				"ulimit -n raises the limit)\n",
+			(unsigned long long)r.fd_shortages);
 	bp_recv_close(&r);
 	return rc;
 }
