@@ -195,7 +195,11 @@
 %% unwritable or non-empty output directory, nothing left to trace once
 %% what another tool holds is left to it (`{already_traced, What}': every
 %% listed process, `new', or every function of a meta session; `force =>
-%% true' takes them), or what cannot run next to another beamprobe session
+%% true' takes them), listed processes no trace can see
+%% (`{untraceable, [{Pid, sensitive}]}': every listed process is
+%% `sensitive', process_flag/2, as beamprobe's own processes are; with
+%% others left, they are listed under `skipped' key `untraceable'), or
+%% what cannot run next to another beamprobe session
 %% (`{cannot_combine, MFA, Why}', `{conflict, Session, What}').  Nothing
 %% stays installed after an error.
 %%
@@ -203,7 +207,8 @@
 %% (docs/design.md, "Sessions that overlap").  What another tool holds is
 %% skipped, not refused: processes it traces, functions it has a trace
 %% pattern on (meta: a meta pattern); `info/1' and the summary list them
-%% (`skipped => #{procs, procs_count, calls}'), and what another tool later
+%% (`skipped => #{procs, procs_count, calls, untraceable}'), and what
+%% another tool later
 %% removes or replaces is reported there too (`tampered',
 %% `tampered_count'), in the trace (`tampered' events) and by the shell
 %% printer (beamprobe_skip and beamprobe_watch have the details and

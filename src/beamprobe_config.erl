@@ -724,6 +724,12 @@ format_error({not_loopback, A}) ->
       "send the trace over the network", [A, ?SHOW]);
 format_error({remote_process, P}) ->
     f("process ~p is on another node", [P]);
+format_error({untraceable, [_ | _] = U}) ->
+    f("no listed process can be traced: ~tP ~s sensitive (process_flag/2: "
+      "the VM makes no trace event of such a process, for any tracer; "
+      "beamprobe's own processes, a session's handlers among them, are "
+      "sensitive)", [[P || {P, _} <- U], ?SHOW,
+                     case U of [_] -> "is"; _ -> "are" end]);
 format_error({no_such_process, N}) ->
     f("no process is registered as ~tp", [N]);
 format_error({not_a_process, N, Port}) ->

@@ -856,7 +856,7 @@ info_map(#st{config = C, started = T0, matched = M} = St, Stats) ->
 coexist(#st{skipped = Sk}, {Found, N}) ->
     #{skipped => case Sk of
                      undefined -> #{procs => [], procs_count => 0,
-                                    calls => []};
+                                    calls => [], untraceable => []};
                      _ -> Sk
                  end,
       tampered => Found, tampered_count => N}.

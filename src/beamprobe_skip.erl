@@ -46,8 +46,10 @@
 %%%
 %%% What was skipped is in `info/1' and the summary (`skipped =>
 %%% #{procs => [Pid | new], procs_count => N, calls => [MFA]}', at most
-%%% ?MAX_SKIPPED pids listed).  A session left with nothing to trace fails
-%%% with `{error, {already_traced, Skipped}}'.  With `force => true', taken
+%%% ?MAX_SKIPPED pids listed; `untraceable => [{Pid, sensitive}]': listed
+%%% processes no trace can see, see untraceable/2).  A session left with
+%%% nothing to trace fails with `{error, {already_traced, Skipped}}' (or
+%%% `{untraceable, L}').  With `force => true', taken
 %%% processes (and `new') are cleared and taken over, and patterns are
 %%% overwritten, as before.
 -module(beamprobe_skip).
@@ -61,10 +63,14 @@
 -export_type([skipped/0]).
 
 -define(MAX_SKIPPED, 1000).
+%% The deepest stack (words) whose backtrace is read to tell a sensitive
+%% process (sensitive/1).
+-define(SENSITIVE_STACK, 32).
 
 -type mfa_pat() :: {atom(), atom(), arity() | '_'}.
 -type skipped() :: #{procs := [pid() | new], procs_count := non_neg_integer(),
                      calls := [mfa()], relied => [mfa()],
+                     untraceable => [{pid(), sensitive}],
                      taken => #{procs := [pid() | new],
                                 procs_count := non_neg_integer(),
                                 calls := [mfa()]}}.
@@ -77,12 +83,57 @@
 -spec skip(beamprobe_config:config(), pid()) ->
           {ok, beamprobe_config:config(), skipped()}
         | {error, {already_traced, [pid() | new | mfa()]}}
+        | {error, {untraceable, [{pid(), sensitive}]}}
         | {error, {message_pattern_taken, send | 'receive', term()}}
         | {error, {message_pattern_shared, send | 'receive', pid() | new}}.
 skip(C, Self) ->
     case msg_taken(C) of
-        ok -> skip1(C, Self);
+        ok -> untraceable(C, Self);
         {error, _} = E -> E
+    end.
+
+%% Listed processes the VM never makes a trace event of (`sensitive':
+%% process_flag/2; beamprobe's own processes, another session's handlers
+%% among them, are all sensitive) are left out and listed under
+%% `untraceable', with the reason; when every listed process is one, the
+%% session is refused: it would record nothing (`force' cannot change
+%% that).  Only a session that sets trace flags asks: annotations
+%% (beamprobe:annotate/1,2) are written by the NIF whatever the VM traces.
+untraceable(#{procs := L} = C, Self) when is_list(L) ->
+    U = case sets_flags(C) of
+            true -> [{P, sensitive} || P <- L, sensitive(P)];
+            false -> []
+        end,
+    case U of
+        [] -> with_untraceable(skip1(C, Self), []);
+        _ when length(U) =:= length(L) -> {error, {untraceable, U}};
+        _ -> with_untraceable(skip1(C#{procs := L -- [P || {P, _} <- U]},
+                                    Self), U)
+    end;
+untraceable(C, Self) ->
+    with_untraceable(skip1(C, Self), []).
+
+with_untraceable({ok, C, Sk}, U) -> {ok, C, Sk#{untraceable => U}};
+with_untraceable({error, _} = E, _U) -> E.
+
+sets_flags(C) ->
+    maps:get(calls, C, []) =/= [] orelse
+        maps:get(events, C, []) -- [annotation] =/= [].
+
+%% Whether local process P is sensitive (process_flag/2): the VM then
+%% makes no trace event of it, for any tracer.  No BIF tells; its
+%% backtrace is empty then, and only then (every live process has a
+%% program counter).  A backtrace prints the terms on the stack (each cut
+%% by the VM at about 100,000 elements: ~0.6 MB for a long list; 21
+%% frames holding one made 12 MB), so it is asked only of a process whose
+%% stack is at most ?SENSITIVE_STACK words (beamprobe's own waiting
+%% processes: 5 to 11 words, measured): a process with a deeper stack is
+%% taken as traceable (a limit, docs/tutorial.md section 17).
+sensitive(P) ->
+    case erlang:process_info(P, stack_size) of
+        {stack_size, N} when N =< ?SENSITIVE_STACK ->
+            erlang:process_info(P, backtrace) =:= {backtrace, <<>>};
+        _ -> false
     end.
 
 %% A message pattern (one per node and kind) another tool set -- dbg:tpe/2
@@ -326,6 +377,16 @@ same(_, _) -> false.
 
 %% @doc One line for the shell saying what a session skipped, or `none'.
 -spec skipped_note(skipped() | undefined) -> none | string().
+skipped_note(#{untraceable := [_ | _] = U} = Sk) ->
+    Line = lists:flatten(
+             io_lib:format("% beamprobe: left out ~b process(es) no trace "
+                           "can see (~s): sensitive (process_flag/2), as "
+                           "beamprobe's own processes are\n",
+                           [length(U), list([P || {P, _} <- U])])),
+    case skipped_note(Sk#{untraceable := []}) of
+        none -> Line;
+        Other -> Line ++ Other
+    end;
 skipped_note(#{taken := #{procs_count := 0, calls := []}}) -> none;
 skipped_note(#{taken := #{procs := Procs, procs_count := N, calls := Calls}}) ->
     P = [io_lib:format("~b process(es) (~s)", [N, list(Procs)]) || N > 0],

@@ -1,0 +1,169 @@
+%%% @doc What a session tells about what it cannot see:
+%%% listed processes no trace can see (`sensitive' ones: beamprobe's own,
+%%% another session's handlers).
+%%%
+%%% Run: make && ct_run -noshell -pa ebin -pa _build/test -dir test
+%%%      -suite beamprobe_untraceable_SUITE -logdir _build/ct_logs
+-module(beamprobe_untraceable_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, suite/0, init_per_suite/1, end_per_suite/1,
+         init_per_testcase/2, end_per_testcase/2]).
+-export([sensitive_refused/1, handler_of_other_session_refused/1,
+         registered_sensitive_refused/1, untraceable_listed/1,
+         self_and_dead/1, shell_calls_sensitive/1]).
+%% Spawned by MFA.
+-export([seq_loop/1]).
+
+-define(L, beamprobe_test_lib).
+-define(H, beamprobe_test_handler).
+
+suite() -> [{timetrap, {seconds, 60}}].
+
+all() ->
+    [sensitive_refused, handler_of_other_session_refused,
+     registered_sensitive_refused, untraceable_listed, self_and_dead,
+     shell_calls_sensitive].
+
+init_per_suite(Config) ->
+    ok = ?L:require_tracer(),
+    {module, ?H} = code:ensure_loaded(?H),
+    Config.
+
+end_per_suite(_Config) -> ok.
+
+init_per_testcase(Case, Config) ->
+    ?L:init_case(Case, Config).
+
+end_per_testcase(_Case, _Config) ->
+    _ = beamprobe:clear(),
+    ?L:clear_trace_state().
+
+%%% ------------------------------------------------------------------------
+%%% Untraceable processes
+%%% ------------------------------------------------------------------------
+
+%% A process marked sensitive, waiting.
+sensitive_proc() ->
+    Parent = self(),
+    P = spawn_link(fun() ->
+                           _ = process_flag(sensitive, true),
+                           Parent ! {sensitive, self()},
+                           seq_loop(0)
+                   end),
+    receive {sensitive, P} -> P end.
+
+%% Calls lists:seq/2 when told; stops on `stop'.
+seq_loop(N) ->
+    receive
+        {seq, From, K} ->
+            _ = [lists:seq(1, I rem 3) || I <- lists:seq(1, K)],
+            From ! {seq_done, self()},
+            seq_loop(N + K);
+        stop -> ok
+    end.
+
+seq(P, K) ->
+    P ! {seq, self(), K},
+    receive {seq_done, P} -> ok after 10000 -> ct:fail({no_seq, P}) end.
+
+%% Every listed process sensitive: refused, naming each with the reason
+%% (before: {ok, S}, and the session recorded nothing of it).
+sensitive_refused(Config) ->
+    P = sensitive_proc(),
+    Spec = #{procs => [P], calls => [{lists, seq, 2}],
+             output => {file, ?L:dir(Config, "t")}},
+    ?assertEqual({error, {untraceable, [{P, sensitive}]}},
+                 beamprobe:start(Spec)),
+    {error, R} = beamprobe:start(Spec),
+    Text = beamprobe:format_error(R),
+    ?assertNotEqual(nomatch, string:find(Text, "sensitive")),
+    %% force cannot trace it either.
+    ?assertEqual({error, {untraceable, [{P, sensitive}]}},
+                 beamprobe:start(Spec#{force => true})),
+    ?assertEqual([], beamprobe:list()),
+    P ! stop.
+
+%% Another session's handler process: beamprobe's own, sensitive.
+handler_of_other_session_refused(Config) ->
+    S1 = ?L:start(#{procs => [self()], calls => [{lists, seq, 2}],
+                    output => {handler, ?H, #{parent => self()}}}),
+    H = receive {handler_init, Pid} -> Pid after 5000 -> ct:fail(no_init) end,
+    ?assertEqual({error, {untraceable, [{H, sensitive}]}},
+                 beamprobe:start(#{procs => [H], calls => [{lists, seq, 2}],
+                                   output => {file, ?L:dir(Config, "t")}})),
+    _ = ?L:stop(S1).
+
+%% A registered name of a sensitive process (the janitor).
+registered_sensitive_refused(Config) ->
+    J = whereis(beamprobe_janitor),
+    ?assert(is_pid(J)),
+    ?assertEqual({error, {untraceable, [{J, sensitive}]}},
+                 beamprobe:start(#{procs => [beamprobe_janitor],
+                                   events => [send],
+                                   output => {file, ?L:dir(Config, "t")}})).
+
+%% Some listed processes untraceable: the others are traced, and info/1
+%% and the summary list the untraceable ones with the reason.
+untraceable_listed(_Config) ->
+    P = sensitive_proc(),
+    Q = spawn_link(?MODULE, seq_loop, [0]),
+    S = ?L:start(#{procs => [P, Q], calls => [{lists, seq, 2}],
+                   output => {handler, ?H, #{parent => self()}}}),
+    {ok, #{skipped := Sk}} = beamprobe:info(S),
+    ?assertMatch(#{untraceable := [{P, sensitive}], procs_count := 0}, Sk),
+    ok = seq(P, 10),
+    ok = seq(Q, 10),
+    Sum = ?L:stop(S),
+    ?assertMatch(#{skipped := #{untraceable := [{P, sensitive}]}}, Sum),
+    %% Q's 11 calls (the comprehension's own lists:seq/2 too), none of P.
+    ?assertEqual([{Q, 11}], calls_by_pid(handler_all())),
+    %% The shell's one line says so.
+    Line = beamprobe_skip:skipped_note(maps:get(skipped, Sum)),
+    ?assertNotEqual(nomatch, string:find(Line, "sensitive")),
+    P ! stop, Q ! stop.
+
+%% self() (not sensitive) is traced and nothing is listed; a dead pid is
+%% refused as before.
+self_and_dead(Config) ->
+    S = ?L:start(#{procs => [self()], calls => [{lists, seq, 2}],
+                   output => {handler, ?H, #{parent => self()}}}),
+    {ok, #{skipped := Sk}} = beamprobe:info(S),
+    ?assertMatch(#{untraceable := []}, Sk),
+    _ = lists:seq(1, 2),
+    _ = ?L:stop(S),
+    ?assertEqual([{self(), 1}], calls_by_pid(handler_all())),
+    D = ?L:dead_pid(),
+    ?assertEqual({error, {dead_process, D}},
+                 beamprobe:start(#{procs => [D], calls => [{lists, seq, 2}],
+                                   output => {file, ?L:dir(Config, "d")}})).
+
+%% The shell API with the pid of a sensitive process: the same error.
+shell_calls_sensitive(_Config) ->
+    P = sensitive_proc(),
+    Cap = beamprobe_shell_lib:cap(),
+    ?assertEqual({error, {untraceable, [{P, sensitive}]}},
+                 beamprobe:calls({lists, seq, 2}, 10,
+                                 #{procs => P, io_server => Cap})),
+    ?assertEqual({error, {untraceable, [{P, sensitive}]}},
+                 beamprobe:calls("lists:seq/2", [{pid, P}, {msgs, 10},
+                                                 {io_server, Cap}])),
+    ?assertEqual([], beamprobe:list()),
+    P ! stop.
+
+calls_by_pid(Evs) ->
+    lists:sort(maps:to_list(
+                 lists:foldl(fun(#{event := call, pid := P}, M) ->
+                                     maps:update_with(P, fun(N) -> N + 1 end,
+                                                      1, M);
+                                (_, M) -> M
+                             end, #{}, Evs))).
+
+handler_all() ->
+    receive
+        {handler_events, _, Evs} -> Evs ++ handler_all();
+        {handler_done, _, _, _} -> []
+    after 10000 -> ct:fail(handler_not_done)
+    end.
