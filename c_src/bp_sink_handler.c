@@ -29,7 +29,8 @@
 static ERL_NIF_TERM ev_atoms[BP_EV_COUNT];
 static ERL_NIF_TERM field_atoms[BP_EV_COUNT][16];
 static ERL_NIF_TERM a_event, a_ts, a_pid, a_count, a_dropped,
-	a_beamprobe_events, a_slow_output, a_causes[BP_DROP_COUNT];
+	a_beamprobe_events, a_slow_output, a_session_wide,
+	a_causes[BP_DROP_COUNT];
 
 void bp_handler_load(ErlNifEnv *env)
 {
@@ -48,6 +49,7 @@ void bp_handler_load(ErlNifEnv *env)
 	a_dropped = enif_make_atom(env, "dropped");
 	a_beamprobe_events = enif_make_atom(env, "beamprobe_events");
 	a_slow_output = enif_make_atom(env, "slow_output");
+	a_session_wide = enif_make_atom(env, "session_wide");
 	for (int c = 0; c < BP_DROP_COUNT; c++)
 		a_causes[c] = enif_make_atom(env, bp_drop_cause_names[c]);
 }
@@ -274,9 +276,17 @@ static void send_batch(struct bp_session *s, struct bp_handler_sink *h,
 	h->last_report = bp_now();
 	if (h->pending_drops) {
 		/* #{event => dropped, count => N, Cause => N...}: one key per
-		 * cause that lost events (rate, ring_full, ..., slow_output). */
-		ERL_NIF_TERM k[3 + BP_DROP_COUNT], v[3 + BP_DROP_COUNT], m;
+		 * cause that lost events (rate, ring_full, ..., slow_output),
+		 * and session_wide => N: of count, the losses at the source.
+		 * Those are counted per cause and thread before the event is
+		 * known (the rate and limit checks come before its kind, and
+		 * the rings hold every kind and process), so they are the
+		 * session's, of any kind and process, not only of those this
+		 * handler's `events' and `procs' select; slow_output losses
+		 * are this handler's own. */
+		ERL_NIF_TERM k[4 + BP_DROP_COUNT], v[4 + BP_DROP_COUNT], m;
 		unsigned nk = 2;
+		uint64_t wide = 0;
 		k[0] = a_event;
 		v[0] = a_dropped;
 		k[1] = a_count;
@@ -286,10 +296,15 @@ static void send_batch(struct bp_session *s, struct bp_handler_sink *h,
 				k[nk] = a_causes[c];
 				v[nk++] = enif_make_uint64(h->env,
 							   h->pending_cause[c]);
+				wide += h->pending_cause[c];
 			}
 		if (h->pending_slow) {
 			k[nk] = a_slow_output;
 			v[nk++] = enif_make_uint64(h->env, h->pending_slow);
+		}
+		if (wide) {
+			k[nk] = a_session_wide;
+			v[nk++] = enif_make_uint64(h->env, wide);
 		}
 		if (enif_make_map_from_arrays(h->env, k, v, nk, &m))
 			list = enif_make_list_cell(h->env, m, list);

@@ -20,7 +20,11 @@
 %%% cause: `slow_output' (batches dropped because the handler was too
 %%% slow), `rate', `ring_full', `too_big', ... as in the summary's
 %%% `dropped', except `io_error': the trace files' losses are events the
-%%% handler got), `ts' (monotonic ns), `pid' (the process), and the
+%%% handler got; and `session_wide': of `count', the losses at the source
+%%% (all causes but `slow_output'), counted before an event's kind is
+%%% known: the session's, of any kind and process, not only of those this
+%%% handler's `events' and `procs' select), `ts' (monotonic ns), `pid'
+%%% (the process), and the
 %%% event's fields from docs/format.md (`mfa', `args', `result',
 %%% `message', ... as binaries holding Erlang-syntax text; fields of kind
 %%% `pid' (`to', `other') as a pid or port, or `undefined' when the other

@@ -1,6 +1,7 @@
-%%% @doc What a session tells about what it cannot see:
+%%% @doc What a session is told, and tells, about what it cannot see:
 %%% listed processes no trace can see (`sensitive' ones: beamprobe's own,
-%%% another session's handlers).
+%%% another session's handlers), losses a handler sink is told (the
+%%% session's, not only of the events it receives: `session_wide').
 %%%
 %%% Run: make && ct_run -noshell -pa ebin -pa _build/test -dir test
 %%%      -suite beamprobe_untraceable_SUITE -logdir _build/ct_logs
@@ -13,7 +14,8 @@
          init_per_testcase/2, end_per_testcase/2]).
 -export([sensitive_refused/1, handler_of_other_session_refused/1,
          registered_sensitive_refused/1, untraceable_listed/1,
-         self_and_dead/1, shell_calls_sensitive/1]).
+         self_and_dead/1, shell_calls_sensitive/1,
+         handler_losses_session_wide/1]).
 %% Spawned by MFA.
 -export([seq_loop/1]).
 
@@ -25,7 +27,7 @@ suite() -> [{timetrap, {seconds, 60}}].
 all() ->
     [sensitive_refused, handler_of_other_session_refused,
      registered_sensitive_refused, untraceable_listed, self_and_dead,
-     shell_calls_sensitive].
+     shell_calls_sensitive, handler_losses_session_wide].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -152,6 +154,42 @@ shell_calls_sensitive(_Config) ->
                                                  {io_server, Cap}])),
     ?assertEqual([], beamprobe:list()),
     P ! stop.
+
+%%% ------------------------------------------------------------------------
+%%% Losses told to a handler
+%%% ------------------------------------------------------------------------
+
+%% The losses at the source (here the rate limit's, of call events) are
+%% counted per cause, before the event's kind is known: a handler that
+%% receives only `send' events is told them as the session's
+%% (`session_wide'), not as its own.
+handler_losses_session_wide(_Config) ->
+    Q = spawn_link(?MODULE, seq_loop, [0]),
+    S = ?L:start(#{procs => [Q], calls => [{lists, seq, 2}],
+                   events => [send], limits => #{rate => {1, 60000}},
+                   output => [{handler, ?H, #{parent => self()},
+                               #{events => [send]}}]}),
+    ok = seq(Q, 100),
+    Sum = ?L:stop(S),
+    Rate = ?L:dropped(Sum, rate),
+    ?assert(Rate >= 99),
+    Drops = handler_drops(),
+    ct:log("dropped maps: ~p", [Drops]),
+    ?assertNotEqual([], Drops),
+    Told = lists:sum([N || #{count := N} <- Drops]),
+    ?assertEqual(Rate, Told),
+    [?assertEqual(maps:get(count, D) - maps:get(slow_output, D, 0),
+                  maps:get(session_wide, D, 0)) || D <- Drops],
+    Q ! stop.
+
+%% The `dropped' maps the test handler forwarded until it ended.
+handler_drops() ->
+    receive
+        {handler_events, _, Evs} ->
+            [E || #{event := dropped} = E <- Evs] ++ handler_drops();
+        {handler_done, _, _, _} -> []
+    after 10000 -> ct:fail(handler_not_done)
+    end.
 
 calls_by_pid(Evs) ->
     lists:sort(maps:to_list(

@@ -20,7 +20,9 @@ defmodule Beamprobe.Handler do
                                  output: {:handler, MyHandler, self()})
 
   Each event is a map with `:event` (`:call`, `:return_from`, `:send`, ...,
-  or `:dropped` with `:count` when events were lost), `:ts` (monotonic
+  or `:dropped` with `:count` when events were lost, per cause, and
+  `:session_wide`: of them, the session's losses at the source, of any
+  kind and process, not only of those this handler receives), `:ts` (monotonic
   ns), `:pid`, and the event's fields (`:mfa`, `:args`, `:result`,
   `:message`, ...) as binaries holding the captured text in Erlang
   syntax; `elixir/1` gives them in Elixir syntax.
