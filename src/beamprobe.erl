@@ -60,7 +60,7 @@
           exceptions => boolean(),       % false: exception_from events
           return_to => boolean(),        % false: return_to events
           events => [call | send | 'receive' | procs | running | gc
-                     | ports],           % []
+                     | ports | annotation], % []
           output => sink() | [sink()]    % {file, "./beamprobe-NODE-TIME"}
                     | {streams, #{node() => sink()}}, % nodes: one each
           args => none | arity | full,   % full (bounded capture)
@@ -201,7 +201,8 @@
 %% others left, they are listed under `skipped' key `untraceable'), or
 %% what cannot run next to another beamprobe session
 %% (`{cannot_combine, MFA, Why}', `{conflict, Session, What}').  Nothing
-%% stays installed after an error.
+%% stays installed after an error.  `events => [annotation]' alone is a
+%% session of annotations only ({@link annotate/2}): it sets no flag.
 %%
 %% Sessions overlap freely: each receives exactly the events it asked for
 %% (docs/design.md, "Sessions that overlap").  What another tool holds is

@@ -51,12 +51,17 @@
                   overflow := drop | stop}.
 -export_type([sink/0]).
 -type mfa_pat() :: {module() | '_', atom() | '_', arity() | '_'}.
--type event() :: call | send | 'receive' | procs | running | gc | ports.
+-type event() :: call | send | 'receive' | procs | running | gc | ports
+               | annotation.
 
 -define(KEYS, [procs, exclude, calls, return, exceptions, return_to, events, output,
                args, capture, buffer, overflow, limits, force, on_rate,
                meta, messages, tag, on_tamper, monitor, sample]).
--define(EVENTS, [call, send, 'receive', procs, running, gc, ports]).
+%% `annotation': the session records beamprobe:annotate/1,2 of its
+%% processes (every session does); asked alone, it is a session of
+%% annotations only, that sets no trace flag (docs/usdt.md).
+-define(EVENTS, [call, send, 'receive', procs, running, gc, ports,
+                 annotation]).
 -define(MIN_BUFFER, 16384).
 -define(MAX_BUFFER, 1 bsl 32).
 %% Processes a sink's own procs may list (BP_HANDLER_MAX_PIDS, c_src).
@@ -660,13 +665,16 @@ vm(S) ->
 %% Calls, events, VM monitor reports or counter samples: a session that
 %% writes nothing is a mistake.  A session with only `monitor' and/or
 %% `sample' traces no process (it only writes the VM's reports and
-%% samples: "just watch long GCs").
+%% samples: "just watch long GCs"); one with only `events =>
+%% [annotation]' sets no flag either: it records the annotations
+%% (beamprobe:annotate/1,2) its processes make.
 nothing(#{calls := [], events := []} = S) when is_map_key(monitor, S);
                                               is_map_key(sample, S) ->
     {ok, S};
 nothing(#{calls := [], events := []}) ->
     {error, {nothing_to_trace,
-             "give calls => [{M, F, A}], events, monitor or sample"}};
+             "give calls => [{M, F, A}], events (events => [annotation] "
+             "for annotations only), monitor or sample"}};
 nothing(S) -> {ok, S}.
 
 %% beamprobe-NODE-YYYYMMDD-HHMMSS, and -2, -3, ... when that is taken (a

@@ -1,7 +1,8 @@
 %%% @doc What a session is told, and tells, about what it cannot see:
 %%% listed processes no trace can see (`sensitive' ones: beamprobe's own,
 %%% another session's handlers), losses a handler sink is told (the
-%%% session's, not only of the events it receives: `session_wide').
+%%% session's, not only of the events it receives: `session_wide'), and
+%%% sessions of annotations only (`events => [annotation]').
 %%%
 %%% Run: make && ct_run -noshell -pa ebin -pa _build/test -dir test
 %%%      -suite beamprobe_untraceable_SUITE -logdir _build/ct_logs
@@ -15,7 +16,8 @@
 -export([sensitive_refused/1, handler_of_other_session_refused/1,
          registered_sensitive_refused/1, untraceable_listed/1,
          self_and_dead/1, shell_calls_sensitive/1,
-         handler_losses_session_wide/1]).
+         handler_losses_session_wide/1, annotations_only/1,
+         annotations_only_all/1]).
 %% Spawned by MFA.
 -export([seq_loop/1]).
 
@@ -27,7 +29,8 @@ suite() -> [{timetrap, {seconds, 60}}].
 all() ->
     [sensitive_refused, handler_of_other_session_refused,
      registered_sensitive_refused, untraceable_listed, self_and_dead,
-     shell_calls_sensitive, handler_losses_session_wide].
+     shell_calls_sensitive, handler_losses_session_wide, annotations_only,
+     annotations_only_all].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -190,6 +193,45 @@ handler_drops() ->
         {handler_done, _, _, _} -> []
     after 10000 -> ct:fail(handler_not_done)
     end.
+
+%%% ------------------------------------------------------------------------
+%%% Sessions of annotations only
+%%% ------------------------------------------------------------------------
+
+%% events => [annotation] alone: the session starts, sets no trace flag
+%% and records the annotations of its processes (before: refused, bad
+%% option).
+annotations_only(_Config) ->
+    S = ?L:start(#{procs => [self()], events => [annotation],
+                   output => {handler, ?H, #{parent => self()}}}),
+    ?assertEqual({flags, []}, erlang:trace_info(self(), flags)),
+    ok = beamprobe:annotate(checkpoint, 42),
+    _ = lists:seq(1, 3),
+    _ = ?L:stop(S),
+    Evs = handler_all(),
+    Me = self(),
+    ?assertMatch([#{event := annotation, pid := Me, tag := <<"checkpoint">>,
+                    value := <<"42">>}],
+                 [E || #{event := annotation} = E <- Evs]),
+    ?assertEqual([], [E || #{event := call} = E <- Evs]).
+
+%% procs => all (the default): every process's annotations, no flag set
+%% anywhere.
+annotations_only_all(_Config) ->
+    S = ?L:start(#{events => [annotation],
+                   output => {handler, ?H, #{parent => self()}}}),
+    ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
+    ?assertEqual({flags, []}, erlang:trace_info(self(), flags)),
+    Parent = self(),
+    P = spawn_link(fun() -> beamprobe:annotate(other),
+                            Parent ! {annotated, self()} end),
+    receive {annotated, P} -> ok end,
+    ok = beamprobe:annotate(mine),
+    _ = ?L:stop(S),
+    Anns = [{Pid, T} || #{event := annotation, pid := Pid, value := T}
+                            <- handler_all()],
+    ?assertEqual(lists:sort([{P, <<"other">>}, {self(), <<"mine">>}]),
+                 lists:sort(Anns)).
 
 calls_by_pid(Evs) ->
     lists:sort(maps:to_list(
