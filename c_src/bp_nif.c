@@ -192,6 +192,15 @@ static ERL_NIF_TERM nif_make_dir(ErlNifEnv *env, int argc,
 	return bp_output_make_dir(env, argv[0]);
 }
 
+/* create_file(File :: iodata()) -> ok | {error, Why}: a new empty file,
+ * 0600 from the first instant (bp_output.c).  Dirty I/O. */
+static ERL_NIF_TERM nif_create_file(ErlNifEnv *env, int argc,
+				    const ERL_NIF_TERM argv[])
+{
+	(void)argc;
+	return bp_output_create_file(env, argv[0]);
+}
+
 static ERL_NIF_TERM nif_start(ErlNifEnv *env, int argc,
 			      const ERL_NIF_TERM argv[])
 {
@@ -765,6 +774,7 @@ static ErlNifFunc nif_funcs[] = {
 	{"notice", 4, bp_nif_notice, 0},
 	{"ack", 2, nif_ack, 0},
 	{"make_dir", 1, nif_make_dir, ERL_NIF_DIRTY_JOB_IO_BOUND},
+	{"create_file", 1, nif_create_file, ERL_NIF_DIRTY_JOB_IO_BOUND},
 	{"live_sessions", 0, nif_live_sessions, 0},
 	{"render", 2, bp_nif_render, 0},
 	{"render_args", 2, bp_nif_render_args, 0},

@@ -7,6 +7,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -248,6 +249,28 @@ ERL_NIF_TERM bp_output_make_dir(ErlNifEnv *env, ERL_NIF_TERM dir)
 		return enif_make_tuple2(env, bp_atom.error,
 					enif_make_atom(env, why));
 	return enif_make_atom(env, "existing");
+}
+
+/* create_file(Path :: iodata()) -> ok | {error, Why}.
+ * Creates an empty file with its final mode (0600 at open: no window
+ * whatever the umask, in which another user could open it and keep
+ * reading what is written later), never through a symlink and never
+ * over an existing file.  The caller then writes it (file:open/2 of an
+ * existing file keeps its mode).  Dirty I/O. */
+ERL_NIF_TERM bp_output_create_file(ErlNifEnv *env, ERL_NIF_TERM file)
+{
+	char path[4096];
+	int fd;
+
+	if (!get_path(env, file, path))
+		return enif_make_badarg(env);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		  0600);
+	if (fd < 0)
+		return enif_make_tuple2(env, bp_atom.error,
+					bp_nif_errno_atom(env, errno));
+	close(fd);
+	return bp_atom.ok;
 }
 
 int bp_output_record_streams(struct bp_session *s)

@@ -19,6 +19,10 @@ const char *bp_output_dir_unsafe(int fd);
  * badarg for a malformed path. */
 ERL_NIF_TERM bp_output_make_dir(ErlNifEnv *env, ERL_NIF_TERM dir);
 
+/* create_file/1 of beamprobe_nif: ok | {error, Why} (an empty file,
+ * 0600 from its creation, O_EXCL | O_NOFOLLOW), or badarg. */
+ERL_NIF_TERM bp_output_create_file(ErlNifEnv *env, ERL_NIF_TERM file);
+
 /* Writes s's metadata (in s->dirfd) with the env list `list'.  0, EINVAL
  * for a malformed list, or the errno of the write. */
 int bp_output_write_metadata(ErlNifEnv *env, struct bp_session *s,

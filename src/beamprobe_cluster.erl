@@ -555,12 +555,15 @@ fetch(#node{name = Name, staged = Staged, dir = Local}) ->
 
 %% @private
 %% Copies Size bytes of Node's file From into the new local file To
-%% (0600); raises `{short_copy, From, Detail}' when fewer come.
+%% (0600 from its creation: made 0644 under the usual umask and changed
+%% after, it could be opened by another user in between, who could then
+%% read all that was copied in; an existing To is refused); raises
+%% `{short_copy, From, Detail}' when fewer come.
 -spec copy(node(), string(), string(), non_neg_integer()) -> ok.
 copy(Node, From, To, Size) ->
+    ok = beamprobe_nif:create_file(unicode:characters_to_binary(To)),
     {ok, Fd} = file:open(To, [write, raw, binary]),
     try
-        ok = file:change_mode(To, 8#600),
         copy_chunks(Node, From, Fd, 0, Size)
     after
         file:close(Fd)
@@ -705,15 +708,21 @@ rewrite_env(Path, Env) ->
                 [Before, After] ->
                     New = [Before, <<"env {\n">>, Lines, After],
                     Tmp = filename:join(filename:dirname(Path), ".metadata.tmp"),
-                    case file:write_file(Tmp, New) of
-                        ok ->
-                            _ = file:change_mode(Tmp, 8#600),
-                            file:rename(Tmp, Path);
+                    _ = file:delete(Tmp),
+                    case private_write(Tmp, New) of
+                        ok -> file:rename(Tmp, Path);
                         {error, _} = E -> E
                     end;
                 _ -> {error, no_env_block}
             end;
         {error, R} -> {error, {metadata, R}}
+    end.
+
+%% File, new, 0600 from its creation (copy/4), with Data.
+private_write(File, Data) ->
+    case beamprobe_nif:create_file(unicode:characters_to_binary(File)) of
+        ok -> file:write_file(File, Data, [raw]);
+        {error, _} = E -> E
     end.
 
 %% @doc The lines of a metadata env block for `Env' (key, value), as

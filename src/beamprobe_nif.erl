@@ -17,7 +17,7 @@
          trace_garbage_collection/5]).
 -export([start/1, stop/1, info/1, dump/1, annotate/2, tampered/3, notice/4, ack/2,
          render/2, render_args/2, render_mfa/3, elixir_text/2, thread_slot/0, clock/0,
-         make_dir/1, remove_dir/1, live_sessions/0, hub_add/2, hub_remove/1,
+         make_dir/1, create_file/1, remove_dir/1, live_sessions/0, hub_add/2, hub_remove/1,
          hub_members/0, hub_routes/1, hub_route_tags/0, hub_list/0, hub_stats/0,
          user_annotate/2, usdt_enabled/1]).
 -export([loaded/0, is_loaded/0]).
@@ -298,6 +298,14 @@ clock() -> ?NOT_LOADED.
 %% empty, not a symlink, owned by this user and not group/world-writable.
 -spec make_dir(iodata()) -> created | existing | {error, atom()}.
 make_dir(_Dir) -> ?NOT_LOADED.
+
+%% @doc Creates the new, empty file `File' with mode 0600 from the first
+%% instant (whatever the umask: no moment in which another user could
+%% open it and keep reading what is written later), never through a
+%% symlink and never over an existing file (`{error, eexist}').  Write
+%% it then with file:open/2 or file:write_file/2, which keep its mode.
+-spec create_file(iodata()) -> ok | {error, atom()}.
+create_file(_File) -> ?NOT_LOADED.
 
 %% @doc Undoes make_dir/1 after a start that failed: removes the directory
 %% it `created', with what the session wrote in it (its metadata); a

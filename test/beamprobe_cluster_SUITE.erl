@@ -19,7 +19,7 @@
 -export([start_stop_three_nodes/1, flows_matched_not_reversed/1,
          refined_offsets/1, bad_specs/1, node_fails_to_start/1,
          owner_dies/1, coordinator_killed/1, node_killed/1,
-         exited_not_traced/1, short_copy_refused/1,
+         exited_not_traced/1, short_copy_refused/1, copy_private_at_once/1,
          disconnect_reported/1, exclude_per_node/1,
          frozen_node_stop_bounded/1, frozen_node_disconnected/1,
          stepped_clock_bounds_hold/1]).
@@ -32,7 +32,7 @@
 all() ->
     [start_stop_three_nodes, flows_matched_not_reversed, refined_offsets,
      bad_specs, node_fails_to_start, owner_dies, coordinator_killed,
-     node_killed, exited_not_traced, short_copy_refused,
+     node_killed, exited_not_traced, short_copy_refused, copy_private_at_once,
      disconnect_reported, exclude_per_node, frozen_node_stop_bounded,
      frozen_node_disconnected, stepped_clock_bounds_hold].
 
@@ -703,6 +703,56 @@ short_copy_refused(Config) ->
     To3 = filename:join(Dir, "gone"),
     ?assertError({exception, {badmatch, {error, enoent}}, _},
                  beamprobe_cluster:copy(N2, From ++ ".missing", To3, 5)).
+
+%% A fetched file is 0600 from its creation.  The copy used to open it
+%% under the node's umask (0644 here) and change its mode after, through
+%% the file server: another user who opened it in between could read all
+%% that was copied in after.  With the file server held (suspended), the
+%% window stayed open until it was let go; now no moment shows the file
+%% with any mode but 0600, held or not.
+copy_private_at_once(Config) ->
+    [_, N2, _] = nodes_of(Config),
+    %% (the window was there under any umask that lets others read:
+    %% 0022 here, and in CI)
+    ct:log("umask ~s", [os:cmd("umask")]),
+    Dir = ?L:dir(Config, "copy"),
+    ok = filelib:ensure_dir(filename:join(Dir, "x")),
+    From = filename:join(Dir, "remote-file"),
+    ok = file:write_file(From, <<"secret">>),
+    To = filename:join(Dir, "fetched"),
+    FS = whereis(file_server_2),
+    Self = self(),
+    true = erlang:suspend_process(FS),
+    Modes = try
+                C = spawn(fun() -> Self ! {copied, self(), catch
+                                               beamprobe_cluster:copy(
+                                                 N2, From, To, 6)}
+                          end),
+                modes_seen(To, C, 100, [])
+            after
+                erlang:resume_process(FS)
+            end,
+    ct:log("modes seen while the file server was held: ~p",
+           [lists:usort([integer_to_list(M band 8#777, 8) || M <- Modes])]),
+    [] = [M || M <- Modes, M band 8#777 =/= 8#600],
+    ok = receive {copied, _, R} -> R after 10000 -> copy_stuck end,
+    ?assertEqual({ok, <<"secret">>}, file:read_file(To)),
+    %% An existing file is not copied over.
+    ?assertError({badmatch, {error, eexist}},
+                 beamprobe_cluster:copy(N2, From, To, 6)).
+
+%% The modes of To seen by the file server's side door (prim_file) every
+%% 10 ms until the copier C is done or N tries.
+modes_seen(_To, _C, 0, Acc) -> Acc;
+modes_seen(To, C, N, Acc) ->
+    Acc1 = case prim_file:read_file_info(To) of
+               {ok, #file_info{mode = M}} -> [M | Acc];
+               _ -> Acc
+           end,
+    receive
+        {copied, C, _} = Done -> self() ! Done, Acc1
+    after 10 -> modes_seen(To, C, N - 1, Acc1)
+    end.
 
 %% A node disconnected for a moment in the middle: its session ends there
 %% (its agent cannot know whether the coordinator lives), and the
