@@ -683,7 +683,15 @@ sample_only(Config) ->
     Dir = ?L:dir(Config, "t"),
     S = ?L:start(#{sample => #{interval => 20, what => [process_count]},
                    output => {file, Dir}}),
-    timer:sleep(200),
+    %% (at least 2 written: a loaded machine under the ASan NIF wrote
+    %% fewer than 2 in a fixed 200 ms)
+    Written = fun W(0) -> ct:fail({samples_not_written, beamprobe:info(S)});
+                  W(K) -> case beamprobe:info(S) of
+                              {ok, #{events := E}} when E >= 2 -> ok;
+                              _ -> timer:sleep(50), W(K - 1)
+                          end
+              end,
+    Written(200),
     _ = ?L:stop(S),
     Samples = [E || E <- ?L:events(?L:trace(Dir), "sample"),
                     ?L:field(E, "counter") =:= <<"process_count">>],
