@@ -346,8 +346,10 @@ static void print_event(struct bp_out *o, const struct bp_cluster *c,
 	bp_out_char(o, '\n');
 }
 
-/* For the modes without a summary (--print, --perfetto): the clock
- * bounds the messages contradict, said on stderr. */
+/* The clock bounds the messages contradict, said on stderr in every
+ * mode (the summary also says it): the merged timeline may be wrong, so
+ * the exit status is 2 (bp_cmd_cluster), as for a damaged trace; before,
+ * only --print and --perfetto said it, and every mode exited 0. */
 static void warn_clock(const struct bp_cluster *c)
 {
 	if (!c->consistent || c->reversed)
@@ -778,8 +780,7 @@ int bp_cmd_cluster(int argc, char **argv)
 	}
 	pairs(&c, p);
 	rc = BP_EXIT_OK;
-	if (print || (perfetto && !json))
-		warn_clock(&c);
+	warn_clock(&c);
 	if (perfetto)
 		rc = do_perfetto(&c, perfetto);
 	if (rc == BP_EXIT_OK)
@@ -792,6 +793,8 @@ int bp_cmd_cluster(int argc, char **argv)
 			     c.problems, c.problems == 1 ? "" : "s");
 		rc = BP_EXIT_DAMAGED;
 	}
+	if (rc == BP_EXIT_OK && (!c.consistent || c.reversed))
+		rc = BP_EXIT_DAMAGED;
 	free(p);
 	bp_cluster_close(&c);
 	return rc;

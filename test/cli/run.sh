@@ -806,14 +806,25 @@ check "request: a reply received before its send's stamp stays in its request (9
 # inconsistent and the flows reversed, not left "not received".
 cp -a "$WORK/xn" "$WORK/xshift"
 sed -i -E 's/clock_offset_lo_ns = "[-0-9]+"/clock_offset_lo_ns = "5000000"/; s/clock_offset_hi_ns = "[-0-9]+"/clock_offset_hi_ns = "5010000"/; s/clock_offset_ns = "[-0-9]+"/clock_offset_ns = "5005000"/' "$WORK/xshift/b/metadata"
+# The timeline shown may be wrong: every mode prints what it can, says
+# so on stderr and exits 2 (before: exit 0, and only --print and
+# --perfetto said it).
 run cluster --json "$WORK/xshift"
+check "cluster --json: wrong bounds: exit 2, said on stderr" \
+	"$rc $(grep -c 'contradict the recorded clock bounds (consistent: false).*2 flows received before sent' "$WORK/err")" "2 1"
 if python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
 assert (d["consistent"], d["reversed"], d["flows"], d["unmatched_sends"]) == (False, 2, 4, 0), d' "$WORK/out" 2>"$WORK/py.err"
 then ok "cluster: bounds 5 ms wrong: inconsistent, 2 flows reversed, none unmatched"
 else not_ok "cluster: wrong bounds caught" "$(cat "$WORK/py.err" "$WORK/out")"; fi
+run cluster "$WORK/xshift"
+check "cluster: wrong bounds: the summary printed and says so, exit 2, said on stderr" \
+	"$rc $(grep -c '^Flows (cross-node messages matched send -> receive): 4, reversed 2,' "$WORK/out") $(grep -c 'the messages contradict the recorded bounds' "$WORK/out") $(grep -c 'contradict the recorded clock bounds (consistent: false)' "$WORK/err")" "2 1 1 1"
+run cluster --perfetto "$WORK/xshift.json" "$WORK/xshift"
+check "cluster --perfetto: wrong bounds: the file written, exit 2, said on stderr" \
+	"$rc $(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["traceEvents"]) > 3)' "$WORK/xshift.json" 2>&1) $(grep -c 'contradict the recorded clock bounds' "$WORK/err")" "2 True 1"
 run cluster --print "$WORK/xshift"
-check "cluster --print: wrong bounds said on stderr, both ends of the reversed flows marked" \
-	"$rc $(grep -c 'contradict the recorded clock bounds (consistent: false).*2 flows received before sent' "$WORK/err") $(grep -c '{pong,[12]}.*reversed: received before sent\]$' "$WORK/out")" "0 1 4"
+check "cluster --print: wrong bounds said on stderr, exit 2, both ends of the reversed flows marked" \
+	"$rc $(grep -c 'contradict the recorded clock bounds (consistent: false).*2 flows received before sent' "$WORK/err") $(grep -c '{pong,[12]}.*reversed: received before sent\]$' "$WORK/out")" "2 1 4"
 sanitizer_clean && ok "cluster (wrong bounds): sanitizer clean" || not_ok "cluster (wrong bounds): sanitizer clean" "$(head -20 "$WORK/err")"
 # F9: hostile clock metadata: no undefined behaviour (UBSan halts on
 # it), the bounds refused with the node and the value named.
