@@ -22,6 +22,9 @@
 %%% names it (`nodes => #{N => #{fetch => {error, R}, staged => Path}}').
 %%% A coordinator that dies while a node is connected never fetches: that
 %%% node's agent ends the session and removes the staged trace.
+%%% `info/1' asks every node at once and answers within 2 s: a node that
+%%% has not answered by then (stuck, frozen) is `{error, timeout}' in
+%%% `nodes' and listed in `no_answer'.
 %%%
 %%% Clocks: before the first and after the last event the coordinator
 %%% probes every node (`?PROBES' round trips reading the trace clock there
@@ -57,6 +60,8 @@
 -define(PROBES, 16).
 -define(CHUNK, 1048576).
 -define(CALL_TIMEOUT, 60000).
+%% info/1's one deadline for all the nodes' answers.
+-define(INFO_MS, 2000).
 -define(LINGER_MS, 600000).
 
 -record(node, {name :: node(),
@@ -408,10 +413,40 @@ agent_cleanup_remote(#node{staged = undefined}) -> ok;
 agent_cleanup_remote(#node{name = N, staged = Staged}) ->
     catch erpc:call(N, ?MODULE, agent_cleanup, [Staged], 5000).
 
+%% Every node is asked at once, with one deadline (?INFO_MS) for all:
+%% a node that has not answered by then is `{error, timeout}' and named
+%% in `no_answer'.  Before, the nodes were asked in turn, each for up to
+%% ?CALL_TIMEOUT: info/1 of a session with a frozen node (SIGSTOP, its
+%% agent suspended) took 60 s per such node.
 info(#st{nodes = Ns, dir = Dir, started = T0} = St) ->
-    Per = maps:from_list([{N#node.name, node_call(N, info)} || N <- Ns]),
-    lost(St, #{nodes => Per, output => output(St, Dir),
-               seconds => (erlang:monotonic_time(millisecond) - T0) / 1000}).
+    Per = ask_all(Ns, info, ?INFO_MS),
+    M = lost(St, #{nodes => maps:from_list(Per), output => output(St, Dir),
+                   seconds => (erlang:monotonic_time(millisecond) - T0) / 1000}),
+    case [N || {N, {error, timeout}} <- Per] of
+        [] -> M;
+        Silent -> M#{no_answer => Silent}
+    end.
+
+%% Req to every node's session at once: [{Node, Reply}] in the nodes'
+%% order, `{error, timeout}' for a node that has not answered within Ms
+%% (its asking process is killed: a late answer goes nowhere).
+ask_all(Ns, Req, Ms) ->
+    Self = self(),
+    Deadline = erlang:monotonic_time(millisecond) + Ms,
+    Ask = fun(N) ->
+                  try node_call(N, Req)
+                  catch Class:Why -> {error, {Class, Why}}
+                  end
+          end,
+    Ws = [{N#node.name, spawn_link(fun() -> Self ! {asked, self(), Ask(N)} end)}
+          || N <- Ns],
+    [{Name, receive
+                {asked, P, R} -> R
+            after max(0, Deadline - erlang:monotonic_time(millisecond)) ->
+                    unlink(P),
+                    exit(P, kill),
+                    receive {asked, P, R} -> R after 0 -> {error, timeout} end
+            end} || {Name, P} <- Ws].
 
 %% `lost': the nodes whose agent was seen going, with when (seconds
 %% into the session) and why; absent when none was.

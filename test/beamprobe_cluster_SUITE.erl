@@ -22,7 +22,7 @@
          exited_not_traced/1, short_copy_refused/1, copy_private_at_once/1,
          disconnect_reported/1, exclude_per_node/1,
          frozen_node_stop_bounded/1, frozen_node_disconnected/1,
-         stepped_clock_bounds_hold/1]).
+         stepped_clock_bounds_hold/1, frozen_nodes_info_bounded/1]).
 %% Run on the nodes.
 -export([pong/0, ping/3, node_clean/0, chain_start/2, sender/0]).
 -export([init/1, handle_call/3, handle_cast/2]).
@@ -34,7 +34,8 @@ all() ->
      bad_specs, node_fails_to_start, owner_dies, coordinator_killed,
      node_killed, exited_not_traced, short_copy_refused, copy_private_at_once,
      disconnect_reported, exclude_per_node, frozen_node_stop_bounded,
-     frozen_node_disconnected, stepped_clock_bounds_hold].
+     frozen_node_disconnected, stepped_clock_bounds_hold,
+     frozen_nodes_info_bounded].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -558,6 +559,50 @@ stop_frozen(H, N) ->
     Ms = erlang:monotonic_time(millisecond) - T0,
     ct:log("stop took ~p ms: ~p", [Ms, R]),
     {Ms, R}.
+
+%% info/1 with both remote nodes frozen (SIGSTOP): it answers within its
+%% one deadline (2 s) for all the nodes, says that those two did not
+%% answer, and still gives the control node's info; before, it asked the
+%% nodes in turn and waited 60 s for each frozen one (120 s here).
+%% Thawed, the nodes stop as usual.
+frozen_nodes_info_bounded(Config) ->
+    Nodes = [N1, N2, N3] = nodes_of(Config),
+    Dir = ?L:dir(Config, "frozeninfo"),
+    {ok, H} = beamprobe:start(#{nodes => Nodes, events => [send],
+                                output => {file, Dir}}),
+    OsPids = [erpc:call(N, os, getpid, []) || N <- [N2, N3]],
+    [[] = os:cmd("kill -STOP " ++ P) || P <- OsPids],
+    %% (A stop signal takes effect when it is delivered: until both say
+    %% so, a node could still answer.)
+    _ = ?L:wait_until(fun() -> lists:all(fun stopped/1, OsPids) end, 10000),
+    T0 = erlang:monotonic_time(millisecond),
+    R = try beamprobe:info(H)
+        after [os:cmd("kill -CONT " ++ P) || P <- OsPids]
+        end,
+    Ms = erlang:monotonic_time(millisecond) - T0,
+    ct:log("info took ~p ms: ~p", [Ms, R]),
+    {ok, #{nodes := Per} = Info} = R,
+    ?assert(Ms < 15000),
+    ?assertEqual(lists:sort([N2, N3]), lists:sort(maps:get(no_answer, Info, none))),
+    ?assertMatch({ok, #{events := _}}, maps:get(N1, Per)),
+    ?assertEqual({error, timeout}, maps:get(N2, Per)),
+    ?assertEqual({error, timeout}, maps:get(N3, Per)),
+    {ok, #{nodes := PerStop}} = beamprobe:stop(H),
+    [?assertMatch(#{fetch := ok}, maps:get(N, PerStop)) || N <- [N2, N3]],
+    assert_clean(Config, Nodes).
+
+%% Is OS process Pid stopped (SIGSTOP delivered)?
+stopped(Pid) ->
+    case file:read_file("/proc/" ++ Pid ++ "/stat") of
+        {ok, Stat} ->
+            %% pid (comm) State ...: the state follows the last ')'.
+            [_, Rest] = string:split(Stat, ")", trailing),
+            case string:trim(Rest, leading) of
+                <<"T", _/binary>> -> true;
+                _ -> false
+            end;
+        {error, _} -> false
+    end.
 
 %% The same, with a net tick time of 10 s, so that the frozen node is
 %% disconnected during the stop's wait: the stop then returns at once,
