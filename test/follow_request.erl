@@ -1,6 +1,7 @@
-%%% @doc The request beamprobe_follow_SUITE follows: root/2 (the client)
-%%% -> mid -> srv and back, and a client that is not followed.  (Its own
-%%% module: beamprobe refuses patterns on beamprobe's modules, the suite
+%%% @doc The request the follow suites (beamprobe_follow_SUITE,
+%%% beamprobe_follow_nodes_SUITE) follow: root/2 (the client) -> mid ->
+%%% srv and back, and a client that is not followed.  (Its own module:
+%%% beamprobe refuses patterns on beamprobe's modules, the suites
 %%% included.)
 -module(follow_request).
 -export([root/2, mid/1, srv/1, plain/2, plain_until_stop/1, servers/0,
