@@ -54,6 +54,7 @@
 	A(beamprobe_hub_meta, "beamprobe_hub_meta")                        \
 	A(beamprobe_discard, "beamprobe_discard")       \
 	A(bp_route, "bp_route") A(bp_route_ret, "bp_route_ret")          \
+	A(beamprobe_follow_labelled, "beamprobe_follow_labelled")        \
 
 struct bp_atoms {
 #define BP__ATOM_FIELD(name, text) ERL_NIF_TERM name;

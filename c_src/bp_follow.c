@@ -318,6 +318,16 @@ static inline uint64_t local_pid(ErlNifEnv *env, ERL_NIF_TERM t)
 	return enif_get_local_pid(env, t, &p) ? (uint64_t)t : 0;
 }
 
+/* A root call whose match spec said the caller's label is its own. */
+static int is_labelled(ErlNifEnv *env, ERL_NIF_TERM opts)
+{
+	int found;
+	ERL_NIF_TERM r = bp_tracer_opt(env, opts, bp_atom.match_spec_result,
+				       &found);
+
+	return found && r == bp_atom.beamprobe_follow_labelled;
+}
+
 void bp_follow_call(ErlNifEnv *env, struct bp_session *s,
 		    const ERL_NIF_TERM argv[], struct ev_ctx *c)
 {
@@ -332,6 +342,14 @@ void bp_follow_call(ErlNifEnv *env, struct bp_session *s,
 	h = own_get(f, pid);
 	r = req_of(f, h);
 	if (argv[0] == bp_atom.call) {
+		/* The caller's seq_trace token is the application's: the
+		 * root's match spec left it alone (beamprobe_follow,
+		 * root_ms/1) and the call is not followed.  (Its return
+		 * comes as one of no request: outside.) */
+		if (!h && is_labelled(env, argv[4])) {
+			count(f, BP_FC_LABELLED);
+			return;
+		}
 		if (h) {
 			/* A root call inside its own root call: the same
 			 * request. */

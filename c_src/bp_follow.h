@@ -10,7 +10,10 @@
  *
  *   root call in P        a new request R (or the same one for a nested
  *                         call of the root in P's own root call);
- *                         proc[P] = R, own[P] = R
+ *                         proc[P] = R, own[P] = R; none if P carries a
+ *                         seq_trace label of its own (the root's match
+ *                         spec left it as it was and said so: counted
+ *                         as labelled)
  *   send by P             of proc[P]; msg[(P, serial)] = R, or for a
  *                         receiver X on another node msg[(X, serial)] = R
  *   receive by Q of a     msg[(From, serial)] (taken out), else Q's
@@ -81,6 +84,8 @@ enum bp_follow_count {
 	BP_FC_MS,        /* events past a request's ms budget */
 	BP_FC_TABLE,     /* events lost to a full table or an evicted request */
 	BP_FC_OUTSIDE,   /* labelled events of no request (not written) */
+	BP_FC_LABELLED,  /* root calls not followed: the caller's seq_trace
+			    token was its own (the application's label) */
 	BP_FC_COUNT
 };
 

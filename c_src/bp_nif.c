@@ -318,7 +318,8 @@ static ERL_NIF_TERM stats_map(ErlNifEnv *env, struct bp_session *s)
 		ERL_NIF_TERM fk[] = {enif_make_atom(env, "started"),
 				     enif_make_atom(env, "cut"),
 				     enif_make_atom(env, "refused"),
-				     enif_make_atom(env, "outside")};
+				     enif_make_atom(env, "outside"),
+				     enif_make_atom(env, "labelled")};
 		ERL_NIF_TERM fv[] = {
 			enif_make_uint64(env, bp_follow_count(s->follow,
 							      BP_FC_STARTED)),
@@ -327,9 +328,11 @@ static ERL_NIF_TERM stats_map(ErlNifEnv *env, struct bp_session *s)
 			enif_make_uint64(env, bp_follow_count(s->follow,
 							      BP_FC_REFUSED)),
 			enif_make_uint64(env, bp_follow_count(s->follow,
-							      BP_FC_OUTSIDE))};
+							      BP_FC_OUTSIDE)),
+			enif_make_uint64(env, bp_follow_count(s->follow,
+							      BP_FC_LABELLED))};
 		ERL_NIF_TERM fm;
-		if (enif_make_map_from_arrays(env, fk, fv, 4, &fm))
+		if (enif_make_map_from_arrays(env, fk, fv, 5, &fm))
 			enif_make_map_put(env, m, enif_make_atom(env, "requests"),
 					  fm, &m);
 	}

@@ -26,6 +26,12 @@
 %%%   clears it when a process takes a message without one
 %%% '''
 %%%
+%%% A process that already carries a seq_trace label of its own when it
+%%% calls the root (the application's, or another tool's: anything but a
+%%% follow label) is not taken over: its token is left as it was, that
+%%% call is not followed, and it is counted (`requests' `labelled' in
+%%% info/1 and the summary; the call's return counts as `outside').
+%%%
 %%% So only the request's messages are recorded: a send only while its
 %%% sender works for a followed request (it took a labelled message last,
 %%% or is the root in or after its root call), a receive only of a
@@ -462,11 +468,41 @@ new_label() ->
     label(node(), erlang:unique_integer([positive, monotonic])).
 
 %% The root's match spec of the follow session whose label is Label.
+%% A caller without a seq_trace token gets the label, with the token's
+%% `send' and `receive' flags.  A caller whose token has a follow label
+%% (this session's: it works for a request; an earlier session's, left
+%% in it) gets this session's, as before.  A caller whose token carries
+%% any other label is the application's (seq_trace used by it, or by
+%% another tool): its token is left as it was (label and flags; before,
+%% the root's call overwrote the label, and the application's messages
+%% went on carrying beamprobe's label instead of its own), and the call
+%% event says so (`beamprobe_follow_labelled'): the NIF does not follow
+%% it and counts it (`requests' `labelled', c_src/bp_follow.c).  A match
+%% spec guard cannot read the token's label, so the second clause picks
+%% each value by whether the label is a follow label: element 1 (take
+%% it) or 2 (keep the token's own) of a pair.
 root_ms(Label) ->
-    [{'_', [], [{set_seq_token, label, Label},
-                {set_seq_token, send, true},
-                {set_seq_token, 'receive', true},
-                {return_trace}]}].
+    Token = {get_seq_token},
+    Cur = {element, 2, Token},
+    Flags = {element, 1, Token},
+    IsFollow = {'andalso', {is_integer, Cur},
+                {'==', {'bsr', Cur, 48}, ?LABEL_MAGIC}},
+    Pick = fun(Follow, Own) ->
+                   {element, {map_get, IsFollow, {const, #{true => 1, false => 2}}},
+                    {{Follow, Own}}}
+           end,
+    [{'_', [{'not', {is_seq_trace}}],
+      [{set_seq_token, label, Label},
+       {set_seq_token, send, true},
+       {set_seq_token, 'receive', true},
+       {return_trace}]},
+     {'_', [],
+      [{set_seq_token, label, Pick(Label, Cur)},
+       %% The token's flags as integers (OTP 25): send 1, receive 2.
+       {set_seq_token, send, Pick(true, {'=/=', {'band', Flags, 1}, 0})},
+       {set_seq_token, 'receive', Pick(true, {'=/=', {'band', Flags, 2}, 0})},
+       {message, Pick(true, beamprobe_follow_labelled)},
+       {return_trace}]}].
 
 %% A process that removes what this session installed if it dies without
 %% doing so (killed: terminate/2 does not run), as the janitor does for a

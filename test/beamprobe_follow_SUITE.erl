@@ -15,7 +15,7 @@
          bad_specs/1, owner_dies/1, seq_tracer_taken/1, seq_tracer_replaced/1,
          request_events/1, request_ms/1, request_table/1,
          root_serves_others/1, root_takes_unrelated/1, process_table_full/1,
-         two_at_once/1, foreign_labels/1, spawned_worker/1]).
+         two_at_once/1, foreign_labels/1, app_label_kept/1, spawned_worker/1]).
 
 -define(L, beamprobe_test_lib).
 -define(F, beamprobe_follow_lib).
@@ -25,7 +25,8 @@ all() ->
     [exact_events, two_requests, budget_events, budget_ms, bad_specs,
      owner_dies, seq_tracer_taken, seq_tracer_replaced, request_events,
      request_ms, request_table, root_serves_others, root_takes_unrelated,
-     process_table_full, two_at_once, foreign_labels, spawned_worker].
+     process_table_full, two_at_once, foreign_labels, app_label_kept,
+     spawned_worker].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -508,6 +509,61 @@ foreign_labels(Config) ->
     after
         catch peer:stop(Peer)
     end.
+
+%% A root's caller that carries a seq_trace label of its own (the
+%% application's: a tuple, an integer that is no follow label; with its
+%% own flags) keeps it: its call is not followed but counted
+%% (`labelled', in info/1 and in the summary), and the message it sends
+%% carries its label (the echo server's answer brings it back); a caller
+%% without a token is followed as usual.  Before, the root's call put
+%% beamprobe's label (and its send and receive flags) in the
+%% application's token.
+app_label_kept(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    Echo = spawn(?W, echo, []),
+    {ok, H} = ?F:ask_follow(Dir, #{}),
+    Self = self(),
+    Ask = fun(Id, Label) ->
+                  P = spawn(fun() ->
+                                    %% (Not the token this process got
+                                    %% with an answer: a spawn passes
+                                    %% it on.)
+                                    _ = seq_trace:set_token([]),
+                                    _ = Label =/= none andalso
+                                        begin
+                                            seq_trace:set_token(label, Label),
+                                            seq_trace:set_token(print, true)
+                                        end,
+                                    Before = seq_trace:get_token(),
+                                    N = ?W:ask(Echo, {Id, [0]}),
+                                    Self ! {asked, self(), Before, N,
+                                            seq_trace:get_token()}
+                            end),
+                  receive {asked, P, B, 1, A} -> {B, A} end
+          end,
+    [begin
+         {Before, After} = Ask(Id, Label),
+         ct:pal("~p: ~p -> ~p", [Label, Before, After]),
+         ?assertMatch({_, Label, _, _, _}, Before),
+         %% Its label and flags, as before the call.
+         ?assertEqual({element(1, Before), Label},
+                      {element(1, After), element(2, After)})
+     end || {Id, Label} <- [{1, {my_app, order_42}}, {2, 17}]],
+    ?assertMatch({ok, #{requests := #{labelled := 2, started := 0}}},
+                 beamprobe:info(H)),
+    {[], Ours} = Ask(3, none),
+    ?assertMatch({_, L, _, _, _} when is_integer(L) andalso L bsr 48 =:= 16#2DF,
+                 Ours),
+    _ = seq_trace:set_token([]),
+    {ok, Sum} = beamprobe:stop(H),
+    ct:pal("~p", [Sum]),
+    ?F:assert_clean(Config),
+    ?assertMatch(#{requests := #{labelled := 2, started := 1, refused := 0},
+                   dropped := #{total := 0}}, Sum),
+    Out = ?L:cli_ok(["request", Dir]),
+    ct:pal("~s", [Out]),
+    [{_, Lines}] = ?F:blocks(Out),
+    ?F:assert_events(Lines, ?F:ask_events(3, 1)).
 
 %% A root that spawns a worker to do the work: on OTP 25 a spawn is a
 %% spawn_request message (labelled, so the worker works for the request)
