@@ -563,7 +563,10 @@ app_label_kept(Config) ->
     Out = ?L:cli_ok(["request", Dir]),
     ct:pal("~s", [Out]),
     [{_, Lines}] = ?F:blocks(Out),
-    ?F:assert_events(Lines, ?F:ask_events(3, 1)).
+    ?F:assert_events(Lines, ?F:ask_events(3, 1)),
+    ?assertMatch({match, _}, re:run(Out, "^Not followed: 2 root calls whose "
+                                    "caller carried a seq_trace label of its own",
+                                    [multiline])).
 
 %% A root that spawns a worker to do the work: on OTP 25 a spawn is a
 %% spawn_request message (labelled, so the worker works for the request)

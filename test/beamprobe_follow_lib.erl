@@ -86,7 +86,8 @@ blocks(Out) ->
          [H | Ls] = lines(<<"Request ", B/binary>>),
          %% (Not the summary lines after the last request.)
          {H, [L || L <- Ls, binary:match(L, <<"Per-request budget:">>) =:= nomatch,
-                   binary:match(L, <<"Left out (in no request)">>) =:= nomatch]}
+                   binary:match(L, <<"Left out (in no request)">>) =:= nomatch,
+                   binary:match(L, <<"Not followed: ">>) =:= nomatch]}
      end
      || B <- binary:split(Out, <<"Request ">>, [global]), B =/= <<>>,
         binary:match(B, <<": root ">>) =/= nomatch].

@@ -446,6 +446,32 @@ static void print_cut_counts(const struct bp_cluster *c, struct bp_out *o)
 				: " requests refused (table full)\n");
 }
 
+/* The root calls not followed because their caller carried a seq_trace
+ * label of its own (env follow_labelled, summed over the nodes): the
+ * session left the application's label alone (src/beamprobe_follow.erl). */
+static void print_labelled(const struct bp_cluster *c, struct bp_out *o)
+{
+	struct bp_cluster_cursor cur[BP_CLUSTER_MAX_NODES];
+	unsigned long long n = 0;
+
+	bp_cluster_open_all(c, cur);
+	for (unsigned i = 0; i < c->n; i++) {
+		const char *t = cur[i].open ? bp_meta_env(&cur[i].r.meta,
+							  "follow_labelled")
+					    : NULL;
+		if (t)
+			n += strtoull(t, NULL, 10);
+	}
+	bp_cluster_close_all(c, cur);
+	if (!n)
+		return;
+	bp_out_str(o, "Not followed: ");
+	bp_out_u64(o, n);
+	bp_out_str(o, n == 1 ? " root call" : " root calls");
+	bp_out_str(o, " whose caller carried a seq_trace label of its own "
+		      "(left as it was)\n");
+}
+
 int bp_cmd_request(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -510,6 +536,7 @@ int bp_cmd_request(int argc, char **argv)
 		if (!only) {
 			print_left_out(&s, &o);
 			print_cut_counts(&c, &o);
+			print_labelled(&c, &o);
 		}
 		if (bp_out_close(&o))
 			rc = BP_EXIT_DAMAGED;
