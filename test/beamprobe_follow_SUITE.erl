@@ -114,7 +114,7 @@ budget_events(Config) ->
                                 limits => #{events => 3},
                                 output => {file, Dir}}),
     107 = (fun() -> ?W:root(Mid, 7) end)(),
-    _ = ?L:wait_until(fun() -> erlang:trace_info(new, flags) =:= {flags, []} end, 5000),
+    ok = ended(H, limit_events),
     ?F:assert_clean(Config),
     {ok, #{stop_reason := limit_events}} = beamprobe:stop(H).
 
@@ -125,10 +125,24 @@ budget_ms(Config) ->
                                             budget => #{ms => 100}},
                                 limits => #{seconds => 0.2},
                                 output => {file, Dir}}),
-    timer:sleep(400),
+    ok = ended(H, limit_seconds),
     ?F:assert_clean(Config),
     {ok, #{stop_reason := limit_seconds}} = beamprobe:stop(H),
     ?assertEqual({error, not_found}, beamprobe:stop(H)).
+
+%% Waits until follow session H has ended by itself for Why: its
+%% summary (info/1 answers with it once the session has removed all it
+%% installed).  Before, budget_events waited for the flags of new
+%% processes only, which go first: under ASan the processes' flags were
+%% still there when it looked.
+ended(H, Why) ->
+    _ = ?L:wait_until(fun() ->
+                              case beamprobe:info(H) of
+                                  {ok, #{stop_reason := Why}} -> true;
+                                  _ -> false
+                              end
+                      end, 10000),
+    ok.
 
 bad_specs(Config) ->
     Dir = ?L:dir(Config, "f"),
