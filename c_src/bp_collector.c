@@ -520,6 +520,22 @@ static int idle_wait(struct bp_session *s, uint64_t ns)
 	return atomic_exchange(&s->sleeping, 0) == 0;
 }
 
+/* Tells the process waiting for a dump (nif_dump) that it is done, or
+ * that the collector has finished (its final drain wrote the window).
+ * Under mtx. */
+static void dumped(struct bp_session *s, int finished)
+{
+	ErlNifEnv *env = s->dump_env;
+
+	if (!s->dump_waiting || (!finished && s->dumps_done < s->dump_target))
+		return;
+	s->dump_waiting = 0;
+	enif_send(NULL, &s->dump_pid, env,
+		  enif_make_tuple2(env, enif_make_atom(env, "beamprobe_dumped"),
+				   enif_make_uint64(env, s->dumps_done)));
+	enif_clear_env(env); /* for the next dump, sent or not */
+}
+
 void *bp_collector_main(void *arg)
 {
 	struct bp_session *s = arg;
@@ -541,7 +557,7 @@ void *bp_collector_main(void *arg)
 			enif_mutex_lock(s->mtx);
 			s->cmd_dump = 0;
 			s->dumps_done++;
-			enif_cond_broadcast(s->cond);
+			dumped(s, 0);
 			enif_mutex_unlock(s->mtx);
 		}
 		if (!drop_oldest)
@@ -600,7 +616,7 @@ void *bp_collector_main(void *arg)
 	bp_collector_finish(s);
 	enif_mutex_lock(s->mtx);
 	s->finished = 1;
-	enif_cond_broadcast(s->cond);
+	dumped(s, 1);
 	enif_mutex_unlock(s->mtx);
 	return NULL;
 }

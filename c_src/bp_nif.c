@@ -177,6 +177,8 @@ static void session_dtor(ErlNifEnv *env, void *obj)
 	s->follow = NULL;
 	if (s->map)
 		munmap(s->map, s->region_size);
+	if (s->dump_env)
+		enif_free_env(s->dump_env);
 	if (s->cond)
 		enif_cond_destroy(s->cond);
 	if (s->mtx)
@@ -401,8 +403,14 @@ static ERL_NIF_TERM nif_info(ErlNifEnv *env, int argc,
 	return s ? stats_map(env, s) : enif_make_badarg(env);
 }
 
-/* dump(Session) -> ok | {error, not_flight_recorder | stopped}.  Writes
- * the flight-recorder window now.  Dirty I/O. */
+/* dump(Session) -> {ok, N} | {error, not_flight_recorder | stopped}: asks
+ * the collector to write the flight-recorder window now; it sends the
+ * caller {beamprobe_dumped, M}, M >= N, once it has (or once it has
+ * finished: the final drain writes the window).  Not dirty, and it never
+ * waits: a process in a dirty NIF of beamprobe_nif is executing the
+ * module's code, and a hard purge of the module's old code after a
+ * reload (code:purge/1) kills it; the session process waiting in a dirty
+ * dump() was killed so.  It waits for the message in its own code. */
 static ERL_NIF_TERM nif_dump(ErlNifEnv *env, int argc,
 			     const ERL_NIF_TERM argv[])
 {
@@ -420,13 +428,20 @@ static ERL_NIF_TERM nif_dump(ErlNifEnv *env, int argc,
 		enif_mutex_unlock(s->mtx);
 		return enif_make_tuple2(env, bp_atom.error, bp_atom.stopped);
 	}
+	if (!s->dump_env)
+		s->dump_env = enif_alloc_env();
+	if (!s->dump_env || !enif_self(env, &s->dump_pid)) {
+		enif_mutex_unlock(s->mtx);
+		return enif_make_badarg(env);
+	}
 	target = s->dumps_done + 1;
 	s->cmd_dump = 1;
-	bp__session_wake(s);
-	while (s->dumps_done < target && !s->finished)
-		enif_cond_wait(s->cond, s->mtx);
+	s->dump_waiting = 1;
+	s->dump_target = target;
 	enif_mutex_unlock(s->mtx);
-	return bp_atom.ok;
+	bp__session_wake(s);
+	return enif_make_tuple2(env, bp_atom.ok,
+				enif_make_uint64(env, target));
 }
 
 /* Room for an atom or m:f/a as bp_term renders them (255-character atoms
@@ -771,7 +786,7 @@ static ErlNifFunc nif_funcs[] = {
 	{"start", 1, nif_start, ERL_NIF_DIRTY_JOB_IO_BOUND},
 	{"stop", 1, nif_stop, ERL_NIF_DIRTY_JOB_IO_BOUND},
 	{"info", 1, nif_info, 0},
-	{"dump", 1, nif_dump, ERL_NIF_DIRTY_JOB_IO_BOUND},
+	{"dump", 1, nif_dump, 0},
 	{"annotate", 2, nif_annotate, 0},
 	{"tampered", 3, bp_nif_tampered, 0},
 	{"notice", 4, bp_nif_notice, 0},

@@ -189,6 +189,13 @@ struct bp_session {
 	ErlNifCond *cond;
 	int cmd_dump;      /* a dump is requested (under mtx) */
 	uint64_t dumps_done; /* under mtx */
+	/* Who asked for the dump not yet told it is done (under mtx): the
+	 * collector sends it {beamprobe_dumped, N} once dumps_done reaches
+	 * dump_target, or when it finishes (bp_collector_dumped). */
+	ErlNifPid dump_pid;
+	ErlNifEnv *dump_env; /* the message's, made by nif_dump */
+	int dump_waiting;
+	uint64_t dump_target;
 	int cmd_stop;      /* stop requested (under mtx) */
 	int finished;      /* collector ended (under mtx) */
 	_Atomic int counted; /* holds one of the node's session places */

@@ -221,8 +221,14 @@ stop(_Session) -> ?NOT_LOADED.
 -spec info(session()) -> map().
 info(_Session) -> ?NOT_LOADED.
 
-%% @doc Writes the flight-recorder window now.
--spec dump(session()) -> ok | {error, not_flight_recorder | stopped}.
+%% @doc Asks the collector to write the flight-recorder window now and
+%% returns at once: the caller is sent `{beamprobe_dumped, M}', `M >= N',
+%% once it is written (or the collector has finished, its final drain
+%% writing the window).  Not a dirty NIF that waits: a process in a dirty
+%% NIF of this module is running its code, and a hard purge of that code
+%% after a reload kills it.
+-spec dump(session()) -> {ok, pos_integer()}
+                         | {error, not_flight_recorder | stopped}.
 dump(_Session) -> ?NOT_LOADED.
 
 %% @doc Writes `process' events naming processes and ports: the

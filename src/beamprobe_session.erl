@@ -117,6 +117,7 @@ handle_call(info, _From, #st{summary = Sum} = St) ->
 handle_call(dump, _From, #st{summary = undefined, res = Res} = St) ->
     _ = annotate_live(St),
     case nif(fun() -> beamprobe_nif:dump(Res) end) of
+        {ok, N} -> {reply, dumped(N), St};
         {nif_error, E} -> {reply, {error, {nif_error, E}}, St};
         R -> {reply, R, St}
     end;
@@ -184,6 +185,13 @@ handle_info(beamprobe_nif_reloaded, #st{summary = undefined,
     {noreply, retrace(St)};
 handle_info(_Other, St) ->
     {noreply, St}.
+
+%% Waits for the collector to have written the window dump/1 asked for
+%% (beamprobe_nif:dump/1): here, in this module's code, not in a dirty NIF
+%% of beamprobe_nif, which a purge of that module's old code (after a
+%% reload) would kill this process in.
+dumped(N) ->
+    receive {beamprobe_dumped, M} when M >= N -> ok end.
 
 %% A session that ended by itself keeps its summary for stop/1, unless it
 %% was started from the shell API (nobody will ask); not its NIF resource

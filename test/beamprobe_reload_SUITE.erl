@@ -14,7 +14,7 @@
 -export([all/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([reload_15/1, upgrade_keeps_tracing/1, killed_after_reload/1,
-         library_pinned/1, no_nif/1]).
+         library_pinned/1, no_nif/1, dump_under_reloads/1]).
 -export([tick/0]).
 
 -define(L, beamprobe_test_lib).
@@ -24,7 +24,7 @@ suite() -> [{timetrap, {seconds, 180}}].
 
 all() ->
     [reload_15, upgrade_keeps_tracing, killed_after_reload, library_pinned,
-     no_nif].
+     no_nif, dump_under_reloads].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -125,6 +125,60 @@ upgrade_keeps_tracing(Config) ->
     ?assert(?L:count(?L:trace(?L:dir(Config, "upgrade")), "call") > 0),
     unlink(P),
     exit(P, kill).
+
+%% A flight recorder dumped in a loop while another process upgrades the
+%% NIF module every 20 ms (load_file, purge): the purge of the old code
+%% kills the processes running it, and a session process waiting in a
+%% dirty dump NIF called before the load_file was one (dump/1 now waits
+%% for the collector's message in the session's own code).  The session
+%% lives through 5 s of it, each dump returns ok (or an error, never an
+%% exit), and stop/1 gives its summary.
+dump_under_reloads(Config) ->
+    P = looper(),
+    S = ?L:start(#{procs => [P], calls => [{?MODULE, tick, 0}],
+                   return => false, overflow => drop_oldest,
+                   buffer => 262144,
+                   output => {file, ?L:dir(Config, "dump_reload")}}),
+    MRef = monitor(process, S),
+    Self = self(),
+    Reloader = spawn_link(
+                 fun Loop() ->
+                         {module, ?NIF} = code:load_file(?NIF),
+                         _ = code:purge(?NIF),
+                         receive stop -> Self ! {reloader, done}
+                         after 20 -> Loop()
+                         end
+                 end),
+    End = erlang:monotonic_time(millisecond) + 5000,
+    Results = dump_loop(S, End, #{}),
+    Reloader ! stop,
+    receive {reloader, done} -> ok end,
+    ct:log("dump results: ~p", [Results]),
+    ?assertEqual([], [R || R <- maps:keys(Results), R =/= ok,
+                           not is_tuple(R) orelse element(1, R) =/= error]),
+    ?assert(maps:get(ok, Results, 0) > 0),
+    ?assert(is_process_alive(S)),
+    {ok, Sum} = beamprobe:stop(S),
+    ct:log("summary: ~p", [Sum]),
+    ?assertMatch(#{stop_reason := requested}, Sum),
+    ?assert(maps:get(nif_reloads, Sum) > 0),
+    receive {'DOWN', MRef, process, S, Why} -> ?assertEqual(normal, Why) end,
+    unlink(P),
+    exit(P, kill).
+
+dump_loop(S, End, Acc) ->
+    case erlang:monotonic_time(millisecond) < End of
+        false -> Acc;
+        true ->
+            R = try beamprobe:dump(S)
+                catch exit:Why -> {exit, Why}
+                end,
+            Acc1 = maps:update_with(R, fun(N) -> N + 1 end, 1, Acc),
+            case R of
+                {exit, _} -> Acc1;
+                _ -> dump_loop(S, End, Acc1)
+            end
+    end.
 
 %% A session process killed after the NIF was deleted, purged and loaded
 %% again: the janitor cleans up (flags and pattern gone) and survives.
