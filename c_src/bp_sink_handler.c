@@ -21,6 +21,7 @@
  * thread).
  */
 #include <string.h>
+#include <time.h>
 
 #include "bp_atoms.h"
 #include "bp_sink_handler.h"
@@ -72,10 +73,21 @@ static ERL_NIF_TERM bin_term(ErlNifEnv *env, const char *s, size_t n)
 	return t;
 }
 
+/* What a binary of n bytes takes in a message: a heap binary (2 words
+ * and the bytes) up to 64 bytes, else a ProcBin (6 words) and the
+ * off-heap Binary (its header and the bytes). */
+static uint64_t bin_bytes(size_t n)
+{
+	return n <= 64 ? 16 + ((n + 7) & ~(size_t)7) : 48 + 48 + n;
+}
+
 /* Decodes one event (written by bp_tracer.c, so well-formed; still
- * bounds-checked) into a map.  Returns 0 on a malformed event. */
+ * bounds-checked) into a map, and adds the bytes it takes in a message
+ * to *size (the list cell, the flatmap and its keys tuple, a word each
+ * and 2 more for each integer, which may be a bignum, and the binaries).
+ * Returns 0 on a malformed event. */
 static int event_map(ErlNifEnv *env, const uint8_t *ev, uint32_t len,
-		     ERL_NIF_TERM *out)
+		     ERL_NIF_TERM *out, uint64_t *size)
 {
 	uint16_t id = bp_get_u16(ev + BP_EV_OFF_ID);
 	const struct bp_event_desc *d;
@@ -86,6 +98,8 @@ static int event_map(ErlNifEnv *env, const uint8_t *ev, uint32_t len,
 	if (id >= BP_EV_COUNT || !(d = &bp_event_descs[id])->name ||
 	    d->nfields > 16)
 		return 0;
+	uint64_t bytes = 0;
+
 	keys[n] = a_event;
 	vals[n++] = ev_atoms[id];
 	keys[n] = a_ts;
@@ -101,6 +115,7 @@ static int event_map(ErlNifEnv *env, const uint8_t *ev, uint32_t len,
 				return 0;
 			v = bin_term(env, (const char *)ev + off,
 				     (size_t)(z - (ev + off)));
+			bytes += bin_bytes((size_t)(z - (ev + off)));
 			off = (uint32_t)(z - ev) + 1;
 		} else {
 			uint32_t w = fd->type == BP_T_U8 ? 1 : fd->type == BP_T_U32 ? 4 : 8;
@@ -116,7 +131,13 @@ static int event_map(ErlNifEnv *env, const uint8_t *ev, uint32_t len,
 		keys[n] = field_atoms[id][f];
 		vals[n++] = v;
 	}
-	return enif_make_map_from_arrays(env, keys, vals, n, out);
+	/* cons 2 + map 3 + n values + keys tuple 1 + n; ts and the fields'
+	 * integers up to 2 words each. */
+	bytes += 8 * (2 + 3 + n + 1 + n) + 16 * (n - 2);
+	if (!enif_make_map_from_arrays(env, keys, vals, n, out))
+		return 0;
+	*size += bytes;
+	return 1;
 }
 
 static int wanted(const struct bp_handler_sink *h, const uint8_t *ev)
@@ -144,7 +165,45 @@ static void reset_batch(struct bp_handler_sink *h)
 {
 	enif_clear_env(h->env);
 	h->list = enif_make_list(h->env, 0);
-	h->n = 0;
+	h->n -= h->open_n;
+	h->open_n = 0;
+	h->bytes = 0;
+}
+
+/* Drops every closed batch (their events are no longer waiting). */
+static void clear_closed(struct bp_handler_sink *h)
+{
+	for (uint32_t i = 0; i < h->nclosed; i++) {
+		h->n -= h->closed[i].n;
+		enif_free_env(h->closed[i].env);
+	}
+	h->nclosed = 0;
+}
+
+/* The open batch has reached BP_HANDLER_BATCH_BYTES: it waits, closed,
+ * for a credit of its own, and a new one opens.  Without the memory for
+ * that it stays open (a bigger message, nothing lost). */
+static void close_batch(struct bp_handler_sink *h)
+{
+	ErlNifEnv *env;
+
+	if (h->nclosed == h->closed_cap) {
+		uint32_t cap = h->closed_cap ? 2 * h->closed_cap : 8;
+		void *p = enif_realloc(h->closed, cap * sizeof *h->closed);
+		if (!p)
+			return;
+		h->closed = p;
+		h->closed_cap = cap;
+	}
+	if (!(env = enif_alloc_env()))
+		return;
+	h->closed[h->nclosed].env = h->env;
+	h->closed[h->nclosed].list = h->list;
+	h->closed[h->nclosed++].n = h->open_n;
+	h->env = env;
+	h->list = enif_make_list(env, 0);
+	h->open_n = 0;
+	h->bytes = 0;
 }
 
 static uint64_t in_flight_batches(struct bp_handler_sink *h)
@@ -200,6 +259,7 @@ static void handler_gone(struct bp_handler_sink *h)
 	h->dead = 1;
 	if (h->n)
 		atomic_fetch_add(&h->dropped, h->n);
+	clear_closed(h);
 	reset_batch(h);
 	h->pending_drops = 0;
 	h->pending_slow = 0;
@@ -241,40 +301,25 @@ static void note_source_drops(struct bp_session *s, struct bp_handler_sink *h)
 		}
 }
 
-/* Sends the open batch if a credit allows; else drops it (counted). */
-static void send_batch(struct bp_session *s, struct bp_handler_sink *h,
-		       int final)
+/* Sends one batch: the oldest closed one, else the open one (with the
+ * loss reports, if any), as {beamprobe_events, Index, Events}.  With a
+ * credit, or without one for the last loss report (final). */
+static void send_one(struct bp_handler_sink *h)
 {
-	ERL_NIF_TERM msg, list = h->list;
+	struct bp_handler_batch b;
+	int open = h->nclosed == 0;
+	ERL_NIF_TERM msg;
 
-	if (h->dead)
-		return;
-	note_source_drops(s, h);
-	if (h->n == 0 && !h->pending_drops)
-		return;
-	/* Drops alone are reported at most once a second (and at the end):
-	 * an overloaded session must not flood the handler with them. */
-	if (h->n == 0 && !final && bp_now() - h->last_report < 1000000000ull)
-		return;
-	if (h->n && !has_credit(h)) {
-		h->pending_drops += h->n;
-		h->pending_slow += h->n;
-		atomic_fetch_add(&h->dropped, h->n);
-		atomic_fetch_add(&h->dropped_slow, h->n); /* after dropped */
-		if (h->overflow_stop)
-			bp_session_request_stop(s, BP_SR_OVERFLOW);
-		reset_batch(h);
-		list = h->list;
-		if (!final)
-			return;
+	if (open) {
+		b.env = h->env;
+		b.list = h->list;
+		b.n = h->open_n;
+	} else {
+		b = h->closed[0];
+		memmove(h->closed, h->closed + 1,
+			--h->nclosed * sizeof *h->closed);
 	}
-	/* Only drops to report: they wait for a credit, except at the end,
-	 * where nothing would report them after: the last report goes
-	 * without one (one small message more than `credits', once). */
-	if (!has_credit(h) && (!final || !h->pending_drops))
-		return;
-	h->last_report = bp_now();
-	if (h->pending_drops) {
+	if (open && h->pending_drops) {
 		/* #{event => dropped, count => N, Cause => N...}: one key per
 		 * cause that lost events (rate, ring_full, ..., slow_output),
 		 * and session_wide => N: of count, the losses at the source.
@@ -290,45 +335,108 @@ static void send_batch(struct bp_session *s, struct bp_handler_sink *h,
 		k[0] = a_event;
 		v[0] = a_dropped;
 		k[1] = a_count;
-		v[1] = enif_make_uint64(h->env, h->pending_drops);
+		v[1] = enif_make_uint64(b.env, h->pending_drops);
 		for (int c = 0; c < BP_DROP_COUNT; c++)
 			if (h->pending_cause[c]) {
 				k[nk] = a_causes[c];
-				v[nk++] = enif_make_uint64(h->env,
+				v[nk++] = enif_make_uint64(b.env,
 							   h->pending_cause[c]);
 				wide += h->pending_cause[c];
 			}
 		if (h->pending_slow) {
 			k[nk] = a_slow_output;
-			v[nk++] = enif_make_uint64(h->env, h->pending_slow);
+			v[nk++] = enif_make_uint64(b.env, h->pending_slow);
 		}
 		if (wide) {
 			k[nk] = a_session_wide;
-			v[nk++] = enif_make_uint64(h->env, wide);
+			v[nk++] = enif_make_uint64(b.env, wide);
 		}
-		if (enif_make_map_from_arrays(h->env, k, v, nk, &m))
-			list = enif_make_list_cell(h->env, m, list);
+		if (enif_make_map_from_arrays(b.env, k, v, nk, &m))
+			b.list = enif_make_list_cell(b.env, m, b.list);
 		h->pending_drops = 0;
 		h->pending_slow = 0;
 		memset(h->pending_cause, 0, sizeof h->pending_cause);
 	}
-	enif_make_reverse_list(h->env, list, &list);
-	msg = enif_make_tuple3(h->env, a_beamprobe_events,
-			       enif_make_uint(h->env, h->index), list);
+	enif_make_reverse_list(b.env, b.list, &b.list);
+	msg = enif_make_tuple3(b.env, a_beamprobe_events,
+			       enif_make_uint(b.env, h->index), b.list);
 	/* In flight before the send: the handler may ack at once.  A batch
 	 * of loss reports only (n == 0) takes a credit and an ack too; the
 	 * final one sent without a credit (n == 0) takes no place: its ack,
 	 * after those of every batch sent before it (one mailbox, acks in
 	 * order), finds none in flight and is ignored (bp_handler_ack). */
 	if (has_credit(h))
-		push_in_flight(h, h->n);
-	h->n = 0;
-	/* A successful send invalidates the terms of h->env, not the env
+		push_in_flight(h, b.n);
+	h->n -= b.n;
+	if (open)
+		h->open_n = 0;
+	/* A successful send invalidates the terms of the env, not the env
 	 * itself: reset_batch clears it for the next batch (erl_nif(3),
 	 * enif_send).  A new env here would leak the old one per batch. */
-	if (!enif_send(NULL, &h->pid, h->env, msg))
+	if (!enif_send(NULL, &h->pid, b.env, msg)) {
+		if (!open)
+			enif_free_env(b.env);
 		handler_gone(h); /* this batch too is in flight: dropped */
+		return;
+	}
+	if (open)
+		reset_batch(h);
+	else
+		enif_free_env(b.env);
+}
+
+/* Every event waiting (closed batches and open) is dropped for want of
+ * a credit: counted, and told in the next batch. */
+static void drop_waiting(struct bp_session *s, struct bp_handler_sink *h)
+{
+	h->pending_drops += h->n;
+	h->pending_slow += h->n;
+	atomic_fetch_add(&h->dropped, h->n);
+	atomic_fetch_add(&h->dropped_slow, h->n); /* after dropped */
+	if (h->overflow_stop)
+		bp_session_request_stop(s, BP_SR_OVERFLOW);
+	clear_closed(h);
 	reset_batch(h);
+}
+
+/* Sends the waiting batches, one per credit; without a credit, drops
+ * every event waiting (counted) when called for that: batch_max events
+ * wait (bp_handler_add), or final. */
+static void send_batch(struct bp_session *s, struct bp_handler_sink *h,
+		       int final)
+{
+	if (h->dead)
+		return;
+	note_source_drops(s, h);
+	if (h->n == 0 && !h->pending_drops)
+		return;
+	/* Drops alone are reported at most once a second (and at the end):
+	 * an overloaded session must not flood the handler with them. */
+	if (h->n == 0 && !final && bp_now() - h->last_report < 1000000000ull)
+		return;
+	if (h->n && !has_credit(h)) {
+		drop_waiting(s, h);
+		if (!final)
+			return;
+	}
+	/* Only drops to report: they wait for a credit, except at the end,
+	 * where nothing would report them after: the last report goes
+	 * without one (one small message more than `credits', once). */
+	if (!has_credit(h) && (!final || !h->pending_drops))
+		return;
+	h->last_report = bp_now();
+	while (h->nclosed && has_credit(h) && !h->dead)
+		send_one(h);
+	if (h->dead)
+		return;
+	if (!has_credit(h)) {
+		if (!final)
+			return; /* the rest at the next credits */
+		if (h->n)
+			drop_waiting(s, h);
+	}
+	if (h->open_n || h->pending_drops)
+		send_one(h);
 }
 
 void bp_handler_add(struct bp_session *s, struct bp_handler_sink *h,
@@ -342,11 +450,17 @@ void bp_handler_add(struct bp_session *s, struct bp_handler_sink *h,
 		atomic_fetch_add(&h->dropped, 1);
 		return;
 	}
-	if (!event_map(h->env, ev, len, &m))
+	if (!event_map(h->env, ev, len, &m, &h->bytes))
 		return;
 	h->list = enif_make_list_cell(h->env, m, h->list);
-	if (++h->n >= h->batch_max)
+	h->open_n++;
+	if (++h->n >= h->batch_max) {
 		send_batch(s, h, 0);
+	} else if (h->bytes >= BP_HANDLER_BATCH_BYTES) {
+		close_batch(h);
+		if (has_credit(h))
+			send_batch(s, h, 0);
+	}
 }
 
 void bp_handler_flush(struct bp_session *s, struct bp_handler_sink *h,
@@ -360,6 +474,22 @@ void bp_handler_flush(struct bp_session *s, struct bp_handler_sink *h,
 		h->last_check = bp_now();
 		if (!handler_alive(h))
 			handler_gone(h);
+	}
+	/* At the end, closed batches (split off by size) wait up to
+	 * BP_HANDLER_FINISH_NS for their credits: what one batch would have
+	 * carried is not lost for being split. */
+	if (final) {
+		uint64_t until = bp_now() + BP_HANDLER_FINISH_NS;
+		struct timespec ts = {0, 1000000};
+
+		while (h->nclosed && !h->dead) {
+			if (has_credit(h))
+				send_batch(s, h, 0);
+			else if (bp_now() < until)
+				nanosleep(&ts, NULL);
+			else
+				break;
+		}
 	}
 	/* Without a credit only `final' sends (or drops) the open batch. */
 	if (final || has_credit(h))
@@ -377,6 +507,10 @@ int bp_handler_init(struct bp_handler_sink *h)
 
 void bp_handler_free(struct bp_handler_sink *h)
 {
+	clear_closed(h);
+	enif_free(h->closed);
+	h->closed = NULL;
+	h->closed_cap = 0;
 	if (h->env)
 		enif_free_env(h->env);
 	h->env = NULL;

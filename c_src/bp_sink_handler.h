@@ -10,6 +10,23 @@
 
 #define BP_HANDLER_MAX_PIDS 64
 #define BP_HANDLER_MAX_CREDITS 64 /* credits_max at most (bp_nif.c checks) */
+/* A batch message holds at most batch_max events and about this many
+ * bytes of terms (the maps as the VM lays them out, off-heap binaries
+ * included, bp_sink_handler.c event_map): a batch that reaches it is
+ * closed (at most this plus one event, ~130 KiB with the largest
+ * capture) and the next one opened.  Closed batches wait for a credit
+ * each; the events waiting, closed and open, are at most batch_max, as
+ * one open batch was before: only then is what waits dropped. */
+#define BP_HANDLER_BATCH_BYTES (1u << 20)
+/* At the session's end the closed batches wait this long at most for
+ * their credits (then they are dropped, counted as slow_output). */
+#define BP_HANDLER_FINISH_NS 1000000000ull
+
+struct bp_handler_batch {
+	ErlNifEnv *env;
+	ERL_NIF_TERM list; /* newest first */
+	uint32_t n;
+};
 
 struct bp_handler_sink {
 	ErlNifPid pid;         /* the handler process */
@@ -40,7 +57,12 @@ struct bp_handler_sink {
 	/* Collector-owned batch under construction. */
 	ErlNifEnv *env;
 	ERL_NIF_TERM list;
-	uint32_t n;
+	uint32_t n;             /* events waiting: closed batches and open */
+	uint32_t open_n;        /* of which in the open batch */
+	uint64_t bytes;         /* the open batch's terms, estimated */
+	/* Closed batches waiting for a credit, oldest first (collector). */
+	struct bp_handler_batch *closed;
+	uint32_t nclosed, closed_cap;
 	uint64_t pending_drops; /* to report in the next batch */
 	/* ... of which, per source cause (BP_DROP_*) and for want of a
 	 * credit (the handler too slow): the `dropped' map says which. */

@@ -21,10 +21,12 @@
          handler_every_event/1, handler_told_every_loss/1,
          handler_order_across_threads/1,
          handler_order_collector_paused/1, stop_reads_nothing_in_caller/1,
-         several_sinks/1, sink_filter/1,
+         several_sinks/1, sink_filter/1, handler_batch_bytes/1,
          concurrent_sessions/1, clear_restores/1, remote_shell/1]).
 %% Peer-side helper (spawned by MFA).
 -export([remote_shell_proc/3]).
+%% Traced by handler_batch_bytes.
+-export([big/1]).
 
 -define(L, beamprobe_test_lib).
 -define(T, bpsh_target).
@@ -53,7 +55,7 @@ groups() ->
                      handler_order_across_threads,
                      handler_order_collector_paused,
                      stop_reads_nothing_in_caller,
-                     several_sinks, sink_filter]},
+                     several_sinks, sink_filter, handler_batch_bytes]},
      {sessions, [], [concurrent_sessions, clear_restores]}].
 
 init_per_suite(Config) ->
@@ -335,6 +337,63 @@ several_sinks(Config) ->
                   || I <- lists:seq(1, 1000)],
                  [?L:field(E, "args") || E <- FileCalls]),
     beamprobe_workload:stop_worker(W).
+
+big(_) -> ok.
+
+%% The largest capture and batch (100,000 events) with a handler holding
+%% its one credit 200 ms per batch: the ~64 KiB events made meanwhile
+%% waited in one open batch, sent as one message of all of them (13 MB
+%% here, about 64 MB for 1,000 events).  A batch message now holds about
+%% 1 MiB of terms at most (c_src/bp_sink_handler.h
+%% BP_HANDLER_BATCH_BYTES, plus one event), the rest waits in further
+%% batches for credits: every event is delivered, none counted lost.
+handler_batch_bytes(_Config) ->
+    N = 200,
+    Bin = binary:copy(<<"0123456789abcdef">>, 4096),
+    P = spawn_link(fun() -> receive go -> ok end,
+                            [?MODULE:big(<<I:32, Bin/binary>>)
+                             || I <- lists:seq(1, N)],
+                            receive stop -> ok end
+                   end),
+    S = start(#{procs => [P], calls => [{?MODULE, big, 1}], return => false,
+                args => full, buffer => 32 * 1024 * 1024,
+                capture => #{depth => 64, list => 4096, binary => 65536,
+                             bytes => 65536},
+                output => {handler, ?H, #{parent => self(), sleep => 200},
+                           #{batch => 100000, credits => 1}}}),
+    H = handler_pid(),
+    P ! go,
+    Delivered = fun() ->
+                        {ok, #{handlers := [#{delivered := D}]}} =
+                            beamprobe:info(S),
+                        D
+                end,
+    _ = ?L:wait_until(fun() -> Delivered() >= N end, 30000),
+    Sum = stop(S),
+    {_, #{calls := Calls, dropped := HDropped}} = handler_done(H),
+    Batches = batches(H),
+    Sizes = [batch_bytes(B) || B <- Batches],
+    ct:log("~b batches, bytes: ~p~nsummary: ~p", [length(Sizes), Sizes, Sum]),
+    ?assertEqual(N, Calls),
+    ?assertEqual(0, HDropped),
+    ?assertMatch(#{events := N, dropped := #{total := 0},
+                   handlers := [#{delivered := N, dropped := 0}]}, Sum),
+    %% 1 MiB and one event (64 KiB of text and its map) at most.
+    ?assert(lists:max(Sizes) =< 1024 * 1024 + 80 * 1024),
+    ?assert(length(Sizes) >= 10),
+    unlink(P),
+    exit(P, kill).
+
+batches(H) ->
+    receive {handler_events, H, Evs} -> [Evs | batches(H)]
+    after 0 -> []
+    end.
+
+%% A batch's memory: its terms, and the off-heap bytes of its binaries.
+batch_bytes(Evs) ->
+    8 * erts_debug:flat_size(Evs)
+        + lists:sum([byte_size(B) || E <- Evs, B <- maps:values(E),
+                                     is_binary(B), byte_size(B) > 64]).
 
 %% events => [send] on the handler: it gets sends only; the file all.
 sink_filter(Config) ->
