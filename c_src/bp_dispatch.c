@@ -117,6 +117,7 @@ static ERL_NIF_TERM dispatch(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 				    bp_hub_includes(m, key))
 					hub_write(env, m, argv, w, arg, &c);
 			}
+		bp_usdt_hub_fire(env, argv[2], &c);
 		bp_hub_leave(idx);
 		return bp_atom.ok;
 	}
@@ -302,6 +303,13 @@ static ERL_NIF_TERM hub_call(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 			}
 			hub_write(env, m, argv, bp_tracer_write_call, routed, &c);
 		}
+	/* Members with call info of their own were written with c2. */
+	if (ninfos && c2.usdt_rec &&
+	    (!c.usdt_rec || c2.usdt_rank > c.usdt_rank)) {
+		c.usdt_rec = c2.usdt_rec;
+		c.usdt_len = c2.usdt_len;
+	}
+	bp_usdt_hub_fire(env, argv[2], &c);
 	bp_hub_leave(idx);
 	return bp_atom.ok;
 }

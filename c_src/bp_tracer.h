@@ -38,12 +38,16 @@ void bp_mfa_decode(ErlNifEnv *env, ERL_NIF_TERM mfa, struct bp_mfa *d);
 
 struct ev_ctx {
 	int hub;
-	const uint8_t *rec; /* in the ring of the session that wrote it */
 	uint32_t len;
+	const uint8_t *rec; /* in the ring of the session that wrote it */
 	uint32_t rec_render; /* its render class (bp_hub_member.render) */
 	int has_info;      /* a routed call with this member's call info */
 	ERL_NIF_TERM info; /* (its `message' action's value) */
-	int fired;         /* its USDT probe fired (bp_usdt.h) */
+	/* The richest record written for a session whose usdt sink fires
+	 * the event's probe (NULL: none; usdt_rank: bp_usdt.h); fired once
+	 * the walk of the members is over (bp_usdt_hub_fire). */
+	const uint8_t *usdt_rec;
+	uint32_t usdt_len, usdt_rank;
 	struct bp_mfa mfa; /* call events: argv[3] decoded (state 0: not) */
 };
 

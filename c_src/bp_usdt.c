@@ -421,8 +421,9 @@ ERL_NIF_TERM bp_usdt_nif_annotate(ErlNifEnv *env, int argc,
 	key = (uint64_t)who;
 	if (bp_hub_any()) {
 		uint64_t live[BP_HUB_WORDS];
-		/* fired = 1: the probe fires once, below */
-		struct ev_ctx c = {.hub = 1, .has_info = 0, .fired = 1};
+		/* Not bp_usdt_hub_fire: the probe fires once, below, with
+		 * the default capture limits. */
+		struct ev_ctx c = {.hub = 1, .has_info = 0};
 		uint32_t nw;
 		int idx;
 

@@ -8,8 +8,9 @@
  * the probe's is-enabled semaphore, which the kernel (uprobes), gdb or
  * SystemTap raise while they are attached.  Only then is the record
  * decoded (bp_usdt.c) and the probe fired with typed arguments pointing
- * into it.  An event goes to many hub members; its probe fires once
- * (ev_ctx.fired).  Producer context: the rules of bp_tracer.c.
+ * into it.  An event goes to many hub members; its probe fires once,
+ * with the longest of the usdt sessions' records (ev_ctx.usdt_rec,
+ * bp_usdt_hub_fire).  Producer context: the rules of bp_tracer.c.
  */
 #ifndef BP_USDT_H
 #define BP_USDT_H
@@ -39,15 +40,41 @@ static inline void bp_usdt_event(ErlNifEnv *env, const struct bp_session *s,
 				 uint32_t len, struct ev_ctx *c)
 {
 	uint16_t id;
+	uint32_t rank;
 
 	if (__builtin_expect(!s->usdt_kinds, 1))
 		return;
 	id = bp_get_u16(rec);
-	if (id >= BP_EV_COUNT || !((s->usdt_kinds >> id) & 1) || c->fired ||
+	if (id >= BP_EV_COUNT || !((s->usdt_kinds >> id) & 1) ||
 	    __builtin_expect(!*bp_usdt_sem[id], 1))
 		return;
-	c->fired = 1;
-	bp_usdt_fire(env, who, rec, len);
+	if (!c->hub) { /* one session */
+		bp_usdt_fire(env, who, rec, len);
+		return;
+	}
+	/* Through the hub the probe fires once, after the walk of the
+	 * members, with the richest record among the usdt sessions': one
+	 * with the arguments (args => full) over one without ("undefined"),
+	 * then the longest (the capture limits that cut the least).  The
+	 * record stays in that session's ring until then: only this thread
+	 * writes into its slot, and no other member's event goes there; the
+	 * hub's busy flag holds the session's stop off. */
+	rank = (len & 0x7fffffffu) |
+	       (s->args_mode == BP_ARGS_FULL ? 0x80000000u : 0);
+	if (!c->usdt_rec || rank > c->usdt_rank) {
+		c->usdt_rec = rec;
+		c->usdt_len = len;
+		c->usdt_rank = rank;
+	}
+}
+
+/* After the walk of the hub's members (still inside the hub): fires the
+ * probe of the event with the record bp_usdt_event chose, if any. */
+static inline void bp_usdt_hub_fire(ErlNifEnv *env, ERL_NIF_TERM who,
+				    const struct ev_ctx *c)
+{
+	if (__builtin_expect(c->usdt_rec != NULL, 0))
+		bp_usdt_fire(env, who, c->usdt_rec, c->usdt_len);
 }
 
 /* Process key has registered name `name' (an atom; 0 or `undefined':

@@ -22,7 +22,8 @@
 -export([probes_listed/1, bpftrace_counts_calls/1, gdb_annotate/1,
          annotation_everywhere/1, annotate_unwanted/1, usdt_output_only/1,
          usdt_bad_config/1, examples_run/1, annotate_race/1,
-         annotate_gate/1, gdb_call/1, systemtap_listed/1,
+         annotate_gate/1, gdb_call/1, gdb_call_richest/1,
+         systemtap_listed/1,
          systemtap_runs/1, annotate_every_session/1,
          bpftrace_sink_filter/1, bpftrace_tid_past_slots/1,
          usdt_enabled_names/1]).
@@ -31,7 +32,7 @@ all() ->
     [probes_listed, usdt_enabled_names, usdt_bad_config, usdt_output_only, annotate_unwanted,
      annotate_gate, annotate_every_session,
      annotation_everywhere, annotate_race, gdb_annotate, bpftrace_counts_calls,
-     examples_run, bpftrace_sink_filter, bpftrace_tid_past_slots, gdb_call, systemtap_listed, systemtap_runs].
+     examples_run, bpftrace_sink_filter, bpftrace_tid_past_slots, gdb_call, gdb_call_richest, systemtap_listed, systemtap_runs].
 
 init_per_suite(Config) ->
     ok = beamprobe_test_lib:require_tracer(),
@@ -523,6 +524,57 @@ gdb_call(Config) ->
             %% the node went on and traced its calls
             ?assertNotEqual(nomatch, binary:match(NodeOut, <<"attached true">>)),
             ?assertEqual(3, beamprobe_test_lib:count(beamprobe_test_lib:trace(Dir), "call"));
+        _ -> {skip, "gdb may not ptrace the node here"}
+    end.
+
+%% Two sessions with usdt sinks record the same calls: the probe fires
+%% once per call with the richer of their renderings (docs/usdt.md), the
+%% arguments of the `args => full' session over the `args => arity' one's
+%% "undefined", whichever started first (the first session's rendering
+%% before: "undefined" when it was the arity one), and the larger
+%% capture's over the smaller's.  Each file keeps its own rendering.
+gdb_call_richest(Config) ->
+    Gdb = os:find_executable("gdb"),
+    ?assertNotEqual(false, Gdb),
+    gdb_call_richest(Gdb, Config, [{arity_first, full, arity},
+                                   {full_first, full, arity},
+                                   {small_first, big, small}]).
+
+gdb_call_richest(_Gdb, _Config, []) -> ok;
+gdb_call_richest(Gdb, Config, [{Case, Rich, Poor} | Rest]) ->
+    Dir = beamprobe_test_lib:dir(Config, atom_to_list(Case)),
+    {Node, OsPid} = start_node(["two", atom_to_list(Case), Dir]),
+    Stop = ["-ex", "continue",
+            "-ex", "printf \"ARGS %s\\n\", (char *)$_probe_arg5"],
+    {Status, Out} =
+        run(Gdb, ["-batch", "-nx", "-p", OsPid,
+                  "-ex", "handle SIGUSR1 SIGUSR2 SIGALRM SIGCHLD SIGPIPE nostop noprint pass",
+                  "-ex", "break -probe-stap beamprobe:call"]
+                 ++ Stop ++ Stop ++ Stop ++
+                 ["-ex", "delete", "-ex", "detach"], 120000),
+    NodeOut = node_wait(Node),
+    ct:log("~p: gdb ~p:~n~s~nnode:~n~s", [Case, Status, Out, NodeOut]),
+    case binary:match(Out, <<"ptrace: Operation not permitted">>) of
+        _ when Status =/= 0 -> ct:fail({gdb_status, Status});
+        nomatch ->
+            {match, Ms} = re:run(Out, "ARGS ([^\n]*)\n",
+                                 [global, {capture, all_but_first, binary}]),
+            Probe = [A || [A] <- Ms],
+            ?assertNotEqual(nomatch, binary:match(NodeOut, <<"attached true">>)),
+            File = fun(Name) ->
+                           [beamprobe_test_lib:field(E, "args")
+                            || E <- beamprobe_test_lib:events(
+                                      beamprobe_test_lib:trace(
+                                        filename:join(Dir, atom_to_list(Name))),
+                                      "call")]
+                   end,
+            ct:log("probe ~p~n~p ~p~n~p ~p",
+                   [Probe, Rich, File(Rich), Poor, File(Poor)]),
+            %% one stop per call: the probe fired once for each
+            ?assertEqual(3, length(Probe)),
+            ?assertEqual(File(Rich), Probe),
+            ?assertNotEqual(File(Poor), Probe),
+            gdb_call_richest(Gdb, Config, Rest);
         _ -> {skip, "gdb may not ptrace the node here"}
     end.
 

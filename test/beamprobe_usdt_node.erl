@@ -5,7 +5,7 @@
 %%% work, prints `done ...' and halts.
 -module(beamprobe_usdt_node).
 
--export([calls/1, annotate/1, loop/1, filtered/1, tids/1]).
+-export([calls/1, annotate/1, loop/1, filtered/1, tids/1, two/1]).
 
 %% @doc [N, Dir]: a session with a usdt sink next to a file sink traces
 %% N calls of beamprobe_workload:add/2 in a worker (with return_from),
@@ -32,6 +32,57 @@ calls([NA, DirA]) ->
     timer:sleep(500),
     Detached = beamprobe_nif:usdt_enabled(call),
     io:format("after ~p~n", [Detached]),
+    halt().
+
+%% @doc [Case, Dir]: two sessions with usdt sinks (and a file each, in
+%% Dir/Name) trace 3 calls in a worker.  Case `arity_first' and
+%% `full_first': `arity' (`args => arity', no arguments in its events)
+%% and `full' (`args => full') on beamprobe_workload:add(I, 1), the one
+%% named first started first; `small_first': `small' (`capture' of at
+%% most 2 list elements) then `big' (the default capture) on
+%% beamprobe_workload:sink([I, 2, 3, 4, 5]).
+-spec two([atom()]) -> no_return().
+two([Case, DirA]) ->
+    {ok, _} = application:ensure_all_started(beamprobe),
+    W = beamprobe_workload:start_worker(),
+    {Sessions, Call} =
+        case Case of
+            arity_first -> {[{arity, #{args => arity}}, {full, #{}}], add};
+            full_first -> {[{full, #{}}, {arity, #{args => arity}}], add};
+            small_first -> {[{small, #{capture => #{list => 2}}}, {big, #{}}],
+                            sink}
+        end,
+    MFA = case Call of
+              add -> {beamprobe_workload, add, 2};
+              sink -> {beamprobe_workload, sink, 1}
+          end,
+    Start = fun({Name, Opts}) ->
+                    Dir = filename:join(atom_to_list(DirA),
+                                        atom_to_list(Name)),
+                    ok = filelib:ensure_dir(Dir),
+                    {ok, S} = beamprobe:start(
+                                maps:merge(
+                                  #{procs => [W], calls => [MFA],
+                                    args => full,
+                                    output => [{usdt, #{events => [call]}},
+                                               {file, Dir}]},
+                                  Opts)),
+                    S
+            end,
+    Ss = [Start(X) || X <- Sessions],
+    hello(),
+    Attached = wait(call, 300),
+    timer:sleep(300),
+    [beamprobe_workload:run(
+       W, fun() ->
+                  case Call of
+                      add -> beamprobe_workload:add(I, 1);
+                      sink -> beamprobe_workload:sink([I, 2, 3, 4, 5])
+                  end
+          end)
+     || I <- lists:seq(1, 3)],
+    [{ok, _} = beamprobe:stop(S) || S <- Ss],
+    io:format("done worker ~p attached ~p~n", [W, Attached]),
     halt().
 
 %% @doc [go]: calls beamprobe:annotate(usdt_tag, {value, 42, "text"}) once
