@@ -35,7 +35,9 @@
 %%% it holds a credit (default 4); the handler process gives one back after
 %%% each `handle_events/2'.  A handler that falls behind loses whole batches
 %%% (counted, and reported to it as a `dropped' event), never memory: its
-%%% mailbox holds at most `credits' batches of at most `batch' events.
+%%% mailbox holds at most `credits' batches of at most `batch' events and
+%%% about 1 MiB each (a batch that reaches that size ends there, and the
+%%% events after it wait for the next credit; docs/design.md).
 %%%
 %%% `handle_events/2' returning `{stop, State}' ends the session (stop
 %%% reason `handler_stop'; `terminate/2' is called with `stop').  A
