@@ -114,7 +114,10 @@
 %%% '''
 %%%
 %%% Lower-case names are variables, `_' and `_x' ignore; `:atom',
-%%% `:"quoted atom"'; `"x"' is a UTF-8 binary, ``'x''' a charlist;
+%%% `:"quoted atom"', operators as Elixir writes them (`:+', `:<<>>',
+%%% `Kernel.+/2', `:erlang.==/2', `Kernel.!=(a, b)', `Kernel.and/2') and
+%%% names of letters beyond Latin-1 (`:日本', `Mod.日本?/1', `[日本: 1]'; a
+%%% variable of such letters is refused: rename it); `"x"' is a UTF-8 binary, ``'x''' a charlist;
 %%% `nil', `true', `false' are atoms; `%{...}' is a map (keyword keys
 %%% `k: v' allowed); a keyword list is a list of pairs as Elixir reads it:
 %%% `[a: 1]' is `[{a, 1}]', `[1, b: 2]' is `[1, {b, 2}]' (pairs come last),
@@ -244,8 +247,17 @@ to_chars(_) ->
 compile(Str, Force) ->
     lists:all(fun is_space/1, Str) andalso ?ERR({abs, 1}, "empty pattern"),
     Mode = mode(Str),
-    End = end_loc(Str),
-    Scanned = prescan(Mode, Str),
+    {Scanned, Ins} = prescan(Mode, Str),
+    try compile(Scanned, Mode, Force)
+    catch throw:{?MODULE, Loc, Msg} when Ins =/= [] ->
+            %% the pre-scan quoted names ("+"): a column of the pattern
+            %% as written
+            Col = column(Loc, Scanned),
+            ?ERR({abs, Col - length([I || I <- Ins, I < Col])}, Msg)
+    end.
+
+compile(Scanned, Mode, Force) ->
+    End = end_loc(Scanned),
     Toks = strip_dot(scan(Scanned)),
     Toks =:= [] andalso ?ERR({abs, 1}, "empty pattern"),
     check_balance(Toks),
@@ -614,7 +626,7 @@ describe({M, F, A}) -> io_lib:format("a pattern on ~tw:~tw/~b", [M, F, A]).
 %% Acc (the pre-scan's output, reversed) ends in a name: a '?' after it is
 %% the name's suffix (valid?), not a character literal.
 -define(IS_NAME_END(Acc),
-        (Acc =/= [] andalso
+        (Acc =/= [] andalso is_integer(hd(Acc)) andalso
          ((hd(Acc) >= $a andalso hd(Acc) =< $z) orelse
           (hd(Acc) >= $A andalso hd(Acc) =< $Z) orelse
           (hd(Acc) >= $0 andalso hd(Acc) =< $9) orelse
@@ -625,11 +637,65 @@ describe({M, F, A}) -> io_lib:format("a pattern on ~tw:~tw/~b", [M, F, A]).
 %% start an Erlang comment, so it is refused -- except, in Elixir, '%{' (a
 %% map), which becomes '#{' (same length, so columns hold); in Elixir a
 %% '#' (which would start a comment there) is refused too.
+%%
+%% In Elixir, names erl_scan cannot read are quoted, as the pattern could
+%% have written them: an operator after a module (Kernel.+/2 is
+%% Kernel."+"/2) or after ':' (:+ is :"+"), and a name of letters beyond
+%% Latin-1 (:日本, Mod.日本/1, 日本: 1) -- a variable of such letters is
+%% refused, saying so.  Returns {Text, Inserted}: the text for erl_scan,
+%% and the (1-based) positions in it of the quotes the pre-scan added.
 prescan(Mode, Str) ->
     prescan(Mode, Str, 1, 1, none, []).
 
 prescan(_M, [], _L, _C, _Q, Acc) ->
-    lists:reverse(Acc);
+    Out = lists:reverse(Acc),
+    {[case X of {ins, Ch} -> Ch; Ch -> Ch end || X <- Out],
+     [I || {I, {ins, _}} <- lists:zip(lists:seq(1, length(Out)), Out)]};
+prescan(elixir, [$. | Rest], L, C, none, Acc)
+  when ?IS_NAME_END(Acc) orelse (Acc =/= [] andalso hd(Acc) =:= $") ->
+    case ex_op(Rest, ex_dot_ops() ++ ex_word_ops(Rest)) of
+        {Op, Rest1} ->
+            prescan(elixir, Rest1, L, C + 1 + length(Op), none,
+                    [{ins, $"} | quote_op(Op, [{ins, $"}, $. | Acc])]);
+        none ->
+            prescan(elixir, Rest, L, C + 1, none, [$. | Acc])
+    end;
+prescan(elixir, [$:, Ch | Rest] = Str, L, C, none, Acc)
+  when Ch =/= $:, not ?IS_NAME_END(Acc),
+       not (Acc =/= [] andalso hd(Acc) =:= $:) ->
+    case ex_op([Ch | Rest], ex_atom_ops()) of
+        {Op, Rest1} ->
+            prescan(elixir, Rest1, L, C + 1 + length(Op), none,
+                    [{ins, $"} | quote_op(Op, [{ins, $"}, $: | Acc])]);
+        none ->
+            prescan(elixir, tl(Str), L, C + 1, none, [$: | Acc])
+    end;
+prescan(elixir, [Ch | _] = Str, L, C, none, Acc)
+  when Ch > 255; Ch =:= 16#AA; Ch =:= 16#B5; Ch =:= 16#BA ->
+    %% a name with a letter beyond Latin-1: its start may already be out
+    {Start, Acc1} = lists:splitwith(fun ex_name_char/1, Acc),
+    {Tail, Rest} = lists:splitwith(fun ex_name_char/1, Str),
+    {Suffix, Rest1} = case Rest of
+                          [S | R] when S =:= $?; S =:= $! -> {[S], R};
+                          _ -> {[], Rest}
+                      end,
+    Name = lists:reverse(Start) ++ Tail ++ Suffix,
+    C0 = C - length(Start),
+    Quoted = [{ins, $"} | lists:reverse(Name, [{ins, $"} | Acc1])],
+    Key = case Rest1 of
+              [$:, Sp | _] -> lists:member(Sp, " \t\r\n");
+              _ -> false
+          end,
+    case Acc1 of
+        [$: | _] -> ok;                          % :日本, an atom
+        [$. | _] -> ok;                          % Mod.日本, a function
+        _ when Key -> ok;                        % 日本: 1, a keyword key
+        _ -> ?ERR({L, C0}, io_lib:format(
+                             "the variable ~ts: beamprobe reads variables "
+                             "of ASCII and Latin-1 letters only (rename "
+                             "it, e.g. x)", [Name]))
+    end,
+    prescan(elixir, Rest1, L, C + length(Tail) + length(Suffix), none, Quoted);
 prescan(M, [$\\, Ch | Rest], L, C, Q, Acc) when Q =/= none, Ch =/= $\n ->
     prescan(M, Rest, L, C + 2, Q, [Ch, $\\ | Acc]);
 prescan(M, [Q | Rest], L, C, Q, Acc) ->
@@ -689,6 +755,57 @@ prescan(M, [$\n | Rest], L, _C, Q, Acc) ->
     prescan(M, Rest, L + 1, 1, Q, [$\n | Acc]);
 prescan(M, [Ch | Rest], L, C, Q, Acc) ->
     prescan(M, Rest, L, C + 1, Q, [Ch | Acc]).
+
+%% A character of an Elixir name: ASCII and Latin-1 letters, digits, '_',
+%% and any character beyond Latin-1 but spaces (Elixir's own rules,
+%% Unicode UAX #31, are stricter: a name it refuses unquoted is read as
+%% the atom it would be quoted).
+ex_name_char(Ch) when is_integer(Ch) ->
+    (Ch >= $a andalso Ch =< $z) orelse (Ch >= $A andalso Ch =< $Z)
+        orelse (Ch >= $0 andalso Ch =< $9) orelse Ch =:= $_
+        orelse (Ch >= 16#C0 andalso Ch =< 16#FF andalso Ch =/= 16#D7
+                andalso Ch =/= 16#F7)
+        orelse Ch =:= 16#AA orelse Ch =:= 16#B5 orelse Ch =:= 16#BA
+        orelse (Ch > 255 andalso not lists:member(Ch, [16#1680, 16#2028, 16#2029,
+                                                      16#202F, 16#205F, 16#3000,
+                                                      16#FEFF])
+                andalso not (Ch >= 16#2000 andalso Ch =< 16#200A));
+ex_name_char(_) ->
+    false.
+
+%% Operator Op in a quoted name, onto the reversed Acc: a backslash (of
+%% \\\\) is escaped, the escape is a character the pre-scan added.
+quote_op(Op, Acc) ->
+    lists:foldl(fun($\\, A) -> [$\\, {ins, $\\} | A];
+                   (Ch, A) -> [Ch | A]
+                end, Acc, Op).
+
+%% The longest of Ops that Str starts with: {Op, Rest} or none.
+ex_op(Str, Ops) ->
+    Fits = [Op || Op <- Ops, lists:prefix(Op, Str)],
+    case lists:reverse(lists:sort([{length(Op), Op} || Op <- Fits])) of
+        [{N, Op} | _] -> {Op, lists:nthtail(N, Str)};
+        [] -> none
+    end.
+
+%% Elixir's operators, as the names of functions (Kernel.+/2,
+%% :erlang.==/2) and atoms (:+, :<<>>).
+ex_dot_ops() ->
+    ["+", "-", "*", "/", "++", "--", "**", "..", "...", "<>", "==", "!=",
+     "===", "!==", "<", ">", "<=", ">=", "=~", "&&", "||", "!", "&&&", "|||",
+     "^^^", "~~~", "<<<", ">>>", "|>", "<<~", "~>>", "<~", "~>", "<~>", "<|>",
+     "=", "|", "&", "^", "@", "::", "..//", "<-", "\\\\"].
+
+%% and, or, in, not, when: names of Kernel's functions after a '.'.
+ex_word_ops(Str) ->
+    [W || W <- ["and", "or", "in", "not", "when"], lists:prefix(W, Str),
+          case lists:nthtail(length(W), Str) of
+              [Ch | _] -> not ex_name_char(Ch) andalso Ch =/= $? andalso Ch =/= $!;
+              [] -> true
+          end].
+
+ex_atom_ops() ->
+    ex_dot_ops() ++ ["<<>>", "{}", "%{}", "%", ".", "->", "=>"].
 
 %% The digits after Elixir's 0x, 0b or 0o (underscores between them):
 %% {ok, Value, CharsRead, Rest}, or error where Elixir would not read an

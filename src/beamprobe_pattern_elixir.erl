@@ -154,7 +154,16 @@ ex([{W, A}, {':', CA} = C | R] = R0, Acc, St) when is_atom(W), R =/= [] ->
 ex(R, Acc, St) ->
     ex1(R, Acc, St).
 
-ex_var({var, A, Name}, R, Acc, St) ->
+ex_var({var, A, Name}, R, [{'.', _} | _] = Acc, St) when Name =/= '_' ->
+    %% Mod._name: a function's name
+    case atom_to_list(Name) of
+        [$_ | _] -> ex(R, [{atom, A, Name} | Acc], St);
+        _ -> ex_var1({var, A, Name}, R, Acc, St)
+    end;
+ex_var(V, R, Acc, St) ->
+    ex_var1(V, R, Acc, St).
+
+ex_var1({var, A, Name}, R, Acc, St) ->
     case atom_to_list(Name) of
         [$_ | _] ->
             ex(R, [{var, A, '_'} | Acc], St);
