@@ -6,6 +6,11 @@
 # code:lib_dir(beamprobe) ++ "/bin/beamprobe" is the CLI and
 # code:get_doc/1 (h(beamprobe, calls), h :beamprobe.calls) finds the
 # chunks when beamprobe is the project, a dependency or a _checkouts app.
+# The chunks also go into the beams of that ebin/ (their "Docs" chunk,
+# scripts/embed_docs.escript): `rebar3 release' (relx) copies ebin/,
+# priv/ and include/ only, so a release has h(beamprobe, calls) from
+# them; the CLI reaches a release through priv/bin, a link to ../bin
+# (relx copies the file it points to).
 #
 # Usage: build_links.sh [LIBDIR...]   (default: rebar3's lib directories)
 set -eu
@@ -18,6 +23,9 @@ for lib in "$@"; do
   [ -d "$lib" ] || continue
   out=$(cd "$lib" && pwd -P)
   [ "$out" = "$src" ] && continue          # built in place: nothing to link
+  if [ -d "$src/doc/chunks" ] && [ -d "$out/ebin" ] && [ ! -L "$out/ebin" ]; then
+    escript "$src/scripts/embed_docs.escript" "$src/doc/chunks" "$out/ebin"
+  fi
   for d in bin doc; do
     [ -d "$src/$d" ] || continue
     if [ -L "$out/$d" ] || [ ! -e "$out/$d" ]; then

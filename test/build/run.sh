@@ -10,6 +10,9 @@
 #   mix_git          a fresh mix project, {:beamprobe, git: "file://CHECKOUT"}
 #   rebar3_git       a fresh rebar3 project, {beamprobe, {git, "file://..."}}
 #   rebar3_checkouts a fresh rebar3 project, _checkouts/beamprobe -> CHECKOUT
+#   rebar3_release   that project as a release (rebar3 release, a minimal
+#                    relx config): the NIF, the CLI (priv/bin) and the docs
+#                    (in the beams) travel in it; a node started from it traces
 #   rebar3_eunit     `rebar3 eunit' on the checkout
 #   rebar3_ct        `rebar3 ct' on the checkout (two suites; the whole set,
 #                    about 5 minutes, with REBAR3_CT_ALL=1)
@@ -225,7 +228,10 @@ fi
 rebar3_project() {  # rebar3_project NAME DEPS-TERM [CHECKOUT]
   local t=$1 deps=$2 p=$TMP/$1 log=$TMP/$1.log
   mkdir -p "$p/src"
-  printf '%s\n' "{erl_opts, [debug_info]}." "{deps, [$deps]}." > "$p/rebar.config"
+  printf '%s\n' "{erl_opts, [debug_info]}." "{deps, [$deps]}." \
+    "{relx, [{release, {$t, \"0.1.0\"}, [$t, beamprobe]}, {dev_mode, false}," \
+    "        {include_erts, false}, {vm_args, \"vm.args\"}]}." \
+    > "$p/rebar.config"
   printf '%s\n' "{application, $t, [{vsn, \"0.1.0\"}, {description, \"test\"}," \
     "  {applications, [kernel, stdlib, beamprobe]}, {modules, []}]}." > "$p/src/$t.app.src"
   write_erl_work "$p"
@@ -240,12 +246,44 @@ rebar3_project() {  # rebar3_project NAME DEPS-TERM [CHECKOUT]
 }
 
 if ! have rebar3; then
-  for t in rebar3_git rebar3_checkouts rebar3_eunit rebar3_ct; do skip $t "rebar3 is not installed (make deps installs it)"; done
+  for t in rebar3_git rebar3_checkouts rebar3_release rebar3_eunit rebar3_ct; do skip $t "rebar3 is not installed (make deps installs it)"; done
 else
   if ! want rebar3_git; then :
   elif [ -z "$HEAD_SHA" ]; then skip rebar3_git "the checkout is not a git repository"
   else rebar3_project rebar3_git "{beamprobe, {git, \"file://$ROOT\", {ref, \"$HEAD_SHA\"}}}"; fi
   want rebar3_checkouts && rebar3_project rebar3_checkouts "beamprobe" "$ROOT"
+
+  # rebar3_release: the rebar3_checkouts project as a release.  relx
+  # copies an application's ebin/, priv/ and include/ only: the NIF is in
+  # priv/, the CLI in priv/bin (a link to ../bin, copied as a file), the
+  # docs in the beams' "Docs" chunks (scripts/build_links.sh).
+  t=rebar3_release; p=$TMP/rebar3_checkouts; log=$TMP/$t.log
+  if ! want $t; then :
+  elif [ ! -d "$p/_build" ]; then skip $t "the rebar3_checkouts project was not built"
+  elif ! { printf '%s\n' '-module(bpdep_check).' '-export([run/0]).' 'run() ->' \
+             '  Dir = os:getenv("TRACE_DIR"),' \
+             '  {ok, S} = beamprobe:start(#{calls => [{bpdep_work, double, 1}], output => {file, Dir}}),' \
+             '  42 = bpdep_work:double(21),' \
+             '  {ok, Sum} = beamprobe:stop(S),' \
+             '  io:format("events ~p nif ~s~n", [maps:get(events, Sum), code:priv_dir(beamprobe)]),' \
+             '  Cli = filename:join([code:priv_dir(beamprobe), "bin", "beamprobe"]),' \
+             '  io:format("cli ~s~n~s", [Cli, os:cmd(Cli ++ " print " ++ Dir ++ " 2>&1")]),' \
+             '  c:h(beamprobe, calls),' \
+             '  io:format("lib_dir ~s~n", [code:lib_dir(beamprobe)]),' \
+             '  halt(0).' > "$p/src/bpdep_check.erl"
+           echo "-sname bp_rel_$$" > "$p/vm.args"
+           (cd "$p" && rebar3 release); } > "$log" 2>&1; then not_ok $t "rebar3 release failed" "$log"
+  else
+    rel=$p/_build/default/rel/rebar3_checkouts
+    lib=$(ls -d "$rel"/lib/beamprobe-* 2>/dev/null | head -1)
+    TRACE_DIR=$TMP/$t.trace ERL_FLAGS="-s bpdep_check run" timeout 120 \
+      "$rel/bin/rebar3_checkouts" foreground >> "$log" 2>&1 < /dev/null
+    if [ -z "$lib" ] || [ ! -f "$lib/priv/beamprobe_nif.so" ]; then not_ok $t "the release has no beamprobe priv/beamprobe_nif.so" "$log"
+    elif [ ! -x "$lib/priv/bin/beamprobe" ] || [ -L "$lib/priv/bin" ] || [ -L "$lib/priv/bin/beamprobe" ]; then
+      not_ok $t "the release has no CLI of its own in priv/bin/beamprobe" "$log"
+    elif ! grep -q "events 1 nif $lib/priv" "$log"; then not_ok $t "the release node did not trace with its own NIF" "$log"
+    else check_trace $t "$log"; fi
+  fi
 
   # rebar3 eunit / ct on the checkout itself (its _build/test).
   t=rebar3_eunit; log=$TMP/$t.log
