@@ -11,6 +11,7 @@
  */
 #include "bp_elixir.h"
 #include "bp_elixir_parse.h"
+#include "bp_elixir_ident.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -90,49 +91,70 @@ static const uint32_t *cps(const struct ctx *c, const struct node *x)
 	return c->p->cp + x->off;
 }
 
-static int is_lower(uint32_t c)
-{
-	return (c >= 'a' && c <= 'z') || c == '_' ||
-	       (c >= 0xDF && c <= 0xFF && c != 0xF7);
-}
-
 static int is_upper(uint32_t c)
 {
 	return (c >= 'A' && c <= 'Z') || (c >= 0xC0 && c <= 0xDE && c != 0xD7);
 }
 
-/* Beyond latin-1, what Elixir's identifiers (Unicode UAX #31) may hold,
- * roughly: anything but the symbol, punctuation, private-use and emoji
- * blocks (a quoted :"€" where inspect/2 quotes it too). */
-static int uni_ident(uint32_t c)
+static int is_latin1_letter(uint32_t c)
 {
-	return c > 0xFF && !(c >= 0x2000 && c <= 0x2BFF) &&
-	       !(c >= 0x3000 && c <= 0x303F) && !(c >= 0xD800 && c <= 0xF8FF) &&
-	       !(c >= 0xFE00 && c <= 0xFE6F) && !(c >= 0xFF00 && c <= 0xFF20) &&
-	       !(c >= 0xFFF0 && c <= 0xFFFF) && !(c >= 0x1F000 && c <= 0x1FAFF);
+	return c >= 0xC0 && c <= 0xFF && c != 0xD7 && c != 0xF7;
 }
 
-/* (U+00B7, the middle dot, continues an identifier: Other_ID_Continue.) */
-static int is_ident_char(uint32_t c)
+/* The script set a character adds to a name (bp_elixir_ident.h): ASCII
+ * and Latin-1 letters are Latin; digits, '_', '@' and the middle dot
+ * (U+00B7, Other_ID_Continue) any; 0 where it cannot be in a name. */
+static uint32_t name_set(uint32_t c, int *start)
 {
-	return is_lower(c) || is_upper(c) || (c >= '0' && c <= '9') ||
-	       c == 0xB7 || uni_ident(c);
+	*start = 0;
+	if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	    is_latin1_letter(c)) {
+		*start = 1;
+		return BP_SC_LATN;
+	}
+	if (c == '_') {
+		*start = 1;
+		return BP_SC_ALL;
+	}
+	if ((c >= '0' && c <= '9') || c == '@' || c == 0xB7)
+		return BP_SC_ALL;
+	if (c <= 0xFF)
+		return 0;
+	return bp_sc_of(c, start);
 }
 
-/* [a-zA-Z_][a-zA-Z0-9_@]*[?!]? (letters beyond ASCII allowed; a
- * combining mark does not start one). */
+/* [a-zA-Z_][a-zA-Z0-9_@]*[?!]?, letters beyond ASCII allowed as Elixir's
+ * tokenizer allows them: of one script, or Latin with Han and kana,
+ * Bopomofo or Hangul (UTS #39 "highly restrictive"). */
 static int identifier(const uint32_t *s, size_t n)
 {
-	size_t i = 1;
+	static const uint32_t mixes[] = {BP_SC_LATN | BP_SC_JPAN,
+					 BP_SC_LATN | BP_SC_HANB,
+					 BP_SC_LATN | BP_SC_KORE};
+	uint32_t all = BP_SC_ALL;
+	size_t i, end = n;
+	int start;
 
-	if (!n || !(is_lower(s[0]) || is_upper(s[0]) ||
-		    (uni_ident(s[0]) && !(s[0] >= 0x300 && s[0] <= 0x36F))))
+	if (n && (s[n - 1] == '?' || s[n - 1] == '!'))
+		end--;
+	if (!end)
 		return 0;
-	while (i < n && (is_ident_char(s[i]) || s[i] == '@'))
-		i++;
-	if (i < n && (s[i] == '?' || s[i] == '!'))
-		i++;
-	return i == n;
+	for (i = 0; i < end; i++) {
+		uint32_t set = name_set(s[i], &start);
+		if (!set || (i == 0 && !start))
+			return 0;
+		all &= set;
+	}
+	if (all)
+		return 1;
+	for (size_t m = 0; m < sizeof mixes / sizeof mixes[0]; m++) {
+		for (i = 0; i < end; i++)
+			if (!(name_set(s[i], &start) & mixes[m]))
+				break;
+		if (i == end)
+			return 1;
+	}
+	return 0;
 }
 
 static int eq(const uint32_t *s, size_t n, const char *lit)

@@ -26,10 +26,13 @@
  * `limit' is shared by nested ones); funs print as #Function<I.U in :m>
  * (the capture keeps no arity or name); a map of more than 32 keys keeps
  * the capture's key order; structs with their own Inspect
- * implementation (Date, MapSet, ...) print as plain structs; atoms
- * that Elixir quotes only for their letters' script or Unicode status
- * (:"alpha_β", :"ǅ") print unquoted; a text that is not captured
- * Erlang syntax is copied unchanged.
+ * implementation (Date, MapSet, ...) print as plain structs; an atom's
+ * letters beyond Latin-1 are judged by their Unicode block
+ * (bp_elixir_ident.h: mixed scripts such as :"alpha_β" and restricted
+ * letters such as :"ǅ" are quoted as inspect/2 quotes them), so a
+ * letter followed by a combining mark, µ, and code points a block leaves
+ * unassigned may differ; a text that is not captured Erlang syntax is
+ * copied unchanged.
  */
 #ifndef BP_ELIXIR_H
 #define BP_ELIXIR_H
