@@ -93,7 +93,8 @@ static const uint32_t *cps(const struct ctx *c, const struct node *x)
 
 static int is_upper(uint32_t c)
 {
-	return (c >= 'A' && c <= 'Z') || (c >= 0xC0 && c <= 0xDE && c != 0xD7);
+	return (c >= 'A' && c <= 'Z') || (c >= 0xC0 && c <= 0xDE && c != 0xD7) ||
+	       bp_sc_upper(c);
 }
 
 static int is_latin1_letter(uint32_t c)

@@ -173,4 +173,27 @@ static uint32_t bp_sc_of(uint32_t c, int *start)
 	return 0;
 }
 
+/* Whether c beyond Latin-1 is a capital of the Latin, Greek, Cyrillic,
+ * Armenian or Georgian blocks (a name starting with one is no function
+ * name for Elixir: Mod."Привет"/1).  Greek Extended is not covered. */
+static int bp_sc_upper(uint32_t c)
+{
+	int even = c % 2 == 0;
+
+	if ((c >= 0x100 && c <= 0x137) || (c >= 0x14A && c <= 0x177) ||
+	    (c >= 0x1E00 && c <= 0x1E95) || (c >= 0x1EA0 && c <= 0x1EFF) ||
+	    (c >= 0x460 && c <= 0x481) || (c >= 0x48A && c <= 0x4BF) ||
+	    (c >= 0x4D0 && c <= 0x52F) || (c >= 0x3D8 && c <= 0x3EF))
+		return even;
+	if ((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E) ||
+	    (c >= 0x4C1 && c <= 0x4CE))
+		return !even;
+	return c == 0x178 || c == 0x1E9E || c == 0x4C0 || c == 0x37F ||
+	       c == 0x386 || (c >= 0x388 && c <= 0x38F && c != 0x38B &&
+			      c != 0x38D) ||
+	       (c >= 0x391 && c <= 0x3AB && c != 0x3A2) || c == 0x3CF ||
+	       (c >= 0x400 && c <= 0x42F) || (c >= 0x531 && c <= 0x556) ||
+	       (c >= 0x10A0 && c <= 0x10C5) || (c >= 0x1C90 && c <= 0x1CBF);
+}
+
 #endif

@@ -671,8 +671,9 @@ prescan(elixir, [$:, Ch | Rest] = Str, L, C, none, Acc)
             prescan(elixir, tl(Str), L, C + 1, none, [$: | Acc])
     end;
 prescan(elixir, [Ch | _] = Str, L, C, none, Acc)
-  when Ch > 255; Ch =:= 16#AA; Ch =:= 16#B5; Ch =:= 16#BA ->
-    %% a name with a letter beyond Latin-1: its start may already be out
+  when Ch > 255; Ch =:= 16#AA; Ch =:= 16#B5; Ch =:= 16#B7; Ch =:= 16#BA ->
+    %% a name with a letter beyond Latin-1 (or a middle dot, U+00B7):
+    %% its start may already be out
     {Start, Acc1} = lists:splitwith(fun ex_name_char/1, Acc),
     {Tail, Rest} = lists:splitwith(fun ex_name_char/1, Str),
     {Suffix, Rest1} = case Rest of
@@ -765,7 +766,8 @@ ex_name_char(Ch) when is_integer(Ch) ->
         orelse (Ch >= $0 andalso Ch =< $9) orelse Ch =:= $_
         orelse (Ch >= 16#C0 andalso Ch =< 16#FF andalso Ch =/= 16#D7
                 andalso Ch =/= 16#F7)
-        orelse Ch =:= 16#AA orelse Ch =:= 16#B5 orelse Ch =:= 16#BA
+        orelse Ch =:= 16#AA orelse Ch =:= 16#B5 orelse Ch =:= 16#B7
+        orelse Ch =:= 16#BA
         orelse (Ch > 255 andalso not lists:member(Ch, [16#1680, 16#2028, 16#2029,
                                                       16#202F, 16#205F, 16#3000,
                                                       16#FEFF])

@@ -157,7 +157,9 @@ ex(R, Acc, St) ->
 ex_var({var, A, Name}, R, [{'.', _} | _] = Acc, St) when Name =/= '_' ->
     %% Mod._name: a function's name
     case atom_to_list(Name) of
-        [$_ | _] -> ex(R, [{atom, A, Name} | Acc], St);
+        [$_ | _] = S ->
+            {Name1, _, R1} = ex_suffix(Name, length(S), A, R),
+            ex(R1, [{atom, A, Name1} | Acc], St);
         _ -> ex_var1({var, A, Name}, R, Acc, St)
     end;
 ex_var(V, R, Acc, St) ->

@@ -90,4 +90,20 @@ defmodule BeamprobeTest.AtomsTest do
 
     assert Enum.sort(diff) == Enum.sort(@known)
   end
+
+  # A traced function's name as the printer writes it (Mod.+/2,
+  # Mod."Привет"/1) is Elixir's, and reads back as a pattern.
+  test "a function's name prints as Elixir writes it and parses back" do
+    bad =
+      for a <- Enum.uniq(atoms() ++ mixed()),
+          a not in [:Aµ],
+          text = IO.chardata_to_string(:io_lib.format(~c"'Elixir.Mod':~tw/1", [a])),
+          got = :beamprobe_nif.elixir_text(text, :mfa),
+          back = parse(got),
+          got != "Mod.#{Macro.inspect_atom(:remote_call, a)}/1" or
+            not match?({:ok, %{mfa: {Mod, ^a, 1}}}, back) and a != :_,
+          do: {a, got, back}
+
+    assert bad == []
+  end
 end
