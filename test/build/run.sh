@@ -12,7 +12,8 @@
 #   rebar3_checkouts a fresh rebar3 project, _checkouts/beamprobe -> CHECKOUT
 #   rebar3_release   that project as a release (rebar3 release, a minimal
 #                    relx config): the NIF, the CLI (priv/bin) and the docs
-#                    (in the beams) travel in it; a node started from it traces
+#                    (in the beams) travel in it; a node started from it
+#                    traces, and the release's CLI profiles it
 #   rebar3_eunit     `rebar3 eunit' on the checkout
 #   rebar3_ct        `rebar3 ct' on the checkout (two suites; the whole set,
 #                    about 5 minutes, with REBAR3_CT_ALL=1)
@@ -269,6 +270,10 @@ else
              '  Cli = filename:join([code:priv_dir(beamprobe), "bin", "beamprobe"]),' \
              '  io:format("cli ~s~n~s", [Cli, os:cmd(Cli ++ " print " ++ Dir ++ " 2>&1")]),' \
              '  c:h(beamprobe, calls),' \
+             '  Loop = spawn(fun L() -> bpdep_work:double(1), timer:sleep(5), L() end),' \
+             '  Prof = os:cmd(Cli ++ " profile --seconds 1 " ++ atom_to_list(node()) ++ " bpdep_work:double/1 2>&1"),' \
+             '  exit(Loop, kill),' \
+             '  io:format("profile~n~s~n", [Prof]),' \
              '  io:format("lib_dir ~s~n", [code:lib_dir(beamprobe)]),' \
              '  halt(0).' > "$p/src/bpdep_check.erl"
            echo "-sname bp_rel_$$" > "$p/vm.args"
@@ -282,6 +287,8 @@ else
     elif [ ! -x "$lib/priv/bin/beamprobe" ] || [ -L "$lib/priv/bin" ] || [ -L "$lib/priv/bin/beamprobe" ]; then
       not_ok $t "the release has no CLI of its own in priv/bin/beamprobe" "$log"
     elif ! grep -q "events 1 nif $lib/priv" "$log"; then not_ok $t "the release node did not trace with its own NIF" "$log"
+    elif ! sed -n '/^profile$/,/^lib_dir /p' "$log" | grep -q "bpdep_work:double/1"; then
+      not_ok $t "the release's CLI could not profile the release's node (its application directory?)" "$log"
     else check_trace $t "$log"; fi
   fi
 
