@@ -304,6 +304,9 @@ line_offset(_, [], _, Off) -> Off.
 scan(Str) ->
     case erl_scan:string(Str, {1, 1}, [text]) of
         {ok, Toks, _} -> Toks;
+        {error, {Loc, erl_scan, {illegal, atom}}, _} ->
+            %% (erl_scan's only reason for it: a name past 255 characters)
+            ?ERR(Loc, "atom too long: an atom holds at most 255 characters");
         {error, {Loc, Mod, Desc}, _} -> ?ERR(Loc, Mod:format_error(Desc))
     end.
 

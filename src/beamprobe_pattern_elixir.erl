@@ -361,7 +361,7 @@ interpolates([]) -> false.
 %% A quoted key ("a b": 1) as an atom.
 key_atom(A, Chars) ->
     try list_to_atom(Chars)
-    catch error:_ -> ?ERR(A, "atom too long")
+    catch error:_ -> ?ERR(A, "atom too long: an atom holds at most 255 characters")
     end.
 
 %% A name the scanner did not make (an alias's segments joined, a name and
@@ -525,7 +525,7 @@ ex_colon_atom({atom, _, N}) -> N;
 ex_colon_atom({var, _, N}) -> N;
 ex_colon_atom({string, A, _} = T) ->
     try list_to_atom(ex_chars(T))
-    catch error:_ -> ?ERR(A, "atom too long")
+    catch error:_ -> ?ERR(A, "atom too long: an atom holds at most 255 characters")
     end;
 ex_colon_atom({W, A}) ->
     case erl_scan:reserved_word(W) of

@@ -853,3 +853,20 @@ elixir_keyword_vars_test() ->
     [?assertEqual({Call, Match},
                   {Call, element(2, erlang:match_spec_test(Call, MS3, trace))})
      || {Call, Match} <- Ok].
+
+%% Atoms at the limit: 255 characters (of any script) are one atom, 256
+%% an error that says why, at the atom, in either syntax.
+long_atoms_test() ->
+    A255 = lists:duplicate(255, 16#65E5),
+    Bin = fun(S) -> unicode:characters_to_binary(S) end,
+    ?assertMatch({ok, #{mfa := {m, _, 1}}}, beamprobe_pattern:parse(Bin("m:'" ++ A255 ++ "'/1"))),
+    {ok, #{mfa := {m, F, 1}}} = beamprobe_pattern:parse(Bin("m:'" ++ A255 ++ "'/1")),
+    ?assertEqual(A255, atom_to_list(F)),
+    {error, {3, Msg}} = beamprobe_pattern:parse(Bin("m:'" ++ [$a | A255] ++ "'/1")),
+    ?assertNotEqual(nomatch, string:find(Msg, "255")),
+    {error, {3, Msg2}} = beamprobe_pattern:parse("m:" ++ lists:duplicate(256, $a) ++ "/1"),
+    ?assertNotEqual(nomatch, string:find(Msg2, "255")),
+    ?assertMatch({ok, #{mfa := {'Elixir.M', _, 1}}},
+                 beamprobe_pattern:parse(Bin("M." ++ A255 ++ "/1"))),
+    ?assertMatch({error, {3, "atom too long" ++ _}},
+                 beamprobe_pattern:parse(Bin("M." ++ [$a | A255] ++ "/1"))).
