@@ -870,3 +870,19 @@ long_atoms_test() ->
                  beamprobe_pattern:parse(Bin("M." ++ A255 ++ "/1"))),
     ?assertMatch({error, {3, "atom too long" ++ _}},
                  beamprobe_pattern:parse(Bin("M." ++ [$a | A255] ++ "/1"))).
+
+%% Quoted atoms in Erlang syntax denote what erl_scan reads: escapes,
+%% operators, the empty atom, letters of any script.
+erl_quoted_atoms_test_() ->
+    Texts = ["'\\x{43f}'", "'\\''", "'\\\\'", "'\\101'", "'\\^A'", "'a\\sb'", "''",
+             "'+'", "'=='", "'!'", "'andalso'", "'receive'", "'a b'", "'Elixir.Foo'",
+             [$', 16#65E5, 16#672C, $'], [$', 16#43F, $\\, $n, $'], "'\\x{1F600}'"],
+    [{T, fun() ->
+                 {ok, [{atom, _, Want}], _} = erl_scan:string(T),
+                 {ok, #{mfa := {m, F, 1}}} = beamprobe_pattern:parse(
+                                               unicode:characters_to_binary("m:" ++ T ++ "/1")),
+                 ?assertEqual(Want, F),
+                 {ok, #{mfa := {M, f, 0}}} = beamprobe_pattern:parse(
+                                               unicode:characters_to_binary(T ++ ":f/0"), #{force => true}),
+                 ?assertEqual(Want, M)
+         end} || T <- Texts].
