@@ -61,6 +61,20 @@ json_get() { # json_get FILE PYTHON-EXPR-ON-d
 	python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"
 }
 
+# Waits (up to 30 s, polling every 0.1 s) until FILE has at least N lines
+# matching the extended regex RE: the signal that a process in the
+# background got that far.  (A fixed sleep instead failed on a loaded
+# machine: the ASan binary had not started, or not read yet.)  Returns 1
+# on the timeout; the checks after it then say what is missing.
+wait_lines() { # wait_lines FILE RE [N]
+	local i
+	for i in $(seq 300); do
+		[ "$(grep -cE -- "$2" "$1" 2>/dev/null)" -ge "${3:-1}" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
 echo "# command line"
 run --version; check "--version exits 0" "$rc" 0
 grep -q '^beamprobe [0-9]' "$WORK/out" && ok "--version prints the version" || not_ok "--version prints the version"
@@ -160,7 +174,8 @@ rxpid=$!
 for _ in $(seq 50); do grep -q "listening on port" "$WORK/rx-bad.err" 2>/dev/null && break; sleep 0.1; done
 rxport=$(sed -n 's/.*listening on port \([0-9]*\),.*/\1/p' "$WORK/rx-bad.err")
 python3 -c "import socket,sys; s=socket.create_connection(('127.0.0.1', int(sys.argv[1]))); s.sendall(b'GET / HTTP/1.0\r\n\r\n'); s.close()" "$rxport"
-sleep 0.5; kill -TERM $rxpid 2>/dev/null; wait $rxpid; rc=$?
+wait_lines "$WORK/rx-bad.err" "not a beamprobe stream"
+kill -TERM $rxpid 2>/dev/null; wait $rxpid; rc=$?
 check "receive of a non-stream: exit 2" "$rc" 2
 grep -q "not a beamprobe stream" "$WORK/rx-bad.err" && ok "receive: names a non-stream" || not_ok "receive: names a non-stream" "$(cat "$WORK/rx-bad.err")"
 [ -z "$(ls -A "$WORK/rx-bad")" ] && ok "receive: nothing written for a non-stream" || not_ok "receive: nothing written for a non-stream"
@@ -935,9 +950,10 @@ mkdir "$WORK/live"
 cp $G/metadata $G/thread-000 "$WORK/live/"
 "$BP" print --follow "$WORK/live" >"$WORK/follow.out" 2>"$WORK/follow.err" &
 fpid=$!
-sleep 1
+# thread-000's lines printed: it follows; then the stream file comes.
+wait_lines "$WORK/follow.out" .
 cp $G/thread-001 "$WORK/live/.thread-001.tmp" && mv "$WORK/live/.thread-001.tmp" "$WORK/live/thread-001"
-sleep 1.5
+wait_lines "$WORK/follow.out" '<0.101.0>' "$(grep -c '<0.101.0>' "$EXP/basic.print")"
 kill -INT $fpid
 wait $fpid; frc=$?
 check "--follow: exits 0 on SIGINT" "$frc" 0
@@ -950,10 +966,9 @@ check "--follow: picked up the stream file added later" "$(grep -c '<0.101.0>' "
 mkdir "$WORK/early"
 "$BP" print --follow "$WORK/early" >"$WORK/early.out" 2>"$WORK/early.err" &
 fpid=$!
-sleep 0.7
+wait_lines "$WORK/early.err" "waiting for the trace to start"
 cp $G/metadata "$WORK/early/.m" && mv "$WORK/early/.m" "$WORK/early/metadata"
 cp $G/thread-* "$WORK/early/"
-sleep 0.5
 touch "$WORK/early/.complete"
 for _ in $(seq 50); do kill -0 $fpid 2>/dev/null || break; sleep 0.1; done
 kill -INT $fpid 2>/dev/null
@@ -965,7 +980,8 @@ grep -q "early: waiting for the trace to start" "$WORK/early.err" && ok "--follo
 mkdir "$WORK/early2"
 "$BP" print --follow "$WORK/early2" >"$WORK/out" 2>"$WORK/err" &
 fpid=$!
-sleep 0.5; kill -INT $fpid; wait $fpid; frc=$?
+wait_lines "$WORK/err" "waiting for the trace to start"
+kill -INT $fpid; wait $fpid; frc=$?
 check "--follow, ^C while waiting for the metadata: exit 0, nothing printed" "$frc $(wc -c <"$WORK/out")" "0 0"
 run print --follow "$WORK/no-such-dir"
 check "--follow on a directory that does not exist: exit 2 at once" "$rc" 2
@@ -975,7 +991,7 @@ mkdir "$WORK/gone"
 cp $G/metadata $G/thread-* "$WORK/gone/"
 "$BP" print --follow "$WORK/gone" >"$WORK/out" 2>"$WORK/err" &
 fpid=$!
-sleep 0.7
+wait_lines "$WORK/out" '<0.101.0>' "$(grep -c '<0.101.0>' "$EXP/basic.print")"
 rm -rf "$WORK/gone"
 for _ in $(seq 30); do kill -0 $fpid 2>/dev/null || break; sleep 0.1; done
 if kill -0 $fpid 2>/dev/null; then kill -INT $fpid; wait $fpid; frc=still_running; else wait $fpid; frc=$?; fi
@@ -987,10 +1003,10 @@ mkdir -p "$WORK/nodes/a@h"
 cp $G/metadata $G/thread-* "$WORK/nodes/a@h/"
 timeout 20 "$BP" print --follow --nodes "$WORK/nodes" >"$WORK/nodes.out" 2>"$WORK/nodes.err" &
 fpid=$!
-sleep 1
-# A node whose trace appears later; then every stream is in.
+# A node whose trace appears later (a@h's lines are out); then every
+# stream is in.
+wait_lines "$WORK/nodes.out" " a@h " "$(grep -c . "$EXP/basic.print")"
 mkdir "$WORK/nodes/.tmp" && cp $G/metadata $G/thread-* "$WORK/nodes/.tmp/" && mv "$WORK/nodes/.tmp" "$WORK/nodes/b@h"
-sleep 1
 touch "$WORK/nodes/.complete"
 wait $fpid; frc=$?
 check "--follow --nodes: ends 0 once DIR/.complete is there" "$frc" 0
