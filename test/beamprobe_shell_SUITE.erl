@@ -801,7 +801,9 @@ own_work_not_traced(_Config) ->
     %% Let the watchdog and the printer work a while.
     timer:sleep(1500),
     _ = lists:reverse([my, own, call]),
-    timer:sleep(600),
+    %% (It was a 600 ms sleep: the line may take longer on a loaded
+    %% machine.)
+    _ = wait_text(Cap, "([my,own,call])", 10000),
     ok = beamprobe:clear(),
     Events = [L || L <- lines(Cap), binary:first(L) =/= $%],
     ct:log("~s~nbeamprobe's: ~p", [cap_text(Cap), Own]),
@@ -890,7 +892,7 @@ own_start_not_traced(Config) ->
     Own2 = [S2 | beamprobe_test_lib:own_pids(S2)],
     {ok, _} = beamprobe:stop(S2),
     _ = lists:keyfind(my, 1, [{my, own, call}]),
-    timer:sleep(600),
+    _ = wait_text(Cap, "[{my,own,call}])", 10000),
     ok = beamprobe:clear(),
     Own = [list_to_binary(pid_to_list(P))
            || P <- Own1 ++ Own2 ++
