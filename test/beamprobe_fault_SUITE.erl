@@ -281,24 +281,34 @@ owner_death(Config) ->
                       end),
         {ok, _S} = receive {Owner, R} -> R after 30000 -> ct:fail(timeout) end,
         ?assertNotEqual([], ?L:traced_by_others()),
+        Sched0 = ?L:sched_times(),
         T0 = erlang:monotonic_time(millisecond),
         exit(Owner, kill),
         ?L:wait_until(fun() -> beamprobe:list() =:= [] andalso
                                    erlang:trace_info(new, flags) =:= {flags, []}
                       end, 10000),
-        Waited = wait_untraced(Idle, T0),
-        ct:pal("flags cleared ~p ms after the owner died", [Waited]),
+        {Ms, Sched1} = wait_untraced(Idle, T0),
+        {Waited, Threads} = ?L:waited_ms(Sched0, Sched1),
+        ct:pal("flags cleared ~p ms after the owner died, ~p ms of it "
+               "waiting for a CPU; threads (name, ms run, ms waiting): ~p",
+               [Ms, Waited, Threads]),
         %% Flags are cleared one process at a time (src/beamprobe_each.erl:
         %% the VM's one pass can crash OTP 25.2): measured 0.32–0.42 s
-        %% here for 100 k, waits included.
-        ?assert(Waited =< 1000)
+        %% here for 100 k, waits included.  Within 1 s of the node's own
+        %% time: less what it waited for a CPU other processes had (a
+        %% loaded machine: 1,159 ms).
+        %% (the figures in the reason: CI prints only its first terms)
+        Ms - Waited =< 1000 orelse
+            ct:fail("flags cleared in ~b ms, ~b ms of it waiting for a "
+                    "CPU: ~b ms of work", [Ms, Waited, Ms - Waited])
     after
         [P ! stop || P <- Idle]
     end.
 
 %% Polls the last idle process, then waits for the janitor to finish the
 %% removal (one process at a time, by workers it waits for: a call to it
-%% returns after), then checks every process once.  (Polling every
+%% returns after), then checks every process once; returns the ms since
+%% T0 and sched_times/0 then (before the check).  (Polling every
 %% process's tracer meanwhile would compete with the removal for the two
 %% cores.)
 wait_untraced(Idle, T0) ->
@@ -307,8 +317,9 @@ wait_untraced(Idle, T0) ->
                   20000),
     _ = sys:get_state(beamprobe_janitor),
     Ms = erlang:monotonic_time(millisecond) - T0,
+    Sched = ?L:sched_times(),
     ?assertEqual([], ?L:traced_by_others()),
-    Ms.
+    {Ms, Sched}.
 
 %% stop/1 and info/1 given a pid that is not a session: {error,
 %% not_found}, and the process (a gen_server that stops when called with
