@@ -160,10 +160,10 @@ guard(Ref, St) ->
         {'DOWN', Ref, process, _, Why} ->
             _ = catch register(beamprobe_attach_agent, self()),
             _ = is_pid(St#ag.profiler) andalso profile_restored(),
-            Text = cleanup(St#ag{guard = undefined}, false),
+            {_, Text} = cleanup(St#ag{guard = undefined}, false),
             St#ag.cli ! {beamprobe_attach_done,
                          text("the attach agent died (~tP); ~ts",
-                              [Why, 5, Text])},
+                              [Why, 5, Text]), failed},
             bye(St)
     end.
 
@@ -233,8 +233,8 @@ loop(St) ->
 %% clean up, tell the command line, go.
 -spec finish(#ag{}, atom()) -> no_return().
 finish(St, _Why) ->
-    Text = cleanup(St, true),
-    St#ag.cli ! {beamprobe_attach_done, Text},
+    {How, Text} = cleanup(St, true),
+    St#ag.cli ! {beamprobe_attach_done, Text, How},
     bye(St).
 
 -spec bye(#ag{}) -> no_return().
@@ -740,8 +740,10 @@ proc(Name) ->
             throw({bad, text("no process is registered as ~ts", [Name])})
     end.
 
-%% Undoes what attach brought; returns the text the command line prints.
-%% Send: the command line is there to receive the cluster's traces.
+%% Undoes what attach brought; returns `{ok | failed, Text}': the text
+%% the command line prints, and `failed' when the session was killed,
+%% its summary lost (the command line then exits 2).  Send: the command
+%% line is there to receive the cluster's traces.
 cleanup(#ag{session = S} = St, Send) ->
     %% A profile run ends (its counters removed) before anything unloads.
     _ = St#ag.profiler =:= undefined orelse
@@ -774,7 +776,8 @@ cleanup(#ag{session = S} = St, Send) ->
          end || M <- Unload],
     _ = [file:delete(F) || F <- St#ag.files],
     _ = [file:del_dir(D) || D <- St#ag.dirs],
-    summary_text(Sum, length(Unload), St).
+    {case Sum of {failed, _} -> failed; _ -> ok end,
+     summary_text(Sum, length(Unload), St)}.
 
 summary_text({failed, Why}, Mods, St) ->
     M = Mods + unloaded_self(St),

@@ -284,6 +284,10 @@ ending(End, I, A, Nodes, Befores, Config) ->
          || End =:= agent_killed],
     _ = [?assertMatch({match, _}, re:run(Text, "session ended abnormally"))
          || End =:= session_killed],
+    %% ... and that the trace cannot be trusted whole: exit 2 (it was 0
+    %% when the agent or the session was killed on the node).
+    _ = [?assertEqual({End, 2}, {End, Status})
+         || End =:= agent_killed orelse End =:= session_killed],
     Problems = bp_node_clean:wait_problems(
                  fun() ->
                          [{N, P} || {N, Before, Deep0} <- Befores,

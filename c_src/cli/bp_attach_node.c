@@ -229,9 +229,18 @@ int bp_attach_node_message(struct bp_attach *a, int *done)
 	if (msg.msgtype == ERL_SEND || msg.msgtype == ERL_REG_SEND) {
 		if (ei_decode_version(x.buff, &idx, &ver) == 0 &&
 		    ei_decode_tuple_header(x.buff, &idx, &arity) == 0 &&
-		    arity == 2 && ei_decode_atom(x.buff, &idx, tag) == 0 &&
+		    (arity == 2 || arity == 3) &&
+		    ei_decode_atom(x.buff, &idx, tag) == 0 &&
 		    !strcmp(tag, "beamprobe_attach_done") &&
 		    bp_attach_get_text(x.buff, &idx, text, sizeof text) == 0) {
+			/* {beamprobe_attach_done, Text, failed}: the session
+			 * did not end as asked (an older agent sends only
+			 * {beamprobe_attach_done, Text}). */
+			char how[MAXATOMLEN_UTF8];
+			if (arity == 3 &&
+			    (ei_decode_atom(x.buff, &idx, how) != 0 ||
+			     strcmp(how, "ok") != 0))
+				a->session_failed = 1;
 			fprintf(stderr, "beamprobe: %s: %s\n", a->node, text);
 			*done = 1;
 		} else if (idx = 0,

@@ -33,6 +33,9 @@ struct bp_attach {
 		      size_t len);
 	void *env_ctx;
 	int write_failed;
+	/* The agent said the session did not end as asked: the agent died,
+	 * or the session was killed, its summary lost (exit 2). */
+	int session_failed;
 };
 
 /* The cookie: --cookie, else --cookie-file, else ~/.erlang.cookie.

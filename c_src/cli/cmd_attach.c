@@ -655,7 +655,8 @@ int bp_cmd_attach(int argc, char **argv)
 			break;
 	}
 	bp_recv_conn_close(&conn);
-	rc = done && !a.write_failed ? BP_EXIT_OK : EXIT_FAIL;
+	rc = done && !a.write_failed && !a.session_failed ? BP_EXIT_OK
+							   : EXIT_FAIL;
 	if (sa.cluster) {
 		int ended = bp_attach_streams_done(&ss);
 		if (done && bp_attach_streams_record(&ss) != 0)

@@ -121,7 +121,7 @@ static int put_all(const char *p, size_t n)
 
 /* One message from the node: the outcome
  * {beamprobe_attach_profile, ok | error, Text} or the agent's
- * {beamprobe_attach_done, Text}; ticks and others ignored.  -1: the
+ * {beamprobe_attach_done, Text[, How]}; ticks and others ignored.  -1: the
  * connection is lost. */
 static int node_message(int fd, struct run *r)
 {
@@ -169,9 +169,12 @@ static int node_message(int fd, struct run *r)
 			r->got = -1;
 		}
 		free(text);
-	} else if (arity == 2 && !strcmp(tag, "beamprobe_attach_done") &&
+	} else if ((arity == 2 || arity == 3) &&
+		   !strcmp(tag, "beamprobe_attach_done") &&
 		   (text = get_binary(x.buff, &idx, &len))) {
-		/* The agent's cleanup summary; no trace session ran. */
+		/* The agent's cleanup summary; no trace session ran.  (Its
+		 * third element, ok | failed, is the session's: the profile's
+		 * outcome came in its own message.) */
 		const char *t = text, *skip = "no session ran; ";
 		if (!strncmp(t, skip, strlen(skip)))
 			t += strlen(skip);
