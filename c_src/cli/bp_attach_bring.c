@@ -430,7 +430,13 @@ int bp_attach_bring(struct bp_attach *a, const char *cookie, char *full,
 	*brought = !strcmp(which_bp, "non_existing");
 	if (*brought && bp_attach_check_versions(a) != 0)
 		return -1;
-	loaded_self = !bp_attach_module_loaded(a, "beamprobe_attach");
+	/* Ours to unload at the end: the module we load (which said it was
+	 * not there), or one on the node's code path not loaded yet.  (Asked
+	 * after `which', module_loaded/1 could see the module another attach
+	 * loaded in between: both attaches then left it to the other, the
+	 * refused one and the one whose agent ran, and it stayed loaded.) */
+	loaded_self = !strcmp(which_self, "non_existing") ||
+		      !bp_attach_module_loaded(a, "beamprobe_attach");
 	if (!strcmp(which_self, "non_existing") && bp_attach_load_self(a) != 0)
 		return -1;
 	/* From here on the agent undoes whatever we bring, even if we die. */
