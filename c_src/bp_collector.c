@@ -617,6 +617,7 @@ void *bp_collector_main(void *arg)
 	enif_mutex_lock(s->mtx);
 	s->finished = 1;
 	dumped(s, 1);
+	bp_session_tell_stopped(s, NULL);
 	enif_mutex_unlock(s->mtx);
 	return NULL;
 }

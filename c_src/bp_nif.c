@@ -2,9 +2,11 @@
  * resource, and the control calls made by beamprobe_session.erl.
  *
  * The same module is the erl_tracer module: its tracer callbacks are in
- * bp_tracer.c.  Control calls run on the session process's scheduler (or
- * a dirty I/O scheduler for the ones that wait on disk); they never block
- * a normal scheduler for long and never call exit()/abort().
+ * bp_tracer.c.  Control calls run on the caller's scheduler, none dirty,
+ * none waiting: work that waits (on the disk, the collector, producers)
+ * is done by the collector thread or a job's thread (bp_job.h), which
+ * tells the caller by a message (a process in a dirty NIF of this module
+ * is killed by a purge of its old code).  They never call exit()/abort().
  *
  * Elsewhere: start/1 and its config parsing in bp_nif_config.c, the
  * output directory and its metadata in bp_output.c, the resource types
@@ -24,6 +26,7 @@
 #include "bp_erts_layout.h"
 #include "bp_follow.h"
 #include "bp_hub.h"
+#include "bp_job.h"
 #include "bp_membar.h"
 #include "bp_retstack.h"
 #include "bp_nif.h"
@@ -90,7 +93,7 @@ ERL_NIF_TERM bp_nif_errno_term(ErlNifEnv *env, const char *what,
 /* ---- the session resource ------------------------------------------ */
 
 /* Gives the session's place back (once). */
-static void session_release(struct bp_session *s)
+void bp_nif_session_release(struct bp_session *s)
 {
 	if (atomic_exchange(&s->counted, 0)) {
 		int n = atomic_load(&live_sessions);
@@ -115,16 +118,23 @@ int bp_nif_session_reserve(struct bp_session *s, int max)
 	return 1;
 }
 
+/* Ends the collector and joins it, once: of two callers (stopped/1 in two
+ * processes), one joins; the other finds thread_started cleared. */
 static void session_join(struct bp_session *s)
 {
-	if (!s->thread_started)
+	int mine;
+
+	if (!s->mtx) /* a start that failed before making it */
 		return;
 	enif_mutex_lock(s->mtx);
+	mine = s->thread_started;
+	s->thread_started = 0;
 	s->cmd_stop = 1;
 	enif_mutex_unlock(s->mtx);
+	if (!mine)
+		return;
 	bp__session_wake(s);
 	enif_thread_join(s->tid, NULL);
-	s->thread_started = 0;
 }
 
 /* Closes the trace directory once the collector has finished (no stream
@@ -153,7 +163,7 @@ static void session_dtor(ErlNifEnv *env, void *obj)
 	(void)env;
 	bp_restype_object_gone(obj);
 	session_join(s);
-	session_release(s);
+	bp_nif_session_release(s);
 	if (s->dirfd >= 0)
 		close(s->dirfd);
 	s->dirfd = -1;
@@ -179,30 +189,52 @@ static void session_dtor(ErlNifEnv *env, void *obj)
 		munmap(s->map, s->region_size);
 	if (s->dump_env)
 		enif_free_env(s->dump_env);
+	if (s->start_env) /* a start whose thread was never made */
+		enif_free_env(s->start_env);
+	if (s->start_lttng)
+		enif_free(s->start_lttng);
+	if (s->mtx) { /* waiters of a session never started: none told */
+		enif_mutex_lock(s->mtx);
+		bp_session_tell_stopped(s, NULL);
+		enif_mutex_unlock(s->mtx);
+	}
 	if (s->cond)
 		enif_cond_destroy(s->cond);
 	if (s->mtx)
 		enif_mutex_destroy(s->mtx);
 }
 
-/* make_dir(Dir :: iodata()) -> created | existing | {error, Why}: the
- * trace directory, created or checked (bp_output.c).  Dirty I/O. */
+/* make_dir(Dir :: iodata()) -> {ok, Ref} | {error, {job, Why}}: the
+ * trace directory created or checked (bp_output.c) by a job (bp_job.h),
+ * which sends {beamprobe_done, Ref, created | existing | {error, Why}}. */
 static ERL_NIF_TERM nif_make_dir(ErlNifEnv *env, int argc,
 				 const ERL_NIF_TERM argv[])
 {
 	(void)argc;
-	return bp_output_make_dir(env, argv[0]);
+	if (!bp_output_path_ok(env, argv[0]))
+		return enif_make_badarg(env);
+	return bp_job_start(env, bp_output_make_dir, argv[0]);
 }
 
-/* create_file(File :: iodata()) -> ok | {error, Why}: a new empty file,
- * 0600 from the first instant (bp_output.c).  Dirty I/O. */
+/* create_file(File :: iodata()) -> {ok, Ref} | {error, {job, Why}}: a new
+ * empty file, 0600 from the first instant (bp_output.c), by a job that
+ * sends {beamprobe_done, Ref, ok | {error, Why}}. */
 static ERL_NIF_TERM nif_create_file(ErlNifEnv *env, int argc,
 				    const ERL_NIF_TERM argv[])
 {
 	(void)argc;
-	return bp_output_create_file(env, argv[0]);
+	if (!bp_output_path_ok(env, argv[0]))
+		return enif_make_badarg(env);
+	return bp_job_start(env, bp_output_create_file, argv[0]);
 }
 
+/* start(Config) -> {ok, Session, Ref} | {error, {What, Why}}: the
+ * session made, its collector thread started; that thread opens the
+ * directory, writes the metadata and sends {beamprobe_started, Ref, ok |
+ * {error, {What, Why}}} (bp_nif_config.c).  Not dirty, and it never
+ * waits on the disk: a process in a dirty NIF of beamprobe_nif is
+ * executing the module's code, and a hard purge of the module's old code
+ * after a reload kills it (beamprobe_nif_wait:start/1 waits instead). */
 static ERL_NIF_TERM nif_start(ErlNifEnv *env, int argc,
 			      const ERL_NIF_TERM argv[])
 {
@@ -212,7 +244,7 @@ static ERL_NIF_TERM nif_start(ErlNifEnv *env, int argc,
 
 	(void)argc;
 	if (!ok && s)
-		session_release(s); /* a failed start holds no place */
+		bp_nif_session_release(s); /* a failed start holds no place */
 	return r;
 }
 
@@ -377,18 +409,75 @@ static ERL_NIF_TERM stats_map(ErlNifEnv *env, struct bp_session *s)
 	return m;
 }
 
-/* stop(Session) -> {ok, Stats}: final drain, files closed.  Dirty I/O. */
+/* stop(Session) -> {ok, Ref}: asks the collector to end (final drain,
+ * files closed); it sends the caller {beamprobe_stopped, Ref} once it has
+ * (at once if it already has, or never ran).  Then stopped/1 gives the
+ * counters.  Not dirty, and it never waits: a process in a dirty NIF of
+ * beamprobe_nif is executing the module's code, and the hard purge of
+ * the module's old code after a reload kills it (a session process, or
+ * the janitor, waiting in a dirty stop() was killed so).  The caller
+ * waits for the message in its own code (beamprobe_nif_wait). */
 static ERL_NIF_TERM nif_stop(ErlNifEnv *env, int argc,
 			     const ERL_NIF_TERM argv[])
 {
 	struct bp_session *s = arg_session(env, argv[0]);
+	struct bp_stop_waiter *w;
+	ERL_NIF_TERM ref = enif_make_ref(env);
 
 	(void)argc;
 	if (!s)
 		return enif_make_badarg(env);
-	session_join(s); /* runs bp_collector_finish in the thread */
+	if (!(w = enif_alloc(sizeof *w)))
+		return bp_nif_error2(env, "stop", "enomem");
+	if (!(w->env = enif_alloc_env())) {
+		enif_free(w);
+		return bp_nif_error2(env, "stop", "enomem");
+	}
+	if (!enif_self(env, &w->pid)) {
+		enif_free_env(w->env);
+		enif_free(w);
+		return enif_make_badarg(env);
+	}
+	w->ref = enif_make_copy(w->env, ref);
+	if (!s->mtx) { /* a start that failed before making it: nothing ran */
+		w->next = NULL;
+		s->stop_waiters = w;
+		bp_session_tell_stopped(s, env);
+		return enif_make_tuple2(env, bp_atom.ok, ref);
+	}
+	enif_mutex_lock(s->mtx);
+	w->next = s->stop_waiters;
+	s->stop_waiters = w;
+	s->cmd_stop = 1;
+	if (s->finished || !s->thread_started)
+		bp_session_tell_stopped(s, env);
+	enif_mutex_unlock(s->mtx);
+	bp__session_wake(s);
+	return enif_make_tuple2(env, bp_atom.ok, ref);
+}
+
+/* stopped(Session) -> {ok, Stats} | {error, running}: once stop/1's
+ * message came, the collector has ended: joined (it is returning), the
+ * session's place given back, its directory closed; its counters. */
+static ERL_NIF_TERM nif_stopped(ErlNifEnv *env, int argc,
+				const ERL_NIF_TERM argv[])
+{
+	struct bp_session *s = arg_session(env, argv[0]);
+	int ended = 1;
+
+	(void)argc;
+	if (!s)
+		return enif_make_badarg(env);
+	if (s->mtx) {
+		enif_mutex_lock(s->mtx);
+		ended = s->finished || !s->thread_started;
+		enif_mutex_unlock(s->mtx);
+	}
+	if (!ended)
+		return enif_make_tuple2(env, bp_atom.error, bp_atom.running);
+	session_join(s); /* at its return: not a wait */
 	atomic_store(&s->state, BP_S_STOPPED);
-	session_release(s);
+	bp_nif_session_release(s);
 	close_dir(s);
 	return enif_make_tuple2(env, bp_atom.ok, stats_map(env, s));
 }
@@ -596,8 +685,20 @@ static ERL_NIF_TERM nif_hub_add(ErlNifEnv *env, int argc,
 	return enif_make_tuple2(env, bp_atom.ok, enif_make_int(env, i));
 }
 
-/* hub_remove(Member) -> ok: once it returns, no producer writes into the
- * member's session through the hub.  Dirty I/O (waits for producers). */
+/* The job of hub_remove/1 (bp_job.h): Member out of the hub, its
+ * producers waited for. */
+static ERL_NIF_TERM hub_remove_job(ErlNifEnv *env, ERL_NIF_TERM arg)
+{
+	int i;
+
+	if (enif_get_int(env, arg, &i))
+		bp_hub_remove(i);
+	return bp_atom.ok;
+}
+
+/* hub_remove(Member) -> {ok, Ref} | {error, {job, Why}}: a job takes the
+ * member out of the hub and sends {beamprobe_done, Ref, ok} once no
+ * producer writes into the member's session through the hub. */
 static ERL_NIF_TERM nif_hub_remove(ErlNifEnv *env, int argc,
 				   const ERL_NIF_TERM argv[])
 {
@@ -606,8 +707,7 @@ static ERL_NIF_TERM nif_hub_remove(ErlNifEnv *env, int argc,
 	(void)argc;
 	if (!enif_get_int(env, argv[0], &i) || i < 0 || i >= BP_HUB_MAX)
 		return enif_make_badarg(env);
-	bp_hub_remove(i);
-	return bp_atom.ok;
+	return bp_job_start(env, hub_remove_job, argv[0]);
 }
 
 /* hub_list() -> [{Member, SessionPid | undefined}]: the hub's members
@@ -783,16 +883,17 @@ static ErlNifFunc nif_funcs[] = {
 #define BP__FUNC(name, arity, fn) {#name, arity, fn, 0},
 	BP_TRACER_NIFS(BP__FUNC)
 #undef BP__FUNC
-	{"start", 1, nif_start, ERL_NIF_DIRTY_JOB_IO_BOUND},
-	{"stop", 1, nif_stop, ERL_NIF_DIRTY_JOB_IO_BOUND},
+	{"start", 1, nif_start, 0},
+	{"stop", 1, nif_stop, 0},
+	{"stopped", 1, nif_stopped, 0},
 	{"info", 1, nif_info, 0},
 	{"dump", 1, nif_dump, 0},
 	{"annotate", 2, nif_annotate, 0},
 	{"tampered", 3, bp_nif_tampered, 0},
 	{"notice", 4, bp_nif_notice, 0},
 	{"ack", 2, nif_ack, 0},
-	{"make_dir", 1, nif_make_dir, ERL_NIF_DIRTY_JOB_IO_BOUND},
-	{"create_file", 1, nif_create_file, ERL_NIF_DIRTY_JOB_IO_BOUND},
+	{"make_dir", 1, nif_make_dir, 0},
+	{"create_file", 1, nif_create_file, 0},
 	{"live_sessions", 0, nif_live_sessions, 0},
 	{"render", 2, bp_nif_render, 0},
 	{"render_args", 2, bp_nif_render_args, 0},
@@ -802,7 +903,7 @@ static ErlNifFunc nif_funcs[] = {
 	{"clock", 0, nif_clock, 0},
 	{"is_loaded", 0, nif_is_loaded, 0},
 	{"hub_add", 2, nif_hub_add, 0},
-	{"hub_remove", 1, nif_hub_remove, ERL_NIF_DIRTY_JOB_IO_BOUND},
+	{"hub_remove", 1, nif_hub_remove, 0},
 	{"hub_members", 0, nif_hub_members, 0},
 	{"hub_routes", 1, nif_hub_routes, 0},
 	{"hub_route_tags", 0, nif_hub_route_tags, 0},

@@ -38,10 +38,15 @@ ERL_NIF_TERM bp_nif_errno_term(ErlNifEnv *env, const char *what,
  * are taken.  The place is given back when s is stopped or destroyed. */
 int bp_nif_session_reserve(struct bp_session *s, int max);
 
+/* Gives s's place back (once; bp_nif.c). */
+void bp_nif_session_release(struct bp_session *s);
+
 /* start/1's work (bp_nif_config.c): a session from its config map.
  * *sp is the session once allocated (its place is to be given back by
- * the caller unless *ok is set); the result is {ok, Session} or
- * {error, {What, Why}}. */
+ * the caller unless *ok is set); the result is {ok, Session, Ref}, its
+ * collector thread then doing the I/O (the trace directory, the
+ * metadata) and sending the caller {beamprobe_started, Ref, ok | {error,
+ * {What, Why}}}, or {error, {What, Why}} at once. */
 ERL_NIF_TERM bp_nif_start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
 				  struct bp_session **sp, int *ok);
 

@@ -218,17 +218,92 @@ static int get_tcp(ErlNifEnv *env, ERL_NIF_TERM cfg, struct bp_session *s)
 	return 1;
 }
 
+/* start/1's I/O, in the collector thread (start_env): the LTTng provider
+ * loaded, the trace directory opened, the metadata written.  ok, or
+ * {error, {What, Why}}. */
+static ERL_NIF_TERM start_io(ErlNifEnv *env, struct bp_session *s)
+{
+	const char *unsafe;
+	int err;
+
+	if (s->start_lttng) {
+		char why[600];
+		if (bp_lttng_load(s->start_lttng, why, sizeof why))
+			return enif_make_tuple2(
+				env, bp_atom.error,
+				enif_make_tuple2(
+					env,
+					enif_make_atom(env, "lttng_unavailable"),
+					enif_make_string(env, why,
+							 ERL_NIF_LATIN1)));
+		s->has_lttng = 1;
+	}
+	if (s->has_file) {
+		/* Everything is created relative to this fd: a symlink planted
+		 * in place of the directory or of a file is never followed. */
+		int fd = bp_ctf_open_dir(s->dir);
+		if (fd < 0)
+			return bp_nif_errno_term(env, "file", -fd);
+		enif_mutex_lock(s->mtx); /* close_dir (bp_nif.c) */
+		s->dirfd = fd;
+		enif_mutex_unlock(s->mtx);
+		if ((unsafe = bp_output_dir_unsafe(s->dirfd)))
+			return bp_nif_error2(env, "file", unsafe);
+	}
+	bp_clock_reanchor();
+	err = s->has_file || s->tcp
+		      ? bp_output_write_metadata(env, s, s->start_envlist,
+						 realtime_offset_ns())
+		      : 0;
+	if (err == EINVAL)
+		return bp_nif_error2(env, "bad_config", "env");
+	if (err)
+		return bp_nif_errno_term(env, "file", err);
+	return bp_atom.ok;
+}
+
+/* The collector thread: start/1's I/O (start_io), its result sent to the
+ * caller of start/1, then the collector (bp_collector_main) if it went
+ * well.  A start that failed gives its place back and ends as a finished
+ * collector (stop/1 answers at once). */
+static void *session_thread(void *arg)
+{
+	struct bp_session *s = arg;
+	ErlNifEnv *env = s->start_env;
+	ERL_NIF_TERM r = start_io(env, s);
+	int ok = r == bp_atom.ok;
+
+	if (!ok) {
+		atomic_store(&s->state, BP_S_STOPPED);
+		bp_nif_session_release(s);
+	}
+	enif_send(NULL, &s->start_pid, env,
+		  enif_make_tuple3(env, enif_make_atom(env, "beamprobe_started"),
+				   s->start_ref, r));
+	s->start_env = NULL;
+	enif_free_env(env);
+	if (s->start_lttng)
+		enif_free(s->start_lttng);
+	s->start_lttng = NULL;
+	if (ok)
+		return bp_collector_main(s);
+	enif_mutex_lock(s->mtx);
+	s->finished = 1;
+	bp_session_tell_stopped(s, NULL);
+	enif_mutex_unlock(s->mtx);
+	return NULL;
+}
+
 ERL_NIF_TERM bp_nif_start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
 				  struct bp_session **sp, int *ok)
 {
-	ERL_NIF_TERM v, res;
+	ERL_NIF_TERM v, res, ref;
 	struct bp_session *s;
 	ErlNifBinary dir;
 	ErlNifUInt64 buffer, slots, evl, byl, pkt, maxs;
-	int ret, exc, msr, err, file, rstop;
+	int ret, exc, msr, file, rstop;
 	ErlNifUInt64 fkinds, lkinds;
-	int lttng = 0;
-	const char *unsafe;
+	ErlNifBinary lp = {0};
 
 	if (!enif_is_map(env, cfg))
 		return enif_make_badarg(env);
@@ -269,27 +344,12 @@ ERL_NIF_TERM bp_nif_start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
 	    maxs < 1 || maxs > 100000)
 		return bp_nif_error2(env, "bad_config", "max_sessions");
 
-	/* lttng => Path: the LTTng-UST provider, loaded (once) before
-	 * anything else is made. */
-	if (enif_get_map_value(env, cfg, enif_make_atom(env, "lttng"), &v)) {
-		ErlNifBinary lp;
-		char path[4096], why[600];
-		if (!enif_inspect_iolist_as_binary(env, v, &lp) ||
-		    lp.size == 0 || lp.size >= sizeof path ||
-		    memchr(lp.data, 0, lp.size))
-			return bp_nif_error2(env, "bad_config", "lttng");
-		memcpy(path, lp.data, lp.size);
-		path[lp.size] = '\0';
-		if (bp_lttng_load(path, why, sizeof why))
-			return enif_make_tuple2(
-				env, bp_atom.error,
-				enif_make_tuple2(
-					env,
-					enif_make_atom(env, "lttng_unavailable"),
-					enif_make_string(env, why,
-							 ERL_NIF_LATIN1)));
-		lttng = 1;
-	}
+	/* lttng => Path: the LTTng-UST provider, loaded (once) by the
+	 * collector thread before anything else is made (start_io). */
+	if (enif_get_map_value(env, cfg, enif_make_atom(env, "lttng"), &v) &&
+	    (!enif_inspect_iolist_as_binary(env, v, &lp) || lp.size == 0 ||
+	     lp.size >= 4096 || memchr(lp.data, 0, lp.size)))
+		return bp_nif_error2(env, "bad_config", "lttng");
 	if (!get_u64_opt(env, cfg, enif_make_atom(env, "lttng_kinds"), ~0ull,
 			 &lkinds))
 		return bp_nif_error2(env, "bad_config", "lttng_kinds");
@@ -298,7 +358,6 @@ ERL_NIF_TERM bp_nif_start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
 	if (!s)
 		return bp_nif_error2(env, "start", "enomem");
 	memset(s, 0, sizeof *s);
-	s->has_lttng = lttng;
 	s->lttng_kinds = lkinds;
 	s->dirfd = -1;
 	res = enif_make_resource(env, s);
@@ -424,33 +483,25 @@ ERL_NIF_TERM bp_nif_start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
 		return bp_nif_error2(env, "bad_config", "tcp");
 	bp_output_make_uuid(s->uuid);
 	s->lttng_id = bp_lttng_session_id(s->uuid);
-	if (file) {
-		/* Everything is created relative to this fd: a symlink planted
-		 * in place of the directory or of a file is never followed. */
-		s->dirfd = bp_ctf_open_dir(s->dir);
-		if (s->dirfd < 0) {
-			err = -s->dirfd;
-			s->dirfd = -1;
-			return bp_nif_errno_term(env, "file", err);
-		}
-		if ((unsafe = bp_output_dir_unsafe(s->dirfd)))
-			return bp_nif_error2(env, "file", unsafe);
-	}
 	if (!enif_get_map_value(env, cfg, bp_atom.env, &v))
 		v = enif_make_list(env, 0);
-	bp_clock_reanchor();
-	err = file || s->tcp ? bp_output_write_metadata(env, s, v,
-							realtime_offset_ns())
-			     : 0;
-	if (err == EINVAL)
-		return bp_nif_error2(env, "bad_config", "env");
-	if (err)
-		return bp_nif_errno_term(env, "file", err);
-
-	if (enif_thread_create("beamprobe_collector", &s->tid,
-			       bp_collector_main, s, NULL) != 0)
+	if (!(s->start_env = enif_alloc_env()))
+		return bp_nif_error2(env, "start", "enomem");
+	if (lp.size) {
+		if (!(s->start_lttng = enif_alloc(lp.size + 1)))
+			return bp_nif_error2(env, "start", "enomem");
+		memcpy(s->start_lttng, lp.data, lp.size);
+		s->start_lttng[lp.size] = '\0';
+	}
+	ref = enif_make_ref(env);
+	s->start_envlist = enif_make_copy(s->start_env, v);
+	s->start_ref = enif_make_copy(s->start_env, ref);
+	if (!enif_self(env, &s->start_pid))
+		return enif_make_badarg(env);
+	if (enif_thread_create("beamprobe_collector", &s->tid, session_thread,
+			       s, NULL) != 0)
 		return bp_nif_error2(env, "start", "thread");
 	s->thread_started = 1;
 	*ok = 1;
-	return enif_make_tuple2(env, bp_atom.ok, res);
+	return enif_make_tuple3(env, bp_atom.ok, res, ref);
 }

@@ -2,8 +2,9 @@
  * trace UUID, the checks that the directory is ours alone (make_dir/1 and
  * start/1), and the CTF metadata with the session's env block.
  *
- * Called by control NIFs (bp_nif.c) on a dirty I/O scheduler: make_dir/1,
- * and start/1 before the session's collector thread exists.
+ * Called off the schedulers: make_dir/1 and create_file/1 in a job's
+ * thread (bp_job.h), start/1's I/O in the session's collector thread
+ * before it collects (bp_nif_config.c).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -215,10 +216,17 @@ static int get_path(ErlNifEnv *env, ERL_NIF_TERM t, char out[4096])
 	return 1;
 }
 
+int bp_output_path_ok(ErlNifEnv *env, ERL_NIF_TERM t)
+{
+	char path[4096];
+
+	return get_path(env, t, path);
+}
+
 /* make_dir(Dir :: iodata()) -> created | existing | {error, Why}.
  * Creates the trace directory with its final mode (mkdir 0700: no window
  * whatever the umask), or accepts an existing one only if it is empty,
- * not a symlink, ours and not group/world-writable.  Dirty I/O. */
+ * not a symlink, ours and not group/world-writable.  A job (bp_job.h). */
 ERL_NIF_TERM bp_output_make_dir(ErlNifEnv *env, ERL_NIF_TERM dir)
 {
 	char path[4096];
@@ -256,7 +264,7 @@ ERL_NIF_TERM bp_output_make_dir(ErlNifEnv *env, ERL_NIF_TERM dir)
  * whatever the umask, in which another user could open it and keep
  * reading what is written later), never through a symlink and never
  * over an existing file.  The caller then writes it (file:open/2 of an
- * existing file keeps its mode).  Dirty I/O. */
+ * existing file keeps its mode).  A job (bp_job.h). */
 ERL_NIF_TERM bp_output_create_file(ErlNifEnv *env, ERL_NIF_TERM file)
 {
 	char path[4096];

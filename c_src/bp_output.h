@@ -15,6 +15,10 @@ void bp_output_make_uuid(uint8_t u[16]);
  * error atom saying why not. */
 const char *bp_output_dir_unsafe(int fd);
 
+/* Whether t is a path make_dir/1 and create_file/1 take (iodata, not
+ * empty, shorter than 4096 bytes, no NUL). */
+int bp_output_path_ok(ErlNifEnv *env, ERL_NIF_TERM t);
+
 /* make_dir/1 of beamprobe_nif: created | existing | {error, Why}, or
  * badarg for a malformed path. */
 ERL_NIF_TERM bp_output_make_dir(ErlNifEnv *env, ERL_NIF_TERM dir);

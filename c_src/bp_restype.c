@@ -3,7 +3,7 @@
  * for new sessions, and the library pinned in memory.
  *
  * Called by load()/upgrade() (bp_nif.c) while erts loads the library, by
- * start/1 on a dirty I/O scheduler (bp_restype_alloc), by any scheduler
+ * start/1 (bp_restype_alloc), by any scheduler
  * that looks a session term up (bp_session_get(): control NIFs and tracer
  * callbacks), and by the session destructor on whichever thread drops the
  * last reference (bp_restype_object_gone).

@@ -42,6 +42,22 @@ struct bp_slot *bp__session_slot_create(struct bp_session *s, int idx)
 	return sl;
 }
 
+void bp_session_tell_stopped(struct bp_session *s, ErlNifEnv *caller_env)
+{
+	struct bp_stop_waiter *w;
+
+	while ((w = s->stop_waiters)) {
+		s->stop_waiters = w->next;
+		enif_send(caller_env, &w->pid, w->env,
+			  enif_make_tuple2(w->env,
+					   enif_make_atom(w->env,
+							  "beamprobe_stopped"),
+					   w->ref));
+		enif_free_env(w->env);
+		enif_free(w);
+	}
+}
+
 size_t bp_session_color(void)
 {
 	static _Atomic uint32_t next;

@@ -100,6 +100,15 @@ struct bp_slot {
 
 struct bp_merge_in; /* bp_collector.c */
 
+/* A process waiting for a session's collector to finish: the message
+ * {beamprobe_stopped, Ref} it is sent, in env (bp_session.stop_waiters). */
+struct bp_stop_waiter {
+	ErlNifPid pid;
+	ErlNifEnv *env;
+	ERL_NIF_TERM ref;
+	struct bp_stop_waiter *next;
+};
+
 struct bp_session {
 	/* Read by producers on every event. */
 	_Atomic int state;
@@ -183,6 +192,15 @@ struct bp_session {
 	int has_notify;
 	int notified;
 
+	/* start/1's I/O, done by the collector thread before it collects
+	 * (bp_nif_config.c): the LTTng provider's path (or NULL), the
+	 * metadata's env list, and who is sent {beamprobe_started, Ref,
+	 * Result} once it is done.  Owned by that thread. */
+	ErlNifEnv *start_env;
+	ERL_NIF_TERM start_envlist, start_ref;
+	ErlNifPid start_pid;
+	char *start_lttng;
+
 	ErlNifTid tid;
 	int thread_started;
 	ErlNifMutex *mtx;  /* control <-> collector commands */
@@ -196,6 +214,11 @@ struct bp_session {
 	ErlNifEnv *dump_env; /* the message's, made by nif_dump */
 	int dump_waiting;
 	uint64_t dump_target;
+	/* Who asked stop/1 (nif_stop) and is not yet told that the
+	 * collector has finished (under mtx): each is sent
+	 * {beamprobe_stopped, Ref} once, by the collector as it ends
+	 * (bp_session_told_stopped), then freed. */
+	struct bp_stop_waiter *stop_waiters;
 	int cmd_stop;      /* stop requested (under mtx) */
 	int finished;      /* collector ended (under mtx) */
 	_Atomic int counted; /* holds one of the node's session places */
@@ -261,6 +284,12 @@ static inline void bp_slot_drop(struct bp_slot *sl, enum bp_drop_cause c)
 
 /* Wakes the collector if it sleeps (see `sleeping').  Any thread. */
 void bp__session_wake(struct bp_session *s);
+
+/* Sends {beamprobe_stopped, Ref} to every process waiting in
+ * stop_waiters (dead ones are skipped by enif_send) and frees them.  Under
+ * mtx, from a thread that is not a scheduler (the collector as it ends) or
+ * with caller_env, the calling NIF's env (NULL from other threads). */
+void bp_session_tell_stopped(struct bp_session *s, ErlNifEnv *caller_env);
 
 /* Asks the session to end for reason r (first reason wins).  Any thread. */
 void bp_session_request_stop(struct bp_session *s, enum bp_stop_reason r);

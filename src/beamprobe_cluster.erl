@@ -400,7 +400,7 @@ local_start(Spec) ->
     end.
 
 ensure_dir(Dir) ->
-    case beamprobe_nif:make_dir(unicode:characters_to_binary(Dir)) of
+    case beamprobe_nif_wait:make_dir(unicode:characters_to_binary(Dir)) of
         {error, not_empty} -> {ok, false};
         {error, R} -> {error, {unwritable, Dir, R}};
         created -> {ok, true};
@@ -596,7 +596,7 @@ fetch(#node{name = Name, staged = Staged, dir = Local}) ->
 %% `{short_copy, From, Detail}' when fewer come.
 -spec copy(node(), string(), string(), non_neg_integer()) -> ok.
 copy(Node, From, To, Size) ->
-    ok = beamprobe_nif:create_file(unicode:characters_to_binary(To)),
+    ok = beamprobe_nif_wait:create_file(unicode:characters_to_binary(To)),
     {ok, Fd} = file:open(To, [write, raw, binary]),
     try
         copy_chunks(Node, From, Fd, 0, Size)
@@ -755,7 +755,7 @@ rewrite_env(Path, Env) ->
 
 %% File, new, 0600 from its creation (copy/4), with Data.
 private_write(File, Data) ->
-    case beamprobe_nif:create_file(unicode:characters_to_binary(File)) of
+    case beamprobe_nif_wait:create_file(unicode:characters_to_binary(File)) of
         ok -> file:write_file(File, Data, [raw]);
         {error, _} = E -> E
     end.

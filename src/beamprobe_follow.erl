@@ -386,7 +386,7 @@ seq_tracer(St) ->
     end.
 
 make_dir(#st{dir = Dir} = St) ->
-    case beamprobe_nif:make_dir(unicode:characters_to_binary(Dir)) of
+    case beamprobe_nif_wait:make_dir(unicode:characters_to_binary(Dir)) of
         {error, R} -> {error, {unwritable, Dir, R}, St};
         created -> {ok, St#st{created_dir = true}};
         existing -> {ok, St}
@@ -396,7 +396,7 @@ make_dir(#st{dir = Dir} = St) ->
 %% the directory removed if this session created it (nothing
 %% half-installed stays behind).
 discard(#st{res = Res, created_dir = Created, dir = Dir} = St) ->
-    _ = Res =/= undefined andalso (catch beamprobe_nif:stop(Res)),
+    _ = Res =/= undefined andalso (catch beamprobe_nif_wait:stop(Res)),
     _ = Created andalso beamprobe_nif:remove_dir(Dir),
     St#st{res = undefined, created_dir = false}.
 
@@ -419,7 +419,7 @@ start_nif(#st{dir = Dir, budget = #{events := E, ms := Ms, requests := Rq}} = St
               max_sessions => application:get_env(beamprobe, max_sessions, 64),
               env => env(St)},
             beamprobe_lttng:nif_config([])),
-    case beamprobe_nif:start(Nif) of
+    case beamprobe_nif_wait:start(Nif) of
         {ok, Res} -> {ok, St#st{res = Res}};
         {error, R} -> {error, R, St}
     end.
@@ -661,8 +661,9 @@ finish(#st{summary = S} = St, _) when S =/= undefined -> St;
 finish(#st{res = undefined} = St, _) -> St;
 finish(#st{res = Res} = St, Why) ->
     St1 = uninstall(St),
-    Stats = try beamprobe_nif:stop(Res) of
-                {ok, S} -> S
+    Stats = try beamprobe_nif_wait:stop(Res) of
+                {ok, S} -> S;
+                {error, E} -> #{nif_error => E}
             catch _:E -> #{nif_error => E}
             end,
     Dropped = maps:get(dropped, Stats, #{total => 0}),

@@ -857,7 +857,7 @@ undo(#{meta := Meta} = E, #st{sessions = Ss} = St) ->
     St2 = remove_msg_patterns(St1),
     _ = case E of
             #{member := N} ->
-                safely(fun() -> beamprobe_nif:hub_remove(N) end);
+                safely(fun() -> beamprobe_nif_wait:hub_remove(N) end);
             #{} -> ok
         end,
     St2.
@@ -923,7 +923,7 @@ handle_info({'DOWN', Ref, process, _, _Why}, #st{sessions = Ss} = St) ->
             %% finalise its trace.
             St1 = undo(E, St#st{sessions = Ss1}),
             #{res := Res} = E,
-            _ = safely(fun() -> beamprobe_nif:stop(Res) end),
+            _ = safely(fun() -> beamprobe_nif_wait:stop(Res) end),
             {noreply, St1, {continue, collect}};
         error ->
             {noreply, St}
@@ -954,7 +954,7 @@ reap_orphans(#st{sessions = Ss} = St) ->
     Known = [N || #{member := N} <- maps:values(Ss)],
     Orphans = [N || {N, Pid} <- safe_hub_list(), not lists:member(N, Known),
                     not (is_pid(Pid) andalso is_process_alive(Pid))],
-    _ = [safely(fun() -> beamprobe_nif:hub_remove(N) end) || N <- Orphans],
+    _ = [safely(fun() -> beamprobe_nif_wait:hub_remove(N) end) || N <- Orphans],
     _ = Orphans =/= [] andalso
         [P || #{procs := P} <- maps:values(Ss), P =/= none] =:= [] andalso
         safely(fun untrace_node/0),

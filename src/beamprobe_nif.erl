@@ -15,7 +15,7 @@
          trace/5, trace_send/5, trace_receive/5,
          trace_procs/5, trace_ports/5, trace_running_procs/5,
          trace_garbage_collection/5]).
--export([start/1, stop/1, info/1, dump/1, annotate/2, tampered/3, notice/4, ack/2,
+-export([start/1, stop/1, stopped/1, info/1, dump/1, annotate/2, tampered/3, notice/4, ack/2,
          render/2, render_args/2, render_mfa/3, elixir_text/2, thread_slot/0, clock/0,
          make_dir/1, create_file/1, remove_dir/1, live_sessions/0, hub_add/2, hub_remove/1,
          hub_members/0, hub_routes/1, hub_route_tags/0, hub_list/0, hub_stats/0,
@@ -105,9 +105,11 @@ is_loaded() -> ?NOT_LOADED.
 -spec hub_add(session(), map()) -> {ok, 0..255} | {error, hub_full | badarg}.
 hub_add(_, _) -> ?NOT_LOADED.
 
-%% @doc Removes a member from the hub; once this returns no tracer
-%% callback writes into its session through the hub.
--spec hub_remove(0..255) -> ok.
+%% @doc Removes a member from the hub, by a job that returns at once
+%% (c_src/bp_job.h): the caller is sent `{beamprobe_done, Ref, ok}' once
+%% no tracer callback writes into its session through the hub
+%% (beamprobe_nif_wait:hub_remove/1 waits for it).
+-spec hub_remove(0..255) -> {ok, reference()} | {error, {job, atom()}}.
 hub_remove(_) -> ?NOT_LOADED.
 
 %% @doc Tells the hub how many combined match specs (whose calls carry a
@@ -209,13 +211,29 @@ trace_garbage_collection(_, _, _, _, _) -> ?NOT_LOADED.
 
 %% --- control -------------------------------------------------------------
 
-%% @doc Creates a session: writes the metadata, starts the collector thread.
--spec start(map()) -> {ok, session()} | {error, {atom(), atom()}}.
+%% @doc Creates a session and starts its collector thread, which opens the
+%% trace directory, writes the metadata and sends the caller
+%% `{beamprobe_started, Ref, ok | {error, Reason}}'; returns at once (not
+%% a dirty NIF that waits on the disk: a hard purge of this module's old
+%% code after a reload kills a process inside one).  Use
+%% beamprobe_nif_wait:start/1, which waits in its own code.
+-spec start(map()) -> {ok, session(), reference()}
+                      | {error, {atom(), term()}}.
 start(_Config) -> ?NOT_LOADED.
 
-%% @doc Stops a session: final drain, files closed.  Returns its counters.
--spec stop(session()) -> {ok, map()}.
+%% @doc Asks a session's collector to end (final drain, files closed) and
+%% returns at once: the caller is sent `{beamprobe_stopped, Ref}' once it
+%% has; stopped/1 then gives the counters.  Not a dirty NIF that waits: a
+%% process in a dirty NIF of this module is running its code, and a hard
+%% purge of that code after a reload kills it.  Use
+%% beamprobe_nif_wait:stop/1, which waits in its own code.
+-spec stop(session()) -> {ok, reference()} | {error, {stop, enomem}}.
 stop(_Session) -> ?NOT_LOADED.
+
+%% @doc The counters of a session whose collector has ended (after stop/1's
+%% message): its place given back, its directory closed.
+-spec stopped(session()) -> {ok, map()} | {error, running}.
+stopped(_Session) -> ?NOT_LOADED.
 
 %% @doc A session's counters.
 -spec info(session()) -> map().
@@ -302,7 +320,9 @@ clock() -> ?NOT_LOADED.
 %% @doc Creates a trace directory with mode 0700 from the first instant
 %% (`created'), or accepts an existing one (`existing') only if it is
 %% empty, not a symlink, owned by this user and not group/world-writable.
--spec make_dir(iodata()) -> created | existing | {error, atom()}.
+%% A job that returns at once (c_src/bp_job.h): the caller is sent
+%% `{beamprobe_done, Ref, Result}'; beamprobe_nif_wait:make_dir/1 waits.
+-spec make_dir(iodata()) -> {ok, reference()} | {error, {job, atom()}}.
 make_dir(_Dir) -> ?NOT_LOADED.
 
 %% @doc Creates the new, empty file `File' with mode 0600 from the first
@@ -310,7 +330,10 @@ make_dir(_Dir) -> ?NOT_LOADED.
 %% open it and keep reading what is written later), never through a
 %% symlink and never over an existing file (`{error, eexist}').  Write
 %% it then with file:open/2 or file:write_file/2, which keep its mode.
--spec create_file(iodata()) -> ok | {error, atom()}.
+%% A job that returns at once (c_src/bp_job.h): the caller is sent
+%% `{beamprobe_done, Ref, ok | {error, Why}}';
+%% beamprobe_nif_wait:create_file/1 waits.
+-spec create_file(iodata()) -> {ok, reference()} | {error, {job, atom()}}.
 create_file(_File) -> ?NOT_LOADED.
 
 %% @doc Undoes make_dir/1 after a start that failed: removes the directory

@@ -277,7 +277,7 @@ make_dir(#st{config = #{dir := undefined}} = St) ->
     {ok, St};
 make_dir(#st{config = #{dir := Dir}} = St) ->
     %% Created 0700 by the NIF (no mkdir -> chmod window under any umask).
-    case beamprobe_nif:make_dir(unicode:characters_to_binary(Dir)) of
+    case beamprobe_nif_wait:make_dir(unicode:characters_to_binary(Dir)) of
         created -> {ok, St#st{created_dir = true}};
         existing -> {ok, St};
         {error, R} -> {error, {unwritable, Dir, R}, St}
@@ -345,7 +345,7 @@ start_nif(#st{config = C, handlers = Hs} = St) ->
               infinity -> Nif2;
               {N, Ms} -> Nif2#{rate => {N, Ms}}
           end,
-    case beamprobe_nif:start(Nif) of
+    case beamprobe_nif_wait:start(Nif) of
         {ok, Res} ->
             [beamprobe_handler:attach(H, Res, I)
              || {I, H} <- lists:zip(lists:seq(0, length(Hs) - 1), Hs)],
@@ -725,8 +725,9 @@ finish(#st{res = Res, config = C, started = T0} = St, Why) ->
     %% Listed after the flags are off: on a node of 500,000 processes the
     %% list takes ≈ 0.1 s.
     _ = annotate(St0, live_targets(St0)),
-    Stats = case nif(fun() -> beamprobe_nif:stop(Res) end) of
+    Stats = case nif(fun() -> beamprobe_nif_wait:stop(Res) end) of
                 {ok, S} -> S;
+                {error, E} -> unknown_stats(E);
                 {nif_error, E} -> unknown_stats(E)
             end,
     Secs = (erlang:monotonic_time(millisecond) - T0) / 1000,
@@ -829,7 +830,7 @@ stop_reason(_, #{stop_reason := R}) -> R.
 %% directory it created.
 abort(#st{res = Res, created_dir = Created, config = #{dir := Dir}} = St) ->
     St1 = uninstall(St),
-    _ = Res =/= undefined andalso nif(fun() -> beamprobe_nif:stop(Res) end),
+    _ = Res =/= undefined andalso nif(fun() -> beamprobe_nif_wait:stop(Res) end),
     [begin unlink(H), exit(H, kill) end
      || H <- St#st.handlers ++ [P || P <- [St#st.spare], is_pid(P)]],
     _ = Created andalso beamprobe_nif:remove_dir(Dir),

@@ -14,7 +14,8 @@
 -export([all/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([reload_15/1, upgrade_keeps_tracing/1, killed_after_reload/1,
-         library_pinned/1, no_nif/1, dump_under_reloads/1]).
+         library_pinned/1, no_nif/1, dump_under_reloads/1,
+         start_stop_under_reloads/1]).
 -export([tick/0]).
 
 -define(L, beamprobe_test_lib).
@@ -24,7 +25,7 @@ suite() -> [{timetrap, {seconds, 180}}].
 
 all() ->
     [reload_15, upgrade_keeps_tracing, killed_after_reload, library_pinned,
-     no_nif, dump_under_reloads].
+     no_nif, dump_under_reloads, start_stop_under_reloads].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -165,6 +166,59 @@ dump_under_reloads(Config) ->
     receive {'DOWN', MRef, process, S, Why} -> ?assertEqual(normal, Why) end,
     unlink(P),
     exit(P, kill).
+
+%% 150 sessions started and stopped on a looping process while another
+%% process upgrades the NIF module every 20 ms (load_file, purge): the
+%% purge of the old code kills every process inside a dirty NIF of the
+%% old instance, and start/1, stop/1 and the janitor's hub removal were
+%% dirty NIFs that waited (for the files, the collector's final drain,
+%% the producers): start/1 returned {error, {session_failed, killed}},
+%% stop/1 exited with `killed' in the caller, the janitor was restarted.
+%% Now each start gives a session, each stop its summary, the janitor is
+%% the same process, and nothing is left counted (sessions' places, hub
+%% members).
+start_stop_under_reloads(Config) ->
+    Janitor = whereis(beamprobe_janitor),
+    P = looper(),
+    Self = self(),
+    Reloader = spawn_link(
+                 fun Loop() ->
+                         {module, ?NIF} = code:load_file(?NIF),
+                         _ = code:purge(?NIF),
+                         receive stop -> Self ! {reloader, done}
+                         after 20 -> Loop()
+                         end
+                 end),
+    Results = [start_stop(Config, P, I) || I <- lists:seq(1, 150)],
+    Reloader ! stop,
+    receive {reloader, done} -> ok end,
+    Tally = lists:foldl(fun(R, M) -> maps:update_with(R, fun(N) -> N + 1 end,
+                                                      1, M)
+                        end, #{}, Results),
+    ct:log("start/stop results: ~p", [Tally]),
+    ?assertEqual(#{ok => 150}, Tally),
+    ?assertEqual(Janitor, whereis(beamprobe_janitor)),
+    ?assertEqual([], beamprobe:list()),
+    ?assertEqual(0, beamprobe_nif:live_sessions()),
+    ?assertEqual(0, beamprobe_nif:hub_members()),
+    unlink(P),
+    exit(P, kill).
+
+%% One cycle: ok, or what went wrong.
+start_stop(Config, P, I) ->
+    Spec = #{procs => [P], calls => [{?MODULE, tick, 0}], buffer => 65536,
+             output => {file, ?L:dir(Config, "ss" ++ integer_to_list(I))}},
+    case beamprobe:start(Spec) of
+        {ok, S} ->
+            timer:sleep(5),
+            try beamprobe:stop(S) of
+                {ok, #{stop_reason := requested, events := E}}
+                  when is_integer(E) -> ok;
+                Other -> {stop, Other}
+            catch Class:Why -> {stop_raised, Class, Why}
+            end;
+        Other -> {start, Other}
+    end.
 
 dump_loop(S, End, Acc) ->
     case erlang:monotonic_time(millisecond) < End of

@@ -275,8 +275,8 @@ metadata_cut_is_marked(Config) ->
     Entries = [{<<"calls">>, Long} |
                [{iolist_to_binary(io_lib:format("k~b", [I])), <<"v">>}
                 || I <- lists:seq(1, 200)]],
-    {ok, Res} = beamprobe_nif:start(nif_config(Dir, Entries)),
-    {ok, _} = beamprobe_nif:stop(Res),
+    {ok, Res} = beamprobe_nif_wait:start(nif_config(Dir, Entries)),
+    {ok, _} = beamprobe_nif_wait:stop(Res),
     Env = env(Dir),
     Calls = maps:get(<<"calls">>, Env),
     ?assert(byte_size(Calls) < byte_size(Long)),
