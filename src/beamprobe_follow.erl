@@ -397,7 +397,7 @@ make_dir(#st{dir = Dir} = St) ->
 %% half-installed stays behind).
 discard(#st{res = Res, created_dir = Created, dir = Dir} = St) ->
     _ = Res =/= undefined andalso (catch beamprobe_nif_wait:stop(Res)),
-    _ = Created andalso beamprobe_nif:remove_dir(Dir),
+    _ = Created andalso beamprobe_nif_wait:remove_dir(Dir),
     St#st{res = undefined, created_dir = false}.
 
 start_nif(#st{dir = Dir, budget = #{events := E, ms := Ms, requests := Rq}} = St) ->

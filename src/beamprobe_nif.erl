@@ -17,7 +17,7 @@
          trace_garbage_collection/5]).
 -export([start/1, stop/1, stopped/1, info/1, dump/1, annotate/2, tampered/3, notice/4, ack/2,
          render/2, render_args/2, render_mfa/3, elixir_text/2, thread_slot/0, clock/0,
-         make_dir/1, create_file/1, remove_dir/1, live_sessions/0, hub_add/2, hub_remove/1,
+         make_dir/1, create_file/1, live_sessions/0, hub_add/2, hub_remove/1,
          hub_members/0, hub_routes/1, hub_route_tags/0, hub_list/0, hub_stats/0,
          user_annotate/2, usdt_enabled/1]).
 -export([loaded/0, is_loaded/0]).
@@ -335,14 +335,6 @@ make_dir(_Dir) -> ?NOT_LOADED.
 %% beamprobe_nif_wait:create_file/1 waits.
 -spec create_file(iodata()) -> {ok, reference()} | {error, {job, atom()}}.
 create_file(_File) -> ?NOT_LOADED.
-
-%% @doc Undoes make_dir/1 after a start that failed: removes the directory
-%% it `created', with what the session wrote in it (its metadata); a
-%% directory already gone is left as it is.  Plain Erlang, no NIF.
--spec remove_dir(file:filename()) -> ok.
-remove_dir(Dir) ->
-    _ = file:del_dir_r(Dir),
-    ok.
 
 %% @doc Sessions started and not yet stopped, node-wide (for tests).
 -spec live_sessions() -> non_neg_integer().

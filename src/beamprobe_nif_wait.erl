@@ -9,7 +9,8 @@
 %%% process: a session process, a caller of stop/1, the janitor.
 -module(beamprobe_nif_wait).
 
--export([start/1, stop/1, make_dir/1, create_file/1, hub_remove/1]).
+-export([start/1, stop/1, make_dir/1, create_file/1, hub_remove/1,
+         remove_dir/1]).
 
 %% @doc Starts a NIF session (beamprobe_nif:start/1): returns once its
 %% directory is open and its metadata written, or with why not.
@@ -58,3 +59,13 @@ job({ok, Ref}) ->
     receive {beamprobe_done, Ref, R} -> R end;
 job({error, _} = E) ->
     E.
+
+%% @doc Undoes make_dir/1 after a start that failed: removes the directory
+%% it `created', with what the session wrote in it (its metadata); a
+%% directory already gone is left as it is.  Plain Erlang, no NIF: here,
+%% not in beamprobe_nif, whose code a purge after a reload kills its
+%% callers running.
+-spec remove_dir(file:filename()) -> ok.
+remove_dir(Dir) ->
+    _ = file:del_dir_r(Dir),
+    ok.

@@ -833,7 +833,7 @@ abort(#st{res = Res, created_dir = Created, config = #{dir := Dir}} = St) ->
     _ = Res =/= undefined andalso nif(fun() -> beamprobe_nif_wait:stop(Res) end),
     [begin unlink(H), exit(H, kill) end
      || H <- St#st.handlers ++ [P || P <- [St#st.spare], is_pid(P)]],
-    _ = Created andalso beamprobe_nif:remove_dir(Dir),
+    _ = Created andalso beamprobe_nif_wait:remove_dir(Dir),
     St1#st{res = undefined}.
 
 %% Removes every trace flag and pattern this session set that no other
