@@ -15,11 +15,11 @@
          init_per_testcase/2, end_per_testcase/2]).
 -export([sensitive_refused/1, handler_of_other_session_refused/1,
          registered_sensitive_refused/1, untraceable_listed/1,
-         self_and_dead/1, shell_calls_sensitive/1,
+         self_and_dead/1, shell_calls_sensitive/1, large_terms_not_printed/1,
          handler_losses_session_wide/1, annotations_only/1,
          annotations_only_all/1]).
 %% Spawned by MFA.
--export([seq_loop/1]).
+-export([seq_loop/1, hold/2]).
 
 -define(L, beamprobe_test_lib).
 -define(H, beamprobe_test_handler).
@@ -29,7 +29,8 @@ suite() -> [{timetrap, {seconds, 60}}].
 all() ->
     [sensitive_refused, handler_of_other_session_refused,
      registered_sensitive_refused, untraceable_listed, self_and_dead,
-     shell_calls_sensitive, handler_losses_session_wide, annotations_only,
+     shell_calls_sensitive, large_terms_not_printed,
+     handler_losses_session_wide, annotations_only,
      annotations_only_all].
 
 init_per_suite(Config) ->
@@ -156,6 +157,38 @@ shell_calls_sensitive(_Config) ->
                  beamprobe:calls("lists:seq/2", [{pid, P}, {msgs, 10},
                                                  {io_server, Cap}])),
     ?assertEqual([], beamprobe:list()),
+    P ! stop.
+
+%% Holds T in its stack (2 words) until told to stop.
+hold(Parent, T) ->
+    Parent ! {holding, self()},
+    receive stop -> ok end,
+    erlang:phash2(T).
+
+%% A process with a small stack holding a large term on its heap: its
+%% backtrace, which tells a sensitive process, is not read.  The VM prints every
+%% term on the stack, a bignum in decimal (quadratic: 2^1,000,000 took
+%% 4.2 s, 2^2,000,000 ~17 s of a scheduler, no yield), a binary scanned
+%% whole: the old tree read it as the stack was 2 words, and start/1
+%% took that long.  A non-sensitive process is traced as before.
+large_terms_not_printed(_Config) ->
+    %% Made at run time, on the process's heap (a constant would be a
+    %% literal, outside the heap: see sensitive/1 in beamprobe_skip).
+    Big = 1 bsl (erlang:system_info(wordsize) * 250000),
+    P = spawn_link(?MODULE, hold, [self(), Big]),
+    receive {holding, P} -> ok end,
+    {stack_size, St} = process_info(P, stack_size),
+    ?assert(St =< 32),
+    {T, S} = timer:tc(fun() ->
+                              ?L:start(#{procs => [P],
+                                         calls => [{lists, seq, 2}],
+                                         output => {handler, ?H,
+                                                    #{parent => self()}}})
+                      end),
+    ct:log("start/1 took ~b ms", [T div 1000]),
+    {ok, #{skipped := #{untraceable := []}}} = beamprobe:info(S),
+    _ = ?L:stop(S),
+    ?assert(T < 5000000),
     P ! stop.
 
 %%% ------------------------------------------------------------------------
