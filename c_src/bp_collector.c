@@ -155,6 +155,8 @@ static void add_event(struct bp_session *s, struct bp_slot *sl,
 
 static void flush_handlers(struct bp_session *s, int final)
 {
+	if (final)
+		bp_handler_finish_wait(s);
 	for (uint32_t i = 0; i < s->nhandlers; i++)
 		bp_handler_flush(s, &s->handlers[i], final);
 }

@@ -475,25 +475,38 @@ void bp_handler_flush(struct bp_session *s, struct bp_handler_sink *h,
 		if (!handler_alive(h))
 			handler_gone(h);
 	}
-	/* At the end, closed batches (split off by size) wait up to
-	 * BP_HANDLER_FINISH_NS for their credits: what one batch would have
-	 * carried is not lost for being split. */
-	if (final) {
-		uint64_t until = bp_now() + BP_HANDLER_FINISH_NS;
-		struct timespec ts = {0, 1000000};
-
-		while (h->nclosed && !h->dead) {
-			if (has_credit(h))
-				send_batch(s, h, 0);
-			else if (bp_now() < until)
-				nanosleep(&ts, NULL);
-			else
-				break;
-		}
-	}
 	/* Without a credit only `final' sends (or drops) the open batch. */
 	if (final || has_credit(h))
 		send_batch(s, h, final);
+}
+
+void bp_handler_finish_wait(struct bp_session *s)
+{
+	uint64_t until = bp_now() + BP_HANDLER_FINISH_NS;
+	struct timespec ts = {0, 1000000};
+
+	for (uint32_t i = 0; i < s->nhandlers; i++) {
+		struct bp_handler_sink *h = &s->handlers[i];
+
+		if (!h->dead && h->nclosed && !handler_alive(h))
+			handler_gone(h);
+	}
+	for (;;) {
+		int waiting = 0;
+
+		for (uint32_t i = 0; i < s->nhandlers; i++) {
+			struct bp_handler_sink *h = &s->handlers[i];
+
+			if (h->dead || !h->nclosed)
+				continue;
+			if (has_credit(h))
+				send_batch(s, h, 0);
+			waiting |= h->nclosed && !h->dead;
+		}
+		if (!waiting || bp_now() >= until)
+			return;
+		nanosleep(&ts, NULL);
+	}
 }
 
 int bp_handler_init(struct bp_handler_sink *h)

@@ -89,6 +89,12 @@ void bp_handler_add(struct bp_session *s, struct bp_handler_sink *h,
  * in-flight batches then count as dropped.  Collector thread. */
 void bp_handler_flush(struct bp_session *s, struct bp_handler_sink *h,
 		      int final);
+/* At the end, before the final flushes: batches split off by size wait
+ * for their credits, BP_HANDLER_FINISH_NS in all for every handler of
+ * the session (not each in turn: 4 blocked handlers made stop/1 wait
+ * 4 s), so that what one batch would have carried is not lost for being
+ * split.  Collector thread. */
+void bp_handler_finish_wait(struct bp_session *s);
 /* The oldest batch in flight was consumed: its events count as
  * delivered, its credit comes back.  Any thread. */
 void bp_handler_ack(struct bp_handler_sink *h);

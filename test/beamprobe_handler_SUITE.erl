@@ -22,6 +22,7 @@
          handler_order_across_threads/1,
          handler_order_collector_paused/1, stop_reads_nothing_in_caller/1,
          several_sinks/1, sink_filter/1, handler_batch_bytes/1,
+         handler_finish_wait_shared/1,
          concurrent_sessions/1, clear_restores/1, remote_shell/1]).
 %% Peer-side helper (spawned by MFA).
 -export([remote_shell_proc/3]).
@@ -55,7 +56,8 @@ groups() ->
                      handler_order_across_threads,
                      handler_order_collector_paused,
                      stop_reads_nothing_in_caller,
-                     several_sinks, sink_filter, handler_batch_bytes]},
+                     several_sinks, sink_filter, handler_batch_bytes,
+                     handler_finish_wait_shared]},
      {sessions, [], [concurrent_sessions, clear_restores]}].
 
 init_per_suite(Config) ->
@@ -381,6 +383,60 @@ handler_batch_bytes(_Config) ->
     %% 1 MiB and one event (64 KiB of text and its map) at most.
     ?assert(lists:max(Sizes) =< 1024 * 1024 + 80 * 1024),
     ?assert(length(Sizes) >= 10),
+    unlink(P),
+    exit(P, kill).
+
+%% At the end, batches split off by size wait up to 1 s for their
+%% credits (c_src/bp_sink_handler.h BP_HANDLER_FINISH_NS): 1 s in all,
+%% not 1 s per handler.  Four handlers, each holding its one credit (a
+%% batch takes it 30 s), each with batches waiting: the collector waited
+%% 1 s for each in turn, and stop/1 took over 4 s (9 s with the
+%% handlers' 5 s to end); now about 1 s.  Every
+%% event is delivered, dropped or in flight, for each handler.
+handler_finish_wait_shared(_Config) ->
+    %% Handlers still in handle_events/2 at the stop are killed after
+    %% 100 ms (default 5 s, counted in stop/1's time).
+    Old = application:get_env(beamprobe, handler_stop_timeout),
+    ok = application:set_env(beamprobe, handler_stop_timeout, 100),
+    try finish_wait_shared()
+    after
+        case Old of
+            {ok, V} -> application:set_env(beamprobe, handler_stop_timeout, V);
+            undefined -> application:unset_env(beamprobe, handler_stop_timeout)
+        end
+    end.
+
+finish_wait_shared() ->
+    N = 100,
+    K = 4,
+    Bin = binary:copy(<<"0123456789abcdef">>, 4096),
+    P = spawn_link(fun() -> receive go -> ok end,
+                            [?MODULE:big(<<I:32, Bin/binary>>)
+                             || I <- lists:seq(1, N)],
+                            receive stop -> ok end
+                   end),
+    S = start(#{procs => [P], calls => [{?MODULE, big, 1}], return => false,
+                args => full, buffer => 32 * 1024 * 1024,
+                capture => #{depth => 64, list => 4096, binary => 65536,
+                             bytes => 65536},
+                output => [{handler, ?H, #{parent => self(), sleep => 30000},
+                            #{batch => 100000, credits => 1}}
+                           || _ <- lists:seq(1, K)]}),
+    P ! go,
+    %% Every event recorded, and each handler holds its credit.
+    _ = ?L:wait_until(
+          fun() ->
+                  {ok, #{events := E, handlers := Hs}} = beamprobe:info(S),
+                  E >= N andalso
+                      lists:all(fun(#{in_flight := F}) -> F > 0 end, Hs)
+          end, 30000),
+    {T, {ok, Sum}} = timer:tc(fun() -> beamprobe:stop(S) end),
+    ct:log("stop/1 took ~b ms~nsummary: ~p", [T div 1000, Sum]),
+    #{handlers := Hs} = Sum,
+    ?assertEqual(K, length(Hs)),
+    [?assertEqual(N, D + Dr + F)
+     || #{delivered := D, dropped := Dr, in_flight := F} <- Hs],
+    ?assert(T < 3000000),
     unlink(P),
     exit(P, kill).
 
