@@ -513,7 +513,7 @@ guard(#st{mfa = MFA, label = Label} = St) ->
     Session = self(),
     Tracer = tracer_term(St),
     G = spawn(fun() ->
-                      _ = process_flag(sensitive, true),
+                      ok = beamprobe_own:sensitive(),
                       Ref = monitor(process, Session),
                       receive
                           {'DOWN', Ref, process, _, _} ->

@@ -74,7 +74,7 @@ state() ->
 -spec init([]) -> {ok, #st{}}.
 init([]) ->
     process_flag(trap_exit, true),
-    _ = process_flag(sensitive, true), % no trace events of it (see beamprobe_shell.erl)
+    ok = beamprobe_own:sensitive(), % no trace events of it (see beamprobe_shell.erl)
     Bins = #{true => compile_flag(true), false => compile_flag(false)},
     St = set(wanted(), #st{flag = ?FLAG:on(), bins = Bins}),
     _ = erlang:send_after(?POLL_MS, self(), poll),

@@ -118,7 +118,7 @@ reap(Handler, Timeout) ->
 %% runs terminate/2 with `{session_down, Why}', or is killed after
 %% `handler_stop_timeout').  It ends with the handler.
 guard(Session, Handler) ->
-    _ = process_flag(sensitive, true),
+    ok = beamprobe_own:sensitive(),
     ok = beamprobe_janitor:untrace_self(), % a new process: as init_it/3
     SRef = monitor(process, Session),
     HRef = monitor(process, Handler),
@@ -139,7 +139,7 @@ guard(Session, Handler) ->
 init_it(Parent, Mod, Arg) ->
     %% beamprobe never traces itself: a handler spawned while the hub
     %% traces new processes drops the flags it got (beamprobe_janitor).
-    _ = process_flag(sensitive, true), % no trace events of it (see beamprobe_shell.erl)
+    ok = beamprobe_own:sensitive(), % no trace events of it (see beamprobe_shell.erl)
     ok = beamprobe_janitor:untrace_self(),
     process_flag(message_queue_data, off_heap),
     %% Spawned untraced (after untrace_self/0), before Mod:init/1 can

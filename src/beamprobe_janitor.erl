@@ -232,7 +232,7 @@ foreign_patterns(Fs) ->
 %% @private
 -spec init([]) -> {ok, #st{}, {continue, rejoin}}.
 init([]) ->
-    _ = process_flag(sensitive, true), % no trace events of it (see beamprobe_shell.erl)
+    ok = beamprobe_own:sensitive(), % no trace events of it (see beamprobe_shell.erl)
     {ok, #st{}, {continue, rejoin}}.
 
 %% @private

@@ -130,7 +130,7 @@ stats() ->
 -spec init([]) -> {ok, #st{}}.
 init([]) ->
     process_flag(trap_exit, true),
-    _ = process_flag(sensitive, true), % no trace events of it (see beamprobe_shell.erl)
+    ok = beamprobe_own:sensitive(), % no trace events of it (see beamprobe_shell.erl)
     {ok, resume(#st{})}.
 
 %% After a restart (this process was killed, or crashed): the sessions

@@ -13,10 +13,11 @@
 -module(beamprobe_own).
 
 -export([start_link/2, spawn_link/1, prestart/0, become/3]).
--export([mark_handle/1, unmark_handle/0, is_handle/2]).
+-export([mark_handle/1, unmark_handle/0, is_handle/2, sensitive/0]).
 
-%% The handles of cluster and follow sessions ({Pid, Kind}), in a table of
-%% the top supervisor's (beamprobe_sup): beamprobe:stop/1 and info/1 ask
+%% The handles of cluster and follow sessions ({Pid, Kind}), and
+%% beamprobe's own sensitive processes ({Pid, sensitive}: sensitive/0), in
+%% a table of the top supervisor's (beamprobe_sup): beamprobe:stop/1 and info/1 ask
 %% whether a pid is one before calling it, and reading a mark from the
 %% pid's dictionary instead copied the whole dictionary of whatever
 %% process the caller named (255 MB for info/1 on a process holding
@@ -37,9 +38,22 @@ start_link(Module, Arg) ->
 -spec spawn_link(fun(() -> term())) -> pid().
 spawn_link(Fun) ->
     erlang:spawn_link(fun() ->
-                              _ = process_flag(sensitive, true),
+                              ok = sensitive(),
                               Fun()
                       end).
+
+%% @doc Makes the calling process sensitive (process_flag/2: the VM makes
+%% no trace event of it, for any tracer) and notes it as one of
+%% beamprobe's, so that a session listing it in `procs' is told it would
+%% record nothing of it ({@link is_handle/2} with `sensitive';
+%% beamprobe_skip).  No BIF says whether a process is sensitive, and the
+%% one sign (an empty backtrace) costs printing every term on the
+%% process's stack, literals included, in one go: seconds of a scheduler
+%% for a large bignum.
+-spec sensitive() -> ok.
+sensitive() ->
+    _ = process_flag(sensitive, true),
+    mark_handle(sensitive).
 
 %% @doc A process of beamprobe's own, linked to the caller and sensitive
 %% from its first instruction, that waits to be given a gen_server to run
@@ -54,7 +68,7 @@ spawn_link(Fun) ->
 prestart() ->
     Parent = self(),
     erlang:spawn_link(fun() ->
-                              _ = process_flag(sensitive, true),
+                              ok = sensitive(),
                               spare(Parent)
                       end).
 
@@ -91,32 +105,43 @@ spare(Parent) ->
     end.
 
 %% @doc Marks the calling process as a handle of kind `Kind' (a cluster
-%% or follow session), for {@link is_handle/2}.  Also forgets the handles
-%% that died without {@link unmark_handle/0} (killed).  Without the
-%% beamprobe application (no table) nothing is marked.
--spec mark_handle(cluster | follow) -> ok.
+%% or follow session), or as sensitive (`sensitive': a mark of its own,
+%% kept beside a handle's), for {@link is_handle/2}.  Also forgets the
+%% marks of processes that died without {@link unmark_handle/0}
+%% (killed).  Without the beamprobe application (no table) nothing is
+%% marked.
+-spec mark_handle(cluster | follow | sensitive) -> ok.
 mark_handle(Kind) ->
     try
-        Dead = ets:select(?HANDLES, [{{'$1', '_'}, [], ['$1']}]),
-        _ = [ets:delete(?HANDLES, P) || P <- Dead, not is_process_alive(P)],
-        true = ets:insert(?HANDLES, {self(), Kind}),
+        Dead = [K || {K, _} <- ets:tab2list(?HANDLES),
+                     not is_process_alive(mark_pid(K))],
+        _ = [ets:delete(?HANDLES, K) || K <- Dead],
+        true = ets:insert(?HANDLES, {mark_key(self(), Kind), Kind}),
         ok
     catch error:badarg -> ok
     end.
 
-%% @doc The calling process is no longer a handle.
+%% @doc The calling process is no longer a handle (its sensitive mark, if
+%% any, stays: it is sensitive for good).
 -spec unmark_handle() -> ok.
 unmark_handle() ->
     _ = (catch ets:delete(?HANDLES, self())),
     ok.
 
-%% @doc True if `Pid' is a live handle of kind `Kind' on this node: one
-%% table lookup, nothing read from the process.
--spec is_handle(term(), cluster | follow) -> boolean().
+%% @doc True if `Pid' is a live handle of kind `Kind' on this node, or
+%% (`sensitive') one of beamprobe's sensitive processes: one table
+%% lookup, nothing read from the process.
+-spec is_handle(term(), cluster | follow | sensitive) -> boolean().
 is_handle(Pid, Kind) when is_pid(Pid), node(Pid) =:= node() ->
-    try ets:lookup(?HANDLES, Pid) of
+    try ets:lookup(?HANDLES, mark_key(Pid, Kind)) of
         [{_, Kind}] -> is_process_alive(Pid);
         _ -> false
     catch error:badarg -> false
     end;
 is_handle(_, _) -> false.
+
+mark_key(Pid, sensitive) -> {sensitive, Pid};
+mark_key(Pid, _) -> Pid.
+
+mark_pid({sensitive, Pid}) -> Pid;
+mark_pid(Pid) -> Pid.

@@ -279,7 +279,7 @@ wait_down(P) ->
 start_guard(MFAs, Tracer, Timing) ->
     W = self(),
     G = spawn(fun() ->
-                      _ = process_flag(sensitive, true),
+                      ok = beamprobe_own:sensitive(),
                       R = erlang:monitor(process, W),
                       guard(W, R, MFAs, Tracer, Timing)
               end),

@@ -93,7 +93,7 @@ stop(Pid) ->
 %% @private
 -spec init(pid(), term(), config()) -> no_return().
 init(_Parent, Res, #{interval := I, what := W}) ->
-    _ = process_flag(sensitive, true), % no trace events of it (see beamprobe_shell.erl)
+    ok = beamprobe_own:sensitive(), % no trace events of it (see beamprobe_shell.erl)
     Util = lists:member(scheduler_utilization, W),
     _ = Util andalso erlang:system_flag(scheduler_wall_time, true),
     Wall = Util andalso erlang:statistics(scheduler_wall_time),

@@ -65,7 +65,7 @@ start_link(Owner, Config) ->
 -spec init({pid(), beamprobe_config:config()}) -> {ok, #st{}}.
 init({Owner, Config}) ->
     process_flag(trap_exit, true),
-    _ = process_flag(sensitive, true), % no trace events of it (see beamprobe_shell.erl)
+    ok = beamprobe_own:sensitive(), % no trace events of it (see beamprobe_shell.erl)
     %% beamprobe never traces itself: a session process spawned while
     %% another session traces new processes drops the hub's flags.
     ok = beamprobe_janitor:untrace_self(),

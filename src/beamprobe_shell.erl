@@ -522,7 +522,7 @@ start_once(Spec, Owner, Tries) ->
 %% process (with a count of 2, the only ones).
 skipped_note(S, #{output := [{handler, beamprobe_printer, #{io := Io}, _} | _]}) ->
     _ = spawn(fun() ->
-                      _ = process_flag(sensitive, true),
+                      ok = beamprobe_own:sensitive(),
                       case beamprobe:info(S) of
                           {ok, #{skipped := Sk}} ->
                               case beamprobe_skip:skipped_note(Sk) of

@@ -63,12 +63,6 @@
 -export_type([skipped/0]).
 
 -define(MAX_SKIPPED, 1000).
-%% The deepest stack (words), the largest heap (words) and the most
-%% bytes of off-heap binaries of a process whose backtrace is read to
-%% tell a sensitive process (sensitive/1).
--define(SENSITIVE_STACK, 32).
--define(SENSITIVE_HEAP, 2000).
--define(SENSITIVE_BINARIES, 1048576).
 
 -type mfa_pat() :: {atom(), atom(), arity() | '_'}.
 -type skipped() :: #{procs := [pid() | new], procs_count := non_neg_integer(),
@@ -123,42 +117,17 @@ sets_flags(C) ->
     maps:get(calls, C, []) =/= [] orelse
         maps:get(events, C, []) -- [annotation] =/= [].
 
-%% Whether local process P is sensitive (process_flag/2): the VM then
-%% makes no trace event of it, for any tracer.  No BIF tells; its
-%% backtrace is empty then, and only then (every live process has a
-%% program counter).  A backtrace prints every term on the stack, in one
-%% go (no yield): each term cut at about 100,000 elements (~0.6 MB for a
-%% long list; 21 frames holding one made 12 MB), but a bignum converted
-%% to decimal whole, in time quadratic in its size (2^1,000,000: 4.2 s of
-%% a scheduler), and a binary scanned whole (25 slots of a 300 MB one:
-%% 2.7 s).  So it is read only of a process whose stack is at most
-%% ?SENSITIVE_STACK words, whose heap, where its stack's terms are, is at
-%% most ?SENSITIVE_HEAP words (a bignum of 2,000 words: ~25 ms) and whose
-%% off-heap binaries take at most ?SENSITIVE_BINARIES bytes (~1 ms to
-%% scan): the backtrace then takes milliseconds and at most ~20 MB (a
-%% term sharing subterms prints them each time).  Any other process is
-%% taken as traceable (a limit, docs/tutorial.md section 17).  Not
-%% bounded: literals, which are outside the heap (a module's constants,
-%% persistent_term values): a stack slot holding a large one is printed
-%% as before.  The sizes are read first; the process may grow before its
-%% backtrace, by what it does meanwhile.
+%% Whether local process P is one of beamprobe's own sensitive processes
+%% (process_flag/2: the VM makes no trace event of it, for any tracer),
+%% as each marks itself (beamprobe_own:sensitive/0): one table lookup,
+%% nothing read from P.  No BIF tells whether any process is sensitive;
+%% the one sign, an empty backtrace, costs printing every term on P's
+%% stack in one go, literals included (a large bignum: seconds of a
+%% scheduler; 20 s for one compiled into a module), so a process made
+%% sensitive by someone else is not recognised (docs/tutorial.md,
+%% section 17).
 sensitive(P) ->
-    case erlang:process_info(P, [stack_size, total_heap_size]) of
-        [{stack_size, N}, {total_heap_size, H}]
-          when N =< ?SENSITIVE_STACK, H =< ?SENSITIVE_HEAP ->
-            small_binaries(P) andalso
-                erlang:process_info(P, backtrace) =:= {backtrace, <<>>};
-        _ -> false
-    end.
-
-%% Whether P's off-heap binaries take at most ?SENSITIVE_BINARIES bytes
-%% (their list is as long as the heap, small here, allows).
-small_binaries(P) ->
-    case erlang:process_info(P, binary) of
-        {binary, Bins} ->
-            lists:sum([Size || {_, Size, _} <- Bins]) =< ?SENSITIVE_BINARIES;
-        undefined -> false
-    end.
+    beamprobe_own:is_handle(P, sensitive).
 
 %% A message pattern (one per node and kind) another tool set -- dbg:tpe/2
 %% and the like: neither `true' (the VM's default) nor one a beamprobe

@@ -48,8 +48,10 @@ init(top) ->
     _ = ets:new(beamprobe_monitor_state, [named_table, public, set]),
     %% One shell's traces start one at a time (beamprobe_shell).
     _ = ets:new(beamprobe_shell_locks, [named_table, public, set]),
-    %% The cluster and follow sessions' handles (beamprobe_own).
+    %% The cluster and follow sessions' handles, and beamprobe's own
+    %% sensitive processes (beamprobe_own).
     _ = ets:new(beamprobe_handles, [named_table, public, set]),
+    ok = beamprobe_own:sensitive(),
     Flags = #{strategy => one_for_one, intensity => 10, period => 10},
     Janitor = #{id => beamprobe_janitor,
                 start => {beamprobe_janitor, start_link, []},
@@ -72,7 +74,7 @@ init(top) ->
                  type => supervisor, modules => [?MODULE]},
     {ok, {Flags, [Janitor, Monitor, Gate, Sessions]}};
 init(sessions) ->
-    _ = process_flag(sensitive, true),
+    ok = beamprobe_own:sensitive(),
     Flags = #{strategy => simple_one_for_one, intensity => 10, period => 1},
     Child = #{id => beamprobe_session,
               start => {beamprobe_session, start_link, []},

@@ -160,7 +160,7 @@ init({Session, #{res := Res} = E}) ->
     %% without erlang:trace_info/2 (its answer is a message, which would
     %% be traced), nor a tracer named (refused, and logged, when another
     %% tracer holds it).
-    _ = process_flag(sensitive, true), % no trace events of it (see beamprobe_shell.erl)
+    ok = beamprobe_own:sensitive(), % no trace events of it (see beamprobe_shell.erl)
     _ = (catch erlang:trace(self(), false, [all])),
     Meta = maps:get(meta, E, false),
     %% A session with local patterns gets call events from the patterns
