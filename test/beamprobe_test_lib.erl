@@ -19,7 +19,7 @@
          parse/1, events/2, events/3,
          field/2, pid_key/2, count/2, has_event/3]).
 -export([wait_until/2, wait_ended/2, elapsed_ms/1, sched_times/0,
-         waited_ms/2]).
+         waited_ms/2, timer_waited_ms/2]).
 -export([cli/1, cli_ok/1]).
 -export([pattern_removed/1, assert_no_trace_state/2, no_pattern/1,
          traced_by_others/0, dir_absent_or_empty/1,
@@ -408,6 +408,28 @@ waited_ms(Before, After) ->
                  Ws -> lists:min(Ws)
              end,
     {Waited, Threads}.
+
+%% @doc Between two sched_times/0 readings, for a stretch that is mostly
+%% waiting for timers (a watchdog's tick, a stop's timeout) rather than
+%% work: how long (ms) the node's normal schedulers waited for a CPU that
+%% other processes of the machine had -- the most any of them waited, 0
+%% on a quiet machine (an idle scheduler sleeps, which is not waiting) --
+%% and `{Name, RunMs, WaitMs}' of each thread that ran.  waited_ms/2 (the
+%% least wait of the busy threads) suits work; here the threads hardly
+%% run: a loaded machine made a 500 ms tick report after 1,217 ms, its
+%% schedulers runnable but not running for up to 1,219 ms of it while an
+%% aux thread that ran 1 ms waited 25 ms.  A thread's wait is counted
+%% when it gets a CPU, so a wait begun before `Before' may be counted
+%% whole: callers take at most the elapsed time (min/2).
+-spec timer_waited_ms(map(), map()) ->
+          {non_neg_integer(), [{binary(), integer(), integer()}]}.
+timer_waited_ms(Before, After) ->
+    {_, Threads} = waited_ms(Before, After),
+    Scheds = [(W1 - W0) div 1000000
+              || {{_, Name} = T, {_, W1}} <- maps:to_list(After),
+                 {_, W0} <- [maps:get(T, Before, {0, 0})],
+                 re:run(Name, "^[0-9]+_scheduler$") =/= nomatch],
+    {lists:max([0 | Scheds]), Threads}.
 
 %%% ------------------------------------------------------------------------
 %%% Trace state of the node
