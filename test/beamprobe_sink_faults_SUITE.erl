@@ -181,9 +181,12 @@ handler_blocked_is_killed(_Config) ->
                                Q > 0
                        end, 5000),
     Ref = monitor(process, H),
+    Sched0 = ?L:sched_times(),
     T0 = erlang:monotonic_time(millisecond),
     Sum = stop(S),
     Ms = erlang:monotonic_time(millisecond) - T0,
+    {Waited0, Threads} = ?L:timer_waited_ms(Sched0, ?L:sched_times()),
+    Waited = min(Waited0, Ms),
     %% Blocked on its first batch: it acknowledged nothing; its `credits'
     %% (4) one-event batches were in flight, the rest dropped.  stop/1
     %% returned once it was killed: those 4 are lost too, and said so
@@ -193,8 +196,15 @@ handler_blocked_is_killed(_Config) ->
                                   dropped := 100, slow_output := 96,
                                   handler_down := 4}]}, Sum),
     %% stop/1 waited for it, a bounded time: it was killed by then.
-    ct:pal("stop/1 returned after ~p ms", [Ms]),
-    ?assert(Ms >= 250 andalso Ms < 3000),
+    %% At least the 300 ms timeout; at most 3 s of the node's own time:
+    %% less what its schedulers waited for a CPU other processes had.
+    %% (The figures in the reason: CI prints only its first terms.)
+    ct:pal("stop/1 returned after ~p ms, ~p ms of it waiting for a CPU; "
+           "threads (name, ms run, ms waiting): ~p", [Ms, Waited, Threads]),
+    Ms >= 250 andalso Ms - Waited < 3000 orelse
+        ct:fail("stop/1 returned after ~b ms, ~b ms of it waiting for a "
+                "CPU: ~b ms of the node's time, not in [250, 3000)",
+                [Ms, Waited, Ms - Waited]),
     receive
         {'DOWN', Ref, process, H, Why} -> ?assertEqual(killed, Why)
     after 0 ->
@@ -322,13 +332,27 @@ handler_stops_own_session(_Config) ->
                                                mode => stop_self},
                            #{batch => 1}}}),
     H = handler_pid(),
-    ?W:run(W, fun() -> ?W:tick(1) end),
+    Sched0 = ?L:sched_times(),
     T0 = erlang:monotonic_time(millisecond),
+    ?W:run(W, fun() -> ?W:tick(1) end),
     receive
         {stopped_self, H, R} -> ?assertMatch({ok, #{events := 1}}, R)
-    after 3000 -> ct:fail(handler_stop_hangs)
+    after 10000 -> ct:fail(handler_stop_hangs)
     end,
-    ?assert(erlang:monotonic_time(millisecond) - T0 < 1000),
+    %% Not waited for (handler_stop_timeout, 5 s): within 1 s of the
+    %% node's own time, less what its schedulers waited for a CPU other
+    %% processes had.  (The figures in the reason: CI prints only its
+    %% first terms.)
+    Ms = erlang:monotonic_time(millisecond) - T0,
+    {Waited0, Threads} = ?L:timer_waited_ms(Sched0, ?L:sched_times()),
+    Waited = min(Waited0, Ms),
+    ct:pal("stop/1 from the handler returned after ~p ms, ~p ms of it "
+           "waiting for a CPU; threads (name, ms run, ms waiting): ~p",
+           [Ms, Waited, Threads]),
+    Ms - Waited < 1000 orelse
+        ct:fail("stop/1 from the handler returned after ~b ms, ~b ms of it "
+                "waiting for a CPU: ~b ms of the node's time, not < 1000",
+                [Ms, Waited, Ms - Waited]),
     receive {handler_done, H, _} -> ok after 2000 -> ct:fail(not_ended) end,
     ?assertEqual({error, not_found}, beamprobe:stop(S)),
     ?W:stop_worker(W).
