@@ -11,7 +11,10 @@
 %%% The lateness bound (150 ms) is a correctness bound far from noise: an
 %%% O(size) capture costs about 300 ms per event here (the timer was 579 ms
 %%% late), an O(limit) one a few microseconds (1 ms late, the timer's own
-%%% jitter); only an unbounded copy of the term fails it.
+%%% jitter); only an unbounded copy of the term fails it.  Lateness is
+%%% counted less what the scheduler thread waited for a CPU meanwhile
+%%% (another process of a loaded machine had it): holding the scheduler
+%%% is the node's own time, waiting for the machine is not.
 -module(beamprobe_capture_SUITE).
 
 -include_lib("common_test/include/ct.hrl").
@@ -50,11 +53,17 @@ unaligned_argument_timer(Config) ->
                                        ++ lists:append([["-pa", P] || P <- Paths])}),
     try
         1 = peer:call(Peer, erlang, system_info, [schedulers_online]),
-        {MaxLate, Ticks, Sum} = peer:call(Peer, ?MODULE, peer_run, [Dir], 120000),
-        ct:log("max timer lateness ~p ms over ~p ticks; summary ~p",
-               [MaxLate, Ticks, Sum]),
+        {MaxLate, Ticks, {Late, Waited}, Sum} =
+            peer:call(Peer, ?MODULE, peer_run, [Dir], 120000),
+        ct:log("max timer lateness ~p ms (less what the scheduler waited "
+               "for a CPU: that tick ~p ms late, ~p ms of it waiting) over "
+               "~p ticks; summary ~p", [MaxLate, Late, Waited, Ticks, Sum]),
         ?assert(Ticks > 0),
-        ?assert(MaxLate < ?MAX_LATE_MS),
+        %% (The figures in the reason: CI prints only its first terms.)
+        MaxLate < ?MAX_LATE_MS orelse
+            ct:fail("a tick ~b ms late, ~b ms of it waiting for a CPU: ~b "
+                    "ms late in the node's time, not < ~b",
+                    [Late, Waited, MaxLate, ?MAX_LATE_MS]),
         ?assertEqual(0, ?L:total(Sum)),
         Evs = ?L:trace(Dir),
         Calls = ?L:events(Evs, "call"),
@@ -83,21 +92,49 @@ peer_run(Dir) ->
     end),
     receive calls_done -> ok after 100000 -> exit({timeout, Caller}) end,
     Ticker ! {stop, self()},
-    {MaxLate, Ticks} = receive {ticker, M, T} -> {M, T} end,
+    {MaxLate, Ticks, Worst} = receive {ticker, M, T, W} -> {M, T, W} end,
     {ok, Sum} = beamprobe:stop(S),
-    {MaxLate, Ticks, Sum}.
+    {MaxLate, Ticks, Worst, Sum}.
 
 target(A, B, C) -> byte_size(A) + byte_size(B) + byte_size(C).
 
-%% Sleeps 10 ms at a time; records how late each wake-up is.
+%% Sleeps 10 ms at a time; records how late each wake-up is, less what
+%% the peer's one scheduler thread waited for a CPU meanwhile (other
+%% processes of a loaded machine had it: that is no capture's doing).
+%% Returns {ticker, MaxMs, Ticks, {LateMs, WaitedMs}} of the latest tick.
 tick(Parent, Max, N) ->
+    tick(Parent, {Max, {0, 0}}, N, sched_wait_file()).
+
+tick(Parent, {Max, Worst} = Acc, N, File) ->
+    W0 = sched_wait_ns(File),
     T0 = erlang:monotonic_time(microsecond),
     receive
-        {stop, From} -> From ! {ticker, Max div 1000, N}
+        {stop, From} -> From ! {ticker, Max div 1000, N, Worst}
     after 10 ->
         Late = erlang:monotonic_time(microsecond) - T0 - 10000,
-        tick(Parent, max(Max, Late), N + 1)
+        Waited = min(Late, (sched_wait_ns(File) - W0) div 1000),
+        Acc1 = case Late - Waited > Max of
+                   true -> {Late - Waited, {Late div 1000, Waited div 1000}};
+                   false -> Acc
+               end,
+        tick(Parent, Acc1, N + 1, File)
     end.
+
+%% The schedstat file of the peer's one scheduler thread ("1_scheduler").
+sched_wait_file() ->
+    {ok, Ts} = file:list_dir("/proc/self/task"),
+    [F] = [filename:join(["/proc/self/task", T, "schedstat"])
+           || T <- Ts,
+              {ok, <<"1_scheduler\n">>} <- [file:read_file(
+                                               filename:join(["/proc/self/task",
+                                                              T, "comm"]))]],
+    F.
+
+%% The ns the thread has waited runnable for a CPU so far.
+sched_wait_ns(File) ->
+    {ok, B} = file:read_file(File),
+    [_Run, Wait | _] = binary:split(B, [<<" ">>, <<"\n">>], [global]),
+    binary_to_integer(Wait).
 
 %% The longest texts a function's name can have: an atom of compiled code
 %% is at most 255 bytes of UTF-8, and ~p writes a character in up to 4
