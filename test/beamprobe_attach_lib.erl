@@ -18,7 +18,7 @@
 -export([short/1, attach/2, attach/3, attach/4, wait_attached/1,
          wait_output/3, wait_exit/2, interrupt/1]).
 -export([snapshot/1, assert_clean/3, wait_clean_problems/4,
-         wait_clean/5]).
+         wait_clean/5, clean_problems/3]).
 
 %% The workload module bp_attach_work, compiled into the suite's private
 %% directory ({work_dir, Dir} added to Config), or a skip when this node
@@ -192,6 +192,8 @@ booted(Node, N) ->
         _ -> timer:sleep(50), booted(Node, N - 1)
     end.
 
+%% What is left on Node of beamprobe against Before (snapshot/1): [] when
+%% clean.
 clean_problems(Node, Before, Config) ->
     Now = snapshot(Node),
     New = loaded_ours(Node) -- maps:get(mods, Before),

@@ -19,7 +19,7 @@
          parse/1, events/2, events/3,
          field/2, pid_key/2, count/2, has_event/3]).
 -export([wait_until/2, wait_ended/2, elapsed_ms/1, sched_times/0,
-         waited_ms/2, timer_waited_ms/2]).
+         sched_times/1, waited_ms/2, timer_waited_ms/2]).
 -export([cli/1, cli_ok/1]).
 -export([pattern_removed/1, assert_no_trace_state/2, no_pattern/1,
          traced_by_others/0, dir_absent_or_empty/1,
@@ -380,12 +380,23 @@ elapsed_ms(T0) -> erlang:monotonic_time(millisecond) - T0.
 -spec sched_times() -> #{{string(), binary()} =>
                              {non_neg_integer(), non_neg_integer()}}.
 sched_times() ->
-    {ok, Ts} = file:list_dir("/proc/self/task"),
+    sched_times("self").
+
+%% @doc sched_times/0 of another OS process of this machine, by its pid
+%% (os:getpid/0 there: e.g. a target node's).
+-spec sched_times(string()) -> #{{string(), binary()} =>
+                                     {non_neg_integer(), non_neg_integer()}}.
+sched_times(OsPid) ->
+    Dir = "/proc/" ++ OsPid ++ "/task/",
+    Ts = case file:list_dir(Dir) of
+             {ok, L} -> L;
+             {error, _} -> []                   % the process is gone
+         end,
     maps:from_list(
       [{{T, string:trim(C)}, {binary_to_integer(R), binary_to_integer(W)}}
        || T <- Ts,
-          {ok, St} <- [file:read_file("/proc/self/task/" ++ T ++ "/schedstat")],
-          {ok, C} <- [file:read_file("/proc/self/task/" ++ T ++ "/comm")],
+          {ok, St} <- [file:read_file(Dir ++ T ++ "/schedstat")],
+          {ok, C} <- [file:read_file(Dir ++ T ++ "/comm")],
           [R, W | _] <- [binary:split(string:trim(St), <<" ">>, [global])]]).
 
 %% @doc Between two sched_times/0 readings: how long (ms) the node's work

@@ -6,7 +6,7 @@
 %%% left, [] when there are none.
 -module(bp_node_clean).
 -export([start_target/5, kill_port/1, wait_problems/2, wait_clean/3,
-         loaded_ours/1, loaded_libs/1, attach_dirs/0]).
+         loaded_ours/1, loaded_libs/1, attach_dirs/0, clean_within/4]).
 
 %% @doc Starts a plain node `Name@thishost' (`erl -sname', this node's
 %% cookie, `WDir' and `Extra' on its command line, no ERL_LIBS) and waits
@@ -82,6 +82,36 @@ wait_clean(Problems, T0, Ms) ->
                 false -> timer:sleep(20), wait_clean(Problems, T0, Ms)
             end
     end.
+
+%% @doc Runs Kill, then waits (up to 10 s) until Problems returns [];
+%% fails the case unless that took at most Bound ms of the nodes' own
+%% time: the elapsed time less what the schedulers of Node or of this node
+%% (which polls) waited for a CPU other processes had (timer_waited_ms/2
+%% of beamprobe_test_lib, the larger of the two, at most the elapsed
+%% time).  A loaded CI machine stretches a 100 ms clean-up past 1 s; the
+%% failure names the figures (CI prints only the first terms of a
+%% reason).  Returns the elapsed ms.
+-spec clean_within(node(), fun(() -> term()), fun(() -> list()),
+                   pos_integer()) -> integer().
+clean_within(Node, Kill, Problems, Bound) ->
+    L = beamprobe_test_lib,
+    OsPid = rpc:call(Node, os, getpid, []),
+    Self0 = L:sched_times(),
+    Node0 = L:sched_times(OsPid),
+    T0 = erlang:monotonic_time(millisecond),
+    _ = Kill(),
+    Ms = wait_clean(Problems, T0, 10000),
+    {W1, _} = L:timer_waited_ms(Self0, L:sched_times()),
+    {W2, Threads} = L:timer_waited_ms(Node0, L:sched_times(OsPid)),
+    Waited = min(max(W1, W2), Ms),
+    ct:log("clean after ~b ms, ~b ms of it waiting for a CPU (this node "
+           "~b, the target ~b); the target's threads (name, ms run, ms "
+           "waiting): ~p", [Ms, Waited, W1, W2, Threads]),
+    Ms - Waited =< Bound orelse
+        ct:fail("clean after ~b ms, ~b ms of it waiting for a CPU: ~b ms "
+                "of the nodes' time, over ~b", [Ms, Waited, Ms - Waited,
+                                                 Bound]),
+    Ms.
 
 %% @doc beamprobe's modules loaded on Node.
 -spec loaded_ours(node()) -> [module()].
