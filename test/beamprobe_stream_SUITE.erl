@@ -791,6 +791,7 @@ few_descriptors(Config) ->
                           || M <- [beamprobe, ?MODULE]]),
     {ok, Peer, Node} = peer:start_link(#{name => peer:random_name(?MODULE),
                                          args => Paths ++ ["+S", "8:8"]}),
+    {os_pid, RxOs} = erlang:port_info(Rx, os_pid),
     try
         {N, Sum} = erpc:call(Node, fun() -> busy_schedulers(Port) end),
         #{events := N, dropped := #{total := 0}} = Sum,
@@ -805,7 +806,8 @@ few_descriptors(Config) ->
                                  beamprobe_test_lib:trace(Dir)]),
         Calls =:= N orelse ct:fail("~b calls received of ~b", [Calls, N])
     after
-        peer:stop(Peer)
+        peer:stop(Peer),
+        os:cmd("kill -TERM " ++ integer_to_list(RxOs) ++ " 2>/dev/null")
     end.
 
 %% (On the peer.) 64 processes calling lists:seq/2 for about 0.3 s each,
