@@ -55,6 +55,35 @@ static int write_all(int fd, const uint8_t *p, size_t n)
 	return 0;
 }
 
+/* The receivers open in this process (bp_recv_open until bp_recv_close):
+ * out of descriptors, one that holds no thread file of its own closes
+ * theirs (thread_fd).  The command line is single-threaded. */
+static struct bp_recv *open_recvs;
+
+static void unlink_open(struct bp_recv *r)
+{
+	for (struct bp_recv **p = &open_recvs; *p; p = &(*p)->next_open)
+		if (*p == r) {
+			*p = r->next_open;
+			break;
+		}
+	r->next_open = NULL;
+}
+
+/* Closes r's thread files but `keep' (-1: all); their count. */
+static int close_thread_files(struct bp_recv *r, int keep)
+{
+	int closed = 0;
+
+	for (int i = 0; i < BP_RECV_MAX_THREADS; i++)
+		if (i != keep && r->fds[i] >= 0) {
+			close(r->fds[i]);
+			r->fds[i] = -1;
+			closed++;
+		}
+	return closed;
+}
+
 int bp_recv_open(struct bp_recv *r, const char *dir)
 {
 	struct stat sb;
@@ -97,6 +126,8 @@ int bp_recv_open(struct bp_recv *r, const char *dir)
 			goto fail;
 		}
 	closedir(d);
+	r->next_open = open_recvs;
+	open_recvs = r;
 	return 0;
 fail:
 	close(r->dirfd);
@@ -106,6 +137,7 @@ fail:
 
 void bp_recv_close(struct bp_recv *r)
 {
+	unlink_open(r);
 	for (int i = 0; i < BP_RECV_MAX_THREADS; i++)
 		if (r->fds[i] >= 0)
 			close(r->fds[i]);
@@ -492,8 +524,9 @@ static int hello(struct bp_recv *r, struct bp_recv_conn *c, const uint8_t *p,
 /* Opens thread tid's file (appending: it may have been opened before).
  * Out of descriptors (EMFILE, ENFILE: `attach --cluster' receives every
  * node's threads in one process, 64 nodes of 20 threads passed a limit
- * of 1,024), the trace's other thread files are closed and the open
- * tried once more; each is opened again at its next packet.  (The limit
+ * of 1,024), the trace's other thread files are closed, or, if it has
+ * none open, another receiver's of this process, and the open tried once
+ * more; each is opened again at its next packet.  (The limit
  * is not raised instead: libei's connect waits in select(), which a
  * descriptor past 1,023 would overrun.)  0, or -1 with the reason
  * printed. */
@@ -512,12 +545,13 @@ static int thread_fd(struct bp_recv *r, uint32_t tid)
 			return 0;
 		if (closed || (errno != EMFILE && errno != ENFILE))
 			break;
-		for (int i = 0; i < BP_RECV_MAX_THREADS; i++)
-			if (r->fds[i] >= 0) {
-				close(r->fds[i]);
-				r->fds[i] = -1;
-				closed++;
-			}
+		closed = close_thread_files(r, -1);
+		/* None of its own (a node's first packet, the others holding
+		 * every descriptor): the other receivers' files. */
+		for (struct bp_recv *o = open_recvs; !closed && o;
+		     o = o->next_open)
+			if (o != r)
+				closed = close_thread_files(o, -1);
 		if (!closed)
 			break;
 		r->fd_shortages++;

@@ -37,6 +37,8 @@ struct bp_recv {
 	uint64_t resent;   /* packets skipped so */
 	uint64_t fd_shortages; /* times the thread files were closed to
 				  open another (out of descriptors) */
+	struct bp_recv *next_open; /* the process's open receivers (attach
+				      --cluster: one per node) */
 	uint64_t turned_away; /* connections refused: another sender held
 				 the place */
 	uint64_t bad_token;   /* connections refused: wrong or no token */
