@@ -8,7 +8,7 @@ its HMAC when it holds a token), then HELLO with our HMAC.
 
   stream_client.py PORT fill            HELLO, then an empty first packet
       for threads 0, 1, ... (one file each on the receiver) until the
-      receiver closes the connection (it could not open the next file)
+      receiver closes the connection (a thread id past its last)
   stream_client.py PORT token TOKEN     HELLO proving TOKEN, a packet, END;
       prints the frames the receiver confirmed (0 if it closed)
   stream_client.py PORT proof TOKEN     the handshake only: prints `proof ok'
