@@ -29,6 +29,9 @@
 %% Traced by handler_batch_bytes.
 -export([big/1]).
 
+%% The largest capture (64 KiB of text per argument).
+-define(MAX_CAPTURE, #{depth => 64, list => 4096, binary => 65536,
+                       bytes => 65536}).
 -define(L, beamprobe_test_lib).
 -define(T, bpsh_target).
 -define(H, beamprobe_test_handler).
@@ -351,16 +354,10 @@ big(_) -> ok.
 %% batches for credits: every event is delivered, none counted lost.
 handler_batch_bytes(_Config) ->
     N = 200,
-    Bin = binary:copy(<<"0123456789abcdef">>, 4096),
-    P = spawn_link(fun() -> receive go -> ok end,
-                            [?MODULE:big(<<I:32, Bin/binary>>)
-                             || I <- lists:seq(1, N)],
-                            receive stop -> ok end
-                   end),
+    P = big_caller(N),
     S = start(#{procs => [P], calls => [{?MODULE, big, 1}], return => false,
                 args => full, buffer => 32 * 1024 * 1024,
-                capture => #{depth => 64, list => 4096, binary => 65536,
-                             bytes => 65536},
+                capture => ?MAX_CAPTURE,
                 output => {handler, ?H, #{parent => self(), sleep => 200},
                            #{batch => 100000, credits => 1}}}),
     H = handler_pid(),
@@ -409,16 +406,10 @@ handler_finish_wait_shared(_Config) ->
 finish_wait_shared() ->
     N = 100,
     K = 4,
-    Bin = binary:copy(<<"0123456789abcdef">>, 4096),
-    P = spawn_link(fun() -> receive go -> ok end,
-                            [?MODULE:big(<<I:32, Bin/binary>>)
-                             || I <- lists:seq(1, N)],
-                            receive stop -> ok end
-                   end),
+    P = big_caller(N),
     S = start(#{procs => [P], calls => [{?MODULE, big, 1}], return => false,
                 args => full, buffer => 32 * 1024 * 1024,
-                capture => #{depth => 64, list => 4096, binary => 65536,
-                             bytes => 65536},
+                capture => ?MAX_CAPTURE,
                 output => [{handler, ?H, #{parent => self(), sleep => 30000},
                             #{batch => 100000, credits => 1}}
                            || _ <- lists:seq(1, K)]}),
@@ -674,3 +665,13 @@ wait_events(S, N) ->
 %% The args text of f(1) .. f(N).
 args_text(N) ->
     [iolist_to_binary(["(", integer_to_list(I), ")"]) || I <- lists:seq(1, N)].
+
+%% A process that, once sent `go', calls big/1 N times with a 64 KiB
+%% binary each, then waits for `stop'.
+big_caller(N) ->
+    Bin = binary:copy(<<"0123456789abcdef">>, 4096),
+    spawn_link(fun() -> receive go -> ok end,
+                        [?MODULE:big(<<I:32, Bin/binary>>)
+                         || I <- lists:seq(1, N)],
+                        receive stop -> ok end
+               end).

@@ -141,19 +141,10 @@ dump_under_reloads(Config) ->
                    buffer => 262144,
                    output => {file, ?L:dir(Config, "dump_reload")}}),
     MRef = monitor(process, S),
-    Self = self(),
-    Reloader = spawn_link(
-                 fun Loop() ->
-                         {module, ?NIF} = code:load_file(?NIF),
-                         _ = code:purge(?NIF),
-                         receive stop -> Self ! {reloader, done}
-                         after 20 -> Loop()
-                         end
-                 end),
+    Reloader = reloader(),
     End = erlang:monotonic_time(millisecond) + 5000,
     Results = dump_loop(S, End, #{}),
-    Reloader ! stop,
-    receive {reloader, done} -> ok end,
+    ok = stop_reloader(Reloader),
     ct:log("dump results: ~p", [Results]),
     ?assertEqual([], [R || R <- maps:keys(Results), R =/= ok,
                            not is_tuple(R) orelse element(1, R) =/= error]),
@@ -180,18 +171,9 @@ dump_under_reloads(Config) ->
 start_stop_under_reloads(Config) ->
     Janitor = whereis(beamprobe_janitor),
     P = looper(),
-    Self = self(),
-    Reloader = spawn_link(
-                 fun Loop() ->
-                         {module, ?NIF} = code:load_file(?NIF),
-                         _ = code:purge(?NIF),
-                         receive stop -> Self ! {reloader, done}
-                         after 20 -> Loop()
-                         end
-                 end),
+    Reloader = reloader(),
     Results = [start_stop(Config, P, I) || I <- lists:seq(1, 150)],
-    Reloader ! stop,
-    receive {reloader, done} -> ok end,
+    ok = stop_reloader(Reloader),
     Tally = lists:foldl(fun(R, M) -> maps:update_with(R, fun(N) -> N + 1 end,
                                                       1, M)
                         end, #{}, Results),
@@ -304,3 +286,19 @@ no_nif(Config) ->
     after
         peer:stop(Peer)
     end.
+
+%% A process upgrading the NIF module every 20 ms (load_file, then purge
+%% of the old code) until stop_reloader/1.
+reloader() ->
+    Self = self(),
+    spawn_link(fun Loop() ->
+                       {module, ?NIF} = code:load_file(?NIF),
+                       _ = code:purge(?NIF),
+                       receive stop -> Self ! {reloader, done}
+                       after 20 -> Loop()
+                       end
+               end).
+
+stop_reloader(Reloader) ->
+    Reloader ! stop,
+    receive {reloader, done} -> ok end.
