@@ -11,7 +11,7 @@
 %%%            a remote pid; opens and closes a port; kills child2
 %%%   child1   spawned and linked by main; registered, then unregistered;
 %%%            receives by pid, name and alias; exits {shutdown, done}
-%%%   child2   killed by main
+%%%   child2   tells main it waits, then is killed by main
 %%%   gc1      allocates and collects (minor and major GCs); no messages
 %%%   named    registered as 'diff named', alive until the test ends
 %%%   unnamed  registered as 'diff gone' then unregistered, alive until the
@@ -63,7 +63,12 @@ main(Parent, Remote) ->
     unlink(Remote),
     Dead = dead_pid(),
     Dead ! {dead, 5},
+    %% child2 is killed once it waits: killed at once, it would have run
+    %% its first call or not depending on whether the other scheduler
+    %% took it first (one run of the two had `call idle/2', the other
+    %% nothing: seen once in CI, under ASan on a loaded machine).
     Child2 = spawn(?MODULE, idle, [self(), none]),
+    receive {Child2, idle} -> ok end,
     Ref2 = monitor(process, Child2),
     exit(Child2, kill),
     down(Ref2, Child2),
@@ -113,9 +118,10 @@ gc_proc(Main) ->
     ok.
 
 %% @doc Waits for `stop'; registers (and for 'diff gone' unregisters) a
-%% name first and tells Main it is ready.
+%% name first (none: no name) and tells Main it is ready.
 -spec idle(pid(), atom()) -> ok.
-idle(_Main, none) ->
+idle(Main, none) ->
+    Main ! {self(), idle},
     receive stop -> ok end;
 idle(Main, N) ->
     register(N, self()),
