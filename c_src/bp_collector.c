@@ -105,13 +105,109 @@ static struct bp_ctf_stream *stream_for(struct bp_session *s, uint32_t idx)
 	return st->fd >= 0 ? st : NULL;
 }
 
-/* Adds ev to st; an event that cannot be written is counted as lost. */
+/*
+ * The bytes limit bounds the stream files, checked before each event goes
+ * into one (checked after each pass, it let a pass of 8 MiB rings take a
+ * 1 MiB trace to 1.69 MB).  A stream's share is its file's size once what
+ * it holds is written (stream_size), plus room for what comes whatever is
+ * refused (stream_keep): its drops event and a packet header for it
+ * (write_drops), and a block's padding when its next sync may write a
+ * direct block (bp_dio.h).  file_proj is the sum of the shares of the
+ * streams with anything in them; an event is written only if the sum
+ * stays within the limit with it.
+ */
+#define KEEP_FIXED (BP_PACKET_HEADER_SIZE + BP_EVENT_HEADER_SIZE + 8 * BP_DROP_COUNT)
+
+static uint64_t stream_size(const struct bp_ctf_stream *st)
+{
+	uint64_t n = st->dio.cum.bytes;
+
+	if (st->nevents)
+		n += st->len + (st->seq == 0 ? BP_PACKET_HEADER_SIZE : 0);
+	return n;
+}
+
+/* The room st keeps once `more' bytes more are in it (see above): a sync
+ * pads only with BP_DIO_SYNC_MIN new bytes or a nearly full staging
+ * buffer (bp_dio_pad_for); counted with the drops event it will take. */
+static uint64_t stream_keep(const struct bp_ctf_stream *st, uint64_t more)
+{
+	const struct bp_dio *d = &st->dio;
+	uint64_t end = d->len + (st->nevents ? st->len : 0) + more + KEEP_FIXED;
+
+	if (end - d->done >= BP_DIO_SYNC_MIN ||
+	    (d->cap && d->cap < end + d->rec_max + BP_DIO_ALIGN))
+		return KEEP_FIXED + BP_DIO_ALIGN;
+	return KEEP_FIXED;
+}
+
+static uint64_t stream_share(const struct bp_ctf_stream *st)
+{
+	uint64_t n = stream_size(st);
+
+	return n ? n + stream_keep(st, 0) : 0;
+}
+
+/* 1 if ev (len bytes) may go into st within the bytes limit.  A drops
+ * event of a stream that holds something takes the room kept for it. */
+static int within_limit(const struct bp_session *s,
+			const struct bp_ctf_stream *st, uint32_t len,
+			int drops)
+{
+	uint64_t grow = len, share;
+
+	if (!s->byte_limit)
+		return 1;
+	share = stream_share(st);
+	if (drops && share)
+		return 1;
+	if (s->file_full)
+		return 0; /* no event after one refused (its process event,
+			     say) */
+	if (st->fd < 0) /* not open yet: its empty first packet and one */
+		grow += 2 * BP_PACKET_HEADER_SIZE;
+	else if (!st->nevents)
+		grow += st->len + (st->seq == 0 ? BP_PACKET_HEADER_SIZE : 0);
+	else if (st->len + len > st->cap)
+		grow += BP_DIO_ALIGN + BP_PACKET_HEADER_SIZE; /* a new packet */
+	return s->file_proj - share + stream_size(st) + grow +
+		       stream_keep(st, grow) <=
+	       s->byte_limit;
+}
+
+/* An event past the bytes limit: counted as the limit's (user events),
+ * and the session ends. */
+static void refuse(struct bp_session *s, struct bp_slot *sl, int aux)
+{
+	if (!aux)
+		bp_counter_add(&sl->drops[BP_DROP_LIMIT], 1);
+	s->file_full = 1;
+	bp_session_request_stop(s, BP_SR_BYTES);
+}
+
+/* Moves st's share in file_proj from `before' to what it is now. */
+static void reproject(struct bp_session *s, const struct bp_ctf_stream *st,
+		      uint64_t before)
+{
+	s->file_proj = s->file_proj - before + stream_share(st);
+}
+
+/* Adds ev to st; an event that cannot be written is counted as lost (one
+ * past the bytes limit as the limit's, and the session ends). */
 static void write_event(struct bp_session *s, struct bp_slot *sl,
 			struct bp_ctf_stream *st, const uint8_t *ev,
 			uint32_t len, uint64_t discarded, int aux)
 {
-	int err = bp_ctf_stream_add(st, ev, len, discarded);
+	uint64_t before = stream_share(st);
+	int err;
 
+	if (!within_limit(s, st, len,
+			  bp_get_u16(ev + BP_EV_OFF_ID) == BP_EV_DROPS)) {
+		refuse(s, sl, aux);
+		return;
+	}
+	err = bp_ctf_stream_add(st, ev, len, discarded);
+	reproject(s, st, before);
 	if (err == EMSGSIZE) {
 		if (!aux)
 			bp_counter_add(&sl->late_too_big, 1);
@@ -135,8 +231,11 @@ static void add_event(struct bp_session *s, struct bp_slot *sl,
 
 	if (s->has_file &&
 	    (always || (id < 64 && (s->file_kinds & (1ull << id))))) {
-		struct bp_ctf_stream *st = stream_for(s, sl->index);
-		if (st)
+		struct bp_ctf_stream *st = &s->streams[sl->index];
+		/* No file is made for an event the limit refuses. */
+		if (st->fd < 0 && !within_limit(s, st, len, 0))
+			refuse(s, sl, aux);
+		else if ((st = stream_for(s, sl->index)))
 			write_event(s, sl, st, ev, len, discarded, aux);
 		else if (!aux) /* the stream file cannot be created */
 			bp_counter_add(&sl->drops[BP_DROP_IO_ERROR], 1);
@@ -165,11 +264,13 @@ static void flush_stream(struct bp_session *s, struct bp_slot *sl,
 			 int force)
 {
 	struct bp_ctf_stream *st = &s->streams[sl->index];
+	uint64_t before = stream_share(st);
 	int err;
 
 	if (st->fd < 0)
 		return;
 	err = bp_ctf_stream_flush(st, slot_discarded(sl), force);
+	reproject(s, st, before);
 	if (err)
 		note_io_error(s, err);
 	account(s, sl->index);
@@ -378,8 +479,11 @@ static void write_drops(struct bp_session *s)
 		 * events_discarded to say losses). */
 		if (s->has_lttng)
 			bp_lttng_emit(ev, (uint32_t)off, s->lttng_id);
-		if (!s->has_file || !(st = stream_for(s, i)))
-			continue;
+		if (!s->has_file ||
+		    (s->streams[i].fd < 0 &&
+		     !within_limit(s, &s->streams[i], (uint32_t)off, 0)) ||
+		    !(st = stream_for(s, i)))
+			continue; /* (a file only for it would pass the limit) */
 		write_event(s, sl, st, ev, (uint32_t)off, slot_discarded(sl), 1);
 	}
 }

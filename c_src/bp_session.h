@@ -165,6 +165,10 @@ struct bp_session {
 
 	/* Collector. */
 	uint64_t byte_limit; /* 0 = none */
+	/* The stream files' size once what they hold is written, with the
+	 * room each keeps (the bytes limit, bp_collector.c); collector-owned. */
+	uint64_t file_proj;
+	int file_full; /* an event was refused: every later one is too */
 	char dir[4096];
 	int dirfd;           /* the trace directory (O_NOFOLLOW), or -1 */
 	int dir_gone;        /* collector: the directory was removed */
@@ -324,11 +328,11 @@ bp__session_enter(struct bp_session *s,
 		bp_membar_busy(&sl->busy);
 	st = atomic_load_explicit(&s->state, memory_order_seq_cst);
 	if (st != BP_S_RUNNING) {
-		/* Events after the event limit are the limit's losses. */
+		int sr = atomic_load_explicit(&s->stop_reason,
+					      memory_order_relaxed);
+		/* Events after the events or bytes limit: its losses. */
 		bp_slot_drop(sl, st == BP_S_PAUSED ? BP_DROP_DUMPING
-				 : atomic_load_explicit(&s->stop_reason,
-							memory_order_relaxed) ==
-						 BP_SR_EVENTS
+				 : sr == BP_SR_EVENTS || sr == BP_SR_BYTES
 					 ? BP_DROP_LIMIT
 					 : BP_DROP_STOPPED);
 		if (own_busy)

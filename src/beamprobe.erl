@@ -72,7 +72,9 @@
           overflow => drop_newest | drop_oldest | stop, % drop_newest
           limits => #{events => pos_integer() | infinity,  % infinity;
                                   % counts events lost to a full buffer too
-                      bytes => pos_integer() | infinity,   % 1 GiB
+                      bytes => pos_integer() | infinity,   % 1 GiB; the
+                                  % trace files never pass it, the
+                                  % events that would: `limit' losses
                       seconds => number() | infinity,      % 60
                       rate => {pos_integer(), pos_integer()} | infinity},
           on_rate => drop | stop,        % drop: rate surplus dropped;
