@@ -21,7 +21,24 @@
 %%% that cannot be reached at stop keeps its staged trace; the summary
 %%% names it (`nodes => #{N => #{fetch => {error, R}, staged => Path}}').
 %%% A coordinator that dies while a node is connected never fetches: that
-%%% node's agent ends the session and removes the staged trace.
+%%% node's agent ends the session and removes the staged trace.  An
+%%% agent that loses the connection to the control node (the node died,
+%%% or a netsplit: it cannot tell which) ends its session at once (trace
+%%% flags and patterns removed), logs a warning naming the staged trace,
+%%% and keeps the trace and its session's summary for the coordinator's
+%%% stop after a reconnection; every ?CHECK_MS it looks for the control
+%%% node (a connection attempt; else that node's host's epmd):
+%%% - no node of that name runs on its host any more (epmd answers
+%%%   without it), or it came back as a new incarnation: the staged
+%%%   trace is removed at once (a notice says so) and the agent ends;
+%%% - back, its coordinator alive: the agent waits for its stop (or its
+%%%   death, then removes the trace), as a running session would;
+%%% - back, its coordinator ended meanwhile (its stop summary named the
+%%%   node's staged trace as not fetched): the trace is kept for
+%%%   ?LINGER_MS (10 min) for the operator to copy, then removed;
+%%% - no news (host or epmd unreachable): removed ?LINGER_MS after the
+%%%   connection was lost.
+%%% Nothing staged stays behind for good on a node that lives on.
 %%% `info/1' asks every node at once and answers within 2 s: a node that
 %%% has not answered by then (stuck, frozen) is `{error, timeout}' in
 %%% `nodes' and listed in `no_answer'.
@@ -62,7 +79,11 @@
 -define(CALL_TIMEOUT, 60000).
 %% info/1's one deadline for all the nodes' answers.
 -define(INFO_MS, 2000).
+%% How long a disconnected agent keeps its summary and staged trace
+%% for the coordinator's stop, without news of the coordinator; how
+%% often it looks for news.
 -define(LINGER_MS, 600000).
+-define(CHECK_MS, 2000).
 
 -record(node, {name :: node(),
                session :: pid() | undefined,   % local session
@@ -74,6 +95,20 @@
                %% agent ends its session and keeps its summary for a
                %% while (?LINGER_MS), for the stop after a reconnection.
                lost :: undefined | {integer(), term()}}).
+
+%% A disconnected agent (linger/1): the coordinator, the session's
+%% summary, the staged trace, the deadline, the monitor of the
+%% coordinator once it is seen alive again, the checker running, when
+%% to check next.
+-record(lg, {coord :: pid(),
+             sum :: term(),
+             staged :: string() | undefined,
+             deadline :: integer(),
+             mon :: reference() | undefined,
+             checker :: reference() | undefined,
+             next = 0 :: non_neg_integer(),
+             %% false once the coordinator is known to have ended.
+             check = true :: boolean()}).
 
 -record(st, {owner :: pid(),
              monitor :: reference(),
@@ -826,41 +861,176 @@ agent_loop(CRef, S, Staged) ->
         {?MODULE, From, Ref, info} ->
             From ! {?MODULE, Ref, beamprobe:info(S)},
             agent_loop(CRef, S, Staged);
-        {'DOWN', CRef, process, _, noconnection} ->
-            %% The coordinator's node is out of reach: end the session and
-            %% keep the staged trace (a coordinator that is still alive
-            %% names it in its stop summary: fetch => {error, _}, staged),
-            %% and the session's summary, for the coordinator's stop if
-            %% the connection comes back within ?LINGER_MS.
+        {'DOWN', CRef, process, Coord, noconnection} ->
+            %% The coordinator's node is out of reach (dead, or a
+            %% netsplit: this node cannot tell which): the session ends
+            %% now, with its trace flags and patterns; its summary and
+            %% staged trace are kept for the coordinator's stop after a
+            %% reconnection (a coordinator that is still alive names
+            %% the node in its summary), but only while the coordinator
+            %% may still come for them (linger/1).
             Sum = case beamprobe:stop(S) of
                       {ok, M} -> {ok, M#{stop_reason => coordinator_unreachable}};
                       Other -> Other
                   end,
-            linger(Sum, erlang:monotonic_time(millisecond) + ?LINGER_MS);
+            logger:warning("beamprobe: cluster session: the connection to its "
+                           "control node ~p was lost: the session here is "
+                           "stopped (~ts); ~ts",
+                           [node(Coord), sum_text(Sum), kept_text(Staged)]),
+            linger(#lg{coord = Coord, sum = Sum, staged = Staged,
+                       deadline = erlang:monotonic_time(millisecond) +
+                           ?LINGER_MS});
         {'DOWN', CRef, process, _, Why} ->
             %% The coordinator died while this node was connected: it will
             %% never fetch the staged trace, so it is not left behind.
             _ = beamprobe:stop(S),
-            drop_staged(Staged, Why)
+            drop_staged(Staged, {coordinator_died, Why})
     end.
 
-%% A disconnected agent's last duty: its session's summary to the
-%% coordinator's stop or info (stop ends it), until the deadline.
-linger(Sum, Deadline) ->
-    Left = Deadline - erlang:monotonic_time(millisecond),
+sum_text({ok, #{events := E, dropped := #{total := D}}}) ->
+    io_lib:format("~b events, ~b lost", [E, D]);
+sum_text(Other) -> io_lib:format("~0tP", [Other, 8]).
+
+kept_text(undefined) ->
+    io_lib:format("its summary is kept for that node's stop while the node "
+                  "may come back, at most ~b s", [?LINGER_MS div 1000]);
+kept_text(Dir) ->
+    io_lib:format("its staged trace ~ts is kept for that node's stop while "
+                  "the node may come back: removed as soon as the node is "
+                  "known gone, else after ~b s without it",
+                  [Dir, ?LINGER_MS div 1000]).
+
+%% A disconnected agent's last duty: its session's summary (and staged
+%% trace) to the coordinator's stop or info (stop ends it).  Every
+%% ?CHECK_MS, a checker (check_coord/1, a process of its own: a
+%% connection attempt to an unreachable host takes seconds) finds out
+%% whether the coordinator is still there:
+%% - gone (its node's epmd no longer lists the node, the node came back
+%%   as a new incarnation, or the coordinator is not alive there): no
+%%   stop will ever come, the staged trace is removed now;
+%% - alive: the agent monitors it again and waits for its stop without
+%%   a deadline (as a running session waits), until it dies (removed)
+%%   or the connection is lost again (a new deadline);
+%% - unknown (unreachable): until the deadline, ?LINGER_MS after the
+%%   connection was lost, then the staged trace is removed.
+linger(#lg{mon = Mon, checker = Ch, deadline = Deadline} = L) ->
+    Left = max(0, Deadline - erlang:monotonic_time(millisecond)),
+    Wait = case {Mon, L#lg.check} of
+               {undefined, true} -> min(Left, L#lg.next);
+               {undefined, false} -> Left;
+               _ -> infinity
+           end,
     receive
-        {?MODULE, From, Ref, stop} -> From ! {?MODULE, Ref, Sum};
+        {?MODULE, From, Ref, stop} -> From ! {?MODULE, Ref, L#lg.sum};
         {?MODULE, From, Ref, info} ->
-            From ! {?MODULE, Ref, Sum},
-            linger(Sum, Deadline)
-    after max(0, Left) -> ok
+            From ! {?MODULE, Ref, L#lg.sum},
+            linger(L);
+        {'DOWN', Ch, process, _, {?MODULE, checked, Verdict}} ->
+            lingered(Verdict, L#lg{checker = undefined});
+        {'DOWN', Ch, process, _, _} ->
+            linger(L#lg{checker = undefined, next = ?CHECK_MS});
+        {'DOWN', Mon, process, _, noconnection} ->
+            logger:warning("beamprobe: cluster session: the connection to its "
+                           "control node ~p was lost again; ~ts",
+                           [node(L#lg.coord), kept_text(L#lg.staged)]),
+            linger(L#lg{mon = undefined, next = 0,
+                        deadline = erlang:monotonic_time(millisecond) +
+                            ?LINGER_MS});
+        {'DOWN', Mon, process, _, Why} ->
+            drop_staged(L#lg.staged, {coordinator_died, Why})
+    after Wait ->
+            case erlang:monotonic_time(millisecond) >= Deadline of
+                true when L#lg.check ->
+                    drop_staged(L#lg.staged,
+                                {control_node_unreachable,
+                                 ?LINGER_MS div 1000});
+                true ->
+                    drop_staged(L#lg.staged,
+                                {coordinator_ended, node(L#lg.coord)});
+                false when Ch =:= undefined, L#lg.check ->
+                    Coord = L#lg.coord,
+                    {_, Ref} = spawn_monitor(fun() -> check_coord(Coord) end),
+                    linger(L#lg{checker = Ref, next = ?CHECK_MS});
+                false ->
+                    linger(L#lg{next = ?CHECK_MS})
+            end
     end.
 
-drop_staged(undefined, _) -> ok;
-drop_staged(Dir, Why) ->
-    _ = agent_cleanup(Dir),
-    logger:notice("beamprobe: cluster session's coordinator died (~0tP): "
-                  "its staged trace ~ts was removed", [Why, 10, Dir]).
+lingered(alive, #lg{coord = Coord} = L) ->
+    logger:notice("beamprobe: cluster session: its control node ~p is back, "
+                  "its coordinator alive: its stop is awaited",
+                  [node(Coord)]),
+    linger(L#lg{mon = monitor(process, Coord)});
+lingered({gone, Why}, L) ->
+    drop_staged(L#lg.staged, Why);
+lingered(ended, #lg{staged = undefined} = L) ->
+    drop_staged(undefined, {coordinator_ended, node(L#lg.coord)});
+lingered(ended, #lg{coord = Coord, staged = Staged} = L) ->
+    %% Its stop (or its owner's death) came while this node was out of
+    %% reach: its summary names the staged trace (fetch => {error, _},
+    %% staged => Path) for the operator to copy; kept for that, bounded.
+    logger:notice("beamprobe: cluster session: its control node ~p is back "
+                  "but its coordinator has ended: the staged trace ~ts, "
+                  "not fetched, is kept for ~b s, then removed",
+                  [node(Coord), Staged, ?LINGER_MS div 1000]),
+    linger(L#lg{check = false,
+                deadline = erlang:monotonic_time(millisecond) + ?LINGER_MS});
+lingered(unknown, L) ->
+    linger(L).
+
+%% (In a process of its own, exits {?MODULE, checked, Verdict}.)
+check_coord(Coord) ->
+    N = node(Coord),
+    Verdict = case net_kernel:connect_node(N) of
+                  true -> incarnation(Coord);
+                  _ -> listed(N)
+              end,
+    exit({?MODULE, checked, Verdict}).
+
+%% Connected to the coordinator's node: the same incarnation (the
+%% coordinator's pid's creation), then whether the coordinator lives.
+incarnation(Coord) ->
+    N = node(Coord),
+    B = term_to_binary(Coord),
+    <<Creation:32>> = binary:part(B, byte_size(B), -4),
+    try erpc:call(N, erlang, system_info, [creation], 5000) of
+        Creation ->
+            case erpc:call(N, erlang, is_process_alive, [Coord], 5000) of
+                true -> alive;
+                false -> ended
+            end;
+        _ -> {gone, {control_node_restarted, N}}
+    catch _:_ -> unknown
+    end.
+
+%% Not connected: if the epmd of the node's host answers and does not
+%% list it, no node of that name runs there: the coordinator is gone.
+%% A host or an epmd that does not answer says nothing (a netsplit).
+listed(N) ->
+    [Name, Host] = string:split(atom_to_list(N), "@"),
+    case net_kernel:epmd_module() of
+        erl_epmd ->
+            case erl_epmd:names(Host) of
+                {ok, Names} ->
+                    case lists:keymember(Name, 1, Names) of
+                        true -> unknown;
+                        false -> {gone, {control_node_down, N}}
+                    end;
+                _ -> unknown
+            end;
+        _ -> unknown
+    end.
+
+drop_staged(Staged, Why) ->
+    Removed = case Staged of
+                  undefined -> "";
+                  _ ->
+                      _ = agent_cleanup(Staged),
+                      io_lib:format(": its staged trace ~ts was removed",
+                                    [Staged])
+              end,
+    logger:notice("beamprobe: cluster session ended here without its "
+                  "coordinator's stop (~0tP)~ts", [Why, 10, Removed]).
 
 %% @private
 -spec agent_files(string()) -> {ok, [{string(), non_neg_integer()}]}.

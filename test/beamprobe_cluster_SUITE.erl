@@ -22,9 +22,13 @@
          exited_not_traced/1, short_copy_refused/1, copy_private_at_once/1,
          disconnect_reported/1, exclude_per_node/1,
          frozen_node_stop_bounded/1, frozen_node_disconnected/1,
-         stepped_clock_bounds_hold/1, frozen_nodes_info_bounded/1]).
+         stepped_clock_bounds_hold/1, frozen_nodes_info_bounded/1,
+         control_node_killed/1, coordinator_ended_while_away/1]).
 %% Run on the nodes.
--export([pong/0, ping/3, node_clean/0, chain_start/2, sender/0]).
+-export([pong/0, ping/3, node_clean/0, chain_start/2, sender/0,
+         start_owned/1, cluster_procs/0, log_start/0, logged/0]).
+%% A logger handler (log_start/0).
+-export([log/2]).
 -export([init/1, handle_call/3, handle_cast/2]).
 
 -define(L, beamprobe_test_lib).
@@ -35,7 +39,8 @@ all() ->
      node_killed, exited_not_traced, short_copy_refused, copy_private_at_once,
      disconnect_reported, exclude_per_node, frozen_node_stop_bounded,
      frozen_node_disconnected, stepped_clock_bounds_hold,
-     frozen_nodes_info_bounded].
+     frozen_nodes_info_bounded, control_node_killed,
+     coordinator_ended_while_away].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -483,7 +488,8 @@ coordinator_killed(Config) ->
     _ = (catch ?L:wait_until(fun() -> Staged() -- Before =:= [] end, 5000)),
     ?assertEqual([], Staged() -- Before).
 
-%% A node dies mid-session: stop still returns, with the other nodes'
+%% A node dies mid-session: info/1 answers at once, naming it lost (its
+%% agent down: noconnection); stop still returns, with the other nodes'
 %% traces, and names the lost one.
 node_killed(Config) ->
     Nodes = [_, N2, N3] = nodes_of(Config),
@@ -492,9 +498,24 @@ node_killed(Config) ->
                                 output => {file, Dir}}),
     {P3, N3} = lists:keyfind(N3, 2, proplists:get_value(peers, Config)),
     peer:stop(P3),
+    _ = ?L:wait_until(fun() -> is_map_key(lost, element(2, beamprobe:info(H))) end,
+                      10000),
+    T0 = erlang:monotonic_time(millisecond),
+    {ok, Info} = beamprobe:info(H),
+    Ms = erlang:monotonic_time(millisecond) - T0,
+    ct:log("info took ~p ms: ~p", [Ms, Info]),
+    ?assert(Ms < 5000),
+    ?assertMatch(#{lost := #{N3 := #{reason := noconnection}},
+                   nodes := #{N3 := {error, {agent_down, noconnection}},
+                              N2 := {ok, _}}}, Info),
+    T1 = erlang:monotonic_time(millisecond),
     {ok, #{nodes := Per}} = beamprobe:stop(H),
+    StopMs = erlang:monotonic_time(millisecond) - T1,
+    ct:log("stop took ~p ms: ~p", [StopMs, Per]),
+    ?assert(StopMs < 30000),
     ?assertMatch(#{fetch := ok}, maps:get(N2, Per)),
-    ?assertMatch(#{fetch := {error, _}}, maps:get(N3, Per)),
+    ?assertMatch(#{fetch := {error, {not_stopped, {agent_down, noconnection}}}},
+                 maps:get(N3, Per)),
     %% Its staged trace stays on its disk (here, this machine's /tmp):
     %% the summary names it; the test removes it.
     #{staged := Left} = maps:get(N3, Per),
@@ -908,3 +929,152 @@ sender() ->
             From ! {done, self()},
             ok
     end.
+
+%% The control node dies (halted) mid-session: the other node's agent
+%% sees its coordinator's node go, ends its session at once (trace flags
+%% and patterns removed, as a session ends with its owner), finds from
+%% the epmd of the control node's host that no node of that name runs
+%% any more, so that nobody will ever fetch its staged trace, removes it
+%% and ends, all within seconds.  Before, the agent kept the staged
+%% trace and waited 10 minutes for a stop that could not come, then
+%% ended leaving the staged trace behind for good.
+control_node_killed(Config) ->
+    [{PC, C}, {_, T}] = proplists:get_value(peers, Config),
+    Clean = proplists:get_value(T, proplists:get_value(clean, Config)),
+    Before = ?L:staged_dirs(T),
+    Dir = ?L:dir(Config, "ctl"),
+    ok = erpc:call(T, ?MODULE, log_start, []),
+    {ok, _H} = erpc:call(C, ?MODULE, start_owned,
+                         [#{nodes => [C, T], events => [send],
+                            calls => [{lists, reverse, 1}],
+                            output => {file, Dir}}]),
+    %% T runs its part of the session: a session, the pattern, a staged
+    %% trace, an agent.
+    ?assertMatch([_], erpc:call(T, beamprobe, list, [])),
+    ?assertMatch({traced, local},
+                 erpc:call(T, erlang, trace_info, [{lists, reverse, 1}, traced])),
+    ?assertMatch([_], ?L:staged_dirs(T) -- Before),
+    ?assertMatch([_], erpc:call(T, ?MODULE, cluster_procs, [])),
+    _ = erpc:call(T, lists, reverse, [[1, 2, 3]]),
+    T0 = erlang:monotonic_time(millisecond),
+    peer:stop(PC),
+    Left = fun() -> #{clean => erpc:call(T, ?MODULE, node_clean, []) =:= Clean,
+                      staged => ?L:staged_dirs(T) -- Before,
+                      agents => erpc:call(T, ?MODULE, cluster_procs, [])}
+           end,
+    Done = #{clean => true, staged => [], agents => []},
+    _ = (catch ?L:wait_until(fun() -> Left() =:= Done end, 20000)),
+    Ms = erlang:monotonic_time(millisecond) - T0,
+    Now = Left(),
+    ct:log("after ~p ms: ~p", [Ms, Now]),
+    ?assertEqual({T, Done}, {T, Now}),
+    ?assertEqual({T, Clean}, {T, erpc:call(T, ?MODULE, node_clean, [])}),
+    ?assertEqual({traced, false}, erpc:call(T, erlang, trace_info,
+                                  [{lists, reverse, 1}, traced])),
+    %% T's log says what happened, naming the staged trace.
+    Log = erpc:call(T, ?MODULE, logged, []),
+    ct:log("~p's log:~n~ts", [T, lists:join("\n", Log)]),
+    ?assert(lists:any(fun(L) -> string:find(L, io_lib:format("control node ~p was lost",
+                                                             [C])) =/= nomatch end, Log)),
+    ?assert(lists:any(fun(L) -> string:find(L, "{control_node_down,") =/= nomatch
+                                    andalso string:find(L, "was removed") =/= nomatch
+                      end, Log)).
+
+%% The handle (coordinator) ends while a node is out of reach (here:
+%% the node frozen, disconnected, the handle killed, the node thawed):
+%% back in touch, the node's agent finds the control node alive but the
+%% coordinator gone; nobody will fetch the staged trace, but a stop
+%% summary may have named it (fetch => {error, _}, staged => Path) for
+%% the operator: the node's session is over, the staged trace is kept
+%% (for 10 minutes, which the log says; then removed) and the agent
+%% waits no longer for news of the control node.
+coordinator_ended_while_away(Config) ->
+    Paths = [filename:dirname(code:which(beamprobe)),
+             filename:dirname(code:which(?MODULE))],
+    {ok, P, N} = peer:start_link(#{name => peer:random_name(),
+                                   connection => standard_io,
+                                   args => ["-hidden" |
+                                            lists:append([["-pa", D] || D <- Paths])]}),
+    true = net_kernel:connect_node(N),
+    try coordinator_ended_while_away(Config, N)
+    after catch peer:stop(P)
+    end.
+
+coordinator_ended_while_away(Config, N) ->
+    ok = erpc:call(N, ?MODULE, log_start, []),
+    Before = ?L:staged_dirs(N),
+    Dir = ?L:dir(Config, "away"),
+    {ok, H} = beamprobe:start(#{nodes => [node(), N], events => [send],
+                                output => {file, Dir}}),
+    [Staged] = ?L:staged_dirs(N) -- Before,
+    OsPid = erpc:call(N, os, getpid, []),
+    [] = os:cmd("kill -STOP " ++ OsPid),
+    try
+        _ = ?L:wait_until(fun() -> stopped(OsPid) end, 10000),
+        true = erlang:disconnect_node(N),
+        Ref = monitor(process, H),
+        exit(H, kill),
+        receive {'DOWN', Ref, process, H, _} -> ok end
+    after
+        os:cmd("kill -CONT " ++ OsPid)
+    end,
+    Ended = fun() ->
+                    lists:any(fun(L) -> string:find(L, "coordinator has ended") =/= nomatch end,
+                              erpc:call(N, ?MODULE, logged, []))
+            end,
+    _ = (catch ?L:wait_until(Ended, 20000)),
+    Log = erpc:call(N, ?MODULE, logged, []),
+    ct:log("~p's log:~n~ts", [N, lists:join("\n", Log)]),
+    ?assert(Ended()),
+    ?assertEqual([], erpc:call(N, beamprobe, list, [])),
+    ?assertEqual([Staged], ?L:staged_dirs(N) -- Before),
+    ?assert(lists:any(fun(L) -> string:find(L, Staged) =/= nomatch andalso
+                                    string:find(L, "kept for 600 s") =/= nomatch
+                      end, Log)),
+    ?assertMatch([_], erpc:call(N, ?MODULE, cluster_procs, [])),
+    ok = file:del_dir_r(Staged).
+
+%% On a node: its log from now on, kept by a process (logged/0).
+log_start() ->
+    Pid = spawn(fun() -> log_sink([]) end),
+    true = register(bp_log_sink, Pid),
+    logger:add_handler(bp_log_sink, ?MODULE, #{level => all}).
+
+log_sink(Acc) ->
+    receive
+        {log, Text} -> log_sink([Text | Acc]);
+        {get, From} -> From ! {logged, lists:reverse(Acc)}, log_sink(Acc)
+    end.
+
+%% @private The logger handler of log_start/0.
+log(#{msg := Msg}, _Config) ->
+    Text = case Msg of
+               {string, S} -> S;
+               {report, R} -> io_lib:format("~tp", [R]);
+               {F, A} -> io_lib:format(F, A)
+           end,
+    catch bp_log_sink ! {log, unicode:characters_to_list(Text)},
+    ok.
+
+logged() ->
+    bp_log_sink ! {get, self()},
+    receive {logged, L} -> L after 5000 -> [] end.
+
+%% On a node: starts a cluster session owned by a process that lives
+%% until the node does; its handle.
+start_owned(Spec) ->
+    Self = self(),
+    _ = spawn(fun() ->
+                      Self ! {started, beamprobe:start(Spec)},
+                      receive after infinity -> ok end
+              end),
+    receive {started, R} -> R end.
+
+%% On a node: its processes running beamprobe_cluster's code (cluster
+%% agents).
+cluster_procs() ->
+    [P || P <- processes(),
+          case process_info(P, current_function) of
+              {current_function, {beamprobe_cluster, _, _}} -> true;
+              _ -> false
+          end].
