@@ -105,7 +105,7 @@
              staged :: string() | undefined,
              deadline :: integer(),
              mon :: reference() | undefined,
-             checker :: reference() | undefined,
+             checker :: {reference(), reference()} | undefined,
              next = 0 :: non_neg_integer(),
              %% false once the coordinator is known to have ended.
              check = true :: boolean()}).
@@ -914,6 +914,10 @@ kept_text(Dir) ->
 %% - unknown (unreachable): until the deadline, ?LINGER_MS after the
 %%   connection was lost, then the staged trace is removed.
 linger(#lg{mon = Mon, checker = Ch, deadline = Deadline} = L) ->
+    {ChTag, ChMon} = case Ch of
+                         undefined -> {none, none};
+                         _ -> Ch
+                     end,
     Left = max(0, Deadline - erlang:monotonic_time(millisecond)),
     Wait = case {Mon, L#lg.check} of
                {undefined, true} -> min(Left, L#lg.next);
@@ -925,9 +929,10 @@ linger(#lg{mon = Mon, checker = Ch, deadline = Deadline} = L) ->
         {?MODULE, From, Ref, info} ->
             From ! {?MODULE, Ref, L#lg.sum},
             linger(L);
-        {'DOWN', Ch, process, _, {?MODULE, checked, Verdict}} ->
+        {?MODULE, checked, ChTag, Verdict} ->
+            demonitor(ChMon, [flush]),
             lingered(Verdict, L#lg{checker = undefined});
-        {'DOWN', Ch, process, _, _} ->
+        {'DOWN', ChMon, process, _, _} ->
             linger(L#lg{checker = undefined, next = ?CHECK_MS});
         {'DOWN', Mon, process, _, noconnection} ->
             logger:warning("beamprobe: cluster session: the connection to its "
@@ -949,8 +954,14 @@ linger(#lg{mon = Mon, checker = Ch, deadline = Deadline} = L) ->
                                 {coordinator_ended, node(L#lg.coord)});
                 false when Ch =:= undefined, L#lg.check ->
                     Coord = L#lg.coord,
-                    {_, Ref} = spawn_monitor(fun() -> check_coord(Coord) end),
-                    linger(L#lg{checker = Ref, next = ?CHECK_MS});
+                    Self = self(),
+                    Tag = make_ref(),
+                    {_, MRef} = spawn_monitor(
+                                  fun() ->
+                                          Self ! {?MODULE, checked, Tag,
+                                                  check_coord(Coord)}
+                                  end),
+                    linger(L#lg{checker = {Tag, MRef}, next = ?CHECK_MS});
                 false ->
                     linger(L#lg{next = ?CHECK_MS})
             end
@@ -978,14 +989,13 @@ lingered(ended, #lg{coord = Coord, staged = Staged} = L) ->
 lingered(unknown, L) ->
     linger(L).
 
-%% (In a process of its own, exits {?MODULE, checked, Verdict}.)
+%% (In a process of its own.)
 check_coord(Coord) ->
     N = node(Coord),
-    Verdict = case net_kernel:connect_node(N) of
-                  true -> incarnation(Coord);
-                  _ -> listed(N)
-              end,
-    exit({?MODULE, checked, Verdict}).
+    case net_kernel:connect_node(N) of
+        true -> incarnation(Coord);
+        _ -> listed(N)
+    end.
 
 %% Connected to the coordinator's node: the same incarnation (the
 %% coordinator's pid's creation), then whether the coordinator lives.
