@@ -26,8 +26,10 @@
 %%% or a netsplit: it cannot tell which) ends its session at once (trace
 %%% flags and patterns removed), logs a warning naming the staged trace,
 %%% and keeps the trace and its session's summary for the coordinator's
-%%% stop after a reconnection; every ?CHECK_MS it looks for the control
-%%% node (a connection attempt; else that node's host's epmd):
+%%% stop after a reconnection; it asks the epmd of the control node's
+%%% host (at the lost connection's address) whether that node still
+%%% runs, at once then less and less often (2 s doubling to 30 s), and
+%%% the control node itself whenever it connects again (linger/1):
 %%% - no node of that name runs on its host any more (epmd answers
 %%%   without it), or it came back as a new incarnation: the staged
 %%%   trace is removed at once (a notice says so) and the agent ends;
@@ -74,6 +76,8 @@
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2,
          terminate/2]).
 
+-include_lib("kernel/include/net_address.hrl").
+
 -define(PROBES, 16).
 -define(CHUNK, 1048576).
 -define(CALL_TIMEOUT, 60000).
@@ -84,6 +88,7 @@
 %% often it looks for news.
 -define(LINGER_MS, 600000).
 -define(CHECK_MS, 2000).
+-define(CHECK_MAX_MS, 30000).
 
 -record(node, {name :: node(),
                session :: pid() | undefined,   % local session
@@ -101,11 +106,14 @@
 %% coordinator once it is seen alive again, the checker running, when
 %% to check next.
 -record(lg, {coord :: pid(),
+             %% The control node's address (its last connection), for
+             %% its host's epmd: no name resolution on this node.
+             addr :: inet:ip_address() | undefined,
              sum :: term(),
              staged :: string() | undefined,
              deadline :: integer(),
              mon :: reference() | undefined,
-             checker :: {reference(), reference()} | undefined,
+             checker :: {reference(), pid(), reference()} | undefined,
              next = 0 :: non_neg_integer(),
              %% false once the coordinator is known to have ended.
              check = true :: boolean()}).
@@ -837,6 +845,7 @@ agent_start(Coord, Spec, Id) ->
         spawn_monitor(fun() ->
                               _ = erlang:trace(self(), false, [all]),
                               CRef = monitor(process, Coord),
+                              Addr = address(node(Coord)),
                               Out = case Staged of
                                         undefined -> maps:get(output, Spec);
                                         _ -> {file, Staged}
@@ -844,7 +853,7 @@ agent_start(Coord, Spec, Id) ->
                               case local_start(Spec#{output => Out}) of
                                   {ok, S} ->
                                       Caller ! {Ref, ok},
-                                      agent_loop(CRef, S, Staged);
+                                      agent_loop(CRef, S, Staged, Addr);
                                   {error, _} = E -> Caller ! {Ref, E}
                               end
                       end),
@@ -854,14 +863,19 @@ agent_start(Coord, Spec, Id) ->
         {'DOWN', MRef, process, _, Why} -> {error, {agent_down, Why}}
     end.
 
-agent_loop(CRef, S, Staged) ->
+agent_loop(CRef, S, Staged, Addr) ->
     receive
         {?MODULE, From, Ref, stop} ->
             From ! {?MODULE, Ref, beamprobe:stop(S)};
         {?MODULE, From, Ref, info} ->
             From ! {?MODULE, Ref, beamprobe:info(S)},
-            agent_loop(CRef, S, Staged);
+            agent_loop(CRef, S, Staged, Addr);
         {'DOWN', CRef, process, Coord, noconnection} ->
+            %% Its group leader (the erpc caller's) is on the lost node:
+            %% what it logs from now on stays here (forwarded there, a
+            %% log event was a connection attempt to that node, which
+            %% started the native name resolver on this node).
+            ok = local_group_leader(),
             %% The coordinator's node is out of reach (dead, or a
             %% netsplit: this node cannot tell which): the session ends
             %% now, with its trace flags and patterns; its summary and
@@ -877,7 +891,13 @@ agent_loop(CRef, S, Staged) ->
                            "control node ~p was lost: the session here is "
                            "stopped (~ts); ~ts",
                            [node(Coord), sum_text(Sum), kept_text(Staged)]),
-            linger(#lg{coord = Coord, sum = Sum, staged = Staged,
+            ok = net_kernel:monitor_nodes(true, [{node_type, all}]),
+            %% (Back already, before the subscription: as if just now.)
+            _ = case lists:member(node(Coord), nodes(connected)) of
+                    true -> self() ! {nodeup, node(Coord), []};
+                    false -> ok
+                end,
+            linger(#lg{coord = Coord, addr = Addr, sum = Sum, staged = Staged,
                        deadline = erlang:monotonic_time(millisecond) +
                            ?LINGER_MS});
         {'DOWN', CRef, process, _, Why} ->
@@ -885,6 +905,12 @@ agent_loop(CRef, S, Staged) ->
             %% never fetch the staged trace, so it is not left behind.
             _ = beamprobe:stop(S),
             drop_staged(Staged, {coordinator_died, Why})
+    end.
+
+local_group_leader() ->
+    case whereis(user) of
+        undefined -> ok;
+        User -> true = group_leader(User, self()), ok
     end.
 
 sum_text({ok, #{events := E, dropped := #{total := D}}}) ->
@@ -901,23 +927,33 @@ kept_text(Dir) ->
                   [Dir, ?LINGER_MS div 1000]).
 
 %% A disconnected agent's last duty: its session's summary (and staged
-%% trace) to the coordinator's stop or info (stop ends it).  Every
-%% ?CHECK_MS, a checker (check_coord/1, a process of its own: a
-%% connection attempt to an unreachable host takes seconds) finds out
-%% whether the coordinator is still there:
-%% - gone (its node's epmd no longer lists the node, the node came back
-%%   as a new incarnation, or the coordinator is not alive there): no
-%%   stop will ever come, the staged trace is removed now;
-%% - alive: the agent monitors it again and waits for its stop without
-%%   a deadline (as a running session waits), until it dies (removed)
-%%   or the connection is lost again (a new deadline);
-%% - unknown (unreachable): until the deadline, ?LINGER_MS after the
-%%   connection was lost, then the staged trace is removed.
+%% trace) to the coordinator's stop or info (stop ends it).  It finds
+%% out whether the coordinator can still come for them, with a checker
+%% (a process of its own: a host that does not answer takes seconds),
+%% and without a connection attempt of its own (which would resolve the
+%% control node's host name here, and start the native resolver on a
+%% node that is to be left as it was):
+%% - at once, then every ?CHECK_MS, doubling up to ?CHECK_MAX_MS, the
+%%   epmd of the control node's host (at the address of the lost
+%%   connection): if it answers without the node's name, no node of
+%%   that name runs there: the coordinator is gone, the staged trace is
+%%   removed now;
+%% - when the control node connects again (nodeup: its coordinator's
+%%   stop or info, or anything else): a new incarnation of it, or its
+%%   coordinator ended meanwhile: `gone' or `ended'; the coordinator
+%%   alive: the agent monitors it and waits for its stop without a
+%%   deadline (as a running session waits), until it dies (removed) or
+%%   the connection is lost again (a new deadline);
+%% - `ended' (its stop summary named this node's staged trace, not
+%%   fetched, for the operator): kept ?LINGER_MS more, then removed;
+%% - no news: removed at the deadline, ?LINGER_MS after the connection
+%%   was lost.
 linger(#lg{mon = Mon, checker = Ch, deadline = Deadline} = L) ->
     {ChTag, ChMon} = case Ch of
                          undefined -> {none, none};
-                         _ -> Ch
+                         {T, _, M} -> {T, M}
                      end,
+    CNode = node(L#lg.coord),
     Left = max(0, Deadline - erlang:monotonic_time(millisecond)),
     Wait = case {Mon, L#lg.check} of
                {undefined, true} -> min(Left, L#lg.next);
@@ -925,7 +961,9 @@ linger(#lg{mon = Mon, checker = Ch, deadline = Deadline} = L) ->
                _ -> infinity
            end,
     receive
-        {?MODULE, From, Ref, stop} -> From ! {?MODULE, Ref, L#lg.sum};
+        {?MODULE, From, Ref, stop} ->
+            From ! {?MODULE, Ref, L#lg.sum},
+            linger_end(L);
         {?MODULE, From, Ref, info} ->
             From ! {?MODULE, Ref, L#lg.sum},
             linger(L);
@@ -933,39 +971,58 @@ linger(#lg{mon = Mon, checker = Ch, deadline = Deadline} = L) ->
             demonitor(ChMon, [flush]),
             lingered(Verdict, L#lg{checker = undefined});
         {'DOWN', ChMon, process, _, _} ->
-            linger(L#lg{checker = undefined, next = ?CHECK_MS});
+            linger(L#lg{checker = undefined});
+        {nodeup, CNode, _} when Mon =:= undefined, L#lg.check ->
+            %% Connected again: whatever check runs gives way to the one
+            %% that can tell.
+            L1 = stop_checker(L),
+            linger(start_checker(fun() -> incarnation(L#lg.coord) end, L1));
+        {nodeup, _, _} ->
+            linger(L);
+        {nodedown, _, _} ->
+            linger(L);
         {'DOWN', Mon, process, _, noconnection} ->
             logger:warning("beamprobe: cluster session: the connection to its "
                            "control node ~p was lost again; ~ts",
-                           [node(L#lg.coord), kept_text(L#lg.staged)]),
+                           [CNode, kept_text(L#lg.staged)]),
             linger(L#lg{mon = undefined, next = 0,
                         deadline = erlang:monotonic_time(millisecond) +
                             ?LINGER_MS});
         {'DOWN', Mon, process, _, Why} ->
-            drop_staged(L#lg.staged, {coordinator_died, Why})
+            drop_staged(L, {coordinator_died, Why})
     after Wait ->
             case erlang:monotonic_time(millisecond) >= Deadline of
                 true when L#lg.check ->
-                    drop_staged(L#lg.staged,
-                                {control_node_unreachable,
-                                 ?LINGER_MS div 1000});
+                    drop_staged(L, {control_node_unreachable,
+                                    ?LINGER_MS div 1000});
                 true ->
-                    drop_staged(L#lg.staged,
-                                {coordinator_ended, node(L#lg.coord)});
+                    drop_staged(L, {coordinator_ended, CNode});
                 false when Ch =:= undefined, L#lg.check ->
-                    Coord = L#lg.coord,
-                    Self = self(),
-                    Tag = make_ref(),
-                    {_, MRef} = spawn_monitor(
-                                  fun() ->
-                                          Self ! {?MODULE, checked, Tag,
-                                                  check_coord(Coord)}
-                                  end),
-                    linger(L#lg{checker = {Tag, MRef}, next = ?CHECK_MS});
+                    Addr = L#lg.addr,
+                    L1 = start_checker(fun() -> listed(CNode, Addr) end, L),
+                    linger(L1#lg{next = min(?CHECK_MAX_MS,
+                                            max(?CHECK_MS, 2 * L#lg.next))});
                 false ->
-                    linger(L#lg{next = ?CHECK_MS})
+                    linger(L)
             end
     end.
+
+start_checker(F, L) ->
+    Self = self(),
+    Tag = make_ref(),
+    {Pid, MRef} = spawn_monitor(fun() -> Self ! {?MODULE, checked, Tag, F()} end),
+    L#lg{checker = {Tag, Pid, MRef}}.
+
+stop_checker(#lg{checker = undefined} = L) -> L;
+stop_checker(#lg{checker = {_, Pid, MRef}} = L) ->
+    demonitor(MRef, [flush]),
+    exit(Pid, kill),
+    L#lg{checker = undefined}.
+
+%% The agent ends: nothing of it is left running (its checker).
+linger_end(L) ->
+    _ = stop_checker(L),
+    ok.
 
 lingered(alive, #lg{coord = Coord} = L) ->
     logger:notice("beamprobe: cluster session: its control node ~p is back, "
@@ -973,9 +1030,9 @@ lingered(alive, #lg{coord = Coord} = L) ->
                   [node(Coord)]),
     linger(L#lg{mon = monitor(process, Coord)});
 lingered({gone, Why}, L) ->
-    drop_staged(L#lg.staged, Why);
+    drop_staged(L, Why);
 lingered(ended, #lg{staged = undefined} = L) ->
-    drop_staged(undefined, {coordinator_ended, node(L#lg.coord)});
+    drop_staged(L, {coordinator_ended, node(L#lg.coord)});
 lingered(ended, #lg{coord = Coord, staged = Staged} = L) ->
     %% Its stop (or its owner's death) came while this node was out of
     %% reach: its summary names the staged trace (fetch => {error, _},
@@ -989,16 +1046,18 @@ lingered(ended, #lg{coord = Coord, staged = Staged} = L) ->
 lingered(unknown, L) ->
     linger(L).
 
-%% (In a process of its own.)
-check_coord(Coord) ->
-    N = node(Coord),
-    case net_kernel:connect_node(N) of
-        true -> incarnation(Coord);
-        _ -> listed(N)
+%% The address of the connection to node N (undefined: not connected,
+%% or not an IP connection).
+address(N) ->
+    try net_kernel:node_info(N, address) of
+        {ok, #net_address{address = {IP, _Port}}} when is_tuple(IP) -> IP;
+        _ -> undefined
+    catch _:_ -> undefined
     end.
 
-%% Connected to the coordinator's node: the same incarnation (the
-%% coordinator's pid's creation), then whether the coordinator lives.
+%% Connected to the coordinator's node again (over the connection that
+%% node made): the same incarnation (the coordinator's pid's creation),
+%% then whether the coordinator lives.
 incarnation(Coord) ->
     N = node(Coord),
     B = term_to_binary(Coord),
@@ -1015,12 +1074,14 @@ incarnation(Coord) ->
 
 %% Not connected: if the epmd of the node's host answers and does not
 %% list it, no node of that name runs there: the coordinator is gone.
-%% A host or an epmd that does not answer says nothing (a netsplit).
-listed(N) ->
-    [Name, Host] = string:split(atom_to_list(N), "@"),
+%% A host or an epmd that does not answer says nothing (a netsplit), nor
+%% does a node whose distribution does not use epmd.
+listed(_N, undefined) -> unknown;
+listed(N, Addr) ->
+    [Name, _Host] = string:split(atom_to_list(N), "@"),
     case net_kernel:epmd_module() of
         erl_epmd ->
-            case erl_epmd:names(Host) of
+            case erl_epmd:names(Addr) of
                 {ok, Names} ->
                     case lists:keymember(Name, 1, Names) of
                         true -> unknown;
@@ -1031,6 +1092,9 @@ listed(N) ->
         _ -> unknown
     end.
 
+drop_staged(#lg{staged = Staged} = L, Why) ->
+    ok = linger_end(L),
+    drop_staged(Staged, Why);
 drop_staged(Staged, Why) ->
     Removed = case Staged of
                   undefined -> "";
