@@ -1070,11 +1070,12 @@ start_owned(Spec) ->
               end),
     receive {started, R} -> R end.
 
-%% On a node: its processes running beamprobe_cluster's code (cluster
-%% agents).
+%% On a node: its processes running a cluster agent's code (in
+%% beamprobe_cluster before the agent had a module of its own).
 cluster_procs() ->
     [P || P <- processes(),
           case process_info(P, current_function) of
-              {current_function, {beamprobe_cluster, _, _}} -> true;
+              {current_function, {M, _, _}} ->
+                  M =:= beamprobe_cluster orelse M =:= beamprobe_cluster_agent;
               _ -> false
           end].
