@@ -74,7 +74,7 @@
                %% The agent was seen going (its node disconnected, or
                %% it died): {MonotonicMs, Reason}.  A disconnected
                %% agent ends its session and keeps its summary for a
-               %% while (?LINGER_MS), for the stop after a reconnection.
+               %% while (beamprobe_cluster_agent), for the stop after a reconnection.
                lost :: undefined | {integer(), term()}}).
 
 -record(st, {owner :: pid(),
