@@ -36,6 +36,7 @@ struct bp_slot *bp__session_slot_create(struct bp_session *s, int idx)
 	for (int i = 0; i < BP_DROP_COUNT; i++)
 		atomic_init(&sl->drops[i], 0);
 	atomic_init(&sl->late_too_big, 0);
+	atomic_init(&sl->late_limit, 0);
 	sl->index = (uint32_t)idx;
 	/* The mapping is zero-filled: pid_seen starts empty (0 is no pid). */
 	atomic_store_explicit(&s->slots[idx], sl, memory_order_release);
@@ -99,15 +100,13 @@ void bp_session_drops(struct bp_session *s, uint64_t out[BP_DROP_COUNT])
 	for (uint32_t i = 0; i < s->max_slots; i++) {
 		struct bp_slot *sl =
 			atomic_load_explicit(&s->slots[i], memory_order_acquire);
+		uint64_t d[BP_DROP_COUNT];
+
 		if (!sl)
 			continue;
+		bp_slot_drops(sl, d);
 		for (int c = 0; c < BP_DROP_COUNT; c++)
-			out[c] += atomic_load_explicit(&sl->drops[c],
-						       memory_order_relaxed);
-		out[BP_DROP_OVERWRITTEN] += atomic_load_explicit(
-			&sl->ring.evicted, memory_order_relaxed);
-		out[BP_DROP_TOO_BIG] += atomic_load_explicit(
-			&sl->late_too_big, memory_order_relaxed);
+			out[c] += d[c];
 	}
 	out[BP_DROP_NO_BUFFER] +=
 		atomic_load_explicit(&s->noslot_drops, memory_order_relaxed);

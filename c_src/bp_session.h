@@ -90,6 +90,9 @@ struct bp_slot {
 	_Atomic uint64_t drops[BP_DROP_COUNT]; /* written by the producer,
 						* except io_error: collector */
 	_Atomic uint64_t late_too_big; /* collector: could not fit a packet */
+	_Atomic uint64_t late_limit;   /* collector: past the bytes limit
+					* (not drops[limit], the producer's:
+					* one writer each, bp_counter.h) */
 	uint32_t index;                       /* slot number */
 	uint64_t pid_seen[BP_PID_CACHE];      /* producer only; the key
 						* last found or put here is
@@ -284,6 +287,22 @@ static inline struct bp_slot *bp_session_slot(struct bp_session *s)
 static inline void bp_slot_drop(struct bp_slot *sl, enum bp_drop_cause c)
 {
 	bp_counter_add(&sl->drops[c], 1); /* the slot's thread: its only writer */
+}
+
+/* sl's losses by cause: its producer's, with those the collector counts
+ * for it (records evicted, events too big for a packet or past the bytes
+ * limit).  Any thread. */
+static inline void bp_slot_drops(struct bp_slot *sl, uint64_t d[BP_DROP_COUNT])
+{
+	for (int c = 0; c < BP_DROP_COUNT; c++)
+		d[c] = atomic_load_explicit(&sl->drops[c],
+					    memory_order_relaxed);
+	d[BP_DROP_OVERWRITTEN] +=
+		atomic_load_explicit(&sl->ring.evicted, memory_order_relaxed);
+	d[BP_DROP_TOO_BIG] +=
+		atomic_load_explicit(&sl->late_too_big, memory_order_relaxed);
+	d[BP_DROP_LIMIT] +=
+		atomic_load_explicit(&sl->late_limit, memory_order_relaxed);
 }
 
 /* Wakes the collector if it sleeps (see `sleeping').  Any thread. */

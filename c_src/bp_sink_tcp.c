@@ -633,14 +633,13 @@ static uint64_t discarded(struct bp_session *s, uint32_t i)
 {
 	struct bp_slot *sl = atomic_load_explicit(&s->slots[i],
 						  memory_order_acquire);
-	uint64_t n = s->tcp->streams[i].lost;
+	uint64_t n = s->tcp->streams[i].lost, d[BP_DROP_COUNT];
 
 	if (!sl)
 		return n;
-	n += atomic_load_explicit(&sl->ring.evicted, memory_order_relaxed) +
-	     atomic_load_explicit(&sl->late_too_big, memory_order_relaxed);
+	bp_slot_drops(sl, d);
 	for (int c = 0; c < BP_DROP_COUNT; c++)
-		n += atomic_load_explicit(&sl->drops[c], memory_order_relaxed);
+		n += d[c];
 	return n;
 }
 
@@ -772,17 +771,12 @@ static void add_drops(struct bp_session *s)
 
 		if (!sl)
 			continue;
+		bp_slot_drops(sl, d);
 		for (int c = 0; c < BP_DROP_COUNT; c++)
-			any |= d[c] = atomic_load_explicit(
-				&sl->drops[c], memory_order_relaxed);
-		d[BP_DROP_OVERWRITTEN] += atomic_load_explicit(
-			&sl->ring.evicted, memory_order_relaxed);
-		d[BP_DROP_TOO_BIG] += atomic_load_explicit(
-			&sl->late_too_big, memory_order_relaxed);
+			any |= d[c];
 		d[BP_DROP_NO_BUFFER] += noslot;
 		d[BP_DROP_IO_ERROR] += t->streams[i].lost;
-		any |= d[BP_DROP_OVERWRITTEN] | d[BP_DROP_TOO_BIG] |
-		       t->streams[i].lost;
+		any |= t->streams[i].lost;
 		if (!any && !t->streams[i].buf)
 			continue;
 		noslot = 0;

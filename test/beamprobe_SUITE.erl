@@ -26,6 +26,7 @@
          owner_death/1, session_killed/1, stop_restores_all/1, stop_restores_pids/1,
          info_and_list/1, stop_twice/1,
          limit_events/1, limit_seconds/1, limit_bytes/1,
+         limit_bytes_counted/1,
          capture_bounded/1,
          dump_flight_recorder/1, dump_not_flight_recorder/1,
          file_modes/1]).
@@ -54,6 +55,7 @@ groups() ->
                       stop_restores_pids,
                       info_and_list, stop_twice]},
      {limits, [], [limit_events, limit_seconds, limit_bytes,
+                   limit_bytes_counted,
                    capture_bounded]},
      {output, [], [dump_flight_recorder, dump_not_flight_recorder,
                    file_modes, stats_untimed, stats_mixed,
@@ -468,6 +470,45 @@ limit_bytes(Config, Limit) ->
     ?L:pattern_removed([{?W, add, 2}]),
     Evs = trace(Dir),
     ?assertEqual(Events, length([E || #{name := <<"call">>} = E <- Evs])).
+
+%% limits.bytes, every event counted: four processes make all their calls
+%% while traced (the session process is suspended, so nothing removes
+%% their flags), and every call is in the files or a `limit' loss.  The
+%% collector counts the events it refuses, the producers those made after
+%% the stop: two writers of one single-writer counter lost 5 to 25 of
+%% 40,000 counts per session (0498e02).  Limits of 1 byte (no file at
+%% all), 1,000 (a few events) and 100,000.
+limit_bytes_counted(Config) ->
+    [limit_bytes_counted(Config, Limit) || Limit <- [1, 1000, 100000]],
+    ok.
+
+limit_bytes_counted(Config, Limit) ->
+    Dir = dir(Config, "limit_bytes_counted_" ++ integer_to_list(Limit)),
+    N = 20000,
+    Ps = [?W:start_looper(self(), fun() -> ?W:loop_add(N) end)
+          || _ <- [1, 2, 3, 4]],
+    S = start(#{procs => Ps, calls => [{?W, add, 2}], args => full,
+                limits => #{bytes => Limit}, output => {file, Dir}}),
+    ok = sys:suspend(S),
+    ok = ?W:go(Ps),
+    [ok, ok, ok, ok] = ?W:wait_done(Ps, 30000),
+    ok = sys:resume(S),
+    _ = ?L:wait_ended(S, 5000),
+    Sum = stop(S),
+    Files = filelib:wildcard(filename:join(Dir, "thread-*")),
+    OnDisk = lists:sum([filelib:file_size(F) || F <- Files]),
+    #{bytes := Bytes, events := Events} = Sum,
+    ?assertMatch(#{stop_reason := bytes}, Sum),
+    ?assertEqual({calls, 4 * N, Limit},
+                 {calls, Events + total(Sum), Limit}),
+    ?assertEqual({limit, total(Sum)}, {limit, dropped(Sum, limit)}),
+    ?assertEqual(OnDisk, Bytes),
+    ?assert(Bytes =< Limit),
+    Read = case Files of
+               [] -> 0;                          % babeltrace2 wants one
+               _ -> ?L:count(trace(Dir), "call")
+           end,
+    ?assertEqual(Events, Read).
 
 %% A 100 MB binary and a 1M-element list: short args text with "...",
 %% and calls stay fast.
