@@ -460,6 +460,11 @@ void bp_handler_add(struct bp_session *s, struct bp_handler_sink *h,
 		close_batch(h);
 		if (has_credit(h))
 			send_batch(s, h, 0);
+		else if (h->nclosed > BP_HANDLER_CLOSED_MAX)
+			/* What waits is bounded in bytes too (by `batch'
+			 * events only, the 64 KiB events for a handler holding
+			 * its credits piled up to 6.4 GB at batch 100,000). */
+			drop_waiting(s, h);
 	}
 }
 

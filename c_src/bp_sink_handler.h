@@ -16,8 +16,12 @@
  * closed (at most this plus one event, ~130 KiB with the largest
  * capture) and the next one opened.  Closed batches wait for a credit
  * each; the events waiting, closed and open, are at most batch_max, as
- * one open batch was before: only then is what waits dropped. */
+ * one open batch was before, and the closed batches at most
+ * BP_HANDLER_CLOSED_MAX: past either, what waits is dropped (counted as
+ * slow_output).  So a sink holds at most about credits_max + 17 MiB of
+ * terms: its batches in flight, closed and open. */
 #define BP_HANDLER_BATCH_BYTES (1u << 20)
+#define BP_HANDLER_CLOSED_MAX 16
 /* At the session's end the closed batches wait this long at most for
  * their credits (then they are dropped, counted as slow_output). */
 #define BP_HANDLER_FINISH_NS 1000000000ull

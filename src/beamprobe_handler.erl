@@ -37,7 +37,8 @@
 %%% (counted, and reported to it as a `dropped' event), never memory: its
 %%% mailbox holds at most `credits' batches of at most `batch' events and
 %%% about 1 MiB each (a batch that reaches that size ends there, and the
-%%% events after it wait for the next credit; docs/design.md).
+%%% events after it wait for the next credit, in 16 such batches at most;
+%%% docs/design.md).
 %%%
 %%% `handle_events/2' returning `{stop, State}' ends the session (stop
 %%% reason `handler_stop'; `terminate/2' is called with `stop').  A

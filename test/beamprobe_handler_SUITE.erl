@@ -21,7 +21,7 @@
          handler_every_event/1, handler_told_every_loss/1,
          handler_order_across_threads/1,
          handler_order_collector_paused/1, stop_reads_nothing_in_caller/1,
-         several_sinks/1, sink_filter/1, handler_batch_bytes/1,
+         several_sinks/1, sink_filter/1, handler_batch_bytes/1, handler_waiting_bytes/1,
          handler_finish_wait_shared/1,
          concurrent_sessions/1, clear_restores/1, remote_shell/1]).
 %% Peer-side helper (spawned by MFA).
@@ -60,6 +60,7 @@ groups() ->
                      handler_order_collector_paused,
                      stop_reads_nothing_in_caller,
                      several_sinks, sink_filter, handler_batch_bytes,
+                     handler_waiting_bytes,
                      handler_finish_wait_shared]},
      {sessions, [], [concurrent_sessions, clear_restores]}].
 
@@ -380,6 +381,55 @@ handler_batch_bytes(_Config) ->
     %% 1 MiB and one event (64 KiB of text and its map) at most.
     ?assert(lists:max(Sizes) =< 1024 * 1024 + 80 * 1024),
     ?assert(length(Sizes) >= 10),
+    unlink(P),
+    exit(P, kill).
+
+%% What a handler sink holds is bounded in bytes, not only by `batch'
+%% events: 1,000 calls of 64 KiB arguments (about 70 MB of maps) for a
+%% handler holding its one credit (a batch takes it 30 s), batch 100,000.
+%% The collector kept every one in closed batches of 1 MiB waiting for
+%% credits (erlang:memory(binary) grew by 68 MB); now at most
+%% BP_HANDLER_CLOSED_MAX (16) closed batches wait, then what waits is
+%% dropped, counted as slow_output (c_src/bp_sink_handler.h).
+handler_waiting_bytes(_Config) ->
+    Old = application:get_env(beamprobe, handler_stop_timeout),
+    ok = application:set_env(beamprobe, handler_stop_timeout, 100),
+    try waiting_bytes()
+    after
+        case Old of
+            {ok, V} -> application:set_env(beamprobe, handler_stop_timeout, V);
+            undefined -> application:unset_env(beamprobe, handler_stop_timeout)
+        end
+    end.
+
+waiting_bytes() ->
+    N = 1000,
+    P = big_caller(N),
+    Bin0 = erlang:memory(binary),
+    S = start(#{procs => [P], calls => [{?MODULE, big, 1}], return => false,
+                args => full, buffer => 32 * 1024 * 1024,
+                capture => ?MAX_CAPTURE,
+                output => {handler, ?H, #{parent => self(), sleep => 30000},
+                           #{batch => 100000, credits => 1}}}),
+    P ! go,
+    %% Every call recorded and given to the handler sink.
+    _ = ?L:wait_until(fun() ->
+                              {ok, #{events := E}} = beamprobe:info(S),
+                              E >= N
+                      end, 30000),
+    Held = erlang:memory(binary) - Bin0,
+    {ok, #{handlers := [#{dropped := Dropped0}]}} = beamprobe:info(S),
+    Sum = stop(S),
+    ct:log("held ~b bytes of binaries once the ~b calls were given; "
+           "dropped then ~b~nsummary: ~p", [Held, N, Dropped0, Sum]),
+    #{handlers := [#{delivered := D, dropped := Dr, in_flight := F,
+                     slow_output := Slow}]} = Sum,
+    ?assertEqual(N, D + Dr + F),
+    ?assert(Slow > 0),
+    %% 17 batches of about 1 MiB waiting and one in flight, with room to
+    %% spare (the binaries of the ring's events are not counted here).
+    ?assert(Held < 24 * 1024 * 1024 orelse
+            ct:fail({held_bytes, Held, N}) =:= ok),
     unlink(P),
     exit(P, kill).
 
