@@ -134,6 +134,9 @@ static uint64_t stream_keep(const struct bp_ctf_stream *st, uint64_t more)
 	const struct bp_dio *d = &st->dio;
 	uint64_t end = d->len + (st->nevents ? st->len : 0) + more + KEEP_FIXED;
 
+	if (d->buf && !d->direct)
+		return KEEP_FIXED; /* page-cache writes: never padded, and
+				      never direct again (bp_dio.h) */
 	if (end - d->done >= BP_DIO_SYNC_MIN ||
 	    (d->cap && d->cap < end + d->rec_max + BP_DIO_ALIGN))
 		return KEEP_FIXED + BP_DIO_ALIGN;
@@ -167,8 +170,9 @@ static int within_limit(const struct bp_session *s,
 		grow += 2 * BP_PACKET_HEADER_SIZE;
 	else if (!st->nevents)
 		grow += st->len + (st->seq == 0 ? BP_PACKET_HEADER_SIZE : 0);
-	else if (st->len + len > st->cap)
-		grow += BP_DIO_ALIGN + BP_PACKET_HEADER_SIZE; /* a new packet */
+	else if (st->len + len > st->cap) /* a new packet, the last padded */
+		grow += (st->dio.direct ? BP_DIO_ALIGN : 0) +
+			BP_PACKET_HEADER_SIZE;
 	return s->file_proj - share + stream_size(st) + grow +
 		       stream_keep(st, grow) <=
 	       s->byte_limit;

@@ -26,10 +26,13 @@
          owner_death/1, session_killed/1, stop_restores_all/1, stop_restores_pids/1,
          info_and_list/1, stop_twice/1,
          limit_events/1, limit_seconds/1, limit_bytes/1,
-         limit_bytes_counted/1,
+         limit_bytes_counted/1, limit_bytes_page_cache/1,
          capture_bounded/1,
          dump_flight_recorder/1, dump_not_flight_recorder/1,
          file_modes/1]).
+
+%% Run in a peer node by limit_bytes_page_cache.
+-export([page_cache_session/2]).
 
 -define(W, beamprobe_workload).
 -define(L, beamprobe_test_lib).
@@ -55,7 +58,7 @@ groups() ->
                       stop_restores_pids,
                       info_and_list, stop_twice]},
      {limits, [], [limit_events, limit_seconds, limit_bytes,
-                   limit_bytes_counted,
+                   limit_bytes_counted, limit_bytes_page_cache,
                    capture_bounded]},
      {output, [], [dump_flight_recorder, dump_not_flight_recorder,
                    file_modes, stats_untimed, stats_mixed,
@@ -509,6 +512,52 @@ limit_bytes_counted(Config, Limit) ->
                _ -> ?L:count(trace(Dir), "call")
            end,
     ?assertEqual(Events, Read).
+
+%% limits.bytes where the files are written through the page cache
+%% (BEAMPROBE_NO_DIRECT_IO, as on a file system without O_DIRECT): no
+%% packet is ever padded there, so no room is kept for a block's padding
+%% (4 KiB per file and per packet), which stopped sessions early: 10
+%% calls of 64 KiB arguments (about 66 KB per event), a 133,000-byte
+%% limit, got 1 event written where 2 fit (131,515 bytes with the room
+%% for the drops event, 166).
+limit_bytes_page_cache(Config) ->
+    Dir = dir(Config, "limit_bytes_page_cache"),
+    {Peer, Node} = ?L:env_peer(?MODULE, [{"BEAMPROBE_NO_DIRECT_IO", "1"}]),
+    try
+        Limit = 133000,
+        Sum = erpc:call(Node, ?MODULE, page_cache_session, [Dir, Limit],
+                        60000),
+        ct:log("summary: ~p", [Sum]),
+        Files = filelib:wildcard(filename:join(Dir, "thread-*")),
+        OnDisk = lists:sum([filelib:file_size(F) || F <- Files]),
+        #{bytes := Bytes, events := Events} = Sum,
+        ?assertMatch(#{stop_reason := bytes}, Sum),
+        ?assertEqual(10, Events + total(Sum)),
+        ?assertEqual(OnDisk, Bytes),
+        ?assert(Bytes =< Limit),
+        ?assertEqual({events, 2, Bytes}, {events, Events, Bytes}),
+        ?assertEqual(Events, ?L:count(trace(Dir), "call"))
+    after
+        peer:stop(Peer)
+    end.
+
+%% @doc In the peer: one process makes 10 calls of a 70,000-byte binary
+%% while traced (the session suspended); the session's summary.
+page_cache_session(Dir, Limit) ->
+    {ok, _} = application:ensure_all_started(beamprobe),
+    Big = binary:copy(<<"x">>, 70000),
+    P = ?W:start_looper(self(), fun() -> [?W:sink(Big) || _ <- lists:seq(1, 10)],
+                                         ok end),
+    S = start(#{procs => [P], calls => [{?W, sink, 1}], args => full,
+                capture => #{bytes => 65536, binary => 65536},
+                limits => #{bytes => Limit}, output => {file, Dir}}),
+    ok = sys:suspend(S),
+    ok = ?W:go([P]),
+    [ok] = ?W:wait_done([P], 30000),
+    ok = sys:resume(S),
+    _ = ?L:wait_ended(S, 5000),
+    {ok, Sum} = beamprobe:stop(S),
+    Sum.
 
 %% A 100 MB binary and a 1M-element list: short args text with "...",
 %% and calls stay fast.
