@@ -344,8 +344,8 @@ void bp_follow_call(ErlNifEnv *env, struct bp_session *s,
 	if (argv[0] == bp_atom.call) {
 		/* The caller's seq_trace token is the application's: the
 		 * root's match spec left it alone (beamprobe_follow,
-		 * root_ms/1) and the call is not followed.  (Its return
-		 * comes as one of no request: outside.) */
+		 * root_ms/1) and the call is not followed.  (Nor is its
+		 * return traced: no event here, no count.) */
 		if (!h && is_labelled(env, argv[4])) {
 			count(f, BP_FC_LABELLED);
 			return;

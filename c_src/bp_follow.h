@@ -13,7 +13,7 @@
  *                         proc[P] = R, own[P] = R; none if P carries a
  *                         seq_trace label of its own (the root's match
  *                         spec left it as it was and said so: counted
- *                         as labelled)
+ *                         as labelled; its return is not traced)
  *   send by P             of proc[P]; msg[(P, serial)] = R, or for a
  *                         receiver X on another node msg[(X, serial)] = R
  *   receive by Q of a     msg[(From, serial)] (taken out), else Q's

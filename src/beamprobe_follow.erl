@@ -30,7 +30,7 @@
 %%% calls the root (the application's, or another tool's: anything but a
 %%% follow label) is not taken over: its token is left as it was, that
 %%% call is not followed, and it is counted (`requests' `labelled' in
-%%% info/1 and the summary; the call's return counts as `outside').
+%%% info/1 and the summary; the call's return is not traced).
 %%%
 %%% So only the request's messages are recorded: a send only while its
 %%% sender works for a followed request (it took a labelled message last,
@@ -475,34 +475,35 @@ new_label() ->
 %% any other label is the application's (seq_trace used by it, or by
 %% another tool): its token is left as it was (label and flags; before,
 %% the root's call overwrote the label, and the application's messages
-%% went on carrying beamprobe's label instead of its own), and the call
+%% went on carrying beamprobe's label instead of its own), the call
 %% event says so (`beamprobe_follow_labelled'): the NIF does not follow
-%% it and counts it (`requests' `labelled', c_src/bp_follow.c).  A match
-%% spec guard cannot read the token's label, so the second clause picks
-%% each value by whether the label is a follow label: element 1 (take
-%% it) or 2 (keep the token's own) of a pair.
+%% it and counts it (`requests' `labelled', c_src/bp_follow.c), and its
+%% return is not traced: it is no event of the session (before, each
+%% counted as `outside', or once the tables had been full as a
+%% `request_table' loss).  A match spec guard cannot read the token's
+%% label (get_seq_token is an action), so the second clause does its
+%% actions under `andalso' on whether the label is a follow label: none
+%% of them runs for the application's.  Its label is never written back
+%% either: `set_seq_token' keeps a pointer to a boxed label, and the one
+%% get_seq_token returns is a copy on the match spec's temporary heap
+%% (writing the token's own label back through it, as this match spec
+%% did, left a tuple label such as `{my_app, x}' pointing at freed
+%% memory: the VM crashed at the caller's next send, "eheap_alloc:
+%% Cannot allocate 17549897388816 bytes", app_label_returns).
 root_ms(Label) ->
-    Token = {get_seq_token},
-    Cur = {element, 2, Token},
-    Flags = {element, 1, Token},
+    Cur = {element, 2, {get_seq_token}},
     IsFollow = {'andalso', {is_integer, Cur},
                 {'==', {'bsr', Cur, 48}, ?LABEL_MAGIC}},
-    Pick = fun(Follow, Own) ->
-                   {element, {map_get, IsFollow, {const, #{true => 1, false => 2}}},
-                    {{Follow, Own}}}
-           end,
-    [{'_', [{'not', {is_seq_trace}}],
-      [{set_seq_token, label, Label},
-       {set_seq_token, send, true},
-       {set_seq_token, 'receive', true},
-       {return_trace}]},
+    Follow = [{set_seq_token, label, Label},
+              {set_seq_token, send, true},
+              {set_seq_token, 'receive', true},
+              {return_trace}],
+    [{'_', [{'not', {is_seq_trace}}], Follow},
      {'_', [],
-      [{set_seq_token, label, Pick(Label, Cur)},
-       %% The token's flags as integers (OTP 25): send 1, receive 2.
-       {set_seq_token, send, Pick(true, {'=/=', {'band', Flags, 1}, 0})},
-       {set_seq_token, 'receive', Pick(true, {'=/=', {'band', Flags, 2}, 0})},
-       {message, Pick(true, beamprobe_follow_labelled)},
-       {return_trace}]}].
+      [{message, {element, {map_get, IsFollow,
+                            {const, #{true => 1, false => 2}}},
+                  {{true, beamprobe_follow_labelled}}}},
+       list_to_tuple(['andalso', IsFollow | Follow])]}].
 
 %% A process that removes what this session installed if it dies without
 %% doing so (killed: terminate/2 does not run), as the janitor does for a

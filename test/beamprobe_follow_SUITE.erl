@@ -15,7 +15,8 @@
          bad_specs/1, owner_dies/1, seq_tracer_taken/1, seq_tracer_replaced/1,
          request_events/1, request_ms/1, request_table/1,
          root_serves_others/1, root_takes_unrelated/1, process_table_full/1,
-         two_at_once/1, foreign_labels/1, app_label_kept/1, spawned_worker/1]).
+         two_at_once/1, foreign_labels/1, app_label_kept/1, app_label_returns/1,
+         spawned_worker/1]).
 
 -define(L, beamprobe_test_lib).
 -define(F, beamprobe_follow_lib).
@@ -26,6 +27,7 @@ all() ->
      owner_dies, seq_tracer_taken, seq_tracer_replaced, request_events,
      request_ms, request_table, root_serves_others, root_takes_unrelated,
      process_table_full, two_at_once, foreign_labels, app_label_kept,
+     app_label_returns,
      spawned_worker].
 
 init_per_suite(Config) ->
@@ -581,6 +583,59 @@ app_label_kept(Config) ->
     ?assertMatch({match, _}, re:run(Out, "^Not followed: 2 root calls whose "
                                     "caller carried a seq_trace label of its own",
                                     [multiline])).
+
+%% The returns of root calls not followed for the caller's own label
+%% are no events of the session: neither `outside' nor, once the tables
+%% have been full (a chain through more processes than requests => 1
+%% holds), a `request_table' loss.  A process carrying `{my_app, x}'
+%% calls the root 20 times before the tables fill and 20 times after.
+%% Before, each such return counted: outside 20 (then 20 more
+%% request_table losses that were none).
+app_label_returns(Config) ->
+    Dir = ?L:dir(Config, "f"),
+    Echo = spawn(?W, echo, []),
+    Fs = [spawn(?W, forward, []) || _ <- lists:seq(1, 12)],
+    {ok, H} = ?F:ask_follow(Dir, #{requests => 1}),
+    Self = self(),
+    N = 20,
+    Labelled = fun(Id0) ->
+                       P = spawn(fun() ->
+                                         _ = seq_trace:set_token([]),
+                                         seq_trace:set_token(label, {my_app, x}),
+                                         [1 = ?W:ask(Echo, {Id0 + I, [0]})
+                                          || I <- lists:seq(1, N)],
+                                         Self ! {asked, self(), seq_trace:get_token()}
+                                 end),
+                       receive {asked, P, Tok} -> ?assertMatch({_, {my_app, x}, _, _, _}, Tok) end,
+                       %% (This process took its answer, and its label.)
+                       _ = seq_trace:set_token([])
+               end,
+    Counts = fun() ->
+                     {ok, #{requests := Rq, dropped := Dr}} = beamprobe:info(H),
+                     {maps:get(labelled, Rq), maps:get(outside, Rq),
+                      maps:get(request_table, Dr)}
+             end,
+    Labelled(100),
+    C1 = Counts(),
+    ct:pal("after ~b labelled root calls: {labelled, outside, request_table} = ~p",
+           [N, C1]),
+    ?assertEqual({N, 0, 0}, C1),
+    spawn(fun() -> Self ! {asked, ?W:ask(none, {chain, Fs})} end),
+    receive {asked, 12} -> ok end,
+    %% (Its answer carried the follow label: not into info/1's call.)
+    _ = seq_trace:set_token([]),
+    {N, O2, T2} = Counts(),
+    ct:pal("tables full: outside ~b, request_table ~b", [O2, T2]),
+    ?assert(T2 >= 9),
+    Labelled(200),
+    C3 = Counts(),
+    ct:pal("after ~b more: ~p", [N, C3]),
+    ?assertEqual({2 * N, O2, T2}, C3),
+    {ok, Sum} = beamprobe:stop(H),
+    ct:pal("~p", [Sum]),
+    ?F:assert_clean(Config),
+    ?assertMatch(#{requests := #{labelled := 40, started := 1, outside := O2},
+                   dropped := #{request_table := T2}}, Sum).
 
 %% A root that spawns a worker to do the work: on OTP 25 a spawn is a
 %% spawn_request message (labelled, so the worker works for the request)
