@@ -131,20 +131,43 @@ check(S) ->
 %% a process left `silent' with no tracer by such a clause takes the
 %% node down at the next send trace set on all processes (a segfault in
 %% the VM, with no beamprobe involved once the flag is set).
+%% An action is found anywhere in a body, not only at its top: the VM
+%% runs one nested in another's argument (`{message, {silent, true}}'
+%% made the process silent for every session and tool).
 actions(#{force := true} = S) -> {ok, S};
 actions(#{calls := Calls, messages := Msgs} = S) ->
     MSs = [MS || {{_, _, _}, MS} <- Calls, is_list(MS)] ++
           [MS || {_, MS} <- Msgs, is_list(MS)],
     case [A || MS <- MSs, {_, _, Body} <- MS, is_list(Body),
-               A <- Body, flag_action(A)] of
+               A <- lists:append([flag_actions(E) || E <- Body])] of
         [] -> {ok, S};
         [A | _] -> {error, {flag_action, A}}
     end.
 
-flag_action(A) when is_tuple(A), tuple_size(A) >= 1 ->
-    lists:member(element(1, A), [silent, trace, enable_trace, disable_trace]);
-flag_action(A) -> lists:member(A, [silent, trace, enable_trace,
-                                   disable_trace]).
+-define(FLAG_ACTIONS, [silent, trace, enable_trace, disable_trace]).
+
+%% The flag actions in body expression E, outermost first: E itself
+%% (a tuple naming one is a call of it, as is the bare atom at the top),
+%% and those in its arguments, a tuple literal's elements ({{...}}) and
+%% a list's; nothing inside {const, _}.
+flag_actions(A) when is_atom(A) ->
+    [A || lists:member(A, ?FLAG_ACTIONS)];
+flag_actions(E) -> nested_flag_actions(E).
+
+nested_flag_actions({const, _}) -> [];
+nested_flag_actions({T}) when is_tuple(T) ->
+    lists:append([nested_flag_actions(X) || X <- tuple_to_list(T)]);
+nested_flag_actions(T) when is_tuple(T), tuple_size(T) >= 1 ->
+    [T || lists:member(element(1, T), ?FLAG_ACTIONS)] ++
+        lists:append([nested_flag_actions(X)
+                      || X <- tl(tuple_to_list(T))]);
+nested_flag_actions(L) when is_list(L) ->
+    lists:append([nested_flag_actions(X) || X <- improper_to_list(L)]);
+nested_flag_actions(_) -> [].
+
+improper_to_list([H | T]) -> [H | improper_to_list(T)];
+improper_to_list([]) -> [];
+improper_to_list(X) -> [X].
 
 run([], S) -> {ok, maps:remove(output, S)};
 run([F | Fs], S) ->

@@ -396,7 +396,28 @@ flag_actions_test_() ->
                             v(#{calls => [{{lists, seq, 2}, MS(A)}],
                                 output => Out}))
               || A <- Bad] ++
-             [?_assertEqual({error, {flag_action, {silent, true}}},
+             %% Nested in another action's argument, the VM runs it too
+             %% ({message, {silent, true}} made the process silent for
+             %% every session and tool): found at any depth, in tuple
+             %% literals ({{...}}) and lists, not in {const, _}.
+             [?_assertEqual({error, {flag_action, A}},
+                            v(#{calls => [{{lists, seq, 2}, MS(Wrap)}],
+                                output => Out}))
+              || {Wrap, A} <-
+                     [{{message, {silent, true}}, {silent, true}},
+                      {{message, {{ok, {trace, [], [send]}}}},
+                       {trace, [], [send]}},
+                      {{message, [a, {enable_trace, call}]},
+                       {enable_trace, call}},
+                      {{display, {disable_trace, self(), call}},
+                       {disable_trace, self(), call}},
+                      {{message, ['$1' | {silent, false}]}, {silent, false}}]] ++
+             [?_assertMatch({ok, _},
+                            v(#{calls => [{{lists, seq, 2},
+                                           MS({message,
+                                               {const, {silent, true}}})}],
+                                output => Out})),
+              ?_assertEqual({error, {flag_action, {silent, true}}},
                             v(#{events => [send],
                                 messages => [{send, MS({silent, true})}],
                                 output => Out})),
