@@ -517,7 +517,11 @@ var(A) ->
         _ -> false
     end.
 
-%% A guard or body expression with the clause's variables replaced.
+%% A guard or body expression with the clause's variables replaced.  An
+%% action with an effect nested in an expression (`{message, {silent,
+%% true}}', `{message, {return_trace}}': the VM runs it) is not combined:
+%% the route does not know of it (a return nobody's frame asked for).
+subst({T}, _B) when is_atom(T) -> nested_action({T});
 subst('$_', B) -> maps:get({args}, B, '$1');
 subst('$$', B) ->
     [P || {_, P} <- lists:sort([{list_to_integer(tl(atom_to_list(V))), P}
@@ -536,6 +540,15 @@ subst({T}, B) when is_tuple(T) ->
     {list_to_tuple([subst(E, B) || E <- tuple_to_list(T)])};
 subst(T, B) when is_tuple(T), tuple_size(T) >= 1 ->
     [F | Args] = tuple_to_list(T),
+    _ = nested_action(T),
     list_to_tuple([F | [subst(E, B) || E <- Args]]);
 subst(L, B) when is_list(L) -> [subst(E, B) || E <- L];
 subst(X, _B) -> X.
+
+nested_action(T) ->
+    case lists:member(element(1, T),
+                      [message, return_trace, exception_trace, silent, trace,
+                       enable_trace, disable_trace, set_seq_token, set_tcw]) of
+        true -> throw({unsupported, {action, T}});
+        false -> T
+    end.

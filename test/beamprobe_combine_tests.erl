@@ -190,6 +190,12 @@ refused_test() ->
                    {['_'], [], [{silent, true}]},
                    {['_'], [], [{message, false}]},
                    {['_'], [], [{set_seq_token, label, 1}]},
+                   %% The same nested in the call event's message: the VM
+                   %% runs them too (a return no route knows of).
+                   {['_'], [], [{message, {return_trace}}]},
+                   {['_'], [], [{message, {{ok, {silent, true}}}}]},
+                   {['$1'], [], [{message, ['$1', {set_seq_token, label, 1}]}]},
+                   {['_'], [], [{message, {message, true}}]},
                    {[#{'$1' => 1}], [], []},
                    {['_'], [{'>', '$3', 1}], []}]].
 
