@@ -134,15 +134,52 @@ check(S) ->
 %% An action is found anywhere in a body, not only at its top: the VM
 %% runs one nested in another's argument (`{message, {silent, true}}'
 %% made the process silent for every session and tool).
-actions(#{force := true} = S) -> {ok, S};
+%%
+%% A seq_trace label that the match spec builds (a tuple, a bignum, ...:
+%% anything but an atom, a small integer or an argument, `$N') is refused
+%% even with force => true: on OTP 25 `set_seq_token' keeps a pointer into
+%% the match spec's scratch heap, and the node dies at the process's next
+%% send or GC ("eheap_alloc: Cannot allocate 17577028086376 bytes"; the
+%% same with no beamprobe involved).
 actions(#{calls := Calls, messages := Msgs} = S) ->
     MSs = [MS || {{_, _, _}, MS} <- Calls, is_list(MS)] ++
           [MS || {_, MS} <- Msgs, is_list(MS)],
-    case [A || MS <- MSs, {_, _, Body} <- MS, is_list(Body),
-               A <- lists:append([flag_actions(E) || E <- Body])] of
-        [] -> {ok, S};
-        [A | _] -> {error, {flag_action, A}}
+    Bodies = [Body || MS <- MSs, {_, _, Body} <- MS, is_list(Body)],
+    Unsafe = [A || Body <- Bodies, E <- Body, A <- unsafe_labels(E)],
+    Flags = [A || Body <- Bodies, E <- Body, A <- flag_actions(E)],
+    case {Unsafe, Flags, S} of
+        {[A | _], _, _} -> {error, {unsafe_label, A}};
+        {[], _, #{force := true}} -> {ok, S};
+        {[], [], _} -> {ok, S};
+        {[], [A | _], _} -> {error, {flag_action, A}}
     end.
+
+%% The `set_seq_token' actions in body expression E that set a label the
+%% match spec builds (see actions/1).
+unsafe_labels({const, _}) -> [];
+unsafe_labels({set_seq_token, label, V} = A) ->
+    [A || not safe_label(V)] ++ unsafe_labels(V);
+unsafe_labels({T}) when is_tuple(T) ->
+    lists:append([unsafe_labels(X) || X <- tuple_to_list(T)]);
+unsafe_labels(T) when is_tuple(T), tuple_size(T) >= 1 ->
+    lists:append([unsafe_labels(X) || X <- tl(tuple_to_list(T))]);
+unsafe_labels(L) when is_list(L) ->
+    lists:append([unsafe_labels(X) || X <- improper_to_list(L)]);
+unsafe_labels(_) -> [].
+
+safe_label(V) when is_atom(V) ->
+    case atom_to_list(V) of
+        "$_" -> false;
+        "$$" -> false;
+        _ -> true          % an atom, or an argument's variable ('$1')
+    end;
+safe_label({const, V}) -> safe_label_const(V);
+safe_label(V) -> safe_label_const(V).
+
+safe_label_const(V) when is_atom(V) -> true;
+safe_label_const(V) when is_integer(V) ->
+    V >= -(1 bsl 59) andalso V < 1 bsl 59;    % a small integer
+safe_label_const(_) -> false.
 
 -define(FLAG_ACTIONS, [silent, trace, enable_trace, disable_trace]).
 
@@ -770,6 +807,12 @@ format_error({no_such_function, {M, F, A}}) ->
     f("~tp:~tp/~p does not exist", [M, F, A]);
 format_error({no_match, MFA}) ->
     f("pattern ~tP matches no function", [MFA, ?SHOW]);
+format_error({unsafe_label, A}) ->
+    f("match spec action ~tP sets a seq_trace label the match spec builds: "
+      "OTP 25 keeps a pointer to it that dies with the match spec's run, "
+      "and the node crashes at the process's next send or garbage "
+      "collection; use an atom, a small integer or an argument ('$1')",
+      [A, ?SHOW]);
 format_error({flag_action, A}) ->
     f("match spec action ~tP changes trace flags: it takes them from other "
       "tools, outlives the session (nothing undoes it), and `silent' can "

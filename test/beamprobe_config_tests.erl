@@ -434,6 +434,46 @@ flag_actions_test_() ->
                               {flag_action, {silent, true}}))]
      end}.
 
+%% A seq_trace label the match spec builds crashes an OTP 25 node (the
+%% token keeps a pointer into the match spec's scratch heap: "eheap_alloc:
+%% Cannot allocate 17577028086376 bytes" at the next send; the old check
+%% accepted all of these, with or without force): refused even with force,
+%% at any depth; atoms, small integers and arguments are fine.
+unsafe_labels_test_() ->
+    {setup, fun setup/0, fun cleanup/1,
+     fun(Base) ->
+             Out = out(Base, "ul"),
+             MS = fun(A) -> [{['$1'], [], [A]}] end,
+             V = fun(A, Force) ->
+                         v(#{calls => [{{lists, reverse, 1}, MS(A)}],
+                             force => Force, output => Out})
+                 end,
+             Bad = [{set_seq_token, label, {{my_app, x}}},
+                    {set_seq_token, label, {const, {my_app, x}}},
+                    {set_seq_token, label, 100000000000000000000000},
+                    {set_seq_token, label, {get_seq_token}},
+                    {set_seq_token, label, '$_'},
+                    {set_seq_token, label, [a]},
+                    {set_seq_token, label, <<"l">>}],
+             [?_assertEqual({error, {unsafe_label, A}}, V(A, F))
+              || A <- Bad, F <- [false, true]] ++
+             [?_assertEqual({error, {unsafe_label, hd(Bad)}},
+                            V({message, {{ok, hd(Bad)}}}, true)),
+              ?_assertEqual({error, {unsafe_label, hd(Bad)}},
+                            v(#{events => [send],
+                                messages => [{send, MS(hd(Bad))}],
+                                output => Out}))] ++
+             [?_assertMatch({ok, _}, V(A, false))
+              || A <- [{set_seq_token, label, my_label},
+                       {set_seq_token, label, 17},
+                       {set_seq_token, label, {const, 17}},
+                       {set_seq_token, label, '$1'},
+                       {set_seq_token, serial, {{1, 2}}}]] ++
+             [?_assertMatch("match spec action {set_seq_token,label," ++ _,
+                            beamprobe_config:format_error(
+                              {unsafe_label, hd(Bad)}))]
+     end}.
+
 %% A fun typed in the shell whose match spec is not valid: an error to
 %% return, not a throw out of calls/2 (it killed the shell's evaluator).
 shell_fun_invalid_ms_test() ->
