@@ -309,6 +309,19 @@ BP_EVENTS(BP__FLDENUMS)
 /* Names of the drop causes, indexed by enum bp_drop_cause. */
 extern const char *const bp_drop_cause_names[BP_DROP_COUNT];
 
+/*
+ * Env key the session adds to its metadata when it stops (with
+ * `stream_files', c_src/bp_output.c; docs/format.md, "Metadata"): the
+ * session's losses per cause, "ring_full=N,overwritten=N,...", every
+ * cause of BP_DROP_CAUSES by its bp_drop_cause_names name, in that order
+ * (what the summary's `dropped' says of them).  Readers take it as the
+ * true totals: losses with no stream file to be told in (a thread that
+ * only lost events, a bytes limit no file fit in, stream files that
+ * could not be created) are in it and in no "drops" event.  A cause
+ * name a reader does not know is counted, not named.
+ */
+#define BP_ENV_SESSION_LOST "session_lost"
+
 /* Key/value pairs written into the metadata's env block. */
 struct bp_env_entry {
 	const char *key;

@@ -281,6 +281,23 @@ ERL_NIF_TERM bp_output_create_file(ErlNifEnv *env, ERL_NIF_TERM file)
 	return bp_atom.ok;
 }
 
+/* Env session_lost (bp_format.h): the session's losses per cause. */
+static int record_losses(struct bp_session *s)
+{
+	/* "cause=N," is at most 16 + 1 + 20 + 1 bytes a cause. */
+	char v[BP_DROP_COUNT * 38 + 1];
+	uint64_t d[BP_DROP_COUNT];
+	size_t n = 0;
+
+	bp_session_drops(s, d);
+	v[0] = '\0';
+	for (int c = 0; c < BP_DROP_COUNT; c++)
+		n += (size_t)snprintf(v + n, sizeof v - n, "%s%s=%" PRIu64,
+				      c ? "," : "", bp_drop_cause_names[c],
+				      d[c]);
+	return bp_ctf_add_env_at(s->dirfd, BP_ENV_SESSION_LOST, v);
+}
+
 int bp_output_record_streams(struct bp_session *s)
 {
 	/* ",thread-N:B:E:A" is at most 1 + 7 + 10 + 3 * 21 = 81 bytes. */
@@ -291,6 +308,9 @@ int bp_output_record_streams(struct bp_session *s)
 
 	if (!s->has_file || s->dirfd < 0 || !s->streams)
 		return 0;
+	/* First the losses: stream_files stays first in the env block. */
+	if ((err = record_losses(s)) != 0)
+		return err;
 	if (!(v = malloc(cap)))
 		return ENOMEM;
 	v[0] = '\0';

@@ -34,7 +34,10 @@ int bp_output_write_metadata(ErlNifEnv *env, struct bp_session *s,
 
 /* Records in s's metadata the stream files as they are now that the
  * collector has closed them: env `stream_files' (docs/format.md,
- * "Metadata"), so that a reader can tell one deleted or cut afterwards.
+ * "Metadata"), so that a reader can tell one deleted or cut afterwards,
+ * and the session's losses per cause, env `session_lost' (bp_format.h),
+ * so that it can tell losses no stream file holds (a bytes limit no
+ * file fit in, a thread that only lost events, files not creatable).
  * The collector thread, at the end of bp_collector_finish.  0 or an
  * errno value. */
 int bp_output_record_streams(struct bp_session *s);

@@ -27,7 +27,7 @@
          info_and_list/1, stop_twice/1,
          limit_events/1, limit_seconds/1, limit_bytes/1,
          limit_bytes_counted/1, limit_bytes_page_cache/1,
-         capture_bounded/1,
+         limit_bytes_cli/1, capture_bounded/1,
          dump_flight_recorder/1, dump_not_flight_recorder/1,
          file_modes/1]).
 
@@ -59,7 +59,7 @@ groups() ->
                       info_and_list, stop_twice]},
      {limits, [], [limit_events, limit_seconds, limit_bytes,
                    limit_bytes_counted, limit_bytes_page_cache,
-                   capture_bounded]},
+                   limit_bytes_cli, capture_bounded]},
      {output, [], [dump_flight_recorder, dump_not_flight_recorder,
                    file_modes, stats_untimed, stats_mixed,
                    stats_overlap, stats_untimed_cut,
@@ -512,6 +512,66 @@ limit_bytes_counted(Config, Limit) ->
                _ -> ?L:count(trace(Dir), "call")
            end,
     ?assertEqual(Events, Read).
+
+%% The CLI tells the session's losses when no stream file could tell
+%% them: under a 1-byte limit no file is ever made (the trace holds only
+%% its metadata), and `info', `stats' and `print' said "lost events: 0"
+%% where the summary said 80,000 lost as `limit'; under 1000 bytes the
+%% threads that only lost events have no file either.  The session
+%% records its losses per cause at stop (env session_lost).
+limit_bytes_cli(Config) ->
+    [limit_bytes_cli(Config, Limit) || Limit <- [1, 1000]],
+    ok.
+
+limit_bytes_cli(Config, Limit) ->
+    Dir = dir(Config, "limit_bytes_cli_" ++ integer_to_list(Limit)),
+    N = 20000,
+    Ps = [?W:start_looper(self(), fun() -> ?W:loop_add(N) end)
+          || _ <- [1, 2, 3, 4]],
+    S = start(#{procs => Ps, calls => [{?W, add, 2}], args => full,
+                limits => #{bytes => Limit}, output => {file, Dir}}),
+    ok = sys:suspend(S),
+    ok = ?W:go(Ps),
+    [ok, ok, ok, ok] = ?W:wait_done(Ps, 30000),
+    ok = sys:resume(S),
+    _ = ?L:wait_ended(S, 5000),
+    Sum = stop(S),
+    Lost = total(Sum),
+    ?assertEqual({limit, Lost}, {limit, dropped(Sum, limit)}),
+    ?assert(Lost > 0),
+    Files = filelib:wildcard(filename:join(Dir, "thread-*")),
+    Info = ?L:cli_ok(["info", Dir]),
+    ct:log("limit ~p, ~p stream files, summary ~p lost:~n~s",
+           [Limit, length(Files), Lost, Info]),
+    Want = integer_to_list(Lost),
+    ?assertEqual({info, Limit, [Want]},
+                 {info, Limit, re_all(Info, "lost events: +([0-9]+)")}),
+    ?assertEqual({info_limit, Limit, [Want]},
+                 {info_limit, Limit, re_all(Info, "\n  limit +([0-9]+)")}),
+    Stats = ?L:cli_ok(["stats", Dir]),
+    ?assertEqual({stats, Limit, [Want]},
+                 {stats, Limit, re_all(Stats, "Lost events: ([0-9]+)")}),
+    Json = ?L:cli_ok(["stats", "--json", Dir]),
+    ?assertEqual({json, Limit, [Want]},
+                 {json, Limit, re_all(Json, "\"lost\":\\{\"total\":([0-9]+)")}),
+    case Files of
+        [] ->
+            %% Nothing in any file: all of them in no stream, and print
+            %% says so.
+            ?assertEqual({no_stream, [Want]},
+                         {no_stream, re_all(Info, "in no stream file\\) +([0-9]+)")}),
+            Print = ?L:cli_ok(["print", Dir]),
+            ?assertEqual({print, [Want]},
+                         {print, re_all(Print, "lost events in no stream file: ([0-9]+)")});
+        _ ->
+            ok
+    end.
+
+re_all(Text, Re) ->
+    case re:run(Text, Re, [global, {capture, all_but_first, list}]) of
+        {match, Ms} -> [M || [M] <- Ms];
+        nomatch -> []
+    end.
 
 %% limits.bytes where the files are written through the page cache
 %% (BEAMPROBE_NO_DIRECT_IO, as on a file system without O_DIRECT): no

@@ -306,6 +306,53 @@ static int parse_recorded(const char *p, size_t len, char *name, size_t cap,
 	return 0;
 }
 
+/* Parses env session_lost ("cause=N,...", bp_format.h): counts of the
+ * causes this reader knows in r->session_lost, the others summed.
+ * Malformed: reported, and the trace is read as one without it. */
+static void check_session_lost(struct bp_reader *r)
+{
+	const char *v = bp_meta_env(&r->meta, BP_ENV_SESSION_LOST), *p;
+	uint64_t got[BP_DROP_COUNT] = {0}, other = 0;
+	char mpath[4096];
+
+	if (!v)
+		return;
+	for (p = v; *p;) {
+		const char *eq = strchr(p, '='), *q;
+		uint64_t n = 0;
+		int digits = 0, c;
+
+		if (!eq || eq == p)
+			goto bad;
+		for (q = eq + 1; *q >= '0' && *q <= '9' && digits < 19; q++) {
+			n = n * 10 + (uint64_t)(*q - '0');
+			digits++;
+		}
+		if (!digits || (*q && *q != ','))
+			goto bad;
+		for (c = 0; c < BP_DROP_COUNT; c++)
+			if (strlen(bp_drop_cause_names[c]) == (size_t)(eq - p) &&
+			    !memcmp(p, bp_drop_cause_names[c], (size_t)(eq - p)))
+				break;
+		if (c < BP_DROP_COUNT)
+			got[c] += n;
+		else
+			other += n;
+		p = *q ? q + 1 : q;
+		if (*q && !*p)
+			goto bad; /* a trailing comma */
+	}
+	r->has_session_lost = 1;
+	memcpy(r->session_lost, got, sizeof got);
+	r->session_lost_other = other;
+	return;
+bad:
+	snprintf(mpath, sizeof mpath, "%s/metadata", r->dir);
+	bp_diag_report(&r->diag, mpath, -1,
+		       "env " BP_ENV_SESSION_LOST ": malformed ('%.64s'); the "
+		       "session's loss totals are not known", v);
+}
+
 /*
  * Compares the stream files with the list the session wrote into the
  * metadata when it stopped (env stream_files, docs/format.md): a listed
@@ -404,8 +451,10 @@ int bp_reader_open(struct bp_reader *r, const char *dir, unsigned flags)
 		bp_reader_close(r);
 		return -1;
 	}
-	if (!r->follow)
+	if (!r->follow) {
 		check_recorded(r);
+		check_session_lost(r);
+	}
 	if (r->meta_missing && !r->nstreams && !r->follow) {
 		bp_diag_report(&r->diag, dir, -1,
 			       "not a beamprobe trace (no metadata file and "
@@ -569,6 +618,33 @@ int bp_reader_losses(const struct bp_reader *r, uint64_t *by_cause,
 			by_cause[c] += s->drops[c];
 	}
 	return any;
+}
+
+void bp_reader_loss_report(const struct bp_reader *r,
+			   struct bp_loss_report *l)
+{
+	uint64_t in_streams = 0, sum = 0;
+
+	memset(l, 0, sizeof *l);
+	l->any_drops = bp_reader_losses(r, l->by_cause, &l->discarded);
+	l->missing = bp_reader_missing(r);
+	for (int c = 0; c < BP_DROP_COUNT; c++)
+		in_streams += l->by_cause[c];
+	if (l->discarded > in_streams)
+		in_streams = l->discarded; /* told, by no drops event */
+	if (r->has_session_lost) {
+		l->recorded = 1;
+		for (int c = 0; c < BP_DROP_COUNT; c++)
+			if (r->session_lost[c] > l->by_cause[c])
+				l->by_cause[c] = r->session_lost[c];
+		l->other = r->session_lost_other;
+	}
+	for (int c = 0; c < BP_DROP_COUNT; c++)
+		sum += l->by_cause[c];
+	sum += l->other;
+	l->unattributed = l->discarded > sum ? l->discarded - sum : 0;
+	l->no_stream = sum > in_streams ? sum - in_streams : 0;
+	l->total = sum + l->unattributed + l->missing;
 }
 
 void bp_reader_close(struct bp_reader *r)

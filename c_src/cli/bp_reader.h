@@ -260,6 +260,10 @@ struct bp_reader {
 				     * (env stream_files, written at stop) */
 	uint32_t files_missing;     /* listed there, not in the directory */
 	uint64_t events_missing;    /* the events those files held */
+	int has_session_lost;       /* the metadata has env session_lost
+				     * (written at stop, bp_format.h) */
+	uint64_t session_lost[BP_DROP_COUNT]; /* its counts per cause */
+	uint64_t session_lost_other; /* of causes this reader does not know */
 };
 
 #define BP_READER_FOLLOW 1u  /* wait at the end of data instead of ending */
@@ -315,6 +319,35 @@ static inline int64_t bp_reader_wall(const struct bp_reader *r, uint64_t ts)
  */
 int bp_reader_losses(const struct bp_reader *r, uint64_t *by_cause,
 		     uint64_t *discarded);
+
+/* A trace's losses as the readers report them (bp_reader_loss_report). */
+struct bp_loss_report {
+	uint64_t by_cause[BP_DROP_COUNT]; /* per cause: the larger of the
+					   * streams' drops events and the
+					   * session's record (session_lost) */
+	uint64_t other;       /* recorded, of causes this reader lacks */
+	uint64_t discarded;   /* events_discarded of the streams' last
+			       * packets */
+	uint64_t unattributed; /* discarded beyond the causes' sum */
+	uint64_t missing;     /* bp_reader_missing */
+	uint64_t no_stream;   /* recorded losses no stream tells of (no
+			       * drops event, no events_discarded) */
+	uint64_t total;       /* causes + other + unattributed + missing */
+	int any_drops;        /* some stream had a drops event */
+	int recorded;         /* the trace has session_lost */
+};
+
+/*
+ * The losses of the trace read so far: those the streams tell of
+ * (bp_reader_losses), those missing from the files (bp_reader_missing),
+ * and, when the session recorded its totals at stop (env session_lost),
+ * those it lost with no stream file to tell them in (a bytes limit no
+ * file fit in, a thread that only lost events, stream files that could
+ * not be created), counted per cause and in no_stream.  Without the
+ * record (streamed traces, older releases) as the streams tell.
+ */
+void bp_reader_loss_report(const struct bp_reader *r,
+			   struct bp_loss_report *l);
 
 /*
  * Events the session wrote to its files that are not in them now: those

@@ -25,29 +25,30 @@ static void count_line(struct bp_out *o, const char *name, uint64_t n)
 
 static void print_losses(struct bp_out *o, const struct bp_reader *r)
 {
-	uint64_t by_cause[BP_DROP_COUNT], discarded, total = 0;
-	uint64_t missing = bp_reader_missing(r);
-	int any = bp_reader_losses(r, by_cause, &discarded);
+	struct bp_loss_report l;
 
-	for (int c = 0; c < BP_DROP_COUNT; c++)
-		total += by_cause[c];
+	bp_reader_loss_report(r, &l);
 	bp_out_str(o, "lost events:  ");
-	bp_out_u64(o, (total > discarded ? total : discarded) + missing);
-	if (!any && r->nstreams && missing)
+	bp_out_u64(o, l.total);
+	if (!l.any_drops && r->nstreams && l.missing)
 		bp_out_str(o, " (no drops event: it was in what is missing)");
-	else if (!any && r->nstreams)
+	else if (!l.any_drops && r->nstreams && !l.recorded)
 		bp_out_str(o, " (no drops event: trace not stopped "
 			      "cleanly?)");
 	bp_out_char(o, '\n');
 	for (int c = 0; c < BP_DROP_COUNT; c++)
-		if (by_cause[c])
-			count_line(o, bp_drop_cause_names[c], by_cause[c]);
-	if (discarded > total)
-		count_line(o, "unattributed", discarded - total);
-	if (missing)
-		count_line(o, "missing from the files", missing);
-	if (discarded)
-		count_line(o, "(events_discarded, headers)", discarded);
+		if (l.by_cause[c])
+			count_line(o, bp_drop_cause_names[c], l.by_cause[c]);
+	if (l.other)
+		count_line(o, "other causes", l.other);
+	if (l.unattributed)
+		count_line(o, "unattributed", l.unattributed);
+	if (l.missing)
+		count_line(o, "missing from the files", l.missing);
+	if (l.discarded)
+		count_line(o, "(events_discarded, headers)", l.discarded);
+	if (l.no_stream)
+		count_line(o, "(in no stream file)", l.no_stream);
 }
 
 int bp_cmd_info(int argc, char **argv)
@@ -108,7 +109,8 @@ int bp_cmd_info(int argc, char **argv)
 		static const char *const shown[] = {
 			"node", "otp_release", "hostname", "domain",
 			"tracer_name", "beamprobe_format_major",
-			"beamprobe_format_minor", "stream_files"};
+			"beamprobe_format_minor", "stream_files",
+			BP_ENV_SESSION_LOST};
 		int skip = 0;
 		for (size_t k = 0; k < sizeof shown / sizeof *shown; k++)
 			skip |= !strcmp(m->env_key[i], shown[k]);

@@ -505,6 +505,49 @@ static int same_dir(const char *dir, const struct stat *first)
 	       st.st_dev == first->st_dev;
 }
 
+/*
+ * At the end of a trace whose session recorded its losses at stop (env
+ * session_lost): those no stream file tells of (a bytes limit no file
+ * fit in, a thread that only lost events, files not creatable), on a
+ * line of their own, which the filters treat as a drops event's (no
+ * process; not after an --until, which ends before the stop).
+ */
+static void print_unstreamed(struct printer *pr)
+{
+	struct bp_loss_report l;
+	struct bp_event e;
+	struct bp_out *o = &pr->line;
+
+	bp_reader_loss_report(&pr->r, &l);
+	if (!l.no_stream || interrupted ||
+	    pr->f.until_spec.kind != BP_TIME_NONE)
+		return;
+	memset(&e, 0, sizeof e);
+	e.id = BP_EV_DROPS;
+	if (!bp_filter_match(&pr->f, &e, NULL))
+		return;
+	o->len = 0;
+	bp_out_str(o, "lost events in no stream file: ");
+	bp_out_u64(o, l.no_stream);
+	bp_out_str(o, " (recorded at the session's stop; its losses:");
+	for (int c = 0; c < BP_DROP_COUNT; c++) {
+		if (!pr->r.session_lost[c])
+			continue;
+		bp_out_char(o, ' ');
+		bp_out_str(o, bp_drop_cause_names[c]);
+		bp_out_char(o, '=');
+		bp_out_u64(o, pr->r.session_lost[c]);
+	}
+	if (pr->r.session_lost_other) {
+		bp_out_str(o, " other_causes=");
+		bp_out_u64(o, pr->r.session_lost_other);
+	}
+	bp_out_str(o, ")\n");
+	if (o->len && (!pr->f.grep || memmem(o->buf, o->len, pr->f.grep,
+					     strlen(pr->f.grep))))
+		bp_out_mem(&pr->out, o->buf, o->len);
+}
+
 static void run(struct printer *pr)
 {
 	const struct bp_event *e;
@@ -517,7 +560,11 @@ static void run(struct printer *pr)
 		while (!interrupted && (e = bp_reader_next(&pr->r)))
 			if (print_event(pr, e))
 				return;
-		if (!pr->r.follow || interrupted || complete)
+		if (!pr->r.follow) {
+			print_unstreamed(pr);
+			return;
+		}
+		if (interrupted || complete)
 			return;
 		/* Removed while followed: nothing more can come (it waited
 		 * forever). */

@@ -594,12 +594,9 @@ static void report_flows(struct stats *st, struct bp_out *o, int json,
 
 static void report_losses(struct stats *st, struct bp_out *o, int json)
 {
-	uint64_t by_cause[BP_DROP_COUNT], discarded, sum = 0;
-	uint64_t missing = bp_reader_missing(&st->r);
+	struct bp_loss_report l;
 
-	bp_reader_losses(&st->r, by_cause, &discarded);
-	for (int c = 0; c < BP_DROP_COUNT; c++)
-		sum += by_cause[c];
+	bp_reader_loss_report(&st->r, &l);
 	if (st->annotations && json) {
 		json_key(o, "annotations", st->annotations, 1);
 	} else if (st->annotations) {
@@ -609,13 +606,14 @@ static void report_losses(struct stats *st, struct bp_out *o, int json)
 	}
 	if (json) {
 		bp_out_str(o, ",\"lost\":{");
-		json_key(o, "total",
-			 (sum > discarded ? sum : discarded) + missing, 0);
-		json_key(o, "events_discarded", discarded, 1);
-		json_key(o, "missing_from_files", missing, 1);
+		json_key(o, "total", l.total, 0);
+		json_key(o, "events_discarded", l.discarded, 1);
+		json_key(o, "missing_from_files", l.missing, 1);
+		json_key(o, "in_no_stream", l.no_stream, 1);
+		json_key(o, "other_causes", l.other, 1);
 		bp_out_str(o, ",\"by_cause\":{");
 		for (int c = 0; c < BP_DROP_COUNT; c++)
-			json_key(o, bp_drop_cause_names[c], by_cause[c], c);
+			json_key(o, bp_drop_cause_names[c], l.by_cause[c], c);
 		bp_out_str(o, "}}");
 		json_key(o, "unmatched_returns", st->m.unmatched, 1);
 		json_key(o, "stack_resets", st->m.resets, 1);
@@ -627,22 +625,31 @@ static void report_losses(struct stats *st, struct bp_out *o, int json)
 		return;
 	}
 	bp_out_str(o, "\nLost events: ");
-	bp_out_u64(o, (sum > discarded ? sum : discarded) + missing);
+	bp_out_u64(o, l.total);
 	for (int c = 0; c < BP_DROP_COUNT; c++) {
-		if (!by_cause[c])
+		if (!l.by_cause[c])
 			continue;
-		bp_out_str(o, c == 0 || !sum ? "  " : "  ");
+		bp_out_str(o, "  ");
 		bp_out_str(o, bp_drop_cause_names[c]);
 		bp_out_char(o, '=');
-		bp_out_u64(o, by_cause[c]);
+		bp_out_u64(o, l.by_cause[c]);
 	}
-	if (discarded > sum) {
+	if (l.other) {
+		bp_out_str(o, "  other_causes=");
+		bp_out_u64(o, l.other);
+	}
+	if (l.unattributed) {
 		bp_out_str(o, "  unattributed=");
-		bp_out_u64(o, discarded - sum);
+		bp_out_u64(o, l.unattributed);
 	}
-	if (missing) {
+	if (l.missing) {
 		bp_out_str(o, "  missing_from_files=");
-		bp_out_u64(o, missing);
+		bp_out_u64(o, l.missing);
+	}
+	if (l.no_stream) {
+		bp_out_str(o, "  (in_no_stream_file=");
+		bp_out_u64(o, l.no_stream);
+		bp_out_char(o, ')');
 	}
 	bp_out_char(o, '\n');
 	if (st->m.resets) {

@@ -725,6 +725,48 @@ grep -q 'listed/thread-001: missing: the session wrote 41 events' "$WORK/err" &&
 grep -q 'missing from the files  *41' "$WORK/out" && ok "20 stream_files: its events counted as lost" || not_ok "20 stream_files: its events counted as lost" "$(cat "$WORK/out")"
 grep -q "thread-000: offset $sz0: cut: $sz0 of the $((sz0 + 8)) bytes" "$WORK/err" && ok "20 stream_files: a file shorter than listed named" || not_ok "20 stream_files: a file shorter than listed named" "$(cat "$WORK/err")"
 check "20 stream_files: hostile entries named, not followed" "$(grep -c "malformed entry" "$WORK/err")" 5
+# 20: the session's losses recorded at stop (env session_lost): a trace
+# of a 1-byte limit holds only its metadata, and info, stats and print
+# said "lost events: 0" where the session lost 40,000 as limit.  Losses
+# the streams also tell of are not counted twice; those in no stream are
+# named; an unknown cause is counted; a malformed record is named.
+mkdir "$I7/slost"; cp $G/metadata "$I7/slost/"
+sed -i -e 's|^env {$|env {\n\tstream_files = "";\n\tsession_lost = "ring_full=0,overwritten=0,too_big=0,limit=40000,rate=0,stopped=0,no_buffer=0,dumping=0,io_error=0";|' "$I7/slost/metadata"
+run info "$I7/slost"
+check "20 session_lost, no stream file: info exit 0" "$rc" 0
+check "20 session_lost, no stream file: info's total, limit, in no stream" \
+	"$(grep -E '^lost events:|^  limit |in no stream file' "$WORK/out" | tr -s ' ' | tr '\n' '|')" \
+	"lost events: 40000| limit 40000| (in no stream file) 40000|"
+run stats --json "$I7/slost"; cp "$WORK/out" "$I7/slost.json"
+check "20 session_lost, no stream file: stats --json lost" \
+	"$(json_get "$I7/slost.json" "(d['lost']['total'], d['lost']['by_cause']['limit'], d['lost']['in_no_stream'])")" "(40000, 40000, 40000)"
+run stats "$I7/slost"
+check "20 session_lost, no stream file: stats" "$(grep '^Lost events' "$WORK/out")" "Lost events: 40000  limit=40000  (in_no_stream_file=40000)"
+run print "$I7/slost"
+check "20 session_lost, no stream file: print names them" "$rc $(cat "$WORK/out")" \
+	"0 lost events in no stream file: 40000 (recorded at the session's stop; its losses: limit=40000)"
+run print --event calls "$I7/slost"
+check "20 session_lost: print --event calls leaves the line out" "$rc $(wc -c <"$WORK/out")" "0 0"
+# With the basic trace's streams (ring_full=2 overwritten=1 too_big=1 in
+# its drops events): the same counts recorded are not added again; 5
+# more of limit and 3 of a cause this reader does not know are.
+for v in same:ring_full=2,overwritten=1,too_big=1 more:ring_full=2,overwritten=1,too_big=1,limit=5,future_cause=3; do
+	cp -r $G "$I7/slost_${v%%:*}"; chmod u+w "$I7/slost_${v%%:*}/metadata"
+	sed -i -e "s|^env {\$|env {\n\tsession_lost = \"${v#*:}\";|" "$I7/slost_${v%%:*}/metadata"
+done
+run info "$I7/slost_same"
+check "20 session_lost as the streams tell: info as without it" "$(sed -n '/^lost events/,/^files/p' "$WORK/out")" "$(sed -n '/^lost events/,/^files/p' "$EXP/basic.info")"
+run print "$I7/slost_same"
+check "20 session_lost as the streams tell: print as without it" "$rc $(cat "$WORK/out" | md5sum)" "0 $(md5sum <"$EXP/basic.print")"
+run info "$I7/slost_more"
+check "20 session_lost beyond the streams: info" \
+	"$(grep -E '^lost events:|^  (limit|other causes|\(in no stream file\)) ' "$WORK/out" | tr -s ' ' | tr '\n' '|')" \
+	"lost events: 12| limit 5| other causes 3| (in no stream file) 8|"
+cp -r $G "$I7/slost_bad"; chmod u+w "$I7/slost_bad/metadata"
+sed -i -e 's|^env {$|env {\n\tsession_lost = "limit=5,,ring_full";|' "$I7/slost_bad/metadata"
+run info "$I7/slost_bad"
+check "20 session_lost malformed: exit 2, the trace's own losses" "$rc $(grep '^lost events' "$WORK/out")" "2 lost events:  4"
+grep -q 'slost_bad/metadata: env session_lost: malformed' "$WORK/err" && ok "20 session_lost malformed: named" || not_ok "20 session_lost malformed: named" "$(cat "$WORK/err")"
 # A stream file holding its packets twice (appended to itself, e.g. a
 # copy gone wrong): packet_seq_num goes back.  Their events were decoded
 # and counted twice, and the report said "packets missing".
