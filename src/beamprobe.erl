@@ -200,7 +200,9 @@
 %% true' takes them), listed processes no trace can see
 %% (`{untraceable, [{Pid, sensitive}]}': every listed process is
 %% `sensitive', process_flag/2, as beamprobe's own processes are; with
-%% others left, they are listed under `skipped' key `untraceable'), or
+%% others left, they are listed under `skipped' key `untraceable'; when
+%% the others are all another tool's, every listed process with its
+%% reason, `{untraceable, [{Pid, sensitive | already_traced}]}'), or
 %% what cannot run next to another beamprobe session
 %% (`{cannot_combine, MFA, Why}', `{conflict, Session, What}').  Nothing
 %% stays installed after an error.  `events => [annotation]' alone is a

@@ -793,11 +793,20 @@ format_error({not_loopback, A}) ->
 format_error({remote_process, P}) ->
     f("process ~p is on another node", [P]);
 format_error({untraceable, [_ | _] = U}) ->
-    f("no listed process can be traced: ~tP ~s sensitive (process_flag/2: "
-      "the VM makes no trace event of such a process, for any tracer; "
-      "beamprobe's own processes, a session's handlers among them, are "
-      "sensitive)", [[P || {P, _} <- U], ?SHOW,
-                     case U of [_] -> "is"; _ -> "are" end]);
+    Sens = [P || {P, sensitive} <- U],
+    Taken = [P || {P, already_traced} <- U],
+    f("no listed process can be traced: ~ts",
+      [lists:join("; ",
+                  [f("~tP ~s sensitive (process_flag/2: the VM makes no "
+                     "trace event of such a process, for any tracer; "
+                     "beamprobe's own processes, a session's handlers "
+                     "among them, are sensitive)",
+                     [Sens, ?SHOW, is_are(Sens)]) || Sens =/= []] ++
+                  [f("~tP ~s traced by another tracer; add force => "
+                     "true to take ~s over",
+                     [Taken, ?SHOW, is_are(Taken),
+                      case Taken of [_] -> "it"; _ -> "them" end])
+                   || Taken =/= []])]);
 format_error({no_such_process, N}) ->
     f("no process is registered as ~tp", [N]);
 format_error({not_a_process, N, Port}) ->
@@ -919,6 +928,9 @@ short(D) ->
     end.
 
 f(Fmt, Args) -> lists:flatten(io_lib:format(Fmt, Args)).
+
+is_are([_]) -> "is";
+is_are(_) -> "are".
 
 unsafe_dir(symlink) -> "it is a symbolic link (never followed)";
 unsafe_dir(not_owner) -> "the directory belongs to another user";

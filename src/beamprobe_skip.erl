@@ -80,7 +80,7 @@
 -spec skip(beamprobe_config:config(), pid()) ->
           {ok, beamprobe_config:config(), skipped()}
         | {error, {already_traced, [pid() | new | mfa()]}}
-        | {error, {untraceable, [{pid(), sensitive}]}}
+        | {error, {untraceable, [{pid(), sensitive | already_traced}]}}
         | {error, {message_pattern_taken, send | 'receive', term()}}
         | {error, {message_pattern_shared, send | 'receive', pid() | new}}.
 skip(C, Self) ->
@@ -94,7 +94,9 @@ skip(C, Self) ->
 %% among them, are all sensitive) are left out and listed under
 %% `untraceable', with the reason; when every listed process is one, the
 %% session is refused: it would record nothing (`force' cannot change
-%% that).  Only a session that sets trace flags asks: annotations
+%% that).  When the others are all another tool's (dbg), nothing is left
+%% either: refused with every listed process and its reason, `sensitive'
+%% or `already_traced' (`force' takes the latter).  Only a session that sets trace flags asks: annotations
 %% (beamprobe:annotate/1,2) are written by the NIF whatever the VM traces.
 untraceable(#{procs := L} = C, Self) when is_list(L) ->
     U = case sets_flags(C) of
@@ -104,8 +106,19 @@ untraceable(#{procs := L} = C, Self) when is_list(L) ->
     case U of
         [] -> with_untraceable(skip1(C, Self), []);
         _ when length(U) =:= length(L) -> {error, {untraceable, U}};
-        _ -> with_untraceable(skip1(C#{procs := L -- [P || {P, _} <- U]},
-                                    Self), U)
+        _ ->
+            Rest = L -- [P || {P, _} <- U],
+            case skip1(C#{procs := Rest}, Self) of
+                %% The others all another tool's: nothing left, for
+                %% either reason; each named with its own (the error
+                %% named the taken ones only).
+                {error, {already_traced, Rest}} ->
+                    Why = maps:from_list(
+                            U ++ [{P, already_traced} || P <- Rest]),
+                    {error, {untraceable, [{P, maps:get(P, Why)}
+                                           || P <- L]}};
+                R -> with_untraceable(R, U)
+            end
     end;
 untraceable(C, Self) ->
     with_untraceable(skip1(C, Self), []).

@@ -15,7 +15,7 @@
          init_per_testcase/2, end_per_testcase/2]).
 -export([sensitive_refused/1, handler_of_other_session_refused/1,
          registered_sensitive_refused/1, untraceable_listed/1,
-         self_and_dead/1, shell_calls_sensitive/1, large_terms_not_printed/1,
+         sensitive_and_dbg_refused/1, self_and_dead/1, shell_calls_sensitive/1, large_terms_not_printed/1,
          handler_losses_session_wide/1, annotations_only/1,
          annotations_only_all/1]).
 %% Spawned by MFA.
@@ -28,7 +28,8 @@ suite() -> [{timetrap, {seconds, 60}}].
 
 all() ->
     [sensitive_refused, handler_of_other_session_refused,
-     registered_sensitive_refused, untraceable_listed, self_and_dead,
+     registered_sensitive_refused, untraceable_listed,
+     sensitive_and_dbg_refused, self_and_dead,
      shell_calls_sensitive, large_terms_not_printed,
      handler_losses_session_wide, annotations_only,
      annotations_only_all].
@@ -113,6 +114,45 @@ registered_sensitive_refused(Config) ->
                  beamprobe:start(#{procs => [beamprobe_janitor],
                                    events => [send],
                                    output => {file, ?L:dir(Config, "t")}})).
+
+%% One listed process sensitive, the other traced by dbg: nothing left
+%% to trace, for two reasons.  The error named only the dbg-traced one
+%% ({already_traced, [D]}: as if the sensitive one could be traced, and
+%% force => true then started a session that recorded nothing of it);
+%% now each with its reason, the message naming both.
+sensitive_and_dbg_refused(Config) ->
+    P = sensitive_proc(),
+    D = spawn_link(?MODULE, seq_loop, [0]),
+    Me = self(),
+    {ok, _} = dbg:tracer(process, {fun(M, N) -> Me ! {dbg, M}, N + 1 end,
+                                   0}),
+    try
+        {ok, _} = dbg:p(D, [c]),
+        Spec = #{procs => [P, D], calls => [{lists, seq, 2}],
+                 output => {file, ?L:dir(Config, "t")}},
+        R = beamprobe:start(Spec),
+        ?assertEqual({error, {untraceable, [{P, sensitive},
+                                            {D, already_traced}]}}, R),
+        {error, Why} = R,
+        Text = beamprobe:format_error(Why),
+        ct:log("~ts", [Text]),
+        [?assertNotEqual({nomatch, Part}, {string:find(Text, Part), Part})
+         || Part <- ["[" ++ pid_to_list(P) ++ "] is sensitive",
+                     "[" ++ pid_to_list(D) ++ "] is traced by another tracer",
+                     "force => true"]],
+        ?assertEqual([], beamprobe:list()),
+        %% force takes the dbg-traced one: the session starts, the
+        %% sensitive one listed as skipped.
+        {ok, S} = beamprobe:start(Spec#{force => true}),
+        {ok, #{skipped := #{untraceable := [{P, sensitive}]}}} =
+            beamprobe:info(S),
+        _ = ?L:stop(S)
+    after
+        dbg:stop(),
+        unlink(D),
+        exit(D, kill),
+        P ! stop
+    end.
 
 %% Some listed processes untraceable: the others are traced, and info/1
 %% and the summary list the untraceable ones with the reason.
