@@ -87,8 +87,10 @@ keeps_erl_aflags(Config) ->
     ?assertEqual(300, calls(Out)).
 
 %% Another local user connects to record's port before the program's
-%% session and sends nothing: after 3 s its place goes to the session
-%% (it held it for as long as it liked: the trace came out empty).
+%% session and sends nothing: the session's handshake completes beside
+%% it in the receiver's lobby, and it is closed.  (Earlier it held the
+%% one place for 3 s; before that, for as long as it liked: the trace
+%% came out empty.)
 squatter_gives_way(Config) ->
     Out = out(Config, "squat"),
     P = record_port(["-o", Out, "bp_rec_prog:double/1", "--", "erl",

@@ -88,14 +88,19 @@ fail:
 	return -1;
 }
 
-int bp_attach_streams_fds(const struct bp_attach_streams *ss,
-			  struct pollfd *p, int max)
+int bp_attach_streams_fds(struct bp_attach_streams *ss, struct pollfd *p,
+			  int max)
 {
 	int k = 0;
 
-	for (int i = 0; i < ss->n && k + 2 <= max; i++) {
-		p[k++] = (struct pollfd){ss->s[i].lfd, POLLIN, 0};
-		p[k++] = (struct pollfd){ss->s[i].conn.fd, POLLIN, 0};
+	for (int i = 0; i < ss->n; i++) {
+		struct bp_attach_stream *st = &ss->s[i];
+		st->npoll = 0;
+		if (k + BP_RECV_NFDS <= max) {
+			st->npoll = bp_recv_pollfds(&st->r, st->lfd,
+						    &st->conn, p + k);
+			k += st->npoll;
+		}
 	}
 	return k;
 }
@@ -103,15 +108,14 @@ int bp_attach_streams_fds(const struct bp_attach_streams *ss,
 void bp_attach_streams_serve(struct bp_attach_streams *ss,
 			     const struct pollfd *p, int np)
 {
-	for (int i = 0; i < ss->n && 2 * i + 1 < np; i++) {
+	/* One stream per node; newcomers wait in its lobby (bp_recv.h). */
+	int k = 0;
+
+	for (int i = 0; i < ss->n && k + ss->s[i].npoll <= np; i++) {
 		struct bp_attach_stream *st = &ss->s[i];
-		if (p[2 * i].revents & POLLIN) /* one stream per node */
-			(void)bp_recv_accept(&st->r, st->lfd, &st->conn);
-		if (st->conn.fd >= 0 && p[2 * i + 1].fd == st->conn.fd &&
-		    (p[2 * i + 1].revents & (POLLIN | POLLHUP | POLLERR))) {
-			if (bp_recv_conn_read(&st->r, &st->conn) <= 0)
-				bp_recv_conn_close(&st->conn);
-		}
+		(void)bp_recv_serve(&st->r, st->lfd, &st->conn, p + k,
+				    st->npoll);
+		k += st->npoll;
 	}
 }
 
@@ -119,7 +123,8 @@ int bp_attach_streams_done(const struct bp_attach_streams *ss)
 {
 	for (int i = 0; i < ss->n; i++)
 		if (!ss->s[i].r.ended &&
-		    !(ss->s[i].r.have_uuid && ss->s[i].conn.fd < 0))
+		    !(ss->s[i].r.have_uuid &&
+		      bp_recv_idle(&ss->s[i].r, &ss->s[i].conn)))
 			return 0;
 	return 1;
 }

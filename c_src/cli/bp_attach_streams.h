@@ -18,6 +18,7 @@ struct bp_attach_stream {
 	struct bp_recv r;
 	struct bp_recv_conn conn;
 	int lfd, port;
+	int npoll;      /* its pollfds in the last _fds (bp_recv_pollfds) */
 	char *env;      /* the clock offsets' env lines, from the agent */
 	size_t env_len;
 };
@@ -33,10 +34,10 @@ struct bp_attach_streams {
  * printed (what was created is removed again). */
 int bp_attach_streams_open(struct bp_attach_streams *ss, const char *dir,
 			   const char *nodes_text, const char *ip);
-/* The pollfds of every listener and open connection (at most max);
- * their number. */
-int bp_attach_streams_fds(const struct bp_attach_streams *ss,
-			  struct pollfd *p, int max);
+/* The pollfds of every node's receiver (bp_recv_pollfds: up to
+ * BP_RECV_NFDS each; at most max in all); their number. */
+int bp_attach_streams_fds(struct bp_attach_streams *ss, struct pollfd *p,
+			  int max);
 /* Accepts and reads what poll() reported in p (as filled above). */
 void bp_attach_streams_serve(struct bp_attach_streams *ss,
 			     const struct pollfd *p, int np);

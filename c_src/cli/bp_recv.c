@@ -94,6 +94,8 @@ int bp_recv_open(struct bp_recv *r, const char *dir)
 	r->dirfd = -1;
 	for (int i = 0; i < BP_RECV_MAX_THREADS; i++)
 		r->fds[i] = -1;
+	for (int i = 0; i < BP_RECV_LOBBY; i++)
+		bp_recv_conn_init(&r->lobby[i], -1);
 	if (strlen(dir) >= sizeof r->dir) {
 		say("%s: name too long%s", dir, "");
 		return -1;
@@ -138,6 +140,7 @@ fail:
 void bp_recv_close(struct bp_recv *r)
 {
 	unlink_open(r);
+	bp_recv_lobby_close(r);
 	for (int i = 0; i < BP_RECV_MAX_THREADS; i++)
 		if (r->fds[i] >= 0)
 			close(r->fds[i]);
@@ -184,7 +187,7 @@ int bp_recv_listen(const char *addr, int *bound_port)
 	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 ||
 	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-	    bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 8) != 0) {
+	    bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 64) != 0) {
 		say("cannot listen on %s: %s", addr, strerror(errno));
 		if (fd >= 0)
 			close(fd);
@@ -246,7 +249,7 @@ int bp_recv_token_file(struct bp_recv *r, const char *file)
 	return 0;
 }
 
-static uint64_t mono_ms(void)
+uint64_t bp_recv_mono_ms(void)
 {
 	struct timespec ts;
 
@@ -258,77 +261,7 @@ void bp_recv_conn_init(struct bp_recv_conn *c, int fd)
 {
 	memset(c, 0, sizeof *c);
 	c->fd = fd;
-	c->since_ms = mono_ms();
-}
-
-static void peer_name(const struct sockaddr_storage *ss, char *out,
-		      size_t cap)
-{
-	char h[INET6_ADDRSTRLEN] = "?";
-	unsigned port = 0;
-
-	if (ss->ss_family == AF_INET) {
-		const struct sockaddr_in *a = (const void *)ss;
-		inet_ntop(AF_INET, &a->sin_addr, h, sizeof h);
-		port = ntohs(a->sin_port);
-		snprintf(out, cap, "%s:%u", h, port);
-	} else if (ss->ss_family == AF_INET6) {
-		const struct sockaddr_in6 *a = (const void *)ss;
-		inet_ntop(AF_INET6, &a->sin6_addr, h, sizeof h);
-		port = ntohs(a->sin6_port);
-		snprintf(out, cap, "[%s]:%u", h, port);
-	} else {
-		snprintf(out, cap, "?");
-	}
-}
-
-int bp_recv_accept(struct bp_recv *r, int lfd, struct bp_recv_conn *c)
-{
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof ss;
-	char peer[64];
-	int fd;
-
-	memset(&ss, 0, sizeof ss);
-	do
-		fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
-	while (fd < 0 && errno == EINTR);
-	if (fd < 0) {
-		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-		    errno == ENOMEM) {
-			static int told;
-			struct timespec ts = {0, 100000000};
-			if (!told++)
-				say("cannot take a connection: %s%s",
-				    strerror(errno), "");
-			nanosleep(&ts, NULL);
-		}
-		return 0;
-	}
-	peer_name(&ss, peer, sizeof peer);
-	if (c->fd >= 0 && !c->hello &&
-	    mono_ms() - c->since_ms >= BP_RECV_HELLO_MS) {
-		say("%s sent no stream in 3 s: its place goes to %s",
-		    c->peer, peer);
-		bp_recv_conn_close(c);
-	} else if (c->fd >= 0) {
-		/* The sender closed the connection held and comes back at
-		 * once: the end of the old one, not read yet, frees it. */
-		char b;
-		if (recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
-			bp_recv_conn_close(c);
-	}
-	if (c->fd >= 0) {
-		if (!r->turned_away++)
-			say("%s turned away: %s holds the stream (one sender "
-			    "at a time)", peer, c->peer);
-		close(fd);
-		return 0;
-	}
-	bp_stream_keepalive(fd);
-	bp_recv_conn_init(c, fd);
-	snprintf(c->peer, sizeof c->peer, "%s", peer);
-	return 1;
+	c->since_ms = bp_recv_mono_ms();
 }
 
 /* Tells the sender how many frames of this connection are written (the
@@ -607,17 +540,33 @@ static void mark_complete(struct bp_recv *r)
 	r->ended = 1;
 }
 
+/* Room for the largest frame: a packet, or a greeting's metadata. */
+#define RECV_BUF_MAX ((size_t)BP_STREAM_FRAME_HDR + BP_PACKET_MAX + 64 * 1024)
+
+/* c's buffer holds at least want bytes; 0, or -1 out of memory. */
+static int conn_grow(struct bp_recv_conn *c, size_t want)
+{
+	uint8_t *b;
+
+	if (c->cap >= want)
+		return 0;
+	if (!(b = realloc(c->buf, want)))
+		return -1;
+	c->buf = b;
+	c->cap = want;
+	return 0;
+}
+
 int bp_recv_conn_read(struct bp_recv *r, struct bp_recv_conn *c)
 {
 	ssize_t got;
-	size_t off = 0;
+	size_t off = 0, need = 0;
 	int rc = 1;
 
-	if (!c->buf) {
-		c->cap = BP_STREAM_FRAME_HDR + BP_PACKET_MAX + 64 * 1024;
-		if (!(c->buf = malloc(c->cap)))
-			return -1;
-	}
+	/* The lobby's connections get a small buffer, grown only to the
+	 * frame that comes: a flood of them costs no megabyte each. */
+	if (conn_grow(c, c->hello ? RECV_BUF_MAX : 4096) != 0)
+		return -1;
 	do
 		got = read(c->fd, c->buf + c->len, c->cap - c->len);
 	while (got < 0 && errno == EINTR);
@@ -648,16 +597,18 @@ int bp_recv_conn_read(struct bp_recv *r, struct bp_recv_conn *c)
 				     : stranger(r, c);
 			break;
 		}
-		if (n > c->cap - BP_STREAM_FRAME_HDR) {
+		if (n > RECV_BUF_MAX - BP_STREAM_FRAME_HDR) {
 			char why[96];
 			snprintf(why, sizeof why,
 				 "a frame of %u bytes, larger than any packet "
-				 "(%zu)", n, c->cap - BP_STREAM_FRAME_HDR);
+				 "(%zu)", n, RECV_BUF_MAX - BP_STREAM_FRAME_HDR);
 			rc = bad_input(r, c, why);
 			break;
 		}
-		if (c->len - off < BP_STREAM_FRAME_HDR + n)
+		if (c->len - off < BP_STREAM_FRAME_HDR + n) {
+			need = BP_STREAM_FRAME_HDR + n;
 			break;
+		}
 		h += BP_STREAM_FRAME_HDR;
 		if (type == BP_STREAM_CHALLENGE)
 			rc = challenge(r, c, h, n);
@@ -682,6 +633,8 @@ int bp_recv_conn_read(struct bp_recv *r, struct bp_recv_conn *c)
 	c->len -= off;
 	if (rc == 0)
 		c->len = 0; /* after END: nothing is a half frame */
+	if (rc == 1 && conn_grow(c, need) != 0)
+		rc = -1;
 	send_ack(c, rc == 0);
 	return rc;
 }

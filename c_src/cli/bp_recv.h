@@ -6,6 +6,7 @@
 #ifndef BP_RECV_H
 #define BP_RECV_H
 
+#include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,6 +24,11 @@ struct bp_recv_conn {
 	uint64_t since_ms;      /* accepted at (CLOCK_MONOTONIC) */
 	char peer[64];          /* its address, for messages */
 };
+
+/* Connections still in the handshake, at most this many at once (the
+ * lobby, bp_recv_lobby.c); the pollfds a caller gives bp_recv_serve. */
+#define BP_RECV_LOBBY 16
+#define BP_RECV_NFDS (2 + BP_RECV_LOBBY)
 
 struct bp_recv {
 	char dir[4096];
@@ -47,6 +53,14 @@ struct bp_recv {
 				 health check, another protocol) */
 	uint64_t unproved;    /* of them: closed by the sender after our
 				 proof (it holds another token) */
+	uint64_t unfinished;  /* connections closed in the lobby: no
+				 greeting within BP_RECV_HELLO_MS, pushed
+				 out of a full lobby, or another sender's
+				 greeting came first */
+	uint64_t malformed;   /* connections closed for a damaged stream */
+	/* The connections in the handshake (fd -1: a free place); the
+	 * first whose HELLO proves it becomes the stream. */
+	struct bp_recv_conn lobby[BP_RECV_LOBBY];
 	int ended;    /* END frame received */
 	/* Both ends prove they know this token (the handshake,
 	 * docs/format.md "Stream"; token_len 0: any sender, and no proof
@@ -76,14 +90,38 @@ int bp_recv_token_file(struct bp_recv *r, const char *file);
 
 void bp_recv_conn_init(struct bp_recv_conn *c, int fd);
 
-/* A connection waiting on lfd is accepted into c if c is free, or if c
- * has not sent its HELLO within BP_RECV_HELLO_MS (it gives its place);
- * else it is closed (counted in r->turned_away, the first one named).
- * When the process is out of descriptors the call waits 100 ms, so that
- * a caller's poll loop does not spin on the waiting connection.
- * 1 if a connection was taken. */
+/* The receiver's connections (bp_recv_lobby.c).  Any local user can
+ * connect to the port, again and again: so a newcomer does not take the
+ * stream's place, it waits in the lobby, up to BP_RECV_LOBBY of them at
+ * once, each for at most BP_RECV_HELLO_MS; the first whose HELLO passes
+ * (with a token: proves it) becomes the stream c and the others are
+ * closed.  A full lobby closes for a newcomer its oldest connection that
+ * sent nothing yet, or else its oldest.  While c holds a stream,
+ * newcomers are turned away (one sender at a time; counted in
+ * r->turned_away, the first one named).
+ *
+ * bp_recv_pollfds fills p (at most BP_RECV_NFDS entries: lfd, c's fd or
+ * -1, which poll() skips, then the lobby's open connections: no more
+ * than there are, as poll() refuses more entries than RLIMIT_NOFILE),
+ * closes the lobby's connections past their time, and returns the
+ * count; bp_recv_serve then accepts and reads what poll() reported in
+ * those np entries.  It returns 1 when a stream began (r->connections
+ * counts them), else 0; a connection whose stream is damaged is closed
+ * and counted in r->malformed.  Out of descriptors, the accept waits
+ * 100 ms, so that a caller's poll loop does not spin. */
 #define BP_RECV_HELLO_MS 3000
-int bp_recv_accept(struct bp_recv *r, int lfd, struct bp_recv_conn *c);
+int bp_recv_pollfds(struct bp_recv *r, int lfd, const struct bp_recv_conn *c,
+		    struct pollfd p[BP_RECV_NFDS]);
+int bp_recv_serve(struct bp_recv *r, int lfd, struct bp_recv_conn *c,
+		  const struct pollfd *p, int np);
+/* No connection open: neither the stream c nor one in the lobby (a
+ * sender in its handshake, or whose whole stream waits unread). */
+int bp_recv_idle(const struct bp_recv *r, const struct bp_recv_conn *c);
+/* Closes the lobby's connections (bp_recv_close does it too). */
+void bp_recv_lobby_close(struct bp_recv *r);
+
+/* CLOCK_MONOTONIC, in milliseconds. */
+uint64_t bp_recv_mono_ms(void);
 void bp_recv_conn_close(struct bp_recv_conn *c);
 
 /* Reads what is available on c and writes the whole frames.  Returns 1

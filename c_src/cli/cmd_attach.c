@@ -574,15 +574,16 @@ int bp_cmd_attach(int argc, char **argv)
 
 	bp_recv_conn_init(&conn, -1);
 	for (;;) {
-		struct pollfd p[4 + 2 * BP_ATTACH_MAX_NODES] = {
-			{sig_fd, POLLIN, 0}, {a.fd, POLLIN, 0},
-			{lfd, POLLIN, 0}, {conn.fd, POLLIN, 0}};
-		int np = 4;
+		static struct pollfd p[2 + BP_RECV_NFDS * BP_ATTACH_MAX_NODES];
+		int np;
+		p[0] = (struct pollfd){sig_fd, POLLIN, 0};
+		p[1] = (struct pollfd){a.fd, POLLIN, 0};
 		if (sa.cluster)
 			np = 2 + bp_attach_streams_fds(&ss, p + 2,
-						       2 * BP_ATTACH_MAX_NODES);
-		else if (conn.fd < 0)
-			np = 3;
+						       BP_RECV_NFDS *
+							       BP_ATTACH_MAX_NODES);
+		else
+			np = 2 + bp_recv_pollfds(&r, lfd, &conn, p + 2);
 		int n = poll(p, (nfds_t)np, 100);
 		if (n < 0 && errno != EINTR)
 			break;
@@ -634,18 +635,12 @@ int bp_cmd_attach(int argc, char **argv)
 				break;
 			continue;
 		}
-		if (n > 0 && (p[2].revents & POLLIN))
-			bp_recv_accept(&r, lfd, &conn);
-		if (n > 0 && conn.fd >= 0 &&
-		    (p[3].revents & (POLLIN | POLLHUP | POLLERR))) {
-			int k = bp_recv_conn_read(&r, &conn);
-			if (k <= 0)
-				bp_recv_conn_close(&conn);
-		}
+		if (n > 0)
+			(void)bp_recv_serve(&r, lfd, &conn, p + 2, np - 2);
 		if (print && printer < 0 && r.have_uuid)
 			printer = start_printer(dir, 0);
 		/* Lost the node: the stream's end (or its loss) ends us. */
-		if (lost && (r.ended || conn.fd < 0)) {
+		if (lost && (r.ended || bp_recv_idle(&r, &conn))) {
 			if (!lost_at)
 				lost_at = now_ms();
 			if (r.ended || now_ms() - lost_at > 1500)

@@ -79,25 +79,19 @@ int bp_cmd_receive(int argc, char **argv)
 	fflush(stderr);
 	bp_recv_conn_init(&conn, -1);
 	while (!stop_now && !(r.ended && !keep)) {
-		struct pollfd p[2] = {{lfd, POLLIN, 0}, {conn.fd, POLLIN, 0}};
-		int n = poll(p, conn.fd >= 0 ? 2 : 1, 200);
+		struct pollfd p[BP_RECV_NFDS];
+		int np = bp_recv_pollfds(&r, lfd, &conn, p);
+		int n = poll(p, (nfds_t)np, 200);
 		if (n < 0 && errno != EINTR)
 			break;
 		if (n <= 0)
 			continue;
-		if ((p[0].revents & POLLIN) && bp_recv_accept(&r, lfd, &conn)) {
-			r.connections++;
-			if (r.ended)
-				r.ended = 0; /* --keep: a new run */
-		}
-		if (conn.fd >= 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
-			int k = bp_recv_conn_read(&r, &conn);
-			if (k < 0)
-				rc = BP_EXIT_DAMAGED;
-			if (k <= 0)
-				bp_recv_conn_close(&conn);
-		}
+		if (bp_recv_serve(&r, lfd, &conn, p, np) && r.ended &&
+		    conn.fd >= 0)
+			r.ended = 0; /* --keep: a new run */
 	}
+	if (r.malformed)
+		rc = BP_EXIT_DAMAGED;
 	bp_recv_conn_close(&conn);
 	close(lfd);
 	fprintf(stderr, "beamprobe: received %llu packets (%llu bytes) over "
@@ -119,6 +113,11 @@ int bp_cmd_receive(int argc, char **argv)
 		if (!r.have_uuid)
 			rc = BP_EXIT_DAMAGED;
 	}
+	if (r.unfinished)
+		fprintf(stderr, "beamprobe: %llu connections closed in the "
+				"handshake (no greeting in 3 s, the lobby "
+				"full, or another sender's came first)\n",
+			(unsigned long long)r.unfinished);
 	if (r.resent || r.turned_away)
 		fprintf(stderr, "beamprobe: %llu packets sent again after a "
 				"reconnection (already written: skipped), "

@@ -170,25 +170,22 @@ int bp_cmd_record(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	bp_recv_conn_init(&conn, -1);
 	for (;;) {
-		struct pollfd p[2] = {{lfd, POLLIN, 0}, {conn.fd, POLLIN, 0}};
-		int n = poll(p, conn.fd >= 0 ? 2 : 1, 100);
-		/* Any local user can connect to the port: one that sends
-		 * nothing gives its place to the next after 3 s (it held it
-		 * for good, the program's stream turned away all along). */
-		if (n > 0 && (p[0].revents & POLLIN))
-			bp_recv_accept(&r, lfd, &conn);
-		if (n > 0 && conn.fd >= 0 &&
-		    (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
-			if (bp_recv_conn_read(&r, &conn) <= 0)
-				bp_recv_conn_close(&conn);
-		}
+		struct pollfd p[BP_RECV_NFDS];
+		int np = bp_recv_pollfds(&r, lfd, &conn, p);
+		int n = poll(p, (nfds_t)np, 100);
+		/* Any local user can connect to the port: newcomers wait in
+		 * the lobby, and only the program's session proves the
+		 * token (bp_recv.h). */
+		if (n > 0)
+			(void)bp_recv_serve(&r, lfd, &conn, p, np);
 		if (!exited && waitpid(pid, &status, WNOHANG) == pid) {
 			exited = 1;
 			child_pid = 0;
 			exit_at = ms_now();
 		}
 		/* After the program: what is still in flight, briefly. */
-		if (exited && (r.ended || conn.fd < 0 || ms_now() - exit_at > 2000))
+		if (exited && (r.ended || bp_recv_idle(&r, &conn) ||
+			       ms_now() - exit_at > 2000))
 			break;
 	}
 	bp_recv_conn_close(&conn);

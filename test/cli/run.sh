@@ -261,6 +261,40 @@ check "receive --token-file: strangers refused, then the token is taken" "$a4" "
 check "receive --token-file: a stranger's bytes are not a damaged stream (exit 0)" "$rc" 0
 grep -q "3 connections refused" "$WORK/rx-str.err" && ok "receive --token-file: counts the strangers refused" || not_ok "receive --token-file: counts the strangers refused" "$(cat "$WORK/rx-str.err")"
 check "receive --token-file: the sender's packet written (76 bytes)" "$(stat -c %s "$WORK/rx-str/thread-000" 2>/dev/null)" 76
+# A flood of connections (one every 10 ms, each held 2.9 s, every other
+# one sending a valid CHALLENGE and then nothing) does not keep the
+# sender with the token out: newcomers wait in the lobby, and the
+# sender's handshake completes among them.  (The old receiver held one
+# connection at a time, each flooder's for up to 3 s: the sender was
+# turned away, "acks 0".)
+timeout 30 "$BP" receive --listen 127.0.0.1:0 --token-file "$WORK/token" -o "$WORK/rx-flood" 2>"$WORK/rx-flood.err" &
+rxpid=$!
+for _ in $(seq 50); do grep -q "listening on port" "$WORK/rx-flood.err" 2>/dev/null && break; sleep 0.1; done
+rxport=$(sed -n 's/.*listening on port \([0-9]*\),.*/\1/p' "$WORK/rx-flood.err")
+python3 -c "
+import os, socket, struct, sys, time
+held, k, end = [], 0, time.time() + 5
+while time.time() < end:
+    try:
+        s = socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=1)
+        if k % 2:
+            s.sendall(struct.pack('<IIII', 0x31535042, 6, 36, 3) + os.urandom(32))
+        held.append((time.time(), s))
+    except OSError:
+        pass
+    k += 1
+    while held and time.time() - held[0][0] > 2.9:
+        held.pop(0)[1].close()
+    time.sleep(0.01)" "$rxport" &
+flpid=$!
+sleep 0.5
+a6=$(timeout 20 python3 test/cli/stream_client.py "$rxport" token s3cret 2>&1)
+wait $rxpid; rc=$?
+kill $flpid 2>/dev/null; wait $flpid 2>/dev/null
+check "receive --token-file under a flood of connections: the sender is taken (packet and END confirmed)" "$a6" "acks 2"
+check "receive --token-file under a flood: exit 0" "$rc" 0
+check "receive --token-file under a flood: the packet written (76 bytes)" "$(stat -c %s "$WORK/rx-flood/thread-000" 2>/dev/null)" 76
+grep -q "connections closed in the handshake" "$WORK/rx-flood.err" && ok "receive under a flood: counts the connections closed in the handshake" || not_ok "receive under a flood: counts the connections closed in the handshake" "$(cat "$WORK/rx-flood.err")"
 run receive --listen 127.0.0.1:0 --token-file "$WORK/nonexistent" -o "$WORK/rx-tok2"
 check "receive with a missing token file: exit 1" "$rc" 1
 [ ! -e "$WORK/rx-tok2" ] && ok "receive with a missing token file: no directory made" || not_ok "receive with a missing token file: no directory made"
