@@ -638,7 +638,18 @@ general_first(Keys) ->
 
 %% Message patterns are global in the VM: one per kind, shared by the
 %% sessions that set the same one (conflicts/2 refused the others).
+%% A kind that fails (badarg) undoes the kinds this call set before it:
+%% the session is refused, and nothing would remove them.
 set_msg_patterns(#{msgs := Msgs}, St) ->
+    case fold_msg_patterns(Msgs, St) of
+        {ok, _} = Ok -> Ok;
+        {error, R, #st{msgpats = MP, msgprev = Prev}} ->
+            _ = [safely(fun() -> message_pattern(K, maps:get(K, Prev, true)) end)
+                 || K <- maps:keys(MP), not is_map_key(K, St#st.msgpats)],
+            {error, R}
+    end.
+
+fold_msg_patterns(Msgs, St) ->
     lists:foldl(
       fun({Kind, MS}, {ok, #st{msgpats = MP} = S}) ->
               case MP of
@@ -652,7 +663,7 @@ set_msg_patterns(#{msgs := Msgs}, St) ->
                           _ -> {ok, S#st{msgpats = MP#{Kind => MS},
                                          msgprev = (S#st.msgprev)#{Kind => Prev}}}
                       catch error:badarg ->
-                              {error, {bad_pattern, {Kind, MS}}}
+                              {error, {bad_pattern, {Kind, MS}}, S}
                       end
               end;
          (_, Err) -> Err

@@ -17,6 +17,7 @@
 
 -export([all/0, groups/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
+-export([bad_message_pattern_undone/1]).
 -export([bad_options/1, bad_output/1, bad_patterns/1,
          already_traced_pid/1, already_traced_new/1]).
 
@@ -39,6 +40,7 @@ all() ->
 
 groups() ->
     [{errors, [], [bad_options, bad_output, bad_patterns,
+                   bad_message_pattern_undone,
                    already_traced_pid, already_traced_new]}].
 
 init_per_suite(Config) ->
@@ -300,6 +302,23 @@ bad_patterns(Config) ->
     ?assertEqual({flags, []}, erlang:trace_info(W, flags)),
     ?L:pattern_removed([{?W, add, 2}, {lists, seq, 2}]),
     ?W:stop_worker(W).
+
+%% A start refused on its second message pattern (one the VM refuses)
+%% leaves no first one behind: the 'receive' pattern set before the bad
+%% send pattern used to stay installed, filtering every other tool's
+%% receive trace (found by beamprobe_ms_fuzz_SUITE).
+bad_message_pattern_undone(Config) ->
+    Recv = [{['$1', '$2', '$3'], [{is_atom, '$3'}], []}],
+    Bad = [{'_', [{{'$3', {binary_part, true, 1, 2}}}], []}],
+    R = expect_error(Config, "bad_send",
+                     #{events => ['receive', send],
+                       messages => [{'receive', Recv}, {send, Bad}]},
+                     fun({error, {bad_pattern, {send, _}}}) -> true end),
+    ct:log("~p", [R]),
+    ?assertEqual({{'receive', {match_spec, true}}, {send, {match_spec, true}}},
+                 {{'receive', erlang:trace_info('receive', match_spec)},
+                  {send, erlang:trace_info(send, match_spec)}}),
+    ?assertEqual([], beamprobe:list()).
 
 %% A process traced by another tracer is refused when named, skipped by
 %% procs => all, and taken over with force => true.
