@@ -120,7 +120,7 @@ check(S) ->
     Steps = [fun force/1, fun on_tamper/1, fun procs/1, fun exclude/1, fun calls/1, fun bools/1,
              fun events/1, fun args/1, fun capture/1, fun buffer/1,
              fun overflow/1, fun limits/1, fun on_rate/1, fun output/1,
-             fun meta/1, fun messages/1, fun actions/1, fun vm/1,
+             fun meta/1, fun messages/1, fun actions/1, fun compiles/1, fun vm/1,
              fun nothing/1],
     run(Steps, S).
 
@@ -152,6 +152,29 @@ actions(#{calls := Calls, messages := Msgs} = S) ->
         {[], _, #{force := true}} -> {ok, S};
         {[], [], _} -> {ok, S};
         {[], [A | _], _} -> {error, {flag_action, A}}
+    end.
+
+%% Every match spec must compile on its own (erlang:match_spec_test/3):
+%% the VM sees one session's match spec whole only when no other session
+%% traces the function; combined with another's, a clause that can never
+%% match (a head of another arity) is left out, and a match spec the VM
+%% refuses was accepted -- then set alone when the other session stopped,
+%% refused by the VM, and the combined one was left installed for good.
+compiles(#{calls := Calls, messages := Msgs} = S) ->
+    MSs = [{MFA, A, MS} || {{_, _, A} = MFA, MS} <- Calls, is_list(MS)] ++
+          [{K, 0, MS} || {K, MS} <- Msgs, is_list(MS)],
+    Bad = [{What, [E || {error, E} <- Errs]}
+           || {What, A, MS} <- MSs,
+              {error, Errs} <- [ms_test(A, MS)]],
+    case Bad of
+        [] -> {ok, S};
+        [{What, Errs} | _] -> {error, {bad_match_spec, What, Errs}}
+    end.
+
+ms_test(A, MS) ->
+    Args = [x || is_integer(A), _ <- lists:seq(1, A)],
+    try erlang:match_spec_test(Args, MS, trace)
+    catch error:_ -> {error, [{error, "not a match spec"}]}
     end.
 
 %% The `set_seq_token' actions in body expression E that set a label the
@@ -873,6 +896,8 @@ format_error({bad_limit, L, Hint}) ->
 format_error({bad_pattern, P}) when not is_tuple(P) ->
     f("bad pattern ~tP: a pattern is a string, or a list of strings",
       [P, ?SHOW]);
+format_error({bad_match_spec, What, Errs}) ->
+    f("the match spec of ~tP does not compile: ~ts", [What, ?SHOW, lists:join("; ", Errs)]);
 format_error({bad_pattern, MFA}) ->
     f("~tP is not a pattern erlang:trace_pattern/3 accepts", [MFA, ?SHOW]);
 format_error({handler_init, M, {bad_option, _, _} = R}) ->

@@ -544,8 +544,17 @@ apply_patterns1(Old, New, Force, Meta) ->
          || K <- general_first(Removed),
             not lists:any(fun(N) -> covers(N, K) end, maps:keys(New))],
     %% (Keys a session forces are set whole.)
-    set_keys(general_first(Reset), New, #{}, Old,
-             {set_flag(Meta), maps:without(Force, Old), Meta}).
+    case set_keys(general_first(Reset), New, #{}, Old,
+                  {set_flag(Meta), maps:without(Force, Old), Meta}) of
+        {ok, _} = Ok -> Ok;
+        {error, R, Done} ->
+            %% What is installed now: the old keys this pass did not
+            %% remove (the one that failed keeps its old match spec), and
+            %% those it set.  (Only those it set: the keys of sessions
+            %% installed before were forgotten, and left installed when
+            %% their sessions stopped.)
+            {error, R, maps:merge(maps:without(Removed, Old), Done)}
+    end.
 
 %% Removes key K's pattern, which no live session needs any more, from
 %% the functions where it is still beamprobe's: one whose pattern another
@@ -858,11 +867,16 @@ undo(#{meta := Meta} = E, #st{sessions = Ss} = St) ->
     _ = safely(fun() -> remove_flags(E, Others) end),
     St1 = case desired(St, Meta) of
               {ok, D} ->
-                  _ = safely(fun() ->
-                                     apply_patterns(installed_pats(St, Meta),
-                                                    D, [], Meta, St)
-                             end),
-                  set_installed(St, Meta, D);
+                  case safely(fun() ->
+                                      apply_patterns(installed_pats(St, Meta),
+                                                     D, [], Meta, St)
+                              end) of
+                      %% A key the VM refused keeps its old match spec:
+                      %% recorded as installed, so that it is removed
+                      %% when no session needs it (recording D lost it).
+                      {error, _, Now} -> set_installed(St, Meta, Now);
+                      _ -> set_installed(St, Meta, D)
+                  end;
               {error, _} -> St
           end,
     St2 = remove_msg_patterns(St1),

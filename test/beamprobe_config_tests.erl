@@ -474,6 +474,38 @@ unsafe_labels_test_() ->
                               {unsafe_label, hd(Bad)}))]
      end}.
 
+%% A match spec the VM would refuse on its own is refused at validation,
+%% whatever the clause's arity: combined with another session's on the
+%% same function, a clause of another arity was left out and the match
+%% spec accepted; set alone when the other session stopped, the VM refused
+%% it and the combined one stayed installed after both sessions (found by
+%% beamprobe_ms_fuzz_SUITE).
+bad_match_spec_test_() ->
+    {setup, fun setup/0, fun cleanup/1,
+     fun(Base) ->
+             Out = out(Base, "bms"),
+             C = fun(MS) -> v(#{calls => [{{lists, reverse, 2}, MS}],
+                                force => true, output => Out})
+                 end,
+             [?_assertEqual({error, {bad_match_spec, {lists, reverse, 2},
+                                     ["Variable $1 is unbound."]}},
+                            C([{[], ['$1'], []}])),
+              ?_assertEqual({error, {bad_match_spec, {lists, reverse, 2},
+                                     ["Function foo/0 does_not_exist."]}},
+                            C([{'_', [], [{foo}]}])),
+              ?_assertMatch({error, {bad_match_spec, send, [_]}},
+                            v(#{events => [send], output => Out,
+                                messages => [{send, [{'_', [{'==', '$9', 1}], []}]}]})),
+              ?_assertMatch({ok, _}, C([{['$1', '$2'], [{is_list, '$1'}],
+                                         [{message, '$2'}]}])),
+              ?_assertMatch({ok, _}, C([{[], [], []}])),
+              ?_assertEqual("the match spec of {lists,reverse,2} does not compile: "
+                            "Variable $1 is unbound.",
+                            lists:flatten(beamprobe_config:format_error(
+                                            {bad_match_spec, {lists, reverse, 2},
+                                             ["Variable $1 is unbound."]})))]
+     end}.
+
 %% A fun typed in the shell whose match spec is not valid: an error to
 %% return, not a throw out of calls/2 (it killed the shell's evaluator).
 shell_fun_invalid_ms_test() ->
