@@ -135,6 +135,14 @@ check(S) ->
 %% runs one nested in another's argument (`{message, {silent, true}}'
 %% made the process silent for every session and tool).
 %%
+%% A flag action in a `send' message pattern is refused even with
+%% force => true: on OTP 25.2 one that takes the send flag from the
+%% sending process ({disable_trace, send}, {disable_trace, {self}, all},
+%% {trace, [send], []}) crashes the node at once (a segfault, the same
+%% with plain erlang:trace_pattern(send, ...); found by
+%% beamprobe_ms_fuzz_SUITE).  ('receive' patterns take no flag action:
+%% the VM refuses them.)
+%%
 %% A seq_trace label that the match spec builds (a tuple, a bignum, ...:
 %% anything but an atom, a small integer or an argument, `$N') is refused
 %% even with force => true: on OTP 25 `set_seq_token' keeps a pointer into
@@ -147,8 +155,12 @@ actions(#{calls := Calls, messages := Msgs} = S) ->
     Bodies = [Body || MS <- MSs, {_, _, Body} <- MS, is_list(Body)],
     Unsafe = [A || Body <- Bodies, E <- Body, A <- unsafe_labels(E)],
     Flags = [A || Body <- Bodies, E <- Body, A <- flag_actions(E)],
+    SendFlags = [A || {send, MS} <- Msgs, is_list(MS), {_, _, Body} <- MS,
+                      is_list(Body), E <- Body, A <- flag_actions(E)],
     case {Unsafe, Flags, S} of
         {[A | _], _, _} -> {error, {unsafe_label, A}};
+        {[], _, _} when SendFlags =/= [] ->
+            {error, {unsafe_send_action, hd(SendFlags)}};
         {[], _, #{force := true}} -> {ok, S};
         {[], [], _} -> {ok, S};
         {[], [A | _], _} -> {error, {flag_action, A}}
@@ -844,6 +856,11 @@ format_error({unsafe_label, A}) ->
       "OTP 25 keeps a pointer to it that dies with the match spec's run, "
       "and the node crashes at the process's next send or garbage "
       "collection; use an atom, a small integer or an argument ('$1')",
+      [A, ?SHOW]);
+format_error({unsafe_send_action, A}) ->
+    f("send message pattern action ~tP changes trace flags: on OTP 25 one "
+      "that takes the send flag from the sending process crashes the node "
+      "at once (a segfault); refused even with force => true: leave it out",
       [A, ?SHOW]);
 format_error({flag_action, A}) ->
     f("match spec action ~tP changes trace flags: it takes them from other "

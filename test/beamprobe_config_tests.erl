@@ -417,7 +417,9 @@ flag_actions_test_() ->
                                            MS({message,
                                                {const, {silent, true}}})}],
                                 output => Out})),
-              ?_assertEqual({error, {flag_action, {silent, true}}},
+              %% (In a send pattern: refused even with force,
+              %% unsafe_send_action_test_.)
+              ?_assertEqual({error, {unsafe_send_action, {silent, true}}},
                             v(#{events => [send],
                                 messages => [{send, MS({silent, true})}],
                                 output => Out})),
@@ -472,6 +474,36 @@ unsafe_labels_test_() ->
              [?_assertMatch("match spec action {set_seq_token,label," ++ _,
                             beamprobe_config:format_error(
                               {unsafe_label, hd(Bad)}))]
+     end}.
+
+%% A flag action in a send message pattern is refused even with force:
+%% {disable_trace, send} there segfaults an OTP 25.2 node at the next
+%% traced send (found by beamprobe_ms_fuzz_SUITE; the same with plain
+%% erlang:trace_pattern(send, ...)).  The old check took it with force.
+unsafe_send_actions_test_() ->
+    {setup, fun setup/0, fun cleanup/1,
+     fun(Base) ->
+             Out = out(Base, "usa"),
+             V = fun(A, Force) ->
+                         v(#{events => [send], force => Force, output => Out,
+                             messages => [{send, [{'_', [], [A]}]}]})
+                 end,
+             Bad = [{disable_trace, send}, {disable_trace, {self}, send},
+                    {disable_trace, all}, {trace, [send], []}, {silent, true}],
+             [?_assertEqual({error, {unsafe_send_action, A}}, V(A, F))
+              || A <- Bad, F <- [false, true]] ++
+             [?_assertEqual({error, {unsafe_send_action, {disable_trace, send}}},
+                            V({message, {{ok, {disable_trace, send}}}}, true)),
+              ?_assertMatch({ok, _}, V({message, '$$'}, false)),
+              %% Flag actions in call patterns: forced, as before.
+              ?_assertMatch({ok, _},
+                            v(#{calls => [{{lists, reverse, 1},
+                                           [{'_', [], [{disable_trace, send}]}]}],
+                                force => true, output => Out})),
+              ?_assertMatch("send message pattern action {disable_trace,send}" ++ _,
+                            lists:flatten(beamprobe_config:format_error(
+                                            {unsafe_send_action,
+                                             {disable_trace, send}})))]
      end}.
 
 %% A match spec the VM would refuse on its own is refused at validation,
