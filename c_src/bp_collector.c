@@ -81,29 +81,6 @@ static void account(struct bp_session *s, uint32_t idx)
 	st->seen_lost = st->lost;
 }
 
-static struct bp_ctf_stream *stream_for(struct bp_session *s, uint32_t idx)
-{
-	struct bp_ctf_stream *st = &s->streams[idx];
-
-	if (st->fd < 0 && !st->err) {
-		int err = s->dirfd < 0 ? EBADF
-			  : s->dir_gone
-				  ? ENOENT
-				  : bp_ctf_stream_open_at(st, s->dirfd, idx,
-							  s->uuid,
-							  s->packet_size);
-		if (err) {
-			st->err = err;
-			note_io_error(s, err);
-		} else {
-			atomic_fetch_add_explicit(&s->file_buffers,
-						  st->dio.cap,
-						  memory_order_relaxed);
-		}
-	}
-	return st->fd >= 0 ? st : NULL;
-}
-
 /*
  * The bytes limit bounds the stream files, checked before each event goes
  * into one (checked after each pass, it let a pass of 8 MiB rings take a
@@ -150,17 +127,17 @@ static uint64_t stream_share(const struct bp_ctf_stream *st)
 	return n ? n + stream_keep(st, 0) : 0;
 }
 
-/* 1 if ev (len bytes) may go into st within the bytes limit.  A drops
- * event of a stream that holds something takes the room kept for it. */
+/* 1 if ev (len bytes) may go into st, whose share is `share'
+ * (stream_share), within the bytes limit.  A drops event of a stream
+ * that holds something takes the room kept for it. */
 static int within_limit(const struct bp_session *s,
-			const struct bp_ctf_stream *st, uint32_t len,
-			int drops)
+			const struct bp_ctf_stream *st, uint64_t share,
+			uint32_t len, int drops)
 {
-	uint64_t grow = len, share;
+	uint64_t grow = len;
 
 	if (!s->byte_limit)
 		return 1;
-	share = stream_share(st);
 	if (drops && share)
 		return 1;
 	if (s->file_full)
@@ -197,6 +174,39 @@ static void reproject(struct bp_session *s, const struct bp_ctf_stream *st,
 	s->file_proj = s->file_proj - before + stream_share(st);
 }
 
+/* The stream of slot idx for an event of len bytes, its file made if
+ * need be; NULL if the file cannot be made, or (*refused) if the bytes
+ * limit has no room for one more (no empty file is made for it). */
+static struct bp_ctf_stream *stream_for(struct bp_session *s, uint32_t idx,
+					uint32_t len, int *refused)
+{
+	struct bp_ctf_stream *st = &s->streams[idx];
+
+	*refused = 0;
+	if (st->fd < 0 && !st->err) {
+		int err;
+		if (!within_limit(s, st, stream_share(st), len, 0)) {
+			*refused = 1;
+			return NULL;
+		}
+		err = s->dirfd < 0 ? EBADF
+		      : s->dir_gone
+			      ? ENOENT
+			      : bp_ctf_stream_open_at(st, s->dirfd, idx,
+						      s->uuid,
+						      s->packet_size);
+		if (err) {
+			st->err = err;
+			note_io_error(s, err);
+		} else {
+			atomic_fetch_add_explicit(&s->file_buffers,
+						  st->dio.cap,
+						  memory_order_relaxed);
+		}
+	}
+	return st->fd >= 0 ? st : NULL;
+}
+
 /* Adds ev to st; an event that cannot be written is counted as lost (one
  * past the bytes limit as the limit's, and the session ends). */
 static void write_event(struct bp_session *s, struct bp_slot *sl,
@@ -206,7 +216,7 @@ static void write_event(struct bp_session *s, struct bp_slot *sl,
 	uint64_t before = stream_share(st);
 	int err;
 
-	if (!within_limit(s, st, len,
+	if (!within_limit(s, st, before, len,
 			  bp_get_u16(ev + BP_EV_OFF_ID) == BP_EV_DROPS)) {
 		refuse(s, sl, aux);
 		return;
@@ -236,12 +246,13 @@ static void add_event(struct bp_session *s, struct bp_slot *sl,
 
 	if (s->has_file &&
 	    (always || (id < 64 && (s->file_kinds & (1ull << id))))) {
-		struct bp_ctf_stream *st = &s->streams[sl->index];
-		/* No file is made for an event the limit refuses. */
-		if (st->fd < 0 && !within_limit(s, st, len, 0))
-			refuse(s, sl, aux);
-		else if ((st = stream_for(s, sl->index)))
+		int refused;
+		struct bp_ctf_stream *st =
+			stream_for(s, sl->index, len, &refused);
+		if (st)
 			write_event(s, sl, st, ev, len, discarded, aux);
+		else if (refused)
+			refuse(s, sl, aux);
 		else if (!aux) /* the stream file cannot be created */
 			bp_counter_add(&sl->drops[BP_DROP_IO_ERROR], 1);
 	} else {
@@ -460,6 +471,7 @@ static void write_drops(struct bp_session *s)
 		struct bp_ctf_stream *st;
 		uint64_t d[BP_DROP_COUNT], any = noslot;
 		size_t off;
+		int refused;
 
 		if (!sl)
 			continue;
@@ -477,11 +489,10 @@ static void write_drops(struct bp_session *s)
 		 * events_discarded to say losses). */
 		if (s->has_lttng)
 			bp_lttng_emit(ev, (uint32_t)off, s->lttng_id);
+		/* (No file only for it past the bytes limit: `refused'.) */
 		if (!s->has_file ||
-		    (s->streams[i].fd < 0 &&
-		     !within_limit(s, &s->streams[i], (uint32_t)off, 0)) ||
-		    !(st = stream_for(s, i)))
-			continue; /* (a file only for it would pass the limit) */
+		    !(st = stream_for(s, i, (uint32_t)off, &refused)))
+			continue;
 		write_event(s, sl, st, ev, (uint32_t)off, slot_discarded(sl), 1);
 	}
 }

@@ -55,7 +55,7 @@
 
 -export([start/2, is_handle/1, call/2]).
 -export([agent_start/3, agent_files/1, agent_read/3, agent_cleanup/1,
-         copy/4,
+         local_start/1, copy/4,
          dist_ids/1, rewrite_env/2, env_lines/1, probe_bounds/1]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2,
          terminate/2]).
@@ -395,6 +395,9 @@ start_node(N, Ns, Base, Base0, #st{dir = Dir, nodes = Acc} = St) ->
         {error, Failure} -> {error, {node_failed, N, Failure}, St}
     end.
 
+%% @private A node's own session of the cluster session, owned by the
+%% caller (the coordinator here, the agent on the other nodes).
+-spec local_start(map()) -> {ok, beamprobe:session()} | {error, term()}.
 local_start(Spec) ->
     case beamprobe:start_matched(Spec, self()) of
         {ok, S, _} -> {ok, S};

@@ -84,7 +84,8 @@ start(Coord, Spec, Id) ->
                                         undefined -> maps:get(output, Spec);
                                         _ -> {file, Staged}
                                     end,
-                              case local_start(Spec#{output => Out}) of
+                              case beamprobe_cluster:local_start(
+                                     Spec#{output => Out}) of
                                   {ok, S} ->
                                       Caller ! {Ref, ok},
                                       agent_loop(CRef, S, Staged, Addr);
@@ -95,12 +96,6 @@ start(Coord, Spec, Id) ->
         {Ref, ok} -> demonitor(MRef, [flush]), {ok, Agent, Staged};
         {Ref, {error, _} = E} -> demonitor(MRef, [flush]), E;
         {'DOWN', MRef, process, _, Why} -> {error, {agent_down, Why}}
-    end.
-
-local_start(Spec) ->
-    case beamprobe:start_matched(Spec, self()) of
-        {ok, S, _} -> {ok, S};
-        {error, _} = E -> E
     end.
 
 %% (The coordinator's requests and the agent's replies are tagged

@@ -487,17 +487,7 @@ limit_bytes_counted(Config) ->
 
 limit_bytes_counted(Config, Limit) ->
     Dir = dir(Config, "limit_bytes_counted_" ++ integer_to_list(Limit)),
-    N = 20000,
-    Ps = [?W:start_looper(self(), fun() -> ?W:loop_add(N) end)
-          || _ <- [1, 2, 3, 4]],
-    S = start(#{procs => Ps, calls => [{?W, add, 2}], args => full,
-                limits => #{bytes => Limit}, output => {file, Dir}}),
-    ok = sys:suspend(S),
-    ok = ?W:go(Ps),
-    [ok, ok, ok, ok] = ?W:wait_done(Ps, 30000),
-    ok = sys:resume(S),
-    _ = ?L:wait_ended(S, 5000),
-    Sum = stop(S),
+    {N, Sum} = four_loopers_limited(Dir, Limit),
     Files = filelib:wildcard(filename:join(Dir, "thread-*")),
     OnDisk = lists:sum([filelib:file_size(F) || F <- Files]),
     #{bytes := Bytes, events := Events} = Sum,
@@ -513,6 +503,24 @@ limit_bytes_counted(Config, Limit) ->
            end,
     ?assertEqual(Events, Read).
 
+%% Four processes make 20,000 traced calls each while the session
+%% process is held (every call is recorded or counted, none waits for
+%% it), the session limited to Limit bytes of files in Dir; {calls made
+%% by each, the summary once it has ended}.
+four_loopers_limited(Dir, Limit) ->
+    N = 20000,
+    Ps = [?W:start_looper(self(), fun() -> ?W:loop_add(N) end)
+          || _ <- [1, 2, 3, 4]],
+    S = start(#{procs => Ps, calls => [{?W, add, 2}], args => full,
+                limits => #{bytes => Limit}, output => {file, Dir}}),
+    ok = sys:suspend(S),
+    ok = ?W:go(Ps),
+    [ok, ok, ok, ok] = ?W:wait_done(Ps, 30000),
+    ok = sys:resume(S),
+    _ = ?L:wait_ended(S, 5000),
+    Sum = stop(S),
+    {N, Sum}.
+
 %% The CLI tells the session's losses when no stream file could tell
 %% them: under a 1-byte limit no file is ever made (the trace holds only
 %% its metadata), and `info', `stats' and `print' said "lost events: 0"
@@ -525,17 +533,7 @@ limit_bytes_cli(Config) ->
 
 limit_bytes_cli(Config, Limit) ->
     Dir = dir(Config, "limit_bytes_cli_" ++ integer_to_list(Limit)),
-    N = 20000,
-    Ps = [?W:start_looper(self(), fun() -> ?W:loop_add(N) end)
-          || _ <- [1, 2, 3, 4]],
-    S = start(#{procs => Ps, calls => [{?W, add, 2}], args => full,
-                limits => #{bytes => Limit}, output => {file, Dir}}),
-    ok = sys:suspend(S),
-    ok = ?W:go(Ps),
-    [ok, ok, ok, ok] = ?W:wait_done(Ps, 30000),
-    ok = sys:resume(S),
-    _ = ?L:wait_ended(S, 5000),
-    Sum = stop(S),
+    {_N, Sum} = four_loopers_limited(Dir, Limit),
     Lost = total(Sum),
     ?assertEqual({limit, Lost}, {limit, dropped(Sum, limit)}),
     ?assert(Lost > 0),

@@ -631,21 +631,28 @@ stopped(Pid) ->
 %% the dist_ids call (7 s each: net_setuptime).
 frozen_node_disconnected(Config) ->
     Old = net_kernel:get_net_ticktime(),
-    Paths = [filename:dirname(code:which(beamprobe)),
-             filename:dirname(code:which(?MODULE))],
     _ = net_kernel:set_net_ticktime(10, 0),
     try
         _ = ?L:wait_until(fun() -> net_kernel:get_net_ticktime() =:= 10 end, 15000),
-        {ok, P, N} = peer:start_link(#{name => peer:random_name(),
-                                       connection => standard_io,
-                                       args => ["-hidden", "-kernel", "net_ticktime", "10" |
-                                                lists:append([["-pa", D] || D <- Paths])]}),
-        true = net_kernel:connect_node(N),
-        try frozen_node_disconnected(Config, N)
-        after catch peer:stop(P)
-        end
+        with_stdio_peer(["-kernel", "net_ticktime", "10"],
+                        fun(N) -> frozen_node_disconnected(Config, N) end)
     after
         net_kernel:set_net_ticktime(Old, 0)
+    end.
+
+%% Runs Fun(Node) with a hidden peer of its own (extra emulator args
+%% Args), controlled over its standard input (a peer controlled over
+%% distribution ends when disconnected), connected; stops it after.
+with_stdio_peer(Args, Fun) ->
+    Paths = [filename:dirname(code:which(beamprobe)),
+             filename:dirname(code:which(?MODULE))],
+    {ok, P, N} = peer:start_link(#{name => peer:random_name(),
+                                   connection => standard_io,
+                                   args => ["-hidden" | Args] ++
+                                       lists:append([["-pa", D] || D <- Paths])}),
+    true = net_kernel:connect_node(N),
+    try Fun(N)
+    after catch peer:stop(P)
     end.
 
 frozen_node_disconnected(Config, N) ->
@@ -828,18 +835,7 @@ modes_seen(To, C, N, Acc) ->
 %% the totals), not `agent_down' with the node's events missing from the
 %% totals as before.
 disconnect_reported(Config) ->
-    %% (A peer of its own, controlled over its standard input: a peer
-    %% controlled over distribution ends when disconnected.)
-    Paths = [filename:dirname(code:which(beamprobe)),
-             filename:dirname(code:which(?MODULE))],
-    {ok, P2, N2} = peer:start_link(#{name => peer:random_name(),
-                                     connection => standard_io,
-                                     args => ["-hidden" |
-                                              lists:append([["-pa", D] || D <- Paths])]}),
-    true = net_kernel:connect_node(N2),
-    try disconnect_reported(Config, N2)
-    after catch peer:stop(P2)
-    end.
+    with_stdio_peer([], fun(N2) -> disconnect_reported(Config, N2) end).
 
 disconnect_reported(Config, N2) ->
     Nodes = [node(), N2],
@@ -989,16 +985,7 @@ control_node_killed(Config) ->
 %% (for 10 minutes, which the log says; then removed) and the agent
 %% waits no longer for news of the control node.
 coordinator_ended_while_away(Config) ->
-    Paths = [filename:dirname(code:which(beamprobe)),
-             filename:dirname(code:which(?MODULE))],
-    {ok, P, N} = peer:start_link(#{name => peer:random_name(),
-                                   connection => standard_io,
-                                   args => ["-hidden" |
-                                            lists:append([["-pa", D] || D <- Paths])]}),
-    true = net_kernel:connect_node(N),
-    try coordinator_ended_while_away(Config, N)
-    after catch peer:stop(P)
-    end.
+    with_stdio_peer([], fun(N) -> coordinator_ended_while_away(Config, N) end).
 
 coordinator_ended_while_away(Config, N) ->
     ok = erpc:call(N, ?MODULE, log_start, []),

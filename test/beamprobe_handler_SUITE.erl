@@ -392,15 +392,7 @@ handler_batch_bytes(_Config) ->
 %% BP_HANDLER_CLOSED_MAX (16) closed batches wait, then what waits is
 %% dropped, counted as slow_output (c_src/bp_sink_handler.h).
 handler_waiting_bytes(_Config) ->
-    Old = application:get_env(beamprobe, handler_stop_timeout),
-    ok = application:set_env(beamprobe, handler_stop_timeout, 100),
-    try waiting_bytes()
-    after
-        case Old of
-            {ok, V} -> application:set_env(beamprobe, handler_stop_timeout, V);
-            undefined -> application:unset_env(beamprobe, handler_stop_timeout)
-        end
-    end.
+    with_stop_timeout(100, fun waiting_bytes/0).
 
 waiting_bytes() ->
     N = 1000,
@@ -433,6 +425,20 @@ waiting_bytes() ->
     unlink(P),
     exit(P, kill).
 
+%% Runs Fun with the application's handler_stop_timeout at Ms (how long
+%% a handler still in handle_events/2 at the stop is given), then puts it
+%% back as it was.
+with_stop_timeout(Ms, Fun) ->
+    Old = application:get_env(beamprobe, handler_stop_timeout),
+    ok = application:set_env(beamprobe, handler_stop_timeout, Ms),
+    try Fun()
+    after
+        case Old of
+            {ok, V} -> application:set_env(beamprobe, handler_stop_timeout, V);
+            undefined -> application:unset_env(beamprobe, handler_stop_timeout)
+        end
+    end.
+
 %% At the end, batches split off by size wait up to 1 s for their
 %% credits (c_src/bp_sink_handler.h BP_HANDLER_FINISH_NS): 1 s in all,
 %% not 1 s per handler.  Four handlers, each holding its one credit (a
@@ -443,15 +449,7 @@ waiting_bytes() ->
 handler_finish_wait_shared(_Config) ->
     %% Handlers still in handle_events/2 at the stop are killed after
     %% 100 ms (default 5 s, counted in stop/1's time).
-    Old = application:get_env(beamprobe, handler_stop_timeout),
-    ok = application:set_env(beamprobe, handler_stop_timeout, 100),
-    try finish_wait_shared()
-    after
-        case Old of
-            {ok, V} -> application:set_env(beamprobe, handler_stop_timeout, V);
-            undefined -> application:unset_env(beamprobe, handler_stop_timeout)
-        end
-    end.
+    with_stop_timeout(100, fun finish_wait_shared/0).
 
 finish_wait_shared() ->
     N = 100,

@@ -329,10 +329,7 @@ squatter(Dir, Rx, Port) ->
 %% turned the session away: 2,000 of 2,000 events lost as `stream' (4
 %% connections, each closed in the handshake), the receiver never saw it.
 flood_cannot_hold_receiver(Config) ->
-    Dir = filename:join(?config(case_dir, Config), "recv"),
-    File = filename:join(?config(case_dir, Config), "token"),
-    ok = file:write_file(File, <<"s3cret-flood\n">>),
-    with_receiver(Dir, ["--token-file", File], fun flood/3).
+    with_token_receiver(Config, <<"s3cret-flood\n">>, fun flood/3).
 
 flood(Dir, Rx, Port) ->
     Self = self(),
@@ -511,10 +508,7 @@ stranger(Dir, Rx, Port) ->
 %% lost; one without a token is refused by the receiver; one with the
 %% token is received whole.
 token_checked(Config) ->
-    Dir = filename:join(?config(case_dir, Config), "recv"),
-    File = filename:join(?config(case_dir, Config), "token"),
-    ok = file:write_file(File, <<"s3cret\n">>),
-    with_receiver(Dir, ["--token-file", File], fun tokens/3).
+    with_token_receiver(Config, <<"s3cret\n">>, fun tokens/3).
 
 tokens(Dir, Rx, Port) ->
     Addr = {{127, 0, 0, 1}, Port},
@@ -634,10 +628,7 @@ impostor_gets_nothing(Config) ->
 %% sink refuses it (`bad_proof'), sends it no greeting and no trace, and
 %% counts every event lost; receive names the refusal and writes nothing.
 wrong_receiver_refused(Config) ->
-    Dir = filename:join(?config(case_dir, Config), "recv"),
-    File = filename:join(?config(case_dir, Config), "token"),
-    ok = file:write_file(File, <<"not-the-token">>),
-    with_receiver(Dir, ["--token-file", File], fun wrong_receiver/3).
+    with_token_receiver(Config, <<"not-the-token">>, fun wrong_receiver/3).
 
 wrong_receiver(Dir, Rx, Port) ->
     {ok, S} = beamprobe:start(#{calls => [{lists, seq, 2}],
@@ -929,6 +920,14 @@ with_receiver(Dir, Extra, Fun) ->
     try Fun(Dir, Rx, Port)
     after os:cmd("kill -TERM " ++ integer_to_list(RxOs) ++ " 2>/dev/null")
     end.
+
+%% with_receiver/3 for a receiver in the case's directory that holds
+%% Token (its --token-file).
+with_token_receiver(Config, Token, Fun) ->
+    Dir = filename:join(?config(case_dir, Config), "recv"),
+    File = filename:join(?config(case_dir, Config), "token"),
+    ok = file:write_file(File, Token),
+    with_receiver(Dir, ["--token-file", File], Fun).
 
 %% Starts `beamprobe receive' on a free loopback port.
 receiver(Dir) -> receiver(Dir, []).
