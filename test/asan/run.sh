@@ -16,7 +16,7 @@
 # sanitizer report file).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-SUITES=${*:-${ASAN_SUITES:-beamprobe_SUITE beamprobe_events_SUITE beamprobe_diff_SUITE beamprobe_coexist_SUITE beamprobe_tamper_SUITE beamprobe_overlap_SUITE beamprobe_monitor_SUITE beamprobe_monitor_share_SUITE beamprobe_usdt_SUITE beamprobe_stream_SUITE}}
+SUITES=${*:-${ASAN_SUITES:-beamprobe_SUITE beamprobe_stats_SUITE beamprobe_events_SUITE beamprobe_diff_SUITE beamprobe_coexist_SUITE beamprobe_tamper_SUITE beamprobe_overlap_SUITE beamprobe_monitor_SUITE beamprobe_monitor_share_SUITE beamprobe_usdt_SUITE beamprobe_stream_SUITE}}
 out=_build/test
 logdir=$PWD/_build/asan/log
 mkdir -p "$out" "$logdir" _build/ct_logs
