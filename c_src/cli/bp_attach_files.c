@@ -79,8 +79,6 @@ const char *bp_attach_tmp_base(void)
 	return t && *t ? t : "/tmp";
 }
 
-/* The directory beamprobe is built or installed in: $BEAMPROBE_HOME, else
- * two levels above this executable (bin/beamprobe). */
 /* Is dir a beamprobe application directory (ebin/beamprobe.app)? */
 static int is_home(const char *dir)
 {
@@ -90,6 +88,10 @@ static int is_home(const char *dir)
 	return access(p, R_OK) == 0;
 }
 
+/* The directory beamprobe is built or installed in: $BEAMPROBE_HOME, else
+ * found from this executable: APP/bin/beamprobe (a checkout, a mix or
+ * rebar3 build), APP/priv/bin/beamprobe (a release), or
+ * PREFIX/bin/beamprobe with APP in PREFIX/lib/erlang/lib (make install). */
 int bp_attach_home(char *home, size_t n)
 {
 	char self[PATH_MAX];
@@ -112,6 +114,17 @@ int bp_attach_home(char *home, size_t n)
 	snprintf(home, n, "%s", self[0] ? self : "/");
 	if (is_home(home))
 		return 0; /* a checkout, a mix or rebar3 build */
+	/* A release (relx, mix release): the application's ebin/ and priv/
+	 * only, the CLI copied into priv/bin/beamprobe. */
+	const char *last = strrchr(self, '/');
+	if (last && strcmp(last, "/priv") == 0) {
+		char app[PATH_MAX];
+		snprintf(app, sizeof app, "%.*s", (int)(last - self), self);
+		if (is_home(app) && strlen(app) < n) {
+			snprintf(home, n, "%s", app);
+			return 0;
+		}
+	}
 	/* `make install': PREFIX/bin/beamprobe, the application in
 	 * PREFIX/lib/erlang/lib/beamprobe-VSN (this version's). */
 	char app[PATH_MAX + 64];

@@ -254,6 +254,20 @@ else
   else rebar3_project rebar3_git "{beamprobe, {git, \"file://$ROOT\", {ref, \"$HEAD_SHA\"}}}"; fi
   want rebar3_checkouts && rebar3_project rebar3_checkouts "beamprobe" "$ROOT"
 
+  # The release's CLI (priv/bin/beamprobe, no BEAMPROBE_HOME) profiles a
+  # plain node that has no beamprobe: it must find the application's
+  # ebin/ and priv/ two levels above itself (it looked in priv/ and
+  # failed: "cannot read .../priv/priv/beamprobe_nif.build").
+  rel_bare_profile() { # CLI LOG
+    local tgt=bp_rel_bare_$$ tpid rc
+    erl -noshell -sname $tgt -setcookie bprel -eval 'F = fun L() -> lists:seq(1, 3), timer:sleep(20), L() end, F()' >/dev/null 2>&1 &
+    tpid=$!
+    for _ in $(seq 1 50); do erl_call -sname $tgt -c bprel -a 'erlang node' >/dev/null 2>&1 && break; sleep 0.2; done
+    (cd "$TMP" && env -u BEAMPROBE_HOME timeout 60 "$1" profile --cookie bprel --seconds 1 $tgt 'lists:seq/2') > "$TMP/rel_bare_prof.txt" 2>> "$2"; rc=$?
+    kill $tpid 2>/dev/null; wait $tpid 2>/dev/null
+    [ $rc -eq 0 ] && grep -q "lists:seq/2" "$TMP/rel_bare_prof.txt"
+  }
+
   # rebar3_release: the rebar3_checkouts project as a release.  relx
   # copies an application's ebin/, priv/ and include/ only: the NIF is in
   # priv/, the CLI in priv/bin (a link to ../bin, copied as a file), the
@@ -289,6 +303,8 @@ else
     elif ! grep -q "events 1 nif $lib/priv" "$log"; then not_ok $t "the release node did not trace with its own NIF" "$log"
     elif ! sed -n '/^profile$/,/^lib_dir /p' "$log" | grep -q "bpdep_work:double/1"; then
       not_ok $t "the release's CLI could not profile the release's node (its application directory?)" "$log"
+    elif ! rel_bare_profile "$lib/priv/bin/beamprobe" "$log"; then
+      not_ok $t "the release's CLI could not bring beamprobe to a node without it: $(head -c 300 "$TMP/rel_bare_prof.txt")" "$log"
     else check_trace $t "$log"; fi
   fi
 
