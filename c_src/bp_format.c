@@ -45,6 +45,12 @@ const char *const bp_drop_cause_names[BP_DROP_COUNT] = {
 #undef BP__NAME
 };
 
+const char *const bp_session_loss_names[BP_SL_COUNT] = {
+#define BP__NAME(up, low) #low,
+	BP_SESSION_LOSSES(BP__NAME)
+#undef BP__NAME
+};
+
 void bp_format_uuid(const uint8_t u[16], char out[37])
 {
 	snprintf(out, 37,

@@ -317,10 +317,33 @@ extern const char *const bp_drop_cause_names[BP_DROP_COUNT];
  * (what the summary's `dropped' says of them).  Readers take it as the
  * true totals: losses with no stream file to be told in (a thread that
  * only lost events, a bytes limit no file fit in, stream files that
- * could not be created) are in it and in no "drops" event.  A cause
+ * could not be created) are in it and in no "drops" event.  Then, when
+ * the session has them, the causes of BP_SESSION_LOSSES below.  A cause
  * name a reader does not know is counted, not named.
  */
 #define BP_ENV_SESSION_LOST "session_lost"
+
+/*
+ * Causes session_lost names after those of BP_DROP_CAUSES, when the
+ * session has them (the summary's `dropped' has them too), and that no
+ * drops event has a field for: a follow session's per-request budget
+ * (c_src/bp_follow.h; losses of every sink: the events were never
+ * written) and the TCP stream sink's (bp_sink_tcp.c: events the files
+ * hold, lost to the receiver only).
+ */
+#define BP_SESSION_LOSSES(X)                                              \
+	X(REQUEST_EVENTS, request_events) X(REQUEST_MS, request_ms)        \
+	X(REQUEST_TABLE, request_table) X(STREAM, stream)
+
+enum bp_session_loss {
+#define BP__SL(up, low) BP_SL_##up,
+	BP_SESSION_LOSSES(BP__SL)
+#undef BP__SL
+	BP_SL_COUNT
+};
+
+/* Their names, indexed by enum bp_session_loss. */
+extern const char *const bp_session_loss_names[BP_SL_COUNT];
 
 /* Key/value pairs written into the metadata's env block. */
 struct bp_env_entry {

@@ -312,7 +312,7 @@ static int parse_recorded(const char *p, size_t len, char *name, size_t cap,
 static void check_session_lost(struct bp_reader *r)
 {
 	const char *v = bp_meta_env(&r->meta, BP_ENV_SESSION_LOST), *p;
-	uint64_t got[BP_DROP_COUNT] = {0}, other = 0;
+	uint64_t got[BP_DROP_COUNT] = {0}, sl[BP_SL_COUNT] = {0}, other = 0;
 	char mpath[4096];
 
 	if (!v)
@@ -334,16 +334,27 @@ static void check_session_lost(struct bp_reader *r)
 			if (strlen(bp_drop_cause_names[c]) == (size_t)(eq - p) &&
 			    !memcmp(p, bp_drop_cause_names[c], (size_t)(eq - p)))
 				break;
-		if (c < BP_DROP_COUNT)
+		if (c < BP_DROP_COUNT) {
 			got[c] += n;
-		else
-			other += n;
+		} else {
+			for (c = 0; c < BP_SL_COUNT; c++)
+				if (strlen(bp_session_loss_names[c]) ==
+					    (size_t)(eq - p) &&
+				    !memcmp(p, bp_session_loss_names[c],
+					    (size_t)(eq - p)))
+					break;
+			if (c < BP_SL_COUNT)
+				sl[c] += n;
+			else
+				other += n;
+		}
 		p = *q ? q + 1 : q;
 		if (*q && !*p)
 			goto bad; /* a trailing comma */
 	}
 	r->has_session_lost = 1;
 	memcpy(r->session_lost, got, sizeof got);
+	memcpy(r->session_lost_more, sl, sizeof sl);
 	r->session_lost_other = other;
 	return;
 bad:
@@ -638,9 +649,15 @@ void bp_reader_loss_report(const struct bp_reader *r,
 			if (r->session_lost[c] > l->by_cause[c])
 				l->by_cause[c] = r->session_lost[c];
 		l->other = r->session_lost_other;
+		memcpy(l->more, r->session_lost_more, sizeof l->more);
+		/* The stream sink's: events these files hold. */
+		l->stream_only = l->more[BP_SL_STREAM];
+		l->more[BP_SL_STREAM] = 0;
 	}
 	for (int c = 0; c < BP_DROP_COUNT; c++)
 		sum += l->by_cause[c];
+	for (int c = 0; c < BP_SL_COUNT; c++)
+		sum += l->more[c];
 	sum += l->other;
 	l->unattributed = l->discarded > sum ? l->discarded - sum : 0;
 	l->no_stream = sum > in_streams ? sum - in_streams : 0;

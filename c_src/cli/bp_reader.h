@@ -263,6 +263,9 @@ struct bp_reader {
 	int has_session_lost;       /* the metadata has env session_lost
 				     * (written at stop, bp_format.h) */
 	uint64_t session_lost[BP_DROP_COUNT]; /* its counts per cause */
+	uint64_t session_lost_more[BP_SL_COUNT]; /* of the causes no drops
+						  * event has (request budget,
+						  * TCP stream sink) */
 	uint64_t session_lost_other; /* of causes this reader does not know */
 };
 
@@ -325,6 +328,12 @@ struct bp_loss_report {
 	uint64_t by_cause[BP_DROP_COUNT]; /* per cause: the larger of the
 					   * streams' drops events and the
 					   * session's record (session_lost) */
+	uint64_t more[BP_SL_COUNT]; /* recorded, of the causes no drops
+				     * event has (a follow session's request
+				     * budget); [BP_SL_STREAM] is 0 */
+	uint64_t stream_only; /* recorded: lost by the session's TCP stream
+			       * sink alone (events these files hold: not
+			       * in total) */
 	uint64_t other;       /* recorded, of causes this reader lacks */
 	uint64_t discarded;   /* events_discarded of the streams' last
 			       * packets */
@@ -332,7 +341,8 @@ struct bp_loss_report {
 	uint64_t missing;     /* bp_reader_missing */
 	uint64_t no_stream;   /* recorded losses no stream tells of (no
 			       * drops event, no events_discarded) */
-	uint64_t total;       /* causes + other + unattributed + missing */
+	uint64_t total;       /* causes + more + other + unattributed +
+			       * missing */
 	int any_drops;        /* some stream had a drops event */
 	int recorded;         /* the trace has session_lost */
 };

@@ -39,6 +39,9 @@ static void print_losses(struct bp_out *o, const struct bp_reader *r)
 	for (int c = 0; c < BP_DROP_COUNT; c++)
 		if (l.by_cause[c])
 			count_line(o, bp_drop_cause_names[c], l.by_cause[c]);
+	for (int c = 0; c < BP_SL_COUNT; c++)
+		if (l.more[c])
+			count_line(o, bp_session_loss_names[c], l.more[c]);
 	if (l.other)
 		count_line(o, "other causes", l.other);
 	if (l.unattributed)
@@ -49,6 +52,8 @@ static void print_losses(struct bp_out *o, const struct bp_reader *r)
 		count_line(o, "(events_discarded, headers)", l.discarded);
 	if (l.no_stream)
 		count_line(o, "(in no stream file)", l.no_stream);
+	if (l.stream_only)
+		count_line(o, "(tcp stream only)", l.stream_only);
 }
 
 int bp_cmd_info(int argc, char **argv)

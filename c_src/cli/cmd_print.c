@@ -538,6 +538,14 @@ static void print_unstreamed(struct printer *pr)
 		bp_out_char(o, '=');
 		bp_out_u64(o, pr->r.session_lost[c]);
 	}
+	for (int c = 0; c < BP_SL_COUNT; c++) {
+		if (!pr->r.session_lost_more[c])
+			continue;
+		bp_out_char(o, ' ');
+		bp_out_str(o, bp_session_loss_names[c]);
+		bp_out_char(o, '=');
+		bp_out_u64(o, pr->r.session_lost_more[c]);
+	}
 	if (pr->r.session_lost_other) {
 		bp_out_str(o, " other_causes=");
 		bp_out_u64(o, pr->r.session_lost_other);

@@ -611,9 +611,14 @@ static void report_losses(struct stats *st, struct bp_out *o, int json)
 		json_key(o, "missing_from_files", l.missing, 1);
 		json_key(o, "in_no_stream", l.no_stream, 1);
 		json_key(o, "other_causes", l.other, 1);
+		json_key(o, "tcp_stream_only", l.stream_only, 1);
 		bp_out_str(o, ",\"by_cause\":{");
 		for (int c = 0; c < BP_DROP_COUNT; c++)
 			json_key(o, bp_drop_cause_names[c], l.by_cause[c], c);
+		for (int c = 0; c < BP_SL_COUNT; c++)
+			if (c != BP_SL_STREAM)
+				json_key(o, bp_session_loss_names[c],
+					 l.more[c], 1);
 		bp_out_str(o, "}}");
 		json_key(o, "unmatched_returns", st->m.unmatched, 1);
 		json_key(o, "stack_resets", st->m.resets, 1);
@@ -634,6 +639,14 @@ static void report_losses(struct stats *st, struct bp_out *o, int json)
 		bp_out_char(o, '=');
 		bp_out_u64(o, l.by_cause[c]);
 	}
+	for (int c = 0; c < BP_SL_COUNT; c++) {
+		if (!l.more[c])
+			continue;
+		bp_out_str(o, "  ");
+		bp_out_str(o, bp_session_loss_names[c]);
+		bp_out_char(o, '=');
+		bp_out_u64(o, l.more[c]);
+	}
 	if (l.other) {
 		bp_out_str(o, "  other_causes=");
 		bp_out_u64(o, l.other);
@@ -649,6 +662,11 @@ static void report_losses(struct stats *st, struct bp_out *o, int json)
 	if (l.no_stream) {
 		bp_out_str(o, "  (in_no_stream_file=");
 		bp_out_u64(o, l.no_stream);
+		bp_out_char(o, ')');
+	}
+	if (l.stream_only) {
+		bp_out_str(o, "  (tcp_stream_only=");
+		bp_out_u64(o, l.stream_only);
 		bp_out_char(o, ')');
 	}
 	bp_out_char(o, '\n');

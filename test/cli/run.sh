@@ -796,6 +796,20 @@ run info "$I7/slost_more"
 check "20 session_lost beyond the streams: info" \
 	"$(grep -E '^lost events:|^  (limit|other causes|\(in no stream file\)) ' "$WORK/out" | tr -s ' ' | tr '\n' '|')" \
 	"lost events: 12| limit 5| other causes 3| (in no stream file) 8|"
+# A follow session's request budget and a TCP stream sink's losses
+# (causes no drops event has): the budget's counted and named; the
+# stream's named apart, not in the total (the files hold those events).
+cp -r $G "$I7/slost_req"; chmod u+w "$I7/slost_req/metadata"
+sed -i -e 's|^env {$|env {\n\tsession_lost = "ring_full=2,overwritten=1,too_big=1,request_events=7,request_ms=0,request_table=0,stream=50";|' "$I7/slost_req/metadata"
+run info "$I7/slost_req"
+check "20 session_lost request budget and stream: info" \
+	"$(grep -E '^lost events:|^  (request_events|other causes|\(in no stream file\)|\(tcp stream only\)) ' "$WORK/out" | tr -s ' ' | tr '\n' '|')" \
+	"lost events: 11| request_events 7| (in no stream file) 7| (tcp stream only) 50|"
+run stats "$I7/slost_req"
+check "20 session_lost request budget and stream: stats" "$(grep '^Lost events' "$WORK/out")" "Lost events: 11  ring_full=2  overwritten=1  too_big=1  request_events=7  (in_no_stream_file=7)  (tcp_stream_only=50)"
+run stats --json "$I7/slost_req"; cp "$WORK/out" "$I7/slost_req.json"
+check "20 session_lost request budget and stream: stats --json" \
+	"$(json_get "$I7/slost_req.json" "(d['lost']['total'], d['lost']['by_cause']['request_events'], d['lost']['tcp_stream_only'], d['lost']['other_causes'])")" "(11, 7, 50, 0)"
 cp -r $G "$I7/slost_bad"; chmod u+w "$I7/slost_bad/metadata"
 sed -i -e 's|^env {$|env {\n\tsession_lost = "limit=5,,ring_full";|' "$I7/slost_bad/metadata"
 run info "$I7/slost_bad"
