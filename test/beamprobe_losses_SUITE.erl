@@ -4,8 +4,8 @@
 %%% which read the drops events and the stop record, env session_lost)
 %%% and by a trace streamed over TCP to `bin/beamprobe receive'.  Each
 %%% case makes losses of one cause for real (a tiny ring, the events
-%%% limit, a stalled receiver, a follow session's per-request budget)
-%%% and compares the views;
+%%% limit, a stalled receiver, a follow session's per-request budget, the
+%%% bytes limit of a session that also streams) and compares the views;
 %%% babeltrace2 reads every trace.
 -module(beamprobe_losses_SUITE).
 
@@ -16,7 +16,7 @@
          init_per_testcase/2, end_per_testcase/2]).
 -export([ring_full_file/1, ring_full_tcp/1, limit_events_file/1,
          limit_events_tcp/1, stalled_receiver/1, file_and_stalled_stream/1,
-         follow_budget/1]).
+         follow_budget/1, limit_bytes_streamed/1]).
 
 -define(W, beamprobe_workload).
 -define(L, beamprobe_test_lib).
@@ -24,7 +24,8 @@
 suite() -> [{timetrap, {seconds, 120}}].
 
 all() -> [ring_full_file, ring_full_tcp, limit_events_file, limit_events_tcp,
-          stalled_receiver, file_and_stalled_stream, follow_budget].
+          stalled_receiver, file_and_stalled_stream, follow_budget,
+          limit_bytes_streamed].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -141,6 +142,36 @@ follow_budget(Config) ->
     ?assertMatch([_], re_all(maps:get(print, Views),
                              "lost events in no stream file: (182) ")).
 
+%% A session that writes files under a 1000-byte limit and streams over
+%% TCP: the events past the limit are lost to the files alone (the
+%% stream has them), so the received trace's calls and its losses add
+%% up to the calls made.  On the old tree its drops events counted the
+%% files' `limit' losses as its own: calls received + lost > calls made.
+limit_bytes_streamed(Config) ->
+    Dir = ?L:dir(Config, "t"),
+    RDir = ?L:dir(Config, "recv"),
+    {Rx, Port} = receiver(RDir),
+    N = 2000,
+    Ps = [?W:start_looper(self(), fun() -> ?W:loop_add(N) end)
+          || _ <- [1, 2, 3, 4]],
+    {ok, S} = beamprobe:start(
+                #{procs => Ps, calls => [{?W, add, 2}],
+                  limits => #{bytes => 1000},
+                  output => [{file, Dir},
+                             {tcp, "127.0.0.1:" ++ integer_to_list(Port)}]}),
+    ok = ?W:go(Ps),
+    [ok, ok, ok, ok] = ?W:wait_done(Ps, 60000),
+    Sum = ?L:stop(S),
+    {0, _} = wait_port(Rx),
+    ?assert(?L:dropped(Sum, limit) > 0),
+    %% The files: everything the summary says but the stream's.
+    assert_views(Dir, ?L:total(Sum) - ?L:dropped(Sum, stream)),
+    Evs = ?L:trace(RDir),
+    Calls = ?L:count(Evs, "call"),
+    Lost = lost(cli(["info", RDir])),
+    ct:log("received ~p calls, ~p lost, of ~p", [Calls, Lost, 4 * N]),
+    ?assertEqual(4 * N, Calls + Lost).
+
 %%% ------------------------------------------------------------------------
 %%% Workloads
 
@@ -234,6 +265,10 @@ assert_views(Dir, Total) ->
     ?assertEqual({json, Dir, [T]},
                  {json, Dir, re_all(Json, "\"lost\":\\{\"total\":([0-9]+)")}),
     #{info => Info, stats => Stats, json => Json, print => Print}.
+
+lost(Info) ->
+    [T] = re_all(Info, "lost events: +([0-9]+)"),
+    list_to_integer(T).
 
 cli(Args) -> binary_to_list(?L:cli_ok(Args)).
 
