@@ -16,7 +16,9 @@
          init_per_testcase/2, end_per_testcase/2]).
 -export([ring_full_file/1, ring_full_tcp/1, limit_events_file/1,
          limit_events_tcp/1, stalled_receiver/1, file_and_stalled_stream/1,
-         follow_budget/1, limit_bytes_streamed/1]).
+         follow_budget/1, limit_bytes_streamed/1, too_big_file/1,
+         too_big_tcp/1, rate_file/1, rate_tcp/1, overwritten_file/1,
+         overwritten_tcp/1]).
 
 -define(W, beamprobe_workload).
 -define(L, beamprobe_test_lib).
@@ -25,7 +27,8 @@ suite() -> [{timetrap, {seconds, 120}}].
 
 all() -> [ring_full_file, ring_full_tcp, limit_events_file, limit_events_tcp,
           stalled_receiver, file_and_stalled_stream, follow_budget,
-          limit_bytes_streamed].
+          limit_bytes_streamed, too_big_file, too_big_tcp, rate_file,
+          rate_tcp, overwritten_file, overwritten_tcp].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -171,6 +174,73 @@ limit_bytes_streamed(Config) ->
     Lost = lost(cli(["info", RDir])),
     ct:log("received ~p calls, ~p lost, of ~p", [Calls, Lost, 4 * N]),
     ?assertEqual(4 * N, Calls + Lost).
+
+%% Events too big for half a 16 KiB ring (arguments of up to 64 KiB
+%% rendered): too_big.
+too_big_file(Config) ->
+    cause(Config, file, too_big, #{buffer => 16384, args => full,
+                                   capture => #{binary => 65536,
+                                                bytes => 65536}},
+          fun() -> [erlang:md5(binary:copy(<<I>>, 20000))
+                    || I <- lists:seq(1, 50)] end,
+          [{erlang, md5, 1}]).
+
+too_big_tcp(Config) ->
+    cause(Config, tcp, too_big, #{buffer => 16384, args => full,
+                                  capture => #{binary => 65536,
+                                               bytes => 65536}},
+          fun() -> [erlang:md5(binary:copy(<<I>>, 20000))
+                    || I <- lists:seq(1, 50)] end,
+          [{erlang, md5, 1}]).
+
+%% A rate limit of 10 events a second: the rest is rate's.
+rate_file(Config) ->
+    cause(Config, file, rate, #{limits => #{rate => {10, 1000}}},
+          fun() -> [lists:seq(1, 3) || _ <- lists:seq(1, 2000)] end,
+          [{lists, seq, 2}]).
+
+rate_tcp(Config) ->
+    cause(Config, tcp, rate, #{limits => #{rate => {10, 1000}}},
+          fun() -> [lists:seq(1, 3) || _ <- lists:seq(1, 2000)] end,
+          [{lists, seq, 2}]).
+
+%% A flight recorder of 16 KiB rings, dumped: what was evicted before the
+%% dump is overwritten's.
+overwritten_file(Config) ->
+    cause(Config, file, overwritten,
+          #{buffer => 16384, overflow => drop_oldest, dump => true},
+          fun() -> [lists:seq(1, 3) || _ <- lists:seq(1, 5000)] end,
+          [{lists, seq, 2}]).
+
+overwritten_tcp(Config) ->
+    cause(Config, tcp, overwritten,
+          #{buffer => 16384, overflow => drop_oldest, dump => true},
+          fun() -> [lists:seq(1, 3) || _ <- lists:seq(1, 5000)] end,
+          [{lists, seq, 2}]).
+
+%% A session of Opts (and calls Calls, this process) over Sink that runs
+%% Work (then a dump with dump => true): Cause lost, the summary's total
+%% told by the trace.
+cause(Config, Sink, Cause, Opts0, Work, Calls) ->
+    {Dump, Opts} = {maps:get(dump, Opts0, false), maps:remove(dump, Opts0)},
+    {Dir, Out, Rx} =
+        case Sink of
+            file -> D = ?L:dir(Config, "t"), {D, {file, D}, none};
+            tcp ->
+                D = ?L:dir(Config, "recv"),
+                {R, Port} = receiver(D),
+                {D, {tcp, "127.0.0.1:" ++ integer_to_list(Port)}, R}
+        end,
+    S = ?L:start(Opts#{procs => [self()], calls => Calls, output => Out}),
+    _ = Work(),
+    _ = Dump andalso beamprobe:dump(S),
+    Sum = ?L:stop(S),
+    ?assert(?L:dropped(Sum, Cause) > 0),
+    _ = Rx =:= none orelse ({0, _} = wait_port(Rx)),
+    Sink =:= tcp andalso ?assertEqual(0, ?L:dropped(Sum, stream)),
+    Views = assert_views(Dir, ?L:total(Sum)),
+    ?assertMatch([_], re_all(maps:get(stats, Views),
+                             "  " ++ atom_to_list(Cause) ++ "=([0-9]+)")).
 
 %%% ------------------------------------------------------------------------
 %%% Workloads
