@@ -649,6 +649,10 @@ format_error({not_loaded, Mods}) ->
       "would run its on_load and change the node); call it once, or "
       "code:ensure_loaded/1 it, if you mean to",
       [lists:join(", ", [io_lib:format("~tw", [M]) || M <- Mods])]);
+format_error({follow_conflict, {profile, Pid}}) ->
+    f("a profile runs (~p, beamprobe:profile/2): it holds the call flag of "
+      "every process nobody traces, and a follow session would record none "
+      "of them; start it once the profile has ended", [Pid]);
 format_error({follow_running, Pid}) ->
     f("a follow session runs (~p): it needs the node's trace flags and "
       "patterns to itself; stop it first", [Pid]);

@@ -79,8 +79,10 @@
 %%% It needs the node's trace patterns and its one system seq_trace tracer
 %%% for itself: it refuses to start while another beamprobe session runs,
 %%% another tool has a pattern on the root function, a system seq_trace
-%%% tracer is set (`{seq_trace_tracer, T}'), or default flags for new
-%%% processes are set (`{error, {follow_conflict, What}}'); while it runs,
+%%% tracer is set (`{seq_trace_tracer, T}'), default flags for new
+%%% processes are set, or a profile runs (`{profile, Pid}', {@link
+%%% beamprobe:profile/2}: it holds the call flag of every process nobody
+%%% traces) (`{error, {follow_conflict, What}}'); while it runs,
 %%% every other session's start is refused (`{error, {follow_running,
 %%% Pid}}', beamprobe_session).
 -module(beamprobe_follow).
@@ -366,12 +368,30 @@ alone1(#st{mfa = {M, F, A}} = St) ->
                 {[S | _], _, _} -> {error, {follow_conflict, {session, S}}, St};
                 {[], {flags, [_ | _]}, _} ->
                     {error, {follow_conflict, new_processes}, St};
-                {[], _, false} -> {ok, St};
+                {[], _, false} ->
+                    case profile_running() of
+                        undefined -> {ok, St};
+                        P -> {error, {follow_conflict, {profile, P}}, St}
+                    end;
                 %% Checked again when set (seq_tracer/1): before anything
                 %% is created, the usual conflict costs nothing to undo.
                 {[], _, Other} ->
                     {error, {follow_conflict, {seq_trace_tracer, Other}}, St}
             end
+    end.
+
+%% A profile run (beamprobe_profile: its worker, or its guard while it
+%% restores): it gives every process nobody traces the `call' flag with a
+%% tracer that discards all, and this session traces only processes
+%% nobody traces.  Started during a profile, a follow session recorded
+%% nothing (0 events, 0 requests: the root's callers were the
+%% profile's), and said nothing.  Checked after the claim, as the profile
+%% checks the claim after its name (beamprobe_profile:flag/2): of the two
+%% started at once, one sees the other.
+profile_running() ->
+    case whereis(beamprobe_profile) of
+        undefined -> whereis(beamprobe_profile_guard);
+        P -> P
     end.
 
 %% The node's system seq_trace tracer (one per node) must be free: the

@@ -390,7 +390,20 @@ tracer(Self) ->
 %% process nobody traces.  Not set_on_spawn: the processes they spawn take
 %% the `new' defaults of other tools and sessions, not this run's flags.
 %% Not on this worker: its own calls are not timed.
-flag(all, Tracer) ->
+flag(Procs, Tracer) ->
+    %% A follow session (beamprobe_follow) traces every process nobody
+    %% traces, and a process this run takes first it does not record: the
+    %% run times none while one is there (all counted, untimed).  The
+    %% claim is checked after this worker's name, as the follow session
+    %% checks this name after its claim: of the two started at once, one
+    %% sees the other.
+    case whereis(beamprobe_follow_session) of
+        undefined -> flag1(Procs, Tracer);
+        _ when Procs =:= all -> {0, erlang:system_info(process_count)};
+        _ -> {0, length([P || P <- Procs, P =/= self()])}
+    end.
+
+flag1(all, Tracer) ->
     %% One process at a time (beamprobe_each: the VM's one pass can crash
     %% OTP 25.2).
     N = beamprobe_each:trace(existing_processes, true, [call, Tracer]),
@@ -399,7 +412,7 @@ flag(all, Tracer) ->
     _ = beamprobe_each:tracer_of(self()) =:= tracer_info(Tracer) andalso
         (catch erlang:trace(self(), false, [call, Tracer])),
     {max(0, N - 1), max(0, erlang:system_info(process_count) - N)};
-flag(Pids, Tracer) ->
+flag1(Pids, Tracer) ->
     lists:foldl(fun(P, {T, U}) ->
                         case erlang:trace_info(P, tracer) of
                             {tracer, []} ->

@@ -20,7 +20,7 @@
          session_during_profile_skipped/1, per_process_two/1,
          own_work_not_counted/1, session_then_profile_no_error_report/1,
          io_server_checked_first/1, untimed_calls_said/1,
-         proplist_options/1]).
+         proplist_options/1, follow_during_profile_refused/1]).
 -export([log/2]).
 
 -define(W, beamprobe_workload).
@@ -35,7 +35,8 @@ all() ->
      counter_lost_reported, unloaded_not_loaded,
      session_during_profile_skipped, per_process_two, own_work_not_counted,
      session_then_profile_no_error_report, top_counts_all,
-     io_server_checked_first, untimed_calls_said, proplist_options].
+     io_server_checked_first, untimed_calls_said, proplist_options,
+     follow_during_profile_refused].
 
 init_per_suite(Config) ->
     beamprobe_test_lib:require_tracer(),
@@ -791,4 +792,54 @@ unloaded_not_loaded(Config) ->
     after
         unregister(bp_prof_onload_probe),
         code:del_path(Dir)
+    end.
+
+%% A follow session started while a profile runs: the profile holds the
+%% call flag of every process nobody traces (its discard tracer), and a
+%% follow session traces only processes nobody traces.  On the old tree
+%% it started, and recorded nothing of a request made meanwhile (0
+%% events, 0 requests started) without a word; now it is refused
+%% (follow_conflict, the profile named), and starts once the profile
+%% ended.  A profile started during a follow session times nothing (every
+%% process is the follow session's) and counts all.
+follow_during_profile_refused(Config) ->
+    Self = self(),
+    _ = spawn_link(fun() ->
+                           Self ! {profiled, beamprobe:profile(
+                                               {?W, add, 2},
+                                               #{time => 60000,
+                                                 print => false})}
+                   end),
+    wait_until(fun() -> counting({?W, add, 2}) end),
+    W = whereis(beamprobe_profile),
+    Dir = beamprobe_test_lib:dir(Config, "f"),
+    Start = fun() ->
+                    beamprobe:start(#{follow => #{from => "follow_request:ask/2"},
+                                      output => {file, Dir}})
+            end,
+    Echo = spawn(follow_request, echo, []),
+    try
+        R = Start(),
+        case R of
+            {ok, H0} ->
+                %% (the old tree) what it recorded of a request
+                2 = follow_request:ask(Echo, {1, [0, 0]}),
+                {ok, Sum0} = beamprobe:stop(H0),
+                ct:log("started during the profile: ~p", [Sum0]);
+            _ -> ok
+        end,
+        ?assertEqual({error, {follow_conflict, {profile, W}}}, R),
+        ?assertMatch({match, _}, re:run(beamprobe:format_error(
+                                          element(2, R)), "a profile runs")),
+        W ! {beamprobe_profile, stop},
+        receive {profiled, Res} -> ?assertMatch({ok, _}, Res) end,
+        {ok, H} = Start(),
+        {ok, #{timed_processes := 0, total_calls := 0}} =
+            beamprobe:profile({?W, add, 2}, #{time => 100, print => false}),
+        2 = follow_request:ask(Echo, {1, [0, 0]}),
+        {ok, Sum} = beamprobe:stop(H),
+        ct:log("after the profile: ~p", [Sum]),
+        ?assertMatch(#{events := 10, requests := #{started := 1}}, Sum)
+    after
+        exit(Echo, kill)
     end.
