@@ -20,7 +20,8 @@
          session_during_profile_skipped/1, per_process_two/1,
          own_work_not_counted/1, session_then_profile_no_error_report/1,
          io_server_checked_first/1, untimed_calls_said/1,
-         proplist_options/1, follow_during_profile_refused/1]).
+         proplist_options/1, follow_during_profile_refused/1,
+         seconds_is_counting_window/1]).
 -export([log/2]).
 
 -define(W, beamprobe_workload).
@@ -36,7 +37,7 @@ all() ->
      session_during_profile_skipped, per_process_two, own_work_not_counted,
      session_then_profile_no_error_report, top_counts_all,
      io_server_checked_first, untimed_calls_said, proplist_options,
-     follow_during_profile_refused].
+     follow_during_profile_refused, seconds_is_counting_window].
 
 init_per_suite(Config) ->
     beamprobe_test_lib:require_tracer(),
@@ -842,4 +843,69 @@ follow_during_profile_refused(Config) ->
         ?assertMatch(#{events := 10, requests := #{started := 1}}, Sum)
     after
         exit(Echo, kill)
+    end.
+
+%% The run's `seconds' (the table's "over", JSON duration_ns) is the
+%% window the counters counted in, not the time the call flags took
+%% before it: the worker is held (suspended) for a second while it sets
+%% the flags (in beamprobe_each), and the run of 1 s must say less than
+%% the time from its release to the answer.  On the old tree it
+%% counted from before the flags: more than a second.
+seconds_is_counting_window(_Config) ->
+    %% Processes enough for the flags to take a while to set: the worker
+    %% is caught in that phase (tried again if it was missed).
+    Idle = [spawn(fun() -> receive stop -> ok end end)
+            || _ <- lists:seq(1, 20000)],
+    try held_run(20)
+    after [P ! stop || P <- Idle]
+    end.
+
+held_run(0) -> ct:fail(never_caught_setting_flags);
+held_run(K) ->
+    Self = self(),
+    MFA = {?W, add, 2},
+    Caller = spawn_link(fun() ->
+                                Self ! {profiled, beamprobe:profile(
+                                                    MFA, #{time => 1000,
+                                                           print => false})}
+                        end),
+    case catch_flagging(200000) of
+        {caught, W} ->
+            timer:sleep(1000),
+            T0 = erlang:monotonic_time(microsecond),
+            true = erlang:resume_process(W),
+            {ok, #{seconds := S}} = receive {profiled, R} -> R end,
+            Us = erlang:monotonic_time(microsecond) - T0,
+            ct:log("~p s reported; ~b us from the release to the answer",
+                   [S, Us]),
+            ?assert(S * 1.0e6 =< Us);
+        missed ->
+            receive {profiled, _} -> ok end,
+            unlink(Caller),
+            held_run(K - 1)
+    end.
+
+%% Suspends the run's worker while it sets the call flags (its counters
+%% not set yet).  Not once its counters have counted: it then sets the
+%% flags back (beamprobe_each again), after the window.
+catch_flagging(0) -> missed;
+catch_flagging(N) ->
+    W = whereis(beamprobe_profile),
+    case is_pid(W) andalso process_info(W, current_function) of
+        {current_function, {beamprobe_each, _, _}} ->
+            true = erlang:suspend_process(W),
+            case {process_info(W, current_function),
+                  counting({?W, add, 2})} of
+                {{current_function, {beamprobe_each, _, _}}, false} ->
+                    {caught, W};
+                _ ->
+                    true = erlang:resume_process(W),
+                    missed
+            end;
+        {current_function, {beamprobe_profile, wait, 3}} -> missed;
+        _ ->
+            case counting({?W, add, 2}) of
+                true -> missed;
+                false -> catch_flagging(N - 1)
+            end
     end.
