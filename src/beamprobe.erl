@@ -552,6 +552,16 @@ help_text() ->
 %% removed at the end, also when the caller dies meanwhile; trace
 %% patterns of running sessions are left as they are.
 %%
+%% The counters are the VM's, one of each per function, whoever set
+%% it: a tool that sets, pauses or removes `call_count' or `call_time'
+%% on the profiled functions during the run (`cprof:start/0',
+%% `eprof:start_profiling/1', `erlang:trace_pattern/3') restarts,
+%% stops or removes this run's counters, and the run's end removes its
+%% counters on them; the VM does not say who set a counter, so the run
+%% cannot tell, except for counters removed (listed as `lost').  Start
+%% such a tool after the run.  A module loaded again during the run
+%% loses its counters (`lost').
+%%
 %% Profile mode never loads a module: loading runs the module's `on_load'
 %% and changes the node a profile only observes (and `call_count' on a
 %% module not loaded counts nothing: erlang:trace_pattern/3 sets nothing

@@ -606,7 +606,8 @@ notes(R) ->
      end,
      case maps:get(lost, R, []) of
          [] -> [];
-         L -> io_lib:format("counters lost (module loaded again or removed "
+         L -> io_lib:format("counters lost (module loaded again or removed, "
+                            "or the counters removed by another tool, "
                             "during the run; calls unknown): ~ts~n",
                             [lists:join(", ", [name(M) || M <- L])])
      end,
