@@ -485,10 +485,21 @@ static void write_drops(struct bp_session *s)
 		off = bp_ev_header(ev, BP_EV_DROPS, bp_now(), 0);
 		for (int c = 0; c < BP_DROP_COUNT; c++, off += 8)
 			bp_put_u64(ev + off, d[c]);
-		/* The LTTng trace is told the same (it has no packet header's
-		 * events_discarded to say losses). */
-		if (s->has_lttng)
-			bp_lttng_emit(ev, (uint32_t)off, s->lttng_id);
+		/* The LTTng trace is told its own (it has no packet header's
+		 * events_discarded to say losses): those at the source, not
+		 * the files' (bp_slot_source_drops), events it was given. */
+		if (s->has_lttng) {
+			uint8_t lev[sizeof ev];
+			size_t loff;
+			uint64_t sd[BP_DROP_COUNT];
+			bp_slot_source_drops(sl, sd);
+			sd[BP_DROP_NO_BUFFER] = d[BP_DROP_NO_BUFFER];
+			loff = bp_ev_header(lev, BP_EV_DROPS,
+					    bp_get_u64(ev + BP_EV_OFF_TS), 0);
+			for (int c = 0; c < BP_DROP_COUNT; c++, loff += 8)
+				bp_put_u64(lev + loff, sd[c]);
+			bp_lttng_emit(lev, (uint32_t)loff, s->lttng_id);
+		}
 		/* (No file only for it past the bytes limit: `refused'.) */
 		if (!s->has_file ||
 		    !(st = stream_for(s, i, (uint32_t)off, &refused)))

@@ -429,6 +429,14 @@ bp_session_reserve(struct bp_session *s, struct bp_slot *sl, uint32_t max_len)
 /* Sums drops of every cause over all slots (+ evictions, no_buffer). */
 void bp_session_drops(struct bp_session *s, uint64_t out[BP_DROP_COUNT]);
 
+/* sl's losses that every sink lacks: those at the source (rings, rate,
+ * the events limit, the stop, records evicted), not the file sink's own
+ * (bp_collector.c: past the bytes limit, too big for a file packet, not
+ * writable: late_limit, late_too_big, io_error), events the other sinks
+ * were given all the same.  What a TCP stream's or an LTTng trace's
+ * drops events say. */
+void bp_slot_source_drops(struct bp_slot *sl, uint64_t d[BP_DROP_COUNT]);
+
 /* Waits until no producer is inside s (see protocol; a producer inside
  * the hub counts as inside every member, bp_hub.h).  Collector/control. */
 void bp_session_quiesce(struct bp_session *s);

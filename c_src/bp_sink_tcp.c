@@ -627,26 +627,10 @@ static int room(struct bp_session *s, size_t n)
 	return 1;
 }
 
-/* sl's losses that this sink's stream lacks too: those at the source
- * (rings, rate, the events limit, the stop), not the file sink's own
- * (bp_collector.c: an event past the bytes limit, too big for a file
- * packet, or not writable to the files: late_limit, late_too_big, and
- * every io_error, which only the collector counts), events this sink
- * was given all the same.  With a file sink, the stream's drops events
- * told them as its own: a file+tcp session under a 1000-byte limit
- * streamed every event and said they were lost as `limit'. */
-static void source_drops(struct bp_slot *sl, uint64_t d[BP_DROP_COUNT])
-{
-	for (int c = 0; c < BP_DROP_COUNT; c++)
-		d[c] = atomic_load_explicit(&sl->drops[c],
-					    memory_order_relaxed);
-	d[BP_DROP_OVERWRITTEN] +=
-		atomic_load_explicit(&sl->ring.evicted, memory_order_relaxed);
-	d[BP_DROP_IO_ERROR] = 0;
-}
-
 /* Losses a packet of slot i reports: the slot's own at the source
- * (source_drops) and this sink's. */
+ * (bp_slot_source_drops: not a file sink's own, events this sink was
+ * given; with a file sink under a 1000-byte limit the stream said every
+ * event it had lost as `limit') and this sink's. */
 static uint64_t discarded(struct bp_session *s, uint32_t i)
 {
 	struct bp_slot *sl = atomic_load_explicit(&s->slots[i],
@@ -655,7 +639,7 @@ static uint64_t discarded(struct bp_session *s, uint32_t i)
 
 	if (!sl)
 		return n;
-	source_drops(sl, d);
+	bp_slot_source_drops(sl, d);
 	for (int c = 0; c < BP_DROP_COUNT; c++)
 		n += d[c];
 	return n;
@@ -773,7 +757,7 @@ void bp_tcp_flush(struct bp_session *s, int force)
 }
 
 /* One drops event per stream: the slot's losses at the source
- * (source_drops), this sink's as io_error (the events it could not
+ * (bp_slot_source_drops), this sink's as io_error (the events it could not
  * deliver). */
 static void add_drops(struct bp_session *s)
 {
@@ -790,7 +774,7 @@ static void add_drops(struct bp_session *s)
 
 		if (!sl)
 			continue;
-		source_drops(sl, d);
+		bp_slot_source_drops(sl, d);
 		for (int c = 0; c < BP_DROP_COUNT; c++)
 			any |= d[c];
 		d[BP_DROP_NO_BUFFER] += noslot;
