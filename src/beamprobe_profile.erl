@@ -594,8 +594,9 @@ notes(R) ->
     %% counters cannot give; this one is own per call, and says so)
     [io_lib:format("own: time in the function and in callees not profiled "
                    "(call_time); mean: own per timed call (in stats, total "
-                   "per call); measured in ~b processes (~b traced by "
-                   "another tracer or gone: counted, not timed)~n",
+                   "per call); call flag set in ~b processes (~b others, "
+                   "traced by another tracer or gone: timed only where "
+                   "that tracer set the call flag)~n",
                    [maps:get(timed_processes, R),
                     maps:get(untimed_processes, R)]),
      untimed_note(R),

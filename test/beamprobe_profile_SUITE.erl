@@ -21,7 +21,7 @@
          own_work_not_counted/1, session_then_profile_no_error_report/1,
          io_server_checked_first/1, untimed_calls_said/1,
          proplist_options/1, follow_during_profile_refused/1,
-         seconds_is_counting_window/1]).
+         seconds_is_counting_window/1, other_tracers_call_flag/1]).
 -export([log/2]).
 
 -define(W, beamprobe_workload).
@@ -37,7 +37,8 @@ all() ->
      session_during_profile_skipped, per_process_two, own_work_not_counted,
      session_then_profile_no_error_report, top_counts_all,
      io_server_checked_first, untimed_calls_said, proplist_options,
-     follow_during_profile_refused, seconds_is_counting_window].
+     follow_during_profile_refused, seconds_is_counting_window,
+     other_tracers_call_flag].
 
 init_per_suite(Config) ->
     beamprobe_test_lib:require_tracer(),
@@ -909,3 +910,39 @@ catch_flagging(N) ->
                 false -> catch_flagging(N - 1)
             end
     end.
+
+%% A process another tracer traces with the call flag (as dbg:p(P, c)
+%% does) is timed: call_time needs the flag, whoever set it.  The table
+%% said such processes were "counted, not timed" next to their timed
+%% calls (10 of 10 timed, "1 traced by another tracer: counted, not
+%% timed").
+other_tracers_call_flag(_Config) ->
+    Self = self(),
+    Tracer = spawn(fun() -> receive stop -> ok end end),
+    P = spawn(fun() ->
+                      receive go -> ok end,
+                      [?W:add(I, 1) || I <- lists:seq(1, 10)],
+                      Self ! done,
+                      receive stop -> ok end
+              end),
+    1 = erlang:trace(P, true, [call, {tracer, Tracer}]),
+    _ = spawn_link(fun() ->
+                           Self ! {profiled, beamprobe:profile(
+                                               {?W, add, 2},
+                                               #{time => 60000,
+                                                 print => false})}
+                   end),
+    wait_until(fun() -> counting({?W, add, 2}) end),
+    P ! go,
+    receive done -> ok end,
+    whereis(beamprobe_profile) ! {beamprobe_profile, stop},
+    Res = receive {profiled, {ok, R}} -> R end,
+    erlang:trace(P, false, [call]),
+    [exit(X, kill) || X <- [P, Tracer]],
+    Text = iolist_to_binary(beamprobe_profile:format(Res)),
+    ct:log("~ts", [Text]),
+    ?assertMatch(#{total_calls := 10, total_timed_calls := 10}, Res),
+    ?assertEqual(nomatch, binary:match(Text, <<"not timed">>)),
+    ?assertNotEqual(nomatch, binary:match(Text, <<"timed only where that "
+                                                  "tracer set the call "
+                                                  "flag">>)).
