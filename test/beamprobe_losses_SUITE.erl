@@ -55,9 +55,8 @@ ring_full_tcp(Config) ->
     {Rx, Port} = receiver(Dir),
     Sum = rings(#{output => {tcp, "127.0.0.1:" ++ integer_to_list(Port)}}),
     ?assert(?L:dropped(Sum, ring_full) > 0),
-    0 = ?L:dropped(Sum, stream),
     {0, _} = wait_port(Rx),
-    assert_views(Dir, ?L:total(Sum)).
+    assert_views(Dir, streamed(Sum)).
 
 %% limits => #{events => 1000}: every later event is the limit's.
 limit_events_file(Config) ->
@@ -72,7 +71,7 @@ limit_events_tcp(Config) ->
     Sum = limited(#{output => {tcp, "127.0.0.1:" ++ integer_to_list(Port)}}),
     ?assert(?L:dropped(Sum, limit) > 0),
     {0, _} = wait_port(Rx),
-    assert_views(Dir, ?L:total(Sum)).
+    assert_views(Dir, streamed(Sum)).
 
 %% A receiver that stops reading (SIGSTOP) while the session streams:
 %% the send queue fills and packets are dropped at the source (`stream');
@@ -85,9 +84,8 @@ stalled_receiver(Config) ->
     Sum = stalled(Rx, #{output => {tcp, {{127, 0, 0, 1}, Port},
                                    #{queue => 65536}}}),
     ?assert(?L:dropped(Sum, stream) > 0),
-    #{stream := #{events_unconfirmed := 0}} = Sum,
     {0, _} = wait_port(Rx),
-    assert_views(Dir, ?L:total(Sum)).
+    assert_views(Dir, streamed(Sum)).
 
 %% The same with a file sink too: the file trace holds every event the
 %% stream lost, so its total leaves them out, and says them apart as the
@@ -103,7 +101,6 @@ file_and_stalled_stream(Config) ->
                                     #{queue => 65536}}]}),
     Stream = ?L:dropped(Sum, stream),
     ?assert(Stream > 0),
-    #{stream := #{events_unconfirmed := 0}} = Sum,
     {0, _} = wait_port(Rx),
     Total = ?L:total(Sum),
     Views = assert_views(Dir, Total - Stream),
@@ -119,7 +116,7 @@ file_and_stalled_stream(Config) ->
                  {tcp_stream_only_json,
                   re_all(maps:get(json, Views),
                          "\"tcp_stream_only\":([0-9]+)")}),
-    assert_views(RDir, Total).
+    assert_views(RDir, streamed(Sum)).
 
 %% A follow session's per-request budget: 182 events cut (request_events)
 %% are lost to every sink, and no drops event has a field for them.  On
@@ -173,7 +170,9 @@ limit_bytes_streamed(Config) ->
     Calls = ?L:count(Evs, "call"),
     Lost = lost(cli(["info", RDir])),
     ct:log("received ~p calls, ~p lost, of ~p", [Calls, Lost, 4 * N]),
-    ?assertEqual(4 * N, Calls + Lost).
+    {Lo, _} = streamed(Sum),
+    Unconfirmed = ?L:total(Sum) - Lo,
+    ?assert(Calls + Lost =< 4 * N andalso Calls + Lost >= 4 * N - Unconfirmed).
 
 %% Events too big for half a 16 KiB ring (arguments of up to 64 KiB
 %% rendered): too_big.
@@ -237,8 +236,10 @@ cause(Config, Sink, Cause, Opts0, Work, Calls) ->
     Sum = ?L:stop(S),
     ?assert(?L:dropped(Sum, Cause) > 0),
     _ = Rx =:= none orelse ({0, _} = wait_port(Rx)),
-    Sink =:= tcp andalso ?assertEqual(0, ?L:dropped(Sum, stream)),
-    Views = assert_views(Dir, ?L:total(Sum)),
+    Views = assert_views(Dir, case Sink of
+                                  tcp -> streamed(Sum);
+                                  file -> ?L:total(Sum)
+                              end),
     ?assertMatch([_], re_all(maps:get(stats, Views),
                              "  " ++ atom_to_list(Cause) ++ "=([0-9]+)")).
 
@@ -318,22 +319,32 @@ wait_connected(S, K) ->
 %%% ------------------------------------------------------------------------
 %%% The views
 
+%% What a trace streamed by the session of summary Sum says it lost:
+%% {Lo, Hi}, its total, less the events the sink called lost at the end
+%% (no confirmation within its second) that may have arrived all the same
+%% (events_unconfirmed: the count errs towards loss).
+streamed(#{stream := #{events_unconfirmed := U}} = Sum) ->
+    {?L:total(Sum) - U, ?L:total(Sum)}.
+
 %% The trace in Dir: babeltrace2 reads it, and info, stats, stats --json
-%% say Total lost; returns their outputs.
-assert_views(Dir, Total) ->
+%% say Total lost ({Lo, Hi}: the same number, within); returns their
+%% outputs.
+assert_views(Dir, Total) when is_integer(Total) ->
+    assert_views(Dir, {Total, Total});
+assert_views(Dir, {Lo, Hi}) ->
     _ = ?L:trace(Dir),
     Info = cli(["info", Dir]),
     Stats = cli(["stats", Dir]),
     Json = cli(["stats", "--json", Dir]),
     Print = cli(["print", Dir]),
-    T = integer_to_list(Total),
-    ct:log("~s, want ~s lost:~n~s~n~s~n~s", [Dir, T, Info, Stats, Json]),
-    ?assertEqual({info, Dir, [T]},
-                 {info, Dir, re_all(Info, "lost events: +([0-9]+)")}),
+    ct:log("~s, want ~b to ~b lost:~n~s~n~s~n~s",
+           [Dir, Lo, Hi, Info, Stats, Json]),
+    [T] = re_all(Info, "lost events: +([0-9]+)"),
     ?assertEqual({stats, Dir, [T]},
                  {stats, Dir, re_all(Stats, "Lost events: ([0-9]+)")}),
     ?assertEqual({json, Dir, [T]},
                  {json, Dir, re_all(Json, "\"lost\":\\{\"total\":([0-9]+)")}),
+    ?assert(list_to_integer(T) >= Lo andalso list_to_integer(T) =< Hi),
     #{info => Info, stats => Stats, json => Json, print => Print}.
 
 lost(Info) ->
