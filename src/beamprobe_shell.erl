@@ -301,11 +301,42 @@ replace_start(Spec, Owner, Io) ->
                     start_session(Spec, Owner, 3);
                 false -> E
             end;
+        {error, {cannot_combine, K, _}} = E when Old =/= [] ->
+            %% Its match spec cannot be combined with the one it replaces
+            %% (a `{message, false}', a body term, a head the combiner
+            %% cannot translate): retyping a trace of a function with
+            %% another match spec returned this error and left the old
+            %% trace running.  When no other session traces that
+            %% function, the old one ends first, as recon_trace does.
+            case only_replaced_on(K, OldS) of
+                true ->
+                    replace(Old, Spec, Io),
+                    start_session(Spec, Owner, 3);
+                false -> E
+            end;
         {error, _} = E -> E;
         N ->
             replace(Old, Spec, Io),
             N
     end.
+
+%% Are the sessions that trace a function of pattern K (other than
+%% beamprobe's own ones being replaced) all among OldS?  Then one of them
+%% is what the new trace could not be combined with.
+only_replaced_on(K, OldS) ->
+    Others = [S || S <- beamprobe:list(), not lists:member(S, OldS),
+                   {ok, #{config := C}} <- [catch beamprobe:info(S)],
+                   lists:any(fun(T) -> overlap(T, K) end,
+                             [MFA || {MFA, _} <- maps:get(calls, C, [])])],
+    Others =:= [] andalso
+        lists:any(fun(S) ->
+                          case catch beamprobe:info(S) of
+                              {ok, #{config := C}} ->
+                                  lists:any(fun(T) -> overlap(T, K) end,
+                                            targets(C));
+                              _ -> false
+                          end
+                  end, OldS).
 
 %% The traces of one shell are replaced and started one at a time: five
 %% processes of a shell starting a trace of the same function at once

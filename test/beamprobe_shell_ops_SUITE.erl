@@ -1,0 +1,94 @@
+%%% @doc The shell API as an operator used to recon_trace and redbug
+%%% drives it, with the inputs and sequences that broke it: retyping a
+%%% trace of a function with another match spec, ...  Each case checks
+%%% what is printed against what ran, and that nothing stays installed.
+%%%
+%%% Run: make && ct_run -noshell -pa ebin -pa _build/test -dir test
+%%%      -suite beamprobe_shell_ops_SUITE -logdir _build/ct_logs
+-module(beamprobe_shell_ops_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-import(beamprobe_shell_lib, [cap/0, cap_text/1, event_lines/1, what/1,
+                              wait_text/3, wait_no_session/0]).
+
+-export([all/0, suite/0, init_per_suite/1, end_per_suite/1,
+         init_per_testcase/2, end_per_testcase/2]).
+-export([replace_uncombinable/1]).
+
+-define(T, bprs_target).
+
+suite() -> [{timetrap, {seconds, 60}}].
+
+all() ->
+    [replace_uncombinable].
+
+init_per_suite(Config) ->
+    {ok, _} = application:ensure_all_started(beamprobe),
+    beamprobe_remote_shell_lib:load_target(),
+    Config.
+
+end_per_suite(_Config) ->
+    ok.
+
+init_per_testcase(_Case, Config) ->
+    ?assertEqual([], beamprobe:list()),
+    Config.
+
+end_per_testcase(_Case, _Config) ->
+    ok = beamprobe:clear(),
+    _ = [beamprobe:stop(S) || S <- beamprobe:list()],
+    ok.
+
+%% Nothing of beamprobe left on the traced module.
+no_patterns() ->
+    [{MFA, K, I} || {F, A} <- ?T:module_info(functions),
+                    MFA <- [{?T, F, A}], K <- [meta, traced],
+                    {_, I} <- [erlang:trace_info(MFA, K)],
+                    I =/= false].
+
+%%% ------------------------------------------------------------------------
+
+%% Retyping a trace of a function with a match spec that cannot be
+%% combined with the first one (a body term, `{message, false}', ...)
+%% replaces it, as any other retyped trace: it returned
+%% `{error, {cannot_combine, ...}}' and the old trace went on.  With
+%% another tool's session on the function, the error stands and the
+%% shell's trace is left as it was.
+replace_uncombinable(Config) ->
+    Cap = cap(),
+    O = #{io_server => Cap},
+    1 = beamprobe:calls({?T, f, 1}, 100, O),
+    [S1] = beamprobe:list(),
+    %% fun([X]) -> {X} end, as ms_transform makes it.
+    Term = [{['$1'], [], [{{'$1'}}]}],
+    ?assertEqual(1, beamprobe:calls({?T, f, Term}, 100, O)),
+    wait_text(Cap, "% beamprobe: replaced the shell trace on bprs_target:f/1\n",
+              3000),
+    [S2] = beamprobe:list(),
+    ?assertNotEqual(S1, S2),
+    ?assertEqual(1, beamprobe:calls({?T, f, [{['$1'], [], [{message, false}]}]},
+                                    100, O)),
+    [S3] = beamprobe:list(),
+    ?assertNotEqual(S2, S3),
+    ?assertEqual(1, beamprobe:calls({?T, f, 1}, 100, O)),
+    _ = ?T:f(5),
+    wait_text(Cap, "call bprs_target:f(5)", 3000),
+    ?assertEqual([<<"call bprs_target:f(5)">>],
+                 [what(L) || L <- event_lines(Cap)]),
+    ok = beamprobe:clear(),
+    wait_no_session(),
+    %% Another session on f/1: the shell's retyped trace cannot start, and
+    %% its first trace stays.
+    {ok, Other} = beamprobe:start(#{calls => [{{?T, f, 1}, true}],
+                                        output => {file, filename:join(?config(priv_dir, Config), "other")}}),
+    1 = beamprobe:calls({?T, f, 1}, 100, O),
+    [Mine] = beamprobe:list() -- [Other],
+    ?assertMatch({error, {cannot_combine, {?T, f, 1}, _}},
+                 beamprobe:calls({?T, f, Term}, 100, O)),
+    ?assertEqual(lists:sort([Other, Mine]), lists:sort(beamprobe:list())),
+    ok = beamprobe:clear(),
+    {ok, _} = beamprobe:stop(Other),
+    wait_no_session(),
+    ?assertEqual([], no_patterns()).
