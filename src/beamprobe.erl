@@ -484,7 +484,9 @@ messages(Pattern, Limit, Opts) ->
     end.
 
 %% @doc Stops every session started by {@link calls/2}, {@link calls/3},
-%% {@link messages/2} or {@link messages/3}, from any shell.
+%% {@link messages/2} or {@link messages/3}, from any shell, all at once
+%% (a printer whose io server does not answer is waited for at most
+%% `handler_stop_timeout', once for all of them).
 -spec clear() -> ok.
 clear() ->
     beamprobe_shell:clear().

@@ -123,7 +123,18 @@ messages(Patterns, Limit, Opts0) ->
 %% @doc See {@link beamprobe:clear/0}.
 -spec clear() -> ok.
 clear() ->
-    _ = [catch beamprobe:stop(S) || {S, _} <- shell_sessions()],
+    %% All at once: a stop waits up to handler_stop_timeout (5 s) for a
+    %% printer whose io server does not answer (a stuck terminal, the
+    %% very case for clear/0), and one after another a shell with 5
+    %% traces waited 25 s, its later traces printing all the while.
+    %% (the stopping processes are beamprobe's own: no trace sees them)
+    Stops = [spawn_monitor(fun() ->
+                                   ok = beamprobe_own:sensitive(),
+                                   _ = (catch beamprobe:stop(S))
+                           end)
+             || {S, _} <- shell_sessions()],
+    _ = [receive {'DOWN', Ref, process, Pid, _} -> ok end
+         || {Pid, Ref} <- Stops],
     ok.
 
 %% The running shell sessions, each with its configuration.

@@ -10,19 +10,22 @@
 -include_lib("common_test/include/ct.hrl").
 -include_lib("stdlib/include/assert.hrl").
 
+-import(beamprobe_remote_shell_lib, [wait_until/3]).
 -import(beamprobe_shell_lib, [cap/0, cap_text/1, event_lines/1, what/1,
                               wait_text/3, wait_no_session/0]).
 
 -export([all/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
--export([replace_uncombinable/1]).
+-export([replace_uncombinable/1, clear_stuck_terminal/1]).
+%% An io server that answers nothing until released (spawned by MFA).
+-export([held_io/1]).
 
 -define(T, bprs_target).
 
 suite() -> [{timetrap, {seconds, 60}}].
 
 all() ->
-    [replace_uncombinable].
+    [replace_uncombinable, clear_stuck_terminal].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(beamprobe),
@@ -37,6 +40,7 @@ init_per_testcase(_Case, Config) ->
     Config.
 
 end_per_testcase(_Case, _Config) ->
+    ok = application:unset_env(beamprobe, handler_stop_timeout),
     ok = beamprobe:clear(),
     _ = [beamprobe:stop(S) || S <- beamprobe:list()],
     ok.
@@ -92,3 +96,50 @@ replace_uncombinable(Config) ->
     {ok, _} = beamprobe:stop(Other),
     wait_no_session(),
     ?assertEqual([], no_patterns()).
+
+%% clear/0 with a terminal that does not answer (its io server stuck, the
+%% very case for clear/0) stops every shell trace at once: it stopped
+%% them one after another, each waiting handler_stop_timeout (5 s) for
+%% its printer, the later traces still tracing meanwhile (a shell with 5
+%% traces took 25 s).  With the timeout at 60 s, every trace's pattern is
+%% gone while the first printer still waits.
+clear_stuck_terminal(_Config) ->
+    ok = application:set_env(beamprobe, handler_stop_timeout, 60000),
+    Io = spawn(?MODULE, held_io, [[]]),
+    %% (no trace ends on its time limit while the test waits)
+    O = #{io_server => Io, time => 600000},
+    MFAs = [{?T, f, 1}, {?T, g, 1}, {?T, add, 2}],
+    _ = [1 = beamprobe:calls(MFA, 100, O) || MFA <- MFAs],
+    _ = [?T:f(1), ?T:g(1), ?T:add(1, 2)],
+    %% Each printer waits for its line's reply.
+    wait_until(fun() -> held(Io) >= 3 end, 10000, printers_not_waiting),
+    Me = self(),
+    Clear = spawn(fun() -> Me ! {cleared, self(), beamprobe:clear()} end),
+    Meta = fun(MFA) -> element(2, erlang:trace_info(MFA, meta)) end,
+    wait_until(fun() -> lists:all(fun(MFA) -> Meta(MFA) =:= false end, MFAs)
+               end, 20000, {patterns_left, [{M, Meta(M)} || M <- MFAs]}),
+    Io ! release,
+    receive {cleared, Clear, R} -> ?assertEqual(ok, R)
+    after 30000 -> ct:fail(clear_not_returning)
+    end,
+    wait_no_session(),
+    ?assertEqual([], no_patterns()).
+
+held(Io) ->
+    Io ! {held, self()},
+    receive {held, N} -> N after 5000 -> ct:fail(io_not_answering) end.
+
+held_io(Held) ->
+    receive
+        {io_request, From, ReplyAs, _} when is_list(Held) ->
+            held_io([{From, ReplyAs} | Held]);
+        {io_request, From, ReplyAs, _} ->
+            From ! {io_reply, ReplyAs, ok},
+            held_io(Held);
+        {held, From} ->
+            From ! {held, length(Held)},
+            held_io(Held);
+        release ->
+            _ = [From ! {io_reply, ReplyAs, ok} || {From, ReplyAs} <- Held],
+            held_io(released)
+    end.
