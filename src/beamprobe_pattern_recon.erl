@@ -24,11 +24,17 @@
 %%% compiled fun is refused), go through
 %%% `ms_transform:transform_from_shell/3'.  A match specification is
 %%% checked with `erlang:match_spec_test/3' before anything is installed.
+%%% An action written as an atom in a body (`fun(_) -> return_trace end',
+%%% Elixir's `fn [x] -> :return end') is refused with the way to write
+%%% it: in a match spec it is a constant that does nothing.
 -module(beamprobe_pattern_recon).
 
 -export([parse/2, is_form/1]).
 
 -define(ANY, [{'_', [], []}]).
+%% Actions written as atoms (refused: bare_actions/1).
+-define(BARE_ACTIONS, [return, return_trace, exception, exception_trace,
+                       caller, caller_line, stack, process_dump]).
 
 %% @doc Is `P' one of the tuple forms (as opposed to a string)?
 -spec is_form(term()) -> boolean().
@@ -113,7 +119,7 @@ check_ms(MS) ->
                     "Body} clauses"};
         true ->
             try erlang:match_spec_test([], MS, trace) of
-                {ok, _, _, _} -> ok;
+                {ok, _, _, _} -> bare_actions(MS);
                 {error, Errors} ->
                     {error, lists:flatten(
                               ["not a valid match specification: ",
@@ -126,6 +132,55 @@ check_ms(MS) ->
 
 proper(L) ->
     try length(L) >= 0 catch error:badarg -> false end.
+
+%% An action written as an atom (`return_trace', `caller', or Beamprobe.match's
+%% `return') is a constant in a match spec body: it does nothing.  In
+%% Elixir it is what one writes, `fn [x] -> :return_trace end' (a call
+%% return_trace() does not compile there), and the same fn given to
+%% Beamprobe.match/1 traces returns: typed into calls/2 it was accepted
+%% and printed no return, silently.
+bare_actions(MS) ->
+    case [A || {_, _, Body} <- MS, is_list(Body), A <- Body,
+               lists:member(A, ?BARE_ACTIONS)] of
+        [] -> ok;
+        [A | _] ->
+            {error, lists:flatten(
+                      io_lib:format(
+                        "~tw in a match spec body is an atom, which does "
+                        "nothing: write the action ~ts (Erlang shell fun: "
+                        "~ts; Elixir: ~ts)",
+                        [A, action_term(A), action_call(A),
+                         elixir_way(A)]))}
+    end.
+
+action_term(A) ->
+    io_lib:format("~w", [case action_of(A) of
+                             {message, X} -> {message, {X}};
+                             X -> {X}
+                         end]).
+
+action_call(A) ->
+    case action_of(A) of
+        {message, X} -> io_lib:format("message(~w())", [X]);
+        X -> io_lib:format("~w()", [X])
+    end.
+
+action_of(A) when A =:= return; A =:= return_trace -> return_trace;
+action_of(A) when A =:= exception; A =:= exception_trace -> exception_trace;
+action_of(A) when A =:= stack; A =:= process_dump -> {message, process_dump};
+action_of(caller) -> {message, caller};
+action_of(caller_line) -> {message, caller_line}.
+
+%% Beamprobe.match/1 takes :return, :exception and :caller; the others
+%% are actions of the string patterns.
+elixir_way(A) ->
+    case action_of(A) of
+        return_trace -> "Beamprobe.match(fn ... -> :return end)";
+        exception_trace -> "Beamprobe.match(fn ... -> :exception end)";
+        {message, caller} -> "Beamprobe.match(fn ... -> :caller end)";
+        {message, process_dump} -> "the pattern \"Mod.fun/1 :: stack\"";
+        {message, caller_line} -> "the pattern \"Mod.fun/1 :: caller_line\""
+    end.
 
 %% As recon_trace: the clauses the shell keeps for a fun it evaluates,
 %% through ms_transform with dbg's rules (return_trace(), message(...),

@@ -16,7 +16,8 @@
 
 -export([all/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
--export([replace_uncombinable/1, clear_stuck_terminal/1]).
+-export([replace_uncombinable/1, clear_stuck_terminal/1,
+         bare_action_atoms/1]).
 %% An io server that answers nothing until released (spawned by MFA).
 -export([held_io/1]).
 
@@ -25,7 +26,7 @@
 suite() -> [{timetrap, {seconds, 60}}].
 
 all() ->
-    [replace_uncombinable, clear_stuck_terminal].
+    [replace_uncombinable, clear_stuck_terminal, bare_action_atoms].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(beamprobe),
@@ -143,3 +144,45 @@ held_io(Held) ->
             _ = [From ! {io_reply, ReplyAs, ok} || {From, ReplyAs} <- Held],
             held_io(released)
     end.
+
+%% A fun typed in the shell (or an iex fn: also an erl_eval fun) whose
+%% body is an action written as an atom, `fun(_) -> return_trace end' or
+%% Elixir's `fn [x] -> :return end' (as Beamprobe.match/1 takes it), or a
+%% match spec with one, is refused with the way to write it: the atom is a
+%% constant and does nothing, and it was accepted, printing calls and no
+%% return.  A call, `return_trace()', and an atom inside `message(...)' are
+%% taken.
+bare_action_atoms(_Config) ->
+    Cap = cap(),
+    O = #{io_server => Cap},
+    Bad = [{"fun([_]) -> return_trace end.", "return_trace()"},
+           {"fun([_]) -> return end.", "Beamprobe.match(fn ... -> :return end)"},
+           {"fun(_) -> caller, ok end.", "message(caller())"},
+           {"fun([X]) when X > 1 -> exception end.", "exception_trace()"},
+           {"fun(_) -> stack end.", "message(process_dump())"},
+           {"fun(_) -> caller_line end.", "\"Mod.fun/1 :: caller_line\""}],
+    _ = [begin
+             R = beamprobe:calls({?T, f, shell_fun(Src)}, 10, O),
+             ?assertMatch({Src, {error, {bad_pattern, _, _}}}, {Src, R}),
+             {error, {bad_pattern, _, Msg}} = R,
+             ?assertNotEqual({Src, nomatch}, {Src, string:find(Msg, Hint)})
+         end || {Src, Hint} <- Bad],
+    ?assertMatch({error, {bad_pattern, _, "return_trace in a match spec body" ++ _}},
+                 beamprobe:calls({?T, f, [{'_', [], [return_trace]}]}, 10, O)),
+    ?assertEqual([], beamprobe:list()),
+    1 = beamprobe:calls({?T, f, shell_fun("fun([_]) -> message(return) end.")},
+                        10, O),
+    1 = beamprobe:calls({?T, f, shell_fun("fun([_]) -> return_trace() end.")},
+                        10, O),
+    _ = ?T:f(3),
+    wait_text(Cap, "returned from bprs_target:f/1 -> 6", 3000),
+    ok = beamprobe:clear(),
+    wait_no_session(),
+    ?assertEqual([], no_patterns()).
+
+%% A fun as the shell makes it (erl_eval keeps its clauses).
+shell_fun(Src) ->
+    {ok, Toks, _} = erl_scan:string(Src),
+    {ok, Exprs} = erl_parse:parse_exprs(Toks),
+    {value, Fun, _} = erl_eval:exprs(Exprs, erl_eval:new_bindings()),
+    Fun.

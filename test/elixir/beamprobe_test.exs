@@ -107,6 +107,16 @@ defmodule BeamprobeTest.ApiTest do
     assert [] == :beamprobe.list()
   end
 
+  test "an fn typed in iex with an action as an atom is refused, naming match/1" do
+    # as iex evaluates it (an :erl_eval fun): its body :return does nothing
+    # in a match spec; the same fn in Beamprobe.match/1 traces returns
+    {f, _} = Code.eval_string("fn [_x] -> :return end")
+    assert {:error, {:bad_pattern, _, msg}} = Beamprobe.calls({Target, :g, f}, 1)
+    assert msg =~ "Beamprobe.match(fn ... -> :return end)"
+    assert [] == :beamprobe.list()
+    assert 1 == Beamprobe.calls({Target, :g, Beamprobe.match(fn [_x] -> :return end)}, 1)
+  end
+
   test "start/1 with nested keyword options and an Elixir handler module" do
     {:ok, s} =
       Beamprobe.start(
