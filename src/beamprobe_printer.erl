@@ -69,6 +69,9 @@
              untimed_seen = #{} :: #{binary() => boolean()},
              owner = undefined :: pid() | undefined,
              io_gone = false :: boolean(),
+             %% Lines the io server refused (an error reply, such as a
+             %% file's {error, enospc}), and whether the owner was told.
+             io_lost = 0 :: non_neg_integer(),
              time = undefined :: undefined | pos_integer() | infinity,
              latin1 = false :: boolean(),   % chars past 255 escaped
              lines = 0 :: non_neg_integer()}).
@@ -173,6 +176,10 @@ init(Opts) ->
 %% such characters as `\x{...}' escapes, as `user' prints them: the whole
 %% batch was lost before.  An io server that is gone ends the session
 %% (`{stop, _}'), as recon's formatter does: its lines would all be lost.
+%% Lines an io server refuses (an error reply: a file on a full disk) are
+%% counted; the shell that started the session is told at the first, and
+%% of the count at the end.  They were lost in silence, the handler's
+%% counters saying they were delivered.
 -spec handle_events([beamprobe_handler:event()], #st{}) ->
           {ok, #st{}} | {stop, #st{}}.
 handle_events(Events, St) ->
@@ -180,8 +187,25 @@ handle_events(Events, St) ->
     St2 = St1#st{lines = St#st.lines + length(Events)},
     case write(St1#st.io, Lines, St1#st.latin1) of
         ok -> {ok, St2};
+        failed -> {ok, refused(Lines, St2)};
         gone -> {stop, St2#st{io_gone = true}}
     end.
+
+refused(Lines, #st{io_lost = Lost} = St) ->
+    N = length([L || L <- Lines, L =/= []]),
+    _ = Lost =:= 0 andalso N > 0 andalso
+        tell_owner(St, "% beamprobe: the io server ~p refuses the trace's "
+                   "lines (an error reply): they are lost, and counted~n",
+                   [St#st.io]),
+    St#st{io_lost = Lost + N}.
+
+%% A line to the shell that started the session, when it is not the io
+%% server (which is gone or failing).
+tell_owner(#st{owner = Owner, io = Io}, Fmt, Args)
+  when is_pid(Owner), Owner =/= Io ->
+    _ = (catch io:format(Owner, Fmt, Args)),
+    true;
+tell_owner(_, _, _) -> false.
 
 write(Io, Lines, true) ->
     write_escaped(Io, Lines);
@@ -198,6 +222,8 @@ write(Io, Lines, false) ->
         error:_ -> write_escaped(Io, Lines)
     end.
 
+%% (io:put_chars/2 raises badarg for any error reply: an encoding the
+%% server cannot take, or its own failure, which escaping does not mend)
 write_escaped(Io, Lines) ->
     case unicode:characters_to_list(Lines) of
         Chars when is_list(Chars) ->
@@ -207,9 +233,9 @@ write_escaped(Io, Lines) ->
             try io:put_chars(Io, Esc) of
                 _ -> ok
             catch error:terminated -> gone;
-                  error:_ -> ok
+                  error:_ -> failed
             end;
-        _ -> ok
+        _ -> failed
     end.
 
 %% Whether the io server takes only latin1 (a file opened without
@@ -258,6 +284,9 @@ terminate(Reason, #st{io = Io} = St) ->
                                 [St#st.time]);
               _ -> ""
           end,
+    _ = St#st.io_lost > 0 andalso
+        tell_owner(St, "% beamprobe: ~b lines lost: the io server ~p "
+                   "refused them~n", [St#st.io_lost, Io]),
     _ = case St#st.io_gone of
             false ->
                 catch io:format(Io, "% beamprobe: session ended (~p)~n~ts",

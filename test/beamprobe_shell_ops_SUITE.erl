@@ -17,16 +17,18 @@
 -export([all/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([replace_uncombinable/1, clear_stuck_terminal/1,
-         bare_action_atoms/1]).
-%% An io server that answers nothing until released (spawned by MFA).
--export([held_io/1]).
+         bare_action_atoms/1, io_server_refuses/1]).
+%% An io server that answers nothing until released, one that refuses
+%% output (spawned by MFA).
+-export([held_io/1, refusing_io/1]).
 
 -define(T, bprs_target).
 
 suite() -> [{timetrap, {seconds, 60}}].
 
 all() ->
-    [replace_uncombinable, clear_stuck_terminal, bare_action_atoms].
+    [replace_uncombinable, clear_stuck_terminal, bare_action_atoms,
+     io_server_refuses].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(beamprobe),
@@ -186,3 +188,54 @@ shell_fun(Src) ->
     {ok, Exprs} = erl_parse:parse_exprs(Toks),
     {value, Fun, _} = erl_eval:exprs(Exprs, erl_eval:new_bindings()),
     Fun.
+
+%% An io server that refuses the printer's lines (an error reply, as a
+%% file on a full disk gives): the lines lost are counted and the shell
+%% that started the trace is told, at the first and with the count at the
+%% end.  They were lost in silence (the handler's counters said all 21
+%% were delivered; 20 never were).
+io_server_refuses(_Config) ->
+    Shell = cap(),
+    Io = spawn(?MODULE, refusing_io, [1]),
+    Gl = group_leader(),
+    %% The trace belongs to the group leader: a shell here.
+    true = group_leader(Shell, self()),
+    R = try beamprobe:calls({?T, f, 1}, 21, #{io_server => Io})
+        after group_leader(Gl, self())
+        end,
+    ?assertEqual(1, R),
+    _ = ?T:f(0),
+    %% (the first line is taken, the next ones are refused)
+    wait_until(fun() -> io_state(Io) =:= {0, 0} end, 5000,
+               first_line_not_printed),
+    ok = ?T:loop(f, 1, 20),
+    wait_no_session(),
+    wait_text(Shell, "% beamprobe: the io server " ++ pid_to_list(Io) ++
+                  " refuses the trace's lines (an error reply): they are "
+                  "lost, and counted\n", 3000),
+    wait_text(Shell, "% beamprobe: 20 lines lost: the io server " ++
+                  pid_to_list(Io) ++ " refused them\n", 3000),
+    ?assertEqual([], no_patterns()).
+
+io_state(Io) ->
+    Io ! {state, self()},
+    receive {state, S} -> S after 5000 -> ct:fail(io_not_answering) end.
+
+%% Takes Ok put_chars requests, then answers each with {error, enospc}.
+refusing_io(Ok) -> refusing_io(Ok, 0).
+
+refusing_io(Ok, Refused) ->
+    receive
+        {io_request, From, ReplyAs, getopts} ->
+            From ! {io_reply, ReplyAs, [{binary, false}, {encoding, unicode}]},
+            refusing_io(Ok, Refused);
+        {io_request, From, ReplyAs, _} when Ok > 0 ->
+            From ! {io_reply, ReplyAs, ok},
+            refusing_io(Ok - 1, Refused);
+        {io_request, From, ReplyAs, _} ->
+            From ! {io_reply, ReplyAs, {error, enospc}},
+            refusing_io(Ok, Refused + 1);
+        {state, From} ->
+            From ! {state, {Ok, Refused}},
+            refusing_io(Ok, Refused)
+    end.
