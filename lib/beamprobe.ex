@@ -268,8 +268,13 @@ defmodule Beamprobe do
 
   defp to_map(m, _what) when is_map(m), do: {:ok, m}
 
+  # A key given twice: the first is in force, as Keyword.get/2 and
+  # proplists (the Erlang API, rexbug, recon_trace) read it; Map.new/1
+  # kept the last (time: 1000, time: 5000 traced for 5 s).
   defp to_map(l, what) when is_list(l) do
-    if Keyword.keyword?(l), do: {:ok, Map.new(l)}, else: {:error, {:bad_option, what, l}}
+    if Keyword.keyword?(l),
+      do: {:ok, l |> Enum.reverse() |> Map.new()},
+      else: {:error, {:bad_option, what, l}}
   end
 
   defp to_map(other, what), do: {:error, {:bad_option, what, other}}

@@ -107,6 +107,27 @@ defmodule BeamprobeTest.ApiTest do
     assert [] == :beamprobe.list()
   end
 
+  test "a keyword option given twice: the first is in force, as in the Erlang API", %{io: io} do
+    assert 1 ==
+             Beamprobe.calls("BeamprobeTest.Target.g/1", 5,
+               io_server: io,
+               time: 100_000,
+               time: 900_000
+             )
+
+    assert 1 ==
+             :beamprobe.calls({BeamprobeTest.Target, :f, 2}, 5,
+               io_server: io,
+               time: 200_000,
+               time: 900_000
+             )
+
+    times =
+      for s <- :beamprobe.list(), {:ok, i} = :beamprobe.info(s), do: i.config.limits.seconds
+
+    assert Enum.sort(times) == [100.0, 200.0]
+  end
+
   test "an fn typed in iex with an action as an atom is refused, naming match/1" do
     # as iex evaluates it (an :erl_eval fun): its body :return does nothing
     # in a match spec; the same fn in Beamprobe.match/1 traces returns
