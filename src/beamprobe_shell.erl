@@ -40,6 +40,8 @@
 -define(LOCK_MS, 10000).
 -define(DEFAULT_MS, 15000).
 -define(DEFAULT_MSGS, 10).              % redbug's msgs default
+-define(SAY_MS, 60000).                 % how long a line waits for its reply
+-define(SAY_WAIT_MS, 1000).             % ... and the shell for the line
 
 -type limit() :: pos_integer() | {pos_integer(), pos_integer()}.
 -type patterns() :: term().
@@ -434,16 +436,47 @@ replace(Old, Spec, Io) ->
     Text = fun(Ts) -> lists:join(", ", [target_text(T, Elixir) || T <- Ts]) end,
     _ = [begin
              stop_replaced(S),
-             catch io:format(Io, "% beamprobe: replaced the shell trace on "
-                             "~ts~ts~n",
-                             [Text(Common),
-                              case Others of
-                                  [] -> "";
-                                  _ -> [" (its trace of ", Text(Others),
-                                        " ended with it)"]
-                              end])
+             say(Io, "% beamprobe: replaced the shell trace on ~ts~ts~n",
+                 [Text(Common),
+                  case Others of
+                      [] -> "";
+                      _ -> [" (its trace of ", Text(Others),
+                            " ended with it)"]
+                  end])
          end || {S, Common, Others} <- Old],
     ok.
+
+%% A line to the trace's io server from a process of its own, which waits
+%% for the reply at most ?SAY_MS; the caller (the shell's evaluator) waits
+%% for it at most ?SAY_WAIT_MS (the line comes before the shell's result
+%% when the io server answers).  Retyping a trace whose io_server did not
+%% answer (a stuck terminal, a file on a hung disk) hung the shell for
+%% good, the shell's lock held: its next calls/2 waited 10 s each.
+say(Io, Fmt, Args) ->
+    Chars = unicode:characters_to_binary(io_lib:format(Fmt, Args)),
+    {Pid, Ref} =
+        spawn_monitor(fun() ->
+                              ok = beamprobe_own:sensitive(),
+                              case Io of
+                                  P when is_pid(P) -> put_chars(P, Chars);
+                                  N when is_atom(N) ->
+                                      put_chars(whereis(N), Chars);
+                                  _ -> ok
+                              end
+                      end),
+    receive {'DOWN', Ref, process, Pid, _} -> ok
+    after ?SAY_WAIT_MS -> demonitor(Ref, [flush]), ok
+    end.
+
+put_chars(Pid, Chars) when is_pid(Pid) ->
+    Ref = monitor(process, Pid),
+    Pid ! {io_request, self(), Ref, {put_chars, unicode, Chars}},
+    receive
+        {io_reply, Ref, _} -> ok;
+        {'DOWN', Ref, process, _, _} -> ok
+    after ?SAY_MS -> ok
+    end;
+put_chars(_, _) -> ok.
 
 owner(#{sinks := Sinks}) ->
     case [O || #{type := handler, module := beamprobe_printer,

@@ -17,7 +17,7 @@
 -export([all/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([replace_uncombinable/1, clear_stuck_terminal/1,
-         bare_action_atoms/1, io_server_refuses/1]).
+         bare_action_atoms/1, io_server_refuses/1, replace_io_stuck/1]).
 %% An io server that answers nothing until released, one that refuses
 %% output (spawned by MFA).
 -export([held_io/1, refusing_io/1]).
@@ -28,7 +28,7 @@ suite() -> [{timetrap, {seconds, 60}}].
 
 all() ->
     [replace_uncombinable, clear_stuck_terminal, bare_action_atoms,
-     io_server_refuses].
+     io_server_refuses, replace_io_stuck].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(beamprobe),
@@ -134,17 +134,28 @@ held(Io) ->
 
 held_io(Held) ->
     receive
-        {io_request, From, ReplyAs, _} when is_list(Held) ->
-            held_io([{From, ReplyAs} | Held]);
-        {io_request, From, ReplyAs, _} ->
+        {io_request, From, ReplyAs, Req} when is_list(Held) ->
+            held_io([{From, Req, ReplyAs} | Held]);
+        {io_request, From, ReplyAs, Req} ->
+            _ = case Held of
+                    {released, Io} -> catch io:request(Io, Req);
+                    _ -> ok
+                end,
             From ! {io_reply, ReplyAs, ok},
             held_io(Held);
         {held, From} ->
             From ! {held, length(Held)},
             held_io(Held);
         release ->
-            _ = [From ! {io_reply, ReplyAs, ok} || {From, ReplyAs} <- Held],
-            held_io(released)
+            _ = [From ! {io_reply, ReplyAs, ok} || {From, _, ReplyAs} <- Held],
+            held_io(released);
+        {release_to, Io} ->
+            %% The held requests, in their order, to Io.
+            _ = [begin
+                     _ = (catch io:request(Io, Req)),
+                     From ! {io_reply, ReplyAs, ok}
+                 end || {From, Req, ReplyAs} <- lists:reverse(Held)],
+            held_io({released, Io})
     end.
 
 %% A fun typed in the shell (or an iex fn: also an erl_eval fun) whose
@@ -239,3 +250,30 @@ refusing_io(Ok, Refused) ->
             From ! {state, {Ok, Refused}},
             refusing_io(Ok, Refused)
     end.
+
+%% Retyping a trace whose io server does not answer returns: the
+%% "replaced" line is written by a process of its own, the shell's
+%% evaluator waits for it a second at most.  It hung in io:format/3 for
+%% good (with the shell's lock held: the shell's next calls/2 waited 10 s
+%% for it).  The line is printed once the io server answers.
+replace_io_stuck(_Config) ->
+    Io = spawn(?MODULE, held_io, [[]]),
+    O = #{io_server => Io, time => 600000},
+    1 = beamprobe:calls({?T, f, 1}, 100, O),
+    _ = ?T:f(1),
+    wait_until(fun() -> held(Io) >= 1 end, 10000, printer_not_waiting),
+    Me = self(),
+    Again = spawn(fun() -> Me ! {again, self(), beamprobe:calls({?T, f, 1}, 100, O)} end),
+    receive {again, Again, R} -> ?assertEqual(1, R)
+    after 30000 -> ct:fail({calls_hung, erlang:process_info(Again, current_stacktrace)})
+    end,
+    ?assertMatch([_], beamprobe:list()),
+    %% The line waits for the io server, and comes when it answers.
+    wait_until(fun() -> held(Io) >= 2 end, 10000, replaced_line_not_sent),
+    Cap = cap(),
+    Io ! {release_to, Cap},
+    wait_text(Cap, "% beamprobe: replaced the shell trace on bprs_target:f/1\n",
+              10000),
+    ok = beamprobe:clear(),
+    wait_no_session(),
+    ?assertEqual([], no_patterns()).
