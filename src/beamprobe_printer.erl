@@ -45,7 +45,8 @@
                   follows_names => boolean(),
                   returns => boolean(),
                   untimed => [{atom(), atom(), arity() | '_'}],
-                  calls => [{atom(), atom(), arity() | '_'}]}.
+                  calls => [{atom(), atom(), arity() | '_'}],
+                  cut => atomics:atomics_ref()}.
 
 -record(st, {io :: pid() | atom(),
              ts :: time | ns | none,
@@ -73,11 +74,15 @@
              %% file's {error, enospc}), and whether the owner was told.
              io_lost = 0 :: non_neg_integer(),
              time = undefined :: undefined | pos_integer() | infinity,
+             %% The shell's cut (`cut'): [trace clock ns from which events
+             %% are the replacing trace's (0: none), events hidden so].
+             cut = undefined :: undefined | atomics:atomics_ref(),
              latin1 = false :: boolean(),   % chars past 255 escaped
              lines = 0 :: non_neg_integer()}).
 
 -define(OPTS, [io, timestamp, proc_names, print_re, rate, on_rate, limit,
-               time, owner, syntax, follows_names, returns, untimed, calls]).
+               time, owner, syntax, follows_names, returns, untimed, calls,
+               cut]).
 
 %% @doc `Opts': `io' (the io server; one that takes latin-1 only, such as
 %% a file opened without `{encoding, utf8}', gets characters above 255 as
@@ -110,7 +115,11 @@
 %% whose calls have no return event in a session where others have: their
 %% calls do not indent what follows; with `calls', every pattern of the
 %% session in its order, a function follows its most specific pattern,
-%% the last of equal ones, as its match spec did).
+%% the last of equal ones, as its match spec did), `cut' (set by the
+%% shell API: an `atomics' array of two; while its first element is a
+%% trace clock time T > 0, the events of T and after are not printed but
+%% counted in its second: a trace typed again replaces this one from T on,
+%% and the new trace prints them, beamprobe_shell).
 %% Any other argument is `{error, {bad_option, Key, Value}}' (Key `opts'
 %% for something that is not such a map).
 -spec init(opts() | term()) -> {ok, #st{}} | {error, term()}.
@@ -146,6 +155,9 @@ init(#{io := Io} = Opts) ->
             {error, {bad_option, untimed, maps:get(untimed, Opts)}};
         _ when Calls =:= error ->
             {error, {bad_option, calls, maps:get(calls, Opts)}};
+        _ when is_map_key(cut, Opts),
+               not is_reference(map_get(cut, Opts)) ->
+            {error, {bad_option, cut, maps:get(cut, Opts)}};
         [] ->
             Offset = os:system_time(nanosecond) - beamprobe_nif:clock(),
             {ok, MP} = Re,
@@ -164,6 +176,7 @@ init(#{io := Io} = Opts) ->
                      limit = maps:get(limit, Opts, undefined),
                      owner = maps:get(owner, Opts, undefined),
                      time = maps:get(time, Opts, undefined),
+                     cut = maps:get(cut, Opts, undefined),
                      latin1 = latin1(Io),
                      returns = Returns, untimed = Untimed, calls = Calls}}
     end;
@@ -182,13 +195,35 @@ init(Opts) ->
 %% counters saying they were delivered.
 -spec handle_events([beamprobe_handler:event()], #st{}) ->
           {ok, #st{}} | {stop, #st{}}.
-handle_events(Events, St) ->
+handle_events(Events0, St) ->
+    Events = before_cut(Events0, St#st.cut),
     {Lines, St1} = lists:mapfoldl(fun line/2, St, Events),
     St2 = St1#st{lines = St#st.lines + length(Events)},
     case write(St1#st.io, Lines, St1#st.latin1) of
         ok -> {ok, St2};
         failed -> {ok, refused(Lines, St2)};
         gone -> {stop, St2#st{io_gone = true}}
+    end.
+
+%% The events a trace that replaces this one prints (the cut's time and
+%% after) are not printed here, but counted: both traces printed the
+%% calls made while one replaced the other (a function called 1,000 times
+%% a second, retyped 10 times: 6-10 calls printed twice).  What the
+%% session itself says (its losses, tampering, process names) stays.
+before_cut(Events, undefined) -> Events;
+before_cut(Events, Cut) ->
+    case atomics:get(Cut, 1) of
+        0 -> Events;
+        T ->
+            {Keep, Hide} =
+                lists:partition(
+                  fun(#{event := K}) when K =:= dropped; K =:= tampered;
+                                          K =:= process -> true;
+                     (#{ts := Ts}) -> Ts < T;
+                     (_) -> true
+                  end, Events),
+            _ = Hide =/= [] andalso atomics:add(Cut, 2, length(Hide)),
+            Keep
     end.
 
 refused(Lines, #st{io_lost = Lost} = St) ->

@@ -258,7 +258,8 @@ start_limited(Base, Limit, Opts) ->
                            owner => Owner,
                            on_rate => maps:get(on_rate, Opts, drop),
                            rate => Rate, limit => Count,
-                           time => maps:get(time, Opts, ?DEFAULT_MS)},
+                           time => maps:get(time, Opts, ?DEFAULT_MS),
+                           cut => atomics:new(2, [{signed, true}])},
                          maps:with([print_re, syntax], Opts)),
                        #{batch => 200, credits => 4}},
             Output = case maps:get(output, Opts, []) of
@@ -306,13 +307,16 @@ start_limited(Base, Limit, Opts) ->
 replace_start(Spec, Owner, Io) ->
     Old = to_replace(Owner, Spec),
     OldS = [S || {S, _, _} <- Old],
+    %% The traces replaced print no event from now on: the new one prints
+    %% them (cut/2).
+    Cuts = cut(Old, beamprobe_nif:clock()),
     case start_session(Spec, Owner, 3) of
         {error, {conflict, S, _}} = E ->
             case lists:member(S, OldS) of
                 true ->
                     replace(Old, Spec, Io),
                     start_session(Spec, Owner, 3);
-                false -> E
+                false -> uncut(Cuts, Io), E
             end;
         {error, {cannot_combine, K, _}} = E when Old =/= [] ->
             %% Its match spec cannot be combined with the one it replaces
@@ -325,13 +329,43 @@ replace_start(Spec, Owner, Io) ->
                 true ->
                     replace(Old, Spec, Io),
                     start_session(Spec, Owner, 3);
-                false -> E
+                false -> uncut(Cuts, Io), E
             end;
-        {error, _} = E -> E;
+        {error, _} = E -> uncut(Cuts, Io), E;
         N ->
             replace(Old, Spec, Io),
             N
     end.
+
+%% Sets the cut of the printers of the traces in Old (to_replace/2) to
+%% trace clock time T: they print no event of T and after, which the
+%% trace replacing them records and prints.  Both printed the calls made
+%% while one replaced the other: the new trace starts before the old one
+%% ends (a function called 1,000 times a second and retyped 10 times
+%% printed 6-10 calls twice).  The printers' cuts.
+cut(Old, T) ->
+    [begin atomics:put(C, 1, T), C end
+     || {S, _, _} <- Old, {ok, #{config := Conf}} <- [catch beamprobe:info(S)],
+        C <- cut_of(Conf)].
+
+cut_of(#{sinks := Sinks}) ->
+    [C || #{type := handler, module := beamprobe_printer,
+            arg := #{cut := C}} <- Sinks];
+cut_of(_) -> [].
+
+%% The new trace did not start: the traces it was to replace print again,
+%% and the events they did not print meanwhile are said.
+uncut(Cuts, Io) ->
+    lists:foreach(
+      fun(C) ->
+              atomics:put(C, 1, 0),
+              case atomics:exchange(C, 2, 0) of
+                  0 -> ok;
+                  N -> say(Io, "% beamprobe: ~b event~ts of the running "
+                           "trace not printed while the new one tried to "
+                           "start~n", [N, [$s || N =/= 1]])
+              end
+      end, Cuts).
 
 %% Are the sessions that trace a function of pattern K (other than
 %% beamprobe's own ones being replaced) all among OldS?  Then one of them

@@ -17,7 +17,8 @@
 -export([all/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([replace_uncombinable/1, clear_stuck_terminal/1,
-         bare_action_atoms/1, io_server_refuses/1, replace_io_stuck/1]).
+         bare_action_atoms/1, io_server_refuses/1, replace_io_stuck/1,
+         replace_no_duplicates/1, replace_failed_uncut/1]).
 %% An io server that answers nothing until released, one that refuses
 %% output (spawned by MFA).
 -export([held_io/1, refusing_io/1]).
@@ -28,7 +29,8 @@ suite() -> [{timetrap, {seconds, 60}}].
 
 all() ->
     [replace_uncombinable, clear_stuck_terminal, bare_action_atoms,
-     io_server_refuses, replace_io_stuck].
+     io_server_refuses, replace_io_stuck, replace_no_duplicates,
+     replace_failed_uncut].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(beamprobe),
@@ -274,6 +276,71 @@ replace_io_stuck(_Config) ->
     Io ! {release_to, Cap},
     wait_text(Cap, "% beamprobe: replaced the shell trace on bprs_target:f/1\n",
               10000),
+    ok = beamprobe:clear(),
+    wait_no_session(),
+    ?assertEqual([], no_patterns()).
+
+%% A trace retyped while its function is called all the time: no call is
+%% printed twice.  The new trace starts before the one it replaces ends,
+%% and both printed the calls made meanwhile (a function called 1,000
+%% times a second, retyped 10 times: 6-10 calls printed twice).  The one
+%% replaced now prints nothing from the moment the new one is asked for.
+replace_no_duplicates(_Config) ->
+    Cap = cap(),
+    O = #{io_server => Cap, time => 600000},
+    1 = beamprobe:calls({?T, f, 1}, 1000000, O),
+    Caller = spawn(fun() -> call_f(1) end),
+    [begin
+         timer:sleep(20),
+         1 = beamprobe:calls({?T, f, 1}, 1000000, O)
+     end || _ <- lists:seq(1, 20)],
+    timer:sleep(20),
+    exit(Caller, kill),
+    ok = beamprobe:clear(),
+    wait_no_session(),
+    Calls = [binary_to_integer(I)
+             || L <- event_lines(Cap),
+                {match, [I]} <- [re:run(what(L), "^call bprs_target:f\\(([0-9]+)\\)$",
+                                        [{capture, all_but_first, binary}])]],
+    Twice = [I || {I, N} <- maps:to_list(count(Calls)), N > 1],
+    ct:log("~b calls printed, ~b replacements", [length(Calls), 20]),
+    ?assert(length(Calls) > 100),
+    ?assertEqual({printed_twice, []}, {printed_twice, lists:sort(Twice)}),
+    ?assertEqual([], no_patterns()).
+
+%% About 5,000 calls a second, each with an argument of its own.
+call_f(I) ->
+    _ = ?T:f(I),
+    _ = I rem 5 =:= 0 andalso timer:sleep(1),
+    call_f(I + 1).
+
+count(L) ->
+    lists:foldl(fun(X, M) -> maps:update_with(X, fun(N) -> N + 1 end, 1, M) end,
+                #{}, L).
+
+%% A retyped trace that cannot start (the process it names is traced by
+%% dbg, which beamprobe does not take without force) leaves the running
+%% trace as it was: it prints again (the calls it did not print while the
+%% new trace tried to start, if any, are counted and said).
+replace_failed_uncut(_Config) ->
+    Cap = cap(),
+    O = #{io_server => Cap, time => 600000},
+    1 = beamprobe:calls({?T, g, 1}, 1000, O),
+    [S] = beamprobe:list(),
+    P = spawn(fun() -> receive stop -> ok end end),
+    {ok, Dbg} = dbg:tracer(process, {fun(_, St) -> St end, ok}),
+    try
+        {ok, _} = dbg:p(P, [c]),
+        ?assertMatch({error, {already_traced, [P]}},
+                     beamprobe:calls({?T, g, 1}, 1000, O#{procs => [P]})),
+        ?assertEqual([S], beamprobe:list()),
+        _ = ?T:g(7),
+        wait_text(Cap, "call bprs_target:g(7)", 5000)
+    after
+        dbg:stop(),
+        exit(Dbg, kill),
+        P ! stop
+    end,
     ok = beamprobe:clear(),
     wait_no_session(),
     ?assertEqual([], no_patterns()).
