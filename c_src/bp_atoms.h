@@ -52,6 +52,7 @@
 	A(in_flight, "in_flight") A(beamprobe_hub, "beamprobe_hub")       \
 	A(slow_output, "slow_output") A(handler_down, "handler_down")      \
 	A(beamprobe_hub_meta, "beamprobe_hub_meta")                        \
+	A(beamprobe_own, "beamprobe_own")                                  \
 	A(beamprobe_discard, "beamprobe_discard")       \
 	A(bp_route, "bp_route") A(bp_route_ret, "bp_route_ret")          \
 	A(beamprobe_follow_labelled, "beamprobe_follow_labelled")        \

@@ -351,10 +351,31 @@ ERL_NIF_TERM bp_tracer_trace_receive(ErlNifEnv *env, int argc,
 	return dispatch(env, argv, BP_HK_RECEIVE, bp_tracer_write_message, 0);
 }
 
+/* The `spawned' event of one of beamprobe's own processes: started as
+ * beamprobe_own:own/2 (beamprobe_own.erl), the one event the VM makes of
+ * it before it turns sensitive (the flags of new processes, which another
+ * session set, apply from its creation).  Not recorded: a session
+ * recording process events of new processes recorded the processes
+ * another session's start spawned. */
+static inline int own_spawned(ErlNifEnv *env, const ERL_NIF_TERM argv[])
+{
+	const ERL_NIF_TERM *e;
+	int found, n;
+	ERL_NIF_TERM x;
+
+	if (argv[0] != bp_atom.spawned)
+		return 0;
+	x = bp_tracer_opt(env, argv[4], bp_atom.extra, &found);
+	return found && enif_get_tuple(env, x, &n, &e) && n == 3 &&
+	       e[0] == bp_atom.beamprobe_own;
+}
+
 ERL_NIF_TERM bp_tracer_trace_procs(ErlNifEnv *env, int argc,
 				   const ERL_NIF_TERM argv[])
 {
 	(void)argc;
+	if (own_spawned(env, argv))
+		return bp_atom.ok;
 	return dispatch(env, argv, BP_HK_PROCS, bp_tracer_write_procs_ports, 0);
 }
 

@@ -533,7 +533,7 @@ root_ms(Label) ->
 guard(#st{mfa = MFA, label = Label} = St) ->
     Session = self(),
     Tracer = tracer_term(St),
-    G = spawn(fun() ->
+    G = beamprobe_own:spawn(fun() ->
                       ok = beamprobe_own:sensitive(),
                       Ref = monitor(process, Session),
                       receive

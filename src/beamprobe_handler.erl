@@ -73,7 +73,17 @@
 %% has run `Mod:init(Arg)' when this returns.
 -spec start_link(module(), term()) -> {ok, pid()} | {error, term()}.
 start_link(Mod, Arg) ->
-    proc_lib:start_link(?MODULE, init_it, [self(), Mod, Arg]).
+    %% One of beamprobe's own (beamprobe_own:spawn_link/1): a session
+    %% recording process events of new processes records nothing of it.
+    Parent = self(),
+    Pid = beamprobe_own:spawn_link(fun() -> init_it(Parent, Mod, Arg) end),
+    Ref = monitor(process, Pid),
+    receive
+        {?MODULE, ack, Pid, Ret} ->
+            demonitor(Ref, [flush]),
+            Ret;
+        {'DOWN', Ref, process, Pid, Why} -> {error, Why}
+    end.
 
 %% @doc Tells the handler which session and sink number it serves (so it
 %% can give credits back).
@@ -98,7 +108,7 @@ stop(Handler, Reason) ->
 -spec stop(pid(), term(), non_neg_integer()) -> ok.
 stop(Handler, Reason, Timeout) ->
     Handler ! {beamprobe_detach, Reason},
-    _ = spawn(fun() -> reap(Handler, Timeout) end),
+    _ = beamprobe_own:spawn(fun() -> reap(Handler, Timeout) end),
     ok.
 
 %% Waits for the handler to end; kills it after Timeout ms.
@@ -135,6 +145,10 @@ guard(Session, Handler) ->
             stop(Handler, {session_down, Why})
     end.
 
+init_ack(Parent, Ret) ->
+    Parent ! {?MODULE, ack, self(), Ret},
+    ok.
+
 %% @private
 -spec init_it(pid(), module(), term()) -> no_return().
 init_it(Parent, Mod, Arg) ->
@@ -146,20 +160,20 @@ init_it(Parent, Mod, Arg) ->
     %% Spawned untraced (after untrace_self/0), before Mod:init/1 can
     %% trap exits.
     Self = self(),
-    _ = spawn(fun() -> guard(Parent, Self) end),
+    _ = beamprobe_own:spawn(fun() -> guard(Parent, Self) end),
     try Mod:init(Arg) of
         {ok, St} ->
-            proc_lib:init_ack(Parent, {ok, self()}),
+            init_ack(Parent, {ok, self()}),
             wait_attach(Mod, St);
         {error, R} ->
-            proc_lib:init_ack(Parent, {error, {handler_init, Mod, R}}),
+            init_ack(Parent, {error, {handler_init, Mod, R}}),
             exit(normal);
         Other ->
-            proc_lib:init_ack(Parent, {error, {handler_init, Mod, Other}}),
+            init_ack(Parent, {error, {handler_init, Mod, Other}}),
             exit(normal)
     catch
         C:R ->
-            proc_lib:init_ack(Parent, {error, {handler_init, Mod, {C, R}}}),
+            init_ack(Parent, {error, {handler_init, Mod, {C, R}}}),
             exit(normal)
     end.
 

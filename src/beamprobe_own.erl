@@ -12,7 +12,8 @@
 %%% of the node from the worker that sets their flags).
 -module(beamprobe_own).
 
--export([start_link/2, spawn_link/1, prestart/0, become/3]).
+-export([start_link/2, spawn_link/1, spawn/1, prestart/0, become/3, own/2]).
+-compile({no_auto_import, [spawn/1]}).
 -export([mark_handle/1, unmark_handle/0, is_handle/2, sensitive/0]).
 
 %% The handles of cluster and follow sessions ({Pid, Kind}), and
@@ -37,10 +38,40 @@ start_link(Module, Arg) ->
 %% @doc As `erlang:spawn_link(Fun)', with the process sensitive first.
 -spec spawn_link(fun(() -> term())) -> pid().
 spawn_link(Fun) ->
-    erlang:spawn_link(fun() ->
-                              ok = sensitive(),
-                              Fun()
-                      end).
+    Pid = erlang:spawn(?MODULE, own, [self(), Fun]),
+    %% Returns once the process is sensitive: a message sent to it
+    %% before (become/3's, which carries a session's configuration) was
+    %% a `receive' event of it for a session tracing new processes.
+    Ref = monitor(process, Pid),
+    receive
+        {?MODULE, sensitive, Pid} -> demonitor(Ref, [flush]);
+        {'DOWN', Ref, process, Pid, _} -> ok
+    end,
+    Pid.
+
+%% @doc As `erlang:spawn(Fun)', with the process sensitive first; unlike
+%% {@link spawn_link/1} it returns at once: send the process nothing it
+%% must keep to itself before it has run.
+-spec spawn(fun(() -> term())) -> pid().
+spawn(Fun) ->
+    erlang:spawn(?MODULE, own, [none, Fun]).
+
+%% @private The first function of each of beamprobe's own processes:
+%% makes it sensitive, then links it to `Parent' and runs `Fun'.  The VM
+%% makes two events of a new process before its first instruction, from
+%% the flags of new processes another session may have set: `spawned'
+%% (which the tracer does not record for a process started as this
+%% function, c_src/bp_dispatch.c) and, for a spawn_link, `getting_linked'
+%% (none here: the link is made once the process is sensitive).  Before,
+%% a session recording process events of new processes recorded both for
+%% every process another session's start spawned.  A parent gone before
+%% the link: the process ends (noproc).
+-spec own(pid() | none, fun(() -> term())) -> term().
+own(Parent, Fun) ->
+    ok = sensitive(),
+    _ = Parent =:= none orelse (link(Parent) andalso
+                                (Parent ! {?MODULE, sensitive, self()})),
+    Fun().
 
 %% @doc Makes the calling process sensitive (process_flag/2: the VM makes
 %% no trace event of it, for any tracer) and notes it as one of
@@ -67,10 +98,7 @@ sensitive() ->
 -spec prestart() -> pid().
 prestart() ->
     Parent = self(),
-    erlang:spawn_link(fun() ->
-                              ok = sensitive(),
-                              spare(Parent)
-                      end).
+    ?MODULE:spawn_link(fun() -> spare(Parent) end).
 
 %% @doc Makes the process of {@link prestart/0} run gen_server `Module'
 %% with `init(Arg)', as `start_link(Module, Arg)' does: `{ok, Pid}' once

@@ -278,7 +278,7 @@ wait_down(P) ->
 %% outlives the worker; sensitive: nothing records it.
 start_guard(MFAs, Tracer, Timing) ->
     W = self(),
-    G = spawn(fun() ->
+    G = beamprobe_own:spawn(fun() ->
                       ok = beamprobe_own:sensitive(),
                       R = erlang:monitor(process, W),
                       guard(W, R, MFAs, Tracer, Timing)

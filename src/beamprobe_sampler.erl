@@ -79,7 +79,8 @@ what(_) -> false.
 %% (the session process); the first sample is taken at once.
 -spec start_link(term(), config()) -> {ok, pid()}.
 start_link(Res, Config) ->
-    {ok, proc_lib:spawn_link(?MODULE, init, [self(), Res, Config])}.
+    Parent = self(),
+    {ok, beamprobe_own:spawn_link(fun() -> init(Parent, Res, Config) end)}.
 
 %% @doc Stops a sampler (no more samples once this returns).
 -spec stop(pid() | undefined) -> ok.

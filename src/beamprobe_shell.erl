@@ -630,7 +630,7 @@ start_once(Spec, Owner, Tries) ->
 %% and io request would be the first events of a `send' trace of every
 %% process (with a count of 2, the only ones).
 skipped_note(S, #{output := [{handler, beamprobe_printer, #{io := Io}, _} | _]}) ->
-    _ = spawn(fun() ->
+    _ = beamprobe_own:spawn(fun() ->
                       ok = beamprobe_own:sensitive(),
                       case beamprobe:info(S) of
                           {ok, #{skipped := Sk}} ->

@@ -17,7 +17,7 @@
          cannot_combine/1, message_pattern_conflict/1,
          distinct_functions_same_procs/1, killed_session_cleaned/1,
          busy_janitor_not_another_tool/1, exclude_per_session/1,
-         forged_route_ignored/1]).
+         forged_route_ignored/1, own_processes_not_recorded/1]).
 -export([prober/0]).
 
 -define(L, beamprobe_test_lib).
@@ -28,7 +28,7 @@ all() ->
      returns_deep_recursion, forged_route_ignored,
      distinct_functions_same_procs, busy_janitor_not_another_tool,
      exclude_per_session,
-     cannot_combine,
+     own_processes_not_recorded, cannot_combine,
      message_pattern_conflict, killed_session_cleaned, ports_and_own,
      meta_next_to_hub, janitor_and_session_killed, reload_with_overlaps,
      next_to_dbg,
@@ -410,6 +410,49 @@ exclude_per_session(Config) ->
                                    exclude => [bp_no_such_name]})),
     assert_nothing_left([{?W, tick, 1}]),
     [X ! stop || X <- [P1, P2, Sink]].
+
+%% Sessions recording process events of new processes (`new' and
+%% `all') while other sessions start and stop (a file sink, a handler
+%% sink, samples): they record the process the test spawns, and nothing
+%% of the processes beamprobe spawns for the others (session, watchdog,
+%% handler and its guard and reaper, sampler).  Before, each of those
+%% was recorded `spawned' and `getting_linked' (the VM makes both from
+%% the flags of new processes before the process turns sensitive):
+%% 8 processes for two file sessions; and each session process's
+%% `receive' of its start message, which carries the whole configuration
+%% of the session starting (a TCP token too).
+own_processes_not_recorded(Config) ->
+    DN = ?L:dir(Config, "new"),
+    DA = ?L:dir(Config, "all"),
+    SN = ?L:start(#{procs => new, events => [procs, send, 'receive'], output => {file, DN}}),
+    SA = ?L:start(#{events => [procs], output => {file, DA}}),
+    Others = [#{calls => [{?W, tick, 1}], output => {file, ?L:dir(Config, "f")}},
+              #{procs => [self()], calls => [{?W, tick, 1}],
+                output => {handler, beamprobe_test_handler, #{parent => self()}}},
+              #{procs => [self()], events => [send],
+                sample => #{interval => 1000, what => [process_count]},
+                output => {file, ?L:dir(Config, "s")}}],
+    Ss = [?L:start(O) || O <- Others],
+    H = receive {handler_init, HP} -> HP after 5000 -> ct:fail(no_handler) end,
+    _ = [?L:stop(S) || S <- Ss],
+    W = spawn(fun() -> ok end),
+    ?L:wait_dead(W),
+    _ = [?L:stop(S) || S <- [SN, SA]],
+    WT = list_to_binary(pid_to_list(W)),
+    Own = [list_to_binary(pid_to_list(P)) || P <- [H | Ss]],
+    [begin
+         Evs = norm_events(D),
+         Spawned = [M || {<<"spawned">>, Who, #{<<"mfa">> := M}} <- Evs,
+                         Who =/= WT],
+         ?assertEqual({D, []}, {D, [M || M <- Spawned,
+                                         binary:match(M, <<"beamprobe">>)
+                                             =/= nomatch]}),
+         ?assertEqual({D, []}, {D, [E || {_, Who, _} = E <- Evs,
+                                         lists:member(Who, Own)]}),
+         ?assertMatch([_], [x || {<<"spawned">>, Who, _} <- Evs, Who =:= WT]),
+         ?assertMatch([_], [x || {<<"exit">>, Who, _} <- Evs, Who =:= WT])
+     end || D <- [DN, DA]],
+    assert_nothing_left([{?W, tick, 1}]).
 
 %% What cannot be combined is refused with a reason, and nothing of the
 %% refused session stays installed: an action with effects beyond the
