@@ -64,6 +64,7 @@
 -define(HUB, beamprobe_hub).
 -define(TRACER, {tracer, beamprobe_nif, ?HUB}).
 -define(HUB_META, beamprobe_hub_meta).
+-define(KEYS, beamprobe_janitor_keys).
 %% Hub kinds (c_src/bp_hub.h).
 -define(K_SEND, 4).
 -define(K_RECEIVE, 8).
@@ -226,7 +227,7 @@ reinstall_pattern(F, Meta) ->
 -spec foreign_patterns([mfa()]) -> [mfa()].
 foreign_patterns(Fs) ->
     try gen_server:call(?MODULE, {foreign_patterns, Fs}, infinity)
-    catch exit:_ -> [F || F <- Fs, foreign_pattern(F, #{})]
+    catch exit:_ -> [F || F <- Fs, ?KEYS:foreign_pattern(F, #{})]
     end.
 
 %% @private
@@ -330,7 +331,7 @@ handle_call({others_patterns, Session, Meta}, _From, #st{sessions = Ss} = St) ->
      St};
 handle_call({reinstall_pattern, F, Meta}, _From, St) ->
     Pats = installed_pats(St, Meta),
-    case general_first([K || K <- maps:keys(Pats), covers(K, F)]) of
+    case ?KEYS:general_first([K || K <- maps:keys(Pats), covers(K, F)]) of
         [] -> {reply, none, St};
         Keys ->
             MS = maps:get(lists:last(Keys), Pats),  % the most specific
@@ -340,7 +341,7 @@ handle_call({reinstall_pattern, F, Meta}, _From, St) ->
     end;
 handle_call({foreign_patterns, Fs}, _From, St) ->
     Pats = installed_pats(St, false),
-    {reply, [F || F <- Fs, foreign_pattern(F, Pats)], St};
+    {reply, [F || F <- Fs, ?KEYS:foreign_pattern(F, Pats)], St};
 handle_call({installed_specs, F, Meta}, _From, St) ->
     %% As erlang:trace_info/2 shows them: `true' is the empty match spec.
     {reply, [case MS of true -> []; _ -> MS end
@@ -541,10 +542,10 @@ apply_patterns1(Old, New, Force, Meta) ->
                                     lists:any(fun(T) -> covers(T, K) end,
                                               R0 ++ Removed)]),
     _ = [safely(fun() -> remove_key(K, Old, Meta) end)
-         || K <- general_first(Removed),
+         || K <- ?KEYS:general_first(Removed),
             not lists:any(fun(N) -> covers(N, K) end, maps:keys(New))],
     %% (Keys a session forces are set whole.)
-    case set_keys(general_first(Reset), New, #{}, Old,
+    case ?KEYS:set_keys(?KEYS:general_first(Reset), New, #{}, Old,
                   {set_flag(Meta), maps:without(Force, Old), Meta}) of
         {ok, _} = Ok -> Ok;
         {error, R, Done} ->
@@ -563,87 +564,9 @@ apply_patterns1(Old, New, Force, Meta) ->
 %% keys; a function holds the match spec of one covering it (the most
 %% specific, set last).
 remove_key(K, Old, Meta) ->
-    on_ours(K, false, unset_flag(Meta), fun(MFA) -> ours(MFA, Old, Meta) end).
-
-%% trace_pattern(K, What, Flag) on the functions of K that Ours says are
-%% beamprobe's: on K whole when all are; a '_' module (force) whole,
-%% unchecked.  Returns the number of functions set.
-on_ours({'_', _, _} = K, What, Flag, _Ours) ->
-    erlang:trace_pattern(K, What, Flag);
-on_ours(K, What, Flag, Ours) ->
-    case lists:partition(Ours, beamprobe_skip:functions(K)) of
-        {_, []} -> erlang:trace_pattern(K, What, Flag);
-        {Mine, _Theirs} ->
-            lists:sum([erlang:trace_pattern(MFA, What, Flag) || MFA <- Mine])
-    end.
-
-%% Whether function MFA's pattern (of the kind) is the one beamprobe set
-%% (or none is left): a local pattern with the match spec of a key of Old
-%% covering it; a meta pattern with the hub's meta tracer.
-ours(MFA, _Old, true) ->
-    case beamprobe_skip:trace_info(MFA, meta) of
-        {meta, false} -> true;
-        {meta, T} -> T =:= {beamprobe_nif, ?HUB_META};
-        _ -> true
-    end;
-ours(MFA, Old, false) ->
-    case beamprobe_skip:trace_info(MFA, traced) of
-        {traced, false} -> true;
-        {traced, local} ->
-            {match_spec, MS} = beamprobe_skip:trace_info(MFA, match_spec),
-            lists:any(fun({K, KMS}) -> covers(K, MFA) andalso ms(KMS) =:= MS end,
-                      maps:to_list(Old));
-        _ -> false
-    end.
-
-%% Whether function F's trace pattern is another tool's, Pats being what
-%% the janitor installed (foreign_patterns/1).
-foreign_pattern(F, Pats) ->
-    case beamprobe_skip:trace_info(F, traced) of
-        {traced, local} ->
-            case beamprobe_skip:trace_info(F, match_spec) of
-                {match_spec, MS} ->
-                    not lists:any(fun({K, KMS}) ->
-                                          covers(K, F) andalso ms(KMS) =:= MS
-                                  end, maps:to_list(Pats));
-                _ -> false                      % (unloaded meanwhile)
-            end;
-        {traced, global} -> true;
-        _ -> false
-    end.
-
-%% A match spec as erlang:trace_info/2 gives it back.
-ms(true) -> [];
-ms(MS) -> MS.
-
-set_keys([], _New, Counts, _Done, _How) -> {ok, Counts};
-set_keys([K | T], New, Counts, Done, {Flag, Old, Meta} = How) ->
-    MS = maps:get(K, New),
-    try set_key(K, MS, Flag, Old, Done, Meta) of
-        N -> set_keys(T, New, Counts#{K => N}, Done#{K => MS}, How)
-    catch error:badarg ->
-            {error, {bad_pattern, K}, Done}
-    end.
-
-%% Sets key K's (new) match spec.  A key installed before (its sessions
-%% changed) is set again only on the functions whose pattern is still
-%% beamprobe's: one another tool set meanwhile (reported replaced by the
-%% watchdog) keeps it, as on removal (remove_key/3).  Beamprobe's: a
-%% match spec of a key installed before, or of one set earlier in this
-%% pass (a wildcard key, set first, covers the functions of the more
-%% specific ones set after it).
-set_key(K, MS, Flag, Old, Done, Meta) when is_map_key(K, Old) ->
-    on_ours(K, MS, Flag, fun(MFA) -> ours(MFA, Old, Meta) orelse
-                                         ours(MFA, Done, Meta)
-                         end);
-set_key(K, MS, Flag, _Old, _Done, _Meta) ->
-    erlang:trace_pattern(K, MS, Flag).
+    ?KEYS:on_ours(K, false, unset_flag(Meta), fun(MFA) -> ?KEYS:ours(MFA, Old, Meta) end).
 
 covers(A, B) -> beamprobe_combine:covers(A, B).
-
-general_first(Keys) ->
-    Wild = fun(K) -> length([x || '_' <- tuple_to_list(K)]) end,
-    [K || {_, K} <- lists:sort([{-Wild(K), K} || K <- Keys])].
 
 %% Message patterns are global in the VM: one per kind, shared by the
 %% sessions that set the same one (conflicts/2 refused the others).

@@ -1,0 +1,108 @@
+%%% @doc The janitor's call-pattern keys on the functions they cover
+%%% (beamprobe_janitor): which function's pattern is beamprobe's, another
+%%% tool's or gone, and setting keys again only where beamprobe may.
+%%% Runs in the janitor process.
+-module(beamprobe_janitor_keys).
+
+-export([on_ours/4, ours/3, foreign_pattern/2, set_keys/5, general_first/1]).
+
+-type mfa_pat() :: {atom(), atom(), arity() | '_'}.
+
+-define(HUB_META, beamprobe_hub_meta).
+
+%% @doc trace_pattern(K, What, Flag) on the functions of K that Ours
+%% says are beamprobe's: on K whole when all are; a '_' module (force)
+%% whole, unchecked.  Returns the number of functions set.
+-spec on_ours(mfa_pat(), term(), list(), fun((mfa()) -> boolean())) ->
+          non_neg_integer().
+on_ours({'_', _, _} = K, What, Flag, _Ours) ->
+    erlang:trace_pattern(K, What, Flag);
+on_ours(K, What, Flag, Ours) ->
+    case lists:partition(Ours, beamprobe_skip:functions(K)) of
+        {_, []} -> erlang:trace_pattern(K, What, Flag);
+        {Mine, _Theirs} ->
+            lists:sum([erlang:trace_pattern(MFA, What, Flag) || MFA <- Mine])
+    end.
+
+%% @doc Whether function MFA's pattern (of the kind, meta if Meta) is the
+%% one beamprobe set (or none is left): a local pattern with the match spec of a key of Old
+%% covering it; a meta pattern with the hub's meta tracer.
+-spec ours(mfa(), #{mfa_pat() => term()}, boolean()) -> boolean().
+ours(MFA, _Old, true) ->
+    case beamprobe_skip:trace_info(MFA, meta) of
+        {meta, false} -> true;
+        {meta, T} -> T =:= {beamprobe_nif, ?HUB_META};
+        _ -> true
+    end;
+ours(MFA, Old, false) ->
+    case beamprobe_skip:trace_info(MFA, traced) of
+        {traced, false} -> true;
+        {traced, local} ->
+            {match_spec, MS} = beamprobe_skip:trace_info(MFA, match_spec),
+            lists:any(fun({K, KMS}) -> covers(K, MFA) andalso ms(KMS) =:= MS end,
+                      maps:to_list(Old));
+        _ -> false
+    end.
+
+%% @doc Whether function F's trace pattern is another tool's, Pats being
+%% what the janitor installed (beamprobe_janitor:foreign_patterns/1).
+-spec foreign_pattern(mfa(), #{mfa_pat() => term()}) -> boolean().
+foreign_pattern(F, Pats) ->
+    case beamprobe_skip:trace_info(F, traced) of
+        {traced, local} ->
+            case beamprobe_skip:trace_info(F, match_spec) of
+                {match_spec, MS} ->
+                    not lists:any(fun({K, KMS}) ->
+                                          covers(K, F) andalso ms(KMS) =:= MS
+                                  end, maps:to_list(Pats));
+                _ -> false                      % (unloaded meanwhile)
+            end;
+        {traced, global} -> true;
+        _ -> false
+    end.
+
+%% A match spec as erlang:trace_info/2 gives it back.
+ms(true) -> [];
+ms(MS) -> MS.
+
+%% @doc Sets the keys Ks (most general first) to their match specs in
+%% New, each with set_key/6; How: {TracePatternFlags, Old (the keys
+%% installed before, less those set whole), Meta}.  `{ok, Counts}'
+%% (functions matched per key), or `{error, {bad_pattern, K}, Done}' with
+%% the keys set before K.
+-spec set_keys([mfa_pat()], #{mfa_pat() => term()},
+               #{mfa_pat() => non_neg_integer()}, #{mfa_pat() => term()},
+               {list(), #{mfa_pat() => term()}, boolean()}) ->
+          {ok, #{mfa_pat() => non_neg_integer()}} |
+          {error, {bad_pattern, mfa_pat()}, #{mfa_pat() => term()}}.
+set_keys([], _New, Counts, _Done, _How) -> {ok, Counts};
+set_keys([K | T], New, Counts, Done, {Flag, Old, Meta} = How) ->
+    MS = maps:get(K, New),
+    try set_key(K, MS, Flag, Old, Done, Meta) of
+        N -> set_keys(T, New, Counts#{K => N}, Done#{K => MS}, How)
+    catch error:badarg ->
+            {error, {bad_pattern, K}, Done}
+    end.
+
+%% Sets key K's (new) match spec.  A key installed before (its sessions
+%% changed) is set again only on the functions whose pattern is still
+%% beamprobe's: one another tool set meanwhile (reported replaced by the
+%% watchdog) keeps it, as on removal (beamprobe_janitor's remove_key/3).  Beamprobe's: a
+%% match spec of a key installed before, or of one set earlier in this
+%% pass (a wildcard key, set first, covers the functions of the more
+%% specific ones set after it).
+set_key(K, MS, Flag, Old, Done, Meta) when is_map_key(K, Old) ->
+    on_ours(K, MS, Flag, fun(MFA) -> ours(MFA, Old, Meta) orelse
+                                         ours(MFA, Done, Meta)
+                         end);
+set_key(K, MS, Flag, _Old, _Done, _Meta) ->
+    erlang:trace_pattern(K, MS, Flag).
+
+%% @doc Keys, the most general first (the last trace_pattern/3 on a
+%% function wins: the most specific key's match spec stays).
+-spec general_first([mfa_pat()]) -> [mfa_pat()].
+general_first(Keys) ->
+    Wild = fun(K) -> length([x || '_' <- tuple_to_list(K)]) end,
+    [K || {_, K} <- lists:sort([{-Wild(K), K} || K <- Keys])].
+
+covers(A, B) -> beamprobe_combine:covers(A, B).
