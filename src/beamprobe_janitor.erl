@@ -541,12 +541,20 @@ apply_patterns1(Old, New, Force, Meta) ->
     Reset = lists:usort(R0 ++ [K || K <- maps:keys(New),
                                     lists:any(fun(T) -> covers(T, K) end,
                                               R0 ++ Removed)]),
+    Kept = maps:without(Force, Old),
+    %% The functions of the keys set again that had no pattern before this
+    %% pass (another tool removed it): they stay so (set_key/7).  Looked
+    %% at before the removals, whose functions a key set again restores.
+    Gone = maps:from_keys(
+             [MFA || K <- Reset, is_map_key(K, Kept),
+                     MFA <- beamprobe_skip:functions(K),
+                     ?KEYS:no_pattern(MFA, Meta)], []),
     _ = [safely(fun() -> remove_key(K, Old, Meta) end)
          || K <- ?KEYS:general_first(Removed),
             not lists:any(fun(N) -> covers(N, K) end, maps:keys(New))],
     %% (Keys a session forces are set whole.)
     case ?KEYS:set_keys(?KEYS:general_first(Reset), New, #{}, Old,
-                  {set_flag(Meta), maps:without(Force, Old), Meta}) of
+                  {set_flag(Meta), Kept, Meta, Gone}) of
         {ok, _} = Ok -> Ok;
         {error, R, Done} ->
             %% What is installed now: the old keys this pass did not
@@ -564,7 +572,8 @@ apply_patterns1(Old, New, Force, Meta) ->
 %% keys; a function holds the match spec of one covering it (the most
 %% specific, set last).
 remove_key(K, Old, Meta) ->
-    ?KEYS:on_ours(K, false, unset_flag(Meta), fun(MFA) -> ?KEYS:ours(MFA, Old, Meta) end).
+    ?KEYS:on_ours(K, false, unset_flag(Meta),
+            fun(MFA) -> ?KEYS:ours(MFA, Old, Meta, true) end).
 
 covers(A, B) -> beamprobe_combine:covers(A, B).
 

@@ -4,7 +4,8 @@
 %%% Runs in the janitor process.
 -module(beamprobe_janitor_keys).
 
--export([on_ours/4, ours/3, foreign_pattern/2, set_keys/5, general_first/1]).
+-export([on_ours/4, ours/4, foreign_pattern/2, set_keys/5, no_pattern/2,
+         general_first/1]).
 
 -type mfa_pat() :: {atom(), atom(), arity() | '_'}.
 
@@ -24,19 +25,28 @@ on_ours(K, What, Flag, Ours) ->
             lists:sum([erlang:trace_pattern(MFA, What, Flag) || MFA <- Mine])
     end.
 
-%% @doc Whether function MFA's pattern (of the kind, meta if Meta) is the
-%% one beamprobe set (or none is left): a local pattern with the match spec of a key of Old
-%% covering it; a meta pattern with the hub's meta tracer.
--spec ours(mfa(), #{mfa_pat() => term()}, boolean()) -> boolean().
-ours(MFA, _Old, true) ->
+%% @doc Whether function MFA's pattern (of the kind) is the one beamprobe set:
+%% a local pattern with the match spec of a key of Old covering it; a
+%% meta pattern with the hub's meta tracer.  A function with no pattern
+%% of the kind is ours if None: when removing (nothing to take from
+%% anyone), or setting a key again on a function this pass removed it
+%% from (a more general key gone); not when setting a key again on a
+%% function that had none before the pass: another tool removed it (the
+%% watchdogs reported it `removed'), or it was skipped for another tool's
+%% and that tool let it go.  A session alone would record nothing more of
+%% it; set again when another session joined or left, its calls came back
+%% to the sessions that had said it was gone (a joining session's own
+%% keys are set whole: beamprobe_janitor's install/2).
+-spec ours(mfa(), #{mfa_pat() => term()}, boolean(), boolean()) -> boolean().
+ours(MFA, _Old, true, None) ->
     case beamprobe_skip:trace_info(MFA, meta) of
-        {meta, false} -> true;
+        {meta, false} -> None;
         {meta, T} -> T =:= {beamprobe_nif, ?HUB_META};
         _ -> true
     end;
-ours(MFA, Old, false) ->
+ours(MFA, Old, false, None) ->
     case beamprobe_skip:trace_info(MFA, traced) of
-        {traced, false} -> true;
+        {traced, false} -> None;
         {traced, local} ->
             {match_spec, MS} = beamprobe_skip:trace_info(MFA, match_spec),
             lists:any(fun({K, KMS}) -> covers(K, MFA) andalso ms(KMS) =:= MS end,
@@ -66,19 +76,20 @@ ms(true) -> [];
 ms(MS) -> MS.
 
 %% @doc Sets the keys Ks (most general first) to their match specs in
-%% New, each with set_key/6; How: {TracePatternFlags, Old (the keys
-%% installed before, less those set whole), Meta}.  `{ok, Counts}'
+%% New, each with set_key/7; How: {TracePatternFlags, Old (the keys
+%% installed before, less those set whole), Meta, Gone (the functions
+%% that had no pattern before the pass, set_key/7)}.  `{ok, Counts}'
 %% (functions matched per key), or `{error, {bad_pattern, K}, Done}' with
 %% the keys set before K.
 -spec set_keys([mfa_pat()], #{mfa_pat() => term()},
                #{mfa_pat() => non_neg_integer()}, #{mfa_pat() => term()},
-               {list(), #{mfa_pat() => term()}, boolean()}) ->
+               {list(), #{mfa_pat() => term()}, boolean(), #{mfa() => []}}) ->
           {ok, #{mfa_pat() => non_neg_integer()}} |
           {error, {bad_pattern, mfa_pat()}, #{mfa_pat() => term()}}.
 set_keys([], _New, Counts, _Done, _How) -> {ok, Counts};
-set_keys([K | T], New, Counts, Done, {Flag, Old, Meta} = How) ->
+set_keys([K | T], New, Counts, Done, {Flag, Old, Meta, Gone} = How) ->
     MS = maps:get(K, New),
-    try set_key(K, MS, Flag, Old, Done, Meta) of
+    try set_key(K, MS, Flag, Old, Done, Meta, Gone) of
         N -> set_keys(T, New, Counts#{K => N}, Done#{K => MS}, How)
     catch error:badarg ->
             {error, {bad_pattern, K}, Done}
@@ -91,12 +102,21 @@ set_keys([K | T], New, Counts, Done, {Flag, Old, Meta} = How) ->
 %% match spec of a key installed before, or of one set earlier in this
 %% pass (a wildcard key, set first, covers the functions of the more
 %% specific ones set after it).
-set_key(K, MS, Flag, Old, Done, Meta) when is_map_key(K, Old) ->
-    on_ours(K, MS, Flag, fun(MFA) -> ours(MFA, Old, Meta) orelse
-                                         ours(MFA, Done, Meta)
+set_key(K, MS, Flag, Old, Done, Meta, Gone) when is_map_key(K, Old) ->
+    on_ours(K, MS, Flag, fun(MFA) ->
+                                 None = not is_map_key(MFA, Gone),
+                                 ours(MFA, Old, Meta, None) orelse
+                                     ours(MFA, Done, Meta, None)
                          end);
-set_key(K, MS, Flag, _Old, _Done, _Meta) ->
+set_key(K, MS, Flag, _Old, _Done, _Meta, _Gone) ->
     erlang:trace_pattern(K, MS, Flag).
+
+%% @doc Whether function MFA has no pattern of the kind (meta if Meta).
+-spec no_pattern(mfa(), boolean()) -> boolean().
+no_pattern(MFA, true) ->
+    beamprobe_skip:trace_info(MFA, meta) =:= {meta, false};
+no_pattern(MFA, false) ->
+    beamprobe_skip:trace_info(MFA, traced) =:= {traced, false}.
 
 %% @doc Keys, the most general first (the last trace_pattern/3 on a
 %% function wins: the most specific key's match spec stays).

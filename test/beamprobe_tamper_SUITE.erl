@@ -39,7 +39,8 @@
          redbug_wipe_reported/1, idle_not_running/1,
          msg_pattern_replaced_reported/1, replaced_pattern_kept/1,
          replaced_pattern_kept_overlap/1, wildcard_reset_keeps_specific/1,
-         no_report_full_args_joining/1]).
+         no_report_full_args_joining/1, removed_pattern_stays_removed/1,
+         removed_meta_pattern_stays_removed/1]).
 
 -define(W, beamprobe_workload).
 -define(L, beamprobe_test_lib).
@@ -59,7 +60,8 @@ all() ->
      no_report_on_reload, watchdog_not_traced, tampered_nif_args,
      relied_pattern_removed, redbug_wipe_reported, idle_not_running,
      msg_pattern_replaced_reported, replaced_pattern_kept,
-     replaced_pattern_kept_overlap, wildcard_reset_keeps_specific].
+     replaced_pattern_kept_overlap, removed_pattern_stays_removed,
+     removed_meta_pattern_stays_removed, wildcard_reset_keeps_specific].
 
 init_per_suite(Config) ->
     beamprobe_coexist_lib:init_suite(Config).
@@ -118,6 +120,84 @@ replaced_pattern_kept_overlap(Config) ->
     _ = ?L:stop(S2),
     ?assertEqual({match_spec, DbgMS}, erlang:trace_info(?ADD, match_spec)),
     dbg_still_traces().
+
+%% Another tool removes the pattern of a function two sessions trace (one
+%% through {M, '_', '_'}, one naming it with a match spec of its own):
+%% both report it `removed', and it stays removed when either stops, as
+%% for a session alone.  Before, the stop set the other session's match
+%% spec again (a function with no pattern counted as beamprobe's): that
+%% session recorded its calls again while it still said the pattern was
+%% removed (after the first stop add/2 was traced with the survivor's
+%% match spec, in both orders).
+removed_pattern_stays_removed(Config) ->
+    W = ?W:start_worker(),
+    Spec = [{['$1', '_'], [{'>', '$1', 1}], [{return_trace}]}],
+    %% (Without another tool: the wildcard's stop removes its pattern and
+    %% sets the narrower session's again.)
+    S0 = ?L:start(#{procs => [W], calls => [{?W, '_', '_'}],
+                    output => {file, ?L:dir(Config, "wild0")}}),
+    S1 = ?L:start(#{procs => [W], calls => [{?ADD, Spec}],
+                    output => {file, ?L:dir(Config, "add0")}}),
+    _ = ?L:stop(S0),
+    ?assertEqual({match_spec, Spec}, erlang:trace_info(?ADD, match_spec)),
+    ?assertEqual({traced, false}, erlang:trace_info({?W, tick, 1}, traced)),
+    _ = ?L:stop(S1),
+    [begin
+         Tag = integer_to_list(Order),
+         DA = ?L:dir(Config, "wild" ++ Tag),
+         DB = ?L:dir(Config, "add" ++ Tag),
+         SA = ?L:start(#{procs => [W], calls => [{?W, '_', '_'}],
+                         output => {file, DA}}),
+         SB = ?L:start(#{procs => [W], calls => [{?ADD, Spec}],
+                         output => {file, DB}}),
+         1 = erlang:trace_pattern(?ADD, false, [local]),
+         _ = ?L:wait_until(fun() -> tampered(SA) =/= [] andalso
+                                        tampered(SB) =/= []
+                           end, 10 * ?WITHIN_MS),
+         [First, Second] = case Order of
+                               1 -> [SA, SB];
+                               2 -> [SB, SA]
+                           end,
+         _ = ?L:stop(First),
+         ?assertEqual({Order, {all, false}},
+                      {Order, erlang:trace_info(?ADD, all)}),
+         ?W:run(W, fun() -> [?W:add(I, 1) || I <- [1, 2, 3]] end),
+         _ = ?L:stop(Second),
+         [?assertEqual({Order, D, []},
+                       {Order, D, [E || #{fields := #{<<"mfa">> := M}} = E
+                                            <- ?L:trace(D),
+                                        M =:= <<"beamprobe_workload:add/2">>]})
+          || D <- [DA, DB]],
+         ?L:assert_no_trace_state([W], [?ADD, {?W, tick, 1}])
+     end || Order <- [1, 2]],
+    ?W:stop_worker(W).
+
+%% The same with two meta sessions on add/2 (one with a condition) and
+%% another tool's erlang:trace_pattern(add/2, false, [meta]): the meta
+%% pattern stays removed when either stops (before, the stop set it again
+%% for the other).
+removed_meta_pattern_stays_removed(Config) ->
+    [begin
+         Tag = integer_to_list(Order),
+         SA = ?L:start(#{meta => true, calls => [?ADD, {?W, tick, 1}],
+                         output => {file, ?L:dir(Config, "a" ++ Tag)}}),
+         SB = ?L:start(#{meta => true,
+                         calls => [{?ADD, [{['$1', '_'], [{'>', '$1', 1}], []}]}],
+                         output => {file, ?L:dir(Config, "b" ++ Tag)}}),
+         1 = erlang:trace_pattern(?ADD, false, [meta]),
+         _ = ?L:wait_until(fun() -> tampered(SA) =/= [] andalso
+                                        tampered(SB) =/= []
+                           end, 10 * ?WITHIN_MS),
+         [First, Second] = case Order of
+                               1 -> [SA, SB];
+                               2 -> [SB, SA]
+                           end,
+         _ = ?L:stop(First),
+         ?assertEqual({Order, {meta, false}},
+                      {Order, erlang:trace_info(?ADD, meta)}),
+         _ = ?L:stop(Second),
+         ?L:assert_no_trace_state([], [?ADD, {?W, tick, 1}])
+     end || Order <- [1, 2]].
 
 %% dbg still gets the calls of add/2; then dbg and its pattern are gone.
 dbg_still_traces() ->
