@@ -337,6 +337,15 @@ handle_call({reinstall_pattern, F, Meta}, _From, St) ->
             MS = maps:get(lists:last(Keys), Pats),  % the most specific
             _ = safely(fun() -> erlang:trace_pattern(F, MS, set_flag(Meta))
                        end),
+            %% Every session tracing F lost its calls while the pattern
+            %% was gone: their watchdogs report it (one may not have
+            %% looked yet, and now never sees a difference).
+            Seen = erlang:system_time(millisecond),
+            _ = [P ! {beamprobe_pattern_reset, F, Seen}
+                 || #{pid := P, meta := Me, calls := Calls}
+                        <- maps:values(St#st.sessions),
+                    Me =:= Meta,
+                    lists:any(fun({K, _}) -> covers(K, F) end, Calls)],
             {reply, ok, St}
     end;
 handle_call({foreign_patterns, Fs}, _From, St) ->

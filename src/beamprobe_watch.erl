@@ -35,7 +35,9 @@
 %%% taken as the new baseline, not reported; any other is, also on a
 %%% function another beamprobe session traces too.  With `on_tamper =>
 %%% reinstall' (not the default: it fights the other tool) the pattern or
-%%% flags are set again after the report.
+%%% flags are set again after the report; a pattern set again so is
+%%% reported removed by every other session tracing the function (the
+%%% janitor tells them: their own checks may come after it is back).
 %%%
 %%% Limits: at most ?FUNS_PER_TICK functions and ?PROCS_PER_TICK
 %%% processes are checked per tick (round robin beyond that, so a change is
@@ -303,6 +305,8 @@ handle_info(tick, W) ->
     {noreply, maybe_confirm(check(maybe_resample(W)))};
 handle_info(confirm, W) ->
     {noreply, confirm(W#w{confirm = false})};
+handle_info({pattern_reset, F, Seen}, W) ->
+    {noreply, pattern_reset(F, Seen, W)};
 handle_info(_, W) ->
     {noreply, W}.
 
@@ -453,7 +457,6 @@ rebase_fun(F, S, #w{funs = {A, B}} = W) ->
     W#w{funs = {R(A), R(B)}}.
 
 report({Kind, Subject} = Key, How, Base, S, Seen, W) ->
-    Finding = {Kind, Subject, How, Seen},
     Relied = lists:member(Subject, W#w.relied),
     Detail = case Relied of
                  true -> <<"the pattern another tool had set, which this "
@@ -464,18 +467,45 @@ report({Kind, Subject} = Key, How, Base, S, Seen, W) ->
               P when is_pid(P) -> P;
               _ -> undefined
           end,
-    Fields = [atom_to_binary(Kind), subject_text(Subject),
-              atom_to_binary(How), Detail],
-    _ = (catch beamprobe_nif:tampered(W#w.res, Pid, Fields)),
-    W1 = W#w{reported = (W#w.reported)#{Key => true},
-             count = W#w.count + 1,
-             findings = case W#w.count < ?MAX_FINDINGS of
-                            true -> [Finding | W#w.findings];
-                            false -> W#w.findings
-                        end},
+    W1 = note(Key, How, Detail, Pid, Seen, W),
     case W#w.reinstall andalso not Relied of
         true -> reinstall(Key, Base, W1);
         false -> W1
+    end.
+
+%% Writes the report of Key (a `tampered' event, the finding for info/1).
+note({Kind, Subject} = Key, How, Detail, Pid, Seen, W) ->
+    Fields = [atom_to_binary(Kind), subject_text(Subject),
+              atom_to_binary(How), Detail],
+    _ = (catch beamprobe_nif:tampered(W#w.res, Pid, Fields)),
+    W#w{reported = (W#w.reported)#{Key => true},
+        pending = maps:remove(Key, W#w.pending),
+        count = W#w.count + 1,
+        findings = case W#w.count < ?MAX_FINDINGS of
+                       true -> [{Kind, Subject, How, Seen} | W#w.findings];
+                       false -> W#w.findings
+                   end}.
+
+%% The janitor set F's pattern again for another session's watchdog
+%% (on_tamper => reinstall) that found it removed (Seen: when it was set
+%% again): this
+%% session's calls of F were not traced in between either, which its own
+%% checks may never see (the pattern was back before they looked: the
+%% calls were lost without a word).  Reported as removed, once, unless
+%% this watchdog has reported F already, does not watch it, or F is a
+%% pattern of another tool the session relied on.
+pattern_reset(F, Seen, #w{funs = {A, B}, reported = Rep} = W) ->
+    Key = {pattern, F},
+    Watched = lists:keymember(F, 1, A) orelse lists:keymember(F, 1, B),
+    case Watched andalso not is_map_key(Key, Rep) andalso
+        not lists:member(F, W#w.relied) of
+        true ->
+            note(Key, removed,
+                 <<"the trace pattern was gone (removed by another tool, or "
+                   "the module was loaded again) until another session set "
+                   "it again (on_tamper => reinstall): calls in between were "
+                   "not traced">>, undefined, Seen, W);
+        false -> W
     end.
 
 %% One report for many functions or processes.

@@ -40,7 +40,7 @@
          msg_pattern_replaced_reported/1, replaced_pattern_kept/1,
          replaced_pattern_kept_overlap/1, wildcard_reset_keeps_specific/1,
          no_report_full_args_joining/1, removed_pattern_stays_removed/1,
-         removed_meta_pattern_stays_removed/1]).
+         removed_meta_pattern_stays_removed/1, reinstall_reported_to_all/1]).
 
 -define(W, beamprobe_workload).
 -define(L, beamprobe_test_lib).
@@ -54,7 +54,7 @@ all() ->
     [ctp_reported, trace_pattern_false_reported, ms_replaced_reported,
      ms_replaced_next_to_meta_reported, meta_replaced_reported, flags_removed_reported, dbg_clear_reported,
      all_cleared_reported, recon_wipe_reported, reinstall_option,
-     reinstall_current,
+     reinstall_current, reinstall_reported_to_all,
      no_report_on_stop, no_report_second_session, no_report_same_function,
      no_report_full_args_joining,
      no_report_on_reload, watchdog_not_traced, tampered_nif_args,
@@ -381,6 +381,30 @@ reinstall_option(Config) ->
     _ = ?L:stop(S),
     [_] = ?L:events(?L:trace(Dir), "call", P),
     ?W:stop_worker(P).
+
+%% Two sessions on add/2, one with on_tamper => reinstall: another tool
+%% removes the pattern and the first session's watchdog sets it again
+%% before the second's looks (here: the second's suspended meanwhile).
+%% The second reports it all the same (its calls in between were lost).
+%% Before, it saw its pattern in place and said nothing: a gap in its
+%% trace without a word.
+reinstall_reported_to_all(Config) ->
+    SA = ?L:start(#{calls => [?ADD], on_tamper => reinstall,
+                    output => {file, ?L:dir(Config, "a")}}),
+    SB = ?L:start(#{calls => [{?ADD, [{['$1', '_'], [{'>', '$1', 1}], []}]}],
+                    output => {file, ?L:dir(Config, "b")}}),
+    [WB] = [P || P <- ?L:own_pids(SB), element(1, sys:get_state(P)) =:= w],
+    Installed = erlang:trace_info(?ADD, match_spec),
+    ok = sys:suspend(WB),
+    1 = erlang:trace_pattern(?ADD, false, [local]),
+    _ = ?L:wait_until(fun() -> tampered(SA) =/= [] end, 10 * ?WITHIN_MS),
+    _ = ?L:wait_until(fun() -> erlang:trace_info(?ADD, match_spec) =:=
+                                    Installed end, 10 * ?WITHIN_MS),
+    ok = sys:resume(WB),
+    _ = ?L:wait_until(fun() -> tampered(SB) =/= [] end, 10 * ?WITHIN_MS),
+    ?assertMatch([{pattern, ?ADD, removed, _}], tampered(SB)),
+    _ = [?L:stop(S) || S <- [SA, SB]],
+    ?L:assert_no_trace_state([], [?ADD]).
 
 %% on_tamper => reinstall sets the pattern beamprobe has now, not the one
 %% the session saw when it last looked: a second session with a condition
