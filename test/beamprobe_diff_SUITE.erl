@@ -26,7 +26,13 @@
 %%%   - scheduling (`running'): when a process waits depends on timing in
 %%%     a process that exchanges messages, so sched_in/out are compared
 %%%     exactly only for gc1 (which receives nothing); for the others both
-%%%     sequences must be well formed (in/out alternate, in first).
+%%%     sequences must be well formed (in/out alternate, in first);
+%%%   - garbage collection in a process that exchanges messages: where
+%%%     its GCs fall depends on timing too (a message sent while the
+%%%     receiver runs is built in a heap fragment, else on its heap; a
+%%%     reply to port_close/1 comes or not), so GC events are compared
+%%%     exactly only for gc1; for the others each start must be followed
+%%%     by its end, at the same stack size.
 -module(beamprobe_diff_SUITE).
 
 -include_lib("common_test/include/ct.hrl").
@@ -174,10 +180,30 @@ diff_procs(Config) ->
 diff_ports(Config) ->
     compare(Config, all, [port1]).
 
-%% gc_minor_start/end, gc_major_start/end with their six sizes.
+%% gc_minor_start/end, gc_major_start/end with their sizes: exactly for
+%% gc1, paired for the others.  Where the GCs of a process that receives
+%% messages fall is not the tracer's doing: main's first GC came at heap
+%% size 587 with 15 stack words in one run and at 589 with 16 in the other
+%% (23 of 100 pairs of runs under `+S 8 +hms 400', either tracer first;
+%% 2 of 500 with the default heap size).
 diff_gc(Config) ->
-    compare(Config, [gc_minor_start, gc_minor_end, gc_major_start,
-                     gc_major_end], ?ROLES).
+    Kinds = [gc_minor_start, gc_minor_end, gc_major_start, gc_major_end],
+    compare(Config, Kinds, [gc1]),
+    {Bp, Vm} = per_role(Config, Kinds),
+    Bad = [{Who, R, Seq} || {Who, M} <- [{beamprobe, Bp}, {vm, Vm}],
+                            R <- ?ROLES -- [gc1, port1],
+                            Seq <- [maps:get(R, M, [])],
+                            not gc_paired(Seq)],
+    ?assertEqual([], Bad).
+
+%% Each GC start is followed by its end, the stack untouched (the sizes
+%% of gc_fields/0, stack_size last).
+gc_paired([]) -> true;
+gc_paired([{gc_minor_start, S}, {gc_minor_end, E} | T]) ->
+    lists:last(S) =:= lists:last(E) andalso gc_paired(T);
+gc_paired([{gc_major_start, S}, {gc_major_end, E} | T]) ->
+    lists:last(S) =:= lists:last(E) andalso gc_paired(T);
+gc_paired(_) -> false.
 
 %% sched_in/sched_out: exactly for gc1, well formed for the others.
 diff_running(Config) ->
