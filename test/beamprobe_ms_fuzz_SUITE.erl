@@ -171,8 +171,10 @@ fail(#{failures := F} = St, X) -> St#{failures := [X | F]}.
 start_peer(Dir, Mode) ->
     Paths = lists:append([["-pa", filename:dirname(code:which(M))]
                           || M <- [beamprobe, ?MODULE, beamprobe_test_handler]]),
-    Name = "msfuzz_" ++ atom_to_list(Mode) ++ "_"
-        ++ integer_to_list(erlang:unique_integer([positive])),
+    %% A name of this run's own (peer:random_name/1 adds the OS pid): a
+    %% count of this node's alone repeats in another test run on the
+    %% machine, whose peer then held the name (peer:start timed out).
+    Name = peer:random_name("msfuzz_" ++ atom_to_list(Mode)),
     Dump = filename:join(Dir, Name ++ ".dump"),
     {ok, Peer, Node} = peer:start(#{name => Name, args => Paths,
                                     env => [{"ERL_CRASH_DUMP", Dump},
