@@ -316,7 +316,7 @@ samples_counter_tracks(Config) ->
     [?assertEqual(57, ?L:field(E, "value")) || E <- Q],
     %% The Perfetto export draws counter tracks ("ph":"C").
     Json = ?L:cli_ok(["export", "-F", "perfetto", Dir]),
-    Term = json_events(Json),
+    Term = json_events(?L:dir(Config, "perfetto.json"), Json),
     Counters = [E || #{<<"ph">> := <<"C">>} = E <- Term],
     Names = lists:usort([N || #{<<"name">> := N} <- Counters]),
     ?assert(lists:member(<<"process_count">>, Names)),
@@ -682,14 +682,14 @@ py_events(Py, Mode, Dir) ->
 
 %%% ------------------------------------------------------------------------
 
-json_events(Json) ->
+%% (File in the case's directory: a /tmp name counted by this node alone
+%% was another test run's too on the same machine.)
+json_events(File, Json) ->
     Py = "import json,sys\n"
          "d=json.load(sys.stdin)\n"
          "for e in d['traceEvents']:\n"
          "  print(repr(e.get('ph')), repr(e.get('name')), "
          "json.dumps(e.get('args',{}).get('value')))\n",
-    File = filename:join("/tmp", "bp_mon_" ++ integer_to_list(
-                                                 erlang:unique_integer([positive]))),
     ok = file:write_file(File, Json),
     Out = os:cmd("python3 -c \"" ++ escape(Py) ++ "\" < " ++ File),
     ok = file:delete(File),
