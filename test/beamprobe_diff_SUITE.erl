@@ -29,10 +29,9 @@
 %%%     sequences must be well formed (in/out alternate, in first);
 %%%   - garbage collection in a process that exchanges messages: where
 %%%     its GCs fall depends on timing too (a message sent while the
-%%%     receiver runs is built in a heap fragment, else on its heap; a
-%%%     reply to port_close/1 comes or not), so GC events are compared
-%%%     exactly only for gc1; for the others each start must be followed
-%%%     by its end, at the same stack size.
+%%%     receiver runs is built in a heap fragment, else on its heap), so
+%%%     GC events are compared exactly only for gc1; for the others each
+%%%     start must be followed by its end, at the same stack size.
 -module(beamprobe_diff_SUITE).
 
 -include_lib("common_test/include/ct.hrl").
@@ -327,23 +326,15 @@ per_role(Config, Kinds) ->
     Keep = fun(Ev) -> Kinds =:= all orelse lists:member(element(1, Ev), Kinds)
            end,
     Bp = maps:from_list(
-           [{R, timed_out([normalize(Ev, BpNorm)
-                           || Ev <- bp_events(Evs, P), Keep(Ev)])}
+           [{R, [normalize(Ev, BpNorm)
+                 || Ev <- bp_events(Evs, P), Keep(Ev)]}
             || {R, P} <- maps:to_list(BpRoles)]),
     Vm = maps:from_list(
-           [{R, timed_out([normalize(Ev, VmNorm)
-                           || M <- Msgs, element(2, M) =:= P,
-                              Ev <- [vm_event(M)], Keep(Ev)])}
+           [{R, [normalize(Ev, VmNorm)
+                 || M <- Msgs, element(2, M) =:= P,
+                    Ev <- [vm_event(M)], Keep(Ev)]}
             || {R, P} <- maps:to_list(VmRoles)]),
     {Bp, Vm}.
-
-%% Leaves out what depends on timing, not on the tracer: OTP 25's
-%% port_close/1 answers with a {Ref, true} message only when the port is
-%% busy on another scheduler at that moment (seen once in the VM's run and
-%% not in beamprobe's, under ASan), so the two runs of one workload differ
-%% there whatever records them.
-timed_out(Evs) ->
-    [Ev || Ev <- Evs, Ev =/= {'receive', <<"{#Ref,true}">>}].
 
 %% beamprobe's events of P (by the key of P's process events).
 bp_events(Evs, P) ->
