@@ -39,6 +39,8 @@
          others_patterns/1, others_patterns/2, installed_specs/2,
          foreign_patterns/1, reinstall_pattern/2, add_own/2,
          installed_msg/1, msg_state/1]).
+%% For beamprobe_janitor_flags.
+-export([safely/1, trace_info/2]).
 -export([init/1, handle_continue/2, handle_call/3, handle_cast/2,
          handle_info/2]).
 
@@ -65,6 +67,7 @@
 -define(TRACER, {tracer, beamprobe_nif, ?HUB}).
 -define(HUB_META, beamprobe_hub_meta).
 -define(KEYS, beamprobe_janitor_keys).
+-define(FLAGS, beamprobe_janitor_flags).
 %% Hub kinds (c_src/bp_hub.h).
 -define(K_SEND, 4).
 -define(K_RECEIVE, 8).
@@ -98,17 +101,7 @@ tracer() -> ?TRACER.
 %% erlang:trace_info/2 is a message, which is no trace event then.
 -spec untrace_self() -> ok.
 untrace_self() ->
-    untrace_ours(self()).
-
-%% Clears the flags of process P if the hub's tracer set them; the VM
-%% refuses another tracer's process, with an error report.
-untrace_ours(P) ->
-    case beamprobe_each:tracer_of(P) of
-        {beamprobe_nif, ?HUB} ->
-            _ = (catch erlang:trace(P, false, [all, ?TRACER])),
-            ok;
-        _ -> ok
-    end.
+    ?FLAGS:untrace_ours(self()).
 
 %% @doc Installs what `Session' asks for (`Spec') next to the other live
 %% sessions, atomically: on success the session records its events from
@@ -480,7 +473,7 @@ install(#{calls := Calls, meta := Meta} = E, St) ->
                                                  || M <- lists:usort(Own)]),
                             case set_msg_patterns(E, St1) of
                                 {ok, St2} ->
-                                    set_flags(E, St2),
+                                    ?FLAGS:set_flags(E, St2#st.sessions),
                                     {ok, Matched + length(maps:get(msgs, E)),
                                      St2};
                                 {error, R} -> {error, R, St1}
@@ -637,157 +630,6 @@ conflict(A, B) ->
                 proplists:get_value(K, maps:get(msgs, B), true)].
 
 %%% ------------------------------------------------------------------------
-%%% Trace flags
-%%% ------------------------------------------------------------------------
-
-%% Adds the session's flags to its processes (erlang:trace/3 adds to the
-%% flags a process has; a process traced by another tracer is skipped by
-%% the VM for `all'/`existing'/`new').  `arity' is set only while no live
-%% session wants full arguments: a session that does removes it.
-set_flags(#{procs := none}, _St) -> ok;
-set_flags(#{procs := Procs, flags := Flags0, arity := Arity,
-            ports := Ports, pid := Self} = E, #st{sessions = Ss}) ->
-    Others = [O || O <- maps:values(Ss), maps:get(pid, O) =/= Self],
-    %% Calls of functions another tool's pattern covers (`relied', the
-    %% session's own pattern skipped) reach the session too.
-    Full = fun(#{calls := C, arity := A, meta := M} = O) ->
-                   (C =/= [] orelse maps:get(relied, O, []) =/= [])
-                       andalso not A andalso not M
-           end,
-    case Full(E) of
-        true ->
-            _ = safely(fun() -> beamprobe_each:trace(existing_processes,
-                                                     false, [arity, ?TRACER])
-                       end),
-            %% The tracer named: on OTP 25 erlang:trace(new, false,
-            %% Flags) without it clears every default for new processes
-            %% (the other sessions' too), not just Flags.
-            _ = new_is_hub() andalso
-                safely(fun() -> erlang:trace(new_processes, false,
-                                             [arity, ?TRACER]) end);
-        false -> ok
-    end,
-    Flags = Flags0 ++ [arity || Arity, not lists:any(Full, Others)],
-    _ = case Flags of
-            [] -> ok;
-            _ -> add_flags(Procs, Ports, Flags,
-                           maps:get(others, E, careful))
-        end,
-    %% Also the processes of a session started while the hub traces new
-    %% processes: its handlers got the defaults when they were spawned.
-    untrace_own(Ss).
-
-add_flags(L, _Ports, Flags, _Others) when is_list(L) ->
-    _ = [case catch erlang:trace(P, true, Flags ++ [?TRACER]) of
-             {'EXIT', _} -> throw({trace_failed, L, Flags});
-             _ -> ok
-         end || P <- L],
-    ok;
-%% Existing processes one at a time (beamprobe_each: the VM's one pass
-%% can crash OTP 25.2 when a process runs on a dirty scheduler).
-add_flags(Spec0, Ports, Flags, Others) ->
-    Spec = case Ports of
-               true -> Spec0;
-               false -> processes_only(Spec0)
-           end,
-    _ = beamprobe_each:trace(Spec, true, Flags ++ [?TRACER], Others),
-    ok.
-
-%% beamprobe never traces itself: its sessions, their handlers, the
-%% janitor and the supervisors.
-untrace_own(Ss) ->
-    Own = [self()] ++
-        lists:append([[P | maps:get(handlers, E, []) ++ maps:get(own, E, [])]
-                       || #{pid := P} = E <- maps:values(Ss)]) ++
-        [P || N <- [beamprobe_sup, beamprobe_session_sup, beamprobe_monitor],
-              P <- [whereis(N)], is_pid(P)],
-    %% Only those with our tracer (not a profile run's: beamprobe_profile).
-    _ = [untrace_ours(P) || P <- Own],
-    ok.
-
-processes_only(all) -> processes;
-processes_only(existing) -> existing_processes;
-processes_only(new) -> new_processes.
-
-new_is_hub() ->
-    trace_info(new, tracer) =:= {tracer, {beamprobe_nif, ?HUB}}.
-
-%% Removes the flags of leaving session E that no other session needs on
-%% each of its processes.  No other hub session left: everything the hub
-%% traces is untraced.
-remove_flags(#{procs := none}, _Others) -> ok;
-remove_flags(E, Others) ->
-    %% Sessions without processes (pure meta sessions) need no flag.
-    remove_flags1(E, [O || #{procs := P} = O <- Others, P =/= none]).
-
-remove_flags1(#{procs := Procs}, []) ->
-    _ = case is_list(Procs) of
-            true -> [catch erlang:trace(P, false, [all, ?TRACER])
-                     || P <- Procs];
-            false -> ok
-        end,
-    untrace_node();
-remove_flags1(#{procs := Procs, flags := Flags} = E, Others) ->
-    Global = lists:usort(lists:append([F || #{procs := all, flags := F}
-                                                <- Others])),
-    Base = Flags -- Global,
-    Partial = [O || #{procs := P} = O <- Others, P =/= all],
-    PartialNeed = lists:usort(lists:append([F || #{flags := F}
-                                                     <- Partial])),
-    Shared = Base -- PartialNeed =/= Base,
-    _ = case {Base, Procs} of
-            {[], _} -> ok;
-            {_, L} when is_list(L) ->
-                [remove_from(P, Base, Partial) || P <- L];
-            _ when not Shared ->
-                %% No other session needs any of them anywhere.
-                safely(fun() -> beamprobe_each:trace(existing, false,
-                                                     Base ++ [?TRACER])
-                       end);
-            _ ->
-                [remove_from(P, Base, Partial)
-                 || P <- processes() ++ erlang:ports(), includes(E, P)]
-        end,
-    %% Defaults for new processes.
-    NewNeed = lists:usort(lists:append([F || #{procs := P, flags := F}
-                                                 <- Others,
-                                             P =:= all orelse P =:= new])),
-    case (Procs =:= all orelse Procs =:= new) andalso new_is_hub() of
-        true ->
-            case Flags -- NewNeed of
-                [] -> ok;
-                %% (The tracer named: see set_flags/2.)
-                R -> _ = safely(fun() -> erlang:trace(new, false,
-                                                      R ++ [?TRACER]) end),
-                     ok
-            end;
-        false -> ok
-    end.
-
-remove_from(P, Base, Partial) ->
-    Need = lists:append([F || #{flags := F} = O <- Partial, includes(O, P)]),
-    case Base -- Need of
-        [] -> ok;
-        R -> _ = (catch erlang:trace(P, false, R ++ [?TRACER])), ok
-    end.
-
-includes(#{procs := all}, _) -> true;
-includes(#{procs := L}, P) when is_list(L) -> lists:member(P, L);
-includes(#{procs := existing, snapshot := S}, P) -> is_map_key(P, S);
-includes(#{procs := new, snapshot := S}, P) -> not is_map_key(P, S);
-includes(_, _) -> false.
-
-%% Every process and port whose tracer is the hub (processes one at a
-%% time, beamprobe_each: the VM's one pass can crash OTP 25.2).  A process
-%% another tracer traces is left alone: another tool's flags are never
-%% touched.  `new' first, so that no process spawned meanwhile gets the
-%% tracer.
-untrace_node() ->
-    _ = new_is_hub() andalso (catch erlang:trace(new, false, [all])),
-    _ = (catch beamprobe_each:trace(existing, false, [all, ?TRACER])),
-    ok.
-
-%%% ------------------------------------------------------------------------
 %%% Leaving
 %%% ------------------------------------------------------------------------
 
@@ -805,7 +647,7 @@ drop(Pid, #st{sessions = Ss} = St) ->
 
 undo(#{meta := Meta} = E, #st{sessions = Ss} = St) ->
     Others = maps:values(Ss),
-    _ = safely(fun() -> remove_flags(E, Others) end),
+    _ = safely(fun() -> ?FLAGS:remove_flags(E, Others) end),
     St1 = case desired(St, Meta) of
               {ok, D} ->
                   case safely(fun() ->
@@ -859,11 +701,16 @@ msg_state(K) ->
 message_pattern(Kind, MS) ->
     erlang:apply(erlang, trace_pattern, [Kind, MS, []]).
 
-%% erlang:trace_info/2 through apply: its OTP 25 spec leaves out tracers
-%% of the form {Module, State}, which dialyzer then calls impossible.
+%% @private erlang:trace_info/2 through apply: its OTP 25 spec leaves out
+%% tracers of the form {Module, State}, which dialyzer then calls
+%% impossible.
+-spec trace_info(term(), atom()) -> term().
 trace_info(What, Item) ->
     erlang:apply(erlang, trace_info, [What, Item]).
 
+%% @private Runs a clean-up step F; a step that fails is logged, and the
+%% next one runs (the janitor never crashes on a session's behalf).
+-spec safely(fun(() -> term())) -> term().
 safely(F) ->
     try F()
     catch Class:Reason ->
@@ -906,7 +753,7 @@ handle_info(beamprobe_nif_reloaded, #st{sessions = Ss} = St) ->
     MPats = St#st.metapatterns,
     _ = safely(fun() -> apply_patterns(#{}, MPats, maps:keys(MPats), true,
                                        St) end),
-    _ = [safely(fun() -> set_flags(E, St) end) || E <- maps:values(Ss)],
+    _ = [safely(fun() -> ?FLAGS:set_flags(E, Ss) end) || E <- maps:values(Ss)],
     _ = [Pid ! beamprobe_nif_reloaded || #{pid := Pid} <- maps:values(Ss)],
     {noreply, St};
 handle_info(_, St) ->
@@ -923,7 +770,7 @@ reap_orphans(#st{sessions = Ss} = St) ->
     _ = [safely(fun() -> beamprobe_nif_wait:hub_remove(N) end) || N <- Orphans],
     _ = Orphans =/= [] andalso
         [P || #{procs := P} <- maps:values(Ss), P =/= none] =:= [] andalso
-        safely(fun untrace_node/0),
+        safely(fun ?FLAGS:untrace_node/0),
     St.
 
 safe_hub_list() ->
