@@ -294,7 +294,9 @@ samples_counter_tracks(Config) ->
                                                   process_count,
                                                   scheduler_utilization,
                                                   {message_queues_top, 3}]}})),
-    timer:sleep(300),
+    %% (at least 3 rounds of the counters: a fixed 300 ms can be one
+    %% round on a loaded machine under the ASan NIF)
+    wait_events(S, 60),
     _ = ?L:stop(S),
     exit(Busy, kill),
     Evs = ?L:trace(Dir),
@@ -339,7 +341,7 @@ samples_bounded(Config) ->
     T0 = erlang:monotonic_time(millisecond),
     S = ?L:start(spec(Dir, #{sample => #{interval => 10,
                                          what => [{message_queues_top, 2}]}})),
-    timer:sleep(200),
+    wait_events(S, 4),
     _ = ?L:stop(S),
     %% the sampler ran at most this long (start and stop included)
     Ms = erlang:monotonic_time(millisecond) - T0,
@@ -738,20 +740,24 @@ monitor_only(Config) ->
     ?assertEqual(undefined, erlang:system_monitor()),
     ?assertEqual([], beamprobe:list()).
 
+%% Waits (at most 10 s) until session S has written N events: a loaded
+%% machine under the ASan NIF wrote fewer than 2 samples of a 20 ms
+%% interval in a fixed 200 ms.
+wait_events(S, N) ->
+    Written = fun W(0) -> ct:fail({samples_not_written, N, beamprobe:info(S)});
+                  W(K) -> case beamprobe:info(S) of
+                              {ok, #{events := E}} when E >= N -> ok;
+                              _ -> timer:sleep(50), W(K - 1)
+                          end
+              end,
+    Written(200).
+
 %% A session with only `sample' writes its counters.
 sample_only(Config) ->
     Dir = ?L:dir(Config, "t"),
     S = ?L:start(#{sample => #{interval => 20, what => [process_count]},
                    output => {file, Dir}}),
-    %% (at least 2 written: a loaded machine under the ASan NIF wrote
-    %% fewer than 2 in a fixed 200 ms)
-    Written = fun W(0) -> ct:fail({samples_not_written, beamprobe:info(S)});
-                  W(K) -> case beamprobe:info(S) of
-                              {ok, #{events := E}} when E >= 2 -> ok;
-                              _ -> timer:sleep(50), W(K - 1)
-                          end
-              end,
-    Written(200),
+    wait_events(S, 2),
     _ = ?L:stop(S),
     Samples = [E || E <- ?L:events(?L:trace(Dir), "sample"),
                     ?L:field(E, "counter") =:= <<"process_count">>],

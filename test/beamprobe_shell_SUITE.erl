@@ -304,15 +304,18 @@ time_limit(_Config) ->
          T0 = erlang:monotonic_time(millisecond),
          1 = ok_calls("bpsh_target:f/1", Limit,
                       #{io_server => Cap, time => 300}),
+         T1 = erlang:monotonic_time(millisecond),
          7 = ?T:f(3) + 1,
          wait_text(Cap, "% beamprobe: session ended (seconds)\n"
                    "% beamprobe: time limit reached: 300 ms, tracing stopped "
-                   "(time => Ms for longer)\n", 2000),
+                   "(time => Ms for longer)\n", 3000),
          Elapsed = ?L:elapsed_ms(T0),
-         ct:log("limit ~p: ended after ~b ms~n~s",
-                [Limit, Elapsed, cap_text(Cap)]),
+         Elapsed1 = ?L:elapsed_ms(T1),
+         ct:log("limit ~p: ended after ~b ms (~b after calls/3 returned)~n~s",
+                [Limit, Elapsed, Elapsed1, cap_text(Cap)]),
+         %% (the upper bound from after the start: a loaded machine)
          ?assert(Elapsed >= 290),
-         ?assert(Elapsed < 1000),
+         ?assert(Elapsed1 < 1300),
          ?assertEqual([<<"call bpsh_target:f(3)">>],
                       [what(L) || L <- event_lines(Cap)]),
          wait_no_session(),
