@@ -22,6 +22,7 @@
 
 -define(W, beamprobe_workload).
 -define(L, beamprobe_test_lib).
+-import(beamprobe_receive_lib, [receiver/1, wait_port/1]).
 
 suite() -> [{timetrap, {seconds, 120}}].
 
@@ -359,28 +360,3 @@ re_all(Text, Re) ->
         nomatch -> []
     end.
 
-%% `beamprobe receive' on a free loopback port, writing Dir.
-receiver(Dir) ->
-    Bin = filename:join([filename:dirname(filename:dirname(
-                                            code:which(beamprobe))),
-                         "bin", "beamprobe"]),
-    P = open_port({spawn_executable, Bin},
-                  [{args, ["receive", "--listen", "127.0.0.1:0", "-o", Dir]},
-                   exit_status, binary, stderr_to_stdout, {line, 1000}]),
-    receive
-        {P, {data, {eol, <<"beamprobe: listening on port ", R/binary>>}}} ->
-            {match, [Num]} = re:run(R, "^[0-9]+", [{capture, first, list}]),
-            {P, list_to_integer(Num)}
-    after 10000 -> ct:fail(receiver_did_not_start)
-    end.
-
-wait_port(P) -> wait_port(P, []).
-wait_port(P, Acc) ->
-    receive
-        {P, {data, {_, L}}} -> wait_port(P, [L, $\n | Acc]);
-        {P, {exit_status, S}} ->
-            Out = iolist_to_binary(lists:reverse(Acc)),
-            ct:log("receive: ~s", [Out]),
-            {S, Out}
-    after 30000 -> ct:fail(receiver_did_not_end)
-    end.
