@@ -88,16 +88,32 @@ trace(Which, How, Flags, Others) ->
             true -> worker(How, Flags, tracer(Flags));
             false -> none
         end,
-    _ = New =/= none andalso erlang:trace(New, How, Flags),
-    NP = case Old of
-             true -> run(W, mode(How, tracer(Flags), Others));
-             false -> 0
-         end,
-    NPo = case Ports of
-              true -> erlang:trace(existing_ports, How, Flags);
-              false -> 0
-          end,
-    NP + NPo.
+    %% A call that raises (erlang:trace/3 refusing a tracer module being
+    %% loaded again: the janitor's retrace after a NIF reload) ends the
+    %% worker too: it waited for its `go' for good, linked to the
+    %% janitor (beamprobe_lifecycle_SUITE:nif_reload, now and then).
+    try
+        _ = New =/= none andalso erlang:trace(New, How, Flags),
+        NP = case Old of
+                 true -> run(W, mode(How, tracer(Flags), Others));
+                 false -> 0
+             end,
+        NPo = case Ports of
+                  true -> erlang:trace(existing_ports, How, Flags);
+                  false -> 0
+              end,
+        NP + NPo
+    after
+        end_worker(W)
+    end.
+
+%% (A worker that has answered has ended; unlinked first, so that the
+%% kill does not reach the caller.)
+end_worker(none) -> ok;
+end_worker(W) ->
+    unlink(W),
+    exit(W, kill),
+    ok.
 
 %% The new part (done in one pass), whether existing processes are
 %% changed, whether existing ports are.

@@ -15,7 +15,7 @@
          init_per_testcase/2, end_per_testcase/2]).
 -export([reload_15/1, upgrade_keeps_tracing/1, killed_after_reload/1,
          library_pinned/1, no_nif/1, dump_under_reloads/1,
-         start_stop_under_reloads/1]).
+         start_stop_under_reloads/1, each_worker_not_left/1]).
 -export([tick/0]).
 
 -define(L, beamprobe_test_lib).
@@ -25,7 +25,8 @@ suite() -> [{timetrap, {seconds, 180}}].
 
 all() ->
     [reload_15, upgrade_keeps_tracing, killed_after_reload, library_pinned,
-     no_nif, dump_under_reloads, start_stop_under_reloads].
+     no_nif, dump_under_reloads, start_stop_under_reloads,
+     each_worker_not_left].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -302,3 +303,21 @@ reloader() ->
 stop_reloader(Reloader) ->
     Reloader ! stop,
     receive {reloader, done} -> ok end.
+
+%% beamprobe_each:trace/4 whose erlang:trace/3 raises (a tracer module
+%% the VM does not have, as during a NIF reload, when the janitor sets
+%% every session's flags again) ends its worker: the worker waited for
+%% its go for good, linked to the caller (the janitor), and
+%% beamprobe_lifecycle_SUITE:nif_reload found it left now and then.
+each_worker_not_left(_Config) ->
+    Own = fun() -> [P || P <- processes(),
+                         {initial_call, {beamprobe_own, own, 2}} <-
+                             [erlang:process_info(P, initial_call)]]
+          end,
+    Before = Own(),
+    [?assertError(_,
+                  beamprobe_each:trace(W, true,
+                                       [call, {tracer, bp_no_such_tracer, []}]))
+     || W <- [all, processes, new]],
+    _ = ?L:wait_until(fun() -> Own() -- Before =:= [] end, 2000),
+    ?assertEqual([], Own() -- Before).
