@@ -410,7 +410,8 @@ calls(Pattern, LimitOrOpts) ->
 %% `{error, {unsupported_option, Name, Hint}}' naming the beamprobe way
 %% (the table is in docs/tutorial.md).  Two names of one setting with
 %% different values (`time' and `timeout', `pid' and `procs') are
-%% `{error, {conflicting_options, Name1, Name2}}'.
+%% `{error, {conflicting_options, Name1, Name2}}'; `msgs' and a Limit
+%% argument that differ, `{error, {conflicting_options, msgs, limit}}'.
 %%
 %% <ul>
 %% <li>`procs' (recon: `pid'): `all' (default), `new', `existing', a pid,
@@ -498,33 +499,26 @@ help() ->
 
 help_text() ->
     "beamprobe -- safe tracing from the shell (more: h(beamprobe, calls))\n"
-    "\n"
-    "  beamprobe:calls(Pattern, Limit)            print matching calls\n"
-    "  beamprobe:calls(Pattern, Limit, Opts)      Opts: a map or a proplist\n"
+    "  beamprobe:calls(Pattern, Limit [, Opts])   print matching calls\n"
     "  beamprobe:calls(Pattern, Opts)             redbug style: msgs, time\n"
     "  beamprobe:messages(\"send({ping, _})\", 5)   sent/received messages\n"
     "  beamprobe:clear()                          stop every shell trace\n"
-    "\n"
-    "Patterns (a string, a tuple, or a list of them):\n"
+    "Pattern: one or a list of; actions: return, caller, caller_line, stack\n"
     "  \"lists:seq/2\"   \"lists:seq(A, B) when A > B -> return;caller_line\"\n"
-    "  \"Mod.fun(x) when x > 1 :: return\"            (Elixir)\n"
     "  {queue, in, 2}   {queue, '_', '_'}   {queue, in, return_trace}\n"
     "  {queue, in, fun([X, _]) when X > 1 -> return_trace() end}\n"
     "  {queue, in, [{['$1', '_'], [], [{return_trace}]}]}\n"
-    "  actions: return, caller, caller_line, stack\n"
-    "Limit: N events, or {N, Ms}: at most N per Ms (the surplus is dropped;\n"
-    "  on_rate => stop ends the trace instead).  Always: time (15000 ms).\n"
-    "Opts: procs|pid, time|timeout, msgs, return, args (depth | arity),\n"
-    "  arity, print_depth, timestamp, io_server, return_to, scope => local,\n"
-    "  print_re, on_rate, output => [{file, Dir}], force, syntax => elixir.\n"
-    "Examples:\n"
-    "  beamprobe:calls({ets, lookup, 2}, {10, 1000}, [{pid, whereis(my_srv)}]).\n"
-    "  beamprobe:calls(\"gen_server:call/3 -> return\", 5, #{args => arity}).\n"
+    "  \"Mod.fun(x) when x > 1 :: return\"   (Elixir syntax)\n"
+    "Limit: N events, or {N, Ms}: at most N per Ms, the rest dropped\n"
+    "  (on_rate => stop ends the trace).  Always: time (15000 ms).\n"
+    "Opts (a map or a proplist): procs|pid, time|timeout, msgs, return,\n"
+    "  args (depth | arity), arity, print_depth, timestamp, io_server,\n"
+    "  return_to, scope => local, print_re, on_rate, output, force, syntax\n"
+    "  beamprobe:calls({ets, lookup, 2}, {10, 1000}, [{pid, whereis(srv)}]).\n"
     "  beamprobe:calls(\"m:f\", [{msgs, 20}, {time, 5000}, {print_re, \"err\"}]).\n"
-    "A trace belongs to this shell: an exception typed here leaves it\n"
-    "running; calls on a function traced from here replaces that trace.\n"
-    "Sessions to files: beamprobe:start/1, stop/1, info/1, list/0, dump/1.\n"
-    "Counters instead of events: beamprobe:profile(\"m:f/1\", #{}).\n".
+    "A trace belongs to this shell (an exception typed here leaves it running);\n"
+    "calls/2 again on the same function replaces this shell's trace of it.\n"
+    "Sessions to files: start/1, stop/1, info/1, list/0, dump/1; profile/2.\n".
 
 %% @doc Counts calls and time per function with the VM's own counters
 %% (`call_count', `call_time') instead of events, for a bounded time, and
@@ -590,6 +584,9 @@ format_error({nif_not_loaded, Path, Why}) ->
 format_error({unsupported_option, Name, Hint}) ->
     lists:flatten(io_lib:format("option ~tp is not supported: ~ts",
                                 [Name, Hint]));
+format_error({conflicting_options, msgs, limit}) ->
+    "option msgs and the Limit argument both set the event count, to "
+    "different values: give one of them";
 format_error({conflicting_options, A, B}) ->
     lists:flatten(io_lib:format("options ~tp and ~tp name the same setting "
                                 "with different values: give one of them",

@@ -231,9 +231,10 @@ start(Base, Limit0, Opts) ->
     end.
 
 %% The limit: the argument, or redbug's `msgs' (which must agree with it
-%% when both are given).
+%% when both are given: `{conflicting_options, msgs, limit}', which names
+%% both, where `{bad_option, msgs, M}' let a valid count look wrong).
 limit(undefined, Opts) -> maps:get(msgs, Opts, ?DEFAULT_MSGS);
-limit(L, #{msgs := M}) when M =/= L -> {error, {bad_option, msgs, M}};
+limit(L, #{msgs := M}) when M =/= L -> {error, {conflicting_options, msgs, limit}};
 limit(L, _) -> L.
 
 start_limited(Base, Limit, Opts) ->
@@ -468,15 +469,20 @@ to_replace(Owner, Spec) ->
 replace(Old, Spec, Io) ->
     Elixir = syntax(Spec) =:= elixir,
     Text = fun(Ts) -> lists:join(", ", [target_text(T, Elixir) || T <- Ts]) end,
+    %% The line first, then the stop: the replaced printer's `session
+    %% ended (replaced)' follows it.  (Said after the stop, the two lines
+    %% came in either order: the printer writes its last line as it ends,
+    %% after the session process the stop waits for.)  say/3 waits for the
+    %% io server's reply, at most ?SAY_WAIT_MS.
     _ = [begin
-             stop_replaced(S),
              say(Io, "% beamprobe: replaced the shell trace on ~ts~ts~n",
                  [Text(Common),
                   case Others of
                       [] -> "";
                       _ -> [" (its trace of ", Text(Others),
                             " ended with it)"]
-                  end])
+                  end]),
+             stop_replaced(S)
          end || {S, Common, Others} <- Old],
     ok.
 

@@ -567,11 +567,17 @@ rate_limits(Config) ->
 help_and_docs(Config) ->
     {Tty, _} = shell(Config),
     type(Tty, "beamprobe:help()."),
-    Help = after_mark(Tty, "beamprobe:help()."),
-    ct:log("~s", [Help]),
     wait_out(Tty, "beamprobe -- safe tracing from the shell", 3000),
-    %% One screen: at most 30 lines.
-    ?assert(length(binary:split(Help, <<"\n">>, [global])) =< 31),
+    wait_after(Tty, "beamprobe:help().", "\nok", 3000),
+    [Help | _] = binary:split(after_mark(Tty, "beamprobe:help()."),
+                              <<"\nok">>),
+    ct:log("~s", [Help]),
+    %% One screen of 24 x 80: the command typed, the summary, `ok' and
+    %% the next prompt (the text was 28 lines, and then 21).
+    Lines = [L || L <- binary:split(Help, [<<"\r\n">>, <<"\n">>], [global]),
+                  L =/= <<>>],
+    ?assert(length(Lines) =< 21),
+    [?assert(string:length(L) < 80) || L <- Lines],
     [?assertNotEqual(nomatch, binary:match(Help, S))
      || S <- [<<"beamprobe:calls(">>, <<"{queue, in, fun(">>,
               <<"caller_line">>, <<"beamprobe:clear()">>]],

@@ -114,9 +114,14 @@ options_table(_Config) ->
                  beamprobe:calls(P, 5, [{io_server, self()}])),
     ?assertEqual({error, {unknown_option, bogus}},
                  beamprobe:calls(P, 5, O ++ [{bogus, 1}])),
-    %% msgs must agree with an explicit limit.
-    ?assertEqual({error, {bad_option, msgs, 3}},
+    %% msgs must agree with an explicit limit; the error names both (it
+    %% was {bad_option, msgs, 3}: a valid count said to be wrong).
+    ?assertEqual({error, {conflicting_options, msgs, limit}},
                  beamprobe:calls(P, 5, O ++ [{msgs, 3}])),
+    ?assertMatch("option msgs and the Limit argument both" ++ _,
+                 beamprobe:format_error({conflicting_options, msgs, limit})),
+    ?assertEqual(1, beamprobe:calls(P, 5, O ++ [{msgs, 5}])),
+    ok = beamprobe:clear(),
     %% on_rate says what a rate {N, Ms} does when it trips: with a count
     %% (the argument, msgs, or the default 10) it is refused, saying why,
     %% not taken and ignored.  With a rate it is taken.

@@ -11,14 +11,15 @@
 -include_lib("stdlib/include/assert.hrl").
 
 -import(beamprobe_remote_shell_lib, [wait_until/3]).
--import(beamprobe_shell_lib, [cap/0, cap_text/1, event_lines/1, what/1,
+-import(beamprobe_shell_lib, [cap/0, cap_text/1, lines/1, event_lines/1, what/1,
                               wait_text/3, wait_no_session/0]).
 
 -export([all/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([replace_uncombinable/1, clear_stuck_terminal/1,
          bare_action_atoms/1, io_server_refuses/1, replace_io_stuck/1,
-         replace_no_duplicates/1, replace_failed_uncut/1]).
+         replace_no_duplicates/1, replace_failed_uncut/1,
+         replace_line_order/1]).
 %% An io server that answers nothing until released, one that refuses
 %% output (spawned by MFA).
 -export([held_io/1, refusing_io/1]).
@@ -30,7 +31,7 @@ suite() -> [{timetrap, {seconds, 60}}].
 all() ->
     [replace_uncombinable, clear_stuck_terminal, bare_action_atoms,
      io_server_refuses, replace_io_stuck, replace_no_duplicates,
-     replace_failed_uncut].
+     replace_failed_uncut, replace_line_order].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(beamprobe),
@@ -344,3 +345,37 @@ replace_failed_uncut(_Config) ->
     ok = beamprobe:clear(),
     wait_no_session(),
     ?assertEqual([], no_patterns()).
+
+%% Retyping a trace prints "replaced the shell trace on ..." and the
+%% replaced printer's "session ended (replaced)", always in that order:
+%% the two lines came in either order (the printer writes its last line
+%% as it ends, after the stop had returned); the old tree printed the
+%% printer's line first.
+replace_line_order(_Config) ->
+    Cap = cap(),
+    O = #{io_server => Cap, time => 600000},
+    1 = beamprobe:calls({?T, f, 1}, 1000, O),
+    Rounds = 8,
+    [begin
+         1 = beamprobe:calls({?T, f, 1}, 1000 + I, O),
+         wait_text_n(Cap, <<"session ended (replaced)">>, I, 5000)
+     end || I <- lists:seq(1, Rounds)],
+    Ls = [L || L <- lines(Cap),
+               binary:match(L, [<<"replaced the shell trace">>,
+                                <<"session ended (replaced)">>]) =/= nomatch],
+    ct:log("~p", [Ls]),
+    Kinds = [case binary:match(L, <<"replaced the shell trace">>) of
+                 nomatch -> ended;
+                 _ -> said
+             end || L <- Ls],
+    ?assertEqual(lists:append(lists:duplicate(Rounds, [said, ended])), Kinds),
+    ok = beamprobe:clear(),
+    wait_no_session().
+
+wait_text_n(Cap, Text, N, Ms) when Ms > 0 ->
+    case length(binary:matches(iolist_to_binary(cap_text(Cap)), Text)) >= N of
+        true -> ok;
+        false -> timer:sleep(10), wait_text_n(Cap, Text, N, Ms - 10)
+    end;
+wait_text_n(Cap, Text, N, _) ->
+    ct:fail({not_printed, Text, N, cap_text(Cap)}).
