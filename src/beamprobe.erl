@@ -216,8 +216,9 @@
 %% another tool later
 %% removes or replaces is reported there too (`tampered',
 %% `tampered_count'), in the trace (`tampered' events) and by the shell
-%% printer (beamprobe_skip and beamprobe_watch have the details and
-%% limits).
+%% printer, as is a removed pattern beamprobe sets again (`restored': a
+%% session naming the function started, or `on_tamper => reinstall')
+%% (beamprobe_skip and beamprobe_watch have the details and limits).
 -spec start(spec()) -> {ok, session()} | {error, term()}.
 start(Spec) ->
     case start_matched(Spec) of

@@ -332,13 +332,9 @@ handle_call({reinstall_pattern, F, Meta}, _From, St) ->
                        end),
             %% Every session tracing F lost its calls while the pattern
             %% was gone: their watchdogs report it (one may not have
-            %% looked yet, and now never sees a difference).
-            Seen = erlang:system_time(millisecond),
-            _ = [P ! {beamprobe_pattern_reset, F, Seen}
-                 || #{pid := P, meta := Me, calls := Calls}
-                        <- maps:values(St#st.sessions),
-                    Me =:= Meta,
-                    lists:any(fun({K, _}) -> covers(K, F) end, Calls)],
+            %% looked yet, and now never sees a difference), and that it
+            %% is back.
+            pattern_back([F], Meta, reinstall, none, St),
             {reply, ok, St}
     end;
 handle_call({foreign_patterns, Fs}, _From, St) ->
@@ -458,12 +454,16 @@ excluding(all, [], Ex) -> {new, Ex};
 excluding(new, Set, Ex) -> {new, Set ++ Ex};
 excluding(Mode, Set, Ex) -> {Mode, Set -- Ex}.       % list, existing
 
-install(#{calls := Calls, meta := Meta} = E, St) ->
+install(#{calls := Calls, meta := Meta, pid := Self} = E, St) ->
     case desired(St, Meta) of
         {ok, Desired} ->
             Own = [MFA || {MFA, _} <- Calls],
-            case apply_patterns(installed_pats(St, Meta), Desired, Own, Meta,
-                                St) of
+            Old = installed_pats(St, Meta),
+            %% The joining session's keys are set whole: on a function
+            %% another tool left without a pattern that the other sessions
+            %% still claim, their calls come back (told: pattern_back/5).
+            Back = ?KEYS:gone_under(Own, Old, relied(St, Meta), Meta),
+            case apply_patterns(Old, Desired, Own, Meta, St) of
                 {ok, Counts} ->
                     St1 = set_installed(St, Meta, Desired),
                     case [MFA || MFA <- Own, maps:get(MFA, Counts, 0) =:= 0] of
@@ -474,6 +474,8 @@ install(#{calls := Calls, meta := Meta} = E, St) ->
                             case set_msg_patterns(E, St1) of
                                 {ok, St2} ->
                                     ?FLAGS:set_flags(E, St2#st.sessions),
+                                    pattern_back(Back, Meta, joined, Self,
+                                                 St2),
                                     {ok, Matched + length(maps:get(msgs, E)),
                                      St2};
                                 {error, R} -> {error, R, St1}
@@ -484,6 +486,30 @@ install(#{calls := Calls, meta := Meta} = E, St) ->
             end;
         {error, R} -> {error, R, St}
     end.
+
+%% The functions of Fs that have a pattern of the kind again (set by
+%% beamprobe after another tool removed it: a session naming them joined,
+%% or on_tamper => reinstall): every session of the kind but Except whose
+%% patterns cover one, or that relies on it (another tool's pattern it
+%% used, beamprobe_skip), records its calls again and is told
+%% (beamprobe_watch: `restored', after `removed' if its watchdog had not
+%% reported the gap yet).
+pattern_back([], _Meta, _Why, _Except, _St) -> ok;
+pattern_back(Fs, Meta, Why, Except, #st{sessions = Ss}) ->
+    Seen = erlang:system_time(millisecond),
+    _ = [P ! {beamprobe_pattern_reset, F, Seen, Why}
+         || F <- Fs, not ?KEYS:no_pattern(F, Meta),
+            #{pid := P, meta := Me, calls := Calls} = E <- maps:values(Ss),
+            P =/= Except, Me =:= Meta,
+            lists:any(fun({K, _}) -> covers(K, F) end, Calls) orelse
+                lists:member(F, maps:get(relied, E, []))],
+    ok.
+
+%% The functions other tools' patterns cover that sessions of the kind
+%% rely on (beamprobe_skip: local patterns only).
+relied(_St, true) -> [];
+relied(#st{sessions = Ss}, false) ->
+    lists:usort(lists:append([maps:get(relied, E, []) || E <- maps:values(Ss)])).
 
 installed_pats(#st{metapatterns = P}, true) -> P;
 installed_pats(#st{patterns = P}, false) -> P.

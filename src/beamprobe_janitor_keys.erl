@@ -5,7 +5,7 @@
 -module(beamprobe_janitor_keys).
 
 -export([on_ours/4, ours/4, foreign_pattern/2, set_keys/5, no_pattern/2,
-         general_first/1]).
+         general_first/1, gone_under/4]).
 
 -type mfa_pat() :: {atom(), atom(), arity() | '_'}.
 
@@ -110,6 +110,27 @@ set_key(K, MS, Flag, Old, Done, Meta, Gone) when is_map_key(K, Old) ->
                          end);
 set_key(K, MS, Flag, _Old, _Done, _Meta, _Gone) ->
     erlang:trace_pattern(K, MS, Flag).
+
+%% @doc The functions of keys Ks (a joining session's, set whole by the
+%% janitor) that have no pattern of the kind (meta if Meta) now and that
+%% a key of Old (another session's) covers or that a session relies on
+%% (Relied: another tool's pattern it used): another tool removed their
+%% pattern, the sessions that trace them reported it `removed', and the
+%% join sets it again.  Read before the join sets anything.
+-spec gone_under([mfa_pat()], #{mfa_pat() => term()}, [mfa()], boolean()) ->
+          [mfa()].
+gone_under(Ks, Old, Relied, Meta) ->
+    OldKeys = maps:keys(Old),
+    Claimed = fun(MFA) ->
+                      lists:member(MFA, Relied) orelse
+                          lists:any(fun(O) -> covers(O, MFA) end, OldKeys)
+              end,
+    case OldKeys =:= [] andalso Relied =:= [] of
+        true -> [];
+        false ->
+            lists:usort([MFA || K <- Ks, MFA <- beamprobe_skip:functions(K),
+                                Claimed(MFA), no_pattern(MFA, Meta)])
+    end.
 
 %% @doc Whether function MFA has no pattern of the kind (meta if Meta).
 -spec no_pattern(mfa(), boolean()) -> boolean().

@@ -344,6 +344,10 @@ line(#{event := dropped, count := N} = E, St) ->
     %% Events were lost: the call stacks are no longer known.
     {io_lib:format("% beamprobe: dropped ~b events (~ts)~n",
                    [N, causes(E)]), St#st{stacks = #{}}};
+line(#{event := tampered, what := <<"pattern">>, subject := S,
+       how := <<"restored">>, detail := D}, St) ->
+    %% beamprobe set again a pattern another tool had removed.
+    {["% beamprobe: the pattern on ", S, " is back: ", D, "\n"], St};
 line(#{event := tampered, what := W, subject := S, how := H,
        detail := D}, St) ->
     %% Another tool changed what the session installed (beamprobe_watch).

@@ -183,10 +183,11 @@ handle_info({beamprobe_rejoin, Janitor}, #st{summary = undefined,
 handle_info(beamprobe_nif_reloaded, #st{summary = undefined,
                                        res = Res} = St) when Res =/= undefined ->
     {noreply, retrace(St)};
-handle_info({beamprobe_pattern_reset, F, Seen}, #st{watch = W} = St)
+handle_info({beamprobe_pattern_reset, F, Seen, Why}, #st{watch = W} = St)
   when is_pid(W) ->
-    %% (From beamprobe_janitor:reinstall_pattern/2: for the watchdog.)
-    W ! {pattern_reset, F, Seen},
+    %% (From beamprobe_janitor: a pattern another tool removed set again,
+    %% for the watchdog.)
+    W ! {pattern_reset, F, Seen, Why},
     {noreply, St};
 handle_info(_Other, St) ->
     {noreply, St}.

@@ -23,7 +23,7 @@
 %%% A difference is confirmed ?CONFIRM_MS ms later (so that a NIF reload,
 %%% after which the session traces its processes again, is not reported),
 %%% then reported once per function or process: in `info/1' (`tampered =>
-%%% [{pattern, MFA, removed | replaced, SeenMs} | {procs, Pid | new,
+%%% [{pattern, MFA, removed | replaced | restored, SeenMs} | {procs, Pid | new,
 %%% removed | replaced, SeenMs}]', SeenMs from `erlang:system_time(millisecond)',
 %%% at most ?MAX_FINDINGS, and `tampered_count'), as a `tampered' event in
 %%% the trace (docs/format.md) and so on the shell printer.  More than
@@ -35,9 +35,13 @@
 %%% taken as the new baseline, not reported; any other is, also on a
 %%% function another beamprobe session traces too.  With `on_tamper =>
 %%% reinstall' (not the default: it fights the other tool) the pattern or
-%%% flags are set again after the report; a pattern set again so is
-%%% reported removed by every other session tracing the function (the
-%%% janitor tells them: their own checks may come after it is back).
+%%% flags are set again after the report.  A pattern beamprobe sets
+%%% again after another tool removed it (`on_tamper => reinstall', or a
+%%% session naming the function starting: its keys are set whole) brings
+%%% the calls back to every session tracing the function: the janitor
+%%% tells their watchdogs, which report it `restored' (after a `removed'
+%%% for the gap if they had not seen it yet: the pattern may have been
+%%% back before they looked) and watch it again.
 %%%
 %%% Limits: at most ?FUNS_PER_TICK functions and ?PROCS_PER_TICK
 %%% processes are checked per tick (round robin beyond that, so a change is
@@ -75,7 +79,7 @@
 -define(MAX_EACH, 3).
 
 -type finding() :: {pattern, mfa() | {functions, pos_integer()},
-                    removed | replaced, integer()}
+                    removed | replaced | restored, integer()}
                  | {procs, pid() | new | {processes, pos_integer()},
                     removed | replaced, integer()}
                  | {messages, send | 'receive', removed | replaced, integer()}.
@@ -305,8 +309,8 @@ handle_info(tick, W) ->
     {noreply, maybe_confirm(check(maybe_resample(W)))};
 handle_info(confirm, W) ->
     {noreply, confirm(W#w{confirm = false})};
-handle_info({pattern_reset, F, Seen}, W) ->
-    {noreply, pattern_reset(F, Seen, W)};
+handle_info({pattern_reset, F, Seen, Why}, W) ->
+    {noreply, pattern_reset(F, Seen, Why, W)};
 handle_info(_, W) ->
     {noreply, W}.
 
@@ -486,27 +490,56 @@ note({Kind, Subject} = Key, How, Detail, Pid, Seen, W) ->
                        false -> W#w.findings
                    end}.
 
-%% The janitor set F's pattern again for another session's watchdog
-%% (on_tamper => reinstall) that found it removed (Seen: when it was set
-%% again): this
-%% session's calls of F were not traced in between either, which its own
-%% checks may never see (the pattern was back before they looked: the
-%% calls were lost without a word).  Reported as removed, once, unless
-%% this watchdog has reported F already, does not watch it, or F is a
-%% pattern of another tool the session relied on.
-pattern_reset(F, Seen, #w{funs = {A, B}, reported = Rep} = W) ->
+%% The janitor set F's pattern again after another tool had removed it
+%% (Seen: when), because a session naming F started (Why = joined) or a
+%% watchdog's on_tamper => reinstall (this one's or another session's):
+%% the session records F's calls again.  Said as `restored' (info/1, a
+%% `tampered' event), once per removal, after a `removed' report of the
+%% gap if this watchdog had not made one yet (the pattern may have been
+%% back before it looked: calls lost without a word otherwise).  F is
+%% then watched again from what is installed now: a later removal is
+%% reported again.  Nothing for a function this watchdog does not watch;
+%% for one of another tool's patterns the session relied on, `restored'
+%% only after its `removed' (that tool changing its own is its business).
+pattern_reset(F, Seen, Why, #w{funs = {A, B}, meta = Meta} = W) ->
     Key = {pattern, F},
+    Relied = lists:member(F, W#w.relied),
     Watched = lists:keymember(F, 1, A) orelse lists:keymember(F, 1, B),
-    case Watched andalso not is_map_key(Key, Rep) andalso
-        not lists:member(F, W#w.relied) of
+    W1 = case Watched andalso not is_map_key(Key, W#w.reported) andalso
+             not Relied of
+             true -> note(Key, removed, gap_detail(Why), undefined, Seen, W);
+             false -> W
+         end,
+    case Watched andalso is_map_key(Key, W1#w.reported) of
         true ->
-            note(Key, removed,
-                 <<"the trace pattern was gone (removed by another tool, or "
-                   "the module was loaded again) until another session set "
-                   "it again (on_tamper => reinstall): calls in between were "
-                   "not traced">>, undefined, Seen, W);
-        false -> W
+            W2 = note(Key, restored, restored_detail(Why, Relied), undefined,
+                      Seen, W1),
+            W3 = rebase_fun(F, fun_state(F, Meta), W2),
+            W3#w{reported = maps:remove(Key, W3#w.reported)};
+        false -> W1
     end.
+
+gap_detail(joined) ->
+    <<"the trace pattern was gone (removed by another tool, or the module "
+      "was loaded again) until another beamprobe session naming this "
+      "function started: calls in between were not traced">>;
+gap_detail(reinstall) ->
+    <<"the trace pattern was gone (removed by another tool, or the module "
+      "was loaded again) until another session set it again (on_tamper => "
+      "reinstall): calls in between were not traced">>.
+
+restored_detail(Why, Relied) ->
+    iolist_to_binary(
+      [case Relied of
+           true -> "the pattern another tool had set is gone, ";
+           false -> "the trace pattern, removed before, "
+       end,
+       case Why of
+           joined -> "and a beamprobe session naming this function started "
+                     "and set its own: ";
+           reinstall -> "was set again (on_tamper => reinstall): "
+       end,
+       "its calls are recorded again from here"]).
 
 %% One report for many functions or processes.
 report_many([{{Kind, _}, How, _, _, Seen} | _] = Ds, W) ->
@@ -589,8 +622,12 @@ reinstall({messages, K}, MS, W) ->
     _ = (catch erlang:apply(erlang, trace_pattern, [K, MS, []])),
     reinstalled({messages, K}, W);
 reinstall({pattern, F}, _Base, #w{meta = Meta} = W) ->
-    _ = beamprobe_janitor:reinstall_pattern(F, Meta),
-    reinstalled({pattern, F}, W);
+    case beamprobe_janitor:reinstall_pattern(F, Meta) of
+        %% The janitor tells every session tracing F, this one too: it
+        %% is `restored' and watched again then (pattern_reset/4).
+        ok -> W;
+        none -> reinstalled({pattern, F}, W)
+    end;
 reinstall({procs, P}, {_, Flags}, W) ->
     _ = (catch erlang:trace(P, true, Flags ++ [beamprobe_janitor:tracer()])),
     reinstalled({procs, P}, W).

@@ -40,7 +40,9 @@
          msg_pattern_replaced_reported/1, replaced_pattern_kept/1,
          replaced_pattern_kept_overlap/1, wildcard_reset_keeps_specific/1,
          no_report_full_args_joining/1, removed_pattern_stays_removed/1,
-         removed_meta_pattern_stays_removed/1, reinstall_reported_to_all/1]).
+         removed_meta_pattern_stays_removed/1, reinstall_reported_to_all/1,
+         join_after_removed_restored/1, join_after_removed_meta_restored/1,
+         join_after_unseen_removal_restored/1]).
 
 -define(W, beamprobe_workload).
 -define(L, beamprobe_test_lib).
@@ -61,7 +63,9 @@ all() ->
      relied_pattern_removed, redbug_wipe_reported, idle_not_running,
      msg_pattern_replaced_reported, replaced_pattern_kept,
      replaced_pattern_kept_overlap, removed_pattern_stays_removed,
-     removed_meta_pattern_stays_removed, wildcard_reset_keeps_specific].
+     removed_meta_pattern_stays_removed, wildcard_reset_keeps_specific,
+     join_after_removed_restored, join_after_removed_meta_restored,
+     join_after_unseen_removal_restored].
 
 init_per_suite(Config) ->
     beamprobe_coexist_lib:init_suite(Config).
@@ -198,6 +202,84 @@ removed_meta_pattern_stays_removed(Config) ->
          _ = ?L:stop(Second),
          ?L:assert_no_trace_state([], [?ADD, {?W, tick, 1}])
      end || Order <- [1, 2]].
+
+%% Another tool removes add/2's pattern under session A (reported
+%% `removed'), then session B starts naming add/2 and sets it again (its
+%% own keys are set whole): A records add/2's calls again, and says so
+%% (`restored' in info/1 and as a `tampered' event, after the `removed'),
+%% and watches the pattern again (a second removal is reported again).
+%% Before, A got the calls again while info/1 still said only `removed'
+%% (A recorded add(2, 1) with tampered = [{pattern, add/2, removed, _}]).
+%% B has a condition of its own: the match specs are combined.
+join_after_removed_restored(Config) ->
+    W = ?W:start_worker(),
+    DA = ?L:dir(Config, "a"),
+    SA = ?L:start(#{procs => [W], calls => [?ADD], output => {file, DA}}),
+    1 = erlang:trace_pattern(?ADD, false, [local]),
+    _ = ?L:wait_until(fun() -> tampered(SA) =/= [] end, 10 * ?WITHIN_MS),
+    ?W:run(W, fun() -> ?W:add(1, 1) end),                % the gap
+    SB = ?L:start(#{procs => [W],
+                    calls => [{?ADD, [{['$1', '_'], [{'>', '$1', 1}], []}]}],
+                    output => {file, ?L:dir(Config, "b")}}),
+    restored(SA, removed),
+    ?W:run(W, fun() -> ?W:add(2, 1), ?W:add(1, 2) end),
+    ?assertEqual([], tampered(SB)),
+    %% Watched again: removed again, reported again (by both).
+    1 = erlang:trace_pattern(?ADD, false, [local]),
+    _ = ?L:wait_until(fun() -> length(tampered(SA)) =:= 3 andalso
+                                   tampered(SB) =/= [] end, 10 * ?WITHIN_MS),
+    ?assertMatch([_, _, {pattern, ?ADD, removed, _}], tampered(SA)),
+    _ = [?L:stop(S) || S <- [SA, SB]],
+    Evs = ?L:trace(DA),
+    %% add(2, 1) and add(1, 2), not add(1, 1) of the gap.
+    ?assertEqual(2, length(?L:events(Evs, "call", W))),
+    ?assertEqual([<<"removed">>, <<"restored">>, <<"removed">>],
+                 [f(E, "how") || E <- ?L:events(Evs, "tampered")]),
+    ?L:assert_no_trace_state([W], [?ADD]),
+    ?W:stop_worker(W).
+
+%% The same for meta sessions: erlang:trace_pattern(add/2, false, [meta])
+%% under meta session A, then meta session B names add/2.
+join_after_removed_meta_restored(Config) ->
+    DA = ?L:dir(Config, "a"),
+    SA = ?L:start(#{meta => true, calls => [?ADD, {?W, tick, 1}],
+                    output => {file, DA}}),
+    1 = erlang:trace_pattern(?ADD, false, [meta]),
+    _ = ?L:wait_until(fun() -> tampered(SA) =/= [] end, 10 * ?WITHIN_MS),
+    P = ?W:start_worker(),
+    ?W:run(P, fun() -> ?W:add(1, 1) end),                % the gap
+    SB = ?L:start(#{meta => true, calls => [?ADD],
+                    output => {file, ?L:dir(Config, "b")}}),
+    restored(SA, removed),
+    ?W:run(P, fun() -> ?W:add(2, 1) end),
+    _ = [?L:stop(S) || S <- [SA, SB]],
+    Evs = ?L:trace(DA),
+    ?assertEqual(1, length(?L:events(Evs, "call", P))),
+    ?assertEqual([<<"removed">>, <<"restored">>],
+                 [f(E, "how") || E <- ?L:events(Evs, "tampered")]),
+    ?L:assert_no_trace_state([], [?ADD, {?W, tick, 1}]),
+    ?W:stop_worker(P).
+
+%% A's watchdog has not looked yet when B's start sets the pattern again
+%% (here: suspended meanwhile): it reports the gap all the same, then that
+%% the pattern is back.  (Before, it saw its pattern in place and said
+%% nothing: calls lost without a word.)
+join_after_unseen_removal_restored(Config) ->
+    SA = ?L:start(#{calls => [?ADD], output => {file, ?L:dir(Config, "a")}}),
+    [WA] = [P || P <- ?L:own_pids(SA), element(1, sys:get_state(P)) =:= w],
+    ok = sys:suspend(WA),
+    1 = erlang:trace_pattern(?ADD, false, [local]),
+    SB = ?L:start(#{calls => [?ADD], output => {file, ?L:dir(Config, "b")}}),
+    ok = sys:resume(WA),
+    restored(SA, removed),
+    _ = [?L:stop(S) || S <- [SA, SB]],
+    ?L:assert_no_trace_state([], [?ADD]).
+
+%% Waits until S reports add/2 restored, after a report How (removed).
+restored(S, How) ->
+    _ = ?L:wait_until(fun() -> length(tampered(S)) >= 2 end, 10 * ?WITHIN_MS),
+    ?assertMatch([{pattern, ?ADD, How, _}, {pattern, ?ADD, restored, _}],
+                 tampered(S)).
 
 %% dbg still gets the calls of add/2; then dbg and its pattern are gone.
 dbg_still_traces() ->
@@ -402,7 +484,9 @@ reinstall_reported_to_all(Config) ->
                                     Installed end, 10 * ?WITHIN_MS),
     ok = sys:resume(WB),
     _ = ?L:wait_until(fun() -> tampered(SB) =/= [] end, 10 * ?WITHIN_MS),
-    ?assertMatch([{pattern, ?ADD, removed, _}], tampered(SB)),
+    %% Both are told the pattern is back (SB's calls come again).
+    restored(SA, removed),
+    restored(SB, removed),
     _ = [?L:stop(S) || S <- [SA, SB]],
     ?L:assert_no_trace_state([], [?ADD]).
 
