@@ -38,6 +38,7 @@
          installed/1,
          others_patterns/1, others_patterns/2, installed_specs/2,
          foreign_patterns/1, reinstall_pattern/2, add_own/2,
+         pick_up/2, profile_ended/0,
          installed_msg/1, msg_state/1]).
 %% For beamprobe_janitor_flags.
 -export([safely/1, trace_info/2]).
@@ -60,6 +61,7 @@
                   msgs := [{send | 'receive', term()}],
                   handlers := [pid()],
                   relied => [mfa()],
+                  held => [pid()],
                   others => careful | [pid()]}.
 -export_type([spec/0]).
 
@@ -185,6 +187,27 @@ installed_msg(Kind) ->
 -spec add_own(pid(), [pid()]) -> ok.
 add_own(Session, Pids) ->
     gen_server:call(?MODULE, {add_own, Session, Pids}, infinity).
+
+%% @doc The processes of `Pids' (skipped by `Session' at its start only
+%% because a profile run held them, `held' in its spec) that no profile
+%% holds any more get the session's flags: `{ok, Picked, Still, Entry}',
+%% Still those a profile still holds, Entry the session's new entry (as
+%% `join/2' returns it).  A process another tool took meanwhile, or that
+%% has exited, is neither.  `{error, not_found}' for a session the janitor
+%% does not know.
+-spec pick_up(pid(), [pid()]) ->
+          {ok, [pid()], [pid()], map()} | {error, not_found}.
+pick_up(Session, Pids) ->
+    try gen_server:call(?MODULE, {pick_up, Session, Pids}, infinity)
+    catch exit:_ -> {error, not_found}
+    end.
+
+%% @doc A profile run (beamprobe_profile) has ended and let go of the
+%% processes it held: the running sessions are told (each takes those it
+%% skipped for it, pick_up/2).  Does not wait; nothing without a janitor.
+-spec profile_ended() -> ok.
+profile_ended() ->
+    gen_server:cast(?MODULE, profile_ended).
 
 %% @doc The match specs the janitor has installed (for any session) on
 %% patterns covering function `F' (meta patterns if `Meta'): what
@@ -317,6 +340,19 @@ handle_call({add_own, Session, Pids}, _From, #st{sessions = Ss} = St) ->
                    end, Ss),
     _ = [catch erlang:trace(P, false, [all, ?TRACER]) || P <- Pids],
     {reply, ok, St#st{sessions = Ss1}};
+handle_call({pick_up, Session, Pids}, _From, #st{sessions = Ss} = St) ->
+    case [{Ref, E} || {Ref, #{pid := P} = E} <- maps:to_list(Ss),
+                      P =:= Session] of
+        [{Ref, E} | _] ->
+            {Picked, Still} = ?FLAGS:pick_up(E, Pids, Ss),
+            E1 = case E of
+                     #{procs := L} when is_list(L) ->
+                         E#{procs := L ++ Picked, held => Still};
+                     #{} -> E#{held => Still}
+                 end,
+            {reply, {ok, Picked, Still, E1}, St#st{sessions = Ss#{Ref := E1}}};
+        [] -> {reply, {error, not_found}, St}
+    end;
 handle_call({others_patterns, Session, Meta}, _From, #st{sessions = Ss} = St) ->
     {reply, [MFA || #{pid := P, calls := Calls, meta := M} <- maps:values(Ss),
                     P =/= Session, Meta =:= both orelse M =:= Meta,
@@ -420,7 +456,10 @@ add_member(#{res := Res, procs := Procs0, kinds := Kinds,
                 _ -> Procs0
             end,
     {Mode, Set} = case Procs of
-                      L when is_list(L) -> {list, L};
+                      %% With the processes a profile run holds: no event
+                      %% of theirs comes before the profile lets them go
+                      %% and pick_up/2 sets the session's flags on them.
+                      L when is_list(L) -> {list, L ++ maps:get(held, E, [])};
                       all -> {all, []};
                       %% Alive at start: `existing' includes them, `new'
                       %% everything else.  A pid reused after one of them
@@ -749,6 +788,9 @@ safely(F) ->
 -spec handle_cast(term(), #st{}) -> {noreply, #st{}}.
 handle_cast({rejoin, Session, Entry}, St) ->
     {noreply, adopt(Session, Entry, St)};
+handle_cast(profile_ended, #st{sessions = Ss} = St) ->
+    _ = [P ! beamprobe_profile_ended || #{pid := P} <- maps:values(Ss)],
+    {noreply, St};
 handle_cast(_, St) ->
     {noreply, St}.
 

@@ -7,7 +7,8 @@
 %%% is never touched.
 -module(beamprobe_janitor_flags).
 
--export([set_flags/2, remove_flags/2, untrace_node/0, untrace_ours/1]).
+-export([set_flags/2, remove_flags/2, untrace_node/0, untrace_ours/1,
+         pick_up/3]).
 
 -define(HUB, beamprobe_hub).
 -define(TRACER, {tracer, beamprobe_nif, ?HUB}).
@@ -82,14 +83,50 @@ add_flags(Spec0, Ports, Flags, Others) ->
 %% beamprobe never traces itself: its sessions, their handlers, the
 %% janitor and the supervisors.
 untrace_own(Ss) ->
-    Own = [self()] ++
+    %% Only those with our tracer (not a profile run's: beamprobe_profile).
+    _ = [untrace_ours(P) || P <- own(Ss)],
+    ok.
+
+own(Ss) ->
+    [self()] ++
         lists:append([[P | maps:get(handlers, E, []) ++ maps:get(own, E, [])]
                        || #{pid := P} = E <- maps:values(Ss)]) ++
         [P || N <- [beamprobe_sup, beamprobe_session_sup, beamprobe_monitor],
-              P <- [whereis(N)], is_pid(P)],
-    %% Only those with our tracer (not a profile run's: beamprobe_profile).
-    _ = [untrace_ours(P) || P <- Own],
-    ok.
+              P <- [whereis(N)], is_pid(P)].
+
+%% Sets the flags of session E (as set_flags/2 would) on those of Pids
+%% (processes it skipped at its start because a profile run held them)
+%% that nobody else traces now: `{Picked, Still}', Still those a
+%% profile's tracer holds again.  A process that exited, that another
+%% tool took meanwhile, or that is beamprobe's own is neither.
+-spec pick_up(map(), [pid()], #{reference() => map()}) ->
+          {[pid()], [pid()]}.
+pick_up(#{procs := none}, _Pids, _Ss) -> {[], []};
+pick_up(#{flags := Flags0, arity := Arity, pid := Self}, Pids, Ss) ->
+    Others = [O || O <- maps:values(Ss), maps:get(pid, O) =/= Self],
+    Full = [x || #{calls := C, arity := false, meta := false} = O <- Others,
+                 C =/= [] orelse maps:get(relied, O, []) =/= []],
+    Flags = Flags0 ++ [arity || Arity, Full =:= []],
+    Own = own(Ss),
+    lists:foldr(
+      fun(P, {Pk, Still}) ->
+              case beamprobe_each:tracer_of(P) of
+                  {beamprobe_nif, beamprobe_discard} -> {Pk, [P | Still]};
+                  T when T =:= [] orelse T =:= {beamprobe_nif, ?HUB} ->
+                      case lists:member(P, Own) orelse
+                          beamprobe_own:is_handle(P, sensitive) of
+                          true -> {Pk, Still};
+                          false when Flags =:= [] -> {[P | Pk], Still};
+                          false ->
+                              case catch erlang:trace(P, true,
+                                                      Flags ++ [?TRACER]) of
+                                  1 -> {[P | Pk], Still};
+                                  _ -> {Pk, Still}
+                              end
+                      end;
+                  _ -> {Pk, Still}
+              end
+      end, {[], []}, Pids).
 
 processes_only(all) -> processes;
 processes_only(existing) -> existing_processes;

@@ -19,7 +19,9 @@
 %%% the processes they spawn (those take the `new' defaults of whoever
 %%% set them), and cleared at the end.  If the worker dies, its guard (a
 %%% process of the run that outlives it) restores what it set, also when
-%%% the caller died with it.
+%%% the caller died with it.  Sessions started during the run skip the
+%%% processes it gave the flag; when it ends (either way) they take them
+%%% (beamprobe_janitor:profile_ended/0).
 %%% One profile runs at a time (the worker is registered).  A
 %%% `{beamprobe_profile, stop}' message to the registered worker ends the
 %%% run early, with its table (how `bin/beamprobe profile' stops on ^C).
@@ -432,9 +434,13 @@ flag1(Pids, Tracer) ->
 tracer_info({tracer, M, S}) -> {M, S};
 tracer_info({tracer, P}) -> P.
 
-%% Only the processes whose tracer is Tracer are changed.
+%% Only the processes whose tracer is Tracer are changed.  Then the
+%% sessions that skipped them because this run held them take them
+%% (beamprobe_janitor:pick_up/2): a profile is bounded, a session with
+%% `procs => all' may run longer.
 unflag(Tracer) ->
     _ = beamprobe_each:trace(existing_processes, false, [call, Tracer]),
+    ok = beamprobe_janitor:profile_ended(),
     true.
 
 %% The counters of MFAs, set, paused or removed: one trace_pattern call

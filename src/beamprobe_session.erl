@@ -45,6 +45,9 @@
              %% Coexistence with other tools: what was left to them
              %% (beamprobe_skip), and the watchdog (beamprobe_watch).
              skipped :: undefined | beamprobe_skip:skipped(),
+             %% Of the skipped processes, those a profile run held
+             %% (beamprobe_profile): taken when it ends (pick_up/1).
+             held = [] :: [pid()],
              watch :: undefined | pid(),
              %% The watchdog's process, started before any trace flag
              %% (beamprobe_own:prestart/0) until it becomes the watchdog.
@@ -183,6 +186,11 @@ handle_info({beamprobe_rejoin, Janitor}, #st{summary = undefined,
 handle_info(beamprobe_nif_reloaded, #st{summary = undefined,
                                        res = Res} = St) when Res =/= undefined ->
     {noreply, retrace(St)};
+handle_info(beamprobe_profile_ended, #st{summary = undefined,
+                                        res = Res} = St) when Res =/= undefined ->
+    %% (From beamprobe_janitor: a profile run ended.)
+    {ok, St1} = pick_up(St),
+    {noreply, St1};
 handle_info({beamprobe_pattern_reset, F, Seen, Why}, #st{watch = W} = St)
   when is_pid(W) ->
     %% (From beamprobe_janitor: a pattern another tool removed set again,
@@ -236,7 +244,7 @@ install(#st{config = C} = St) ->
              fun make_dir/1, fun prestart_watch/1,
              fun start_handlers/1, fun start_nif/1, fun start_vm/1,
              fun join/1, fun annotate_start/1, fun start_timer/1,
-             fun start_watch/1],
+             fun start_watch/1, fun pick_up/1],
     run(Steps, St, C).
 
 run([], St, _C) -> {ok, St};
@@ -275,7 +283,12 @@ check_follow(St) ->
 %% sessions.
 check_tracers(#st{config = C} = St) ->
     case beamprobe_skip:skip(C, self()) of
-        {ok, C1, Skipped} -> {ok, St#st{config = C1, skipped = Skipped}};
+        {ok, C1, Skipped0} ->
+            {Held, Skipped} = case maps:take(profile_held, Skipped0) of
+                                  {H, Sk} -> {H, Sk};
+                                  error -> {[], Skipped0}
+                              end,
+            {ok, St#st{config = C1, skipped = Skipped, held = Held}};
         {error, Reason} -> {error, Reason, St}
     end.
 
@@ -542,7 +555,11 @@ join(#st{config = C, res = Res, handlers = Hs} = St) ->
              %% The processes another tool held at the start are not
              %% this session's, also when another session traces them
              %% later (the hub then routes their events): as alone.
-             exclude => maps:get(exclude, C) ++ skipped_pids(St#st.skipped),
+             %% (Not those a profile run held: this session's once it
+             %% ends, pick_up/1.)
+             exclude => maps:get(exclude, C) ++
+                 (skipped_pids(St#st.skipped) -- St#st.held),
+             held => St#st.held,
              flags => PFlags -- [arity],
              arity => lists:member(arity, PFlags),
              ports => lists:member(ports, maps:get(events, C)),
@@ -714,6 +731,29 @@ start_watch(#st{res = Res, patterns = Pats, config = C, traced = T,
                           on_tamper => maps:get(on_tamper, C, report)}),
     %% (The janitor has it among the session's own since join/1.)
     {ok, St#st{watch = W, spare = undefined}}.
+
+%% The processes skipped only because a profile run held them
+%% (beamprobe_skip) that it has let go: the session takes them (the
+%% janitor sets its flags on them) and they leave `skipped'.  Run after
+%% the start (a profile that ended between the check and the join sent
+%% its notice before this session was a member) and when the janitor
+%% says a profile ended.  A process another tool took meanwhile stays
+%% skipped; one still held (another profile run) waits for its end.
+pick_up(#st{held = []} = St) -> {ok, St};
+pick_up(#st{held = Held, skipped = #{procs := Sk, procs_count := N} = Skipped}
+        = St) ->
+    case beamprobe_janitor:pick_up(self(), Held) of
+        {ok, Picked, Still, Entry} ->
+            _ = annotate(St, Picked),
+            {ok, St#st{held = Still, hub = Entry,
+                       traced = case St#st.traced of
+                                    L when is_list(L) -> L ++ Picked;
+                                    T -> T
+                                end,
+                       skipped = Skipped#{procs := Sk -- Picked,
+                                          procs_count := N - length(Picked)}}};
+        {error, _} -> {ok, St}
+    end.
 
 %%% ------------------------------------------------------------------------
 %%% Stopping

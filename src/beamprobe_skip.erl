@@ -49,7 +49,10 @@
 %%% ?MAX_SKIPPED pids listed; `untraceable => [{Pid, sensitive}]': listed
 %%% processes no trace can see, see untraceable/2).  A session left with
 %%% nothing to trace fails with `{error, {already_traced, Skipped}}' (or
-%%% `{untraceable, L}').  With `force => true', taken
+%%% `{untraceable, L}').  Processes a profile run holds (its tracer
+%%% `{beamprobe_nif, beamprobe_discard}') are skipped and listed too, but
+%%% taken when it ends (`profile_held', beamprobe_janitor:pick_up/2).
+%%% With `force => true', taken
 %%% processes (and `new') are cleared and taken over, and patterns are
 %%% overwritten, as before.
 -module(beamprobe_skip).
@@ -68,6 +71,7 @@
 -type skipped() :: #{procs := [pid() | new], procs_count := non_neg_integer(),
                      calls := [mfa()], relied => [mfa()],
                      untraceable => [{pid(), sensitive}],
+                     profile_held => [pid()],
                      taken => #{procs := [pid() | new],
                                 procs_count := non_neg_integer(),
                                 calls := [mfa()]}}.
@@ -201,12 +205,22 @@ skip1(#{procs := Procs} = C, Self) ->
         new when NewTaken -> {error, {already_traced, [new]}};
         _ when AllTaken ->
             {error, {already_traced, lists:sublist(Taken, ?MAX_SKIPPED)}};
-        L when is_list(L) -> skip_calls(C#{procs := L -- Pids}, Self, Taken,
-                                        length(Taken));
-        all when NewTaken -> skip_calls(C#{procs := existing}, Self,
-                                        Taken, length(Taken));
-        _ -> skip_calls(C, Self, Taken, length(Taken))
+        L when is_list(L) -> held(skip_calls(C#{procs := L -- Pids}, Self,
+                                             Taken, length(Taken)));
+        all when NewTaken -> held(skip_calls(C#{procs := existing}, Self,
+                                             Taken, length(Taken)));
+        _ -> held(skip_calls(C, Self, Taken, length(Taken)))
     end.
+
+%% The listed processes skipped only because a profile run
+%% (beamprobe_profile) holds them, under `profile_held' (for the session:
+%% not in info/1): a profile is bounded, and when it ends the session
+%% takes them (beamprobe_janitor:pick_up/2).
+held({ok, C, #{procs := Listed} = Sk}) ->
+    Held = [P || P <- Listed, is_pid(P),
+                 tracer(P) =:= {beamprobe_nif, beamprobe_discard}],
+    {ok, C, Sk#{profile_held => Held}};
+held(Other) -> Other.
 
 none() -> #{procs => [], procs_count => 0, calls => []}.
 
