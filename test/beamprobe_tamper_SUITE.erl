@@ -42,7 +42,7 @@
          no_report_full_args_joining/1, removed_pattern_stays_removed/1,
          removed_meta_pattern_stays_removed/1, reinstall_reported_to_all/1,
          join_after_removed_restored/1, join_after_removed_meta_restored/1,
-         join_after_unseen_removal_restored/1]).
+         join_after_unseen_removal_restored/1, relied_pattern_restored/1]).
 
 -define(W, beamprobe_workload).
 -define(L, beamprobe_test_lib).
@@ -65,7 +65,7 @@ all() ->
      replaced_pattern_kept_overlap, removed_pattern_stays_removed,
      removed_meta_pattern_stays_removed, wildcard_reset_keeps_specific,
      join_after_removed_restored, join_after_removed_meta_restored,
-     join_after_unseen_removal_restored].
+     join_after_unseen_removal_restored, relied_pattern_restored].
 
 init_per_suite(Config) ->
     beamprobe_coexist_lib:init_suite(Config).
@@ -214,7 +214,10 @@ removed_meta_pattern_stays_removed(Config) ->
 join_after_removed_restored(Config) ->
     W = ?W:start_worker(),
     DA = ?L:dir(Config, "a"),
-    SA = ?L:start(#{procs => [W], calls => [?ADD], output => {file, DA}}),
+    Io = ?SH:cap(),
+    SA = ?L:start(#{procs => [W], calls => [?ADD],
+                    output => [{file, DA},
+                               {handler, beamprobe_printer, #{io => Io}}]}),
     1 = erlang:trace_pattern(?ADD, false, [local]),
     _ = ?L:wait_until(fun() -> tampered(SA) =/= [] end, 10 * ?WITHIN_MS),
     ?W:run(W, fun() -> ?W:add(1, 1) end),                % the gap
@@ -230,6 +233,13 @@ join_after_removed_restored(Config) ->
                                    tampered(SB) =/= [] end, 10 * ?WITHIN_MS),
     ?assertMatch([_, _, {pattern, ?ADD, removed, _}], tampered(SA)),
     _ = [?L:stop(S) || S <- [SA, SB]],
+    %% The printer's line.
+    _ = ?L:wait_until(fun() ->
+                              binary:match(?SH:cap_text(Io),
+                                           <<"% beamprobe: the pattern on "
+                                             "beamprobe_workload:add/2 is "
+                                             "back: ">>) =/= nomatch
+                      end, 3000),
     Evs = ?L:trace(DA),
     %% add(2, 1) and add(1, 2), not add(1, 1) of the gap.
     ?assertEqual(2, length(?L:events(Evs, "call", W))),
@@ -274,6 +284,30 @@ join_after_unseen_removal_restored(Config) ->
     restored(SA, removed),
     _ = [?L:stop(S) || S <- [SA, SB]],
     ?L:assert_no_trace_state([], [?ADD]).
+
+%% A session that relied on dbg's pattern of add/2 (skipped, used):
+%% dbg:ctp/1 removes it (reported), then session B names add/2 and sets
+%% its own: A's calls of add/2 come back through it (A's hub member still
+%% claims the function), and A says so.  Before, A recorded add(2, 1)
+%% with only `removed' in its info/1.
+relied_pattern_restored(Config) ->
+    W = ?W:start_worker(),
+    _ = dbg_collector(),
+    {ok, _} = dbg:tpl(?W, add, 2, []),
+    DA = ?L:dir(Config, "a"),
+    SA = ?L:start(#{procs => [W], calls => [?ADD], output => {file, DA}}),
+    {ok, #{skipped := #{relied := [?ADD]}}} = beamprobe:info(SA),
+    {ok, [{matched, _, 1}]} = dbg:ctp(?W, add, 2),
+    _ = ?L:wait_until(fun() -> tampered(SA) =/= [] end, 10 * ?WITHIN_MS),
+    SB = ?L:start(#{procs => [W], calls => [?ADD],
+                    output => {file, ?L:dir(Config, "b")}}),
+    restored(SA, removed),
+    ?W:run(W, fun() -> ?W:add(2, 1) end),
+    _ = [?L:stop(S) || S <- [SA, SB]],
+    dbg:stop(),
+    ?assertEqual(1, length(?L:events(?L:trace(DA), "call", W))),
+    ?L:assert_no_trace_state([W], [?ADD]),
+    ?W:stop_worker(W).
 
 %% Waits until S reports add/2 restored, after a report How (removed).
 restored(S, How) ->
