@@ -18,8 +18,6 @@
          foreign_patterns_silent/1, restored_worker_killed/1, restored_both_killed/1,
          counter_lost_reported/1, unloaded_not_loaded/1,
          session_during_profile_skipped/1, per_process_two/1,
-         session_during_profile_picked_up/1,
-         session_during_killed_profile_picked_up/1,
          own_work_not_counted/1, session_then_profile_no_error_report/1,
          io_server_checked_first/1, untimed_calls_said/1,
          proplist_options/1, follow_during_profile_refused/1,
@@ -37,8 +35,6 @@ all() ->
      restored_both_killed,
      counter_lost_reported, unloaded_not_loaded,
      session_during_profile_skipped, per_process_two, own_work_not_counted,
-     session_during_profile_picked_up,
-     session_during_killed_profile_picked_up,
      session_then_profile_no_error_report, top_counts_all,
      io_server_checked_first, untimed_calls_said, proplist_options,
      follow_during_profile_refused, seconds_is_counting_window,
@@ -272,78 +268,6 @@ session_during_profile_skipped(Config) ->
         logger:remove_handler(profile_log),
         P ! stop
     end.
-
-%% Sessions started while a profile with timing runs skip the processes
-%% it holds (above); when it ends they take them: a session with `procs =>
-%% all' and one with a list naming one held and one free process record
-%% the held one's calls from then on, and `skipped' no longer lists it.
-%% Before, they stayed untraced for the rest of the session (add(2, 1)
-%% after the profile's end: not recorded, `skipped' still listed them).
-session_during_profile_picked_up(Config) ->
-    during_profile(Config, fun() ->
-                                   whereis(beamprobe_profile) !
-                                       {beamprobe_profile, stop},
-                                   fun({ok, _}) -> true; (_) -> false end
-                           end).
-
-%% The same when the profile's worker is killed: its guard restores the
-%% flags, and the sessions take the processes.
-session_during_killed_profile_picked_up(Config) ->
-    during_profile(Config, fun() ->
-                                   exit(whereis(beamprobe_profile), kill),
-                                   fun(R) -> R =:= {error, {profile_failed,
-                                                            killed}}
-                                   end
-                           end).
-
-during_profile(Config, End) ->
-    W = ?W:start_worker(),
-    Self = self(),
-    _ = spawn_link(fun() ->
-                           Self ! {profiled, beamprobe:profile(
-                                               {?W, add, 2},
-                                               #{time => 60000,
-                                                 print => false})}
-                   end),
-    Discard = {tracer, {beamprobe_nif, beamprobe_discard}},
-    wait_until(fun() -> erlang:trace_info(W, tracer) =:= Discard end),
-    Free = ?W:start_worker(),                   % spawned after: not held
-    Dir = fun(N) -> beamprobe_test_lib:dir(Config, N) end,
-    SA = beamprobe_test_lib:start(#{calls => [{?W, add, 2}], procs => all,
-                                    output => {file, Dir("all")}}),
-    SL = beamprobe_test_lib:start(#{calls => [{?W, add, 2}],
-                                    procs => [W, Free],
-                                    output => {file, Dir("list")}}),
-    Skipped = fun(S) ->
-                      {ok, #{skipped := #{procs := Sk, procs_count := N}}} =
-                          beamprobe:info(S),
-                      {lists:member(W, Sk), N}
-              end,
-    {true, NA} = Skipped(SA),
-    ?assertEqual({true, 1}, Skipped(SL)),
-    ?W:run(W, fun() -> ?W:add(1, 1) end),              % held: not recorded
-    Want = End(),
-    receive {profiled, Res} -> ?assert(Want(Res), Res) end,
-    beamprobe_test_lib:wait_until(
-      fun() -> element(1, Skipped(SA)) =:= false andalso
-                   element(1, Skipped(SL)) =:= false end, 10000),
-    ?assertEqual({tracer, {beamprobe_nif, beamprobe_hub}},
-                 erlang:trace_info(W, tracer)),
-    {false, NA1} = Skipped(SA),
-    ?assert(NA1 < NA),
-    ?assertEqual({false, 0}, Skipped(SL)),
-    ?W:run(W, fun() -> ?W:add(2, 1) end),
-    ?W:run(Free, fun() -> ?W:add(3, 1) end),
-    _ = [beamprobe_test_lib:stop(S) || S <- [SA, SL]],
-    [begin
-         Evs = beamprobe_test_lib:trace(Dir(N)),
-         ?assertEqual({N, 1}, {N, length(beamprobe_test_lib:events(
-                                             Evs, "call", W))}),
-         ?assertEqual({N, 1}, {N, length(beamprobe_test_lib:events(
-                                             Evs, "call", Free))})
-     end || N <- ["all", "list"]],
-    beamprobe_test_lib:assert_no_trace_state([W, Free], [{?W, add, 2}]),
-    [?W:stop_worker(P) || P <- [W, Free]].
 
 %% A profile while a session traces every process, new ones too: the
 %% profile's worker got the session's tracer when spawned, and the

@@ -1,0 +1,112 @@
+%%% Sessions next to a profile run (beamprobe:profile/2): a session
+%%% started during the run skips the processes the profile holds (their
+%%% tracer is the profile's), and takes them when the run ends, normally
+%%% or with its worker killed (beamprobe_janitor:pick_up/2).  (A session
+%%% refused or skipping during a profile, a profile during a session:
+%%% beamprobe_profile_SUITE.)
+-module(beamprobe_profile_sessions_SUITE).
+
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, init_per_suite/1, end_per_suite/1,
+         init_per_testcase/2, end_per_testcase/2]).
+-export([session_during_profile_picked_up/1,
+         session_during_killed_profile_picked_up/1]).
+
+-define(W, beamprobe_workload).
+
+all() ->
+    [session_during_profile_picked_up,
+     session_during_killed_profile_picked_up].
+
+init_per_suite(Config) ->
+    beamprobe_test_lib:require_tracer(),
+    {module, ?W} = code:ensure_loaded(?W),
+    Config.
+
+end_per_suite(_Config) -> ok.
+
+init_per_testcase(Case, Config) ->
+    beamprobe_test_lib:init_case(Case, Config).
+
+end_per_testcase(_Case, _Config) ->
+    _ = case whereis(beamprobe_profile) of
+            undefined -> ok;
+            P -> exit(P, kill)
+        end,
+    _ = [erlang:trace_pattern({?W, add, 2}, false, [C])
+         || C <- [call_count, call_time]],
+    beamprobe_test_lib:clear_trace_state().
+
+%% Sessions started while a profile with timing runs skip the processes
+%% it holds (above); when it ends they take them: a session with `procs =>
+%% all' and one with a list naming one held and one free process record
+%% the held one's calls from then on, and `skipped' no longer lists it.
+%% Before, they stayed untraced for the rest of the session (add(2, 1)
+%% after the profile's end: not recorded, `skipped' still listed them).
+session_during_profile_picked_up(Config) ->
+    during_profile(Config, fun() ->
+                                   whereis(beamprobe_profile) !
+                                       {beamprobe_profile, stop},
+                                   fun({ok, _}) -> true; (_) -> false end
+                           end).
+
+%% The same when the profile's worker is killed: its guard restores the
+%% flags, and the sessions take the processes.
+session_during_killed_profile_picked_up(Config) ->
+    during_profile(Config, fun() ->
+                                   exit(whereis(beamprobe_profile), kill),
+                                   fun(R) -> R =:= {error, {profile_failed,
+                                                            killed}}
+                                   end
+                           end).
+
+during_profile(Config, End) ->
+    W = ?W:start_worker(),
+    Self = self(),
+    _ = spawn_link(fun() ->
+                           Self ! {profiled, beamprobe:profile(
+                                               {?W, add, 2},
+                                               #{time => 60000,
+                                                 print => false})}
+                   end),
+    Discard = {tracer, {beamprobe_nif, beamprobe_discard}},
+    beamprobe_test_lib:wait_until(
+      fun() -> erlang:trace_info(W, tracer) =:= Discard end, 10000),
+    Free = ?W:start_worker(),                   % spawned after: not held
+    Dir = fun(N) -> beamprobe_test_lib:dir(Config, N) end,
+    SA = beamprobe_test_lib:start(#{calls => [{?W, add, 2}], procs => all,
+                                    output => {file, Dir("all")}}),
+    SL = beamprobe_test_lib:start(#{calls => [{?W, add, 2}],
+                                    procs => [W, Free],
+                                    output => {file, Dir("list")}}),
+    Skipped = fun(S) ->
+                      {ok, #{skipped := #{procs := Sk, procs_count := N}}} =
+                          beamprobe:info(S),
+                      {lists:member(W, Sk), N}
+              end,
+    {true, NA} = Skipped(SA),
+    ?assertEqual({true, 1}, Skipped(SL)),
+    ?W:run(W, fun() -> ?W:add(1, 1) end),              % held: not recorded
+    Want = End(),
+    receive {profiled, Res} -> ?assert(Want(Res), Res) end,
+    beamprobe_test_lib:wait_until(
+      fun() -> element(1, Skipped(SA)) =:= false andalso
+                   element(1, Skipped(SL)) =:= false end, 10000),
+    ?assertEqual({tracer, {beamprobe_nif, beamprobe_hub}},
+                 erlang:trace_info(W, tracer)),
+    {false, NA1} = Skipped(SA),
+    ?assert(NA1 < NA),
+    ?assertEqual({false, 0}, Skipped(SL)),
+    ?W:run(W, fun() -> ?W:add(2, 1) end),
+    ?W:run(Free, fun() -> ?W:add(3, 1) end),
+    _ = [beamprobe_test_lib:stop(S) || S <- [SA, SL]],
+    [begin
+         Evs = beamprobe_test_lib:trace(Dir(N)),
+         ?assertEqual({N, 1}, {N, length(beamprobe_test_lib:events(
+                                             Evs, "call", W))}),
+         ?assertEqual({N, 1}, {N, length(beamprobe_test_lib:events(
+                                             Evs, "call", Free))})
+     end || N <- ["all", "list"]],
+    beamprobe_test_lib:assert_no_trace_state([W, Free], [{?W, add, 2}]),
+    [?W:stop_worker(P) || P <- [W, Free]].
