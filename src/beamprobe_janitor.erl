@@ -37,7 +37,8 @@
 -export([start_link/0, join/2, leave/2, sessions/0, tracer/0, untrace_self/0,
          installed/1,
          others_patterns/1, others_patterns/2, installed_specs/2,
-         foreign_patterns/1, reinstall_pattern/2, add_own/2,
+         foreign_patterns/1, reinstall_pattern/2, reinstall_patterns/3,
+         add_own/2,
          pick_up/2, profile_ended/0,
          installed_msg/1, msg_state/1]).
 %% For beamprobe_janitor_flags.
@@ -231,6 +232,18 @@ reinstall_pattern(F, Meta) ->
     catch exit:_ -> none
     end.
 
+%% @doc As {@link reinstall_pattern/2} for functions `Fs' of a module
+%% loaded again (`Why' = `reloaded': its new code has no pattern): every
+%% session on them is sent the list of its own, once (beamprobe_watch
+%% reports them `reloaded').  `ok', or `none' when no installed key covers
+%% any of them.
+-spec reinstall_patterns([mfa()], boolean(), reloaded) -> ok | none.
+reinstall_patterns(Fs, Meta, Why) ->
+    try gen_server:call(?MODULE, {reinstall_patterns, Fs, Meta, Why},
+                        infinity)
+    catch exit:_ -> none
+    end.
+
 %% @doc The functions of `Fs' whose trace pattern is another tool's:
 %% global (beamprobe sets none), or local with a match spec that is not
 %% the one the janitor installed there (no session traces the function,
@@ -358,14 +371,28 @@ handle_call({others_patterns, Session, Meta}, _From, #st{sessions = Ss} = St) ->
                     P =/= Session, Meta =:= both orelse M =:= Meta,
                     {{_, _, _} = MFA, _} <- Calls],
      St};
-handle_call({reinstall_pattern, F, Meta}, _From, St) ->
-    Pats = installed_pats(St, Meta),
-    case ?KEYS:general_first([K || K <- maps:keys(Pats), covers(K, F)]) of
+handle_call({reinstall_patterns, Fs, Meta, reloaded}, _From, St) ->
+    %% The module was loaded again: its new code gets the patterns, and
+    %% every session on them is told, once per session with the list
+    %% (beamprobe_watch: `reloaded').
+    case [F || F <- Fs, set_again(F, Meta, St)] of
         [] -> {reply, none, St};
-        Keys ->
-            MS = maps:get(lists:last(Keys), Pats),  % the most specific
-            _ = safely(fun() -> erlang:trace_pattern(F, MS, set_flag(Meta))
-                       end),
+        Set ->
+            Seen = erlang:system_time(millisecond),
+            _ = [P ! {beamprobe_pattern_reset, Mine, Seen, reloaded}
+                 || #{pid := P, meta := Me, calls := Calls} <- maps:values(
+                                                                 St#st.sessions),
+                    Me =:= Meta,
+                    Mine <- [[F || F <- Set,
+                                   lists:any(fun({K, _}) -> covers(K, F) end,
+                                             Calls)]],
+                    Mine =/= []],
+            {reply, ok, St}
+    end;
+handle_call({reinstall_pattern, F, Meta}, _From, St) ->
+    case set_again(F, Meta, St) of
+        false -> {reply, none, St};
+        true ->
             %% Every session tracing F lost its calls while the pattern
             %% was gone: their watchdogs report it (one may not have
             %% looked yet, and now never sees a difference), and that it
@@ -549,6 +576,19 @@ pattern_back(Fs, Meta, Why, Except, #st{sessions = Ss}) ->
 relied(_St, true) -> [];
 relied(#st{sessions = Ss}, false) ->
     lists:usort(lists:append([maps:get(relied, E, []) || E <- maps:values(Ss)])).
+
+%% Sets F's pattern as beamprobe has it now (the most specific of the
+%% installed keys covering F); false if none covers it.
+set_again(F, Meta, St) ->
+    Pats = installed_pats(St, Meta),
+    case ?KEYS:general_first([K || K <- maps:keys(Pats), covers(K, F)]) of
+        [] -> false;
+        Keys ->
+            MS = maps:get(lists:last(Keys), Pats),  % the most specific
+            _ = safely(fun() -> erlang:trace_pattern(F, MS, set_flag(Meta))
+                       end),
+            true
+    end.
 
 installed_pats(#st{metapatterns = P}, true) -> P;
 installed_pats(#st{patterns = P}, false) -> P.

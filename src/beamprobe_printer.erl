@@ -345,6 +345,10 @@ line(#{event := dropped, count := N} = E, St) ->
     {io_lib:format("% beamprobe: dropped ~b events (~ts)~n",
                    [N, causes(E)]), St#st{stacks = #{}}};
 line(#{event := tampered, what := <<"pattern">>, subject := S,
+       how := <<"reloaded">>, detail := D}, St) ->
+    %% Not another tool: the module was loaded again (beamprobe_watch).
+    {["% beamprobe: ", S, ": ", D, "\n"], St};
+line(#{event := tampered, what := <<"pattern">>, subject := S,
        how := <<"restored">>, detail := D}, St) ->
     %% beamprobe set again a pattern another tool had removed.
     {["% beamprobe: the pattern on ", S, " is back: ", D, "\n"], St};

@@ -23,7 +23,8 @@
 %%% A difference is confirmed ?CONFIRM_MS ms later (so that a NIF reload,
 %%% after which the session traces its processes again, is not reported),
 %%% then reported once per function or process: in `info/1' (`tampered =>
-%%% [{pattern, MFA, removed | replaced | restored, SeenMs} | {procs, Pid | new,
+%%% [{pattern, MFA, removed | replaced | restored | reloaded, SeenMs} |
+%%% {procs, Pid | new,
 %%% removed | replaced, SeenMs}]', SeenMs from `erlang:system_time(millisecond)',
 %%% at most ?MAX_FINDINGS, and `tampered_count'), as a `tampered' event in
 %%% the trace (docs/format.md) and so on the shell printer.  More than
@@ -42,6 +43,12 @@
 %%% tells their watchdogs, which report it `restored' (after a `removed'
 %%% for the gap if they had not seen it yet: the pattern may have been
 %%% back before they looked) and watch it again.
+%%%
+%%% A pattern gone because its module was loaded again (a hot upgrade,
+%%% l(M), c(M): the new code has no pattern; mod_id/1 tells it from
+%%% another tool's removal) is set again on the new code, whatever
+%%% `on_tamper' says, for every session on it, and each reports it once,
+%%% `reloaded' (with its gap: the new code's calls before the check).
 %%%
 %%% Limits: at most ?FUNS_PER_TICK functions and ?PROCS_PER_TICK
 %%% processes are checked per tick (round robin beyond that, so a change is
@@ -79,7 +86,7 @@
 -define(MAX_EACH, 3).
 
 -type finding() :: {pattern, mfa() | {functions, pos_integer()},
-                    removed | replaced | restored, integer()}
+                    removed | replaced | restored | reloaded, integer()}
                  | {procs, pid() | new | {processes, pos_integer()},
                     removed | replaced, integer()}
                  | {messages, send | 'receive', removed | replaced, integer()}.
@@ -103,7 +110,12 @@
             sampled_at = 0 :: integer(),
             pending = #{} :: #{term() => finding()},
             confirm = false :: boolean(),
-            reported = #{} :: #{term() => true},
+            %% What has been reported (until watched again), and how.
+            reported = #{} :: #{term() => atom()},
+            %% The code of the watched functions' modules at the baseline
+            %% (mod_id/1): a pattern gone with its module's code changed
+            %% went with the old code.
+            mods = #{} :: #{module() => term()},
             findings = [] :: [finding()],
             count = 0 :: non_neg_integer()}).
 
@@ -195,7 +207,35 @@ init({Session, #{res := Res} = E}) ->
 baseline(#w{funs = {A, B}, meta = Meta} = W) ->
     Funs = [{F, S} || {F, _} <- A ++ B, S <- [fun_state(F, Meta)],
                       installed(S, W)],
-    sample(W#w{funs = {Funs, []}, pending = #{}}).
+    Mods = maps:from_list([{M, mod_id(M)}
+                           || M <- lists:usort([M || {{M, _, _}, _} <- Funs])]),
+    sample(W#w{funs = {Funs, []}, pending = #{}, mods = Mods}).
+
+%% Which code of module M is loaded: its MD5, and whether old code is
+%% there.  Loading M again drops every trace pattern of M (the new code
+%% has none): it shows as another MD5, or, for the same binary loaded
+%% again, as old code where there was none (until the old code is
+%% purged).  The same binary loaded again over old code not yet purged
+%% is not told from another tool's removal.
+mod_id(M) ->
+    try erlang:module_loaded(M) andalso
+            {erlang:get_module_info(M, md5), erlang:check_old_code(M)}
+    catch _:_ -> false
+    end.
+
+%% Whether M's code changed since the baseline as loading it again does.
+reloaded(M, #w{mods = Mods}) ->
+    case {maps:get(M, Mods, false), mod_id(M)} of
+        {_, false} -> false;                    % unloaded
+        {false, _} -> false;                    % not known
+        {{Md5, _}, {Md5b, _}} when Md5 =/= Md5b -> true;
+        {{_, false}, {_, true}} -> true;
+        _ -> false
+    end.
+
+new_code(Ms, #w{mods = Mods} = W) ->
+    W#w{mods = lists:foldl(fun(M, Acc) -> Acc#{M => mod_id(M)} end, Mods,
+                           lists:usort(Ms))}.
 
 installed({false, _}, _) -> false;
 installed({{beamprobe_nif, _} = T, _}, _W) ->
@@ -309,6 +349,8 @@ handle_info(tick, W) ->
     {noreply, maybe_confirm(check(maybe_resample(W)))};
 handle_info(confirm, W) ->
     {noreply, confirm(W#w{confirm = false})};
+handle_info({pattern_reset, Fs, Seen, reloaded}, W) when is_list(Fs) ->
+    {noreply, reloaded_reset(Fs, Seen, W)};
 handle_info({pattern_reset, F, Seen, Why}, W) ->
     {noreply, pattern_reset(F, Seen, Why, W)};
 handle_info(_, W) ->
@@ -441,7 +483,14 @@ confirm_one({pattern, F} = Key, Base, Seen, Acc, #w{meta = Meta} = W) ->
                 true -> {Acc, rebase_fun(F, S, W)};
                 false -> {[{Key, replaced, Base, S, Seen} | Acc], W}
             end;
-        removed -> {[{Key, removed, Base, S, Seen} | Acc], W}
+        removed ->
+            {M, _, _} = F,
+            How = case not lists:member(F, W#w.relied) andalso
+                      reloaded(M, W) of
+                      true -> reloaded;
+                      false -> removed
+                  end,
+            {[{Key, How, Base, S, Seen} | Acc], W}
     end;
 confirm_one({messages, K} = Key, Base, Seen, Acc, W) ->
     S = beamprobe_janitor:msg_state(K),
@@ -472,9 +521,22 @@ report({Kind, Subject} = Key, How, Base, S, Seen, W) ->
               _ -> undefined
           end,
     W1 = note(Key, How, Detail, Pid, Seen, W),
-    case W#w.reinstall andalso not Relied of
-        true -> reinstall(Key, Base, W1);
-        false -> W1
+    case How of
+        reloaded -> reinstall_reloaded([Subject], W1);
+        _ when W#w.reinstall, not Relied -> reinstall(Key, Base, W1);
+        _ -> W1
+    end.
+
+%% The functions of a module loaded again, reported `reloaded': the
+%% janitor sets their patterns on the new code and tells every session
+%% on them (this one too: reloaded_reset/3); the new code is the
+%% baseline of their modules.
+reinstall_reloaded(Fs, #w{meta = Meta} = W) ->
+    W1 = new_code([M || {M, _, _} <- Fs], W),
+    case beamprobe_janitor:reinstall_patterns(Fs, Meta, reloaded) of
+        ok -> W1;
+        none -> lists:foldl(fun(F, WA) -> reinstalled({pattern, F}, WA) end,
+                            W1, Fs)
     end.
 
 %% Writes the report of Key (a `tampered' event, the finding for info/1).
@@ -482,7 +544,7 @@ note({Kind, Subject} = Key, How, Detail, Pid, Seen, W) ->
     Fields = [atom_to_binary(Kind), subject_text(Subject),
               atom_to_binary(How), Detail],
     _ = (catch beamprobe_nif:tampered(W#w.res, Pid, Fields)),
-    W#w{reported = (W#w.reported)#{Key => true},
+    W#w{reported = (W#w.reported)#{Key => How},
         pending = maps:remove(Key, W#w.pending),
         count = W#w.count + 1,
         findings = case W#w.count < ?MAX_FINDINGS of
@@ -519,6 +581,43 @@ pattern_reset(F, Seen, Why, #w{funs = {A, B}, meta = Meta} = W) ->
         false -> W1
     end.
 
+%% The janitor set the patterns of Fs on their module's new code (the
+%% module was loaded again; Seen: when): a function whose load this
+%% watchdog has reported is watched again; one whose load it had not seen
+%% (another session's watchdog saw it first) is reported `reloaded' now,
+%% once (more than ?MAX_EACH in one report), and watched again.  The new
+%% code is the baseline of their modules.
+reloaded_reset(Fs0, Seen, #w{funs = {A, B}, meta = Meta, mods = Mods} = W0) ->
+    W = new_code([M || {M, _, _} <- Fs0], W0),
+    Fs = [F || F <- lists:usort(Fs0),
+               lists:keymember(F, 1, A) orelse lists:keymember(F, 1, B),
+               not lists:member(F, W#w.relied)],
+    %% Not for a load this watchdog has seen already (it reported it, or
+    %% an earlier reset of another watchdog's did): its module's code is
+    %% the baseline's.
+    Tell = [F || {M, _, _} = F <- Fs,
+                 maps:get(M, Mods, false) =/= maps:get(M, W#w.mods)],
+    Detail = <<"the module was loaded again, and its new code had no trace "
+               "pattern until another session's watchdog set it again: calls "
+               "of the new code in between were not traced">>,
+    W1 = case length(Tell) > ?MAX_EACH of
+             true ->
+                 Ds = [{{pattern, F}, reloaded, none, none, Seen} || F <- Tell],
+                 grouped(Ds, W, Detail);
+             false ->
+                 lists:foldl(fun(F, WA) ->
+                                     note({pattern, F}, reloaded, Detail,
+                                          undefined, Seen, WA)
+                             end, W, Tell)
+         end,
+    lists:foldl(fun(F, WA) ->
+                        WB = rebase_fun(F, fun_state(F, Meta), WA),
+                        reinstalled({pattern, F}, WB)
+                end, W1, Fs).
+
+gap_detail(reloaded) ->
+    <<"the module was loaded again, and its new code had no trace pattern "
+      "until it was set again: calls in between were not traced">>;
 gap_detail(joined) ->
     <<"the trace pattern was gone (removed by another tool, or the module "
       "was loaded again) until another beamprobe session naming this "
@@ -535,6 +634,8 @@ restored_detail(Why, Relied) ->
            false -> "the trace pattern, removed before, "
        end,
        case Why of
+           reloaded -> "was set on the module's new code (it was loaded "
+                       "again): ";
            joined -> "and a beamprobe session naming this function started "
                      "and set its own: ";
            reinstall -> "was set again (on_tamper => reinstall): "
@@ -542,7 +643,20 @@ restored_detail(Why, Relied) ->
        "its calls are recorded again from here"]).
 
 %% One report for many functions or processes.
-report_many([{{Kind, _}, How, _, _, Seen} | _] = Ds, W) ->
+report_many([{_, How, _, _, _} | _] = Ds, W) ->
+    W1 = grouped(Ds, W, none),
+    case How of
+        reloaded -> reinstall_reloaded([F || {{pattern, F}, _, _, _, _} <- Ds],
+                                       W1);
+        _ when W#w.reinstall ->
+            lists:foldl(fun({Key, _, Base, _, _}, WA) ->
+                                reinstall(Key, Base, WA)
+                        end, W1, Ds);
+        _ -> W1
+    end.
+
+%% The one report of Ds (Why: a detail to add, or none).
+grouped([{{Kind, _}, How, _, _, Seen} | _] = Ds, W, Why) ->
     N = length(Ds),
     Subject = case Kind of
                   pattern -> {functions, N};
@@ -552,33 +666,35 @@ report_many([{{Kind, _}, How, _, _, Seen} | _] = Ds, W) ->
     %% (Patterns gone on more than ?MAX_EACH functions at once are most
     %% often a module loaded again: said as for one function, which the
     %% list of names alone did not.)
-    Detail = text("~s: ~ts~s~s", [case Kind of
-                                      pattern -> "functions";
-                                      procs -> "processes"
-                                  end, lists:join(", ", First),
-                                  [", ..." || N > 5],
-                                  case {Kind, How} of
-                                      {pattern, removed} ->
-                                          " (removed by another tool, or "
-                                          "their module was loaded again)";
-                                      _ -> ""
-                                  end]),
+    Detail = text("~s: ~ts~s~ts", [case Kind of
+                                       pattern -> "functions";
+                                       procs -> "processes"
+                                   end, lists:join(", ", First),
+                                   [", ..." || N > 5],
+                                   case {Kind, How} of
+                                       _ when is_binary(Why) -> [": ", Why];
+                                       {pattern, removed} ->
+                                           " (removed by another tool, or "
+                                           "their module was loaded again)";
+                                       {pattern, reloaded} ->
+                                           [" (their module was loaded again: "
+                                            "the patterns are set on its new "
+                                            "code; calls of the new code "
+                                            "before, at most about ",
+                                            integer_to_list(?TICK_MS + ?CONFIRM_MS),
+                                            " ms, were not traced)"];
+                                       _ -> ""
+                                   end]),
     Fields = [atom_to_binary(Kind), subject_text(Subject),
               atom_to_binary(How), Detail],
     _ = (catch beamprobe_nif:tampered(W#w.res, undefined, Fields)),
-    Rep = lists:foldl(fun({Key, _, _, _, _}, R) -> R#{Key => true} end,
+    Rep = lists:foldl(fun({Key, _, _, _, _}, R) -> R#{Key => How} end,
                       W#w.reported, Ds),
-    W1 = W#w{reported = Rep, count = W#w.count + 1,
-             findings = case W#w.count < ?MAX_FINDINGS of
-                            true -> [{Kind, Subject, How, Seen} | W#w.findings];
-                            false -> W#w.findings
-                        end},
-    case W#w.reinstall of
-        true -> lists:foldl(fun({Key, _, Base, _, _}, WA) ->
-                                    reinstall(Key, Base, WA)
-                            end, W1, Ds);
-        false -> W1
-    end.
+    W#w{reported = Rep, count = W#w.count + 1,
+        findings = case W#w.count < ?MAX_FINDINGS of
+                       true -> [{Kind, Subject, How, Seen} | W#w.findings];
+                       false -> W#w.findings
+                   end}.
 
 subject_text({functions, N}) -> iolist_to_binary([integer_to_list(N), " functions"]);
 subject_text({processes, N}) -> iolist_to_binary([integer_to_list(N), " processes"]);
@@ -590,6 +706,10 @@ subject_text(new) -> <<"new">>;
 subject_text(K) when K =:= send; K =:= 'receive' -> atom_to_binary(K);
 subject_text(P) when is_pid(P) -> list_to_binary(pid_to_list(P)).
 
+detail(pattern, reloaded, _Base, _S, _W) ->
+    text("the module was loaded again: the pattern is set on its new code "
+         "(calls of the new code before, at most about ~b ms, were not "
+         "traced)", [?TICK_MS + ?CONFIRM_MS]);
 detail(pattern, removed, _Base, _S, _W) ->
     <<"the trace pattern is gone (removed by another tool, or the module "
       "was loaded again)">>;

@@ -1,0 +1,221 @@
+%%% @doc A traced module loaded again while sessions run (a hot upgrade,
+%%% `l(M)', `c(M)', `recompile' in iex): the VM drops every trace pattern
+%%% of the module, the new code has none.  Before, each session reported
+%%% `{pattern, MFA, removed}' ("removed by another tool, or the module was
+%%% loaded again") and recorded none of the new code's calls for the rest
+%%% of its run.  Now the session's watchdog sees that the module's code
+%%% changed (another MD5, or old code where there was none), sets the
+%%% pattern on the new code, and reports `reloaded' with the gap (in
+%%% info/1, the trace and on the printer); a removal by another tool
+%%% stays `removed' and is not undone.
+%%%
+%%% Run: make && ct_run -noshell -pa ebin -pa _build/test -dir test
+%%%      -suite beamprobe_code_reload_SUITE -logdir _build/ct_logs
+-module(beamprobe_code_reload_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, suite/0, init_per_suite/1, end_per_suite/1,
+         init_per_testcase/2, end_per_testcase/2]).
+-export([same_code_again/1, new_version/1, meta_session/1,
+         many_functions/1, removal_not_undone/1, shell_printer/1]).
+
+-define(L, beamprobe_test_lib).
+-define(M, bpcr_target).
+-define(F, {?M, f, 1}).
+-define(WITHIN_MS, 5000).
+
+suite() -> [{timetrap, {seconds, 120}}].
+
+all() ->
+    [same_code_again, new_version, meta_session, many_functions,
+     removal_not_undone, shell_printer].
+
+init_per_suite(Config) ->
+    ok = ?L:require_tracer(),
+    Config.
+
+end_per_suite(_Config) ->
+    ok.
+
+init_per_testcase(Case, Config) ->
+    {Bin1, Bin2} = {target(1), target(2)},
+    _ = code:purge(?M),
+    _ = code:delete(?M),
+    _ = code:purge(?M),
+    {module, ?M} = code:load_binary(?M, "bpcr_target.erl", Bin1),
+    %% No old code: a load of the same binary shows as old code.
+    _ = code:purge(?M),
+    [{bins, {Bin1, Bin2}} | ?L:init_case(Case, Config)].
+
+end_per_testcase(_Case, _Config) ->
+    _ = [beamprobe:stop(S) || S <- beamprobe:list()],
+    _ = code:purge(?M),
+    _ = code:delete(?M),
+    _ = code:purge(?M),
+    ok.
+
+%% The traced module, version V (f/1 adds V; g/1 .. j/1 for the
+%% many-functions case).
+target(V) ->
+    Src = io_lib:format(
+            "-module(~s).~n-export([f/1, g/1, h/1, i/1, j/1]).~n"
+            "f(X) -> X + ~b.~ng(X) -> X.~nh(X) -> X.~ni(X) -> X.~nj(X) -> X.~n",
+            [?M, V]),
+    {ok, Ts, _} = erl_scan:string(lists:flatten(Src)),
+    Forms = split_forms(Ts, [], []),
+    {ok, ?M, Bin} = compile:forms(Forms, [binary]),
+    Bin.
+
+split_forms([], [], Acc) -> lists:reverse(Acc);
+split_forms([{dot, _} = D | Rest], Cur, Acc) ->
+    {ok, F} = erl_parse:parse_form(lists:reverse([D | Cur])),
+    split_forms(Rest, [], [F | Acc]);
+split_forms([T | Rest], Cur, Acc) ->
+    split_forms(Rest, [T | Cur], Acc).
+
+load(Bin) ->
+    {module, ?M} = code:load_binary(?M, "bpcr_target.erl", Bin),
+    ok.
+
+tampered(S) ->
+    {ok, #{tampered := T}} = beamprobe:info(S),
+    [{K, Sub, How} || {K, Sub, How, _} <- T].
+
+wait_tampered(S, Want) ->
+    _ = ?L:wait_until(fun() -> tampered(S) =:= Want end, ?WITHIN_MS),
+    ok.
+
+%% Calls in a process of its own (its pid tells its events apart).
+calls(Xs) ->
+    Self = self(),
+    P = spawn(fun() -> [?M:f(X) || X <- Xs], Self ! {done, self()} end),
+    receive {done, P} -> P after 5000 -> ct:fail(calls_hang) end.
+
+args(Evs, P) ->
+    [A || #{fields := #{<<"args">> := A}} <- ?L:events(Evs, "call", P)].
+
+%% The same binary loaded again (l(M) of an unchanged module): two
+%% sessions on f/1, one with a condition; both record the new code's
+%% calls, each reports `reloaded' once, the trace says so, nothing of
+%% beamprobe's is left after the stops.  The old tree: both reported
+%% `removed', and neither recorded a call after the load.
+same_code_again(Config) ->
+    {Bin1, _} = ?config(bins, Config),
+    DA = ?L:dir(Config, "a"),
+    DB = ?L:dir(Config, "b"),
+    A = ?L:start(#{calls => [?F], output => {file, DA}}),
+    B = ?L:start(#{calls => [{?F, [{[1], [], []}]}], output => {file, DB}}),
+    P1 = calls([1, 2]),
+    ok = load(Bin1),
+    Want = [{pattern, ?F, reloaded}],
+    ok = wait_tampered(A, Want),
+    ok = wait_tampered(B, Want),
+    ?assertEqual({traced, local}, erlang:trace_info(?F, traced)),
+    P2 = calls([1, 3]),
+    timer:sleep(700),                   % a watchdog round more: one report
+    ?assertEqual(Want, tampered(A)),
+    ?assertEqual(Want, tampered(B)),
+    _ = ?L:stop(A),
+    _ = ?L:stop(B),
+    TA = ?L:trace(DA),
+    TB = ?L:trace(DB),
+    ?assertEqual([<<"(1)">>, <<"(2)">>], args(TA, P1)),
+    ?assertEqual([<<"(1)">>, <<"(3)">>], args(TA, P2)),
+    ?assertEqual([<<"(1)">>], args(TB, P1)),
+    ?assertEqual([<<"(1)">>], args(TB, P2)),
+    [?assertMatch([#{fields := #{<<"how">> := <<"reloaded">>}}],
+                  ?L:events(T, "tampered")) || T <- [TA, TB]],
+    ?L:assert_no_trace_state([], [?F]).
+
+%% A new version (another MD5): its calls are recorded with the new
+%% code's results, and a second load after that is followed too.
+new_version(Config) ->
+    {Bin1, Bin2} = ?config(bins, Config),
+    D = ?L:dir(Config, "t"),
+    S = ?L:start(#{calls => [?F], return => true, output => {file, D}}),
+    ok = load(Bin2),
+    ok = wait_tampered(S, [{pattern, ?F, reloaded}]),
+    P1 = calls([10]),
+    _ = code:purge(?M),
+    ok = load(Bin1),
+    _ = ?L:wait_until(fun() -> length(tampered(S)) =:= 2 end, ?WITHIN_MS),
+    ?assertEqual([{pattern, ?F, reloaded}, {pattern, ?F, reloaded}],
+                 tampered(S)),
+    P2 = calls([10]),
+    _ = ?L:stop(S),
+    T = ?L:trace(D),
+    Ret = fun(P) -> [R || #{fields := #{<<"result">> := R}}
+                              <- ?L:events(T, "return_from", P)]
+          end,
+    ?assertEqual([<<"12">>], Ret(P1)),
+    ?assertEqual([<<"11">>], Ret(P2)),
+    ?L:assert_no_trace_state([], [?F]).
+
+%% A meta session (every process's calls): the same.
+meta_session(Config) ->
+    {Bin1, _} = ?config(bins, Config),
+    D = ?L:dir(Config, "m"),
+    S = ?L:start(#{meta => true, calls => [?F], output => {file, D}}),
+    ok = load(Bin1),
+    ok = wait_tampered(S, [{pattern, ?F, reloaded}]),
+    ?assertMatch({meta, _}, erlang:trace_info(?F, meta)),
+    P = calls([7]),
+    _ = ?L:stop(S),
+    ?assertEqual([<<"(7)">>], args(?L:trace(D), P)),
+    ?assertEqual({meta, false}, erlang:trace_info(?F, meta)).
+
+%% A wildcard over the module (5 functions: one report for all of them),
+%% every function traced again.
+many_functions(Config) ->
+    {Bin1, _} = ?config(bins, Config),
+    S = ?L:start(#{calls => [{?M, '_', '_'}],
+                   output => {file, ?L:dir(Config, "w")}}),
+    S2 = ?L:start(#{calls => [{?M, '_', '_'}],
+                    output => {file, ?L:dir(Config, "w2")}}),
+    ok = load(Bin1),
+    _ = ?L:wait_until(fun() -> tampered(S) =/= [] andalso tampered(S2) =/= []
+                      end, ?WITHIN_MS),
+    timer:sleep(1200),                  % no second report comes
+    %% (f/1 .. j/1 and module_info/0,1: 7 functions.)
+    ?assertEqual([{pattern, {functions, 7}, reloaded}], tampered(S)),
+    ?assertEqual([{pattern, {functions, 7}, reloaded}], tampered(S2)),
+    _ = ?L:stop(S2),
+    _ = ?L:wait_until(
+          fun() ->
+                  lists:all(fun(F) -> erlang:trace_info({?M, F, 1}, traced)
+                                          =:= {traced, local} end,
+                            [f, g, h, i, j])
+          end, ?WITHIN_MS),
+    _ = ?L:stop(S),
+    ?L:assert_no_trace_state([], [{?M, F, 1} || F <- [f, g, h, i, j]]).
+
+%% Another tool removing the pattern (the code unchanged) is still
+%% `removed', and the pattern stays removed (not set again behind the
+%% tool's back); a load after that is not taken for the removal's cause.
+removal_not_undone(Config) ->
+    D = ?L:dir(Config, "r"),
+    S = ?L:start(#{calls => [?F], output => {file, D}}),
+    1 = erlang:trace_pattern(?F, false, [local]),
+    ok = wait_tampered(S, [{pattern, ?F, removed}]),
+    timer:sleep(700),
+    ?assertEqual({traced, false}, erlang:trace_info(?F, traced)),
+    _ = ?L:stop(S),
+    ?L:assert_no_trace_state([], [?F]).
+
+%% The shell's printer says what happened, not "another tool reloaded".
+shell_printer(Config) ->
+    {Bin1, _} = ?config(bins, Config),
+    Cap = beamprobe_shell_lib:cap(),
+    1 = beamprobe:calls(?F, 100, #{io_server => Cap}),
+    ok = load(Bin1),
+    beamprobe_shell_lib:wait_text(
+      Cap, "% beamprobe: bpcr_target:f/1: the module was loaded again: "
+           "the pattern is set on its new code", ?WITHIN_MS),
+    _ = calls([42]),
+    beamprobe_shell_lib:wait_text(Cap, "bpcr_target:f(42)", ?WITHIN_MS),
+    ?assertEqual(nomatch, string:find(beamprobe_shell_lib:cap_text(Cap),
+                                      "another tool")),
+    ok = beamprobe:clear(),
+    _ = Config.
