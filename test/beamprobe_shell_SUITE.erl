@@ -491,18 +491,22 @@ patterns_two_arities(_Config) ->
                  [what(L) || L <- event_lines(Cap2)]),
     wait_no_session().
 
-%% A trace of a whole module whose module is loaded again: the line that
-%% says its patterns are gone names the reload as the likely cause, as it
-%% does for one function (for more than three it listed the functions
-%% only: "another tool removed the pattern on 10 functions: functions:
-%% ...").
+%% A trace of a whole module whose module is loaded again: one line says
+%% so (for more than three functions it listed the functions only:
+%% "another tool removed the pattern on 10 functions: functions: ..."),
+%% and the trace goes on with the new code (it stopped there, until the
+%% patterns were followed onto the new code: beamprobe_code_reload_SUITE).
 module_reloaded_said(_Config) ->
     Cap = cap(),
     N = ok_calls({?T, '_', '_'}, 100, #{io_server => Cap}),
     ?assert(N > 3),
     _ = code:purge(?T),
     ?T = beamprobe_shell_lib:load_src(beamprobe_shell_lib:target_src()),
-    wait_text(Cap, "or their module was loaded again)\n", 5000),
+    wait_text(Cap, "(their module was loaded again: the patterns are set on "
+                   "its new code", 5000),
+    ?assertEqual(nomatch, string:find(cap_text(Cap), "another tool")),
+    _ = ?T:f(77),
+    wait_text(Cap, "call bpsh_target:f(77)", 5000),
     ok = beamprobe:clear(),
     wait_no_session(),
     _ = code:purge(?T).
