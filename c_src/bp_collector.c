@@ -78,6 +78,7 @@ static void account(struct bp_session *s, uint32_t idx)
 	if (sl)
 		bp_counter_add(&sl->drops[BP_DROP_IO_ERROR],
 			    st->lost - st->seen_lost);
+	bp_tcp_file_lost(s->tcp, idx, st->lost - st->seen_lost);
 	st->seen_lost = st->lost;
 }
 
@@ -208,10 +209,10 @@ static struct bp_ctf_stream *stream_for(struct bp_session *s, uint32_t idx,
 }
 
 /* Adds ev to st; an event that cannot be written is counted as lost (one
- * past the bytes limit as the limit's, and the session ends). */
-static void write_event(struct bp_session *s, struct bp_slot *sl,
-			struct bp_ctf_stream *st, const uint8_t *ev,
-			uint32_t len, uint64_t discarded, int aux)
+ * past the bytes limit as the limit's, and the session ends): 1 then. */
+static int write_event(struct bp_session *s, struct bp_slot *sl,
+		       struct bp_ctf_stream *st, const uint8_t *ev,
+		       uint32_t len, uint64_t discarded, int aux)
 {
 	uint64_t before = stream_share(st);
 	int err;
@@ -219,7 +220,7 @@ static void write_event(struct bp_session *s, struct bp_slot *sl,
 	if (!within_limit(s, st, before, len,
 			  bp_get_u16(ev + BP_EV_OFF_ID) == BP_EV_DROPS)) {
 		refuse(s, sl, aux);
-		return;
+		return 1;
 	}
 	err = bp_ctf_stream_add(st, ev, len, discarded);
 	reproject(s, st, before);
@@ -231,6 +232,7 @@ static void write_event(struct bp_session *s, struct bp_slot *sl,
 		if (!aux)
 			bp_counter_add(&sl->drops[BP_DROP_IO_ERROR], 1);
 	}
+	return err != 0;
 }
 
 /* Counts one event and hands it to every sink that wants it.  An event
@@ -243,6 +245,7 @@ static void add_event(struct bp_session *s, struct bp_slot *sl,
 	/* Internal classes go to the file whatever its `events' say. */
 	int always = aux || id == BP_EV_TAMPERED || id == BP_EV_MONITOR ||
 		     id == BP_EV_SAMPLE;
+	int file_lost = 0; /* the files lost it (the stream may too) */
 
 	if (s->has_file &&
 	    (always || (id < 64 && (s->file_kinds & (1ull << id))))) {
@@ -250,11 +253,15 @@ static void add_event(struct bp_session *s, struct bp_slot *sl,
 		struct bp_ctf_stream *st =
 			stream_for(s, sl->index, len, &refused);
 		if (st)
-			write_event(s, sl, st, ev, len, discarded, aux);
-		else if (refused)
+			file_lost = write_event(s, sl, st, ev, len, discarded,
+						aux);
+		else if (refused) {
 			refuse(s, sl, aux);
-		else if (!aux) /* the stream file cannot be created */
+			file_lost = 1;
+		} else if (!aux) { /* the stream file cannot be created */
 			bp_counter_add(&sl->drops[BP_DROP_IO_ERROR], 1);
+			file_lost = 1;
+		}
 	} else {
 		atomic_fetch_add_explicit(aux ? &s->aux_events : &s->events, 1,
 					  memory_order_relaxed);
@@ -262,7 +269,7 @@ static void add_event(struct bp_session *s, struct bp_slot *sl,
 	for (uint32_t i = 0; i < s->nhandlers; i++)
 		bp_handler_add(s, &s->handlers[i], ev, len);
 	if (s->tcp && (always || (id < 64 && (s->tcp_kinds & (1ull << id)))))
-		bp_tcp_add(s, sl, ev, len);
+		bp_tcp_add(s, sl, ev, len, file_lost);
 	if (s->has_lttng &&
 	    (always || (id < 64 && (s->lttng_kinds & (1ull << id)))))
 		bp_lttng_emit(ev, len, s->lttng_id);

@@ -27,6 +27,7 @@
 #include "bp_follow.h"
 #include "bp_hub.h"
 #include "bp_job.h"
+#include "bp_losses.h"
 #include "bp_membar.h"
 #include "bp_retstack.h"
 #include "bp_nif.h"
@@ -257,46 +258,26 @@ static struct bp_session *arg_session(ErlNifEnv *env, ERL_NIF_TERM t)
 
 static ERL_NIF_TERM stats_map(ErlNifEnv *env, struct bp_session *s)
 {
-	uint64_t d[BP_DROP_COUNT], total = 0;
+	struct bp_losses l;
 	ERL_NIF_TERM dropped = enif_make_new_map(env), m, st;
 	static const char *const reasons[] = {"none", "events", "bytes",
 					      "overflow", "io_error",
 					      "owner_dead", "rate"};
 	int sr = atomic_load(&s->stop_reason);
 
-	bp_session_drops(s, d);
-	for (int c = 0; c < BP_DROP_COUNT; c++) {
-		total += d[c];
+	bp_losses_get(s, &l);
+	for (int c = 0; c < BP_DROP_COUNT; c++)
 		enif_make_map_put(env, dropped,
 				  enif_make_atom(env, bp_drop_cause_names[c]),
-				  enif_make_uint64(env, d[c]), &dropped);
-	}
-	if (s->tcp) {
-		struct bp_tcp_counts tc;
-		bp_tcp_counts(s->tcp, &tc);
-		total += tc.events_dropped;
-		enif_make_map_put(env, dropped, enif_make_atom(env, "stream"),
-				  enif_make_uint64(env, tc.events_dropped),
-				  &dropped);
-	}
-	if (s->follow) {
-		/* A follow session's per-request budget (bp_follow.h). */
-		static const struct {
-			const char *name;
-			enum bp_follow_count i;
-		} fl[] = {{"request_events", BP_FC_EVENTS},
-			  {"request_ms", BP_FC_MS},
-			  {"request_table", BP_FC_TABLE}};
-		for (size_t i = 0; i < sizeof fl / sizeof *fl; i++) {
-			uint64_t v = bp_follow_count(s->follow, fl[i].i);
-			total += v;
-			enif_make_map_put(env, dropped,
-					  enif_make_atom(env, fl[i].name),
-					  enif_make_uint64(env, v), &dropped);
-		}
-	}
+				  enif_make_uint64(env, l.d[c]), &dropped);
+	for (int c = 0; c < BP_SL_COUNT; c++)
+		if (l.has[c])
+			enif_make_map_put(
+				env, dropped,
+				enif_make_atom(env, bp_session_loss_names[c]),
+				enif_make_uint64(env, l.sl[c]), &dropped);
 	enif_make_map_put(env, dropped, bp_atom.total,
-			  enif_make_uint64(env, total), &dropped);
+			  enif_make_uint64(env, l.total), &dropped);
 	switch (atomic_load(&s->state)) {
 	case BP_S_RUNNING: st = bp_atom.running; break;
 	case BP_S_PAUSED: st = bp_atom.paused; break;
@@ -348,6 +329,17 @@ static ERL_NIF_TERM stats_map(ErlNifEnv *env, struct bp_session *s)
 			sinks = enif_make_list_cell(env, hm, sinks);
 	}
 	enif_make_map_put(env, m, bp_atom.handlers, sinks, &m);
+	if (l.has_tcp) {
+		/* Each sink's own losses: what its trace says (bp_losses.h). */
+		ERL_NIF_TERM by = enif_make_new_map(env);
+		if (l.has_file)
+			enif_make_map_put(env, by, enif_make_atom(env, "file"),
+					  enif_make_uint64(env, l.file), &by);
+		enif_make_map_put(env, by, enif_make_atom(env, "tcp"),
+				  enif_make_uint64(env, l.tcp), &by);
+		enif_make_map_put(env, m, enif_make_atom(env, "lost_by_sink"),
+				  by, &m);
+	}
 	if (s->follow) {
 		ERL_NIF_TERM fk[] = {enif_make_atom(env, "started"),
 				     enif_make_atom(env, "cut"),

@@ -19,7 +19,7 @@
 
 #include "bp_atoms.h"
 #include "bp_ctf.h"
-#include "bp_follow.h"
+#include "bp_losses.h"
 #include "bp_nif.h"
 #include "bp_output.h"
 #include "bp_session.h"
@@ -283,43 +283,18 @@ ERL_NIF_TERM bp_output_create_file(ErlNifEnv *env, ERL_NIF_TERM file)
 }
 
 /* Env session_lost (bp_format.h): the session's losses per cause, as
- * the summary's `dropped' says them (bp_nif.c, stats_map): those of
+ * the summary's `dropped' says them (bp_losses.h): those of
  * BP_DROP_CAUSES, then a follow session's request budget and the TCP
  * stream sink's (BP_SESSION_LOSSES), when the session has them. */
 static int record_losses(struct bp_session *s)
 {
-	/* "cause=N," is at most 16 + 1 + 20 + 1 bytes a cause. */
-	char v[(BP_DROP_COUNT + BP_SL_COUNT) * 38 + 1];
-	uint64_t d[BP_DROP_COUNT], sl[BP_SL_COUNT];
-	int has[BP_SL_COUNT] = {0};
-	size_t n = 0;
+	char v[BP_LOSSES_TEXT_MAX];
+	struct bp_losses l;
+	int err;
 
-	bp_session_drops(s, d);
-	v[0] = '\0';
-	for (int c = 0; c < BP_DROP_COUNT; c++)
-		n += (size_t)snprintf(v + n, sizeof v - n, "%s%s=%" PRIu64,
-				      c ? "," : "", bp_drop_cause_names[c],
-				      d[c]);
-	if (s->follow) {
-		sl[BP_SL_REQUEST_EVENTS] = bp_follow_count(s->follow,
-							   BP_FC_EVENTS);
-		sl[BP_SL_REQUEST_MS] = bp_follow_count(s->follow, BP_FC_MS);
-		sl[BP_SL_REQUEST_TABLE] = bp_follow_count(s->follow,
-							  BP_FC_TABLE);
-		has[BP_SL_REQUEST_EVENTS] = has[BP_SL_REQUEST_MS] =
-			has[BP_SL_REQUEST_TABLE] = 1;
-	}
-	if (s->tcp) {
-		struct bp_tcp_counts tc;
-		bp_tcp_counts(s->tcp, &tc);
-		sl[BP_SL_STREAM] = tc.events_dropped;
-		has[BP_SL_STREAM] = 1;
-	}
-	for (int c = 0; c < BP_SL_COUNT; c++)
-		if (has[c])
-			n += (size_t)snprintf(v + n, sizeof v - n,
-					      ",%s=%" PRIu64,
-					      bp_session_loss_names[c], sl[c]);
+	bp_losses_get(s, &l);
+	if ((err = bp_losses_file_text(&l, v, sizeof v)) != 0)
+		return err;
 	return bp_ctf_add_env_at(s->dirfd, BP_ENV_SESSION_LOST, v);
 }
 

@@ -55,12 +55,20 @@ struct tcp_stream {
 	uint64_t ts_begin, ts_end, last_ts;
 	uint64_t seq;
 	uint64_t lost; /* user events dropped by this sink */
+	uint32_t flost; /* of the packet's user events, those the files
+			   lost (bp_tcp_add's file_lost) */
+	/* Losses of both sinks not known event by event (a file packet
+	 * that could not be written lost events the stream had already
+	 * taken): the stream's losses of events the files took, and the
+	 * files' losses found after the event, not yet paired (match). */
+	uint64_t own_unpaired, file_unpaired;
 };
 
 struct frame {
 	uint32_t len;     /* bytes, header included */
 	uint32_t events;  /* user events in it */
 	uint32_t slot;
+	uint32_t flost;   /* of them, events the files lost too */
 };
 
 struct bp_tcp_sink {
@@ -99,6 +107,8 @@ struct bp_tcp_sink {
 	_Atomic uint64_t packets_sent, bytes_sent, connects, disconnects;
 	_Atomic uint64_t packets_dropped, events_dropped, refused;
 	_Atomic uint64_t events_unconfirmed, auth_failures;
+	_Atomic uint64_t events_both; /* of events_dropped: the files lost
+					 them too (bp_losses.h) */
 	_Atomic int connected, auth_failure;
 };
 
@@ -164,6 +174,43 @@ static uint64_t mono_ns(void)
 static void bump(_Atomic uint64_t *c, uint64_t n)
 {
 	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+/* Pairs stream i's losses of events the files took with the files'
+ * losses found later (bp_tcp_file_lost): an event of a file packet that
+ * could not be written may be one the stream lost too.  Counted as
+ * both sinks' while both have unpaired ones, so that the total never
+ * counts an event twice (it may then count one the stream lost, of the
+ * files' unwritten packets, as the files' alone). */
+static void pair(struct bp_tcp_sink *t, struct tcp_stream *st)
+{
+	uint64_t n = st->own_unpaired < st->file_unpaired ? st->own_unpaired
+							  : st->file_unpaired;
+
+	st->own_unpaired -= n;
+	st->file_unpaired -= n;
+	bump(&t->events_both, n);
+}
+
+/* The stream lost `events' user events of stream i, `flost' of them lost
+ * to the files too. */
+static void lose(struct bp_tcp_sink *t, uint32_t i, uint64_t events,
+		 uint64_t flost)
+{
+	struct tcp_stream *st = &t->streams[i];
+
+	bump(&t->events_dropped, events);
+	bump(&t->events_both, flost);
+	st->own_unpaired += events - flost;
+	pair(t, st);
+}
+
+void bp_tcp_file_lost(struct bp_tcp_sink *t, uint32_t i, uint64_t n)
+{
+	if (!t || i >= t->max_slots || !n)
+		return;
+	t->streams[i].file_unpaired += n;
+	pair(t, &t->streams[i]);
 }
 
 struct bp_tcp_sink *bp_tcp_new(struct bp_session *owner,
@@ -665,7 +712,7 @@ static void queue_packet(struct bp_session *s, uint32_t i)
 			   st->ts_begin, st->ts_begin, BP_PACKET_HEADER_SIZE,
 			   0, 0);
 		t->frames[(t->fhead + t->fcount) % MAX_FRAMES] =
-			(struct frame){(uint32_t)n0, 0, i};
+			(struct frame){(uint32_t)n0, 0, i, 0};
 		t->fcount++;
 		t->qlen += n0;
 		st->seq = 1;
@@ -677,18 +724,18 @@ static void queue_packet(struct bp_session *s, uint32_t i)
 	put_frame_hdr(t->q + t->qlen, BP_STREAM_PACKET, (uint32_t)st->len);
 	memcpy(t->q + t->qlen + BP_STREAM_FRAME_HDR, st->buf, st->len);
 	t->frames[(t->fhead + t->fcount) % MAX_FRAMES] =
-		(struct frame){(uint32_t)need, user, i};
+		(struct frame){(uint32_t)need, user, i, st->flost};
 	t->fcount++;
 	t->qlen += need;
 	st->seq++;
 	goto done;
 drop:
 	bump(&t->packets_dropped, 1);
-	bump(&t->events_dropped, user);
+	lose(t, i, user, st->flost);
 	st->lost += user;
 done:
 	st->len = BP_PACKET_HEADER_SIZE;
-	st->nevents = st->naux = 0;
+	st->nevents = st->naux = st->flost = 0;
 }
 
 static struct tcp_stream *stream(struct bp_tcp_sink *t, uint32_t i)
@@ -705,7 +752,7 @@ static struct tcp_stream *stream(struct bp_tcp_sink *t, uint32_t i)
 }
 
 static void add_to(struct bp_session *s, uint32_t i, const uint8_t *ev,
-		   uint32_t len, int aux)
+		   uint32_t len, int aux, int file_lost)
 {
 	struct bp_tcp_sink *t = s->tcp;
 	struct tcp_stream *st = stream(t, i);
@@ -714,7 +761,7 @@ static void add_to(struct bp_session *s, uint32_t i, const uint8_t *ev,
 	if (!st || len < BP_EVENT_HEADER_SIZE ||
 	    len > t->packet_size - BP_PACKET_HEADER_SIZE) {
 		if (!aux) {
-			bump(&t->events_dropped, 1);
+			lose(t, i, 1, file_lost != 0);
 			if (st)
 				st->lost++;
 		}
@@ -734,14 +781,16 @@ static void add_to(struct bp_session *s, uint32_t i, const uint8_t *ev,
 	st->len += len;
 	st->nevents++;
 	st->naux += aux != 0;
+	st->flost += !aux && file_lost;
 }
 
 void bp_tcp_add(struct bp_session *s, struct bp_slot *sl, const uint8_t *ev,
-		uint32_t len)
+		uint32_t len, int file_lost)
 {
 	uint16_t id = bp_get_u16(ev + BP_EV_OFF_ID);
 
-	add_to(s, sl->index, ev, len, id == BP_EV_PROCESS || id == BP_EV_DROPS);
+	add_to(s, sl->index, ev, len, id == BP_EV_PROCESS || id == BP_EV_DROPS,
+	       file_lost);
 }
 
 void bp_tcp_flush(struct bp_session *s, int force)
@@ -786,7 +835,7 @@ static void add_drops(struct bp_session *s)
 		off = bp_ev_header(ev, BP_EV_DROPS, bp_now(), 0);
 		for (int c = 0; c < BP_DROP_COUNT; c++, off += 8)
 			bp_put_u64(ev + off, d[c]);
-		add_to(s, i, ev, (uint32_t)off, 1);
+		add_to(s, i, ev, (uint32_t)off, 1, 0);
 	}
 }
 
@@ -803,7 +852,7 @@ void bp_tcp_finish(struct bp_session *s)
 	if (room(s, BP_STREAM_FRAME_HDR)) {
 		put_frame_hdr(t->q + t->qlen, BP_STREAM_END, 0);
 		t->frames[(t->fhead + t->fcount) % MAX_FRAMES] =
-			(struct frame){BP_STREAM_FRAME_HDR, 0, UINT32_MAX};
+			(struct frame){BP_STREAM_FRAME_HDR, 0, UINT32_MAX, 0};
 		t->fcount++;
 		t->qlen += BP_STREAM_FRAME_HDR;
 	}
@@ -820,7 +869,7 @@ void bp_tcp_finish(struct bp_session *s)
 		if (f->slot == UINT32_MAX)
 			continue;
 		bump(&t->packets_dropped, 1);
-		bump(&t->events_dropped, f->events);
+		lose(t, f->slot, f->events, f->flost);
 		if (i < t->nsent)
 			bump(&t->events_unconfirmed, f->events);
 	}
@@ -843,6 +892,7 @@ void bp_tcp_counts(struct bp_tcp_sink *t, struct bp_tcp_counts *c)
 	c->events_dropped = atomic_load(&t->events_dropped);
 	c->refused = atomic_load(&t->refused);
 	c->events_unconfirmed = atomic_load(&t->events_unconfirmed);
+	c->events_both = atomic_load(&t->events_both);
 	c->auth_failures = atomic_load(&t->auth_failures);
 	c->auth_failure = atomic_load(&t->auth_failure);
 	c->connected = atomic_load(&t->connected);

@@ -118,6 +118,8 @@ struct bp_tcp_counts {
 	uint64_t events_unconfirmed; /* of events_dropped: sent, but not
 					confirmed before the end's wait ran
 					out (they may have arrived) */
+	uint64_t events_both; /* of events_dropped: events the file sink
+				 lost too (bp_losses.h) */
 	uint64_t auth_failures; /* connections closed by the handshake */
 	int auth_failure;       /* the last one's enum bp_stream_auth_failure */
 	int connected;
@@ -140,9 +142,17 @@ int bp_tcp_set_token(struct bp_tcp_sink *t, const uint8_t *token,
 int bp_tcp_set_metadata(struct bp_tcp_sink *t, const uint8_t uuid[16],
 			const char *text, size_t len);
 
-/* Adds one event of slot sl (collector thread). */
+/* Adds one event of slot sl (collector thread); file_lost: the file
+ * sink lost it (refused or not written), so that a loss of both sinks
+ * is counted once (bp_losses.h). */
 void bp_tcp_add(struct bp_session *s, struct bp_slot *sl, const uint8_t *ev,
-		uint32_t len);
+		uint32_t len, int file_lost);
+
+/* The files lost n more user events of slot i that went into a file
+ * packet (one that could not be written, files removed): paired with
+ * the stream's losses of that slot, counted once (bp_losses.h).  A NULL
+ * t does nothing.  Collector thread. */
+void bp_tcp_file_lost(struct bp_tcp_sink *t, uint32_t i, uint64_t n);
 
 /* Queues partial packets (force: even empty ones) and sends what the
  * socket takes now; connects or reconnects when due.  Never blocks.

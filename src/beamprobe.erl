@@ -171,7 +171,11 @@
           stop_reason := atom(),
           atom() => term()}.
 %% What a session recorded: `events' written, `dropped' by cause
-%% (ring_full, overwritten, limit, stopped, ...), bytes written; and
+%% (ring_full, overwritten, limit, stopped, ...; `total' counts an event
+%% lost by both a file sink and a TCP stream once, under the files'
+%% cause, `stream' being the stream's losses of events the files hold),
+%% bytes written; with a TCP stream, `lost_by_sink' (`#{file => N, tcp
+%% => N}'): the events each sink's trace lacks; and
 %% `handlers', per handler sink, `#{delivered, dropped, in_flight,
 %% slow_output, handler_down}': events in batches the handler
 %% acknowledged, events lost (`dropped', by cause: `slow_output', batches

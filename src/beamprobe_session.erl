@@ -792,9 +792,14 @@ finish(#st{res = Res, config = C, started = T0} = St, Why) ->
             nif_reloads => St#st.nif_reloads,
             tag => maps:get(tag, C)},
     _ = [beamprobe_handler:stop(H, Why) || H <- St1#st.handlers],
+    %% Each sink's own losses, with a TCP stream (bp_losses.h).
+    SumS = case Stats of
+               #{lost_by_sink := BySink} -> Sum#{lost_by_sink => BySink};
+               _ -> Sum
+           end,
     Sum1 = case Stats of
-               #{nif_error := NE} -> maps:merge(Sum#{nif_error => NE}, Coexist);
-               _ -> maps:merge(Sum, Coexist)
+               #{nif_error := NE} -> maps:merge(SumS#{nif_error => NE}, Coexist);
+               _ -> maps:merge(SumS, Coexist)
            end,
     %% The resource is not used after the stop (info/1 and dump/1 answer
     %% from the summary); not kept, so that it can be freed (ended/1).
