@@ -100,3 +100,24 @@ int bp_losses_file_text(const struct bp_losses *l, char *v, size_t cap)
 				  l->sl[c]);
 	return err;
 }
+
+int bp_losses_stream_text(struct bp_session *s, char *v, size_t cap)
+{
+	uint64_t d[BP_DROP_COUNT], sl[BP_SL_COUNT];
+	int has[BP_SL_COUNT] = {0}, err = 0;
+	struct bp_tcp_counts tc;
+	size_t n = 0;
+
+	if (cap)
+		v[0] = '\0';
+	source_drops(s, d);
+	bp_tcp_counts(s->tcp, &tc);
+	d[BP_DROP_IO_ERROR] += tc.events_dropped;
+	(void)follow_losses(s, sl, has);
+	for (int c = 0; c < BP_DROP_COUNT && !err; c++)
+		err = put(v, cap, &n, bp_drop_cause_names[c], d[c]);
+	for (int c = 0; c < BP_SL_COUNT && !err; c++)
+		if (has[c])
+			err = put(v, cap, &n, bp_session_loss_names[c], sl[c]);
+	return err;
+}

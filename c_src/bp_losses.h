@@ -1,6 +1,7 @@
 /* bp_losses.h -- a session's losses as its summary, its files' stop
- * record (env session_lost) say them: each event counted once, whatever
- * number of sinks lost it (docs/format.md, "session_lost"; docs/tutorial.md).
+ * record (env session_lost) and its TCP stream's stop record (the END
+ * frame's payload) say them: each event counted once, whatever number
+ * of sinks lost it (docs/format.md, "session_lost"; docs/tutorial.md).
  *
  * An event is lost at the source (rings, rate, the events limit, the
  * stop, a follow request's budget: every sink lacks it) or by one sink:
@@ -39,7 +40,14 @@ void bp_losses_get(struct bp_session *s, struct bp_losses *l);
  * 0, or ENOSPC if cap is too small. */
 int bp_losses_file_text(const struct bp_losses *l, char *v, size_t cap);
 
-/* Room enough for the text. */
+/* The TCP stream's stop record, written by the receiver as the received
+ * trace's env session_lost: the losses at the source by cause, the
+ * stream's own as io_error (as its drops events say them), a follow
+ * session's request budget; no `stream' (the received trace is the
+ * stream).  0, or ENOSPC. */
+int bp_losses_stream_text(struct bp_session *s, char *v, size_t cap);
+
+/* Room enough for either text. */
 #define BP_LOSSES_TEXT_MAX ((BP_DROP_COUNT + BP_SL_COUNT) * 38 + 1)
 
 #endif /* BP_LOSSES_H */

@@ -30,6 +30,7 @@
  */
 #include "bp_sink_tcp.h"
 #include "bp_sink_tcp_auth.h"
+#include "bp_losses.h"
 #include "bp_session.h"
 
 #include <errno.h>
@@ -842,6 +843,8 @@ static void add_drops(struct bp_session *s)
 void bp_tcp_finish(struct bp_session *s)
 {
 	struct bp_tcp_sink *t = s->tcp;
+	char rec[BP_LOSSES_TEXT_MAX];
+	size_t rl;
 
 	if (t->ended)
 		return;
@@ -849,12 +852,20 @@ void bp_tcp_finish(struct bp_session *s)
 	(void)end_deadline(s);
 	add_drops(s);
 	bp_tcp_flush(s, 0);
-	if (room(s, BP_STREAM_FRAME_HDR)) {
-		put_frame_hdr(t->q + t->qlen, BP_STREAM_END, 0);
+	/* END carries the stop record: the losses as the stream's receiver
+	 * lacks them, every frame before END having reached it (bp_losses.h;
+	 * the receiver writes it as its trace's env session_lost). */
+	if (bp_losses_stream_text(s, rec, sizeof rec) != 0)
+		rec[0] = '\0';
+	rl = strlen(rec);
+	if (room(s, BP_STREAM_FRAME_HDR + rl)) {
+		put_frame_hdr(t->q + t->qlen, BP_STREAM_END, (uint32_t)rl);
+		memcpy(t->q + t->qlen + BP_STREAM_FRAME_HDR, rec, rl);
 		t->frames[(t->fhead + t->fcount) % MAX_FRAMES] =
-			(struct frame){BP_STREAM_FRAME_HDR, 0, UINT32_MAX, 0};
+			(struct frame){(uint32_t)(BP_STREAM_FRAME_HDR + rl), 0,
+				       UINT32_MAX, 0};
 		t->fcount++;
-		t->qlen += BP_STREAM_FRAME_HDR;
+		t->qlen += BP_STREAM_FRAME_HDR + rl;
 	}
 	/* Not connected: one last attempt, now (wait_step); a receiver that
 	 * is gone (connection refused) is not waited for. */

@@ -14,6 +14,7 @@
  */
 #define _GNU_SOURCE /* accept4 */
 #include "bp_recv.h"
+#include "../bp_ctf.h"
 #include "../bp_format.h"
 #include "../bp_sink_tcp.h"
 #include "../bp_sha256.h"
@@ -531,6 +532,39 @@ static int packet(struct bp_recv *r, const uint8_t *p, uint32_t n)
 	return 1;
 }
 
+/* The END frame's payload: the session's stop record (bp_losses.h on
+ * the node), "cause=N,...", written as the trace's env session_lost as
+ * the file sink writes its own (docs/format.md): readers then tell the
+ * losses no packet could (the stream's frames unconfirmed at the end,
+ * losses counted after a thread's last drops event).  An empty payload
+ * (an older sender) writes none; one that is not such a record is said
+ * and left out. */
+static void stop_record(struct bp_recv *r, const uint8_t *p, uint32_t n)
+{
+	char v[1024];
+	int err;
+
+	if (n == 0)
+		return;
+	if (n >= sizeof v) {
+		say("stream: a stop record of %s bytes left out%s", "over 1023",
+		    "");
+		return;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		if (!((p[i] >= 'a' && p[i] <= 'z') ||
+		      (p[i] >= '0' && p[i] <= '9') || p[i] == '_' ||
+		      p[i] == '=' || p[i] == ',')) {
+			say("stream: a malformed stop record left out%s%s", "",
+			    "");
+			return;
+		}
+	memcpy(v, p, n);
+	v[n] = '\0';
+	if ((err = bp_ctf_add_env_at(r->dirfd, BP_ENV_SESSION_LOST, v)) != 0)
+		say("%s/metadata: the stop record: %s", r->dir, strerror(err));
+}
+
 static void mark_complete(struct bp_recv *r)
 {
 	int fd = openat(r->dirfd, BP_RECV_COMPLETE,
@@ -620,6 +654,8 @@ int bp_recv_conn_read(struct bp_recv *r, struct bp_recv_conn *c)
 			rc = packet(r, h, n);
 			c->frames += rc == 1;
 		} else if (type == BP_STREAM_END) {
+			if (!r->ended)
+				stop_record(r, h, n);
 			mark_complete(r);
 			c->frames++;
 			rc = 0;
