@@ -99,6 +99,8 @@ struct bp_cnode {
 	uint64_t events;   /* events as info counts them: process and drops
 			      records aside */
 	uint64_t constraints;
+	struct bp_loss_report loss; /* its losses, as stats tells them
+				       (bp_cluster_read_node) */
 };
 
 /* A message event: a send (to a pid or a name) or a receive. */
@@ -197,6 +199,13 @@ uint32_t bp_cluster_flow_of(const struct bp_cluster *c, unsigned node,
 int bp_cluster_is_cluster_dir(const char *dir);
 
 void bp_cluster_close(struct bp_cluster *c);
+
+/* The lost events of each node's trace and of all, cause by cause, as
+ * `stats' tells them (bp_cluster_lost.c): text lines, or the JSON
+ * member ",\n \"lost\": {...}". */
+struct bp_out;
+void bp_cluster_lost_text(const struct bp_cluster *c, struct bp_out *o);
+void bp_cluster_lost_json(const struct bp_cluster *c, struct bp_out *o);
 
 /* An unbounded offset bound (+-). */
 #define BP_CLUSTER_INF (INT64_MAX / 4)

@@ -340,6 +340,8 @@ int bp_cluster_read_node(struct bp_cluster *c, unsigned idx,
 	}
 	free(last);
 	c->problems += r.diag.problems;
+	/* Read to its end: its losses, as stats tells them. */
+	bp_reader_loss_report(&r, &nd->loss);
 	bp_map_free(&nm.of);
 	bp_map_free(&nm.last);
 	bp_strtab_free(&nm.tab);

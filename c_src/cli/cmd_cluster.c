@@ -599,7 +599,9 @@ static int do_json(const struct bp_cluster *c, struct pair *p)
 		bp_out_u64(&o, nd->events);
 		bp_out_str(&o, "}");
 	}
-	bp_out_str(&o, "],\n \"pairs\": [");
+	bp_out_str(&o, "]");
+	bp_cluster_lost_json(c, &o);
+	bp_out_str(&o, ",\n \"pairs\": [");
 	for (unsigned a = 0; a < c->n; a++)
 		for (unsigned b = 0; b < c->n; b++) {
 			const struct pair *q = &p[a * c->n + b];
@@ -698,6 +700,7 @@ static int do_text(const struct bp_cluster *c, struct pair *p)
 	if (!c->consistent)
 		bp_out_str(&o, "  the messages contradict the recorded bounds: "
 			       "recorded offsets used\n");
+	bp_cluster_lost_text(c, &o);
 	bp_out_str(&o, "Flows (cross-node messages matched send -> receive): ");
 	bp_out_u64(&o, c->nflows);
 	bp_out_str(&o, ", reversed ");

@@ -41,6 +41,27 @@ assert b["refined_lo_ns"] <= b["offset_ns"] <= b["refined_hi_ns"]' "$WORK/out" 2
 then ok "cluster: a send stamped after its receive is the VM's order: consistent, bounds from the record before it"
 else not_ok "cluster: late send stamp" "$(cat "$WORK/py.err" "$WORK/out")"; fi
 sanitizer_clean && ok "cluster (late send stamp): sanitizer clean" || not_ok "cluster (late send stamp): sanitizer clean" "$(head -20 "$WORK/err")"
+# Lost events per node and in all, by cause, as stats says them of each
+# node's trace: a@h's stop record says 5 ring_full, b@h's 4 limit and 2
+# lost by its TCP stream alone (the files hold them: named, not counted).
+# Before, cluster said nothing of losses.
+cp -a "$WORK/xn" "$WORK/xlost2"
+sed -i 's/^env {$/env {\n\tsession_lost = "ring_full=5,overwritten=0,too_big=0,limit=0,rate=0,stopped=0,no_buffer=0,dumping=0,io_error=0";/' "$WORK/xlost2/a/metadata"
+sed -i 's/^env {$/env {\n\tsession_lost = "ring_full=0,overwritten=0,too_big=0,limit=4,rate=0,stopped=0,no_buffer=0,dumping=0,io_error=0,stream=2";/' "$WORK/xlost2/b/metadata"
+run stats "$WORK/xlost2/b"
+check "stats of b@h's trace: 4 lost (the figure cluster must give)" "$(grep -c '^Lost events: 4  limit=4 ' "$WORK/out")" 1
+run cluster "$WORK/xlost2"
+check "cluster: lost events in all and per node, by cause" \
+	"$rc $(grep -c '^Lost events: 9 in all  ring_full=5  limit=4  (tcp_stream_only=2)$' "$WORK/out") $(grep -c '^  a@h  *lost 5  ring_full=5$' "$WORK/out") $(grep -c '^  b@h  *lost 4  limit=4  (tcp_stream_only=2)$' "$WORK/out")" "0 1 1 1"
+sanitizer_clean && ok "cluster (losses): sanitizer clean" || not_ok "cluster (losses): sanitizer clean" "$(head -20 "$WORK/err")"
+run cluster --json "$WORK/xlost2"
+if python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); l=d["lost"]
+assert (l["total"], l["by_cause"]["ring_full"], l["by_cause"]["limit"], l["by_cause"]["tcp_stream_only"]) == (9, 5, 4, 2), l
+assert [(n["node"], n["total"], n["by_cause"]["limit"]) for n in l["nodes"]] == [("a@h", 5, 0), ("b@h", 4, 4)], l' "$WORK/out" 2>"$WORK/py.err"
+then ok "cluster --json: lost total, by cause, per node"
+else not_ok "cluster --json: lost" "$(cat "$WORK/py.err" "$WORK/out")"; fi
+run cluster "$WORK/xn"
+check "cluster: a trace without losses says 0" "$(grep -c '^Lost events: 0 in all$' "$WORK/out")" 1
 run cluster "$WORK/xn"
 check "cluster: the late stamp counted apart from reversed, its negative latency shown" \
 	"$rc $(grep -c 'reversed 0, sends stamped after they left 1,' "$WORK/out") $(grep -c 'b@h -> a@h: 2 messages, latency min -52.500us mean -15.000us max 22.500us' "$WORK/out")" "0 1 1"
