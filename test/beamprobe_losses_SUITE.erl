@@ -186,8 +186,35 @@ limit_bytes_streamed(Config) ->
 %% trace's views say them.  On the old tree the total added both sinks'
 %% losses: 1,519 calls made, total 2,748 (file 1,397 + stream 1,351).
 file_and_stream_both(Config) ->
-    Dir = ?L:dir(Config, "t"),
-    RDir = ?L:dir(Config, "recv"),
+    {Dir, RDir, N, Sum} = both_lost(Config, 1),
+    #{dropped := #{total := T, stream := Only},
+      stream := #{events_dropped := StreamAll, events_unconfirmed := U},
+      lost_by_sink := #{file := LF, tcp := LT}} = Sum,
+    Files = ticks(?L:trace(Dir)),
+    Recv = ticks(?L:trace(RDir)),
+    Both = ordsets:intersection(Files, Recv),
+    ct:log("~b calls; files ~b, received ~b, both ~b; total ~b, file ~b, "
+           "tcp ~b, stream ~b of ~b, unconfirmed ~b",
+           [N, length(Files), length(Recv), length(Both), T, LF, LT, Only,
+            StreamAll, U]),
+    ?assert(T =< N),
+    ?assert(T >= N - length(Both) andalso T =< N - length(Both) + U),
+    ?assertEqual(N - length(Files), LF),
+    ?assert(LT >= N - length(Recv) andalso LT - U =< N - length(Recv)),
+    ?assertEqual(T - Only, LF),
+    assert_views(Dir, LF),
+    received(RDir, Sum).
+
+%% The session of file_and_stream_both, made again (at most 5 times)
+%% until the stream lost events the files lost too: those the rings held
+%% when the files reached their limit, but for the last packet, which
+%% the receiver, let go on, gets (576 to 2,908 in 5 runs here; none is
+%% possible).  Returns {Dir, RDir, calls made, summary}.  (On the old
+%% tree `stream' was all the stream lost: never less.)
+both_lost(_Config, 6) -> ct:fail(no_loss_of_both_sinks);
+both_lost(Config, K) ->
+    Dir = ?L:dir(Config, "t" ++ integer_to_list(K)),
+    RDir = ?L:dir(Config, "recv" ++ integer_to_list(K)),
     {Rx, Port} = receiver(RDir),
     {os_pid, Os} = erlang:port_info(Rx, os_pid),
     S = ?L:start(#{procs => [self()], calls => [{?W, tick, 1}],
@@ -209,24 +236,13 @@ file_and_stream_both(Config) ->
         end,
     Sum = ?L:stop(S),
     {0, _} = wait_port(Rx),
-    #{dropped := #{total := T, stream := Only},
-      stream := #{events_dropped := StreamAll, events_unconfirmed := U},
-      lost_by_sink := #{file := LF, tcp := LT}} = Sum,
-    Files = ticks(?L:trace(Dir)),
-    Recv = ticks(?L:trace(RDir)),
-    Both = ordsets:intersection(Files, Recv),
-    ct:log("~b calls; files ~b, received ~b, both ~b; total ~b, file ~b, "
-           "tcp ~b, stream ~b of ~b, unconfirmed ~b",
-           [N, length(Files), length(Recv), length(Both), T, LF, LT, Only,
-            StreamAll, U]),
-    ?assert(StreamAll > Only),   % the stream lost events the files lost
-    ?assert(T =< N),
-    ?assert(T >= N - length(Both) andalso T =< N - length(Both) + U),
-    ?assertEqual(N - length(Files), LF),
-    ?assert(LT >= N - length(Recv) andalso LT - U =< N - length(Recv)),
-    ?assertEqual(T - Only, LF),
-    assert_views(Dir, LF),
-    received(RDir, Sum).
+    case Sum of
+        %% The stream lost events the files lost too.
+        #{dropped := #{stream := Only},
+          stream := #{events_dropped := All}} when All > Only ->
+            {Dir, RDir, N, Sum};
+        _ -> both_lost(Config, K + 1)
+    end.
 
 %% Calls of tick/1 (I, I + 1, ...) in rounds of 500 until the session
 %% of NIF resource Res has stopped at its bytes limit with the stream
