@@ -114,11 +114,7 @@ void bp_session_drops(struct bp_session *s, uint64_t out[BP_DROP_COUNT])
 
 void bp_slot_source_drops(struct bp_slot *sl, uint64_t d[BP_DROP_COUNT])
 {
-	for (int c = 0; c < BP_DROP_COUNT; c++)
-		d[c] = atomic_load_explicit(&sl->drops[c],
-					    memory_order_relaxed);
-	d[BP_DROP_OVERWRITTEN] +=
-		atomic_load_explicit(&sl->ring.evicted, memory_order_relaxed);
+	bp__slot_counted(sl, d); /* bp_slot_drops without the file sink's */
 	d[BP_DROP_IO_ERROR] = 0; /* only the collector counts them */
 }
 

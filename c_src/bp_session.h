@@ -289,16 +289,24 @@ static inline void bp_slot_drop(struct bp_slot *sl, enum bp_drop_cause c)
 	bp_counter_add(&sl->drops[c], 1); /* the slot's thread: its only writer */
 }
 
-/* sl's losses by cause: its producer's, with those the collector counts
- * for it (records evicted, events too big for a packet or past the bytes
- * limit).  Any thread. */
-static inline void bp_slot_drops(struct bp_slot *sl, uint64_t d[BP_DROP_COUNT])
+/* sl's counters as they are (the producer's, and the collector's
+ * io_error), with the records evicted as `overwritten'.  Any thread. */
+static inline void bp__slot_counted(struct bp_slot *sl,
+				    uint64_t d[BP_DROP_COUNT])
 {
 	for (int c = 0; c < BP_DROP_COUNT; c++)
 		d[c] = atomic_load_explicit(&sl->drops[c],
 					    memory_order_relaxed);
 	d[BP_DROP_OVERWRITTEN] +=
 		atomic_load_explicit(&sl->ring.evicted, memory_order_relaxed);
+}
+
+/* sl's losses by cause: its producer's, with those the collector counts
+ * for it (records evicted, events too big for a packet or past the bytes
+ * limit, not writable).  Any thread. */
+static inline void bp_slot_drops(struct bp_slot *sl, uint64_t d[BP_DROP_COUNT])
+{
+	bp__slot_counted(sl, d);
 	d[BP_DROP_TOO_BIG] +=
 		atomic_load_explicit(&sl->late_too_big, memory_order_relaxed);
 	d[BP_DROP_LIMIT] +=
