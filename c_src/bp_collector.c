@@ -5,6 +5,7 @@
  * Runs on its own thread (not a scheduler: enif_monotonic_time and
  * process-bound calls are not available; enif_send with a NULL env is).
  */
+#include "bp_budget.h"
 #include "bp_counter.h"
 #include "bp_output.h"
 #include "bp_prefault.h"
@@ -190,9 +191,12 @@ static struct bp_ctf_stream *stream_for(struct bp_session *s, uint32_t idx,
 			*refused = 1;
 			return NULL;
 		}
+		uint64_t nfree, lim;
 		err = s->dirfd < 0 ? EBADF
-		      : s->dir_gone
-			      ? ENOENT
+		      : s->dir_gone ? ENOENT
+		      /* the node's reserve of descriptors (bp_budget.h) */
+		      : bp_budget_fds_short(1, &nfree, &lim)
+			      ? EMFILE
 			      : bp_ctf_stream_open_at(st, s->dirfd, idx,
 						      s->uuid,
 						      s->packet_size);

@@ -27,6 +27,7 @@
 #include "bp_follow.h"
 #include "bp_hub.h"
 #include "bp_job.h"
+#include "bp_budget.h"
 #include "bp_losses.h"
 #include "bp_membar.h"
 #include "bp_retstack.h"
@@ -75,6 +76,8 @@ ERL_NIF_TERM bp_nif_errno_atom(ErlNifEnv *env, int err)
 	case EIO: s = "eio"; break;
 	case EFBIG: s = "efbig"; break;
 	case EDQUOT: s = "edquot"; break;
+	case EMFILE: s = "emfile"; break;
+	case ENFILE: s = "enfile"; break;
 	default:
 		snprintf(name, sizeof name, "errno_%d", err);
 		s = name;
@@ -96,6 +99,7 @@ ERL_NIF_TERM bp_nif_errno_term(ErlNifEnv *env, const char *what,
 /* Gives the session's place back (once). */
 void bp_nif_session_release(struct bp_session *s)
 {
+	bp_budget_memory_give(s);
 	if (atomic_exchange(&s->counted, 0)) {
 		int n = atomic_load(&live_sessions);
 		/* Never below 0 (a session of a previous library instance). */

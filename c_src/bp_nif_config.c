@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "bp_atoms.h"
+#include "bp_budget.h"
 #include "bp_clock.h"
 #include "bp_follow.h"
 #include "bp_nif.h"
@@ -300,7 +301,7 @@ ERL_NIF_TERM bp_nif_start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
 	ERL_NIF_TERM v, res, ref;
 	struct bp_session *s;
 	ErlNifBinary dir;
-	ErlNifUInt64 buffer, slots, evl, byl, pkt, maxs;
+	ErlNifUInt64 buffer, slots, evl, byl, pkt, maxs, maxm;
 	int ret, exc, msr, file, rstop;
 	ErlNifUInt64 fkinds, lkinds;
 	ErlNifBinary lp = {0};
@@ -343,6 +344,11 @@ ERL_NIF_TERM bp_nif_start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
 			 DEFAULT_MAX_SESSIONS, &maxs) ||
 	    maxs < 1 || maxs > 100000)
 		return bp_nif_error2(env, "bad_config", "max_sessions");
+	if (!get_u64_opt(env, cfg, enif_make_atom(env, "max_memory"),
+			 0, &maxm))
+		return bp_nif_error2(env, "bad_config", "max_memory");
+	if (maxm == 0) /* auto */
+		maxm = bp_budget_memory_default();
 
 	/* lttng => Path: the LTTng-UST provider, loaded (once) by the
 	 * collector thread before anything else is made (start_io). */
@@ -455,6 +461,31 @@ ERL_NIF_TERM bp_nif_start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
 	s->slot_stride = ((sizeof(struct bp_slot) + 63) & ~(size_t)63) + 4096;
 	s->slot_stride = (s->slot_stride & ~(size_t)4095) + s->buffer;
 	s->region_size = s->slot_stride * s->max_slots + BP_SESSION_COLORS;
+	/* Every slot's ring may become resident: the node-wide budget
+	 * (bp_budget.h) must hold them all, else nothing is made. */
+	{
+		uint64_t need = (uint64_t)s->slot_stride * s->max_slots, used;
+		if (!bp_budget_memory_take(s, need, maxm, &used)) {
+			ERL_NIF_TERM k[4] = {enif_make_atom(env, "need"),
+					     enif_make_atom(env, "threads"),
+					     enif_make_atom(env, "in_use"),
+					     enif_make_atom(env, "max")};
+			ERL_NIF_TERM v4[4] = {
+				enif_make_uint64(env, need),
+				enif_make_uint(env, s->max_slots),
+				enif_make_uint64(env, used),
+				enif_make_uint64(env, maxm)};
+			ERL_NIF_TERM m;
+			if (!enif_make_map_from_arrays(env, k, v4, 4, &m))
+				return enif_make_badarg(env);
+			return enif_make_tuple2(
+				env, bp_atom.error,
+				enif_make_tuple2(
+					env,
+					enif_make_atom(env, "too_much_memory"),
+					m));
+		}
+	}
 	s->map = mmap(NULL, s->region_size, PROT_READ | PROT_WRITE,
 		      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (s->map == MAP_FAILED) {
@@ -498,6 +529,21 @@ ERL_NIF_TERM bp_nif_start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
 	s->start_ref = enif_make_copy(s->start_env, ref);
 	if (!enif_self(env, &s->start_pid))
 		return enif_make_badarg(env);
+	/* The directory, the metadata, a socket and a first stream file,
+	 * leaving the node its reserve (bp_budget.h). */
+	{
+		uint64_t nfree, lim;
+		if (bp_budget_fds_short((s->has_file ? 3 : 0) + (s->tcp ? 1 : 0),
+					&nfree, &lim))
+			return enif_make_tuple2(
+				env, bp_atom.error,
+				enif_make_tuple4(
+					env, enif_make_atom(env, "too_many_files"),
+					enif_make_uint64(env, nfree),
+					enif_make_uint64(env,
+							 bp_budget_fd_reserve(lim)),
+					enif_make_uint64(env, lim)));
+	}
 	if (enif_thread_create("beamprobe_collector", &s->tid, session_thread,
 			       s, NULL) != 0)
 		return bp_nif_error2(env, "start", "thread");

@@ -229,6 +229,7 @@ struct bp_session {
 	int cmd_stop;      /* stop requested (under mtx) */
 	int finished;      /* collector ended (under mtx) */
 	_Atomic int counted; /* holds one of the node's session places */
+	_Atomic uint64_t mem_taken; /* ring memory budget held (bp_budget.h) */
 };
 
 /*

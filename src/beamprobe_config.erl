@@ -8,7 +8,7 @@
 
 -export([validate/1, defaults/0, format_error/1]).
 %% For beamprobe_config_output (the `output' option).
--export([resolve_procs/4, bad/2, proper/1]).
+-export([resolve_procs/4, bad/2, proper/1, max_memory/0]).
 
 -export_type([config/0]).
 
@@ -585,6 +585,18 @@ format_error({unwritable, D, R}) when R =:= symlink; R =:= not_owner;
     f("cannot write to ~ts: ~s", [short(D), unsafe_dir(R)]);
 format_error({unwritable, D, R}) ->
     f("cannot write to ~ts: ~ts", [short(D), file:format_error(R)]);
+format_error({too_much_memory, #{need := N, threads := T, in_use := U,
+                                 max := M}}) ->
+    f("the session's rings may take ~s (buffer x ~b threads that can "
+      "produce); the running sessions hold ~s of the ~s all may take "
+      "(application env max_memory): use a smaller buffer or stop a "
+      "session", [bytes(N), T, bytes(U), bytes(M)]);
+format_error({too_many_files, Free, Reserve, Limit}) ->
+    f("too many open files: ~b descriptors free, and the node keeps ~b of "
+      "its ~b (ulimit -n) for itself", [Free, Reserve, Limit]);
+format_error({file, E}) when E =:= emfile; E =:= enfile ->
+    f("too many open files (~s): raise ulimit -n or stop a session",
+      [E]);
 format_error({too_many_sessions, Max}) ->
     f("too many sessions: ~b run already (application env max_sessions)",
       [Max]);
@@ -682,6 +694,21 @@ short(D) ->
     end.
 
 f(Fmt, Args) -> lists:flatten(io_lib:format(Fmt, Args)).
+
+bytes(N) when N >= 1 bsl 30 -> f("~.1f GiB", [N / (1 bsl 30)]);
+bytes(N) when N >= 1 bsl 20 -> f("~.1f MiB", [N / (1 bsl 20)]);
+bytes(N) -> f("~b bytes", [N]).
+
+%% @doc The node-wide budget of ring memory for the NIF's start: the
+%% application env `max_memory' in bytes, or 0 for `auto' (the default:
+%% half of the memory the node may use, c_src/bp_budget.h).  Any other
+%% value is passed on, for start to refuse as `{bad_config, max_memory}'.
+-spec max_memory() -> term().
+max_memory() ->
+    case application:get_env(beamprobe, max_memory, auto) of
+        auto -> 0;
+        V -> V
+    end.
 
 is_are([_]) -> "is";
 is_are(_) -> "are".

@@ -437,6 +437,7 @@ start_nif(#st{dir = Dir, budget = #{events := E, ms := Ms, requests := Rq}} = St
               byte_limit => zero_if_infinity(Bytes), notify => self(),
               follow => {E, Ms, Rq, St#st.label},
               max_sessions => application:get_env(beamprobe, max_sessions, 64),
+              max_memory => beamprobe_config:max_memory(),
               env => env(St)},
             beamprobe_lttng:nif_config([])),
     case beamprobe_nif_wait:start(Nif) of

@@ -353,6 +353,7 @@ start_nif(#st{config = C, handlers = Hs} = St) ->
             byte_limit => limit(By),
             notify => self(),
             max_sessions => application:get_env(beamprobe, max_sessions, 64),
+            max_memory => beamprobe_config:max_memory(),
             env => trace_env(C)},
     Nif1 = case Dir of
                undefined -> Nif0;
