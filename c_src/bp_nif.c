@@ -77,6 +77,7 @@ ERL_NIF_TERM bp_nif_errno_atom(ErlNifEnv *env, int err)
 	case EFBIG: s = "efbig"; break;
 	case EDQUOT: s = "edquot"; break;
 	case EMFILE: s = "emfile"; break;
+	case EAGAIN: s = "eagain"; break; /* a thread: RLIMIT_NPROC */
 	case ENFILE: s = "enfile"; break;
 	default:
 		snprintf(name, sizeof name, "errno_%d", err);

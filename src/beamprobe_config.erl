@@ -583,8 +583,14 @@ format_error({output_exists, D}) ->
 format_error({unwritable, D, R}) when R =:= symlink; R =:= not_owner;
                                      R =:= group_or_world_writable ->
     f("cannot write to ~ts: ~s", [short(D), unsafe_dir(R)]);
+format_error({unwritable, D, {job, R}}) ->
+    f("cannot create ~ts: no thread could be started to do it (~s): ~s",
+      [short(D), R, no_thread()]);
 format_error({unwritable, D, R}) ->
     f("cannot write to ~ts: ~ts", [short(D), file:format_error(R)]);
+format_error({start, thread}) ->
+    f("the session's collector thread could not be started: ~s",
+      [no_thread()]);
 format_error({too_much_memory, #{need := N, threads := T, in_use := U,
                                  max := M}}) ->
     f("the session's rings may take ~s (buffer x ~b threads that can "
@@ -694,6 +700,9 @@ short(D) ->
     end.
 
 f(Fmt, Args) -> lists:flatten(io_lib:format(Fmt, Args)).
+
+no_thread() ->
+    "the node is at its limit of threads (ulimit -u) or of memory".
 
 bytes(N) when N >= 1 bsl 30 -> f("~.1f GiB", [N / (1 bsl 30)]);
 bytes(N) when N >= 1 bsl 20 -> f("~.1f MiB", [N / (1 bsl 20)]);

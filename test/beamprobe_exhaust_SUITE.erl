@@ -14,8 +14,9 @@
 
 -export([all/0, suite/0, init_per_testcase/2, end_per_testcase/2]).
 -export([max_buffer_refused/1, memory_budget_shared/1, fd_reserve_at_start/1,
-         fd_reserve_at_run/1]).
--export([traced/1, work/1, work_everywhere/1, hold_fds/1, start_owned/1]).
+         fd_reserve_at_run/1, thread_limit/1]).
+-export([traced/1, work/1, work_everywhere/1, hold_fds/1, start_owned/1,
+         tasks/0]).
 
 -define(L, beamprobe_test_lib).
 
@@ -23,7 +24,7 @@ suite() -> [{timetrap, {seconds, 60}}].
 
 all() ->
     [max_buffer_refused, memory_budget_shared, fd_reserve_at_start,
-     fd_reserve_at_run].
+     fd_reserve_at_run, thread_limit].
 
 init_per_testcase(Case, Config) ->
     ok = ?L:require_tracer(),
@@ -183,6 +184,62 @@ work_everywhere(N) ->
     [receive {'DOWN', R, process, P, normal} -> ok end || {P, R} <- Ms],
     ok.
 
+%% At the limit of threads (RLIMIT_NPROC, of an unprivileged user: root
+%% is not held to it), a start that cannot make its thread (the job that
+%% creates the directory, or the collector) is refused with words that
+%% say so, and leaves no session, no directory and no thread.  Before:
+%% "cannot write to ...: unknown POSIX error" ({job, errno_11}).
+thread_limit(Config) ->
+    Setpriv = os:find_executable("setpriv"),
+    case {os:cmd("id -u"), Setpriv} of
+        {"0\n", S} when is_list(S) -> thread_limit(Config, S);
+        _ -> {skip, "needs root and setpriv (a peer run as nobody)"}
+    end.
+
+thread_limit(Config, Setpriv) ->
+    Paths = lists:append([["-pa", filename:dirname(code:which(M))]
+                          || M <- [beamprobe, ?MODULE]]),
+    {ok, Peer, _} = peer:start_link(
+                   #{exec => {Setpriv, ["--reuid=65534", "--regid=65534",
+                                        "--clear-groups",
+                                        os:find_executable("erl")]},
+                     args => Paths, connection => standard_io}),
+    Call = fun(M, F, A) -> peer:call(Peer, M, F, A, 30000) end,
+    {ok, _} = Call(application, ensure_all_started, [beamprobe]),
+    Out = ?L:dir(Config, "out"),
+    ok = file:make_dir(Out),
+    ok = file:change_mode(Out, 8#777),
+    OsPid = Call(os, getpid, []),
+    Tasks0 = Call(?MODULE, tasks, []),
+    %% Every thread of the user counts: room for two more.
+    Users = length(string:lexemes(os:cmd("ps -L -u 65534 -o lwp="), "\n")),
+    %% (By the peer itself: root may not change another user's limits
+    %% here.)
+    ?assertEqual("", Call(os, cmd, ["prlimit --pid " ++ OsPid ++
+                                        " --nproc=" ++
+                                        integer_to_list(Users + 2) ++
+                                        ": 2>&1"])),
+    Dir = fun(I) -> filename:join(Out, integer_to_list(I)) end,
+    {Started, Err, I} = start_until_error(Call, Dir, 1, []),
+    ct:log("~b threads of nobody, ~b sessions, then ~p", [Users,
+                                                         length(Started),
+                                                         Err]),
+    {error, Why} = Err,
+    Text = beamprobe:format_error(Why),
+    ct:log("~ts", [Text]),
+    ?assertMatch({match, _}, re:run(Text, "limit of threads")),
+    ?assert(?L:dir_absent_or_empty(Dir(I))),
+    ?assertEqual(length(Started), length(Call(beamprobe, list, []))),
+    [{ok, _} = Call(beamprobe, stop, [S]) || S <- Started],
+    ?L:wait_until(fun() -> Call(?MODULE, tasks, []) =< Tasks0 end, 10000),
+    ok.
+
+%% @doc The threads of this OS process.
+-spec tasks() -> non_neg_integer().
+tasks() ->
+    {ok, L} = file:list_dir("/proc/self/task"),
+    length(L).
+
 %% @doc A process on this node holding N descriptors open (of /dev/null)
 %% until sent stop.
 -spec hold_fds(non_neg_integer()) -> pid().
@@ -208,13 +265,16 @@ start_owned(Spec) ->
 
 %%% ------------------------------------------------------------------------
 
-start_until_error(Node, Dir, I, Acc) when I =< 200 ->
-    case erpc:call(Node, ?MODULE, start_owned, [spec(Dir(I), 65536)]) of
+start_until_error(Call, Dir, I, Acc) when is_function(Call), I =< 200 ->
+    case Call(?MODULE, start_owned, [spec(Dir(I), 65536)]) of
         {ok, S} ->
-            ok = erpc:call(Node, ?MODULE, work, [5]),
-            start_until_error(Node, Dir, I + 1, [S | Acc]);
+            ok = Call(?MODULE, work, [5]),
+            start_until_error(Call, Dir, I + 1, [S | Acc]);
         Err -> {lists:reverse(Acc), Err, I}
-    end.
+    end;
+start_until_error(Node, Dir, I, Acc) when is_atom(Node) ->
+    start_until_error(fun(M, F, A) -> erpc:call(Node, M, F, A) end, Dir, I,
+                      Acc).
 
 %% A peer node (linked: it ends with the case) running beamprobe.
 peer(_Config) ->
