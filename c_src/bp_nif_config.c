@@ -530,11 +530,12 @@ ERL_NIF_TERM bp_nif_start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
 	if (!enif_self(env, &s->start_pid))
 		return enif_make_badarg(env);
 	/* The directory, the metadata, a socket and a first stream file,
-	 * leaving the node its reserve (bp_budget.h). */
+	 * leaving the node its reserve (bp_budget.h); sessions with none
+	 * (handlers, LTTng, USDT) need no descriptor. */
 	{
 		uint64_t nfree, lim;
-		if (bp_budget_fds_short((s->has_file ? 3 : 0) + (s->tcp ? 1 : 0),
-					&nfree, &lim))
+		uint64_t nfd = (s->has_file ? 3 : 0) + (s->tcp ? 1 : 0);
+		if (nfd && bp_budget_fds_short(nfd, &nfree, &lim))
 			return enif_make_tuple2(
 				env, bp_atom.error,
 				enif_make_tuple4(
