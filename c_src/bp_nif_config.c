@@ -465,6 +465,15 @@ ERL_NIF_TERM bp_nif_start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
 	 * (bp_budget.h) must hold them all, else nothing is made. */
 	{
 		uint64_t need = (uint64_t)s->slot_stride * s->max_slots, used;
+		ErlNifUInt64 tq = 0;
+		/* A TCP sink's send queue fills under a stalled receiver
+		 * (checked again by get_tcp). */
+		if (enif_get_map_value(env, cfg, enif_make_atom(env, "tcp"),
+				       &v) &&
+		    get_u64_opt(env, cfg, enif_make_atom(env, "tcp_queue"),
+				8u << 20, &tq) &&
+		    tq <= (1ull << 31))
+			need += tq;
 		if (!bp_budget_memory_take(s, need, maxm, &used)) {
 			ERL_NIF_TERM k[4] = {enif_make_atom(env, "need"),
 					     enif_make_atom(env, "threads"),
