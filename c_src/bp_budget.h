@@ -5,8 +5,9 @@
  *
  * Memory: a session's rings can become resident up to its whole mapping
  * (max_slots x (slot header + buffer): every thread that may produce
- * fills its ring as it wraps), and a TCP sink's send queue (tcp_queue,
- * up to 2 GiB) up to its size.  start/1 takes that much of a node-wide
+ * fills its ring as it wraps), with each thread's stream file buffer
+ * (about 590 KiB) and TCP packet buffer, and a TCP sink's send queue
+ * (tcp_queue, up to 2 GiB) up to its size.  start/1 takes that much of a node-wide
  * budget (application env max_memory; by default half of the memory the
  * node may use: RAM, or its cgroup's limit when lower) and gives it back
  * at stop; a start that would pass it is refused.

@@ -18,6 +18,7 @@
 #include "bp_atoms.h"
 #include "bp_budget.h"
 #include "bp_clock.h"
+#include "bp_dio.h"
 #include "bp_follow.h"
 #include "bp_nif.h"
 #include "bp_output.h"
@@ -464,12 +465,22 @@ ERL_NIF_TERM bp_nif_start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
 	/* Every slot's ring may become resident: the node-wide budget
 	 * (bp_budget.h) must hold them all, else nothing is made. */
 	{
-		uint64_t need = (uint64_t)s->slot_stride * s->max_slots, used;
+		uint64_t per = s->slot_stride, need, used;
 		ErlNifUInt64 tq = 0;
+		int tcp = enif_get_map_value(env, cfg,
+					     enif_make_atom(env, "tcp"), &v);
+		/* Each producing thread's stream file has a write buffer
+		 * (bp_dio_init: a packet, its padding, the direct-I/O
+		 * staging), and its TCP stream a packet buffer. */
+		if (s->has_file)
+			per += s->packet_size + BP_PACKET_HEADER_SIZE +
+			       3 * BP_DIO_ALIGN + BP_DIO_STAGE;
+		if (tcp)
+			per += s->packet_size;
+		need = per * s->max_slots;
 		/* A TCP sink's send queue fills under a stalled receiver
 		 * (checked again by get_tcp). */
-		if (enif_get_map_value(env, cfg, enif_make_atom(env, "tcp"),
-				       &v) &&
+		if (tcp &&
 		    get_u64_opt(env, cfg, enif_make_atom(env, "tcp_queue"),
 				8u << 20, &tq) &&
 		    tq <= (1ull << 31))

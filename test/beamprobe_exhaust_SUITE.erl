@@ -100,12 +100,17 @@ memory_budget_shared(Config) ->
     _ = ?L:stop(S2),
     _ = ?L:stop(S3),
     %% A TCP sink's send queue counts too.
-    ok = application:set_env(beamprobe, max_memory, Need + (1 bsl 20)),
-    Tcp = {tcp, "127.0.0.1:9", #{queue => 1 bsl 30}},
-    {error, {too_much_memory, #{need := NeedTcp}}} =
-        beamprobe:start(#{calls => [{?MODULE, traced, 1}], buffer => 1 bsl 20,
-                          output => Tcp}),
-    ?assertEqual(Need + (1 bsl 30), NeedTcp),
+    ok = application:set_env(beamprobe, max_memory, 1),
+    Tcp = fun(Q) ->
+                  R = beamprobe:start(#{calls => [{?MODULE, traced, 1}],
+                                        buffer => 1 bsl 20,
+                                        output => {tcp, "127.0.0.1:9",
+                                                   #{queue => Q}}}),
+                  ?assertMatch({error, {too_much_memory, _}}, R),
+                  {error, {too_much_memory, #{need := N}}} = R,
+                  N
+          end,
+    ?assertEqual((1 bsl 30) - 65536, Tcp(1 bsl 30) - Tcp(65536)),
     ok = application:set_env(beamprobe, max_memory, "lots"),
     ?assertEqual({error, {bad_config, max_memory}},
                  beamprobe:start(spec(?L:dir(Config, "bad"), 1 bsl 20))),
