@@ -4,6 +4,7 @@
 #include "bp_session.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -106,25 +107,48 @@ uint64_t bp_budget_fd_reserve(uint64_t limit)
 	return limit / 8 > 16 ? limit / 8 : 16;
 }
 
-int bp_budget_fds_short(uint64_t need, uint64_t *free_fds, uint64_t *limit)
+/* Taken descriptors not yet given back, under fd_mtx. */
+static pthread_mutex_t fd_mtx = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t fds_pending;
+
+int bp_budget_fds_take(uint64_t need, uint64_t *free_fds, uint64_t *limit)
 {
 	struct rlimit rl;
 	uint64_t open = 0;
 	DIR *d;
 	struct dirent *e;
+	int ok;
 
 	*free_fds = 0;
 	*limit = 0;
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
-		return 0;
+		return 1;
 	*limit = (uint64_t)rl.rlim_cur;
-	if (!(d = opendir("/proc/self/fd"))) /* no descriptor left: short */
-		return errno == EMFILE || errno == ENFILE;
+	pthread_mutex_lock(&fd_mtx);
+	if (!(d = opendir("/proc/self/fd"))) { /* none left: short */
+		ok = !(errno == EMFILE || errno == ENFILE);
+		if (ok)
+			fds_pending += need;
+		pthread_mutex_unlock(&fd_mtx);
+		return ok;
+	}
 	while ((e = readdir(d)))
 		open += e->d_name[0] != '.';
 	closedir(d);
 	if (open > 0)
 		open--; /* the directory's own descriptor */
+	open += fds_pending;
 	*free_fds = open < *limit ? *limit - open : 0;
-	return *free_fds < need + bp_budget_fd_reserve(*limit);
+	ok = *free_fds >= need + bp_budget_fd_reserve(*limit);
+	if (ok)
+		fds_pending += need;
+	pthread_mutex_unlock(&fd_mtx);
+	return ok;
+}
+
+void bp_budget_fds_give(uint64_t n)
+{
+	pthread_mutex_lock(&fd_mtx);
+	fds_pending = fds_pending > n ? fds_pending - n : 0;
+	pthread_mutex_unlock(&fd_mtx);
 }

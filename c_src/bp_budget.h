@@ -41,9 +41,17 @@ void bp_budget_memory_give(struct bp_session *s);
 /* Descriptors the node keeps for itself, for a limit of limit. */
 uint64_t bp_budget_fd_reserve(uint64_t limit);
 
-/* Whether opening need more descriptors would leave fewer than the
- * reserve free; *free_fds and *limit say how many are free and the
- * limit.  Counts /proc/self/fd (no descriptor free to count: short). */
-int bp_budget_fds_short(uint64_t need, uint64_t *free_fds, uint64_t *limit);
+/* Takes need descriptors about to be opened: 1 if the node keeps its
+ * reserve after them and those other takers are opening (taken, not yet
+ * given back), else 0; *free_fds and *limit say how many are free (less
+ * those being opened) and the limit.  Counts /proc/self/fd (no
+ * descriptor free to count: short).  Serialised: two takers never both
+ * count the same free descriptors (a start and a collector's stream file
+ * left the node 15 of its 16).  Each take is given back once the
+ * descriptors are open, or will not be. */
+int bp_budget_fds_take(uint64_t need, uint64_t *free_fds, uint64_t *limit);
+
+/* Gives back n descriptors taken with bp_budget_fds_take. */
+void bp_budget_fds_give(uint64_t n);
 
 #endif

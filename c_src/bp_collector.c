@@ -195,11 +195,13 @@ static struct bp_ctf_stream *stream_for(struct bp_session *s, uint32_t idx,
 		err = s->dirfd < 0 ? EBADF
 		      : s->dir_gone ? ENOENT
 		      /* the node's reserve of descriptors (bp_budget.h) */
-		      : bp_budget_fds_short(1, &nfree, &lim)
-			      ? EMFILE
-			      : bp_ctf_stream_open_at(st, s->dirfd, idx,
-						      s->uuid,
-						      s->packet_size);
+		      : !bp_budget_fds_take(1, &nfree, &lim) ? EMFILE
+							     : 0;
+		if (!err) {
+			err = bp_ctf_stream_open_at(st, s->dirfd, idx, s->uuid,
+						    s->packet_size);
+			bp_budget_fds_give(1);
+		}
 		if (err) {
 			st->err = err;
 			note_io_error(s, err);

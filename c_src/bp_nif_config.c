@@ -275,6 +275,10 @@ static void *session_thread(void *arg)
 	ERL_NIF_TERM r = start_io(env, s);
 	int ok = r == bp_atom.ok;
 
+	/* What start/1 opened is open now (or will not be). */
+	bp_budget_fds_give(s->fds_taken);
+	s->fds_taken = 0;
+
 	if (!ok) {
 		atomic_store(&s->state, BP_S_STOPPED);
 		bp_nif_session_release(s);
@@ -555,7 +559,7 @@ ERL_NIF_TERM bp_nif_start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
 	{
 		uint64_t nfree, lim;
 		uint64_t nfd = (s->has_file ? 3 : 0) + (s->tcp ? 1 : 0);
-		if (nfd && bp_budget_fds_short(nfd, &nfree, &lim))
+		if (nfd && !bp_budget_fds_take(nfd, &nfree, &lim))
 			return enif_make_tuple2(
 				env, bp_atom.error,
 				enif_make_tuple4(
@@ -564,10 +568,14 @@ ERL_NIF_TERM bp_nif_start_session(ErlNifEnv *env, ERL_NIF_TERM cfg,
 					enif_make_uint64(env,
 							 bp_budget_fd_reserve(lim)),
 					enif_make_uint64(env, lim)));
+		s->fds_taken = nfd;
 	}
 	if (enif_thread_create("beamprobe_collector", &s->tid, session_thread,
-			       s, NULL) != 0)
+			       s, NULL) != 0) {
+		bp_budget_fds_give(s->fds_taken);
+		s->fds_taken = 0;
 		return bp_nif_error2(env, "start", "thread");
+	}
 	s->thread_started = 1;
 	*ok = 1;
 	return enif_make_tuple3(env, bp_atom.ok, res, ref);

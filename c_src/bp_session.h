@@ -230,6 +230,8 @@ struct bp_session {
 	int finished;      /* collector ended (under mtx) */
 	_Atomic int counted; /* holds one of the node's session places */
 	_Atomic uint64_t mem_taken; /* ring memory budget held (bp_budget.h) */
+	uint64_t fds_taken; /* descriptors start/1 took for its I/O, given
+			       back by the collector thread once it is done */
 };
 
 /*

@@ -28,6 +28,7 @@
  * text), PACKET (one CTF packet), END; from the receiver ACK (u64 frames
  * written) and REFUSED.
  */
+#include "bp_budget.h"
 #include "bp_sink_tcp.h"
 #include "bp_sink_tcp_auth.h"
 #include "bp_losses.h"
@@ -341,12 +342,18 @@ static void disconnect(struct bp_tcp_sink *t)
 static void try_connect(struct bp_tcp_sink *t, uint64_t now)
 {
 	int fd, one = 1;
+	uint64_t nfree, lim;
 
 	if (t->fd >= 0 || now < t->next_try || !t->hello)
 		return;
 	t->next_try = now + RETRY_NS;
+	/* Not into the node's reserve of descriptors (bp_budget.h): tried
+	 * again later. */
+	if (!bp_budget_fds_take(1, &nfree, &lim))
+		return;
 	fd = socket(t->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
 		    0);
+	bp_budget_fds_give(1);
 	if (fd < 0)
 		return;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
