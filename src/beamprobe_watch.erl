@@ -116,6 +116,10 @@
             %% (mod_id/1): a pattern gone with its module's code changed
             %% went with the old code.
             mods = #{} :: #{module() => term()},
+            %% The code of those modules as the last round saw it with
+            %% a pattern of the session still on it (or `false':
+            %% unloaded): a purge, a delete after the baseline.
+            seen = #{} :: #{module() => term()},
             findings = [] :: [finding()],
             count = 0 :: non_neg_integer()}).
 
@@ -209,33 +213,60 @@ baseline(#w{funs = {A, B}, meta = Meta} = W) ->
                       installed(S, W)],
     Mods = maps:from_list([{M, mod_id(M)}
                            || M <- lists:usort([M || {{M, _, _}, _} <- Funs])]),
-    sample(W#w{funs = {Funs, []}, pending = #{}, mods = Mods}).
+    sample(W#w{funs = {Funs, []}, pending = #{}, mods = Mods, seen = #{}}).
 
 %% Which code of module M is loaded: its MD5, and whether old code is
 %% there.  Loading M again drops every trace pattern of M (the new code
 %% has none): it shows as another MD5, or, for the same binary loaded
 %% again, as old code where there was none (until the old code is
-%% purged).  The same binary loaded again over old code not yet purged
-%% is not told from another tool's removal.
+%% purged).  The same binary loaded again over old code not purged when
+%% a round last looked is not told from another tool's removal.
 mod_id(M) ->
     try erlang:module_loaded(M) andalso
             {erlang:get_module_info(M, md5), erlang:check_old_code(M)}
     catch _:_ -> false
     end.
 
-%% Whether M's code changed since the baseline as loading it again does.
-reloaded(M, #w{mods = Mods}) ->
-    case {maps:get(M, Mods, false), mod_id(M)} of
-        {_, false} -> false;                    % unloaded
-        {false, _} -> false;                    % not known
-        {{Md5, _}, {Md5b, _}} when Md5 =/= Md5b -> true;
-        {{_, false}, {_, true}} -> true;
-        _ -> false
+%% Whether M's code changed as loading it again does, since the
+%% baseline or since a round last saw it with the session's pattern on
+%% it (old code purged, or the module deleted, after the baseline: the
+%% same binary loaded again shows only against what the round saw).
+reloaded(M, #w{mods = Mods, seen = Seen}) ->
+    case mod_id(M) of
+        false -> false;                         % unloaded
+        Now -> changed(maps:get(M, Mods, unknown), Now) orelse
+                   changed(maps:get(M, Seen, unknown), Now)
     end.
 
-new_code(Ms, #w{mods = Mods} = W) ->
-    W#w{mods = lists:foldl(fun(M, Acc) -> Acc#{M => mod_id(M)} end, Mods,
-                           lists:usort(Ms))}.
+changed(unknown, _) -> false;
+changed(false, _) -> true;                      % was unloaded
+changed({Md5, _}, {Md5b, _}) when Md5 =/= Md5b -> true;
+changed({_, false}, {_, true}) -> true;
+changed(_, _) -> false.
+
+%% The round's view of the code of the modules of FStates (Ids, each
+%% read before their functions' states): a module unloaded, or one with
+%% a function whose pattern is still the session's (so its code is the
+%% one the pattern was set on).
+observe(Ids, FStates, #w{seen = Seen} = W) ->
+    Held = [M || {{M, _, _}, Base, S} <- FStates,
+                 fun_diff(Base, S, W) =:= same, installed(S, W)],
+    W#w{seen = lists:foldl(
+                 fun({M, false}, Acc) -> Acc#{M => false};
+                    ({M, Id}, Acc) ->
+                         case lists:member(M, Held) of
+                             true -> Acc#{M => Id};
+                             false -> Acc
+                         end
+                 end, Seen, Ids)}.
+
+%% The code of modules Ms now is the one the session's patterns are on:
+%% their baseline (and the last seen: a removal before the next round is
+%% not a load).
+new_code(Ms, #w{mods = Mods, seen = Seen} = W) ->
+    Ids = [{M, mod_id(M)} || M <- lists:usort(Ms)],
+    W#w{mods = maps:merge(Mods, maps:from_list(Ids)),
+        seen = maps:merge(Seen, maps:from_list(Ids))}.
 
 installed({false, _}, _) -> false;
 installed({{beamprobe_nif, _} = T, _}, _W) ->
@@ -372,8 +403,11 @@ check(#w{funs = Funs, procs = Procs, meta = Meta} = W) ->
     {FBatch, Funs1} = take(?FUNS_PER_TICK, Funs),
     {PBatch, Procs1} = take(?PROCS_PER_TICK, Procs),
     Now = erlang:system_time(millisecond),
+    %% (Each module's code read before its functions' patterns.)
+    Ids = [{M, mod_id(M)} || M <- lists:usort([M || {{M, _, _}, _} <- FBatch])],
+    FStates = [{F, Base, fun_state(F, Meta)} || {F, Base} <- FBatch],
     FDiffs = [{{pattern, F}, How, Base, S}
-              || {F, Base} <- FBatch, S <- [fun_state(F, Meta)],
+              || {F, Base, S} <- FStates,
                  How <- [fun_diff(Base, S, W)], How =/= same],
     PDiffs = [{{procs, P}, How, Base, S}
               || {P, Base} <- PBatch, S <- [proc_state(P, W)],
@@ -390,7 +424,7 @@ check(#w{funs = Funs, procs = Procs, meta = Meta} = W) ->
              end,
     %% Dead processes leave the list.
     Procs2 = drop_dead(Procs1),
-    W1 = W#w{funs = Funs1, procs = Procs2},
+    W1 = observe(Ids, FStates, W#w{funs = Funs1, procs = Procs2}),
     lists:foldl(fun(D, Acc) -> note(D, Now, Acc) end, W1,
                 FDiffs ++ PDiffs ++ NDiffs ++ MDiffs).
 
@@ -505,9 +539,16 @@ confirm_one({procs, P} = Key, Base, Seen, Acc, W) ->
         How -> {[{Key, How, Base, S, Seen} | Acc], W}
     end.
 
-rebase_fun(F, S, #w{funs = {A, B}} = W) ->
+%% F is watched from S now; a pattern of the session's set again (by a
+%% join, a reinstall, a load followed) is on the module's code now: the
+%% baseline of the module (a removal later is not a load).
+rebase_fun({M, _, _} = F, S, #w{funs = {A, B}} = W) ->
     R = fun(L) -> [case X of {F, _} -> {F, S}; _ -> X end || X <- L] end,
-    W#w{funs = {R(A), R(B)}}.
+    W1 = W#w{funs = {R(A), R(B)}},
+    case installed(S, W) of
+        true -> new_code([M], W1);
+        false -> W1
+    end.
 
 report({Kind, Subject} = Key, How, Base, S, Seen, W) ->
     Relied = lists:member(Subject, W#w.relied),

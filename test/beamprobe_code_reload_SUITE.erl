@@ -19,7 +19,9 @@
 -export([all/0, suite/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([same_code_again/1, new_version/1, meta_session/1,
-         many_functions/1, removal_not_undone/1, shell_printer/1]).
+         many_functions/1, removal_not_undone/1, shell_printer/1,
+         removal_after_restore_not_undone/1, purged_then_same_code/1,
+         deleted_then_loaded/1]).
 
 -define(L, beamprobe_test_lib).
 -define(M, bpcr_target).
@@ -30,7 +32,8 @@ suite() -> [{timetrap, {seconds, 120}}].
 
 all() ->
     [same_code_again, new_version, meta_session, many_functions,
-     removal_not_undone, shell_printer].
+     removal_not_undone, shell_printer, removal_after_restore_not_undone,
+     purged_then_same_code, deleted_then_loaded].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -219,3 +222,93 @@ shell_printer(Config) ->
                                       "another tool")),
     ok = beamprobe:clear(),
     _ = Config.
+
+%% The session's watchdog (a beamprobe_watch process, in its state).
+watchdog(S) ->
+    [W] = [P || P <- tuple_to_list(sys:get_state(S)), is_pid(P), P =/= S,
+                case catch sys:get_state(P, 5000) of
+                    T when is_tuple(T) -> element(1, T) =:= w;
+                    _ -> false
+                end],
+    W.
+
+%% Makes watchdog W check now, and waits until it has.
+watchdog_round(W) ->
+    W ! tick,
+    _ = sys:get_state(W),
+    ok.
+
+%% The module loaded again, and a session naming f/1 starting before A's
+%% watchdog looked: the join sets f/1's pattern on the new code, A says
+%% `removed' and `restored'.  Another tool removing the pattern after
+%% that is a removal: reported `removed' and not undone.  The old tree
+%% kept the module's code from before the load as A's baseline: the
+%% removal was taken for a load, reported `reloaded', and the pattern set
+%% again behind the tool's back.
+removal_after_restore_not_undone(Config) ->
+    {Bin1, _} = ?config(bins, Config),
+    A = ?L:start(#{calls => [?F], output => {file, ?L:dir(Config, "a")}}),
+    W = watchdog(A),
+    ok = sys:suspend(W),                % B starts before W looks
+    ok = load(Bin1),
+    B = ?L:start(#{calls => [?F], output => {file, ?L:dir(Config, "b")}}),
+    ok = sys:resume(W),
+    ok = wait_tampered(A, [{pattern, ?F, removed}, {pattern, ?F, restored}]),
+    ?assertEqual({traced, local}, erlang:trace_info(?F, traced)),
+    1 = erlang:trace_pattern(?F, false, [local]),
+    Want = [{pattern, ?F, removed}, {pattern, ?F, restored},
+            {pattern, ?F, removed}],
+    ok = wait_tampered(A, Want),
+    ok = watchdog_round(W),
+    ok = watchdog_round(watchdog(B)),
+    timer:sleep(200),                   % past a confirmation: no reload
+    ?assertEqual(Want, tampered(A)),
+    ?assertEqual([{pattern, ?F, removed}], tampered(B)),
+    ?assertEqual({traced, false}, erlang:trace_info(?F, traced)),
+    _ = ?L:stop(A),
+    _ = ?L:stop(B),
+    ?L:assert_no_trace_state([], [?F]).
+
+%% Loaded again, its old code purged after the watchdog followed the
+%% load (old code was there when it set the pattern again), then the same
+%% binary loaded again: another load, followed.  The old tree compared
+%% with the code when it set the pattern (old code there then too): the
+%% second load was reported `removed' and the new code's calls were lost.
+purged_then_same_code(Config) ->
+    {Bin1, _} = ?config(bins, Config),
+    D = ?L:dir(Config, "p"),
+    S = ?L:start(#{calls => [?F], output => {file, D}}),
+    W = watchdog(S),
+    ok = load(Bin1),
+    ok = wait_tampered(S, [{pattern, ?F, reloaded}]),
+    _ = code:purge(?M),
+    false = erlang:check_old_code(?M),
+    ok = watchdog_round(W),             % it saw the purge
+    ok = load(Bin1),
+    Want = [{pattern, ?F, reloaded}, {pattern, ?F, reloaded}],
+    ok = wait_tampered(S, Want),
+    ?assertEqual({traced, local}, erlang:trace_info(?F, traced)),
+    P = calls([5]),
+    _ = ?L:stop(S),
+    ?assertEqual([<<"(5)">>], args(?L:trace(D), P)),
+    ?L:assert_no_trace_state([], [?F]).
+
+%% The module deleted and purged (the watchdog saw it gone: nothing to
+%% report, no call can be lost), then loaded again: followed, the new
+%% code's calls recorded.  The old tree: `removed', calls lost.
+deleted_then_loaded(Config) ->
+    {Bin1, _} = ?config(bins, Config),
+    D = ?L:dir(Config, "d"),
+    S = ?L:start(#{calls => [?F], output => {file, D}}),
+    W = watchdog(S),
+    true = code:delete(?M),
+    _ = code:purge(?M),
+    ok = watchdog_round(W),
+    ?assert(is_process_alive(W)),
+    ?assertEqual([], tampered(S)),
+    ok = load(Bin1),
+    ok = wait_tampered(S, [{pattern, ?F, reloaded}]),
+    P = calls([6]),
+    _ = ?L:stop(S),
+    ?assertEqual([<<"(6)">>], args(?L:trace(D), P)),
+    ?L:assert_no_trace_state([], [?F]).
