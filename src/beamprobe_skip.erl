@@ -205,22 +205,24 @@ skip1(#{procs := Procs} = C, Self) ->
         new when NewTaken -> {error, {already_traced, [new]}};
         _ when AllTaken ->
             {error, {already_traced, lists:sublist(Taken, ?MAX_SKIPPED)}};
-        L when is_list(L) -> held(skip_calls(C#{procs := L -- Pids}, Self,
-                                             Taken, length(Taken)));
-        all when NewTaken -> held(skip_calls(C#{procs := existing}, Self,
-                                             Taken, length(Taken)));
-        _ -> held(skip_calls(C, Self, Taken, length(Taken)))
+        L when is_list(L) ->
+            held(Pids, skip_calls(C#{procs := L -- Pids}, Self, Taken,
+                                  length(Taken)));
+        all when NewTaken ->
+            held(Pids, skip_calls(C#{procs := existing}, Self, Taken,
+                                  length(Taken)));
+        _ -> held(Pids, skip_calls(C, Self, Taken, length(Taken)))
     end.
 
-%% The listed processes skipped only because a profile run
-%% (beamprobe_profile) holds them, under `profile_held' (for the session:
-%% not in info/1): a profile is bounded, and when it ends the session
-%% takes them (beamprobe_janitor:pick_up/2).
-held({ok, C, #{procs := Listed} = Sk}) ->
-    Held = [P || P <- Listed, is_pid(P),
+%% The skipped processes (Pids, all of them: not only the ?MAX_SKIPPED
+%% listed) that a profile run (beamprobe_profile) holds, under
+%% `profile_held' (for the session: not in info/1): a profile is bounded,
+%% and when it ends the session takes them (beamprobe_janitor:pick_up/2).
+held(Pids, {ok, C, Sk}) ->
+    Held = [P || P <- Pids,
                  tracer(P) =:= {beamprobe_nif, beamprobe_discard}],
     {ok, C, Sk#{profile_held => Held}};
-held(Other) -> Other.
+held(_Pids, Other) -> Other.
 
 none() -> #{procs => [], procs_count => 0, calls => []}.
 

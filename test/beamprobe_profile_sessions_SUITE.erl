@@ -11,13 +11,15 @@
 -export([all/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([session_during_profile_picked_up/1,
-         session_during_killed_profile_picked_up/1]).
+         session_during_killed_profile_picked_up/1,
+         more_held_than_listed_picked_up/1]).
 
 -define(W, beamprobe_workload).
 
 all() ->
     [session_during_profile_picked_up,
-     session_during_killed_profile_picked_up].
+     session_during_killed_profile_picked_up,
+     more_held_than_listed_picked_up].
 
 init_per_suite(Config) ->
     beamprobe_test_lib:require_tracer(),
@@ -110,3 +112,42 @@ during_profile(Config, End) ->
      end || N <- ["all", "list"]],
     beamprobe_test_lib:assert_no_trace_state([W, Free], [{?W, add, 2}]),
     [?W:stop_worker(P) || P <- [W, Free]].
+
+%% More processes held than `skipped' lists (1,000): a session with
+%% `procs => all' started during the profile takes every one of them when
+%% it ends.  Before, it took only the listed ones: of 1,500 idle
+%% processes the profile held, 930 got the session's tracer, 570 stayed
+%% untraced for the rest of its run (and `skipped' still counted them).
+more_held_than_listed_picked_up(Config) ->
+    Ps = [spawn(fun() -> receive stop -> ok end end)
+          || _ <- lists:seq(1, 1500)],
+    Self = self(),
+    _ = spawn_link(fun() ->
+                           Self ! {profiled, beamprobe:profile(
+                                               {?W, add, 2},
+                                               #{time => 60000,
+                                                 print => false})}
+                   end),
+    Tracer = fun(T) ->
+                     fun() -> lists:all(fun(P) -> erlang:trace_info(P, tracer)
+                                                      =:= {tracer, T}
+                                        end, Ps)
+                     end
+             end,
+    beamprobe_test_lib:wait_until(
+      Tracer({beamprobe_nif, beamprobe_discard}), 20000),
+    S = beamprobe_test_lib:start(#{calls => [{?W, add, 2}], procs => all,
+                                   output => {file, beamprobe_test_lib:dir(
+                                                      Config, "all")}}),
+    {ok, #{skipped := #{procs_count := N0}}} = beamprobe:info(S),
+    ?assert(N0 >= 1500, N0),
+    whereis(beamprobe_profile) ! {beamprobe_profile, stop},
+    receive {profiled, R} -> ?assertMatch({ok, _}, R) end,
+    beamprobe_test_lib:wait_until(
+      Tracer({beamprobe_nif, beamprobe_hub}), 10000),
+    {ok, #{skipped := #{procs_count := N1}}} = beamprobe:info(S),
+    ?assert(N1 =< N0 - 1500, {N0, N1}),
+    _ = beamprobe_test_lib:stop(S),
+    beamprobe_test_lib:assert_no_trace_state(Ps, [{?W, add, 2}]),
+    [P ! stop || P <- Ps],
+    ok.
