@@ -746,6 +746,8 @@ pick_up(#st{held = Held, skipped = #{procs := Sk, procs_count := N} = Skipped}
     case beamprobe_janitor:pick_up(self(), Held) of
         {ok, Picked, Still, Entry} ->
             _ = annotate(St, Picked),
+            %% (Its watchdog watches them too.)
+            ok = beamprobe_watch:watch_procs(St#st.watch, Picked),
             {ok, St#st{held = Still, hub = Entry,
                        traced = case St#st.traced of
                                     L when is_list(L) -> L ++ Picked;

@@ -70,7 +70,7 @@
 -behaviour(gen_server).
 
 -export([running_bits/0, start_link/2, start_in/3, stop/1, rebase/1,
-         findings/1]).
+         findings/1, watch_procs/2]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 
 -export_type([finding/0]).
@@ -162,6 +162,14 @@ stop(W) ->
 -spec rebase(pid() | undefined) -> ok.
 rebase(undefined) -> ok;
 rebase(W) -> call(W, rebase, ok).
+
+%% @doc Processes a session with a list of processes took after its
+%% start (those a profile run held, beamprobe_janitor:pick_up/2) are
+%% watched too, from the tracer and flags they have now (another tool
+%% taking one is reported as for the others).
+-spec watch_procs(pid() | undefined, [pid()]) -> ok.
+watch_procs(undefined, _Pids) -> ok;
+watch_procs(W, Pids) -> call(W, {watch_procs, Pids}, ok).
 
 %% @doc The differences reported so far, oldest first, and their number.
 -spec findings(pid() | undefined) -> {[finding()], non_neg_integer()}.
@@ -361,6 +369,22 @@ handle_call(rebase, _From, W) ->
     %% not this one.
     _ = (catch erlang:trace(self(), false, [all])),
     {reply, ok, baseline(W)};
+handle_call({watch_procs, Pids}, _From,
+            #w{traced = L, procs = {A, B}, flags = Own} = W) when is_list(L) ->
+    %% From what the janitor set on them (not read now: another tool may
+    %% have taken one since).
+    Mine = {tracer, {beamprobe_nif, beamprobe_hub}},
+    New = [P || P <- Pids, not lists:member(P, L)],
+    Add = [{P, S} || P <- New,
+                     S <- [case is_list(Own) of
+                               true -> {Mine, Own};
+                               false -> proc_state(P, W)
+                           end],
+                     element(1, S) =:= Mine],
+    {reply, ok, W#w{traced = L ++ New, procs = {A ++ Add, B}}};
+handle_call({watch_procs, _}, _From, W) ->
+    %% (`all', `existing': a sample of the node's processes is watched.)
+    {reply, ok, W};
 handle_call(findings, _From, #w{findings = Fs, count = N} = W) ->
     {reply, {lists:reverse(Fs), N}, W};
 handle_call(stop, _From, #w{findings = Fs, count = N} = W) ->

@@ -12,14 +12,16 @@
          init_per_testcase/2, end_per_testcase/2]).
 -export([session_during_profile_picked_up/1,
          session_during_killed_profile_picked_up/1,
-         more_held_than_listed_picked_up/1]).
+         more_held_than_listed_picked_up/1,
+         picked_up_then_taken_reported/1]).
 
 -define(W, beamprobe_workload).
 
 all() ->
     [session_during_profile_picked_up,
      session_during_killed_profile_picked_up,
-     more_held_than_listed_picked_up].
+     more_held_than_listed_picked_up,
+     picked_up_then_taken_reported].
 
 init_per_suite(Config) ->
     beamprobe_test_lib:require_tracer(),
@@ -151,3 +153,49 @@ more_held_than_listed_picked_up(Config) ->
     beamprobe_test_lib:assert_no_trace_state(Ps, [{?W, add, 2}]),
     [P ! stop || P <- Ps],
     ok.
+
+%% A process a session with a list took when the profile ended is
+%% watched as the others: another tool taking it is reported.  Before,
+%% the watchdog watched only the processes of the start: the session lost
+%% W's events without a word (tampered listed only the free worker).
+picked_up_then_taken_reported(Config) ->
+    W = ?W:start_worker(),
+    Self = self(),
+    _ = spawn_link(fun() ->
+                           Self ! {profiled, beamprobe:profile(
+                                               {?W, add, 2},
+                                               #{time => 60000,
+                                                 print => false})}
+                   end),
+    beamprobe_test_lib:wait_until(
+      fun() -> erlang:trace_info(W, tracer) =:=
+                   {tracer, {beamprobe_nif, beamprobe_discard}} end, 10000),
+    Free = ?W:start_worker(),
+    S = beamprobe_test_lib:start(#{calls => [{?W, add, 2}],
+                                   procs => [W, Free],
+                                   output => {file, beamprobe_test_lib:dir(
+                                                      Config, "list")}}),
+    whereis(beamprobe_profile) ! {beamprobe_profile, stop},
+    receive {profiled, R} -> ?assertMatch({ok, _}, R) end,
+    %% (Taken: the session has dealt with the profile's end.)
+    beamprobe_test_lib:wait_until(
+      fun() ->
+              {ok, #{skipped := #{procs := Sk}}} = beamprobe:info(S),
+              not lists:member(W, Sk)
+      end, 10000),
+    Other = spawn(fun() -> receive stop -> ok end end),
+    [begin
+         _ = erlang:trace(P, false, [all]),
+         1 = erlang:trace(P, true, [call, {tracer, Other}])
+     end || P <- [W, Free]],
+    Taken = fun() ->
+                    {ok, #{tampered := T}} = beamprobe:info(S),
+                    lists:sort([P || {procs, P, replaced, _} <- T])
+            end,
+    beamprobe_test_lib:wait_until(
+      fun() -> Taken() =:= lists:sort([W, Free]) end, 10000),
+    _ = beamprobe_test_lib:stop(S),
+    [erlang:trace(P, false, [all]) || P <- [W, Free]],
+    Other ! stop,
+    beamprobe_test_lib:assert_no_trace_state([W, Free], [{?W, add, 2}]),
+    [?W:stop_worker(P) || P <- [W, Free]].
