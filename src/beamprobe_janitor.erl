@@ -374,8 +374,11 @@ handle_call({others_patterns, Session, Meta}, _From, #st{sessions = Ss} = St) ->
 handle_call({reinstall_patterns, Fs, Meta, reloaded}, _From, St) ->
     %% The module was loaded again: its new code gets the patterns, and
     %% every session on them is told, once per session with the list
-    %% (beamprobe_watch: `reloaded').
-    case [F || F <- Fs, set_again(F, Meta, St)] of
+    %% (beamprobe_watch: `reloaded').  Only where the new code has no
+    %% pattern still: another tool may have set its own there since the
+    %% watchdog looked (its watchdog then reports it replaced), or
+    %% another watchdog's call set it already.
+    case [F || F <- Fs, ?KEYS:no_pattern(F, Meta), set_again(F, Meta, St)] of
         [] -> {reply, none, St};
         Set ->
             Seen = erlang:system_time(millisecond),

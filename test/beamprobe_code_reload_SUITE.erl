@@ -21,7 +21,7 @@
 -export([same_code_again/1, new_version/1, meta_session/1,
          many_functions/1, removal_not_undone/1, shell_printer/1,
          removal_after_restore_not_undone/1, purged_then_same_code/1,
-         deleted_then_loaded/1]).
+         deleted_then_loaded/1, other_tool_on_new_code_kept/1]).
 
 -define(L, beamprobe_test_lib).
 -define(M, bpcr_target).
@@ -33,7 +33,8 @@ suite() -> [{timetrap, {seconds, 120}}].
 all() ->
     [same_code_again, new_version, meta_session, many_functions,
      removal_not_undone, shell_printer, removal_after_restore_not_undone,
-     purged_then_same_code, deleted_then_loaded].
+     purged_then_same_code, deleted_then_loaded,
+     other_tool_on_new_code_kept].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -312,3 +313,39 @@ deleted_then_loaded(Config) ->
     _ = ?L:stop(S),
     ?assertEqual([<<"(6)">>], args(?L:trace(D), P)),
     ?L:assert_no_trace_state([], [?F]).
+
+%% Another tool sets its own pattern on the new code (dbg's patterns went
+%% with the old code too: set again after a load) after the watchdog saw
+%% the load and before the janitor set beamprobe's: the tool's pattern
+%% stays, and the session reports it `replaced'.  The old tree set
+%% beamprobe's over it (match_spec [] instead of the tool's).
+other_tool_on_new_code_kept(Config) ->
+    {Bin1, _} = ?config(bins, Config),
+    S = ?L:start(#{calls => [?F], output => {file, ?L:dir(Config, "o")}}),
+    W = watchdog(S),
+    J = whereis(beamprobe_janitor),
+    ok = sys:suspend(J),
+    try
+        ok = load(Bin1),
+        ok = watchdog_round(W),
+        %% The watchdog waits for the janitor to set the pattern again
+        %% (the janitor is sensitive: its messages are not shown).
+        _ = ?L:wait_until(
+              fun() ->
+                      {current_stacktrace, CS} =
+                          process_info(W, current_stacktrace),
+                      lists:keymember(reinstall_patterns, 2, CS)
+              end, ?WITHIN_MS),
+        Theirs = [{'_', [], [{message, theirs}]}],
+        1 = erlang:trace_pattern(?F, Theirs, [local])
+    after
+        sys:resume(J)
+    end,
+    ok = wait_tampered(S, [{pattern, ?F, reloaded}, {pattern, ?F, replaced}]),
+    ?assertEqual({match_spec, [{'_', [], [{message, theirs}]}]},
+                 erlang:trace_info(?F, match_spec)),
+    _ = ?L:stop(S),
+    ?assertEqual({match_spec, [{'_', [], [{message, theirs}]}]},
+                 erlang:trace_info(?F, match_spec)),
+    1 = erlang:trace_pattern(?F, false, [local]),
+    ok.
