@@ -507,9 +507,10 @@ maybe_confirm(W) -> W.
 %% `{pattern, {functions, N}, How, Seen}' or `{procs, {processes, N}, How,
 %% Seen}' (the event's detail lists the first ones).
 confirm(#w{pending = Pend} = W) ->
-    {Sure, W1} = maps:fold(fun(Key, {_How, Base, _S, Seen}, {Acc, WA}) ->
-                                   confirm_one(Key, Base, Seen, Acc, WA)
-                           end, {[], W#w{pending = #{}}}, Pend),
+    {Sure0, W1} = maps:fold(fun(Key, {_How, Base, _S, Seen}, {Acc, WA}) ->
+                                    confirm_one(Key, Base, Seen, Acc, WA)
+                            end, {[], W#w{pending = #{}}}, Pend),
+    Sure = whole_modules(Sure0, W1),
     Groups = lists:foldl(fun({{Kind, Sub}, How, _, _, _} = D, G) ->
                                  K = {Kind, How, Sub =:= new},
                                  maps:update_with(K, fun(L) -> [D | L] end,
@@ -522,6 +523,25 @@ confirm(#w{pending = Pend} = W) ->
                                           report(Key, How, Base, S, Seen, WB)
                                   end, WA, lists:reverse(Ds))
               end, W1, Groups).
+
+%% A module loaded again lost the patterns of all its functions: those
+%% of its watched functions not checked in this round (beyond
+%% ?FUNS_PER_TICK: the next round would compare with the new code, and
+%% take them for removed) are reported and set again with the others.
+whole_modules(Sure, #w{funs = {A, B}, meta = Meta, reported = Rep} = W) ->
+    case [{M, Seen} || {{pattern, {M, _, _}}, reloaded, _, _, Seen} <- Sure] of
+        [] -> Sure;
+        Ms ->
+            In = [K || {K, _, _, _, _} <- Sure],
+            Sure ++ [{{pattern, F}, reloaded, Base, S, Seen}
+                     || {{M, _, _} = F, Base} <- A ++ B,
+                        {M2, Seen} <- [lists:keyfind(M, 1, Ms)], M2 =:= M,
+                        not lists:member({pattern, F}, In),
+                        not is_map_key({pattern, F}, Rep),
+                        not lists:member(F, W#w.relied),
+                        S <- [fun_state(F, Meta)],
+                        fun_diff(Base, S, W) =:= removed]
+    end.
 
 confirm_one({pattern, F} = Key, Base, Seen, Acc, #w{meta = Meta} = W) ->
     S = fun_state(F, Meta),

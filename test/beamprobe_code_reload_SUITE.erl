@@ -21,7 +21,8 @@
 -export([same_code_again/1, new_version/1, meta_session/1,
          many_functions/1, removal_not_undone/1, shell_printer/1,
          removal_after_restore_not_undone/1, purged_then_same_code/1,
-         deleted_then_loaded/1, other_tool_on_new_code_kept/1]).
+         deleted_then_loaded/1, other_tool_on_new_code_kept/1,
+         module_over_one_round/1]).
 
 -define(L, beamprobe_test_lib).
 -define(M, bpcr_target).
@@ -34,7 +35,7 @@ all() ->
     [same_code_again, new_version, meta_session, many_functions,
      removal_not_undone, shell_printer, removal_after_restore_not_undone,
      purged_then_same_code, deleted_then_loaded,
-     other_tool_on_new_code_kept].
+     other_tool_on_new_code_kept, module_over_one_round].
 
 init_per_suite(Config) ->
     ok = ?L:require_tracer(),
@@ -349,3 +350,38 @@ other_tool_on_new_code_kept(Config) ->
                  erlang:trace_info(?F, match_spec)),
     1 = erlang:trace_pattern(?F, false, [local]),
     ok.
+
+%% A module with more functions than a watchdog round checks (1,000):
+%% loaded again, all of them are followed, in one report.  The old tree
+%% reported the 1,000 of the first round `reloaded' and set them again,
+%% and the next round took the other 102 (module_info/0,1 included) for
+%% removed by another tool: {functions, 102} removed, never set again.
+module_over_one_round(Config) ->
+    N = 1100,
+    Names = [list_to_atom("f" ++ integer_to_list(I)) || I <- lists:seq(1, N)],
+    Forms = [{attribute, 1, module, bpcr_big},
+             {attribute, 1, export, [{F, 1} || F <- Names]}] ++
+        [{function, 1, F, 1, [{clause, 1, [{var, 1, 'X'}], [], [{var, 1, 'X'}]}]}
+         || F <- Names],
+    {ok, bpcr_big, Bin} = compile:forms(Forms, [binary]),
+    {module, bpcr_big} = code:load_binary(bpcr_big, "bpcr_big.erl", Bin),
+    try
+        S = ?L:start(#{calls => [{bpcr_big, '_', '_'}],
+                       output => {file, ?L:dir(Config, "big")}}),
+        {module, bpcr_big} = code:load_binary(bpcr_big, "bpcr_big.erl", Bin),
+        ok = wait_tampered(S, [{pattern, {functions, N + 2}, reloaded}]),
+        Traced = fun() -> [F || F <- Names,
+                                erlang:trace_info({bpcr_big, F, 1}, traced)
+                                    =/= {traced, local}]
+                 end,
+        ?assertEqual([], Traced()),
+        ok = watchdog_round(watchdog(S)),
+        timer:sleep(200),                % past a confirmation: no removal
+        ?assertEqual([{pattern, {functions, N + 2}, reloaded}], tampered(S)),
+        _ = ?L:stop(S),
+        ?L:assert_no_trace_state([], [{bpcr_big, '_', '_'}])
+    after
+        _ = code:purge(bpcr_big),
+        _ = code:delete(bpcr_big),
+        _ = code:purge(bpcr_big)
+    end.
