@@ -683,6 +683,10 @@ concurrent_replace(Config) ->
     wait_until(fun() -> length(binary:matches(out(Tty), <<"replaced the "
                                                        "shell trace">>)) >= 7
                end, 5000, {not_replaced, fun() -> out(Tty) end}),
+    %% (The line comes just before the replaced trace's stop, which each
+    %% calls/2 waits for before it returns.)
+    wait_until(fun() -> length(sessions(Config)) =:= 1 end, 5000,
+               {not_one_session, fun() -> sessions(Config) end}),
     ?assertMatch([_], sessions(Config)),
     type(Tty, "bprs_target:f(21)."),
     wait_out(Tty, "call bprs_target:f(21)", 3000),
