@@ -344,16 +344,21 @@ line(#{event := dropped, count := N} = E, St) ->
     %% Events were lost: the call stacks are no longer known.
     {io_lib:format("% beamprobe: dropped ~b events (~ts)~n",
                    [N, causes(E)]), St#st{stacks = #{}}};
-line(#{event := tampered, what := <<"pattern">>, subject := S,
+line(#{event := tampered, what := <<"pattern">>, subject := S0,
        how := <<"reloaded">>, detail := D}, St) ->
     %% Not another tool: the module was loaded again (beamprobe_watch).
-    {["% beamprobe: ", S, ": ", D, "\n"], St};
-line(#{event := tampered, what := <<"pattern">>, subject := S,
+    {["% beamprobe: ", fun_subject(S0, St), ": ", D, "\n"], St};
+line(#{event := tampered, what := <<"pattern">>, subject := S0,
        how := <<"restored">>, detail := D}, St) ->
     %% beamprobe set again a pattern another tool had removed.
-    {["% beamprobe: the pattern on ", S, " is back: ", D, "\n"], St};
-line(#{event := tampered, what := W, subject := S, how := H,
+    {["% beamprobe: the pattern on ", fun_subject(S0, St), " is back: ", D,
+      "\n"], St};
+line(#{event := tampered, what := W, subject := S0, how := H,
        detail := D}, St) ->
+    S = case W of
+            <<"pattern">> -> fun_subject(S0, St);
+            _ -> S0
+        end,
     %% Another tool changed what the session installed (beamprobe_watch).
     {["% beamprobe: another tool ", H, " ", case W of
                                                  <<"pattern">> -> "the pattern on ";
@@ -505,6 +510,15 @@ syntax(E, #st{}) ->
                      end;
                 (_, V) -> V
              end, E#{elixir => true}).
+
+%% A `tampered' event's function (`m:f/a', as the watchdog renders it) in
+%% Elixir syntax when asked (`N functions' stays as it is).
+fun_subject(S, #st{elixir = true}) ->
+    case binary:match(S, <<"/">>) of
+        nomatch -> S;
+        _ -> elixir_text(S, mfa)
+    end;
+fun_subject(S, _) -> S.
 
 kind(mfa) -> mfa;
 kind(args) -> args;

@@ -223,7 +223,17 @@ shell_printer(Config) ->
     ?assertEqual(nomatch, string:find(beamprobe_shell_lib:cap_text(Cap),
                                       "another tool")),
     ok = beamprobe:clear(),
-    _ = Config.
+    %% In Elixir syntax, the function as Elixir writes it (it was
+    %% "bpcr_target:f/1" in an Elixir trace).
+    Cap2 = beamprobe_shell_lib:cap(),
+    1 = beamprobe:calls(?F, 100, #{io_server => Cap2, syntax => elixir}),
+    {_, Bin2} = ?config(bins, Config),
+    _ = code:purge(?M),
+    ok = load(Bin2),                    % (another MD5: the load shows)
+    beamprobe_shell_lib:wait_text(
+      Cap2, "% beamprobe: :bpcr_target.f/1: the module was loaded again",
+      ?WITHIN_MS),
+    ok = beamprobe:clear().
 
 %% The session's watchdog (a beamprobe_watch process, in its state).
 watchdog(S) ->
