@@ -147,8 +147,12 @@ follow_budget(Config) ->
 %% A session that writes files under a 1000-byte limit and streams over
 %% TCP: the events past the limit are lost to the files alone (the
 %% stream has them), so the received trace's calls and its losses add
-%% up to the calls made.  On the old tree its drops events counted the
-%% files' `limit' losses as its own: calls received + lost > calls made.
+%% up to the files' calls and losses: the calls the session saw (all of
+%% them, or fewer when the limit's stop came before the workload's end:
+%% calls after it are no event of the session's; the fresh-clone CI of
+%% e902452 saw 7,332 of 8,000 in both).  On the old tree its drops events
+%% counted the files' `limit' losses as its own: calls received + lost >
+%% calls made.
 limit_bytes_streamed(Config) ->
     Dir = ?L:dir(Config, "t"),
     RDir = ?L:dir(Config, "recv"),
@@ -175,7 +179,11 @@ limit_bytes_streamed(Config) ->
     ct:log("received ~p calls, ~p lost, of ~p", [Calls, Lost, 4 * N]),
     {Lo, _} = streamed(Sum),
     Unconfirmed = ?L:total(Sum) - Lo,
-    ?assert(Calls + Lost =< 4 * N andalso Calls + Lost >= 4 * N - Unconfirmed).
+    Seen = ?L:count(?L:trace(Dir), "call") +
+        (?L:total(Sum) - ?L:dropped(Sum, stream)),
+    ct:log("the files: ~p calls seen", [Seen]),
+    ?assert(Seen =< 4 * N),
+    ?assert(Calls + Lost =< Seen andalso Calls + Lost >= Seen - Unconfirmed).
 
 %% Events lost by both sinks: the files past their bytes limit, the
 %% stream behind a stopped receiver.  Each call has its own argument, so
