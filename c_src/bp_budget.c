@@ -111,12 +111,28 @@ uint64_t bp_budget_fd_reserve(uint64_t limit)
 static pthread_mutex_t fd_mtx = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t fds_pending;
 
+/* Descriptors open now, in *open: 0; -1 if none is free to count them;
+ * 1 if they cannot be counted (no /proc: not short). */
+static int fds_open(uint64_t *open)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+
+	*open = 0;
+	if (!d)
+		return errno == EMFILE || errno == ENFILE ? -1 : 1;
+	while ((e = readdir(d)))
+		*open += e->d_name[0] != '.';
+	closedir(d);
+	if (*open > 0)
+		(*open)--; /* the directory's own descriptor */
+	return 0;
+}
+
 int bp_budget_fds_take(uint64_t need, uint64_t *free_fds, uint64_t *limit)
 {
 	struct rlimit rl;
-	uint64_t open = 0;
-	DIR *d;
-	struct dirent *e;
+	uint64_t open;
 	int ok;
 
 	*free_fds = 0;
@@ -125,21 +141,18 @@ int bp_budget_fds_take(uint64_t need, uint64_t *free_fds, uint64_t *limit)
 		return 1;
 	*limit = (uint64_t)rl.rlim_cur;
 	pthread_mutex_lock(&fd_mtx);
-	if (!(d = opendir("/proc/self/fd"))) { /* none left: short */
-		ok = !(errno == EMFILE || errno == ENFILE);
-		if (ok)
-			fds_pending += need;
-		pthread_mutex_unlock(&fd_mtx);
-		return ok;
+	switch (fds_open(&open)) {
+	case -1:
+		ok = 0; /* none left: short */
+		break;
+	case 1:
+		ok = 1;
+		break;
+	default:
+		open += fds_pending;
+		*free_fds = open < *limit ? *limit - open : 0;
+		ok = *free_fds >= need + bp_budget_fd_reserve(*limit);
 	}
-	while ((e = readdir(d)))
-		open += e->d_name[0] != '.';
-	closedir(d);
-	if (open > 0)
-		open--; /* the directory's own descriptor */
-	open += fds_pending;
-	*free_fds = open < *limit ? *limit - open : 0;
-	ok = *free_fds >= need + bp_budget_fd_reserve(*limit);
 	if (ok)
 		fds_pending += need;
 	pthread_mutex_unlock(&fd_mtx);

@@ -9,26 +9,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-/* Losses at the source by cause: every sink lacks these events. */
-static void source_drops(struct bp_session *s, uint64_t d[BP_DROP_COUNT])
-{
-	for (int c = 0; c < BP_DROP_COUNT; c++)
-		d[c] = 0;
-	for (uint32_t i = 0; i < s->max_slots; i++) {
-		struct bp_slot *sl =
-			atomic_load_explicit(&s->slots[i], memory_order_acquire);
-		uint64_t x[BP_DROP_COUNT];
-
-		if (!sl)
-			continue;
-		bp_slot_source_drops(sl, x);
-		for (int c = 0; c < BP_DROP_COUNT; c++)
-			d[c] += x[c];
-	}
-	d[BP_DROP_NO_BUFFER] +=
-		atomic_load_explicit(&s->noslot_drops, memory_order_relaxed);
-}
-
 /* A follow session's request budget (losses of every sink). */
 static uint64_t follow_losses(struct bp_session *s, uint64_t sl[BP_SL_COUNT],
 			      int has[BP_SL_COUNT])
@@ -59,7 +39,7 @@ void bp_losses_get(struct bp_session *s, struct bp_losses *l)
 	if (s->tcp) {
 		struct bp_tcp_counts tc;
 		bp_tcp_counts(s->tcp, &tc);
-		source_drops(s, src);
+		bp_session_source_drops(s, src);
 		for (int c = 0; c < BP_DROP_COUNT; c++)
 			nsrc += src[c];
 		l->has_tcp = 1;
@@ -110,7 +90,7 @@ int bp_losses_stream_text(struct bp_session *s, char *v, size_t cap)
 
 	if (cap)
 		v[0] = '\0';
-	source_drops(s, d);
+	bp_session_source_drops(s, d);
 	bp_tcp_counts(s->tcp, &tc);
 	d[BP_DROP_IO_ERROR] += tc.events_dropped;
 	(void)follow_losses(s, sl, has);

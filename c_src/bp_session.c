@@ -93,7 +93,11 @@ void bp_session_request_stop(struct bp_session *s, enum bp_stop_reason r)
 		}
 }
 
-void bp_session_drops(struct bp_session *s, uint64_t out[BP_DROP_COUNT])
+/* The sum over s's slots of what slot_drops says of each, with the
+ * events of threads that had no slot. */
+static void sum_drops(struct bp_session *s, uint64_t out[BP_DROP_COUNT],
+		      void (*slot_drops)(struct bp_slot *,
+					 uint64_t[BP_DROP_COUNT]))
 {
 	for (int c = 0; c < BP_DROP_COUNT; c++)
 		out[c] = 0;
@@ -104,12 +108,22 @@ void bp_session_drops(struct bp_session *s, uint64_t out[BP_DROP_COUNT])
 
 		if (!sl)
 			continue;
-		bp_slot_drops(sl, d);
+		slot_drops(sl, d);
 		for (int c = 0; c < BP_DROP_COUNT; c++)
 			out[c] += d[c];
 	}
 	out[BP_DROP_NO_BUFFER] +=
 		atomic_load_explicit(&s->noslot_drops, memory_order_relaxed);
+}
+
+void bp_session_drops(struct bp_session *s, uint64_t out[BP_DROP_COUNT])
+{
+	sum_drops(s, out, bp_slot_drops);
+}
+
+void bp_session_source_drops(struct bp_session *s, uint64_t out[BP_DROP_COUNT])
+{
+	sum_drops(s, out, bp_slot_source_drops);
 }
 
 void bp_slot_source_drops(struct bp_slot *sl, uint64_t d[BP_DROP_COUNT])

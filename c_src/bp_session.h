@@ -448,6 +448,9 @@ void bp_session_drops(struct bp_session *s, uint64_t out[BP_DROP_COUNT]);
  * drops events say. */
 void bp_slot_source_drops(struct bp_slot *sl, uint64_t d[BP_DROP_COUNT]);
 
+/* bp_slot_source_drops summed over every slot, with no_buffer. */
+void bp_session_source_drops(struct bp_session *s, uint64_t out[BP_DROP_COUNT]);
+
 /* Waits until no producer is inside s (see protocol; a producer inside
  * the hub counts as inside every member, bp_hub.h).  Collector/control. */
 void bp_session_quiesce(struct bp_session *s);

@@ -386,9 +386,7 @@ handle_call({reinstall_patterns, Fs, Meta, reloaded}, _From, St) ->
                  || #{pid := P, meta := Me, calls := Calls} <- maps:values(
                                                                  St#st.sessions),
                     Me =:= Meta,
-                    Mine <- [[F || F <- Set,
-                                   lists:any(fun({K, _}) -> covers(K, F) end,
-                                             Calls)]],
+                    Mine <- [[F || F <- Set, covered(Calls, F)]],
                     Mine =/= []],
             {reply, ok, St}
     end;
@@ -570,9 +568,12 @@ pattern_back(Fs, Meta, Why, Except, #st{sessions = Ss}) ->
          || F <- Fs, not ?KEYS:no_pattern(F, Meta),
             #{pid := P, meta := Me, calls := Calls} = E <- maps:values(Ss),
             P =/= Except, Me =:= Meta,
-            lists:any(fun({K, _}) -> covers(K, F) end, Calls) orelse
-                lists:member(F, maps:get(relied, E, []))],
+            covered(Calls, F) orelse lists:member(F, maps:get(relied, E, []))],
     ok.
+
+%% Whether a session's call patterns cover function F.
+covered(Calls, F) ->
+    lists:any(fun({K, _}) -> covers(K, F) end, Calls).
 
 %% The functions other tools' patterns cover that sessions of the kind
 %% rely on (beamprobe_skip: local patterns only).

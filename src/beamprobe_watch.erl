@@ -648,10 +648,10 @@ note({Kind, Subject} = Key, How, Detail, Pid, Seen, W) ->
 %% reported again.  Nothing for a function this watchdog does not watch;
 %% for one of another tool's patterns the session relied on, `restored'
 %% only after its `removed' (that tool changing its own is its business).
-pattern_reset(F, Seen, Why, #w{funs = {A, B}, meta = Meta} = W) ->
+pattern_reset(F, Seen, Why, #w{meta = Meta} = W) ->
     Key = {pattern, F},
     Relied = lists:member(F, W#w.relied),
-    Watched = lists:keymember(F, 1, A) orelse lists:keymember(F, 1, B),
+    Watched = watched(F, W),
     W1 = case Watched andalso not is_map_key(Key, W#w.reported) andalso
              not Relied of
              true -> note(Key, removed, gap_detail(Why), undefined, Seen, W);
@@ -661,8 +661,7 @@ pattern_reset(F, Seen, Why, #w{funs = {A, B}, meta = Meta} = W) ->
         true ->
             W2 = note(Key, restored, restored_detail(Why, Relied), undefined,
                       Seen, W1),
-            W3 = rebase_fun(F, fun_state(F, Meta), W2),
-            W3#w{reported = maps:remove(Key, W3#w.reported)};
+            reinstalled(Key, rebase_fun(F, fun_state(F, Meta), W2));
         false -> W1
     end.
 
@@ -672,10 +671,9 @@ pattern_reset(F, Seen, Why, #w{funs = {A, B}, meta = Meta} = W) ->
 %% (another session's watchdog saw it first) is reported `reloaded' now,
 %% once (more than ?MAX_EACH in one report), and watched again.  The new
 %% code is the baseline of their modules.
-reloaded_reset(Fs0, Seen, #w{funs = {A, B}, meta = Meta, mods = Mods} = W0) ->
+reloaded_reset(Fs0, Seen, #w{meta = Meta, mods = Mods} = W0) ->
     W = new_code([M || {M, _, _} <- Fs0], W0),
-    Fs = [F || F <- lists:usort(Fs0),
-               lists:keymember(F, 1, A) orelse lists:keymember(F, 1, B),
+    Fs = [F || F <- lists:usort(Fs0), watched(F, W),
                not lists:member(F, W#w.relied)],
     %% Not for a load this watchdog has seen already (it reported it, or
     %% an earlier reset of another watchdog's did): its module's code is
@@ -700,9 +698,10 @@ reloaded_reset(Fs0, Seen, #w{funs = {A, B}, meta = Meta, mods = Mods} = W0) ->
                         reinstalled({pattern, F}, WB)
                 end, W1, Fs).
 
-gap_detail(reloaded) ->
-    <<"the module was loaded again, and its new code had no trace pattern "
-      "until it was set again: calls in between were not traced">>;
+%% Whether this watchdog watches function F.
+watched(F, #w{funs = {A, B}}) ->
+    lists:keymember(F, 1, A) orelse lists:keymember(F, 1, B).
+
 gap_detail(joined) ->
     <<"the trace pattern was gone (removed by another tool, or the module "
       "was loaded again) until another beamprobe session naming this "
@@ -719,8 +718,6 @@ restored_detail(Why, Relied) ->
            false -> "the trace pattern, removed before, "
        end,
        case Why of
-           reloaded -> "was set on the module's new code (it was loaded "
-                       "again): ";
            joined -> "and a beamprobe session naming this function started "
                      "and set its own: ";
            reinstall -> "was set again (on_tamper => reinstall): "
